@@ -1,0 +1,59 @@
+// Levelled logging with [file:line] and a subsystem filter.
+//
+//   PHOS_LOG(Info, "simgpu", "device {} ready: {} GiB", ordinal, gib);
+//   PHOS_LOG_EVERY_SEC(Warn, "runtime", 5, "launch {} waited on absent buffers", name);
+//
+// Environment (read once, at the first log call):
+//   PHOS_LOG_LEVEL   trace|debug|info|warn|error|off.            Default: info.
+//   PHOS_LOG_SUBSYS  comma-separated subsystems to show ("simgpu,store"), or a list prefixed
+//                    with '^' to show all but those ("^simgpu"). Default: all.
+// Messages at warn and above are shown whatever the subsystem filter says.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <string_view>
+
+#include <fmt/core.h>
+
+namespace phos::log {
+
+enum class Level { Trace = 0, Debug, Info, Warn, Error, Off };
+
+// True when a message at `level` for `subsys` would be written.
+bool Enabled(Level level, std::string_view subsys);
+// Writes one line: "[time] [level] [subsys] [file:line] message".
+void Write(Level level, std::string_view subsys, const char* file, int line, std::string_view message);
+// Overrides the environment (tests, daemons with flags). Subsystem syntax as PHOS_LOG_SUBSYS.
+void Configure(Level level, std::string_view subsys_filter);
+// Parses "info", "warn", ... Returns false for an unknown name.
+bool ParseLevel(std::string_view name, Level* level);
+
+// Admits one event per `period` from many threads; used by PHOS_LOG_EVERY_SEC.
+class RateLimiter {
+ public:
+  bool Admit(std::chrono::seconds period);
+ private:
+  std::atomic<long long> next_ns_{0};
+};
+
+}  // namespace phos::log
+
+#define PHOS_LOG(level, subsys, ...)                                                   \
+  do {                                                                                 \
+    if (::phos::log::Enabled(::phos::log::Level::level, subsys)) {                     \
+      ::phos::log::Write(::phos::log::Level::level, subsys, __FILE__, __LINE__,        \
+                         ::fmt::format(__VA_ARGS__));                                  \
+    }                                                                                  \
+  } while (0)
+
+// At most one message per `seconds` from this call site (hot paths).
+#define PHOS_LOG_EVERY_SEC(level, subsys, seconds, ...)                                \
+  do {                                                                                 \
+    static ::phos::log::RateLimiter phos_log_limiter_;                                 \
+    if (::phos::log::Enabled(::phos::log::Level::level, subsys) &&                     \
+        phos_log_limiter_.Admit(std::chrono::seconds(seconds))) {                      \
+      ::phos::log::Write(::phos::log::Level::level, subsys, __FILE__, __LINE__,        \
+                         ::fmt::format(__VA_ARGS__));                                  \
+    }                                                                                  \
+  } while (0)

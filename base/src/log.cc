@@ -1,0 +1,133 @@
+#include "phos/base/log.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+namespace phos::log {
+namespace {
+
+struct Filter {
+  Level level = Level::Info;
+  bool exclude = false;               // true: the list names subsystems to hide
+  std::vector<std::string> subsystems;  // empty and !exclude: show all
+};
+
+std::vector<std::string> SplitCommas(std::string_view s) {
+  std::vector<std::string> out;
+  while (!s.empty()) {
+    size_t comma = s.find(',');
+    std::string_view item = s.substr(0, comma);
+    if (!item.empty()) out.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    s.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+Filter MakeFilter(Level level, std::string_view subsys) {
+  Filter f;
+  f.level = level;
+  if (!subsys.empty() && subsys.front() == '^') {
+    f.exclude = true;
+    subsys.remove_prefix(1);
+  }
+  f.subsystems = SplitCommas(subsys);
+  return f;
+}
+
+std::mutex g_mu;
+std::atomic<const Filter*> g_filter{nullptr};
+std::shared_ptr<spdlog::logger> g_logger;
+
+spdlog::logger* Logger() {
+  static spdlog::logger* logger = [] {
+    g_logger = spdlog::stderr_color_mt("phos");
+    // [time] [level] [subsys] [file:line] message; the subsystem is part of the message.
+    g_logger->set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+    g_logger->set_level(spdlog::level::trace);
+    return g_logger.get();
+  }();
+  return logger;
+}
+
+const Filter* CurrentFilter() {
+  const Filter* f = g_filter.load(std::memory_order_acquire);
+  if (f != nullptr) return f;
+  std::lock_guard lock(g_mu);
+  f = g_filter.load(std::memory_order_relaxed);
+  if (f != nullptr) return f;
+  Level level = Level::Info;
+  if (const char* env = std::getenv("PHOS_LOG_LEVEL")) ParseLevel(env, &level);
+  const char* subsys = std::getenv("PHOS_LOG_SUBSYS");
+  // Filters live for the whole process: readers hold them without locks.
+  f = new Filter(MakeFilter(level, subsys ? subsys : ""));
+  g_filter.store(f, std::memory_order_release);
+  return f;
+}
+
+spdlog::level::level_enum ToSpdlog(Level level) {
+  switch (level) {
+    case Level::Trace: return spdlog::level::trace;
+    case Level::Debug: return spdlog::level::debug;
+    case Level::Info: return spdlog::level::info;
+    case Level::Warn: return spdlog::level::warn;
+    case Level::Error: return spdlog::level::err;
+    case Level::Off: return spdlog::level::off;
+  }
+  return spdlog::level::info;
+}
+
+std::string_view Basename(const char* path) {
+  std::string_view p(path);
+  size_t slash = p.rfind('/');
+  return slash == std::string_view::npos ? p : p.substr(slash + 1);
+}
+
+}  // namespace
+
+bool ParseLevel(std::string_view name, Level* level) {
+  static constexpr std::pair<std::string_view, Level> kNames[] = {
+      {"trace", Level::Trace}, {"debug", Level::Debug}, {"info", Level::Info},
+      {"warn", Level::Warn},   {"error", Level::Error}, {"off", Level::Off}};
+  for (const auto& [n, l] : kNames) {
+    if (n == name) {
+      *level = l;
+      return true;
+    }
+  }
+  return false;
+}
+
+void Configure(Level level, std::string_view subsys_filter) {
+  std::lock_guard lock(g_mu);
+  g_filter.store(new Filter(MakeFilter(level, subsys_filter)), std::memory_order_release);
+}
+
+bool Enabled(Level level, std::string_view subsys) {
+  const Filter* f = CurrentFilter();
+  if (level < f->level || level == Level::Off) return false;
+  if (level >= Level::Warn || f->subsystems.empty()) return true;
+  bool listed = false;
+  for (const auto& s : f->subsystems) listed |= (s == subsys);
+  return listed != f->exclude;
+}
+
+void Write(Level level, std::string_view subsys, const char* file, int line, std::string_view message) {
+  Logger()->log(ToSpdlog(level), "[{}] [{}:{}] {}", subsys, Basename(file), line, message);
+}
+
+bool RateLimiter::Admit(std::chrono::seconds period) {
+  long long now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch()).count();
+  long long next = next_ns_.load(std::memory_order_relaxed);
+  if (now < next) return false;
+  long long period_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(period).count();
+  return next_ns_.compare_exchange_strong(next, now + period_ns, std::memory_order_relaxed);
+}
+
+}  // namespace phos::log

@@ -1,0 +1,1 @@
+# phos_add_kernel_module(): see the module part of simgpu.

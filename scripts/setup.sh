@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs what phos needs to build and test, and nothing that is already there.
+# Idempotent: a second run on a ready machine makes no changes and takes about a second.
+set -euo pipefail
+
+# Debian packages the build uses. Keep in step with the find_package() calls in CMakeLists.txt.
+packages=(
+  build-essential cmake ninja-build pkg-config ccache
+  libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The CUDA toolkit provides the headers simgpu implements (cuda.h) and, when nvcc is present, the
+# GPU variants of kernels. phos needs CUDA 12.4 or newer.
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+header="$cuda_home/include/cuda.h"
+if [[ ! -f $header ]]; then
+  echo "setup: CUDA headers not found at $header." >&2
+  echo "setup: install the CUDA toolkit (12.4 or newer) there, or set CUDA_HOME to its root." >&2
+  exit 1
+fi
+version=$(sed -n 's/^#define CUDA_VERSION \([0-9]*\).*/\1/p' "$header")
+if [[ -z $version || $version -lt 12040 ]]; then
+  echo "setup: $header is CUDA version ${version:-unknown}; phos needs 12.4 (12040) or newer." >&2
+  exit 1
+fi
+echo "setup: ready (CUDA headers $((version / 1000)).$((version % 1000 / 10)) at $cuda_home)"

@@ -1,0 +1,156 @@
+// Device and pinned host memory, copies and memsets.
+#include "api/copy.h"
+#include "api/driver.h"
+
+using namespace phos::sim;
+
+namespace {
+
+constexpr unsigned kKnownHostAllocFlags =
+    CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
+constexpr unsigned kKnownHostRegisterFlags = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+                                             CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY;
+
+// Resolves the current context and `stream`, then runs `fn(driver, stream)`.
+template <typename Fn>
+CUresult OnStream(CUstream handle, Fn fn) {
+  Driver* d = nullptr;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = ResolveStream(ctx, handle, &stream); r != CUDA_SUCCESS) return r;
+  return fn(*d, *stream);
+}
+
+CUresult Copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream, CallKind kind) {
+  return OnStream(stream, [&](Driver& d, Stream& s) { return EnqueueCopy(d, s, dst, src, bytes, kind); });
+}
+
+CUresult Memset(CUdeviceptr dst, uint32_t value, size_t element_size, size_t count, CUstream stream) {
+  return OnStream(stream,
+                  [&](Driver& d, Stream& s) { return EnqueueMemset(d, s, dst, value, element_size, count); });
+}
+
+CUdeviceptr HostPtr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+}  // namespace
+
+extern "C" {
+
+PHOS_SIM_API CUresult CUDAAPI cuMemAlloc(CUdeviceptr* dptr, size_t bytesize) {
+  if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Driver* d = nullptr;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
+  if (bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  return d->memory().Allocate(ctx->device->ordinal, ctx->id, bytesize, dptr);
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuMemFree(CUdeviceptr dptr) {
+  Driver* d = nullptr;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
+  // cuMemFree synchronises: work still using the memory finishes first.
+  if (CUresult r = ctx->exec->Synchronize(); r != CUDA_SUCCESS) return r;
+  return d->memory().Free(dptr);
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuMemGetInfo(size_t* free, size_t* total) {
+  if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Driver* d = nullptr;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
+  uint64_t f = 0, t = 0;
+  d->memory().Info(ctx->device->ordinal, &f, &t);
+  *free = f;
+  *total = t;
+  return CUDA_SUCCESS;
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int flags) {
+  if (pp == nullptr || bytesize == 0 || (flags & ~kKnownHostAllocFlags) != 0) return CUDA_ERROR_INVALID_VALUE;
+  Driver* d = nullptr;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
+  return d->host_memory().Allocate(bytesize, flags, pp);
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuMemFreeHost(void* p) {
+  Driver* d = nullptr;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
+  return d->host_memory().Free(p);
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuMemHostRegister(void* p, size_t bytesize, unsigned int flags) {
+  if (p == nullptr || bytesize == 0 || (flags & ~kKnownHostRegisterFlags) != 0) return CUDA_ERROR_INVALID_VALUE;
+  Driver* d = nullptr;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
+  return d->host_memory().Register(p, bytesize, flags);
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuMemHostUnregister(void* p) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Driver* d = nullptr;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
+  return d->host_memory().Unregister(p);
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
+  if (src == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return Copy(dst, HostPtr(src), bytes, nullptr, CallKind::kSync);
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t bytes) {
+  if (dst == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return Copy(HostPtr(dst), src, bytes, nullptr, CallKind::kSync);
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+  // Device-to-device copies are asynchronous with respect to the host, even this one (CUDA's
+  // API synchronization behavior).
+  return Copy(dst, src, bytes, nullptr, CallKind::kAsync);
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+  return Copy(dst, src, bytes, nullptr, CallKind::kSync);
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) {
+  if (src == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return Copy(dst, HostPtr(src), bytes, stream, CallKind::kAsync);
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  if (dst == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return Copy(HostPtr(dst), src, bytes, stream, CallKind::kAsync);
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  return Copy(dst, src, bytes, stream, CallKind::kAsync);
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  return Copy(dst, src, bytes, stream, CallKind::kAsync);
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t count) {
+  return Memset(dst, value, 1, count, nullptr);
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuMemsetD32(CUdeviceptr dst, unsigned int value, size_t count) {
+  return Memset(dst, value, 4, count, nullptr);
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t count, CUstream stream) {
+  return Memset(dst, value, 1, count, stream);
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t count,
+                                               CUstream stream) {
+  return Memset(dst, value, 4, count, stream);
+}
+
+}  // extern "C"

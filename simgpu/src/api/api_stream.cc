@@ -1,0 +1,148 @@
+// Streams, events and host functions.
+#include "api/driver.h"
+
+using namespace phos::sim;
+
+namespace {
+
+constexpr unsigned kKnownEventFlags =
+    CU_EVENT_DEFAULT | CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+
+// Resolves an event handle in the current context.
+CUresult RequireEvent(CUevent handle, std::shared_ptr<EventObject>* out) {
+  Driver* d = nullptr;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
+  *out = d->events.Find(handle);
+  return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+}  // namespace
+
+extern "C" {
+
+PHOS_SIM_API CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int flags) {
+  if (phStream == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (flags != CU_STREAM_DEFAULT && flags != CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;
+  Driver* d = nullptr;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
+  auto object = std::make_shared<StreamObject>();
+  object->ctx = ctx;
+  object->flags = flags;
+  object->stream = ctx->exec->CreateStream(flags == CU_STREAM_NON_BLOCKING);
+  *phStream = d->streams.Insert(std::move(object));
+  return CUDA_SUCCESS;
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuStreamDestroy(CUstream hStream) {
+  Driver* d = nullptr;
+  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
+  // Work still queued on the stream completes; the stream goes away when it has (CUDA returns
+  // at once too).
+  std::shared_ptr<StreamObject> object = d->streams.Remove(hStream);
+  if (!object) return CUDA_ERROR_INVALID_HANDLE;
+  object->ctx->exec->DestroyStream(object->stream);
+  return CUDA_SUCCESS;
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
+  Driver* d = nullptr;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = ResolveStream(ctx, hStream, &stream); r != CUDA_SUCCESS) return r;
+  return stream->Query();
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
+  Driver* d = nullptr;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = ResolveStream(ctx, hStream, &stream); r != CUDA_SUCCESS) return r;
+  return stream->Synchronize();
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int flags) {
+  if (flags != CU_EVENT_WAIT_DEFAULT && flags != CU_EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
+  Driver* d = nullptr;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = ResolveStream(ctx, hStream, &stream); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<EventObject> event = d->events.Find(hEvent);
+  if (!event) return CUDA_ERROR_INVALID_HANDLE;
+  stream->WaitEvent(*event->event);
+  return CUDA_SUCCESS;
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void* userData) {
+  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Driver* d = nullptr;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = ResolveStream(ctx, hStream, &stream); r != CUDA_SUCCESS) return r;
+  Op op;
+  op.engine = Engine::kHost;
+  op.work = [fn, userData]() {
+    fn(userData);
+    return CUDA_SUCCESS;
+  };
+  stream->Enqueue(std::move(op));
+  return CUDA_SUCCESS;
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int flags) {
+  if (phEvent == nullptr || (flags & ~kKnownEventFlags) != 0) return CUDA_ERROR_INVALID_VALUE;
+  // An interprocess event must have timing disabled (cuEventCreate documentation).
+  if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING)) return CUDA_ERROR_INVALID_VALUE;
+  Driver* d = nullptr;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
+  auto object = std::make_shared<EventObject>();
+  object->ctx = ctx;
+  object->flags = flags;
+  object->event = ctx->exec->CreateEvent(/*timing=*/!(flags & CU_EVENT_DISABLE_TIMING));
+  *phEvent = d->events.Insert(std::move(object));
+  return CUDA_SUCCESS;
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuEventDestroy(CUevent hEvent) {
+  Driver* d = nullptr;
+  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
+  // Destroying an event whose recorded work is pending is allowed; the work completes anyway.
+  return d->events.Remove(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
+  std::shared_ptr<EventObject> event;
+  if (CUresult r = RequireEvent(hEvent, &event); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = ResolveStream(event->ctx, hStream, &stream); r != CUDA_SUCCESS) return r;
+  event->event->Record(*stream);
+  return CUDA_SUCCESS;
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
+  std::shared_ptr<EventObject> event;
+  if (CUresult r = RequireEvent(hEvent, &event); r != CUDA_SUCCESS) return r;
+  return event->event->Query();
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
+  std::shared_ptr<EventObject> event;
+  if (CUresult r = RequireEvent(hEvent, &event); r != CUDA_SUCCESS) return r;
+  return event->event->Synchronize();
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuEventElapsedTime(float* pMilliseconds, CUevent hStart, CUevent hEnd) {
+  if (pMilliseconds == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<EventObject> start, end;
+  if (CUresult r = RequireEvent(hStart, &start); r != CUDA_SUCCESS) return r;
+  if (CUresult r = RequireEvent(hEnd, &end); r != CUDA_SUCCESS) return r;
+  return Event::ElapsedTime(*start->event, *end->event, pMilliseconds);
+}
+
+}  // extern "C"

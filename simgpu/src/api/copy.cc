@@ -1,0 +1,101 @@
+#include "api/copy.h"
+
+#include <cstring>
+
+namespace phos::sim {
+namespace {
+
+struct Side {
+  bool device = false;
+  bool pinned = false;  // host side only
+};
+
+// Decides whether [ptr, ptr + bytes) is device memory (and accessible as `needed`) or host
+// memory. A range that starts inside the device address space but is not valid device memory
+// is an error, not host memory: it names freed or unmapped device memory.
+CUresult Classify(Driver& driver, CUdeviceptr ptr, size_t bytes, Access needed, Side* side) {
+  DeviceMemory& memory = driver.memory();
+  if (ptr == 0) return CUDA_ERROR_INVALID_VALUE;
+  bool in_device_range = ptr >= memory.base() && ptr < memory.base() + memory.size();
+  if (in_device_range) {
+    if (!memory.CheckRange(ptr, bytes, needed)) return CUDA_ERROR_INVALID_VALUE;
+    side->device = true;
+    return CUDA_SUCCESS;
+  }
+  side->device = false;
+  side->pinned = driver.host_memory().IsPinned(reinterpret_cast<const void*>(ptr), bytes);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUresult EnqueueCopy(Driver& driver, Stream& stream, CUdeviceptr dst, CUdeviceptr src,
+                     size_t bytes, CallKind kind) {
+  if (bytes == 0) return CUDA_SUCCESS;
+  Side to, from;
+  if (CUresult r = Classify(driver, dst, bytes, Access::kReadWrite, &to); r != CUDA_SUCCESS) return r;
+  if (CUresult r = Classify(driver, src, bytes, Access::kRead, &from); r != CUDA_SUCCESS) return r;
+
+  const DeviceProfile& p = *driver.config().profile;
+  Op op;
+  op.bytes = bytes;
+  bool pageable_host = false;
+  if (to.device && from.device) {
+    op.engine = Engine::kCompute;
+    op.cost_seconds = bytes / p.d2d_bps;
+  } else if (to.device) {
+    op.engine = Engine::kCopyH2D;
+    op.cost_seconds = bytes / (from.pinned ? p.h2d_pinned_bps : p.h2d_pageable_bps);
+    pageable_host = !from.pinned;
+  } else if (from.device) {
+    op.engine = Engine::kCopyD2H;
+    op.cost_seconds = bytes / (to.pinned ? p.d2h_pinned_bps : p.d2h_pageable_bps);
+    pageable_host = !to.pinned;
+  } else {
+    // Host to host through the unified cuMemcpy: the driver does it on the CPU, in stream order.
+    op.engine = Engine::kHost;
+    op.cost_seconds = 0;
+  }
+  void* d = reinterpret_cast<void*>(dst);
+  const void* s = reinterpret_cast<const void*>(src);
+  op.work = [d, s, bytes]() {
+    std::memcpy(d, s, bytes);
+    return CUDA_SUCCESS;
+  };
+  uint64_t seq = stream.Enqueue(std::move(op));
+  // Copies involving pageable host memory are staged by the driver: the call returns only once
+  // the host buffer has been consumed, even for the Async variants.
+  if (kind == CallKind::kSync || pageable_host) return stream.WaitFor(seq);
+  return CUDA_SUCCESS;
+}
+
+CUresult EnqueueMemset(Driver& driver, Stream& stream, CUdeviceptr dst, uint32_t value,
+                       size_t element_size, size_t count) {
+  if (count == 0) return CUDA_SUCCESS;
+  if (dst % element_size != 0) return CUDA_ERROR_INVALID_VALUE;
+  size_t bytes = count * element_size;
+  if (bytes / element_size != count) return CUDA_ERROR_INVALID_VALUE;
+  if (!driver.memory().CheckRange(dst, bytes, Access::kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
+
+  Op op;
+  op.engine = Engine::kCompute;
+  op.bytes = bytes;
+  op.cost_seconds = bytes / driver.config().profile->d2d_bps;
+  auto* p = reinterpret_cast<unsigned char*>(dst);
+  if (element_size == 1) {
+    op.work = [p, value, bytes]() {
+      std::memset(p, static_cast<int>(value & 0xff), bytes);
+      return CUDA_SUCCESS;
+    };
+  } else {
+    op.work = [p, value, count]() {
+      auto* w = reinterpret_cast<uint32_t*>(p);
+      for (size_t i = 0; i < count; ++i) w[i] = value;
+      return CUDA_SUCCESS;
+    };
+  }
+  stream.Enqueue(std::move(op));
+  return CUDA_SUCCESS;
+}
+
+}  // namespace phos::sim

@@ -1,0 +1,31 @@
+// Copies and memsets as stream operations: which engine runs them, at what modelled rate, and
+// when the calling thread may return (CUDA's "API synchronization behavior").
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include <cuda.h>
+
+#include "api/driver.h"
+
+namespace phos::sim {
+
+enum class CallKind {
+  kSync,   // cuMemcpyHtoD & co: returns when the copy is complete
+  kAsync,  // cuMemcpyHtoDAsync & co: returns at once, except for pageable host memory
+};
+
+// Copies `bytes` from `src` to `dst` on `stream`. Each side may be device memory (validated:
+// the whole range must be allocated and accessible, else CUDA_ERROR_INVALID_VALUE) or host
+// memory (pinned or pageable, which sets the modelled rate). Host-to-device and device-to-host
+// copies run on their own copy engines; device-to-device copies on the compute engine.
+CUresult EnqueueCopy(Driver& driver, Stream& stream, CUdeviceptr dst, CUdeviceptr src,
+                     size_t bytes, CallKind kind);
+
+// Fills `count` elements of `element_size` (1 or 4) bytes at `dst` with `value`, on `stream`.
+// Asynchronous with respect to the host, as CUDA's memsets on device memory are.
+CUresult EnqueueMemset(Driver& driver, Stream& stream, CUdeviceptr dst, uint32_t value,
+                       size_t element_size, size_t count);
+
+}  // namespace phos::sim

@@ -1,0 +1,168 @@
+#include "api/driver.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "phos/base/log.h"
+
+namespace phos::sim {
+
+std::atomic<Driver*> Driver::instance_{nullptr};
+
+namespace {
+
+std::mutex g_init_mu;
+bool g_init_done = false;
+CUresult g_init_result = CUDA_ERROR_NOT_INITIALIZED;
+bool g_configured = false;
+SimConfig g_configured_config;
+
+// A stable UUID per (profile, ordinal): the same simulated device has the same identity in
+// every process, as a physical GPU does.
+CUuuid MakeUuid(std::string_view profile, int ordinal) {
+  CUuuid uuid{};
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  auto mix = [&h](unsigned char c) { h = (h ^ c) * 1099511628211ull; };
+  for (char c : profile) mix(static_cast<unsigned char>(c));
+  mix(static_cast<unsigned char>(ordinal));
+  for (int i = 0; i < 16; ++i) {
+    mix(static_cast<unsigned char>(i));
+    uuid.bytes[i] = static_cast<char>(h >> 56);
+  }
+  uuid.bytes[6] = static_cast<char>((uuid.bytes[6] & 0x0f) | 0x40);  // RFC 4122 version 4 layout
+  return uuid;
+}
+
+}  // namespace
+
+CUresult Driver::Configure(const SimConfig& config) {
+  std::lock_guard lock(g_init_mu);
+  if (g_init_done) return CUDA_ERROR_ILLEGAL_STATE;
+  g_configured_config = config;
+  g_configured = true;
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::Init() {
+  std::lock_guard lock(g_init_mu);
+  if (g_init_done) return g_init_result;
+  g_init_done = true;
+
+  SimConfig config = g_configured_config;
+  std::string error;
+  if (!g_configured && !ConfigFromEnvironment(&config, &error)) {
+    PHOS_LOG(Error, "simgpu", "cuInit: {}", error);
+    g_init_result = CUDA_ERROR_INVALID_VALUE;
+    return g_init_result;
+  }
+  auto driver = std::unique_ptr<Driver>(new Driver());
+  g_init_result = driver->Start(config);
+  if (g_init_result == CUDA_SUCCESS) {
+    // The driver lives until the process exits, as NVIDIA's does: handles may be used from
+    // static destructors and detached threads.
+    instance_.store(driver.release(), std::memory_order_release);
+  }
+  return g_init_result;
+}
+
+CUresult Driver::Start(const SimConfig& config) {
+  config_ = config;
+  clock_ = std::make_unique<ModelClock>(config.time_scale);
+
+  DeviceMemoryOptions memory_options;
+  memory_options.device_capacity.assign(config.device_count, config.device_memory());
+  if (CUresult r = DeviceMemory::Create(memory_options, &memory_); r != CUDA_SUCCESS) {
+    PHOS_LOG(Error, "simgpu", "cuInit: cannot reserve the device address space");
+    return r;
+  }
+  host_memory_ = std::make_unique<HostMemory>();
+
+  for (int i = 0; i < config.device_count; ++i) {
+    auto device = std::make_unique<Device>();
+    device->ordinal = i;
+    device->profile = config.profile;
+    device->capacity = config.device_memory();
+    device->uuid = MakeUuid(config.profile->name, i);
+    device->executor = std::make_unique<Executor>(i, *clock_);
+    devices_.push_back(std::move(device));
+  }
+  PHOS_LOG(Info, "simgpu", "simgpu ready: {}; device memory at {:#x}", config.ToString(), memory_->base());
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::CreateContext(Device* device, bool primary, CUcontext* out) {
+  auto ctx = std::make_shared<Context>();
+  ctx->id = ++next_context_id_;
+  ctx->device = device;
+  ctx->primary = primary;
+  ctx->exec = device->executor->CreateContext();
+  // Creating a context costs what it costs on the modelled device; this is the cost a pool of
+  // contexts takes off the invocation path (BRIEF D11).
+  clock_->Pay(device->profile->context_create_s);
+  *out = contexts.Insert(std::move(ctx));
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::DestroyContext(CUcontext handle) {
+  std::shared_ptr<Context> ctx = contexts.Remove(handle);
+  if (!ctx) return contexts.WasIssued(handle) ? CUDA_ERROR_CONTEXT_IS_DESTROYED : CUDA_ERROR_INVALID_CONTEXT;
+
+  // CUDA destroys a context only after its work completed; errors of that work die with it.
+  (void)ctx->exec->Synchronize();
+  const Context* raw = ctx.get();
+  for (CUfunction f : functions.Select([raw](const FunctionObject& o) { return o.ctx.get() == raw; })) {
+    functions.Remove(f);
+  }
+  for (CUmodule m : modules.Select([raw](const ModuleObject& o) { return o.ctx.get() == raw; })) {
+    modules.Remove(m);
+  }
+  for (CUevent e : events.Select([raw](const EventObject& o) { return o.ctx.get() == raw; })) {
+    events.Remove(e);
+  }
+  for (CUstream s : streams.Select([raw](const StreamObject& o) { return o.ctx.get() == raw; })) {
+    streams.Remove(s);
+  }
+  memory_->FreeAllOwnedBy(ctx->id);
+
+  auto& stack = ThreadContextStack();
+  stack.erase(std::remove(stack.begin(), stack.end(), handle), stack.end());
+  return CUDA_SUCCESS;
+}
+
+std::vector<CUcontext>& ThreadContextStack() {
+  thread_local std::vector<CUcontext> stack;
+  return stack;
+}
+
+CUresult RequireDriver(Driver** out) {
+  *out = Driver::Get();
+  return *out ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+CUresult RequireContext(Driver** driver, std::shared_ptr<Context>* ctx) {
+  if (CUresult r = RequireDriver(driver); r != CUDA_SUCCESS) return r;
+  const auto& stack = ThreadContextStack();
+  if (stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  *ctx = (*driver)->contexts.Find(stack.back());
+  if (!*ctx) {
+    return (*driver)->contexts.WasIssued(stack.back()) ? CUDA_ERROR_CONTEXT_IS_DESTROYED
+                                                        : CUDA_ERROR_INVALID_CONTEXT;
+  }
+  return (*ctx)->exec->sticky_error();
+}
+
+CUresult ResolveStream(const std::shared_ptr<Context>& ctx, CUstream handle, std::shared_ptr<Stream>* out) {
+  if (handle == nullptr || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD) {
+    // Departure (simgpu/README.md): the per-thread default stream is served by the legacy NULL
+    // stream, which synchronises more, never less.
+    *out = ctx->exec->null_stream();
+    return CUDA_SUCCESS;
+  }
+  std::shared_ptr<StreamObject> s = Driver::Get()->streams.Find(handle);
+  if (!s || s->ctx != ctx) return CUDA_ERROR_INVALID_HANDLE;
+  *out = s->stream;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace phos::sim

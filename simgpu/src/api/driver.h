@@ -1,0 +1,142 @@
+// The simulated driver's process-wide state: devices, contexts, the handle tables, and the
+// per-thread context stack. The exported cu* functions (api_*.cc) are thin: they check their
+// arguments and handles here and hand the work to memory/, exec/ and module/.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include <cuda.h>
+
+#include "api/config.h"
+#include "api/handles.h"
+#include "exec/executor.h"
+#include "exec/model_clock.h"
+#include "memory/device_memory.h"
+#include "memory/host_memory.h"
+#include "module/module.h"
+
+// The exported entry points: C linkage (from cuda.h's declarations) and default visibility.
+#define PHOS_SIM_API __attribute__((visibility("default")))
+
+namespace phos::sim {
+
+struct Context;
+
+struct Device {
+  int ordinal = 0;
+  const DeviceProfile* profile = nullptr;
+  uint64_t capacity = 0;
+  CUuuid uuid{};
+  std::unique_ptr<Executor> executor;
+
+  // The primary context (cuDevicePrimaryCtxRetain): created on first retain, destroyed when the
+  // last retain is released.
+  std::mutex primary_mu;
+  CUcontext primary = nullptr;
+  int primary_refs = 0;
+};
+
+struct Context {
+  uint64_t id = 0;  // owner id for memory; never reused
+  Device* device = nullptr;
+  bool primary = false;
+  std::unique_ptr<ExecContext> exec;
+};
+
+struct StreamObject {
+  std::shared_ptr<Context> ctx;
+  std::shared_ptr<Stream> stream;
+  unsigned flags = 0;
+};
+
+struct EventObject {
+  std::shared_ptr<Context> ctx;
+  std::shared_ptr<Event> event;
+  unsigned flags = 0;
+};
+
+struct ModuleObject {
+  std::shared_ptr<Context> ctx;
+  std::shared_ptr<Module> module;
+  // Handles issued by cuModuleGetFunction (the same kernel always gets the same handle); they
+  // die with the module.
+  std::unordered_map<const Kernel*, CUfunction> functions;
+  std::mutex mu;
+};
+
+struct FunctionObject {
+  std::shared_ptr<Context> ctx;
+  std::shared_ptr<Module> module;  // keeps the kernel's code loaded while launches are pending
+  const Kernel* kernel = nullptr;
+  CUmodule module_handle = nullptr;
+};
+
+class Driver {
+ public:
+  // Initialises the driver once per process (cuInit). Later calls return the first result.
+  static CUresult Init();
+  // The driver, or nullptr before a successful Init().
+  static Driver* Get() { return instance_.load(std::memory_order_acquire); }
+  // Sets the configuration used by Init(); fails once Init() has run.
+  static CUresult Configure(const SimConfig& config);
+
+  const SimConfig& config() const { return config_; }
+  ModelClock& clock() { return *clock_; }
+  DeviceMemory& memory() { return *memory_; }
+  HostMemory& host_memory() { return *host_memory_; }
+  int device_count() const { return static_cast<int>(devices_.size()); }
+  // nullptr for an invalid ordinal.
+  Device* device(CUdevice ordinal) {
+    return ordinal >= 0 && ordinal < device_count() ? devices_[ordinal].get() : nullptr;
+  }
+
+  // Creates a context on `device` (paying the profile's creation cost) and returns its handle.
+  CUresult CreateContext(Device* device, bool primary, CUcontext* out);
+  // Waits for the context's work, frees everything it owns and removes its handle.
+  CUresult DestroyContext(CUcontext handle);
+
+  HandleTable<Context, CUcontext, HandleKind::kContext> contexts;
+  HandleTable<StreamObject, CUstream, HandleKind::kStream> streams;
+  HandleTable<EventObject, CUevent, HandleKind::kEvent> events;
+  HandleTable<ModuleObject, CUmodule, HandleKind::kModule> modules;
+  HandleTable<FunctionObject, CUfunction, HandleKind::kFunction> functions;
+
+ private:
+  Driver() = default;
+  CUresult Start(const SimConfig& config);
+
+  static std::atomic<Driver*> instance_;
+
+  SimConfig config_;
+  std::unique_ptr<ModelClock> clock_;
+  std::unique_ptr<DeviceMemory> memory_;
+  std::unique_ptr<HostMemory> host_memory_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::atomic<uint64_t> next_context_id_{0};
+};
+
+// ---- Per-call helpers used by every entry point ---------------------------------------------
+
+// The driver, or CUDA_ERROR_NOT_INITIALIZED.
+CUresult RequireDriver(Driver** out);
+
+// The calling thread's current context: CUDA_ERROR_NOT_INITIALIZED before cuInit,
+// CUDA_ERROR_INVALID_CONTEXT when none is current, CUDA_ERROR_CONTEXT_IS_DESTROYED when the
+// current one was destroyed (on another thread), and the context's sticky error once a kernel
+// failed in it.
+CUresult RequireContext(Driver** driver, std::shared_ptr<Context>* ctx);
+
+// The stream a call names, in the current context: 0 and CU_STREAM_LEGACY are the context's
+// NULL stream. CUDA_ERROR_INVALID_HANDLE for a stream that is not live or belongs to another
+// context.
+CUresult ResolveStream(const std::shared_ptr<Context>& ctx, CUstream handle, std::shared_ptr<Stream>* out);
+
+// The per-thread context stack (cuCtxPushCurrent/PopCurrent/SetCurrent).
+std::vector<CUcontext>& ThreadContextStack();
+
+}  // namespace phos::sim

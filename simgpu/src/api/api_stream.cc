@@ -5,9 +5,6 @@ using namespace phos::sim;
 
 namespace {
 
-constexpr unsigned kKnownEventFlags =
-    CU_EVENT_DEFAULT | CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
-
 // Resolves an event handle in the current context.
 CUresult RequireEvent(CUevent handle, std::shared_ptr<EventObject>* out) {
   Driver* d = nullptr;
@@ -23,14 +20,12 @@ extern "C" {
 
 PHOS_SIM_API CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int flags) {
   if (phStream == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (flags != CU_STREAM_DEFAULT && flags != CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;
   Driver* d = nullptr;
   std::shared_ptr<Context> ctx;
   if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
   auto object = std::make_shared<StreamObject>();
   object->ctx = ctx;
-  object->flags = flags;
-  object->stream = ctx->exec->CreateStream(flags == CU_STREAM_NON_BLOCKING);
+  if (CUresult r = ctx->exec->CreateStream(flags, &object->stream); r != CUDA_SUCCESS) return r;
   *phStream = d->streams.Insert(std::move(object));
   return CUDA_SUCCESS;
 }
@@ -38,12 +33,9 @@ PHOS_SIM_API CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int fl
 PHOS_SIM_API CUresult CUDAAPI cuStreamDestroy(CUstream hStream) {
   Driver* d = nullptr;
   if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
-  // Work still queued on the stream completes; the stream goes away when it has (CUDA returns
-  // at once too).
-  std::shared_ptr<StreamObject> object = d->streams.Remove(hStream);
-  if (!object) return CUDA_ERROR_INVALID_HANDLE;
-  object->ctx->exec->DestroyStream(object->stream);
-  return CUDA_SUCCESS;
+  // Returns at once, as CUDA does: work still queued on the stream completes (the context waits
+  // for it) and the stream goes away when the last reference to it does.
+  return d->streams.Remove(hStream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 PHOS_SIM_API CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
@@ -73,8 +65,7 @@ PHOS_SIM_API CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent
   if (CUresult r = ResolveStream(ctx, hStream, &stream); r != CUDA_SUCCESS) return r;
   std::shared_ptr<EventObject> event = d->events.Find(hEvent);
   if (!event) return CUDA_ERROR_INVALID_HANDLE;
-  stream->WaitEvent(*event->event);
-  return CUDA_SUCCESS;
+  return stream->WaitEvent(*event->event);
 }
 
 PHOS_SIM_API CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void* userData) {
@@ -95,16 +86,13 @@ PHOS_SIM_API CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, vo
 }
 
 PHOS_SIM_API CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int flags) {
-  if (phEvent == nullptr || (flags & ~kKnownEventFlags) != 0) return CUDA_ERROR_INVALID_VALUE;
-  // An interprocess event must have timing disabled (cuEventCreate documentation).
-  if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING)) return CUDA_ERROR_INVALID_VALUE;
+  if (phEvent == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Driver* d = nullptr;
   std::shared_ptr<Context> ctx;
   if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
   auto object = std::make_shared<EventObject>();
   object->ctx = ctx;
-  object->flags = flags;
-  object->event = ctx->exec->CreateEvent(/*timing=*/!(flags & CU_EVENT_DISABLE_TIMING));
+  if (CUresult r = Event::Create(flags, &object->event); r != CUDA_SUCCESS) return r;
   *phEvent = d->events.Insert(std::move(object));
   return CUDA_SUCCESS;
 }
@@ -121,8 +109,7 @@ PHOS_SIM_API CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
   if (CUresult r = RequireEvent(hEvent, &event); r != CUDA_SUCCESS) return r;
   std::shared_ptr<Stream> stream;
   if (CUresult r = ResolveStream(event->ctx, hStream, &stream); r != CUDA_SUCCESS) return r;
-  event->event->Record(*stream);
-  return CUDA_SUCCESS;
+  return event->event->Record(*stream);
 }
 
 PHOS_SIM_API CUresult CUDAAPI cuEventQuery(CUevent hEvent) {

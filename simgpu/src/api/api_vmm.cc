@@ -57,10 +57,7 @@ PHOS_SIM_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, 
   if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
   int device = 0;
   if (CUresult r = CheckAllocationProp(*d, prop, &device); r != CUDA_SUCCESS) return r;
-  uint64_t h = 0;
-  if (CUresult r = d->memory().CreatePhysical(device, size, &h); r != CUDA_SUCCESS) return r;
-  *handle = h;
-  return CUDA_SUCCESS;
+  return d->memory().CreatePhysical(device, size, handle);
 }
 
 PHOS_SIM_API CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {

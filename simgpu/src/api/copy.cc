@@ -65,7 +65,7 @@ CUresult EnqueueCopy(Driver& driver, Stream& stream, CUdeviceptr dst, CUdevicept
   uint64_t seq = stream.Enqueue(std::move(op));
   // Copies involving pageable host memory are staged by the driver: the call returns only once
   // the host buffer has been consumed, even for the Async variants.
-  if (kind == CallKind::kSync || pageable_host) return stream.WaitFor(seq);
+  if (kind == CallKind::kSync || pageable_host) return stream.Wait(seq);
   return CUDA_SUCCESS;
 }
 

@@ -14,8 +14,11 @@
 
 #include "api/config.h"
 #include "api/handles.h"
+#include "exec/event.h"
+#include "exec/exec_context.h"
 #include "exec/executor.h"
 #include "exec/model_clock.h"
+#include "exec/stream.h"
 #include "memory/device_memory.h"
 #include "memory/host_memory.h"
 #include "module/module.h"
@@ -33,6 +36,10 @@ struct Device {
   uint64_t capacity = 0;
   CUuuid uuid{};
   std::unique_ptr<Executor> executor;
+  // What phosSimGetStats reports is the executor's counters minus this baseline, which
+  // phosSimResetStats moves.
+  std::mutex stats_mu;
+  ExecutorStats stats_base;
 
   // The primary context (cuDevicePrimaryCtxRetain): created on first retain, destroyed when the
   // last retain is released.
@@ -51,13 +58,11 @@ struct Context {
 struct StreamObject {
   std::shared_ptr<Context> ctx;
   std::shared_ptr<Stream> stream;
-  unsigned flags = 0;
 };
 
 struct EventObject {
   std::shared_ptr<Context> ctx;
   std::shared_ptr<Event> event;
-  unsigned flags = 0;
 };
 
 struct ModuleObject {

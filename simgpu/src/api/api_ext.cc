@@ -1,0 +1,88 @@
+// The phosSim* extensions (phos/simgpu/simgpu.h).
+#include "phos/simgpu/simgpu.h"
+
+#include "api/driver.h"
+
+using namespace phos::sim;
+
+extern "C" {
+
+PHOS_SIM_API CUresult phosSimConfigure(const PhosSimConfig* config) {
+  if (config == nullptr || config->profile == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  SimConfig c;
+  c.profile = FindProfile(config->profile);
+  c.time_scale = config->time_scale;
+  c.device_count = config->device_count;
+  c.memory_bytes = config->memory_bytes;
+  if (c.profile == nullptr || !(c.time_scale > 0) || c.device_count < 1 || c.device_count > SimConfig::kMaxDevices) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return Driver::Configure(c);
+}
+
+PHOS_SIM_API CUresult phosSimGetConfig(PhosSimConfig* config) {
+  if (config == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Driver* d = nullptr;
+  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
+  const SimConfig& c = d->config();
+  // Profile names are string literals: they live as long as the process.
+  config->profile = c.profile->name.data();
+  config->time_scale = c.time_scale;
+  config->device_count = c.device_count;
+  config->memory_bytes = c.device_memory();
+  return CUDA_SUCCESS;
+}
+
+PHOS_SIM_API CUresult phosSimGetProfile(CUdevice device, PhosSimProfileInfo* info) {
+  if (info == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Driver* d = nullptr;
+  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
+  Device* dev = d->device(device);
+  if (dev == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  const DeviceProfile& p = *dev->profile;
+  *info = PhosSimProfileInfo{p.h2d_pinned_bps,   p.d2h_pinned_bps,   p.h2d_pageable_bps,
+                             p.d2h_pageable_bps, p.d2d_bps,          p.context_create_s,
+                             p.module_load_s,    p.kernel_launch_s};
+  return CUDA_SUCCESS;
+}
+
+PHOS_SIM_API CUresult phosSimGetStats(CUdevice device, PhosSimStats* out) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Driver* d = nullptr;
+  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
+  Device* dev = d->device(device);
+  if (dev == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  ExecutorStats now = dev->executor->stats();
+  ExecutorStats base;
+  {
+    std::lock_guard lock(dev->stats_mu);
+    base = dev->stats_base;
+  }
+  PhosSimStats s{};
+  for (int e = 0; e < kEngineCount; ++e) {
+    const EngineStats& n = now.engines[e];
+    const EngineStats& b = base.engines[e];
+    s.ops += n.ops - b.ops;
+    s.host_bound_ops += n.host_bound_ops - b.host_bound_ops;
+  }
+  // Every op is paced except host functions, which have no modelled cost.
+  s.paced_ops = s.ops - (now.engine(Engine::kHost).ops - base.engine(Engine::kHost).ops);
+  s.h2d_bytes = now.engine(Engine::kCopyH2D).bytes - base.engine(Engine::kCopyH2D).bytes;
+  s.d2h_bytes = now.engine(Engine::kCopyD2H).bytes - base.engine(Engine::kCopyD2H).bytes;
+  s.d2d_bytes = now.engine(Engine::kCompute).bytes - base.engine(Engine::kCompute).bytes;
+  s.kernels = now.kernels_run - base.kernels_run;
+  *out = s;
+  return CUDA_SUCCESS;
+}
+
+PHOS_SIM_API CUresult phosSimResetStats(CUdevice device) {
+  Driver* d = nullptr;
+  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
+  Device* dev = d->device(device);
+  if (dev == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard lock(dev->stats_mu);
+  dev->stats_base = dev->executor->stats();
+  return CUDA_SUCCESS;
+}
+
+}  // extern "C"

@@ -1,0 +1,166 @@
+// simgpu behaviours beyond the CUDA contract that phos relies on: the phosSim* extensions,
+// stable device addresses, sticky kernel faults, handle hygiene. (The CUDA contract itself is
+// pinned down by tests/conformance.)
+#include <fstream>
+#include <iterator>
+#include <thread>
+#include <vector>
+
+#include <cuda.h>
+#include <gtest/gtest.h>
+
+#include "phos/simgpu/simgpu.h"
+
+namespace {
+
+constexpr unsigned long long kMemory = 4ull << 30;
+
+// Configures the process's simgpu once, before any test calls cuInit.
+class SimgpuEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    PhosSimConfig config{"ci", 10.0, 2, kMemory};
+    ASSERT_EQ(phosSimConfigure(&config), CUDA_SUCCESS);
+    ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+  }
+};
+const auto* const kEnvironment = ::testing::AddGlobalTestEnvironment(new SimgpuEnvironment);
+
+class DriverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(cuCtxCreate(&ctx_, nullptr, 0, 0), CUDA_SUCCESS);
+  }
+  void TearDown() override {
+    if (ctx_) EXPECT_EQ(cuCtxDestroy(ctx_), CUDA_SUCCESS);
+  }
+  CUcontext ctx_ = nullptr;
+};
+
+std::vector<char> ReadFile(const char* path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+TEST_F(DriverTest, ConfigurationAppliesAndIsFrozenAfterInit) {
+  int count = 0;
+  ASSERT_EQ(cuDeviceGetCount(&count), CUDA_SUCCESS);
+  EXPECT_EQ(count, 2);
+  size_t total = 0;
+  ASSERT_EQ(cuDeviceTotalMem(&total, 1), CUDA_SUCCESS);
+  EXPECT_EQ(total, kMemory);
+  PhosSimConfig now{};
+  ASSERT_EQ(phosSimGetConfig(&now), CUDA_SUCCESS);
+  EXPECT_STREQ(now.profile, "ci");
+  EXPECT_EQ(now.time_scale, 10.0);
+  PhosSimConfig late{"a100-pcie4", 1.0, 1, 0};
+  EXPECT_EQ(phosSimConfigure(&late), CUDA_ERROR_ILLEGAL_STATE);
+  PhosSimConfig bad{"v100", 1.0, 1, 0};
+  EXPECT_EQ(phosSimConfigure(&bad), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(DriverTest, ProfileFiguresAreExposed) {
+  PhosSimProfileInfo info{};
+  ASSERT_EQ(phosSimGetProfile(0, &info), CUDA_SUCCESS);
+  EXPECT_EQ(info.h2d_pinned_bps, 25e9);
+  EXPECT_GT(info.h2d_pinned_bps, info.h2d_pageable_bps);
+  EXPECT_EQ(phosSimGetProfile(5, &info), CUDA_ERROR_INVALID_DEVICE);
+}
+
+TEST_F(DriverTest, DeviceAddressesStartAtTheFixedBase) {
+  // Same-address restore (BRIEF D5) needs device addresses that do not depend on the process.
+  CUdeviceptr p = 0;
+  ASSERT_EQ(cuMemAlloc(&p, 1 << 20), CUDA_SUCCESS);
+  EXPECT_GE(p, 0x200000000000ull);
+  EXPECT_EQ(cuMemFree(p), CUDA_SUCCESS);
+}
+
+TEST_F(DriverTest, StatsCountBytesAndHostBoundCopies) {
+  const size_t kBytes = 64 << 20;
+  CUdeviceptr a = 0, b = 0;
+  ASSERT_EQ(cuMemAlloc(&a, kBytes), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc(&b, kBytes), CUDA_SUCCESS);
+  std::vector<unsigned char> host(kBytes, 1);
+  ASSERT_EQ(phosSimResetStats(0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyHtoD(a, host.data(), kBytes), CUDA_SUCCESS);
+  // 64 MiB device-to-device is modelled at 1.5 TB/s (x10: 150 GB/s of wall time): no host
+  // memcpy keeps up, so the copy must be counted as host-bound.
+  ASSERT_EQ(cuMemcpyDtoD(b, a, kBytes), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  PhosSimStats stats{};
+  ASSERT_EQ(phosSimGetStats(0, &stats), CUDA_SUCCESS);
+  EXPECT_EQ(stats.h2d_bytes, kBytes);
+  EXPECT_EQ(stats.d2d_bytes, kBytes);
+  EXPECT_EQ(stats.paced_ops, 2u);
+  EXPECT_GE(stats.host_bound_ops, 1u);
+  PhosSimStats other{};
+  ASSERT_EQ(phosSimGetStats(1, &other), CUDA_SUCCESS);
+  EXPECT_EQ(other.h2d_bytes, 0u);
+  EXPECT_EQ(cuMemFree(a), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(b), CUDA_SUCCESS);
+}
+
+TEST_F(DriverTest, KernelFaultIsAStickyIllegalAddress) {
+  std::vector<char> image = ReadFile(PHOS_FAULTS_MODULE);
+  ASSERT_FALSE(image.empty());
+  CUmodule module = nullptr;
+  CUfunction store = nullptr;
+  ASSERT_EQ(cuModuleLoadData(&module, image.data()), CUDA_SUCCESS);
+  ASSERT_EQ(cuModuleGetFunction(&store, module, "_Z13store_throughPii"), CUDA_SUCCESS);
+
+  // A device address in the reserved range that is not allocated: the kernel faults.
+  CUdeviceptr p = 0;
+  ASSERT_EQ(cuMemAlloc(&p, 4096), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFree(p), CUDA_SUCCESS);
+  int value = 42;
+  void* params[] = {&p, &value};
+  ASSERT_EQ(cuLaunchKernel(store, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  // Sticky: the context is unusable from now on, as on a GPU.
+  CUdeviceptr q = 0;
+  EXPECT_EQ(cuMemAlloc(&q, 4096), CUDA_ERROR_ILLEGAL_ADDRESS);
+  // Another context is not affected.
+  CUcontext other = nullptr;
+  ASSERT_EQ(cuCtxCreate(&other, nullptr, 0, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAlloc(&q, 4096), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(q), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxDestroy(other), CUDA_SUCCESS);
+  // The broken context can still be destroyed (TearDown expects CUDA_SUCCESS).
+}
+
+TEST_F(DriverTest, DestroyedContextOnAnotherThreadIsReported) {
+  CUcontext victim = nullptr;
+  ASSERT_EQ(cuCtxCreate(&victim, nullptr, 0, 0), CUDA_SUCCESS);
+  std::thread t([&] {
+    ASSERT_EQ(cuCtxSetCurrent(victim), CUDA_SUCCESS);
+    // Destroyed from this thread while the main thread's stack still names it.
+    ASSERT_EQ(cuCtxDestroy(victim), CUDA_SUCCESS);
+  });
+  t.join();
+  CUdeviceptr p = 0;
+  EXPECT_EQ(cuMemAlloc(&p, 16), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  CUcontext popped = nullptr;
+  EXPECT_EQ(cuCtxPopCurrent(&popped), CUDA_SUCCESS);
+  EXPECT_EQ(popped, victim);
+}
+
+TEST_F(DriverTest, ContextDestroyFreesItsMemoryAndHandles) {
+  size_t free_before = 0, total = 0;
+  ASSERT_EQ(cuMemGetInfo(&free_before, &total), CUDA_SUCCESS);
+  CUcontext tenant = nullptr;
+  ASSERT_EQ(cuCtxCreate(&tenant, nullptr, 0, 0), CUDA_SUCCESS);
+  CUdeviceptr p = 0;
+  ASSERT_EQ(cuMemAlloc(&p, 256 << 20), CUDA_SUCCESS);
+  CUstream s = nullptr;
+  CUevent e = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventCreate(&e, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxDestroy(tenant), CUDA_SUCCESS);
+  size_t free_after = 0;
+  ASSERT_EQ(cuMemGetInfo(&free_after, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free_after, free_before);
+  EXPECT_EQ(cuStreamDestroy(s), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuEventDestroy(e), CUDA_ERROR_INVALID_HANDLE);
+}
+
+}  // namespace

@@ -1,0 +1,204 @@
+// The VMM half of DeviceMemory: reservations, physical allocations, mappings and access rights.
+#include <fcntl.h>
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <iterator>
+#include <mutex>
+#include <system_error>
+
+#include "memory/device_memory.h"
+#include "phos/base/log.h"
+
+namespace phos::sim {
+namespace {
+
+bool Granular(uint64_t value) {
+  return value % DeviceMemory::kGranularity == 0;
+}
+
+int Protection(Access access) {
+  switch (access) {
+    case Access::kNone:
+      return PROT_NONE;
+    case Access::kRead:
+      return PROT_READ;
+    case Access::kReadWrite:
+      return PROT_READ | PROT_WRITE;
+  }
+  return PROT_NONE;
+}
+
+}  // namespace
+
+CUresult DeviceMemory::ReserveAddress(uint64_t size, uint64_t alignment, CUdeviceptr requested,
+                                      CUdeviceptr* out) {
+  if (out == nullptr || size == 0 || !Granular(size) || !Granular(requested)) return CUDA_ERROR_INVALID_VALUE;
+  if ((alignment & (alignment - 1)) != 0) return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t align = alignment < kGranularity ? kGranularity : alignment;
+  std::unique_lock lock(mu_);
+  uint64_t addr = 0;
+  const bool honoured = requested != 0 && requested % align == 0 && va_.AllocateAt(requested, size);
+  if (honoured) {
+    addr = requested;
+  } else if (!va_.Allocate(size, align, &addr)) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  reservations_.emplace(addr, size);
+  *out = addr;
+  return CUDA_SUCCESS;
+}
+
+CUresult DeviceMemory::FreeAddress(CUdeviceptr ptr, uint64_t size) {
+  std::unique_lock lock(mu_);
+  auto it = reservations_.find(ptr);
+  if (it == reservations_.end() || it->second != size) return CUDA_ERROR_INVALID_VALUE;
+  // The driver documents no behaviour for freeing a reservation that still has mappings. We
+  // refuse: freeing would hand the range out again while the old physical memory is still
+  // mapped there, so a later allocation would alias it.
+  auto mapped = mappings_.lower_bound(ptr);
+  if (mapped != mappings_.end() && mapped->first < ptr + size) return CUDA_ERROR_INVALID_VALUE;
+  reservations_.erase(it);
+  va_.Release(ptr, size);
+  return CUDA_SUCCESS;
+}
+
+CUresult DeviceMemory::CreatePhysical(int device, uint64_t size, CUmemGenericAllocationHandle* handle) {
+  if (handle == nullptr || size == 0 || !Granular(size)) return CUDA_ERROR_INVALID_VALUE;
+  if (!ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+  std::unique_lock lock(mu_);
+  if (!Fits(device, size)) return CUDA_ERROR_OUT_OF_MEMORY;
+  uint64_t file_offset = 0;
+  if (!file_space_.Allocate(size, kGranularity, &file_offset)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUmemGenericAllocationHandle h = next_handle_++;
+  physical_.emplace(h, Physical{device, size, file_offset, 0, false});
+  used_[device] += size;
+  *handle = h;
+  return CUDA_SUCCESS;
+}
+
+CUresult DeviceMemory::ReleasePhysical(CUmemGenericAllocationHandle handle) {
+  std::unique_lock lock(mu_);
+  auto it = physical_.find(handle);
+  if (it == physical_.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+  it->second.released = true;
+  // Mappings keep the memory alive (CUDA: freed once all mappings are unmapped).
+  FreeIfUnreferenced(it);
+  return CUDA_SUCCESS;
+}
+
+void DeviceMemory::DropMapping(CUmemGenericAllocationHandle handle) {
+  auto it = physical_.find(handle);
+  --it->second.mappings;
+  FreeIfUnreferenced(it);
+}
+
+void DeviceMemory::FreeIfUnreferenced(PhysicalMap::iterator it) {
+  const Physical& physical = it->second;
+  if (physical.mappings > 0 || !physical.released) return;
+  if (fallocate(memfd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(physical.file_offset),
+                static_cast<off_t>(physical.size)) != 0) {
+    // The slice is still reused: cuMemCreate gives no guarantee about initial content either.
+    const int err = errno;
+    PHOS_LOG(Warn, "simgpu", "freeing {} bytes of physical memory: {}", physical.size,
+             std::system_category().message(err));
+  }
+  file_space_.Release(physical.file_offset, physical.size);
+  used_[physical.device] -= physical.size;
+  physical_.erase(it);
+}
+
+CUresult DeviceMemory::Map(CUdeviceptr ptr, uint64_t size, uint64_t offset,
+                           CUmemGenericAllocationHandle handle) {
+  if (size == 0 || !Granular(ptr) || !Granular(size) || !Granular(offset) || ptr + size < ptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const CUdeviceptr end = ptr + size;
+  std::unique_lock lock(mu_);
+  auto phys = physical_.find(handle);
+  if (phys == physical_.end() || phys->second.released) return CUDA_ERROR_INVALID_VALUE;
+  if (offset > phys->second.size || size > phys->second.size - offset) return CUDA_ERROR_INVALID_VALUE;
+  auto reservation = reservations_.upper_bound(ptr);
+  if (reservation == reservations_.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --reservation;
+  if (end - reservation->first > reservation->second) return CUDA_ERROR_INVALID_VALUE;
+  auto next = mappings_.lower_bound(ptr);
+  if (next != mappings_.end() && next->first < end) return CUDA_ERROR_INVALID_VALUE;
+  if (next != mappings_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second.size > ptr) return CUDA_ERROR_INVALID_VALUE;
+  }
+  void* p = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED, memfd_,
+                 static_cast<off_t>(phys->second.file_offset + offset));
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    PHOS_LOG(Warn, "simgpu", "mapping {} bytes of physical memory at {:#x}: {}", size, ptr,
+             std::system_category().message(err));
+    // MAP_FIXED may have replaced part of the reservation before failing.
+    Decommit(ptr, size);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  mappings_.emplace(ptr, Mapping{size, offset, handle, Access::kNone});
+  ++phys->second.mappings;
+  return CUDA_SUCCESS;
+}
+
+bool DeviceMemory::WholeMappings(CUdeviceptr ptr, uint64_t size, MappingMap::iterator* first) {
+  if (size == 0 || ptr + size < ptr) return false;
+  const CUdeviceptr end = ptr + size;
+  auto it = mappings_.find(ptr);
+  *first = it;
+  for (CUdeviceptr covered = ptr; covered < end; ++it) {
+    if (it == mappings_.end() || it->first != covered) return false;
+    covered += it->second.size;
+    if (covered > end) return false;
+  }
+  return true;
+}
+
+CUresult DeviceMemory::Unmap(CUdeviceptr ptr, uint64_t size) {
+  std::unique_lock lock(mu_);
+  MappingMap::iterator it;
+  if (!WholeMappings(ptr, size, &it)) return CUDA_ERROR_INVALID_VALUE;
+  for (CUdeviceptr at = ptr; at < ptr + size;) {
+    const uint64_t len = it->second.size;
+    const CUmemGenericAllocationHandle handle = it->second.handle;
+    // Leaving the shared mapping in place would let the memory be freed and its file slice be
+    // handed to another allocation while this address still reaches it, so stop here instead.
+    if (!Decommit(at, len)) return CUDA_ERROR_OUT_OF_MEMORY;
+    it = mappings_.erase(it);
+    DropMapping(handle);
+    at += len;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult DeviceMemory::SetAccess(CUdeviceptr ptr, uint64_t size, Access access) {
+  std::unique_lock lock(mu_);
+  MappingMap::iterator it;
+  if (!WholeMappings(ptr, size, &it)) return CUDA_ERROR_INVALID_VALUE;
+  for (CUdeviceptr at = ptr; at < ptr + size; ++it) {
+    if (mprotect(reinterpret_cast<void*>(at), it->second.size, Protection(access)) != 0) {
+      const int err = errno;
+      PHOS_LOG(Warn, "simgpu", "setting access of [{:#x}, {:#x}): {}", at, at + it->second.size,
+               std::system_category().message(err));
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    it->second.access = access;
+    at += it->second.size;
+  }
+  return CUDA_SUCCESS;
+}
+
+bool DeviceMemory::FindPhysical(CUmemGenericAllocationHandle handle, PhysicalInfo* out) const {
+  if (out == nullptr) return false;
+  std::shared_lock lock(mu_);
+  auto it = physical_.find(handle);
+  if (it == physical_.end() || it->second.released) return false;
+  out->device = it->second.device;
+  out->size = it->second.size;
+  out->mappings = it->second.mappings;
+  return true;
+}
+
+}  // namespace phos::sim

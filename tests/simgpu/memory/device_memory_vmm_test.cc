@@ -1,0 +1,320 @@
+// VMM: reservations, physical allocations, mappings, access rights.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "memory/device_memory.h"
+
+namespace phos::sim {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kGiB = 1ull << 30;
+constexpr uint64_t kG = DeviceMemory::kGranularity;
+
+class VmmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DeviceMemoryOptions options;
+    options.device_capacity = {80 * kGiB, 64 * kMiB};
+    ASSERT_EQ(DeviceMemory::Create(options, &mem_), CUDA_SUCCESS);
+  }
+  CUdeviceptr Reserve(uint64_t size) {
+    CUdeviceptr p = 0;
+    EXPECT_EQ(mem_->ReserveAddress(size, 0, 0, &p), CUDA_SUCCESS);
+    return p;
+  }
+  CUmemGenericAllocationHandle Create(uint64_t size, int device = 0) {
+    CUmemGenericAllocationHandle h = 0;
+    EXPECT_EQ(mem_->CreatePhysical(device, size, &h), CUDA_SUCCESS);
+    return h;
+  }
+  std::unique_ptr<DeviceMemory> mem_;
+};
+
+TEST_F(VmmTest, ReserveHonoursAFreeRequestedAddress) {
+  const CUdeviceptr want = mem_->base() + kGiB;
+  CUdeviceptr a = 0;
+  ASSERT_EQ(mem_->ReserveAddress(8 * kMiB, 0, want, &a), CUDA_SUCCESS);
+  EXPECT_EQ(a, want);
+  // Taken: the address is only a hint, another range comes back.
+  CUdeviceptr b = 0;
+  ASSERT_EQ(mem_->ReserveAddress(8 * kMiB, 0, want, &b), CUDA_SUCCESS);
+  EXPECT_NE(b, want);
+  EXPECT_TRUE(b + 8 * kMiB <= a || a + 8 * kMiB <= b);
+  // Partly taken is taken too.
+  CUdeviceptr c = 0;
+  ASSERT_EQ(mem_->ReserveAddress(8 * kMiB, 0, want + 4 * kMiB, &c), CUDA_SUCCESS);
+  EXPECT_TRUE(c + 8 * kMiB <= a || a + 8 * kMiB <= c);
+  // Outside the device address space: ignored as a hint.
+  CUdeviceptr d = 0;
+  ASSERT_EQ(mem_->ReserveAddress(2 * kMiB, 0, 0x1000000000ull, &d), CUDA_SUCCESS);
+  EXPECT_GE(d, mem_->base());
+  EXPECT_LT(d, mem_->base() + mem_->size());
+  // A freed reservation can be had again at the same address (same-address restore).
+  ASSERT_EQ(mem_->FreeAddress(a, 8 * kMiB), CUDA_SUCCESS);
+  CUdeviceptr again = 0;
+  ASSERT_EQ(mem_->ReserveAddress(8 * kMiB, 0, want, &again), CUDA_SUCCESS);
+  EXPECT_EQ(again, want);
+}
+
+TEST_F(VmmTest, ReserveRejectsMisalignedArgumentsAndHonoursAlignment) {
+  CUdeviceptr p = 0;
+  EXPECT_EQ(mem_->ReserveAddress(0, 0, 0, &p), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(mem_->ReserveAddress(kMiB, 0, 0, &p), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(mem_->ReserveAddress(kG, 3 * kMiB, 0, &p), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(mem_->ReserveAddress(kG, 0, mem_->base() + 4096, &p), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(mem_->ReserveAddress(kG, 0, 0, nullptr), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(mem_->ReserveAddress(kG, 0, 0, &p), CUDA_SUCCESS);
+  EXPECT_EQ(p % kG, 0u);
+  ASSERT_EQ(mem_->ReserveAddress(kG, 4096, 0, &p), CUDA_SUCCESS);  // raised to the granularity
+  EXPECT_EQ(p % kG, 0u);
+  ASSERT_EQ(mem_->ReserveAddress(kG, kGiB, 0, &p), CUDA_SUCCESS);
+  EXPECT_EQ(p % kGiB, 0u);
+  EXPECT_EQ(mem_->ReserveAddress(2 * mem_->size(), 0, 0, &p), CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+TEST_F(VmmTest, ReservationsAndLinearAllocationsNeverOverlap) {
+  CUdeviceptr linear = 0;
+  ASSERT_EQ(mem_->Allocate(0, 1, 4 * kMiB, &linear), CUDA_SUCCESS);
+  CUdeviceptr r = 0;
+  ASSERT_EQ(mem_->ReserveAddress(4 * kMiB, 0, linear, &r), CUDA_SUCCESS);
+  EXPECT_NE(r, linear);
+  CUdeviceptr linear2 = 0;
+  ASSERT_EQ(mem_->Allocate(0, 1, 4 * kMiB, &linear2), CUDA_SUCCESS);
+  EXPECT_TRUE(linear2 + 4 * kMiB <= r || r + 4 * kMiB <= linear2);
+}
+
+TEST_F(VmmTest, FreeAddressNeedsTheExactUnmappedReservation) {
+  const CUdeviceptr r = Reserve(8 * kMiB);
+  EXPECT_EQ(mem_->FreeAddress(r, 4 * kMiB), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(mem_->FreeAddress(r + kG, 6 * kMiB), CUDA_ERROR_INVALID_VALUE);
+  const auto h = Create(kG);
+  ASSERT_EQ(mem_->Map(r + 6 * kMiB, kG, 0, h), CUDA_SUCCESS);
+  EXPECT_EQ(mem_->FreeAddress(r, 8 * kMiB), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(mem_->Unmap(r + 6 * kMiB, kG), CUDA_SUCCESS);
+  EXPECT_EQ(mem_->FreeAddress(r, 8 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(mem_->FreeAddress(r, 8 * kMiB), CUDA_ERROR_INVALID_VALUE);
+  // The range is gone: mapping into it fails.
+  EXPECT_EQ(mem_->Map(r, kG, 0, h), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(VmmTest, MappingsOfOneHandleShareContentAcrossUnmapAndRemap) {
+  const auto h = Create(4 * kMiB);
+  const CUdeviceptr a = Reserve(4 * kMiB);
+  const CUdeviceptr b = Reserve(8 * kMiB);
+  ASSERT_EQ(mem_->Map(a, 4 * kMiB, 0, h), CUDA_SUCCESS);
+  ASSERT_EQ(mem_->SetAccess(a, 4 * kMiB, Access::kReadWrite), CUDA_SUCCESS);
+  auto* pa = reinterpret_cast<unsigned char*>(a);
+  for (uint64_t i = 0; i < 4 * kMiB; i += 4096) pa[i] = static_cast<unsigned char>(i / 4096);
+  // Second mapping of the same bytes, read-only, in the upper half of another reservation.
+  ASSERT_EQ(mem_->Map(b + 4 * kMiB, 4 * kMiB, 0, h), CUDA_SUCCESS);
+  ASSERT_EQ(mem_->SetAccess(b + 4 * kMiB, 4 * kMiB, Access::kRead), CUDA_SUCCESS);
+  const auto* pb = reinterpret_cast<const volatile unsigned char*>(b + 4 * kMiB);
+  EXPECT_EQ(pb[4096 * 7], 7);
+  pa[4096 * 9] = 0xee;
+  EXPECT_EQ(pb[4096 * 9], 0xee);
+  ASSERT_EQ(mem_->Unmap(a, 4 * kMiB), CUDA_SUCCESS);
+  EXPECT_FALSE(mem_->CheckRange(a, 1, Access::kNone));
+  EXPECT_EQ(pb[4096 * 9], 0xee);
+  ASSERT_EQ(mem_->Unmap(b + 4 * kMiB, 4 * kMiB), CUDA_SUCCESS);
+  // No mapping left but the handle is live: remapping brings the content back, with no access
+  // until it is granted again.
+  ASSERT_EQ(mem_->Map(a, 4 * kMiB, 0, h), CUDA_SUCCESS);
+  EXPECT_FALSE(mem_->CheckRange(a, 1, Access::kRead));
+  ASSERT_EQ(mem_->SetAccess(a, 4 * kMiB, Access::kRead), CUDA_SUCCESS);
+  EXPECT_EQ(pa[4096 * 7], 7);
+  EXPECT_EQ(pa[4096 * 9], 0xee);
+  // A mapping at an offset sees the bytes at that offset.
+  ASSERT_EQ(mem_->Map(b, kG, kG, h), CUDA_SUCCESS);
+  ASSERT_EQ(mem_->SetAccess(b, kG, Access::kRead), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<const unsigned char*>(b)[4096 * 2], (kG / 4096 + 2) & 0xff);
+  AllocationInfo info;
+  ASSERT_TRUE(mem_->FindAllocation(b + 100, &info));
+  EXPECT_TRUE(info.vmm);
+  EXPECT_EQ(info.base, b);
+  EXPECT_EQ(info.size, kG);
+  EXPECT_EQ(info.handle, h);
+  EXPECT_EQ(info.offset, kG);
+  EXPECT_EQ(info.access, Access::kRead);
+  PhysicalInfo physical;
+  ASSERT_TRUE(mem_->FindPhysical(h, &physical));
+  EXPECT_EQ(physical.mappings, 2);
+  EXPECT_EQ(physical.size, 4 * kMiB);
+}
+
+TEST_F(VmmTest, AccessRightsGateCheckRange) {
+  const auto h = Create(kG, 1);
+  const CUdeviceptr r = Reserve(kG);
+  ASSERT_EQ(mem_->Map(r, kG, 0, h), CUDA_SUCCESS);
+  int device = -1;
+  EXPECT_TRUE(mem_->CheckRange(r, kG, Access::kNone, &device));
+  EXPECT_EQ(device, 1);
+  EXPECT_FALSE(mem_->CheckRange(r, 8, Access::kRead));
+  EXPECT_FALSE(mem_->CheckRange(r, 8, Access::kReadWrite));
+  ASSERT_EQ(mem_->SetAccess(r, kG, Access::kRead), CUDA_SUCCESS);
+  EXPECT_TRUE(mem_->CheckRange(r, kG, Access::kRead));
+  EXPECT_FALSE(mem_->CheckRange(r, 8, Access::kReadWrite));
+  ASSERT_EQ(mem_->SetAccess(r, kG, Access::kReadWrite), CUDA_SUCCESS);
+  EXPECT_TRUE(mem_->CheckRange(r, kG, Access::kReadWrite));
+  reinterpret_cast<volatile int*>(r)[0] = 5;
+  EXPECT_FALSE(mem_->CheckRange(r, kG + 1, Access::kRead));  // runs into unmapped space
+  ASSERT_EQ(mem_->SetAccess(r, kG, Access::kNone), CUDA_SUCCESS);
+  EXPECT_FALSE(mem_->CheckRange(r, 4, Access::kRead));
+}
+
+TEST_F(VmmTest, CheckRangeSpansAdjacentMappings) {
+  const auto h1 = Create(kG);
+  const auto h2 = Create(kG, 1);
+  const CUdeviceptr r = Reserve(3 * kG);
+  ASSERT_EQ(mem_->Map(r, kG, 0, h1), CUDA_SUCCESS);
+  ASSERT_EQ(mem_->Map(r + kG, kG, 0, h2), CUDA_SUCCESS);
+  ASSERT_EQ(mem_->SetAccess(r, 2 * kG, Access::kReadWrite), CUDA_SUCCESS);
+  int device = -1;
+  EXPECT_TRUE(mem_->CheckRange(r + kMiB, kG, Access::kReadWrite, &device));
+  EXPECT_EQ(device, 0);  // the device of the first byte
+  EXPECT_TRUE(mem_->CheckRange(r, 2 * kG, Access::kReadWrite));
+  std::memset(reinterpret_cast<void*>(r + kG - 16), 0x3c, 32);  // really contiguous
+  EXPECT_FALSE(mem_->CheckRange(r, 2 * kG + 1, Access::kNone));
+  ASSERT_EQ(mem_->SetAccess(r + kG, kG, Access::kRead), CUDA_SUCCESS);
+  EXPECT_FALSE(mem_->CheckRange(r + kMiB, kG, Access::kReadWrite));
+  EXPECT_TRUE(mem_->CheckRange(r + kMiB, kG, Access::kRead));
+  // A hole between mappings breaks the range.
+  const auto h3 = Create(kG);
+  const CUdeviceptr s = Reserve(3 * kG);
+  ASSERT_EQ(mem_->Map(s, kG, 0, h3), CUDA_SUCCESS);
+  ASSERT_EQ(mem_->Map(s + 2 * kG, kG, 0, h1), CUDA_SUCCESS);
+  ASSERT_EQ(mem_->SetAccess(s, kG, Access::kReadWrite), CUDA_SUCCESS);
+  ASSERT_EQ(mem_->SetAccess(s + 2 * kG, kG, Access::kReadWrite), CUDA_SUCCESS);
+  EXPECT_FALSE(mem_->CheckRange(s, 3 * kG, Access::kNone));
+  EXPECT_FALSE(mem_->CheckRange(s + kG, 1, Access::kNone));
+}
+
+TEST_F(VmmTest, ReleaseWhileMappedKeepsTheMemoryUntilUnmap) {
+  const auto h = Create(4 * kMiB, 1);
+  const CUdeviceptr r = Reserve(4 * kMiB);
+  ASSERT_EQ(mem_->Map(r, 4 * kMiB, 0, h), CUDA_SUCCESS);
+  ASSERT_EQ(mem_->SetAccess(r, 4 * kMiB, Access::kReadWrite), CUDA_SUCCESS);
+  std::memset(reinterpret_cast<void*>(r), 0x77, 4 * kMiB);
+  ASSERT_EQ(mem_->ReleasePhysical(h), CUDA_SUCCESS);
+  EXPECT_EQ(mem_->UsedBytes(1), 4 * kMiB);
+  EXPECT_EQ(reinterpret_cast<volatile unsigned char*>(r)[4 * kMiB - 1], 0x77);
+  EXPECT_TRUE(mem_->CheckRange(r, 4 * kMiB, Access::kReadWrite));
+  PhysicalInfo physical;
+  EXPECT_FALSE(mem_->FindPhysical(h, &physical));
+  EXPECT_EQ(mem_->ReleasePhysical(h), CUDA_ERROR_INVALID_VALUE);
+  const CUdeviceptr other = Reserve(4 * kMiB);
+  EXPECT_EQ(mem_->Map(other, 4 * kMiB, 0, h), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(mem_->Unmap(r, 4 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(mem_->UsedBytes(1), 0u);
+  // The pages were given back: the next allocation reuses the slice and reads zeros.
+  const auto fresh = Create(4 * kMiB, 1);
+  ASSERT_EQ(mem_->Map(r, 4 * kMiB, 0, fresh), CUDA_SUCCESS);
+  ASSERT_EQ(mem_->SetAccess(r, 4 * kMiB, Access::kRead), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<volatile unsigned char*>(r)[0], 0);
+  EXPECT_EQ(reinterpret_cast<volatile unsigned char*>(r)[4 * kMiB - 1], 0);
+}
+
+TEST_F(VmmTest, ReleaseOfAnUnmappedHandleFreesAtOnce) {
+  const auto h = Create(8 * kMiB, 1);
+  EXPECT_EQ(mem_->UsedBytes(1), 8 * kMiB);
+  ASSERT_EQ(mem_->ReleasePhysical(h), CUDA_SUCCESS);
+  EXPECT_EQ(mem_->UsedBytes(1), 0u);
+  EXPECT_EQ(mem_->ReleasePhysical(h), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(mem_->ReleasePhysical(0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(mem_->ReleasePhysical(12345), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(VmmTest, CreatePhysicalChecksSizeDeviceAndCapacity) {
+  CUmemGenericAllocationHandle h = 0;
+  EXPECT_EQ(mem_->CreatePhysical(0, 0, &h), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(mem_->CreatePhysical(0, kMiB, &h), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(mem_->CreatePhysical(0, kG, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(mem_->CreatePhysical(2, kG, &h), CUDA_ERROR_INVALID_DEVICE);
+  ASSERT_EQ(mem_->CreatePhysical(1, 60 * kMiB, &h), CUDA_SUCCESS);
+  EXPECT_NE(h, 0u);
+  CUmemGenericAllocationHandle more = 0;
+  EXPECT_EQ(mem_->CreatePhysical(1, 6 * kMiB, &more), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(more, 0u);
+  EXPECT_EQ(mem_->UsedBytes(1), 60 * kMiB);
+  // Linear and physical allocations draw on the same capacity.
+  CUdeviceptr p = 0;
+  EXPECT_EQ(mem_->Allocate(1, 1, 6 * kMiB, &p), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_EQ(mem_->Allocate(1, 1, 4 * kMiB, &p), CUDA_SUCCESS);
+  uint64_t free = 1;
+  uint64_t total = 0;
+  ASSERT_EQ(mem_->Info(1, &free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free, 0u);
+}
+
+TEST_F(VmmTest, MapRejectsBadRanges) {
+  const auto h = Create(4 * kMiB);
+  const CUdeviceptr r = Reserve(8 * kMiB);
+  EXPECT_EQ(mem_->Map(r + 4096, kG, 0, h), CUDA_ERROR_INVALID_VALUE);  // misaligned address
+  EXPECT_EQ(mem_->Map(r, kMiB, 0, h), CUDA_ERROR_INVALID_VALUE);       // misaligned size
+  EXPECT_EQ(mem_->Map(r, kG, kMiB, h), CUDA_ERROR_INVALID_VALUE);      // misaligned offset
+  EXPECT_EQ(mem_->Map(r, 0, 0, h), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(mem_->Map(r, 4 * kMiB, kG, h), CUDA_ERROR_INVALID_VALUE);  // beyond the handle
+  EXPECT_EQ(mem_->Map(r, kG, 4 * kMiB, h), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(mem_->Map(r, 6 * kMiB, 0, h), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(mem_->Map(r, kG, 0, h + 1000), CUDA_ERROR_INVALID_VALUE);            // unknown handle
+  EXPECT_EQ(mem_->Map(r + 6 * kMiB, 4 * kMiB, 0, h), CUDA_ERROR_INVALID_VALUE);  // past the reservation
+  EXPECT_EQ(mem_->Map(r + 8 * kMiB, kG, 0, h), CUDA_ERROR_INVALID_VALUE);        // not reserved
+  CUdeviceptr linear = 0;
+  ASSERT_EQ(mem_->Allocate(0, 1, 4 * kMiB, &linear), CUDA_SUCCESS);
+  EXPECT_EQ(mem_->Map(linear, kG, 0, h), CUDA_ERROR_INVALID_VALUE);  // linear memory
+  ASSERT_EQ(mem_->Map(r + kG, 4 * kMiB, 0, h), CUDA_SUCCESS);
+  EXPECT_EQ(mem_->Map(r + kG, kG, 0, h), CUDA_ERROR_INVALID_VALUE);            // already mapped
+  EXPECT_EQ(mem_->Map(r, 4 * kMiB, 0, h), CUDA_ERROR_INVALID_VALUE);           // overlaps its start
+  EXPECT_EQ(mem_->Map(r + 2 * kG, 4 * kMiB, 0, h), CUDA_ERROR_INVALID_VALUE);  // overlaps its end
+  EXPECT_EQ(mem_->Map(r, kG, 0, h), CUDA_SUCCESS);                             // adjacent is fine
+}
+
+TEST_F(VmmTest, UnmapAndSetAccessTakeWholeMappings) {
+  const auto h = Create(4 * kMiB);
+  const CUdeviceptr r = Reserve(8 * kMiB);
+  ASSERT_EQ(mem_->Map(r, 4 * kMiB, 0, h), CUDA_SUCCESS);
+  ASSERT_EQ(mem_->Map(r + 4 * kMiB, kG, 0, h), CUDA_SUCCESS);
+  EXPECT_EQ(mem_->SetAccess(r, kG, Access::kRead), CUDA_ERROR_INVALID_VALUE);        // part of a mapping
+  EXPECT_EQ(mem_->SetAccess(r, 8 * kMiB, Access::kRead), CUDA_ERROR_INVALID_VALUE);  // unmapped tail
+  EXPECT_EQ(mem_->SetAccess(r + 6 * kMiB, kG, Access::kRead), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(mem_->SetAccess(r, 0, Access::kRead), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(mem_->Unmap(r, kG), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(mem_->Unmap(r + kG, 4 * kMiB), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(mem_->Unmap(r, 8 * kMiB), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(mem_->Unmap(r + 6 * kMiB, kG), CUDA_ERROR_INVALID_VALUE);
+  // Failed calls changed nothing.
+  EXPECT_FALSE(mem_->CheckRange(r, 1, Access::kRead));
+  EXPECT_TRUE(mem_->CheckRange(r, 6 * kMiB, Access::kNone));
+  // Two adjacent whole mappings at once.
+  ASSERT_EQ(mem_->SetAccess(r, 6 * kMiB, Access::kReadWrite), CUDA_SUCCESS);
+  EXPECT_TRUE(mem_->CheckRange(r, 6 * kMiB, Access::kReadWrite));
+  ASSERT_EQ(mem_->Unmap(r, 6 * kMiB), CUDA_SUCCESS);
+  EXPECT_FALSE(mem_->CheckRange(r, 1, Access::kNone));
+  EXPECT_EQ(mem_->Unmap(r, 6 * kMiB), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(mem_->SetAccess(r, 4 * kMiB, Access::kRead), CUDA_ERROR_INVALID_VALUE);
+  PhysicalInfo physical;
+  ASSERT_TRUE(mem_->FindPhysical(h, &physical));
+  EXPECT_EQ(physical.mappings, 0);
+}
+
+TEST(VmmLifetimeTest, DestroyingWithLiveMappingsIsClean) {
+  DeviceMemoryOptions options;
+  options.device_capacity = {kGiB};
+  options.va_size = 256 * kMiB;
+  options.preferred_base = 0;
+  std::unique_ptr<DeviceMemory> mem;
+  ASSERT_EQ(DeviceMemory::Create(options, &mem), CUDA_SUCCESS);
+  CUmemGenericAllocationHandle h = 0;
+  CUdeviceptr r = 0;
+  ASSERT_EQ(mem->CreatePhysical(0, kG, &h), CUDA_SUCCESS);
+  ASSERT_EQ(mem->ReserveAddress(kG, 0, 0, &r), CUDA_SUCCESS);
+  ASSERT_EQ(mem->Map(r, kG, 0, h), CUDA_SUCCESS);
+  ASSERT_EQ(mem->SetAccess(r, kG, Access::kReadWrite), CUDA_SUCCESS);
+  reinterpret_cast<volatile char*>(r)[0] = 1;
+  mem.reset();
+  EXPECT_EQ(mem, nullptr);
+}
+
+}  // namespace
+}  // namespace phos::sim

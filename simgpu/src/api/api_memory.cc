@@ -61,7 +61,7 @@ PHOS_SIM_API CUresult CUDAAPI cuMemGetInfo(size_t* free, size_t* total) {
   std::shared_ptr<Context> ctx;
   if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
   uint64_t f = 0, t = 0;
-  d->memory().Info(ctx->device->ordinal, &f, &t);
+  if (CUresult r = d->memory().Info(ctx->device->ordinal, &f, &t); r != CUDA_SUCCESS) return r;
   *free = f;
   *total = t;
   return CUDA_SUCCESS;

@@ -32,7 +32,9 @@ class DriverTest : public ::testing::Test {
     ASSERT_EQ(cuCtxCreate(&ctx_, nullptr, 0, 0), CUDA_SUCCESS);
   }
   void TearDown() override {
-    if (ctx_) EXPECT_EQ(cuCtxDestroy(ctx_), CUDA_SUCCESS);
+    if (ctx_) {
+      EXPECT_EQ(cuCtxDestroy(ctx_), CUDA_SUCCESS);
+    }
   }
   CUcontext ctx_ = nullptr;
 };

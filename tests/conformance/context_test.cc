@@ -1,6 +1,7 @@
 // Contexts: creation, the per-thread stack of current contexts, primary contexts. phosd keeps
 // pools of contexts and makes a leased one current on whichever worker thread serves a call
 // (BRIEF D11), so per-thread currency and the stack discipline are what it relies on.
+#include <algorithm>
 #include <array>
 #include <barrier>
 #include <cstdint>
@@ -144,6 +145,8 @@ TEST_F(ContextTest, NoCurrentContextIsInvalidContext) {
     std::size_t free_bytes = 0;
     std::size_t total = 0;
     EXPECT_EQ(cuMemGetInfo(&free_bytes, &total), CUDA_ERROR_INVALID_CONTEXT);
+    CUdevice device = -1;
+    EXPECT_EQ(cuCtxGetDevice(&device), CUDA_ERROR_INVALID_CONTEXT);
   });
   other.join();
 }
@@ -209,6 +212,87 @@ TEST_F(ContextTest, EachThreadUsesItsOwnContextAndAllocations) {
   EXPECT_TRUE(data_ok[0]);
   EXPECT_TRUE(data_ok[1]);
   EXPECT_EQ(Current(), context_);
+}
+
+// cuCtxDestroy "destroys and cleans up all resources associated with the context", including
+// cuMemAlloc memory: a pooled context that is torn down gives its memory back.
+TEST_F(ContextTest, DestroyingAContextFreesItsAllocations) {
+  constexpr std::size_t kBytes = 512 * kMiB;
+  std::size_t free_before = 0;
+  std::size_t total = 0;
+  PHOS_ASSERT_CU(cuMemGetInfo(&free_before, &total));
+  CUcontext doomed = nullptr;
+  PHOS_ASSERT_CU(cuCtxCreate(&doomed, nullptr, 0, device_));
+  CUdeviceptr ptr = 0;
+  PHOS_ASSERT_CU(cuMemAlloc(&ptr, kBytes));
+  std::size_t free_allocated = 0;
+  PHOS_ASSERT_CU(cuMemGetInfo(&free_allocated, &total));
+  EXPECT_GE(free_before - free_allocated, kBytes / 100 * 99);
+  PHOS_ASSERT_CU(cuCtxDestroy(doomed));
+  ASSERT_EQ(Current(), context_);
+  std::size_t free_after = 0;
+  PHOS_ASSERT_CU(cuMemGetInfo(&free_after, &total));
+  EXPECT_GE(free_after, free_allocated + kBytes / 100 * 99);
+}
+
+// cuCtxDestroy "will not destroy memory allocations by cuMemCreate": those belong to the device,
+// so an instance's VMM buffers outlive the context that created them.
+TEST_F(ContextTest, VmmAllocationsOutliveTheContextThatCreatedThem) {
+  std::size_t granularity = 0;
+  PHOS_ASSERT_CU(MinimumGranularity(device_, &granularity));
+  AddressRange range;
+  PHOS_ASSERT_CU(range.Reserve(granularity, 0));
+  CUcontext creator = nullptr;
+  PHOS_ASSERT_CU(cuCtxCreate(&creator, nullptr, 0, device_));
+  const CUmemAllocationProp prop = DeviceAllocationProp(device_);
+  CUmemGenericAllocationHandle handle = 0;
+  PHOS_ASSERT_CU(cuMemCreate(&handle, granularity, &prop, 0));
+  PHOS_ASSERT_CU(MapReadWrite(range.get(), granularity, handle, device_));
+  std::vector<unsigned char> data(granularity);
+  FillPattern(data.data(), granularity, 71);
+  PHOS_ASSERT_CU(cuMemcpyHtoD(range.get(), data.data(), granularity));
+  PHOS_ASSERT_CU(cuCtxDestroy(creator));
+  ASSERT_EQ(Current(), context_);
+
+  std::vector<unsigned char> back(granularity);
+  PHOS_ASSERT_CU(cuMemcpyDtoH(back.data(), range.get(), granularity));
+  EXPECT_EQ(FirstPatternMismatch(back.data(), granularity, 71), granularity);
+  PHOS_EXPECT_CU(cuMemUnmap(range.get(), granularity));
+  PHOS_EXPECT_CU(cuMemRelease(handle));
+}
+
+// phosd keeps a context pool per device (BRIEF D11): a context on the second device reports that
+// device, and its allocations come out of that device's memory only.
+TEST_F(ContextTest, ContextsOnTwoDevicesAreIndependent) {
+  int count = 0;
+  PHOS_ASSERT_CU(cuDeviceGetCount(&count));
+  if (count < 2) GTEST_SKIP() << "needs two devices; this host has " << count;
+  CUdevice second_device = -1;
+  PHOS_ASSERT_CU(cuDeviceGet(&second_device, 1));
+  std::size_t free_first_before = 0;
+  std::size_t total = 0;
+  PHOS_ASSERT_CU(cuMemGetInfo(&free_first_before, &total));
+
+  CUcontext second = nullptr;
+  PHOS_ASSERT_CU(cuCtxCreate(&second, nullptr, 0, second_device));
+  CUdevice reported = -1;
+  PHOS_EXPECT_CU(cuCtxGetDevice(&reported));
+  EXPECT_EQ(reported, second_device);
+  std::size_t free_second_before = 0;
+  PHOS_ASSERT_CU(cuMemGetInfo(&free_second_before, &total));
+  constexpr std::size_t kBytes = 1 * kGiB;
+  CUdeviceptr ptr = 0;
+  PHOS_ASSERT_CU(cuMemAlloc(&ptr, kBytes));
+  std::size_t free_second_after = 0;
+  PHOS_ASSERT_CU(cuMemGetInfo(&free_second_after, &total));
+  EXPECT_GE(free_second_before - free_second_after, kBytes / 100 * 99);
+  PHOS_ASSERT_CU(cuCtxPopCurrent(&second));
+
+  std::size_t free_first_after = 0;
+  PHOS_ASSERT_CU(cuMemGetInfo(&free_first_after, &total));
+  // Device 0 did not pay for device 1's allocation (64 MiB of slack for other users of the GPU).
+  EXPECT_LT(free_first_before - std::min(free_first_before, free_first_after), 64 * kMiB);
+  PHOS_EXPECT_CU(cuCtxDestroy(second));
 }
 
 }  // namespace

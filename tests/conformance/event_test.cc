@@ -93,6 +93,59 @@ TEST_F(EventTest, StreamWaitEventOrdersWorkAcrossStreams) {
   EXPECT_EQ(bad, 0u) << "the consumer read the tail before the producer wrote it";
 }
 
+// cuStreamWaitEvent: "hEvent may be from a different context or device than hStream." A loader
+// working in its own context can gate an instance's stream. The buffer is VMM memory, which is
+// mapped for the device rather than for one context, as phos's instance buffers are.
+TEST_F(EventTest, StreamWaitsForAnEventFromAnotherContext) {
+  constexpr std::size_t kTail = 64 * kKiB;
+  std::size_t granularity = 0;
+  PHOS_ASSERT_CU(MinimumGranularity(device_, &granularity));
+  const std::size_t bytes = (kLongCopyBytes + granularity - 1) / granularity * granularity;
+  AddressRange range;
+  PHOS_ASSERT_CU(range.Reserve(bytes, 0));
+  const CUmemAllocationProp prop = DeviceAllocationProp(device_);
+  CUmemGenericAllocationHandle handle = 0;
+  PHOS_ASSERT_CU(cuMemCreate(&handle, bytes, &prop, 0));
+  PHOS_ASSERT_CU(MapReadWrite(range.get(), bytes, handle, device_));
+  // Host memory from cuMemHostAlloc is accessible to every context under unified addressing.
+  PinnedBuffer source;
+  PinnedBuffer back;
+  Stream consumer;
+  PHOS_ASSERT_CU(source.Allocate(kLongCopyBytes));
+  PHOS_ASSERT_CU(back.Allocate(kTail));
+  PHOS_ASSERT_CU(consumer.Create(CU_STREAM_NON_BLOCKING));
+  FillPattern(source.get(), kLongCopyBytes, 81);
+
+  CUcontext loader = nullptr;
+  CUstream loader_stream = nullptr;
+  CUevent loaded = nullptr;
+  PHOS_ASSERT_CU(cuCtxCreate(&loader, nullptr, 0, device_));
+  PHOS_ASSERT_CU(cuStreamCreate(&loader_stream, CU_STREAM_NON_BLOCKING));
+  PHOS_ASSERT_CU(cuEventCreate(&loaded, CU_EVENT_DISABLE_TIMING));
+  PHOS_ASSERT_CU(cuMemsetD8Async(range.get(), 0, kLongCopyBytes, loader_stream));
+  PHOS_ASSERT_CU(cuMemcpyHtoDAsync(range.get(), source.get(), kLongCopyBytes, loader_stream));
+  PHOS_ASSERT_CU(cuEventRecord(loaded, loader_stream));
+  CUcontext popped = nullptr;
+  PHOS_ASSERT_CU(cuCtxPopCurrent(&popped));
+
+  PHOS_ASSERT_CU(cuStreamWaitEvent(consumer.get(), loaded, 0));
+  const std::size_t offset = kLongCopyBytes - kTail;
+  PHOS_ASSERT_CU(cuMemcpyDtoHAsync(back.get(), range.get() + offset, kTail, consumer.get()));
+  PHOS_ASSERT_CU(cuStreamSynchronize(consumer.get()));
+  const auto* data = static_cast<const unsigned char*>(back.get());
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < kTail; ++i) bad += data[i] != PatternByte(offset + i, 81);
+  EXPECT_EQ(bad, 0u) << "the consumer read the tail before the other context's copy wrote it";
+
+  PHOS_ASSERT_CU(cuCtxPushCurrent(loader));
+  PHOS_EXPECT_CU(cuStreamSynchronize(loader_stream));
+  PHOS_EXPECT_CU(cuEventDestroy(loaded));
+  PHOS_EXPECT_CU(cuStreamDestroy(loader_stream));
+  PHOS_EXPECT_CU(cuCtxDestroy(loader));
+  PHOS_EXPECT_CU(cuMemUnmap(range.get(), bytes));
+  PHOS_EXPECT_CU(cuMemRelease(handle));
+}
+
 TEST_F(EventTest, ElapsedTimeIsPositiveAndTracksCopySize) {
   constexpr std::size_t kSmall = 16 * kMiB;
   constexpr std::size_t kLarge = 64 * kMiB;

@@ -131,6 +131,13 @@ TEST_F(MemoryTest, MemsetD8AndD32) {
   EXPECT_EQ(bad, 0u);
 }
 
+// cuMemsetD32: "The dstDevice pointer must be four byte aligned."
+TEST_F(MemoryTest, MisalignedMemsetD32IsInvalidValue) {
+  DeviceBuffer buffer;
+  PHOS_ASSERT_CU(buffer.Allocate(kMiB));
+  EXPECT_EQ(cuMemsetD32(buffer.get() + 2, 0, 16), CUDA_ERROR_INVALID_VALUE);
+}
+
 TEST_F(MemoryTest, RoundTripsAtSeveralSizesAndUnalignedOffsets) {
   constexpr std::size_t kCapacity = 16 * kMiB + 8 * kKiB;
   DeviceBuffer first;

@@ -1,0 +1,292 @@
+#include "exec/engines.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <exception>
+#include <optional>
+
+#include "exec/executor.h"
+#include "exec/fault_guard.h"
+#include "phos/base/log.h"
+
+namespace phos::sim {
+namespace {
+
+void NameThread(const std::string& name) {
+  // Linux limits thread names to 15 characters.
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+}
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(WallClock::now().time_since_epoch()).count();
+}
+
+uint64_t Ns(WallClock::duration d) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+}
+
+void CountHostBound(Executor& executor, Engine kind, WallClock::duration real, WallClock::duration modelled) {
+  ExecCounters::PerEngine& counters = executor.counters().engine(kind);
+  const uint64_t total = counters.host_bound_ops.fetch_add(1, std::memory_order_relaxed) + 1;
+  static log::RateLimiter limiter;
+  if (log::Enabled(log::Level::Info, "simgpu") && limiter.Admit(std::chrono::seconds(10))) {
+    PHOS_LOG(Info, "simgpu",
+             "device {}: {} op host-bound: its work took {:.3f} ms, modelled {:.3f} ms (time scale {}); "
+             "{} host-bound ops so far",
+             executor.ordinal(), EngineName(kind), std::chrono::duration<double, std::milli>(real).count(),
+             std::chrono::duration<double, std::milli>(modelled).count(), executor.clock().time_scale(),
+             total);
+  }
+}
+
+void CountRun(Executor& executor, Engine kind, const Op& op, WallClock::duration held) {
+  ExecCounters::PerEngine& counters = executor.counters().engine(kind);
+  counters.ops.fetch_add(1, std::memory_order_relaxed);
+  counters.bytes.fetch_add(op.bytes, std::memory_order_relaxed);
+  counters.busy_wall_ns.fetch_add(Ns(held), std::memory_order_relaxed);
+}
+
+// Runs an op's work. Exceptions stop here (none may cross into the C ABI or kill an engine
+// thread): the op fails with CUDA_ERROR_UNKNOWN.
+template <typename Fn>
+CUresult Invoke(Fn&& fn, Executor& executor, Engine kind) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    PHOS_LOG(Error, "simgpu", "device {}: {} op threw: {}", executor.ordinal(), EngineName(kind), e.what());
+  } catch (...) {
+    PHOS_LOG(Error, "simgpu", "device {}: {} op threw a non-standard exception", executor.ordinal(),
+             EngineName(kind));
+  }
+  return CUDA_ERROR_UNKNOWN;
+}
+
+// Device work that touches unmapped or protected memory fails like a GPU access would.
+CUresult CheckFault(const FaultReport& fault, CUresult result, Executor& executor, Engine kind) {
+  if (!fault.faulted) return result;
+  static log::RateLimiter limiter;
+  if (limiter.Admit(std::chrono::seconds(1))) {
+    PHOS_LOG(Warn, "simgpu", "device {}: {} op faulted at address {:#x} (signal {}): illegal address",
+             executor.ordinal(), EngineName(kind), fault.address, fault.signal);
+  }
+  return CUDA_ERROR_ILLEGAL_ADDRESS;
+}
+
+}  // namespace
+
+// ---- Pacer -------------------------------------------------------------------------------------
+
+Pacer::Pacer(std::string thread_name) : thread_name_(std::move(thread_name)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Pacer::~Pacer() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Pacer::Schedule(WallClock::time_point when, TaskPtr task, CUresult result) {
+  {
+    std::lock_guard lock(mu_);
+    entries_.push(Entry{when, next_order_++, std::move(task), result});
+  }
+  cv_.notify_one();
+}
+
+void Pacer::Loop() {
+  NameThread(thread_name_);
+  std::unique_lock lock(mu_);
+  while (true) {
+    if (entries_.empty()) {
+      if (stop_) return;
+      cv_.wait(lock);
+      continue;
+    }
+    const WallClock::time_point when = entries_.top().when;
+    if (!stop_ && WallClock::now() < when) {
+      cv_.wait_until(lock, when);
+      continue;
+    }
+    Entry entry = entries_.top();
+    entries_.pop();
+    lock.unlock();
+    CompleteTask(std::move(entry.task), entry.result);
+    lock.lock();
+  }
+}
+
+// ---- SerialEngine ------------------------------------------------------------------------------
+
+SerialEngine::SerialEngine(Executor& executor, Engine kind, std::string thread_name, bool guard_faults)
+    : executor_(executor), kind_(kind), guard_faults_(guard_faults), thread_name_(std::move(thread_name)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+SerialEngine::~SerialEngine() {
+  Close();
+  Join();
+}
+
+void SerialEngine::Join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void SerialEngine::Loop() {
+  NameThread(thread_name_);
+  std::optional<AltSignalStack> alt_stack;
+  if (guard_faults_) alt_stack.emplace();
+  TaskPtr task;
+  while (queue_.Pop(&task)) Run(std::move(task));
+}
+
+void SerialEngine::Run(TaskPtr task) {
+  if (task->context().sticky_error() != CUDA_SUCCESS) {
+    executor_.CountDropped(kind_);
+    CompleteTask(std::move(task), CUDA_SUCCESS);
+    return;
+  }
+  const Op& op = task->op();
+  const WallClock::time_point start = WallClock::now();
+  const WallClock::time_point modelled_end = start + executor_.clock().ToWall(op.cost_seconds);
+  CUresult result = CUDA_SUCCESS;
+  if (op.work != nullptr) {
+    if (guard_faults_) {
+      const FaultReport fault = FaultGuard::Run([&] { result = Invoke(op.work, executor_, kind_); });
+      result = CheckFault(fault, result, executor_, kind_);
+    } else {
+      result = Invoke(op.work, executor_, kind_);
+    }
+  }
+  const WallClock::time_point real_end = WallClock::now();
+  if (op.work != nullptr && real_end > modelled_end) {
+    CountHostBound(executor_, kind_, real_end - start, modelled_end - start);
+  } else {
+    std::this_thread::sleep_until(modelled_end);
+  }
+  CountRun(executor_, kind_, op, std::max(real_end, modelled_end) - start);
+  CompleteTask(std::move(task), result);
+}
+
+// ---- ComputePool -------------------------------------------------------------------------------
+
+ComputePool::ComputePool(Executor& executor, int workers, Pacer& pacer, std::string thread_prefix)
+    : executor_(executor),
+      pacer_(pacer),
+      workers_(static_cast<uint32_t>(workers)),
+      thread_prefix_(std::move(thread_prefix)) {
+  threads_.reserve(workers_);
+  for (uint32_t i = 0; i < workers_; ++i) threads_.emplace_back([this, i] { Loop(static_cast<int>(i)); });
+}
+
+ComputePool::~ComputePool() {
+  Close();
+  Join();
+}
+
+void ComputePool::Join() {
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+bool ComputePool::Submit(const TaskPtr& task) {
+  std::vector<Chunk> chunks;
+  if (task->kernel()) {
+    const uint64_t blocks = task->op().blocks;
+    const uint64_t n = std::min<uint64_t>(blocks, workers_);
+    if (n == 0) {
+      // A grid without blocks runs nothing but still takes its launch overhead.
+      chunks.push_back({task, 0, 0});
+    } else {
+      const uint64_t base = blocks / n;
+      const uint64_t extra = blocks % n;
+      uint64_t first = 0;
+      for (uint64_t i = 0; i < n; ++i) {
+        const uint64_t size = base + (i < extra ? 1 : 0);
+        chunks.push_back({task, first, first + size});
+        first += size;
+      }
+    }
+  } else {
+    chunks.push_back({task, 0, 0});
+  }
+  task->chunk_count = static_cast<uint32_t>(chunks.size());
+  task->chunks_left.store(task->chunk_count);
+  return queue_.PushAll(chunks);
+}
+
+void ComputePool::Loop(int index) {
+  NameThread(thread_prefix_ + std::to_string(index));
+  AltSignalStack alt_stack;
+  Chunk chunk;
+  while (queue_.Pop(&chunk)) {
+    RunChunk(chunk);
+    chunk = Chunk{};
+  }
+}
+
+void ComputePool::RunChunk(const Chunk& chunk) {
+  Task& task = *chunk.task;
+  int64_t not_started = 0;
+  task.started_ns.compare_exchange_strong(not_started, NowNs());
+  CUresult result = CUDA_SUCCESS;
+  if (task.context().sticky_error() != CUDA_SUCCESS) {
+    task.chunks_skipped.fetch_add(1);
+  } else {
+    result = RunGuarded(task, chunk.first, chunk.end);
+  }
+  if (result != CUDA_SUCCESS) {
+    int expected = CUDA_SUCCESS;
+    task.first_error.compare_exchange_strong(expected, result);
+  }
+  if (task.chunks_left.fetch_sub(1) == 1) Finish(chunk.task);
+}
+
+CUresult ComputePool::RunGuarded(Task& task, uint64_t first, uint64_t end) {
+  const Op& op = task.op();
+  CUresult result = CUDA_SUCCESS;
+  FaultReport fault;
+  if (task.kernel()) {
+    if (first == end) return CUDA_SUCCESS;
+    fault = FaultGuard::Run(
+        [&] { result = Invoke([&] { return op.run_blocks(first, end); }, executor_, Engine::kCompute); });
+  } else if (op.work != nullptr) {
+    fault = FaultGuard::Run([&] { result = Invoke(op.work, executor_, Engine::kCompute); });
+  }
+  if (fault.faulted) task.faulted.store(true);
+  return CheckFault(fault, result, executor_, Engine::kCompute);
+}
+
+void ComputePool::Finish(TaskPtr task) {
+  const WallClock::time_point now = WallClock::now();
+  if (task->chunks_skipped.load() == task->chunk_count) {
+    executor_.CountDropped(Engine::kCompute);
+    CompleteTask(std::move(task), CUDA_SUCCESS);
+    return;
+  }
+  const Op& op = task->op();
+  const CUresult result = static_cast<CUresult>(task->first_error.load());
+  const WallClock::time_point start{WallClock::duration(task->started_ns.load())};
+  const WallClock::time_point modelled_end = start + executor_.clock().ToWall(op.cost_seconds);
+  ExecCounters& counters = executor_.counters();
+  if (task->kernel()) {
+    counters.kernels_run.fetch_add(1, std::memory_order_relaxed);
+    counters.kernel_wall_ns.fetch_add(Ns(now - start), std::memory_order_relaxed);
+    if (task->faulted.load()) counters.kernel_faults.fetch_add(1, std::memory_order_relaxed);
+  } else if (op.work != nullptr && now > modelled_end) {
+    CountHostBound(executor_, Engine::kCompute, now - start, modelled_end - start);
+  }
+  CountRun(executor_, Engine::kCompute, op, std::max(now, modelled_end) - start);
+  if (now < modelled_end) {
+    pacer_.Schedule(modelled_end, std::move(task), result);
+  } else {
+    CompleteTask(std::move(task), result);
+  }
+}
+
+}  // namespace phos::sim

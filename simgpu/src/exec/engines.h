@@ -1,0 +1,150 @@
+// The threads behind an Executor (internal to exec): the pacer, the single-threaded engines
+// (copy H2D, copy D2H, host functions) and the compute pool.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <queue>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "exec/task_graph.h"
+
+namespace phos::sim {
+
+class Executor;
+
+// A FIFO shared by producer threads and engine threads.
+template <typename T>
+class BlockingQueue {
+ public:
+  // False once closed (the item is not queued).
+  bool Push(T item) {
+    {
+      std::lock_guard lock(mu_);
+      if (closed_) return false;
+      items_.push_back(std::move(item));
+    }
+    cv_.notify_one();
+    return true;
+  }
+  bool PushAll(std::vector<T>& items) {
+    {
+      std::lock_guard lock(mu_);
+      if (closed_) return false;
+      for (T& item : items) items_.push_back(std::move(item));
+    }
+    cv_.notify_all();
+    return true;
+  }
+  // Blocks for the next item. False when closed and drained.
+  bool Pop(T* item) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return closed_ || !items_.empty(); });
+    if (items_.empty()) return false;
+    *item = std::move(items_.front());
+    items_.pop_front();
+    return true;
+  }
+  void Close() {
+    {
+      std::lock_guard lock(mu_);
+      closed_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<T> items_;
+  bool closed_ = false;
+};
+
+// Completes tasks at their modelled end. Compute ops that finished early wait here rather than
+// on a worker, so the pool stays free for other kernels.
+class Pacer {
+ public:
+  explicit Pacer(std::string thread_name);
+  // Completes whatever is still waiting at once, then joins.
+  ~Pacer();
+  void Schedule(WallClock::time_point when, TaskPtr task, CUresult result);
+
+ private:
+  struct Entry {
+    WallClock::time_point when;
+    uint64_t order;  // FIFO among equal deadlines
+    TaskPtr task;
+    CUresult result;
+    bool operator>(const Entry& o) const { return when != o.when ? when > o.when : order > o.order; }
+  };
+  void Loop();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> entries_;
+  uint64_t next_order_ = 0;
+  bool stop_ = false;
+  std::string thread_name_;
+  std::thread thread_;
+};
+
+// One thread, FIFO, one op at a time; the thread itself sleeps out each op's modelled duration,
+// which is what makes two copies in the same direction serialize.
+class SerialEngine {
+ public:
+  // `guard_faults`: run work under FaultGuard (device engines) or not (host functions).
+  SerialEngine(Executor& executor, Engine kind, std::string thread_name, bool guard_faults);
+  ~SerialEngine();
+  bool Submit(const TaskPtr& task) { return queue_.Push(task); }
+  // Stops taking ops; the thread drains its queue and exits. Join() waits for it.
+  void Close() { queue_.Close(); }
+  void Join();
+
+ private:
+  void Loop();
+  void Run(TaskPtr task);
+
+  Executor& executor_;
+  const Engine kind_;
+  const bool guard_faults_;
+  const std::string thread_name_;
+  BlockingQueue<TaskPtr> queue_;
+  std::thread thread_;
+};
+
+// The compute engine: a pool of workers sharing one FIFO of chunks. A kernel becomes one chunk
+// per worker (contiguous block ranges); any other op is one chunk.
+class ComputePool {
+ public:
+  // Threads are named thread_prefix + worker index.
+  ComputePool(Executor& executor, int workers, Pacer& pacer, std::string thread_prefix);
+  ~ComputePool();
+  bool Submit(const TaskPtr& task);
+  void Close() { queue_.Close(); }
+  void Join();
+
+ private:
+  struct Chunk {
+    TaskPtr task;
+    uint64_t first = 0;
+    uint64_t end = 0;
+  };
+  void Loop(int index);
+  void RunChunk(const Chunk& chunk);
+  CUresult RunGuarded(Task& task, uint64_t first, uint64_t end);
+  // Called by the worker that finished an op's last chunk.
+  void Finish(TaskPtr task);
+
+  Executor& executor_;
+  Pacer& pacer_;
+  const uint32_t workers_;
+  const std::string thread_prefix_;
+  BlockingQueue<Chunk> queue_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace phos::sim

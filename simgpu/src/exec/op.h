@@ -1,0 +1,38 @@
+// One unit of stream work, as the API layer builds it from a cu* call (an async copy, a memset,
+// a kernel launch, a host function), and the engine that runs it.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <functional>
+
+namespace phos::sim {
+
+// Each device has one engine of each kind. The two copy engines and the host-function engine are
+// single threads (FIFO, one op at a time); kCompute is a pool of workers on which kernels of
+// different streams run concurrently.
+enum class Engine : uint8_t { kCopyH2D = 0, kCopyD2H, kCompute, kHost };
+inline constexpr int kEngineCount = 4;
+
+// "h2d", "d2h", "compute", "host"; "invalid" for a value outside the enum.
+const char* EngineName(Engine engine);
+
+struct Op {
+  Engine engine = Engine::kCompute;
+  // Modelled device time in device seconds (bytes / the profile's bandwidth, or its launch
+  // overhead for a kernel). The engine holds the op until ModelClock::ToWall(cost_seconds) after
+  // it started, however quickly the real work finished.
+  double cost_seconds = 0;
+  // Bytes moved or written; statistics only.
+  uint64_t bytes = 0;
+  // The work of every op that is not a kernel, run once: a copy, a memset, a host function.
+  // May be empty (the op then only takes its modelled time).
+  std::function<CUresult()> work;
+  // Kernels (kCompute only; when set, `work` is ignored): called concurrently on several workers
+  // with disjoint, contiguous [first, end) ranges that together cover [0, blocks).
+  uint64_t blocks = 0;
+  std::function<CUresult(uint64_t first, uint64_t end)> run_blocks;
+};
+
+}  // namespace phos::sim

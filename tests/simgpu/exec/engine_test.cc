@@ -1,0 +1,245 @@
+// Engines: which ops overlap, how closely ops are paced, what counts as host-bound, how kernels
+// are split across the compute pool.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "exec_test_util.h"
+
+namespace phos::sim::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class EngineTest : public ExecTest {};
+
+Op Sleeper(Engine engine, double cost_s) {
+  Op op;
+  op.engine = engine;
+  op.cost_seconds = cost_s;
+  return op;
+}
+
+// Two 50 ms modelled copies, one in each direction, run at once; two in the same direction run
+// one after the other. Bounds are loose on purpose: this host is shared and has two cores.
+TEST_F(EngineTest, CopiesInOppositeDirectionsOverlap) {
+  auto a = NewStream(CU_STREAM_NON_BLOCKING);
+  auto b = NewStream(CU_STREAM_NON_BLOCKING);
+  const auto start = Clock::now();
+  a->Enqueue(Sleeper(Engine::kCopyH2D, 0.05));
+  b->Enqueue(Sleeper(Engine::kCopyD2H, 0.05));
+  ASSERT_EQ(ctx_->Synchronize(), CUDA_SUCCESS);
+  const double ms = MsSince(start);
+  EXPECT_GE(ms, 50.0);
+  EXPECT_LT(ms, 90.0);
+}
+
+TEST_F(EngineTest, CopiesInTheSameDirectionSerialize) {
+  auto a = NewStream(CU_STREAM_NON_BLOCKING);
+  auto b = NewStream(CU_STREAM_NON_BLOCKING);
+  const auto start = Clock::now();
+  a->Enqueue(Sleeper(Engine::kCopyH2D, 0.05));
+  b->Enqueue(Sleeper(Engine::kCopyH2D, 0.05));
+  ASSERT_EQ(ctx_->Synchronize(), CUDA_SUCCESS);
+  const double ms = MsSince(start);
+  EXPECT_GE(ms, 100.0);
+  EXPECT_LT(ms, 250.0);
+}
+
+TEST_F(EngineTest, CopiesOverlapKernels) {
+  auto a = NewStream(CU_STREAM_NON_BLOCKING);
+  auto b = NewStream(CU_STREAM_NON_BLOCKING);
+  Op kernel = Sleeper(Engine::kCompute, 0.05);
+  kernel.blocks = 4;
+  kernel.run_blocks = [](uint64_t, uint64_t) { return CUDA_SUCCESS; };
+  const auto start = Clock::now();
+  a->Enqueue(Sleeper(Engine::kCopyH2D, 0.05));
+  b->Enqueue(std::move(kernel));
+  ASSERT_EQ(ctx_->Synchronize(), CUDA_SUCCESS);
+  EXPECT_LT(MsSince(start), 90.0);
+}
+
+class PacingTest : public ExecTest {
+ protected:
+  PacingTest() : ExecTest(kScale) {}
+  static constexpr double kScale = 750;
+};
+
+// A 16 MiB copy at a modelled 25 GB/s: 0.67 ms of device time, 503 ms of wall time at scale 750.
+// The real memcpy takes a few milliseconds (tens under a sanitizer), so the engine paces it, and
+// the op must end within 5% of its modelled end.
+TEST_F(PacingTest, LargeCopyTakesItsModelledTimeWithinFivePercent) {
+  constexpr size_t kBytes = 16 << 20;
+  constexpr double kDeviceSeconds = kBytes / 25e9;
+  std::vector<char> src(kBytes, 1), dst(kBytes, 0);
+  Op op;
+  op.engine = Engine::kCopyH2D;
+  op.cost_seconds = kDeviceSeconds;
+  op.bytes = kBytes;
+  op.work = [&] {
+    std::memcpy(dst.data(), src.data(), kBytes);
+    return CUDA_SUCCESS;
+  };
+  auto stream = NewStream();
+  auto begin = NewEvent();
+  auto end = NewEvent();
+  const auto start = Clock::now();
+  ASSERT_EQ(begin->Record(*stream), CUDA_SUCCESS);
+  stream->Enqueue(std::move(op));
+  ASSERT_EQ(end->Record(*stream), CUDA_SUCCESS);
+  ASSERT_EQ(stream->Synchronize(), CUDA_SUCCESS);
+  const double wall_ms = MsSince(start);
+  const double modelled_wall_ms = kDeviceSeconds * kScale * 1e3;
+  EXPECT_GE(wall_ms, modelled_wall_ms);
+  EXPECT_LT(wall_ms, modelled_wall_ms * 1.05);
+  float device_ms = 0;
+  ASSERT_EQ(Event::ElapsedTime(*begin, *end, &device_ms), CUDA_SUCCESS);
+  EXPECT_NEAR(device_ms, kDeviceSeconds * 1e3, kDeviceSeconds * 1e3 * 0.05);
+  EXPECT_EQ(dst[kBytes - 1], 1);
+
+  const ExecutorStats stats = executor_->stats();
+  EXPECT_EQ(stats.engine(Engine::kCopyH2D).ops, 1u);
+  EXPECT_EQ(stats.engine(Engine::kCopyH2D).bytes, kBytes);
+  EXPECT_EQ(stats.engine(Engine::kCopyH2D).host_bound_ops, 0u);
+  EXPECT_GE(stats.engine(Engine::kCopyH2D).busy_wall_ns, static_cast<uint64_t>(modelled_wall_ms * 1e6));
+}
+
+TEST_F(EngineTest, WorkSlowerThanItsModelIsCountedHostBound) {
+  std::vector<char> buffer(1 << 20);
+  auto fill = [&buffer](Engine engine, double cost_s) {
+    Op op;
+    op.engine = engine;
+    op.cost_seconds = cost_s;
+    op.bytes = buffer.size();
+    op.work = [&buffer] {
+      std::memset(buffer.data(), 7, buffer.size());
+      return CUDA_SUCCESS;
+    };
+    return op;
+  };
+  auto stream = NewStream();
+  stream->Enqueue(fill(Engine::kCopyD2H, 0));     // real work, no modelled time: host-bound
+  stream->Enqueue(fill(Engine::kCompute, 0));     // the same on the compute pool
+  stream->Enqueue(fill(Engine::kCopyD2H, 0.05));  // 50 ms for a 1 MiB memset: paced
+  stream->Enqueue(fill(Engine::kCompute, 0.05));
+  ASSERT_EQ(stream->Synchronize(), CUDA_SUCCESS);
+  const ExecutorStats stats = executor_->stats();
+  EXPECT_EQ(stats.engine(Engine::kCopyD2H).ops, 2u);
+  EXPECT_EQ(stats.engine(Engine::kCopyD2H).host_bound_ops, 1u);
+  EXPECT_EQ(stats.engine(Engine::kCompute).ops, 2u);
+  EXPECT_EQ(stats.engine(Engine::kCompute).host_bound_ops, 1u);
+  EXPECT_EQ(stats.engine(Engine::kCompute).bytes, 2u << 20);
+}
+
+TEST_F(EngineTest, KernelBlocksAreSplitIntoDisjointRangesCoveringTheGrid) {
+  constexpr uint64_t kBlocks = 1001;
+  std::vector<std::atomic<int>> visits(kBlocks);
+  std::mutex mu;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  Op op;
+  op.engine = Engine::kCompute;
+  op.blocks = kBlocks;
+  op.run_blocks = [&](uint64_t first, uint64_t end) {
+    for (uint64_t b = first; b < end; ++b) visits[b].fetch_add(1);
+    std::lock_guard lock(mu);
+    ranges.emplace_back(first, end);
+    return CUDA_SUCCESS;
+  };
+  null_stream().Enqueue(std::move(op));
+  ASSERT_EQ(null_stream().Synchronize(), CUDA_SUCCESS);
+  for (uint64_t b = 0; b < kBlocks; ++b) ASSERT_EQ(visits[b].load(), 1) << "block " << b;
+  EXPECT_EQ(ranges.size(), static_cast<size_t>(executor_->compute_workers()));
+  EXPECT_EQ(executor_->stats().kernels_run, 1u);
+  EXPECT_EQ(executor_->stats().engine(Engine::kCompute).host_bound_ops, 0u);
+}
+
+TEST_F(EngineTest, KernelWithFewerBlocksThanWorkersAndEmptyGrid) {
+  std::atomic<int> calls{0};
+  Op one;
+  one.engine = Engine::kCompute;
+  one.blocks = 1;
+  one.run_blocks = [&](uint64_t first, uint64_t end) {
+    EXPECT_EQ(first, 0u);
+    EXPECT_EQ(end, 1u);
+    calls.fetch_add(1);
+    return CUDA_SUCCESS;
+  };
+  Op empty;
+  empty.engine = Engine::kCompute;
+  empty.blocks = 0;
+  empty.run_blocks = [&](uint64_t, uint64_t) {
+    calls.fetch_add(100);
+    return CUDA_SUCCESS;
+  };
+  null_stream().Enqueue(std::move(one));
+  null_stream().Enqueue(std::move(empty));
+  ASSERT_EQ(null_stream().Synchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(executor_->stats().kernels_run, 2u);
+}
+
+// Each kernel waits for the other to start: they only finish if the pool runs them at once.
+TEST_F(EngineTest, KernelsOfDifferentStreamsRunConcurrently) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int started = 0;
+  std::atomic<int> met{0};
+  auto rendezvous = [&](uint64_t, uint64_t) {
+    std::unique_lock lock(mu);
+    ++started;
+    cv.notify_all();
+    if (cv.wait_for(lock, std::chrono::seconds(5), [&] { return started >= 2; })) met.fetch_add(1);
+    return CUDA_SUCCESS;
+  };
+  auto a = NewStream(CU_STREAM_NON_BLOCKING);
+  auto b = NewStream(CU_STREAM_NON_BLOCKING);
+  for (auto* s : {a.get(), b.get()}) {
+    Op op;
+    op.engine = Engine::kCompute;
+    op.blocks = 1;
+    op.run_blocks = rendezvous;
+    s->Enqueue(std::move(op));
+  }
+  ASSERT_EQ(ctx_->Synchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(met.load(), 2);
+}
+
+TEST_F(EngineTest, HostFunctionsRunInStreamOrderOnTheHostThread) {
+  Trace trace;
+  std::atomic<bool> on_app_thread{false};
+  const std::thread::id app = std::this_thread::get_id();
+  auto stream = NewStream();
+  for (int i = 0; i < 3; ++i) {
+    stream->Enqueue(TracedOp(Engine::kCompute, 0.01, &trace, "kernel" + std::to_string(i)));
+    Op host;
+    host.engine = Engine::kHost;
+    host.work = [&, i] {
+      if (std::this_thread::get_id() == app) on_app_thread = true;
+      trace.Add("host" + std::to_string(i));
+      return CUDA_SUCCESS;
+    };
+    stream->Enqueue(std::move(host));
+  }
+  ASSERT_EQ(stream->Synchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(trace.labels(),
+            (std::vector<std::string>{"kernel0", "host0", "kernel1", "host1", "kernel2", "host2"}));
+  EXPECT_FALSE(on_app_thread.load());
+  EXPECT_EQ(executor_->stats().engine(Engine::kHost).ops, 3u);
+}
+
+TEST(ExecutorTest, DefaultsToAtLeastTwoWorkersAndJoinsOnDestruction) {
+  ModelClock clock(1);
+  for (int round = 0; round < 3; ++round) {
+    Executor executor(round, clock);
+    EXPECT_GE(executor.compute_workers(), 2);
+    EXPECT_EQ(executor.ordinal(), round);
+  }
+}
+
+}  // namespace
+}  // namespace phos::sim::testing

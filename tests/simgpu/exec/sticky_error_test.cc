@@ -1,0 +1,169 @@
+// A failing kernel: the fault is contained, the context enters its sticky error state, its pending
+// and later work is dropped, and waits return instead of hanging.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+
+#include "exec_test_util.h"
+
+namespace phos::sim::testing {
+namespace {
+
+class StickyErrorTest : public ExecTest {
+ protected:
+  StickyErrorTest() {
+    page_size_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    guarded_ = mmap(nullptr, page_size_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  }
+  ~StickyErrorTest() override { munmap(guarded_, page_size_); }
+
+  // A kernel whose every block writes into the PROT_NONE page, as a kernel handed a pointer to a
+  // buffer that is not resident would.
+  Op FaultingKernel() {
+    Op op;
+    op.engine = Engine::kCompute;
+    op.blocks = 8;
+    volatile int* target = static_cast<volatile int*>(guarded_);
+    op.run_blocks = [target](uint64_t first, uint64_t) {
+      target[first] = 1;
+      return CUDA_SUCCESS;
+    };
+    return op;
+  }
+
+  Op Flag(Engine engine, std::atomic<bool>* ran, double cost_s = 0) {
+    Op op;
+    op.engine = engine;
+    op.cost_seconds = cost_s;
+    op.work = [ran] {
+      *ran = true;
+      return CUDA_SUCCESS;
+    };
+    return op;
+  }
+
+  size_t page_size_ = 0;
+  void* guarded_ = nullptr;
+};
+
+TEST_F(StickyErrorTest, FaultingKernelFailsTheContextWithoutCrashing) {
+  auto stream = NewStream();
+  std::atomic<bool> before{false}, behind{false}, later{false};
+  stream->Enqueue(Flag(Engine::kCopyH2D, &before));
+  stream->Enqueue(FaultingKernel());
+  stream->Enqueue(Flag(Engine::kCopyD2H, &behind));
+  EXPECT_EQ(stream->Synchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(ctx_->sticky_error(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(stream->Query(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(ctx_->Synchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+
+  stream->Enqueue(Flag(Engine::kCompute, &later));
+  EXPECT_EQ(stream->Synchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_TRUE(before.load());
+  EXPECT_FALSE(behind.load());
+  EXPECT_FALSE(later.load());
+
+  const ExecutorStats stats = executor_->stats();
+  EXPECT_EQ(stats.kernel_faults, 1u);
+  EXPECT_EQ(stats.kernels_run, 1u);
+  EXPECT_EQ(stats.engine(Engine::kCopyD2H).dropped_ops, 1u);
+  EXPECT_EQ(stats.engine(Engine::kCompute).dropped_ops, 1u);
+}
+
+TEST_F(StickyErrorTest, PendingWorkOfOtherStreamsIsDroppedAndWaitsReturn) {
+  auto faulting = NewStream(CU_STREAM_NON_BLOCKING);
+  auto other = NewStream(CU_STREAM_NON_BLOCKING);
+  auto gate = NewEvent();
+  std::atomic<bool> gated{false};
+  // `other` waits for a slow copy, by when the kernel has failed the context.
+  other->Enqueue(Flag(Engine::kCopyH2D, &gated, 0.1));
+  ASSERT_EQ(gate->Record(*other), CUDA_SUCCESS);
+  std::atomic<bool> after_gate{false};
+  other->Enqueue(Flag(Engine::kCompute, &after_gate));
+  faulting->Enqueue(FaultingKernel());
+  EXPECT_EQ(ctx_->Synchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_FALSE(after_gate.load());
+  EXPECT_EQ(gate->Query(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(gate->Synchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  float ms = 0;
+  auto start = NewEvent();
+  ASSERT_EQ(start->Record(*other), CUDA_SUCCESS);
+  EXPECT_EQ(Event::ElapsedTime(*start, *gate, &ms), CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
+TEST_F(StickyErrorTest, FailingWorkResultIsSticky) {
+  Op op;
+  op.engine = Engine::kCopyD2H;
+  op.work = [] { return CUDA_ERROR_LAUNCH_FAILED; };
+  null_stream().Enqueue(std::move(op));
+  EXPECT_EQ(null_stream().Synchronize(), CUDA_ERROR_LAUNCH_FAILED);
+  // The first error wins.
+  null_stream().Enqueue(FaultingKernel());
+  EXPECT_EQ(ctx_->Synchronize(), CUDA_ERROR_LAUNCH_FAILED);
+}
+
+TEST_F(StickyErrorTest, ThrowingWorkFailsTheOpInsteadOfTheProcess) {
+  Op op;
+  op.engine = Engine::kCompute;
+  op.blocks = 2;
+  op.run_blocks = [](uint64_t, uint64_t) -> CUresult { throw std::runtime_error("kernel bug"); };
+  null_stream().Enqueue(std::move(op));
+  EXPECT_EQ(null_stream().Synchronize(), CUDA_ERROR_UNKNOWN);
+}
+
+TEST_F(StickyErrorTest, OtherContextsAreUnaffected) {
+  std::unique_ptr<ExecContext> healthy = executor_->CreateContext();
+  null_stream().Enqueue(FaultingKernel());
+  ASSERT_EQ(ctx_->Synchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  std::atomic<bool> ran{false};
+  healthy->null_stream()->Enqueue(Flag(Engine::kCompute, &ran));
+  EXPECT_EQ(healthy->Synchronize(), CUDA_SUCCESS);
+  EXPECT_TRUE(ran.load());
+  EXPECT_EQ(healthy->sticky_error(), CUDA_SUCCESS);
+}
+
+TEST_F(StickyErrorTest, FaultingCopyFailsLikeAKernel) {
+  Op op;
+  op.engine = Engine::kCopyH2D;
+  op.work = [this] {
+    static_cast<volatile char*>(guarded_)[0] = 1;
+    return CUDA_SUCCESS;
+  };
+  null_stream().Enqueue(std::move(op));
+  EXPECT_EQ(null_stream().Synchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
+TEST_F(StickyErrorTest, KernelFaultsManyTimesWithoutCrashing) {
+  for (int i = 0; i < 5; ++i) {
+    std::unique_ptr<ExecContext> ctx = executor_->CreateContext();
+    ctx->null_stream()->Enqueue(FaultingKernel());
+    EXPECT_EQ(ctx->Synchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  }
+  EXPECT_EQ(executor_->stats().kernel_faults, 5u);
+}
+
+using StickyErrorDeathTest = StickyErrorTest;
+
+// Host functions are application code on the host: a fault there is a real crash.
+TEST_F(StickyErrorDeathTest, FaultInAHostFunctionIsNotSwallowed) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Op op;
+        op.engine = Engine::kHost;
+        op.work = [this] {
+          static_cast<volatile char*>(guarded_)[0] = 1;
+          return CUDA_SUCCESS;
+        };
+        null_stream().Enqueue(std::move(op));
+        (void)null_stream().Synchronize();
+      },
+      "");
+}
+
+}  // namespace
+}  // namespace phos::sim::testing

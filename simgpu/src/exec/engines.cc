@@ -115,7 +115,7 @@ void Pacer::Loop() {
     Entry entry = entries_.top();
     entries_.pop();
     lock.unlock();
-    CompleteTask(std::move(entry.task), entry.result);
+    CompleteTask(std::move(entry.task), entry.result, entry.when);
     lock.lock();
   }
 }
@@ -147,12 +147,20 @@ void SerialEngine::Loop() {
 void SerialEngine::Run(TaskPtr task) {
   if (task->context().sticky_error() != CUDA_SUCCESS) {
     executor_.CountDropped(kind_);
-    CompleteTask(std::move(task), CUDA_SUCCESS);
+    WallClock::time_point at = task->ready_at();
+    CompleteTask(std::move(task), CUDA_SUCCESS, at);
     return;
   }
   const Op& op = task->op();
-  const WallClock::time_point start = WallClock::now();
-  const WallClock::time_point modelled_end = start + executor_.clock().ToWall(op.cost_seconds);
+  const WallClock::time_point real_start = WallClock::now();
+  // On the device timeline the op starts when it was ready and the engine was free, which this
+  // thread reaches a little later (wake-up latency, timer slack). Starting from there keeps a
+  // stream of back-to-back copies at the modelled rate; the lag allowed is bounded so that an
+  // engine held up by the host does not pretend to have run in the past.
+  const WallClock::time_point start =
+      std::clamp(std::max(task->ready_at(), last_end_), real_start - kMaxStartLag, real_start);
+  const WallClock::duration cost = executor_.clock().ToWall(op.cost_seconds);
+  const WallClock::time_point modelled_end = start + cost;
   CUresult result = CUDA_SUCCESS;
   if (op.work != nullptr) {
     if (guard_faults_) {
@@ -163,13 +171,20 @@ void SerialEngine::Run(TaskPtr task) {
     }
   }
   const WallClock::time_point real_end = WallClock::now();
-  if (op.work != nullptr && real_end > modelled_end) {
-    CountHostBound(executor_, kind_, real_end - start, modelled_end - start);
+  WallClock::time_point end = modelled_end;
+  if (real_end > modelled_end) {
+    // Only work slower than its modelled cost is host-bound; finishing a little after a
+    // backdated modelled end is the simulator catching up.
+    if (op.work != nullptr && real_end - real_start > cost) {
+      CountHostBound(executor_, kind_, real_end - real_start, cost);
+    }
+    end = real_end;
   } else {
     std::this_thread::sleep_until(modelled_end);
   }
-  CountRun(executor_, kind_, op, std::max(real_end, modelled_end) - start);
-  CompleteTask(std::move(task), result);
+  last_end_ = end;
+  CountRun(executor_, kind_, op, end - start);
+  CompleteTask(std::move(task), result, end);
 }
 
 // ---- ComputePool -------------------------------------------------------------------------------
@@ -266,26 +281,30 @@ void ComputePool::Finish(TaskPtr task) {
   const WallClock::time_point now = WallClock::now();
   if (task->chunks_skipped.load() == task->chunk_count) {
     executor_.CountDropped(Engine::kCompute);
-    CompleteTask(std::move(task), CUDA_SUCCESS);
+    WallClock::time_point at = task->ready_at();
+    CompleteTask(std::move(task), CUDA_SUCCESS, at);
     return;
   }
   const Op& op = task->op();
   const CUresult result = static_cast<CUresult>(task->first_error.load());
-  const WallClock::time_point start{WallClock::duration(task->started_ns.load())};
+  const WallClock::time_point real_start{WallClock::duration(task->started_ns.load())};
+  // As on the copy engines: the op starts on the device timeline when it was ready, within a
+  // bounded lag of when a worker picked it up.
+  const WallClock::time_point start = std::clamp(task->ready_at(), real_start - kMaxStartLag, real_start);
   const WallClock::time_point modelled_end = start + executor_.clock().ToWall(op.cost_seconds);
   ExecCounters& counters = executor_.counters();
   if (task->kernel()) {
     counters.kernels_run.fetch_add(1, std::memory_order_relaxed);
     counters.kernel_wall_ns.fetch_add(Ns(now - start), std::memory_order_relaxed);
     if (task->faulted.load()) counters.kernel_faults.fetch_add(1, std::memory_order_relaxed);
-  } else if (op.work != nullptr && now > modelled_end) {
-    CountHostBound(executor_, Engine::kCompute, now - start, modelled_end - start);
+  } else if (op.work != nullptr && now - real_start > modelled_end - start) {
+    CountHostBound(executor_, Engine::kCompute, now - real_start, modelled_end - start);
   }
   CountRun(executor_, Engine::kCompute, op, std::max(now, modelled_end) - start);
   if (now < modelled_end) {
     pacer_.Schedule(modelled_end, std::move(task), result);
   } else {
-    CompleteTask(std::move(task), result);
+    CompleteTask(std::move(task), result, now);
   }
 }
 

@@ -15,6 +15,11 @@
 
 namespace phos::sim {
 
+// How far behind the moment an engine thread picks an op up the op may start on the device
+// timeline (see SerialEngine::Run). Covers thread wake-up latency and the kernel's 50 µs timer
+// slack with room to spare, and is short against any modelled transfer worth measuring.
+inline constexpr WallClock::duration kMaxStartLag = std::chrono::milliseconds(1);
+
 class Executor;
 
 // A FIFO shared by producer threads and engine threads.
@@ -113,6 +118,7 @@ class SerialEngine {
   const bool guard_faults_;
   const std::string thread_name_;
   BlockingQueue<TaskPtr> queue_;
+  WallClock::time_point last_end_{};  // device-timeline end of the last op; engine thread only
   std::thread thread_;
 };
 

@@ -21,7 +21,16 @@ bool CompletesInline(Task& task) {
 }  // namespace
 
 Task::Task(Op op, bool marker, std::shared_ptr<StreamState> stream, uint64_t seq)
-    : op_(std::move(op)), marker_(marker), stream_(std::move(stream)), seq_(seq) {}
+    : op_(std::move(op)), marker_(marker), stream_(std::move(stream)), seq_(seq) {
+  ready_at_ns_.store(WallClock::now().time_since_epoch().count());
+}
+
+void Task::RaiseReadyAt(WallClock::time_point t) {
+  int64_t ns = t.time_since_epoch().count();
+  int64_t current = ready_at_ns_.load();
+  while (current < ns && !ready_at_ns_.compare_exchange_weak(current, ns)) {
+  }
+}
 
 ContextState& Task::context() const {
   return *stream_->context;
@@ -34,7 +43,10 @@ void Task::WaitDone() const {
 void AddDependency(Task* pred, const TaskPtr& succ) {
   if (pred == nullptr) return;
   std::lock_guard lock(pred->mu_);
-  if (pred->completed_) return;
+  if (pred->completed_) {
+    succ->RaiseReadyAt(pred->completed_at_);
+    return;
+  }
   pred->successors_.push_back(succ);
   succ->pending_.fetch_add(1);
 }
@@ -42,20 +54,27 @@ void AddDependency(Task* pred, const TaskPtr& succ) {
 void ReleaseHold(TaskPtr task) {
   if (task->pending_.fetch_sub(1) != 1) return;
   if (CompletesInline(*task)) {
-    CompleteTask(std::move(task), CUDA_SUCCESS);
+    WallClock::time_point at = task->ready_at();
+    CompleteTask(std::move(task), CUDA_SUCCESS, at);
   } else {
     Executor& executor = task->context().executor();
     executor.Dispatch(std::move(task));
   }
 }
 
-void CompleteTask(TaskPtr task, CUresult result) {
+void CompleteTask(TaskPtr task, CUresult result, std::optional<WallClock::time_point> at) {
   // Iterative, not recursive: a long chain of markers behind a slow op completes in one go.
-  std::vector<std::pair<TaskPtr, CUresult>> ready;
-  ready.emplace_back(std::move(task), result);
+  // Markers and dropped work complete at their ready time: they take no device time.
+  struct Done {
+    TaskPtr task;
+    CUresult result;
+    std::optional<WallClock::time_point> at;
+  };
+  std::vector<Done> ready;
+  ready.push_back({std::move(task), result, at});
   std::vector<TaskPtr> successors;
   while (!ready.empty()) {
-    auto [t, r] = std::move(ready.back());
+    auto [t, r, when] = std::move(ready.back());
     ready.pop_back();
     ContextState& ctx = t->context();
     if (r != CUDA_SUCCESS) ctx.SetStickyError(r);
@@ -66,7 +85,7 @@ void CompleteTask(TaskPtr task, CUresult result) {
     {
       std::lock_guard lock(t->mu_);
       t->completed_ = true;
-      t->completed_at_ = WallClock::now();
+      t->completed_at_ = when ? *when : (t->marker() ? t->ready_at() : WallClock::now());
       successors.swap(t->successors_);
     }
     // Tasks of a stream complete in sequence order: each one depends on its predecessor.
@@ -74,9 +93,11 @@ void CompleteTask(TaskPtr task, CUresult result) {
     t->done_.store(true);
     ctx.NotifyCompletion();
     for (TaskPtr& s : successors) {
+      s->RaiseReadyAt(t->completed_at_);
       if (s->pending_.fetch_sub(1) != 1) continue;
       if (CompletesInline(*s)) {
-        ready.emplace_back(std::move(s), CUDA_SUCCESS);
+        WallClock::time_point ready_at = s->ready_at();
+        ready.push_back({std::move(s), CUDA_SUCCESS, ready_at});
       } else {
         Executor& executor = s->context().executor();
         executor.Dispatch(std::move(s));

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "exec/model_clock.h"
@@ -51,8 +52,15 @@ class Task {
   bool done() const { return done_.load(); }
   // Blocks until done().
   void WaitDone() const;
-  // When the task completed; meaningful once done().
+  // When the task completed on the device timeline; meaningful once done(). For a paced op that
+  // is its modelled end (not the moment the engine thread woke up after it), for a marker the
+  // completion of the work it waited for.
   WallClock::time_point completed_at() const { return completed_at_; }
+  // The earliest time the task could start on the device timeline: when it was enqueued, or the
+  // latest completion of the tasks it depends on. Engines start an op at this time rather than
+  // when their thread got to it, so that wake-up latency and timer slack between back-to-back
+  // ops do not accumulate as idle device time.
+  WallClock::time_point ready_at() const { return WallClock::time_point(WallClock::duration(ready_at_ns_.load())); }
 
   // Run state of an op on the compute pool, where a kernel is split into chunks that finish on
   // different workers: the last chunk to finish completes the op.
@@ -66,7 +74,9 @@ class Task {
  private:
   friend void AddDependency(Task* pred, const TaskPtr& succ);
   friend void ReleaseHold(TaskPtr task);
-  friend void CompleteTask(TaskPtr task, CUresult result);
+  friend void CompleteTask(TaskPtr task, CUresult result, std::optional<WallClock::time_point> at);
+
+  void RaiseReadyAt(WallClock::time_point t);
 
   Op op_;
   const bool marker_;
@@ -80,6 +90,7 @@ class Task {
   std::atomic<uint32_t> pending_{1};
   std::atomic<bool> done_{false};
   WallClock::time_point completed_at_{};  // written before done_ is set
+  std::atomic<int64_t> ready_at_ns_{0};    // WallClock ticks; only ever raised
 };
 
 // Makes `succ` wait for `pred`. No-op when `pred` is null or already complete. Only valid while
@@ -90,7 +101,9 @@ void ReleaseHold(TaskPtr task);
 // Marks `task` complete with `result` (an error puts its context into the sticky error state),
 // wakes its waiters and starts the successors it was the last dependency of. Called by engines
 // when an op's work and pacing are over.
-void CompleteTask(TaskPtr task, CUresult result);
+// Completes `task` with `result` at device time `at` (default: its ready time for markers and
+// dropped work, now otherwise), and releases its successors.
+void CompleteTask(TaskPtr task, CUresult result, std::optional<WallClock::time_point> at = std::nullopt);
 
 // A stream as the graph sees it. The API-facing handle is Stream (stream.h).
 struct StreamState {

@@ -109,6 +109,44 @@ TEST_F(PacingTest, LargeCopyTakesItsModelledTimeWithinFivePercent) {
   EXPECT_GE(stats.engine(Engine::kCopyH2D).busy_wall_ns, static_cast<uint64_t>(modelled_wall_ms * 1e6));
 }
 
+// 400 back-to-back 0.25 ms copies on one stream: on a GPU the engine moves them without gaps, so
+// the stream takes 100 ms. Engine-thread wake-ups and timer slack between ops (tens of µs each
+// here) must not add up to idle device time.
+TEST_F(EngineTest, BackToBackCopiesKeepTheModelledRate) {
+  auto stream = NewStream(CU_STREAM_NON_BLOCKING);
+  auto begin = NewEvent();
+  auto end = NewEvent();
+  ASSERT_EQ(begin->Record(*stream), CUDA_SUCCESS);
+  for (int i = 0; i < 400; ++i) stream->Enqueue(Sleeper(Engine::kCopyH2D, 0.00025));
+  ASSERT_EQ(end->Record(*stream), CUDA_SUCCESS);
+  ASSERT_EQ(stream->Synchronize(), CUDA_SUCCESS);
+  float device_ms = 0;
+  ASSERT_EQ(Event::ElapsedTime(*begin, *end, &device_ms), CUDA_SUCCESS);
+  EXPECT_GE(device_ms, 100.0);
+  EXPECT_LT(device_ms, 103.0);
+}
+
+// A copy that depends on a kernel of another engine starts when the kernel ends, not earlier:
+// the device timeline follows dependencies, not only the engine's previous op.
+TEST_F(EngineTest, DependentOpStartsAfterItsDependencyOnTheDeviceTimeline) {
+  auto stream = NewStream(CU_STREAM_NON_BLOCKING);
+  auto begin = NewEvent();
+  auto end = NewEvent();
+  stream->Enqueue(Sleeper(Engine::kCopyH2D, 0.02));
+  ASSERT_EQ(begin->Record(*stream), CUDA_SUCCESS);
+  Op kernel = Sleeper(Engine::kCompute, 0.03);
+  kernel.blocks = 2;
+  kernel.run_blocks = [](uint64_t, uint64_t) { return CUDA_SUCCESS; };
+  stream->Enqueue(std::move(kernel));
+  stream->Enqueue(Sleeper(Engine::kCopyH2D, 0.02));
+  ASSERT_EQ(end->Record(*stream), CUDA_SUCCESS);
+  ASSERT_EQ(stream->Synchronize(), CUDA_SUCCESS);
+  float device_ms = 0;
+  ASSERT_EQ(Event::ElapsedTime(*begin, *end, &device_ms), CUDA_SUCCESS);
+  EXPECT_GE(device_ms, 50.0);
+  EXPECT_LT(device_ms, 60.0);
+}
+
 TEST_F(EngineTest, WorkSlowerThanItsModelIsCountedHostBound) {
   std::vector<char> buffer(1 << 20);
   auto fill = [&buffer](Engine engine, double cost_s) {

@@ -47,12 +47,12 @@ class RateLimiter {
     }                                                                                  \
   } while (0)
 
-// At most one message per `seconds` from this call site (hot paths).
-#define PHOS_LOG_EVERY_SEC(level, subsys, seconds, ...)                                \
+// At most one message per `period_s` seconds from this call site (hot paths).
+#define PHOS_LOG_EVERY_SEC(level, subsys, period_s, ...)                               \
   do {                                                                                 \
     static ::phos::log::RateLimiter phos_log_limiter_;                                 \
     if (::phos::log::Enabled(::phos::log::Level::level, subsys) &&                     \
-        phos_log_limiter_.Admit(std::chrono::seconds(seconds))) {                      \
+        phos_log_limiter_.Admit(std::chrono::seconds(period_s))) {                     \
       ::phos::log::Write(::phos::log::Level::level, subsys, __FILE__, __LINE__,        \
                          ::fmt::format(__VA_ARGS__));                                  \
     }                                                                                  \

@@ -101,7 +101,10 @@ int main(int argc, char** argv) {
   CHECK(cuMemcpyHtoDAsync(dx, x, bytes, stream));
   CHECK(cuMemcpyHtoDAsync(dy, y, bytes, stream));
   CHECK(cuEventRecord(e1, stream));
-  CHECK(cuLaunchKernel(saxpy, 216, 1, 1, 256, 1, 1, 0, stream, params, nullptr));
+  // One element per thread: simgpu runs a block's threads one after another, so a grid-stride
+  // loop over a large array would walk it with a cache-hostile stride.
+  unsigned blocks = static_cast<unsigned>((n + 255) / 256);
+  CHECK(cuLaunchKernel(saxpy, blocks, 1, 1, 256, 1, 1, 0, stream, params, nullptr));
   CHECK(cuEventRecord(e2, stream));
   CHECK(cuMemcpyDtoHAsync(y, dy, bytes, stream));
   CHECK(cuEventRecord(e3, stream));

@@ -162,6 +162,18 @@ PHOS_SIM_API CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
+PHOS_SIM_API CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
+  if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Driver* d = nullptr;
+  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
+  Device* device = d->device(dev);
+  if (device == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard lock(device->primary_mu);
+  *flags = 0;
+  *active = device->primary_refs > 0 ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+
 PHOS_SIM_API CUresult CUDAAPI cuGetErrorName(CUresult error, const char** str) {
   if (str == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const ErrorEntry* e = FindError(error);

@@ -75,6 +75,49 @@ PHOS_SIM_API CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigne
   return d->host_memory().Allocate(bytesize, flags, pp);
 }
 
+PHOS_SIM_API CUresult CUDAAPI cuMemAllocHost(void** pp, size_t bytesize) {
+  return cuMemHostAlloc(pp, bytesize, 0);
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
+  Driver* d = nullptr;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
+  AllocationInfo info;
+  if (!d->memory().FindAllocation(dptr, &info)) return CUDA_ERROR_NOT_FOUND;
+  if (pbase != nullptr) *pbase = info.base;
+  if (psize != nullptr) *psize = info.size;
+  return CUDA_SUCCESS;
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Driver* d = nullptr;
+  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
+  AllocationInfo info;
+  bool device = d->memory().FindAllocation(ptr, &info);
+  if (!device) {
+    // Host memory is known to the driver only when pinned or registered.
+    if (!d->host_memory().IsPinned(reinterpret_cast<const void*>(ptr), 1)) return CUDA_ERROR_INVALID_VALUE;
+    switch (attribute) {
+      case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *static_cast<unsigned*>(data) = CU_MEMORYTYPE_HOST; return CUDA_SUCCESS;
+      case CU_POINTER_ATTRIBUTE_HOST_POINTER: *static_cast<void**>(data) = reinterpret_cast<void*>(ptr); return CUDA_SUCCESS;
+      default: return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *static_cast<unsigned*>(data) = CU_MEMORYTYPE_DEVICE; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *static_cast<CUdeviceptr*>(data) = ptr; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *static_cast<int*>(data) = info.device; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data) = info.base; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t*>(data) = info.size; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MAPPED: *static_cast<int*>(data) = 1; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *static_cast<int*>(data) = 0; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: *static_cast<int*>(data) = 0; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_NOT_SUPPORTED;
+  }
+}
+
 PHOS_SIM_API CUresult CUDAAPI cuMemFreeHost(void* p) {
   Driver* d = nullptr;
   std::shared_ptr<Context> ctx;

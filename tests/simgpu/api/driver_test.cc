@@ -165,4 +165,47 @@ TEST_F(DriverTest, ContextDestroyFreesItsMemoryAndHandles) {
   EXPECT_EQ(cuEventDestroy(e), CUDA_ERROR_INVALID_HANDLE);
 }
 
+TEST_F(DriverTest, PointerQueriesNameTheAllocation) {
+  CUdeviceptr p = 0;
+  ASSERT_EQ(cuMemAlloc(&p, 1000), CUDA_SUCCESS);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  ASSERT_EQ(cuMemGetAddressRange(&base, &size, p + 500), CUDA_SUCCESS);
+  EXPECT_EQ(base, p);
+  EXPECT_EQ(size, 1000u);
+  unsigned type = 0;
+  ASSERT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p + 10), CUDA_SUCCESS);
+  EXPECT_EQ(type, CU_MEMORYTYPE_DEVICE);
+  int ordinal = -1;
+  ASSERT_EQ(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p), CUDA_SUCCESS);
+  EXPECT_EQ(ordinal, 0);
+  ASSERT_EQ(cuMemFree(p), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemGetAddressRange(&base, &size, p), CUDA_ERROR_NOT_FOUND);
+
+  void* host = nullptr;
+  ASSERT_EQ(cuMemAllocHost(&host, 4096), CUDA_SUCCESS);
+  ASSERT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, reinterpret_cast<CUdeviceptr>(host)),
+            CUDA_SUCCESS);
+  EXPECT_EQ(type, CU_MEMORYTYPE_HOST);
+  EXPECT_EQ(cuMemFreeHost(host), CUDA_SUCCESS);
+  int stack_value = 0;
+  EXPECT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                  reinterpret_cast<CUdeviceptr>(&stack_value)),
+            CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(DriverTest, PrimaryContextStateFollowsRetainAndRelease) {
+  unsigned flags = 1;
+  int active = 1;
+  ASSERT_EQ(cuDevicePrimaryCtxGetState(1, &flags, &active), CUDA_SUCCESS);
+  EXPECT_EQ(active, 0);
+  CUcontext primary = nullptr;
+  ASSERT_EQ(cuDevicePrimaryCtxRetain(&primary, 1), CUDA_SUCCESS);
+  ASSERT_EQ(cuDevicePrimaryCtxGetState(1, &flags, &active), CUDA_SUCCESS);
+  EXPECT_EQ(active, 1);
+  ASSERT_EQ(cuDevicePrimaryCtxRelease(1), CUDA_SUCCESS);
+  ASSERT_EQ(cuDevicePrimaryCtxGetState(1, &flags, &active), CUDA_SUCCESS);
+  EXPECT_EQ(active, 0);
+}
+
 }  // namespace

@@ -122,24 +122,29 @@ int main(int argc, char** argv) {
     rows.push_back(Measure("H2D pinned", stream, dev, pinned, size, true, scale, modelled.h2d_pinned_bps));
   }
   rows.push_back(Measure("D2H pinned", stream, dev, pinned, 64ull << 20, false, scale, modelled.d2h_pinned_bps));
+  // Pageable memory for contrast: staged by the driver, at the profile's pageable rate.
+  std::vector<char> pageable(64ull << 20, 0x5a);
+  rows.push_back(
+      Measure("H2D pageable", stream, dev, pageable.data(), pageable.size(), true, scale, modelled.h2d_pageable_bps));
 
   std::string table =
       "| copy | size | modelled GB/s (median) | min | profile GB/s | ratio | host-bound ops |\n"
       "|---|---|---|---|---|---|---|\n";
   bool pass = true;
-  std::printf("%-11s %9s %12s %9s %9s %7s %12s\n", "copy", "size", "median GB/s", "min", "profile", "ratio",
+  std::printf("%-12s %9s %12s %9s %9s %7s %12s\n", "copy", "size", "median GB/s", "min", "profile", "ratio",
               "host-bound");
   for (const Row& r : rows) {
     double ratio = r.modelled_gbps / r.profile_gbps;
-    // The target: within 5% of the modelled bandwidth for transfers of at least 4 MiB (the
-    // sizes at which a real PCIe link reaches line rate; GPU Snapshot, Portus).
-    if (r.size >= (4u << 20) && std::abs(ratio - 1.0) > 0.05) pass = false;
-    std::printf("%-11s %6zu MiB %12.2f %9.2f %9.2f %7.3f %6llu / %llu\n", r.what.c_str(), r.size >> 20,
+    // The target: pinned copies within 5% of the modelled bandwidth from 4 MiB up (the sizes at
+    // which a real PCIe link reaches line rate; GPU Snapshot, Portus).
+    bool pinned_row = r.what.find("pinned") != std::string::npos;
+    if (pinned_row && r.size >= (4u << 20) && std::abs(ratio - 1.0) > 0.05) pass = false;
+    std::printf("%-12s %6zu MiB %12.2f %9.2f %9.2f %7.3f %6llu / %llu\n", r.what.c_str(), r.size >> 20,
                 r.modelled_gbps, r.min_gbps, r.profile_gbps, ratio, r.host_bound, r.paced);
     table += fmt::format("| {} | {} MiB | {:.2f} | {:.2f} | {:.2f} | {:.3f} | {} of {} |\n", r.what, r.size >> 20,
                          r.modelled_gbps, r.min_gbps, r.profile_gbps, ratio, r.host_bound, r.paced);
   }
-  std::printf("target (copies >= 4 MiB within 5%% of the profile): %s\n", pass ? "met" : "MISSED");
+  std::printf("target (pinned copies >= 4 MiB within 5%% of the profile): %s\n", pass ? "met" : "MISSED");
 
   if (!report.empty()) {
     std::string md = fmt::format(
@@ -148,8 +153,8 @@ int main(int argc, char** argv) {
         "A stream of back-to-back asynchronous copies per row, 512 MiB per repetition, 5 "
         "repetitions; modelled GB/s = bytes / (wall time / time scale). Host-bound ops are copies "
         "whose real memcpy took longer than the modelled duration.\n\n{}\n"
-        "Target (issue: simgpu foundation): pinned H2D within 5% of the modelled bandwidth at the "
-        "default time scale — **{}**.\n\n",
+        "Target: pinned copies of 4 MiB and more within 5% of the modelled bandwidth at the default "
+        "time scale — **{}**.\n\n",
         phos::bench::CommandLine(argc, argv), profile, scale, phos::bench::NowUtc(), table,
         pass ? "met" : "missed");
     if (phos::bench::WriteSection(report, "simgpu_copy", md)) std::printf("results written to %s\n", report.c_str());

@@ -194,6 +194,39 @@ TEST_F(DriverTest, PointerQueriesNameTheAllocation) {
             CUDA_ERROR_INVALID_VALUE);
 }
 
+// On a GPU a garbage handle is undefined behaviour; simgpu promises the documented error and no
+// crash, since a remoted call in phosd may carry anything a tenant sends.
+TEST_F(DriverTest, GarbageAndStaleHandlesAreErrorsNotCrashes) {
+  auto garbage_stream = reinterpret_cast<CUstream>(uintptr_t{0xdeadbeef0});
+  auto garbage_event = reinterpret_cast<CUevent>(uintptr_t{0x1234560});
+  auto garbage_module = reinterpret_cast<CUmodule>(uintptr_t{0x7f0000001000});
+  auto garbage_function = reinterpret_cast<CUfunction>(uintptr_t{0x10});
+  auto garbage_context = reinterpret_cast<CUcontext>(uintptr_t{0xabcdef00});
+  EXPECT_EQ(cuStreamSynchronize(garbage_stream), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuStreamQuery(garbage_stream), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuStreamDestroy(garbage_stream), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuEventRecord(garbage_event, nullptr), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuEventQuery(garbage_event), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuStreamWaitEvent(nullptr, garbage_event, 0), CUDA_ERROR_INVALID_HANDLE);
+  CUfunction f = nullptr;
+  EXPECT_EQ(cuModuleGetFunction(&f, garbage_module, "_Z1kv"), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuModuleUnload(garbage_module), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuLaunchKernel(garbage_function, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr),
+            CUDA_ERROR_INVALID_HANDLE);
+  size_t offset = 0;
+  EXPECT_EQ(cuFuncGetParamInfo(garbage_function, 0, &offset, nullptr), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuCtxPushCurrent(garbage_context), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(cuCtxDestroy(garbage_context), CUDA_ERROR_INVALID_CONTEXT);
+  // A stream handle where an event is expected is a wrong-kind handle, not a stream.
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(reinterpret_cast<CUevent>(s)), CUDA_ERROR_INVALID_HANDLE);
+  ASSERT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+  // The context is still healthy: argument errors are not sticky.
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+}
+
 TEST_F(DriverTest, PrimaryContextStateFollowsRetainAndRelease) {
   unsigned flags = 1;
   int active = 1;

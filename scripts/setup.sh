@@ -8,6 +8,9 @@ packages=(
   build-essential cmake ninja-build pkg-config ccache
   libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas-dev
+  libuv1-dev libhttp-parser-dev libcli11-dev nlohmann-json3-dev
+  curl
 )
 
 missing=()

@@ -1,0 +1,89 @@
+// The first vertical slice end to end: phosd on simgpu, the mlp function deployed with phos-fn,
+// invoked with phos-fn and with plain curl, its outputs checked against the CPU reference.
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "mlp_model.h"
+#include "phosd_fixture.h"
+
+namespace phos::testing {
+namespace {
+
+constexpr uint64_t kWeightSeed = 42;  // mlp's default --weight-seed
+const mlp::Shape kShape = mlp::ShapeForSize(16, 4, 1);
+
+class MlpTest : public PhosdTest {
+ protected:
+  void Deploy(int instances) {
+    CommandResult r = PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--instances", std::to_string(instances), "--",
+                              "--size-mib", "16", "--layers", "4"});
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+  }
+};
+
+// Checks a response against the reference for input seed `seed`.
+void ExpectMatchesReference(const std::string& body, uint64_t seed, bool full) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << body;
+  std::vector<float> expected = mlp::Reference(kWeightSeed, kShape, mlp::InputFromSeed(seed, kShape));
+  double expected_sum = 0;
+  for (float v : expected) expected_sum += v;
+  int expected_argmax = static_cast<int>(std::max_element(expected.begin(), expected.end()) - expected.begin());
+  ASSERT_TRUE(j.contains("checksum") && j.contains("argmax")) << body;
+  EXPECT_NEAR(j["checksum"].get<double>(), expected_sum, 1e-3 * (1 + std::abs(expected_sum)));
+  EXPECT_EQ(j["argmax"][0].get<int>(), expected_argmax);
+  if (full) {
+    ASSERT_TRUE(j.contains("output")) << body;
+    std::vector<float> output = j["output"].get<std::vector<float>>();
+    ASSERT_EQ(output.size(), expected.size());
+    for (size_t i = 0; i < output.size(); ++i) ASSERT_NEAR(output[i], expected[i], 1e-4) << "element " << i;
+  }
+}
+
+TEST_F(MlpTest, DeployInvokeWithPhosFnAndCurl) {
+  Deploy(1);
+  CommandResult listed = PhosFn({"ls", "--json"});
+  ASSERT_EQ(listed.exit_code, 0);
+  EXPECT_NE(listed.out.find("\"mlp\""), std::string::npos) << listed.out;
+
+  CommandResult invoked = PhosFn({"invoke", "mlp", "--data", R"({"seed": 7, "full": true})"});
+  ASSERT_EQ(invoked.exit_code, 0) << invoked.out;
+  ExpectMatchesReference(invoked.out, 7, /*full=*/true);
+
+  CommandResult curl = CurlPost("/v1/functions/mlp/invoke", R"({"seed": 7, "full": true})");
+  ASSERT_EQ(curl.exit_code, 0);
+  // The same request always gives the same response bytes.
+  EXPECT_EQ(curl.out, invoked.out);
+}
+
+TEST_F(MlpTest, SixteenConcurrentInvocationsOverTwoInstances) {
+  Deploy(2);
+  std::vector<std::string> bodies(16);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 16; ++i) {
+    threads.emplace_back([&, i] {
+      bodies[i] = CurlPost("/v1/functions/mlp/invoke", "{\"seed\": " + std::to_string(100 + i) + "}").out;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 16; ++i) {
+    SCOPED_TRACE("invocation " + std::to_string(i));
+    ExpectMatchesReference(bodies[i], 100 + i, /*full=*/false);
+  }
+}
+
+TEST_F(MlpTest, BadRequestIsAClientErrorAndTheFunctionKeepsServing) {
+  Deploy(1);
+  CommandResult bad = PhosFn({"invoke", "mlp", "--data", R"({"input": [1, 2, 3]})"});
+  EXPECT_NE(bad.exit_code, 0);
+  CommandResult good = PhosFn({"invoke", "mlp", "--data", R"({"seed": 3})"});
+  ASSERT_EQ(good.exit_code, 0);
+  ExpectMatchesReference(good.out, 3, false);
+}
+
+}  // namespace
+}  // namespace phos::testing

@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev
   libuv1-dev libhttp-parser-dev libcli11-dev nlohmann-json3-dev
-  curl
+  curl libcurl4-openssl-dev
 )
 
 missing=()

@@ -1,0 +1,30 @@
+// A small blocking HTTP client over libcurl, for phos-fn and the integration tests.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "phos/base/status.h"
+
+namespace phos::http {
+
+struct ClientResponse {
+  int status = 0;
+  std::string body;
+};
+
+struct ClientRequest {
+  std::string method = "GET";
+  std::string url;  // "http://127.0.0.1:7070/v1/functions"
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+  // Whole-transfer limit; 0 waits for ever. Default: 0.
+  long timeout_ms = 0;
+};
+
+// Performs one request. Fails (Unavailable) only when no HTTP answer arrived: connection refused,
+// reset, timed out; any HTTP status, 4xx and 5xx included, is a successful result.
+Result<ClientResponse> Fetch(const ClientRequest& request);
+
+}  // namespace phos::http

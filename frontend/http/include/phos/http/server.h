@@ -1,0 +1,132 @@
+// HTTP/1.1 server on libuv and http-parser: keep-alive, pipelining, Content-Length and chunked
+// request bodies, size limits (431, 413), malformed requests (400, then close), a router with path
+// parameters, and asynchronous handlers that may answer later from any thread.
+//
+//   phos::http::Router router;
+//   router.Add("POST", "/v1/functions/{name}/invoke", [](Request req, Responder out) {
+//     out.Send(Response::Text(200, "hello " + std::string(req.Param("name"))));
+//   });
+//   auto server = phos::http::Server::Start(options, std::move(router));
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "phos/base/status.h"
+
+namespace phos::http {
+
+struct Request {
+  std::string method;  // "GET", "POST", ...
+  std::string path;    // without the query string
+  std::string query;   // after '?', undecoded; empty when absent
+  std::vector<std::pair<std::string, std::string>> headers;  // in arrival order
+  std::string body;    // de-chunked
+  // Path parameters of the matched route ("{name}" -> value).
+  std::vector<std::pair<std::string, std::string>> params;
+
+  // The first header of that name (case-insensitive), or nullptr.
+  const std::string* Header(std::string_view name) const;
+  // The value of a path parameter, or "" when the route has none of that name.
+  std::string_view Param(std::string_view name) const;
+};
+
+struct Response {
+  int status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::vector<std::pair<std::string, std::string>> headers;  // extra headers
+  std::string body;
+
+  static Response Text(int status, std::string body);
+  static Response Json(int status, std::string body);
+};
+
+// The standard reason phrase of a status code ("Not Found"), or "Unknown".
+std::string_view ReasonPhrase(int status);
+
+// Answers one request, exactly once, from any thread. Copies share the same request: the first
+// Send wins and later ones are ignored. If every copy is destroyed unanswered, the client gets 500
+// (a handler that forgets to answer must not hang the connection).
+class Responder {
+ public:
+  struct State;
+  explicit Responder(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  void Send(Response response) const;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+using Handler = std::function<void(Request request, Responder responder)>;
+
+// Routes "METHOD /path/{param}/..." patterns; a segment "{x}" matches one non-empty segment.
+class Router {
+ public:
+  // Fails on a malformed pattern or a duplicate (method, pattern).
+  Status Add(std::string method, std::string pattern, Handler handler);
+
+  enum class MatchKind { kFound, kNoRoute, kWrongMethod };
+  struct Match {
+    MatchKind kind = MatchKind::kNoRoute;
+    const Handler* handler = nullptr;
+    std::vector<std::pair<std::string, std::string>> params;
+    std::string allow;  // for kWrongMethod: the methods the path accepts, "GET, POST"
+  };
+  Match Find(std::string_view method, std::string_view path) const;
+
+ private:
+  struct Route {
+    std::string method;
+    std::vector<std::string> segments;
+    Handler handler;
+  };
+  std::vector<Route> routes_;
+};
+
+struct ServerOptions {
+  // "HOST:PORT" to listen on (IPv4 or IPv6 literal, "[::1]:80"); port 0 picks a free port, see
+  // Server::port(). Default: 127.0.0.1:7070.
+  std::string listen = "127.0.0.1:7070";
+  // Limit on the request line plus all headers; more is answered 431. Default: 16 KiB.
+  size_t max_header_bytes = 16 * 1024;
+  // Limit on a request body after de-chunking; more is answered 413. Default: 64 MiB.
+  size_t max_body_bytes = 64 * 1024 * 1024;
+  // A connection with no request in progress and no bytes received for this long is closed.
+  // Default: 60000 ms.
+  uint32_t idle_timeout_ms = 60000;
+  // Requests parsed ahead on one connection (pipelining) before reading pauses. Default: 16.
+  size_t max_pipelined = 16;
+};
+
+// The server runs its own event-loop thread. Handlers are called on that thread and must not
+// block; long work answers later through the Responder.
+class Server {
+ public:
+  static Result<std::unique_ptr<Server>> Start(const ServerOptions& options, Router router);
+  ~Server();  // Stop()s
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // The bound port (useful with port 0).
+  uint16_t port() const;
+  // Stops accepting, closes every connection, joins the loop thread. Idempotent; any thread but
+  // the loop thread.
+  void Stop();
+
+  class Impl;
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Splits "HOST:PORT" ("[v6]:PORT" for IPv6). Fails on a missing or out-of-range port.
+Result<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view listen);
+
+}  // namespace phos::http

@@ -1,0 +1,54 @@
+#include "phos/http/client.h"
+
+#include <curl/curl.h>
+
+#include <memory>
+#include <mutex>
+
+namespace phos::http {
+namespace {
+
+size_t Append(char* data, size_t size, size_t count, void* out) {
+  static_cast<std::string*>(out)->append(data, size * count);
+  return size * count;
+}
+
+}  // namespace
+
+Result<ClientResponse> Fetch(const ClientRequest& request) {
+  // curl_global_init is not thread-safe; run it once.
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+
+  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(), curl_easy_cleanup);
+  if (!curl) return Status::Internal("curl_easy_init failed");
+  ClientResponse response;
+  curl_slist* raw_headers = nullptr;
+  for (const auto& [k, v] : request.headers) raw_headers = curl_slist_append(raw_headers, (k + ": " + v).c_str());
+  // An empty Expect stops curl from waiting for "100 Continue" on large bodies.
+  raw_headers = curl_slist_append(raw_headers, "Expect:");
+  std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> headers(raw_headers, curl_slist_free_all);
+
+  CURL* c = curl.get();
+  curl_easy_setopt(c, CURLOPT_URL, request.url.c_str());
+  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Append);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &response.body);
+  if (request.method != "GET" && request.method != "HEAD") {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, request.body.data());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+  }
+  if (request.timeout_ms > 0) curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, request.timeout_ms);
+  CURLcode rc = curl_easy_perform(c);
+  if (rc != CURLE_OK) {
+    return Status::Unavailable(request.method + " " + request.url + ": " + curl_easy_strerror(rc));
+  }
+  long status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  response.status = static_cast<int>(status);
+  return response;
+}
+
+}  // namespace phos::http

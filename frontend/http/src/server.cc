@@ -1,0 +1,487 @@
+// The libuv side of the HTTP server. One loop thread owns every connection. Requests on a
+// connection are answered strictly in order (pipelining): the next parsed request is handed to
+// its handler only once the previous one has been answered. Answers from other threads reach
+// the loop through a queue and a uv_async_t.
+#include <uv.h>
+
+#include <atomic>
+#include <climits>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <http_parser.h>
+
+#include "phos/base/log.h"
+#include "phos/http/server.h"
+
+namespace phos::http {
+
+// Shared by the loop and every Responder: survives the server so that a late answer is dropped
+// instead of touching freed memory.
+struct Hub {
+  std::mutex mu;
+  bool closed = false;       // set by the loop thread before it closes `async`
+  uv_async_t* async = nullptr;
+  struct Done {
+    uint64_t conn_id;
+    uint64_t req_id;
+    Response response;
+  };
+  std::vector<Done> done;
+};
+
+struct Responder::State {
+  std::shared_ptr<Hub> hub;
+  uint64_t conn_id = 0;
+  uint64_t req_id = 0;
+  std::atomic<bool> sent{false};
+
+  void Deliver(Response response) {
+    if (sent.exchange(true)) return;
+    std::lock_guard lock(hub->mu);
+    if (hub->closed) return;
+    hub->done.push_back({conn_id, req_id, std::move(response)});
+    uv_async_send(hub->async);
+  }
+  ~State() {
+    if (!sent.load()) Deliver(Response::Text(500, "handler did not answer\n"));
+  }
+};
+
+void Responder::Send(Response response) const { state_->Deliver(std::move(response)); }
+
+namespace {
+
+struct Pending {
+  Request request;
+  bool keep_alive = true;
+  int error_status = 0;  // non-zero: answer this status and close instead of routing
+};
+
+std::string Serialize(const Response& r, bool close) {
+  std::string out;
+  out.reserve(r.body.size() + 160);
+  out += "HTTP/1.1 " + std::to_string(r.status) + " ";
+  out += ReasonPhrase(r.status);
+  out += "\r\nContent-Type: " + r.content_type;
+  out += "\r\nContent-Length: " + std::to_string(r.body.size()) + "\r\n";
+  for (const auto& [k, v] : r.headers) out += k + ": " + v + "\r\n";
+  if (close) out += "Connection: close\r\n";
+  out += "\r\n";
+  out += r.body;
+  return out;
+}
+
+}  // namespace
+
+class Server::Impl {
+ public:
+  struct Connection {
+    Impl* server = nullptr;
+    uint64_t id = 0;
+    uv_tcp_t tcp{};
+    uv_timer_t idle{};
+    http_parser parser{};
+    int open_handles = 2;
+    bool closing = false;
+    bool reading = false;
+    bool read_error = false;   // parsing stopped for good
+    // Parse state of the request being received.
+    Request current;
+    std::string field;
+    bool in_value = false;
+    size_t header_bytes = 0;
+    int limit_status = 0;      // 413 or 431 when a limit stopped the parser
+    // Answer state.
+    std::deque<Pending> pending;
+    bool in_flight = false;
+    uint64_t in_flight_req = 0;
+    bool in_flight_keep_alive = true;
+  };
+
+  Impl(ServerOptions options, Router router) : options_(std::move(options)), router_(std::move(router)) {
+    http_parser_settings_init(&settings_);
+    settings_.on_message_begin = OnMessageBegin;
+    settings_.on_url = OnUrl;
+    settings_.on_header_field = OnHeaderField;
+    settings_.on_header_value = OnHeaderValue;
+    settings_.on_headers_complete = OnHeadersComplete;
+    settings_.on_body = OnBody;
+    settings_.on_message_complete = OnMessageComplete;
+  }
+
+  Status Listen() {
+    PHOS_ASSIGN_OR_RETURN(auto host_port, ParseHostPort(options_.listen));
+    uv_loop_init(&loop_);
+    loop_ready_ = true;
+    hub_ = std::make_shared<Hub>();
+    hub_->async = &done_async_;
+    uv_async_init(&loop_, &done_async_, OnDone);
+    done_async_.data = this;
+    uv_async_init(&loop_, &stop_async_, OnStop);
+    stop_async_.data = this;
+    uv_tcp_init(&loop_, &listener_);
+    listener_.data = this;
+
+    sockaddr_storage addr{};
+    int rc = uv_ip4_addr(host_port.first.c_str(), host_port.second, reinterpret_cast<sockaddr_in*>(&addr));
+    if (rc != 0) rc = uv_ip6_addr(host_port.first.c_str(), host_port.second, reinterpret_cast<sockaddr_in6*>(&addr));
+    if (rc != 0) return Status::InvalidArgument("listen address '" + options_.listen + "': not an IP address");
+    rc = uv_tcp_bind(&listener_, reinterpret_cast<const sockaddr*>(&addr), 0);
+    if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&listener_), 128, OnConnection);
+    if (rc != 0) {
+      return Status::IoError("listen on " + options_.listen + ": " + uv_strerror(rc));
+    }
+    sockaddr_storage bound{};
+    int len = sizeof(bound);
+    uv_tcp_getsockname(&listener_, reinterpret_cast<sockaddr*>(&bound), &len);
+    port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                              : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    thread_ = std::thread([this] { uv_run(&loop_, UV_RUN_DEFAULT); });
+    PHOS_LOG(Info, "http", "listening on {} (port {})", options_.listen, port_);
+    return Status::Ok();
+  }
+
+  ~Impl() {
+    Stop();
+    if (loop_ready_ && !thread_started_ok()) {
+      // Listen() failed after the loop was set up: close what exists and drain.
+      CloseLoopHandles();
+      uv_run(&loop_, UV_RUN_DEFAULT);
+    }
+    if (loop_ready_) uv_loop_close(&loop_);
+  }
+
+  void Stop() {
+    if (!thread_.joinable()) return;
+    uv_async_send(&stop_async_);
+    thread_.join();
+  }
+
+  uint16_t port() const { return port_; }
+
+ private:
+  bool thread_started_ok() const { return port_ != 0; }
+
+  void CloseLoopHandles() {
+    {
+      std::lock_guard lock(hub_->mu);
+      hub_->closed = true;
+      hub_->async = nullptr;
+    }
+    uv_close(reinterpret_cast<uv_handle_t*>(&done_async_), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&stop_async_), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
+  }
+
+  static void OnStop(uv_async_t* handle) {
+    auto* self = static_cast<Impl*>(handle->data);
+    for (auto& [id, conn] : self->connections_) self->Close(conn);
+    self->CloseLoopHandles();
+  }
+
+  static void OnConnection(uv_stream_t* listener, int status) {
+    auto* self = static_cast<Impl*>(listener->data);
+    if (status < 0) {
+      PHOS_LOG(Warn, "http", "accept failed: {}", uv_strerror(status));
+      return;
+    }
+    auto* conn = new Connection;
+    conn->server = self;
+    conn->id = ++self->next_conn_id_;
+    uv_tcp_init(&self->loop_, &conn->tcp);
+    uv_timer_init(&self->loop_, &conn->idle);
+    conn->tcp.data = conn;
+    conn->idle.data = conn;
+    conn->parser.data = conn;
+    http_parser_init(&conn->parser, HTTP_REQUEST);
+    self->connections_[conn->id] = conn;
+    if (uv_accept(listener, reinterpret_cast<uv_stream_t*>(&conn->tcp)) != 0) {
+      self->Close(conn);
+      return;
+    }
+    uv_tcp_nodelay(&conn->tcp, 1);
+    self->StartReading(conn);
+    self->ArmIdle(conn);
+  }
+
+  void ArmIdle(Connection* conn) {
+    if (options_.idle_timeout_ms == 0) return;
+    uv_timer_start(&conn->idle, OnIdle, options_.idle_timeout_ms, 0);
+  }
+
+  static void OnIdle(uv_timer_t* timer) {
+    auto* conn = static_cast<Connection*>(timer->data);
+    if (conn->in_flight || !conn->pending.empty()) {
+      conn->server->ArmIdle(conn);  // a handler is still working: not idle
+      return;
+    }
+    conn->server->Close(conn);
+  }
+
+  void StartReading(Connection* conn) {
+    if (conn->reading || conn->closing || conn->read_error) return;
+    conn->reading = true;
+    uv_read_start(reinterpret_cast<uv_stream_t*>(&conn->tcp), OnAlloc, OnRead);
+  }
+
+  void StopReading(Connection* conn) {
+    if (!conn->reading) return;
+    conn->reading = false;
+    uv_read_stop(reinterpret_cast<uv_stream_t*>(&conn->tcp));
+  }
+
+  static void OnAlloc(uv_handle_t*, size_t suggested, uv_buf_t* buf) {
+    buf->base = new char[suggested];
+    buf->len = suggested;
+  }
+
+  static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+    std::unique_ptr<char[]> owned(buf->base);
+    auto* conn = static_cast<Connection*>(stream->data);
+    Impl* self = conn->server;
+    if (nread < 0) {
+      self->Close(conn);
+      return;
+    }
+    if (nread == 0) return;
+    self->ArmIdle(conn);
+    size_t parsed = http_parser_execute(&conn->parser, &self->settings_, buf->base, nread);
+    auto err = HTTP_PARSER_ERRNO(&conn->parser);
+    if (err != HPE_OK || parsed != static_cast<size_t>(nread)) {
+      int status = conn->limit_status != 0 ? conn->limit_status : err == HPE_HEADER_OVERFLOW ? 431 : 400;
+      PHOS_LOG(Debug, "http", "connection {}: {} ({})", conn->id, status, http_errno_description(err));
+      conn->read_error = true;
+      self->StopReading(conn);
+      Pending p;
+      p.error_status = status;
+      conn->pending.push_back(std::move(p));
+      self->Dispatch(conn);
+      return;
+    }
+    if (conn->pending.size() >= self->options_.max_pipelined) self->StopReading(conn);
+    self->Dispatch(conn);
+  }
+
+  // Hands the next parsed request to its handler once the previous one has been answered.
+  void Dispatch(Connection* conn) {
+    while (!conn->closing && !conn->in_flight && !conn->pending.empty()) {
+      Pending p = std::move(conn->pending.front());
+      conn->pending.pop_front();
+      if (p.error_status != 0) {
+        std::string reason(ReasonPhrase(p.error_status));
+        Write(conn, Serialize(Response::Text(p.error_status, reason + "\n"), true), true);
+        conn->pending.clear();
+        return;
+      }
+      conn->in_flight = true;
+      conn->in_flight_req = ++next_req_id_;
+      conn->in_flight_keep_alive = p.keep_alive;
+      auto state = std::make_shared<Responder::State>();
+      state->hub = hub_;
+      state->conn_id = conn->id;
+      state->req_id = conn->in_flight_req;
+      Responder responder(std::move(state));
+      Router::Match match = router_.Find(p.request.method, p.request.path);
+      if (match.kind == Router::MatchKind::kNoRoute) {
+        responder.Send(Response::Text(404, "no route for " + p.request.path + "\n"));
+      } else if (match.kind == Router::MatchKind::kWrongMethod) {
+        Response r = Response::Text(405, p.request.method + " not allowed on " + p.request.path + "\n");
+        r.headers.emplace_back("Allow", match.allow);
+        responder.Send(std::move(r));
+      } else {
+        p.request.params = std::move(match.params);
+        (*match.handler)(std::move(p.request), responder);
+      }
+      if (conn->reading == false && !conn->read_error && conn->pending.size() < options_.max_pipelined) {
+        StartReading(conn);
+      }
+    }
+  }
+
+  static void OnDone(uv_async_t* handle) {
+    auto* self = static_cast<Impl*>(handle->data);
+    std::vector<Hub::Done> done;
+    {
+      std::lock_guard lock(self->hub_->mu);
+      done.swap(self->hub_->done);
+    }
+    for (Hub::Done& d : done) {
+      auto it = self->connections_.find(d.conn_id);
+      if (it == self->connections_.end()) continue;  // the client went away
+      Connection* conn = it->second;
+      if (!conn->in_flight || conn->in_flight_req != d.req_id || conn->closing) continue;
+      conn->in_flight = false;
+      bool close = !conn->in_flight_keep_alive;
+      self->Write(conn, Serialize(d.response, close), close);
+      if (!close) {
+        self->ArmIdle(conn);
+        self->Dispatch(conn);
+      }
+    }
+  }
+
+  struct WriteOp {
+    uv_write_t req{};
+    std::string data;
+    Connection* conn = nullptr;
+    bool close_after = false;
+  };
+
+  void Write(Connection* conn, std::string data, bool close_after) {
+    auto* op = new WriteOp;
+    op->data = std::move(data);
+    op->conn = conn;
+    op->close_after = close_after;
+    if (close_after) StopReading(conn);
+    uv_buf_t buf = uv_buf_init(op->data.data(), static_cast<unsigned>(op->data.size()));
+    int rc = uv_write(&op->req, reinterpret_cast<uv_stream_t*>(&conn->tcp), &buf, 1, OnWritten);
+    if (rc != 0) {
+      delete op;
+      Close(conn);
+    }
+  }
+
+  static void OnWritten(uv_write_t* req, int status) {
+    std::unique_ptr<WriteOp> op(reinterpret_cast<WriteOp*>(req));
+    Connection* conn = op->conn;
+    if (status < 0 || op->close_after) conn->server->Close(conn);
+  }
+
+  void Close(Connection* conn) {
+    if (conn->closing) return;
+    conn->closing = true;
+    connections_.erase(conn->id);
+    uv_close(reinterpret_cast<uv_handle_t*>(&conn->tcp), OnClosed);
+    uv_close(reinterpret_cast<uv_handle_t*>(&conn->idle), OnClosed);
+  }
+
+  static void OnClosed(uv_handle_t* handle) {
+    auto* conn = static_cast<Connection*>(handle->data);
+    if (--conn->open_handles == 0) delete conn;
+  }
+
+  // ---- http_parser callbacks (loop thread) ----
+
+  static Connection* Conn(http_parser* p) { return static_cast<Connection*>(p->data); }
+
+  static int CountHeader(Connection* conn, size_t len) {
+    conn->header_bytes += len;
+    if (conn->header_bytes > conn->server->options_.max_header_bytes) {
+      conn->limit_status = 431;
+      return -1;
+    }
+    return 0;
+  }
+
+  void CommitHeader(Connection* conn) {
+    if (!conn->in_value) return;
+    conn->in_value = false;
+    conn->current.headers.back().first = std::move(conn->field);
+    conn->field.clear();
+  }
+
+  static int OnMessageBegin(http_parser* p) {
+    Connection* conn = Conn(p);
+    conn->current = Request{};
+    conn->field.clear();
+    conn->in_value = false;
+    conn->header_bytes = 0;
+    return 0;
+  }
+
+  static int OnUrl(http_parser* p, const char* at, size_t len) {
+    Connection* conn = Conn(p);
+    conn->current.path.append(at, len);
+    return CountHeader(conn, len);
+  }
+
+  static int OnHeaderField(http_parser* p, const char* at, size_t len) {
+    Connection* conn = Conn(p);
+    conn->server->CommitHeader(conn);
+    conn->field.append(at, len);
+    return CountHeader(conn, len + 4);  // ": " and CRLF
+  }
+
+  static int OnHeaderValue(http_parser* p, const char* at, size_t len) {
+    Connection* conn = Conn(p);
+    if (!conn->in_value) {
+      conn->in_value = true;
+      conn->current.headers.emplace_back();
+    }
+    conn->current.headers.back().second.append(at, len);
+    return CountHeader(conn, len);
+  }
+
+  static int OnHeadersComplete(http_parser* p) {
+    Connection* conn = Conn(p);
+    conn->server->CommitHeader(conn);
+    Request& r = conn->current;
+    r.method = http_method_str(static_cast<http_method>(p->method));
+    size_t q = r.path.find('?');
+    if (q != std::string::npos) {
+      r.query = r.path.substr(q + 1);
+      r.path.resize(q);
+    }
+    if (p->content_length != ULLONG_MAX && p->content_length > conn->server->options_.max_body_bytes) {
+      conn->limit_status = 413;
+      return -1;
+    }
+    return 0;
+  }
+
+  static int OnBody(http_parser* p, const char* at, size_t len) {
+    Connection* conn = Conn(p);
+    if (conn->current.body.size() + len > conn->server->options_.max_body_bytes) {
+      conn->limit_status = 413;
+      return -1;
+    }
+    conn->current.body.append(at, len);
+    return 0;
+  }
+
+  static int OnMessageComplete(http_parser* p) {
+    Connection* conn = Conn(p);
+    Pending pending;
+    pending.request = std::move(conn->current);
+    pending.keep_alive = http_should_keep_alive(p) != 0;
+    conn->pending.push_back(std::move(pending));
+    if (!conn->pending.back().keep_alive) {
+      // Nothing after a "Connection: close" request is read.
+      conn->read_error = true;
+      conn->server->StopReading(conn);
+    }
+    return 0;
+  }
+
+  ServerOptions options_;
+  Router router_;
+  http_parser_settings settings_{};
+  uv_loop_t loop_{};
+  bool loop_ready_ = false;
+  uv_tcp_t listener_{};
+  uv_async_t done_async_{};
+  uv_async_t stop_async_{};
+  std::shared_ptr<Hub> hub_;
+  std::thread thread_;
+  uint16_t port_ = 0;
+  uint64_t next_conn_id_ = 0;
+  uint64_t next_req_id_ = 0;
+  std::unordered_map<uint64_t, Connection*> connections_;
+};
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Server::~Server() { Stop(); }
+uint16_t Server::port() const { return impl_->port(); }
+void Server::Stop() { impl_->Stop(); }
+
+Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Router router) {
+  auto impl = std::make_unique<Impl>(options, std::move(router));
+  PHOS_RETURN_IF_ERROR(impl->Listen().WithContext("http server"));
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+}  // namespace phos::http

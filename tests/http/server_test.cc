@@ -1,0 +1,271 @@
+// The HTTP server over real loopback sockets, driven by a raw client so that malformed and
+// pipelined traffic can be sent byte for byte.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "phos/http/client.h"
+#include "phos/http/server.h"
+
+namespace phos::http {
+namespace {
+
+class RawClient {
+ public:
+  explicit RawClient(uint16_t port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  }
+  ~RawClient() { close(fd_); }
+
+  void Send(std::string_view data) {
+    while (!data.empty()) {
+      ssize_t n = send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+      if (n <= 0) return;  // the server may close early (413): the test checks the answer
+      data.remove_prefix(n);
+    }
+  }
+
+  // Reads until `count` complete responses (by Content-Length) have arrived, or EOF, or 5 s.
+  std::string ReadResponses(int count) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (CountComplete() < count && std::chrono::steady_clock::now() < deadline) {
+      if (!ReadSome(100)) break;
+    }
+    return buffer_;
+  }
+
+  // True when the server closed the connection within the wait.
+  bool ClosedWithin(int ms) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      char tmp[4096];
+      ssize_t n = recv(fd_, tmp, sizeof(tmp), 0);
+      if (n <= 0) return true;
+      buffer_.append(tmp, n);
+    }
+    return false;
+  }
+
+ private:
+  bool ReadSome(int timeout_ms) {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, timeout_ms) <= 0) return true;
+    char tmp[65536];
+    ssize_t n = recv(fd_, tmp, sizeof(tmp), 0);
+    if (n <= 0) return false;
+    buffer_.append(tmp, n);
+    return true;
+  }
+
+  int CountComplete() const {
+    int complete = 0;
+    size_t pos = 0;
+    while (true) {
+      size_t end = buffer_.find("\r\n\r\n", pos);
+      if (end == std::string::npos) return complete;
+      size_t cl = buffer_.find("Content-Length: ", pos);
+      if (cl == std::string::npos || cl > end) return complete;
+      size_t len = std::stoul(buffer_.substr(cl + 16));
+      if (buffer_.size() < end + 4 + len) return complete;
+      pos = end + 4 + len;
+      ++complete;
+    }
+  }
+
+  int fd_ = -1;
+  std::string buffer_;
+};
+
+int Count(const std::string& haystack, std::string_view needle) {
+  int n = 0;
+  for (size_t pos = haystack.find(needle); pos != std::string::npos; pos = haystack.find(needle, pos + 1)) ++n;
+  return n;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Router router;
+    ASSERT_TRUE(router.Add("POST", "/echo", [](Request r, Responder out) {
+      out.Send(Response::Text(200, r.body));
+    }).ok());
+    ASSERT_TRUE(router.Add("GET", "/fn/{name}/info", [](Request r, Responder out) {
+      out.Send(Response::Text(200, "name=" + std::string(r.Param("name")) + " q=" + r.query));
+    }).ok());
+    // Answers from another thread, later: the async path.
+    ASSERT_TRUE(router.Add("GET", "/slow/{ms}", [](Request r, Responder out) {
+      int ms = std::stoi(std::string(r.Param("ms")));
+      std::thread([out, ms] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        out.Send(Response::Text(200, "slept " + std::to_string(ms)));
+      }).detach();
+    }).ok());
+    ASSERT_TRUE(router.Add("GET", "/forgotten", [](Request, Responder) {}).ok());
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.max_header_bytes = 1024;
+    options.max_body_bytes = 4096;
+    options.idle_timeout_ms = 2000;
+    auto server = Server::Start(options, std::move(router));
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(server).value();
+  }
+
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(ServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
+  RawClient c(server_->port());
+  c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello");
+  EXPECT_NE(c.ReadResponses(1).find("\r\n\r\nhello"), std::string::npos);
+  c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nworld");
+  std::string all = c.ReadResponses(2);
+  EXPECT_EQ(Count(all, "HTTP/1.1 200 OK"), 2);
+  EXPECT_NE(all.find("world"), std::string::npos);
+}
+
+TEST_F(ServerTest, ChunkedBodyIsDechunked) {
+  RawClient c(server_->port());
+  c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "4\r\nabcd\r\n3\r\nefg\r\n0\r\n\r\n");
+  std::string r = c.ReadResponses(1);
+  EXPECT_NE(r.find("Content-Length: 7\r\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("abcdefg"), std::string::npos) << r;
+}
+
+TEST_F(ServerTest, PipelinedRequestsAnsweredInOrder) {
+  RawClient c(server_->port());
+  // The first answers late from another thread; the second must still come second.
+  c.Send("GET /slow/100 HTTP/1.1\r\nHost: x\r\n\r\n"
+         "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 6\r\n\r\nsecond"
+         "GET /fn/mlp/info?v=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string r = c.ReadResponses(3);
+  size_t a = r.find("slept 100");
+  size_t b = r.find("second");
+  size_t d = r.find("name=mlp q=v=1");
+  ASSERT_NE(a, std::string::npos) << r;
+  ASSERT_NE(b, std::string::npos) << r;
+  ASSERT_NE(d, std::string::npos) << r;
+  EXPECT_LT(a, b);
+  EXPECT_LT(b, d);
+}
+
+TEST_F(ServerTest, MalformedRequestGets400AndClose) {
+  RawClient c(server_->port());
+  c.Send("THIS IS NOT HTTP\r\n\r\n");
+  std::string r = c.ReadResponses(1);
+  EXPECT_EQ(r.rfind("HTTP/1.1 400 Bad Request", 0), 0u) << r;
+  EXPECT_NE(r.find("Connection: close"), std::string::npos);
+  EXPECT_TRUE(c.ClosedWithin(2000));
+}
+
+TEST_F(ServerTest, OversizeHeaderGets431) {
+  RawClient c(server_->port());
+  c.Send("GET /fn/a/info HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(2000, 'a') + "\r\n\r\n");
+  std::string r = c.ReadResponses(1);
+  EXPECT_EQ(r.rfind("HTTP/1.1 431", 0), 0u) << r;
+  EXPECT_TRUE(c.ClosedWithin(2000));
+}
+
+TEST_F(ServerTest, OversizeBodyGets413ByContentLength) {
+  RawClient c(server_->port());
+  c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n");
+  std::string r = c.ReadResponses(1);
+  EXPECT_EQ(r.rfind("HTTP/1.1 413", 0), 0u) << r;
+}
+
+TEST_F(ServerTest, OversizeChunkedBodyGets413) {
+  RawClient c(server_->port());
+  std::string chunk(3000, 'z');
+  c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nBB8\r\n" + chunk + "\r\nBB8\r\n" +
+         chunk + "\r\n0\r\n\r\n");
+  std::string r = c.ReadResponses(1);
+  EXPECT_EQ(r.rfind("HTTP/1.1 413", 0), 0u) << r;
+}
+
+TEST_F(ServerTest, UnknownRoute404WrongMethod405) {
+  RawClient c(server_->port());
+  c.Send("GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\nGET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string r = c.ReadResponses(2);
+  EXPECT_NE(r.find("HTTP/1.1 404 Not Found"), std::string::npos) << r;
+  EXPECT_NE(r.find("HTTP/1.1 405 Method Not Allowed"), std::string::npos) << r;
+  EXPECT_NE(r.find("Allow: POST"), std::string::npos) << r;
+}
+
+TEST_F(ServerTest, UnansweredHandlerGets500) {
+  RawClient c(server_->port());
+  c.Send("GET /forgotten HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(c.ReadResponses(1).rfind("HTTP/1.1 500", 0), 0u);
+}
+
+TEST_F(ServerTest, ConnectionCloseIsHonoured) {
+  RawClient c(server_->port());
+  c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok");
+  std::string r = c.ReadResponses(1);
+  EXPECT_NE(r.find("Connection: close"), std::string::npos) << r;
+  EXPECT_TRUE(c.ClosedWithin(2000));
+}
+
+TEST_F(ServerTest, ServesAfterBadClientsAndThroughLibcurl) {
+  {
+    RawClient bad(server_->port());
+    bad.Send("\x01\x02garbage\r\n\r\n");
+    bad.ReadResponses(1);
+  }
+  auto r = Fetch({.method = "POST", .url = "http://127.0.0.1:" + std::to_string(server_->port()) + "/echo",
+                  .body = std::string(4000, 'q')});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, std::string(4000, 'q'));
+}
+
+TEST_F(ServerTest, IdleConnectionIsClosed) {
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.idle_timeout_ms = 100;
+  auto server = Server::Start(options, Router());
+  ASSERT_TRUE(server.ok());
+  RawClient c((*server)->port());
+  EXPECT_TRUE(c.ClosedWithin(2000));
+}
+
+TEST(ServerStartTest, BadListenAddressAndBusyPortFail) {
+  ServerOptions options;
+  options.listen = "not-an-ip:80";
+  EXPECT_EQ(Server::Start(options, Router()).status().code(), StatusCode::kInvalidArgument);
+  options.listen = "127.0.0.1:0";
+  auto first = Server::Start(options, Router());
+  ASSERT_TRUE(first.ok());
+  options.listen = "127.0.0.1:" + std::to_string((*first)->port());
+  EXPECT_EQ(Server::Start(options, Router()).status().code(), StatusCode::kIoError);
+}
+
+TEST(ClientTest, RefusedConnectionIsUnavailable) {
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  uint16_t port = 0;
+  {
+    auto server = Server::Start(options, Router());
+    ASSERT_TRUE(server.ok());
+    port = (*server)->port();
+  }
+  auto r = Fetch({.url = "http://127.0.0.1:" + std::to_string(port) + "/"});
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace phos::http

@@ -1,0 +1,32 @@
+// The function SDK (BRIEF D12): a function initialises (loads weights, warms up), then hands its
+// request handler to Serve(). The serve loop's first wait for a request is the pre-entry point.
+//
+//   int main() {
+//     Model model = LoadModel();
+//     return phos::fn::Serve([&](std::string_view request) { return model.Infer(request); });
+//   }
+//
+// Under phosd (PHOS_INVOKE_FD set) Serve answers invocations until phosd closes the channel, then
+// returns 0. Run by hand (no PHOS_INVOKE_FD) it reads one request from standard input to its end,
+// writes the response to standard output and returns 0, or the error to standard error and
+// returns 1 — so a function can be tried without phosd.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "phos/base/status.h"
+
+namespace phos::fn {
+
+// A handler's error becomes the invocation's HTTP error: InvalidArgument -> 400, anything else
+// -> 500, with the message as the body.
+using Handler = std::function<Result<std::string>(std::string_view request)>;
+
+// Returns the process exit code: 0 when phosd closed the channel (or the single stdin request was
+// answered), 1 when the stdin request failed, 2 when PHOS_INVOKE_FD is malformed or the channel
+// broke mid-frame.
+int Serve(Handler handler);
+
+}  // namespace phos::fn

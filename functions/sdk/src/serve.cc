@@ -1,0 +1,87 @@
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <iterator>
+
+#include "phos/base/log.h"
+#include "phos/fn.h"
+#include "phos/runtime/instance_channel.h"
+
+namespace phos::fn {
+namespace {
+
+namespace invoke = phos::runtime::invoke;
+
+// The SDK is the boundary between a function's code and phosd: a handler that throws fails its
+// invocation rather than killing the instance.
+Result<std::string> CallHandler(const Handler& handler, std::string_view request) {
+  try {
+    return handler(request);
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("handler threw: ") + e.what());
+  } catch (...) {
+    return Status::Internal("handler threw a non-standard exception");
+  }
+}
+
+int ServeStdin(const Handler& handler) {
+  std::string request((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+  Result<std::string> response = CallHandler(handler, request);
+  if (!response.ok()) {
+    std::cerr << response.status().ToString() << "\n";
+    return 1;
+  }
+  std::cout << *response << std::flush;
+  return 0;
+}
+
+}  // namespace
+
+int Serve(Handler handler) {
+  const char* env = std::getenv(invoke::kInvokeFdEnv);
+  if (env == nullptr) return ServeStdin(handler);
+  int fd = -1;
+  std::string_view text(env);
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), fd);
+  if (ec != std::errc() || end != text.data() + text.size() || fd < 0) {
+    PHOS_LOG(Error, "fn", "{}='{}' is not a file descriptor", invoke::kInvokeFdEnv, env);
+    return 2;
+  }
+  Status sent = invoke::WriteFrame(fd, invoke::FrameKind::kReady, {});
+  if (!sent.ok()) {
+    PHOS_LOG(Error, "fn", "cannot announce readiness: {}", sent.ToString());
+    return 2;
+  }
+  PHOS_LOG(Info, "pre-entry", "pid {} initialised; waiting for the first request", getpid());
+  uint64_t served = 0;
+  while (true) {
+    bool closed = false;
+    Result<invoke::Frame> frame = invoke::ReadFrame(fd, &closed);
+    if (!frame.ok()) {
+      if (closed) {
+        PHOS_LOG(Info, "fn", "channel closed after {} requests; exiting", served);
+        return 0;
+      }
+      PHOS_LOG(Error, "fn", "invoke channel: {}", frame.status().ToString());
+      return 2;
+    }
+    if (frame->kind != invoke::FrameKind::kRequest) {
+      PHOS_LOG(Error, "fn", "unexpected frame kind {} from phosd", static_cast<int>(frame->kind));
+      return 2;
+    }
+    Result<std::string> response = CallHandler(handler, frame->payload);
+    ++served;
+    Status written = response.ok() ? invoke::WriteFrame(fd, invoke::FrameKind::kResponse, *response)
+                                   : invoke::WriteFrame(fd, invoke::FrameKind::kError,
+                                                        invoke::EncodeError(response.status()));
+    if (!written.ok()) {
+      PHOS_LOG(Error, "fn", "cannot answer: {}", written.ToString());
+      return 2;
+    }
+  }
+}
+
+}  // namespace phos::fn

@@ -27,6 +27,10 @@ struct DeviceProfile {
   double context_create_s = 0;
   double module_load_s = 0;
   double kernel_launch_s = 0;
+  // cublasCreate: the first handle of a context loads the library's state into it; later ones
+  // are cheap.
+  double blas_handle_create_first_s = 0;
+  double blas_handle_create_s = 0;
 
   // Attributes reported by cuDeviceGetAttribute.
   int async_engine_count = 2;

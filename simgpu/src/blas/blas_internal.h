@@ -1,0 +1,55 @@
+// Pieces shared by gemm.cc and gemv.cc.
+#pragma once
+
+#include <cblas.h>
+#include <cublas_v2.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "api/driver.h"
+#include "blas/operand_ranges.h"
+#include "phos/base/log.h"
+
+namespace phos::sim::blas {
+
+inline bool ValidOperation(cublasOperation_t op) {
+  return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C;
+}
+// For real data CUBLAS_OP_C is CUBLAS_OP_T.
+inline bool Transposed(cublasOperation_t op) { return op != CUBLAS_OP_N; }
+inline CBLAS_TRANSPOSE ToCblas(cublasOperation_t op) { return Transposed(op) ? CblasTrans : CblasNoTrans; }
+
+// Checks `ranges` now (CUBLAS_STATUS_INVALID_VALUE, logged, when one is not device memory) and
+// enqueues a compute op of `blocks` blocks that checks them again when it runs, then calls
+// `run(first, end)` on contiguous block ranges across the device's compute workers.
+template <typename Run>
+cublasStatus_t EnqueueBlasOp(Driver& driver, const Context& ctx, Stream& stream, const char* routine,
+                             std::shared_ptr<const OperandRanges> ranges, uint64_t blocks, uint64_t bytes, Run run) {
+  DeviceMemory& memory = driver.memory();
+  if (const OperandRange* bad = ranges->FirstInvalid(memory)) {
+    PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1, "{}: {}: CUBLAS_STATUS_INVALID_VALUE", routine,
+                       OperandRanges::Describe(*bad));
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  Op op;
+  op.engine = Engine::kCompute;
+  // Like a kernel's: the launch overhead is modelled, the arithmetic runs at CPU speed.
+  op.cost_seconds = ctx.device->profile->kernel_launch_s;
+  op.bytes = bytes;
+  op.blocks = blocks;
+  op.run_blocks = [&memory, routine, ranges = std::move(ranges), run = std::move(run)](uint64_t first,
+                                                                                       uint64_t end) {
+    if (const OperandRange* bad = ranges->FirstInvalid(memory)) {
+      PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1, "{} at run time: {}: illegal address", routine,
+                         OperandRanges::Describe(*bad));
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+    run(first, end);
+    return CUDA_SUCCESS;
+  };
+  stream.Enqueue(std::move(op));
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // namespace phos::sim::blas

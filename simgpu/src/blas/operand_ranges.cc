@@ -1,0 +1,44 @@
+#include "blas/operand_ranges.h"
+
+#include <fmt/format.h>
+
+namespace phos::sim::blas {
+
+bool OperandRanges::AddMatrix(const char* what, const void* base, int64_t offset, int64_t rows, int64_t cols,
+                              int64_t ld, uint64_t element_size, Access access) {
+  if (rows <= 0 || cols <= 0) return true;
+  // Elements spanned: (cols - 1) * ld + rows; then bytes and the start address. Any overflow,
+  // or a start below address 0, means the range cannot be device memory.
+  int64_t elements = 0;
+  int64_t start = 0;
+  int64_t ptr = 0;
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(cols - 1, ld, &elements) || __builtin_add_overflow(elements, rows, &elements) ||
+      __builtin_mul_overflow(static_cast<uint64_t>(elements), element_size, &bytes) ||
+      __builtin_mul_overflow(offset, static_cast<int64_t>(element_size), &start) ||
+      __builtin_add_overflow(static_cast<int64_t>(reinterpret_cast<uintptr_t>(base)), start, &ptr) || ptr < 0) {
+    return false;
+  }
+  ranges_.push_back({what, static_cast<uint64_t>(ptr), bytes, access});
+  return true;
+}
+
+bool OperandRanges::AddVector(const char* what, const void* base, int64_t count, int64_t inc,
+                              uint64_t element_size, Access access) {
+  // A vector is a 1 x count matrix whose columns are |inc| apart.
+  return AddMatrix(what, base, 0, 1, count, inc < 0 ? -inc : inc, element_size, access);
+}
+
+const OperandRange* OperandRanges::FirstInvalid(const DeviceMemory& memory) const {
+  for (const OperandRange& r : ranges_) {
+    if (!memory.CheckRange(r.ptr, r.bytes, r.access)) return &r;
+  }
+  return nullptr;
+}
+
+std::string OperandRanges::Describe(const OperandRange& range) {
+  return fmt::format("operand {}: [{:#x}, +{} bytes) is not {}device memory", range.what, range.ptr, range.bytes,
+                     range.access == Access::kReadWrite ? "writable " : "");
+}
+
+}  // namespace phos::sim::blas

@@ -1,0 +1,43 @@
+// The device memory a cuBLAS call reads and writes, as byte ranges computed from its dimensions,
+// leading dimensions, increments and strides. Checked when the call is made (a bad operand is
+// CUBLAS_STATUS_INVALID_VALUE and nothing runs) and again when the op runs, so that memory freed
+// in between fails the op with CUDA_ERROR_ILLEGAL_ADDRESS instead of faulting inside OpenBLAS.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "memory/device_memory.h"
+
+namespace phos::sim::blas {
+
+struct OperandRange {
+  const char* what = "";  // "A", "B", "C", "x", "y"
+  uint64_t ptr = 0;
+  uint64_t bytes = 0;
+  Access access = Access::kRead;
+};
+
+class OperandRanges {
+ public:
+  // A column-major rows x cols matrix with leading dimension ld (>= rows), starting `offset`
+  // elements after `base`. Nothing is added when rows or cols is 0. False when the extent
+  // overflows the address space (it cannot be valid memory).
+  bool AddMatrix(const char* what, const void* base, int64_t offset, int64_t rows, int64_t cols, int64_t ld,
+                 uint64_t element_size, Access access);
+  // A vector of `count` elements spaced |inc| apart (BLAS: for inc < 0 too, base is the lowest
+  // address).
+  bool AddVector(const char* what, const void* base, int64_t count, int64_t inc, uint64_t element_size,
+                 Access access);
+
+  // The first range that is not device memory granting its access, or nullptr.
+  const OperandRange* FirstInvalid(const DeviceMemory& memory) const;
+  // "operand A: [0x..., +N bytes) is not device memory ..." for logs.
+  static std::string Describe(const OperandRange& range);
+
+ private:
+  std::vector<OperandRange> ranges_;
+};
+
+}  // namespace phos::sim::blas

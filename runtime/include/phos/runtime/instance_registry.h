@@ -1,0 +1,36 @@
+// The function registry's records: what phosd needs to start instances of a function. Persisted
+// in <data-dir>/functions.json so a restarted phosd knows its functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "phos/base/status.h"
+
+namespace phos::runtime {
+
+struct FunctionSpec {
+  std::string name;        // [A-Za-z0-9_.-], 1..64 characters
+  std::string executable;  // absolute path of an executable file
+  std::vector<std::string> args;
+  std::vector<std::pair<std::string, std::string>> env;  // added to phosd's own environment
+  int instances = 1;       // warm instances kept running, 1..64. Default: 1.
+};
+
+// Checks name, executable (absolute, exists, executable), environment names and instance count.
+Status ValidateFunctionSpec(const FunctionSpec& spec);
+
+// The request body of POST /v1/functions: {"name", "executable", "args": [...], "env": {...},
+// "instances"}. Fails with InvalidArgument naming the bad field.
+Result<FunctionSpec> ParseFunctionSpecJson(std::string_view json);
+std::string FunctionSpecToJson(const FunctionSpec& spec);
+
+// functions.json: {"format_version": 1, "functions": [spec, ...]}. A missing file is an empty
+// registry; a newer format version or a malformed file is an error naming the path.
+Result<std::vector<FunctionSpec>> LoadFunctionRegistry(const std::string& path);
+// Written to a temporary file, synced and renamed over `path`: a crash leaves the old or the new.
+Status SaveFunctionRegistry(const std::string& path, const std::vector<FunctionSpec>& specs);
+
+}  // namespace phos::runtime

@@ -1,0 +1,32 @@
+// Starting and ending one function process (private to the instance manager).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "phos/base/status.h"
+#include "phos/runtime/instance_registry.h"
+
+namespace phos::runtime {
+
+struct InstanceProcess {
+  pid_t pid = -1;
+  int channel_fd = -1;  // phosd's end of the invocation socketpair
+  std::string log_path;
+};
+
+// Spawns `spec` in its own process group with the function's end of a fresh socketpair as
+// PHOS_INVOKE_FD, stdin from /dev/null, stdout and stderr appended to
+// <logs_dir>/<name>-<pid>.log, and phosd's environment plus spec.env plus `extra_env`.
+Result<InstanceProcess> SpawnInstanceProcess(const FunctionSpec& spec, const std::string& logs_dir,
+                                             const std::vector<std::pair<std::string, std::string>>& extra_env);
+
+// Waits up to `grace` for the process to exit on its own, then kills its process group, reaps
+// it, and returns a description of how it ended ("exited with code 0", "killed by signal 6").
+std::string EndInstanceProcess(pid_t pid, std::chrono::milliseconds grace);
+
+}  // namespace phos::runtime

@@ -1,0 +1,160 @@
+#include "phos/runtime/instance_registry.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace phos::runtime {
+namespace {
+
+constexpr int kRegistryFormatVersion = 1;
+constexpr int kMaxInstances = 64;
+constexpr size_t kMaxRegistryBytes = 16u << 20;
+
+bool ValidName(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+              c == '.';
+    if (!ok) return false;
+  }
+  return name != "." && name != "..";
+}
+
+nlohmann::json ToJson(const FunctionSpec& spec) {
+  nlohmann::json env = nlohmann::json::object();
+  for (const auto& [k, v] : spec.env) env[k] = v;
+  return {{"name", spec.name}, {"executable", spec.executable}, {"args", spec.args}, {"env", env},
+          {"instances", spec.instances}};
+}
+
+Result<FunctionSpec> FromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return Status::InvalidArgument("function spec must be a JSON object");
+  FunctionSpec spec;
+  auto name = j.find("name");
+  if (name == j.end() || !name->is_string()) return Status::InvalidArgument("field 'name' (string) is required");
+  spec.name = name->get<std::string>();
+  auto exe = j.find("executable");
+  if (exe == j.end() || !exe->is_string()) {
+    return Status::InvalidArgument("field 'executable' (string) is required");
+  }
+  spec.executable = exe->get<std::string>();
+  if (auto args = j.find("args"); args != j.end()) {
+    if (!args->is_array()) return Status::InvalidArgument("field 'args' must be an array of strings");
+    for (const auto& a : *args) {
+      if (!a.is_string()) return Status::InvalidArgument("field 'args' must be an array of strings");
+      spec.args.push_back(a.get<std::string>());
+    }
+  }
+  if (auto env = j.find("env"); env != j.end()) {
+    if (!env->is_object()) return Status::InvalidArgument("field 'env' must be an object of strings");
+    for (const auto& [k, v] : env->items()) {
+      if (!v.is_string()) return Status::InvalidArgument("field 'env': value of '" + k + "' must be a string");
+      spec.env.emplace_back(k, v.get<std::string>());
+    }
+  }
+  if (auto n = j.find("instances"); n != j.end()) {
+    if (!n->is_number_integer()) return Status::InvalidArgument("field 'instances' must be an integer");
+    spec.instances = n->get<int>();
+  }
+  return spec;
+}
+
+}  // namespace
+
+Status ValidateFunctionSpec(const FunctionSpec& spec) {
+  if (!ValidName(spec.name)) {
+    return Status::InvalidArgument("function name '" + spec.name + "': use 1-64 characters of [A-Za-z0-9_.-]");
+  }
+  if (spec.executable.empty() || spec.executable.front() != '/') {
+    return Status::InvalidArgument("function '" + spec.name + "': executable '" + spec.executable +
+                                   "' must be an absolute path");
+  }
+  if (access(spec.executable.c_str(), X_OK) != 0) {
+    return Status::InvalidArgument("function '" + spec.name + "': executable '" + spec.executable +
+                                   "': " + std::strerror(errno));
+  }
+  for (const auto& [k, v] : spec.env) {
+    if (k.empty() || k.find('=') != std::string::npos) {
+      return Status::InvalidArgument("function '" + spec.name + "': bad environment variable name '" + k + "'");
+    }
+  }
+  if (spec.instances < 1 || spec.instances > kMaxInstances) {
+    return Status::InvalidArgument("function '" + spec.name + "': instances must be 1.." +
+                                   std::to_string(kMaxInstances) + ", not " + std::to_string(spec.instances));
+  }
+  return Status::Ok();
+}
+
+Result<FunctionSpec> ParseFunctionSpecJson(std::string_view json) {
+  nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::InvalidArgument("function spec is not valid JSON");
+  return FromJson(j);
+}
+
+std::string FunctionSpecToJson(const FunctionSpec& spec) { return ToJson(spec).dump(); }
+
+Result<std::vector<FunctionSpec>> LoadFunctionRegistry(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (errno == ENOENT) return std::vector<FunctionSpec>{};
+    return Status::FromErrno(errno, "open " + path);
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  if (text.str().size() > kMaxRegistryBytes) return Status::Corruption(path + ": larger than 16 MiB");
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("format_version") || !j.contains("functions") ||
+      !j["format_version"].is_number_integer() || !j["functions"].is_array()) {
+    return Status::Corruption(path + ": not a function registry");
+  }
+  int version = j["format_version"].get<int>();
+  if (version != kRegistryFormatVersion) {
+    return Status::Corruption(path + ": format version " + std::to_string(version) + ", this phosd reads " +
+                              std::to_string(kRegistryFormatVersion));
+  }
+  std::vector<FunctionSpec> specs;
+  for (const auto& entry : j["functions"]) {
+    Result<FunctionSpec> spec = FromJson(entry);
+    if (!spec.ok()) return spec.status().WithContext(path);
+    specs.push_back(std::move(spec).value());
+  }
+  return specs;
+}
+
+Status SaveFunctionRegistry(const std::string& path, const std::vector<FunctionSpec>& specs) {
+  nlohmann::json j = {{"format_version", kRegistryFormatVersion}, {"functions", nlohmann::json::array()}};
+  for (const FunctionSpec& spec : specs) j["functions"].push_back(ToJson(spec));
+  std::string text = j.dump(2) + "\n";
+  std::string tmp = path + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::FromErrno(errno, "create " + tmp);
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Status s = Status::FromErrno(errno, "write " + tmp);
+      close(fd);
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0) {
+    Status s = Status::FromErrno(errno, "fsync " + tmp);
+    close(fd);
+    return s;
+  }
+  close(fd);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::FromErrno(errno, "rename to " + path);
+  return Status::Ok();
+}
+
+}  // namespace phos::runtime

@@ -1,0 +1,37 @@
+// A test function whose behaviour each request chooses:
+//   "pid"        answers its process id          "crash"     aborts mid-request
+//   "hang"       never answers                   "fail"      answers an InvalidArgument error
+//   "sleep:MS"   answers "slept" after MS ms     "env:NAME"  answers the variable's value
+//   anything else is echoed.
+// Arguments: --exit-at-start (exits 3 before serving, a function that cannot start).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "phos/fn.h"
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--exit-at-start") == 0) return 3;
+  }
+  return phos::fn::Serve([](std::string_view request) -> phos::Result<std::string> {
+    if (request == "pid") return std::to_string(getpid());
+    if (request == "crash") std::abort();
+    if (request == "hang") {
+      while (true) std::this_thread::sleep_for(std::chrono::hours(1));
+    }
+    if (request == "fail") return phos::Status::InvalidArgument("asked to fail");
+    if (request.substr(0, 6) == "sleep:") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(std::string(request.substr(6)).c_str())));
+      return std::string("slept");
+    }
+    if (request.substr(0, 4) == "env:") {
+      const char* value = std::getenv(std::string(request.substr(4)).c_str());
+      return std::string(value != nullptr ? value : "");
+    }
+    return std::string(request);
+  });
+}

@@ -1,0 +1,187 @@
+// The instance manager with real function processes (the probe function).
+#include "phos/runtime/instance_manager.h"
+
+#include <stdlib.h>
+
+#include <atomic>
+#include <filesystem>
+#include <future>
+#include <mutex>
+#include <set>
+
+#include <gtest/gtest.h>
+
+namespace phos::runtime {
+namespace {
+
+using namespace std::chrono_literals;
+using Kind = InvokeOutcome::Kind;
+
+class FakeSessions : public GpuSessions {
+ public:
+  std::string IssueToken() override {
+    std::lock_guard lock(mu_);
+    std::string token = "token" + std::to_string(++issued_);
+    open_.insert(token);
+    return token;
+  }
+  void EndSession(const std::string& token) override {
+    std::lock_guard lock(mu_);
+    open_.erase(token);
+  }
+  std::string SocketPath() const override { return "/tmp/fake-gpu.sock"; }
+  size_t open() {
+    std::lock_guard lock(mu_);
+    return open_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  int issued_ = 0;
+  std::set<std::string> open_;
+};
+
+class InstanceManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/phos-instances-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    options_.data_dir = tmpl;
+    options_.invoke_timeout = 10s;
+    options_.restart_backoff = 50ms;
+    options_.sessions = &sessions_;
+  }
+  void TearDown() override {
+    manager_.reset();
+    std::filesystem::remove_all(options_.data_dir);
+  }
+
+  void OpenManager() {
+    auto m = InstanceManager::Open(options_);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    manager_ = std::move(m).value();
+  }
+
+  InvokeOutcome Invoke(const std::string& name, const std::string& request, std::chrono::milliseconds timeout = 0ms) {
+    std::promise<InvokeOutcome> p;
+    auto f = p.get_future();
+    manager_->Invoke(name, request, timeout, [&p](InvokeOutcome o) { p.set_value(std::move(o)); });
+    return f.get();
+  }
+
+  void Register(const std::string& name, int instances, std::vector<std::string> args = {}) {
+    FunctionSpec spec{name, PHOS_PROBE_FN, std::move(args), {{"PROBE_VAR", "from-spec"}}, instances};
+    ASSERT_TRUE(manager_->Register(spec).ok());
+  }
+
+  FakeSessions sessions_;
+  InstanceManagerOptions options_;
+  std::unique_ptr<InstanceManager> manager_;
+};
+
+TEST_F(InstanceManagerTest, InvokesAndPassesEnvironment) {
+  OpenManager();
+  Register("probe", 1);
+  InvokeOutcome echo = Invoke("probe", "hello");
+  ASSERT_EQ(echo.kind, Kind::kOk) << echo.error.ToString();
+  EXPECT_EQ(echo.body, "hello");
+  EXPECT_EQ(Invoke("probe", "env:PROBE_VAR").body, "from-spec");
+  EXPECT_EQ(Invoke("probe", "env:PHOS_GPU_SOCKET").body, "/tmp/fake-gpu.sock");
+  EXPECT_EQ(Invoke("probe", "env:PHOS_INSTANCE_TOKEN").body.rfind("token", 0), 0u);
+  InvokeOutcome failed = Invoke("probe", "fail");
+  EXPECT_EQ(failed.kind, Kind::kFunctionError);
+  EXPECT_EQ(failed.error.code(), StatusCode::kInvalidArgument);
+  // A log per instance, named by pid.
+  std::string pid = Invoke("probe", "pid").body;
+  EXPECT_TRUE(std::filesystem::exists(options_.data_dir + "/logs/probe-" + pid + ".log"));
+}
+
+TEST_F(InstanceManagerTest, UnknownFunctionAndDuplicateName) {
+  OpenManager();
+  EXPECT_EQ(Invoke("nope", "x").kind, Kind::kUnknownFunction);
+  Register("probe", 1);
+  FunctionSpec again{"probe", PHOS_PROBE_FN, {}, {}, 1};
+  EXPECT_EQ(manager_->Register(again).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(manager_->Remove("nope").code(), StatusCode::kNotFound);
+}
+
+TEST_F(InstanceManagerTest, CrashIsDiscardedAndReplaced) {
+  OpenManager();
+  Register("probe", 1);
+  std::string first_pid = Invoke("probe", "pid").body;
+  InvokeOutcome crashed = Invoke("probe", "crash");
+  EXPECT_EQ(crashed.kind, Kind::kInstanceLost);
+  EXPECT_NE(crashed.error.message().find("signal 6"), std::string::npos) << crashed.error.message();
+  InvokeOutcome next = Invoke("probe", "pid");
+  ASSERT_EQ(next.kind, Kind::kOk);
+  EXPECT_NE(next.body, first_pid);
+}
+
+TEST_F(InstanceManagerTest, TimeoutKillsInstanceAndEndsItsSession) {
+  OpenManager();
+  Register("probe", 1);
+  std::string first_pid = Invoke("probe", "pid").body;
+  auto start = std::chrono::steady_clock::now();
+  InvokeOutcome hung = Invoke("probe", "hang", 200ms);
+  EXPECT_EQ(hung.kind, Kind::kTimeout);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  InvokeOutcome next = Invoke("probe", "pid");
+  ASSERT_EQ(next.kind, Kind::kOk);
+  EXPECT_NE(next.body, first_pid);
+  EXPECT_EQ(sessions_.open(), 1u);  // the replacement's only
+}
+
+TEST_F(InstanceManagerTest, ConcurrentInvocationsQueueOverTwoInstances) {
+  OpenManager();
+  Register("probe", 2);
+  std::vector<std::future<InvokeOutcome>> futures;
+  std::vector<std::shared_ptr<std::promise<InvokeOutcome>>> promises;
+  for (int i = 0; i < 16; ++i) {
+    auto p = std::make_shared<std::promise<InvokeOutcome>>();
+    futures.push_back(p->get_future());
+    manager_->Invoke("probe", "sleep:20", 0ms, [p](InvokeOutcome o) { p->set_value(std::move(o)); });
+    promises.push_back(p);
+  }
+  for (auto& f : futures) EXPECT_EQ(f.get().body, "slept");
+  std::vector<FunctionStatus> listed = manager_->List();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].idle + listed[0].starting + listed[0].busy, 2);
+}
+
+TEST_F(InstanceManagerTest, QueuedInvocationTimesOutWhenNoInstanceStarts) {
+  OpenManager();
+  Register("broken", 1, {"--exit-at-start"});
+  InvokeOutcome o = Invoke("broken", "x", 300ms);
+  EXPECT_EQ(o.kind, Kind::kTimeout);
+}
+
+TEST_F(InstanceManagerTest, RegistryPersistsAcrossRestartAndRemove) {
+  OpenManager();
+  Register("probe", 1);
+  manager_.reset();
+  EXPECT_EQ(sessions_.open(), 0u);
+  OpenManager();
+  ASSERT_EQ(manager_->List().size(), 1u);
+  EXPECT_EQ(Invoke("probe", "again").body, "again");
+  ASSERT_TRUE(manager_->Remove("probe").ok());
+  EXPECT_EQ(Invoke("probe", "x").kind, Kind::kUnknownFunction);
+  manager_.reset();
+  OpenManager();
+  EXPECT_TRUE(manager_->List().empty());
+}
+
+TEST_F(InstanceManagerTest, ShutdownFailsQueuedAndEndsAll) {
+  OpenManager();
+  Register("probe", 1);
+  ASSERT_EQ(Invoke("probe", "x").kind, Kind::kOk);
+  std::promise<InvokeOutcome> busy;
+  manager_->Invoke("probe", "hang", 0ms, [&busy](InvokeOutcome o) { busy.set_value(std::move(o)); });
+  std::this_thread::sleep_for(100ms);
+  manager_->Shutdown();
+  EXPECT_EQ(busy.get_future().get().kind, Kind::kStopping);
+  EXPECT_EQ(sessions_.open(), 0u);
+  EXPECT_EQ(Invoke("probe", "x").kind, Kind::kStopping);
+}
+
+}  // namespace
+}  // namespace phos::runtime

@@ -1,0 +1,79 @@
+#include "phos/runtime/instance_registry.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+namespace phos::runtime {
+namespace {
+
+class RegistryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/phos-registry-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_F(RegistryTest, SaveLoadRoundTrip) {
+  FunctionSpec a{"echo", PHOS_PROBE_FN, {"--x", "1"}, {{"K", "v"}}, 2};
+  FunctionSpec b{"other.fn-2", "/bin/true", {}, {}, 1};
+  std::string path = dir_ + "/functions.json";
+  ASSERT_TRUE(SaveFunctionRegistry(path, {a, b}).ok());
+  auto loaded = LoadFunctionRegistry(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_EQ(loaded->size(), 2u);
+  EXPECT_EQ((*loaded)[0].name, "echo");
+  EXPECT_EQ((*loaded)[0].args, a.args);
+  EXPECT_EQ((*loaded)[0].env, a.env);
+  EXPECT_EQ((*loaded)[0].instances, 2);
+  EXPECT_EQ((*loaded)[1].executable, "/bin/true");
+}
+
+TEST_F(RegistryTest, MissingFileIsEmptyBrokenOrNewerIsRefused) {
+  auto empty = LoadFunctionRegistry(dir_ + "/absent.json");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty());
+  std::ofstream(dir_ + "/broken.json") << "{not json";
+  EXPECT_EQ(LoadFunctionRegistry(dir_ + "/broken.json").status().code(), StatusCode::kCorruption);
+  std::ofstream(dir_ + "/newer.json") << R"({"format_version": 9, "functions": []})";
+  auto newer = LoadFunctionRegistry(dir_ + "/newer.json");
+  EXPECT_EQ(newer.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(newer.status().message().find("format version 9"), std::string::npos);
+}
+
+TEST(FunctionSpecTest, ParseAndValidate) {
+  auto spec = ParseFunctionSpecJson(std::string(R"({"name":"e","executable":")") + PHOS_PROBE_FN +
+                                    R"(","args":["a"],"env":{"A":"1"},"instances":3})");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->instances, 3);
+  EXPECT_TRUE(ValidateFunctionSpec(*spec).ok());
+
+  EXPECT_EQ(ParseFunctionSpecJson("[").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseFunctionSpecJson(R"({"executable":"/bin/true"})").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseFunctionSpecJson(R"({"name":"a","executable":"/bin/true","args":[1]})").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseFunctionSpecJson(R"({"name":"a","executable":"/bin/true","instances":"2"})").status().code(),
+            StatusCode::kInvalidArgument);
+
+  FunctionSpec bad{"a/b", "/bin/true", {}, {}, 1};
+  EXPECT_EQ(ValidateFunctionSpec(bad).code(), StatusCode::kInvalidArgument);
+  bad = {"a", "relative/exe", {}, {}, 1};
+  EXPECT_EQ(ValidateFunctionSpec(bad).code(), StatusCode::kInvalidArgument);
+  bad = {"a", "/nonexistent/exe", {}, {}, 1};
+  EXPECT_EQ(ValidateFunctionSpec(bad).code(), StatusCode::kInvalidArgument);
+  bad = {"a", "/bin/true", {}, {}, 0};
+  EXPECT_EQ(ValidateFunctionSpec(bad).code(), StatusCode::kInvalidArgument);
+  bad = {"a", "/bin/true", {}, {{"A=B", "x"}}, 1};
+  EXPECT_EQ(ValidateFunctionSpec(bad).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace phos::runtime

@@ -1,0 +1,66 @@
+// The frontend's GPU session: connects to phosd on the first CUDA call (PHOS_GPU_SOCKET,
+// PHOS_INSTANCE_TOKEN), then sends every call as a ring record (docs/remoting.md). One per
+// process; the application's threads serialise on its mutex.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <cuda.h>
+
+#include "phos/ipc/ring.h"
+#include "phos/ipc/wire.h"
+
+namespace phos::frontend {
+
+// A module image waiting to be (or already) sent to the server.
+struct PendingModule {
+  uint64_t id;
+  const uint8_t* image;
+  size_t size;
+  bool is_fatbin;
+  bool sent = false;
+};
+
+class Client {
+ public:
+  static Client& Get();
+
+  // Sends a record. With `reply`, waits for the server and copies up to out_cap reply bytes to
+  // `out` (their count to *out_len); the result is the call's, or (take_async_error) the pending
+  // asynchronous error of an earlier call, which this takes. Without `reply`, returns CUDA_SUCCESS once queued.
+  // CUDA_ERROR_NOT_INITIALIZED-class errors when there is no session.
+  CUresult Call(ipc::Op op, const void* args, size_t args_len, const void* data, size_t data_len, bool reply,
+                void* out = nullptr, size_t out_cap = 0, size_t* out_len = nullptr, bool take_async_error = true);
+  // The pending asynchronous error; `take` clears it.
+  CUresult AsyncError(bool take);
+  // Queues a module for the server (sent now when connected, else at connection).
+  uint64_t AddModule(const void* image, size_t size, bool is_fatbin);
+  // Sends modules not yet sent. Caller holds no lock.
+  CUresult FlushModules();
+  size_t max_payload();
+  size_t reply_capacity();
+
+ private:
+  Client() = default;
+  CUresult ConnectLocked();
+  CUresult SendLocked(ipc::Op op, uint16_t flags, const void* args, size_t args_len, const void* data, size_t data_len,
+                      uint64_t* seq);
+  CUresult FlushModulesLocked();
+  bool Alive() const;
+
+  std::mutex mu_;
+  bool tried_ = false;
+  CUresult connect_error_ = CUDA_SUCCESS;
+  int sock_ = -1;
+  std::unique_ptr<ipc::Ring> ring_;
+  uint64_t seq_ = 0;
+  uint64_t next_module_id_ = 0;
+  std::vector<PendingModule> modules_;
+};
+
+}  // namespace phos::frontend

@@ -1,0 +1,277 @@
+// Errors, device queries, streams, events and synchronisation of the frontend CUDA runtime.
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "cudart_internal.h"
+#include "phos/base/log.h"
+
+using phos::frontend::Client;
+using phos::frontend::Return;
+using phos::frontend::StreamId;
+namespace ipc = phos::ipc;
+
+namespace phos::frontend {
+namespace {
+
+thread_local cudaError_t t_last_error = cudaSuccess;
+thread_local int t_device = 0;
+
+}  // namespace
+
+cudaError_t Return(cudaError_t error) {
+  if (error != cudaSuccess && error != cudaErrorNotReady) t_last_error = error;
+  return error;
+}
+
+cudaError_t Return(CUresult result) { return Return(static_cast<cudaError_t>(result)); }
+
+cudaError_t NotSupported(const char* call, const char* why) {
+  static std::mutex mu;
+  static std::set<std::string> logged;
+  {
+    std::lock_guard lock(mu);
+    if (logged.insert(call).second) PHOS_LOG(Warn, "frontend", "{}: not supported: {}", call, why);
+  }
+  return Return(cudaErrorNotSupported);
+}
+
+}  // namespace phos::frontend
+
+namespace {
+
+using phos::frontend::t_device;
+using phos::frontend::t_last_error;
+
+CUresult HandleCall(ipc::Op op, uint64_t handle) {
+  ipc::HandleArgs a{handle};
+  return Client::Get().Call(op, &a, sizeof(a), nullptr, 0, true);
+}
+
+CUresult CreateHandle(ipc::Op op, unsigned flags, uint64_t* out) {
+  ipc::FlagsArgs a{flags, 0};
+  return Client::Get().Call(op, &a, sizeof(a), nullptr, 0, true, out, sizeof(*out));
+}
+
+struct ErrorName {
+  cudaError_t error;
+  const char* name;
+  const char* text;
+};
+
+#define PHOS_ERR(e, text) {e, #e, text}
+constexpr ErrorName kErrors[] = {
+    PHOS_ERR(cudaSuccess, "no error"),
+    PHOS_ERR(cudaErrorInvalidValue, "invalid argument"),
+    PHOS_ERR(cudaErrorMemoryAllocation, "out of memory"),
+    PHOS_ERR(cudaErrorInitializationError, "initialization error"),
+    PHOS_ERR(cudaErrorCudartUnloading, "driver shutting down"),
+    PHOS_ERR(cudaErrorInvalidConfiguration, "invalid configuration argument"),
+    PHOS_ERR(cudaErrorInvalidDevicePointer, "invalid device pointer"),
+    PHOS_ERR(cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy"),
+    PHOS_ERR(cudaErrorMissingConfiguration, "__global__ function call is not configured"),
+    PHOS_ERR(cudaErrorNoDevice, "no CUDA-capable device is detected"),
+    PHOS_ERR(cudaErrorInvalidDevice, "invalid device ordinal"),
+    PHOS_ERR(cudaErrorInvalidKernelImage, "device kernel image is invalid"),
+    PHOS_ERR(cudaErrorDeviceUninitialized, "invalid device context"),
+    PHOS_ERR(cudaErrorNoKernelImageForDevice, "no kernel image is available for execution on the device"),
+    PHOS_ERR(cudaErrorInvalidResourceHandle, "invalid resource handle"),
+    PHOS_ERR(cudaErrorSymbolNotFound, "named symbol not found"),
+    PHOS_ERR(cudaErrorNotReady, "device not ready"),
+    PHOS_ERR(cudaErrorIllegalAddress, "an illegal memory access was encountered"),
+    PHOS_ERR(cudaErrorLaunchOutOfResources, "too many resources requested for launch"),
+    PHOS_ERR(cudaErrorLaunchFailure, "unspecified launch failure"),
+    PHOS_ERR(cudaErrorInvalidDeviceFunction, "invalid device function"),
+    PHOS_ERR(cudaErrorNotSupported, "operation not supported"),
+    PHOS_ERR(cudaErrorDevicesUnavailable, "CUDA-capable device(s) is/are busy or unavailable"),
+    PHOS_ERR(cudaErrorUnknown, "unknown error"),
+};
+#undef PHOS_ERR
+
+const ErrorName* FindError(cudaError_t error) {
+  for (const ErrorName& e : kErrors) {
+    if (e.error == error) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* cudaGetErrorName(cudaError_t error) {
+  const ErrorName* e = FindError(error);
+  return e != nullptr ? e->name : "cudaErrorUnknown";
+}
+
+const char* cudaGetErrorString(cudaError_t error) {
+  const ErrorName* e = FindError(error);
+  return e != nullptr ? e->text : "unrecognized error code";
+}
+
+cudaError_t cudaGetLastError(void) {
+  cudaError_t e = t_last_error;
+  t_last_error = cudaSuccess;
+  CUresult pending = Client::Get().AsyncError(true);
+  return e != cudaSuccess ? e : static_cast<cudaError_t>(pending);
+}
+
+cudaError_t cudaPeekAtLastError(void) {
+  if (t_last_error != cudaSuccess) return t_last_error;
+  return static_cast<cudaError_t>(Client::Get().AsyncError(false));
+}
+
+cudaError_t cudaDriverGetVersion(int* version) {
+  if (version == nullptr) return Return(cudaErrorInvalidValue);
+  return Return(Client::Get().Call(ipc::Op::kDriverGetVersion, nullptr, 0, nullptr, 0, true, version, sizeof(*version)));
+}
+
+cudaError_t cudaRuntimeGetVersion(int* version) {
+  if (version == nullptr) return Return(cudaErrorInvalidValue);
+  *version = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  if (count == nullptr) return Return(cudaErrorInvalidValue);
+  *count = 0;
+  CUresult r = Client::Get().Call(ipc::Op::kDeviceGetCount, nullptr, 0, nullptr, 0, true, count, sizeof(*count));
+  // A session runs on one device of phosd's choosing: that is the device this process sees.
+  if (r == CUDA_SUCCESS && *count > 1) *count = 1;
+  return Return(r);
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  if (device == nullptr) return Return(cudaErrorInvalidValue);
+  *device = t_device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  if (device != 0) return Return(cudaErrorInvalidDevice);
+  t_device = device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  if (value == nullptr) return Return(cudaErrorInvalidValue);
+  if (device != 0) return Return(cudaErrorInvalidDevice);
+  // cudaDeviceAttr and CUdevice_attribute share their values.
+  ipc::AttributeArgs a{static_cast<int32_t>(attr), 0};
+  return Return(Client::Get().Call(ipc::Op::kDeviceGetAttribute, &a, sizeof(a), nullptr, 0, true, value, sizeof(*value)));
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (prop == nullptr) return Return(cudaErrorInvalidValue);
+  if (device != 0) return Return(cudaErrorInvalidDevice);
+  std::memset(prop, 0, sizeof(*prop));
+  Client& c = Client::Get();
+  ipc::DeviceArgs d{0, 0};
+  if (CUresult r = c.Call(ipc::Op::kDeviceGetName, &d, sizeof(d), nullptr, 0, true, prop->name, sizeof(prop->name) - 1);
+      r != CUDA_SUCCESS) {
+    return Return(r);
+  }
+  uint64_t total = 0;
+  if (CUresult r = c.Call(ipc::Op::kDeviceTotalMem, &d, sizeof(d), nullptr, 0, true, &total, sizeof(total)); r != CUDA_SUCCESS) {
+    return Return(r);
+  }
+  prop->totalGlobalMem = total;
+  struct Field {
+    cudaDeviceAttr attr;
+    int* out;
+  };
+  const Field fields[] = {
+      {cudaDevAttrComputeCapabilityMajor, &prop->major},
+      {cudaDevAttrComputeCapabilityMinor, &prop->minor},
+      {cudaDevAttrMultiProcessorCount, &prop->multiProcessorCount},
+      {cudaDevAttrMaxThreadsPerBlock, &prop->maxThreadsPerBlock},
+      {cudaDevAttrMaxBlockDimX, &prop->maxThreadsDim[0]},
+      {cudaDevAttrMaxBlockDimY, &prop->maxThreadsDim[1]},
+      {cudaDevAttrMaxBlockDimZ, &prop->maxThreadsDim[2]},
+      {cudaDevAttrMaxGridDimX, &prop->maxGridSize[0]},
+      {cudaDevAttrMaxGridDimY, &prop->maxGridSize[1]},
+      {cudaDevAttrMaxGridDimZ, &prop->maxGridSize[2]},
+      {cudaDevAttrWarpSize, &prop->warpSize},
+      {cudaDevAttrMaxThreadsPerMultiProcessor, &prop->maxThreadsPerMultiProcessor},
+      {cudaDevAttrL2CacheSize, &prop->l2CacheSize},
+      {cudaDevAttrGlobalMemoryBusWidth, &prop->memoryBusWidth},
+      {cudaDevAttrPciBusId, &prop->pciBusID},
+      {cudaDevAttrPciDeviceId, &prop->pciDeviceID},
+      {cudaDevAttrConcurrentKernels, &prop->concurrentKernels},
+      {cudaDevAttrUnifiedAddressing, &prop->unifiedAddressing},
+      {cudaDevAttrAsyncEngineCount, &prop->asyncEngineCount},
+  };
+  for (const Field& f : fields) {
+    ipc::AttributeArgs a{static_cast<int32_t>(f.attr), 0};
+    // Attributes the device does not report (CUDA_ERROR_NOT_SUPPORTED on simgpu) stay 0.
+    CUresult r = c.Call(ipc::Op::kDeviceGetAttribute, &a, sizeof(a), nullptr, 0, true, f.out, sizeof(int));
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_SUPPORTED && r != CUDA_ERROR_INVALID_VALUE) return Return(r);
+    if (r != CUDA_SUCCESS) *f.out = 0;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+  return Return(Client::Get().Call(ipc::Op::kDeviceSynchronize, nullptr, 0, nullptr, 0, true));
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+  if (stream == nullptr) return Return(cudaErrorInvalidValue);
+  uint64_t vid = 0;
+  CUresult r = CreateHandle(ipc::Op::kStreamCreate, flags, &vid);
+  *stream = reinterpret_cast<cudaStream_t>(vid);
+  return Return(r);
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) { return Return(HandleCall(ipc::Op::kStreamDestroy, StreamId(stream))); }
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  return Return(HandleCall(ipc::Op::kStreamSynchronize, StreamId(stream)));
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) { return Return(HandleCall(ipc::Op::kStreamQuery, StreamId(stream))); }
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  if (flags != 0) return Return(cudaErrorInvalidValue);
+  ipc::StreamEventArgs a{StreamId(stream), reinterpret_cast<uintptr_t>(event)};
+  return Return(Client::Get().Call(ipc::Op::kStreamWaitEvent, &a, sizeof(a), nullptr, 0, false));
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  if (event == nullptr) return Return(cudaErrorInvalidValue);
+  uint64_t vid = 0;
+  CUresult r = CreateHandle(ipc::Op::kEventCreate, flags, &vid);
+  *event = reinterpret_cast<cudaEvent_t>(vid);
+  return Return(r);
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  return Return(HandleCall(ipc::Op::kEventDestroy, reinterpret_cast<uintptr_t>(event)));
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  ipc::StreamEventArgs a{StreamId(stream), reinterpret_cast<uintptr_t>(event)};
+  // Synchronous, so that an unknown event is reported here as CUDA reports it.
+  return Return(Client::Get().Call(ipc::Op::kEventRecord, &a, sizeof(a), nullptr, 0, true));
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  return Return(HandleCall(ipc::Op::kEventSynchronize, reinterpret_cast<uintptr_t>(event)));
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  return Return(HandleCall(ipc::Op::kEventQuery, reinterpret_cast<uintptr_t>(event)));
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (ms == nullptr) return Return(cudaErrorInvalidValue);
+  ipc::StreamEventArgs a{reinterpret_cast<uintptr_t>(start), reinterpret_cast<uintptr_t>(end)};
+  return Return(Client::Get().Call(ipc::Op::kEventElapsedTime, &a, sizeof(a), nullptr, 0, true, ms, sizeof(*ms)));
+}
+
+}  // extern "C"

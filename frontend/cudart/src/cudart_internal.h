@@ -1,0 +1,25 @@
+// Shared by the frontend CUDA runtime's translation units.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "client.h"
+
+namespace phos::frontend {
+
+// Records a failure as the thread's last error (cudaGetLastError) and returns it. CUresult and
+// cudaError_t agree numerically on every error the server returns.
+cudaError_t Return(CUresult result);
+cudaError_t Return(cudaError_t error);
+// Logs, once per call site, that an exported call cannot be served; returns cudaErrorNotSupported.
+cudaError_t NotSupported(const char* call, const char* why);
+
+inline uint64_t StreamId(cudaStream_t stream) { return reinterpret_cast<uintptr_t>(stream); }
+
+// Whether [ptr, ptr + bytes) lies in a device allocation this process made (cudaMemcpyDefault).
+bool IsDevicePointer(const void* ptr);
+
+}  // namespace phos::frontend

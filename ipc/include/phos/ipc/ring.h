@@ -1,0 +1,119 @@
+// The per-session shared-memory call ring (docs/remoting.md): one memfd mapped by the frontend
+// (the only producer; its callers serialise on a mutex) and by the server's executor thread (the
+// only consumer). Layout: RingHeader, a byte ring of records, a reply area.
+//
+// Records never wrap: one that does not fit before the ring's end is preceded by a kPad record
+// filling the rest. Waiting is a brief spin, then a futex on a header word, so neither side
+// makes a system call while the other keeps up. Everything the consumer reads from the ring is
+// validated against sizes it fixed itself (Attach keeps the sizes it was given, not the peer's
+// header), so a broken or malicious frontend can make its own calls fail, never the server.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "phos/base/status.h"
+#include "phos/ipc/wire.h"
+
+namespace phos::ipc {
+
+inline constexpr uint32_t kRingMagic = 0x474e4952;  // "RING"
+
+struct RingHeader {
+  uint32_t magic;
+  uint32_t version;  // kWireVersion
+  uint64_t data_bytes;
+  uint64_t reply_bytes;
+  alignas(64) std::atomic<uint64_t> produced;  // bytes ever written (producer)
+  std::atomic<uint64_t> submitted_seq;
+  alignas(64) std::atomic<uint64_t> consumed;  // bytes ever released (consumer)
+  std::atomic<uint64_t> completed_seq;
+  alignas(64) std::atomic<uint32_t> server_sleeping;
+  std::atomic<uint32_t> server_futex;
+  std::atomic<uint32_t> client_waiting;
+  std::atomic<uint32_t> client_futex;
+  // First error of an asynchronous call since the frontend last took it (a cudaError_t / CUresult
+  // value); the next synchronising call reports it, as CUDA does.
+  std::atomic<int32_t> async_error;
+  std::atomic<uint32_t> closed;  // the server ended the session
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free);
+
+// A record as the consumer sees it: a copy of the header, the payload in place.
+struct RecordView {
+  RecordHeader header;
+  const uint8_t* payload = nullptr;
+};
+
+class Ring {
+ public:
+  // Default sizes: 8 MiB of records (H2D chunks of up to 2 MiB), a 2 MiB reply area.
+  static constexpr size_t kDefaultDataBytes = 8u << 20;
+  static constexpr size_t kDefaultReplyBytes = 2u << 20;
+
+  // A new ring in a fresh memfd. data_bytes: a power of two, 64 KiB to 1 GiB; reply_bytes: a
+  // multiple of 4096, at least 64 KiB.
+  static Result<std::unique_ptr<Ring>> Create(size_t data_bytes = kDefaultDataBytes,
+                                              size_t reply_bytes = kDefaultReplyBytes);
+  // Maps a ring received from the peer; checks its magic, version and sizes against the file.
+  static Result<std::unique_ptr<Ring>> Attach(int fd);
+  ~Ring();
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
+
+  int fd() const { return fd_; }
+  size_t mapped_bytes() const { return mapped_bytes_; }
+  RingHeader* header() { return header_; }
+  // The largest payload one record may carry: a quarter of the ring, less the header.
+  size_t max_payload() const { return data_bytes_ / 4 - sizeof(RecordHeader); }
+  size_t reply_capacity() const { return reply_bytes_ - sizeof(ReplyHeader); }
+
+  // ---- producer (frontend) ----
+  // Appends a record of two gathered parts, waiting for space (backpressure). `alive` is asked
+  // between waits; when it says false (the server is gone) Write returns Unavailable.
+  Status Write(Op op, uint16_t flags, uint64_t seq, const void* part1, size_t len1, const void* part2,
+               size_t len2, const std::function<bool()>& alive);
+  // Waits until completed_seq >= seq.
+  Status WaitCompleted(uint64_t seq, const std::function<bool()>& alive);
+  // The reply of the last completed kFlagReply record.
+  const ReplyHeader& reply_header() const { return *reinterpret_cast<const ReplyHeader*>(reply_); }
+  const uint8_t* reply_payload() const { return reply_ + sizeof(ReplyHeader); }
+
+  // ---- consumer (server) ----
+  // The next record, false when the ring is empty; Corruption when the producer wrote something
+  // that is not a well-formed record (the session must end).
+  Result<bool> Peek(RecordView* view);
+  // Releases the record returned by the last Peek (and wakes a producer waiting for space).
+  void Release(const RecordView& view);
+  // Sleeps until there may be a record, or timeout_ms passes. Spins briefly first.
+  void WaitForWork(int timeout_ms);
+  // Publishes completion of `seq`; wakes the frontend when it waits.
+  void Complete(uint64_t seq);
+  // Writes the reply of record `seq` (result plus up to reply_capacity() bytes).
+  void WriteReply(uint64_t seq, int32_t result, const void* data, size_t len);
+  uint8_t* reply_payload_for_write() { return reply_ + sizeof(ReplyHeader); }
+  // Marks the session closed and wakes the frontend.
+  void Close();
+
+ private:
+  Ring(int fd, void* base, size_t mapped, size_t data_bytes, size_t reply_bytes);
+  void WakeClient();
+
+  int fd_;
+  void* base_;
+  size_t mapped_bytes_;
+  size_t data_bytes_;
+  size_t reply_bytes_;
+  RingHeader* header_;
+  uint8_t* data_;
+  uint8_t* reply_;
+};
+
+// futex(2) on a word of shared memory (not FUTEX_PRIVATE: the peer is another process).
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, int timeout_ms);
+void FutexWakeAll(std::atomic<uint32_t>* word);
+
+}  // namespace phos::ipc

@@ -1,0 +1,166 @@
+// Messages between a function process's frontend (libphos-cudart / libphos-cublas) and phosd's
+// API server: the hello on the control socket, the ring's record header, and one plain struct
+// per opcode. Both sides are built from this header; a change to any struct, or to what a field
+// means, bumps kWireVersion (the hello refuses a mismatched peer, naming both versions).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace phos::ipc {
+
+inline constexpr uint32_t kWireMagic = 0x534f4850;  // "PHOS" little-endian
+inline constexpr uint32_t kWireVersion = 1;
+inline constexpr size_t kTokenChars = 32;        // 128-bit token, hex
+inline constexpr size_t kAnswerMessageChars = 200;
+
+// Frontend -> server, first datagram on the control socket.
+struct Hello {
+  uint32_t magic;
+  uint32_t wire_version;
+  int32_t pid;
+  uint32_t reserved;
+  char token[kTokenChars];
+};
+static_assert(sizeof(Hello) == 48);
+
+// Server -> frontend. status 0 = accepted, with the ring's memfd attached (SCM_RIGHTS).
+struct Answer {
+  uint32_t magic;
+  uint32_t wire_version;  // the server's
+  int32_t status;         // 0 ok, otherwise a cudaError_t value for the frontend to report
+  uint32_t reserved;
+  uint64_t ring_bytes;    // size of the memfd
+  char message[kAnswerMessageChars];  // NUL-terminated reason when refused
+};
+static_assert(sizeof(Answer) == 224);
+
+// Record flags.
+inline constexpr uint16_t kFlagReply = 1;  // the frontend waits for completion and reads the reply area
+
+// A ring record: this header, then `length` payload bytes, padded to kRecordAlign.
+struct RecordHeader {
+  uint16_t opcode;
+  uint16_t flags;
+  uint32_t length;
+  uint64_t seq;
+};
+static_assert(sizeof(RecordHeader) == 16);
+// 16, the header size: the space left before the ring's end is then always room for a header.
+inline constexpr size_t kRecordAlign = 16;
+
+// The reply area holds this header then `length` bytes.
+struct ReplyHeader {
+  int32_t result;   // CUresult / cublasStatus_t of the call (0 = success)
+  uint32_t length;
+  uint64_t seq;
+};
+static_assert(sizeof(ReplyHeader) == 16);
+
+enum class Op : uint16_t {
+  kPad = 0,               // filler to the end of the ring; no payload meaning
+  kDeviceGetCount,        // -> i32
+  kDeviceGetAttribute,    // AttributeArgs -> i32
+  kDeviceGetName,         // DeviceArgs -> char[256]
+  kDeviceTotalMem,        // DeviceArgs -> u64
+  kDriverGetVersion,      // -> i32
+  kMemAlloc,              // SizeArgs -> u64 device pointer
+  kMemFree,               // PointerArgs
+  kMemcpyHtoD,            // CopyArgs + bytes (host data rides in the record)
+  kMemcpyDtoH,            // CopyArgs -> bytes (reply area)
+  kMemcpyDtoD,            // CopyArgs
+  kMemset,                // MemsetArgs
+  kDeviceSynchronize,
+  kStreamCreate,          // FlagsArgs -> u64 virtual stream
+  kStreamDestroy,         // HandleArgs
+  kStreamSynchronize,     // HandleArgs
+  kStreamQuery,           // HandleArgs
+  kStreamWaitEvent,       // StreamEventArgs
+  kEventCreate,           // FlagsArgs -> u64 virtual event
+  kEventDestroy,          // HandleArgs
+  kEventRecord,           // StreamEventArgs
+  kEventSynchronize,      // HandleArgs
+  kEventQuery,            // HandleArgs
+  kEventElapsedTime,      // StreamEventArgs (stream = start event) -> f32 ms
+  kModuleChunk,           // ModuleChunkArgs + bytes; the last chunk loads the module
+  kFunctionGet,           // FunctionGetArgs + name -> FunctionInfo
+  kLaunch,                // LaunchArgs + parameter buffer
+  kBlasCreate,            // -> u64 virtual handle
+  kBlasDestroy,           // HandleArgs
+  kBlasSetStream,         // StreamEventArgs (event = handle); the frontend remembers the stream
+  kBlasSetMathMode,       // BlasModeArgs
+  kBlasGemm,              // GemmArgs (Sgemm, GemmEx, SgemmStridedBatched)
+  kBlasSgemv,             // GemvArgs
+  kOpCount
+};
+
+// Limits on what a peer may ask for; anything larger is refused before it is read.
+inline constexpr uint32_t kMaxNameBytes = 4096;
+inline constexpr uint32_t kMaxParamBytes = 32764;  // CUDA 12.1+ kernel parameter limit
+inline constexpr uint32_t kMaxParams = 1024;
+inline constexpr uint64_t kMaxModuleBytes = 1ull << 30;
+
+struct DeviceArgs { int32_t device; uint32_t pad; };
+struct AttributeArgs { int32_t attribute; int32_t device; };
+struct SizeArgs { uint64_t bytes; };
+struct PointerArgs { uint64_t ptr; };
+struct FlagsArgs { uint32_t flags; uint32_t pad; };
+struct HandleArgs { uint64_t handle; };
+struct StreamEventArgs { uint64_t stream; uint64_t event; };
+struct CopyArgs { uint64_t dst; uint64_t src; uint64_t bytes; uint64_t stream; };
+struct MemsetArgs { uint64_t dst; uint64_t bytes; uint64_t stream; uint32_t value; uint32_t pad; };
+struct ModuleChunkArgs {
+  uint64_t module_id;   // chosen by the frontend, unique per session
+  uint64_t total_bytes;
+  uint64_t offset;
+  uint32_t is_fatbin;   // 1: an NVIDIA fatbin from __cudaRegisterFatBinary; 0: a simgpu module image
+  uint32_t pad;
+};
+struct FunctionGetArgs {
+  uint64_t module_id;   // 0: search every module of the session, in registration order
+  uint32_t name_bytes;  // the mangled name follows, not NUL-terminated
+  uint32_t pad;
+};
+// Reply to kFunctionGet: a server-side function id and the parameter layout.
+struct FunctionInfo {
+  uint64_t function;
+  uint32_t param_count;
+  uint32_t param_bytes;  // size of the parameter buffer (end of the last parameter)
+};
+// After FunctionInfo in the reply: param_count ParamSlot entries.
+struct ParamSlot { uint32_t offset; uint32_t size; };
+struct LaunchArgs {
+  uint64_t function;
+  uint64_t stream;
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t shared_bytes;
+  uint32_t param_bytes;  // the packed parameter buffer follows
+};
+struct BlasModeArgs { uint64_t handle; int32_t mode; int32_t pad; };
+struct GemmArgs {
+  uint64_t handle;
+  int32_t trans_a, trans_b;
+  int32_t m, n, k;
+  int32_t lda, ldb, ldc;
+  int32_t a_type, b_type, c_type;  // cudaDataType; all CUDA_R_32F for Sgemm
+  int32_t compute_type;            // cublasComputeType_t; CUBLAS_COMPUTE_32F for Sgemm
+  int32_t algo;
+  int32_t batch;                   // 0: not batched
+  uint64_t a, b, c;
+  int64_t stride_a, stride_b, stride_c;
+  float alpha, beta;
+};
+struct GemvArgs {
+  uint64_t handle;
+  int32_t trans;
+  int32_t m, n, lda, incx, incy;
+  uint64_t a, x, y;
+  float alpha, beta;
+};
+
+static_assert(sizeof(CopyArgs) == 32 && sizeof(MemsetArgs) == 32 && sizeof(LaunchArgs) == 48);
+static_assert(sizeof(ModuleChunkArgs) == 32 && sizeof(FunctionGetArgs) == 16 && sizeof(FunctionInfo) == 16);
+static_assert(sizeof(GemmArgs) == 120 && sizeof(GemvArgs) == 64);
+
+}  // namespace phos::ipc

@@ -1,0 +1,257 @@
+#include "phos/ipc/ring.h"
+
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <new>
+
+#include <fmt/core.h>
+
+namespace phos::ipc {
+namespace {
+
+constexpr size_t kHeaderBytes = 4096;
+// About 20-50 µs of spinning before sleeping: long enough to catch the peer's next call in a
+// tight loop, short enough not to starve it on a two-core machine.
+constexpr int kSpinIterations = 4000;
+
+inline void CpuRelax() { __builtin_ia32_pause(); }
+
+size_t AlignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+}  // namespace
+
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, int timeout_ms) {
+  timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void FutexWakeAll(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+Ring::Ring(int fd, void* base, size_t mapped, size_t data_bytes, size_t reply_bytes)
+    : fd_(fd),
+      base_(base),
+      mapped_bytes_(mapped),
+      data_bytes_(data_bytes),
+      reply_bytes_(reply_bytes),
+      header_(static_cast<RingHeader*>(base)),
+      data_(static_cast<uint8_t*>(base) + kHeaderBytes),
+      reply_(static_cast<uint8_t*>(base) + kHeaderBytes + data_bytes) {}
+
+Ring::~Ring() {
+  munmap(base_, mapped_bytes_);
+  close(fd_);
+}
+
+Result<std::unique_ptr<Ring>> Ring::Create(size_t data_bytes, size_t reply_bytes) {
+  if (data_bytes < (64u << 10) || data_bytes > (1u << 30) || (data_bytes & (data_bytes - 1)) != 0) {
+    return Status::InvalidArgument(fmt::format("ring size {} is not a power of two in [64 KiB, 1 GiB]", data_bytes));
+  }
+  if (reply_bytes < (64u << 10) || reply_bytes % 4096 != 0) {
+    return Status::InvalidArgument(fmt::format("reply area {} is not a multiple of 4096 of at least 64 KiB", reply_bytes));
+  }
+  int fd = memfd_create("phos-ring", MFD_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, "memfd_create(phos-ring)");
+  size_t total = kHeaderBytes + data_bytes + reply_bytes;
+  if (ftruncate(fd, static_cast<off_t>(total)) != 0) {
+    Status s = Status::FromErrno(errno, "ftruncate(phos-ring)");
+    close(fd);
+    return s;
+  }
+  void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    Status s = Status::FromErrno(errno, "mmap(phos-ring)");
+    close(fd);
+    return s;
+  }
+  auto* h = new (base) RingHeader{};
+  h->magic = kRingMagic;
+  h->version = kWireVersion;
+  h->data_bytes = data_bytes;
+  h->reply_bytes = reply_bytes;
+  return std::unique_ptr<Ring>(new Ring(fd, base, total, data_bytes, reply_bytes));
+}
+
+Result<std::unique_ptr<Ring>> Ring::Attach(int fd) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    Status s = Status::FromErrno(errno, "fstat(ring)");
+    close(fd);
+    return s;
+  }
+  size_t total = static_cast<size_t>(st.st_size);
+  auto fail = [fd](Status s) {
+    close(fd);
+    return s;
+  };
+  if (total < kHeaderBytes + (128u << 10)) return fail(Status::InvalidArgument(fmt::format("ring file of {} bytes is too small", total)));
+  void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) return fail(Status::FromErrno(errno, "mmap(ring)"));
+  const auto* h = static_cast<const RingHeader*>(base);
+  uint64_t data_bytes = h->data_bytes;
+  uint64_t reply_bytes = h->reply_bytes;
+  Status bad;
+  if (h->magic != kRingMagic) {
+    bad = Status::InvalidArgument(fmt::format("ring magic {:#x}, expected {:#x}", h->magic, kRingMagic));
+  } else if (h->version != kWireVersion) {
+    bad = Status::InvalidArgument(fmt::format("ring version {}, this side speaks {}", h->version, kWireVersion));
+  } else if ((data_bytes & (data_bytes - 1)) != 0 || data_bytes < (64u << 10) || reply_bytes < (64u << 10) ||
+             kHeaderBytes + data_bytes + reply_bytes != total) {
+    bad = Status::InvalidArgument(fmt::format("ring sizes {} + {} do not match its file of {} bytes", data_bytes, reply_bytes, total));
+  }
+  if (!bad.ok()) {
+    munmap(base, total);
+    return fail(bad);
+  }
+  return std::unique_ptr<Ring>(new Ring(fd, base, total, data_bytes, reply_bytes));
+}
+
+Status Ring::Write(Op op, uint16_t flags, uint64_t seq, const void* part1, size_t len1, const void* part2,
+                   size_t len2, const std::function<bool()>& alive) {
+  size_t length = len1 + len2;
+  if (length > max_payload()) {
+    return Status::InvalidArgument(fmt::format("record of {} bytes exceeds the ring's limit of {}", length, max_payload()));
+  }
+  size_t need = sizeof(RecordHeader) + AlignUp(length, kRecordAlign);
+  uint64_t produced = header_->produced.load(std::memory_order_relaxed);
+  size_t pos = produced & (data_bytes_ - 1);
+  size_t to_end = data_bytes_ - pos;
+  size_t pad = need > to_end ? to_end : 0;
+  int spins = 0;
+  while (data_bytes_ - (produced - header_->consumed.load(std::memory_order_acquire)) < need + pad) {
+    if (header_->closed.load(std::memory_order_acquire) != 0) return Status::Unavailable("the GPU session was closed by phosd");
+    if (++spins < kSpinIterations) {
+      CpuRelax();
+      continue;
+    }
+    uint32_t word = header_->client_futex.load(std::memory_order_seq_cst);
+    header_->client_waiting.store(1, std::memory_order_seq_cst);
+    if (data_bytes_ - (produced - header_->consumed.load(std::memory_order_seq_cst)) < need + pad) {
+      FutexWait(&header_->client_futex, word, 100);
+    }
+    header_->client_waiting.store(0, std::memory_order_relaxed);
+    if (!alive()) return Status::Unavailable("phosd went away while the ring was full");
+  }
+  if (pad != 0) {
+    RecordHeader filler{static_cast<uint16_t>(Op::kPad), 0, static_cast<uint32_t>(pad - sizeof(RecordHeader)), 0};
+    std::memcpy(data_ + pos, &filler, sizeof(filler));
+    produced += pad;
+    pos = 0;
+  }
+  RecordHeader rh{static_cast<uint16_t>(op), flags, static_cast<uint32_t>(length), seq};
+  std::memcpy(data_ + pos, &rh, sizeof(rh));
+  if (len1 != 0) std::memcpy(data_ + pos + sizeof(rh), part1, len1);
+  if (len2 != 0) std::memcpy(data_ + pos + sizeof(rh) + len1, part2, len2);
+  header_->submitted_seq.store(seq, std::memory_order_relaxed);
+  header_->produced.store(produced + need, std::memory_order_seq_cst);
+  if (header_->server_sleeping.load(std::memory_order_seq_cst) != 0) {
+    header_->server_futex.fetch_add(1, std::memory_order_seq_cst);
+    FutexWakeAll(&header_->server_futex);
+  }
+  return Status::Ok();
+}
+
+Status Ring::WaitCompleted(uint64_t seq, const std::function<bool()>& alive) {
+  int spins = 0;
+  while (header_->completed_seq.load(std::memory_order_acquire) < seq) {
+    if (header_->closed.load(std::memory_order_acquire) != 0) return Status::Unavailable("the GPU session was closed by phosd");
+    if (++spins < kSpinIterations) {
+      CpuRelax();
+      continue;
+    }
+    uint32_t word = header_->client_futex.load(std::memory_order_seq_cst);
+    header_->client_waiting.store(1, std::memory_order_seq_cst);
+    if (header_->completed_seq.load(std::memory_order_seq_cst) < seq) FutexWait(&header_->client_futex, word, 100);
+    header_->client_waiting.store(0, std::memory_order_relaxed);
+    if (!alive()) return Status::Unavailable("phosd went away during a call");
+  }
+  return Status::Ok();
+}
+
+Result<bool> Ring::Peek(RecordView* view) {
+  uint64_t consumed = header_->consumed.load(std::memory_order_relaxed);
+  uint64_t produced = header_->produced.load(std::memory_order_acquire);
+  while (true) {
+    if (produced == consumed) return false;
+    uint64_t available = produced - consumed;
+    if (available > data_bytes_ || available % kRecordAlign != 0) {
+      return Status::Corruption(fmt::format("ring producer offset is {} bytes ahead of the consumer (ring of {})", available, data_bytes_));
+    }
+    size_t pos = consumed & (data_bytes_ - 1);
+    size_t to_end = data_bytes_ - pos;
+    std::memcpy(&view->header, data_ + pos, sizeof(RecordHeader));
+    const RecordHeader& h = view->header;
+    if (h.opcode == static_cast<uint16_t>(Op::kPad)) {
+      if (h.length + sizeof(RecordHeader) != to_end || available < to_end) {
+        return Status::Corruption(fmt::format("ring padding of {} bytes where {} remain before the end", h.length, to_end));
+      }
+      consumed += to_end;
+      header_->consumed.store(consumed, std::memory_order_release);
+      continue;
+    }
+    if (h.opcode >= static_cast<uint16_t>(Op::kOpCount)) {
+      return Status::Corruption(fmt::format("unknown opcode {} in ring record {}", h.opcode, h.seq));
+    }
+    size_t size = sizeof(RecordHeader) + AlignUp(h.length, kRecordAlign);
+    if (h.length > max_payload() || size > to_end || size > available) {
+      return Status::Corruption(fmt::format("ring record {} claims {} payload bytes; at most {} fit", h.seq, h.length,
+                                            std::min<size_t>(max_payload(), std::min<size_t>(to_end, available) - sizeof(RecordHeader))));
+    }
+    view->payload = data_ + pos + sizeof(RecordHeader);
+    return true;
+  }
+}
+
+void Ring::Release(const RecordView& view) {
+  uint64_t size = sizeof(RecordHeader) + AlignUp(view.header.length, kRecordAlign);
+  header_->consumed.store(header_->consumed.load(std::memory_order_relaxed) + size, std::memory_order_seq_cst);
+  WakeClient();
+}
+
+void Ring::WakeClient() {
+  if (header_->client_waiting.load(std::memory_order_seq_cst) != 0) {
+    header_->client_futex.fetch_add(1, std::memory_order_seq_cst);
+    FutexWakeAll(&header_->client_futex);
+  }
+}
+
+void Ring::WaitForWork(int timeout_ms) {
+  for (int i = 0; i < kSpinIterations; ++i) {
+    if (header_->produced.load(std::memory_order_acquire) != header_->consumed.load(std::memory_order_relaxed)) return;
+    CpuRelax();
+  }
+  uint32_t word = header_->server_futex.load(std::memory_order_seq_cst);
+  header_->server_sleeping.store(1, std::memory_order_seq_cst);
+  if (header_->produced.load(std::memory_order_seq_cst) == header_->consumed.load(std::memory_order_relaxed)) {
+    FutexWait(&header_->server_futex, word, timeout_ms);
+  }
+  header_->server_sleeping.store(0, std::memory_order_relaxed);
+}
+
+void Ring::Complete(uint64_t seq) {
+  header_->completed_seq.store(seq, std::memory_order_seq_cst);
+  WakeClient();
+}
+
+void Ring::WriteReply(uint64_t seq, int32_t result, const void* data, size_t len) {
+  if (len > reply_capacity()) len = reply_capacity();
+  if (len != 0 && data != reply_payload_for_write()) std::memcpy(reply_payload_for_write(), data, len);
+  ReplyHeader rh{result, static_cast<uint32_t>(len), seq};
+  std::memcpy(reply_, &rh, sizeof(rh));
+}
+
+void Ring::Close() {
+  header_->closed.store(1, std::memory_order_seq_cst);
+  header_->client_futex.fetch_add(1, std::memory_order_seq_cst);
+  FutexWakeAll(&header_->client_futex);
+}
+
+}  // namespace phos::ipc

@@ -1,0 +1,95 @@
+// The driver table (BRIEF D2): every CUDA driver API and cuBLAS entry point the daemon calls,
+// resolved once by dlopen/dlsym — from NVIDIA's libcuda.so.1 and libcublas.so.13, or from
+// libphos-simgpu.so for both — under the names cuda.h and cublas_v2.h map them to (cuMemAlloc ->
+// cuMemAlloc_v2). Runtime code calls `table->cuMemAlloc(...)` and never knows which it got.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <cublas_v2.h>
+#include <cuda.h>
+
+#include "phos/base/cuda_check.h"
+#include "phos/base/status.h"
+
+namespace phos::runtime {
+
+enum class GpuKind { kAuto, kCuda, kSim };
+
+// "auto", "cuda", "sim"; InvalidArgument for anything else.
+Result<GpuKind> ParseGpuKind(const std::string& name);
+const char* GpuKindName(GpuKind kind);
+
+struct DriverTableOptions {
+  // Which driver to load. kAuto: NVIDIA's when libcuda.so.1 loads and cuInit succeeds, else
+  // simgpu (logged). Default: kAuto.
+  GpuKind gpu = GpuKind::kAuto;
+  // libphos-simgpu.so for kSim. Empty: $PHOS_SIMGPU_LIBRARY, else ../lib/libphos-simgpu.so next
+  // to the executable. Default: empty.
+  std::string simgpu_library;
+  // NVIDIA's libraries for kCuda. Default: the sonames, found by the dynamic loader.
+  std::string cuda_library = "libcuda.so.1";
+  std::string cublas_library = "libcublas.so.13";
+  // Whether the cuBLAS entry points must resolve. With false, a library without them still
+  // opens and has_cublas() says false (cuBLAS calls are then refused as not supported).
+  // Default: true.
+  bool require_cublas = true;
+};
+
+#define PHOS_STR_INNER(x) #x
+#define PHOS_STR(x) PHOS_STR_INNER(x)
+// The exported name of an API call: the macro expansion cuda.h gives it ("cuMemAlloc_v2").
+#define PHOS_SYM(x) PHOS_STR(x)
+
+#define PHOS_DRIVER_ENTRY_POINTS(X)                                                              \
+  X(cuInit) X(cuGetErrorName) X(cuGetErrorString) X(cuDriverGetVersion) X(cuDeviceGet)           \
+  X(cuDeviceGetCount) X(cuDeviceGetAttribute) X(cuDeviceGetName) X(cuDeviceTotalMem)            \
+  X(cuCtxCreate) X(cuCtxDestroy) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuMemAlloc)            \
+  X(cuMemFree) X(cuMemGetAddressRange) X(cuMemcpyHtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoH)     \
+  X(cuMemcpyDtoHAsync) X(cuMemcpyDtoD) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async)    \
+  X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery)                  \
+  X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                      \
+  X(cuEventSynchronize) X(cuEventQuery) X(cuEventElapsedTime) X(cuModuleLoadData)               \
+  X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetParamInfo) X(cuLaunchKernel)
+
+#define PHOS_CUBLAS_ENTRY_POINTS(X)                                                              \
+  X(cublasCreate) X(cublasDestroy) X(cublasSetStream) X(cublasGetStream) X(cublasSetMathMode)    \
+  X(cublasSgemm) X(cublasSgemmStridedBatched) X(cublasSgemv)
+
+class DriverTable {
+ public:
+  static Result<std::unique_ptr<DriverTable>> Open(const DriverTableOptions& options);
+  ~DriverTable();
+  DriverTable(const DriverTable&) = delete;
+  DriverTable& operator=(const DriverTable&) = delete;
+
+  GpuKind kind() const { return kind_; }        // kCuda or kSim, never kAuto
+  const std::string& driver_path() const { return driver_path_; }
+  bool has_cublas() const { return has_cublas_; }
+  const CuErrorText& error_text() const { return error_text_; }
+
+#define PHOS_DECLARE_ENTRY(name) decltype(&::name) name = nullptr;
+  PHOS_DRIVER_ENTRY_POINTS(PHOS_DECLARE_ENTRY)
+  PHOS_CUBLAS_ENTRY_POINTS(PHOS_DECLARE_ENTRY)
+#undef PHOS_DECLARE_ENTRY
+  // cublas_api.h overloads cublasGemmEx in C++ (an inline wrapper taking a cudaDataType compute
+  // type), so its type is spelled out: the exported C function's.
+  using CublasGemmExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                            const void*, const void*, cudaDataType, int, const void*, cudaDataType, int,
+                                            const void*, void*, cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+  CublasGemmExFn cublasGemmEx = nullptr;
+
+ private:
+  DriverTable() = default;
+  Status Resolve(GpuKind kind, const std::string& driver, const std::string& cublas, bool require_cublas);
+
+  GpuKind kind_ = GpuKind::kSim;
+  std::string driver_path_;
+  void* driver_handle_ = nullptr;
+  void* cublas_handle_ = nullptr;
+  bool has_cublas_ = false;
+  CuErrorText error_text_;
+};
+
+}  // namespace phos::runtime

@@ -1,0 +1,182 @@
+#include "phos/runtime/api_server.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "phos/base/log.h"
+#include "phos/ipc/control.h"
+#include "session.h"
+
+namespace phos::runtime {
+
+class ApiServer::Impl {
+ public:
+  Impl(const ApiServerOptions& options, DriverTable* driver, int listen_fd, int wake_fd)
+      : options_(options), driver_(driver), listen_fd_(listen_fd), wake_fd_(wake_fd) {}
+
+  ~Impl() {
+    stop_ = true;
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
+    if (acceptor_.joinable()) acceptor_.join();
+    std::map<std::string, std::unique_ptr<Session>> sessions;
+    {
+      std::lock_guard lock(mu_);
+      sessions.swap(sessions_);
+    }
+    sessions.clear();
+    close(listen_fd_);
+    close(wake_fd_);
+    unlink(options_.socket_path.c_str());
+  }
+
+  void StartAcceptor() { acceptor_ = std::thread([this] { Loop(); }); }
+
+  std::string IssueToken() {
+    std::string token = ipc::NewToken();
+    std::lock_guard lock(mu_);
+    tokens_.insert(token);
+    return token;
+  }
+
+  void EndSession(const std::string& token) {
+    std::unique_ptr<Session> ended;
+    {
+      std::lock_guard lock(mu_);
+      tokens_.erase(token);
+      auto it = sessions_.find(token);
+      if (it == sessions_.end()) return;
+      ended = std::move(it->second);
+      sessions_.erase(it);
+    }
+    ended.reset();  // joins the executor and frees the session's GPU state, outside the lock
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
+  }
+
+  size_t session_count() const {
+    std::lock_guard lock(mu_);
+    return sessions_.size();
+  }
+
+  const ApiServerOptions& options() const { return options_; }
+
+ private:
+  void Loop() {
+    while (!stop_) {
+      std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+      std::vector<std::string> tokens;
+      {
+        std::lock_guard lock(mu_);
+        for (auto& [token, s] : sessions_) {
+          fds.push_back({s->control_fd(), POLLIN, 0});
+          tokens.push_back(token);
+        }
+      }
+      if (poll(fds.data(), fds.size(), 1000) < 0) continue;
+      if ((fds[1].revents & POLLIN) != 0) {
+        uint64_t v;
+        [[maybe_unused]] ssize_t n = read(wake_fd_, &v, sizeof(v));
+      }
+      // A readable or hung-up control socket of an open session: the frontend closed it (the
+      // protocol sends nothing after the hello) or sent garbage; either way the session ends.
+      for (size_t i = 2; i < fds.size(); ++i) {
+        if (fds[i].revents != 0) {
+          PHOS_LOG(Info, "runtime", "control socket of a session closed; ending it");
+          EndSession(tokens[i - 2]);
+        }
+      }
+      if ((fds[0].revents & POLLIN) != 0) Accept();
+    }
+  }
+
+  void Refuse(int fd, int32_t status, const std::string& why) {
+    PHOS_LOG(Warn, "runtime", "GPU session refused: {}", why);
+    ipc::Answer answer = ipc::MakeAnswer(status, why, 0);
+    SendDatagram(fd, &answer, sizeof(answer)).IgnoreError();
+    close(fd);
+  }
+
+  void Accept() {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    // A client that connects and never says hello must not hold up the acceptor.
+    timeval tv{1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    alignas(8) uint8_t buf[sizeof(ipc::Hello)];
+    int passed = -1;
+    Result<size_t> n = ipc::ReceiveDatagram(fd, buf, sizeof(buf), &passed);
+    if (passed >= 0) close(passed);
+    if (!n.ok()) return Refuse(fd, 1, fmt::format("bad hello: {}", n.status().message()));
+    std::string token;
+    if (Status s = ipc::CheckHello(buf, *n, &token); !s.ok()) return Refuse(fd, 1, s.message());
+    ipc::Hello hello;
+    std::memcpy(&hello, buf, sizeof(hello));
+    {
+      std::lock_guard lock(mu_);
+      if (tokens_.count(token) == 0) return Refuse(fd, 1, "unknown instance token");
+      if (sessions_.count(token) != 0) return Refuse(fd, 1, "instance token already has a GPU session");
+    }
+    Result<std::unique_ptr<ipc::Ring>> ring = ipc::Ring::Create(options_.ring_bytes, options_.reply_bytes);
+    if (!ring.ok()) return Refuse(fd, 999, ring.status().message());
+    int ring_fd = (*ring)->fd();
+    uint64_t ring_bytes = (*ring)->mapped_bytes();
+    Result<std::unique_ptr<Session>> session = Session::Open(driver_, options_.device, std::move(*ring), token, fd, hello.pid);
+    if (!session.ok()) return Refuse(fd, 999, session.status().message());
+    ipc::Answer answer = ipc::MakeAnswer(0, "", ring_bytes);
+    if (Status s = ipc::SendDatagram(fd, &answer, sizeof(answer), ring_fd); !s.ok()) {
+      PHOS_LOG(Warn, "runtime", "answer to pid {} failed: {}", hello.pid, s.message());
+      return;  // the session (and the socket it owns) goes away here
+    }
+    std::lock_guard lock(mu_);
+    sessions_[token] = std::move(*session);
+  }
+
+  ApiServerOptions options_;
+  DriverTable* driver_;
+  int listen_fd_;
+  int wake_fd_;
+  std::atomic<bool> stop_{false};
+  std::thread acceptor_;
+  mutable std::mutex mu_;
+  std::set<std::string> tokens_;
+  std::map<std::string, std::unique_ptr<Session>> sessions_;
+};
+
+ApiServer::ApiServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ApiServer::~ApiServer() = default;
+
+Result<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& options, DriverTable* driver) {
+  if (driver == nullptr) return Status::InvalidArgument("ApiServer needs a driver table");
+  PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuInit(0));
+  PHOS_ASSIGN_OR_RETURN(int listen_fd, ipc::ListenSeqpacket(options.socket_path));
+  int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd < 0) {
+    close(listen_fd);
+    return Status::FromErrno(errno, "eventfd");
+  }
+  auto impl = std::make_unique<Impl>(options, driver, listen_fd, wake_fd);
+  impl->StartAcceptor();
+  PHOS_LOG(Info, "runtime", "API server listening on {}", options.socket_path);
+  return std::unique_ptr<ApiServer>(new ApiServer(std::move(impl)));
+}
+
+std::string ApiServer::IssueToken() { return impl_->IssueToken(); }
+void ApiServer::EndSession(const std::string& token) { impl_->EndSession(token); }
+size_t ApiServer::session_count() const { return impl_->session_count(); }
+const std::string& ApiServer::socket_path() const { return impl_->options().socket_path; }
+
+}  // namespace phos::runtime

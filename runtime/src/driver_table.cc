@@ -1,0 +1,124 @@
+#include "phos/runtime/driver_table.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+
+#include <fmt/core.h>
+
+#include "phos/base/log.h"
+
+namespace phos::runtime {
+namespace {
+
+std::string DefaultSimgpuLibrary() {
+  if (const char* env = std::getenv("PHOS_SIMGPU_LIBRARY"); env != nullptr && *env != '\0') return env;
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return "libphos-simgpu.so";
+  exe[n] = '\0';
+  return (std::filesystem::path(exe).parent_path() / ".." / "lib" / "libphos-simgpu.so").lexically_normal().string();
+}
+
+Result<void*> Load(const std::string& path) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    return Status::NotFound(fmt::format("cannot load {}: {}", path, why != nullptr ? why : "unknown error"));
+  }
+  return handle;
+}
+
+}  // namespace
+
+Result<GpuKind> ParseGpuKind(const std::string& name) {
+  if (name == "auto") return GpuKind::kAuto;
+  if (name == "cuda") return GpuKind::kCuda;
+  if (name == "sim") return GpuKind::kSim;
+  return Status::InvalidArgument(fmt::format("unknown GPU kind '{}' (expected auto, cuda or sim)", name));
+}
+
+const char* GpuKindName(GpuKind kind) {
+  switch (kind) {
+    case GpuKind::kAuto: return "auto";
+    case GpuKind::kCuda: return "cuda";
+    case GpuKind::kSim: return "sim";
+  }
+  return "?";
+}
+
+DriverTable::~DriverTable() {
+  // Never dlclose: driver threads (simgpu's engines, NVIDIA's) may outlive the table's owner.
+}
+
+Status DriverTable::Resolve(GpuKind kind, const std::string& driver, const std::string& cublas, bool require_cublas) {
+  kind_ = kind;
+  driver_path_ = driver;
+  PHOS_ASSIGN_OR_RETURN(driver_handle_, Load(driver));
+#define PHOS_RESOLVE_DRIVER(name)                                                                      \
+  name = reinterpret_cast<decltype(name)>(dlsym(driver_handle_, PHOS_SYM(name)));                      \
+  if (name == nullptr) return Status::NotFound(fmt::format("{} has no symbol {}", driver, PHOS_SYM(name)));
+  PHOS_DRIVER_ENTRY_POINTS(PHOS_RESOLVE_DRIVER)
+#undef PHOS_RESOLVE_DRIVER
+  error_text_.get_name = cuGetErrorName;
+  error_text_.get_string = cuGetErrorString;
+
+  Result<void*> blas = cublas == driver ? Result<void*>(driver_handle_) : Load(cublas);
+  if (!blas.ok()) {
+    if (require_cublas) return blas.status();
+    PHOS_LOG(Warn, "runtime", "cuBLAS unavailable, its calls will be refused: {}", blas.status().message());
+    return Status::Ok();
+  }
+  cublas_handle_ = *blas;
+  std::string missing;
+#define PHOS_RESOLVE_CUBLAS(name)                                                     \
+  name = reinterpret_cast<decltype(name)>(dlsym(cublas_handle_, PHOS_SYM(name)));     \
+  if (name == nullptr && missing.empty()) missing = PHOS_SYM(name);
+  PHOS_CUBLAS_ENTRY_POINTS(PHOS_RESOLVE_CUBLAS)
+  PHOS_RESOLVE_CUBLAS(cublasGemmEx)
+#undef PHOS_RESOLVE_CUBLAS
+  if (!missing.empty()) {
+    Status s = Status::NotFound(fmt::format("{} has no symbol {}", cublas, missing));
+    if (require_cublas) return s;
+    PHOS_LOG(Warn, "runtime", "cuBLAS unavailable, its calls will be refused: {}", s.message());
+#define PHOS_CLEAR_CUBLAS(name) name = nullptr;
+    PHOS_CUBLAS_ENTRY_POINTS(PHOS_CLEAR_CUBLAS)
+    PHOS_CLEAR_CUBLAS(cublasGemmEx)
+#undef PHOS_CLEAR_CUBLAS
+    return Status::Ok();
+  }
+  has_cublas_ = true;
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<DriverTable>> DriverTable::Open(const DriverTableOptions& options) {
+  std::unique_ptr<DriverTable> table(new DriverTable());
+  std::string sim = options.simgpu_library.empty() ? DefaultSimgpuLibrary() : options.simgpu_library;
+  if (options.gpu == GpuKind::kCuda) {
+    PHOS_RETURN_IF_ERROR(table->Resolve(GpuKind::kCuda, options.cuda_library, options.cublas_library, options.require_cublas)
+                             .WithContext("driver table (--gpu=cuda)"));
+  } else if (options.gpu == GpuKind::kSim) {
+    PHOS_RETURN_IF_ERROR(table->Resolve(GpuKind::kSim, sim, sim, options.require_cublas).WithContext("driver table (--gpu=sim)"));
+  } else {
+    Status cuda = table->Resolve(GpuKind::kCuda, options.cuda_library, options.cublas_library, options.require_cublas);
+    if (cuda.ok()) {
+      CUresult r = table->cuInit(0);
+      if (r == CUDA_SUCCESS) {
+        PHOS_LOG(Info, "runtime", "GPU: NVIDIA driver {} (auto)", options.cuda_library);
+        return table;
+      }
+      cuda = CuStatus(r, "cuInit(0)", table->error_text());
+    }
+    PHOS_LOG(Info, "runtime", "GPU: simgpu {} (auto; no usable NVIDIA driver: {})", sim, cuda.message());
+    table.reset(new DriverTable());
+    PHOS_RETURN_IF_ERROR(table->Resolve(GpuKind::kSim, sim, sim, options.require_cublas).WithContext("driver table (--gpu=auto)"));
+    return table;
+  }
+  PHOS_LOG(Info, "runtime", "GPU: {} from {}", GpuKindName(table->kind_), table->driver_path_);
+  return table;
+}
+
+}  // namespace phos::runtime

@@ -1,0 +1,160 @@
+// The cuBLAS calls of a session: virtual handles, and the extent of every matrix and vector
+// checked against the session's buffers before the library sees a pointer.
+#include <cstring>
+
+#include "phos/base/log.h"
+#include "session.h"
+
+namespace phos::runtime {
+namespace {
+
+using ipc::Op;
+
+template <typename T>
+bool ExactArgs(const uint8_t* payload, size_t len, T* out) {
+  if (len != sizeof(T)) return false;
+  std::memcpy(out, payload, sizeof(T));
+  return true;
+}
+
+// Bytes per element of the cudaDataType values GemmEx accepts here; 0 for anything else.
+uint64_t ElementBytes(int32_t type) {
+  switch (type) {
+    case CUDA_R_32F: return 4;
+    case CUDA_R_16F:
+    case CUDA_R_16BF: return 2;
+    default: return 0;
+  }
+}
+
+// Bytes a column-major rows x cols matrix with leading dimension ld spans.
+uint64_t MatrixBytes(int64_t rows, int64_t cols, int64_t ld, uint64_t elem) {
+  if (rows <= 0 || cols <= 0) return 0;
+  return static_cast<uint64_t>((cols - 1) * ld + rows) * elem;
+}
+
+}  // namespace
+
+CUresult Session::ExecuteBlas(const ipc::RecordView& record, size_t* reply_len) {
+  const uint8_t* p = record.payload;
+  size_t len = record.header.length;
+  uint8_t* out = ring_->reply_payload_for_write();
+  Op op = static_cast<Op>(record.header.opcode);
+  if (!driver_->has_cublas()) {
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 60, "pid {}: cuBLAS call refused: the driver table has no cuBLAS", pid_);
+    return static_cast<CUresult>(CUBLAS_STATUS_NOT_SUPPORTED);
+  }
+  switch (op) {
+    case Op::kBlasCreate: {
+      cublasHandle_t h = nullptr;
+      cublasStatus_t s = driver_->cublasCreate(&h);
+      if (s != CUBLAS_STATUS_SUCCESS) return static_cast<CUresult>(s);
+      uint64_t vid = NewHandle();
+      blas_[vid] = h;
+      std::memcpy(out, &vid, sizeof(vid));
+      *reply_len = sizeof(vid);
+      return CUDA_SUCCESS;
+    }
+    case Op::kBlasDestroy: {
+      ipc::HandleArgs a;
+      if (!ExactArgs(p, len, &a)) return static_cast<CUresult>(CUBLAS_STATUS_INVALID_VALUE);
+      auto it = blas_.find(a.handle);
+      if (it == blas_.end()) return static_cast<CUresult>(CUBLAS_STATUS_NOT_INITIALIZED);
+      cublasStatus_t s = driver_->cublasDestroy(it->second);
+      blas_.erase(it);
+      return static_cast<CUresult>(s);
+    }
+    case Op::kBlasSetStream: {
+      ipc::StreamEventArgs a;  // event = the cuBLAS handle
+      if (!ExactArgs(p, len, &a)) return static_cast<CUresult>(CUBLAS_STATUS_INVALID_VALUE);
+      auto it = blas_.find(a.event);
+      if (it == blas_.end()) return static_cast<CUresult>(CUBLAS_STATUS_NOT_INITIALIZED);
+      Result<CUstream> stream = StreamOf(a.stream);
+      if (!stream.ok()) return static_cast<CUresult>(CUBLAS_STATUS_INVALID_VALUE);
+      return static_cast<CUresult>(driver_->cublasSetStream(it->second, reinterpret_cast<cudaStream_t>(*stream)));
+    }
+    case Op::kBlasSetMathMode: {
+      ipc::BlasModeArgs a;
+      if (!ExactArgs(p, len, &a)) return static_cast<CUresult>(CUBLAS_STATUS_INVALID_VALUE);
+      auto it = blas_.find(a.handle);
+      if (it == blas_.end()) return static_cast<CUresult>(CUBLAS_STATUS_NOT_INITIALIZED);
+      return static_cast<CUresult>(driver_->cublasSetMathMode(it->second, static_cast<cublasMath_t>(a.mode)));
+    }
+    case Op::kBlasGemm: {
+      ipc::GemmArgs a;
+      if (!ExactArgs(p, len, &a)) return CUDA_ERROR_INVALID_VALUE;
+      return Gemm(a);
+    }
+    case Op::kBlasSgemv: {
+      ipc::GemvArgs a;
+      if (!ExactArgs(p, len, &a)) return CUDA_ERROR_INVALID_VALUE;
+      return Gemv(a);
+    }
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+// GEMM and GEMV are asynchronous: their failures become the session's sticky error, so they
+// speak CUresult (the frontend checked the arguments cuBLAS would refuse at once).
+CUresult Session::Gemm(const ipc::GemmArgs& a) {
+  auto it = blas_.find(a.handle);
+  if (it == blas_.end()) return CUDA_ERROR_INVALID_HANDLE;
+  uint64_t ea = ElementBytes(a.a_type), eb = ElementBytes(a.b_type), ec = ElementBytes(a.c_type);
+  if (ea == 0 || eb == 0 || ec == 0 || a.batch < 0 || a.m < 0 || a.n < 0 || a.k < 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  bool ta = a.trans_a != CUBLAS_OP_N, tb = a.trans_b != CUBLAS_OP_N;
+  int64_t batches = a.batch == 0 ? 1 : a.batch;
+  auto extent = [&](int64_t rows, int64_t cols, int64_t ld, int64_t stride, uint64_t elem) {
+    uint64_t one = MatrixBytes(rows, cols, ld, elem);
+    return one == 0 ? 0 : one + static_cast<uint64_t>((batches - 1) * stride) * elem;
+  };
+  if (a.m > 0 && a.n > 0 && a.k > 0) {
+    if (!Owns(a.a, extent(ta ? a.k : a.m, ta ? a.m : a.k, a.lda, a.stride_a, ea), "GEMM matrix A") ||
+        !Owns(a.b, extent(tb ? a.n : a.k, tb ? a.k : a.n, a.ldb, a.stride_b, eb), "GEMM matrix B")) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  if (a.m > 0 && a.n > 0 && !Owns(a.c, extent(a.m, a.n, a.ldc, a.stride_c, ec), "GEMM matrix C")) return CUDA_ERROR_INVALID_VALUE;
+  auto op_a = static_cast<cublasOperation_t>(a.trans_a);
+  auto op_b = static_cast<cublasOperation_t>(a.trans_b);
+  cublasStatus_t s;
+  if (a.batch != 0) {
+    s = driver_->cublasSgemmStridedBatched(it->second, op_a, op_b, a.m, a.n, a.k, &a.alpha, reinterpret_cast<const float*>(a.a),
+                                           a.lda, a.stride_a, reinterpret_cast<const float*>(a.b), a.ldb, a.stride_b, &a.beta,
+                                           reinterpret_cast<float*>(a.c), a.ldc, a.stride_c, a.batch);
+  } else if (a.compute_type == CUBLAS_COMPUTE_32F && a.a_type == CUDA_R_32F && a.b_type == CUDA_R_32F && a.c_type == CUDA_R_32F &&
+             a.algo == -1) {
+    s = driver_->cublasSgemm(it->second, op_a, op_b, a.m, a.n, a.k, &a.alpha, reinterpret_cast<const float*>(a.a), a.lda,
+                             reinterpret_cast<const float*>(a.b), a.ldb, &a.beta, reinterpret_cast<float*>(a.c), a.ldc);
+  } else {
+    s = driver_->cublasGemmEx(it->second, op_a, op_b, a.m, a.n, a.k, &a.alpha, reinterpret_cast<const void*>(a.a),
+                              static_cast<cudaDataType>(a.a_type), a.lda, reinterpret_cast<const void*>(a.b),
+                              static_cast<cudaDataType>(a.b_type), a.ldb, &a.beta, reinterpret_cast<void*>(a.c),
+                              static_cast<cudaDataType>(a.c_type), a.ldc, static_cast<cublasComputeType_t>(a.compute_type),
+                              static_cast<cublasGemmAlgo_t>(a.algo));
+  }
+  return s == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
+}
+
+CUresult Session::Gemv(const ipc::GemvArgs& a) {
+  auto it = blas_.find(a.handle);
+  if (it == blas_.end()) return CUDA_ERROR_INVALID_HANDLE;
+  if (a.m < 0 || a.n < 0 || a.incx == 0 || a.incy == 0) return CUDA_ERROR_INVALID_VALUE;
+  bool t = a.trans != CUBLAS_OP_N;
+  int64_t x_len = t ? a.m : a.n, y_len = t ? a.n : a.m;
+  auto vec = [](int64_t n, int64_t inc) { return n <= 0 ? 0 : static_cast<uint64_t>(1 + (n - 1) * (inc < 0 ? -inc : inc)) * 4; };
+  if (a.m > 0 && a.n > 0) {
+    if (!Owns(a.a, MatrixBytes(a.m, a.n, a.lda, 4), "GEMV matrix A") || !Owns(a.x, vec(x_len, a.incx), "GEMV vector x") ||
+        !Owns(a.y, vec(y_len, a.incy), "GEMV vector y")) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  cublasStatus_t s = driver_->cublasSgemv(it->second, static_cast<cublasOperation_t>(a.trans), a.m, a.n, &a.alpha,
+                                          reinterpret_cast<const float*>(a.a), a.lda, reinterpret_cast<const float*>(a.x), a.incx,
+                                          &a.beta, reinterpret_cast<float*>(a.y), a.incy);
+  return s == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
+}
+
+}  // namespace phos::runtime

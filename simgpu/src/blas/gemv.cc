@@ -40,6 +40,12 @@ cublasStatus_t EnqueueGemv(Driver& driver, const Context& ctx, Stream& stream, c
                          const auto hi = static_cast<int64_t>(end);
                          const int part = static_cast<int>(hi - lo);
                          float* y = SubVector(c.y, y_count, c.incy, lo, hi);
+                         if (c.alpha == 0.0f) {
+                           // y = beta * y without reading A or x; beta == 0 overwrites NaNs.
+                           const int64_t step = c.incy < 0 ? -c.incy : c.incy;
+                           for (int64_t i = 0; i < part; ++i) y[i * step] = c.beta == 0.0f ? 0.0f : c.beta * y[i * step];
+                           return;
+                         }
                          if (transposed) {
                            cblas_sgemv(CblasColMajor, CblasTrans, c.m, part, c.alpha, c.a + lo * c.lda, c.lda, c.x,
                                        c.incx, c.beta, y, c.incy);

@@ -1,0 +1,190 @@
+#include "phos/ipc/ring.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace phos::ipc {
+namespace {
+
+constexpr size_t kSmall = 64u << 10;
+const std::function<bool()> kAlive = [] { return true; };
+
+std::unique_ptr<Ring> MustCreate(size_t data = kSmall) {
+  auto ring = Ring::Create(data, 64u << 10);
+  EXPECT_TRUE(ring.ok()) << ring.status().ToString();
+  return std::move(*ring);
+}
+
+TEST(RingTest, RecordsComeOutInOrderAcrossWrapAround) {
+  auto ring = MustCreate();
+  std::vector<uint8_t> payload(5000);
+  uint64_t next_read = 1;
+  // ~60 records of 5 KB through a 64 KiB ring: it wraps several times, with padding records.
+  for (uint64_t seq = 1; seq <= 60; ++seq) {
+    std::memset(payload.data(), static_cast<int>(seq), payload.size());
+    ASSERT_TRUE(ring->Write(Op::kMemcpyHtoD, 0, seq, &seq, sizeof(seq), payload.data(), payload.size() - seq, kAlive).ok());
+    RecordView view;
+    auto got = ring->Peek(&view);
+    ASSERT_TRUE(got.ok() && *got);
+    ASSERT_EQ(view.header.seq, next_read);
+    ASSERT_EQ(view.header.length, sizeof(seq) + payload.size() - seq);
+    uint64_t echoed;
+    std::memcpy(&echoed, view.payload, sizeof(echoed));
+    EXPECT_EQ(echoed, seq);
+    EXPECT_EQ(view.payload[sizeof(seq) + 10], static_cast<uint8_t>(seq));
+    ring->Release(view);
+    ++next_read;
+  }
+  RecordView view;
+  auto empty = ring->Peek(&view);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_FALSE(*empty);
+}
+
+TEST(RingTest, OversizeWriteIsRefused) {
+  auto ring = MustCreate();
+  std::vector<uint8_t> big(ring->max_payload() + 1);
+  Status s = ring->Write(Op::kMemcpyHtoD, 0, 1, big.data(), big.size(), nullptr, 0, kAlive);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("exceeds"), std::string::npos);
+}
+
+TEST(RingTest, ProducerWaitsForSpaceThenContinues) {
+  auto ring = MustCreate();
+  std::vector<uint8_t> payload(ring->max_payload());
+  std::atomic<int> written{0};
+  std::thread producer([&] {
+    for (uint64_t seq = 1; seq <= 12; ++seq) {
+      ASSERT_TRUE(ring->Write(Op::kMemset, 0, seq, payload.data(), payload.size(), nullptr, 0, kAlive).ok());
+      written = static_cast<int>(seq);
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Four quarter-ring records fill the ring (less headers): the producer must be blocked.
+  EXPECT_LT(written.load(), 5);
+  uint64_t expect = 1;
+  while (expect <= 12) {
+    RecordView view;
+    auto got = ring->Peek(&view);
+    ASSERT_TRUE(got.ok());
+    if (!*got) {
+      ring->WaitForWork(100);
+      continue;
+    }
+    EXPECT_EQ(view.header.seq, expect++);
+    ring->Release(view);
+  }
+  producer.join();
+  EXPECT_EQ(written.load(), 12);
+}
+
+TEST(RingTest, FutexWakesASleepingServerAndClient) {
+  auto ring = MustCreate();
+  std::thread server([&] {
+    RecordView view;
+    while (true) {
+      auto got = ring->Peek(&view);
+      ASSERT_TRUE(got.ok());
+      if (*got) break;
+      ring->WaitForWork(10000);
+    }
+    ring->WriteReply(view.header.seq, 7, "pong", 4);
+    uint64_t seq = view.header.seq;
+    ring->Release(view);
+    ring->Complete(seq);
+  });
+  // Let the server fall asleep on the futex first.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(ring->Write(Op::kStreamQuery, kFlagReply, 1, nullptr, 0, nullptr, 0, kAlive).ok());
+  ASSERT_TRUE(ring->WaitCompleted(1, kAlive).ok());
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  server.join();
+  // Woken, not timed out (the server's wait was 10 s).
+  EXPECT_LT(elapsed, std::chrono::seconds(2));
+  EXPECT_EQ(ring->reply_header().result, 7);
+  EXPECT_EQ(std::memcmp(ring->reply_payload(), "pong", 4), 0);
+}
+
+TEST(RingTest, AttachSeesTheSameRingInAnotherProcess) {
+  auto ring = MustCreate();
+  pid_t child = fork();
+  if (child == 0) {
+    auto peer = Ring::Attach(dup(ring->fd()));
+    if (!peer.ok()) _exit(2);
+    uint64_t v = 42;
+    _exit((*peer)->Write(Op::kMemFree, 0, 1, &v, sizeof(v), nullptr, 0, kAlive).ok() ? 0 : 3);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  RecordView view;
+  auto got = ring->Peek(&view);
+  ASSERT_TRUE(got.ok() && *got);
+  EXPECT_EQ(view.header.opcode, static_cast<uint16_t>(Op::kMemFree));
+}
+
+TEST(RingTest, TruncatedOrOversizeRecordIsCorruption) {
+  auto ring = MustCreate();
+  // A header claiming more payload than was published.
+  auto* data = reinterpret_cast<uint8_t*>(ring->header()) + 4096;
+  RecordHeader lie{static_cast<uint16_t>(Op::kMemset), 0, 1u << 20, 1};
+  std::memcpy(data, &lie, sizeof(lie));
+  ring->header()->produced.store(sizeof(lie) + 16);
+  RecordView view;
+  auto got = ring->Peek(&view);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(got.status().message().find("1048576"), std::string::npos) << got.status().message();
+
+  // A producer offset beyond the ring.
+  ring->header()->produced.store(ring->header()->consumed.load() + (1u << 30));
+  got = ring->Peek(&view);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kCorruption);
+
+  // An unknown opcode.
+  RecordHeader unknown{999, 0, 0, 1};
+  std::memcpy(data, &unknown, sizeof(unknown));
+  ring->header()->produced.store(sizeof(unknown));
+  got = ring->Peek(&view);
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("opcode 999"), std::string::npos);
+}
+
+TEST(RingTest, AttachRefusesBadSizesAndVersions) {
+  auto ring = MustCreate();
+  ring->header()->version = kWireVersion + 1;
+  auto bad = Ring::Attach(dup(ring->fd()));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("version"), std::string::npos);
+  ring->header()->version = kWireVersion;
+  ring->header()->data_bytes = 1u << 30;
+  bad = Ring::Attach(dup(ring->fd()));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("do not match"), std::string::npos);
+  EXPECT_FALSE(Ring::Create(100000, 64u << 10).ok());
+}
+
+TEST(RingTest, ClosedRingStopsAWaitingProducer) {
+  auto ring = MustCreate();
+  ASSERT_TRUE(ring->Write(Op::kMemFree, kFlagReply, 1, nullptr, 0, nullptr, 0, kAlive).ok());
+  std::thread closer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ring->Close();
+  });
+  Status s = ring->WaitCompleted(1, kAlive);
+  closer.join();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace phos::ipc

@@ -1,0 +1,174 @@
+// phos-fn: the command line client of phosd's HTTP API.
+//   phos-fn [--endpoint URL] deploy NAME EXECUTABLE [--instances N] [-- ARGS...]
+//   phos-fn [--endpoint URL] invoke NAME [--data STRING | --data @FILE] [--timeout-ms N]
+//   phos-fn [--endpoint URL] ls [--json]
+//   phos-fn [--endpoint URL] rm NAME
+//   phos-fn [--endpoint URL] run -- PROGRAM [ARGS...]
+// Default endpoint: $PHOS_ENDPOINT, else http://127.0.0.1:7070.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "phos/http/client.h"
+
+namespace {
+
+using phos::http::ClientRequest;
+using phos::http::ClientResponse;
+
+// The response on success (2xx); otherwise prints why to stderr and returns nothing.
+std::optional<ClientResponse> Call(ClientRequest request) {
+  auto response = phos::http::Fetch(request);
+  if (!response.ok()) {
+    std::cerr << "phos-fn: " << response.status().message() << "\n";
+    return std::nullopt;
+  }
+  if (response->status < 200 || response->status >= 300) {
+    std::string message = response->body;
+    nlohmann::json j = nlohmann::json::parse(message, nullptr, false);
+    if (!j.is_discarded() && j.is_object() && j.contains("error") && j["error"].is_string()) {
+      message = j["error"].get<std::string>();
+    }
+    std::cerr << "phos-fn: " << request.method << " " << request.url << ": HTTP " << response->status << ": "
+              << message << (message.empty() || message.back() != '\n' ? "\n" : "");
+    return std::nullopt;
+  }
+  return std::move(response).value();
+}
+
+// The directory holding the frontend's libcudart.so.13 symlink (build/lib/frontend), found
+// relative to this executable (build/bin/phos-fn).
+std::string FrontendLibDir() {
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return (self.parent_path().parent_path() / "lib" / "frontend").string();
+}
+
+int Run(const std::string& endpoint, const std::vector<std::string>& program) {
+  auto session = Call({.method = "POST", .url = endpoint + "/v1/sessions"});
+  if (!session) return 1;
+  nlohmann::json j = nlohmann::json::parse(session->body, nullptr, false);
+  if (j.is_discarded() || !j.contains("token") || !j.contains("gpu_socket")) {
+    std::cerr << "phos-fn: unexpected session answer: " << session->body << "\n";
+    return 1;
+  }
+  setenv("PHOS_GPU_SOCKET", j["gpu_socket"].get<std::string>().c_str(), 1);
+  setenv("PHOS_INSTANCE_TOKEN", j["token"].get<std::string>().c_str(), 1);
+  std::string lib_path = FrontendLibDir();
+  if (const char* old = std::getenv("LD_LIBRARY_PATH"); old != nullptr && *old != '\0') {
+    lib_path += ":" + std::string(old);
+  }
+  setenv("LD_LIBRARY_PATH", lib_path.c_str(), 1);
+  std::vector<char*> argv;
+  for (const std::string& a : program) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  std::perror(("phos-fn: exec " + program[0]).c_str());
+  return 127;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"phos-fn: deploy, invoke and list phos functions"};
+  app.require_subcommand(1);
+  const char* env_endpoint = std::getenv("PHOS_ENDPOINT");
+  std::string endpoint = env_endpoint != nullptr ? env_endpoint : "http://127.0.0.1:7070";
+  app.add_option("--endpoint", endpoint, "phosd's URL (default: $PHOS_ENDPOINT or http://127.0.0.1:7070)");
+
+  std::string name;
+  std::string executable;
+  int instances = 1;
+  std::vector<std::string> extra;
+  auto* deploy = app.add_subcommand("deploy", "Register a function and start its warm instances");
+  deploy->add_option("name", name, "Function name")->required();
+  deploy->add_option("executable", executable, "Function executable")->required()->check(CLI::ExistingFile);
+  deploy->add_option("--instances", instances, "Warm instances")->check(CLI::Range(1, 64));
+  deploy->add_option("args", extra, "Arguments for the function (after --)");
+
+  std::string data;
+  long timeout_ms = 0;
+  auto* invoke = app.add_subcommand("invoke", "Invoke a function; its response goes to stdout");
+  invoke->add_option("name", name, "Function name")->required();
+  invoke->add_option("--data", data, "Request body, or @FILE to read it from a file");
+  invoke->add_option("--timeout-ms", timeout_ms, "Invocation deadline")->check(CLI::PositiveNumber);
+
+  bool json = false;
+  auto* ls = app.add_subcommand("ls", "List functions and their instances");
+  ls->add_flag("--json", json, "Print phosd's JSON");
+
+  auto* rm = app.add_subcommand("rm", "Remove a function");
+  rm->add_option("name", name, "Function name")->required();
+
+  auto* run = app.add_subcommand("run", "Run an unmodified CUDA program with its GPU work in phosd");
+  run->add_option("program", extra, "PROGRAM [ARGS...] (after --)")->required();
+
+  CLI11_PARSE(app, argc, argv);
+  while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
+
+  if (*deploy) {
+    nlohmann::json spec = {{"name", name},
+                           {"executable", std::filesystem::absolute(executable).lexically_normal().string()},
+                           {"args", extra},
+                           {"instances", instances}};
+    auto r = Call({.method = "POST", .url = endpoint + "/v1/functions", .body = spec.dump(),
+                   .headers = {{"Content-Type", "application/json"}}});
+    if (!r) return 1;
+    std::cout << "deployed " << name << " (" << instances << " instance" << (instances == 1 ? "" : "s") << ")\n";
+    return 0;
+  }
+  if (*invoke) {
+    if (!data.empty() && data.front() == '@') {
+      std::ifstream in(data.substr(1), std::ios::binary);
+      if (!in) {
+        std::cerr << "phos-fn: cannot read " << data.substr(1) << "\n";
+        return 1;
+      }
+      std::stringstream ss;
+      ss << in.rdbuf();
+      data = ss.str();
+    }
+    ClientRequest request{.method = "POST", .url = endpoint + "/v1/functions/" + name + "/invoke", .body = data};
+    if (timeout_ms > 0) request.headers.emplace_back("X-Phos-Timeout-Ms", std::to_string(timeout_ms));
+    auto r = Call(request);
+    if (!r) return 1;
+    std::cout << r->body << std::flush;
+    return 0;
+  }
+  if (*ls) {
+    auto r = Call({.url = endpoint + "/v1/functions"});
+    if (!r) return 1;
+    if (json) {
+      std::cout << r->body;
+      return 0;
+    }
+    nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+    if (j.is_discarded() || !j.contains("functions")) {
+      std::cerr << "phos-fn: unexpected answer: " << r->body << "\n";
+      return 1;
+    }
+    std::printf("%-24s %9s %8s %6s %6s %6s  %s\n", "NAME", "INSTANCES", "STARTING", "IDLE", "BUSY", "QUEUED",
+                "EXECUTABLE");
+    for (const auto& f : j["functions"]) {
+      std::printf("%-24s %9d %8d %6d %6d %6d  %s\n", f["name"].get<std::string>().c_str(), f["instances"].get<int>(),
+                  f["state"]["starting"].get<int>(), f["state"]["idle"].get<int>(), f["state"]["busy"].get<int>(),
+                  f["state"]["queued"].get<int>(), f["executable"].get<std::string>().c_str());
+    }
+    return 0;
+  }
+  if (*rm) {
+    auto r = Call({.method = "DELETE", .url = endpoint + "/v1/functions/" + name});
+    if (!r) return 1;
+    std::cout << "removed " << name << "\n";
+    return 0;
+  }
+  return Run(endpoint, extra);
+}

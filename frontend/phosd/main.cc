@@ -1,0 +1,118 @@
+// phosd: the daemon. Wires the driver table, the API server (GPU sessions on <data-dir>/gpu.sock),
+// the instance manager and the HTTP API together; SIGINT/SIGTERM stop it cleanly (exit 0).
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include <CLI/CLI.hpp>
+
+#include "phos/base/log.h"
+#include "phos/http/server.h"
+#include "phos/runtime/api_server.h"
+#include "phos/runtime/driver_table.h"
+#include "phos/runtime/instance_manager.h"
+#include "routes.h"
+
+namespace {
+
+// The instance manager's view of the API server.
+class ApiServerSessions : public phos::runtime::GpuSessions {
+ public:
+  explicit ApiServerSessions(phos::runtime::ApiServer* server) : server_(server) {}
+  std::string IssueToken() override { return server_->IssueToken(); }
+  void EndSession(const std::string& token) override { server_->EndSession(token); }
+  std::string SocketPath() const override { return server_->socket_path(); }
+
+ private:
+  phos::runtime::ApiServer* server_;
+};
+
+int Fail(const phos::Status& status) {
+  PHOS_LOG(Error, "phosd", "{}", status.ToString());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"phosd: the phos daemon (GPU sessions, function instances, HTTP API)"};
+  std::string listen = "127.0.0.1:7070";
+  std::string data_dir;
+  std::string gpu = "auto";
+  long long invoke_timeout_ms = 30000;
+  std::string log_level = "info";
+  app.add_option("--listen", listen, "HOST:PORT for the HTTP API (port 0 picks one)")->capture_default_str();
+  app.add_option("--data-dir", data_dir, "Directory for functions.json, logs/ and gpu.sock")->required();
+  app.add_option("--gpu", gpu, "sim, cuda or auto (cuda when a driver loads)")
+      ->check(CLI::IsMember({"sim", "cuda", "auto"}))
+      ->capture_default_str();
+  app.add_option("--invoke-timeout-ms", invoke_timeout_ms, "Default invocation deadline")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  phos::log::Level level;
+  if (!phos::log::ParseLevel(log_level, &level)) {
+    std::fprintf(stderr, "phosd: unknown --log-level '%s'\n", log_level.c_str());
+    return 2;
+  }
+  phos::log::Configure(level, "");
+
+  // Signals are taken by sigwait below; every thread started from here inherits the mask, and
+  // writes to a dead function's channel must fail with EPIPE, not kill phosd.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::error_code ec;
+  std::filesystem::create_directories(data_dir, ec);
+  if (ec) return Fail(phos::Status::IoError("create data dir " + data_dir + ": " + ec.message()));
+  data_dir = std::filesystem::absolute(data_dir).string();
+
+  phos::runtime::DriverTableOptions driver_options;
+  auto kind = phos::runtime::ParseGpuKind(gpu);
+  if (!kind.ok()) return Fail(kind.status());
+  driver_options.gpu = *kind;
+  auto driver = phos::runtime::DriverTable::Open(driver_options);
+  if (!driver.ok()) return Fail(driver.status().WithContext("phosd"));
+  PHOS_LOG(Info, "phosd", "GPU driver: {} ({})", phos::runtime::GpuKindName((*driver)->kind()),
+           (*driver)->driver_path());
+
+  phos::runtime::ApiServerOptions api_options;
+  api_options.socket_path = data_dir + "/gpu.sock";
+  auto api = phos::runtime::ApiServer::Start(api_options, driver->get());
+  if (!api.ok()) return Fail(api.status().WithContext("phosd"));
+  ApiServerSessions sessions(api->get());
+
+  phos::runtime::InstanceManagerOptions manager_options;
+  manager_options.data_dir = data_dir;
+  manager_options.invoke_timeout = std::chrono::milliseconds(invoke_timeout_ms);
+  manager_options.sessions = &sessions;
+  auto manager = phos::runtime::InstanceManager::Open(manager_options);
+  if (!manager.ok()) return Fail(manager.status().WithContext("phosd"));
+
+  phos::http::Router router;
+  phos::Status routed = phos::phosd::AddRoutes(&router, manager->get(), &sessions);
+  if (!routed.ok()) return Fail(routed);
+  phos::http::ServerOptions http_options;
+  http_options.listen = listen;
+  auto server = phos::http::Server::Start(http_options, std::move(router));
+  if (!server.ok()) return Fail(server.status().WithContext("phosd"));
+  PHOS_LOG(Info, "phosd", "serving http://{} (data dir {})", listen, data_dir);
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  PHOS_LOG(Info, "phosd", "signal {}: stopping", signal_number);
+  (*server)->Stop();         // stop accepting; in-flight answers are dropped with their connections
+  (*manager)->Shutdown();    // end instances and their GPU sessions
+  server->reset();
+  manager->reset();
+  api->reset();
+  PHOS_LOG(Info, "phosd", "stopped");
+  return 0;
+}

@@ -1,0 +1,100 @@
+#include "routes.h"
+
+#include <charconv>
+
+#include <nlohmann/json.hpp>
+
+namespace phos::phosd {
+namespace {
+
+using http::Request;
+using http::Responder;
+using http::Response;
+using runtime::InvokeOutcome;
+
+Response Error(int status, const std::string& message) {
+  return Response::Json(status, nlohmann::json{{"error", message}}.dump() + "\n");
+}
+
+int StatusFor(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument: return 400;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kAlreadyExists: return 409;
+    case StatusCode::kFailedPrecondition: return 503;
+    default: return 500;
+  }
+}
+
+Response InvokeResponse(InvokeOutcome o) {
+  switch (o.kind) {
+    case InvokeOutcome::Kind::kOk: {
+      Response r = Response::Text(200, std::move(o.body));
+      r.content_type = "application/octet-stream";
+      return r;
+    }
+    case InvokeOutcome::Kind::kFunctionError:
+      return Error(o.error.code() == StatusCode::kInvalidArgument ? 400 : 500, o.error.message());
+    case InvokeOutcome::Kind::kInstanceLost: return Error(502, o.error.message());
+    case InvokeOutcome::Kind::kTimeout: return Error(504, o.error.message());
+    case InvokeOutcome::Kind::kUnknownFunction: return Error(404, o.error.message());
+    case InvokeOutcome::Kind::kStopping: return Error(503, o.error.message());
+  }
+  return Error(500, "unknown invocation outcome");
+}
+
+}  // namespace
+
+Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtime::GpuSessions* sessions) {
+  PHOS_RETURN_IF_ERROR(router->Add("GET", "/healthz", [](Request, Responder out) {
+    out.Send(Response::Text(200, "ok\n"));
+  }));
+
+  PHOS_RETURN_IF_ERROR(router->Add("POST", "/v1/functions", [manager](Request req, Responder out) {
+    Result<runtime::FunctionSpec> spec = runtime::ParseFunctionSpecJson(req.body);
+    if (!spec.ok()) return out.Send(Error(400, spec.status().message()));
+    Status registered = manager->Register(*spec);
+    if (!registered.ok()) return out.Send(Error(StatusFor(registered), registered.message()));
+    out.Send(Response::Json(201, runtime::FunctionSpecToJson(*spec) + "\n"));
+  }));
+
+  PHOS_RETURN_IF_ERROR(router->Add("GET", "/v1/functions", [manager](Request, Responder out) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const runtime::FunctionStatus& f : manager->List()) {
+      nlohmann::json j = nlohmann::json::parse(runtime::FunctionSpecToJson(f.spec));
+      j["state"] = {{"starting", f.starting}, {"idle", f.idle}, {"busy", f.busy}, {"queued", f.queued}};
+      list.push_back(std::move(j));
+    }
+    out.Send(Response::Json(200, nlohmann::json{{"functions", list}}.dump() + "\n"));
+  }));
+
+  PHOS_RETURN_IF_ERROR(router->Add("DELETE", "/v1/functions/{name}", [manager](Request req, Responder out) {
+    Status removed = manager->Remove(std::string(req.Param("name")));
+    if (!removed.ok()) return out.Send(Error(StatusFor(removed), removed.message()));
+    out.Send(Response::Json(200, nlohmann::json{{"removed", req.Param("name")}}.dump() + "\n"));
+  }));
+
+  PHOS_RETURN_IF_ERROR(
+      router->Add("POST", "/v1/functions/{name}/invoke", [manager](Request req, Responder out) {
+        std::chrono::milliseconds timeout{0};
+        if (const std::string* header = req.Header("X-Phos-Timeout-Ms")) {
+          long long ms = 0;
+          auto [end, ec] = std::from_chars(header->data(), header->data() + header->size(), ms);
+          if (ec != std::errc() || end != header->data() + header->size() || ms <= 0) {
+            return out.Send(Error(400, "X-Phos-Timeout-Ms must be a positive integer, not '" + *header + "'"));
+          }
+          timeout = std::chrono::milliseconds(ms);
+        }
+        manager->Invoke(std::string(req.Param("name")), std::move(req.body), timeout,
+                        [out](InvokeOutcome o) { out.Send(InvokeResponse(std::move(o))); });
+      }));
+
+  PHOS_RETURN_IF_ERROR(router->Add("POST", "/v1/sessions", [sessions](Request, Responder out) {
+    if (sessions == nullptr) return out.Send(Error(503, "this phosd has no GPU sessions"));
+    nlohmann::json j = {{"token", sessions->IssueToken()}, {"gpu_socket", sessions->SocketPath()}};
+    out.Send(Response::Json(201, j.dump() + "\n"));
+  }));
+  return Status::Ok();
+}
+
+}  // namespace phos::phosd

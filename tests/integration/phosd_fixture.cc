@@ -78,7 +78,7 @@ void PhosdTest::SetUp() {
   ASSERT_EQ(posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ), 0);
   // Ready when /healthz answers.
   for (int i = 0; i < 200; ++i) {
-    CommandResult health = Run({"/usr/bin/curl", "-sf", endpoint_ + "/healthz"});
+    CommandResult health = ::phos::testing::Run({"/usr/bin/curl", "-sf", endpoint_ + "/healthz"});
     if (health.exit_code == 0) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -99,11 +99,11 @@ void PhosdTest::TearDown() {
 CommandResult PhosdTest::PhosFn(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {PHOS_PHOS_FN, "--endpoint", endpoint_};
   argv.insert(argv.end(), args.begin(), args.end());
-  return Run(argv);
+  return ::phos::testing::Run(argv);
 }
 
 CommandResult PhosdTest::CurlPost(const std::string& path, const std::string& body) {
-  return Run({"/usr/bin/curl", "-s", "-X", "POST", "--data", body, endpoint_ + path});
+  return ::phos::testing::Run({"/usr/bin/curl", "-s", "-X", "POST", "--data", body, endpoint_ + path});
 }
 
 }  // namespace phos::testing

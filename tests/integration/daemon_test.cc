@@ -1,0 +1,100 @@
+// phosd's failure handling end to end, with the probe function: each failure gets its HTTP
+// error and the daemon keeps serving afterwards.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "phosd_fixture.h"
+
+namespace phos::testing {
+namespace {
+
+class DaemonTest : public PhosdTest {
+ protected:
+  // HTTP status of POST <path> with `body` (curl -w), and extra curl arguments.
+  std::string Status(const std::string& path, const std::string& body, std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+                                     "--data-binary", body};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.push_back(endpoint() + path);
+    return ::phos::testing::Run(argv).out;
+  }
+  void Deploy(int instances) {
+    CommandResult r = PhosFn({"deploy", "probe", PHOS_PROBE_FN, "--instances", std::to_string(instances)});
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+  }
+  void ExpectServing() { EXPECT_EQ(CurlPost("/v1/functions/probe/invoke", "still").out, "still"); }
+  // Raw bytes to the HTTP port; the first line of the answer.
+  std::string RawStatusLine(const std::string& bytes) {
+    int port = std::stoi(endpoint().substr(endpoint().rfind(':') + 1));
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_GT(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), 0);
+    char buf[256] = {};
+    ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
+    close(fd);
+    std::string answer(buf, n > 0 ? n : 0);
+    return answer.substr(0, answer.find("\r\n"));
+  }
+};
+
+TEST_F(DaemonTest, HttpErrorsAndTheDaemonKeepsServing) {
+  Deploy(1);
+  EXPECT_EQ(RawStatusLine("NOT HTTP AT ALL\r\n\r\n"), "HTTP/1.1 400 Bad Request");
+  ExpectServing();
+  EXPECT_EQ(RawStatusLine("GET /healthz HTTP/1.1\r\nX-Big: " + std::string(64 * 1024, 'h') + "\r\n\r\n"),
+            "HTTP/1.1 431 Request Header Fields Too Large");
+  ExpectServing();
+  EXPECT_EQ(RawStatusLine("POST /v1/functions/probe/invoke HTTP/1.1\r\nContent-Length: 999999999999\r\n\r\n"),
+            "HTTP/1.1 413 Content Too Large");
+  ExpectServing();
+  EXPECT_EQ(Status("/v1/functions/nope/invoke", "x"), "404");
+  ExpectServing();
+  EXPECT_EQ(Status("/v1/functions/probe/invoke", "x", {"-H", "X-Phos-Timeout-Ms: soon"}), "400");
+  EXPECT_EQ(Status("/v1/functions", "{not json"), "400");
+}
+
+TEST_F(DaemonTest, CrashGives502AndAFreshInstanceServesNext) {
+  Deploy(1);
+  std::string before = CurlPost("/v1/functions/probe/invoke", "pid").out;
+  EXPECT_EQ(Status("/v1/functions/probe/invoke", "crash"), "502");
+  std::string after = CurlPost("/v1/functions/probe/invoke", "pid").out;
+  EXPECT_FALSE(after.empty());
+  EXPECT_NE(after, before);
+  ExpectServing();
+}
+
+TEST_F(DaemonTest, HangGives504AndPhosFnExits1) {
+  Deploy(1);
+  EXPECT_EQ(Status("/v1/functions/probe/invoke", "hang", {"-H", "X-Phos-Timeout-Ms: 300"}), "504");
+  CommandResult r = PhosFn({"invoke", "probe", "--data", "hang", "--timeout-ms", "300"});
+  EXPECT_EQ(r.exit_code, 1);
+  ExpectServing();
+}
+
+TEST_F(DaemonTest, SixteenConcurrentOverTwoInstances) {
+  Deploy(2);
+  std::vector<std::string> out(16);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 16; ++i) {
+    threads.emplace_back([&, i] { out[i] = CurlPost("/v1/functions/probe/invoke", "echo-" + std::to_string(i)).out; });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(out[i], "echo-" + std::to_string(i));
+  CommandResult ls = PhosFn({"ls", "--json"});
+  EXPECT_NE(ls.out.find("\"instances\":2"), std::string::npos) << ls.out;
+  EXPECT_EQ(PhosFn({"rm", "probe"}).exit_code, 0);
+  EXPECT_EQ(Status("/v1/functions/probe/invoke", "x"), "404");
+}
+
+}  // namespace
+}  // namespace phos::testing

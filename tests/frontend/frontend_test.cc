@@ -1,0 +1,114 @@
+// The frontend libraries against an in-process API server on simgpu: client programs in their
+// own processes, attached by PHOS_GPU_SOCKET and PHOS_INSTANCE_TOKEN.
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "phos/runtime/api_server.h"
+#include "phos/runtime/driver_table.h"
+#include "subprocess.h"
+
+namespace phos::runtime {
+namespace {
+
+using phos::testing::Subprocess;
+
+class FrontendTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto table = DriverTable::Open({.gpu = GpuKind::kSim});
+    ASSERT_TRUE(table.ok()) << table.status().ToString();
+    table_ = std::move(*table).release();
+    socket_ = "/tmp/phos-frontend-test-" + std::to_string(getpid()) + ".sock";
+    auto server = ApiServer::Start({.socket_path = socket_}, table_);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(*server).release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+
+  static std::vector<std::string> Env(const std::string& token) {
+    return {"PHOS_GPU_SOCKET=" + socket_, "PHOS_INSTANCE_TOKEN=" + token};
+  }
+  static std::unique_ptr<Subprocess> Client(const std::vector<std::string>& args, const std::string& token) {
+    std::vector<std::string> argv{PHOS_REMOTE_CLIENT, PHOS_TEST_MODULE};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return std::make_unique<Subprocess>(argv, Env(token));
+  }
+  static int RunClient(const std::vector<std::string>& args) {
+    std::string token = server_->IssueToken();
+    int code = Client(args, token)->Wait();
+    server_->EndSession(token);
+    return code;
+  }
+
+  static inline DriverTable* table_ = nullptr;
+  static inline ApiServer* server_ = nullptr;
+  static inline std::string socket_;
+};
+
+TEST_F(FrontendTest, EveryMemcpyKindRoundTrips) { EXPECT_EQ(RunClient({"roundtrip"}), 0); }
+
+TEST_F(FrontendTest, AsyncErrorSurfacesAtTheNextSynchronisingCall) { EXPECT_EQ(RunClient({"async-error"}), 0); }
+
+TEST_F(FrontendTest, VirtualHandlesAreStableAndChecked) { EXPECT_EQ(RunClient({"handles"}), 0); }
+
+TEST_F(FrontendTest, UnknownTokenIsRefused) {
+  Subprocess p({PHOS_REMOTE_CLIENT, PHOS_TEST_MODULE, "no-session"}, Env(std::string(32, 'a')));
+  EXPECT_EQ(p.ReadLine(), "cudaErrorNoDevice");
+  EXPECT_EQ(p.Wait(), 0);
+  EXPECT_EQ(server_->session_count(), 0u);
+}
+
+TEST_F(FrontendTest, IsolationRefusesAnotherInstancesPointerAndLeavesItsDataIntact) {
+  std::string owner_token = server_->IssueToken();
+  auto owner = Client({"owner"}, owner_token);
+  std::string address = owner->ReadLine();
+  ASSERT_EQ(address.rfind("0x", 0), 0u) << address;
+  EXPECT_EQ(RunClient({"attacker", address}), 0);
+  owner->WriteLine("check");
+  EXPECT_EQ(owner->ReadLine(), "intact");
+  EXPECT_EQ(owner->Wait(), 0);
+  server_->EndSession(owner_token);
+}
+
+TEST_F(FrontendTest, SessionEndsWhenTheProcessExits) {
+  std::string token = server_->IssueToken();
+  EXPECT_EQ(Client({"handles"}, token)->Wait(), 0);
+  // The control socket's hang-up ends the session without EndSession.
+  for (int i = 0; i < 200 && server_->session_count() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(server_->session_count(), 0u);
+  server_->EndSession(token);
+}
+
+TEST_F(FrontendTest, ManySessionsAtOnce) {
+  std::vector<std::string> tokens;
+  std::vector<std::unique_ptr<Subprocess>> clients;
+  for (int i = 0; i < 4; ++i) {
+    tokens.push_back(server_->IssueToken());
+    clients.push_back(Client({"roundtrip"}, tokens.back()));
+  }
+  for (auto& c : clients) EXPECT_EQ(c->Wait(), 0);
+  for (auto& t : tokens) server_->EndSession(t);
+}
+
+TEST_F(FrontendTest, PlainCudaProgramRunsOnTheFrontendLibraries) {
+  std::string token = server_->IssueToken();
+  std::vector<std::string> env = Env(token);
+  env.push_back(std::string("LD_LIBRARY_PATH=") + PHOS_FRONTEND_LIB_DIR);
+  Subprocess p({PHOS_PLAIN_CUDA_PROGRAM}, env);
+  std::string line = p.ReadLine();
+  EXPECT_EQ(p.Wait(), 0);
+  EXPECT_NE(line.find("correct"), std::string::npos) << line;
+  server_->EndSession(token);
+}
+
+}  // namespace
+}  // namespace phos::runtime

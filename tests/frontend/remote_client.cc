@@ -1,0 +1,231 @@
+// A function-like client of the frontend libraries, driven by frontend_test.cc with
+// PHOS_GPU_SOCKET and PHOS_INSTANCE_TOKEN set. Each mode checks its own results and exits 0 only
+// when every check held; a failed check prints what differed.
+//
+// Usage: remote_client MODULE MODE [ARGS]
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "kernels.cuh"
+#include "phos/frontend/sim_module.h"
+
+namespace {
+
+int g_failures = 0;
+
+#define EXPECT(cond)                                                         \
+  do {                                                                       \
+    if (!(cond)) {                                                           \
+      std::fprintf(stderr, "remote_client:%d: check failed: %s\n", __LINE__, #cond); \
+      ++g_failures;                                                          \
+    }                                                                        \
+  } while (0)
+
+#define OK(call) EXPECT((call) == cudaSuccess)
+
+cudaError_t LaunchFill(float* p, float v, int n, cudaStream_t stream) {
+  void* args[] = {&p, &v, &n};
+  return cudaLaunchKernel(reinterpret_cast<const void*>(&fill_kernel), dim3((n + 255) / 256), dim3(256), args, 0, stream);
+}
+
+int RoundTrip() {
+  int count = 0;
+  OK(cudaGetDeviceCount(&count));
+  EXPECT(count == 1);
+  cudaDeviceProp prop;
+  OK(cudaGetDeviceProperties(&prop, 0));
+  EXPECT(prop.totalGlobalMem > 0 && prop.name[0] != '\0' && prop.major >= 7);
+  int version = 0;
+  OK(cudaDriverGetVersion(&version));
+  EXPECT(version > 0);
+
+  // 5 MiB: more than a record (2 MiB) and more than the reply area, so copies go in chunks.
+  const size_t n = (5u << 20) / sizeof(float) + 7;
+  std::vector<float> host(n), back(n, -1.f);
+  for (size_t i = 0; i < n; ++i) host[i] = static_cast<float>(i);
+  float *a = nullptr, *b = nullptr;
+  OK(cudaMalloc(reinterpret_cast<void**>(&a), n * sizeof(float)));
+  OK(cudaMalloc(reinterpret_cast<void**>(&b), n * sizeof(float)));
+  OK(cudaMemcpy(a, host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  OK(cudaMemcpy(b, a, n * sizeof(float), cudaMemcpyDeviceToDevice));
+  OK(cudaMemcpy(back.data(), b, n * sizeof(float), cudaMemcpyDeviceToHost));
+  EXPECT(back == host);
+
+  // cudaMemcpyDefault infers every direction, host-to-host included.
+  std::vector<float> other(n, 0.f);
+  OK(cudaMemset(b, 0, n * sizeof(float)));
+  OK(cudaMemcpy(b, host.data(), n * sizeof(float), cudaMemcpyDefault));
+  OK(cudaMemcpy(other.data(), b, n * sizeof(float), cudaMemcpyDefault));
+  EXPECT(other == host);
+  std::vector<float> h2h(n, 0.f);
+  OK(cudaMemcpy(h2h.data(), host.data(), n * sizeof(float), cudaMemcpyDefault));
+  EXPECT(h2h == host);
+
+  // Async forms on a stream, pinned host memory, events.
+  cudaStream_t s = nullptr;
+  OK(cudaStreamCreate(&s));
+  float* pinned = nullptr;
+  OK(cudaMallocHost(reinterpret_cast<void**>(&pinned), n * sizeof(float)));
+  cudaEvent_t e0, e1;
+  OK(cudaEventCreate(&e0));
+  OK(cudaEventCreate(&e1));
+  OK(cudaEventRecord(e0, s));
+  OK(cudaMemsetAsync(a, 0, n * sizeof(float), s));
+  OK(LaunchFill(a, 2.5f, 1000, s));
+  OK(cudaMemcpyAsync(pinned, a, n * sizeof(float), cudaMemcpyDeviceToHost, s));
+  OK(cudaEventRecord(e1, s));
+  OK(cudaStreamSynchronize(s));
+  EXPECT(pinned[0] == 2.5f && pinned[999] == 2.5f && pinned[1000] == 0.f && pinned[n - 1] == 0.f);
+  float ms = -1;
+  OK(cudaEventElapsedTime(&ms, e0, e1));
+  EXPECT(ms >= 0);
+  OK(cudaEventQuery(e1));
+  OK(cudaStreamQuery(s));
+  for (size_t i = 0; i < n; ++i) pinned[i] = 1.f;
+  OK(cudaMemcpyAsync(b, pinned, n * sizeof(float), cudaMemcpyHostToDevice, s));
+  OK(cudaMemcpyAsync(a, b, n * sizeof(float), cudaMemcpyDeviceToDevice, s));
+  OK(cudaStreamSynchronize(s));
+  OK(cudaMemcpy(back.data(), a, n * sizeof(float), cudaMemcpyDeviceToHost));
+  EXPECT(back[0] == 1.f && back[n - 1] == 1.f);
+  OK(cudaEventDestroy(e0));
+  OK(cudaEventDestroy(e1));
+  OK(cudaStreamDestroy(s));
+  OK(cudaFreeHost(pinned));
+  OK(cudaFree(a));
+  OK(cudaFree(b));
+  OK(cudaDeviceSynchronize());
+  EXPECT(cudaGetLastError() == cudaSuccess);
+  return g_failures;
+}
+
+int AsyncError() {
+  float* a = nullptr;
+  OK(cudaMalloc(reinterpret_cast<void**>(&a), 4096));
+  // Past the end of the buffer: the server refuses the memset; the async call itself succeeds.
+  OK(cudaMemsetAsync(a + 1000, 0, 4096, nullptr));
+  cudaError_t e = cudaDeviceSynchronize();
+  EXPECT(e == cudaErrorInvalidValue);
+  // Reported once, then cleared.
+  OK(cudaDeviceSynchronize());
+  // cudaGetLastError also takes a pending async error.
+  OK(cudaMemsetAsync(a + 1000, 0, 4096, nullptr));
+  EXPECT(cudaStreamQuery(nullptr) == cudaErrorInvalidValue);
+  OK(cudaMemsetAsync(a + 1000, 0, 4096, nullptr));
+  float host = 0;
+  // A synchronous call after it reports it too.
+  EXPECT(cudaMemcpy(&host, a, sizeof(host), cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
+  EXPECT(cudaGetLastError() == cudaErrorInvalidValue);
+  EXPECT(cudaGetLastError() == cudaSuccess);
+  OK(cudaFree(a));
+  return g_failures;
+}
+
+int Handles() {
+  cudaStream_t s1 = nullptr, s2 = nullptr;
+  OK(cudaStreamCreate(&s1));
+  OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  auto v1 = reinterpret_cast<uintptr_t>(s1), v2 = reinterpret_cast<uintptr_t>(s2);
+  EXPECT(v1 != v2 && v1 > 2 && v2 > 2);
+  cudaEvent_t e = nullptr;
+  OK(cudaEventCreate(&e));
+  OK(cudaEventRecord(e, s1));
+  OK(cudaStreamWaitEvent(s2, e, 0));
+  OK(cudaStreamSynchronize(s2));
+  OK(cudaStreamDestroy(s1));
+  EXPECT(cudaStreamSynchronize(s1) == cudaErrorInvalidResourceHandle);
+  EXPECT(cudaEventSynchronize(reinterpret_cast<cudaEvent_t>(0x999990)) == cudaErrorInvalidResourceHandle);
+  EXPECT(cudaSetDevice(3) == cudaErrorInvalidDevice);
+  EXPECT(std::strcmp(cudaGetErrorName(cudaErrorInvalidValue), "cudaErrorInvalidValue") == 0);
+  EXPECT(cudaHostAlloc(reinterpret_cast<void**>(&e), 64, cudaHostAllocMapped) == cudaErrorNotSupported);
+  cudaGetLastError();
+  OK(cudaEventDestroy(e));
+  OK(cudaStreamDestroy(s2));
+  return g_failures;
+}
+
+// Prints its buffer's address, waits for a line on stdin, then checks the data is intact.
+int Owner() {
+  const int n = 1024;
+  float* a = nullptr;
+  OK(cudaMalloc(reinterpret_cast<void**>(&a), n * sizeof(float)));
+  OK(LaunchFill(a, 7.f, n, nullptr));
+  OK(cudaDeviceSynchronize());
+  std::printf("%p\n", static_cast<void*>(a));
+  std::fflush(stdout);
+  std::string line;
+  std::getline(std::cin, line);
+  std::vector<float> back(n);
+  OK(cudaMemcpy(back.data(), a, n * sizeof(float), cudaMemcpyDeviceToHost));
+  for (float v : back) EXPECT(v == 7.f);
+  std::printf("%s\n", g_failures == 0 ? "intact" : "changed");
+  return g_failures;
+}
+
+// Every way of naming another instance's buffer is refused.
+int Attacker(const char* address) {
+  auto* victim = reinterpret_cast<float*>(std::strtoull(address, nullptr, 16));
+  std::vector<float> host(1024, 0.f);
+  EXPECT(cudaMemcpy(host.data(), victim, 4096, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
+  EXPECT(cudaMemcpy(victim, host.data(), 4096, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
+  EXPECT(cudaMemset(victim, 0, 4096) == cudaErrorInvalidValue);
+  float* mine = nullptr;
+  OK(cudaMalloc(reinterpret_cast<void**>(&mine), 4096));
+  EXPECT(cudaMemcpy(mine, victim, 4096, cudaMemcpyDeviceToDevice) == cudaErrorInvalidValue);
+  EXPECT(cudaFree(victim) == cudaErrorInvalidValue);
+  OK(LaunchFill(victim, -1.f, 1024, nullptr));  // asynchronous: refused at the server
+  EXPECT(cudaDeviceSynchronize() == cudaErrorInvalidValue);
+  cublasHandle_t h = nullptr;
+  EXPECT(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
+  float one = 1.f, zero = 0.f;
+  EXPECT(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 32, 32, 32, &one, mine, 32, mine, 32, &zero, victim, 32) == CUBLAS_STATUS_SUCCESS);
+  EXPECT(cudaDeviceSynchronize() == cudaErrorInvalidValue);
+  cublasDestroy(h);
+  OK(cudaFree(mine));
+  return g_failures;
+}
+
+int LaunchMany(int count) {
+  for (int i = 0; i < count; ++i) OK(cudaLaunchKernel(reinterpret_cast<const void*>(&empty_kernel), dim3(1), dim3(1), nullptr, 0, nullptr));
+  OK(cudaDeviceSynchronize());
+  return g_failures;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s MODULE MODE [ARGS]\n", argv[0]);
+    return 2;
+  }
+  std::ifstream file(argv[1], std::ios::binary);
+  static std::vector<char> image((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  if (image.empty()) {
+    std::fprintf(stderr, "cannot read module %s\n", argv[1]);
+    return 2;
+  }
+  __phosRegisterSimModule(image.data(), image.size());
+  std::string mode = argv[2];
+  if (mode == "roundtrip") return RoundTrip();
+  if (mode == "async-error") return AsyncError();
+  if (mode == "handles") return Handles();
+  if (mode == "owner") return Owner();
+  if (mode == "attacker" && argc > 3) return Attacker(argv[3]);
+  if (mode == "launch-many" && argc > 3) return LaunchMany(std::atoi(argv[3]));
+  if (mode == "no-session") {
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, 16);
+    std::printf("%s\n", cudaGetErrorName(e));
+    return e == cudaErrorNoDevice ? 0 : 1;
+  }
+  std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
+  return 2;
+}

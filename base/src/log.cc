@@ -46,7 +46,10 @@ std::shared_ptr<spdlog::logger> g_logger;
 
 spdlog::logger* Logger() {
   static spdlog::logger* logger = [] {
-    g_logger = spdlog::stderr_color_mt("phos");
+    // Not registered in spdlog's global registry: every shared library that links phos-base
+    // (phosd, libphos-simgpu.so, ...) has its own copy of this code, and a second registration
+    // of the same name would throw.
+    g_logger = std::make_shared<spdlog::logger>("phos", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
     // [time] [level] [subsys] [file:line] message; the subsystem is part of the message.
     g_logger->set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
     g_logger->set_level(spdlog::level::trace);

@@ -1,0 +1,120 @@
+// The API server at the protocol level: hellos, tokens, and a hand-written client on the ring.
+#include "phos/runtime/api_server.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "phos/ipc/control.h"
+
+namespace phos::runtime {
+namespace {
+
+class ApiServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto table = DriverTable::Open({.gpu = GpuKind::kSim});
+    ASSERT_TRUE(table.ok()) << table.status().ToString();
+    table_ = std::move(*table);
+    path_ = "/tmp/phos-api-server-test-" + std::to_string(getpid()) + ".sock";
+    auto server = ApiServer::Start({.socket_path = path_, .ring_bytes = 1u << 20, .reply_bytes = 256u << 10}, table_.get());
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(*server);
+  }
+
+  // Says hello with `token` and `version`; returns the answer's status and the ring fd.
+  Status Hello(const std::string& token, uint32_t version, int* sock_out, int* ring_fd) {
+    auto sock = ipc::ConnectSeqpacket(path_);
+    if (!sock.ok()) return sock.status();
+    ipc::Hello h = ipc::MakeHello(token, getpid(), version);
+    PHOS_RETURN_IF_ERROR(ipc::SendDatagram(*sock, &h, sizeof(h)));
+    ipc::Answer a;
+    auto n = ipc::ReceiveDatagram(*sock, &a, sizeof(a), ring_fd);
+    *sock_out = *sock;
+    if (!n.ok()) return n.status();
+    // The server's answer to an old frontend still names both versions.
+    if (a.wire_version == ipc::kWireVersion && a.status != 0) return Status::FailedPrecondition(a.message);
+    return ipc::CheckAnswer(&a, *n);
+  }
+
+  std::unique_ptr<DriverTable> table_;
+  std::unique_ptr<ApiServer> server_;
+  std::string path_;
+};
+
+TEST_F(ApiServerTest, UnknownTokenIsRefused) {
+  int sock = -1, fd = -1;
+  Status s = Hello(ipc::NewToken(), ipc::kWireVersion, &sock, &fd);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("unknown instance token"), std::string::npos) << s.message();
+  EXPECT_LT(fd, 0);
+  close(sock);
+}
+
+TEST_F(ApiServerTest, VersionMismatchIsRefusedNamingBothVersions) {
+  int sock = -1, fd = -1;
+  Status s = Hello(server_->IssueToken(), ipc::kWireVersion + 1, &sock, &fd);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("version " + std::to_string(ipc::kWireVersion + 1)), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("version " + std::to_string(ipc::kWireVersion)), std::string::npos) << s.message();
+  close(sock);
+}
+
+TEST_F(ApiServerTest, SessionServesCallsAndEndsOnRequest) {
+  std::string token = server_->IssueToken();
+  int sock = -1, fd = -1;
+  ASSERT_TRUE(Hello(token, ipc::kWireVersion, &sock, &fd).ok());
+  EXPECT_EQ(server_->session_count(), 1u);
+  // A second connection with the same token is refused.
+  int sock2 = -1, fd2 = -1;
+  EXPECT_FALSE(Hello(token, ipc::kWireVersion, &sock2, &fd2).ok());
+  close(sock2);
+
+  auto ring = ipc::Ring::Attach(fd);
+  ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+  auto alive = [] { return true; };
+  ipc::SizeArgs alloc{4096};
+  ASSERT_TRUE((*ring)->Write(ipc::Op::kMemAlloc, ipc::kFlagReply, 1, &alloc, sizeof(alloc), nullptr, 0, alive).ok());
+  ASSERT_TRUE((*ring)->WaitCompleted(1, alive).ok());
+  ASSERT_EQ((*ring)->reply_header().result, CUDA_SUCCESS);
+  uint64_t ptr;
+  std::memcpy(&ptr, (*ring)->reply_payload(), sizeof(ptr));
+  EXPECT_NE(ptr, 0u);
+  // A malformed payload (wrong size) is an error reply, not a crash.
+  ASSERT_TRUE((*ring)->Write(ipc::Op::kMemFree, ipc::kFlagReply, 2, &alloc, 3, nullptr, 0, alive).ok());
+  ASSERT_TRUE((*ring)->WaitCompleted(2, alive).ok());
+  EXPECT_EQ((*ring)->reply_header().result, CUDA_ERROR_INVALID_VALUE);
+
+  server_->EndSession(token);
+  EXPECT_EQ(server_->session_count(), 0u);
+  EXPECT_EQ((*ring)->header()->closed.load(), 1u);
+  close(sock);
+}
+
+TEST_F(ApiServerTest, CorruptRingClosesOnlyThatSession) {
+  std::string bad_token = server_->IssueToken(), good_token = server_->IssueToken();
+  int bad_sock = -1, bad_fd = -1, good_sock = -1, good_fd = -1;
+  ASSERT_TRUE(Hello(bad_token, ipc::kWireVersion, &bad_sock, &bad_fd).ok());
+  ASSERT_TRUE(Hello(good_token, ipc::kWireVersion, &good_sock, &good_fd).ok());
+  auto bad = ipc::Ring::Attach(bad_fd);
+  auto good = ipc::Ring::Attach(good_fd);
+  ASSERT_TRUE(bad.ok() && good.ok());
+  // Publish a producer offset far beyond the ring.
+  (*bad)->header()->produced.store(1ull << 40);
+  (*bad)->header()->server_futex.fetch_add(1);
+  ipc::FutexWakeAll(&(*bad)->header()->server_futex);
+  for (int i = 0; i < 200 && (*bad)->header()->closed.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ((*bad)->header()->closed.load(), 1u);
+  auto alive = [] { return true; };
+  ASSERT_TRUE((*good)->Write(ipc::Op::kDeviceGetCount, ipc::kFlagReply, 1, nullptr, 0, nullptr, 0, alive).ok());
+  ASSERT_TRUE((*good)->WaitCompleted(1, alive).ok());
+  EXPECT_EQ((*good)->reply_header().result, CUDA_SUCCESS);
+  close(bad_sock);
+  close(good_sock);
+}
+
+}  // namespace
+}  // namespace phos::runtime

@@ -26,9 +26,11 @@ struct HostMatrix {
   int ld = 0;
   std::vector<float> data;
 
-  HostMatrix(int r, int c, int leading, float seed) : rows(r), cols(c), ld(leading), data(static_cast<size_t>(leading) * c) {
+  HostMatrix(int r, int c, int leading, float seed)
+      : rows(r), cols(c), ld(leading), data(static_cast<size_t>(leading) * c) {
     // Small integers and quarters: exact in fp16 and in fp32 sums, so results compare exactly.
-    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>((i * 7 + static_cast<size_t>(seed * 13)) % 9) * 0.25f - 1.0f;
+    for (size_t i = 0; i < data.size(); ++i)
+      data[i] = static_cast<float>((i * 7 + static_cast<size_t>(seed * 13)) % 9) * 0.25f - 1.0f;
   }
   float at(int i, int j) const { return data[static_cast<size_t>(j) * ld + i]; }
   size_t bytes() const { return data.size() * sizeof(float); }
@@ -80,14 +82,15 @@ class CublasTest : public DriverTest {
   }
 
   // Runs Sgemm on device copies of a, b, c and returns the resulting C.
-  void RunSgemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const HostMatrix& a,
-                const HostMatrix& b, float beta, const HostMatrix& c, std::vector<float>* out) {
+  void RunSgemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
+                const HostMatrix& a, const HostMatrix& b, float beta, const HostMatrix& c,
+                std::vector<float>* out) {
     DeviceBuffer da, db, dc;
     PHOS_ASSERT_CU(Upload(a.data.data(), a.bytes(), &da));
     PHOS_ASSERT_CU(Upload(b.data.data(), b.bytes(), &db));
     PHOS_ASSERT_CU(Upload(c.data.data(), c.bytes(), &dc));
-    PHOS_ASSERT_BLAS(cublasSgemm(handle_, ta, tb, m, n, k, &alpha, reinterpret_cast<const float*>(da.get()), a.ld,
-                                 reinterpret_cast<const float*>(db.get()), b.ld, &beta,
+    PHOS_ASSERT_BLAS(cublasSgemm(handle_, ta, tb, m, n, k, &alpha, reinterpret_cast<const float*>(da.get()),
+                                 a.ld, reinterpret_cast<const float*>(db.get()), b.ld, &beta,
                                  reinterpret_cast<float*>(dc.get()), c.ld));
     PHOS_ASSERT_CU(cuCtxSynchronize());
     *out = DownloadFloats(dc, c.data.size());
@@ -170,13 +173,13 @@ TEST_F(CublasTest, GemmExHalfInputsFloatOutput) {
   PHOS_ASSERT_CU(Upload(hb.data(), hb.size() * sizeof(__half), &db));
   PHOS_ASSERT_CU(Upload(c.data.data(), c.bytes(), &dc));
   const float alpha = 1.5f, beta = 0.5f;
-  PHOS_ASSERT_BLAS(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha,
-                                reinterpret_cast<const void*>(da.get()), CUDA_R_16F, a.ld,
-                                reinterpret_cast<const void*>(db.get()), CUDA_R_16F, b.ld, &beta,
-                                reinterpret_cast<void*>(dc.get()), CUDA_R_32F, c.ld, CUBLAS_COMPUTE_32F,
-                                CUBLAS_GEMM_DEFAULT));
+  PHOS_ASSERT_BLAS(cublasGemmEx(
+      handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, reinterpret_cast<const void*>(da.get()), CUDA_R_16F,
+      a.ld, reinterpret_cast<const void*>(db.get()), CUDA_R_16F, b.ld, &beta,
+      reinterpret_cast<void*>(dc.get()), CUDA_R_32F, c.ld, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   PHOS_ASSERT_CU(cuCtxSynchronize());
-  EXPECT_EQ(DownloadFloats(dc, c.data.size()), ReferenceGemm(CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, alpha, a, b, beta, c));
+  EXPECT_EQ(DownloadFloats(dc, c.data.size()),
+            ReferenceGemm(CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, alpha, a, b, beta, c));
 }
 
 TEST_F(CublasTest, GemmExHalfInputsHalfOutput) {
@@ -191,8 +194,8 @@ TEST_F(CublasTest, GemmExHalfInputsHalfOutput) {
   PHOS_ASSERT_BLAS(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_T, m, n, k, &alpha,
                                 reinterpret_cast<const void*>(da.get()), CUDA_R_16F, a.ld,
                                 reinterpret_cast<const void*>(db.get()), CUDA_R_16F, b.ld, &beta,
-                                reinterpret_cast<void*>(dc.get()), CUDA_R_16F, c.ld, CUBLAS_COMPUTE_32F_FAST_16F,
-                                CUBLAS_GEMM_DEFAULT_TENSOR_OP));
+                                reinterpret_cast<void*>(dc.get()), CUDA_R_16F, c.ld,
+                                CUBLAS_COMPUTE_32F_FAST_16F, CUBLAS_GEMM_DEFAULT_TENSOR_OP));
   PHOS_ASSERT_CU(cuCtxSynchronize());
   std::vector<__half> got(hc.size());
   PHOS_ASSERT_CU(cuMemcpyDtoH(got.data(), dc.get(), got.size() * sizeof(__half)));
@@ -209,13 +212,13 @@ TEST_F(CublasTest, GemmExFloatMatchesReference) {
   PHOS_ASSERT_CU(Upload(b.data.data(), b.bytes(), &db));
   PHOS_ASSERT_CU(Upload(c.data.data(), c.bytes(), &dc));
   const float alpha = 1.0f, beta = 0.0f;
-  PHOS_ASSERT_BLAS(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha,
-                                reinterpret_cast<const void*>(da.get()), CUDA_R_32F, a.ld,
-                                reinterpret_cast<const void*>(db.get()), CUDA_R_32F, b.ld, &beta,
-                                reinterpret_cast<void*>(dc.get()), CUDA_R_32F, c.ld, CUBLAS_COMPUTE_32F_PEDANTIC,
-                                CUBLAS_GEMM_DEFAULT));
+  PHOS_ASSERT_BLAS(cublasGemmEx(
+      handle_, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, reinterpret_cast<const void*>(da.get()), CUDA_R_32F,
+      a.ld, reinterpret_cast<const void*>(db.get()), CUDA_R_32F, b.ld, &beta,
+      reinterpret_cast<void*>(dc.get()), CUDA_R_32F, c.ld, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT));
   PHOS_ASSERT_CU(cuCtxSynchronize());
-  EXPECT_EQ(DownloadFloats(dc, c.data.size()), ReferenceGemm(CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, alpha, a, b, beta, c));
+  EXPECT_EQ(DownloadFloats(dc, c.data.size()),
+            ReferenceGemm(CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, alpha, a, b, beta, c));
 }
 
 // "CUBLAS_STATUS_NOT_SUPPORTED: the combination of the parameters Atype, Btype and Ctype ... is
@@ -225,11 +228,11 @@ TEST_F(CublasTest, GemmExUnsupportedTypeCombinationIsNotSupported) {
   PHOS_ASSERT_CU(buffer.Allocate(4 * kKiB));
   const auto p = reinterpret_cast<void*>(buffer.get());
   const float alpha = 1.0f, beta = 0.0f;
-  EXPECT_EQ(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &alpha, p, CUDA_R_16F, 2, p, CUDA_R_32F, 2,
-                         &beta, p, CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+  EXPECT_EQ(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &alpha, p, CUDA_R_16F, 2, p, CUDA_R_32F,
+                         2, &beta, p, CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
             CUBLAS_STATUS_NOT_SUPPORTED);
-  EXPECT_EQ(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &alpha, p, CUDA_R_32F, 2, p, CUDA_R_32F, 2,
-                         &beta, p, CUDA_R_16F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+  EXPECT_EQ(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &alpha, p, CUDA_R_32F, 2, p, CUDA_R_32F,
+                         2, &beta, p, CUDA_R_16F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
             CUBLAS_STATUS_NOT_SUPPORTED);
 }
 
@@ -257,7 +260,8 @@ TEST_F(CublasTest, SgemmStridedBatchedComputesEachEntry) {
     std::memcpy(ae.data.data(), a.data.data() + e * stride_a, ae.bytes());
     std::memcpy(be.data.data(), b.data.data() + e * stride_b, be.bytes());
     std::memcpy(ce.data.data(), c.data.data() + e * stride_c, ce.bytes());
-    const std::vector<float> entry = ReferenceGemm(CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, alpha, ae, be, beta, ce);
+    const std::vector<float> entry =
+        ReferenceGemm(CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, alpha, ae, be, beta, ce);
     std::memcpy(want.data() + e * stride_c, entry.data(), entry.size() * sizeof(float));
   }
   EXPECT_EQ(got, want);
@@ -279,8 +283,8 @@ void ExpectSgemv(cublasHandle_t handle, cublasOperation_t trans) {
   ASSERT_EQ(cuMemcpyHtoD(dy.get(), y.data.data(), y.bytes()), CUDA_SUCCESS);
   const float alpha = 2.0f, beta = -1.0f;
   ASSERT_EQ(cublasSgemv(handle, trans, m, n, &alpha, reinterpret_cast<const float*>(da.get()), lda,
-                        reinterpret_cast<const float*>(dx.get()), incx, &beta, reinterpret_cast<float*>(dy.get()),
-                        incy),
+                        reinterpret_cast<const float*>(dx.get()), incx, &beta,
+                        reinterpret_cast<float*>(dy.get()), incy),
             CUBLAS_STATUS_SUCCESS);
   std::vector<float> got(y.data.size());
   ASSERT_EQ(cuMemcpyDtoH(got.data(), dy.get(), y.bytes()), CUDA_SUCCESS);
@@ -293,8 +297,12 @@ void ExpectSgemv(cublasHandle_t handle, cublasOperation_t trans) {
   EXPECT_EQ(got, want);
 }
 
-TEST_F(CublasTest, SgemvNoTranspose) { ExpectSgemv(handle_, CUBLAS_OP_N); }
-TEST_F(CublasTest, SgemvTranspose) { ExpectSgemv(handle_, CUBLAS_OP_T); }
+TEST_F(CublasTest, SgemvNoTranspose) {
+  ExpectSgemv(handle_, CUBLAS_OP_N);
+}
+TEST_F(CublasTest, SgemvTranspose) {
+  ExpectSgemv(handle_, CUBLAS_OP_T);
+}
 
 // Work goes on the handle's stream, in order: a GEMM enqueued behind a long copy and the async
 // uploads of its inputs sees the uploaded data, and its result is there for the download queued
@@ -322,9 +330,9 @@ TEST_F(CublasTest, GemmRunsInStreamOrderAfterAsyncCopies) {
   PHOS_ASSERT_CU(cuMemcpyHtoDAsync(da.get(), ha.get(), a.bytes(), stream.get()));
   PHOS_ASSERT_CU(cuMemcpyHtoDAsync(db.get(), hb.get(), b.bytes(), stream.get()));
   const float alpha = 1.0f, beta = 0.0f;
-  PHOS_ASSERT_BLAS(cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha,
-                               reinterpret_cast<const float*>(da.get()), m, reinterpret_cast<const float*>(db.get()),
-                               k, &beta, reinterpret_cast<float*>(dc.get()), m));
+  PHOS_ASSERT_BLAS(cublasSgemm(
+      handle_, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, reinterpret_cast<const float*>(da.get()), m,
+      reinterpret_cast<const float*>(db.get()), k, &beta, reinterpret_cast<float*>(dc.get()), m));
   PHOS_ASSERT_CU(cuMemcpyDtoHAsync(hc.get(), dc.get(), c.bytes(), stream.get()));
   // Still behind the long copy: the GEMM cannot have run yet.
   EXPECT_EQ(cuStreamQuery(stream.get()), CUDA_ERROR_NOT_READY);
@@ -380,12 +388,14 @@ TEST_F(CublasTest, SgemmInvalidArgumentsAreInvalidValue) {
   EXPECT_EQ(cublasSgemm(handle_, N, N, 4, -1, 4, &one, p, 4, p, 4, &one, p, 4), CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_EQ(cublasSgemm(handle_, N, N, 4, 4, -1, &one, p, 4, p, 4, &one, p, 4), CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_EQ(cublasSgemm(handle_, N, N, 4, 4, 4, &one, p, 3, p, 4, &one, p, 4), CUBLAS_STATUS_INVALID_VALUE);
-  EXPECT_EQ(cublasSgemm(handle_, CUBLAS_OP_T, N, 4, 4, 6, &one, p, 5, p, 6, &one, p, 4), CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_EQ(cublasSgemm(handle_, CUBLAS_OP_T, N, 4, 4, 6, &one, p, 5, p, 6, &one, p, 4),
+            CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_EQ(cublasSgemm(handle_, N, N, 4, 4, 6, &one, p, 4, p, 5, &one, p, 4), CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_EQ(cublasSgemm(handle_, N, N, 4, 4, 4, &one, p, 4, p, 4, &one, p, 3), CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_EQ(cublasSgemm(handle_, static_cast<cublasOperation_t>(7), N, 4, 4, 4, &one, p, 4, p, 4, &one, p, 4),
             CUBLAS_STATUS_INVALID_VALUE);
-  EXPECT_EQ(cublasSgemm(handle_, N, N, 4, 4, 4, nullptr, p, 4, p, 4, &one, p, 4), CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_EQ(cublasSgemm(handle_, N, N, 4, 4, 4, nullptr, p, 4, p, 4, &one, p, 4),
+            CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_EQ(cublasSgemmStridedBatched(handle_, N, N, 4, 4, 4, &one, p, 4, 16, p, 4, 16, &one, p, 4, 16, -1),
             CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_EQ(cublasSgemv(handle_, N, 4, 4, &one, p, 4, p, 0, &one, p, 1), CUBLAS_STATUS_INVALID_VALUE);
@@ -397,8 +407,9 @@ TEST_F(CublasTest, SgemmInvalidArgumentsAreInvalidValue) {
 // A NULL handle is "the library was not initialized".
 TEST_F(CublasTest, NullHandleIsNotInitialized) {
   const float one = 1.0f;
-  EXPECT_EQ(cublasSgemm(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, nullptr, 1, nullptr, 1, &one, nullptr, 1),
-            CUBLAS_STATUS_NOT_INITIALIZED);
+  EXPECT_EQ(
+      cublasSgemm(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, nullptr, 1, nullptr, 1, &one, nullptr, 1),
+      CUBLAS_STATUS_NOT_INITIALIZED);
   EXPECT_EQ(cublasSetStream(nullptr, nullptr), CUBLAS_STATUS_NOT_INITIALIZED);
   cublasMath_t mode;
   EXPECT_EQ(cublasGetMathMode(nullptr, &mode), CUBLAS_STATUS_NOT_INITIALIZED);
@@ -407,8 +418,9 @@ TEST_F(CublasTest, NullHandleIsNotInitialized) {
 // Empty problems are successful no-ops (BLAS quick return), whatever the pointers.
 TEST_F(CublasTest, EmptyProblemIsSuccess) {
   const float one = 1.0f;
-  EXPECT_EQ(cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 0, 4, 4, &one, nullptr, 1, nullptr, 4, &one, nullptr, 1),
-            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(
+      cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 0, 4, 4, &one, nullptr, 1, nullptr, 4, &one, nullptr, 1),
+      CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(cublasSgemv(handle_, CUBLAS_OP_N, 4, 0, &one, nullptr, 4, nullptr, 1, &one, nullptr, 1),
             CUBLAS_STATUS_SUCCESS);
   PHOS_EXPECT_CU(cuCtxSynchronize());

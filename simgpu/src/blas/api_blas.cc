@@ -30,8 +30,9 @@ bool ValidMathMode(cublasMath_t mode) {
 
 // fp32 accumulation in every variant; simgpu computes all of them in plain fp32.
 bool Fp32Compute(cublasComputeType_t type) {
-  return type == CUBLAS_COMPUTE_32F || type == CUBLAS_COMPUTE_32F_PEDANTIC || type == CUBLAS_COMPUTE_32F_FAST_16F ||
-         type == CUBLAS_COMPUTE_32F_FAST_16BF || type == CUBLAS_COMPUTE_32F_FAST_TF32;
+  return type == CUBLAS_COMPUTE_32F || type == CUBLAS_COMPUTE_32F_PEDANTIC ||
+         type == CUBLAS_COMPUTE_32F_FAST_16F || type == CUBLAS_COMPUTE_32F_FAST_16BF ||
+         type == CUBLAS_COMPUTE_32F_FAST_TF32;
 }
 
 cublasStatus_t Gemm(cublasHandle_t handle, GemmCall call, const float* alpha, const float* beta) {
@@ -105,7 +106,8 @@ PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasGetStream(cublasHandle_t handle, 
   return CUBLAS_STATUS_SUCCESS;
 }
 
-PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasGetPointerMode(cublasHandle_t handle, cublasPointerMode_t* mode) {
+PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasGetPointerMode(cublasHandle_t handle,
+                                                              cublasPointerMode_t* mode) {
   std::shared_ptr<BlasHandle> h;
   if (cublasStatus_t s = HandleRegistry::Get().Find(handle, &h); s != CUBLAS_STATUS_SUCCESS) return s;
   if (mode == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
@@ -113,7 +115,8 @@ PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasGetPointerMode(cublasHandle_t han
   return CUBLAS_STATUS_SUCCESS;
 }
 
-PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasSetPointerMode(cublasHandle_t handle, cublasPointerMode_t mode) {
+PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasSetPointerMode(cublasHandle_t handle,
+                                                              cublasPointerMode_t mode) {
   std::shared_ptr<BlasHandle> h;
   if (cublasStatus_t s = HandleRegistry::Get().Find(handle, &h); s != CUBLAS_STATUS_SUCCESS) return s;
   if (mode == CUBLAS_POINTER_MODE_HOST) return CUBLAS_STATUS_SUCCESS;
@@ -144,8 +147,9 @@ PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasSetMathMode(cublasHandle_t handle
 
 PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
                                                      cublasOperation_t transb, int m, int n, int k,
-                                                     const float* alpha, const float* A, int lda, const float* B,
-                                                     int ldb, const float* beta, float* C, int ldc) {
+                                                     const float* alpha, const float* A, int lda,
+                                                     const float* B, int ldb, const float* beta, float* C,
+                                                     int ldc) {
   GemmCall call;
   call.transa = transa;
   call.transb = transb;
@@ -163,10 +167,11 @@ PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasSgemm(cublasHandle_t handle, cubl
 
 PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                                                       cublasOperation_t transb, int m, int n, int k,
-                                                      const void* alpha, const void* A, cudaDataType Atype, int lda,
-                                                      const void* B, cudaDataType Btype, int ldb, const void* beta,
-                                                      void* C, cudaDataType Ctype, int ldc,
-                                                      cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+                                                      const void* alpha, const void* A, cudaDataType Atype,
+                                                      int lda, const void* B, cudaDataType Btype, int ldb,
+                                                      const void* beta, void* C, cudaDataType Ctype, int ldc,
+                                                      cublasComputeType_t computeType,
+                                                      cublasGemmAlgo_t algo) {
   // The algorithm only selects among a GPU's kernels; simgpu has one.
   (void)algo;
   if (!Fp32Compute(computeType)) {
@@ -216,9 +221,10 @@ PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasSgemmStridedBatched(
   return Gemm(handle, call, alpha, beta);
 }
 
-PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasSgemv(cublasHandle_t handle, cublasOperation_t trans, int m, int n,
-                                                     const float* alpha, const float* A, int lda, const float* x,
-                                                     int incx, const float* beta, float* y, int incy) {
+PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasSgemv(cublasHandle_t handle, cublasOperation_t trans, int m,
+                                                     int n, const float* alpha, const float* A, int lda,
+                                                     const float* x, int incx, const float* beta, float* y,
+                                                     int incy) {
   BlasCall bc;
   if (cublasStatus_t s = HandleRegistry::Get().BeginCall(handle, &bc); s != CUBLAS_STATUS_SUCCESS) return s;
   if (alpha == nullptr || beta == nullptr) return CUBLAS_STATUS_INVALID_VALUE;

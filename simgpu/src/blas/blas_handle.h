@@ -25,7 +25,7 @@ struct BlasHandle {
   CUcontext context_handle = nullptr;
   std::shared_ptr<Context> ctx;
 
-  std::mutex mu;  // guards the settings below
+  std::mutex mu;              // guards the settings below
   CUstream stream = nullptr;  // as given to cublasSetStream; NULL = the context's NULL stream
   cublasMath_t math_mode = CUBLAS_DEFAULT_MATH;
 };

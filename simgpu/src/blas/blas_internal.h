@@ -17,15 +17,20 @@ inline bool ValidOperation(cublasOperation_t op) {
   return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C;
 }
 // For real data CUBLAS_OP_C is CUBLAS_OP_T.
-inline bool Transposed(cublasOperation_t op) { return op != CUBLAS_OP_N; }
-inline CBLAS_TRANSPOSE ToCblas(cublasOperation_t op) { return Transposed(op) ? CblasTrans : CblasNoTrans; }
+inline bool Transposed(cublasOperation_t op) {
+  return op != CUBLAS_OP_N;
+}
+inline CBLAS_TRANSPOSE ToCblas(cublasOperation_t op) {
+  return Transposed(op) ? CblasTrans : CblasNoTrans;
+}
 
 // Checks `ranges` now (CUBLAS_STATUS_INVALID_VALUE, logged, when one is not device memory) and
 // enqueues a compute op of `blocks` blocks that checks them again when it runs, then calls
 // `run(first, end)` on contiguous block ranges across the device's compute workers.
 template <typename Run>
 cublasStatus_t EnqueueBlasOp(Driver& driver, const Context& ctx, Stream& stream, const char* routine,
-                             std::shared_ptr<const OperandRanges> ranges, uint64_t blocks, uint64_t bytes, Run run) {
+                             std::shared_ptr<const OperandRanges> ranges, uint64_t blocks, uint64_t bytes,
+                             Run run) {
   DeviceMemory& memory = driver.memory();
   if (const OperandRange* bad = ranges->FirstInvalid(memory)) {
     PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1, "{}: {}: CUBLAS_STATUS_INVALID_VALUE", routine,

@@ -9,12 +9,15 @@
 namespace phos::sim::blas {
 namespace {
 
-uint64_t ElementSize(cudaDataType type) { return type == CUDA_R_16F ? 2 : 4; }
+uint64_t ElementSize(cudaDataType type) {
+  return type == CUDA_R_16F ? 2 : 4;
+}
 
 cublasStatus_t CheckTypes(const GemmCall& c) {
   if (c.a_type != c.b_type) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (c.a_type == CUDA_R_32F && c.c_type == CUDA_R_32F) return CUBLAS_STATUS_SUCCESS;
-  if (c.a_type == CUDA_R_16F && (c.c_type == CUDA_R_32F || c.c_type == CUDA_R_16F)) return CUBLAS_STATUS_SUCCESS;
+  if (c.a_type == CUDA_R_16F && (c.c_type == CUDA_R_32F || c.c_type == CUDA_R_16F))
+    return CUBLAS_STATUS_SUCCESS;
   return CUBLAS_STATUS_NOT_SUPPORTED;
 }
 
@@ -96,15 +99,16 @@ void RunTile(const GemmCall& c, int64_t entry, int i0, int i1, int j0, int j1) {
   const Shape sc{rows, cols};
   std::vector<float> wc(static_cast<size_t>(rows) * cols, 0.0f);
   if (c.beta != 0.0f) Widen(out, sc, c.ldc, &wc);
-  cblas_sgemm(CblasColMajor, ta, tb, rows, cols, c.k, c.alpha, wa.data(), lda, wb.data(), ldb, c.beta, wc.data(),
-              std::max(1, rows));
+  cblas_sgemm(CblasColMajor, ta, tb, rows, cols, c.k, c.alpha, wa.data(), lda, wb.data(), ldb, c.beta,
+              wc.data(), std::max(1, rows));
   Narrow(wc, sc, out, c.ldc);
 }
 
 }  // namespace
 
 cublasStatus_t EnqueueGemm(Driver& driver, const Context& ctx, Stream& stream, const GemmCall& c) {
-  if (!ValidOperation(c.transa) || !ValidOperation(c.transb) || c.m < 0 || c.n < 0 || c.k < 0 || c.batch < 0) {
+  if (!ValidOperation(c.transa) || !ValidOperation(c.transb) || c.m < 0 || c.n < 0 || c.k < 0 ||
+      c.batch < 0) {
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   const Shape sa = Stored(c.transa, c.m, c.k);
@@ -137,19 +141,24 @@ cublasStatus_t EnqueueGemm(Driver& driver, const Context& ctx, Stream& stream, c
   const bool by_rows = c.m >= c.n;
   const int64_t per_entry = by_rows ? c.m : c.n;
   const uint64_t blocks = static_cast<uint64_t>(per_entry) * static_cast<uint64_t>(c.batch);
-  const uint64_t bytes = static_cast<uint64_t>(c.m) * static_cast<uint64_t>(c.n) * ec * static_cast<uint64_t>(c.batch);
-  return EnqueueBlasOp(driver, ctx, stream, "gemm", std::move(ranges), blocks, bytes,
-                       [c, by_rows, per_entry](uint64_t first, uint64_t end) {
-                         for (auto e = static_cast<int64_t>(first / per_entry); e * per_entry < static_cast<int64_t>(end); ++e) {
-                           const int lo = static_cast<int>(std::max<int64_t>(static_cast<int64_t>(first), e * per_entry) - e * per_entry);
-                           const int hi = static_cast<int>(std::min<int64_t>(static_cast<int64_t>(end), (e + 1) * per_entry) - e * per_entry);
-                           if (by_rows) {
-                             RunTile(c, e, lo, hi, 0, c.n);
-                           } else {
-                             RunTile(c, e, 0, c.m, lo, hi);
-                           }
-                         }
-                       });
+  const uint64_t bytes =
+      static_cast<uint64_t>(c.m) * static_cast<uint64_t>(c.n) * ec * static_cast<uint64_t>(c.batch);
+  return EnqueueBlasOp(
+      driver, ctx, stream, "gemm", std::move(ranges), blocks, bytes,
+      [c, by_rows, per_entry](uint64_t first, uint64_t end) {
+        for (auto e = static_cast<int64_t>(first / per_entry); e * per_entry < static_cast<int64_t>(end);
+             ++e) {
+          const int lo =
+              static_cast<int>(std::max<int64_t>(static_cast<int64_t>(first), e * per_entry) - e * per_entry);
+          const int hi = static_cast<int>(std::min<int64_t>(static_cast<int64_t>(end), (e + 1) * per_entry) -
+                                          e * per_entry);
+          if (by_rows) {
+            RunTile(c, e, lo, hi, 0, c.n);
+          } else {
+            RunTile(c, e, 0, c.m, lo, hi);
+          }
+        }
+      });
 }
 
 }  // namespace phos::sim::blas

@@ -16,7 +16,8 @@ float* SubVector(float* base, int64_t count, int inc, int64_t first, int64_t end
 }  // namespace
 
 cublasStatus_t EnqueueGemv(Driver& driver, const Context& ctx, Stream& stream, const GemvCall& c) {
-  if (!ValidOperation(c.trans) || c.m < 0 || c.n < 0 || c.lda < std::max(1, c.m) || c.incx == 0 || c.incy == 0) {
+  if (!ValidOperation(c.trans) || c.m < 0 || c.n < 0 || c.lda < std::max(1, c.m) || c.incx == 0 ||
+      c.incy == 0) {
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   if (c.m == 0 || c.n == 0 || (c.alpha == 0.0f && c.beta == 1.0f)) return CUBLAS_STATUS_SUCCESS;
@@ -43,12 +44,13 @@ cublasStatus_t EnqueueGemv(Driver& driver, const Context& ctx, Stream& stream, c
                          if (c.alpha == 0.0f) {
                            // y = beta * y without reading A or x; beta == 0 overwrites NaNs.
                            const int64_t step = c.incy < 0 ? -c.incy : c.incy;
-                           for (int64_t i = 0; i < part; ++i) y[i * step] = c.beta == 0.0f ? 0.0f : c.beta * y[i * step];
+                           for (int64_t i = 0; i < part; ++i)
+                             y[i * step] = c.beta == 0.0f ? 0.0f : c.beta * y[i * step];
                            return;
                          }
                          if (transposed) {
-                           cblas_sgemv(CblasColMajor, CblasTrans, c.m, part, c.alpha, c.a + lo * c.lda, c.lda, c.x,
-                                       c.incx, c.beta, y, c.incy);
+                           cblas_sgemv(CblasColMajor, CblasTrans, c.m, part, c.alpha, c.a + lo * c.lda, c.lda,
+                                       c.x, c.incx, c.beta, y, c.incy);
                          } else {
                            cblas_sgemv(CblasColMajor, CblasNoTrans, part, c.n, c.alpha, c.a + lo, c.lda, c.x,
                                        c.incx, c.beta, y, c.incy);

@@ -16,7 +16,8 @@ bool OperandRanges::AddMatrix(const char* what, const void* base, int64_t offset
   if (__builtin_mul_overflow(cols - 1, ld, &elements) || __builtin_add_overflow(elements, rows, &elements) ||
       __builtin_mul_overflow(static_cast<uint64_t>(elements), element_size, &bytes) ||
       __builtin_mul_overflow(offset, static_cast<int64_t>(element_size), &start) ||
-      __builtin_add_overflow(static_cast<int64_t>(reinterpret_cast<uintptr_t>(base)), start, &ptr) || ptr < 0) {
+      __builtin_add_overflow(static_cast<int64_t>(reinterpret_cast<uintptr_t>(base)), start, &ptr) ||
+      ptr < 0) {
     return false;
   }
   ranges_.push_back({what, static_cast<uint64_t>(ptr), bytes, access});
@@ -37,8 +38,8 @@ const OperandRange* OperandRanges::FirstInvalid(const DeviceMemory& memory) cons
 }
 
 std::string OperandRanges::Describe(const OperandRange& range) {
-  return fmt::format("operand {}: [{:#x}, +{} bytes) is not {}device memory", range.what, range.ptr, range.bytes,
-                     range.access == Access::kReadWrite ? "writable " : "");
+  return fmt::format("operand {}: [{:#x}, +{} bytes) is not {}device memory", range.what, range.ptr,
+                     range.bytes, range.access == Access::kReadWrite ? "writable " : "");
 }
 
 }  // namespace phos::sim::blas

@@ -1,16 +1,15 @@
 // simgpu's cuBLAS beyond the cuBLAS contract: operand pointers checked against device memory,
 // garbage and stale handles refused, handle creation paying the profile's cost, large problems
 // split across the compute workers, and the exports under cublas_v2.h's names.
+#include <cublas_v2.h>
+#include <cuda.h>
 #include <dlfcn.h>
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include <cublas_v2.h>
-#include <cuda.h>
-#include <gtest/gtest.h>
 
 #include "phos/simgpu/simgpu.h"
 
@@ -35,7 +34,8 @@ double MsSince(std::chrono::steady_clock::time_point start) {
 // Column-major rows x cols, leading dimension ld; exact small values (quarters in [-1, 1]).
 std::vector<float> Pattern(int ld, int cols, int seed) {
   std::vector<float> v(static_cast<size_t>(ld) * cols);
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 5 + static_cast<size_t>(seed)) % 9) * 0.25f - 1.0f;
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<float>((i * 5 + static_cast<size_t>(seed)) % 9) * 0.25f - 1.0f;
   return v;
 }
 
@@ -67,7 +67,8 @@ class BlasTest : public ::testing::Test {
   }
   static std::vector<float> Download(const float* device, size_t count) {
     std::vector<float> out(count);
-    EXPECT_EQ(cuMemcpyDtoH(out.data(), reinterpret_cast<CUdeviceptr>(device), count * sizeof(float)), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemcpyDtoH(out.data(), reinterpret_cast<CUdeviceptr>(device), count * sizeof(float)),
+              CUDA_SUCCESS);
     return out;
   }
 
@@ -88,8 +89,10 @@ class BlasTest : public ::testing::Test {
     for (int j = 0; j < n; ++j) {
       for (int i = 0; i < m; ++i) {
         double sum = 0;
-        for (int p = 0; p < k; ++p) sum += static_cast<double>(OpAt(a, lda, ta, i, p)) * OpAt(b, ldb, tb, p, j);
-        want[static_cast<size_t>(j) * ldc + i] = static_cast<float>(sum + 0.5 * c[static_cast<size_t>(j) * ldc + i]);
+        for (int p = 0; p < k; ++p)
+          sum += static_cast<double>(OpAt(a, lda, ta, i, p)) * OpAt(b, ldb, tb, p, j);
+        want[static_cast<size_t>(j) * ldc + i] =
+            static_cast<float>(sum + 0.5 * c[static_cast<size_t>(j) * ldc + i]);
       }
     }
     EXPECT_EQ(got, want);
@@ -106,7 +109,8 @@ TEST_F(BlasTest, HostPointerOperandIsInvalidValue) {
   std::vector<float> host(16, 1.0f);
   float* dc = Upload(std::vector<float>(16, 7.0f));
   const float one = 1.0f, zero = 0.0f;
-  EXPECT_EQ(cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, host.data(), 4, host.data(), 4, &zero, dc, 4),
+  EXPECT_EQ(cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, host.data(), 4, host.data(), 4,
+                        &zero, dc, 4),
             CUBLAS_STATUS_INVALID_VALUE);
   // Nothing ran: C keeps its contents.
   EXPECT_EQ(Download(dc, 16), std::vector<float>(16, 7.0f));
@@ -145,8 +149,9 @@ TEST_F(BlasTest, FreedOperandIsInvalidValue) {
 TEST_F(BlasTest, OperandsNotReadAreNotChecked) {
   float* c = Upload(std::vector<float>(4, 2.0f));
   const float zero = 0.0f, three = 3.0f;
-  EXPECT_EQ(cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &zero, nullptr, 2, nullptr, 2, &three, c, 2),
-            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(
+      cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &zero, nullptr, 2, nullptr, 2, &three, c, 2),
+      CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(Download(c, 4), std::vector<float>(4, 6.0f));
 }
 
@@ -155,19 +160,22 @@ TEST_F(BlasTest, OperandsNotReadAreNotChecked) {
 TEST_F(BlasTest, GarbageAndStaleHandlesAreNotInitialized) {
   const float one = 1.0f;
   cublasMath_t mode;
-  EXPECT_EQ(cublasGetMathMode(reinterpret_cast<cublasHandle_t>(0x1234), &mode), CUBLAS_STATUS_NOT_INITIALIZED);
+  EXPECT_EQ(cublasGetMathMode(reinterpret_cast<cublasHandle_t>(0x1234), &mode),
+            CUBLAS_STATUS_NOT_INITIALIZED);
   EXPECT_EQ(cublasGetMathMode(reinterpret_cast<cublasHandle_t>(~0ull), &mode), CUBLAS_STATUS_NOT_INITIALIZED);
   // A driver handle of another kind is not a cuBLAS handle.
   CUstream stream = nullptr;
   ASSERT_EQ(cuStreamCreate(&stream, 0), CUDA_SUCCESS);
-  EXPECT_EQ(cublasGetMathMode(reinterpret_cast<cublasHandle_t>(stream), &mode), CUBLAS_STATUS_NOT_INITIALIZED);
+  EXPECT_EQ(cublasGetMathMode(reinterpret_cast<cublasHandle_t>(stream), &mode),
+            CUBLAS_STATUS_NOT_INITIALIZED);
   ASSERT_EQ(cuStreamDestroy(stream), CUDA_SUCCESS);
 
   cublasHandle_t destroyed = nullptr;
   ASSERT_EQ(cublasCreate(&destroyed), CUBLAS_STATUS_SUCCESS);
   ASSERT_EQ(cublasDestroy(destroyed), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(cublasDestroy(destroyed), CUBLAS_STATUS_NOT_INITIALIZED);
-  EXPECT_EQ(cublasSgemm(destroyed, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, nullptr, 1, nullptr, 1, &one, nullptr, 1),
+  EXPECT_EQ(cublasSgemm(destroyed, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, nullptr, 1, nullptr, 1, &one,
+                        nullptr, 1),
             CUBLAS_STATUS_NOT_INITIALIZED);
   EXPECT_EQ(cublasCreate(nullptr), CUBLAS_STATUS_INVALID_VALUE);
 }
@@ -218,9 +226,10 @@ TEST_F(BlasTest, DevicePointerModeIsNotSupported) {
   EXPECT_EQ(cublasSetPointerMode(handle_, CUBLAS_POINTER_MODE_HOST), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(cublasSetMathMode(handle_, static_cast<cublasMath_t>(5)), CUBLAS_STATUS_INVALID_VALUE);
   const float one = 1.0f;
-  EXPECT_EQ(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, nullptr, CUDA_R_16F, 1, nullptr,
-                         CUDA_R_16F, 1, &one, nullptr, CUDA_R_16F, 1, CUBLAS_COMPUTE_16F, CUBLAS_GEMM_DEFAULT),
-            CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(
+      cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, nullptr, CUDA_R_16F, 1, nullptr,
+                   CUDA_R_16F, 1, &one, nullptr, CUDA_R_16F, 1, CUBLAS_COMPUTE_16F, CUBLAS_GEMM_DEFAULT),
+      CUBLAS_STATUS_NOT_SUPPORTED);
 }
 
 // The first handle of a context pays the profile's first-handle cost (ci: 2.76 ms), later ones
@@ -245,8 +254,12 @@ TEST_F(BlasTest, HandleCreationPaysTheProfileCost) {
 
 // ---- Work split across compute workers ------------------------------------------------------
 
-TEST_F(BlasTest, TallGemmSplitByRowsMatchesReference) { ExpectSgemm(CUBLAS_OP_T, CUBLAS_OP_N, 301, 7, 19); }
-TEST_F(BlasTest, WideGemmSplitByColumnsMatchesReference) { ExpectSgemm(CUBLAS_OP_N, CUBLAS_OP_T, 9, 257, 13); }
+TEST_F(BlasTest, TallGemmSplitByRowsMatchesReference) {
+  ExpectSgemm(CUBLAS_OP_T, CUBLAS_OP_N, 301, 7, 19);
+}
+TEST_F(BlasTest, WideGemmSplitByColumnsMatchesReference) {
+  ExpectSgemm(CUBLAS_OP_N, CUBLAS_OP_T, 9, 257, 13);
+}
 
 // Blocks of a batched GEMM span batch entries: each worker's range may start and end mid-entry.
 TEST_F(BlasTest, StridedBatchedSplitAcrossEntriesMatchesReference) {
@@ -256,8 +269,8 @@ TEST_F(BlasTest, StridedBatchedSplitAcrossEntriesMatchesReference) {
   const std::vector<float> b = Pattern(static_cast<int>(sb), batch, 5);
   float* dc = Upload(std::vector<float>(static_cast<size_t>(sc) * batch, 0.0f));
   const float one = 1.0f, zero = 0.0f;
-  ASSERT_EQ(cublasSgemmStridedBatched(handle_, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, Upload(a), m, sa, Upload(b),
-                                      k, sb, &zero, dc, m, sc, batch),
+  ASSERT_EQ(cublasSgemmStridedBatched(handle_, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, Upload(a), m, sa,
+                                      Upload(b), k, sb, &zero, dc, m, sc, batch),
             CUBLAS_STATUS_SUCCESS);
   const std::vector<float> got = Download(dc, static_cast<size_t>(sc) * batch);
   for (int e = 0; e < batch; ++e) {
@@ -311,12 +324,14 @@ TEST_F(BlasTest, MlpLayerTakesTensOfMilliseconds) {
   const auto* px = reinterpret_cast<const float*>(x);
   auto* py = reinterpret_cast<float*>(y);
   // Warm-up touches every page once; the second run is the steady state.
-  ASSERT_EQ(cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, &one, pw, in, px, in, &zero, py, out),
-            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(
+      cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, &one, pw, in, px, in, &zero, py, out),
+      CUBLAS_STATUS_SUCCESS);
   ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
   const auto start = std::chrono::steady_clock::now();
-  ASSERT_EQ(cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, &one, pw, in, px, in, &zero, py, out),
-            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(
+      cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, &one, pw, in, px, in, &zero, py, out),
+      CUBLAS_STATUS_SUCCESS);
   ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
   const double ms = MsSince(start);
   RecordProperty("mlp_layer_ms", std::to_string(ms));
@@ -335,12 +350,14 @@ TEST(BlasExportsTest, EveryEntryPointUnderItsCublasV2Name) {
   void* lib = dlopen(PHOS_SIMGPU_LIBRARY, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << dlerror();
   const std::vector<std::string> names = {
-      PHOS_MAPPED(cublasCreate), PHOS_MAPPED(cublasDestroy), PHOS_MAPPED(cublasGetVersion),
-      PHOS_MAPPED(cublasSetStream), PHOS_MAPPED(cublasGetStream), PHOS_MAPPED(cublasGetPointerMode),
-      PHOS_MAPPED(cublasSetPointerMode), PHOS_MAPPED(cublasSetMathMode), PHOS_MAPPED(cublasGetMathMode),
-      PHOS_MAPPED(cublasSgemm), PHOS_MAPPED(cublasGemmEx), PHOS_MAPPED(cublasSgemmStridedBatched),
-      PHOS_MAPPED(cublasSgemv), PHOS_MAPPED(cublasGetStatusName), PHOS_MAPPED(cublasGetStatusString),
-      PHOS_MAPPED(cublasGetProperty)};
+      PHOS_MAPPED(cublasCreate),          PHOS_MAPPED(cublasDestroy),
+      PHOS_MAPPED(cublasGetVersion),      PHOS_MAPPED(cublasSetStream),
+      PHOS_MAPPED(cublasGetStream),       PHOS_MAPPED(cublasGetPointerMode),
+      PHOS_MAPPED(cublasSetPointerMode),  PHOS_MAPPED(cublasSetMathMode),
+      PHOS_MAPPED(cublasGetMathMode),     PHOS_MAPPED(cublasSgemm),
+      PHOS_MAPPED(cublasGemmEx),          PHOS_MAPPED(cublasSgemmStridedBatched),
+      PHOS_MAPPED(cublasSgemv),           PHOS_MAPPED(cublasGetStatusName),
+      PHOS_MAPPED(cublasGetStatusString), PHOS_MAPPED(cublasGetProperty)};
   for (const std::string& name : names) EXPECT_NE(dlsym(lib, name.c_str()), nullptr) << name;
   EXPECT_EQ(std::string(PHOS_MAPPED(cublasSgemm)), "cublasSgemm_v2");
   // Internals stay hidden.

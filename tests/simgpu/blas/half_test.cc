@@ -12,7 +12,9 @@
 namespace phos::sim::blas {
 namespace {
 
-uint16_t Bits(__half h) { return static_cast<__half_raw>(h).x; }
+uint16_t Bits(__half h) {
+  return static_cast<__half_raw>(h).x;
+}
 
 TEST(HalfTest, EveryHalfWidensExactlyAndNarrowsBack) {
   for (uint32_t h = 0; h <= 0xffff; ++h) {
@@ -33,17 +35,17 @@ TEST(HalfTest, EveryHalfWidensExactlyAndNarrowsBack) {
 
 TEST(HalfTest, NarrowingRoundsToNearestEven) {
   EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
-  EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f), 0x3c00);        // tie, to even (down)
-  EXPECT_EQ(FloatToHalf(1.0f + 3 * 0x1p-11f), 0x3c02);    // tie, to even (up)
-  EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);               // largest half
+  EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f), 0x3c00);      // tie, to even (down)
+  EXPECT_EQ(FloatToHalf(1.0f + 3 * 0x1p-11f), 0x3c02);  // tie, to even (up)
+  EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);             // largest half
   EXPECT_EQ(FloatToHalf(65519.0f), 0x7bff);
-  EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);               // rounds to infinity
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);  // rounds to infinity
   EXPECT_EQ(FloatToHalf(-std::numeric_limits<float>::infinity()), 0xfc00);
-  EXPECT_EQ(FloatToHalf(0x1p-24f), 0x0001);               // smallest subnormal
-  EXPECT_EQ(FloatToHalf(0x1p-25f), 0x0000);               // tie, to even (zero)
+  EXPECT_EQ(FloatToHalf(0x1p-24f), 0x0001);  // smallest subnormal
+  EXPECT_EQ(FloatToHalf(0x1p-25f), 0x0000);  // tie, to even (zero)
   EXPECT_EQ(FloatToHalf(0x1.8p-25f), 0x0001);
   EXPECT_EQ(FloatToHalf(-0.0f), 0x8000);
-  EXPECT_EQ(FloatToHalf(0x1.ffcp-15f), 0x0400);           // rounds up into the smallest normal
+  EXPECT_EQ(FloatToHalf(0x1.ffcp-15f), 0x0400);  // rounds up into the smallest normal
 }
 
 TEST(HalfTest, NarrowingMatchesToolkitOnRandomFloats) {

@@ -123,7 +123,8 @@ TEST_F(EngineTest, BackToBackCopiesKeepTheModelledRate) {
   float device_ms = 0;
   ASSERT_EQ(Event::ElapsedTime(*begin, *end, &device_ms), CUDA_SUCCESS);
   EXPECT_GE(device_ms, 100.0);
-  EXPECT_LT(device_ms, 103.0);
+  // Without the device timeline this took ~130 ms here; the margin is for a loaded machine.
+  EXPECT_LT(device_ms, 110.0);
 }
 
 // A copy that depends on a kernel of another engine starts when the kernel ends, not earlier:

@@ -1,5 +1,7 @@
 #include "phos/ipc/ring.h"
 
+#include <algorithm>
+
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -133,6 +135,10 @@ Status Ring::Write(Op op, uint16_t flags, uint64_t seq, const void* part1, size_
       continue;
     }
     uint32_t word = header_->client_futex.load(std::memory_order_seq_cst);
+    // Sleep until a quarter of the ring is free, not just this record's bytes: waking for every
+    // released record would cost a system call per record on both sides.
+    header_->client_wait_seq.store(0, std::memory_order_relaxed);
+    header_->client_wait_free.store(std::max<uint64_t>(need + pad, data_bytes_ / 4), std::memory_order_relaxed);
     header_->client_waiting.store(1, std::memory_order_seq_cst);
     if (data_bytes_ - (produced - header_->consumed.load(std::memory_order_seq_cst)) < need + pad) {
       FutexWait(&header_->client_futex, word, 100);
@@ -168,6 +174,8 @@ Status Ring::WaitCompleted(uint64_t seq, const std::function<bool()>& alive) {
       continue;
     }
     uint32_t word = header_->client_futex.load(std::memory_order_seq_cst);
+    header_->client_wait_free.store(0, std::memory_order_relaxed);
+    header_->client_wait_seq.store(seq, std::memory_order_relaxed);
     header_->client_waiting.store(1, std::memory_order_seq_cst);
     if (header_->completed_seq.load(std::memory_order_seq_cst) < seq) FutexWait(&header_->client_futex, word, 100);
     header_->client_waiting.store(0, std::memory_order_relaxed);
@@ -217,7 +225,14 @@ void Ring::Release(const RecordView& view) {
 }
 
 void Ring::WakeClient() {
-  if (header_->client_waiting.load(std::memory_order_seq_cst) != 0) {
+  if (header_->client_waiting.load(std::memory_order_seq_cst) == 0) return;
+  // Only when what the client waits for has happened (see RingHeader::client_wait_seq).
+  uint64_t free_bytes = data_bytes_ - (header_->produced.load(std::memory_order_seq_cst) -
+                                       header_->consumed.load(std::memory_order_seq_cst));
+  bool space_ready = free_bytes >= header_->client_wait_free.load(std::memory_order_seq_cst);
+  bool seq_ready = header_->completed_seq.load(std::memory_order_seq_cst) >=
+                   header_->client_wait_seq.load(std::memory_order_seq_cst);
+  if (space_ready && seq_ready) {
     header_->client_futex.fetch_add(1, std::memory_order_seq_cst);
     FutexWakeAll(&header_->client_futex);
   }

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include <http_parser.h>
 
@@ -179,7 +180,10 @@ class Server::Impl {
 
   static void OnStop(uv_async_t* handle) {
     auto* self = static_cast<Impl*>(handle->data);
-    for (auto& [id, conn] : self->connections_) self->Close(conn);
+    // Close() erases from connections_: iterate over a copy.
+    std::vector<Connection*> open;
+    for (auto& [id, conn] : self->connections_) open.push_back(conn);
+    for (Connection* conn : open) self->Close(conn);
     self->CloseLoopHandles();
   }
 

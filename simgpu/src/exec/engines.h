@@ -2,6 +2,8 @@
 // (copy H2D, copy D2H, host functions) and the compute pool.
 #pragma once
 
+#include <algorithm>
+
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -29,27 +31,40 @@ class BlockingQueue {
  public:
   // False once closed (the item is not queued).
   bool Push(T item) {
+    bool wake = false;
     {
       std::lock_guard lock(mu_);
       if (closed_) return false;
       items_.push_back(std::move(item));
+      wake = sleepers_ > 0;
     }
-    cv_.notify_one();
+    // Waking costs a system call; a busy consumer finds the item without one.
+    if (wake) cv_.notify_one();
     return true;
   }
   bool PushAll(std::vector<T>& items) {
+    size_t wake = 0;
     {
       std::lock_guard lock(mu_);
       if (closed_) return false;
       for (T& item : items) items_.push_back(std::move(item));
+      wake = std::min(items.size(), sleepers_);
     }
-    cv_.notify_all();
+    if (wake == 1) {
+      cv_.notify_one();
+    } else if (wake > 1) {
+      cv_.notify_all();
+    }
     return true;
   }
   // Blocks for the next item. False when closed and drained.
   bool Pop(T* item) {
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [this] { return closed_ || !items_.empty(); });
+    while (!closed_ && items_.empty()) {
+      ++sleepers_;
+      cv_.wait(lock);
+      --sleepers_;
+    }
     if (items_.empty()) return false;
     *item = std::move(items_.front());
     items_.pop_front();
@@ -67,6 +82,7 @@ class BlockingQueue {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<T> items_;
+  size_t sleepers_ = 0;  // consumers blocked in Pop
   bool closed_ = false;
 };
 

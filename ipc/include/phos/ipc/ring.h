@@ -35,6 +35,10 @@ struct RingHeader {
   std::atomic<uint32_t> server_futex;
   std::atomic<uint32_t> client_waiting;
   std::atomic<uint32_t> client_futex;
+  // What a waiting client waits for, so the server wakes it once rather than at every record:
+  // completed_seq reaching client_wait_seq, or client_wait_free bytes of ring space.
+  std::atomic<uint64_t> client_wait_seq;
+  std::atomic<uint64_t> client_wait_free;
   // First error of an asynchronous call since the frontend last took it (a cudaError_t / CUresult
   // value); the next synchronising call reports it, as CUDA does.
   std::atomic<int32_t> async_error;

@@ -16,9 +16,8 @@ template <typename Fn>
 CUresult OnStream(CUstream handle, Fn fn) {
   Driver* d = nullptr;
   std::shared_ptr<Context> ctx;
-  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
   std::shared_ptr<Stream> stream;
-  if (CUresult r = ResolveStream(ctx, handle, &stream); r != CUDA_SUCCESS) return r;
+  if (CUresult r = RequireStream(handle, &d, &ctx, &stream); r != CUDA_SUCCESS) return r;
   return fn(*d, *stream);
 }
 

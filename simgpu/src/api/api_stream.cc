@@ -41,18 +41,16 @@ PHOS_SIM_API CUresult CUDAAPI cuStreamDestroy(CUstream hStream) {
 PHOS_SIM_API CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
   Driver* d = nullptr;
   std::shared_ptr<Context> ctx;
-  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
   std::shared_ptr<Stream> stream;
-  if (CUresult r = ResolveStream(ctx, hStream, &stream); r != CUDA_SUCCESS) return r;
+  if (CUresult r = RequireStream(hStream, &d, &ctx, &stream); r != CUDA_SUCCESS) return r;
   return stream->Query();
 }
 
 PHOS_SIM_API CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
   Driver* d = nullptr;
   std::shared_ptr<Context> ctx;
-  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
   std::shared_ptr<Stream> stream;
-  if (CUresult r = ResolveStream(ctx, hStream, &stream); r != CUDA_SUCCESS) return r;
+  if (CUresult r = RequireStream(hStream, &d, &ctx, &stream); r != CUDA_SUCCESS) return r;
   return stream->Synchronize();
 }
 
@@ -60,9 +58,8 @@ PHOS_SIM_API CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent
   if (flags != CU_EVENT_WAIT_DEFAULT && flags != CU_EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
   Driver* d = nullptr;
   std::shared_ptr<Context> ctx;
-  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
   std::shared_ptr<Stream> stream;
-  if (CUresult r = ResolveStream(ctx, hStream, &stream); r != CUDA_SUCCESS) return r;
+  if (CUresult r = RequireStream(hStream, &d, &ctx, &stream); r != CUDA_SUCCESS) return r;
   std::shared_ptr<EventObject> event = d->events.Find(hEvent);
   if (!event) return CUDA_ERROR_INVALID_HANDLE;
   return stream->WaitEvent(*event->event);
@@ -72,9 +69,8 @@ PHOS_SIM_API CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, vo
   if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Driver* d = nullptr;
   std::shared_ptr<Context> ctx;
-  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
   std::shared_ptr<Stream> stream;
-  if (CUresult r = ResolveStream(ctx, hStream, &stream); r != CUDA_SUCCESS) return r;
+  if (CUresult r = RequireStream(hStream, &d, &ctx, &stream); r != CUDA_SUCCESS) return r;
   Op op;
   op.engine = Engine::kHost;
   op.work = [fn, userData]() {

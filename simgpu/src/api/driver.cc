@@ -165,4 +165,10 @@ CUresult ResolveStream(const std::shared_ptr<Context>& ctx, CUstream handle, std
   return CUDA_SUCCESS;
 }
 
+CUresult RequireStream(CUstream handle, Driver** driver, std::shared_ptr<Context>* ctx,
+                       std::shared_ptr<Stream>* stream) {
+  if (CUresult r = RequireContext(driver, ctx); r != CUDA_SUCCESS) return r;
+  return ResolveStream(*ctx, handle, stream);
+}
+
 }  // namespace phos::sim

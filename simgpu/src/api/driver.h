@@ -141,6 +141,10 @@ CUresult RequireContext(Driver** driver, std::shared_ptr<Context>* ctx);
 // context.
 CUresult ResolveStream(const std::shared_ptr<Context>& ctx, CUstream handle, std::shared_ptr<Stream>* out);
 
+// The current context and the stream `handle` names in it (RequireContext, then ResolveStream).
+CUresult RequireStream(CUstream handle, Driver** driver, std::shared_ptr<Context>* ctx,
+                       std::shared_ptr<Stream>* stream);
+
 // The per-thread context stack (cuCtxPushCurrent/PopCurrent/SetCurrent).
 std::vector<CUcontext>& ThreadContextStack();
 

@@ -46,7 +46,8 @@ struct DriverTableOptions {
   X(cuInit) X(cuGetErrorName) X(cuGetErrorString) X(cuDriverGetVersion) X(cuDeviceGet)           \
   X(cuDeviceGetCount) X(cuDeviceGetAttribute) X(cuDeviceGetName) X(cuDeviceTotalMem)            \
   X(cuCtxCreate) X(cuCtxDestroy) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuMemAlloc)            \
-  X(cuMemFree) X(cuMemGetAddressRange) X(cuMemcpyHtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoH)     \
+  X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemGetAddressRange) X(cuMemcpyHtoD)       \
+  X(cuMemcpyHtoDAsync) X(cuMemcpyDtoH)                                                           \
   X(cuMemcpyDtoHAsync) X(cuMemcpyDtoD) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async)    \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery)                  \
   X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                      \

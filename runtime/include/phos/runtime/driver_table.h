@@ -47,7 +47,7 @@ struct DriverTableOptions {
   X(cuDeviceGetCount) X(cuDeviceGetAttribute) X(cuDeviceGetName) X(cuDeviceTotalMem)            \
   X(cuCtxCreate) X(cuCtxDestroy) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuMemAlloc)            \
   X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemGetAddressRange) X(cuMemcpyHtoD)       \
-  X(cuMemcpyHtoDAsync) X(cuMemcpyDtoH)                                                           \
+  X(cuMemcpyHtoDAsync) X(cuMemcpyDtoH) X(cuMemGetInfo)                                           \
   X(cuMemcpyDtoHAsync) X(cuMemcpyDtoD) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async)    \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery)                  \
   X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                      \
@@ -56,7 +56,7 @@ struct DriverTableOptions {
 
 #define PHOS_CUBLAS_ENTRY_POINTS(X)                                                              \
   X(cublasCreate) X(cublasDestroy) X(cublasSetStream) X(cublasGetStream) X(cublasSetMathMode)    \
-  X(cublasSgemm) X(cublasSgemmStridedBatched) X(cublasSgemv)
+  X(cublasGetMathMode) X(cublasSgemm) X(cublasSgemmStridedBatched) X(cublasSgemv)
 
 class DriverTable {
  public:

@@ -10,7 +10,7 @@
 namespace phos::ipc {
 
 inline constexpr uint32_t kWireMagic = 0x534f4850;  // "PHOS" little-endian
-inline constexpr uint32_t kWireVersion = 2;
+inline constexpr uint32_t kWireVersion = 3;
 inline constexpr size_t kTokenChars = 32;        // 128-bit token, hex
 inline constexpr size_t kAnswerMessageChars = 200;
 
@@ -91,6 +91,19 @@ enum class Op : uint16_t {
   kBlasSetMathMode,       // BlasModeArgs
   kBlasGemm,              // GemmArgs (Sgemm, GemmEx, SgemmStridedBatched)
   kBlasSgemv,             // GemvArgs
+  // Multi-device sessions and NCCL (runtime/src/session_devices.cc, session_nccl.cc). NCCL handle
+  // calls answer with an ncclResult_t; collectives are asynchronous (failures: sticky CUresult).
+  kSetDevice,             // DeviceArgs (the session's device ordinal); async when the frontend
+                          // switches for a thread, sync (validated) from cudaSetDevice
+  kNcclCommInitAll,       // NcclInitAllArgs -> u64 virtual communicator per rank
+  kNcclCommInitRank,      // NcclInitRankArgs -> u64 virtual communicator (rank on the current device)
+  kNcclCommSplit,         // NcclSplitArgs -> u64 virtual communicator (0: NCCL_SPLIT_NOCOLOR)
+  kNcclCommDestroy,       // HandleArgs
+  kNcclCommCount,         // HandleArgs -> i32
+  kNcclCommUserRank,      // HandleArgs -> i32
+  kNcclGroupStart,
+  kNcclGroupEnd,
+  kNcclCollective,        // NcclCollectiveArgs
   kOpCount
 };
 
@@ -158,6 +171,27 @@ struct GemvArgs {
   uint64_t a, x, y;
   float alpha, beta;
 };
+
+// NCCL. A session holds at most kMaxNcclRanks ranks per communicator group (simgpu's device limit).
+inline constexpr int32_t kMaxNcclRanks = 8;
+inline constexpr size_t kNcclUniqueIdBytes = 128;  // NCCL_UNIQUE_ID_BYTES
+struct NcclInitAllArgs { int32_t ndev; int32_t pad; int32_t devices[kMaxNcclRanks]; };
+struct NcclInitRankArgs { int32_t nranks; int32_t rank; uint8_t id[kNcclUniqueIdBytes]; };
+struct NcclSplitArgs { uint64_t comm; int32_t color; int32_t key; };
+enum class NcclCollectiveKind : int32_t { kAllReduce = 0, kBroadcast, kAllGather, kReduceScatter };
+struct NcclCollectiveArgs {
+  uint64_t comm;
+  uint64_t stream;
+  uint64_t send;
+  uint64_t recv;
+  uint64_t count;     // elements, as the NCCL call's count (sendcount / recvcount for gather / scatter)
+  int32_t kind;       // NcclCollectiveKind
+  int32_t datatype;   // ncclDataType_t
+  int32_t op;         // ncclRedOp_t (reductions)
+  int32_t root;       // broadcast
+};
+static_assert(sizeof(NcclInitAllArgs) == 40 && sizeof(NcclInitRankArgs) == 136 && sizeof(NcclSplitArgs) == 16);
+static_assert(sizeof(NcclCollectiveArgs) == 56);
 
 static_assert(sizeof(CopyArgs) == 32 && sizeof(MemsetArgs) == 32 && sizeof(LaunchArgs) == 48);
 static_assert(sizeof(ModuleChunkArgs) == 32 && sizeof(FunctionGetArgs) == 16 && sizeof(FunctionInfo) == 16);

@@ -9,6 +9,7 @@
 
 #include <cublas_v2.h>
 #include <cuda.h>
+#include <nccl.h>
 
 #include "phos/base/cuda_check.h"
 #include "phos/base/status.h"
@@ -35,6 +36,11 @@ struct DriverTableOptions {
   // opens and has_cublas() says false (cuBLAS calls are then refused as not supported).
   // Default: true.
   bool require_cublas = true;
+  // NVIDIA's NCCL for kCuda (kSim: the simgpu library). Default: the soname.
+  std::string nccl_library = "libnccl.so.2";
+  // Whether the NCCL entry points must resolve. With false, a missing library or symbol is
+  // logged, has_nccl() says false and multi-GPU communicators are refused. Default: false.
+  bool require_nccl = false;
 };
 
 #define PHOS_STR_INNER(x) #x
@@ -45,7 +51,8 @@ struct DriverTableOptions {
 #define PHOS_DRIVER_ENTRY_POINTS(X)                                                              \
   X(cuInit) X(cuGetErrorName) X(cuGetErrorString) X(cuDriverGetVersion) X(cuDeviceGet)           \
   X(cuDeviceGetCount) X(cuDeviceGetAttribute) X(cuDeviceGetName) X(cuDeviceTotalMem)            \
-  X(cuCtxCreate) X(cuCtxDestroy) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuMemAlloc)            \
+  X(cuCtxCreate) X(cuCtxDestroy) X(cuCtxSetCurrent) X(cuCtxPushCurrent) X(cuCtxPopCurrent)       \
+  X(cuCtxSynchronize) X(cuMemAlloc)                                                              \
   X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemGetAddressRange) X(cuMemcpyHtoD)       \
   X(cuMemcpyHtoDAsync) X(cuMemcpyDtoH) X(cuMemGetInfo)                                           \
   X(cuMemcpyDtoHAsync) X(cuMemcpyDtoD) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async)    \
@@ -58,6 +65,11 @@ struct DriverTableOptions {
   X(cublasCreate) X(cublasDestroy) X(cublasSetStream) X(cublasGetStream) X(cublasSetMathMode)    \
   X(cublasGetMathMode) X(cublasSgemm) X(cublasSgemmStridedBatched) X(cublasSgemv)
 
+#define PHOS_NCCL_ENTRY_POINTS(X)                                                                \
+  X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommInitAll) X(ncclCommSplit) X(ncclCommDestroy)  \
+  X(ncclCommCount) X(ncclCommUserRank) X(ncclAllReduce) X(ncclBroadcast) X(ncclAllGather)         \
+  X(ncclReduceScatter) X(ncclGroupStart) X(ncclGroupEnd)
+
 class DriverTable {
  public:
   static Result<std::unique_ptr<DriverTable>> Open(const DriverTableOptions& options);
@@ -68,11 +80,13 @@ class DriverTable {
   GpuKind kind() const { return kind_; }        // kCuda or kSim, never kAuto
   const std::string& driver_path() const { return driver_path_; }
   bool has_cublas() const { return has_cublas_; }
+  bool has_nccl() const { return has_nccl_; }
   const CuErrorText& error_text() const { return error_text_; }
 
 #define PHOS_DECLARE_ENTRY(name) decltype(&::name) name = nullptr;
   PHOS_DRIVER_ENTRY_POINTS(PHOS_DECLARE_ENTRY)
   PHOS_CUBLAS_ENTRY_POINTS(PHOS_DECLARE_ENTRY)
+  PHOS_NCCL_ENTRY_POINTS(PHOS_DECLARE_ENTRY)
 #undef PHOS_DECLARE_ENTRY
   // cublas_api.h overloads cublasGemmEx in C++ (an inline wrapper taking a cudaDataType compute
   // type), so its type is spelled out: the exported C function's.
@@ -84,12 +98,16 @@ class DriverTable {
  private:
   DriverTable() = default;
   Status Resolve(GpuKind kind, const std::string& driver, const std::string& cublas, bool require_cublas);
+  // Optional unless `require`: a library without NCCL leaves has_nccl() false, logged.
+  Status ResolveNccl(const std::string& library, bool require);
 
   GpuKind kind_ = GpuKind::kSim;
   std::string driver_path_;
   void* driver_handle_ = nullptr;
   void* cublas_handle_ = nullptr;
   bool has_cublas_ = false;
+  void* nccl_handle_ = nullptr;
+  bool has_nccl_ = false;
   CuErrorText error_text_;
 };
 

@@ -94,6 +94,32 @@ Status DriverTable::Resolve(GpuKind kind, const std::string& driver, const std::
   return Status::Ok();
 }
 
+Status DriverTable::ResolveNccl(const std::string& library, bool require) {
+  Result<void*> lib = library == driver_path_ ? Result<void*>(driver_handle_) : Load(library);
+  std::string missing;
+  if (lib.ok()) {
+    nccl_handle_ = *lib;
+#define PHOS_RESOLVE_NCCL(name)                                                    \
+  name = reinterpret_cast<decltype(name)>(dlsym(nccl_handle_, PHOS_SYM(name)));    \
+  if (name == nullptr && missing.empty()) missing = PHOS_SYM(name);
+    PHOS_NCCL_ENTRY_POINTS(PHOS_RESOLVE_NCCL)
+#undef PHOS_RESOLVE_NCCL
+  }
+  Status s = !lib.ok() ? lib.status()
+             : missing.empty() ? Status::Ok()
+                               : Status::NotFound(fmt::format("{} has no symbol {}", library, missing));
+  if (s.ok()) {
+    has_nccl_ = true;
+    return s;
+  }
+  if (require) return s;
+#define PHOS_CLEAR_NCCL(name) name = nullptr;
+  PHOS_NCCL_ENTRY_POINTS(PHOS_CLEAR_NCCL)
+#undef PHOS_CLEAR_NCCL
+  PHOS_LOG(Warn, "runtime", "NCCL unavailable, multi-GPU communicators will be refused: {}", s.message());
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<DriverTable>> DriverTable::Open(const DriverTableOptions& options) {
   std::unique_ptr<DriverTable> table(new DriverTable());
   std::string sim = options.simgpu_library.empty() ? DefaultSimgpuLibrary() : options.simgpu_library;
@@ -107,6 +133,7 @@ Result<std::unique_ptr<DriverTable>> DriverTable::Open(const DriverTableOptions&
     if (cuda.ok()) {
       CUresult r = table->cuInit(0);
       if (r == CUDA_SUCCESS) {
+        PHOS_RETURN_IF_ERROR(table->ResolveNccl(options.nccl_library, options.require_nccl).WithContext("driver table (--gpu=auto)"));
         PHOS_LOG(Info, "runtime", "GPU: NVIDIA driver {} (auto)", options.cuda_library);
         return table;
       }
@@ -115,8 +142,11 @@ Result<std::unique_ptr<DriverTable>> DriverTable::Open(const DriverTableOptions&
     PHOS_LOG(Info, "runtime", "GPU: simgpu {} (auto; no usable NVIDIA driver: {})", sim, cuda.message());
     table.reset(new DriverTable());
     PHOS_RETURN_IF_ERROR(table->Resolve(GpuKind::kSim, sim, sim, options.require_cublas).WithContext("driver table (--gpu=auto)"));
+    PHOS_RETURN_IF_ERROR(table->ResolveNccl(sim, options.require_nccl).WithContext("driver table (--gpu=auto)"));
     return table;
   }
+  const std::string& nccl = table->kind_ == GpuKind::kSim ? sim : options.nccl_library;
+  PHOS_RETURN_IF_ERROR(table->ResolveNccl(nccl, options.require_nccl).WithContext("driver table"));
   PHOS_LOG(Info, "runtime", "GPU: {} from {}", GpuKindName(table->kind_), table->driver_path_);
   return table;
 }

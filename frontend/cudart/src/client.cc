@@ -85,6 +85,11 @@ CUresult Client::Call(ipc::Op op, const void* args, size_t args_len, const void*
   std::lock_guard lock(mu_);
   if (CUresult r = ConnectLocked(); r != CUDA_SUCCESS) return r;
   uint64_t seq = 0;
+  if (int device = ThreadDevice(); op != ipc::Op::kSetDevice && device != server_device_) {
+    ipc::DeviceArgs d{device, 0};
+    if (CUresult r = SendLocked(ipc::Op::kSetDevice, 0, &d, sizeof(d), nullptr, 0, &seq); r != CUDA_SUCCESS) return r;
+    server_device_ = device;
+  }
   if (CUresult r = SendLocked(op, reply ? ipc::kFlagReply : 0, args, args_len, data, data_len, &seq); r != CUDA_SUCCESS) {
     return r;
   }
@@ -95,6 +100,9 @@ CUresult Client::Call(ipc::Op op, const void* args, size_t args_len, const void*
     return CUDA_ERROR_DEVICE_UNAVAILABLE;
   }
   const ipc::ReplyHeader& rh = ring_->reply_header();
+  if (op == ipc::Op::kSetDevice && rh.result == 0 && args_len == sizeof(ipc::DeviceArgs)) {
+    server_device_ = static_cast<const ipc::DeviceArgs*>(args)->device;
+  }
   if (out != nullptr && out_cap != 0) {
     size_t n = std::min<size_t>(rh.length, out_cap);
     std::memcpy(out, ring_->reply_payload(), n);

@@ -26,6 +26,9 @@ struct PendingModule {
   bool sent = false;
 };
 
+// The calling thread's device (cudaSetDevice; cudart_api.cc).
+int ThreadDevice();
+
 class Client {
  public:
   static Client& Get();
@@ -59,6 +62,9 @@ class Client {
   int sock_ = -1;
   std::unique_ptr<ipc::Ring> ring_;
   uint64_t seq_ = 0;
+  // The session device the server executes calls on: a call from a thread whose device differs
+  // is preceded by an asynchronous kSetDevice record (the ring keeps them in order).
+  int server_device_ = 0;
   uint64_t next_module_id_ = 0;
   std::vector<PendingModule> modules_;
 };

@@ -27,6 +27,8 @@ cudaError_t Return(cudaError_t error) {
 
 cudaError_t Return(CUresult result) { return Return(static_cast<cudaError_t>(result)); }
 
+int ThreadDevice() { return t_device; }
+
 cudaError_t NotSupported(const char* call, const char* why) {
   static std::mutex mu;
   static std::set<std::string> logged;
@@ -136,10 +138,8 @@ cudaError_t cudaRuntimeGetVersion(int* version) {
 cudaError_t cudaGetDeviceCount(int* count) {
   if (count == nullptr) return Return(cudaErrorInvalidValue);
   *count = 0;
-  CUresult r = Client::Get().Call(ipc::Op::kDeviceGetCount, nullptr, 0, nullptr, 0, true, count, sizeof(*count));
-  // A session runs on one device of phosd's choosing: that is the device this process sees.
-  if (r == CUDA_SUCCESS && *count > 1) *count = 1;
-  return Return(r);
+  // A session sees the node's devices, its device 0 being the one phosd chose for it.
+  return Return(Client::Get().Call(ipc::Op::kDeviceGetCount, nullptr, 0, nullptr, 0, true, count, sizeof(*count)));
 }
 
 cudaError_t cudaGetDevice(int* device) {
@@ -149,25 +149,30 @@ cudaError_t cudaGetDevice(int* device) {
 }
 
 cudaError_t cudaSetDevice(int device) {
-  if (device != 0) return Return(cudaErrorInvalidDevice);
+  if (device < 0) return Return(cudaErrorInvalidDevice);
+  // Synchronous, so that an ordinal the node does not have is reported here; phosd creates the
+  // session's context on that device if it has none yet.
+  ipc::DeviceArgs a{device, 0};
+  CUresult r = Client::Get().Call(ipc::Op::kSetDevice, &a, sizeof(a), nullptr, 0, true, nullptr, 0, nullptr, false);
+  if (r != CUDA_SUCCESS) return Return(r == CUDA_ERROR_INVALID_DEVICE ? cudaErrorInvalidDevice : static_cast<cudaError_t>(r));
   t_device = device;
   return cudaSuccess;
 }
 
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
   if (value == nullptr) return Return(cudaErrorInvalidValue);
-  if (device != 0) return Return(cudaErrorInvalidDevice);
+  if (device < 0) return Return(cudaErrorInvalidDevice);
   // cudaDeviceAttr and CUdevice_attribute share their values.
-  ipc::AttributeArgs a{static_cast<int32_t>(attr), 0};
+  ipc::AttributeArgs a{static_cast<int32_t>(attr), device};
   return Return(Client::Get().Call(ipc::Op::kDeviceGetAttribute, &a, sizeof(a), nullptr, 0, true, value, sizeof(*value)));
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (prop == nullptr) return Return(cudaErrorInvalidValue);
-  if (device != 0) return Return(cudaErrorInvalidDevice);
+  if (device < 0) return Return(cudaErrorInvalidDevice);
   std::memset(prop, 0, sizeof(*prop));
   Client& c = Client::Get();
-  ipc::DeviceArgs d{0, 0};
+  ipc::DeviceArgs d{device, 0};
   if (CUresult r = c.Call(ipc::Op::kDeviceGetName, &d, sizeof(d), nullptr, 0, true, prop->name, sizeof(prop->name) - 1);
       r != CUDA_SUCCESS) {
     return Return(r);
@@ -203,7 +208,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
       {cudaDevAttrAsyncEngineCount, &prop->asyncEngineCount},
   };
   for (const Field& f : fields) {
-    ipc::AttributeArgs a{static_cast<int32_t>(f.attr), 0};
+    ipc::AttributeArgs a{static_cast<int32_t>(f.attr), device};
     // Attributes the device does not report (CUDA_ERROR_NOT_SUPPORTED on simgpu) stay 0.
     CUresult r = c.Call(ipc::Op::kDeviceGetAttribute, &a, sizeof(a), nullptr, 0, true, f.out, sizeof(int));
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_SUPPORTED && r != CUDA_ERROR_INVALID_VALUE) return Return(r);

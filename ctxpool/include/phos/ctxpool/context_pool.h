@@ -1,0 +1,143 @@
+// The execution-context pool (BRIEF D11, docs/ctxpool.md): per device, CUDA contexts created
+// ahead of time, each with a cuBLAS handle, leased to a tenant in microseconds and scrubbed on a
+// background thread when the tenant returns them, before anyone else can lease them.
+//
+//   auto pool = ContextPool::Open({.device = 0, .min_ready = 2, .max_contexts = 8}, driver);
+//   Result<ContextLease> lease = (*pool)->Lease();   // no driver call when a context is ready
+//   ... lease->context(), lease->blas_handle() ...
+//   lease->tenant().allocations.push_back({ptr, bytes});  // what the scrub must undo
+//   // the lease's destructor returns the context; the pool scrubs it in the background
+//
+// Communicators (the NCCL part of D11) have their own pool beside this one
+// (phos/ctxpool/communicator_pool.h); contexts do not depend on it.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda.h>
+
+#include "phos/base/status.h"
+#include "phos/ctxpool/pool_metrics.h"
+#include "phos/runtime/driver_table.h"
+
+namespace phos::ctxpool {
+
+struct PoolOptions {
+  // Device ordinal the pool's contexts are created on. Default: 0.
+  int device = 0;
+  // Contexts the background refill keeps ready to lease (contexts being scrubbed count, as they
+  // will be ready soon). 0 disables refill: every context is then created by a missed Lease().
+  // Default: 2.
+  size_t min_ready = 2;
+  // Most contexts the pool holds at once: ready, leased, being scrubbed or being created. At the
+  // maximum, a Lease() that finds nothing ready waits for a returned context. Must be >= 1 and
+  // >= min_ready. Default: 8.
+  size_t max_contexts = 8;
+  // How long a Lease() waits at the maximum before failing with kUnavailable. Default: 30 s.
+  std::chrono::milliseconds lease_timeout{30000};
+  // After a failed creation (out of memory, driver error) the refill tries again this much later;
+  // meanwhile the pool serves with what it has. Default: 1 s.
+  std::chrono::milliseconds refill_retry_interval{1000};
+  // Zero every tenant allocation (cuMemsetD8Async) before freeing it on scrub. NVIDIA's driver
+  // may hand freed memory to the next allocation of the same process unzeroed, so this is what
+  // keeps one tenant's bytes from the next. simgpu decommits freed linear memory (its pages go
+  // back to the kernel, the next allocation gets fresh zero pages; the scrub test checks it with
+  // this off), so there it only costs time. Default: true.
+  bool zero_on_scrub = true;
+  // Lease latencies kept for the p50/p99 in the metrics (the most recent ones). Default: 4096.
+  size_t latency_window = 4096;
+};
+
+// What a tenant created in a leased context, so that the scrub can undo it. The API server's
+// session fills it from its own buffer table and handle maps when it ends.
+struct TenantResources {
+  struct Allocation {
+    CUdeviceptr base = 0;
+    size_t bytes = 0;
+  };
+  std::vector<Allocation> allocations;
+  std::vector<CUstream> streams;
+  std::vector<CUevent> events;
+  std::vector<CUmodule> modules;
+  // cuBLAS handles the tenant created beyond the lease's own (which is reset, not destroyed).
+  std::vector<cublasHandle_t> blas_handles;
+};
+
+namespace detail {
+class PoolCore;
+struct PooledContext {
+  CUcontext context = nullptr;
+  cublasHandle_t blas = nullptr;
+  uint64_t id = 0;  // the pool's own serial number, for logs and tests
+};
+}  // namespace detail
+
+// One leased context. Move-only; destroying it (or Return()) gives the context back to its pool,
+// which scrubs it. A lease may outlive its ContextPool: the context is then destroyed on return.
+class ContextLease {
+ public:
+  ContextLease(ContextLease&& other) noexcept;
+  ContextLease& operator=(ContextLease&& other) noexcept;
+  ContextLease(const ContextLease&) = delete;
+  ContextLease& operator=(const ContextLease&) = delete;
+  ~ContextLease();
+
+  // The leased context; not current on any thread (the lessee calls cuCtxSetCurrent).
+  CUcontext context() const { return pooled_.context; }
+  // A cuBLAS handle of that context, stream NULL and default math mode.
+  cublasHandle_t blas_handle() const { return pooled_.blas; }
+  int device() const { return device_; }
+  // The pool's serial number of the context (stable across its leases).
+  uint64_t context_id() const { return pooled_.id; }
+  // What the tenant made in the context; everything in it is destroyed by the scrub.
+  TenantResources& tenant() { return tenant_; }
+  // Returns the context now; the lease is empty afterwards.
+  void Return();
+  bool valid() const { return pooled_.context != nullptr; }
+
+ private:
+  friend class detail::PoolCore;
+  ContextLease(std::shared_ptr<detail::PoolCore> core, detail::PooledContext pooled, int device);
+
+  std::shared_ptr<detail::PoolCore> core_;
+  detail::PooledContext pooled_;
+  int device_ = 0;
+  TenantResources tenant_;
+};
+
+class ContextPool {
+ public:
+  // Initialises the driver (cuInit), checks the options and starts the background refill and
+  // scrub threads. Open does not wait for the first contexts. `driver` must outlive the pool and
+  // every lease.
+  static Result<std::unique_ptr<ContextPool>> Open(const PoolOptions& options, runtime::DriverTable* driver);
+  // Stops refill and scrubbing and destroys every context the pool holds; leases still out
+  // destroy theirs when returned.
+  ~ContextPool();
+  ContextPool(const ContextPool&) = delete;
+  ContextPool& operator=(const ContextPool&) = delete;
+
+  // A ready context, without any driver call. When none is ready (a miss): below max_contexts
+  // the context is created synchronously on the caller's thread (it costs what creation costs);
+  // at the maximum the call waits for a returned, scrubbed context, up to lease_timeout.
+  Result<ContextLease> Lease();
+
+  // Blocks until nothing is being scrubbed or created and the refill has reached min_ready (or
+  // cannot: maximum reached, or a creation failed), or until `timeout`. False on timeout. For
+  // tests, benchmarks and orderly shutdown.
+  bool WaitIdle(std::chrono::milliseconds timeout);
+
+  PoolMetrics Metrics() const;
+  const PoolOptions& options() const;
+
+ private:
+  explicit ContextPool(std::shared_ptr<detail::PoolCore> core);
+  std::shared_ptr<detail::PoolCore> core_;
+};
+
+}  // namespace phos::ctxpool

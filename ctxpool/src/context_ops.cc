@@ -1,0 +1,108 @@
+#include "context_ops.h"
+
+#include <fmt/core.h>
+
+#include "phos/base/cuda_check.h"
+#include "phos/base/log.h"
+
+namespace phos::ctxpool::detail {
+namespace {
+
+const char* BlasStatusName(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default: return "cuBLAS error";
+  }
+}
+
+// The cuBLAS counterpart of CuStatus: allocation failures are out of memory, the rest device errors.
+Status BlasStatus(cublasStatus_t s, const char* call) {
+  if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
+  std::string message = fmt::format("{}: {} ({})", call, BlasStatusName(s), static_cast<int>(s));
+  return s == CUBLAS_STATUS_ALLOC_FAILED ? Status::OutOfMemory(std::move(message)) : Status::DeviceError(std::move(message));
+}
+
+// Makes a context current for a scope and restores the caller's afterwards (NCCL's rule for
+// its entry points): pool work runs on whatever thread leased or returned.
+class ContextScope {
+ public:
+  ContextScope(runtime::DriverTable& driver, CUcontext context) : driver_(driver) {
+    pushed_ = driver_.cuCtxPushCurrent(context) == CUDA_SUCCESS;
+  }
+  ~ContextScope() {
+    if (pushed_) driver_.cuCtxPopCurrent(nullptr);
+  }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+  bool ok() const { return pushed_; }
+
+ private:
+  runtime::DriverTable& driver_;
+  bool pushed_ = false;
+};
+
+#define PHOS_BLAS_RETURN_IF_ERROR(call) PHOS_RETURN_IF_ERROR(BlasStatus((call), #call))
+
+}  // namespace
+
+Result<PooledContext> CreatePooledContext(runtime::DriverTable& driver, int device) {
+  const CuErrorText& text = driver.error_text();
+  CUdevice dev = 0;
+  PHOS_CU_RETURN_IF_ERROR(text, driver.cuDeviceGet(&dev, device));
+  PooledContext pooled;
+  PHOS_CU_RETURN_IF_ERROR(text, driver.cuCtxCreate(&pooled.context, nullptr, 0, dev));
+  // cuCtxCreate pushed the context on this thread; the handle binds to it, then it is popped.
+  cublasStatus_t blas = driver.has_cublas() ? driver.cublasCreate(&pooled.blas) : CUBLAS_STATUS_SUCCESS;
+  driver.cuCtxPopCurrent(nullptr);
+  if (blas != CUBLAS_STATUS_SUCCESS) {
+    driver.cuCtxDestroy(pooled.context);
+    return BlasStatus(blas, "cublasCreate");
+  }
+  return pooled;
+}
+
+Status ScrubPooledContext(runtime::DriverTable& driver, const PooledContext& pooled, const TenantResources& tenant,
+                          bool zero) {
+  const CuErrorText& text = driver.error_text();
+  ContextScope scope(driver, pooled.context);
+  if (!scope.ok()) return Status::DeviceError("cuCtxPushCurrent of the returned context failed");
+  // The tenant's queued work finishes first; a sticky error from it (an illegal address) shows
+  // here and condemns the context.
+  PHOS_CU_RETURN_IF_ERROR(text, driver.cuCtxSynchronize());
+  if (pooled.blas != nullptr) {
+    // Before the tenant's streams go: the handle may still name one of them.
+    PHOS_BLAS_RETURN_IF_ERROR(driver.cublasSetStream(pooled.blas, nullptr));
+    PHOS_BLAS_RETURN_IF_ERROR(driver.cublasSetMathMode(pooled.blas, CUBLAS_DEFAULT_MATH));
+  }
+  for (cublasHandle_t h : tenant.blas_handles) PHOS_BLAS_RETURN_IF_ERROR(driver.cublasDestroy(h));
+  for (CUevent e : tenant.events) PHOS_CU_RETURN_IF_ERROR(text, driver.cuEventDestroy(e));
+  for (CUstream s : tenant.streams) PHOS_CU_RETURN_IF_ERROR(text, driver.cuStreamDestroy(s));
+  if (zero && !tenant.allocations.empty()) {
+    for (const TenantResources::Allocation& a : tenant.allocations) {
+      PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemsetD8Async(a.base, 0, a.bytes, nullptr));
+    }
+    PHOS_CU_RETURN_IF_ERROR(text, driver.cuCtxSynchronize());
+  }
+  for (const TenantResources::Allocation& a : tenant.allocations) PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemFree(a.base));
+  for (CUmodule m : tenant.modules) PHOS_CU_RETURN_IF_ERROR(text, driver.cuModuleUnload(m));
+  PHOS_CU_RETURN_IF_ERROR(text, driver.cuCtxSynchronize());
+  return Status::Ok();
+}
+
+void DestroyPooledContext(runtime::DriverTable& driver, const PooledContext& pooled) {
+  if (pooled.blas != nullptr) {
+    ContextScope scope(driver, pooled.context);
+    Status s = BlasStatus(driver.cublasDestroy(pooled.blas), "cublasDestroy");
+    if (!s.ok()) PHOS_LOG(Warn, "ctxpool", "context {}: {}", pooled.id, s.message());
+  }
+  Status s = CuStatus(driver.cuCtxDestroy(pooled.context), "cuCtxDestroy", driver.error_text());
+  if (!s.ok()) PHOS_LOG(Warn, "ctxpool", "context {}: {}", pooled.id, s.message());
+}
+
+}  // namespace phos::ctxpool::detail

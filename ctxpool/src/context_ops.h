@@ -1,0 +1,28 @@
+// The driver work behind the pool: creating a pooled context with its cuBLAS handle, scrubbing
+// one a tenant returned, destroying one. Each leaves the calling thread's current context as it found it.
+#pragma once
+
+#include "phos/base/status.h"
+#include "phos/ctxpool/context_pool.h"
+#include "phos/runtime/driver_table.h"
+
+namespace phos::ctxpool::detail {
+
+// A new context on `device` and, when the driver table has cuBLAS, a handle in it. No cuBLAS
+// workspace is allocated: simgpu's cuBLAS has none, and NVIDIA's allocates its default one at
+// the handle's first GEMM on a stream, which the first lessee pays once per context.
+Result<PooledContext> CreatePooledContext(runtime::DriverTable& driver, int device);
+
+// Undoes what the tenant did: waits for its work, resets the pooled cuBLAS handle to its
+// defaults (stream NULL, CUBLAS_DEFAULT_MATH), destroys its extra cuBLAS handles, events and
+// streams, zeroes its allocations when `zero` (cuMemsetD8Async on the NULL stream, then a
+// synchronize), frees them and unloads its modules. The first driver error stops the scrub and
+// is returned: the context must then be destroyed, not reused.
+Status ScrubPooledContext(runtime::DriverTable& driver, const PooledContext& pooled, const TenantResources& tenant,
+                          bool zero);
+
+// Destroys the handle and the context (which releases whatever the tenant left). Errors are
+// logged: there is nothing else to do with them.
+void DestroyPooledContext(runtime::DriverTable& driver, const PooledContext& pooled);
+
+}  // namespace phos::ctxpool::detail

@@ -1,0 +1,70 @@
+#include "counting_driver.h"
+
+#include <cstdlib>
+
+#include <gtest/gtest.h>
+
+namespace phos::ctxpool::testing {
+namespace {
+
+DriverCounters g_counters;
+runtime::DriverTable* g_real = nullptr;  // undecorated entry points of the same library
+
+}  // namespace
+
+std::unique_ptr<runtime::DriverTable> OpenCountingDriver(DriverCounters** counters) {
+  static std::unique_ptr<runtime::DriverTable> real = [] {
+    auto t = runtime::DriverTable::Open({.gpu = runtime::GpuKind::kSim});
+    if (!t.ok()) {
+      ADD_FAILURE() << t.status().ToString();
+      std::abort();
+    }
+    return std::move(*t);
+  }();
+  g_real = real.get();
+  auto opened = runtime::DriverTable::Open({.gpu = runtime::GpuKind::kSim});
+  if (!opened.ok()) return nullptr;
+  std::unique_ptr<runtime::DriverTable> t = std::move(*opened);
+  t->cuCtxCreate = [](CUcontext* ctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev) -> CUresult {
+    if (g_counters.fail_context_creates.load() > 0) {
+      g_counters.fail_context_creates.fetch_sub(1);
+      return g_counters.context_failure.load();
+    }
+    CUresult r = g_real->cuCtxCreate(ctx, params, flags, dev);
+    if (r == CUDA_SUCCESS) ++g_counters.contexts;
+    return r;
+  };
+  t->cuCtxDestroy = [](CUcontext ctx) -> CUresult {
+    CUresult r = g_real->cuCtxDestroy(ctx);
+    if (r == CUDA_SUCCESS) --g_counters.contexts;
+    return r;
+  };
+  t->cublasCreate = [](cublasHandle_t* h) -> cublasStatus_t {
+    if (g_counters.fail_blas_creates.load() > 0) {
+      g_counters.fail_blas_creates.fetch_sub(1);
+      return CUBLAS_STATUS_ALLOC_FAILED;
+    }
+    cublasStatus_t s = g_real->cublasCreate(h);
+    if (s == CUBLAS_STATUS_SUCCESS) ++g_counters.blas_handles;
+    return s;
+  };
+  t->cublasDestroy = [](cublasHandle_t h) -> cublasStatus_t {
+    cublasStatus_t s = g_real->cublasDestroy(h);
+    if (s == CUBLAS_STATUS_SUCCESS) --g_counters.blas_handles;
+    return s;
+  };
+  t->cuStreamCreate = [](CUstream* s, unsigned int flags) -> CUresult {
+    CUresult r = g_real->cuStreamCreate(s, flags);
+    if (r == CUDA_SUCCESS) ++g_counters.streams;
+    return r;
+  };
+  t->cuStreamDestroy = [](CUstream s) -> CUresult {
+    CUresult r = g_real->cuStreamDestroy(s);
+    if (r == CUDA_SUCCESS) --g_counters.streams;
+    return r;
+  };
+  *counters = &g_counters;
+  return t;
+}
+
+}  // namespace phos::ctxpool::testing

@@ -1,0 +1,199 @@
+// Scrub on return (BRIEF D11): what one tenant left in a context is gone before the next tenant
+// leases it, and 1,000 lease/return cycles leak nothing.
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "counting_driver.h"
+#include "phos/ctxpool/context_pool.h"
+
+namespace phos::ctxpool {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr uint32_t kPattern = 0xC0FFEE17;
+const std::vector<size_t> kTenantSizes = {4096, 100000, 1u << 20, 3u << 20};
+
+// Makes the lease's context current for a scope.
+class Current {
+ public:
+  Current(runtime::DriverTable& d, const ContextLease& lease) : d_(d) { EXPECT_EQ(d_.cuCtxPushCurrent(lease.context()), CUDA_SUCCESS); }
+  ~Current() { d_.cuCtxPopCurrent(nullptr); }
+
+ private:
+  runtime::DriverTable& d_;
+};
+
+class ScrubTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    driver_ = testing::OpenCountingDriver(&counters_);
+    ASSERT_NE(driver_, nullptr);
+  }
+
+  // Tenant A: allocates kTenantSizes, writes kPattern everywhere, and records it all.
+  void WritePattern(ContextLease& lease) {
+    runtime::DriverTable& d = *driver_;
+    Current current(d, lease);
+    for (size_t bytes : kTenantSizes) {
+      CUdeviceptr ptr = 0;
+      ASSERT_EQ(d.cuMemAlloc(&ptr, bytes), CUDA_SUCCESS);
+      std::vector<uint32_t> pattern(bytes / 4 + 1, kPattern);
+      ASSERT_EQ(d.cuMemcpyHtoD(ptr, pattern.data(), bytes), CUDA_SUCCESS);
+      lease.tenant().allocations.push_back({ptr, bytes});
+    }
+  }
+
+  std::unique_ptr<runtime::DriverTable> driver_;
+  testing::DriverCounters* counters_ = nullptr;
+};
+
+TEST_P(ScrubTest, NextTenantNeverSeesThePattern) {
+  auto pool = ContextPool::Open({.min_ready = 1, .max_contexts = 1, .zero_on_scrub = GetParam()}, driver_.get());
+  ASSERT_TRUE(pool.ok());
+  uint64_t a_context;
+  {
+    Result<ContextLease> a = (*pool)->Lease();
+    ASSERT_TRUE(a.ok());
+    a_context = a->context_id();
+    WritePattern(*a);
+  }
+  ASSERT_TRUE((*pool)->WaitIdle(10s));
+  Result<ContextLease> b = (*pool)->Lease();
+  ASSERT_TRUE(b.ok());
+  ASSERT_EQ(b->context_id(), a_context);  // the same context, scrubbed
+  runtime::DriverTable& d = *driver_;
+  Current current(d, *b);
+  for (size_t bytes : kTenantSizes) {
+    CUdeviceptr ptr = 0;
+    ASSERT_EQ(d.cuMemAlloc(&ptr, bytes), CUDA_SUCCESS);
+    std::vector<uint8_t> seen(bytes);
+    ASSERT_EQ(d.cuMemcpyDtoH(seen.data(), ptr, bytes), CUDA_SUCCESS);
+    size_t pattern_bytes = 0;
+    for (size_t i = 0; i < bytes; ++i) {
+      pattern_bytes += seen[i] == reinterpret_cast<const uint8_t*>(&kPattern)[i % 4] ? 1 : 0;
+    }
+    EXPECT_LT(pattern_bytes, bytes / 16) << "tenant B's allocation of " << bytes << " bytes holds tenant A's pattern";
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 0), static_cast<std::ptrdiff_t>(bytes)) << bytes;
+    b->tenant().allocations.push_back({ptr, bytes});
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ZeroOnScrub, ScrubTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Memset" : "FreshPages"; });
+
+class ScrubStateTest : public ScrubTest {};
+
+TEST_F(ScrubStateTest, TenantStreamsEventsHandlesAndModesAreGone) {
+  auto pool = ContextPool::Open({.min_ready = 1, .max_contexts = 1}, driver_.get());
+  ASSERT_TRUE(pool.ok());
+  runtime::DriverTable& d = *driver_;
+  int streams_before = counters_->streams.load();
+  int handles_before = counters_->blas_handles.load();
+  CUstream stream = nullptr;
+  CUevent event = nullptr;
+  {
+    Result<ContextLease> a = (*pool)->Lease();
+    ASSERT_TRUE(a.ok());
+    handles_before = counters_->blas_handles.load();
+    Current current(d, *a);
+    ASSERT_EQ(d.cuStreamCreate(&stream, 0), CUDA_SUCCESS);
+    ASSERT_EQ(d.cuEventCreate(&event, 0), CUDA_SUCCESS);
+    cublasHandle_t extra = nullptr;
+    ASSERT_EQ(d.cublasCreate(&extra), CUBLAS_STATUS_SUCCESS);
+    ASSERT_EQ(d.cublasSetStream(a->blas_handle(), reinterpret_cast<cudaStream_t>(stream)), CUBLAS_STATUS_SUCCESS);
+    ASSERT_EQ(d.cublasSetMathMode(a->blas_handle(), CUBLAS_TF32_TENSOR_OP_MATH), CUBLAS_STATUS_SUCCESS);
+    a->tenant().streams.push_back(stream);
+    a->tenant().events.push_back(event);
+    a->tenant().blas_handles.push_back(extra);
+  }
+  ASSERT_TRUE((*pool)->WaitIdle(10s));
+  EXPECT_EQ(counters_->streams.load(), streams_before);
+  EXPECT_EQ(counters_->blas_handles.load(), handles_before);
+  Result<ContextLease> b = (*pool)->Lease();
+  ASSERT_TRUE(b.ok());
+  Current current(d, *b);
+  EXPECT_NE(d.cuStreamQuery(stream), CUDA_SUCCESS);
+  EXPECT_NE(d.cuEventQuery(event), CUDA_SUCCESS);
+  cudaStream_t blas_stream = reinterpret_cast<cudaStream_t>(1);
+  ASSERT_EQ(d.cublasGetStream(b->blas_handle(), &blas_stream), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(blas_stream, nullptr);
+  cublasMath_t mode = CUBLAS_TF32_TENSOR_OP_MATH;
+  ASSERT_EQ(d.cublasGetMathMode(b->blas_handle(), &mode), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(mode, CUBLAS_DEFAULT_MATH);
+  EXPECT_EQ((*pool)->Metrics().scrub_failures, 0u);
+}
+
+TEST_F(ScrubStateTest, ContextThatFailsItsScrubIsDestroyedNotReused) {
+  auto pool = ContextPool::Open({.min_ready = 1, .max_contexts = 1}, driver_.get());
+  ASSERT_TRUE(pool.ok());
+  int contexts_before = counters_->contexts.load();
+  uint64_t first;
+  {
+    Result<ContextLease> a = (*pool)->Lease();
+    ASSERT_TRUE(a.ok());
+    first = a->context_id();
+    contexts_before = counters_->contexts.load();
+    // Not an allocation of this context: cuMemFree (or the memset) fails, the scrub with it.
+    a->tenant().allocations.push_back({0x1000, 4096});
+  }
+  for (int i = 0; i < 500 && (*pool)->Metrics().ready == 0; ++i) std::this_thread::sleep_for(10ms);
+  PoolMetrics m = (*pool)->Metrics();
+  EXPECT_EQ(m.scrub_failures, 1u);
+  EXPECT_EQ(m.contexts_destroyed, 1u);
+  EXPECT_EQ(m.contexts_created, 2u);  // the refill replaced it
+  EXPECT_EQ(counters_->contexts.load(), contexts_before);
+  Result<ContextLease> b = (*pool)->Lease();
+  ASSERT_TRUE(b.ok());
+  EXPECT_NE(b->context_id(), first);
+}
+
+TEST_F(ScrubStateTest, ChurnOfAThousandLeasesLeaksNothing) {
+  int contexts_at_open = counters_->contexts.load(), handles_at_open = counters_->blas_handles.load();
+  auto pool = ContextPool::Open({.min_ready = 2, .max_contexts = 4}, driver_.get());
+  ASSERT_TRUE(pool.ok());
+  ASSERT_TRUE((*pool)->WaitIdle(10s));
+  runtime::DriverTable& d = *driver_;
+  auto free_bytes = [&] {
+    Result<ContextLease> probe = (*pool)->Lease();
+    EXPECT_TRUE(probe.ok());
+    Current current(d, *probe);
+    size_t free = 0, total = 0;
+    EXPECT_EQ(d.cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+    return free;
+  };
+  size_t baseline = free_bytes();
+  ASSERT_TRUE((*pool)->WaitIdle(10s));
+  int streams = counters_->streams.load();
+  for (int i = 0; i < 1000; ++i) {
+    Result<ContextLease> lease = (*pool)->Lease();
+    ASSERT_TRUE(lease.ok()) << i << ": " << lease.status().ToString();
+    Current current(d, *lease);
+    CUdeviceptr ptr = 0;
+    ASSERT_EQ(d.cuMemAlloc(&ptr, 65536), CUDA_SUCCESS);
+    ASSERT_EQ(d.cuMemsetD8(ptr, 0x5a, 65536), CUDA_SUCCESS);
+    lease->tenant().allocations.push_back({ptr, 65536});
+    CUstream stream = nullptr;
+    ASSERT_EQ(d.cuStreamCreate(&stream, 0), CUDA_SUCCESS);
+    lease->tenant().streams.push_back(stream);
+  }
+  ASSERT_TRUE((*pool)->WaitIdle(30s));
+  PoolMetrics m = (*pool)->Metrics();
+  EXPECT_EQ(m.scrub_failures, 0u);
+  EXPECT_EQ(m.leases, 1001u);
+  EXPECT_LE(m.contexts_created, 4u);
+  EXPECT_EQ(counters_->streams.load(), streams);
+  // Contexts and handles: exactly what the pool holds now, one handle each.
+  int held = static_cast<int>(m.ready + m.leased + m.scrubbing + m.creating);
+  EXPECT_EQ(held, static_cast<int>(m.contexts_created - m.contexts_destroyed));
+  EXPECT_EQ(counters_->contexts.load() - contexts_at_open, held);
+  EXPECT_EQ(counters_->blas_handles.load() - handles_at_open, held);
+  EXPECT_EQ(free_bytes(), baseline);
+}
+
+}  // namespace
+}  // namespace phos::ctxpool

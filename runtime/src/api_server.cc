@@ -17,6 +17,8 @@
 #include <fmt/core.h>
 
 #include "phos/base/log.h"
+#include "phos/ctxpool/context_pool.h"
+#include "phos/ctxpool/communicator_pool.h"
 #include "phos/ipc/control.h"
 #include "session.h"
 
@@ -26,6 +28,17 @@ class ApiServer::Impl {
  public:
   Impl(const ApiServerOptions& options, DriverTable* driver, int listen_fd, int wake_fd)
       : options_(options), driver_(driver), listen_fd_(listen_fd), wake_fd_(wake_fd) {}
+
+  // The pool sessions lease from: the caller's, or a private one.
+  Status OpenContextPool() {
+    if (options_.context_pool != nullptr) {
+      pool_ = options_.context_pool;
+      return Status::Ok();
+    }
+    PHOS_ASSIGN_OR_RETURN(own_pool_, ctxpool::ContextPool::Open({.device = options_.device, .min_ready = 0, .max_contexts = 1024}, driver_));
+    pool_ = own_pool_.get();
+    return Status::Ok();
+  }
 
   ~Impl() {
     stop_ = true;
@@ -44,6 +57,21 @@ class ApiServer::Impl {
   }
 
   void StartAcceptor() { acceptor_ = std::thread([this] { Loop(); }); }
+
+  // The node communicator; failures leave the server without NCCL, said once in the log.
+  void OpenCommunicators() {
+    if (!options_.communicators) return;
+    if (!driver_->has_nccl()) {
+      PHOS_LOG(Warn, "runtime", "no NCCL in the driver table: multi-GPU communicators are disabled");
+      return;
+    }
+    Result<std::unique_ptr<ctxpool::CommunicatorPool>> pool = ctxpool::CommunicatorPool::Open({}, driver_);
+    if (!pool.ok()) {
+      PHOS_LOG(Warn, "runtime", "multi-GPU communicators are disabled: {}", pool.status().message());
+      return;
+    }
+    communicators_ = std::move(*pool);
+  }
 
   std::string IssueToken() {
     std::string token = ipc::NewToken();
@@ -134,7 +162,10 @@ class ApiServer::Impl {
     if (!ring.ok()) return Refuse(fd, 999, ring.status().message());
     int ring_fd = (*ring)->fd();
     uint64_t ring_bytes = (*ring)->mapped_bytes();
-    Result<std::unique_ptr<Session>> session = Session::Open(driver_, options_.device, std::move(*ring), token, fd, hello.pid);
+    Result<ctxpool::ContextLease> lease = pool_->Lease();
+    if (!lease.ok()) return Refuse(fd, 999, lease.status().WithContext("GPU session").message());
+    Result<std::unique_ptr<Session>> session =
+        Session::Open(driver_, std::move(*lease), options_.device, std::move(*ring), token, fd, hello.pid, communicators_.get());
     if (!session.ok()) return Refuse(fd, 999, session.status().message());
     ipc::Answer answer = ipc::MakeAnswer(0, "", ring_bytes);
     if (Status s = ipc::SendDatagram(fd, &answer, sizeof(answer), ring_fd); !s.ok()) {
@@ -147,6 +178,11 @@ class ApiServer::Impl {
 
   ApiServerOptions options_;
   DriverTable* driver_;
+  // Declared before the sessions: destroyed after them (leases may outlive a pool, but need not).
+  std::unique_ptr<ctxpool::ContextPool> own_pool_;
+  ctxpool::ContextPool* pool_ = nullptr;
+  // Declared before the sessions: destroyed after them (sessions return their groups to it).
+  std::unique_ptr<ctxpool::CommunicatorPool> communicators_;
   int listen_fd_;
   int wake_fd_;
   std::atomic<bool> stop_{false};
@@ -169,6 +205,8 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& opti
     return Status::FromErrno(errno, "eventfd");
   }
   auto impl = std::make_unique<Impl>(options, driver, listen_fd, wake_fd);
+  if (Status s = impl->OpenContextPool(); !s.ok()) return s.WithContext("API server");
+  impl->OpenCommunicators();
   impl->StartAcceptor();
   PHOS_LOG(Info, "runtime", "API server listening on {}", options.socket_path);
   return std::unique_ptr<ApiServer>(new ApiServer(std::move(impl)));

@@ -35,14 +35,20 @@ constexpr uint64_t kMaxSessionModuleBytes = 2ull << 30;
 Session::Session(DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid)
     : driver_(driver), ring_(std::move(ring)), token_(std::move(token)), control_fd_(control_fd), pid_(pid) {}
 
-Result<std::unique_ptr<Session>> Session::Open(DriverTable* driver, int device, std::unique_ptr<ipc::Ring> ring,
-                                               std::string token, int control_fd, int pid) {
+Result<std::unique_ptr<Session>> Session::Open(DriverTable* driver, ctxpool::ContextLease lease, int device, std::unique_ptr<ipc::Ring> ring,
+                                               std::string token, int control_fd, int pid,
+                                               ctxpool::CommunicatorPool* communicators) {
   std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid));
-  CUdevice dev = 0;
-  PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuDeviceGet(&dev, device));
-  PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuCtxCreate(&s->context_, nullptr, 0, dev));
-  // cuCtxCreate made the context current here; only the executor thread uses it.
-  driver->cuCtxSetCurrent(nullptr);
+  s->communicators_ = communicators;
+  s->base_device_ = device;
+  PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuDeviceGetCount(&s->device_count_));
+  if (lease.device() != device) {
+    return Status::InvalidArgument(fmt::format("session on device {} given a context of device {}", device, lease.device()));
+  }
+  // A pooled context (BRIEF D11): created ahead of time, current on no thread; only the executor
+  // thread makes it current.
+  s->context_ = lease.context();
+  s->lease_.emplace(std::move(lease));
   s->executor_ = std::thread([raw = s.get()] { raw->Run(); });
   PHOS_LOG(Info, "runtime", "session for pid {} opened", pid);
   return s;
@@ -59,17 +65,21 @@ Session::~Session() {
 
 void Session::ReleaseAll() {
   if (context_ == nullptr) return;
-  driver_->cuCtxSetCurrent(context_);
-  driver_->cuCtxSynchronize();
-  for (auto& [vid, h] : blas_) driver_->cublasDestroy(h);
-  for (auto& [vid, e] : events_) driver_->cuEventDestroy(e);
-  for (auto& [vid, s] : streams_) driver_->cuStreamDestroy(s);
-  for (uint64_t base : buffers_.Bases()) driver_->cuMemFree(base);
-  for (auto& [id, m] : modules_) {
-    if (m.module != nullptr) driver_->cuModuleUnload(m.module);
+  ReleaseNccl();
+  ReleaseDevices();
+  // Everything the session made in the context goes back with it: the pool's scrub waits for the
+  // work, zeroes and frees the buffers and destroys the rest before anyone leases it again.
+  ctxpool::TenantResources& tenant = lease_->tenant();
+  for (auto& [vid, h] : blas_) {
+    if (vid != pooled_blas_vid_) tenant.blas_handles.push_back(h);
   }
-  driver_->cuCtxSetCurrent(nullptr);
-  driver_->cuCtxDestroy(context_);
+  for (auto& [vid, e] : events_) tenant.events.push_back(e);
+  for (auto& [vid, s] : streams_) tenant.streams.push_back(s);
+  for (auto& [base, bytes] : buffers_.buffers()) tenant.allocations.push_back({base, bytes});
+  for (auto& [id, m] : modules_) {
+    if (m.module != nullptr) tenant.modules.push_back(m.module);
+  }
+  lease_.reset();
   context_ = nullptr;
 }
 
@@ -88,7 +98,9 @@ void Session::Run() {
       continue;
     }
     size_t reply_len = 0;
-    CUresult result = Execute(record, &reply_len);
+    CUresult result = Route(record);
+    if (result == CUDA_SUCCESS) result = Execute(record, &reply_len);
+    AfterExecute(record, result);
     if ((record.header.flags & ipc::kFlagReply) != 0) {
       ring_->WriteReply(record.header.seq, result, ring_->reply_payload_for_write(), result == CUDA_SUCCESS ? reply_len : 0);
     } else if (result != CUDA_SUCCESS) {
@@ -140,7 +152,7 @@ CUresult Session::Execute(const ipc::RecordView& record, size_t* reply_len) {
       ipc::AttributeArgs a;
       if (!ExactArgs(p, len, &a)) return CUDA_ERROR_INVALID_VALUE;
       int v = 0;
-      CUresult r = d.cuDeviceGetAttribute(&v, static_cast<CUdevice_attribute>(a.attribute), a.device);
+      CUresult r = d.cuDeviceGetAttribute(&v, static_cast<CUdevice_attribute>(a.attribute), PhysicalDevice(a.device));
       std::memcpy(out, &v, sizeof(v));
       *reply_len = sizeof(v);
       return r;
@@ -149,7 +161,7 @@ CUresult Session::Execute(const ipc::RecordView& record, size_t* reply_len) {
       ipc::DeviceArgs a;
       if (!ExactArgs(p, len, &a)) return CUDA_ERROR_INVALID_VALUE;
       char name[256] = {};
-      CUresult r = d.cuDeviceGetName(name, sizeof(name) - 1, a.device);
+      CUresult r = d.cuDeviceGetName(name, sizeof(name) - 1, PhysicalDevice(a.device));
       std::memcpy(out, name, sizeof(name));
       *reply_len = sizeof(name);
       return r;
@@ -158,7 +170,7 @@ CUresult Session::Execute(const ipc::RecordView& record, size_t* reply_len) {
       ipc::DeviceArgs a;
       if (!ExactArgs(p, len, &a)) return CUDA_ERROR_INVALID_VALUE;
       size_t bytes = 0;
-      CUresult r = d.cuDeviceTotalMem(&bytes, a.device);
+      CUresult r = d.cuDeviceTotalMem(&bytes, PhysicalDevice(a.device));
       uint64_t v = bytes;
       std::memcpy(out, &v, sizeof(v));
       *reply_len = sizeof(v);
@@ -322,6 +334,7 @@ CUresult Session::Execute(const ipc::RecordView& record, size_t* reply_len) {
     case Op::kLaunch:
       return Launch(p, len);
     default:
+      if (record.header.opcode >= static_cast<uint16_t>(Op::kSetDevice)) return ExecuteDevices(record, reply_len);
       return ExecuteBlas(record, reply_len);
   }
 }
@@ -355,6 +368,7 @@ CUresult Session::ModuleChunk(const uint8_t* payload, size_t len) {
              pid_, m.is_fatbin ? "fatbin" : "simgpu", a.module_id, m.total_bytes, name != nullptr ? name : "?");
     m.module = nullptr;
   }
+  m.image = std::move(m.pending);
   m.pending = {};
   // A module that fails to load is recorded, not reported: CUDA reports it at the launch.
   return CUDA_SUCCESS;
@@ -369,6 +383,7 @@ CUresult Session::FunctionGet(const uint8_t* payload, size_t len, size_t* reply_
   CUfunction f = nullptr;
   CUresult r = CUDA_ERROR_NOT_FOUND;
   bool failed_module = false;
+  uint64_t found_in = 0;
   for (uint64_t id : module_order_) {
     if (a.module_id != 0 && id != a.module_id) continue;
     const Module& m = modules_[id];
@@ -377,7 +392,10 @@ CUresult Session::FunctionGet(const uint8_t* payload, size_t len, size_t* reply_
       continue;
     }
     r = driver_->cuModuleGetFunction(&f, m.module, name.c_str());
-    if (r == CUDA_SUCCESS) break;
+    if (r == CUDA_SUCCESS) {
+      found_in = id;
+      break;
+    }
   }
   if (r != CUDA_SUCCESS) {
     CUresult out = failed_module ? CUDA_ERROR_NO_BINARY_FOR_GPU : CUDA_ERROR_NOT_FOUND;
@@ -387,6 +405,8 @@ CUresult Session::FunctionGet(const uint8_t* payload, size_t len, size_t* reply_
   }
   Function fn;
   fn.function = f;
+  fn.module_id = found_in;
+  fn.name = name;
   for (uint32_t i = 0; i < ipc::kMaxParams; ++i) {
     size_t offset = 0, size = 0;
     if (driver_->cuFuncGetParamInfo(f, i, &offset, &size) != CUDA_SUCCESS) break;
@@ -409,7 +429,11 @@ CUresult Session::Launch(const uint8_t* payload, size_t len) {
   if (!Args(payload, len, &a)) return CUDA_ERROR_INVALID_VALUE;
   auto it = functions_.find(a.function);
   if (it == functions_.end()) return CUDA_ERROR_INVALID_HANDLE;
-  const Function& fn = it->second;
+  Function& fn = it->second;
+  CUfunction function = fn.function;
+  if (route_device_ != 0) {
+    if (CUresult r = FunctionOn(fn, route_device_, &function); r != CUDA_SUCCESS) return r;
+  }
   if (a.param_bytes != fn.param_bytes || len - sizeof(a) != a.param_bytes) return CUDA_ERROR_INVALID_VALUE;
   PHOS_STREAM_OR_RETURN(stream, a.stream);
   // Our own copy: the checks below must see what the kernel will get.
@@ -435,7 +459,7 @@ CUresult Session::Launch(const uint8_t* payload, size_t len) {
       }
     }
   }
-  return driver_->cuLaunchKernel(fn.function, a.grid[0], a.grid[1], a.grid[2], a.block[0], a.block[1], a.block[2],
+  return driver_->cuLaunchKernel(function, a.grid[0], a.grid[1], a.grid[2], a.block[0], a.block[1], a.block[2],
                                  a.shared_bytes, stream, args, nullptr);
 }
 

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -12,8 +14,11 @@
 
 #include <cublas_v2.h>
 #include <cuda.h>
+#include <nccl.h>
 
 #include "phos/base/status.h"
+#include "phos/ctxpool/context_pool.h"
+#include "phos/ctxpool/communicator_pool.h"
 #include "phos/ipc/ring.h"
 #include "phos/runtime/buffer_table.h"
 #include "phos/runtime/driver_table.h"
@@ -22,9 +27,15 @@ namespace phos::runtime {
 
 class Session {
  public:
-  // Creates the context and starts the executor thread.
-  static Result<std::unique_ptr<Session>> Open(DriverTable* driver, int device, std::unique_ptr<ipc::Ring> ring,
-                                               std::string token, int control_fd, int pid);
+  // Creates the context and starts the executor thread. `device` is the node device that is the
+  // session's device 0 (session device d is node device (device + d) mod count); contexts on the
+  // others are created when the function first uses them. `communicators` (may be null: NCCL
+  // communicators are then refused) must outlive the session.
+  // The context is the lease's (on node device `device`); it goes back to the pool, with
+  // everything the session made in it, when the session ends.
+  static Result<std::unique_ptr<Session>> Open(DriverTable* driver, ctxpool::ContextLease lease, int device, std::unique_ptr<ipc::Ring> ring,
+                                               std::string token, int control_fd, int pid,
+                                               ctxpool::CommunicatorPool* communicators = nullptr);
   // Stops the executor and releases everything the session holds.
   ~Session();
 
@@ -39,11 +50,28 @@ class Session {
     CUresult load_result = CUDA_SUCCESS;
     uint64_t total_bytes = 0;
     std::vector<uint8_t> pending;  // image bytes until the last chunk arrives
+    std::vector<uint8_t> image;    // kept after loading, for the contexts of other devices
+    std::unordered_map<int, CUmodule> on_device;  // session device >= 1 -> module loaded there
   };
   struct Function {
-    CUfunction function = nullptr;
+    CUfunction function = nullptr;  // in the device-0 context
     std::vector<ipc::ParamSlot> params;
     uint32_t param_bytes = 0;
+    uint64_t module_id = 0;
+    std::string name;
+    std::unordered_map<int, CUfunction> on_device;  // session device >= 1
+  };
+  // A communicator a function holds (session_nccl.cc): a rank of a pooled group, or a split the
+  // function made of one (owned: destroyed at the end).
+  struct NcclComm {
+    ncclComm_t comm = nullptr;  // null until every rank of an ncclCommInitRank rendezvous arrived
+    int device = 0;             // session device
+    uint64_t group = 0;         // pooled group (leases_ key); 0 for owned splits
+    bool owned = false;
+  };
+  struct NcclRendezvous {
+    std::vector<int> devices;     // by rank; -1 until the rank arrives
+    std::vector<uint64_t> comms;  // virtual communicators by rank
   };
 
   Session(DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid);
@@ -60,6 +88,27 @@ class Session {
   // Rejects (and logs) a range this session does not own.
   bool Owns(uint64_t ptr, uint64_t bytes, const char* what);
   Result<CUstream> StreamOf(uint64_t vid) const;
+
+  // session_devices.cc: which context a record runs in, and the per-device state behind it.
+  CUresult Route(const ipc::RecordView& record);
+  void AfterExecute(const ipc::RecordView& record, CUresult result);
+  CUresult ExecuteDevices(const ipc::RecordView& record, size_t* reply_len);
+  // The node device of session device `device`; -1 when the node has no such device.
+  int PhysicalDevice(int device) const;
+  Result<CUcontext> ContextOn(int device);
+  // The kernel in the context of session device `device` (loading its module there first).
+  CUresult FunctionOn(Function& fn, int device, CUfunction* out);
+  void ReleaseDevices();
+  // session_nccl.cc
+  CUresult ExecuteNccl(const ipc::RecordView& record, size_t* reply_len);
+  ncclResult_t NcclInitAll(const uint8_t* payload, size_t len, size_t* reply_len);
+  ncclResult_t NcclInitRank(const uint8_t* payload, size_t len, size_t* reply_len);
+  ncclResult_t NcclSplit(const uint8_t* payload, size_t len, size_t* reply_len);
+  ncclResult_t NcclDestroy(uint64_t vid);
+  CUresult NcclCollective(const ipc::NcclCollectiveArgs& a);
+  ncclResult_t NcclFlushGroup();
+  Result<uint64_t> LeaseGroup(const std::vector<int>& devices, std::vector<uint64_t>* vids);
+  void ReleaseNccl();
   uint64_t NewHandle() { return next_handle_ += 16; }
 
   DriverTable* driver_;
@@ -68,6 +117,10 @@ class Session {
   int control_fd_;
   int pid_;
   CUcontext context_ = nullptr;
+  std::optional<ctxpool::ContextLease> lease_;
+  // The virtual id under which the lease's cuBLAS handle serves the session's first cublasCreate
+  // (0: not handed out).
+  uint64_t pooled_blas_vid_ = 0;
   std::atomic<bool> stop_{false};
   std::thread executor_;
 
@@ -83,6 +136,22 @@ class Session {
   std::vector<uint64_t> module_order_;
   std::unordered_map<uint64_t, Function> functions_;
   uint64_t module_bytes_ = 0;
+
+  // Devices (session_devices.cc).
+  int base_device_ = 0;
+  int device_count_ = 1;
+  int device_ = 0;        // the session's current device (kSetDevice)
+  int route_device_ = 0;  // the device the record being executed runs on
+  std::unordered_map<int, CUcontext> device_contexts_;  // session device >= 1 -> its context
+  std::unordered_map<uint64_t, int> handle_devices_;    // stream, event, cuBLAS vid -> device
+
+  // NCCL (session_nccl.cc).
+  ctxpool::CommunicatorPool* communicators_ = nullptr;
+  std::unordered_map<uint64_t, NcclComm> comms_;
+  std::unordered_map<uint64_t, ctxpool::CommunicatorLease> leases_;
+  std::unordered_map<std::string, NcclRendezvous> rendezvous_;
+  int nccl_group_depth_ = 0;
+  std::vector<std::function<ncclResult_t()>> nccl_queued_;
 };
 
 }  // namespace phos::runtime

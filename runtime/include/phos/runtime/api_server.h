@@ -13,6 +13,10 @@
 #include "phos/ipc/ring.h"
 #include "phos/runtime/driver_table.h"
 
+namespace phos::ctxpool {
+class ContextPool;
+}  // namespace phos::ctxpool
+
 namespace phos::runtime {
 
 struct ApiServerOptions {
@@ -24,6 +28,14 @@ struct ApiServerOptions {
   size_t reply_bytes = ipc::Ring::kDefaultReplyBytes;
   // The device every session's context is created on. Default: 0.
   int device = 0;
+  // The pool every session leases its context from (on `device`); it must outlive the server.
+  // nullptr: the server opens a private pool that keeps no context ready (each new session's
+  // lease then creates one, and contexts are reused after their scrub). Default: nullptr.
+  ctxpool::ContextPool* context_pool = nullptr;
+  // Create the node communicator at start (ctxpool::CommunicatorPool), from which the NCCL
+  // communicators functions ask for are split. Without it, or when the driver table has no NCCL
+  // (logged), functions' NCCL calls are refused. Default: true.
+  bool communicators = true;
 };
 
 class ApiServer {

@@ -1,0 +1,328 @@
+// The NCCL calls of a session. A function's ncclCommInitAll / ncclCommInitRank never creates a
+// communicator: it leases a split of the node communicator from the communicator pool (ranks in
+// the order the function gave their devices), and gives it back when the function destroys every
+// rank of it or ends. Communicators are virtual ids; ncclCommInitRank calls of one unique id form
+// a rendezvous that leases once the last rank arrived (all ranks live in this one session).
+// Group calls are kept here: collectives and splits issued between ncclGroupStart and the
+// matching ncclGroupEnd are queued and run inside one driver group at the end, so that the pool's
+// own group calls never nest inside a function's.
+#include <cstring>
+
+#include <fmt/core.h>
+
+#include "phos/base/log.h"
+#include "session.h"
+
+namespace phos::runtime {
+namespace {
+
+using ipc::Op;
+
+size_t TypeBytes(int32_t type) {
+  switch (type) {
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64: return 8;
+    default: return 0;
+  }
+}
+
+ncclResult_t FromStatus(const Status& s) {
+  if (s.ok()) return ncclSuccess;
+  return s.code() == StatusCode::kInvalidArgument ? ncclInvalidArgument : ncclInternalError;
+}
+
+}  // namespace
+
+CUresult Session::ExecuteNccl(const ipc::RecordView& record, size_t* reply_len) {
+  const uint8_t* p = record.payload;
+  size_t len = record.header.length;
+  Op op = static_cast<Op>(record.header.opcode);
+  if (!driver_->has_nccl() || communicators_ == nullptr) {
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 60, "pid {}: NCCL call refused: {}", pid_,
+                       driver_->has_nccl() ? "phosd has no communicator pool" : "the driver table has no NCCL");
+    return op == Op::kNcclCollective ? CUDA_ERROR_NOT_SUPPORTED : static_cast<CUresult>(ncclSystemError);
+  }
+  auto handle_arg = [&](uint64_t* vid) {
+    if (len != sizeof(ipc::HandleArgs)) return false;
+    std::memcpy(vid, p, sizeof(*vid));
+    return true;
+  };
+  switch (op) {
+    case Op::kNcclCommInitAll: return static_cast<CUresult>(NcclInitAll(p, len, reply_len));
+    case Op::kNcclCommInitRank: return static_cast<CUresult>(NcclInitRank(p, len, reply_len));
+    case Op::kNcclCommSplit: return static_cast<CUresult>(NcclSplit(p, len, reply_len));
+    case Op::kNcclCommDestroy: {
+      uint64_t vid = 0;
+      if (!handle_arg(&vid)) return static_cast<CUresult>(ncclInvalidArgument);
+      return static_cast<CUresult>(NcclDestroy(vid));
+    }
+    case Op::kNcclCommCount:
+    case Op::kNcclCommUserRank: {
+      uint64_t vid = 0;
+      if (!handle_arg(&vid)) return static_cast<CUresult>(ncclInvalidArgument);
+      auto it = comms_.find(vid);
+      if (it == comms_.end() || it->second.comm == nullptr) return static_cast<CUresult>(ncclInvalidArgument);
+      int v = 0;
+      ncclResult_t r = op == Op::kNcclCommCount ? driver_->ncclCommCount(it->second.comm, &v)
+                                                : driver_->ncclCommUserRank(it->second.comm, &v);
+      int32_t out = v;
+      std::memcpy(ring_->reply_payload_for_write(), &out, sizeof(out));
+      *reply_len = sizeof(out);
+      return static_cast<CUresult>(r);
+    }
+    case Op::kNcclGroupStart:
+      ++nccl_group_depth_;
+      return CUDA_SUCCESS;
+    case Op::kNcclGroupEnd: {
+      if (nccl_group_depth_ == 0) return CUDA_ERROR_INVALID_VALUE;
+      if (--nccl_group_depth_ > 0) return CUDA_SUCCESS;
+      return NcclFlushGroup() == ncclSuccess ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
+    }
+    case Op::kNcclCollective: {
+      ipc::NcclCollectiveArgs a;
+      if (len != sizeof(a)) return CUDA_ERROR_INVALID_VALUE;
+      std::memcpy(&a, p, sizeof(a));
+      return NcclCollective(a);
+    }
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+Result<uint64_t> Session::LeaseGroup(const std::vector<int>& devices, std::vector<uint64_t>* vids) {
+  std::vector<int> physical;
+  for (int d : devices) {
+    int node = PhysicalDevice(d);
+    if (node < 0) return Status::InvalidArgument(fmt::format("device {} does not exist", d));
+    physical.push_back(node);
+  }
+  PHOS_ASSIGN_OR_RETURN(ctxpool::CommunicatorLease lease, communicators_->Lease(physical));
+  uint64_t group = NewHandle();
+  vids->resize(devices.size());
+  for (size_t rank = 0; rank < devices.size(); ++rank) {
+    uint64_t vid = (*vids)[rank] != 0 ? (*vids)[rank] : NewHandle();
+    comms_[vid] = NcclComm{lease.comm(static_cast<int>(rank)), devices[rank], group, false};
+    (*vids)[rank] = vid;
+  }
+  leases_.emplace(group, std::move(lease));
+  return group;
+}
+
+ncclResult_t Session::NcclInitAll(const uint8_t* payload, size_t len, size_t* reply_len) {
+  ipc::NcclInitAllArgs a;
+  if (len != sizeof(a)) return ncclInvalidArgument;
+  std::memcpy(&a, payload, sizeof(a));
+  if (a.ndev <= 0 || a.ndev > ipc::kMaxNcclRanks) return ncclInvalidArgument;
+  std::vector<int> devices(a.devices, a.devices + a.ndev);
+  std::vector<uint64_t> vids;
+  Result<uint64_t> group = LeaseGroup(devices, &vids);
+  if (!group.ok()) {
+    PHOS_LOG(Warn, "runtime", "pid {}: ncclCommInitAll refused: {}", pid_, group.status().message());
+    return FromStatus(group.status());
+  }
+  std::memcpy(ring_->reply_payload_for_write(), vids.data(), vids.size() * sizeof(uint64_t));
+  *reply_len = vids.size() * sizeof(uint64_t);
+  return ncclSuccess;
+}
+
+ncclResult_t Session::NcclInitRank(const uint8_t* payload, size_t len, size_t* reply_len) {
+  ipc::NcclInitRankArgs a;
+  if (len != sizeof(a)) return ncclInvalidArgument;
+  std::memcpy(&a, payload, sizeof(a));
+  if (a.nranks <= 0 || a.nranks > ipc::kMaxNcclRanks || a.rank < 0 || a.rank >= a.nranks) return ncclInvalidArgument;
+  std::string key(reinterpret_cast<const char*>(a.id), sizeof(a.id));
+  NcclRendezvous& rv = rendezvous_[key];
+  if (rv.devices.empty()) {
+    rv.devices.assign(a.nranks, -1);
+    rv.comms.assign(a.nranks, 0);
+  }
+  if (static_cast<int>(rv.devices.size()) != a.nranks || rv.devices[a.rank] != -1) {
+    PHOS_LOG(Warn, "runtime", "pid {}: ncclCommInitRank: rank {} of {} does not fit its unique id's rendezvous", pid_, a.rank,
+             a.nranks);
+    return ncclInvalidUsage;
+  }
+  // The rank lives on the caller's current device, as NCCL takes it from cudaGetDevice.
+  rv.devices[a.rank] = device_;
+  uint64_t vid = NewHandle();
+  rv.comms[a.rank] = vid;
+  comms_[vid] = NcclComm{nullptr, device_, 0, false};
+  std::memcpy(ring_->reply_payload_for_write(), &vid, sizeof(vid));
+  *reply_len = sizeof(vid);
+  for (int d : rv.devices) {
+    if (d == -1) return ncclSuccess;  // more ranks to come
+  }
+  NcclRendezvous done = std::move(rv);
+  rendezvous_.erase(key);
+  Result<uint64_t> group = LeaseGroup(done.devices, &done.comms);
+  if (!group.ok()) {
+    PHOS_LOG(Warn, "runtime", "pid {}: ncclCommInitRank refused: {}", pid_, group.status().message());
+    for (uint64_t c : done.comms) comms_.erase(c);
+    return FromStatus(group.status());
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t Session::NcclSplit(const uint8_t* payload, size_t len, size_t* reply_len) {
+  ipc::NcclSplitArgs a;
+  if (len != sizeof(a)) return ncclInvalidArgument;
+  std::memcpy(&a, payload, sizeof(a));
+  auto it = comms_.find(a.comm);
+  if (it == comms_.end() || it->second.comm == nullptr) return ncclInvalidArgument;
+  ncclComm_t parent = it->second.comm;
+  int device = it->second.device;
+  uint64_t vid = a.color == NCCL_SPLIT_NOCOLOR ? 0 : NewHandle();
+  if (vid != 0) comms_[vid] = NcclComm{nullptr, device, 0, true};
+  auto split = [this, parent, device, vid, color = a.color, key = a.key]() {
+    if (Result<CUcontext> ctx = ContextOn(device); ctx.ok()) driver_->cuCtxSetCurrent(*ctx);
+    ncclComm_t out = nullptr;
+    ncclResult_t r = driver_->ncclCommSplit(parent, color, key, &out, nullptr);
+    if (vid != 0) {
+      if (r == ncclSuccess) {
+        comms_[vid].comm = out;
+      } else {
+        comms_.erase(vid);
+      }
+    }
+    return r;
+  };
+  std::memcpy(ring_->reply_payload_for_write(), &vid, sizeof(vid));
+  *reply_len = sizeof(vid);
+  if (nccl_group_depth_ > 0) {
+    nccl_queued_.push_back(std::move(split));
+    return ncclSuccess;
+  }
+  return split();
+}
+
+ncclResult_t Session::NcclDestroy(uint64_t vid) {
+  auto it = comms_.find(vid);
+  if (it == comms_.end()) return ncclInvalidArgument;
+  NcclComm comm = it->second;
+  comms_.erase(it);
+  if (comm.owned) {
+    return comm.comm != nullptr ? driver_->ncclCommDestroy(comm.comm) : ncclSuccess;
+  }
+  if (comm.group == 0) return ncclSuccess;  // a rank of a rendezvous that never completed
+  for (const auto& [id, c] : comms_) {
+    if (c.group == comm.group) return ncclSuccess;  // other ranks still hold the group
+  }
+  // The last rank is gone: the group goes back once its collectives are done.
+  auto lease = leases_.find(comm.group);
+  if (lease == leases_.end()) return ncclSuccess;
+  for (size_t rank = 0; rank < lease->second.devices().size(); ++rank) {
+    for (int d = 0; d < device_count_; ++d) {
+      if (PhysicalDevice(d) != lease->second.devices()[rank]) continue;
+      if (Result<CUcontext> ctx = ContextOn(d); ctx.ok()) {
+        driver_->cuCtxSetCurrent(*ctx);
+        driver_->cuCtxSynchronize();
+      }
+    }
+  }
+  leases_.erase(lease);
+  return ncclSuccess;
+}
+
+CUresult Session::NcclCollective(const ipc::NcclCollectiveArgs& a) {
+  auto it = comms_.find(a.comm);
+  if (it == comms_.end() || it->second.comm == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  NcclComm comm = it->second;
+  size_t elem = TypeBytes(a.datatype);
+  if (elem == 0 || a.root < 0) return CUDA_ERROR_INVALID_VALUE;
+  int nranks = 0, rank = 0;
+  if (driver_->ncclCommCount(comm.comm, &nranks) != ncclSuccess || driver_->ncclCommUserRank(comm.comm, &rank) != ncclSuccess) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  auto kind = static_cast<ipc::NcclCollectiveKind>(a.kind);
+  uint64_t bytes = a.count * elem;
+  uint64_t send_bytes = bytes, recv_bytes = bytes;
+  switch (kind) {
+    case ipc::NcclCollectiveKind::kAllReduce: break;
+    case ipc::NcclCollectiveKind::kBroadcast:
+      if (rank != a.root) send_bytes = 0;  // NCCL reads the send buffer on the root only
+      break;
+    case ipc::NcclCollectiveKind::kAllGather: recv_bytes = bytes * nranks; break;
+    case ipc::NcclCollectiveKind::kReduceScatter: send_bytes = bytes * nranks; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  if ((send_bytes != 0 && !Owns(a.send, send_bytes, "NCCL send buffer")) ||
+      (recv_bytes != 0 && !Owns(a.recv, recv_bytes, "NCCL receive buffer"))) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // A stream of another device than the communicator's would run the collective on the wrong GPU.
+  int stream_device = comm.device;
+  if (auto d = handle_devices_.find(a.stream); d != handle_devices_.end()) stream_device = d->second;
+  Result<CUstream> stream = StreamOf(a.stream);
+  if (!stream.ok() || stream_device != comm.device) return CUDA_ERROR_INVALID_HANDLE;
+  auto run = [this, a, comm, kind, stream = *stream]() {
+    if (Result<CUcontext> ctx = ContextOn(comm.device); ctx.ok()) driver_->cuCtxSetCurrent(*ctx);
+    auto s = reinterpret_cast<cudaStream_t>(stream);
+    auto type = static_cast<ncclDataType_t>(a.datatype);
+    auto op = static_cast<ncclRedOp_t>(a.op);
+    const void* send = reinterpret_cast<const void*>(a.send);
+    void* recv = reinterpret_cast<void*>(a.recv);
+    switch (kind) {
+      case ipc::NcclCollectiveKind::kAllReduce: return driver_->ncclAllReduce(send, recv, a.count, type, op, comm.comm, s);
+      case ipc::NcclCollectiveKind::kBroadcast: return driver_->ncclBroadcast(send, recv, a.count, type, a.root, comm.comm, s);
+      case ipc::NcclCollectiveKind::kAllGather: return driver_->ncclAllGather(send, recv, a.count, type, comm.comm, s);
+      case ipc::NcclCollectiveKind::kReduceScatter:
+        return driver_->ncclReduceScatter(send, recv, a.count, type, op, comm.comm, s);
+    }
+    return ncclInvalidArgument;
+  };
+  if (nccl_group_depth_ > 0) {
+    nccl_queued_.push_back(std::move(run));
+    return CUDA_SUCCESS;
+  }
+  ncclResult_t r = run();
+  if (r != ncclSuccess) PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: NCCL collective failed: {}", pid_, ctxpool::NcclResultName(r));
+  return r == ncclSuccess ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
+}
+
+ncclResult_t Session::NcclFlushGroup() {
+  std::vector<std::function<ncclResult_t()>> queued = std::move(nccl_queued_);
+  nccl_queued_.clear();
+  if (queued.empty()) return ncclSuccess;
+  ncclResult_t r = driver_->ncclGroupStart();
+  for (auto& call : queued) {
+    if (r != ncclSuccess) break;
+    r = call();
+  }
+  ncclResult_t end = driver_->ncclGroupEnd();
+  if (r == ncclSuccess) r = end;
+  if (r != ncclSuccess) PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: NCCL group failed: {}", pid_, ctxpool::NcclResultName(r));
+  return r;
+}
+
+void Session::ReleaseNccl() {
+  if (comms_.empty() && leases_.empty()) return;
+  // Collectives still in flight finish before their communicators go.
+  for (int d = 0; d < device_count_; ++d) {
+    Result<CUcontext> ctx = d == 0 ? Result<CUcontext>(context_) : Result<CUcontext>(Status::NotFound(""));
+    if (d != 0) {
+      auto it = device_contexts_.find(d);
+      if (it == device_contexts_.end()) continue;
+      ctx = it->second;
+    }
+    driver_->cuCtxSetCurrent(*ctx);
+    driver_->cuCtxSynchronize();
+  }
+  for (auto& [vid, c] : comms_) {
+    if (c.owned && c.comm != nullptr) driver_->ncclCommDestroy(c.comm);
+  }
+  comms_.clear();
+  rendezvous_.clear();
+  nccl_queued_.clear();
+  leases_.clear();  // each lease returns its group to the pool
+}
+
+}  // namespace phos::runtime

@@ -31,6 +31,9 @@ struct DeviceProfile {
   // are cheap.
   double blas_handle_create_first_s = 0;
   double blas_handle_create_s = 0;
+  // ncclCommInitRank / ncclCommInitAll / ncclCommSplit: creating one communicator (its ranks
+  // initialise in parallel).
+  double nccl_comm_init_s = 0;
 
   // Attributes reported by cuDeviceGetAttribute.
   int async_engine_count = 2;

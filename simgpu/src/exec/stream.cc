@@ -15,6 +15,18 @@ uint64_t Stream::Enqueue(Op op) {
   return state_->context->Enqueue(state_, std::move(op), /*marker=*/false, nullptr)->seq();
 }
 
+std::shared_ptr<HeldTask> Stream::EnqueueHeld(Op op, bool marker) {
+  TaskPtr task = state_->context->Enqueue(state_, std::move(op), marker, nullptr, /*held=*/true);
+  return std::shared_ptr<HeldTask>(new HeldTask(std::move(task)));
+}
+
+void HeldTask::Release(CUresult result) {
+  if (released_.exchange(true)) return;
+  if (result != CUDA_SUCCESS) task_->context().SetStickyError(result);
+  task_->RaiseReadyAt(WallClock::now());
+  ReleaseHold(std::move(task_));
+}
+
 CUresult Stream::Query() const {
   const CUresult sticky = state_->context->sticky_error();
   if (sticky != CUDA_SUCCESS) return sticky;

@@ -4,6 +4,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -12,6 +13,8 @@
 namespace phos::sim {
 
 class Event;
+class HeldTask;
+class Task;
 struct StreamState;
 
 class Stream {
@@ -26,6 +29,11 @@ class Stream {
   // rules, after the context's other streams where they apply). Never blocks on work. Returns the
   // op's sequence number in this stream (1, 2, ...), for Wait(). Thread-safe.
   uint64_t Enqueue(Op op);
+  // Queues `op` (or, with `marker`, a point that takes no device time) that also waits for the
+  // returned handle's Release(): a party outside this stream decides when it may start (an op)
+  // or complete (a marker). The pieces of a cross-stream rendezvous such as simgpu's NCCL
+  // collectives. Never blocks on work. Thread-safe.
+  std::shared_ptr<HeldTask> EnqueueHeld(Op op, bool marker);
 
   // CUDA_SUCCESS when everything enqueued so far completed, CUDA_ERROR_NOT_READY otherwise, or
   // the context's sticky error.
@@ -54,6 +62,27 @@ class Stream {
   explicit Stream(std::shared_ptr<StreamState> state);
 
   std::shared_ptr<StreamState> state_;
+};
+
+// A task of Stream::EnqueueHeld, waiting for its release.
+class HeldTask {
+ public:
+  // Releases the task if nobody did: no stream waits forever for a party that is gone.
+  ~HeldTask() { Release(); }
+  HeldTask(const HeldTask&) = delete;
+  HeldTask& operator=(const HeldTask&) = delete;
+
+  // Lets the task start (an op) or complete (a marker) once its stream reached it, not earlier
+  // than now on the device timeline. An error becomes the context's sticky error first (work
+  // behind the task is then dropped). Only the first call counts. Thread-safe.
+  void Release(CUresult result = CUDA_SUCCESS);
+
+ private:
+  friend class Stream;
+  explicit HeldTask(std::shared_ptr<Task> task) : task_(std::move(task)) {}
+
+  std::shared_ptr<Task> task_;
+  std::atomic<bool> released_{false};
 };
 
 }  // namespace phos::sim

@@ -116,12 +116,13 @@ void ContextState::SetStickyError(CUresult result) {
 }
 
 TaskPtr ContextState::Enqueue(const std::shared_ptr<StreamState>& stream, Op op, bool marker,
-                              const TaskPtr& wait_for) {
+                              const TaskPtr& wait_for, bool held) {
   TaskPtr task;
   {
     std::lock_guard lock(mu_);
     const uint64_t seq = stream->last_seq.load(std::memory_order_relaxed) + 1;
     task = std::make_shared<Task>(std::move(op), marker, stream, seq);
+    if (held) task->AddHold();
     AddDependency(stream->tail.get(), task);
     AddDependency(wait_for.get(), task);
     // Legacy default stream: NULL-stream work waits for all blocking streams, and blocking-stream

@@ -76,7 +76,11 @@ class Task {
   friend void ReleaseHold(TaskPtr task);
   friend void CompleteTask(TaskPtr task, CUresult result, std::optional<WallClock::time_point> at);
 
+  friend class ContextState;
+  friend class HeldTask;
   void RaiseReadyAt(WallClock::time_point t);
+  // One more release (ReleaseHold) before the task may start; only before the enqueuer's own.
+  void AddHold() { pending_.fetch_add(1); }
 
   Op op_;
   const bool marker_;
@@ -133,8 +137,10 @@ class ContextState {
   void SetStickyError(CUresult result);
 
   // Appends a task to `stream`: after the stream's previous task, after `wait_for` (may be null),
-  // and after the tails the legacy NULL stream rules require. Never blocks on work.
-  TaskPtr Enqueue(const std::shared_ptr<StreamState>& stream, Op op, bool marker, const TaskPtr& wait_for);
+  // and after the tails the legacy NULL stream rules require. Never blocks on work. `held`: the
+  // task also waits for one ReleaseHold by the caller (a cross-stream rendezvous, HeldTask).
+  TaskPtr Enqueue(const std::shared_ptr<StreamState>& stream, Op op, bool marker, const TaskPtr& wait_for,
+                  bool held = false);
 
   void Register(StreamState* stream);
   // The stream's handle is gone. Its pending work still runs; the context keeps its tail so that

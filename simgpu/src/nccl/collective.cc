@@ -1,0 +1,247 @@
+#include "nccl/collective.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "api/driver.h"
+#include "nccl/comm.h"
+#include "nccl/errors.h"
+#include "nccl/reduce.h"
+#include "phos/base/log.h"
+
+namespace phos::sim::nccl {
+namespace {
+
+const char* KindName(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      return "ncclAllReduce";
+    case CollectiveKind::kBroadcast:
+      return "ncclBroadcast";
+    case CollectiveKind::kAllGather:
+      return "ncclAllGather";
+    case CollectiveKind::kReduceScatter:
+      return "ncclReduceScatter";
+  }
+  return "collective";
+}
+
+bool Reduces(CollectiveKind kind) {
+  return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter;
+}
+
+// Bytes of rank `rank`'s send and receive buffers the collective touches.
+size_t SendBytes(const CollectiveArgs& a, int nranks, int rank, size_t elem) {
+  switch (a.kind) {
+    case CollectiveKind::kBroadcast:
+      return rank == a.root ? a.count * elem : 0;  // other ranks' sendbuff is not read
+    case CollectiveKind::kReduceScatter:
+      return a.count * nranks * elem;
+    default:
+      return a.count * elem;
+  }
+}
+size_t RecvBytes(const CollectiveArgs& a, int nranks, size_t elem) {
+  return a.kind == CollectiveKind::kAllGather ? a.count * nranks * elem : a.count * elem;
+}
+
+}  // namespace
+
+// One collective of a communicator: the ranks' buffers and gates, and the arrival count.
+class Collective {
+ public:
+  struct Part {
+    const void* send = nullptr;
+    void* recv = nullptr;
+    std::shared_ptr<HeldTask> gate;
+  };
+
+  Collective(const CollectiveArgs& args, int nranks)
+      : args_(args), nranks_(nranks), elem_(DataTypeSize(args.type)), parts_(nranks) {}
+  // Gates never released (a rank never reached the collective: its context failed, or every
+  // rank's communicator was destroyed first) open when their HeldTask goes.
+  ~Collective() {
+    if (!ran_.load()) {
+      PHOS_LOG(Warn, "simgpu", "nccl: {} abandoned: {} of {} ranks reached it; nothing was moved",
+               KindName(args_.kind), arrived_.load(), nranks_);
+    }
+  }
+
+  bool Matches(const CollectiveArgs& a) const {
+    return a.kind == args_.kind && a.count == args_.count && a.type == args_.type &&
+           (!Reduces(a.kind) || a.op == args_.op) && (a.kind != CollectiveKind::kBroadcast || a.root == args_.root);
+  }
+  Part& part(int rank) { return parts_[rank]; }
+  int joined = 0;  // guarded by the CommGroup's mutex
+
+  // Called by each rank's arrival op when its stream reached the collective.
+  void Arrive() {
+    if (arrived_.fetch_add(1) + 1 < nranks_) return;
+    const CUresult result = Execute();
+    ran_.store(true);
+    for (Part& p : parts_) p.gate->Release(result);
+  }
+
+ private:
+  // Every rank's buffers are checked again: they may have been freed since the call.
+  bool BuffersValid() const {
+    DeviceMemory& memory = Driver::Get()->memory();
+    for (int r = 0; r < nranks_; ++r) {
+      const size_t send = SendBytes(args_, nranks_, r, elem_);
+      if (send > 0 && !memory.CheckRange(reinterpret_cast<CUdeviceptr>(parts_[r].send), send, Access::kRead)) {
+        return false;
+      }
+      if (!memory.CheckRange(reinterpret_cast<CUdeviceptr>(parts_[r].recv), RecvBytes(args_, nranks_, elem_),
+                             Access::kReadWrite)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // The result is built in a staging buffer before any rank's receive buffer is written, so
+  // in-place calls (and buffers that overlap across ranks) read only original data.
+  CUresult Execute() {
+    if (!BuffersValid()) {
+      PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1, "nccl: {} at run time: a rank's buffer is no longer device memory",
+                         KindName(args_.kind));
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+    const size_t chunk = args_.count * elem_;
+    const size_t recv = RecvBytes(args_, nranks_, elem_);
+    const size_t staged = args_.kind == CollectiveKind::kReduceScatter ? chunk * nranks_ : recv;
+    std::unique_ptr<std::byte[]> result(new std::byte[staged]);
+    std::vector<const void*> inputs(nranks_);
+    switch (args_.kind) {
+      case CollectiveKind::kAllReduce:
+        for (int r = 0; r < nranks_; ++r) inputs[r] = parts_[r].send;
+        Reduce(args_.type, args_.op, inputs.data(), nranks_, result.get(), args_.count);
+        break;
+      case CollectiveKind::kBroadcast:
+        std::memcpy(result.get(), parts_[args_.root].send, chunk);
+        break;
+      case CollectiveKind::kAllGather:
+        for (int r = 0; r < nranks_; ++r) std::memcpy(result.get() + r * chunk, parts_[r].send, chunk);
+        break;
+      case CollectiveKind::kReduceScatter:
+        for (int segment = 0; segment < nranks_; ++segment) {
+          for (int r = 0; r < nranks_; ++r) inputs[r] = static_cast<const std::byte*>(parts_[r].send) + segment * chunk;
+          Reduce(args_.type, args_.op, inputs.data(), nranks_, result.get() + segment * chunk, args_.count);
+        }
+        break;
+    }
+    for (int r = 0; r < nranks_; ++r) {
+      const std::byte* from = result.get();
+      if (args_.kind == CollectiveKind::kReduceScatter) from += r * chunk;
+      std::memcpy(parts_[r].recv, from, recv);
+    }
+    return CUDA_SUCCESS;
+  }
+
+  const CollectiveArgs args_;
+  const int nranks_;
+  const size_t elem_;
+  std::vector<Part> parts_;  // written by each rank's call before its arrival op is released
+  std::atomic<int> arrived_{0};
+  std::atomic<bool> ran_{false};
+};
+
+namespace {
+
+// ncclInvalidArgument unless [ptr, ptr + bytes) is device memory of `device` granting `access`.
+ncclResult_t CheckBuffer(const char* call, const char* name, const void* ptr, size_t bytes, Access access,
+                         int device) {
+  if (ptr == nullptr) return Fail(ncclInvalidArgument, fmt::format("{}: {} is NULL", call, name));
+  int owner = -1;
+  if (!Driver::Get()->memory().CheckRange(reinterpret_cast<CUdeviceptr>(ptr), bytes, access, &owner)) {
+    return Fail(ncclInvalidArgument,
+                fmt::format("{}: {} {} is not device memory of {} bytes", call, name, ptr, bytes));
+  }
+  if (owner != device) {
+    return Fail(ncclInvalidArgument, fmt::format("{}: {} {} is memory of device {}, the communicator's is {}", call,
+                                                 name, ptr, owner, device));
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t EnqueueCollective(ncclComm_t comm, const CollectiveArgs& args, cudaStream_t stream) {
+  const char* call = KindName(args.kind);
+  std::shared_ptr<RankComm> rank_comm;
+  if (ncclResult_t r = CommRegistry::Get().Find(comm, &rank_comm); r != ncclSuccess) return r;
+  const size_t elem = DataTypeSize(args.type);
+  if (elem == 0) {
+    return Fail(ncclInvalidArgument, fmt::format("{}: datatype {} is not served", call, static_cast<int>(args.type)));
+  }
+  if (Reduces(args.kind) && !ValidRedOp(args.op)) {
+    return Fail(ncclInvalidArgument, fmt::format("{}: reduction op {} is not served", call, static_cast<int>(args.op)));
+  }
+  CommGroup& group = *rank_comm->group;
+  const int nranks = group.nranks;
+  const int rank = rank_comm->rank;
+  if (args.kind == CollectiveKind::kBroadcast && (args.root < 0 || args.root >= nranks)) {
+    return Fail(ncclInvalidArgument, fmt::format("{}: root {} outside [0, {})", call, args.root, nranks));
+  }
+  if (args.count > std::numeric_limits<size_t>::max() / elem / static_cast<size_t>(nranks)) {
+    return Fail(ncclInvalidArgument, fmt::format("{}: count {} overflows the buffer size", call, args.count));
+  }
+  std::shared_ptr<Stream> s;
+  if (ResolveStream(rank_comm->binding.ctx, reinterpret_cast<CUstream>(stream), &s) != CUDA_SUCCESS) {
+    return Fail(ncclInvalidArgument, fmt::format("{}: stream is not a live stream of the communicator's context", call));
+  }
+  if (args.count == 0) return ncclSuccess;
+  const int device = rank_comm->device();
+  if (const size_t send = SendBytes(args, nranks, rank, elem); send > 0) {
+    if (ncclResult_t r = CheckBuffer(call, "sendbuff", args.send, send, Access::kRead, device); r != ncclSuccess) {
+      return r;
+    }
+  }
+  const size_t recv = RecvBytes(args, nranks, elem);
+  if (ncclResult_t r = CheckBuffer(call, "recvbuff", args.recv, recv, Access::kReadWrite, device); r != ncclSuccess) {
+    return r;
+  }
+
+  std::shared_ptr<Collective> collective;
+  {
+    std::lock_guard lock(group.mu);
+    const uint64_t seq = group.next_collective[rank];
+    std::shared_ptr<Collective>& open = group.open_collectives[seq];
+    if (!open) {
+      open = std::make_shared<Collective>(args, nranks);
+    } else if (!open->Matches(args)) {
+      return Fail(ncclInvalidArgument,
+                  fmt::format("{}: rank {}'s collective #{} differs from what other ranks called there (kind, "
+                              "count, datatype, op or root)",
+                              call, rank, seq));
+    }
+    collective = open;
+    collective->part(rank).send = args.send;
+    collective->part(rank).recv = args.recv;
+    ++group.next_collective[rank];
+    if (++collective->joined == nranks) group.open_collectives.erase(seq);
+  }
+
+  Op arrival;
+  arrival.engine = Engine::kCompute;
+  // Like a kernel's: the launch overhead is modelled, the data movement runs at CPU speed.
+  arrival.cost_seconds = rank_comm->binding.ctx->device->profile->kernel_launch_s;
+  arrival.bytes = recv;
+  arrival.work = [collective] {
+    collective->Arrive();
+    return CUDA_SUCCESS;
+  };
+  // The arrival is held until the gate exists, so that the last arrival finds every gate.
+  std::shared_ptr<HeldTask> held = s->EnqueueHeld(std::move(arrival), /*marker=*/false);
+  collective->part(rank).gate = s->EnqueueHeld(Op{}, /*marker=*/true);
+  held->Release();
+  return ncclSuccess;
+}
+
+}  // namespace phos::sim::nccl

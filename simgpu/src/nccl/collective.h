@@ -1,0 +1,44 @@
+// NCCL collectives on simgpu, executed in stream order across simulated devices.
+//
+// A collective is a rendezvous of its ranks' streams. On rank r's stream it is two tasks:
+//   arrival  a compute op (the profile's kernel launch cost) that runs when the stream reached
+//            the collective: it counts rank r in. The last rank to arrive does the whole
+//            collective over every rank's device buffers, on its own compute worker, and then
+//            releases every rank's
+//   gate     a held marker (Stream::EnqueueHeld): work behind the collective on rank r's stream
+//            waits for it.
+// No worker ever waits for another rank: an arrival that is not the last returns at once, so
+// any number of collectives in flight cannot exhaust the compute pool.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstddef>
+
+namespace phos::sim::nccl {
+
+enum class CollectiveKind : int { kAllReduce, kBroadcast, kAllGather, kReduceScatter };
+
+struct CollectiveArgs {
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  // Elements: per rank for kAllReduce and kBroadcast, sent by each rank for kAllGather
+  // (sendcount), received by each rank for kReduceScatter (recvcount).
+  size_t count = 0;
+  ncclDataType_t type = ncclFloat32;
+  ncclRedOp_t op = ncclSum;  // kAllReduce, kReduceScatter
+  int root = 0;              // kBroadcast
+};
+
+// Checks the call as NCCL does (ncclInvalidArgument for a bad communicator, datatype, op, root,
+// a count whose byte size overflows, a NULL buffer, a buffer that is not device memory of the
+// communicator's device for the bytes the collective touches, or a stream of another context)
+// and enqueues rank comm's part on `stream`. A count of 0 is a successful no-op. Ranks must call
+// their collectives in the same order with the same kind, count, datatype, op and root; a call
+// that disagrees with what another rank already gave for the same position is
+// ncclInvalidArgument and enqueues nothing.
+ncclResult_t EnqueueCollective(ncclComm_t comm, const CollectiveArgs& args, cudaStream_t stream);
+
+}  // namespace phos::sim::nccl

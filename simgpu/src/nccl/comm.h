@@ -1,0 +1,155 @@
+// NCCL communicators on simgpu: the ncclComm_t handle table, unique ids, and the host-side
+// rendezvous behind ncclCommInitRank, ncclCommInitAll, ncclCommSplit and ncclGroupStart/End.
+//
+// All ranks of a communicator live in this process (in phos: phosd), so a unique id names an
+// entry of an in-process rendezvous table; cross-process communicators are not modelled. A rank
+// is bound to one context (the one current at ncclCommInitRank) and runs its collectives on
+// that context's streams. Like the driver's handles (api/handles.h) an ncclComm_t is a table id,
+// never a pointer: garbage, destroyed or NULL handles are ncclInvalidArgument, not a crash.
+#pragma once
+
+#include <nccl.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "api/driver.h"
+
+namespace phos::sim::nccl {
+
+// Outside the driver's HandleKind values and cuBLAS's (0x40).
+inline constexpr HandleKind kCommHandleKind = static_cast<HandleKind>(0x41);
+
+class Collective;
+struct Rendezvous;
+
+// What the ranks of one communicator share.
+struct CommGroup {
+  explicit CommGroup(int nranks);
+
+  const int nranks;
+  std::mutex mu;  // guards the collective bookkeeping below
+  // Per rank: the sequence number its next collective gets. The k-th collective of every rank
+  // is the same collective, as NCCL requires of its callers.
+  std::vector<uint64_t> next_collective;
+  // Collectives some but not all ranks have joined, by sequence number.
+  std::map<uint64_t, std::shared_ptr<Collective>> open_collectives;
+
+  // ncclCommSplit, likewise by sequence; guarded by the CommRegistry's mutex.
+  std::vector<uint64_t> next_split;
+  std::map<uint64_t, std::shared_ptr<Rendezvous>> open_splits;
+};
+
+// The context a rank runs on.
+struct Binding {
+  CUcontext context_handle = nullptr;
+  std::shared_ptr<Context> ctx;
+  // The binding holds a reference on the device's primary context (ncclCommInitAll, or no
+  // context current at ncclCommInitRank), released with the rank.
+  bool owns_primary = false;
+};
+
+// What one ncclComm_t names: one rank of a communicator.
+struct RankComm {
+  ~RankComm();
+
+  std::shared_ptr<CommGroup> group;
+  int rank = 0;
+  Binding binding;
+  int device() const { return binding.ctx->device->ordinal; }
+};
+
+// A communicator creation (init or split) some ranks have joined; complete once all did.
+struct Rendezvous {
+  struct Member {
+    bool joined = false;
+    int color = 0;  // split only
+    int key = 0;
+    std::shared_ptr<RankComm> parent;  // split: the rank of the communicator being split
+    std::shared_ptr<RankComm> result;  // split: the new rank, or null (NCCL_SPLIT_NOCOLOR)
+  };
+  explicit Rendezvous(int parties) : members(parties) {}
+
+  std::vector<Member> members;  // by rank (init) or parent rank (split)
+  int joined = 0;
+  bool complete = false;
+  std::shared_ptr<CommGroup> group;  // init: the communicator being created
+};
+
+// A rank's part of a communicator creation that remains to be waited for: at once, or at the
+// outermost ncclGroupEnd when the call was made inside a group.
+struct PendingJoin {
+  std::shared_ptr<Rendezvous> rendezvous;
+  int member = 0;
+  ncclComm_t* split_out = nullptr;  // split: where the new handle is written
+  double cost_s = 0;                // the profile's nccl_comm_init_s
+};
+
+class CommRegistry {
+ public:
+  static CommRegistry& Get();
+
+  ncclResult_t NewUniqueId(ncclUniqueId* out);
+
+  // The live rank `comm` names, with its context still alive and without a sticky error.
+  // ncclInvalidArgument for a handle that is not live, ncclUnhandledCudaError for a context
+  // that is gone or failed.
+  ncclResult_t Find(ncclComm_t comm, std::shared_ptr<RankComm>* out) const;
+  // The live rank, whatever its context's state (queries and destroy).
+  ncclResult_t FindAny(ncclComm_t comm, std::shared_ptr<RankComm>* out) const;
+  ncclResult_t Destroy(ncclComm_t comm);
+
+  // ncclCommInitRank: binds to the current context (or, with none current, device 0's primary
+  // context, which is what the CUDA runtime would use), joins the rendezvous `id` names and
+  // writes the new handle. Does not wait: the caller finishes `pending` (FinishJoins).
+  ncclResult_t JoinInit(const ncclUniqueId& id, int nranks, int rank, ncclComm_t* comm, PendingJoin* pending);
+  // ncclCommInitAll: one rank per device of `devices` (distinct), each on its primary context;
+  // complete on return, creation cost paid once.
+  ncclResult_t InitAll(const std::vector<int>& devices, ncclComm_t* comms);
+  // ncclCommSplit: joins the split of `parent`'s communicator; the new handle is written by
+  // FinishJoins.
+  ncclResult_t JoinSplit(const std::shared_ptr<RankComm>& parent, int color, int key, ncclComm_t* newcomm,
+                         PendingJoin* pending);
+  // Waits until every rendezvous of `joins` completed (ncclSystemError after kJoinTimeout),
+  // writes split handles, and pays the largest creation cost once: ranks initialise in
+  // parallel.
+  ncclResult_t FinishJoins(const std::vector<PendingJoin>& joins);
+
+  // How long a rank waits for the others to join a communicator creation. NCCL's bootstrap
+  // waits without bound; a stuck daemon is worse than a failed call.
+  static constexpr std::chrono::seconds kJoinTimeout{120};
+
+ private:
+  CommRegistry() = default;
+  ncclComm_t Insert(std::shared_ptr<RankComm> rank);
+  // Joins rank `rank_comm->rank` of the rendezvous of unique id number `key`.
+  ncclResult_t JoinInitRank(uint64_t key, int nranks, std::shared_ptr<RankComm> rank_comm, ncclComm_t* comm,
+                            PendingJoin* pending);
+  // Computes a completed split's new communicators. Requires mu_.
+  void CompleteSplit(Rendezvous& rendezvous);
+
+  HandleTable<RankComm, ncclComm_t, kCommHandleKind> handles_;
+  std::mutex mu_;  // every Rendezvous, the init table and the groups' split bookkeeping
+  std::condition_variable joined_cv_;
+  std::map<uint64_t, std::shared_ptr<Rendezvous>> inits_;  // by unique id
+  std::atomic<uint64_t> next_id_{0};
+};
+
+// Retains the primary context of `device` for a rank (Binding::owns_primary).
+ncclResult_t BindPrimary(int device, Binding* out);
+
+// ncclGroupStart/End nesting of the calling thread, and the joins deferred to its end.
+struct GroupState {
+  int depth = 0;
+  std::vector<PendingJoin> joins;
+  ncclResult_t first_error = ncclSuccess;
+};
+GroupState& ThreadGroup();
+
+}  // namespace phos::sim::nccl

@@ -1,0 +1,53 @@
+#include "crash_harness.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <random>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "crash_workload.h"
+#include "store_test_util.h"
+
+namespace phos::store::testing {
+
+void RunCrashIterations(int iterations, unsigned seed) {
+  TempDir dir;
+  std::mt19937 rng(seed);
+  int killed_mid_run = 0;
+  int max_snapshots = 0;
+  for (int i = 0; i < iterations; ++i) {
+    std::string child_seed = std::to_string(rng());
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::execl(PHOS_STORE_CRASH_WRITER, PHOS_STORE_CRASH_WRITER, dir.path().c_str(), child_seed.c_str(),
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    // The writer's RocksDB open takes a few ms; kill anywhere from before it to well into its
+    // loop (each op fsyncs, so a few ms each).
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 60000));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    if (WIFEXITED(status)) {
+      FAIL() << "crash writer exited by itself with " << WEXITSTATUS(status) << " (iteration " << i << ")";
+    }
+    ++killed_mid_run;
+    int snapshots = 0;
+    Status s = CheckCrashStore(dir.path(), &snapshots);
+    ASSERT_TRUE(s.ok()) << "after kill " << i << ": " << s.ToString();
+    max_snapshots = std::max(max_snapshots, snapshots);
+  }
+  EXPECT_EQ(killed_mid_run, iterations);
+  // The kills landed after real work, not only during start-up.
+  EXPECT_GT(max_snapshots, 0);
+}
+
+}  // namespace phos::store::testing

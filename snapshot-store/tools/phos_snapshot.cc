@@ -1,0 +1,141 @@
+// phos-snapshot: offline look at a snapshot store (opened read-only unless it runs gc).
+//
+//   phos-snapshot --store DIR ls
+//   phos-snapshot --store DIR inspect FUNCTION [VERSION]   manifest, sizes, dedup ratio
+//   phos-snapshot --store DIR verify [FUNCTION [VERSION]]  read and check every chunk
+//   phos-snapshot --store DIR gc                           free unreferenced chunks and segments
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include "phos/store/store.h"
+
+namespace {
+
+using phos::Result;
+using phos::Status;
+using phos::store::Store;
+
+int Fail(const Status& s) {
+  fmt::print(stderr, "phos-snapshot: {}\n", s.ToString());
+  return 1;
+}
+
+Result<uint64_t> Latest(Store& store, const std::string& function) {
+  PHOS_ASSIGN_OR_RETURN(auto versions, store.ListVersions(function));
+  if (versions.empty()) return Status::NotFound("no snapshot of '" + function + "'");
+  return versions.back();
+}
+
+int Ls(Store& store) {
+  auto functions = store.ListFunctions();
+  if (!functions.ok()) return Fail(functions.status());
+  for (const auto& f : *functions) {
+    auto versions = store.ListVersions(f);
+    if (!versions.ok()) return Fail(versions.status());
+    std::string list;
+    for (uint64_t v : *versions) list += fmt::format("{}v{}", list.empty() ? "" : " ", v);
+    fmt::print("{}\t{}\n", f, list);
+  }
+  return 0;
+}
+
+int Inspect(Store& store, const std::string& function, uint64_t version) {
+  if (version == 0) {
+    auto latest = Latest(store, function);
+    if (!latest.ok()) return Fail(latest.status());
+    version = *latest;
+  }
+  auto m = store.LoadManifest(function, version);
+  if (!m.ok()) return Fail(m.status());
+  fmt::print("snapshot '{}' v{}\n  device profile {}  compute capability {}  chunk bytes {}  created {} ms\n",
+             m->function(), m->version(), m->device_profile(), m->compute_capability(), m->chunk_bytes(),
+             m->created_unix_ms());
+  uint64_t total = 0;
+  for (int i = 0; i < m->buffers_size(); ++i) {
+    const auto& b = m->buffers(i);
+    total += b.size();
+    fmt::print("  buffer {:3} {:#016x} {:>12} B  {:>5} chunks  rank {:>3}  {}  {}\n", i, b.device_address(), b.size(),
+               b.chunks_size(), b.first_touch_rank(), phos::store::proto::AccessClass_Name(b.access_class()),
+               b.label());
+  }
+  for (int i = 0; i < m->modules_size(); ++i) {
+    total += m->modules(i).size();
+    fmt::print("  module {:3} {} {} B {} chunks\n", i, m->modules(i).kind(), m->modules(i).size(),
+               m->modules(i).chunks_size());
+  }
+  fmt::print("  {} streams, {} events, {} library handles, cpu state {} {}\n", m->streams_size(), m->events_size(),
+             m->library_handles_size(), m->cpu_state().kind(), m->cpu_state().location());
+  fmt::print("  {} bytes in {} buffers and {} modules\n", total, m->buffers_size(), m->modules_size());
+  auto stats = store.Stats();
+  if (!stats.ok()) return Fail(stats.status());
+  fmt::print("store: {} snapshots, {} logical bytes, {} unique, {} on disk, dedup ratio {:.2f}\n", stats->snapshots,
+             stats->logical_bytes, stats->unique_bytes, stats->segment_bytes, stats->dedup_ratio);
+  return 0;
+}
+
+int Verify(Store& store, const std::string& function, uint64_t version) {
+  std::vector<std::pair<std::string, uint64_t>> targets;
+  auto functions = function.empty() ? store.ListFunctions() : Result<std::vector<std::string>>({function});
+  if (!functions.ok()) return Fail(functions.status());
+  for (const auto& f : *functions) {
+    if (version != 0) {
+      targets.emplace_back(f, version);
+      continue;
+    }
+    auto versions = store.ListVersions(f);
+    if (!versions.ok()) return Fail(versions.status());
+    for (uint64_t v : *versions) targets.emplace_back(f, v);
+  }
+  int bad = 0;
+  for (const auto& [f, v] : targets) {
+    Status s = store.VerifySnapshot(f, v);
+    if (s.ok()) {
+      fmt::print("ok   '{}' v{}\n", f, v);
+    } else {
+      ++bad;
+      fmt::print("BAD  {}\n", s.ToString());
+    }
+  }
+  if (function.empty()) {
+    Status s = store.CheckConsistency();
+    if (!s.ok()) {
+      ++bad;
+      fmt::print("BAD  {}\n", s.ToString());
+    }
+  }
+  return bad == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Inspect, verify and collect garbage in a phos snapshot store"};
+  std::string dir;
+  app.add_option("--store", dir, "store directory")->required();
+  app.require_subcommand(1);
+  auto* ls = app.add_subcommand("ls", "list functions and their versions");
+  auto* inspect = app.add_subcommand("inspect", "print a manifest, its sizes and the store's dedup ratio");
+  std::string function;
+  uint64_t version = 0;
+  inspect->add_option("function", function, "function name")->required();
+  inspect->add_option("version", version, "version (default: latest)");
+  auto* verify = app.add_subcommand("verify", "read and check every chunk; exit 1 naming any bad chunk");
+  verify->add_option("function", function, "only this function");
+  verify->add_option("version", version, "only this version");
+  auto* gc = app.add_subcommand("gc", "free unreferenced chunks and delete dead segment files");
+  CLI11_PARSE(app, argc, argv);
+
+  phos::store::StoreOptions options;
+  options.path = dir;
+  options.read_only = !gc->parsed();
+  auto store = Store::Open(options);
+  if (!store.ok()) return Fail(store.status());
+  if (ls->parsed()) return Ls(**store);
+  if (inspect->parsed()) return Inspect(**store, function, version);
+  if (verify->parsed()) return Verify(**store, function, version);
+  auto stats = (*store)->CollectGarbage();
+  if (!stats.ok()) return Fail(stats.status());
+  fmt::print("gc: {} chunks freed, {} segment files ({} bytes) deleted\n", stats->chunks_freed,
+             stats->segments_deleted, stats->bytes_reclaimed);
+  return 0;
+}

@@ -46,10 +46,15 @@ CUresult Session::ExecuteBlas(const ipc::RecordView& record, size_t* reply_len) 
   }
   switch (op) {
     case Op::kBlasCreate: {
-      cublasHandle_t h = nullptr;
-      cublasStatus_t s = driver_->cublasCreate(&h);
-      if (s != CUBLAS_STATUS_SUCCESS) return static_cast<CUresult>(s);
+      // The first handle is the pooled one, created with the context (BRIEF D11); later ones
+      // are created as the function asks.
+      cublasHandle_t h = pooled_blas_vid_ == 0 ? lease_->blas_handle() : nullptr;
+      if (h == nullptr) {
+        cublasStatus_t s = driver_->cublasCreate(&h);
+        if (s != CUBLAS_STATUS_SUCCESS) return static_cast<CUresult>(s);
+      }
       uint64_t vid = NewHandle();
+      if (h == lease_->blas_handle()) pooled_blas_vid_ = vid;
       blas_[vid] = h;
       std::memcpy(out, &vid, sizeof(vid));
       *reply_len = sizeof(vid);
@@ -60,6 +65,15 @@ CUresult Session::ExecuteBlas(const ipc::RecordView& record, size_t* reply_len) 
       if (!ExactArgs(p, len, &a)) return static_cast<CUresult>(CUBLAS_STATUS_INVALID_VALUE);
       auto it = blas_.find(a.handle);
       if (it == blas_.end()) return static_cast<CUresult>(CUBLAS_STATUS_NOT_INITIALIZED);
+      if (it->first == pooled_blas_vid_) {
+        // The pooled handle stays with the context; back to a new handle's defaults, it serves
+        // the next cublasCreate.
+        blas_.erase(it);
+        pooled_blas_vid_ = 0;
+        cublasStatus_t s = driver_->cublasSetStream(lease_->blas_handle(), nullptr);
+        if (s == CUBLAS_STATUS_SUCCESS) s = driver_->cublasSetMathMode(lease_->blas_handle(), CUBLAS_DEFAULT_MATH);
+        return static_cast<CUresult>(s);
+      }
       cublasStatus_t s = driver_->cublasDestroy(it->second);
       blas_.erase(it);
       return static_cast<CUresult>(s);

@@ -22,6 +22,8 @@ class BufferTable {
   // Ok, or InvalidArgument naming the range and `what` ("copy destination").
   Status Check(uint64_t ptr, uint64_t bytes, const char* what) const;
   std::vector<uint64_t> Bases() const;
+  // Every buffer, base -> bytes.
+  const std::map<uint64_t, uint64_t>& buffers() const { return buffers_; }
   size_t size() const { return buffers_.size(); }
   uint64_t total_bytes() const { return total_bytes_; }
 

@@ -41,12 +41,13 @@ struct StoreOptions {
   // Directory of the store; created (with its db/ and segments/) when absent. Default: none,
   // must be set.
   std::string path;
-  // Bytes per chunk. 4 MiB: sequential O_DIRECT reads on this project's test host reach the
-  // raw file rate from 1 MiB up (bench/store_disk_bench.cc sweeps it), and larger chunks
-  // dedup worse and make the restore's unit of priority coarser. Default: 4 MiB.
+  // Bytes per chunk. 4 MiB: sequential O_DIRECT reads on the project's test host peak at 1-4 MiB
+  // requests (1.5-1.7 GB/s) and fall at 16 MiB (1.35 GB/s) (bench/store_disk_bench.cc sweeps
+  // it); larger chunks also dedup worse and coarsen the restore's unit of priority. Default: 4 MiB.
   uint32_t chunk_bytes = 4u << 20;
-  // Compress each chunk with zstd, kept only when it saves at least 1/32 of the chunk. Weights
-  // barely compress (see the benchmark), so this costs restore time for little. Default: false.
+  // Compress each chunk with zstd, kept only when it saves at least 1/32 of the chunk. Gaussian
+  // fp32 and fp16 weights shrink only to ~92% at 0.5-1 GB/s per core (store_disk bench), so it
+  // costs more restore time than it saves disk. Default: false.
   bool compress = false;
   // zstd level when `compress` is set. Default: 1.
   int compression_level = 1;

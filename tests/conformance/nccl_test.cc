@@ -141,7 +141,8 @@ TEST_F(NcclTest, AllReduceSumFloat) {
   }
   PHOS_ASSERT_NCCL(ncclGroupStart());
   for (int r = 0; r < kRanks; ++r) {
-    PHOS_ASSERT_NCCL(ncclAllReduce(Ptr(send[r]), Ptr(recv[r]), kCount, ncclFloat, ncclSum, comm_[r], stream(r)));
+    PHOS_ASSERT_NCCL(
+        ncclAllReduce(Ptr(send[r]), Ptr(recv[r]), kCount, ncclFloat, ncclSum, comm_[r], stream(r)));
   }
   PHOS_ASSERT_NCCL(ncclGroupEnd());
   SyncAll();
@@ -160,7 +161,8 @@ TEST_F(NcclTest, AllReduceMaxFloatInPlace) {
   for (int r = 0; r < kRanks; ++r) buf[r] = Buffer(r, Input<float>(r, kCount));
   PHOS_ASSERT_NCCL(ncclGroupStart());
   for (int r = 0; r < kRanks; ++r) {
-    PHOS_ASSERT_NCCL(ncclAllReduce(Ptr(buf[r]), Ptr(buf[r]), kCount, ncclFloat32, ncclMax, comm_[r], stream(r)));
+    PHOS_ASSERT_NCCL(
+        ncclAllReduce(Ptr(buf[r]), Ptr(buf[r]), kCount, ncclFloat32, ncclMax, comm_[r], stream(r)));
   }
   PHOS_ASSERT_NCCL(ncclGroupEnd());
   SyncAll();
@@ -217,7 +219,8 @@ TEST_F(NcclTest, AllReduceSumHalf) {
   }
   PHOS_ASSERT_NCCL(ncclGroupStart());
   for (int r = 0; r < kRanks; ++r) {
-    PHOS_ASSERT_NCCL(ncclAllReduce(Ptr(send[r]), Ptr(recv[r]), kCount, ncclHalf, ncclSum, comm_[r], stream(r)));
+    PHOS_ASSERT_NCCL(
+        ncclAllReduce(Ptr(send[r]), Ptr(recv[r]), kCount, ncclHalf, ncclSum, comm_[r], stream(r)));
   }
   PHOS_ASSERT_NCCL(ncclGroupEnd());
   SyncAll();
@@ -241,7 +244,8 @@ TEST_F(NcclTest, BroadcastFromRootOne) {
   }
   PHOS_ASSERT_NCCL(ncclGroupEnd());
   SyncAll();
-  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(Download<int64_t>(r, recv[r], kCount), root_data) << "rank " << r;
+  for (int r = 0; r < kRanks; ++r)
+    EXPECT_EQ(Download<int64_t>(r, recv[r], kCount), root_data) << "rank " << r;
 }
 
 TEST_F(NcclTest, BroadcastInPlace) {
@@ -277,8 +281,8 @@ TEST_F(NcclTest, AllGatherOutOfPlaceAndInPlace) {
   PHOS_ASSERT_NCCL(ncclGroupStart());
   for (int r = 0; r < kRanks; ++r) {
     PHOS_ASSERT_NCCL(ncclAllGather(Ptr(send[r]), Ptr(recv[r]), kCount, ncclUint8, comm_[r], stream(r)));
-    PHOS_ASSERT_NCCL(
-        ncclAllGather(Ptr(in_place[r] + r * kCount), Ptr(in_place[r]), kCount, ncclUint8, comm_[r], stream(r)));
+    PHOS_ASSERT_NCCL(ncclAllGather(Ptr(in_place[r] + r * kCount), Ptr(in_place[r]), kCount, ncclUint8,
+                                   comm_[r], stream(r)));
   }
   PHOS_ASSERT_NCCL(ncclGroupEnd());
   SyncAll();
@@ -297,7 +301,8 @@ TEST_F(NcclTest, ReduceScatterSumFloat) {
   }
   PHOS_ASSERT_NCCL(ncclGroupStart());
   for (int r = 0; r < kRanks; ++r) {
-    PHOS_ASSERT_NCCL(ncclReduceScatter(Ptr(send[r]), Ptr(recv[r]), kCount, ncclFloat, ncclSum, comm_[r], stream(r)));
+    PHOS_ASSERT_NCCL(
+        ncclReduceScatter(Ptr(send[r]), Ptr(recv[r]), kCount, ncclFloat, ncclSum, comm_[r], stream(r)));
   }
   PHOS_ASSERT_NCCL(ncclGroupEnd());
   SyncAll();
@@ -334,11 +339,13 @@ TEST_F(NcclTest, InitRankForBothRanksInOneGroup) {
   }
   PHOS_ASSERT_NCCL(ncclGroupStart());
   for (int r = 0; r < kRanks; ++r) {
-    PHOS_ASSERT_NCCL(ncclAllReduce(Ptr(buf[r]), Ptr(buf[r]), kCount, ncclInt32, ncclSum, comm_[r], stream(r)));
+    PHOS_ASSERT_NCCL(
+        ncclAllReduce(Ptr(buf[r]), Ptr(buf[r]), kCount, ncclInt32, ncclSum, comm_[r], stream(r)));
   }
   PHOS_ASSERT_NCCL(ncclGroupEnd());
   SyncAll();
-  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(Download<int32_t>(r, buf[r], kCount), std::vector<int32_t>(kCount, 3));
+  for (int r = 0; r < kRanks; ++r)
+    EXPECT_EQ(Download<int32_t>(r, buf[r], kCount), std::vector<int32_t>(kCount, 3));
 }
 
 // The classic layout: one thread per rank, each blocking in ncclCommInitRank until all joined.
@@ -371,7 +378,8 @@ TEST_F(NcclTest, SplitByColorAndKey) {
   for (int r = 0; r < kRanks; ++r) PHOS_ASSERT_NCCL(ncclCommSplit(comm_[r], r, 0, &alone[r], nullptr));
   PHOS_ASSERT_NCCL(ncclGroupEnd());
   PHOS_ASSERT_NCCL(ncclGroupStart());
-  for (int r = 0; r < kRanks; ++r) PHOS_ASSERT_NCCL(ncclCommSplit(comm_[r], 7, kRanks - r, &swapped[r], nullptr));
+  for (int r = 0; r < kRanks; ++r)
+    PHOS_ASSERT_NCCL(ncclCommSplit(comm_[r], 7, kRanks - r, &swapped[r], nullptr));
   PHOS_ASSERT_NCCL(ncclGroupEnd());
   PHOS_ASSERT_NCCL(ncclGroupStart());
   for (int r = 0; r < kRanks; ++r) {
@@ -434,7 +442,8 @@ TEST_F(NcclTest, StreamOrderAcrossRanks) {
   PHOS_ASSERT_CU(cuCtxSetCurrent(ctx_[0]));
   PHOS_ASSERT_CU(copy.Enqueue(stream_[0]));
   PHOS_ASSERT_NCCL(ncclGroupStart());
-  PHOS_ASSERT_NCCL(ncclAllReduce(Ptr(copy.destination()), Ptr(recv[0]), kCount, ncclFloat, ncclSum, comm_[0], stream(0)));
+  PHOS_ASSERT_NCCL(
+      ncclAllReduce(Ptr(copy.destination()), Ptr(recv[0]), kCount, ncclFloat, ncclSum, comm_[0], stream(0)));
   PHOS_ASSERT_NCCL(ncclAllReduce(Ptr(other), Ptr(recv[1]), kCount, ncclFloat, ncclSum, comm_[1], stream(1)));
   PHOS_ASSERT_NCCL(ncclGroupEnd());
   PHOS_ASSERT_CU(cuCtxSetCurrent(ctx_[1]));
@@ -443,7 +452,8 @@ TEST_F(NcclTest, StreamOrderAcrossRanks) {
   const std::vector<float> b = Input<float>(1, kCount);
   for (int r = 0; r < kRanks; ++r) {
     const std::vector<float> got = Download<float>(r, recv[r], kCount);
-    for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(got[i], fresh[i] + b[i]) << "rank " << r << " element " << i;
+    for (size_t i = 0; i < kCount; ++i)
+      ASSERT_EQ(got[i], fresh[i] + b[i]) << "rank " << r << " element " << i;
   }
 }
 
@@ -458,8 +468,9 @@ TEST_F(NcclTest, InvalidArguments) {
   EXPECT_EQ(ncclAllReduce(p, p, overflow, ncclFloat, ncclSum, comm_[0], stream(0)), ncclInvalidArgument);
   EXPECT_EQ(ncclAllGather(p, p, overflow / 4, ncclFloat, comm_[0], stream(0)), ncclInvalidArgument);
   EXPECT_EQ(ncclAllReduce(nullptr, p, kCount, ncclFloat, ncclSum, comm_[0], stream(0)), ncclInvalidArgument);
-  EXPECT_EQ(ncclAllReduce(p, p, kCount, static_cast<ncclDataType_t>(ncclNumTypes), ncclSum, comm_[0], stream(0)),
-            ncclInvalidArgument);
+  EXPECT_EQ(
+      ncclAllReduce(p, p, kCount, static_cast<ncclDataType_t>(ncclNumTypes), ncclSum, comm_[0], stream(0)),
+      ncclInvalidArgument);
   EXPECT_EQ(ncclAllReduce(p, p, kCount, ncclFloat, static_cast<ncclRedOp_t>(ncclNumOps), comm_[0], stream(0)),
             ncclInvalidArgument);
   int value = 0;

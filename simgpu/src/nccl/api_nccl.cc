@@ -1,9 +1,8 @@
 // The exported NCCL entry points, under the names nccl.h declares (NCCL 2.28 ABI; the pnccl*
 // profiling aliases are not provided). Compiled into libphos-simgpu.so itself (see
 // CMakeLists.txt): symbols of the static phos-simgpu-nccl library are hidden there.
-#include <nccl.h>
-
 #include <fmt/format.h>
+#include <nccl.h>
 
 #include <set>
 #include <vector>
@@ -21,7 +20,8 @@ namespace {
 // A failure inside ncclGroupStart/End is also what ncclGroupEnd returns.
 ncclResult_t Record(ncclResult_t result) {
   GroupState& group = ThreadGroup();
-  if (result != ncclSuccess && group.depth > 0 && group.first_error == ncclSuccess) group.first_error = result;
+  if (result != ncclSuccess && group.depth > 0 && group.first_error == ncclSuccess)
+    group.first_error = result;
   return result;
 }
 
@@ -77,12 +77,13 @@ PHOS_SIM_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int
   for (int i = 0; i < ndev; ++i) {
     devices[i] = devlist == nullptr ? i : devlist[i];
     if (d->device(devices[i]) == nullptr) {
-      return Record(Fail(ncclInvalidArgument,
-                         fmt::format("ncclCommInitAll: device {} does not exist ({} devices)", devices[i],
-                                     d->device_count())));
+      return Record(
+          Fail(ncclInvalidArgument, fmt::format("ncclCommInitAll: device {} does not exist ({} devices)",
+                                                devices[i], d->device_count())));
     }
     if (!seen.insert(devices[i]).second) {
-      return Record(Fail(ncclInvalidUsage, fmt::format("ncclCommInitAll: device {} listed twice", devices[i])));
+      return Record(
+          Fail(ncclInvalidUsage, fmt::format("ncclCommInitAll: device {} listed twice", devices[i])));
     }
   }
   return Record(CommRegistry::Get().InitAll(devices, comms));
@@ -132,33 +133,38 @@ PHOS_SIM_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* a
   std::shared_ptr<RankComm> found;
   if (ncclResult_t r = CommRegistry::Get().FindAny(comm, &found); r != ncclSuccess) return r;
   if (async_error == nullptr) return Fail(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
-  *async_error = found->binding.ctx->exec->sticky_error() == CUDA_SUCCESS ? ncclSuccess : ncclUnhandledCudaError;
+  *async_error =
+      found->binding.ctx->exec->sticky_error() == CUDA_SUCCESS ? ncclSuccess : ncclUnhandledCudaError;
   return ncclSuccess;
 }
 
-PHOS_SIM_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+PHOS_SIM_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                        ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                        cudaStream_t stream) {
   return Record(EnqueueCollective(
       comm, {CollectiveKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, /*root=*/0}, stream));
 }
 
-PHOS_SIM_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                        int root, ncclComm_t comm, cudaStream_t stream) {
-  return Record(
-      EnqueueCollective(comm, {CollectiveKind::kBroadcast, sendbuff, recvbuff, count, datatype, ncclSum, root}, stream));
+PHOS_SIM_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                        ncclDataType_t datatype, int root, ncclComm_t comm,
+                                        cudaStream_t stream) {
+  return Record(EnqueueCollective(
+      comm, {CollectiveKind::kBroadcast, sendbuff, recvbuff, count, datatype, ncclSum, root}, stream));
 }
 
 PHOS_SIM_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   return Record(EnqueueCollective(
-      comm, {CollectiveKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, /*root=*/0}, stream));
+      comm, {CollectiveKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, /*root=*/0},
+      stream));
 }
 
 PHOS_SIM_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                             ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                             cudaStream_t stream) {
   return Record(EnqueueCollective(
-      comm, {CollectiveKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, /*root=*/0}, stream));
+      comm, {CollectiveKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, /*root=*/0},
+      stream));
 }
 
 PHOS_SIM_API ncclResult_t ncclGroupStart() {

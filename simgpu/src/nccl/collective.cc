@@ -75,7 +75,8 @@ class Collective {
 
   bool Matches(const CollectiveArgs& a) const {
     return a.kind == args_.kind && a.count == args_.count && a.type == args_.type &&
-           (!Reduces(a.kind) || a.op == args_.op) && (a.kind != CollectiveKind::kBroadcast || a.root == args_.root);
+           (!Reduces(a.kind) || a.op == args_.op) &&
+           (a.kind != CollectiveKind::kBroadcast || a.root == args_.root);
   }
   Part& part(int rank) { return parts_[rank]; }
   int joined = 0;  // guarded by the CommGroup's mutex
@@ -94,7 +95,8 @@ class Collective {
     DeviceMemory& memory = Driver::Get()->memory();
     for (int r = 0; r < nranks_; ++r) {
       const size_t send = SendBytes(args_, nranks_, r, elem_);
-      if (send > 0 && !memory.CheckRange(reinterpret_cast<CUdeviceptr>(parts_[r].send), send, Access::kRead)) {
+      if (send > 0 &&
+          !memory.CheckRange(reinterpret_cast<CUdeviceptr>(parts_[r].send), send, Access::kRead)) {
         return false;
       }
       if (!memory.CheckRange(reinterpret_cast<CUdeviceptr>(parts_[r].recv), RecvBytes(args_, nranks_, elem_),
@@ -109,7 +111,8 @@ class Collective {
   // in-place calls (and buffers that overlap across ranks) read only original data.
   CUresult Execute() {
     if (!BuffersValid()) {
-      PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1, "nccl: {} at run time: a rank's buffer is no longer device memory",
+      PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1,
+                         "nccl: {} at run time: a rank's buffer is no longer device memory",
                          KindName(args_.kind));
       return CUDA_ERROR_ILLEGAL_ADDRESS;
     }
@@ -131,7 +134,8 @@ class Collective {
         break;
       case CollectiveKind::kReduceScatter:
         for (int segment = 0; segment < nranks_; ++segment) {
-          for (int r = 0; r < nranks_; ++r) inputs[r] = static_cast<const std::byte*>(parts_[r].send) + segment * chunk;
+          for (int r = 0; r < nranks_; ++r)
+            inputs[r] = static_cast<const std::byte*>(parts_[r].send) + segment * chunk;
           Reduce(args_.type, args_.op, inputs.data(), nranks_, result.get() + segment * chunk, args_.count);
         }
         break;
@@ -164,8 +168,8 @@ ncclResult_t CheckBuffer(const char* call, const char* name, const void* ptr, si
                 fmt::format("{}: {} {} is not device memory of {} bytes", call, name, ptr, bytes));
   }
   if (owner != device) {
-    return Fail(ncclInvalidArgument, fmt::format("{}: {} {} is memory of device {}, the communicator's is {}", call,
-                                                 name, ptr, owner, device));
+    return Fail(ncclInvalidArgument, fmt::format("{}: {} {} is memory of device {}, the communicator's is {}",
+                                                 call, name, ptr, owner, device));
   }
   return ncclSuccess;
 }
@@ -178,10 +182,12 @@ ncclResult_t EnqueueCollective(ncclComm_t comm, const CollectiveArgs& args, cuda
   if (ncclResult_t r = CommRegistry::Get().Find(comm, &rank_comm); r != ncclSuccess) return r;
   const size_t elem = DataTypeSize(args.type);
   if (elem == 0) {
-    return Fail(ncclInvalidArgument, fmt::format("{}: datatype {} is not served", call, static_cast<int>(args.type)));
+    return Fail(ncclInvalidArgument,
+                fmt::format("{}: datatype {} is not served", call, static_cast<int>(args.type)));
   }
   if (Reduces(args.kind) && !ValidRedOp(args.op)) {
-    return Fail(ncclInvalidArgument, fmt::format("{}: reduction op {} is not served", call, static_cast<int>(args.op)));
+    return Fail(ncclInvalidArgument,
+                fmt::format("{}: reduction op {} is not served", call, static_cast<int>(args.op)));
   }
   CommGroup& group = *rank_comm->group;
   const int nranks = group.nranks;
@@ -194,17 +200,20 @@ ncclResult_t EnqueueCollective(ncclComm_t comm, const CollectiveArgs& args, cuda
   }
   std::shared_ptr<Stream> s;
   if (ResolveStream(rank_comm->binding.ctx, reinterpret_cast<CUstream>(stream), &s) != CUDA_SUCCESS) {
-    return Fail(ncclInvalidArgument, fmt::format("{}: stream is not a live stream of the communicator's context", call));
+    return Fail(ncclInvalidArgument,
+                fmt::format("{}: stream is not a live stream of the communicator's context", call));
   }
   if (args.count == 0) return ncclSuccess;
   const int device = rank_comm->device();
   if (const size_t send = SendBytes(args, nranks, rank, elem); send > 0) {
-    if (ncclResult_t r = CheckBuffer(call, "sendbuff", args.send, send, Access::kRead, device); r != ncclSuccess) {
+    if (ncclResult_t r = CheckBuffer(call, "sendbuff", args.send, send, Access::kRead, device);
+        r != ncclSuccess) {
       return r;
     }
   }
   const size_t recv = RecvBytes(args, nranks, elem);
-  if (ncclResult_t r = CheckBuffer(call, "recvbuff", args.recv, recv, Access::kReadWrite, device); r != ncclSuccess) {
+  if (ncclResult_t r = CheckBuffer(call, "recvbuff", args.recv, recv, Access::kReadWrite, device);
+      r != ncclSuccess) {
     return r;
   }
 
@@ -216,10 +225,11 @@ ncclResult_t EnqueueCollective(ncclComm_t comm, const CollectiveArgs& args, cuda
     if (!open) {
       open = std::make_shared<Collective>(args, nranks);
     } else if (!open->Matches(args)) {
-      return Fail(ncclInvalidArgument,
-                  fmt::format("{}: rank {}'s collective #{} differs from what other ranks called there (kind, "
-                              "count, datatype, op or root)",
-                              call, rank, seq));
+      return Fail(
+          ncclInvalidArgument,
+          fmt::format("{}: rank {}'s collective #{} differs from what other ranks called there (kind, "
+                      "count, datatype, op or root)",
+                      call, rank, seq));
     }
     collective = open;
     collective->part(rank).send = args.send;

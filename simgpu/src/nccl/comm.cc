@@ -63,8 +63,8 @@ ncclResult_t CommRegistry::Find(ncclComm_t comm, std::shared_ptr<RankComm>* out)
     return Fail(ncclUnhandledCudaError, "the communicator's CUDA context was destroyed");
   }
   if (CUresult sticky = b.ctx->exec->sticky_error(); sticky != CUDA_SUCCESS) {
-    return Fail(ncclUnhandledCudaError,
-                fmt::format("the communicator's CUDA context failed (CUresult {})", static_cast<int>(sticky)));
+    return Fail(ncclUnhandledCudaError, fmt::format("the communicator's CUDA context failed (CUresult {})",
+                                                    static_cast<int>(sticky)));
   }
   return ncclSuccess;
 }
@@ -80,8 +80,8 @@ ncclResult_t BindPrimary(int device, Binding* out) {
   Driver* d = Driver::Get();
   CUcontext handle = nullptr;
   if (CUresult r = cuDevicePrimaryCtxRetain(&handle, device); r != CUDA_SUCCESS) {
-    return Fail(ncclUnhandledCudaError,
-                fmt::format("retaining the primary context of device {}: CUresult {}", device, static_cast<int>(r)));
+    return Fail(ncclUnhandledCudaError, fmt::format("retaining the primary context of device {}: CUresult {}",
+                                                    device, static_cast<int>(r)));
   }
   out->context_handle = handle;
   out->ctx = d->contexts.Find(handle);
@@ -112,7 +112,8 @@ ncclResult_t CommRegistry::JoinInit(const ncclUniqueId& id, int nranks, int rank
     return Fail(ncclInvalidArgument, "ncclCommInitRank: commId was not made by ncclGetUniqueId");
   }
   Driver* d = nullptr;
-  if (RequireDriver(&d) != CUDA_SUCCESS) return Fail(ncclUnhandledCudaError, "ncclCommInitRank: cuInit not called");
+  if (RequireDriver(&d) != CUDA_SUCCESS)
+    return Fail(ncclUnhandledCudaError, "ncclCommInitRank: cuInit not called");
   auto rank_comm = std::make_shared<RankComm>();
   rank_comm->rank = rank;
   if (ThreadContextStack().empty()) {
@@ -120,8 +121,9 @@ ncclResult_t CommRegistry::JoinInit(const ncclUniqueId& id, int nranks, int rank
   } else {
     std::shared_ptr<Context> ctx;
     if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) {
-      return Fail(ncclUnhandledCudaError,
-                  fmt::format("ncclCommInitRank: current context unusable (CUresult {})", static_cast<int>(r)));
+      return Fail(
+          ncclUnhandledCudaError,
+          fmt::format("ncclCommInitRank: current context unusable (CUresult {})", static_cast<int>(r)));
     }
     rank_comm->binding.context_handle = ThreadContextStack().back();
     rank_comm->binding.ctx = std::move(ctx);
@@ -140,8 +142,9 @@ ncclResult_t CommRegistry::JoinInitRank(uint64_t key, int nranks, std::shared_pt
       rv->group = std::make_shared<CommGroup>(nranks);
     }
     if (static_cast<int>(rv->members.size()) != nranks) {
-      return Fail(ncclInvalidArgument, fmt::format("ncclCommInitRank: nranks {} differs from the {} other ranks gave",
-                                                   nranks, rv->members.size()));
+      return Fail(ncclInvalidArgument,
+                  fmt::format("ncclCommInitRank: nranks {} differs from the {} other ranks gave", nranks,
+                              rv->members.size()));
     }
     if (rv->members[rank].joined) {
       return Fail(ncclInvalidArgument, fmt::format("ncclCommInitRank: rank {} joined twice", rank));

@@ -107,7 +107,8 @@ TEST_F(NcclDevicesTest, AllGatherAndReduceScatter) {
 
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
   for (int r = 0; r < kDevices; ++r) {
-    ASSERT_EQ(ncclReduceScatter(send(r), recv(r), kCount, ncclInt32, ncclMin, comm_[r], nullptr), ncclSuccess);
+    ASSERT_EQ(ncclReduceScatter(send(r), recv(r), kCount, ncclInt32, ncclMin, comm_[r], nullptr),
+              ncclSuccess);
   }
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
   for (int r = 0; r < kDevices; ++r) {
@@ -124,7 +125,8 @@ TEST_F(NcclDevicesTest, AllGatherAndReduceScatter) {
 TEST_F(NcclDevicesTest, SplitIntoPairsAndBroadcast) {
   std::vector<ncclComm_t> pair(kDevices);
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
-  for (int r = 0; r < kDevices; ++r) ASSERT_EQ(ncclCommSplit(comm_[r], r / 2, r, &pair[r], nullptr), ncclSuccess);
+  for (int r = 0; r < kDevices; ++r)
+    ASSERT_EQ(ncclCommSplit(comm_[r], r / 2, r, &pair[r], nullptr), ncclSuccess);
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
   for (int r = 0; r < kDevices; ++r) {

@@ -108,8 +108,9 @@ TEST_F(SimNcclTest, GarbageAndStaleHandlesAreInvalidArguments) {
   const ncclComm_t garbage[] = {
       reinterpret_cast<ncclComm_t>(uintptr_t{0x1234}),
       reinterpret_cast<ncclComm_t>(uintptr_t{0xdeadbeef000}),
-      reinterpret_cast<ncclComm_t>(uintptr_t{0x41} << 56 | uintptr_t{999999} << 4),  // right kind, never issued
-      reinterpret_cast<ncclComm_t>(ctx_[0]),                                          // a context handle
+      reinterpret_cast<ncclComm_t>(uintptr_t{0x41} << 56 | uintptr_t{999999}
+                                                               << 4),  // right kind, never issued
+      reinterpret_cast<ncclComm_t>(ctx_[0]),                           // a context handle
       destroyed,
   };
   Allocate(64);
@@ -188,15 +189,17 @@ TEST_F(SimNcclTest, BuffersAndStreamsOfTheWrongDeviceAreRefused) {
   EXPECT_EQ(ncclAllReduce(ptr(1), ptr(1), 16, ncclFloat, ncclSum, comm_[0], nullptr), ncclInvalidArgument);
   EXPECT_EQ(ncclAllReduce(ptr(0), ptr(0), 1024, ncclFloat, ncclSum, comm_[0], nullptr), ncclInvalidArgument);
   std::vector<float> host(16);
-  EXPECT_EQ(ncclAllReduce(host.data(), ptr(0), 16, ncclFloat, ncclSum, comm_[0], nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclAllReduce(host.data(), ptr(0), 16, ncclFloat, ncclSum, comm_[0], nullptr),
+            ncclInvalidArgument);
   // AllGather's receive buffer holds nranks * sendcount elements.
   EXPECT_EQ(ncclAllGather(ptr(0), ptr(0), 1024 / sizeof(float) / kRanks + 1, ncclFloat, comm_[0], nullptr),
             ncclInvalidArgument);
   ASSERT_EQ(cuCtxSetCurrent(ctx_[1]), CUDA_SUCCESS);
   CUstream other = nullptr;
   ASSERT_EQ(cuStreamCreate(&other, CU_STREAM_DEFAULT), CUDA_SUCCESS);
-  EXPECT_EQ(ncclAllReduce(ptr(0), ptr(0), 16, ncclFloat, ncclSum, comm_[0], reinterpret_cast<cudaStream_t>(other)),
-            ncclInvalidArgument);
+  EXPECT_EQ(
+      ncclAllReduce(ptr(0), ptr(0), 16, ncclFloat, ncclSum, comm_[0], reinterpret_cast<cudaStream_t>(other)),
+      ncclInvalidArgument);
   EXPECT_EQ(cuStreamDestroy(other), CUDA_SUCCESS);
   // Count 0 is a no-op, even with NULL buffers.
   EXPECT_EQ(ncclAllReduce(nullptr, nullptr, 0, ncclFloat, ncclSum, comm_[0], nullptr), ncclSuccess);
@@ -236,8 +239,9 @@ TEST_F(SimNcclTest, SingleRankCommunicator) {
   const std::vector<int32_t> in = {1, 2, 3, 4};
   ASSERT_EQ(cuCtxSetCurrent(ctx_[1]), CUDA_SUCCESS);
   ASSERT_EQ(cuMemcpyHtoD(ptr_[1], in.data(), 16), CUDA_SUCCESS);
-  ASSERT_EQ(ncclAllReduce(ptr(1), reinterpret_cast<char*>(ptr(1)) + 16, 4, ncclInt32, ncclProd, comm_[1], nullptr),
-            ncclSuccess);
+  ASSERT_EQ(
+      ncclAllReduce(ptr(1), reinterpret_cast<char*>(ptr(1)) + 16, 4, ncclInt32, ncclProd, comm_[1], nullptr),
+      ncclSuccess);
   std::vector<int32_t> out(4);
   ASSERT_EQ(cuMemcpyDtoH(out.data(), ptr_[1] + 16, 16), CUDA_SUCCESS);
   EXPECT_EQ(out, in);

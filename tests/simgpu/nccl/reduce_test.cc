@@ -46,7 +46,8 @@ TEST(NcclReduceTest, EveryOpOnThreeInputs) {
 
 TEST(NcclReduceTest, IntegersWrapAndAverageTruncates) {
   const std::vector<std::vector<int32_t>> in = {{std::numeric_limits<int32_t>::max(), 7}, {1, 0}};
-  EXPECT_EQ(ReduceAll(ncclInt32, ncclSum, in), (std::vector<int32_t>{std::numeric_limits<int32_t>::min(), 7}));
+  EXPECT_EQ(ReduceAll(ncclInt32, ncclSum, in),
+            (std::vector<int32_t>{std::numeric_limits<int32_t>::min(), 7}));
   EXPECT_EQ(ReduceAll(ncclInt32, ncclAvg, in)[1], 3);
   const std::vector<std::vector<uint8_t>> bytes = {{200, 3}, {100, 250}};
   EXPECT_EQ(ReduceAll(ncclUint8, ncclSum, bytes), (std::vector<uint8_t>{44, 253}));
@@ -59,8 +60,8 @@ TEST(NcclReduceTest, IntegersWrapAndAverageTruncates) {
 TEST(NcclReduceTest, HalfRoundsOnceToNearestEven) {
   // 2048 + 1 + 1: 2049 is not representable (spacing 2 above 2048); one rounding of 2050 is exact,
   // two (2048 + 1 -> 2048, + 1 -> 2048) would lose both.
-  const std::vector<std::vector<uint16_t>> in = {{blas::FloatToHalf(2048)}, {blas::FloatToHalf(1)},
-                                                 {blas::FloatToHalf(1)}};
+  const std::vector<std::vector<uint16_t>> in = {
+      {blas::FloatToHalf(2048)}, {blas::FloatToHalf(1)}, {blas::FloatToHalf(1)}};
   EXPECT_EQ(blas::HalfToFloat(ReduceAll(ncclHalf, ncclSum, in)[0]), 2050.0f);
 }
 

@@ -19,21 +19,26 @@ PoolCore::PoolCore(const PoolOptions& options, runtime::DriverTable* driver)
 
 void PoolCore::Start() {
   started_ = true;
-  refill_thread_ = std::thread([this] { RefillLoop(); });
+  // The refill thread keeps the core alive: Shutdown may leave it to finish a creation alone.
+  refill_thread_ = std::thread([self = shared_from_this()] { self->RefillLoop(); });
   scrub_thread_ = std::thread([this] { ScrubLoop(); });
 }
 
 void PoolCore::Shutdown() {
+  bool refill_busy;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;
     stopping_ = true;
+    refill_busy = refill_creating_;
   }
   refill_cv_.notify_all();
   scrub_cv_.notify_all();
   ready_cv_.notify_all();
   idle_cv_.notify_all();
-  if (refill_thread_.joinable()) refill_thread_.join();
+  // A creation in flight may take seconds (3.1 s modelled on a100-pcie4, times the time scale on
+  // simgpu): shutdown does not wait for it; the refill thread destroys what it made and ends.
+  if (refill_thread_.joinable()) refill_busy ? refill_thread_.detach() : refill_thread_.join();
   if (scrub_thread_.joinable()) scrub_thread_.join();
   std::unique_lock lock(mu_);
   std::deque<PooledContext> ready = std::move(ready_);
@@ -151,7 +156,9 @@ void PoolCore::RefillLoop() {
   while (!stopping_) {
     if (RefillWantedLocked()) {
       ++creating_;
+      refill_creating_ = true;
       Result<PooledContext> created = CreateAccounted(lock);
+      refill_creating_ = false;
       if (!created.ok()) {
         refill_blocked_until_ = Clock::now() + options_.refill_retry_interval;
       } else if (stopping_) {

@@ -60,6 +60,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   size_t leased_ = 0;
   size_t scrubbing_ = 0;  // taken from dirty_ by the scrub thread, not yet ready
   size_t creating_ = 0;
+  bool refill_creating_ = false;  // the refill thread is inside a creation
   // Set by a failed refill creation until the retry interval passes; WaitIdle treats the pool
   // as idle then (it serves with what it has).
   Clock::time_point refill_blocked_until_{};

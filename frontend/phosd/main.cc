@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "phos/base/log.h"
+#include "phos/ctxpool/context_pool.h"
 #include "phos/http/server.h"
 #include "phos/runtime/api_server.h"
 #include "phos/runtime/driver_table.h"
@@ -42,12 +43,18 @@ int main(int argc, char** argv) {
   std::string gpu = "auto";
   long long invoke_timeout_ms = 30000;
   std::string log_level = "info";
+  size_t pool_min = 2;
+  size_t pool_max = 8;
   app.add_option("--listen", listen, "HOST:PORT for the HTTP API (port 0 picks one)")->capture_default_str();
   app.add_option("--data-dir", data_dir, "Directory for functions.json, logs/ and gpu.sock")->required();
   app.add_option("--gpu", gpu, "sim, cuda or auto (cuda when a driver loads)")
       ->check(CLI::IsMember({"sim", "cuda", "auto"}))
       ->capture_default_str();
   app.add_option("--invoke-timeout-ms", invoke_timeout_ms, "Default invocation deadline")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--pool-min", pool_min, "Contexts (each with a cuBLAS handle) kept ready to lease")->capture_default_str();
+  app.add_option("--pool-max", pool_max, "Most contexts the pool holds, leased or not")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
@@ -83,8 +90,15 @@ int main(int argc, char** argv) {
   PHOS_LOG(Info, "phosd", "GPU driver: {} ({})", phos::runtime::GpuKindName((*driver)->kind()),
            (*driver)->driver_path());
 
+  phos::ctxpool::PoolOptions pool_options;
+  pool_options.min_ready = pool_min;
+  pool_options.max_contexts = pool_max;
+  auto pool = phos::ctxpool::ContextPool::Open(pool_options, driver->get());
+  if (!pool.ok()) return Fail(pool.status().WithContext("phosd: context pool"));
+
   phos::runtime::ApiServerOptions api_options;
   api_options.socket_path = data_dir + "/gpu.sock";
+  api_options.context_pool = pool->get();
   auto api = phos::runtime::ApiServer::Start(api_options, driver->get());
   if (!api.ok()) return Fail(api.status().WithContext("phosd"));
   ApiServerSessions sessions(api->get());
@@ -97,7 +111,9 @@ int main(int argc, char** argv) {
   if (!manager.ok()) return Fail(manager.status().WithContext("phosd"));
 
   phos::http::Router router;
-  phos::Status routed = phos::phosd::AddRoutes(&router, manager->get(), &sessions);
+  phos::Status routed = phos::phosd::AddRoutes(&router, manager->get(), &sessions, [p = pool->get()] {
+    return phos::ctxpool::ToPrometheusText(p->Metrics());
+  });
   if (!routed.ok()) return Fail(routed);
   phos::http::ServerOptions http_options;
   http_options.listen = listen;
@@ -113,6 +129,7 @@ int main(int argc, char** argv) {
   server->reset();
   manager->reset();
   api->reset();
+  pool->reset();
   PHOS_LOG(Info, "phosd", "stopped");
   return 0;
 }

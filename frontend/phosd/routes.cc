@@ -45,9 +45,16 @@ Response InvokeResponse(InvokeOutcome o) {
 
 }  // namespace
 
-Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtime::GpuSessions* sessions) {
+Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtime::GpuSessions* sessions,
+                 MetricsText metrics) {
   PHOS_RETURN_IF_ERROR(router->Add("GET", "/healthz", [](Request, Responder out) {
     out.Send(Response::Text(200, "ok\n"));
+  }));
+
+  PHOS_RETURN_IF_ERROR(router->Add("GET", "/metrics", [metrics = std::move(metrics)](Request, Responder out) {
+    Response r = Response::Text(200, metrics ? metrics() : std::string());
+    r.content_type = "text/plain; version=0.0.4";
+    out.Send(std::move(r));
   }));
 
   PHOS_RETURN_IF_ERROR(router->Add("POST", "/v1/functions", [manager](Request req, Responder out) {

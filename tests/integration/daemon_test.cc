@@ -47,6 +47,13 @@ class DaemonTest : public PhosdTest {
   }
 };
 
+TEST_F(DaemonTest, MetricsServeTheContextPoolInPrometheusText) {
+  CommandResult r = ::phos::testing::Run({"/usr/bin/curl", "-s", endpoint() + "/metrics"});
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("# TYPE phos_ctxpool_leases_total counter\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("phos_ctxpool_contexts{device=\"0\",state=\"ready\"}"), std::string::npos) << r.out;
+}
+
 TEST_F(DaemonTest, HttpErrorsAndTheDaemonKeepsServing) {
   Deploy(1);
   EXPECT_EQ(RawStatusLine("NOT HTTP AT ALL\r\n\r\n"), "HTTP/1.1 400 Bad Request");

@@ -10,14 +10,22 @@ namespace {
 
 const char* BlasStatusName(cublasStatus_t s) {
   switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    default: return "cuBLAS error";
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+      return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default:
+      return "cuBLAS error";
   }
 }
 
@@ -25,7 +33,8 @@ const char* BlasStatusName(cublasStatus_t s) {
 Status BlasStatus(cublasStatus_t s, const char* call) {
   if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
   std::string message = fmt::format("{}: {} ({})", call, BlasStatusName(s), static_cast<int>(s));
-  return s == CUBLAS_STATUS_ALLOC_FAILED ? Status::OutOfMemory(std::move(message)) : Status::DeviceError(std::move(message));
+  return s == CUBLAS_STATUS_ALLOC_FAILED ? Status::OutOfMemory(std::move(message))
+                                         : Status::DeviceError(std::move(message));
 }
 
 // Makes a context current for a scope and restores the caller's afterwards (NCCL's rule for
@@ -67,8 +76,8 @@ Result<PooledContext> CreatePooledContext(runtime::DriverTable& driver, int devi
   return pooled;
 }
 
-Status ScrubPooledContext(runtime::DriverTable& driver, const PooledContext& pooled, const TenantResources& tenant,
-                          bool zero) {
+Status ScrubPooledContext(runtime::DriverTable& driver, const PooledContext& pooled,
+                          const TenantResources& tenant, bool zero) {
   const CuErrorText& text = driver.error_text();
   ContextScope scope(driver, pooled.context);
   if (!scope.ok()) return Status::DeviceError("cuCtxPushCurrent of the returned context failed");
@@ -89,7 +98,8 @@ Status ScrubPooledContext(runtime::DriverTable& driver, const PooledContext& poo
     }
     PHOS_CU_RETURN_IF_ERROR(text, driver.cuCtxSynchronize());
   }
-  for (const TenantResources::Allocation& a : tenant.allocations) PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemFree(a.base));
+  for (const TenantResources::Allocation& a : tenant.allocations)
+    PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemFree(a.base));
   for (CUmodule m : tenant.modules) PHOS_CU_RETURN_IF_ERROR(text, driver.cuModuleUnload(m));
   PHOS_CU_RETURN_IF_ERROR(text, driver.cuCtxSynchronize());
   return Status::Ok();

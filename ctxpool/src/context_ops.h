@@ -18,8 +18,8 @@ Result<PooledContext> CreatePooledContext(runtime::DriverTable& driver, int devi
 // streams, zeroes its allocations when `zero` (cuMemsetD8Async on the NULL stream, then a
 // synchronize), frees them and unloads its modules. The first driver error stops the scrub and
 // is returned: the context must then be destroyed, not reused.
-Status ScrubPooledContext(runtime::DriverTable& driver, const PooledContext& pooled, const TenantResources& tenant,
-                          bool zero);
+Status ScrubPooledContext(runtime::DriverTable& driver, const PooledContext& pooled,
+                          const TenantResources& tenant, bool zero);
 
 // Destroys the handle and the context (which releases whatever the tenant left). Errors are
 // logged: there is nothing else to do with them.

@@ -1,8 +1,8 @@
 #include "phos/ctxpool/context_pool.h"
 
-#include <utility>
-
 #include <fmt/core.h>
+
+#include <utility>
 
 #include "context_ops.h"
 #include "phos/base/cuda_check.h"
@@ -53,8 +53,8 @@ void PoolCore::Shutdown() {
     lock.lock();
     DestroyAccounted(d.pooled, lock);
   }
-  PHOS_LOG(Info, "ctxpool", "device {}: pool stopped ({} contexts created, {} destroyed, {} leases out)", options_.device,
-           counters_.contexts_created, counters_.contexts_destroyed, leased_);
+  PHOS_LOG(Info, "ctxpool", "device {}: pool stopped ({} contexts created, {} destroyed, {} leases out)",
+           options_.device, counters_.contexts_created, counters_.contexts_destroyed, leased_);
 }
 
 bool PoolCore::RefillWantedLocked() const {
@@ -74,7 +74,8 @@ Result<PooledContext> PoolCore::CreateAccounted(std::unique_lock<std::mutex>& lo
   if (!created.ok()) {
     ++counters_.create_failures;
     if (created.status().code() == StatusCode::kOutOfMemory) ++counters_.create_out_of_memory;
-    PHOS_LOG(Warn, "ctxpool", "device {}: creating a pooled context failed ({} failures so far; serving with {} ready): {}",
+    PHOS_LOG(Warn, "ctxpool",
+             "device {}: creating a pooled context failed ({} failures so far; serving with {} ready): {}",
              options_.device, counters_.create_failures, ready_.size(), created.status().message());
     return created.status().WithContext(fmt::format("device {}: create pooled context", options_.device));
   }
@@ -82,7 +83,8 @@ Result<PooledContext> PoolCore::CreateAccounted(std::unique_lock<std::mutex>& lo
   ++counters_.contexts_created;
   counters_.create_seconds_total += seconds;
   counters_.create_seconds_last = seconds;
-  PHOS_LOG(Debug, "ctxpool", "device {}: context {} created in {:.3f} s", options_.device, created->id, seconds);
+  PHOS_LOG(Debug, "ctxpool", "device {}: context {} created in {:.3f} s", options_.device, created->id,
+           seconds);
   return created;
 }
 
@@ -94,7 +96,8 @@ void PoolCore::DestroyAccounted(const PooledContext& pooled, std::unique_lock<st
   idle_cv_.notify_all();
 }
 
-ContextLease PoolCore::MakeLease(PooledContext pooled, Clock::time_point start, std::unique_lock<std::mutex>& lock) {
+ContextLease PoolCore::MakeLease(PooledContext pooled, Clock::time_point start,
+                                 std::unique_lock<std::mutex>& lock) {
   ++leased_;
   ++counters_.leases;
   lease_latency_us_.Record(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
@@ -105,7 +108,8 @@ ContextLease PoolCore::MakeLease(PooledContext pooled, Clock::time_point start, 
 Result<ContextLease> PoolCore::Lease() {
   Clock::time_point start = Clock::now();
   std::unique_lock lock(mu_);
-  if (stopping_) return Status::FailedPrecondition(fmt::format("device {}: context pool is stopping", options_.device));
+  if (stopping_)
+    return Status::FailedPrecondition(fmt::format("device {}: context pool is stopping", options_.device));
   if (!ready_.empty()) {
     ++counters_.hits;
     PooledContext pooled = ready_.front();
@@ -124,11 +128,13 @@ Result<ContextLease> PoolCore::Lease() {
     return MakeLease(*created, start, lock);
   }
   ++counters_.miss_waits;
-  bool ready = ready_cv_.wait_until(lock, start + options_.lease_timeout, [this] { return stopping_ || !ready_.empty(); });
+  bool ready = ready_cv_.wait_until(lock, start + options_.lease_timeout,
+                                    [this] { return stopping_ || !ready_.empty(); });
   if (!ready || stopping_) {
     ++counters_.lease_failures;
-    return Status::Unavailable(fmt::format("device {}: all {} pooled contexts stayed leased for {} ms", options_.device,
-                                           options_.max_contexts, options_.lease_timeout.count()));
+    return Status::Unavailable(fmt::format("device {}: all {} pooled contexts stayed leased for {} ms",
+                                           options_.device, options_.max_contexts,
+                                           options_.lease_timeout.count()));
   }
   PooledContext pooled = ready_.front();
   ready_.pop_front();
@@ -199,8 +205,8 @@ void PoolCore::ScrubLoop() {
     } else {
       if (!scrubbed.ok()) {
         ++counters_.scrub_failures;
-        PHOS_LOG(Warn, "ctxpool", "device {}: context {} failed its scrub and is destroyed: {}", options_.device,
-                 dirty.pooled.id, scrubbed.message());
+        PHOS_LOG(Warn, "ctxpool", "device {}: context {} failed its scrub and is destroyed: {}",
+                 options_.device, dirty.pooled.id, scrubbed.message());
       }
       DestroyAccounted(dirty.pooled, lock);
       refill_cv_.notify_one();
@@ -250,7 +256,9 @@ ContextLease& ContextLease::operator=(ContextLease&& other) noexcept {
   return *this;
 }
 
-ContextLease::~ContextLease() { Return(); }
+ContextLease::~ContextLease() {
+  Return();
+}
 
 void ContextLease::Return() {
   if (core_ == nullptr || pooled_.context == nullptr) return;
@@ -260,35 +268,50 @@ void ContextLease::Return() {
 
 ContextPool::ContextPool(std::shared_ptr<detail::PoolCore> core) : core_(std::move(core)) {}
 
-ContextPool::~ContextPool() { core_->Shutdown(); }
+ContextPool::~ContextPool() {
+  core_->Shutdown();
+}
 
-Result<std::unique_ptr<ContextPool>> ContextPool::Open(const PoolOptions& options, runtime::DriverTable* driver) {
+Result<std::unique_ptr<ContextPool>> ContextPool::Open(const PoolOptions& options,
+                                                       runtime::DriverTable* driver) {
   if (driver == nullptr) return Status::InvalidArgument("context pool needs a driver table");
-  if (options.max_contexts == 0) return Status::InvalidArgument("context pool: max_contexts must be at least 1");
+  if (options.max_contexts == 0)
+    return Status::InvalidArgument("context pool: max_contexts must be at least 1");
   if (options.min_ready > options.max_contexts) {
-    return Status::InvalidArgument(fmt::format("context pool: min_ready ({}) exceeds max_contexts ({})", options.min_ready,
-                                               options.max_contexts));
+    return Status::InvalidArgument(fmt::format("context pool: min_ready ({}) exceeds max_contexts ({})",
+                                               options.min_ready, options.max_contexts));
   }
-  if (options.latency_window == 0) return Status::InvalidArgument("context pool: latency_window must be at least 1");
+  if (options.latency_window == 0)
+    return Status::InvalidArgument("context pool: latency_window must be at least 1");
   if (options.lease_timeout.count() < 0 || options.refill_retry_interval.count() < 0) {
-    return Status::InvalidArgument("context pool: lease_timeout and refill_retry_interval must not be negative");
+    return Status::InvalidArgument(
+        "context pool: lease_timeout and refill_retry_interval must not be negative");
   }
   PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuInit(0));
   int count = 0;
   PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuDeviceGetCount(&count));
   if (options.device < 0 || options.device >= count) {
-    return Status::InvalidArgument(fmt::format("context pool: device {} does not exist ({} devices)", options.device, count));
+    return Status::InvalidArgument(
+        fmt::format("context pool: device {} does not exist ({} devices)", options.device, count));
   }
   auto core = std::make_shared<detail::PoolCore>(options, driver);
   core->Start();
-  PHOS_LOG(Info, "ctxpool", "device {}: context pool open (min ready {}, max {}, zero on scrub {})", options.device,
-           options.min_ready, options.max_contexts, options.zero_on_scrub);
+  PHOS_LOG(Info, "ctxpool", "device {}: context pool open (min ready {}, max {}, zero on scrub {})",
+           options.device, options.min_ready, options.max_contexts, options.zero_on_scrub);
   return std::unique_ptr<ContextPool>(new ContextPool(std::move(core)));
 }
 
-Result<ContextLease> ContextPool::Lease() { return core_->Lease(); }
-bool ContextPool::WaitIdle(std::chrono::milliseconds timeout) { return core_->WaitIdle(timeout); }
-PoolMetrics ContextPool::Metrics() const { return core_->Metrics(); }
-const PoolOptions& ContextPool::options() const { return core_->options(); }
+Result<ContextLease> ContextPool::Lease() {
+  return core_->Lease();
+}
+bool ContextPool::WaitIdle(std::chrono::milliseconds timeout) {
+  return core_->WaitIdle(timeout);
+}
+PoolMetrics ContextPool::Metrics() const {
+  return core_->Metrics();
+}
+const PoolOptions& ContextPool::options() const {
+  return core_->options();
+}
 
 }  // namespace phos::ctxpool

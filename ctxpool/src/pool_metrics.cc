@@ -35,8 +35,8 @@ std::string ToPrometheusText(const PoolMetrics& m, bool with_help) {
   l.Metric("phos_ctxpool_leases_total", "counter", "Context leases granted.", d(m.leases));
   l.Metric("phos_ctxpool_lease_hits_total", "counter", "Leases served by a ready context.", d(m.hits));
   l.Metric("phos_ctxpool_lease_misses_total", "counter", "Leases that found no ready context.", d(m.misses));
-  l.Metric("phos_ctxpool_lease_miss_waits_total", "counter", "Misses that waited for a returned context at the maximum.",
-           d(m.miss_waits));
+  l.Metric("phos_ctxpool_lease_miss_waits_total", "counter",
+           "Misses that waited for a returned context at the maximum.", d(m.miss_waits));
   l.Metric("phos_ctxpool_lease_failures_total", "counter", "Lease calls that failed.", d(m.lease_failures));
   l.Metric("phos_ctxpool_returns_total", "counter", "Leases returned.", d(m.returns));
   l.Family("phos_ctxpool_lease_latency_seconds", "summary", "Lease call latency over the recent window.");
@@ -44,16 +44,19 @@ std::string ToPrometheusText(const PoolMetrics& m, bool with_help) {
   l.Sample("phos_ctxpool_lease_latency_seconds", m.lease_p99_us * 1e-6, "quantile=\"0.99\"");
   l.Metric("phos_ctxpool_contexts_created_total", "counter", "Contexts (with their cuBLAS handle) created.",
            d(m.contexts_created));
-  l.Metric("phos_ctxpool_contexts_destroyed_total", "counter", "Contexts destroyed.", d(m.contexts_destroyed));
-  l.Metric("phos_ctxpool_create_failures_total", "counter", "Context creations that failed.", d(m.create_failures));
-  l.Metric("phos_ctxpool_create_out_of_memory_total", "counter", "Context creations that failed out of device memory.",
-           d(m.create_out_of_memory));
+  l.Metric("phos_ctxpool_contexts_destroyed_total", "counter", "Contexts destroyed.",
+           d(m.contexts_destroyed));
+  l.Metric("phos_ctxpool_create_failures_total", "counter", "Context creations that failed.",
+           d(m.create_failures));
+  l.Metric("phos_ctxpool_create_out_of_memory_total", "counter",
+           "Context creations that failed out of device memory.", d(m.create_out_of_memory));
   l.Family("phos_ctxpool_create_seconds", "summary", "Time to create a context and its cuBLAS handle.");
   l.Sample("phos_ctxpool_create_seconds_sum", m.create_seconds_total);
   l.Sample("phos_ctxpool_create_seconds_count", d(m.contexts_created));
   l.Metric("phos_ctxpool_create_seconds_last", "gauge", "Time the most recent context creation took.",
            m.create_seconds_last);
-  l.Metric("phos_ctxpool_scrubs_total", "counter", "Returned contexts scrubbed and made leasable again.", d(m.scrubs));
+  l.Metric("phos_ctxpool_scrubs_total", "counter", "Returned contexts scrubbed and made leasable again.",
+           d(m.scrubs));
   l.Metric("phos_ctxpool_scrub_failures_total", "counter", "Scrubs that failed; the context was destroyed.",
            d(m.scrub_failures));
   l.Metric("phos_ctxpool_scrub_seconds_total", "counter", "Time spent scrubbing.", m.scrub_seconds_total);

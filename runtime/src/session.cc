@@ -35,8 +35,8 @@ constexpr uint64_t kMaxSessionModuleBytes = 2ull << 30;
 Session::Session(DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid)
     : driver_(driver), ring_(std::move(ring)), token_(std::move(token)), control_fd_(control_fd), pid_(pid) {}
 
-Result<std::unique_ptr<Session>> Session::Open(DriverTable* driver, ctxpool::ContextLease lease, int device, std::unique_ptr<ipc::Ring> ring,
-                                               std::string token, int control_fd, int pid,
+Result<std::unique_ptr<Session>> Session::Open(DriverTable* driver, ctxpool::ContextLease lease, int device,
+                                               std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid,
                                                ctxpool::CommunicatorPool* communicators) {
   std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid));
   s->communicators_ = communicators;

@@ -33,8 +33,8 @@ class Session {
   // communicators are then refused) must outlive the session.
   // The context is the lease's (on node device `device`); it goes back to the pool, with
   // everything the session made in it, when the session ends.
-  static Result<std::unique_ptr<Session>> Open(DriverTable* driver, ctxpool::ContextLease lease, int device, std::unique_ptr<ipc::Ring> ring,
-                                               std::string token, int control_fd, int pid,
+  static Result<std::unique_ptr<Session>> Open(DriverTable* driver, ctxpool::ContextLease lease, int device,
+                                               std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid,
                                                ctxpool::CommunicatorPool* communicators = nullptr);
   // Stops the executor and releases everything the session holds.
   ~Session();

@@ -1,13 +1,13 @@
 // The pool's lease path, sizes, metrics and failure handling (BRIEF D11).
 #include "phos/ctxpool/context_pool.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <chrono>
 #include <set>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "counting_driver.h"
 
@@ -145,7 +145,8 @@ TEST_F(ContextPoolTest, LeaseLatencyOfHitsIsMicroseconds) {
 }
 
 TEST_F(ContextPoolTest, BadOptionsAreRefused) {
-  EXPECT_EQ(ContextPool::Open({.max_contexts = 0}, driver_.get()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ContextPool::Open({.max_contexts = 0}, driver_.get()).status().code(),
+            StatusCode::kInvalidArgument);
   auto too_many = ContextPool::Open({.min_ready = 5, .max_contexts = 2}, driver_.get());
   ASSERT_FALSE(too_many.ok());
   EXPECT_NE(too_many.status().message().find("min_ready (5) exceeds max_contexts (2)"), std::string::npos);
@@ -182,7 +183,8 @@ TEST_F(ContextPoolTest, FailingCreationOnAMissFailsThatLeaseOnly) {
   Result<ContextLease> failed = pool->Lease();
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().code(), StatusCode::kDeviceError);
-  EXPECT_NE(failed.status().message().find("CUDA_ERROR_UNKNOWN"), std::string::npos) << failed.status().message();
+  EXPECT_NE(failed.status().message().find("CUDA_ERROR_UNKNOWN"), std::string::npos)
+      << failed.status().message();
   Result<ContextLease> next = pool->Lease();
   EXPECT_TRUE(next.ok()) << next.status().ToString();
   PoolMetrics m = pool->Metrics();
@@ -222,7 +224,8 @@ TEST_F(ContextPoolTest, MetricsAsPrometheusText) {
   std::string text = ToPrometheusText(pool->Metrics());
   EXPECT_NE(text.find("# TYPE phos_ctxpool_leases_total counter\n"), std::string::npos) << text;
   EXPECT_NE(text.find("phos_ctxpool_leases_total{device=\"0\"} 1\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("phos_ctxpool_lease_latency_seconds{device=\"0\",quantile=\"0.99\"}"), std::string::npos);
+  EXPECT_NE(text.find("phos_ctxpool_lease_latency_seconds{device=\"0\",quantile=\"0.99\"}"),
+            std::string::npos);
   EXPECT_NE(text.find("phos_ctxpool_contexts{device=\"0\",state=\"ready\"} "), std::string::npos) << text;
   EXPECT_EQ(ToPrometheusText(pool->Metrics(), false).find("# HELP"), std::string::npos);
 }

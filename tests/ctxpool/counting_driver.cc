@@ -1,8 +1,8 @@
 #include "counting_driver.h"
 
-#include <cstdlib>
-
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 
 namespace phos::ctxpool::testing {
 namespace {
@@ -25,7 +25,8 @@ std::unique_ptr<runtime::DriverTable> OpenCountingDriver(DriverCounters** counte
   auto opened = runtime::DriverTable::Open({.gpu = runtime::GpuKind::kSim});
   if (!opened.ok()) return nullptr;
   std::unique_ptr<runtime::DriverTable> t = std::move(*opened);
-  t->cuCtxCreate = [](CUcontext* ctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev) -> CUresult {
+  t->cuCtxCreate = [](CUcontext* ctx, CUctxCreateParams* params, unsigned int flags,
+                      CUdevice dev) -> CUresult {
     if (g_counters.fail_context_creates.load() > 0) {
       g_counters.fail_context_creates.fetch_sub(1);
       return g_counters.context_failure.load();

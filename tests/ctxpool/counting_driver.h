@@ -2,10 +2,10 @@
 // and fails context or cuBLAS handle creation on demand, by replacing the table's entry points.
 #pragma once
 
+#include <cuda.h>
+
 #include <atomic>
 #include <memory>
-
-#include <cuda.h>
 
 #include "phos/runtime/driver_table.h"
 

@@ -2,10 +2,10 @@
 // it keeps leasing, and the scrub gives a tenant's memory back. simgpu contexts and cuBLAS handles
 // take no device memory, so out-of-memory during refill itself is injected in
 // context_pool_test.cc (FailingRefillIsCountedAndThePoolKeepsServing).
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "phos/ctxpool/context_pool.h"
 

@@ -1,11 +1,11 @@
 // Scrub on return (BRIEF D11): what one tenant left in a context is gone before the next tenant
 // leases it, and 1,000 lease/return cycles leak nothing.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cstring>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "counting_driver.h"
 #include "phos/ctxpool/context_pool.h"
@@ -21,7 +21,9 @@ const std::vector<size_t> kTenantSizes = {4096, 100000, 1u << 20, 3u << 20};
 // Makes the lease's context current for a scope.
 class Current {
  public:
-  Current(runtime::DriverTable& d, const ContextLease& lease) : d_(d) { EXPECT_EQ(d_.cuCtxPushCurrent(lease.context()), CUDA_SUCCESS); }
+  Current(runtime::DriverTable& d, const ContextLease& lease) : d_(d) {
+    EXPECT_EQ(d_.cuCtxPushCurrent(lease.context()), CUDA_SUCCESS);
+  }
   ~Current() { d_.cuCtxPopCurrent(nullptr); }
 
  private:
@@ -53,7 +55,8 @@ class ScrubTest : public ::testing::TestWithParam<bool> {
 };
 
 TEST_P(ScrubTest, NextTenantNeverSeesThePattern) {
-  auto pool = ContextPool::Open({.min_ready = 1, .max_contexts = 1, .zero_on_scrub = GetParam()}, driver_.get());
+  auto pool =
+      ContextPool::Open({.min_ready = 1, .max_contexts = 1, .zero_on_scrub = GetParam()}, driver_.get());
   ASSERT_TRUE(pool.ok());
   uint64_t a_context;
   {
@@ -77,14 +80,17 @@ TEST_P(ScrubTest, NextTenantNeverSeesThePattern) {
     for (size_t i = 0; i < bytes; ++i) {
       pattern_bytes += seen[i] == reinterpret_cast<const uint8_t*>(&kPattern)[i % 4] ? 1 : 0;
     }
-    EXPECT_LT(pattern_bytes, bytes / 16) << "tenant B's allocation of " << bytes << " bytes holds tenant A's pattern";
+    EXPECT_LT(pattern_bytes, bytes / 16)
+        << "tenant B's allocation of " << bytes << " bytes holds tenant A's pattern";
     EXPECT_EQ(std::count(seen.begin(), seen.end(), 0), static_cast<std::ptrdiff_t>(bytes)) << bytes;
     b->tenant().allocations.push_back({ptr, bytes});
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(ZeroOnScrub, ScrubTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Memset" : "FreshPages"; });
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Memset" : "FreshPages";
+                         });
 
 class ScrubStateTest : public ScrubTest {};
 
@@ -105,7 +111,8 @@ TEST_F(ScrubStateTest, TenantStreamsEventsHandlesAndModesAreGone) {
     ASSERT_EQ(d.cuEventCreate(&event, 0), CUDA_SUCCESS);
     cublasHandle_t extra = nullptr;
     ASSERT_EQ(d.cublasCreate(&extra), CUBLAS_STATUS_SUCCESS);
-    ASSERT_EQ(d.cublasSetStream(a->blas_handle(), reinterpret_cast<cudaStream_t>(stream)), CUBLAS_STATUS_SUCCESS);
+    ASSERT_EQ(d.cublasSetStream(a->blas_handle(), reinterpret_cast<cudaStream_t>(stream)),
+              CUBLAS_STATUS_SUCCESS);
     ASSERT_EQ(d.cublasSetMathMode(a->blas_handle(), CUBLAS_TF32_TENSOR_OP_MATH), CUBLAS_STATUS_SUCCESS);
     a->tenant().streams.push_back(stream);
     a->tenant().events.push_back(event);

@@ -12,14 +12,14 @@
 // (phos/ctxpool/communicator_pool.h); contexts do not depend on it.
 #pragma once
 
+#include <cublas_v2.h>
+#include <cuda.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
-
-#include <cublas_v2.h>
-#include <cuda.h>
 
 #include "phos/base/status.h"
 #include "phos/ctxpool/pool_metrics.h"

@@ -1,0 +1,217 @@
+// The DRAM tier (BRIEF D6): one large pinned host arena caching hot snapshots' chunks in front of
+// a backing ChunkSource (the disk store). Restores read through it; a chunk it holds is copied to
+// the GPU straight from pinned memory.
+//
+// The arena is cut into fixed-size slots (the store's chunk size); an index maps ChunkId -> slot.
+// A slot is free, loading (one thread reads it from the backing source, others wait for it) or
+// resident. A resident slot is held by leases (readers copying from it) and by pins (snapshots
+// kept hot); a slot with neither is evictable, least recently used first.
+//
+// Thread-safe: one mutex guards the index; chunk bytes are copied outside it, protected by the
+// slot's lease count.
+#pragma once
+
+#include <cuda.h>
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "phos/base/cuda_check.h"
+#include "phos/base/status.h"
+#include "phos/store/chunk.h"
+
+namespace phos::store {
+
+// Where the arena (and readers' staging) comes from.
+class PinnedAllocator {
+ public:
+  virtual ~PinnedAllocator() = default;
+  // `bytes` (> 0) of page-aligned memory.
+  virtual Result<void*> Allocate(size_t bytes) = 0;
+  // Returns what Allocate gave, with the same size.
+  virtual void Free(void* ptr, size_t bytes) = 0;
+  // "mmap", "cuMemHostAlloc": for logs.
+  virtual const char* name() const = 0;
+};
+
+// Anonymous private mmap: not pinned. For tests and offline tools.
+class MmapAllocator final : public PinnedAllocator {
+ public:
+  Result<void*> Allocate(size_t bytes) override;
+  void Free(void* ptr, size_t bytes) override;
+  const char* name() const override { return "mmap"; }
+};
+
+// The driver entry points DriverPinnedAllocator calls. They come from the runtime's DriverTable
+// (see DriverHostMemoryOf), passed by value so that the store does not link the runtime.
+struct DriverHostMemory {
+  decltype(&::cuCtxPushCurrent) ctx_push_current = nullptr;
+  decltype(&::cuCtxPopCurrent) ctx_pop_current = nullptr;
+  decltype(&::cuMemHostAlloc) mem_host_alloc = nullptr;
+  decltype(&::cuMemFreeHost) mem_free_host = nullptr;
+  CuErrorText error_text;
+  // The context pushed around each call (cuMemHostAlloc and cuMemFreeHost need one current);
+  // the caller's current context is back afterwards.
+  // The memory is allocated CU_MEMHOSTALLOC_PORTABLE, so it is pinned for every context.
+  CUcontext context = nullptr;
+};
+
+// Fills DriverHostMemory from a phos::runtime::DriverTable (or anything with its members).
+template <typename Table>
+DriverHostMemory DriverHostMemoryOf(const Table& table, CUcontext context) {
+  return {table.cuCtxPushCurrent, table.cuCtxPopCurrent, table.cuMemHostAlloc,
+          table.cuMemFreeHost,    table.error_text(),    context};
+}
+
+// Pinned host memory from the driver: real page-locked memory on a GPU host, simgpu's pinned
+// memory (copied at the pinned rate) here.
+class DriverPinnedAllocator final : public PinnedAllocator {
+ public:
+  // InvalidArgument when an entry point or the context is missing.
+  static Result<std::unique_ptr<DriverPinnedAllocator>> Create(const DriverHostMemory& driver);
+  Result<void*> Allocate(size_t bytes) override;
+  void Free(void* ptr, size_t bytes) override;
+  const char* name() const override { return "cuMemHostAlloc"; }
+
+ private:
+  explicit DriverPinnedAllocator(const DriverHostMemory& driver) : driver_(driver) {}
+  DriverHostMemory driver_;
+};
+
+struct DramTierOptions {
+  // Arena size; rounded down to whole slots, at least one. Default: 1 GiB.
+  uint64_t capacity_bytes = 1ull << 30;
+  // Slot size: the store's chunk size. Larger chunks are read around the tier (counted as
+  // bypasses). Default: 4 MiB.
+  uint32_t slot_bytes = 4u << 20;
+};
+
+struct DramTierStats {
+  uint64_t hits = 0;           // reads and leases served from a resident slot
+  uint64_t misses = 0;         // loads from the backing source into a slot
+  uint64_t evictions = 0;      // resident chunks dropped to make room
+  uint64_t bypasses = 0;       // reads served around the tier: chunk larger than a slot, or no slot free
+  uint64_t load_failures = 0;  // backing reads that failed or did not verify (nothing cached)
+  uint64_t capacity_slots = 0;
+  uint64_t resident_chunks = 0;
+  uint64_t pinned_chunks = 0;  // resident chunks held by at least one Pin
+  uint64_t leased_chunks = 0;  // resident chunks with live leases
+};
+
+class DramTier;
+
+// A resident chunk's bytes in the arena, held against eviction until the lease is released or
+// destroyed. Move-only; must not outlive its DramTier.
+class ChunkLease {
+ public:
+  ChunkLease() = default;
+  ~ChunkLease() { Release(); }
+  ChunkLease(ChunkLease&& other) noexcept { *this = std::move(other); }
+  ChunkLease& operator=(ChunkLease&& other) noexcept;
+  ChunkLease(const ChunkLease&) = delete;
+  ChunkLease& operator=(const ChunkLease&) = delete;
+
+  explicit operator bool() const { return tier_ != nullptr; }
+  const void* data() const { return data_; }
+  uint32_t size() const { return size_; }
+  void Release();
+
+ private:
+  friend class DramTier;
+  ChunkLease(DramTier* tier, uint32_t slot, const void* data, uint32_t size)
+      : tier_(tier), slot_(slot), data_(data), size_(size) {}
+  DramTier* tier_ = nullptr;
+  uint32_t slot_ = 0;
+  const void* data_ = nullptr;
+  uint32_t size_ = 0;
+};
+
+class DramTier final : public ChunkSource {
+ public:
+  // Allocates the arena from `allocator`. `backing` must outlive the tier.
+  static Result<std::unique_ptr<DramTier>> Create(const DramTierOptions& options,
+                                                  std::unique_ptr<PinnedAllocator> allocator,
+                                                  ChunkSource* backing);
+  // Leases must be released before.
+  ~DramTier() override;
+  DramTier(const DramTier&) = delete;
+  DramTier& operator=(const DramTier&) = delete;
+
+  // Read-through: a resident chunk is copied from its slot; a missing one is read from the
+  // backing source into a free (or evicted) slot, verified against its id, then copied. A chunk
+  // that fails is not cached; the error names it. When no slot can be freed (all pinned or
+  // leased) the chunk is read straight into `dst`.
+  Status ReadChunk(const ChunkRef& ref, void* dst) override;
+
+  // The chunk's slot, loaded on a miss as ReadChunk does, held until the lease goes. For copies
+  // from pinned memory with no staging copy. OutOfMemory when no slot can be freed; InvalidArgument
+  // when the chunk is larger than a slot.
+  Result<ChunkLease> Lease(const ChunkRef& ref);
+
+  // Loads `chunks` and keeps them resident until Unpin(key). A chunk pinned under several keys
+  // stays until all are unpinned. On failure nothing stays pinned under `key`. AlreadyExists for a
+  // key already pinned; OutOfMemory when the pinned set does not fit.
+  Status Pin(std::string_view key, const std::vector<ChunkRef>& chunks);
+  // NotFound for a key not pinned. The chunks stay resident, now evictable.
+  Status Unpin(std::string_view key);
+
+  bool IsResident(const ChunkId& id) const;
+  DramTierStats Stats() const;
+  uint64_t capacity_bytes() const { return uint64_t{slot_bytes_} * slots_.size(); }
+  uint32_t slot_bytes() const { return slot_bytes_; }
+  const char* allocator_name() const { return allocator_->name(); }
+
+ private:
+  enum class SlotState { kFree, kLoading, kResident };
+  struct Slot {
+    ChunkId id;
+    uint32_t size = 0;
+    SlotState state = SlotState::kFree;
+    uint32_t leases = 0;
+    uint32_t pins = 0;
+    bool in_lru = false;
+    std::list<uint32_t>::iterator lru_pos;
+  };
+
+  DramTier(std::unique_ptr<PinnedAllocator> allocator, ChunkSource* backing, uint8_t* arena,
+           uint32_t slot_bytes, size_t slots);
+  uint8_t* SlotData(uint32_t slot) const { return arena_ + uint64_t{slot} * slot_bytes_; }
+  // A leased slot holding `ref`, loading it on a miss. `no_slot` is set (and OutOfMemory
+  // returned) when no slot can be freed.
+  Result<uint32_t> Acquire(const ChunkRef& ref, bool* no_slot);
+  void ReleaseLease(uint32_t slot);
+  // With mu_ held: a free slot, evicting the least recently used evictable chunk if need be.
+  bool TakeFreeSlotLocked(uint32_t* slot);
+  void MakeEvictableIfIdleLocked(uint32_t slot);
+  void DropPinsLocked(const std::vector<uint32_t>& slots);
+
+  friend class ChunkLease;
+
+  std::unique_ptr<PinnedAllocator> allocator_;
+  ChunkSource* backing_;
+  uint8_t* arena_;
+  uint32_t slot_bytes_;
+
+  mutable std::mutex mu_;
+  std::condition_variable loaded_;  // a slot left kLoading
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_;
+  std::unordered_map<ChunkId, uint32_t, ChunkIdHash> index_;
+  std::list<uint32_t> lru_;  // evictable resident slots, least recently used first
+  struct PinSet {
+    bool complete = false;        // false while Pin is still loading its chunks
+    std::vector<uint32_t> slots;  // each slot once
+  };
+  std::unordered_map<std::string, PinSet> pinned_;
+  DramTierStats stats_;
+};
+
+}  // namespace phos::store

@@ -1,0 +1,333 @@
+#include "phos/store/reader.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
+#include "tier_test_util.h"
+
+namespace phos::store {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::CountingAllocator;
+using testing::MakeManifest;
+using testing::MemoryChunkSource;
+
+constexpr size_t kChunk = 4096;
+
+// Records deliveries and reassembles the buffers they carry.
+struct Sink {
+  explicit Sink(const proto::Manifest& m) {
+    for (const auto& b : m.buffers()) buffers.emplace_back(b.size(), '\0');
+  }
+  DeliverFn Fn() {
+    return [this](const ChunkDelivery& d) {
+      std::memcpy(buffers[d.buffer_index].data() + d.offset, d.data, d.size);
+      std::lock_guard lock(mu);
+      arrivals.push_back(d.buffer_index);
+      return Status::Ok();
+    };
+  }
+  std::mutex mu;
+  std::vector<std::string> buffers;
+  std::vector<uint32_t> arrivals;  // buffer index of each delivery, in order
+};
+
+std::unique_ptr<ReaderPool> MakePool(int threads) {
+  auto pool = ReaderPool::Create({.io_threads = threads});
+  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+  return std::move(*pool);
+}
+
+TEST(ReaderTest, FirstTouchOrderPutsUnrankedLastAndTiesByAddress) {
+  proto::Manifest m;
+  auto add = [&](int rank, uint64_t addr) {
+    auto* b = m.add_buffers();
+    b->set_first_touch_rank(rank);
+    b->set_device_address(addr);
+  };
+  add(-1, 0x1000);
+  add(2, 0x2000);
+  add(0, 0x9000);
+  add(0, 0x3000);
+  add(-1, 0x500);
+  EXPECT_EQ(FirstTouchOrder(m), (std::vector<uint32_t>{3, 2, 1, 4, 0}));
+}
+
+TEST(ReaderTest, StreamsEveryChunkInFirstTouchOrder) {
+  MemoryChunkSource source;
+  std::vector<std::string> contents;
+  proto::Manifest m =
+      MakeManifest(source, {3 * kChunk, 2 * kChunk + 100, kChunk}, {2, -1, 0}, kChunk, &contents);
+  auto pool = MakePool(1);
+  Sink sink(m);
+  auto reader = SnapshotReader::Start(pool.get(), m, &source, {.staging_bytes = kChunk}, sink.Fn());
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  ASSERT_TRUE((*reader)->Wait().ok());
+  EXPECT_TRUE((*reader)->Done());
+  EXPECT_EQ(sink.buffers, contents);
+  EXPECT_EQ(sink.arrivals, (std::vector<uint32_t>{2, 0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ((*reader)->delivered_chunks(), 7u);
+  EXPECT_EQ((*reader)->delivered_bytes(), 6 * kChunk + 100);
+}
+
+TEST(ReaderTest, ExplicitOrderMayBeASubset) {
+  MemoryChunkSource source;
+  std::vector<std::string> contents;
+  proto::Manifest m = MakeManifest(source, {kChunk, kChunk, kChunk}, {0, 1, 2}, kChunk, &contents);
+  auto pool = MakePool(1);
+  Sink sink(m);
+  auto reader = SnapshotReader::Start(pool.get(), m, &source,
+                                      {.buffer_order = {2, 0}, .staging_bytes = kChunk}, sink.Fn());
+  ASSERT_TRUE(reader.ok());
+  ASSERT_TRUE((*reader)->Wait().ok());
+  EXPECT_EQ(sink.arrivals, (std::vector<uint32_t>{2, 0}));
+}
+
+TEST(ReaderTest, PrioritizeMidStreamMakesThatBufferArriveFirst) {
+  MemoryChunkSource source;
+  source.set_delay(2ms);
+  std::vector<std::string> contents;
+  constexpr int kPerBuffer = 6;
+  proto::Manifest m = MakeManifest(
+      source, {kPerBuffer * kChunk, kPerBuffer * kChunk, kPerBuffer * kChunk, kPerBuffer * kChunk},
+      {0, 1, 2, 3}, kChunk, &contents);
+  auto pool = MakePool(2);
+  Sink sink(m);
+  constexpr size_t kStaging = 2;  // at most this many chunks in flight
+  // The third delivery holds its I/O thread until the test has reordered the queue, so the call
+  // lands mid-stream however loaded the host is.
+  std::condition_variable cv;
+  bool prioritized = false;
+  DeliverFn record = sink.Fn();
+  auto reader = SnapshotReader::Start(pool.get(), m, &source, {.staging_bytes = kStaging * kChunk},
+                                      [&](const ChunkDelivery& d) {
+                                        Status s = record(d);
+                                        std::unique_lock lock(sink.mu);
+                                        if (sink.arrivals.size() == 3) {
+                                          cv.notify_all();
+                                          cv.wait(lock, [&] { return prioritized; });
+                                        }
+                                        return s;
+                                      });
+  ASSERT_TRUE(reader.ok());
+  size_t at = 0;
+  {
+    std::unique_lock lock(sink.mu);
+    cv.wait(lock, [&] { return sink.arrivals.size() >= 3; });
+    // Holding the sink's lock: no delivery can be recorded between counting and reordering.
+    at = sink.arrivals.size();
+    ASSERT_TRUE((*reader)->Prioritize(3).ok());
+    prioritized = true;
+    cv.notify_all();
+  }
+  ASSERT_TRUE((*reader)->Wait().ok());
+  EXPECT_EQ(sink.buffers, contents);
+  ASSERT_EQ(sink.arrivals.size(), 4u * kPerBuffer);
+  for (size_t i = 0; i < at; ++i) ASSERT_NE(sink.arrivals[i], 3u) << "buffer 3 is last in first-touch order";
+  // Only the chunks already in flight at the call may arrive between it and buffer 3's last chunk.
+  auto last_three = std::find(sink.arrivals.rbegin(), sink.arrivals.rend(), 3u).base() - 1;
+  long others_before = std::count_if(sink.arrivals.begin() + static_cast<long>(at), last_three,
+                                     [](uint32_t b) { return b != 3u; });
+  EXPECT_LE(others_before, static_cast<long>(kStaging));
+  EXPECT_NE(sink.arrivals.back(), 3u)
+      << "prioritized after " << at << " arrivals: other buffers' chunks were still queued behind it";
+  EXPECT_TRUE((*reader)->Prioritize(3).ok()) << "a finished buffer is fine";
+  EXPECT_EQ((*reader)->Prioritize(4).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ReaderTest, CancelStopsStreaming) {
+  MemoryChunkSource source;
+  source.set_delay(3ms);
+  std::vector<std::string> contents;
+  proto::Manifest m = MakeManifest(source, {40 * kChunk}, {0}, kChunk, &contents);
+  auto pool = MakePool(2);
+  Sink sink(m);
+  auto reader = SnapshotReader::Start(pool.get(), m, &source, {.staging_bytes = 2 * kChunk}, sink.Fn());
+  ASSERT_TRUE(reader.ok());
+  while ((*reader)->delivered_chunks() < 2) std::this_thread::sleep_for(1ms);
+  (*reader)->Cancel();
+  Status s = (*reader)->Wait();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("cancelled"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("'fn' v3"), std::string::npos) << s.message();
+  EXPECT_LT((*reader)->delivered_chunks(), 40u);
+  EXPECT_TRUE((*reader)->Done());
+}
+
+TEST(ReaderTest, CorruptChunkFailsNamingSnapshotBufferAndChunk) {
+  MemoryChunkSource source;
+  std::vector<std::string> contents;
+  proto::Manifest m = MakeManifest(source, {2 * kChunk, 4 * kChunk}, {0, 1}, kChunk, &contents);
+  Result<ChunkId> bad = ChunkId::FromBytes(m.buffers(1).chunks(2).id());
+  ASSERT_TRUE(bad.ok());
+  source.Corrupt(*bad);
+  auto pool = MakePool(2);
+  Sink sink(m);
+  auto reader = SnapshotReader::Start(pool.get(), m, &source,
+                                      {.snapshot_name = "mlp@7", .staging_bytes = kChunk}, sink.Fn());
+  ASSERT_TRUE(reader.ok());
+  Status s = (*reader)->Wait();
+  ASSERT_EQ(s.code(), StatusCode::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("snapshot mlp@7"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("buffer 1 ('b1') chunk 2"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(bad->ToHex()), std::string::npos) << s.message();
+}
+
+TEST(ReaderTest, DeliveryFailureStopsTheReader) {
+  MemoryChunkSource source;
+  std::vector<std::string> contents;
+  proto::Manifest m = MakeManifest(source, {8 * kChunk}, {0}, kChunk, &contents);
+  auto pool = MakePool(1);
+  auto reader =
+      SnapshotReader::Start(pool.get(), m, &source, {.staging_bytes = kChunk}, [](const ChunkDelivery& d) {
+        return d.chunk_index == 3 ? Status::DeviceError("copy failed") : Status::Ok();
+      });
+  ASSERT_TRUE(reader.ok());
+  Status s = (*reader)->Wait();
+  EXPECT_EQ(s.code(), StatusCode::kDeviceError);
+  EXPECT_NE(s.message().find("chunk 3"), std::string::npos) << s.message();
+  EXPECT_EQ((*reader)->delivered_chunks(), 3u);
+}
+
+TEST(ReaderTest, SeveralReadersShareThePoolAndTheTier) {
+  MemoryChunkSource source;
+  std::vector<std::vector<std::string>> contents(3);
+  std::vector<proto::Manifest> manifests;
+  for (uint32_t i = 0; i < 3; ++i) {
+    manifests.push_back(
+        MakeManifest(source, {5 * kChunk, 3 * kChunk + 7}, {1, 0}, kChunk, &contents[i], i + 1));
+  }
+  auto tier = DramTier::Create({.capacity_bytes = 8 * kChunk, .slot_bytes = kChunk},
+                               std::make_unique<MmapAllocator>(), &source);
+  ASSERT_TRUE(tier.ok());
+  auto pool = MakePool(2);
+  std::vector<std::unique_ptr<Sink>> sinks;
+  std::vector<std::unique_ptr<SnapshotReader>> readers;
+  for (uint32_t i = 0; i < 3; ++i) {
+    sinks.push_back(std::make_unique<Sink>(manifests[i]));
+    auto r = SnapshotReader::Start(pool.get(), manifests[i], tier->get(), {.staging_bytes = 2 * kChunk},
+                                   sinks[i]->Fn());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    readers.push_back(std::move(*r));
+  }
+  for (uint32_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(readers[i]->Wait().ok());
+    EXPECT_EQ(sinks[i]->buffers, contents[i]) << "reader " << i;
+  }
+  EXPECT_EQ((*tier)->Stats().leased_chunks, 0u);
+}
+
+TEST(ReaderTest, StagingBoundIsRespected) {
+  MemoryChunkSource source;
+  source.set_delay(1ms);
+  std::vector<std::string> contents;
+  proto::Manifest m = MakeManifest(source, {16 * kChunk}, {0}, kChunk, &contents);
+  auto pool = MakePool(4);
+  CountingAllocator staging;
+  std::atomic<int> in_callback{0}, most{0};
+  auto reader = SnapshotReader::Start(pool.get(), m, &source,
+                                      {.staging_bytes = 2 * kChunk + 100, .staging_allocator = &staging},
+                                      [&](const ChunkDelivery& d) {
+                                        int now = ++in_callback;
+                                        most = std::max(most.load(), now);
+                                        EXPECT_TRUE(staging.InLast(d.data));
+                                        std::this_thread::sleep_for(2ms);
+                                        --in_callback;
+                                        return Status::Ok();
+                                      });
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ((*reader)->staging_bytes(), 2 * kChunk);
+  ASSERT_TRUE((*reader)->Wait().ok());
+  EXPECT_LE(staging.peak(), 2 * kChunk);
+  EXPECT_LE(most.load(), 2);
+  reader->reset();
+  EXPECT_EQ(staging.live(), 0u);
+
+  auto too_small = SnapshotReader::Start(pool.get(), m, &source, {.staging_bytes = kChunk - 1},
+                                         [](const ChunkDelivery&) { return Status::Ok(); });
+  ASSERT_EQ(too_small.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_small.status().message().find("staging_bytes"), std::string::npos);
+}
+
+TEST(ReaderTest, ZeroCopyDeliversFromTheTierNotFromStaging) {
+  MemoryChunkSource source;
+  std::vector<std::string> contents;
+  proto::Manifest m = MakeManifest(source, {4 * kChunk}, {0}, kChunk, &contents);
+  auto tier = DramTier::Create({.capacity_bytes = 8 * kChunk, .slot_bytes = kChunk},
+                               std::make_unique<MmapAllocator>(), &source);
+  ASSERT_TRUE(tier.ok());
+  auto pool = MakePool(2);
+  for (bool zero_copy : {true, false}) {
+    CountingAllocator staging;
+    std::atomic<int> from_staging{0};
+    Sink sink(m);
+    DeliverFn record = sink.Fn();
+    auto reader = SnapshotReader::Start(
+        pool.get(), m, tier->get(),
+        {.staging_bytes = kChunk, .staging_allocator = &staging, .zero_copy = zero_copy},
+        [&](const ChunkDelivery& d) {
+          if (staging.InLast(d.data)) ++from_staging;
+          return record(d);
+        });
+    ASSERT_TRUE(reader.ok());
+    ASSERT_TRUE((*reader)->Wait().ok());
+    EXPECT_EQ(sink.buffers, contents);
+    EXPECT_EQ(from_staging.load(), zero_copy ? 0 : 4) << "zero_copy " << zero_copy;
+  }
+  EXPECT_EQ((*tier)->Stats().misses, 4u);
+}
+
+TEST(ReaderTest, BadInputIsRefused) {
+  MemoryChunkSource source;
+  std::vector<std::string> contents;
+  proto::Manifest m = MakeManifest(source, {2 * kChunk}, {0}, kChunk, &contents);
+  auto pool = MakePool(1);
+  auto ok = [](const ChunkDelivery&) { return Status::Ok(); };
+  auto start = [&](const proto::Manifest& man, ReaderOptions o) {
+    return SnapshotReader::Start(pool.get(), man, &source, o, ok).status();
+  };
+  Status s = start(m, {.buffer_order = {1}});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("names buffer 1"), std::string::npos) << s.message();
+  EXPECT_EQ(start(m, {.buffer_order = {0, 0}}).code(), StatusCode::kInvalidArgument);
+
+  proto::Manifest short_size = m;
+  short_size.mutable_buffers(0)->set_size(3 * kChunk);
+  s = start(short_size, {});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("add up to"), std::string::npos) << s.message();
+
+  proto::Manifest bad_id = m;
+  bad_id.mutable_buffers(0)->mutable_chunks(1)->set_id("abc");
+  s = start(bad_id, {});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("buffer 0 chunk 1"), std::string::npos) << s.message();
+  EXPECT_FALSE(SnapshotChunks(bad_id).ok());
+
+  EXPECT_EQ(SnapshotReader::Start(nullptr, m, &source, {}, ok).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReaderPool::Create({.io_threads = 0}).status().code(), StatusCode::kInvalidArgument);
+
+  Result<std::vector<ChunkRef>> chunks = SnapshotChunks(m);
+  ASSERT_TRUE(chunks.ok());
+  EXPECT_EQ(chunks->size(), 2u);
+}
+
+TEST(ReaderTest, EmptySnapshotFinishesAtOnce) {
+  MemoryChunkSource source;
+  proto::Manifest m;
+  m.add_buffers()->set_size(0);
+  auto pool = MakePool(1);
+  auto reader =
+      SnapshotReader::Start(pool.get(), m, &source, {}, [](const ChunkDelivery&) { return Status::Ok(); });
+  ASSERT_TRUE(reader.ok());
+  EXPECT_TRUE((*reader)->Done());
+  EXPECT_TRUE((*reader)->Wait().ok());
+  EXPECT_EQ((*reader)->staging_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace phos::store

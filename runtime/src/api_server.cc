@@ -167,13 +167,26 @@ class ApiServer::Impl {
     Result<std::unique_ptr<Session>> session =
         Session::Open(driver_, std::move(*lease), options_.device, std::move(*ring), token, fd, hello.pid, communicators_.get());
     if (!session.ok()) return Refuse(fd, 999, session.status().message());
+    // Registered before the answer: once the frontend has its ring, EndSession(token) must find
+    // the session.
+    {
+      std::lock_guard lock(mu_);
+      sessions_[token] = std::move(*session);
+    }
     ipc::Answer answer = ipc::MakeAnswer(0, "", ring_bytes);
     if (Status s = ipc::SendDatagram(fd, &answer, sizeof(answer), ring_fd); !s.ok()) {
       PHOS_LOG(Warn, "runtime", "answer to pid {} failed: {}", hello.pid, s.message());
-      return;  // the session (and the socket it owns) goes away here
+      std::unique_ptr<Session> unanswered;
+      {
+        std::lock_guard lock(mu_);
+        auto it = sessions_.find(token);
+        if (it != sessions_.end()) {
+          unanswered = std::move(it->second);
+          sessions_.erase(it);
+        }
+      }
+      // the session (and the socket it owns) goes away here, outside the lock
     }
-    std::lock_guard lock(mu_);
-    sessions_[token] = std::move(*session);
   }
 
   ApiServerOptions options_;

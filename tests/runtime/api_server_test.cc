@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "phos/ctxpool/context_pool.h"
 #include "phos/ipc/control.h"
 
 namespace phos::runtime {
@@ -92,6 +93,39 @@ TEST_F(ApiServerTest, SessionServesCallsAndEndsOnRequest) {
   EXPECT_EQ(server_->session_count(), 0u);
   EXPECT_EQ((*ring)->header()->closed.load(), 1u);
   close(sock);
+}
+
+TEST_F(ApiServerTest, SessionsLeaseTheirContextFromThePoolAndReturnItForTheScrub) {
+  auto pool = ctxpool::ContextPool::Open({.min_ready = 1, .max_contexts = 2}, table_.get());
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  ASSERT_TRUE((*pool)->WaitIdle(std::chrono::seconds(10)));
+  server_.reset();
+  auto server = ApiServer::Start(
+      {.socket_path = path_, .ring_bytes = 1u << 20, .reply_bytes = 256u << 10, .context_pool = pool->get()}, table_.get());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  server_ = std::move(*server);
+  for (int round = 1; round <= 2; ++round) {
+    std::string token = server_->IssueToken();
+    int sock = -1, fd = -1;
+    ASSERT_TRUE(Hello(token, ipc::kWireVersion, &sock, &fd).ok());
+    auto ring = ipc::Ring::Attach(fd);
+    ASSERT_TRUE(ring.ok());
+    auto alive = [] { return true; };
+    ipc::SizeArgs alloc{1u << 20};
+    ASSERT_TRUE((*ring)->Write(ipc::Op::kMemAlloc, ipc::kFlagReply, 1, &alloc, sizeof(alloc), nullptr, 0, alive).ok());
+    ASSERT_TRUE((*ring)->WaitCompleted(1, alive).ok());
+    ASSERT_EQ((*ring)->reply_header().result, CUDA_SUCCESS);
+    server_->EndSession(token);
+    close(sock);
+    ASSERT_TRUE((*pool)->WaitIdle(std::chrono::seconds(10)));
+    ctxpool::PoolMetrics m = (*pool)->Metrics();
+    EXPECT_EQ(m.leases, static_cast<uint64_t>(round));
+    EXPECT_EQ(m.hits, static_cast<uint64_t>(round));  // ready before the hello
+    EXPECT_EQ(m.returns, static_cast<uint64_t>(round));
+    EXPECT_EQ(m.scrubs, static_cast<uint64_t>(round));  // the session's buffer went back with it
+    EXPECT_EQ(m.scrub_failures, 0u);
+  }
+  server_.reset();  // before the pool
 }
 
 TEST_F(ApiServerTest, CorruptRingClosesOnlyThatSession) {

@@ -260,7 +260,7 @@ int main(int argc, char** argv) {
   if (!report.empty()) {
     std::string md = fmt::format(
         "## Snapshot store: disk tier\n\nMeasured {} (`{}`). Page cache dropped (`posix_fadvise(DONTNEED)`) before every "
-        "pass; reads are O_DIRECT, one request at a time.\n\n"
+        "pass; plain-file reads are O_DIRECT, one request at a time.\n\n"
         "| request size | plain file GB/s |\n|---|---|\n{}\n"
         "| what | result | target |\n|---|---|---|\n"
         "| {} GiB snapshot via Store::ReadChunk, one chunk at a time (4 MiB, hash-checked), median of 3 | {:.2f} GB/s | |\n"

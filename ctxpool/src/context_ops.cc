@@ -115,4 +115,58 @@ void DestroyPooledContext(runtime::DriverTable& driver, const PooledContext& poo
   if (!s.ok()) PHOS_LOG(Warn, "ctxpool", "context {}: {}", pooled.id, s.message());
 }
 
+Result<PooledGroup> CreateDeviceGroup(runtime::DriverTable& driver, int size) {
+  PooledGroup group;
+  for (int d = 0; d < size; ++d) {
+    Result<PooledContext> pooled = CreatePooledContext(driver, d);
+    if (!pooled.ok()) {
+      DestroyDeviceGroup(driver, group);
+      return pooled.status().WithContext(fmt::format("device group of {}: context on device {}", size, d));
+    }
+    group.contexts.push_back(*pooled);
+  }
+  ncclUniqueId id;
+  ncclResult_t r = driver.ncclGetUniqueId(&id);
+  group.comms.assign(size, nullptr);
+  if (r == ncclSuccess) {
+    r = driver.ncclGroupStart();
+    for (int d = 0; r == ncclSuccess && d < size; ++d) {
+      ContextScope scope(driver, group.contexts[d].context);
+      if (!scope.ok()) {
+        r = ncclUnhandledCudaError;
+        break;
+      }
+      r = driver.ncclCommInitRank(&group.comms[d], size, id, d);
+    }
+    ncclResult_t end = driver.ncclGroupEnd();
+    if (r == ncclSuccess) r = end;
+  }
+  if (r != ncclSuccess) {
+    DestroyDeviceGroup(driver, group);
+    return Status::DeviceError(
+        fmt::format("device group of {}: communicator (ncclCommInitRank per context): {}", size, NcclResultName(r)));
+  }
+  return group;
+}
+
+Status ScrubDeviceGroup(runtime::DriverTable& driver, const PooledGroup& group,
+                        const std::vector<TenantResources>& tenants, bool zero) {
+  static const TenantResources kNothing;
+  for (size_t d = 0; d < group.contexts.size(); ++d) {
+    const TenantResources& tenant = d < tenants.size() ? tenants[d] : kNothing;
+    PHOS_RETURN_IF_ERROR(
+        ScrubPooledContext(driver, group.contexts[d], tenant, zero).WithContext(fmt::format("device {}", d)));
+  }
+  return Status::Ok();
+}
+
+void DestroyDeviceGroup(runtime::DriverTable& driver, const PooledGroup& group) {
+  for (ncclComm_t comm : group.comms) {
+    if (comm == nullptr) continue;
+    if (ncclResult_t r = driver.ncclCommDestroy(comm); r != ncclSuccess)
+      PHOS_LOG(Warn, "ctxpool", "device group {}: ncclCommDestroy: {}", group.id, NcclResultName(r));
+  }
+  for (const PooledContext& pooled : group.contexts) DestroyPooledContext(driver, pooled);
+}
+
 }  // namespace phos::ctxpool::detail

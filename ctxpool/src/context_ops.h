@@ -1,8 +1,10 @@
-// The driver work behind the pool: creating a pooled context with its cuBLAS handle, scrubbing
-// one a tenant returned, destroying one. Each leaves the calling thread's current context as it found it.
+// The driver work behind the pools: creating a pooled context with its cuBLAS handle, scrubbing
+// one a tenant returned, destroying one; the same for device groups (a context per device and a
+// communicator over them). Each leaves the calling thread's current context as it found it.
 #pragma once
 
 #include "phos/base/status.h"
+#include "phos/ctxpool/communicator_pool.h"
 #include "phos/ctxpool/context_pool.h"
 #include "phos/runtime/driver_table.h"
 
@@ -24,5 +26,18 @@ Status ScrubPooledContext(runtime::DriverTable& driver, const PooledContext& poo
 // Destroys the handle and the context (which releases whatever the tenant left). Errors are
 // logged: there is nothing else to do with them.
 void DestroyPooledContext(runtime::DriverTable& driver, const PooledContext& pooled);
+
+// A pooled context on each of node devices 0..size-1, then a communicator over them: one
+// ncclGetUniqueId, and ncclCommInitRank for rank d with context d current, all inside one
+// ncclGroupStart/End (one thread creates every rank). On failure whatever was made is destroyed.
+Result<PooledGroup> CreateDeviceGroup(runtime::DriverTable& driver, int size);
+
+// Scrubs every context of the group with its tenant's resources (tenants[d] for context d),
+// as ScrubPooledContext does; the first error is returned and the group must be destroyed.
+Status ScrubDeviceGroup(runtime::DriverTable& driver, const PooledGroup& group,
+                        const std::vector<TenantResources>& tenants, bool zero);
+
+// The communicator's ranks first (they hold their contexts), then the contexts. Errors are logged.
+void DestroyDeviceGroup(runtime::DriverTable& driver, const PooledGroup& group);
 
 }  // namespace phos::ctxpool::detail

@@ -1,9 +1,9 @@
 // phos-fn: the command line client of phosd's HTTP API.
-//   phos-fn [--endpoint URL] deploy NAME EXECUTABLE [--instances N] [-- ARGS...]
+//   phos-fn [--endpoint URL] deploy NAME EXECUTABLE [--instances N] [--gpus N] [-- ARGS...]
 //   phos-fn [--endpoint URL] invoke NAME [--data STRING | --data @FILE] [--timeout-ms N]
 //   phos-fn [--endpoint URL] ls [--json]
 //   phos-fn [--endpoint URL] rm NAME
-//   phos-fn [--endpoint URL] run -- PROGRAM [ARGS...]
+//   phos-fn [--endpoint URL] run [--gpus N] -- PROGRAM [ARGS...]
 // Default endpoint: $PHOS_ENDPOINT, else http://127.0.0.1:7070.
 #include <unistd.h>
 
@@ -52,8 +52,9 @@ std::string FrontendLibDir() {
   return (self.parent_path().parent_path() / "lib" / "frontend").string();
 }
 
-int Run(const std::string& endpoint, const std::vector<std::string>& program) {
-  auto session = Call({.method = "POST", .url = endpoint + "/v1/sessions"});
+int Run(const std::string& endpoint, int gpus, const std::vector<std::string>& program) {
+  auto session = Call({.method = "POST", .url = endpoint + "/v1/sessions", .body = nlohmann::json{{"gpus", gpus}}.dump(),
+                       .headers = {{"Content-Type", "application/json"}}});
   if (!session) return 1;
   nlohmann::json j = nlohmann::json::parse(session->body, nullptr, false);
   if (j.is_discarded() || !j.contains("token") || !j.contains("gpu_socket")) {
@@ -87,11 +88,14 @@ int main(int argc, char** argv) {
   std::string name;
   std::string executable;
   int instances = 1;
+  int gpus = 1;
   std::vector<std::string> extra;
   auto* deploy = app.add_subcommand("deploy", "Register a function and start its warm instances");
   deploy->add_option("name", name, "Function name")->required();
   deploy->add_option("executable", executable, "Function executable")->required()->check(CLI::ExistingFile);
   deploy->add_option("--instances", instances, "Warm instances")->check(CLI::Range(1, 64));
+  deploy->add_option("--gpus", gpus, "Devices each instance uses (more than 1: a device group with NCCL)")
+      ->check(CLI::Range(1, 8));
   deploy->add_option("args", extra, "Arguments for the function (after --)");
 
   std::string data;
@@ -109,6 +113,8 @@ int main(int argc, char** argv) {
   rm->add_option("name", name, "Function name")->required();
 
   auto* run = app.add_subcommand("run", "Run an unmodified CUDA program with its GPU work in phosd");
+  run->add_option("--gpus", gpus, "Devices the program uses (more than 1: a device group with NCCL)")
+      ->check(CLI::Range(1, 8));
   run->add_option("program", extra, "PROGRAM [ARGS...] (after --)")->required();
 
   CLI11_PARSE(app, argc, argv);
@@ -118,7 +124,8 @@ int main(int argc, char** argv) {
     nlohmann::json spec = {{"name", name},
                            {"executable", std::filesystem::absolute(executable).lexically_normal().string()},
                            {"args", extra},
-                           {"instances", instances}};
+                           {"instances", instances},
+                           {"gpus", gpus}};
     auto r = Call({.method = "POST", .url = endpoint + "/v1/functions", .body = spec.dump(),
                    .headers = {{"Content-Type", "application/json"}}});
     if (!r) return 1;
@@ -170,5 +177,5 @@ int main(int argc, char** argv) {
     std::cout << "removed " << name << "\n";
     return 0;
   }
-  return Run(endpoint, extra);
+  return Run(endpoint, gpus, extra);
 }

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "phos/base/log.h"
+#include "phos/ctxpool/communicator_pool.h"
 #include "phos/ctxpool/context_pool.h"
 #include "phos/http/server.h"
 #include "phos/runtime/api_server.h"
@@ -21,7 +22,7 @@ namespace {
 class ApiServerSessions : public phos::runtime::GpuSessions {
  public:
   explicit ApiServerSessions(phos::runtime::ApiServer* server) : server_(server) {}
-  std::string IssueToken() override { return server_->IssueToken(); }
+  std::string IssueToken(int gpus) override { return server_->IssueToken(gpus); }
   void EndSession(const std::string& token) override { server_->EndSession(token); }
   std::string SocketPath() const override { return server_->socket_path(); }
 
@@ -45,6 +46,9 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   size_t pool_min = 2;
   size_t pool_max = 8;
+  size_t group_min = 1;
+  size_t group_max = 2;
+  int group_size = 0;
   app.add_option("--listen", listen, "HOST:PORT for the HTTP API (port 0 picks one)")->capture_default_str();
   app.add_option("--data-dir", data_dir, "Directory for functions.json, logs/ and gpu.sock")->required();
   app.add_option("--gpu", gpu, "sim, cuda or auto (cuda when a driver loads)")
@@ -55,6 +59,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--pool-min", pool_min, "Contexts (each with a cuBLAS handle) kept ready to lease")->capture_default_str();
   app.add_option("--pool-max", pool_max, "Most contexts the pool holds, leased or not")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--group-size", group_size,
+                 "Devices of the device groups (contexts plus an NCCL communicator) made at start; 0: all")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--group-min", group_min, "Device groups of each size in use kept ready")->capture_default_str();
+  app.add_option("--group-max", group_max, "Most device groups of one size, leased or not")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
@@ -96,9 +108,23 @@ int main(int argc, char** argv) {
   auto pool = phos::ctxpool::ContextPool::Open(pool_options, driver->get());
   if (!pool.ok()) return Fail(pool.status().WithContext("phosd: context pool"));
 
+  // Device groups for functions of several GPUs: made in the background (a 2-device group is ~36 s
+  // on the a100 profile at time scale 10), so /healthz answers at once. Without NCCL there are
+  // none and such functions' sessions are refused.
+  std::unique_ptr<phos::ctxpool::CommunicatorPool> groups;
+  if ((*driver)->has_nccl()) {
+    auto opened = phos::ctxpool::CommunicatorPool::Open(
+        {.initial_group_size = group_size, .min_ready = group_min, .max_groups = group_max}, driver->get());
+    if (!opened.ok()) return Fail(opened.status().WithContext("phosd: communicator pool"));
+    groups = std::move(*opened);
+  } else {
+    PHOS_LOG(Warn, "phosd", "no NCCL: functions of more than one GPU are refused");
+  }
+
   phos::runtime::ApiServerOptions api_options;
   api_options.socket_path = data_dir + "/gpu.sock";
   api_options.context_pool = pool->get();
+  api_options.device_groups = groups.get();
   auto api = phos::runtime::ApiServer::Start(api_options, driver->get());
   if (!api.ok()) return Fail(api.status().WithContext("phosd"));
   ApiServerSessions sessions(api->get());
@@ -111,8 +137,10 @@ int main(int argc, char** argv) {
   if (!manager.ok()) return Fail(manager.status().WithContext("phosd"));
 
   phos::http::Router router;
-  phos::Status routed = phos::phosd::AddRoutes(&router, manager->get(), &sessions, [p = pool->get()] {
-    return phos::ctxpool::ToPrometheusText(p->Metrics());
+  phos::Status routed = phos::phosd::AddRoutes(&router, manager->get(), &sessions, [p = pool->get(), g = groups.get()] {
+    std::string text = phos::ctxpool::ToPrometheusText(p->Metrics());
+    if (g != nullptr) text += phos::ctxpool::ToPrometheusText(g->Metrics());
+    return text;
   });
   if (!routed.ok()) return Fail(routed);
   phos::http::ServerOptions http_options;
@@ -129,6 +157,7 @@ int main(int argc, char** argv) {
   server->reset();
   manager->reset();
   api->reset();
+  groups.reset();
   pool->reset();
   PHOS_LOG(Info, "phosd", "stopped");
   return 0;

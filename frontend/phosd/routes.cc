@@ -96,9 +96,21 @@ Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtim
                         [out](InvokeOutcome o) { out.Send(InvokeResponse(std::move(o))); });
       }));
 
-  PHOS_RETURN_IF_ERROR(router->Add("POST", "/v1/sessions", [sessions](Request, Responder out) {
+  // Body: empty, or {"gpus": N} (1..8; default 1) for a program that uses several devices.
+  PHOS_RETURN_IF_ERROR(router->Add("POST", "/v1/sessions", [sessions](Request req, Responder out) {
     if (sessions == nullptr) return out.Send(Error(503, "this phosd has no GPU sessions"));
-    nlohmann::json j = {{"token", sessions->IssueToken()}, {"gpu_socket", sessions->SocketPath()}};
+    int gpus = 1;
+    if (!req.body.empty()) {
+      nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
+      if (body.is_discarded() || !body.is_object()) return out.Send(Error(400, "session request is not a JSON object"));
+      if (auto g = body.find("gpus"); g != body.end()) {
+        if (!g->is_number_integer() || g->get<int>() < 1 || g->get<int>() > 8) {
+          return out.Send(Error(400, "field 'gpus' must be an integer 1..8"));
+        }
+        gpus = g->get<int>();
+      }
+    }
+    nlohmann::json j = {{"token", sessions->IssueToken(gpus)}, {"gpu_socket", sessions->SocketPath()}, {"gpus", gpus}};
     out.Send(Response::Json(201, j.dump() + "\n"));
   }));
   return Status::Ok();

@@ -6,7 +6,9 @@
 // the output is mlp's, up to the order of the fp32 sums.
 //
 // Written against the CUDA runtime, cuBLAS and NCCL APIs only: in phos those calls are executed
-// by phosd (BRIEF D1), and ncclCommInitAll gets a split of phosd's pooled node communicator.
+// by phosd (BRIEF D1). Deployed with `phos-fn deploy --gpus 2`, its instance's session holds a
+// device group: a pooled context per device and a communicator created over them ahead of time,
+// which ncclCommInitAll returns.
 //
 //   tp-mlp [--width W] [--layers L] [--batch B] [--weight-seed S]
 #include <string>

@@ -6,11 +6,11 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <set>
 #include <thread>
 #include <vector>
 
@@ -58,25 +58,30 @@ class ApiServer::Impl {
 
   void StartAcceptor() { acceptor_ = std::thread([this] { Loop(); }); }
 
-  // The node communicator; failures leave the server without NCCL, said once in the log.
-  void OpenCommunicators() {
-    if (!options_.communicators) return;
+  // The device groups sessions of several GPUs lease: the caller's, or a private pool (nothing
+  // made ahead). Failures leave the server without them, said once in the log.
+  void OpenDeviceGroups() {
+    if (options_.device_groups != nullptr) {
+      groups_ = options_.device_groups;
+      return;
+    }
     if (!driver_->has_nccl()) {
-      PHOS_LOG(Warn, "runtime", "no NCCL in the driver table: multi-GPU communicators are disabled");
+      PHOS_LOG(Warn, "runtime", "no NCCL in the driver table: sessions of several GPUs are refused");
       return;
     }
-    Result<std::unique_ptr<ctxpool::CommunicatorPool>> pool = ctxpool::CommunicatorPool::Open({}, driver_);
+    Result<std::unique_ptr<ctxpool::CommunicatorPool>> pool = ctxpool::CommunicatorPool::Open({.min_ready = 0}, driver_);
     if (!pool.ok()) {
-      PHOS_LOG(Warn, "runtime", "multi-GPU communicators are disabled: {}", pool.status().message());
+      PHOS_LOG(Warn, "runtime", "sessions of several GPUs are refused: {}", pool.status().message());
       return;
     }
-    communicators_ = std::move(*pool);
+    own_groups_ = std::move(*pool);
+    groups_ = own_groups_.get();
   }
 
-  std::string IssueToken() {
+  std::string IssueToken(int gpus) {
     std::string token = ipc::NewToken();
     std::lock_guard lock(mu_);
-    tokens_.insert(token);
+    tokens_[token] = std::max(gpus, 1);
     return token;
   }
 
@@ -153,19 +158,30 @@ class ApiServer::Impl {
     if (Status s = ipc::CheckHello(buf, *n, &token); !s.ok()) return Refuse(fd, 1, s.message());
     ipc::Hello hello;
     std::memcpy(&hello, buf, sizeof(hello));
+    int gpus = 1;
     {
       std::lock_guard lock(mu_);
-      if (tokens_.count(token) == 0) return Refuse(fd, 1, "unknown instance token");
+      auto it = tokens_.find(token);
+      if (it == tokens_.end()) return Refuse(fd, 1, "unknown instance token");
       if (sessions_.count(token) != 0) return Refuse(fd, 1, "instance token already has a GPU session");
+      gpus = it->second;
+    }
+    if (gpus > 1 && groups_ == nullptr) {
+      return Refuse(fd, 999, fmt::format("a session of {} GPUs needs device groups, and this phosd has none (no NCCL)", gpus));
     }
     Result<std::unique_ptr<ipc::Ring>> ring = ipc::Ring::Create(options_.ring_bytes, options_.reply_bytes);
     if (!ring.ok()) return Refuse(fd, 999, ring.status().message());
     int ring_fd = (*ring)->fd();
     uint64_t ring_bytes = (*ring)->mapped_bytes();
-    Result<ctxpool::ContextLease> lease = pool_->Lease();
-    if (!lease.ok()) return Refuse(fd, 999, lease.status().WithContext("GPU session").message());
-    Result<std::unique_ptr<Session>> session =
-        Session::Open(driver_, std::move(*lease), options_.device, std::move(*ring), token, fd, hello.pid, communicators_.get());
+    Result<std::unique_ptr<Session>> session = Status::Internal("unset");
+    if (gpus > 1) {
+      // The group is leased by the session's executor (it may have to wait for the refill).
+      session = Session::OpenWithGroup(driver_, groups_, gpus, std::move(*ring), token, fd, hello.pid);
+    } else {
+      Result<ctxpool::ContextLease> lease = pool_->Lease();
+      if (!lease.ok()) return Refuse(fd, 999, lease.status().WithContext("GPU session").message());
+      session = Session::Open(driver_, std::move(*lease), options_.device, std::move(*ring), token, fd, hello.pid);
+    }
     if (!session.ok()) return Refuse(fd, 999, session.status().message());
     // Registered before the answer: once the frontend has its ring, EndSession(token) must find
     // the session.
@@ -195,13 +211,14 @@ class ApiServer::Impl {
   std::unique_ptr<ctxpool::ContextPool> own_pool_;
   ctxpool::ContextPool* pool_ = nullptr;
   // Declared before the sessions: destroyed after them (sessions return their groups to it).
-  std::unique_ptr<ctxpool::CommunicatorPool> communicators_;
+  std::unique_ptr<ctxpool::CommunicatorPool> own_groups_;
+  ctxpool::CommunicatorPool* groups_ = nullptr;
   int listen_fd_;
   int wake_fd_;
   std::atomic<bool> stop_{false};
   std::thread acceptor_;
   mutable std::mutex mu_;
-  std::set<std::string> tokens_;
+  std::map<std::string, int> tokens_;  // token -> GPUs of its session
   std::map<std::string, std::unique_ptr<Session>> sessions_;
 };
 
@@ -219,13 +236,13 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& opti
   }
   auto impl = std::make_unique<Impl>(options, driver, listen_fd, wake_fd);
   if (Status s = impl->OpenContextPool(); !s.ok()) return s.WithContext("API server");
-  impl->OpenCommunicators();
+  impl->OpenDeviceGroups();
   impl->StartAcceptor();
   PHOS_LOG(Info, "runtime", "API server listening on {}", options.socket_path);
   return std::unique_ptr<ApiServer>(new ApiServer(std::move(impl)));
 }
 
-std::string ApiServer::IssueToken() { return impl_->IssueToken(); }
+std::string ApiServer::IssueToken(int gpus) { return impl_->IssueToken(gpus); }
 void ApiServer::EndSession(const std::string& token) { impl_->EndSession(token); }
 size_t ApiServer::session_count() const { return impl_->session_count(); }
 const std::string& ApiServer::socket_path() const { return impl_->options().socket_path; }

@@ -295,7 +295,7 @@ class InstanceManager::Impl {
     std::string token;
     std::vector<std::pair<std::string, std::string>> extra_env;
     if (options_.sessions != nullptr) {
-      token = options_.sessions->IssueToken();
+      token = options_.sessions->IssueToken(spec.gpus);
       extra_env = {{"PHOS_GPU_SOCKET", options_.sessions->SocketPath()}, {"PHOS_INSTANCE_TOKEN", token}};
     }
     bool started = false;

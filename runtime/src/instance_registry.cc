@@ -16,6 +16,7 @@ namespace {
 
 constexpr int kRegistryFormatVersion = 1;
 constexpr int kMaxInstances = 64;
+constexpr int kMaxGpus = 8;  // simgpu offers 1-8 devices
 constexpr size_t kMaxRegistryBytes = 16u << 20;
 
 bool ValidName(std::string_view name) {
@@ -32,7 +33,7 @@ nlohmann::json ToJson(const FunctionSpec& spec) {
   nlohmann::json env = nlohmann::json::object();
   for (const auto& [k, v] : spec.env) env[k] = v;
   return {{"name", spec.name}, {"executable", spec.executable}, {"args", spec.args}, {"env", env},
-          {"instances", spec.instances}};
+          {"instances", spec.instances}, {"gpus", spec.gpus}};
 }
 
 Result<FunctionSpec> FromJson(const nlohmann::json& j) {
@@ -64,6 +65,10 @@ Result<FunctionSpec> FromJson(const nlohmann::json& j) {
     if (!n->is_number_integer()) return Status::InvalidArgument("field 'instances' must be an integer");
     spec.instances = n->get<int>();
   }
+  if (auto n = j.find("gpus"); n != j.end()) {
+    if (!n->is_number_integer()) return Status::InvalidArgument("field 'gpus' must be an integer");
+    spec.gpus = n->get<int>();
+  }
   return spec;
 }
 
@@ -89,6 +94,10 @@ Status ValidateFunctionSpec(const FunctionSpec& spec) {
   if (spec.instances < 1 || spec.instances > kMaxInstances) {
     return Status::InvalidArgument("function '" + spec.name + "': instances must be 1.." +
                                    std::to_string(kMaxInstances) + ", not " + std::to_string(spec.instances));
+  }
+  if (spec.gpus < 1 || spec.gpus > kMaxGpus) {
+    return Status::InvalidArgument("function '" + spec.name + "': gpus must be 1.." + std::to_string(kMaxGpus) +
+                                   ", not " + std::to_string(spec.gpus));
   }
   return Status::Ok();
 }

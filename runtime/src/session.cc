@@ -36,10 +36,8 @@ Session::Session(DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::stri
     : driver_(driver), ring_(std::move(ring)), token_(std::move(token)), control_fd_(control_fd), pid_(pid) {}
 
 Result<std::unique_ptr<Session>> Session::Open(DriverTable* driver, ctxpool::ContextLease lease, int device,
-                                               std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid,
-                                               ctxpool::CommunicatorPool* communicators) {
+                                               std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid) {
   std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid));
-  s->communicators_ = communicators;
   s->base_device_ = device;
   PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuDeviceGetCount(&s->device_count_));
   if (lease.device() != device) {
@@ -54,6 +52,30 @@ Result<std::unique_ptr<Session>> Session::Open(DriverTable* driver, ctxpool::Con
   return s;
 }
 
+Result<std::unique_ptr<Session>> Session::OpenWithGroup(DriverTable* driver, ctxpool::CommunicatorPool* groups, int gpus,
+                                                        std::unique_ptr<ipc::Ring> ring, std::string token,
+                                                        int control_fd, int pid) {
+  if (groups == nullptr) return Status::FailedPrecondition(fmt::format("a session of {} GPUs needs device groups (NCCL)", gpus));
+  if (gpus < 2) return Status::InvalidArgument(fmt::format("a device group session needs at least 2 GPUs, not {}", gpus));
+  std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid));
+  s->groups_ = groups;
+  s->device_count_ = gpus;
+  // The lease may wait for the refill (tens of seconds on the a100 profile): on the executor, so
+  // that neither the acceptor nor other sessions wait with it; the frontend's first call does.
+  s->executor_ = std::thread([raw = s.get()] { raw->Run(); });
+  PHOS_LOG(Info, "runtime", "session for pid {} opened ({} GPUs, device group pending)", pid, gpus);
+  return s;
+}
+
+Status Session::LeaseGroup() {
+  Result<ctxpool::DeviceGroupLease> group = groups_->Lease(device_count_, &stop_);
+  if (!group.ok()) return group.status();
+  group_.emplace(std::move(*group));
+  context_ = group_->context(0);
+  PHOS_LOG(Info, "runtime", "pid {}: device group {} leased ({} GPUs)", pid_, group_->group_id(), device_count_);
+  return Status::Ok();
+}
+
 Session::~Session() {
   stop_.store(true);
   ring_->Close();
@@ -66,6 +88,12 @@ Session::~Session() {
 void Session::ReleaseAll() {
   if (context_ == nullptr) return;
   ReleaseNccl();
+  if (group_) {
+    ReleaseToGroup();
+    group_.reset();  // the pool scrubs every context of the group before anyone leases it
+    context_ = nullptr;
+    return;
+  }
   ReleaseDevices();
   // Everything the session made in the context goes back with it: the pool's scrub waits for the
   // work, zeroes and frees the buffers and destroys the rest before anyone leases it again.
@@ -84,6 +112,13 @@ void Session::ReleaseAll() {
 }
 
 void Session::Run() {
+  if (groups_ != nullptr) {
+    open_status_ = LeaseGroup();
+    if (!open_status_.ok()) {
+      PHOS_LOG(Error, "runtime", "pid {}: no device group of {} GPUs, every call fails: {}", pid_, device_count_,
+               open_status_.message());
+    }
+  }
   driver_->cuCtxSetCurrent(context_);
   ipc::RecordView record;
   while (!stop_.load(std::memory_order_relaxed)) {
@@ -142,11 +177,11 @@ CUresult Session::Execute(const ipc::RecordView& record, size_t* reply_len) {
     case Op::kPad:
       return CUDA_SUCCESS;
     case Op::kDeviceGetCount: {
-      int n = 0;
-      CUresult r = d.cuDeviceGetCount(&n);
+      // The node's devices for a single-GPU session, the group's for a device group session.
+      int n = device_count_;
       std::memcpy(out, &n, sizeof(n));
       *reply_len = sizeof(n);
-      return r;
+      return CUDA_SUCCESS;
     }
     case Op::kDeviceGetAttribute: {
       ipc::AttributeArgs a;
@@ -193,6 +228,7 @@ CUresult Session::Execute(const ipc::RecordView& record, size_t* reply_len) {
         d.cuMemFree(ptr);
         return CUDA_ERROR_UNKNOWN;
       }
+      if (route_device_ != 0) buffer_devices_[ptr] = route_device_;
       uint64_t v = ptr;
       std::memcpy(out, &v, sizeof(v));
       *reply_len = sizeof(v);
@@ -206,6 +242,7 @@ CUresult Session::Execute(const ipc::RecordView& record, size_t* reply_len) {
         PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: refused free of {:#x}, not a buffer of this session", pid_, a.ptr);
         return CUDA_ERROR_INVALID_VALUE;
       }
+      buffer_devices_.erase(a.ptr);
       return d.cuMemFree(a.ptr);
     }
     case Op::kMemcpyHtoD: {

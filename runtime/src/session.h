@@ -27,15 +27,22 @@ namespace phos::runtime {
 
 class Session {
  public:
-  // Creates the context and starts the executor thread. `device` is the node device that is the
+  // A single-GPU session (the function declared gpus = 1). `device` is the node device that is the
   // session's device 0 (session device d is node device (device + d) mod count); contexts on the
-  // others are created when the function first uses them. `communicators` (may be null: NCCL
-  // communicators are then refused) must outlive the session.
-  // The context is the lease's (on node device `device`); it goes back to the pool, with
-  // everything the session made in it, when the session ends.
+  // others are created when the function first uses them. The context is the lease's (on node
+  // device `device`); it goes back to the pool, with everything the session made in it, when the
+  // session ends. NCCL communicators are refused (a function that wants them declares its GPUs).
   static Result<std::unique_ptr<Session>> Open(DriverTable* driver, ctxpool::ContextLease lease, int device,
-                                               std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid,
-                                               ctxpool::CommunicatorPool* communicators = nullptr);
+                                               std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid);
+  // A session of `gpus` (>= 2) devices: before executing its first call, the executor leases a
+  // device group of that size from `groups` (which must outlive the session) and runs session
+  // device d in the group's context d; ncclCommInitAll / ncclCommInitRank get the group's
+  // communicator. The group goes back, to be scrubbed, when the session ends. A lease that fails
+  // (no group ready in time, more GPUs than the node has) fails every call with
+  // CUDA_ERROR_NO_DEVICE, logged.
+  static Result<std::unique_ptr<Session>> OpenWithGroup(DriverTable* driver, ctxpool::CommunicatorPool* groups, int gpus,
+                                                        std::unique_ptr<ipc::Ring> ring, std::string token,
+                                                        int control_fd, int pid);
   // Stops the executor and releases everything the session holds.
   ~Session();
 
@@ -61,12 +68,11 @@ class Session {
     std::string name;
     std::unordered_map<int, CUfunction> on_device;  // session device >= 1
   };
-  // A communicator a function holds (session_nccl.cc): a rank of a pooled group, or a split the
-  // function made of one (owned: destroyed at the end).
+  // A communicator a function holds (session_nccl.cc): a rank of the device group's
+  // communicator, or a split of it (owned: destroyed at the end).
   struct NcclComm {
     ncclComm_t comm = nullptr;  // null until every rank of an ncclCommInitRank rendezvous arrived
     int device = 0;             // session device
-    uint64_t group = 0;         // pooled group (leases_ key); 0 for owned splits
     bool owned = false;
   };
   struct NcclRendezvous {
@@ -76,7 +82,11 @@ class Session {
 
   Session(DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid);
   void Run();
+  // Leases the device group (OpenWithGroup sessions), on the executor thread.
+  Status LeaseGroup();
   void ReleaseAll();
+  // The pooled cuBLAS handle of session device 0's context.
+  cublasHandle_t PooledBlas() const { return lease_ ? lease_->blas_handle() : group_->blas_handle(0); }
   // Executes one record; writes reply bytes to the reply area and sets *reply_len.
   CUresult Execute(const ipc::RecordView& record, size_t* reply_len);
   CUresult ExecuteBlas(const ipc::RecordView& record, size_t* reply_len);
@@ -99,6 +109,8 @@ class Session {
   // The kernel in the context of session device `device` (loading its module there first).
   CUresult FunctionOn(Function& fn, int device, CUfunction* out);
   void ReleaseDevices();
+  // Hands everything the session made, on every device, to the group's scrub (tenant(d)).
+  void ReleaseToGroup();
   // session_nccl.cc
   CUresult ExecuteNccl(const ipc::RecordView& record, size_t* reply_len);
   ncclResult_t NcclInitAll(const uint8_t* payload, size_t len, size_t* reply_len);
@@ -107,7 +119,9 @@ class Session {
   ncclResult_t NcclDestroy(uint64_t vid);
   CUresult NcclCollective(const ipc::NcclCollectiveArgs& a);
   ncclResult_t NcclFlushGroup();
-  Result<uint64_t> LeaseGroup(const std::vector<int>& devices, std::vector<uint64_t>* vids);
+  // Communicators over session `devices` (rank i on devices[i]) from the group's: its own ranks
+  // when the devices are the whole group in order, else a split of it (owned).
+  Status GroupComms(const std::vector<int>& devices, std::vector<uint64_t>* vids);
   void ReleaseNccl();
   uint64_t NewHandle() { return next_handle_ += 16; }
 
@@ -117,7 +131,10 @@ class Session {
   int control_fd_;
   int pid_;
   CUcontext context_ = nullptr;
-  std::optional<ctxpool::ContextLease> lease_;
+  std::optional<ctxpool::ContextLease> lease_;           // single-GPU sessions
+  ctxpool::CommunicatorPool* groups_ = nullptr;           // group sessions: the pool, and
+  std::optional<ctxpool::DeviceGroupLease> group_;        // the group once leased
+  Status open_status_;                                    // why the group lease failed
   // The virtual id under which the lease's cuBLAS handle serves the session's first cublasCreate
   // (0: not handed out).
   uint64_t pooled_blas_vid_ = 0;
@@ -144,11 +161,10 @@ class Session {
   int route_device_ = 0;  // the device the record being executed runs on
   std::unordered_map<int, CUcontext> device_contexts_;  // session device >= 1 -> its context
   std::unordered_map<uint64_t, int> handle_devices_;    // stream, event, cuBLAS vid -> device
+  std::unordered_map<uint64_t, int> buffer_devices_;    // buffer base -> device (>= 1)
 
   // NCCL (session_nccl.cc).
-  ctxpool::CommunicatorPool* communicators_ = nullptr;
   std::unordered_map<uint64_t, NcclComm> comms_;
-  std::unordered_map<uint64_t, ctxpool::CommunicatorLease> leases_;
   std::unordered_map<std::string, NcclRendezvous> rendezvous_;
   int nccl_group_depth_ = 0;
   std::vector<std::function<ncclResult_t()>> nccl_queued_;

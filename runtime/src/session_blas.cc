@@ -48,13 +48,14 @@ CUresult Session::ExecuteBlas(const ipc::RecordView& record, size_t* reply_len) 
     case Op::kBlasCreate: {
       // The first handle is the pooled one, created with the context (BRIEF D11); later ones
       // are created as the function asks.
-      cublasHandle_t h = pooled_blas_vid_ == 0 ? lease_->blas_handle() : nullptr;
+      // (Device 0's: the pooled handle of another device's context would not serve this one.)
+      cublasHandle_t h = pooled_blas_vid_ == 0 && route_device_ == 0 ? PooledBlas() : nullptr;
       if (h == nullptr) {
         cublasStatus_t s = driver_->cublasCreate(&h);
         if (s != CUBLAS_STATUS_SUCCESS) return static_cast<CUresult>(s);
       }
       uint64_t vid = NewHandle();
-      if (h == lease_->blas_handle()) pooled_blas_vid_ = vid;
+      if (h == PooledBlas()) pooled_blas_vid_ = vid;
       blas_[vid] = h;
       std::memcpy(out, &vid, sizeof(vid));
       *reply_len = sizeof(vid);
@@ -70,8 +71,8 @@ CUresult Session::ExecuteBlas(const ipc::RecordView& record, size_t* reply_len) 
         // the next cublasCreate.
         blas_.erase(it);
         pooled_blas_vid_ = 0;
-        cublasStatus_t s = driver_->cublasSetStream(lease_->blas_handle(), nullptr);
-        if (s == CUBLAS_STATUS_SUCCESS) s = driver_->cublasSetMathMode(lease_->blas_handle(), CUBLAS_DEFAULT_MATH);
+        cublasStatus_t s = driver_->cublasSetStream(PooledBlas(), nullptr);
+        if (s == CUBLAS_STATUS_SUCCESS) s = driver_->cublasSetMathMode(PooledBlas(), CUBLAS_DEFAULT_MATH);
         return static_cast<CUresult>(s);
       }
       cublasStatus_t s = driver_->cublasDestroy(it->second);

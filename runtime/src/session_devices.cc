@@ -1,6 +1,7 @@
-// Multi-device sessions: a function may use every device of the node (cudaSetDevice). The
-// session holds one context per device it uses — device 0's from the start, the others created
-// when first used — and runs each record in the right one: a call naming a stream, event or
+// Multi-device sessions: a function may use several devices (cudaSetDevice). A device group
+// session (the function declared gpus > 1) runs device d in its leased group's context d; a
+// single-GPU session may still use every device of the node, with device 0's context leased from
+// the context pool and the others created when first used. Each record runs in the right one: a call naming a stream, event or
 // cuBLAS handle in the context of the device that handle was created on (as CUDA ties streams to
 // devices), any other call in the session's current device's. Modules arrive once and are loaded
 // into another device's context when a kernel is first launched there.
@@ -56,6 +57,10 @@ int Session::PhysicalDevice(int device) const {
 }
 
 Result<CUcontext> Session::ContextOn(int device) {
+  if (group_) {
+    if (device < 0 || device >= group_->size()) return Status::InvalidArgument("no such device");
+    return group_->context(device);
+  }
   if (device == 0) return context_;
   if (auto it = device_contexts_.find(device); it != device_contexts_.end()) return it->second;
   int physical = PhysicalDevice(device);
@@ -70,6 +75,7 @@ Result<CUcontext> Session::ContextOn(int device) {
 }
 
 CUresult Session::Route(const ipc::RecordView& record) {
+  if (!open_status_.ok()) return CUDA_ERROR_NO_DEVICE;  // logged once when the group lease failed
   Op op = static_cast<Op>(record.header.opcode);
   int device = device_;
   if (op == Op::kModuleChunk || op == Op::kFunctionGet) {
@@ -168,18 +174,46 @@ void Session::ReleaseDevices() {
   }
   // Memory of every device goes before any context does (destroying a context would free its
   // memory under our buffer table, and another session could be given the addresses meanwhile).
+  // They are zeroed first, as the pool's scrub would (the addresses go back to the driver).
   if (!device_contexts_.empty()) {
     driver_->cuCtxSetCurrent(context_);
+    for (auto& [base, bytes] : buffers_.buffers()) driver_->cuMemsetD8Async(base, 0, bytes, nullptr);
+    driver_->cuCtxSynchronize();
     for (uint64_t base : buffers_.Bases()) {
       driver_->cuMemFree(base);
       buffers_.Erase(base).IgnoreError();
     }
+    buffer_devices_.clear();
   }
   for (auto& [device, ctx] : device_contexts_) {
     driver_->cuCtxSetCurrent(nullptr);
     driver_->cuCtxDestroy(ctx);
   }
   device_contexts_.clear();
+}
+
+void Session::ReleaseToGroup() {
+  auto device_of = [](const std::unordered_map<uint64_t, int>& devices, uint64_t key) {
+    auto it = devices.find(key);
+    return it == devices.end() ? 0 : it->second;
+  };
+  for (auto& [vid, h] : blas_) {
+    if (vid != pooled_blas_vid_) group_->tenant(device_of(handle_devices_, vid)).blas_handles.push_back(h);
+  }
+  for (auto& [vid, e] : events_) group_->tenant(device_of(handle_devices_, vid)).events.push_back(e);
+  for (auto& [vid, st] : streams_) group_->tenant(device_of(handle_devices_, vid)).streams.push_back(st);
+  for (auto& [base, bytes] : buffers_.buffers())
+    group_->tenant(device_of(buffer_devices_, base)).allocations.push_back({base, bytes});
+  for (auto& [id, m] : modules_) {
+    if (m.module != nullptr) group_->tenant(0).modules.push_back(m.module);
+    for (auto& [device, module] : m.on_device) group_->tenant(device).modules.push_back(module);
+  }
+  blas_.clear();
+  events_.clear();
+  streams_.clear();
+  modules_.clear();
+  handle_devices_.clear();
+  buffer_devices_.clear();
 }
 
 }  // namespace phos::runtime

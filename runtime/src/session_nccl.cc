@@ -1,11 +1,14 @@
-// The NCCL calls of a session. A function's ncclCommInitAll / ncclCommInitRank never creates a
-// communicator: it leases a split of the node communicator from the communicator pool (ranks in
-// the order the function gave their devices), and gives it back when the function destroys every
-// rank of it or ends. Communicators are virtual ids; ncclCommInitRank calls of one unique id form
-// a rendezvous that leases once the last rank arrived (all ranks live in this one session).
+// The NCCL calls of a session. Only device group sessions (the function declared gpus > 1) have
+// communicators: a function's ncclCommInitAll / ncclCommInitRank never creates one, it is given
+// the ranks of the group's communicator, created over the group's contexts before the function
+// asked (or, for a subset or another order of the devices, a split of it, destroyed with the
+// function's ncclCommDestroy or at the end). Communicators are virtual ids; ncclCommInitRank
+// calls of one unique id form a rendezvous completed when the last rank arrived (all ranks live in
+// this one session).
 // Group calls are kept here: collectives and splits issued between ncclGroupStart and the
 // matching ncclGroupEnd are queued and run inside one driver group at the end, so that the pool's
 // own group calls never nest inside a function's.
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/core.h>
@@ -47,9 +50,10 @@ CUresult Session::ExecuteNccl(const ipc::RecordView& record, size_t* reply_len) 
   const uint8_t* p = record.payload;
   size_t len = record.header.length;
   Op op = static_cast<Op>(record.header.opcode);
-  if (!driver_->has_nccl() || communicators_ == nullptr) {
+  if (!driver_->has_nccl() || !group_) {
     PHOS_LOG_EVERY_SEC(Warn, "runtime", 60, "pid {}: NCCL call refused: {}", pid_,
-                       driver_->has_nccl() ? "phosd has no communicator pool" : "the driver table has no NCCL");
+                       driver_->has_nccl() ? "the function declared 1 GPU (deploy it with --gpus N to use NCCL)"
+                                           : "the driver table has no NCCL");
     return op == Op::kNcclCollective ? CUDA_ERROR_NOT_SUPPORTED : static_cast<CUresult>(ncclSystemError);
   }
   auto handle_arg = [&](uint64_t* vid) {
@@ -99,23 +103,50 @@ CUresult Session::ExecuteNccl(const ipc::RecordView& record, size_t* reply_len) 
   }
 }
 
-Result<uint64_t> Session::LeaseGroup(const std::vector<int>& devices, std::vector<uint64_t>* vids) {
-  std::vector<int> physical;
-  for (int d : devices) {
-    int node = PhysicalDevice(d);
-    if (node < 0) return Status::InvalidArgument(fmt::format("device {} does not exist", d));
-    physical.push_back(node);
+Status Session::GroupComms(const std::vector<int>& devices, std::vector<uint64_t>* vids) {
+  const int size = group_->size();
+  std::vector<int> position(size, -1);
+  for (size_t i = 0; i < devices.size(); ++i) {
+    int d = devices[i];
+    if (d < 0 || d >= size) return Status::InvalidArgument(fmt::format("device {} is not one of the session's {}", d, size));
+    if (position[d] != -1) return Status::InvalidArgument(fmt::format("device {} listed twice", d));
+    position[d] = static_cast<int>(i);
   }
-  PHOS_ASSIGN_OR_RETURN(ctxpool::CommunicatorLease lease, communicators_->Lease(physical));
-  uint64_t group = NewHandle();
+  bool whole = static_cast<int>(devices.size()) == size;
+  for (int i = 0; whole && i < size; ++i) whole = devices[i] == i;
+  std::vector<ncclComm_t> comms(devices.size(), nullptr);
+  if (whole) {
+    for (int rank = 0; rank < size; ++rank) comms[rank] = group_->comm(rank);
+  } else {
+    // ncclCommSplit is collective over the group: every rank takes part, those outside with
+    // NCCL_SPLIT_NOCOLOR; key = position in `devices` orders the new ranks. Each split rank stays
+    // in its parent's context.
+    std::vector<ncclComm_t> out(size, nullptr);
+    ncclResult_t r = driver_->ncclGroupStart();
+    for (int rank = 0; r == ncclSuccess && rank < size; ++rank) {
+      driver_->cuCtxSetCurrent(group_->context(rank));
+      int color = position[rank] < 0 ? NCCL_SPLIT_NOCOLOR : 0;
+      r = driver_->ncclCommSplit(group_->comm(rank), color, std::max(position[rank], 0), &out[rank], nullptr);
+    }
+    ncclResult_t end = driver_->ncclGroupEnd();
+    if (r == ncclSuccess) r = end;
+    for (int rank = 0; rank < size; ++rank) {
+      if (position[rank] >= 0) comms[position[rank]] = out[rank];
+    }
+    if (r != ncclSuccess) {
+      for (ncclComm_t c : comms) {
+        if (c != nullptr) driver_->ncclCommDestroy(c);
+      }
+      return Status::DeviceError("ncclCommSplit of the device group's communicator: " + ctxpool::NcclResultName(r));
+    }
+  }
   vids->resize(devices.size());
   for (size_t rank = 0; rank < devices.size(); ++rank) {
     uint64_t vid = (*vids)[rank] != 0 ? (*vids)[rank] : NewHandle();
-    comms_[vid] = NcclComm{lease.comm(static_cast<int>(rank)), devices[rank], group, false};
+    comms_[vid] = NcclComm{comms[rank], devices[rank], !whole};
     (*vids)[rank] = vid;
   }
-  leases_.emplace(group, std::move(lease));
-  return group;
+  return Status::Ok();
 }
 
 ncclResult_t Session::NcclInitAll(const uint8_t* payload, size_t len, size_t* reply_len) {
@@ -125,10 +156,9 @@ ncclResult_t Session::NcclInitAll(const uint8_t* payload, size_t len, size_t* re
   if (a.ndev <= 0 || a.ndev > ipc::kMaxNcclRanks) return ncclInvalidArgument;
   std::vector<int> devices(a.devices, a.devices + a.ndev);
   std::vector<uint64_t> vids;
-  Result<uint64_t> group = LeaseGroup(devices, &vids);
-  if (!group.ok()) {
-    PHOS_LOG(Warn, "runtime", "pid {}: ncclCommInitAll refused: {}", pid_, group.status().message());
-    return FromStatus(group.status());
+  if (Status s = GroupComms(devices, &vids); !s.ok()) {
+    PHOS_LOG(Warn, "runtime", "pid {}: ncclCommInitAll refused: {}", pid_, s.message());
+    return FromStatus(s);
   }
   std::memcpy(ring_->reply_payload_for_write(), vids.data(), vids.size() * sizeof(uint64_t));
   *reply_len = vids.size() * sizeof(uint64_t);
@@ -155,7 +185,7 @@ ncclResult_t Session::NcclInitRank(const uint8_t* payload, size_t len, size_t* r
   rv.devices[a.rank] = device_;
   uint64_t vid = NewHandle();
   rv.comms[a.rank] = vid;
-  comms_[vid] = NcclComm{nullptr, device_, 0, false};
+  comms_[vid] = NcclComm{nullptr, device_, false};
   std::memcpy(ring_->reply_payload_for_write(), &vid, sizeof(vid));
   *reply_len = sizeof(vid);
   for (int d : rv.devices) {
@@ -163,11 +193,10 @@ ncclResult_t Session::NcclInitRank(const uint8_t* payload, size_t len, size_t* r
   }
   NcclRendezvous done = std::move(rv);
   rendezvous_.erase(key);
-  Result<uint64_t> group = LeaseGroup(done.devices, &done.comms);
-  if (!group.ok()) {
-    PHOS_LOG(Warn, "runtime", "pid {}: ncclCommInitRank refused: {}", pid_, group.status().message());
+  if (Status s = GroupComms(done.devices, &done.comms); !s.ok()) {
+    PHOS_LOG(Warn, "runtime", "pid {}: ncclCommInitRank refused: {}", pid_, s.message());
     for (uint64_t c : done.comms) comms_.erase(c);
-    return FromStatus(group.status());
+    return FromStatus(s);
   }
   return ncclSuccess;
 }
@@ -181,7 +210,7 @@ ncclResult_t Session::NcclSplit(const uint8_t* payload, size_t len, size_t* repl
   ncclComm_t parent = it->second.comm;
   int device = it->second.device;
   uint64_t vid = a.color == NCCL_SPLIT_NOCOLOR ? 0 : NewHandle();
-  if (vid != 0) comms_[vid] = NcclComm{nullptr, device, 0, true};
+  if (vid != 0) comms_[vid] = NcclComm{nullptr, device, true};
   auto split = [this, parent, device, vid, color = a.color, key = a.key]() {
     if (Result<CUcontext> ctx = ContextOn(device); ctx.ok()) driver_->cuCtxSetCurrent(*ctx);
     ncclComm_t out = nullptr;
@@ -209,26 +238,9 @@ ncclResult_t Session::NcclDestroy(uint64_t vid) {
   if (it == comms_.end()) return ncclInvalidArgument;
   NcclComm comm = it->second;
   comms_.erase(it);
-  if (comm.owned) {
-    return comm.comm != nullptr ? driver_->ncclCommDestroy(comm.comm) : ncclSuccess;
-  }
-  if (comm.group == 0) return ncclSuccess;  // a rank of a rendezvous that never completed
-  for (const auto& [id, c] : comms_) {
-    if (c.group == comm.group) return ncclSuccess;  // other ranks still hold the group
-  }
-  // The last rank is gone: the group goes back once its collectives are done.
-  auto lease = leases_.find(comm.group);
-  if (lease == leases_.end()) return ncclSuccess;
-  for (size_t rank = 0; rank < lease->second.devices().size(); ++rank) {
-    for (int d = 0; d < device_count_; ++d) {
-      if (PhysicalDevice(d) != lease->second.devices()[rank]) continue;
-      if (Result<CUcontext> ctx = ContextOn(d); ctx.ok()) {
-        driver_->cuCtxSetCurrent(*ctx);
-        driver_->cuCtxSynchronize();
-      }
-    }
-  }
-  leases_.erase(lease);
+  // A rank of the group's own communicator stays with the group (scrubbed with it); a split, or a
+  // rank of a rendezvous that never completed (null), is the function's.
+  if (comm.owned && comm.comm != nullptr) return driver_->ncclCommDestroy(comm.comm);
   return ncclSuccess;
 }
 
@@ -304,16 +316,10 @@ ncclResult_t Session::NcclFlushGroup() {
 }
 
 void Session::ReleaseNccl() {
-  if (comms_.empty() && leases_.empty()) return;
-  // Collectives still in flight finish before their communicators go.
-  for (int d = 0; d < device_count_; ++d) {
-    Result<CUcontext> ctx = d == 0 ? Result<CUcontext>(context_) : Result<CUcontext>(Status::NotFound(""));
-    if (d != 0) {
-      auto it = device_contexts_.find(d);
-      if (it == device_contexts_.end()) continue;
-      ctx = it->second;
-    }
-    driver_->cuCtxSetCurrent(*ctx);
+  if (comms_.empty() || !group_) return;  // only device group sessions have communicators
+  // Collectives still in flight finish before the function's splits go.
+  for (int d = 0; d < group_->size(); ++d) {
+    driver_->cuCtxSetCurrent(group_->context(d));
     driver_->cuCtxSynchronize();
   }
   for (auto& [vid, c] : comms_) {
@@ -322,7 +328,6 @@ void Session::ReleaseNccl() {
   comms_.clear();
   rendezvous_.clear();
   nccl_queued_.clear();
-  leases_.clear();  // each lease returns its group to the pool
 }
 
 }  // namespace phos::runtime

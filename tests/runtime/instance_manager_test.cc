@@ -19,8 +19,9 @@ using Kind = InvokeOutcome::Kind;
 
 class FakeSessions : public GpuSessions {
  public:
-  std::string IssueToken() override {
+  std::string IssueToken(int gpus) override {
     std::lock_guard lock(mu_);
+    last_gpus_ = gpus;
     std::string token = "token" + std::to_string(++issued_);
     open_.insert(token);
     return token;
@@ -34,10 +35,15 @@ class FakeSessions : public GpuSessions {
     std::lock_guard lock(mu_);
     return open_.size();
   }
+  int last_gpus() {
+    std::lock_guard lock(mu_);
+    return last_gpus_;
+  }
 
  private:
   std::mutex mu_;
   int issued_ = 0;
+  int last_gpus_ = 0;
   std::set<std::string> open_;
 };
 
@@ -94,6 +100,20 @@ TEST_F(InstanceManagerTest, InvokesAndPassesEnvironment) {
   // A log per instance, named by pid.
   std::string pid = Invoke("probe", "pid").body;
   EXPECT_TRUE(std::filesystem::exists(options_.data_dir + "/logs/probe-" + pid + ".log"));
+}
+
+TEST_F(InstanceManagerTest, SessionTokenIsForTheFunctionsGpus) {
+  OpenManager();
+  FunctionSpec spec{"wide", PHOS_PROBE_FN, {}, {}, 1};
+  spec.gpus = 2;
+  ASSERT_TRUE(manager_->Register(spec).ok());
+  ASSERT_EQ(Invoke("wide", "hello").kind, Kind::kOk);
+  EXPECT_EQ(sessions_.last_gpus(), 2);
+  spec.name = "too-wide";
+  spec.gpus = 9;
+  Status refused = manager_->Register(spec);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("gpus must be 1..8"), std::string::npos) << refused.message();
 }
 
 TEST_F(InstanceManagerTest, UnknownFunctionAndDuplicateName) {

@@ -37,6 +37,21 @@ TEST_F(RegistryTest, SaveLoadRoundTrip) {
   EXPECT_EQ((*loaded)[1].executable, "/bin/true");
 }
 
+TEST_F(RegistryTest, GpusRoundTripAndOldFilesWithoutItLoadAsOneGpu) {
+  FunctionSpec wide{"wide", "/bin/true", {}, {}, 1};
+  wide.gpus = 2;
+  std::string path = dir_ + "/functions.json";
+  ASSERT_TRUE(SaveFunctionRegistry(path, {wide}).ok());
+  auto loaded = LoadFunctionRegistry(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ((*loaded)[0].gpus, 2);
+  std::ofstream(dir_ + "/old.json")
+      << R"({"format_version": 1, "functions": [{"name": "a", "executable": "/bin/true", "instances": 1}]})";
+  auto old = LoadFunctionRegistry(dir_ + "/old.json");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ((*old)[0].gpus, 1);
+}
+
 TEST_F(RegistryTest, MissingFileIsEmptyBrokenOrNewerIsRefused) {
   auto empty = LoadFunctionRegistry(dir_ + "/absent.json");
   ASSERT_TRUE(empty.ok());
@@ -73,6 +88,11 @@ TEST(FunctionSpecTest, ParseAndValidate) {
   EXPECT_EQ(ValidateFunctionSpec(bad).code(), StatusCode::kInvalidArgument);
   bad = {"a", "/bin/true", {}, {{"A=B", "x"}}, 1};
   EXPECT_EQ(ValidateFunctionSpec(bad).code(), StatusCode::kInvalidArgument);
+  bad = {"a", "/bin/true", {}, {}, 1};
+  bad.gpus = 0;
+  EXPECT_EQ(ValidateFunctionSpec(bad).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseFunctionSpecJson(R"({"name":"a","executable":"/bin/true","gpus":"2"})").status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -1,109 +1,153 @@
-// The communicator pool (BRIEF D11, the NCCL part): one NCCL communicator over the node's devices,
-// created once at start (ncclCommInitAll through the driver table), and splits of it
-// (ncclCommSplit) handed to sessions that ask for a group of devices. Creating a communicator
-// costs as much as a context; a split of a live one is cheaper, and a returned split is kept for
-// the next session asking for the same devices, so a function's ncclCommInitAll is served without
-// creating anything.
+// The communicator pool (BRIEF D11, the NCCL part; docs/ctxpool.md): ready **device groups**. A
+// group of size N is one pooled context (with its cuBLAS handle) on each of node devices 0..N-1
+// and an NCCL communicator over exactly those contexts, rank d on device d — created with
+// ncclCommInitRank per rank inside one ncclGroupStart/End, each rank's context current, because a
+// communicator is bound to the context current when it is created (so on a GPU, so in simgpu).
+// A session that declared N GPUs leases a whole group at open: its contexts ARE the group's, so
+// the function's streams and the communicator share contexts and collectives run on them.
 //
-//   auto pool = CommunicatorPool::Open({}, driver);            // node communicator over every device
-//   Result<CommunicatorLease> lease = (*pool)->Lease({0, 1});  // rank i on device i of the list
-//   ... lease->comm(0), lease->comm(1) ...
-//   // the lease's destructor returns the group to the pool
+// Creating a group costs N contexts plus a communicator (tens of seconds on the a100 profile at
+// time scale 10), so groups are created by a background refill, never on the lessee's thread:
+// Open() returns at once, a Lease() that finds nothing ready waits for the refill. On return a
+// group is scrubbed (every context as the context pool scrubs one) before anyone else leases it;
+// a group that fails its scrub is destroyed.
+//
+//   auto pool = CommunicatorPool::Open({}, driver);            // refill starts: one node-wide group
+//   Result<DeviceGroupLease> group = (*pool)->Lease(2);        // contexts and ranks on devices 0, 1
+//   ... group->context(1), group->comm(1), group->tenant(1).allocations.push_back(...) ...
+//   // the lease's destructor returns the group; the pool scrubs it in the background
 #pragma once
 
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include <nccl.h>
-
 #include "phos/base/status.h"
+#include "phos/ctxpool/context_pool.h"
 #include "phos/runtime/driver_table.h"
 
 namespace phos::ctxpool {
 
 struct CommunicatorPoolOptions {
-  // Node devices the node communicator spans, rank i on devices[i]; each at most once. Empty:
-  // every device the driver reports. Default: empty.
-  std::vector<int> devices;
-  // Returned groups kept per device list for later leases; more are destroyed. Default: 2.
-  size_t max_idle_per_group = 2;
+  // Size of the groups the refill starts making at Open (devices 0..size-1); other sizes join
+  // when first leased. 0: every device of the node. Default: 0.
+  int initial_group_size = 0;
+  // Groups of each size in use that the refill keeps ready (groups being scrubbed or created
+  // count). Default: 1.
+  size_t min_ready = 1;
+  // Most groups of one size held at once (ready, leased, scrubbing, being created). Must be >= 1
+  // and >= min_ready. Default: 2.
+  size_t max_groups = 2;
+  // How long a Lease() waits for a group to become ready before failing kUnavailable. Default: 120 s
+  // (a100 profile at time scale 10: ~36 s for a 2-device group).
+  std::chrono::milliseconds lease_timeout{120000};
+  // After a failed creation the refill tries again this much later. Default: 1 s.
+  std::chrono::milliseconds refill_retry_interval{1000};
+  // Zero every tenant allocation before freeing it on scrub (PoolOptions::zero_on_scrub). Default: true.
+  bool zero_on_scrub = true;
 };
 
-struct CommunicatorPoolStats {
-  uint64_t leases = 0;  // successful Lease() calls
-  uint64_t hits = 0;    // leases served by a kept group (no split)
-  uint64_t splits = 0;  // groups created by ncclCommSplit
-  size_t idle = 0;      // groups kept now
-  size_t leased = 0;    // groups out now
+// Summed over every group size. Lease() calls are hits (a group was ready) or misses (the caller
+// waited for the refill).
+struct CommunicatorPoolMetrics {
+  uint64_t leases = 0;
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t lease_failures = 0;
+  uint64_t returns = 0;
+  uint64_t groups_created = 0;
+  uint64_t groups_destroyed = 0;
+  uint64_t create_failures = 0;
+  double create_seconds_total = 0;
+  double create_seconds_last = 0;
+  uint64_t scrubs = 0;
+  uint64_t scrub_failures = 0;
+  // Groups now, by state.
+  uint64_t ready = 0;
+  uint64_t leased = 0;
+  uint64_t scrubbing = 0;
+  uint64_t creating = 0;
 };
 
-class CommunicatorPool;
+// Prometheus text exposition of `m` (phos_devgroup_*), for phosd's GET /metrics.
+std::string ToPrometheusText(const CommunicatorPoolMetrics& m);
 
-// A group of communicators: rank i is comm(i), on node device devices()[i]. Move-only; destroying
-// it (or Return()) gives the group back. The caller must have no collective in flight on it
-// (synchronise the streams first). Must not outlive its pool.
-class CommunicatorLease {
+namespace detail {
+class GroupCore;
+struct PooledGroup {
+  std::vector<PooledContext> contexts;  // index = node device
+  std::vector<ncclComm_t> comms;        // rank d in contexts[d]
+  uint64_t id = 0;                      // the pool's serial number, for logs and tests
+};
+}  // namespace detail
+
+// One leased device group. Move-only; destroying it (or Return()) gives the group back, to be
+// scrubbed. The lessee records in tenant(d) what it made in context d (allocations, streams,
+// events, modules, extra cuBLAS handles); communicators it split from comm(d) it destroys itself
+// before returning. A lease may outlive its pool: the group is then destroyed on return.
+class DeviceGroupLease {
  public:
-  CommunicatorLease(CommunicatorLease&& other) noexcept;
-  CommunicatorLease& operator=(CommunicatorLease&& other) noexcept;
-  CommunicatorLease(const CommunicatorLease&) = delete;
-  CommunicatorLease& operator=(const CommunicatorLease&) = delete;
-  ~CommunicatorLease();
+  DeviceGroupLease(DeviceGroupLease&& other) noexcept;
+  DeviceGroupLease& operator=(DeviceGroupLease&& other) noexcept;
+  DeviceGroupLease(const DeviceGroupLease&) = delete;
+  DeviceGroupLease& operator=(const DeviceGroupLease&) = delete;
+  ~DeviceGroupLease();
 
-  int size() const { return static_cast<int>(comms_.size()); }
-  ncclComm_t comm(int rank) const { return comms_[rank]; }
-  const std::vector<int>& devices() const { return devices_; }
+  int size() const { return static_cast<int>(group_.contexts.size()); }
+  // Context of node device `device` (0 <= device < size()); current on no thread.
+  CUcontext context(int device) const { return group_.contexts[device].context; }
+  cublasHandle_t blas_handle(int device) const { return group_.contexts[device].blas; }
+  // Rank `rank` of the group's communicator, bound to context(rank).
+  ncclComm_t comm(int rank) const { return group_.comms[rank]; }
+  TenantResources& tenant(int device) { return tenants_[device]; }
+  uint64_t group_id() const { return group_.id; }
   void Return();
-  bool valid() const { return pool_ != nullptr; }
+  bool valid() const { return core_ != nullptr; }
 
  private:
-  friend class CommunicatorPool;
-  CommunicatorLease(CommunicatorPool* pool, std::vector<int> devices, std::vector<ncclComm_t> comms);
+  friend class detail::GroupCore;
+  DeviceGroupLease(std::shared_ptr<detail::GroupCore> core, detail::PooledGroup group);
 
-  CommunicatorPool* pool_ = nullptr;
-  std::vector<int> devices_;
-  std::vector<ncclComm_t> comms_;
+  std::shared_ptr<detail::GroupCore> core_;
+  detail::PooledGroup group_;
+  std::vector<TenantResources> tenants_;
 };
 
 class CommunicatorPool {
  public:
-  // Creates the node communicator (ncclCommInitAll). FailedPrecondition when the driver table has
-  // no NCCL; InvalidArgument for a device list with a duplicate or a device the node lacks.
-  // `driver` must outlive the pool.
+  // Checks the options and starts the refill and scrub threads; does not wait for any group.
+  // FailedPrecondition when the driver table has no NCCL; InvalidArgument for bad options or an
+  // initial group larger than the node. `driver` must outlive the pool and every lease.
   static Result<std::unique_ptr<CommunicatorPool>> Open(const CommunicatorPoolOptions& options,
                                                         runtime::DriverTable* driver);
-  // Destroys the kept groups and the node communicator. Every lease must have been returned.
+  // Stops the threads and destroys every group held; leases out destroy theirs when returned.
   ~CommunicatorPool();
   CommunicatorPool(const CommunicatorPool&) = delete;
   CommunicatorPool& operator=(const CommunicatorPool&) = delete;
 
-  // A group over `devices` (node ordinals, distinct, each in the node communicator), rank i on
-  // devices[i]: a kept one, or a new split of the node communicator. Thread-safe. The calling
-  // thread's current CUDA context may be changed (NCCL sets devices); callers restore their own.
-  Result<CommunicatorLease> Lease(const std::vector<int>& devices);
-  // The node communicator's devices, rank order.
-  const std::vector<int>& devices() const { return devices_; }
-  CommunicatorPoolStats stats() const;
+  // A ready group of `size` devices (node devices 0..size-1). When none is ready the refill is
+  // asked for one and the call waits, up to lease_timeout (kUnavailable, with the last creation
+  // error if there was one) or until `cancel` becomes true (kUnavailable too; polled every 50 ms).
+  // InvalidArgument for a size outside 1..node devices. Thread-safe.
+  Result<DeviceGroupLease> Lease(int size, const std::atomic<bool>* cancel = nullptr);
+
+  // Blocks until nothing is being scrubbed or created and the refill has nothing to do, or until
+  // `timeout`. False on timeout. For tests and benchmarks.
+  bool WaitIdle(std::chrono::milliseconds timeout);
+  CommunicatorPoolMetrics Metrics() const;
+  int node_devices() const;
 
  private:
-  friend class CommunicatorLease;
-  CommunicatorPool(runtime::DriverTable* driver, CommunicatorPoolOptions options);
-  Result<std::vector<ncclComm_t>> SplitLocked(const std::vector<int>& devices);
-  void Give(std::vector<int> devices, std::vector<ncclComm_t> comms);
-  void DestroyGroup(std::vector<ncclComm_t>& comms);
-
-  runtime::DriverTable* driver_;
-  CommunicatorPoolOptions options_;
-  std::vector<int> devices_;
-  std::vector<ncclComm_t> node_;  // rank i on devices_[i]
-  mutable std::mutex mu_;
-  std::map<std::vector<int>, std::vector<std::vector<ncclComm_t>>> idle_;
-  CommunicatorPoolStats stats_;
+  explicit CommunicatorPool(std::shared_ptr<detail::GroupCore> core);
+  std::shared_ptr<detail::GroupCore> core_;
 };
 
 // "ncclInvalidArgument (4)": an ncclResult_t for messages (the driver table has no

@@ -14,6 +14,7 @@
 #include "phos/runtime/driver_table.h"
 
 namespace phos::ctxpool {
+class CommunicatorPool;
 class ContextPool;
 }  // namespace phos::ctxpool
 
@@ -32,10 +33,11 @@ struct ApiServerOptions {
   // nullptr: the server opens a private pool that keeps no context ready (each new session's
   // lease then creates one, and contexts are reused after their scrub). Default: nullptr.
   ctxpool::ContextPool* context_pool = nullptr;
-  // Create the node communicator at start (ctxpool::CommunicatorPool), from which the NCCL
-  // communicators functions ask for are split. Without it, or when the driver table has no NCCL
-  // (logged), functions' NCCL calls are refused. Default: true.
-  bool communicators = true;
+  // The device groups (contexts on devices 0..N-1 plus a communicator over them) that sessions of
+  // N >= 2 GPUs lease; it must outlive the server. nullptr: the server opens a private pool that
+  // keeps no group ready (a session's lease waits for one to be created) when the driver table
+  // has NCCL; without NCCL (logged) sessions of more than one GPU are refused. Default: nullptr.
+  ctxpool::CommunicatorPool* device_groups = nullptr;
 };
 
 class ApiServer {
@@ -47,8 +49,11 @@ class ApiServer {
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;
 
-  // A fresh token (128-bit hex) that one frontend connection may present to open a session.
-  std::string IssueToken();
+  // A fresh token (128-bit hex) that one frontend connection may present to open a session of
+  // `gpus` devices: 1 leases a context from the context pool, more a device group (the function's
+  // NCCL communicators come from it). More GPUs than the node has: the session's calls fail
+  // (CUDA_ERROR_NO_DEVICE, logged). Callers validate `gpus` (FunctionSpec: 1..8).
+  std::string IssueToken(int gpus = 1);
   // Ends the token's session, if any, releasing its context, memory, streams, events, modules and
   // handles, and forgets the token. Unknown tokens are ignored.
   void EndSession(const std::string& token);

@@ -18,12 +18,13 @@
 
 namespace phos::runtime {
 
-// What instances need from the API server: one session token per instance, ended with the
-// instance. phosd adapts ApiServer to this; tests run without GPU sessions.
+// What instances need from the API server: one session token per instance, for the number of
+// GPUs its function declared (FunctionSpec::gpus), ended with the instance. phosd adapts
+// ApiServer to this; tests run without GPU sessions.
 class GpuSessions {
  public:
   virtual ~GpuSessions() = default;
-  virtual std::string IssueToken() = 0;
+  virtual std::string IssueToken(int gpus) = 0;
   virtual void EndSession(const std::string& token) = 0;
   // The path instances connect to (PHOS_GPU_SOCKET).
   virtual std::string SocketPath() const = 0;

@@ -17,13 +17,15 @@ struct FunctionSpec {
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> env;  // added to phosd's own environment
   int instances = 1;       // warm instances kept running, 1..64. Default: 1.
+  int gpus = 1;            // devices each instance uses, 1..8 (> 1: a device group with NCCL). Default: 1.
 };
 
-// Checks name, executable (absolute, exists, executable), environment names and instance count.
+// Checks name, executable (absolute, exists, executable), environment names, instance and GPU counts.
 Status ValidateFunctionSpec(const FunctionSpec& spec);
 
 // The request body of POST /v1/functions: {"name", "executable", "args": [...], "env": {...},
-// "instances"}. Fails with InvalidArgument naming the bad field.
+// "instances", "gpus"}; "gpus" may be absent (1: registries written before it load). Fails with
+// InvalidArgument naming the bad field.
 Result<FunctionSpec> ParseFunctionSpecJson(std::string_view json);
 std::string FunctionSpecToJson(const FunctionSpec& spec);
 

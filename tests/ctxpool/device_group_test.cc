@@ -1,0 +1,228 @@
+// Device groups (ctxpool/communicator_pool.h): contexts on devices 0..N-1 and a communicator over
+// exactly those contexts, made in the background, leased whole, scrubbed on return, reused, and
+// destroyed when the scrub fails. Runs on simgpu with 2 devices (PHOS_SIMGPU_DEVICES=2).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "phos/ctxpool/communicator_pool.h"
+
+namespace phos::ctxpool {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr uint32_t kPattern = 0x5EED1234;
+
+class DeviceGroupTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto driver = runtime::DriverTable::Open({.gpu = runtime::GpuKind::kSim});
+    ASSERT_TRUE(driver.ok()) << driver.status().ToString();
+    driver_ = std::move(*driver);
+    ASSERT_TRUE(driver_->has_nccl());
+    ASSERT_EQ(driver_->cuInit(0), CUDA_SUCCESS);
+    int count = 0;
+    ASSERT_EQ(driver_->cuDeviceGetCount(&count), CUDA_SUCCESS);
+    ASSERT_EQ(count, 2) << "run with PHOS_SIMGPU_DEVICES=2";
+  }
+
+  std::unique_ptr<CommunicatorPool> Open(CommunicatorPoolOptions options) {
+    auto pool = CommunicatorPool::Open(options, driver_.get());
+    EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+    return pool.ok() ? std::move(*pool) : nullptr;
+  }
+
+  // Writes kPattern into a new allocation of `bytes` in the group's context `device`, recorded in
+  // the tenant; returns its address.
+  CUdeviceptr WritePattern(DeviceGroupLease& group, int device, size_t bytes) {
+    runtime::DriverTable& d = *driver_;
+    EXPECT_EQ(d.cuCtxPushCurrent(group.context(device)), CUDA_SUCCESS);
+    CUdeviceptr ptr = 0;
+    EXPECT_EQ(d.cuMemAlloc(&ptr, bytes), CUDA_SUCCESS);
+    std::vector<uint32_t> pattern(bytes / 4, kPattern);
+    EXPECT_EQ(d.cuMemcpyHtoD(ptr, pattern.data(), bytes), CUDA_SUCCESS);
+    d.cuCtxPopCurrent(nullptr);
+    group.tenant(device).allocations.push_back({ptr, bytes});
+    return ptr;
+  }
+
+  std::unique_ptr<runtime::DriverTable> driver_;
+};
+
+TEST_F(DeviceGroupTest, GroupIsMadeInTheBackgroundAndItsCommunicatorRunsOnItsContexts) {
+  auto start = std::chrono::steady_clock::now();
+  auto pool = Open({});
+  ASSERT_NE(pool, nullptr);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s) << "Open must not wait for a group";
+  Result<DeviceGroupLease> group = pool->Lease(2);
+  ASSERT_TRUE(group.ok()) << group.status().ToString();
+  ASSERT_EQ(group->size(), 2);
+  EXPECT_NE(group->context(0), group->context(1));
+  EXPECT_NE(group->blas_handle(0), nullptr);
+  runtime::DriverTable& d = *driver_;
+  for (int rank = 0; rank < 2; ++rank) {
+    int n = 0, r = -1;
+    ASSERT_EQ(d.ncclCommCount(group->comm(rank), &n), ncclSuccess);
+    ASSERT_EQ(d.ncclCommUserRank(group->comm(rank), &r), ncclSuccess);
+    EXPECT_EQ(n, 2);
+    EXPECT_EQ(r, rank);
+  }
+  // An all-reduce on streams of the group's own contexts: what a function's tp-mlp layer does.
+  const size_t n = 1024;
+  CUdeviceptr buf[2];
+  CUstream streams[2];
+  for (int dev = 0; dev < 2; ++dev) {
+    ASSERT_EQ(d.cuCtxPushCurrent(group->context(dev)), CUDA_SUCCESS);
+    ASSERT_EQ(d.cuMemAlloc(&buf[dev], n * sizeof(float)), CUDA_SUCCESS);
+    std::vector<float> v(n, static_cast<float>(dev + 1));
+    ASSERT_EQ(d.cuMemcpyHtoD(buf[dev], v.data(), n * sizeof(float)), CUDA_SUCCESS);
+    ASSERT_EQ(d.cuStreamCreate(&streams[dev], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    d.cuCtxPopCurrent(nullptr);
+    group->tenant(dev).allocations.push_back({buf[dev], n * sizeof(float)});
+    group->tenant(dev).streams.push_back(streams[dev]);
+  }
+  ASSERT_EQ(d.ncclGroupStart(), ncclSuccess);
+  for (int dev = 0; dev < 2; ++dev) {
+    ASSERT_EQ(d.cuCtxPushCurrent(group->context(dev)), CUDA_SUCCESS);
+    ASSERT_EQ(d.ncclAllReduce(reinterpret_cast<void*>(buf[dev]), reinterpret_cast<void*>(buf[dev]), n, ncclFloat,
+                              ncclSum, group->comm(dev), reinterpret_cast<cudaStream_t>(streams[dev])),
+              ncclSuccess);
+    d.cuCtxPopCurrent(nullptr);
+  }
+  ASSERT_EQ(d.ncclGroupEnd(), ncclSuccess);
+  for (int dev = 0; dev < 2; ++dev) {
+    ASSERT_EQ(d.cuCtxPushCurrent(group->context(dev)), CUDA_SUCCESS);
+    ASSERT_EQ(d.cuStreamSynchronize(streams[dev]), CUDA_SUCCESS);
+    std::vector<float> out(n);
+    ASSERT_EQ(d.cuMemcpyDtoH(out.data(), buf[dev], n * sizeof(float)), CUDA_SUCCESS);
+    d.cuCtxPopCurrent(nullptr);
+    EXPECT_EQ(out[0], 3.0f);
+    EXPECT_EQ(out[n - 1], 3.0f);
+  }
+  CommunicatorPoolMetrics m = pool->Metrics();
+  EXPECT_EQ(m.leases, 1u);
+  EXPECT_EQ(m.groups_created, 1u);
+  EXPECT_GT(m.create_seconds_total, 0);
+}
+
+TEST_F(DeviceGroupTest, ReturnedGroupIsScrubbedThenLeasedAgainAsAHit) {
+  auto pool = Open({.min_ready = 1, .max_groups = 1});
+  ASSERT_NE(pool, nullptr);
+  uint64_t first = 0;
+  CUdeviceptr written[2];
+  const size_t bytes = 1u << 20;
+  {
+    Result<DeviceGroupLease> a = pool->Lease(2);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    first = a->group_id();
+    for (int dev = 0; dev < 2; ++dev) written[dev] = WritePattern(*a, dev, bytes);
+  }
+  ASSERT_TRUE(pool->WaitIdle(30s));
+  CommunicatorPoolMetrics m = pool->Metrics();
+  EXPECT_EQ(m.returns, 1u);
+  EXPECT_EQ(m.scrubs, 1u);
+  EXPECT_EQ(m.ready, 1u);
+  Result<DeviceGroupLease> b = pool->Lease(2);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->group_id(), first);  // reused, not recreated
+  EXPECT_EQ(pool->Metrics().hits, m.hits + 1);
+  EXPECT_EQ(pool->Metrics().groups_created, 1u);
+  // Tenant A's memory is gone from both contexts, and the next tenant's allocations never show it.
+  runtime::DriverTable& d = *driver_;
+  for (int dev = 0; dev < 2; ++dev) {
+    ASSERT_EQ(d.cuCtxPushCurrent(b->context(dev)), CUDA_SUCCESS);
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    EXPECT_NE(d.cuMemGetAddressRange(&base, &size, written[dev]), CUDA_SUCCESS) << "device " << dev;
+    CUdeviceptr ptr = 0;
+    ASSERT_EQ(d.cuMemAlloc(&ptr, bytes), CUDA_SUCCESS);
+    std::vector<uint32_t> seen(bytes / 4);
+    ASSERT_EQ(d.cuMemcpyDtoH(seen.data(), ptr, bytes), CUDA_SUCCESS);
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), kPattern), 0) << "device " << dev;
+    d.cuCtxPopCurrent(nullptr);
+    b->tenant(dev).allocations.push_back({ptr, bytes});
+  }
+}
+
+TEST_F(DeviceGroupTest, GroupThatFailsItsScrubIsDestroyedAndReplaced) {
+  auto pool = Open({.min_ready = 1, .max_groups = 1});
+  ASSERT_NE(pool, nullptr);
+  uint64_t first = 0;
+  {
+    Result<DeviceGroupLease> a = pool->Lease(2);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    first = a->group_id();
+    // Not an allocation of device 1's context: its scrub fails, and the whole group goes.
+    a->tenant(1).allocations.push_back({0x1000, 4096});
+  }
+  for (int i = 0; i < 1000 && pool->Metrics().ready == 0; ++i) std::this_thread::sleep_for(10ms);
+  CommunicatorPoolMetrics m = pool->Metrics();
+  EXPECT_EQ(m.scrub_failures, 1u);
+  EXPECT_EQ(m.groups_destroyed, 1u);
+  EXPECT_EQ(m.groups_created, 2u);  // the refill replaced it
+  Result<DeviceGroupLease> b = pool->Lease(2);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_NE(b->group_id(), first);
+}
+
+TEST_F(DeviceGroupTest, SmallerGroupSizeJoinsWhenFirstLeased) {
+  auto pool = Open({.min_ready = 0});
+  ASSERT_NE(pool, nullptr);
+  Result<DeviceGroupLease> one = pool->Lease(1);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(one->size(), 1);
+  EXPECT_EQ(pool->Metrics().misses, 1u);
+}
+
+TEST_F(DeviceGroupTest, GroupLargerThanTheNodeOrEmptyIsRefused) {
+  auto pool = Open({.min_ready = 0});
+  ASSERT_NE(pool, nullptr);
+  Result<DeviceGroupLease> three = pool->Lease(3);
+  ASSERT_FALSE(three.ok());
+  EXPECT_EQ(three.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(three.status().message().find("2 device"), std::string::npos) << three.status().message();
+  EXPECT_EQ(pool->Lease(0).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(DeviceGroupTest, BadOptionsAreRefused) {
+  EXPECT_EQ(CommunicatorPool::Open({.initial_group_size = 3}, driver_.get()).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(CommunicatorPool::Open({.min_ready = 3, .max_groups = 2}, driver_.get()).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(CommunicatorPool::Open({.max_groups = 0}, driver_.get()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CommunicatorPool::Open({}, nullptr).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(DeviceGroupTest, CancelledLeaseStopsWaiting) {
+  // Nothing made ahead and at most one group, which is out: the second lease can only wait.
+  auto pool = Open({.min_ready = 0, .max_groups = 1});
+  ASSERT_NE(pool, nullptr);
+  Result<DeviceGroupLease> held = pool->Lease(2);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  std::atomic<bool> cancel{false};
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(100ms);
+    cancel = true;
+  });
+  Result<DeviceGroupLease> waiting = pool->Lease(2, &cancel);
+  canceller.join();
+  ASSERT_FALSE(waiting.ok());
+  EXPECT_EQ(waiting.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(waiting.status().message().find("cancelled"), std::string::npos);
+}
+
+TEST_F(DeviceGroupTest, MetricsAsPrometheusText) {
+  auto pool = Open({.min_ready = 0});
+  ASSERT_NE(pool, nullptr);
+  std::string text = ToPrometheusText(pool->Metrics());
+  EXPECT_NE(text.find("# TYPE phos_devgroup_leases_total counter"), std::string::npos) << text;
+  EXPECT_NE(text.find("phos_devgroup_groups{state=\"ready\"} 0"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace phos::ctxpool

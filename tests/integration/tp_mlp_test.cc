@@ -1,0 +1,76 @@
+// functions/tp-mlp deployed through phosd (issue 5's Done line): the function declares 2 GPUs,
+// its session leases a device group (a pooled context per device and a communicator over them),
+// its per-layer ncclAllReduce runs on the group, and its output is the CPU reference's.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "mlp_model.h"
+#include "phosd_fixture.h"
+
+namespace phos::testing {
+namespace {
+
+constexpr uint64_t kWeightSeed = 42;  // tp-mlp's default --weight-seed
+const mlp::Shape kShape{.width = 256, .layers = 3, .batch = 1};
+
+class TpMlpTest : public PhosdTest {
+ protected:
+  void Deploy(int gpus) {
+    CommandResult r = PhosFn({"deploy", "tp-mlp", PHOS_TP_MLP_FUNCTION, "--gpus", std::to_string(gpus), "--",
+                              "--width", std::to_string(kShape.width), "--layers", std::to_string(kShape.layers)});
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+  }
+};
+
+// mlp_test.cc's tolerances: the tensor-parallel sums differ from the reference's only in order.
+void ExpectMatchesReference(const std::string& body, uint64_t seed) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << body;
+  std::vector<float> expected = mlp::Reference(kWeightSeed, kShape, mlp::InputFromSeed(seed, kShape));
+  double expected_sum = 0;
+  for (float v : expected) expected_sum += v;
+  int expected_argmax = static_cast<int>(std::max_element(expected.begin(), expected.end()) - expected.begin());
+  ASSERT_TRUE(j.contains("checksum") && j.contains("argmax") && j.contains("output")) << body;
+  EXPECT_NEAR(j["checksum"].get<double>(), expected_sum, 1e-3 * (1 + std::abs(expected_sum)));
+  EXPECT_EQ(j["argmax"][0].get<int>(), expected_argmax);
+  std::vector<float> output = j["output"].get<std::vector<float>>();
+  ASSERT_EQ(output.size(), expected.size());
+  for (size_t i = 0; i < output.size(); ++i) ASSERT_NEAR(output[i], expected[i], 1e-4) << "element " << i;
+}
+
+TEST_F(TpMlpTest, DeployedWithTwoGpusGivesTheCpuReference) {
+  Deploy(2);
+  for (uint64_t seed : {1, 7, 12345}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    CommandResult invoked =
+        PhosFn({"invoke", "tp-mlp", "--data", "{\"seed\": " + std::to_string(seed) + ", \"full\": true}"});
+    ASSERT_EQ(invoked.exit_code, 0) << invoked.out;
+    ExpectMatchesReference(invoked.out, seed);
+  }
+  CommandResult listed = PhosFn({"ls", "--json"});
+  ASSERT_EQ(listed.exit_code, 0);
+  nlohmann::json j = nlohmann::json::parse(listed.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << listed.out;
+  ASSERT_EQ(j["functions"].size(), 1u) << listed.out;
+  EXPECT_EQ(j["functions"][0]["gpus"].get<int>(), 2);
+}
+
+TEST_F(TpMlpTest, BadGpuCountIsRefusedAtRegistration) {
+  for (int gpus : {0, 9}) {
+    CommandResult r = CurlPost("/v1/functions", nlohmann::json{{"name", "tp-mlp"},
+                                                                {"executable", PHOS_TP_MLP_FUNCTION},
+                                                                {"gpus", gpus}}
+                                                    .dump());
+    ASSERT_EQ(r.exit_code, 0);
+    EXPECT_NE(r.out.find("gpus must be 1..8"), std::string::npos) << r.out;
+  }
+  CommandResult listed = PhosFn({"ls", "--json"});
+  EXPECT_EQ(listed.out.find("tp-mlp"), std::string::npos) << listed.out;
+}
+
+}  // namespace
+}  // namespace phos::testing

@@ -1,7 +1,7 @@
 // The NCCL subset functions use (nccl.h ABI), each call executed by phosd through the CUDA
 // runtime frontend's session (docs/remoting.md). Communicators are phosd's virtual ids: a
-// function's ncclCommInitAll / ncclCommInitRank gets a split of the node communicator phosd
-// keeps pooled, never a communicator of its own. Collectives and group calls are asynchronous
+// function deployed with --gpus N gets, from ncclCommInitAll / ncclCommInitRank, the
+// communicator of the device group phosd leased to its session, never a communicator of its own. Collectives and group calls are asynchronous
 // ring records: a collective phosd refuses (a buffer outside the caller's allocations, a stream
 // of another device) surfaces at the next synchronising CUDA call, as its CUresult.
 //

@@ -1,0 +1,130 @@
+// Read/write-set speculation (BRIEF D8, issue 6): before a remoted launch, copy, memset or cuBLAS
+// call runs on a restoring instance, which of the instance's buffers it may read and write. The
+// restore path makes the absent ones jump the load queue and has the call wait on their ready
+// events on its stream.
+//
+// Rules. A kernel's pointer parameters (param_metadata.h) are looked up in the instance's buffer
+// table: const T* reads the buffer it points into, T* reads and writes it. Parameters of any
+// other kind are scanned: every 8-byte-aligned word that falls inside a buffer names it for read
+// and write. A pointer into the middle of a buffer names the whole buffer. A write that may not
+// cover its whole buffer also counts as a read (partial writes exist: the bytes it leaves must be
+// the snapshot's), so WriteSet ⊆ ReadSet except for buffers provably overwritten in full
+// (a copy or memset covering the whole buffer; a GEMM/GEMV output with beta == 0 covering it
+// densely). Words that fall in no buffer (floats, sizes, host or freed addresses) name nothing;
+// whether a pointer is legal at all is the API server's isolation check, not speculation's.
+//
+// Speculation runs before every call until the instance is fully resident, so it allocates
+// nothing: the sets are fixed arrays, and a call naming more distinct buffers than they hold
+// marks its sets overflowed, which the caller must treat as "every buffer" (still correct, only
+// slower). bench/speculation_bench.cc measures it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+
+#include "phos/base/status.h"
+#include "phos/ipc/wire.h"
+#include "phos/runtime/buffer_table.h"
+#include "phos/runtime/param_metadata.h"
+
+namespace phos::runtime {
+
+// A whole buffer of the table: its base and size.
+struct BufferRef {
+  uint64_t base = 0;
+  uint64_t bytes = 0;
+  friend bool operator==(const BufferRef&, const BufferRef&) = default;
+};
+
+// A set of distinct buffers, at most kCapacity of them; adding one more sets overflowed().
+class BufferSet {
+ public:
+  // 32 buffers (512 bytes per set) keeps both sets on the caller's stack and the duplicate
+  // check a short linear scan; a call naming more falls back to "every buffer", which is correct.
+  static constexpr size_t kCapacity = 32;
+
+  void Add(const BufferRef& buffer);
+  bool Contains(uint64_t base) const;
+  std::span<const BufferRef> buffers() const { return {items_.data(), size_}; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  // More distinct buffers were named than fit: the set is incomplete.
+  bool overflowed() const { return overflowed_; }
+  void Clear() {
+    size_ = 0;
+    overflowed_ = false;
+  }
+
+ private:
+  std::array<BufferRef, kCapacity> items_{};
+  uint32_t size_ = 0;
+  bool overflowed_ = false;
+};
+
+using ReadSet = BufferSet;
+using WriteSet = BufferSet;
+
+// What one call may touch. A buffer in `write` and not in `read` is overwritten in full: it need
+// not be loaded first, but nothing loaded later may overwrite it.
+struct AccessSets {
+  ReadSet read;
+  WriteSet write;
+
+  // Both sets hold every buffer named; false: treat the call as touching all buffers.
+  bool complete() const { return !read.overflowed() && !write.overflowed(); }
+  void Clear() {
+    read.Clear();
+    write.Clear();
+  }
+};
+
+// The buffer of `table` holding address `addr`, into *out; false when none does.
+bool FindBuffer(const BufferTable& table, uint64_t addr, BufferRef* out);
+
+// Adds the launch's buffers to *sets. `params` is the packed parameter buffer; InvalidArgument
+// when it is shorter than meta.param_bytes.
+Status SpeculateLaunch(const KernelParamMetadata& meta, std::span<const uint8_t> params, const BufferTable& table,
+                       AccessSets* sets);
+
+// The host side of a copy: device address 0 is never a buffer, so it names nothing.
+inline constexpr uint64_t kHostSide = 0;
+
+// A copy of `bytes` from `src` to `dst` (either may be kHostSide): the source's buffers are read;
+// the destination's are written, and read too where the copy does not cover the whole buffer.
+// A range spanning adjacent buffers names each of them.
+void SpeculateCopy(const BufferTable& table, uint64_t dst, uint64_t src, uint64_t bytes, AccessSets* sets);
+// A memset of `bytes` at `dst`: written, and read too unless it covers the whole buffer.
+void SpeculateMemset(const BufferTable& table, uint64_t dst, uint64_t bytes, AccessSets* sets);
+
+// The bytes a BLAS operand spans, and whether it touches every one of them (no gaps between
+// columns, batches or strided elements).
+struct OperandRange {
+  uint64_t ptr = 0;
+  uint64_t bytes = 0;
+  bool dense = false;
+};
+// A column-major rows x cols matrix with leading dimension `ld` (elements), `batch` of them
+// `stride` elements apart (batch 1: stride unused). Empty (bytes 0) when rows or cols is 0.
+OperandRange MatrixRange(uint64_t ptr, int64_t rows, int64_t cols, int64_t ld, uint64_t elem_bytes,
+                         int64_t batch = 1, int64_t stride = 0);
+// A vector of n elements `inc` apart (BLAS: the storage starts at ptr whatever inc's sign).
+OperandRange VectorRange(uint64_t ptr, int64_t n, int64_t inc, uint64_t elem_bytes);
+
+// C = alpha op(A) op(B) + beta C, or y = alpha op(A) x + beta y: `in0`, `in1` read; `out` read
+// and written, or written only when `beta_zero` and it covers its whole buffer densely (cuBLAS
+// does not read C when beta is 0).
+struct BlasOperands {
+  OperandRange in0;  // A
+  OperandRange in1;  // B or x
+  OperandRange out;  // C or y
+  bool beta_zero = false;
+};
+void SpeculateBlas(const BufferTable& table, const BlasOperands& operands, AccessSets* sets);
+// Operands of a remoted GEMM (batched when args.batch != 0) with the element sizes of its
+// a/b/c data types; of a remoted Sgemv (fp32).
+BlasOperands GemmOperands(const ipc::GemmArgs& args, uint64_t a_elem_bytes, uint64_t b_elem_bytes,
+                          uint64_t c_elem_bytes);
+BlasOperands GemvOperands(const ipc::GemvArgs& args);
+
+}  // namespace phos::runtime

@@ -1,0 +1,371 @@
+#include "phos/runtime/speculation.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <thread>
+#include <vector>
+
+#include "phos/runtime/driver_table.h"
+#include "phos/runtime/param_metadata.h"
+
+namespace phos::runtime {
+namespace {
+
+constexpr ParamAccess R = ParamAccess::kRead;
+constexpr ParamAccess RW = ParamAccess::kReadWrite;
+constexpr ParamAccess S = ParamAccess::kScan;
+
+std::vector<ParamAccess> Kinds(const std::string& mangled, std::vector<ParamSlotLayout> layout) {
+  KernelParamMetadata meta = BuildParamMetadata(mangled, layout);
+  EXPECT_EQ(meta.source, ParamKindSource::kDemangled) << mangled << ": " << ParamKindSourceName(meta.source);
+  std::vector<ParamAccess> kinds;
+  for (const ParamMeta& p : meta.params) kinds.push_back(p.access);
+  return kinds;
+}
+
+// Layouts of 8-byte slots, enough for kind tests whose pointers must be 8 bytes.
+std::vector<ParamSlotLayout> Slots(size_t n) {
+  std::vector<ParamSlotLayout> layout;
+  for (size_t i = 0; i < n; ++i) layout.push_back({static_cast<uint32_t>(8 * i), 8});
+  return layout;
+}
+
+TEST(ParamMetadataTest, RealKernelNamesFromTheTree) {
+  // tests/simgpu/module/module_test.cc and tests/conformance/kernels/kernel_names.h, with the
+  // layouts simgpu reports for them.
+  EXPECT_EQ(Kinds("_Z7vec_addPKfS0_Pfi", {{0, 8}, {8, 8}, {16, 8}, {24, 4}}), (std::vector{R, R, RW, S}));
+  EXPECT_EQ(Kinds("_Z12mixed_paramscdiPd4Vec39Aligned16", {{0, 1}, {8, 8}, {16, 4}, {24, 8}, {32, 12}, {48, 16}}),
+            (std::vector{S, S, S, RW, S, S}));
+  EXPECT_EQ(Kinds("_Z4fillIfEvPT_S0_i", {{0, 8}, {8, 4}, {12, 4}}), (std::vector{RW, S, S}));
+  EXPECT_EQ(Kinds("_Z10accumulateP12AtomicTotalsPiii", {{0, 8}, {8, 8}, {16, 4}, {20, 4}}),
+            (std::vector{RW, RW, S, S}));
+  EXPECT_EQ(Kinds("_Z12count_launchv", {}), std::vector<ParamAccess>{});
+  EXPECT_EQ(Kinds("_Z19param_is_per_threadiPi", {{0, 4}, {8, 8}}), (std::vector{S, RW}));
+  EXPECT_EQ(Kinds("_Z14record_threadsPjS_", Slots(2)), (std::vector{RW, RW}));
+  EXPECT_EQ(Kinds("_Z12mixed_paramscdPKisf9ParamPairxPx",
+                  {{0, 1}, {8, 8}, {16, 8}, {24, 2}, {28, 4}, {32, 16}, {48, 8}, {56, 8}}),
+            (std::vector{S, S, R, S, S, S, S, RW}));
+}
+
+TEST(ParamMetadataTest, HarderSignatures) {
+  // __restrict__, const pointer to non-const, pointer to const pointer, volatile.
+  EXPECT_EQ(Kinds("_Z3foorPKfrPf", Slots(2)), (std::vector{R, RW}));
+  EXPECT_EQ(Kinds("_Z3fooKPfPKPf", Slots(2)), (std::vector{RW, R}));
+  EXPECT_EQ(Kinds("_Z3fooPVKfPVf", Slots(2)), (std::vector{R, RW}));
+  // Function pointer holding a comma, then a pointer; references; pointer to member function.
+  EXPECT_EQ(Kinds("_Z3fooPFviiEPi", Slots(2)), (std::vector{S, RW}));
+  EXPECT_EQ(Kinds("_Z3fooRKfRf", Slots(2)), (std::vector{S, S}));
+  EXPECT_EQ(Kinds("_Z3fooM1AFviEPKd", {{0, 16}, {16, 8}}), (std::vector{S, R}));
+  // Templates with commas, nested namespaces, a template function's return type.
+  EXPECT_EQ(Kinds("_Z3bazPN2ns3FooIifEEN2ns5InnerIiLi3EEE", {{0, 8}, {8, 4}}), (std::vector{RW, S}));
+  EXPECT_EQ(Kinds("_Z6kernelIN4cute5tupleIJiiEEEEvT_PKS3_", {{0, 8}, {8, 8}}), (std::vector{S, R}));
+  // Anonymous namespace (a parenthesised group before the list), clone suffix, arrays.
+  EXPECT_EQ(Kinds("_ZN12_GLOBAL__N_16kernelEPKdPd", Slots(2)), (std::vector{R, RW}));
+  EXPECT_EQ(Kinds("_Z3fooPf.constprop.0", Slots(1)), (std::vector{RW}));
+  EXPECT_EQ(Kinds("_Z3fooPA4_KfPA4_A2_f", Slots(2)), (std::vector{R, RW}));
+}
+
+TEST(ParamMetadataTest, TypeRulesOnSpelledTypes) {
+  EXPECT_EQ(AccessOfType("const float*"), R);
+  EXPECT_EQ(AccessOfType("const float**"), RW);
+  EXPECT_EQ(AccessOfType("float const* const"), R);
+  EXPECT_EQ(AccessOfType("float* __restrict__"), RW);
+  EXPECT_EQ(AccessOfType("int A::*"), S);
+  EXPECT_EQ(AccessOfType("myconst*"), RW);  // "const" only as a word
+  EXPECT_EQ(AccessOfType("Vec3"), S);
+}
+
+TEST(ParamMetadataTest, SplitsParameterLists) {
+  auto types = SplitParameterTypes("void k<Foo<int, float>, 2>(Foo<int, float>, void (*)(int, char), float const*)");
+  ASSERT_TRUE(types.ok()) << types.status().ToString();
+  EXPECT_EQ(*types, (std::vector<std::string>{"Foo<int, float>", "void (*)(int, char)", "float const*"}));
+  auto none = SplitParameterTypes("f(void)");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  EXPECT_FALSE(SplitParameterTypes("foo(...)").ok());
+  EXPECT_FALSE(SplitParameterTypes("foo(int").ok());
+  EXPECT_FALSE(SplitParameterTypes("not a signature").ok());
+  EXPECT_FALSE(SplitParameterTypes("foo(int, )").ok());
+}
+
+TEST(ParamMetadataTest, FallsBackToScanAndSaysWhy) {
+  KernelParamMetadata plain = BuildParamMetadata("vec_add_c", Slots(2));
+  EXPECT_EQ(plain.source, ParamKindSource::kNotMangled);
+  KernelParamMetadata broken = BuildParamMetadata("_Z3fooP", Slots(1));
+  EXPECT_EQ(broken.source, ParamKindSource::kDemangleFailed);
+  KernelParamMetadata variadic = BuildParamMetadata("_Z3fooz", Slots(1));
+  EXPECT_EQ(variadic.source, ParamKindSource::kDemangleFailed);
+  // Three parsed parameters, two in the layout.
+  KernelParamMetadata mismatch = BuildParamMetadata("_Z7vec_addPKfS0_Pfi", Slots(2));
+  EXPECT_EQ(mismatch.source, ParamKindSource::kCountMismatch);
+  for (const auto* meta : {&plain, &broken, &variadic, &mismatch}) {
+    for (const ParamMeta& p : meta->params) EXPECT_EQ(p.access, S) << meta->name;
+  }
+  EXPECT_EQ(mismatch.param_bytes, 16u);
+  // A "pointer" that is not 8 bytes wide cannot be one: scanned.
+  EXPECT_EQ(BuildParamMetadata("_Z3fooPf", std::vector<ParamSlotLayout>{{0, 4}}).params[0].access, S);
+  EXPECT_FALSE(Demangle("_Z3fooP").ok());
+}
+
+TEST(ParamMetadataCacheTest, HitsMissesAndFallbacks) {
+  ParamMetadataCache cache;
+  ModuleHash m1{1, 2}, m2{3, 4};
+  auto layout = std::vector<ParamSlotLayout>{{0, 8}, {8, 8}, {16, 8}, {24, 4}};
+  EXPECT_EQ(cache.Find(m1, "_Z7vec_addPKfS0_Pfi"), nullptr);
+  auto a = cache.GetOrBuild(m1, "_Z7vec_addPKfS0_Pfi", layout);
+  auto b = cache.GetOrBuild(m1, "_Z7vec_addPKfS0_Pfi", layout);
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_EQ(cache.Find(m1, "_Z7vec_addPKfS0_Pfi").get(), a.get());
+  // Same name in another module image: another entry.
+  auto c = cache.GetOrBuild(m2, "_Z7vec_addPKfS0_Pfi", layout);
+  EXPECT_NE(a.get(), c.get());
+  cache.GetOrBuild(m2, "extern_c_kernel", layout);
+  ParamMetadataCache::Stats stats = cache.stats();
+  EXPECT_EQ(stats.hits, 1u);
+  EXPECT_EQ(stats.misses, 3u);
+  EXPECT_EQ(stats.fallbacks, 1u);
+  EXPECT_EQ(cache.size(), 3u);
+}
+
+TEST(ParamMetadataCacheTest, ConcurrentBuildersShareOneEntry) {
+  ParamMetadataCache cache;
+  auto layout = Slots(2);
+  std::vector<const KernelParamMetadata*> seen(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) seen[t] = cache.GetOrBuild({7, 7}, "_Z14record_threadsPjS_", layout).get();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto* p : seen) EXPECT_EQ(p, seen[0]);
+  EXPECT_EQ(cache.stats().misses, 1u);
+  EXPECT_EQ(cache.stats().hits, 799u);
+}
+
+// A table of three buffers far from anything a float or a size looks like.
+class SpeculationTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kA = 0x7f0000100000, kB = 0x7f0000200000, kC = 0x7f0000300000;
+  static constexpr uint64_t kBytes = 4096;
+
+  void SetUp() override {
+    for (uint64_t base : {kA, kB, kC}) ASSERT_TRUE(table_.Insert(base, kBytes).ok());
+  }
+  template <typename T>
+  void Put(size_t offset, T value) {
+    if (params_.size() < offset + sizeof(T)) params_.resize(offset + sizeof(T));
+    std::memcpy(params_.data() + offset, &value, sizeof(T));
+  }
+  static bool ReadOnly(const AccessSets& s, uint64_t base) { return s.read.Contains(base) && !s.write.Contains(base); }
+  static bool ReadWrite(const AccessSets& s, uint64_t base) { return s.read.Contains(base) && s.write.Contains(base); }
+  static bool WriteOnly(const AccessSets& s, uint64_t base) { return !s.read.Contains(base) && s.write.Contains(base); }
+
+  BufferTable table_;
+  std::vector<uint8_t> params_;
+  AccessSets sets_;
+};
+
+TEST_F(SpeculationTest, ConstPointersReadOthersReadWrite) {
+  KernelParamMetadata meta = BuildParamMetadata("_Z7vec_addPKfS0_Pfi", std::vector<ParamSlotLayout>{{0, 8}, {8, 8}, {16, 8}, {24, 4}});
+  Put(0, kA);
+  Put(8, kB + 100);  // interior pointer: names the whole buffer
+  Put(16, kC);
+  Put(24, int32_t{1024});
+  ASSERT_TRUE(SpeculateLaunch(meta, params_, table_, &sets_).ok());
+  EXPECT_TRUE(ReadOnly(sets_, kA));
+  EXPECT_TRUE(ReadOnly(sets_, kB));
+  EXPECT_TRUE(ReadWrite(sets_, kC));
+  EXPECT_EQ(sets_.read.size(), 3u);
+  EXPECT_EQ(sets_.write.size(), 1u);
+  EXPECT_EQ(sets_.read.buffers()[1], (BufferRef{kB, kBytes}));
+  EXPECT_TRUE(sets_.complete());
+}
+
+TEST_F(SpeculationTest, StructHoldingADevicePointerIsFoundByScanning) {
+  // mixed_params(char, double, int, double*, Vec3, Aligned16): the Aligned16 struct at 48 holds
+  // a device pointer in its second word; Vec3 holds float bits; the double holds a value that is
+  // no address.
+  KernelParamMetadata meta = BuildParamMetadata("_Z12mixed_paramscdiPd4Vec39Aligned16",
+                                                std::vector<ParamSlotLayout>{{0, 1}, {8, 8}, {16, 4}, {24, 8}, {32, 12}, {48, 16}});
+  Put(8, 3.5);
+  Put(24, uint64_t{0});  // null pointer names nothing
+  Put(32, 1.0f);
+  Put(36, 2.0f);
+  Put(40, 3.0f);
+  Put(48, uint64_t{kBytes});  // a size
+  Put(56, kB + 8);
+  ASSERT_TRUE(SpeculateLaunch(meta, params_, table_, &sets_).ok());
+  EXPECT_TRUE(ReadWrite(sets_, kB));
+  EXPECT_EQ(sets_.read.size(), 1u);
+  EXPECT_EQ(sets_.write.size(), 1u);
+}
+
+TEST_F(SpeculationTest, WordsThatAreNotAddressesNameNothing) {
+  KernelParamMetadata meta = BuildParamMetadata("plain_c_kernel", std::vector<ParamSlotLayout>{{0, 32}});
+  Put(0, 1.0e300);                   // double bits
+  Put(8, uint64_t{kBytes});          // a size
+  Put(16, kC + kBytes);              // one past the end of the last buffer
+  Put(24, kA + kBytes + 16);         // in the gap between two buffers
+  ASSERT_TRUE(SpeculateLaunch(meta, params_, table_, &sets_).ok());
+  EXPECT_TRUE(sets_.read.empty());
+  EXPECT_TRUE(sets_.write.empty());
+}
+
+TEST_F(SpeculationTest, ShortParameterBufferIsRefused) {
+  KernelParamMetadata meta = BuildParamMetadata("_Z7vec_addPKfS0_Pfi", std::vector<ParamSlotLayout>{{0, 8}, {8, 8}, {16, 8}, {24, 4}});
+  Put(0, kA);
+  Status s = SpeculateLaunch(meta, params_, table_, &sets_);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("_Z7vec_addPKfS0_Pfi"), std::string::npos) << s.message();
+}
+
+TEST_F(SpeculationTest, TooManyBuffersOverflowTheSets) {
+  BufferTable many;
+  std::vector<ParamSlotLayout> layout;
+  for (uint64_t i = 0; i < BufferSet::kCapacity + 1; ++i) {
+    ASSERT_TRUE(many.Insert(kA + i * kBytes, kBytes).ok());
+    layout.push_back({static_cast<uint32_t>(8 * i), 8});
+    Put(8 * i, kA + i * kBytes);
+  }
+  KernelParamMetadata meta = BuildParamMetadata("plain_c_kernel", layout);
+  ASSERT_TRUE(SpeculateLaunch(meta, params_, many, &sets_).ok());
+  EXPECT_EQ(sets_.read.size(), BufferSet::kCapacity);
+  EXPECT_FALSE(sets_.complete());
+  sets_.Clear();
+  EXPECT_TRUE(sets_.complete());
+  EXPECT_TRUE(sets_.read.empty());
+}
+
+TEST_F(SpeculationTest, CopyRules) {
+  // Device to device, whole destination: source read, destination write-only.
+  SpeculateCopy(table_, kB, kA + 64, kBytes, &sets_);
+  EXPECT_TRUE(ReadOnly(sets_, kA));
+  EXPECT_TRUE(WriteOnly(sets_, kB));
+  // Host to device into part of a buffer: the rest must be loaded first.
+  sets_.Clear();
+  SpeculateCopy(table_, kC + 16, kHostSide, 128, &sets_);
+  EXPECT_TRUE(ReadWrite(sets_, kC));
+  EXPECT_EQ(sets_.read.size(), 1u);
+  // Device to host: read only.
+  sets_.Clear();
+  SpeculateCopy(table_, kHostSide, kA, 8, &sets_);
+  EXPECT_TRUE(ReadOnly(sets_, kA));
+  EXPECT_TRUE(sets_.write.empty());
+}
+
+TEST_F(SpeculationTest, RangeOverAdjacentBuffersNamesEach) {
+  BufferTable adjacent;
+  ASSERT_TRUE(adjacent.Insert(kA, kBytes).ok());
+  ASSERT_TRUE(adjacent.Insert(kA + kBytes, kBytes).ok());
+  ASSERT_TRUE(adjacent.Insert(kA + 2 * kBytes, kBytes).ok());
+  // From the middle of the first through all of the second into the third.
+  SpeculateMemset(adjacent, kA + 100, 2 * kBytes, &sets_);
+  EXPECT_TRUE(ReadWrite(sets_, kA));
+  EXPECT_TRUE(WriteOnly(sets_, kA + kBytes));
+  EXPECT_TRUE(ReadWrite(sets_, kA + 2 * kBytes));
+}
+
+TEST_F(SpeculationTest, MemsetRules) {
+  SpeculateMemset(table_, kA, kBytes, &sets_);
+  EXPECT_TRUE(WriteOnly(sets_, kA));
+  SpeculateMemset(table_, kB, kBytes - 1, &sets_);
+  EXPECT_TRUE(ReadWrite(sets_, kB));
+  SpeculateMemset(table_, kC, 0, &sets_);
+  EXPECT_FALSE(sets_.read.Contains(kC) || sets_.write.Contains(kC));
+}
+
+TEST_F(SpeculationTest, GemmOperandRules) {
+  // C (32 x 32 fp32 = 4096 bytes) is exactly buffer C.
+  ipc::GemmArgs g{};
+  g.trans_a = CUBLAS_OP_N;
+  g.trans_b = CUBLAS_OP_T;
+  g.m = 32, g.n = 32, g.k = 16;
+  g.lda = 32, g.ldb = 32, g.ldc = 32;
+  g.a = kA, g.b = kB, g.c = kC;
+  g.beta = 0.0f;
+  SpeculateBlas(table_, GemmOperands(g, 4, 4, 4), &sets_);
+  EXPECT_TRUE(ReadOnly(sets_, kA));
+  EXPECT_TRUE(ReadOnly(sets_, kB));
+  EXPECT_TRUE(WriteOnly(sets_, kC));
+  // beta != 0 reads C.
+  sets_.Clear();
+  g.beta = 1.0f;
+  SpeculateBlas(table_, GemmOperands(g, 4, 4, 4), &sets_);
+  EXPECT_TRUE(ReadWrite(sets_, kC));
+  // beta == 0 but ldc leaves gaps between columns: rows 30..31 of each column stay as loaded.
+  sets_.Clear();
+  g.beta = 0.0f;
+  g.m = 30;
+  SpeculateBlas(table_, GemmOperands(g, 4, 4, 4), &sets_);
+  EXPECT_TRUE(ReadWrite(sets_, kC));
+  // beta == 0, dense, but C covers only half the buffer.
+  sets_.Clear();
+  g.m = 16, g.ldc = 16, g.lda = 16;
+  SpeculateBlas(table_, GemmOperands(g, 4, 4, 4), &sets_);
+  EXPECT_TRUE(ReadWrite(sets_, kC));
+}
+
+TEST_F(SpeculationTest, BatchedGemmAndGemvExtents) {
+  // Two 16 x 16 fp32 matrices, 256 elements apart: one dense 2 KiB run, half of buffer C.
+  OperandRange c = MatrixRange(kC, 16, 16, 16, 4, 2, 256);
+  EXPECT_EQ(c.bytes, 2048u);
+  EXPECT_TRUE(c.dense);
+  EXPECT_FALSE(MatrixRange(kC, 16, 16, 16, 4, 2, 512).dense);
+  EXPECT_EQ(MatrixRange(kC, 0, 16, 16, 4).bytes, 0u);
+  // y = A x with y = all of buffer C (1024 floats, incy 1), beta 0: write-only; incy 2: not dense.
+  ipc::GemvArgs v{};
+  v.trans = CUBLAS_OP_N;
+  v.m = 1024, v.n = 1, v.lda = 1024, v.incx = 1, v.incy = 1;
+  v.a = kA, v.x = kB, v.y = kC;
+  SpeculateBlas(table_, GemvOperands(v), &sets_);
+  EXPECT_TRUE(ReadOnly(sets_, kA));
+  EXPECT_TRUE(ReadOnly(sets_, kB));
+  EXPECT_TRUE(WriteOnly(sets_, kC));
+  sets_.Clear();
+  v.m = 512, v.lda = 512, v.incy = 2;
+  SpeculateBlas(table_, GemvOperands(v), &sets_);
+  EXPECT_TRUE(ReadWrite(sets_, kC));
+  EXPECT_EQ(VectorRange(kB, 4, -3, 4).bytes, 40u);
+}
+
+#ifdef PHOS_SPECULATION_TEST_MODULE
+TEST(ParamMetadataCacheTest, LayoutComesFromTheDriverTable) {
+  auto driver = DriverTable::Open({.gpu = GpuKind::kSim});
+  ASSERT_TRUE(driver.ok()) << driver.status().ToString();
+  DriverTable& d = **driver;
+  ASSERT_EQ(d.cuInit(0), CUDA_SUCCESS);
+  CUdevice dev;
+  ASSERT_EQ(d.cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+  CUcontext ctx;
+  ASSERT_EQ(d.cuCtxCreate(&ctx, nullptr, 0, dev), CUDA_SUCCESS);
+  std::ifstream in(PHOS_SPECULATION_TEST_MODULE, std::ios::binary);
+  std::vector<char> image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(image.empty()) << PHOS_SPECULATION_TEST_MODULE;
+  CUmodule module;
+  ASSERT_EQ(d.cuModuleLoadData(&module, image.data()), CUDA_SUCCESS);
+  CUfunction fn;
+  ASSERT_EQ(d.cuModuleGetFunction(&fn, module, "_Z12mixed_paramscdiPd4Vec39Aligned16"), CUDA_SUCCESS);
+  ParamMetadataCache cache;
+  auto meta = cache.GetOrQuery({9, 9}, "_Z12mixed_paramscdiPd4Vec39Aligned16", d, fn);
+  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+  ASSERT_EQ((*meta)->params.size(), 6u);
+  EXPECT_EQ((*meta)->params[3].offset, 24u);
+  EXPECT_EQ((*meta)->params[3].access, RW);
+  EXPECT_EQ((*meta)->params[5].size, 16u);
+  EXPECT_EQ((*meta)->param_bytes, 64u);
+  // The second query is a hit and never touches the driver.
+  auto again = cache.GetOrQuery({9, 9}, "_Z12mixed_paramscdiPd4Vec39Aligned16", d, nullptr);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->get(), meta->get());
+  EXPECT_EQ(cache.stats().hits, 1u);
+  EXPECT_EQ(d.cuModuleUnload(module), CUDA_SUCCESS);
+  EXPECT_EQ(d.cuCtxDestroy(ctx), CUDA_SUCCESS);
+}
+#endif
+
+}  // namespace
+}  // namespace phos::runtime

@@ -81,8 +81,8 @@ void BM_SpeculateCopy(benchmark::State& state) {
   AccessSets sets;
   for (auto _ : state) {
     sets.Clear();
-    phos::runtime::SpeculateCopy(table, kBase + 2 * kBufferBytes * 500, kBase + 2 * kBufferBytes * 7 + 128, 4096,
-                                 &sets);
+    phos::runtime::SpeculateCopy(table, kBase + 2 * kBufferBytes * 500, kBase + 2 * kBufferBytes * 7 + 128,
+                                 4096, &sets);
     benchmark::DoNotOptimize(sets);
   }
 }

@@ -54,19 +54,26 @@ bool PointeeIsConst(std::string_view pointee) {
 
 const char* ParamAccessName(ParamAccess access) {
   switch (access) {
-    case ParamAccess::kRead: return "read";
-    case ParamAccess::kReadWrite: return "read-write";
-    case ParamAccess::kScan: return "scan";
+    case ParamAccess::kRead:
+      return "read";
+    case ParamAccess::kReadWrite:
+      return "read-write";
+    case ParamAccess::kScan:
+      return "scan";
   }
   return "?";
 }
 
 const char* ParamKindSourceName(ParamKindSource source) {
   switch (source) {
-    case ParamKindSource::kDemangled: return "demangled";
-    case ParamKindSource::kNotMangled: return "not-mangled";
-    case ParamKindSource::kDemangleFailed: return "demangle-failed";
-    case ParamKindSource::kCountMismatch: return "count-mismatch";
+    case ParamKindSource::kDemangled:
+      return "demangled";
+    case ParamKindSource::kNotMangled:
+      return "not-mangled";
+    case ParamKindSource::kDemangleFailed:
+      return "demangle-failed";
+    case ParamKindSource::kCountMismatch:
+      return "count-mismatch";
   }
   return "?";
 }
@@ -94,8 +101,8 @@ Result<std::vector<std::string>> SplitParameterTypes(std::string_view demangled)
   }
   // Qualifiers of member functions, which kernels are not, but a name may still carry.
   for (bool again = true; again;) {
-    again = StripTrailingWord(&s, "const") || StripTrailingWord(&s, "volatile") || StripTrailingWord(&s, "&&") ||
-            StripTrailingWord(&s, "&");
+    again = StripTrailingWord(&s, "const") || StripTrailingWord(&s, "volatile") ||
+            StripTrailingWord(&s, "&&") || StripTrailingWord(&s, "&");
   }
   if (!s.ends_with(')')) {
     return Status::InvalidArgument("no parameter list in '" + std::string(demangled) + "'");
@@ -238,9 +245,8 @@ std::shared_ptr<const KernelParamMetadata> ParamMetadataCache::Find(const Module
   return Lookup(module, name);
 }
 
-std::shared_ptr<const KernelParamMetadata> ParamMetadataCache::GetOrBuild(const ModuleHash& module,
-                                                                          const std::string& name,
-                                                                          std::span<const ParamSlotLayout> layout) {
+std::shared_ptr<const KernelParamMetadata> ParamMetadataCache::GetOrBuild(
+    const ModuleHash& module, const std::string& name, std::span<const ParamSlotLayout> layout) {
   if (auto hit = Lookup(module, name)) {
     hits_.fetch_add(1, std::memory_order_relaxed);
     return hit;

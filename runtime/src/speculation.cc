@@ -11,7 +11,8 @@ namespace {
 
 // Every buffer intersecting [ptr, ptr + bytes): read, or written — and read too unless the range
 // covers the whole buffer and is `dense` (touches every byte in it).
-void AddRange(const BufferTable& table, uint64_t ptr, uint64_t bytes, bool write, bool dense, AccessSets* sets) {
+void AddRange(const BufferTable& table, uint64_t ptr, uint64_t bytes, bool write, bool dense,
+              AccessSets* sets) {
   if (ptr == kHostSide || bytes == 0) return;
   const auto& buffers = table.buffers();
   uint64_t end = ptr + bytes < ptr ? UINT64_MAX : ptr + bytes;
@@ -71,14 +72,20 @@ bool FindBuffer(const BufferTable& table, uint64_t addr, BufferRef* out) {
   return true;
 }
 
-Status SpeculateLaunch(const KernelParamMetadata& meta, std::span<const uint8_t> params, const BufferTable& table,
-                       AccessSets* sets) {
+Status SpeculateLaunch(const KernelParamMetadata& meta, std::span<const uint8_t> params,
+                       const BufferTable& table, AccessSets* sets) {
   if (params.size() < meta.param_bytes) {
     return Status::InvalidArgument("launch of '" + meta.name + "': " + std::to_string(params.size()) +
                                    " parameter bytes, the layout needs " + std::to_string(meta.param_bytes));
   }
   if (table.size() == 0) return Status::Ok();
   for (const ParamMeta& p : meta.params) {
+    // Metadata built by hand may disagree with its own param_bytes; never read past the buffer.
+    if (uint64_t{p.offset} + p.size > params.size()) {
+      return Status::InvalidArgument("launch of '" + meta.name + "': parameter at " +
+                                     std::to_string(p.offset) + " ends past the " +
+                                     std::to_string(params.size()) + " parameter bytes");
+    }
     if (p.access != ParamAccess::kScan && p.size == 8) {
       uint64_t word;
       std::memcpy(&word, params.data() + p.offset, sizeof(word));
@@ -106,8 +113,8 @@ void SpeculateMemset(const BufferTable& table, uint64_t dst, uint64_t bytes, Acc
   AddRange(table, dst, bytes, /*write=*/true, /*dense=*/true, sets);
 }
 
-OperandRange MatrixRange(uint64_t ptr, int64_t rows, int64_t cols, int64_t ld, uint64_t elem_bytes, int64_t batch,
-                         int64_t stride) {
+OperandRange MatrixRange(uint64_t ptr, int64_t rows, int64_t cols, int64_t ld, uint64_t elem_bytes,
+                         int64_t batch, int64_t stride) {
   if (rows <= 0 || cols <= 0 || batch <= 0 || ld < rows) return {ptr, 0, false};
   uint64_t one = static_cast<uint64_t>((cols - 1) * ld + rows) * elem_bytes;
   uint64_t span = batch == 1 ? one : one + static_cast<uint64_t>((batch - 1) * stride) * elem_bytes;
@@ -126,8 +133,8 @@ void SpeculateBlas(const BufferTable& table, const BlasOperands& operands, Acces
   AddRange(table, operands.in0.ptr, operands.in0.bytes, /*write=*/false, false, sets);
   AddRange(table, operands.in1.ptr, operands.in1.bytes, /*write=*/false, false, sets);
   // With beta != 0 cuBLAS reads C before writing it; `dense` false then keeps it in the read set.
-  AddRange(table, operands.out.ptr, operands.out.bytes, /*write=*/true, operands.beta_zero && operands.out.dense,
-           sets);
+  AddRange(table, operands.out.ptr, operands.out.bytes, /*write=*/true,
+           operands.beta_zero && operands.out.dense, sets);
 }
 
 BlasOperands GemmOperands(const ipc::GemmArgs& a, uint64_t a_elem_bytes, uint64_t b_elem_bytes,

@@ -37,8 +37,9 @@ TEST(ParamMetadataTest, RealKernelNamesFromTheTree) {
   // tests/simgpu/module/module_test.cc and tests/conformance/kernels/kernel_names.h, with the
   // layouts simgpu reports for them.
   EXPECT_EQ(Kinds("_Z7vec_addPKfS0_Pfi", {{0, 8}, {8, 8}, {16, 8}, {24, 4}}), (std::vector{R, R, RW, S}));
-  EXPECT_EQ(Kinds("_Z12mixed_paramscdiPd4Vec39Aligned16", {{0, 1}, {8, 8}, {16, 4}, {24, 8}, {32, 12}, {48, 16}}),
-            (std::vector{S, S, S, RW, S, S}));
+  EXPECT_EQ(
+      Kinds("_Z12mixed_paramscdiPd4Vec39Aligned16", {{0, 1}, {8, 8}, {16, 4}, {24, 8}, {32, 12}, {48, 16}}),
+      (std::vector{S, S, S, RW, S, S}));
   EXPECT_EQ(Kinds("_Z4fillIfEvPT_S0_i", {{0, 8}, {8, 4}, {12, 4}}), (std::vector{RW, S, S}));
   EXPECT_EQ(Kinds("_Z10accumulateP12AtomicTotalsPiii", {{0, 8}, {8, 8}, {16, 4}, {20, 4}}),
             (std::vector{RW, RW, S, S}));
@@ -79,7 +80,8 @@ TEST(ParamMetadataTest, TypeRulesOnSpelledTypes) {
 }
 
 TEST(ParamMetadataTest, SplitsParameterLists) {
-  auto types = SplitParameterTypes("void k<Foo<int, float>, 2>(Foo<int, float>, void (*)(int, char), float const*)");
+  auto types =
+      SplitParameterTypes("void k<Foo<int, float>, 2>(Foo<int, float>, void (*)(int, char), float const*)");
   ASSERT_TRUE(types.ok()) << types.status().ToString();
   EXPECT_EQ(*types, (std::vector<std::string>{"Foo<int, float>", "void (*)(int, char)", "float const*"}));
   auto none = SplitParameterTypes("f(void)");
@@ -137,7 +139,8 @@ TEST(ParamMetadataCacheTest, ConcurrentBuildersShareOneEntry) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
-      for (int i = 0; i < 200; ++i) seen[t] = cache.GetOrBuild({7, 7}, "_Z14record_threadsPjS_", layout).get();
+      for (int i = 0; i < 200; ++i)
+        seen[t] = cache.GetOrBuild({7, 7}, "_Z14record_threadsPjS_", layout).get();
     });
   }
   for (auto& t : threads) t.join();
@@ -160,9 +163,15 @@ class SpeculationTest : public ::testing::Test {
     if (params_.size() < offset + sizeof(T)) params_.resize(offset + sizeof(T));
     std::memcpy(params_.data() + offset, &value, sizeof(T));
   }
-  static bool ReadOnly(const AccessSets& s, uint64_t base) { return s.read.Contains(base) && !s.write.Contains(base); }
-  static bool ReadWrite(const AccessSets& s, uint64_t base) { return s.read.Contains(base) && s.write.Contains(base); }
-  static bool WriteOnly(const AccessSets& s, uint64_t base) { return !s.read.Contains(base) && s.write.Contains(base); }
+  static bool ReadOnly(const AccessSets& s, uint64_t base) {
+    return s.read.Contains(base) && !s.write.Contains(base);
+  }
+  static bool ReadWrite(const AccessSets& s, uint64_t base) {
+    return s.read.Contains(base) && s.write.Contains(base);
+  }
+  static bool WriteOnly(const AccessSets& s, uint64_t base) {
+    return !s.read.Contains(base) && s.write.Contains(base);
+  }
 
   BufferTable table_;
   std::vector<uint8_t> params_;
@@ -170,7 +179,8 @@ class SpeculationTest : public ::testing::Test {
 };
 
 TEST_F(SpeculationTest, ConstPointersReadOthersReadWrite) {
-  KernelParamMetadata meta = BuildParamMetadata("_Z7vec_addPKfS0_Pfi", std::vector<ParamSlotLayout>{{0, 8}, {8, 8}, {16, 8}, {24, 4}});
+  KernelParamMetadata meta = BuildParamMetadata(
+      "_Z7vec_addPKfS0_Pfi", std::vector<ParamSlotLayout>{{0, 8}, {8, 8}, {16, 8}, {24, 4}});
   Put(0, kA);
   Put(8, kB + 100);  // interior pointer: names the whole buffer
   Put(16, kC);
@@ -189,8 +199,9 @@ TEST_F(SpeculationTest, StructHoldingADevicePointerIsFoundByScanning) {
   // mixed_params(char, double, int, double*, Vec3, Aligned16): the Aligned16 struct at 48 holds
   // a device pointer in its second word; Vec3 holds float bits; the double holds a value that is
   // no address.
-  KernelParamMetadata meta = BuildParamMetadata("_Z12mixed_paramscdiPd4Vec39Aligned16",
-                                                std::vector<ParamSlotLayout>{{0, 1}, {8, 8}, {16, 4}, {24, 8}, {32, 12}, {48, 16}});
+  KernelParamMetadata meta =
+      BuildParamMetadata("_Z12mixed_paramscdiPd4Vec39Aligned16",
+                         std::vector<ParamSlotLayout>{{0, 1}, {8, 8}, {16, 4}, {24, 8}, {32, 12}, {48, 16}});
   Put(8, 3.5);
   Put(24, uint64_t{0});  // null pointer names nothing
   Put(32, 1.0f);
@@ -206,21 +217,27 @@ TEST_F(SpeculationTest, StructHoldingADevicePointerIsFoundByScanning) {
 
 TEST_F(SpeculationTest, WordsThatAreNotAddressesNameNothing) {
   KernelParamMetadata meta = BuildParamMetadata("plain_c_kernel", std::vector<ParamSlotLayout>{{0, 32}});
-  Put(0, 1.0e300);                   // double bits
-  Put(8, uint64_t{kBytes});          // a size
-  Put(16, kC + kBytes);              // one past the end of the last buffer
-  Put(24, kA + kBytes + 16);         // in the gap between two buffers
+  Put(0, 1.0e300);            // double bits
+  Put(8, uint64_t{kBytes});   // a size
+  Put(16, kC + kBytes);       // one past the end of the last buffer
+  Put(24, kA + kBytes + 16);  // in the gap between two buffers
   ASSERT_TRUE(SpeculateLaunch(meta, params_, table_, &sets_).ok());
   EXPECT_TRUE(sets_.read.empty());
   EXPECT_TRUE(sets_.write.empty());
 }
 
 TEST_F(SpeculationTest, ShortParameterBufferIsRefused) {
-  KernelParamMetadata meta = BuildParamMetadata("_Z7vec_addPKfS0_Pfi", std::vector<ParamSlotLayout>{{0, 8}, {8, 8}, {16, 8}, {24, 4}});
+  KernelParamMetadata meta = BuildParamMetadata(
+      "_Z7vec_addPKfS0_Pfi", std::vector<ParamSlotLayout>{{0, 8}, {8, 8}, {16, 8}, {24, 4}});
   Put(0, kA);
   Status s = SpeculateLaunch(meta, params_, table_, &sets_);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("_Z7vec_addPKfS0_Pfi"), std::string::npos) << s.message();
+  // Metadata whose param_bytes understates a parameter's end is refused, not read past.
+  Put(24, int32_t{1});
+  meta.param_bytes = 8;
+  meta.params[3].offset = 64;
+  EXPECT_EQ(SpeculateLaunch(meta, params_, table_, &sets_).code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(SpeculationTest, TooManyBuffersOverflowTheSets) {
@@ -357,6 +374,11 @@ TEST(ParamMetadataCacheTest, LayoutComesFromTheDriverTable) {
   EXPECT_EQ((*meta)->params[3].access, RW);
   EXPECT_EQ((*meta)->params[5].size, 16u);
   EXPECT_EQ((*meta)->param_bytes, 64u);
+  // A kernel with more parameters than the caller allows is refused.
+  auto capped = QueryParamLayout(d, fn, 2);
+  ASSERT_FALSE(capped.ok());
+  EXPECT_NE(capped.status().message().find("more than 2 parameters"), std::string::npos)
+      << capped.status().message();
   // The second query is a hit and never touches the driver.
   auto again = cache.GetOrQuery({9, 9}, "_Z12mixed_paramscdiPd4Vec39Aligned16", d, nullptr);
   ASSERT_TRUE(again.ok());

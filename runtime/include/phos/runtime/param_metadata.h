@@ -41,10 +41,10 @@ const char* ParamAccessName(ParamAccess access);
 
 // Where a kernel's kinds came from.
 enum class ParamKindSource : uint8_t {
-  kDemangled,      // from the demangled parameter list
-  kNotMangled,     // not an Itanium C++ name (extern "C"): no types, all kScan
-  kDemangleFailed, // __cxa_demangle refused it or its parameter list did not parse: all kScan
-  kCountMismatch,  // parsed, but the count disagrees with the driver's layout: all kScan
+  kDemangled,       // from the demangled parameter list
+  kNotMangled,      // not an Itanium C++ name (extern "C"): no types, all kScan
+  kDemangleFailed,  // __cxa_demangle refused it or its parameter list did not parse: all kScan
+  kCountMismatch,   // parsed, but the count disagrees with the driver's layout: all kScan
 };
 const char* ParamKindSourceName(ParamKindSource source);
 
@@ -113,8 +113,10 @@ class ParamMetadataCache {
   std::shared_ptr<const KernelParamMetadata> GetOrBuild(const ModuleHash& module, const std::string& name,
                                                         std::span<const ParamSlotLayout> layout);
   // The same, the layout queried from the driver on a miss.
-  Result<std::shared_ptr<const KernelParamMetadata>> GetOrQuery(const ModuleHash& module, const std::string& name,
-                                                                const DriverTable& driver, CUfunction function);
+  Result<std::shared_ptr<const KernelParamMetadata>> GetOrQuery(const ModuleHash& module,
+                                                                const std::string& name,
+                                                                const DriverTable& driver,
+                                                                CUfunction function);
   Stats stats() const;
   size_t size() const;
 

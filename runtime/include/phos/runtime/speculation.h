@@ -84,8 +84,8 @@ bool FindBuffer(const BufferTable& table, uint64_t addr, BufferRef* out);
 
 // Adds the launch's buffers to *sets. `params` is the packed parameter buffer; InvalidArgument
 // when it is shorter than meta.param_bytes.
-Status SpeculateLaunch(const KernelParamMetadata& meta, std::span<const uint8_t> params, const BufferTable& table,
-                       AccessSets* sets);
+Status SpeculateLaunch(const KernelParamMetadata& meta, std::span<const uint8_t> params,
+                       const BufferTable& table, AccessSets* sets);
 
 // The host side of a copy: device address 0 is never a buffer, so it names nothing.
 inline constexpr uint64_t kHostSide = 0;

@@ -2,6 +2,8 @@
 #include "phos/simgpu/simgpu.h"
 
 #include "api/driver.h"
+#include "exec/access_guard.h"
+#include "memory/guard_table.h"
 
 using namespace phos::sim;
 
@@ -71,6 +73,7 @@ PHOS_SIM_API CUresult phosSimGetStats(CUdevice device, PhosSimStats* out) {
   s.d2h_bytes = now.engine(Engine::kCopyD2H).bytes - base.engine(Engine::kCopyD2H).bytes;
   s.d2d_bytes = now.engine(Engine::kCompute).bytes - base.engine(Engine::kCompute).bytes;
   s.kernels = now.kernels_run - base.kernels_run;
+  s.guard_faults = now.guard_faults - base.guard_faults;
   *out = s;
   return CUDA_SUCCESS;
 }
@@ -83,6 +86,44 @@ PHOS_SIM_API CUresult phosSimResetStats(CUdevice device) {
   std::lock_guard lock(dev->stats_mu);
   dev->stats_base = dev->executor->stats();
   return CUDA_SUCCESS;
+}
+
+PHOS_SIM_API CUresult phosSimGuardRange(CUdeviceptr ptr, size_t bytes) {
+  Driver* d = nullptr;
+  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
+  const uint64_t page = GuardTable::PageSize();
+  if (bytes == 0 || ptr % page != 0) return CUDA_ERROR_INVALID_VALUE;
+  // The page rounding stays inside the allocation: linear allocations reserve whole pages and
+  // VMM mappings are whole granules.
+  if (!d->memory().CheckRange(ptr, bytes, Access::kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
+  return GuardTable::Global().Guard(ptr, (bytes + page - 1) / page * page);
+}
+
+PHOS_SIM_API CUresult phosSimUnguardRange(CUdeviceptr ptr, size_t bytes) {
+  Driver* d = nullptr;
+  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
+  const uint64_t page = GuardTable::PageSize();
+  if (bytes == 0 || bytes > UINT64_MAX - page) return CUDA_ERROR_INVALID_VALUE;
+  return GuardTable::Global().Unguard(ptr, (bytes + page - 1) / page * page);
+}
+
+PHOS_SIM_API CUresult phosSimSetGuardHandler(PhosSimGuardHandler fn, void* user) {
+  Driver* d = nullptr;
+  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
+  if (fn == nullptr) {
+    AccessGuard::SetHandler(nullptr);
+    return CUDA_SUCCESS;
+  }
+  AccessGuard::SetHandler([fn, user](uintptr_t address, const char* what) {
+    return fn(user, address, what) == PHOS_SIM_GUARD_RETRY ? GuardDecision::kRetry : GuardDecision::kFail;
+  });
+  return CUDA_SUCCESS;
+}
+
+PHOS_SIM_API CUresult phosSimWriteGuarded(CUdeviceptr dst, const void* src, size_t bytes) {
+  Driver* d = nullptr;
+  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
+  return d->memory().WriteGuarded(dst, src, bytes);
 }
 
 }  // extern "C"

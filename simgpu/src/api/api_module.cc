@@ -110,6 +110,7 @@ PHOS_SIM_API CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX
   op.engine = Engine::kCompute;
   op.cost_seconds = ctx->device->profile->kernel_launch_s;
   op.blocks = function->kernel->block_count(geometry);
+  op.what = function->kernel->name().c_str();
   op.run_blocks = [module = function->module, kernel = function->kernel, geometry, args](uint64_t first,
                                                                                           uint64_t end) {
     kernel->RunBlocks(geometry, args->pointers(), first, end);

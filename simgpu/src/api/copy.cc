@@ -58,6 +58,7 @@ CUresult EnqueueCopy(Driver& driver, Stream& stream, CUdeviceptr dst, CUdevicept
   }
   void* d = reinterpret_cast<void*>(dst);
   const void* s = reinterpret_cast<const void*>(src);
+  op.what = "memcpy";
   op.work = [d, s, bytes]() {
     std::memcpy(d, s, bytes);
     return CUDA_SUCCESS;
@@ -81,6 +82,7 @@ CUresult EnqueueMemset(Driver& driver, Stream& stream, CUdeviceptr dst, uint32_t
   op.engine = Engine::kCompute;
   op.bytes = bytes;
   op.cost_seconds = bytes / driver.config().profile->d2d_bps;
+  op.what = "memset";
   auto* p = reinterpret_cast<unsigned char*>(dst);
   if (element_size == 1) {
     op.work = [p, value, bytes]() {

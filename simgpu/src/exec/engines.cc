@@ -73,6 +73,11 @@ CUresult CheckFault(const FaultReport& fault, CUresult result, Executor& executo
   return CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
+GuardSite SiteOf(const Op& op, Executor& executor, Engine kind) {
+  return GuardSite{executor.ordinal(), op.what != nullptr ? op.what : EngineName(kind),
+                   &executor.counters().guard_faults};
+}
+
 }  // namespace
 
 // ---- Pacer -------------------------------------------------------------------------------------
@@ -164,7 +169,8 @@ void SerialEngine::Run(TaskPtr task) {
   CUresult result = CUDA_SUCCESS;
   if (op.work != nullptr) {
     if (guard_faults_) {
-      const FaultReport fault = FaultGuard::Run([&] { result = Invoke(op.work, executor_, kind_); });
+      const GuardSite site = SiteOf(op, executor_, kind_);
+      const FaultReport fault = FaultGuard::Run([&] { result = Invoke(op.work, executor_, kind_); }, &site);
       result = CheckFault(fault, result, executor_, kind_);
     } else {
       result = Invoke(op.work, executor_, kind_);
@@ -266,12 +272,13 @@ CUresult ComputePool::RunGuarded(Task& task, uint64_t first, uint64_t end) {
   const Op& op = task.op();
   CUresult result = CUDA_SUCCESS;
   FaultReport fault;
+  const GuardSite site = SiteOf(op, executor_, Engine::kCompute);
   if (task.kernel()) {
     if (first == end) return CUDA_SUCCESS;
     fault = FaultGuard::Run(
-        [&] { result = Invoke([&] { return op.run_blocks(first, end); }, executor_, Engine::kCompute); });
+        [&] { result = Invoke([&] { return op.run_blocks(first, end); }, executor_, Engine::kCompute); }, &site);
   } else if (op.work != nullptr) {
-    fault = FaultGuard::Run([&] { result = Invoke(op.work, executor_, Engine::kCompute); });
+    fault = FaultGuard::Run([&] { result = Invoke(op.work, executor_, Engine::kCompute); }, &site);
   }
   if (fault.faulted) task.faulted.store(true);
   return CheckFault(fault, result, executor_, Engine::kCompute);

@@ -106,6 +106,7 @@ ExecutorStats Executor::stats() const {
   }
   s.kernels_run = counters_.kernels_run.load(std::memory_order_relaxed);
   s.kernel_faults = counters_.kernel_faults.load(std::memory_order_relaxed);
+  s.guard_faults = counters_.guard_faults.load(std::memory_order_relaxed);
   s.kernel_wall_ns = counters_.kernel_wall_ns.load(std::memory_order_relaxed);
   return s;
 }

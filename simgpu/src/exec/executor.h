@@ -53,6 +53,7 @@ struct ExecutorStats {
   std::array<EngineStats, kEngineCount> engines{};  // indexed by Engine
   uint64_t kernels_run = 0;
   uint64_t kernel_faults = 0;   // kernels that touched unmapped or protected memory
+  uint64_t guard_faults = 0;    // touches of guarded ranges served by the guard handler (AccessGuard)
   uint64_t kernel_wall_ns = 0;  // wall time kernels took, first block range start to last end
 
   const EngineStats& engine(Engine e) const { return engines[static_cast<size_t>(e)]; }
@@ -70,6 +71,7 @@ struct ExecCounters {
   std::array<PerEngine, kEngineCount> engines;
   std::atomic<uint64_t> kernels_run{0};
   std::atomic<uint64_t> kernel_faults{0};
+  std::atomic<uint64_t> guard_faults{0};
   std::atomic<uint64_t> kernel_wall_ns{0};
 
   PerEngine& engine(Engine e) { return engines[static_cast<size_t>(e)]; }

@@ -18,6 +18,7 @@ struct GuardFrame {
   GuardFrame* previous = nullptr;
   volatile int signal = 0;
   volatile uintptr_t address = 0;
+  const GuardSite* site = nullptr;
 };
 
 // The innermost FaultGuard::Run of this thread, read by the signal handler. initial-exec: the
@@ -54,8 +55,11 @@ void HandleFault(int sig, siginfo_t* info, void* ucontext) {
   GuardFrame* frame = t_frame;
   // si_code > 0: raised by the kernel for an access of this thread, not sent by kill().
   if (frame != nullptr && info != nullptr && info->si_code > 0) {
+    const auto address = reinterpret_cast<uintptr_t>(info->si_addr);
+    // A guarded page made resident: returning executes the access again.
+    if (AccessGuard::OnFault(address, frame->site)) return;
     frame->signal = sig;
-    frame->address = reinterpret_cast<uintptr_t>(info->si_addr);
+    frame->address = address;
     siglongjmp(frame->env, 1);
   }
   ChainToPrevious(sig, info, ucontext);
@@ -76,10 +80,11 @@ void FaultGuard::Install() {
   });
 }
 
-FaultReport FaultGuard::RunRaw(void (*call)(void*), void* arg) {
+FaultReport FaultGuard::RunRaw(void (*call)(void*), void* arg, const GuardSite* site) {
   Install();
   GuardFrame frame;
   frame.previous = t_frame;
+  frame.site = site;
   // savemask = 1: the handler runs with the signal blocked; the jump back must unblock it, or
   // the next fault on this thread would kill the process.
   if (sigsetjmp(frame.env, 1) != 0) {

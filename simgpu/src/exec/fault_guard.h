@@ -11,6 +11,10 @@
 // back to Run, which reports it. Every other fault is handed to the handler that was installed
 // before, or gets the default action, so real crashes still crash.
 //
+// Guarded ranges (memory/guard_table.h): a fault on a guarded page first goes to AccessGuard,
+// which may have the access run again after a handler made the data resident; only when it does
+// not does the fault end Run as above.
+//
 // What the callable may do: siglongjmp skips every frame between the faulting access and Run, so
 // at any point where it may fault the callable must not hold a lock or own an object whose
 // destructor matters (kernels and memcpy qualify; a lambda holding a std::lock_guard does not).
@@ -23,6 +27,8 @@
 #include <exception>
 #include <memory>
 #include <type_traits>
+
+#include "exec/access_guard.h"
 
 namespace phos::sim {
 
@@ -39,9 +45,10 @@ class FaultGuard {
 
   // Runs fn() on the calling thread (installing the handlers first if needed). Returns
   // faulted = false when fn returned normally, or the fault that ended it. Calls nest. An
-  // exception thrown by fn is carried past the guard's frame and rethrown here.
+  // exception thrown by fn is carried past the guard's frame and rethrown here. `site` names the
+  // op for guard faults (AccessGuard); it must outlive the call. Null: no guard handling.
   template <typename Fn>
-  static FaultReport Run(Fn&& fn) {
+  static FaultReport Run(Fn&& fn, const GuardSite* site = nullptr) {
     struct Call {
       std::remove_reference_t<Fn>* fn;
       std::exception_ptr error;
@@ -55,13 +62,13 @@ class FaultGuard {
             c->error = std::current_exception();
           }
         },
-        &call);
+        &call, site);
     if (call.error != nullptr) std::rethrow_exception(call.error);
     return report;
   }
 
  private:
-  static FaultReport RunRaw(void (*call)(void*), void* arg);
+  static FaultReport RunRaw(void (*call)(void*), void* arg, const GuardSite* site);
 };
 
 // Gives the calling thread an alternate signal stack while this object lives, so that the

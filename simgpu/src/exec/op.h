@@ -33,6 +33,9 @@ struct Op {
   // with disjoint, contiguous [first, end) ranges that together cover [0, blocks).
   uint64_t blocks = 0;
   std::function<CUresult(uint64_t first, uint64_t end)> run_blocks;
+  // What the op is, for guard-fault handlers and logs: a kernel's mangled name (owned by its
+  // module, which run_blocks keeps loaded) or a static description. Null: the engine's name.
+  const char* what = nullptr;
 };
 
 }  // namespace phos::sim

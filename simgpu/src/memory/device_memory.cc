@@ -9,6 +9,7 @@
 #include <mutex>
 #include <system_error>
 
+#include "memory/guard_table.h"
 #include "phos/base/log.h"
 
 namespace phos::sim {
@@ -104,6 +105,7 @@ DeviceMemory::~DeviceMemory() {
 }
 
 bool DeviceMemory::Decommit(CUdeviceptr addr, uint64_t len) {
+  GuardTable::Global().Forget(addr, len);
   void* p = mmap(reinterpret_cast<void*>(addr), len, PROT_NONE, kReserveFlags | MAP_FIXED, -1, 0);
   if (p != MAP_FAILED) return true;
   const int err = errno;

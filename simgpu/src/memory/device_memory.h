@@ -181,6 +181,14 @@ class DeviceMemory {
   // The linear allocation (within its requested bytes) or mapping containing ptr.
   bool FindAllocation(CUdeviceptr ptr, AllocationInfo* out) const;
 
+  // ---- Guarded ranges (memory/guard_table.h) ----
+  // Writes into [dst, dst + bytes) whatever its protection (phosSimWriteGuarded), leaving the
+  // protection as it is: a linear allocation through /proc/self/mem, a VMM mapping through its
+  // memfd. The range must lie in one linear allocation (within its requested bytes) or one
+  // read-write mapping: CUDA_ERROR_INVALID_VALUE otherwise; CUDA_ERROR_OPERATING_SYSTEM when the
+  // write fails.
+  CUresult WriteGuarded(CUdeviceptr dst, const void* src, uint64_t bytes) const;
+
  private:
   struct Linear {
     uint64_t bytes;     // as requested

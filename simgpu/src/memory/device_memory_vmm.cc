@@ -1,6 +1,8 @@
-// The VMM half of DeviceMemory: reservations, physical allocations, mappings and access rights.
+// The VMM half of DeviceMemory: reservations, physical allocations, mappings and access rights;
+// and writes into guarded memory, which for VMM go through the memfd.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <iterator>
@@ -8,6 +10,7 @@
 #include <system_error>
 
 #include "memory/device_memory.h"
+#include "memory/guard_table.h"
 #include "phos/base/log.h"
 
 namespace phos::sim {
@@ -177,6 +180,8 @@ CUresult DeviceMemory::SetAccess(CUdeviceptr ptr, uint64_t size, Access access) 
   std::unique_lock lock(mu_);
   MappingMap::iterator it;
   if (!WholeMappings(ptr, size, &it)) return CUDA_ERROR_INVALID_VALUE;
+  // The new protection replaces a guard's.
+  GuardTable::Global().Forget(ptr, size);
   for (CUdeviceptr at = ptr; at < ptr + size; ++it) {
     if (mprotect(reinterpret_cast<void*>(at), it->second.size, Protection(access)) != 0) {
       const int err = errno;
@@ -186,6 +191,39 @@ CUresult DeviceMemory::SetAccess(CUdeviceptr ptr, uint64_t size, Access access) 
     }
     it->second.access = access;
     at += it->second.size;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult DeviceMemory::WriteGuarded(CUdeviceptr dst, const void* src, uint64_t bytes) const {
+  if (src == nullptr || bytes == 0 || dst + bytes < dst) return CUDA_ERROR_INVALID_VALUE;
+  // Shared: the memory cannot be freed or unmapped under the write.
+  std::shared_lock lock(mu_);
+  auto linear = LinearContaining(dst);
+  if (linear != linear_.end()) {
+    if (dst + bytes > linear->first + linear->second.bytes) return CUDA_ERROR_INVALID_VALUE;
+    return WriteThroughProcMem(dst, src, bytes);
+  }
+  auto mapping = MappingContaining(dst);
+  if (mapping == mappings_.end() || mapping->second.access != Access::kReadWrite ||
+      dst + bytes > mapping->first + mapping->second.size) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // The mapping is shared, so its bytes are the memfd's: write there.
+  const Physical& physical = physical_.at(mapping->second.handle);
+  off_t at = static_cast<off_t>(physical.file_offset + mapping->second.offset + (dst - mapping->first));
+  const auto* from = static_cast<const char*>(src);
+  while (bytes > 0) {
+    const ssize_t n = pwrite(memfd_, from, bytes, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      PHOS_LOG(Error, "simgpu", "writing guarded VMM memory at {:#x}: {}", dst, std::system_category().message(err));
+      return CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    from += n;
+    at += n;
+    bytes -= static_cast<uint64_t>(n);
   }
   return CUDA_SUCCESS;
 }

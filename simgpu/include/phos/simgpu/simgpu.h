@@ -52,10 +52,56 @@ typedef struct PhosSimStats {
   unsigned long long d2h_bytes;
   unsigned long long d2d_bytes;      /* device-to-device copies and memsets */
   unsigned long long kernels;
+  unsigned long long guard_faults;   /* touches of guarded ranges served by the guard handler */
 } PhosSimStats;
 
 CUresult phosSimGetStats(CUdevice device, PhosSimStats* stats);
 CUresult phosSimResetStats(CUdevice device);
+
+/* Guarded ranges: device memory that kernels and copy engines cannot touch, for validating which
+ * buffers work really touches (phos guards buffers that are not restored yet). A guarded range
+ * keeps its contents; device work that touches it faults. With no guard handler, that fault is
+ * an ordinary one: the op fails with a sticky CUDA_ERROR_ILLEGAL_ADDRESS. With a handler, the
+ * faulting op is held at the access, the handler runs on simgpu's guard thread, and on RETRY
+ * simgpu unguards the range (if the handler did not) and the access runs again; FAIL fails the
+ * op as without a handler. Host code touching a guarded range crashes, as it would touching
+ * device memory on a GPU. See simgpu/README.md. */
+
+/* Makes [ptr, ptr + bytes) inaccessible to device work. ptr must be page-aligned (4 KiB) and
+ * bytes > 0; bytes is rounded up to whole pages, which stay inside the allocation (linear
+ * allocations and VMM mappings occupy whole pages), so neighbours sharing a page are guarded too.
+ * The range must be read-write device memory of one linear allocation or adjacent read-write
+ * VMM mappings, and overlap no guarded range: CUDA_ERROR_INVALID_VALUE otherwise.
+ * CUDA_ERROR_OUT_OF_MEMORY when 8192 ranges are guarded already or the host cannot split its
+ * mappings further. Freeing, unmapping or cuMemSetAccess of guarded memory ends its guard. */
+CUresult phosSimGuardRange(CUdeviceptr ptr, size_t bytes);
+
+/* Makes a guarded range accessible again; ptr and bytes as given to phosSimGuardRange.
+ * CUDA_ERROR_INVALID_VALUE when that is not a guarded range. */
+CUresult phosSimUnguardRange(CUdeviceptr ptr, size_t bytes);
+
+typedef enum PhosSimGuardDecision {
+  PHOS_SIM_GUARD_RETRY = 0, /* the data is resident: run the access again */
+  PHOS_SIM_GUARD_FAIL = 1   /* fail the op with CUDA_ERROR_ILLEGAL_ADDRESS */
+} PhosSimGuardDecision;
+
+/* Called on simgpu's guard thread (ordinary thread context: locks, allocation and simgpu calls
+ * are allowed) with the faulting address and what touched it: a kernel's mangled name,
+ * "memcpy", "memset", or an engine name. Faults are served one at a time; the faulting engine
+ * thread waits meanwhile, so the handler must not wait for device work that needs that engine
+ * (a cuStreamSynchronize of the faulting stream deadlocks). It fills the range with
+ * phosSimWriteGuarded, or unguards it first and writes it directly. */
+typedef PhosSimGuardDecision (*PhosSimGuardHandler)(void* user, CUdeviceptr address, const char* what);
+
+/* Sets the process's guard handler; fn == NULL removes it (guard faults are illegal addresses
+ * again). Requires cuInit. */
+CUresult phosSimSetGuardHandler(PhosSimGuardHandler fn, void* user);
+
+/* Copies bytes from host memory into device memory, guarded or not, without unguarding it (so no
+ * kernel sees a half-written range). The range must lie in one linear allocation or one
+ * read-write VMM mapping: CUDA_ERROR_INVALID_VALUE otherwise. Synchronous, on the calling
+ * thread, unpaced and unordered with respect to streams. */
+CUresult phosSimWriteGuarded(CUdeviceptr dst, const void* src, size_t bytes);
 
 #ifdef __cplusplus
 }

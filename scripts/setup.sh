@@ -12,6 +12,7 @@ packages=(
   libuv1-dev libhttp-parser-dev libcli11-dev nlohmann-json3-dev
   curl libcurl4-openssl-dev
   libprotobuf-dev protobuf-compiler librocksdb-dev libxxhash-dev libzstd-dev liburing-dev
+  criu
 )
 
 missing=()

@@ -162,4 +162,16 @@ size_t Client::reply_capacity() {
   return ConnectLocked() == CUDA_SUCCESS ? ring_->reply_capacity() : 0;
 }
 
+void Client::DropInheritedSession() {
+  std::lock_guard lock(mu_);
+  ring_.reset();
+  if (sock_ >= 0) close(sock_);
+  sock_ = -1;
+  tried_ = false;
+  connect_error_ = CUDA_SUCCESS;
+  seq_ = 0;
+  server_device_ = 0;
+  for (PendingModule& m : modules_) m.sent = false;
+}
+
 }  // namespace phos::frontend

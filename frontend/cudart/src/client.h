@@ -47,6 +47,9 @@ class Client {
   CUresult FlushModules();
   size_t max_payload();
   size_t reply_capacity();
+  // In a forked child: forgets the inherited session (closing the child's copies of its ring and
+  // socket only) so that the next call connects anew; registered modules are sent again then.
+  void DropInheritedSession();
 
  private:
   Client() = default;

@@ -21,5 +21,9 @@ inline uint64_t StreamId(cudaStream_t stream) { return reinterpret_cast<uintptr_
 
 // Whether [ptr, ptr + bytes) lies in a device allocation this process made (cudaMemcpyDefault).
 bool IsDevicePointer(const void* ptr);
+// The device allocations this process holds (cudart_memory.cc).
+size_t LiveDeviceAllocations();
+// Forgets the server's kernel handles, which belong to the session that issued them (cudart_launch.cc).
+void ForgetSessionKernels();
 
 }  // namespace phos::frontend

@@ -112,6 +112,11 @@ CUresult Resolve(const void* func, Kernel* out) {
 
 }  // namespace
 
+void phos::frontend::ForgetSessionKernels() {
+  std::lock_guard lock(g_mu);
+  g_kernels.clear();
+}
+
 extern "C" {
 
 int __phosRegisterSimModule(const void* image, size_t size) {

@@ -32,6 +32,11 @@ bool IsDevicePointer(const void* ptr) {
   return p < it->first + it->second;
 }
 
+size_t LiveDeviceAllocations() {
+  std::lock_guard lock(g_mu);
+  return g_device.size();
+}
+
 }  // namespace phos::frontend
 
 namespace {

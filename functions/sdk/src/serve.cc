@@ -6,6 +6,7 @@
 #include <iostream>
 #include <iterator>
 
+#include "fork_template.h"
 #include "phos/base/log.h"
 #include "phos/fn.h"
 #include "phos/runtime/instance_channel.h"
@@ -59,7 +60,8 @@ int Serve(Handler handler) {
   uint64_t served = 0;
   while (true) {
     bool closed = false;
-    Result<invoke::Frame> frame = invoke::ReadFrame(fd, &closed);
+    int passed_fd = -1;
+    Result<invoke::Frame> frame = invoke::ReadFrame(fd, &closed, &passed_fd);
     if (!frame.ok()) {
       if (closed) {
         PHOS_LOG(Info, "fn", "channel closed after {} requests; exiting", served);
@@ -67,6 +69,31 @@ int Serve(Handler handler) {
       }
       PHOS_LOG(Error, "fn", "invoke channel: {}", frame.status().ToString());
       return 2;
+    }
+    if (frame->kind == invoke::FrameKind::kFork) {
+      Result<detail::ForkOutcome> outcome = detail::HandleFork(fd, frame->payload, passed_fd);
+      if (!outcome.ok()) {
+        PHOS_LOG(Error, "fn", "cannot answer a fork: {}", outcome.status().ToString());
+        return 2;
+      }
+      if (outcome->in_child) {
+        fd = outcome->channel_fd;
+        served = 0;
+      }
+      continue;
+    }
+    if (passed_fd >= 0) close(passed_fd);
+    if (frame->kind == invoke::FrameKind::kAdopt) {
+      // A process restored from a CRIU image: its GPU session and token were the captured one's.
+      Status adopted = detail::AdoptSession(frame->payload);
+      Status written = adopted.ok() ? invoke::WriteFrame(fd, invoke::FrameKind::kReady, {})
+                                    : invoke::WriteFrame(fd, invoke::FrameKind::kError, invoke::EncodeError(adopted));
+      if (!adopted.ok() || !written.ok()) {
+        PHOS_LOG(Error, "fn", "cannot adopt a new session: {}", (adopted.ok() ? written : adopted).ToString());
+        return 2;
+      }
+      served = 0;
+      continue;
     }
     if (frame->kind != invoke::FrameKind::kRequest) {
       PHOS_LOG(Error, "fn", "unexpected frame kind {} from phosd", static_cast<int>(frame->kind));

@@ -6,6 +6,15 @@
 //   request   phosd -> function  the invocation's body
 //   response  function -> phosd  the handler's answer
 //   error     function -> phosd  u8 phos::StatusCode, then the message
+// Fork template protocol (CPU state, runtime/include/phos/runtime/cpu_state.h):
+//   fork      phosd -> template  session variables (EncodeEnv); carries the new instance's end of
+//                                a fresh channel socketpair (SCM_RIGHTS). The template forks; the
+//                                new instance announces `ready` on that channel.
+//   forked    template -> phosd  the new instance's pid, in decimal. A refused fork is answered
+//                                with `error` instead, and the template keeps waiting.
+//   adopt     phosd -> instance  session variables (EncodeEnv), sent to a process restored from a
+//                                CRIU image: it drops its inherited GPU session, takes the
+//                                variables and answers `ready`.
 //
 // Header-only on purpose: the SDK, linked into every function, uses it without linking the
 // daemon's runtime library.
@@ -19,12 +28,24 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "phos/base/status.h"
 
 namespace phos::runtime::invoke {
 
-enum class FrameKind : uint8_t { kReady = 1, kRequest = 2, kResponse = 3, kError = 4 };
+// Numbers are wire values: never renumber, only append.
+enum class FrameKind : uint8_t {
+  kReady = 1,
+  kRequest = 2,
+  kResponse = 3,
+  kError = 4,
+  kFork = 5,
+  kForked = 6,
+  kAdopt = 7,
+};
+inline constexpr uint8_t kLastFrameKind = static_cast<uint8_t>(FrameKind::kAdopt);
 
 // A frame larger than this is refused by the reader (a corrupt length must not allocate GiBs).
 inline constexpr uint32_t kMaxFramePayload = 256u << 20;
@@ -52,11 +73,37 @@ inline Status WriteAll(int fd, const char* data, size_t size) {
   return Status::Ok();
 }
 
+// recv() of the channel; with `passed_fd`, recvmsg() keeps a file descriptor the peer attached
+// (the first one; plain read() would make the kernel close it). Received descriptors are
+// close-on-exec.
+inline ssize_t ReceiveSome(int fd, char* data, size_t size, int* passed_fd) {
+  if (passed_fd == nullptr) return read(fd, data, size);
+  iovec iov{data, size};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); n >= 0 && c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    int received = -1;
+    std::memcpy(&received, CMSG_DATA(c), sizeof(int));
+    if (*passed_fd < 0) {
+      *passed_fd = received;
+    } else {
+      close(received);
+    }
+  }
+  return n;
+}
+
 // Reads exactly `size` bytes. `*eof_at_start` is set when the peer closed before the first byte.
-inline Status ReadAll(int fd, char* data, size_t size, bool* eof_at_start) {
+inline Status ReadAll(int fd, char* data, size_t size, bool* eof_at_start, int* passed_fd = nullptr) {
   size_t done = 0;
   while (done < size) {
-    ssize_t n = read(fd, data + done, size - done);
+    ssize_t n = ReceiveSome(fd, data + done, size - done, passed_fd);
     if (n < 0) {
       if (errno == EINTR) continue;
       return Status::FromErrno(errno, "invoke channel read");
@@ -85,15 +132,50 @@ inline Status WriteFrame(int fd, FrameKind kind, std::string_view payload) {
   return detail::WriteAll(fd, payload.data(), payload.size());
 }
 
-// Reads one frame. A clean close before a frame gives Unavailable with `*closed` set to true.
-inline Result<Frame> ReadFrame(int fd, bool* closed = nullptr) {
-  if (closed != nullptr) *closed = false;
+// Writes a frame with `pass_fd` attached (SCM_RIGHTS) to its header; the caller keeps its copy.
+inline Status WriteFrameWithFd(int fd, FrameKind kind, std::string_view payload, int pass_fd) {
+  if (payload.size() > kMaxFramePayload) {
+    return Status::InvalidArgument("invoke frame of " + std::to_string(payload.size()) + " bytes exceeds the " +
+                                   std::to_string(kMaxFramePayload) + "-byte limit");
+  }
   char header[5];
-  PHOS_RETURN_IF_ERROR(detail::ReadAll(fd, header, sizeof(header), closed));
+  uint32_t length = static_cast<uint32_t>(payload.size());
+  std::memcpy(header, &length, 4);
+  header[4] = static_cast<char>(kind);
+  iovec iov{header, sizeof(header)};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+  ssize_t n;
+  do {
+    n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return Status::FromErrno(errno, "invoke channel sendmsg");
+  // The descriptor travelled with the first byte; the rest of the header is plain data.
+  PHOS_RETURN_IF_ERROR(detail::WriteAll(fd, header + n, sizeof(header) - static_cast<size_t>(n)));
+  return detail::WriteAll(fd, payload.data(), payload.size());
+}
+
+// Reads one frame. A clean close before a frame gives Unavailable with `*closed` set to true.
+// With `passed_fd` (set to -1 first), a descriptor attached to the frame is returned there and
+// is the caller's to close; without it, attached descriptors are dropped.
+inline Result<Frame> ReadFrame(int fd, bool* closed = nullptr, int* passed_fd = nullptr) {
+  if (closed != nullptr) *closed = false;
+  if (passed_fd != nullptr) *passed_fd = -1;
+  char header[5];
+  PHOS_RETURN_IF_ERROR(detail::ReadAll(fd, header, sizeof(header), closed, passed_fd));
   uint32_t length = 0;
   std::memcpy(&length, header, 4);
   auto kind = static_cast<uint8_t>(header[4]);
-  if (kind < static_cast<uint8_t>(FrameKind::kReady) || kind > static_cast<uint8_t>(FrameKind::kError)) {
+  if (kind < static_cast<uint8_t>(FrameKind::kReady) || kind > kLastFrameKind) {
     return Status::Corruption("invoke frame of unknown kind " + std::to_string(kind));
   }
   if (length > kMaxFramePayload) {
@@ -104,6 +186,40 @@ inline Result<Frame> ReadFrame(int fd, bool* closed = nullptr) {
   frame.payload.resize(length);
   PHOS_RETURN_IF_ERROR(detail::ReadAll(fd, frame.payload.data(), length, nullptr));
   return frame;
+}
+
+// Session variables (fork, adopt): NAME=VALUE entries, each ended by a NUL byte.
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+inline Result<std::string> EncodeEnv(const EnvList& env) {
+  std::string out;
+  for (const auto& [name, value] : env) {
+    if (name.empty() || name.find_first_of(std::string_view("=\0", 2)) != std::string::npos ||
+        value.find('\0') != std::string::npos) {
+      return Status::InvalidArgument("session variable '" + name + "' has an empty name, or '=' or NUL in it");
+    }
+    out += name;
+    out += '=';
+    out += value;
+    out += '\0';
+  }
+  return out;
+}
+
+inline Result<EnvList> DecodeEnv(std::string_view payload) {
+  EnvList env;
+  while (!payload.empty()) {
+    size_t end = payload.find('\0');
+    if (end == std::string_view::npos) return Status::Corruption("session variables: last entry is not NUL-ended");
+    std::string_view entry = payload.substr(0, end);
+    size_t eq = entry.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      return Status::Corruption("session variables: entry '" + std::string(entry) + "' is not NAME=VALUE");
+    }
+    env.emplace_back(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
+    payload.remove_prefix(end + 1);
+  }
+  return env;
 }
 
 // The error frame's payload for a handler's failure, and back.

@@ -1,0 +1,30 @@
+/* The fork template's entries into the frontend CUDA runtime (libphos-cudart.so), called by the
+ * function SDK's serve loop (functions/sdk) through dlsym, so that functions without CUDA need no
+ * frontend. Not an application API.
+ *
+ * __phosLiveAllocations: the device allocations this process holds now. A template must hold none
+ * when it forks: a child would share pointers into a session it cannot reach.
+ *
+ * __phosForkChild: in a freshly forked child, drops the GPU session inherited from the template
+ * (its ring mapping and control socket are closed in the child only: the template's session is
+ * untouched) and the kernel handles that session issued, sets PHOS_INSTANCE_TOKEN to `token`, and
+ * makes the next CUDA call connect to phosd as a new session, re-sending the registered modules.
+ * Returns 0, or -1 when `token` is null or empty. The frontend starts no threads of its own, so
+ * it has none to stop before the fork. */
+#ifndef PHOS_FRONTEND_FORK_CHILD_H_
+#define PHOS_FRONTEND_FORK_CHILD_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+size_t __phosLiveAllocations(void);
+int __phosForkChild(const char* token);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PHOS_FRONTEND_FORK_CHILD_H_ */

@@ -1,0 +1,179 @@
+#include "fork_template.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "phos/base/log.h"
+#include "phos/runtime/instance_channel.h"
+
+namespace phos::fn::detail {
+namespace {
+
+namespace invoke = phos::runtime::invoke;
+
+constexpr const char* kTokenEnv = "PHOS_INSTANCE_TOKEN";
+
+// Why this process cannot be forked now, or an empty string.
+std::string ForkRefusal() {
+  Result<int> threads = CountThreads();
+  if (!threads.ok()) return "cannot count the template's threads: " + threads.status().message();
+  // The frontend starts no threads of its own, so every extra thread is the function's; only the
+  // calling thread survives fork(), and the others' state (locks, half-done work) would be lost.
+  if (*threads != 1) {
+    return "fork template refused: the function has " + std::to_string(*threads) +
+           " threads at its entry point, and only the calling thread survives a fork; start the "
+           "function's threads in its handler, not before Serve()";
+  }
+  // Looked up, not linked: functions without CUDA do not load the frontend.
+  using LiveFn = size_t (*)();
+  auto live = reinterpret_cast<LiveFn>(dlsym(RTLD_DEFAULT, "__phosLiveAllocations"));
+  if (live != nullptr) {
+    if (size_t n = live(); n != 0) {
+      return "fork template refused: the function holds " + std::to_string(n) +
+             " GPU allocations at its entry point; a template must hold no GPU memory";
+    }
+  }
+  return {};
+}
+
+Status Answer(int fd, const Status& refusal) {
+  PHOS_LOG(Warn, "fn", "{}", refusal.message());
+  return invoke::WriteFrame(fd, invoke::FrameKind::kError, invoke::EncodeError(refusal));
+}
+
+// Reads the whole pipe message of the intermediate process: the instance's pid or -errno.
+long ReadForkedPid(int fd) {
+  long value = 0;
+  size_t done = 0;
+  auto* p = reinterpret_cast<char*>(&value);
+  while (done < sizeof(value)) {
+    ssize_t n = read(fd, p + done, sizeof(value) - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -EPIPE;
+    done += static_cast<size_t>(n);
+  }
+  return value;
+}
+
+}  // namespace
+
+Result<int> CountThreads() {
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return Status::FromErrno(errno, "open /proc/self/task");
+  int count = 0;
+  while (dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] != '.') ++count;
+  }
+  closedir(dir);
+  return count;
+}
+
+Status AdoptSession(std::string_view payload) {
+  Result<invoke::EnvList> env = invoke::DecodeEnv(payload);
+  if (!env.ok()) return env.status();
+  const std::string* token = nullptr;
+  for (const auto& [name, value] : *env) {
+    if (name == kTokenEnv) token = &value;
+  }
+  if (token == nullptr || token->empty()) {
+    return Status::InvalidArgument(std::string("session variables without ") + kTokenEnv);
+  }
+  for (const auto& [name, value] : *env) setenv(name.c_str(), value.c_str(), 1);
+  using ForkChildFn = int (*)(const char*);
+  auto fork_child = reinterpret_cast<ForkChildFn>(dlsym(RTLD_DEFAULT, "__phosForkChild"));
+  if (fork_child != nullptr && fork_child(token->c_str()) != 0) {
+    return Status::Internal("the CUDA frontend could not drop the inherited GPU session");
+  }
+  return Status::Ok();
+}
+
+Result<ForkOutcome> HandleFork(int template_fd, std::string_view payload, int passed_fd) {
+  ForkOutcome outcome;
+  if (passed_fd < 0) {
+    PHOS_RETURN_IF_ERROR(Answer(template_fd, Status::InvalidArgument("fork frame without a channel descriptor")));
+    return outcome;
+  }
+  if (Result<invoke::EnvList> env = invoke::DecodeEnv(payload); !env.ok()) {
+    close(passed_fd);
+    PHOS_RETURN_IF_ERROR(Answer(template_fd, env.status()));
+    return outcome;
+  }
+  if (std::string why = ForkRefusal(); !why.empty()) {
+    close(passed_fd);
+    PHOS_RETURN_IF_ERROR(Answer(template_fd, Status::FailedPrecondition(why)));
+    return outcome;
+  }
+  int pid_pipe[2];
+  if (pipe2(pid_pipe, O_CLOEXEC) != 0) {
+    Status s = Status::FromErrno(errno, "fork template: pipe");
+    close(passed_fd);
+    PHOS_RETURN_IF_ERROR(Answer(template_fd, s));
+    return outcome;
+  }
+  // Buffered output would otherwise be written once by each process.
+  std::fflush(stdout);
+  std::fflush(stderr);
+  // Double fork: the instance is orphaned at once and reparented to phosd, which makes itself a
+  // child subreaper (ForkTemplateBackend), so phosd can wait for and signal it like a process it
+  // spawned; the template never collects instances.
+  pid_t middle = fork();
+  if (middle == 0) {
+    pid_t instance = fork();
+    if (instance != 0) {
+      long message = instance > 0 ? static_cast<long>(instance) : -static_cast<long>(errno);
+      ssize_t ignored = write(pid_pipe[1], &message, sizeof(message));
+      (void)ignored;
+      _exit(0);
+    }
+    close(pid_pipe[0]);
+    close(pid_pipe[1]);
+    close(template_fd);
+    // Its own process group: phosd ends an instance by signalling its group.
+    setpgid(0, 0);
+    Status adopted = AdoptSession(payload);
+    if (adopted.ok()) {
+      std::string fd_text = std::to_string(passed_fd);
+      setenv(invoke::kInvokeFdEnv, fd_text.c_str(), 1);
+      adopted = invoke::WriteFrame(passed_fd, invoke::FrameKind::kReady, {});
+    }
+    if (!adopted.ok()) {
+      PHOS_LOG(Error, "fn", "forked instance pid {} cannot start: {}", getpid(), adopted.ToString());
+      _exit(2);
+    }
+    PHOS_LOG(Info, "fn", "pid {} forked from the template; waiting for its first request", getpid());
+    outcome.in_child = true;
+    outcome.channel_fd = passed_fd;
+    return outcome;
+  }
+  close(pid_pipe[1]);
+  close(passed_fd);
+  Status answer;
+  if (middle < 0) {
+    answer = Status::FromErrno(errno, "fork template: fork");
+  } else {
+    long instance = ReadForkedPid(pid_pipe[0]);
+    while (waitpid(middle, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    if (instance <= 0) answer = Status::FromErrno(static_cast<int>(-instance), "fork template: second fork");
+    if (answer.ok()) {
+      PHOS_LOG(Info, "fn", "template pid {} forked instance pid {}", getpid(), instance);
+      close(pid_pipe[0]);
+      PHOS_RETURN_IF_ERROR(invoke::WriteFrame(template_fd, invoke::FrameKind::kForked, std::to_string(instance)));
+      return outcome;
+    }
+  }
+  close(pid_pipe[0]);
+  PHOS_RETURN_IF_ERROR(Answer(template_fd, answer));
+  return outcome;
+}
+
+}  // namespace phos::fn::detail

@@ -1,0 +1,128 @@
+// The fork template backend: phosd's side of the fork/forked frames (instance_channel.h); the
+// template's side is the SDK's serve loop (functions/sdk/src/fork_template.cc).
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+
+#include "cpu_state_internal.h"
+#include "instance_process.h"
+#include "phos/base/log.h"
+#include "phos/runtime/cpu_state.h"
+
+namespace phos::runtime {
+
+Result<std::unique_ptr<ForkTemplateBackend>> ForkTemplateBackend::Create(const ForkTemplateOptions& options) {
+  PHOS_RETURN_IF_ERROR(cpu_state_internal::BecomeSubreaper());
+  return std::unique_ptr<ForkTemplateBackend>(new ForkTemplateBackend(options));
+}
+
+ForkTemplateBackend::~ForkTemplateBackend() {
+  std::map<std::string, std::shared_ptr<Template>> templates;
+  {
+    std::lock_guard lock(mu_);
+    templates.swap(templates_);
+  }
+  for (auto& [id, t] : templates) {
+    close(t->process.channel_fd);
+    EndInstanceProcess(t->process.pid, options_.release_grace);
+  }
+}
+
+Result<CpuStateRef> ForkTemplateBackend::Capture(ParkedProcess process) {
+  if (process.pid <= 0 || process.channel_fd < 0) {
+    if (process.channel_fd >= 0) close(process.channel_fd);
+    return Status::InvalidArgument("fork template: no process to park (pid " + std::to_string(process.pid) + ")");
+  }
+  auto t = std::make_shared<Template>();
+  t->process = std::move(process);
+  std::lock_guard lock(mu_);
+  CpuStateRef ref{std::string(name()), "template-" + std::to_string(++next_id_)};
+  PHOS_LOG(Info, "cpu-state", "{}: pid {} parked as a fork template", ref.id, t->process.pid);
+  templates_[ref.id] = std::move(t);
+  return ref;
+}
+
+std::shared_ptr<ForkTemplateBackend::Template> ForkTemplateBackend::Find(const CpuStateRef& ref) {
+  std::lock_guard lock(mu_);
+  auto it = templates_.find(ref.id);
+  return it == templates_.end() ? nullptr : it->second;
+}
+
+Result<SpawnedProcess> ForkTemplateBackend::Spawn(const CpuStateRef& ref, const invoke::EnvList& session_env) {
+  if (ref.backend != name()) return Status::InvalidArgument("fork template: ref of backend '" + ref.backend + "'");
+  std::shared_ptr<Template> t = Find(ref);
+  if (t == nullptr) return Status::NotFound("fork template '" + ref.id + "' is not parked here");
+  Result<std::string> env = invoke::EncodeEnv(session_env);
+  if (!env.ok()) return env.status();
+  bool has_token = false;
+  for (const auto& [k, v] : session_env) has_token |= k == "PHOS_INSTANCE_TOKEN" && !v.empty();
+  if (!has_token) return Status::InvalidArgument("fork template: session variables without PHOS_INSTANCE_TOKEN");
+
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return Status::FromErrno(errno, "socketpair");
+  std::lock_guard lock(t->mu);
+  const std::string who = ref.id + " (pid " + std::to_string(t->process.pid) + ")";
+  Status sent = invoke::WriteFrameWithFd(t->process.channel_fd, invoke::FrameKind::kFork, *env, sv[1]);
+  close(sv[1]);
+  if (!sent.ok()) {
+    close(sv[0]);
+    return Status::Unavailable("fork " + who + ": " + sent.message());
+  }
+  pollfd p{t->process.channel_fd, POLLIN, 0};
+  int ready;
+  do {
+    ready = poll(&p, 1, static_cast<int>(options_.fork_timeout.count()));
+  } while (ready < 0 && errno == EINTR);
+  if (ready <= 0) {
+    close(sv[0]);
+    // The answer may still come and would be taken for the next fork's: this template is unusable.
+    shutdown(t->process.channel_fd, SHUT_RDWR);
+    return Status::Timeout("fork " + who + ": no answer within " + std::to_string(options_.fork_timeout.count()) +
+                           " ms; the template is no longer used");
+  }
+  Result<invoke::Frame> answer = invoke::ReadFrame(t->process.channel_fd);
+  if (!answer.ok()) {
+    close(sv[0]);
+    return Status::Unavailable("fork " + who + ": " + answer.status().message());
+  }
+  if (answer->kind == invoke::FrameKind::kError) {
+    close(sv[0]);
+    Status refusal = invoke::DecodeError(answer->payload);
+    return Status(refusal.code(), "fork " + who + ": " + refusal.message());
+  }
+  pid_t pid = 0;
+  const std::string& text = answer->payload;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), pid);
+  if (answer->kind != invoke::FrameKind::kForked || ec != std::errc() || end != text.data() + text.size() || pid <= 0) {
+    close(sv[0]);
+    shutdown(t->process.channel_fd, SHUT_RDWR);
+    return Status::Corruption("fork " + who + ": answered frame kind " + std::to_string(static_cast<int>(answer->kind)) +
+                              " '" + text + "' instead of forked <pid>; the template is no longer used");
+  }
+  PHOS_LOG(Info, "cpu-state", "{} forked instance pid {}", who, pid);
+  return SpawnedProcess{pid, sv[0], t->process.log_path};
+}
+
+Status ForkTemplateBackend::Release(const CpuStateRef& ref) {
+  std::shared_ptr<Template> t;
+  {
+    std::lock_guard lock(mu_);
+    auto it = templates_.find(ref.id);
+    if (it == templates_.end() || ref.backend != name()) {
+      return Status::NotFound("fork template '" + ref.id + "' is not parked here");
+    }
+    t = std::move(it->second);
+    templates_.erase(it);
+  }
+  std::lock_guard lock(t->mu);
+  // A closed channel ends the serve loop: the template exits by itself.
+  close(t->process.channel_fd);
+  std::string how = EndInstanceProcess(t->process.pid, options_.release_grace);
+  PHOS_LOG(Info, "cpu-state", "{}: template pid {} released; {}", ref.id, t->process.pid, how);
+  return Status::Ok();
+}
+
+}  // namespace phos::runtime

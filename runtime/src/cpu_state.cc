@@ -21,7 +21,8 @@ Status BecomeSubreaper() {
   static std::once_flag once;
   static Status status;
   std::call_once(once, [] {
-    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) status = Status::FromErrno(errno, "prctl(PR_SET_CHILD_SUBREAPER)");
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
+      status = Status::FromErrno(errno, "prctl(PR_SET_CHILD_SUBREAPER)");
   });
   return status;
 }
@@ -83,7 +84,8 @@ Result<CommandOutcome> RunCommand(const std::vector<std::string>& argv, int inhe
   outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   off_t size = lseek(out_fd, 0, SEEK_END);
   outcome.output.resize(size > 0 ? static_cast<size_t>(size) : 0);
-  if (size > 0 && pread(out_fd, outcome.output.data(), outcome.output.size(), 0) != size) outcome.output.clear();
+  if (size > 0 && pread(out_fd, outcome.output.data(), outcome.output.size(), 0) != size)
+    outcome.output.clear();
   close(out_fd);
   if (timed_out) {
     return Status::Timeout("'" + argv[0] + "' did not finish within " + std::to_string(timeout.count()) +

@@ -72,7 +72,7 @@ Status CriuBackend::Available() {
       available_ = Status::NotSupported("criu check could not run: " + check.status().message());
     } else if (check->exit_code != 0) {
       available_ = Status::NotSupported("criu check failed (exit " + std::to_string(check->exit_code) +
-                                        "): " + LastLines(check->output, 3));
+                                        "): " + LastLines(check->output, 4));
     }
     if (!available_.ok()) PHOS_LOG(Warn, "cpu-state", "CRIU backend unavailable: {}", available_.message());
   });
@@ -115,7 +115,8 @@ Result<CpuStateRef> CriuBackend::Capture(ParkedProcess process) {
     return Status::IoError("criu: create " + dir.string() + ": " + ec.message());
   }
   // The function's end of its channel, as criu names it in the images and in --inherit-fd.
-  std::string link = "/proc/" + std::to_string(process.pid) + "/fd/" + std::to_string(options_.function_channel_fd);
+  std::string link =
+      "/proc/" + std::to_string(process.pid) + "/fd/" + std::to_string(options_.function_channel_fd);
   std::error_code link_ec;
   std::string key = fs::read_symlink(link, link_ec).string();
   if (link_ec || key.rfind("socket:[", 0) != 0) {
@@ -127,13 +128,15 @@ Result<CpuStateRef> CriuBackend::Capture(ParkedProcess process) {
   std::ofstream(dir / kChannelKeyFile) << key << "\n";
   // --ext-unix-sk: the channel's peer (phosd) is outside the dumped tree; --shell-job: the
   // function shares phosd's session. The dumped process ends with the dump.
-  Result<CommandOutcome> dump = RunCommand({options_.criu, "dump", "-t", std::to_string(process.pid), "-D",
-                                            dir.string(), "--shell-job", "--ext-unix-sk", "-v2", "-o", "dump.log"},
-                                           -1, options_.command_timeout);
+  Result<CommandOutcome> dump =
+      RunCommand({options_.criu, "dump", "-t", std::to_string(process.pid), "-D", dir.string(), "--shell-job",
+                  "--ext-unix-sk", "-v2", "-o", "dump.log"},
+                 -1, options_.command_timeout);
   end_process();
   if (!dump.ok() || dump->exit_code != 0) {
-    std::string why = !dump.ok() ? dump.status().message()
-                                 : "exit " + std::to_string(dump->exit_code) + ": " + LastLines(dump->output, 3);
+    std::string why = !dump.ok()
+                          ? dump.status().message()
+                          : "exit " + std::to_string(dump->exit_code) + ": " + LastLines(dump->output, 3);
     fs::remove_all(dir, ec);
     return Status::Unavailable("criu dump of pid " + std::to_string(process.pid) + ": " + why);
   }
@@ -156,7 +159,8 @@ Result<SpawnedProcess> CriuBackend::Spawn(const CpuStateRef& ref, const invoke::
   }
   std::string pidfile = (fs::path(*dir) / ("restore-" + std::to_string(n) + ".pid")).string();
   int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return Status::FromErrno(errno, "socketpair");
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return Status::FromErrno(errno, "socketpair");
   // criu gets the new channel end as its descriptor 3 (RunCommand) and puts it where the dumped
   // socket was.
   Result<CommandOutcome> restore =
@@ -167,8 +171,9 @@ Result<SpawnedProcess> CriuBackend::Spawn(const CpuStateRef& ref, const invoke::
   close(sv[1]);
   if (!restore.ok() || restore->exit_code != 0) {
     close(sv[0]);
-    std::string why = !restore.ok() ? restore.status().message()
-                                    : "exit " + std::to_string(restore->exit_code) + ": " + LastLines(restore->output, 3);
+    std::string why =
+        !restore.ok() ? restore.status().message()
+                      : "exit " + std::to_string(restore->exit_code) + ": " + LastLines(restore->output, 3);
     return Status::Unavailable("criu restore of '" + ref.id + "': " + why);
   }
   Result<std::string> pid_text = ReadSmallFile(pidfile);

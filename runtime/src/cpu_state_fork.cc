@@ -34,7 +34,8 @@ ForkTemplateBackend::~ForkTemplateBackend() {
 Result<CpuStateRef> ForkTemplateBackend::Capture(ParkedProcess process) {
   if (process.pid <= 0 || process.channel_fd < 0) {
     if (process.channel_fd >= 0) close(process.channel_fd);
-    return Status::InvalidArgument("fork template: no process to park (pid " + std::to_string(process.pid) + ")");
+    return Status::InvalidArgument("fork template: no process to park (pid " + std::to_string(process.pid) +
+                                   ")");
   }
   auto t = std::make_shared<Template>();
   t->process = std::move(process);
@@ -51,18 +52,22 @@ std::shared_ptr<ForkTemplateBackend::Template> ForkTemplateBackend::Find(const C
   return it == templates_.end() ? nullptr : it->second;
 }
 
-Result<SpawnedProcess> ForkTemplateBackend::Spawn(const CpuStateRef& ref, const invoke::EnvList& session_env) {
-  if (ref.backend != name()) return Status::InvalidArgument("fork template: ref of backend '" + ref.backend + "'");
+Result<SpawnedProcess> ForkTemplateBackend::Spawn(const CpuStateRef& ref,
+                                                  const invoke::EnvList& session_env) {
+  if (ref.backend != name())
+    return Status::InvalidArgument("fork template: ref of backend '" + ref.backend + "'");
   std::shared_ptr<Template> t = Find(ref);
   if (t == nullptr) return Status::NotFound("fork template '" + ref.id + "' is not parked here");
   Result<std::string> env = invoke::EncodeEnv(session_env);
   if (!env.ok()) return env.status();
   bool has_token = false;
   for (const auto& [k, v] : session_env) has_token |= k == "PHOS_INSTANCE_TOKEN" && !v.empty();
-  if (!has_token) return Status::InvalidArgument("fork template: session variables without PHOS_INSTANCE_TOKEN");
+  if (!has_token)
+    return Status::InvalidArgument("fork template: session variables without PHOS_INSTANCE_TOKEN");
 
   int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return Status::FromErrno(errno, "socketpair");
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return Status::FromErrno(errno, "socketpair");
   std::lock_guard lock(t->mu);
   const std::string who = ref.id + " (pid " + std::to_string(t->process.pid) + ")";
   Status sent = invoke::WriteFrameWithFd(t->process.channel_fd, invoke::FrameKind::kFork, *env, sv[1]);
@@ -80,7 +85,8 @@ Result<SpawnedProcess> ForkTemplateBackend::Spawn(const CpuStateRef& ref, const 
     close(sv[0]);
     // The answer may still come and would be taken for the next fork's: this template is unusable.
     shutdown(t->process.channel_fd, SHUT_RDWR);
-    return Status::Timeout("fork " + who + ": no answer within " + std::to_string(options_.fork_timeout.count()) +
+    return Status::Timeout("fork " + who + ": no answer within " +
+                           std::to_string(options_.fork_timeout.count()) +
                            " ms; the template is no longer used");
   }
   Result<invoke::Frame> answer = invoke::ReadFrame(t->process.channel_fd);
@@ -96,11 +102,13 @@ Result<SpawnedProcess> ForkTemplateBackend::Spawn(const CpuStateRef& ref, const 
   pid_t pid = 0;
   const std::string& text = answer->payload;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), pid);
-  if (answer->kind != invoke::FrameKind::kForked || ec != std::errc() || end != text.data() + text.size() || pid <= 0) {
+  if (answer->kind != invoke::FrameKind::kForked || ec != std::errc() || end != text.data() + text.size() ||
+      pid <= 0) {
     close(sv[0]);
     shutdown(t->process.channel_fd, SHUT_RDWR);
-    return Status::Corruption("fork " + who + ": answered frame kind " + std::to_string(static_cast<int>(answer->kind)) +
-                              " '" + text + "' instead of forked <pid>; the template is no longer used");
+    return Status::Corruption("fork " + who + ": answered frame kind " +
+                              std::to_string(static_cast<int>(answer->kind)) + " '" + text +
+                              "' instead of forked <pid>; the template is no longer used");
   }
   PHOS_LOG(Info, "cpu-state", "{} forked instance pid {}", who, pid);
   return SpawnedProcess{pid, sv[0], t->process.log_path};

@@ -1,5 +1,8 @@
 // CPU-state backends: the fork template against a real SDK function (fork_counter_fn), the CRIU
 // command line against a fake criu on PATH, and real criu where `criu check` passes.
+#include "phos/runtime/cpu_state.h"
+
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -11,10 +14,7 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "instance_process.h"
-#include "phos/runtime/cpu_state.h"
 #include "phos/runtime/instance_channel.h"
 
 namespace phos::runtime {
@@ -49,7 +49,8 @@ std::string Invoke(int fd, const std::string& request) {
   if (!sent.ok()) return "error: " + sent.ToString();
   Result<invoke::Frame> frame = invoke::ReadFrame(fd);
   if (!frame.ok()) return "error: " + frame.status().ToString();
-  if (frame->kind == invoke::FrameKind::kError) return "error: " + invoke::DecodeError(frame->payload).message();
+  if (frame->kind == invoke::FrameKind::kError)
+    return "error: " + invoke::DecodeError(frame->payload).message();
   return frame->payload;
 }
 
@@ -164,7 +165,8 @@ TEST(ForkTemplateTest, TemplateWithAThreadOfItsOwnIsRefused) {
     Result<SpawnedProcess> spawned = (*backend)->Spawn(*ref, SessionEnv("t"));
     ASSERT_FALSE(spawned.ok());
     EXPECT_EQ(spawned.status().code(), StatusCode::kFailedPrecondition);
-    EXPECT_NE(spawned.status().message().find("the function has 2 threads at its entry point"), std::string::npos)
+    EXPECT_NE(spawned.status().message().find("the function has 2 threads at its entry point"),
+              std::string::npos)
         << spawned.status().message();
   }
   EXPECT_TRUE((*backend)->Release(*ref).ok());
@@ -185,7 +187,8 @@ TEST(ForkTemplateTest, BadInputGetsClearErrors) {
   Result<SpawnedProcess> no_token = (*backend)->Spawn(*ref, {{"PHOS_GPU_SOCKET", "/x"}});
   EXPECT_EQ(no_token.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(no_token.status().message().find("PHOS_INSTANCE_TOKEN"), std::string::npos);
-  EXPECT_EQ((*backend)->Spawn({"criu", ref->id}, SessionEnv("t")).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*backend)->Spawn({"criu", ref->id}, SessionEnv("t")).status().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_TRUE((*backend)->Release(*ref).ok());
   fs::remove_all(logs);
 }
@@ -213,7 +216,8 @@ class FakeCriuTest : public ::testing::Test {
   }
   void TearDown() override {
     setenv("PATH", old_path_.c_str(), 1);
-    for (const char* name : {"FAKE_CRIU_LOG", "FAKE_CRIU_CHECK_EXIT", "FAKE_CRIU_RESTORE_EXIT"}) unsetenv(name);
+    for (const char* name : {"FAKE_CRIU_LOG", "FAKE_CRIU_CHECK_EXIT", "FAKE_CRIU_RESTORE_EXIT"})
+      unsetenv(name);
     fs::remove_all(dir_);
   }
   std::unique_ptr<CriuBackend> Backend() {
@@ -284,7 +288,8 @@ TEST_F(FakeCriuTest, FailedCheckIsReportedWithCriusReasonAndRefusesCaptures) {
   ASSERT_NE(backend, nullptr);
   Status available = backend->Available();
   EXPECT_EQ(available.code(), StatusCode::kNotSupported);
-  EXPECT_NE(available.message().find("Unexpected rt vDSO area bounds"), std::string::npos) << available.message();
+  EXPECT_NE(available.message().find("Unexpected rt vDSO area bounds"), std::string::npos)
+      << available.message();
   ParkedProcess parked = StartParked(dir_);
   const pid_t pid = parked.pid;
   EXPECT_EQ(backend->Capture(parked).status().code(), StatusCode::kNotSupported);

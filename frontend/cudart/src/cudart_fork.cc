@@ -8,7 +8,9 @@
 
 extern "C" {
 
-size_t __phosLiveAllocations(void) { return phos::frontend::LiveDeviceAllocations(); }
+size_t __phosLiveAllocations(void) {
+  return phos::frontend::LiveDeviceAllocations();
+}
 
 int __phosForkChild(const char* token) {
   if (token == nullptr || token[0] == '\0') {

@@ -99,7 +99,8 @@ Status AdoptSession(std::string_view payload) {
 Result<ForkOutcome> HandleFork(int template_fd, std::string_view payload, int passed_fd) {
   ForkOutcome outcome;
   if (passed_fd < 0) {
-    PHOS_RETURN_IF_ERROR(Answer(template_fd, Status::InvalidArgument("fork frame without a channel descriptor")));
+    PHOS_RETURN_IF_ERROR(
+        Answer(template_fd, Status::InvalidArgument("fork frame without a channel descriptor")));
     return outcome;
   }
   if (Result<invoke::EnvList> env = invoke::DecodeEnv(payload); !env.ok()) {
@@ -167,7 +168,8 @@ Result<ForkOutcome> HandleFork(int template_fd, std::string_view payload, int pa
     if (answer.ok()) {
       PHOS_LOG(Info, "fn", "template pid {} forked instance pid {}", getpid(), instance);
       close(pid_pipe[0]);
-      PHOS_RETURN_IF_ERROR(invoke::WriteFrame(template_fd, invoke::FrameKind::kForked, std::to_string(instance)));
+      PHOS_RETURN_IF_ERROR(
+          invoke::WriteFrame(template_fd, invoke::FrameKind::kForked, std::to_string(instance)));
       return outcome;
     }
   }

@@ -57,7 +57,8 @@ GuardService& Service() {
 
 void Serve(GuardService& service, FaultRequest* request) {
   const GuardSite& site = *request->site;
-  const uint64_t total = site.faults != nullptr ? site.faults->fetch_add(1, std::memory_order_relaxed) + 1 : 0;
+  const uint64_t total =
+      site.faults != nullptr ? site.faults->fetch_add(1, std::memory_order_relaxed) + 1 : 0;
   GuardHandler handler;
   {
     std::lock_guard lock(service.mu);
@@ -79,7 +80,8 @@ void Serve(GuardService& service, FaultRequest* request) {
   }
   static log::RateLimiter limiter;
   if (limiter.Admit(std::chrono::seconds(1))) {
-    PHOS_LOG(Info, "simgpu", "device {}: {} touched guarded range [{:#x}, {:#x}) at {:#x}; {} guard faults so far",
+    PHOS_LOG(Info, "simgpu",
+             "device {}: {} touched guarded range [{:#x}, {:#x}) at {:#x}; {} guard faults so far",
              site.device, site.what, start, start + bytes, request->address, total);
   }
   request->retry = handler(request->address, site.what) == GuardDecision::kRetry;

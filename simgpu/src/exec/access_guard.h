@@ -31,8 +31,8 @@ using GuardHandler = std::function<GuardDecision(uintptr_t address, const char* 
 // The op a guarded engine thread is running, as FaultGuard::Run hands it to the fault handler.
 struct GuardSite {
   int device = -1;
-  const char* what = "";                      // lives as long as the op runs
-  std::atomic<uint64_t>* faults = nullptr;    // counts this device's guard faults; may be null
+  const char* what = "";                    // lives as long as the op runs
+  std::atomic<uint64_t>* faults = nullptr;  // counts this device's guard faults; may be null
 };
 
 class AccessGuard {

@@ -276,7 +276,8 @@ CUresult ComputePool::RunGuarded(Task& task, uint64_t first, uint64_t end) {
   if (task.kernel()) {
     if (first == end) return CUDA_SUCCESS;
     fault = FaultGuard::Run(
-        [&] { result = Invoke([&] { return op.run_blocks(first, end); }, executor_, Engine::kCompute); }, &site);
+        [&] { result = Invoke([&] { return op.run_blocks(first, end); }, executor_, Engine::kCompute); },
+        &site);
   } else if (op.work != nullptr) {
     fault = FaultGuard::Run([&] { result = Invoke(op.work, executor_, Engine::kCompute); }, &site);
   }

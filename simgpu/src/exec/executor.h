@@ -15,7 +15,8 @@
 // kernel_wall_ns instead.
 //
 // Device work (copy engines and compute) runs under FaultGuard: an access to unmapped or PROT_NONE
-// memory fails the op with CUDA_ERROR_ILLEGAL_ADDRESS instead of crashing. Host functions run
+// memory fails the op with CUDA_ERROR_ILLEGAL_ADDRESS instead of crashing, unless the memory is a
+// guarded range that a guard handler makes resident (exec/access_guard.h). Host functions run
 // unguarded: a fault there is a crash of the application's own code.
 #pragma once
 

@@ -218,7 +218,8 @@ CUresult DeviceMemory::WriteGuarded(CUdeviceptr dst, const void* src, uint64_t b
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int err = n < 0 ? errno : EIO;
-      PHOS_LOG(Error, "simgpu", "writing guarded VMM memory at {:#x}: {}", dst, std::system_category().message(err));
+      PHOS_LOG(Error, "simgpu", "writing guarded VMM memory at {:#x}: {}", dst,
+               std::system_category().message(err));
       return CUDA_ERROR_OPERATING_SYSTEM;
     }
     from += n;

@@ -6,15 +6,22 @@
 
 #include <cerrno>
 #include <system_error>
+#include <type_traits>
 
 #include "phos/base/log.h"
 
 namespace phos::sim {
 
+namespace {
+// Constant-initialised, so the fault handler never runs an initialisation (which could
+// allocate), and trivially destructible, so engine threads may consult it while the process
+// exits.
+constinit GuardTable g_table;
+static_assert(std::is_trivially_destructible_v<GuardTable>);
+}  // namespace
+
 GuardTable& GuardTable::Global() {
-  // Never destroyed: engine threads may consult it while the process exits.
-  static GuardTable* const table = new GuardTable;
-  return *table;
+  return g_table;
 }
 
 uint64_t GuardTable::PageSize() {
@@ -115,7 +122,8 @@ bool GuardTable::Contains(uintptr_t address) const {
   const size_t n = high_water_.load(std::memory_order_acquire);
   for (size_t i = 0; i < n; ++i) {
     const uintptr_t start = slots_[i].start.load(std::memory_order_acquire);
-    if (start != 0 && start <= address && address < slots_[i].end.load(std::memory_order_acquire)) return true;
+    if (start != 0 && start <= address && address < slots_[i].end.load(std::memory_order_acquire))
+      return true;
   }
   return false;
 }

@@ -1,6 +1,9 @@
 // Guarded ranges (phosSimGuardRange, phosSimSetGuardHandler, phosSimWriteGuarded): device work
 // touching a guarded buffer is held while a handler makes it resident, then runs on with the
 // right data; without a handler it is an illegal address as before.
+#include <cuda.h>
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -11,9 +14,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <cuda.h>
-#include <gtest/gtest.h>
 
 #include "phos/simgpu/simgpu.h"
 
@@ -85,7 +85,8 @@ class GuardTest : public ::testing::Test {
     if (ctx_ != nullptr) EXPECT_EQ(cuCtxDestroy(ctx_), CUDA_SUCCESS);
   }
 
-  // A device buffer of kInts (zeroed, as new allocations are) whose intended contents the handler writes back.
+  // A device buffer of kInts (zeroed, as new allocations are) whose intended contents the handler writes
+  // back.
   CUdeviceptr GuardedBuffer(std::vector<int> data) {
     CUdeviceptr p = 0;
     EXPECT_EQ(cuMemAlloc(&p, kBytes), CUDA_SUCCESS);
@@ -214,9 +215,9 @@ TEST_F(GuardTest, UnguardRestoresAccessAndGuardingKeepsContents) {
 TEST_F(GuardTest, BadRangesAreRefused) {
   CUdeviceptr p = 0;
   ASSERT_EQ(cuMemAlloc(&p, kBytes), CUDA_SUCCESS);
-  EXPECT_EQ(phosSimGuardRange(p + 256, 4096), CUDA_ERROR_INVALID_VALUE);      // not page-aligned
-  EXPECT_EQ(phosSimGuardRange(p, 0), CUDA_ERROR_INVALID_VALUE);               // empty
-  EXPECT_EQ(phosSimGuardRange(p, kBytes + 4096), CUDA_ERROR_INVALID_VALUE);   // past the allocation
+  EXPECT_EQ(phosSimGuardRange(p + 256, 4096), CUDA_ERROR_INVALID_VALUE);     // not page-aligned
+  EXPECT_EQ(phosSimGuardRange(p, 0), CUDA_ERROR_INVALID_VALUE);              // empty
+  EXPECT_EQ(phosSimGuardRange(p, kBytes + 4096), CUDA_ERROR_INVALID_VALUE);  // past the allocation
   int host = 0;
   EXPECT_EQ(phosSimGuardRange(reinterpret_cast<CUdeviceptr>(&host) & ~CUdeviceptr{4095}, 4096),
             CUDA_ERROR_INVALID_VALUE);  // not device memory
@@ -243,7 +244,8 @@ TEST_F(GuardTest, VmmMappingsAreGuardedAndWrittenThroughTheirBacking) {
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = 0;
   size_t granularity = 0;
-  ASSERT_EQ(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+            CUDA_SUCCESS);
   CUdeviceptr va = 0;
   CUmemGenericAllocationHandle handle = 0;
   ASSERT_EQ(cuMemAddressReserve(&va, granularity, 0, 0, 0), CUDA_SUCCESS);

@@ -126,11 +126,20 @@ void AccessGuard::SetHandler(GuardHandler fn) {
   service.active.store(active, std::memory_order_release);
 }
 
-bool AccessGuard::OnFault(uintptr_t address, const GuardSite* site) {
+bool AccessGuard::OnFault(uintptr_t address, const GuardSite* site, uintptr_t* unmatched) {
   GuardService* const s = g_service.load(std::memory_order_acquire);
   if (s == nullptr || site == nullptr || !s->active.load(std::memory_order_acquire)) return false;
   GuardService& service = *s;
-  if (!GuardTable::Global().Contains(address)) return false;
+  if (!GuardTable::Global().Contains(address)) {
+    // The range may have been unguarded between the fault and this check (another worker's
+    // fault on it was just served: Unguard makes the pages accessible, then clears the slot).
+    // Running the access once more settles it: if it faults again at the same address, with
+    // still no guard there, it is an ordinary fault.
+    if (*unmatched == address) return false;
+    *unmatched = address;
+    return true;
+  }
+  *unmatched = 0;
   const int saved_errno = errno;
   FaultRequest request;
   request.address = address;

@@ -42,9 +42,11 @@ class AccessGuard {
   static void SetHandler(GuardHandler fn);
 
   // Signal context, on the thread that faulted inside FaultGuard::Run at `address`. True: the
-  // range was guarded, a handler decided RETRY and the access may run again; false: treat it as
-  // an ordinary fault. Async-signal-safe; blocks until the handler has decided.
-  static bool OnFault(uintptr_t address, const GuardSite* site);
+  // access may run again (the range was guarded and a handler decided RETRY, or it may just have
+  // been unguarded); false: treat it as an ordinary fault. `unmatched` is per FaultGuard::Run
+  // state (initially 0) that bounds the second case to one retry per address.
+  // Async-signal-safe; blocks until the handler has decided.
+  static bool OnFault(uintptr_t address, const GuardSite* site, uintptr_t* unmatched);
 };
 
 }  // namespace phos::sim

@@ -19,6 +19,7 @@ struct GuardFrame {
   volatile int signal = 0;
   volatile uintptr_t address = 0;
   const GuardSite* site = nullptr;
+  uintptr_t unmatched = 0;  // AccessGuard::OnFault's state
 };
 
 // The innermost FaultGuard::Run of this thread, read by the signal handler. initial-exec: the
@@ -57,7 +58,7 @@ void HandleFault(int sig, siginfo_t* info, void* ucontext) {
   if (frame != nullptr && info != nullptr && info->si_code > 0) {
     const auto address = reinterpret_cast<uintptr_t>(info->si_addr);
     // A guarded page made resident: returning executes the access again.
-    if (AccessGuard::OnFault(address, frame->site)) return;
+    if (AccessGuard::OnFault(address, frame->site, &frame->unmatched)) return;
     frame->signal = sig;
     frame->address = address;
     siglongjmp(frame->env, 1);

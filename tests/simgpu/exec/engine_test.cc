@@ -123,8 +123,9 @@ TEST_F(EngineTest, BackToBackCopiesKeepTheModelledRate) {
   float device_ms = 0;
   ASSERT_EQ(Event::ElapsedTime(*begin, *end, &device_ms), CUDA_SUCCESS);
   EXPECT_GE(device_ms, 100.0);
-  // Without the device timeline this took ~130 ms here; the margin is for a loaded machine.
-  EXPECT_LT(device_ms, 110.0);
+  // Without the device timeline this took ~140 ms here (~0.1 ms of wake-up per op); the margin is
+  // for a heavily loaded two-core machine.
+  EXPECT_LT(device_ms, 120.0);
 }
 
 // A copy that depends on a kernel of another engine starts when the kernel ends, not earlier:

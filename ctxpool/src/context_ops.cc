@@ -92,14 +92,23 @@ Status ScrubPooledContext(runtime::DriverTable& driver, const PooledContext& poo
   for (cublasHandle_t h : tenant.blas_handles) PHOS_BLAS_RETURN_IF_ERROR(driver.cublasDestroy(h));
   for (CUevent e : tenant.events) PHOS_CU_RETURN_IF_ERROR(text, driver.cuEventDestroy(e));
   for (CUstream s : tenant.streams) PHOS_CU_RETURN_IF_ERROR(text, driver.cuStreamDestroy(s));
-  if (zero && !tenant.allocations.empty()) {
+  if (zero && (!tenant.allocations.empty() || !tenant.mappings.empty())) {
     for (const TenantResources::Allocation& a : tenant.allocations) {
       PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemsetD8Async(a.base, 0, a.bytes, nullptr));
+    }
+    for (const TenantResources::Mapping& m : tenant.mappings) {
+      PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemsetD8Async(m.base, 0, m.bytes, nullptr));
     }
     PHOS_CU_RETURN_IF_ERROR(text, driver.cuCtxSynchronize());
   }
   for (const TenantResources::Allocation& a : tenant.allocations)
     PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemFree(a.base));
+  for (const TenantResources::Mapping& m : tenant.mappings) {
+    PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemUnmap(m.base, m.bytes));
+    PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemRelease(m.handle));
+  }
+  for (const TenantResources::AddressRange& r : tenant.address_ranges)
+    PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemAddressFree(r.base, r.bytes));
   for (CUmodule m : tenant.modules) PHOS_CU_RETURN_IF_ERROR(text, driver.cuModuleUnload(m));
   PHOS_CU_RETURN_IF_ERROR(text, driver.cuCtxSynchronize());
   return Status::Ok();

@@ -61,6 +61,20 @@ struct TenantResources {
     size_t bytes = 0;
   };
   std::vector<Allocation> allocations;
+  // VMM memory of an instance address space (phos/runtime/va_allocator.h): each mapping is zeroed
+  // like an allocation, then unmapped and its physical allocation released; the address ranges
+  // are freed after every mapping is gone.
+  struct Mapping {
+    CUdeviceptr base = 0;
+    size_t bytes = 0;
+    CUmemGenericAllocationHandle handle = 0;
+  };
+  std::vector<Mapping> mappings;
+  struct AddressRange {
+    CUdeviceptr base = 0;
+    size_t bytes = 0;
+  };
+  std::vector<AddressRange> address_ranges;
   std::vector<CUstream> streams;
   std::vector<CUevent> events;
   std::vector<CUmodule> modules;

@@ -59,7 +59,9 @@ struct DriverTableOptions {
   X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery)                  \
   X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                      \
   X(cuEventSynchronize) X(cuEventQuery) X(cuEventElapsedTime) X(cuModuleLoadData)               \
-  X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetParamInfo) X(cuLaunchKernel)
+  X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetParamInfo) X(cuLaunchKernel)                \
+  X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease) X(cuMemMap)          \
+  X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity)
 
 #define PHOS_CUBLAS_ENTRY_POINTS(X)                                                              \
   X(cublasCreate) X(cublasDestroy) X(cublasSetStream) X(cublasGetStream) X(cublasSetMathMode)    \

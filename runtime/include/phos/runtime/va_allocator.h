@@ -1,0 +1,146 @@
+// An instance's device address space (BRIEF D5, issue 6 "same addresses"): one VMM reservation
+// per instance, from which every allocation of the instance is carved, so that a snapshot's
+// buffers can be mapped back at the very addresses the function holds in its CPU state.
+//
+//   auto space = InstanceAddressSpace::Reserve(driver, {.range_bytes = 64ull << 30});
+//   Result<CUdeviceptr> p = (*space)->Allocate(4096);   // sub-allocated in a shared granule
+//   AddressSpaceState saved = (*space)->Save();          // live allocations: address, bytes
+//   auto again = InstanceAddressSpace::Restore(driver, saved);  // same range, same addresses
+//
+// Allocations of at least one granule (2 MiB on NVIDIA's drivers and simgpu) get their own
+// granule-rounded physical allocation (cuMemCreate + cuMemMap + cuMemSetAccess); smaller ones are
+// carved, 256-byte aligned as cudaMalloc promises, out of shared granules. Freed ranges are
+// reused; a shared granule whose allocations are all freed is unmapped and released.
+//
+// Not thread-safe: a session's executor thread is its only user. Driver calls need no current
+// context (VMM reservations and physical allocations are per process and device).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "phos/base/status.h"
+#include "phos/runtime/driver_table.h"
+
+namespace phos::runtime {
+
+struct InstanceAddressSpaceOptions {
+  // Bytes of address space reserved for the instance, rounded up to the granularity. Its
+  // allocations, granule-rounded for large ones, must fit in it. Default: 64 GiB.
+  uint64_t range_bytes = 64ull << 30;
+  // 0: the driver picks the range. Otherwise the range must start exactly here (restore), or
+  // Reserve fails with AlreadyExists. Default: 0.
+  CUdeviceptr base = 0;
+  // The node device whose memory backs the allocations. Default: 0.
+  int device = 0;
+};
+
+// One live allocation as the application sees it: the address it was given and the bytes it
+// asked for.
+struct SavedAllocation {
+  CUdeviceptr address = 0;
+  uint64_t bytes = 0;
+  bool operator==(const SavedAllocation&) const = default;
+};
+
+struct AddressSpaceState {
+  CUdeviceptr base = 0;
+  uint64_t range_bytes = 0;
+  int device = 0;
+  std::vector<SavedAllocation> allocations;  // by address
+};
+
+// What the context pool's scrub must undo once an address space is handed over (ctxpool's
+// TenantResources::mappings and address_ranges take exactly this).
+struct AddressSpaceRelease {
+  struct Mapping {
+    CUdeviceptr base = 0;
+    uint64_t bytes = 0;
+    CUmemGenericAllocationHandle handle = 0;
+  };
+  std::vector<Mapping> mappings;
+  CUdeviceptr range_base = 0;
+  uint64_t range_bytes = 0;
+};
+
+class InstanceAddressSpace {
+ public:
+  // Sub-allocation alignment: what cudaMalloc guarantees.
+  static constexpr uint64_t kAlignment = 256;
+
+  // Reserves the range. InvalidArgument for a zero size or a base that is not granule-aligned;
+  // AlreadyExists when a requested base cannot be had; OutOfMemory when no range that large is free.
+  static Result<std::unique_ptr<InstanceAddressSpace>> Reserve(DriverTable* driver,
+                                                               const InstanceAddressSpaceOptions& options);
+  // Reserves the saved range at its saved base and maps every saved allocation at its address.
+  static Result<std::unique_ptr<InstanceAddressSpace>> Restore(DriverTable* driver, const AddressSpaceState& state);
+  // Unmaps and releases every mapping and frees the range, unless Release() handed them over.
+  ~InstanceAddressSpace();
+  InstanceAddressSpace(const InstanceAddressSpace&) = delete;
+  InstanceAddressSpace& operator=(const InstanceAddressSpace&) = delete;
+
+  // A new allocation of `bytes` (> 0). OutOfMemory (naming the range) when the range has no room
+  // or the device no memory.
+  Result<CUdeviceptr> Allocate(uint64_t bytes);
+  // An allocation of `bytes` at exactly `address` (restore). InvalidArgument outside the range
+  // or, for a granule or more, at an address that is not granule-aligned, or not 256-byte aligned;
+  // AlreadyExists when any of it is taken.
+  Status MapAt(CUdeviceptr address, uint64_t bytes);
+  // Frees the allocation that starts at `address`; NotFound otherwise.
+  Status Free(CUdeviceptr address);
+  // The live allocations, by address.
+  AddressSpaceState Save() const;
+  // Hands every mapping and the range to the caller (the context pool's scrub zeroes, unmaps,
+  // releases and frees them); the space is empty and inert afterwards.
+  AddressSpaceRelease Release();
+
+  CUdeviceptr base() const { return base_; }
+  uint64_t range_bytes() const { return range_bytes_; }
+  uint64_t granularity() const { return granularity_; }
+  bool Contains(CUdeviceptr address) const { return address >= base_ && address - base_ < range_bytes_; }
+  size_t allocation_count() const { return live_.size(); }
+  // Granule-rounded mappings currently held (shared granules and large allocations).
+  size_t mapping_count() const { return mappings_.size(); }
+  uint64_t mapped_bytes() const;
+
+ private:
+  struct Mapping {
+    uint64_t bytes = 0;
+    CUmemGenericAllocationHandle handle = 0;
+    bool shared = false;                  // a granule of sub-allocations
+    std::map<uint64_t, uint64_t> free;    // shared: free offset -> length inside the granule
+  };
+  struct Live {
+    uint64_t bytes = 0;          // as asked
+    uint64_t reserved = 0;       // as carved (256- or granule-rounded)
+    CUdeviceptr mapping = 0;     // the mapping that holds it
+  };
+
+  InstanceAddressSpace(DriverTable* driver, CUdeviceptr base, uint64_t range_bytes, uint64_t granularity, int device);
+  // Creates, maps and opens a physical allocation of `bytes` at `address` (a free VA range).
+  Status MapPhysical(CUdeviceptr address, uint64_t bytes, bool shared);
+  void UnmapPhysical(CUdeviceptr address);
+  // Takes [address, address + bytes) out of the free VA ranges; false if any of it is not free.
+  bool TakeRange(CUdeviceptr address, uint64_t bytes);
+  void GiveRange(CUdeviceptr address, uint64_t bytes);
+  Result<CUdeviceptr> AllocateLarge(uint64_t bytes);
+  Result<CUdeviceptr> AllocateSmall(uint64_t bytes);
+  Status MapSmallAt(CUdeviceptr address, uint64_t bytes);
+  Status RangeFull(uint64_t bytes) const;
+
+  DriverTable* driver_;
+  CUdeviceptr base_;
+  uint64_t range_bytes_;
+  uint64_t granularity_;
+  int device_;
+  bool released_ = false;
+  std::map<uint64_t, uint64_t> free_;           // unmapped VA: address -> length (coalesced)
+  std::map<CUdeviceptr, Mapping> mappings_;     // address -> mapping
+  std::map<CUdeviceptr, Live> live_;            // allocation address -> allocation
+};
+
+}  // namespace phos::runtime

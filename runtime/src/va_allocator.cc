@@ -1,0 +1,301 @@
+#include "phos/runtime/va_allocator.h"
+
+#include <iterator>
+
+#include <fmt/core.h>
+
+#include "phos/base/cuda_check.h"
+#include "phos/base/log.h"
+
+namespace phos::runtime {
+namespace {
+
+uint64_t RoundUp(uint64_t v, uint64_t unit) { return (v + unit - 1) / unit * unit; }
+
+CUmemAllocationProp DeviceProp(int device) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  return prop;
+}
+
+// Carves `bytes` out of a free list (offset -> length) at the lowest offset that fits; false if
+// nothing does.
+bool CarveFirstFit(std::map<uint64_t, uint64_t>& free, uint64_t bytes, uint64_t* out) {
+  for (auto it = free.begin(); it != free.end(); ++it) {
+    if (it->second < bytes) continue;
+    *out = it->first;
+    uint64_t rest = it->second - bytes;
+    uint64_t rest_at = it->first + bytes;
+    free.erase(it);
+    if (rest > 0) free.emplace(rest_at, rest);
+    return true;
+  }
+  return false;
+}
+
+// Takes exactly [at, at + bytes) out of a free list; false if any of it is not free.
+bool CarveAt(std::map<uint64_t, uint64_t>& free, uint64_t at, uint64_t bytes) {
+  auto it = free.upper_bound(at);
+  if (it == free.begin()) return false;
+  --it;
+  const uint64_t start = it->first;
+  const uint64_t end = it->first + it->second;
+  if (at + bytes > end) return false;
+  free.erase(it);
+  if (at > start) free.emplace(start, at - start);
+  if (at + bytes < end) free.emplace(at + bytes, end - at - bytes);
+  return true;
+}
+
+// Gives [at, at + bytes) back to a free list, merged with its neighbours.
+void GiveBack(std::map<uint64_t, uint64_t>& free, uint64_t at, uint64_t bytes) {
+  auto next = free.lower_bound(at);
+  if (next != free.end() && next->first == at + bytes) {
+    bytes += next->second;
+    next = free.erase(next);
+  }
+  if (next != free.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == at) {
+      prev->second += bytes;
+      return;
+    }
+  }
+  free.emplace(at, bytes);
+}
+
+}  // namespace
+
+InstanceAddressSpace::InstanceAddressSpace(DriverTable* driver, CUdeviceptr base, uint64_t range_bytes,
+                                           uint64_t granularity, int device)
+    : driver_(driver), base_(base), range_bytes_(range_bytes), granularity_(granularity), device_(device) {
+  free_.emplace(base_, range_bytes_);
+}
+
+Result<std::unique_ptr<InstanceAddressSpace>> InstanceAddressSpace::Reserve(DriverTable* driver,
+                                                                           const InstanceAddressSpaceOptions& options) {
+  const CuErrorText& text = driver->error_text();
+  if (options.range_bytes == 0) return Status::InvalidArgument("instance address space: range of 0 bytes");
+  CUmemAllocationProp prop = DeviceProp(options.device);
+  size_t granularity = 0;
+  PHOS_CU_RETURN_IF_ERROR(text, driver->cuMemGetAllocationGranularity(&granularity, &prop,
+                                                                      CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  if (options.base % granularity != 0) {
+    return Status::InvalidArgument(
+        fmt::format("instance address space: base {:#x} is not a multiple of the granularity {}", options.base, granularity));
+  }
+  const uint64_t bytes = RoundUp(options.range_bytes, granularity);
+  CUdeviceptr base = 0;
+  CUresult r = driver->cuMemAddressReserve(&base, bytes, granularity, options.base, 0);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    return Status::OutOfMemory(fmt::format("instance address space: no free range of {} bytes", bytes));
+  }
+  PHOS_RETURN_IF_ERROR(CuStatus(r, "cuMemAddressReserve", text).WithContext("instance address space"));
+  if (options.base != 0 && base != options.base) {
+    // The driver treats the requested address as a hint: a range elsewhere is no restore.
+    driver->cuMemAddressFree(base, bytes);
+    return Status::AlreadyExists(
+        fmt::format("instance address space: [{:#x}, +{}) is taken (the driver offered {:#x})", options.base, bytes, base));
+  }
+  return std::unique_ptr<InstanceAddressSpace>(new InstanceAddressSpace(driver, base, bytes, granularity, options.device));
+}
+
+Result<std::unique_ptr<InstanceAddressSpace>> InstanceAddressSpace::Restore(DriverTable* driver,
+                                                                           const AddressSpaceState& state) {
+  PHOS_ASSIGN_OR_RETURN(std::unique_ptr<InstanceAddressSpace> space,
+                        Reserve(driver, {.range_bytes = state.range_bytes, .base = state.base, .device = state.device}));
+  for (const SavedAllocation& a : state.allocations) {
+    PHOS_RETURN_IF_ERROR(space->MapAt(a.address, a.bytes).WithContext("restore address space"));
+  }
+  return space;
+}
+
+InstanceAddressSpace::~InstanceAddressSpace() {
+  if (released_) return;
+  while (!mappings_.empty()) UnmapPhysical(mappings_.begin()->first);
+  Status s = CuStatus(driver_->cuMemAddressFree(base_, range_bytes_), "cuMemAddressFree", driver_->error_text());
+  if (!s.ok()) PHOS_LOG(Warn, "runtime", "instance address space {:#x}: {}", base_, s.message());
+}
+
+uint64_t InstanceAddressSpace::mapped_bytes() const {
+  uint64_t total = 0;
+  for (const auto& [address, m] : mappings_) total += m.bytes;
+  return total;
+}
+
+Status InstanceAddressSpace::RangeFull(uint64_t bytes) const {
+  return Status::OutOfMemory(fmt::format("instance address space [{:#x}, +{}): no room for {} bytes ({} mapped)", base_,
+                                         range_bytes_, bytes, mapped_bytes()));
+}
+
+bool InstanceAddressSpace::TakeRange(CUdeviceptr address, uint64_t bytes) { return CarveAt(free_, address, bytes); }
+
+void InstanceAddressSpace::GiveRange(CUdeviceptr address, uint64_t bytes) { GiveBack(free_, address, bytes); }
+
+Status InstanceAddressSpace::MapPhysical(CUdeviceptr address, uint64_t bytes, bool shared) {
+  const CuErrorText& text = driver_->error_text();
+  CUmemAllocationProp prop = DeviceProp(device_);
+  CUmemGenericAllocationHandle handle = 0;
+  PHOS_CU_RETURN_IF_ERROR(text, driver_->cuMemCreate(&handle, bytes, &prop, 0));
+  if (CUresult r = driver_->cuMemMap(address, bytes, 0, handle, 0); r != CUDA_SUCCESS) {
+    driver_->cuMemRelease(handle);
+    return CuStatus(r, "cuMemMap", text);
+  }
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device_;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if (CUresult r = driver_->cuMemSetAccess(address, bytes, &access, 1); r != CUDA_SUCCESS) {
+    driver_->cuMemUnmap(address, bytes);
+    driver_->cuMemRelease(handle);
+    return CuStatus(r, "cuMemSetAccess", text);
+  }
+  Mapping m;
+  m.bytes = bytes;
+  m.handle = handle;
+  m.shared = shared;
+  if (shared) m.free.emplace(0, bytes);
+  mappings_.emplace(address, std::move(m));
+  return Status::Ok();
+}
+
+void InstanceAddressSpace::UnmapPhysical(CUdeviceptr address) {
+  auto it = mappings_.find(address);
+  const CuErrorText& text = driver_->error_text();
+  Status s = CuStatus(driver_->cuMemUnmap(address, it->second.bytes), "cuMemUnmap", text);
+  if (s.ok()) s = CuStatus(driver_->cuMemRelease(it->second.handle), "cuMemRelease", text);
+  if (!s.ok()) PHOS_LOG(Warn, "runtime", "instance address space: mapping {:#x}: {}", address, s.message());
+  GiveRange(address, it->second.bytes);
+  mappings_.erase(it);
+}
+
+Result<CUdeviceptr> InstanceAddressSpace::Allocate(uint64_t bytes) {
+  if (bytes == 0) return Status::InvalidArgument("instance address space: allocation of 0 bytes");
+  if (bytes > range_bytes_) return RangeFull(bytes);
+  return bytes >= granularity_ ? AllocateLarge(bytes) : AllocateSmall(bytes);
+}
+
+Result<CUdeviceptr> InstanceAddressSpace::AllocateLarge(uint64_t bytes) {
+  const uint64_t reserved = RoundUp(bytes, granularity_);
+  uint64_t address = 0;
+  if (!CarveFirstFit(free_, reserved, &address)) return RangeFull(bytes);
+  if (Status s = MapPhysical(address, reserved, /*shared=*/false); !s.ok()) {
+    GiveRange(address, reserved);
+    return s.WithContext(fmt::format("instance address space: allocation of {} bytes", bytes));
+  }
+  live_.emplace(address, Live{bytes, reserved, address});
+  return address;
+}
+
+Result<CUdeviceptr> InstanceAddressSpace::AllocateSmall(uint64_t bytes) {
+  const uint64_t reserved = RoundUp(bytes, kAlignment);
+  for (auto& [granule, m] : mappings_) {
+    uint64_t offset = 0;
+    if (!m.shared || !CarveFirstFit(m.free, reserved, &offset)) continue;
+    live_.emplace(granule + offset, Live{bytes, reserved, granule});
+    return granule + offset;
+  }
+  uint64_t granule = 0;
+  if (!CarveFirstFit(free_, granularity_, &granule)) return RangeFull(bytes);
+  if (Status s = MapPhysical(granule, granularity_, /*shared=*/true); !s.ok()) {
+    GiveRange(granule, granularity_);
+    return s.WithContext(fmt::format("instance address space: allocation of {} bytes", bytes));
+  }
+  uint64_t offset = 0;
+  CarveFirstFit(mappings_[granule].free, reserved, &offset);
+  live_.emplace(granule + offset, Live{bytes, reserved, granule});
+  return granule + offset;
+}
+
+Status InstanceAddressSpace::MapAt(CUdeviceptr address, uint64_t bytes) {
+  if (bytes == 0) return Status::InvalidArgument("instance address space: allocation of 0 bytes");
+  if (!Contains(address) || bytes > base_ + range_bytes_ - address) {
+    return Status::InvalidArgument(fmt::format("instance address space [{:#x}, +{}): [{:#x}, +{}) is outside it", base_,
+                                               range_bytes_, address, bytes));
+  }
+  if (bytes < granularity_) {
+    if (address % kAlignment != 0) {
+      return Status::InvalidArgument(fmt::format("instance address space: {:#x} is not {}-byte aligned", address, kAlignment));
+    }
+    return MapSmallAt(address, bytes);
+  }
+  if ((address - base_) % granularity_ != 0) {
+    return Status::InvalidArgument(fmt::format("instance address space: an allocation of {} bytes at {:#x} must be {}-aligned",
+                                               bytes, address, granularity_));
+  }
+  const uint64_t reserved = RoundUp(bytes, granularity_);
+  if (!TakeRange(address, reserved)) {
+    return Status::AlreadyExists(fmt::format("instance address space: [{:#x}, +{}) is taken", address, reserved));
+  }
+  if (Status s = MapPhysical(address, reserved, /*shared=*/false); !s.ok()) {
+    GiveRange(address, reserved);
+    return s.WithContext(fmt::format("instance address space: allocation at {:#x}", address));
+  }
+  live_.emplace(address, Live{bytes, reserved, address});
+  return Status::Ok();
+}
+
+Status InstanceAddressSpace::MapSmallAt(CUdeviceptr address, uint64_t bytes) {
+  const uint64_t reserved = RoundUp(bytes, kAlignment);
+  const CUdeviceptr granule = base_ + (address - base_) / granularity_ * granularity_;
+  if (address + reserved > granule + granularity_) {
+    return Status::InvalidArgument(fmt::format("instance address space: [{:#x}, +{}) crosses a granule", address, reserved));
+  }
+  auto taken = [&] {
+    return Status::AlreadyExists(fmt::format("instance address space: [{:#x}, +{}) is taken", address, reserved));
+  };
+  auto it = mappings_.find(granule);
+  if (it == mappings_.end()) {
+    // Free VA becomes a new shared granule; VA inside a large mapping is not free.
+    if (!TakeRange(granule, granularity_)) return taken();
+    if (Status s = MapPhysical(granule, granularity_, /*shared=*/true); !s.ok()) {
+      GiveRange(granule, granularity_);
+      return s.WithContext(fmt::format("instance address space: allocation at {:#x}", address));
+    }
+    it = mappings_.find(granule);
+  }
+  if (!it->second.shared || !CarveAt(it->second.free, address - granule, reserved)) return taken();
+  live_.emplace(address, Live{bytes, reserved, granule});
+  return Status::Ok();
+}
+
+Status InstanceAddressSpace::Free(CUdeviceptr address) {
+  auto it = live_.find(address);
+  if (it == live_.end()) {
+    return Status::NotFound(fmt::format("instance address space: {:#x} is not the start of an allocation", address));
+  }
+  const Live live = it->second;
+  live_.erase(it);
+  Mapping& m = mappings_.at(live.mapping);
+  if (m.shared) {
+    GiveBack(m.free, address - live.mapping, live.reserved);
+    const bool empty = m.free.size() == 1 && m.free.begin()->second == m.bytes;
+    if (!empty) return Status::Ok();
+  }
+  UnmapPhysical(live.mapping);
+  return Status::Ok();
+}
+
+AddressSpaceState InstanceAddressSpace::Save() const {
+  AddressSpaceState state{.base = base_, .range_bytes = range_bytes_, .device = device_, .allocations = {}};
+  state.allocations.reserve(live_.size());
+  for (const auto& [address, live] : live_) state.allocations.push_back({address, live.bytes});
+  return state;
+}
+
+AddressSpaceRelease InstanceAddressSpace::Release() {
+  AddressSpaceRelease out;
+  if (released_) return out;
+  for (const auto& [address, m] : mappings_) out.mappings.push_back({address, m.bytes, m.handle});
+  out.range_base = base_;
+  out.range_bytes = range_bytes_;
+  mappings_.clear();
+  live_.clear();
+  free_.clear();
+  released_ = true;
+  return out;
+}
+
+}  // namespace phos::runtime

@@ -82,7 +82,9 @@ class GuardTest : public ::testing::Test {
   }
   void TearDown() override {
     EXPECT_EQ(phosSimSetGuardHandler(nullptr, nullptr), CUDA_SUCCESS);
-    if (ctx_ != nullptr) EXPECT_EQ(cuCtxDestroy(ctx_), CUDA_SUCCESS);
+    if (ctx_ != nullptr) {
+      EXPECT_EQ(cuCtxDestroy(ctx_), CUDA_SUCCESS);
+    }
   }
 
   // A device buffer of kInts (zeroed, as new allocations are) whose intended contents the handler writes

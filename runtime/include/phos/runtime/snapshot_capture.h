@@ -1,0 +1,66 @@
+// GPU-state capture into the snapshot store (BRIEF D5, D6; issue 6): a quiesced context's
+// buffers, module images and virtual handle settings become one committed snapshot version.
+//
+//   CaptureRequest req{.driver = table, .context = ctx, .function = "mlp", .device_profile = "a100-pcie4"};
+//   req.buffers.push_back({.address = weights, .size = bytes, .label = "weights", .first_touch_rank = 0});
+//   req.modules.push_back({.image = image_bytes, .kind = "simgpu"});
+//   Result<uint64_t> version = CaptureGpuState(req, *store);
+//
+// Buffer bytes never sit whole in host memory: each buffer is streamed into the store's writer
+// one chunk at a time through a single pinned staging buffer of one chunk (cuMemHostAlloc), so
+// capturing a 40 GB model needs one chunk of host memory, and each device-to-host copy runs at
+// the pinned rate.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "phos/base/status.h"
+#include "phos/runtime/driver_table.h"
+#include "phos/store/store.h"
+
+namespace phos::runtime {
+
+struct CaptureBuffer {
+  CUdeviceptr address = 0;  // device address the function holds; restored exactly here
+  uint64_t size = 0;        // > 0
+  uint64_t alignment = 256;
+  std::string label;              // for humans (phos-snapshot inspect)
+  int32_t first_touch_rank = -1;  // order of first use after entry; -1: not recorded
+  store::proto::AccessClass access_class = store::proto::ACCESS_UNKNOWN;
+};
+
+struct CaptureModule {
+  std::string image;  // the bytes cuModuleLoadData was given
+  std::string kind;   // "simgpu" or "fatbin"
+};
+
+struct CaptureRequest {
+  // Must be open; its context entry points, cuMemHostAlloc/cuMemFreeHost and cuMemcpyDtoH are
+  // used.
+  DriverTable* driver = nullptr;
+  // Pushed current for the capture and popped afterwards; synchronised before any byte is read.
+  CUcontext context = nullptr;
+  std::string function;        // the store's naming rules apply
+  std::string device_profile;  // "a100-pcie4", or the GPU's name
+  int32_t compute_capability = 0;
+  std::vector<CaptureBuffer> buffers;
+  std::vector<CaptureModule> modules;
+  // Virtual handles the function holds, recorded as they are (restore recreates them).
+  std::vector<store::proto::StreamState> streams;
+  std::vector<store::proto::EventState> events;
+  std::vector<store::proto::LibraryHandle> library_handles;
+};
+
+// Quiesces the context (cuCtxSynchronize), streams every buffer into a new snapshot of
+// `request.function` chunk by chunk, adds the modules and handle settings, and commits once.
+// Returns the committed version. Nothing is published on failure; errors name the buffer
+// (index, label, address) or module that failed. InvalidArgument for a malformed request
+// (no driver or context, empty function, a zero-size buffer, overlapping buffers, a module
+// without bytes or with an unknown kind).
+Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& store);
+
+}  // namespace phos::runtime

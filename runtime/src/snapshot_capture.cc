@@ -1,0 +1,188 @@
+#include "phos/runtime/snapshot_capture.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "phos/base/cuda_check.h"
+#include "phos/base/log.h"
+
+namespace phos::runtime {
+namespace {
+
+std::string BufferName(size_t index, const CaptureBuffer& buffer) {
+  return buffer.label.empty() ? fmt::format("buffer {} at {:#x}", index, buffer.address)
+                              : fmt::format("buffer {} '{}' at {:#x}", index, buffer.label, buffer.address);
+}
+
+Status Validate(const CaptureRequest& request) {
+  if (request.driver == nullptr) return Status::InvalidArgument("capture: no driver table");
+  if (request.context == nullptr) return Status::InvalidArgument("capture: no context");
+  if (request.function.empty()) return Status::InvalidArgument("capture: no function name");
+  std::vector<std::pair<CUdeviceptr, size_t>> by_address;
+  for (size_t i = 0; i < request.buffers.size(); ++i) {
+    const CaptureBuffer& b = request.buffers[i];
+    if (b.size == 0) return Status::InvalidArgument(fmt::format("capture: {} has size 0", BufferName(i, b)));
+    if (b.address + b.size < b.address) {
+      return Status::InvalidArgument(fmt::format("capture: {} wraps the address space", BufferName(i, b)));
+    }
+    by_address.emplace_back(b.address, i);
+  }
+  std::sort(by_address.begin(), by_address.end());
+  for (size_t k = 1; k < by_address.size(); ++k) {
+    const CaptureBuffer& prev = request.buffers[by_address[k - 1].second];
+    const CaptureBuffer& next = request.buffers[by_address[k].second];
+    if (prev.address + prev.size > next.address) {
+      return Status::InvalidArgument(fmt::format("capture: {} overlaps {}", BufferName(by_address[k - 1].second, prev),
+                                                 BufferName(by_address[k].second, next)));
+    }
+  }
+  for (size_t i = 0; i < request.modules.size(); ++i) {
+    const CaptureModule& m = request.modules[i];
+    if (m.image.empty()) return Status::InvalidArgument(fmt::format("capture: module {} has no bytes", i));
+    if (m.kind != "simgpu" && m.kind != "fatbin") {
+      return Status::InvalidArgument(
+          fmt::format("capture: module {} has kind '{}' (expected \"simgpu\" or \"fatbin\")", i, m.kind));
+    }
+  }
+  return Status::Ok();
+}
+
+// InvalidArgument unless [address, address + size) lies inside one device allocation.
+Status CheckDeviceRange(DriverTable* d, size_t index, const CaptureBuffer& b) {
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  const CUresult r = d->cuMemGetAddressRange(&base, &size, b.address);
+  if (r != CUDA_SUCCESS) {
+    return Status::InvalidArgument(fmt::format("{} is not device memory of the context ({})", BufferName(index, b),
+                                               CuStatus(r, "cuMemGetAddressRange", d->error_text()).message()));
+  }
+  if (b.address + b.size > base + size) {
+    return Status::InvalidArgument(fmt::format("{} ({} bytes) runs past the end of its allocation [{:#x}, {:#x})",
+                                               BufferName(index, b), b.size, base, base + size));
+  }
+  return Status::Ok();
+}
+
+// The request's context current on this thread for the guard's life (NCCL's pattern: every
+// entry point restores what the caller had current).
+class ContextScope {
+ public:
+  ContextScope(DriverTable* driver, CUcontext context) : driver_(driver) {
+    pushed_ = driver_->cuCtxPushCurrent(context) == CUDA_SUCCESS;
+  }
+  ~ContextScope() {
+    CUcontext popped = nullptr;
+    if (pushed_) driver_->cuCtxPopCurrent(&popped);
+  }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+  bool pushed() const { return pushed_; }
+
+ private:
+  DriverTable* driver_;
+  bool pushed_ = false;
+};
+
+// One chunk of pinned host memory reused for every device-to-host copy of the capture.
+class PinnedStaging {
+ public:
+  PinnedStaging(DriverTable* driver, size_t bytes) : driver_(driver), bytes_(bytes) {}
+  ~PinnedStaging() {
+    if (data_ != nullptr) driver_->cuMemFreeHost(data_);
+  }
+  PinnedStaging(const PinnedStaging&) = delete;
+  PinnedStaging& operator=(const PinnedStaging&) = delete;
+
+  Status Allocate() {
+    return CuStatus(driver_->cuMemHostAlloc(&data_, bytes_, 0), "cuMemHostAlloc(staging)", driver_->error_text());
+  }
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  DriverTable* driver_;
+  size_t bytes_;
+  void* data_ = nullptr;
+};
+
+}  // namespace
+
+Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& store) {
+  PHOS_RETURN_IF_ERROR(Validate(request));
+  DriverTable* d = request.driver;
+  const CuErrorText& text = d->error_text();
+  const auto start = std::chrono::steady_clock::now();
+
+  ContextScope scope(d, request.context);
+  if (!scope.pushed()) return Status::DeviceError("capture: cuCtxPushCurrent of the function's context failed");
+  // Quiesce: every kernel and async copy the function issued has finished before a byte is read.
+  PHOS_RETURN_IF_ERROR(CuStatus(d->cuCtxSynchronize(), "capture: cuCtxSynchronize", text));
+
+  PinnedStaging staging(d, store.options().chunk_bytes);
+  PHOS_RETURN_IF_ERROR(staging.Allocate().WithContext("capture"));
+
+  PHOS_ASSIGN_OR_RETURN(std::unique_ptr<store::SnapshotWriter> writer, store.NewWriter(request.function));
+  store::proto::Manifest& manifest = writer->manifest();
+  manifest.set_device_profile(request.device_profile);
+  manifest.set_compute_capability(request.compute_capability);
+  for (const auto& s : request.streams) *manifest.add_streams() = s;
+  for (const auto& e : request.events) *manifest.add_events() = e;
+  for (const auto& h : request.library_handles) *manifest.add_library_handles() = h;
+
+  // Every buffer must be device memory of the context before anything is read: a host or stale
+  // address would otherwise be copied as if it were device memory (simgpu's copies accept any
+  // address, as unified addressing does).
+  for (size_t i = 0; i < request.buffers.size(); ++i) {
+    PHOS_RETURN_IF_ERROR(CheckDeviceRange(d, i, request.buffers[i]).WithContext("capture " + request.function));
+  }
+
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < request.buffers.size(); ++i) {
+    const CaptureBuffer& b = request.buffers[i];
+    store::proto::Buffer meta;
+    meta.set_device_address(b.address);
+    meta.set_size(b.size);
+    meta.set_alignment(b.alignment);
+    meta.set_first_touch_rank(b.first_touch_rank);
+    meta.set_access_class(b.access_class);
+    meta.set_label(b.label);
+    // The writer asks for at most one chunk at a time, so one staging chunk serves every read;
+    // the synchronous copy has finished with it before the writer hashes and stores the bytes.
+    auto read = [&](uint64_t offset, void* dst, size_t size) -> Status {
+      if (size > staging.bytes()) {
+        return Status::Internal(fmt::format("writer asked for {} bytes, staging holds {}", size, staging.bytes()));
+      }
+      PHOS_RETURN_IF_ERROR(CuStatus(d->cuMemcpyDtoH(staging.data(), b.address + offset, size),
+                                    fmt::format("cuMemcpyDtoH at offset {}", offset), text));
+      std::memcpy(dst, staging.data(), size);
+      return Status::Ok();
+    };
+    auto added = writer->AddBuffer(meta, read);
+    if (!added.ok()) {
+      return added.status().WithContext(
+          fmt::format("capture {}: {} ({} bytes)", request.function, BufferName(i, b), b.size));
+    }
+    bytes += b.size;
+  }
+  for (size_t i = 0; i < request.modules.size(); ++i) {
+    const CaptureModule& m = request.modules[i];
+    store::proto::Module meta;
+    meta.set_kind(m.kind);
+    auto added = writer->AddModule(meta, m.image.data(), m.image.size());
+    if (!added.ok()) {
+      return added.status().WithContext(fmt::format("capture {}: module {} ({})", request.function, i, m.kind));
+    }
+  }
+  auto version = store.Commit(std::move(writer));
+  if (!version.ok()) return version.status().WithContext(fmt::format("capture {}: commit", request.function));
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  PHOS_LOG(Info, "capture", "{} v{}: {} buffers ({} bytes), {} modules in {:.1f} ms", request.function, *version,
+           request.buffers.size(), bytes, request.modules.size(), ms);
+  return *version;
+}
+
+}  // namespace phos::runtime

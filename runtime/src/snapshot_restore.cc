@@ -1,0 +1,235 @@
+#include "phos/runtime/snapshot_restore.h"
+
+#include <algorithm>
+#include <chrono>
+#include <iterator>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "phos/base/cuda_check.h"
+#include "phos/base/log.h"
+
+namespace phos::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+uint64_t AlignDown(uint64_t x, uint64_t a) { return x / a * a; }
+uint64_t AlignUp(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+CUmemAllocationProp DeviceProp(int device) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  return prop;
+}
+
+std::string SnapshotName(const store::proto::Manifest& m) { return fmt::format("{} v{}", m.function(), m.version()); }
+
+std::string BufferName(const store::proto::Manifest& m, int i) {
+  const auto& b = m.buffers(i);
+  return b.label().empty() ? fmt::format("buffer {} at {:#x}", i, b.device_address())
+                           : fmt::format("buffer {} '{}' at {:#x}", i, b.label(), b.device_address());
+}
+
+// The request's context current on this thread for the guard's life.
+class ContextScope {
+ public:
+  ContextScope(DriverTable* driver, CUcontext context) : driver_(driver) {
+    pushed_ = driver_->cuCtxPushCurrent(context) == CUDA_SUCCESS;
+  }
+  ~ContextScope() {
+    CUcontext popped = nullptr;
+    if (pushed_) driver_->cuCtxPopCurrent(&popped);
+  }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+  bool pushed() const { return pushed_; }
+
+ private:
+  DriverTable* driver_;
+  bool pushed_ = false;
+};
+
+Result<CUmodule> LoadModule(DriverTable* d, const store::proto::Manifest& m, int index, store::ChunkSource& source,
+                            uint64_t* bytes) {
+  const auto& mod = m.modules(index);
+  std::string image(mod.size(), '\0');
+  uint64_t offset = 0;
+  for (int c = 0; c < mod.chunks_size(); ++c) {
+    const auto& ref = mod.chunks(c);
+    auto id = store::ChunkId::FromBytes(ref.id());
+    if (!id.ok()) return id.status().WithContext(fmt::format("module {} chunk {}", index, c));
+    if (offset + ref.size() > image.size()) {
+      return Status::Corruption(fmt::format("module {}: chunks add up to more than its {} bytes", index, mod.size()));
+    }
+    PHOS_RETURN_IF_ERROR(
+        source.ReadChunk({*id, ref.size()}, image.data() + offset).WithContext(fmt::format("module {} chunk {}", index, c)));
+    offset += ref.size();
+  }
+  if (offset != image.size()) {
+    return Status::Corruption(fmt::format("module {}: chunks hold {} of its {} bytes", index, offset, mod.size()));
+  }
+  CUmodule module = nullptr;
+  PHOS_RETURN_IF_ERROR(CuStatus(d->cuModuleLoadData(&module, image.data()),
+                                fmt::format("module {} ({}): cuModuleLoadData", index, mod.kind()), d->error_text()));
+  *bytes += image.size();
+  return module;
+}
+
+}  // namespace
+
+Status VmmDeviceMapper::EnsureGranularity() {
+  if (granularity_ != 0) return Status::Ok();
+  const CUmemAllocationProp prop = DeviceProp(device_);
+  size_t granularity = 0;
+  PHOS_RETURN_IF_ERROR(CuStatus(
+      driver_->cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+      "cuMemGetAllocationGranularity", driver_->error_text()));
+  granularity_ = granularity;
+  return Status::Ok();
+}
+
+Status VmmDeviceMapper::MapAt(CUdeviceptr address, uint64_t size) {
+  if (size == 0) return Status::InvalidArgument(fmt::format("map at {:#x}: size 0", address));
+  PHOS_RETURN_IF_ERROR(EnsureGranularity());
+  const uint64_t end = AlignUp(address + size, granularity_);
+  uint64_t at = AlignDown(address, granularity_);
+  while (at < end) {
+    // Skip granules an earlier range of this mapper already covers.
+    auto next = mapped_.upper_bound(at);
+    if (next != mapped_.begin()) {
+      const VmmMapping& prev = std::prev(next)->second;
+      if (at < prev.base + prev.bytes) {
+        at = prev.base + prev.bytes;
+        continue;
+      }
+    }
+    const uint64_t run_end = next == mapped_.end() ? end : std::min<uint64_t>(end, next->first);
+    PHOS_RETURN_IF_ERROR(MapSpan(at, run_end - at));
+    at = run_end;
+  }
+  return Status::Ok();
+}
+
+Status VmmDeviceMapper::MapSpan(CUdeviceptr base, uint64_t bytes) {
+  const CuErrorText& text = driver_->error_text();
+  CUdeviceptr got = 0;
+  const CUresult reserved = driver_->cuMemAddressReserve(&got, bytes, 0, base, 0);
+  if (reserved != CUDA_SUCCESS || got != base) {
+    if (reserved == CUDA_SUCCESS) driver_->cuMemAddressFree(got, bytes);
+    const Status why = reserved == CUDA_SUCCESS ? Status::Ok() : CuStatus(reserved, "cuMemAddressReserve", text);
+    return Status::AlreadyExists(fmt::format("device range [{:#x}, {:#x}) is not free{}", base, base + bytes,
+                                             why.ok() ? std::string(" (the driver offered another address)")
+                                                      : ": " + why.message()));
+  }
+  const CUmemAllocationProp prop = DeviceProp(device_);
+  CUmemGenericAllocationHandle handle = 0;
+  Status s = CuStatus(driver_->cuMemCreate(&handle, bytes, &prop, 0), "cuMemCreate", text);
+  if (s.ok()) {
+    s = CuStatus(driver_->cuMemMap(base, bytes, 0, handle, 0), "cuMemMap", text);
+    if (s.ok()) {
+      CUmemAccessDesc access{};
+      access.location = prop.location;
+      access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+      s = CuStatus(driver_->cuMemSetAccess(base, bytes, &access, 1), "cuMemSetAccess", text);
+      if (!s.ok()) driver_->cuMemUnmap(base, bytes);
+    }
+    if (!s.ok()) driver_->cuMemRelease(handle);
+  }
+  if (!s.ok()) {
+    driver_->cuMemAddressFree(base, bytes);
+    return s.WithContext(fmt::format("map [{:#x}, {:#x})", base, base + bytes));
+  }
+  mapped_[base] = {base, bytes, handle};
+  return Status::Ok();
+}
+
+void VmmDeviceMapper::UnmapAll() {
+  for (const auto& [base, m] : mapped_) {
+    driver_->cuMemUnmap(m.base, m.bytes);
+    driver_->cuMemRelease(m.handle);
+    driver_->cuMemAddressFree(m.base, m.bytes);
+  }
+  mapped_.clear();
+}
+
+std::vector<VmmMapping> VmmDeviceMapper::mappings() const {
+  std::vector<VmmMapping> out;
+  out.reserve(mapped_.size());
+  for (const auto& [base, m] : mapped_) out.push_back(m);
+  return out;
+}
+
+Result<RestoreReport> RestoreStopTheWorld(const RestoreRequest& request, const store::proto::Manifest& manifest,
+                                          store::ChunkSource& source) {
+  if (request.driver == nullptr || request.context == nullptr || request.mapper == nullptr ||
+      request.pool == nullptr) {
+    return Status::InvalidArgument("restore: the request needs a driver, a context, a mapper and a reader pool");
+  }
+  DriverTable* d = request.driver;
+  const CuErrorText& text = d->error_text();
+  const std::string name = SnapshotName(manifest);
+  ContextScope scope(d, request.context);
+  if (!scope.pushed()) return Status::DeviceError(fmt::format("restore {}: cuCtxPushCurrent failed", name));
+
+  RestoreReport report;
+  // Whatever fails from here on, nothing this restore mapped or loaded survives it.
+  auto fail = [&](Status why) -> Status {
+    for (CUmodule m : report.modules) d->cuModuleUnload(m);
+    request.mapper->UnmapAll();
+    PHOS_LOG(Warn, "restore", "{}", why.ToString());
+    return why;
+  };
+
+  auto start = Clock::now();
+  for (int i = 0; i < manifest.buffers_size(); ++i) {
+    const auto& b = manifest.buffers(i);
+    Status mapped = request.mapper->MapAt(b.device_address(), b.size());
+    if (!mapped.ok()) return fail(mapped.WithContext(fmt::format("restore {}: {}", name, BufferName(manifest, i))));
+  }
+  report.map_ms = MsSince(start);
+  report.buffers = manifest.buffers_size();
+
+  start = Clock::now();
+  store::ReaderOptions options;
+  options.snapshot_name = name;
+  options.staging_bytes = request.staging_bytes;
+  options.staging_allocator = request.staging_allocator;
+  // Called on the pool's I/O threads, which have no context current. The copy is synchronised
+  // before returning: the staging buffer or tier slot is reused as soon as this returns.
+  auto deliver = [&](const store::ChunkDelivery& c) -> Status {
+    ContextScope io_scope(d, request.context);
+    if (!io_scope.pushed()) return Status::DeviceError("cuCtxPushCurrent on an I/O thread failed");
+    const CUdeviceptr dst = manifest.buffers(c.buffer_index).device_address() + c.offset;
+    PHOS_RETURN_IF_ERROR(CuStatus(d->cuMemcpyHtoDAsync(dst, c.data, c.size, nullptr), "cuMemcpyHtoDAsync", text));
+    return CuStatus(d->cuStreamSynchronize(nullptr), "cuStreamSynchronize", text);
+  };
+  auto reader = store::SnapshotReader::Start(request.pool, manifest, &source, options, deliver);
+  if (!reader.ok()) return fail(reader.status().WithContext(fmt::format("restore {}", name)));
+  Status copied = (*reader)->Wait();
+  report.bytes = (*reader)->delivered_bytes();
+  reader->reset();
+  if (!copied.ok()) return fail(copied.WithContext("restore"));
+  report.copy_ms = MsSince(start);
+
+  start = Clock::now();
+  for (int i = 0; i < manifest.modules_size(); ++i) {
+    auto module = LoadModule(d, manifest, i, source, &report.module_bytes);
+    if (!module.ok()) return fail(module.status().WithContext(fmt::format("restore {}", name)));
+    report.modules.push_back(*module);
+  }
+  report.modules_ms = MsSince(start);
+  PHOS_LOG(Info, "restore", "{}: {} buffers, {} bytes (map {:.1f} ms, copy {:.1f} ms), {} modules ({:.1f} ms)", name,
+           report.buffers, report.bytes, report.map_ms, report.copy_ms, report.modules.size(), report.modules_ms);
+  return report;
+}
+
+}  // namespace phos::runtime

@@ -12,6 +12,7 @@
 
 #include "phos/runtime/snapshot_capture.h"
 #include "phos/runtime/snapshot_restore.h"
+#include "phos/store/dram_tier.h"
 #include "phos/store/reader.h"
 #include "phos/store/store.h"
 
@@ -162,6 +163,54 @@ TEST_F(SnapshotCaptureTest, RestoresEveryBufferAtItsAddressAndLoadsModules) {
   EXPECT_FALSE(GranuleFree(originals_[0].address));
   mapper.UnmapAll();
   EXPECT_TRUE(GranuleFree(originals_[0].address));
+}
+
+// The production shape: chunks through the DRAM tier (delivered from its pinned slots), the
+// reader's staging from cuMemHostAlloc; then the restored instance is captured again, which
+// reads the VMM-mapped buffers and stores nothing new.
+TEST_F(SnapshotCaptureTest, RestoresThroughTheDramTierAndRecapturesIdentically) {
+  MakeBuffers();
+  ASSERT_TRUE(CaptureGpuState(Request(), *store_).ok());
+  auto manifest = store_->LoadManifest("fn", 1);
+  ASSERT_TRUE(manifest.ok());
+  auto stats = store_->Stats();
+  ASSERT_TRUE(stats.ok());
+  FreeOriginals();
+  MakeFreshContext();
+
+  auto tier_alloc = store::DriverPinnedAllocator::Create(store::DriverHostMemoryOf(*d_, fresh_));
+  ASSERT_TRUE(tier_alloc.ok()) << tier_alloc.status().ToString();
+  auto tier = store::DramTier::Create({.capacity_bytes = 16 * kChunk, .slot_bytes = kChunk}, std::move(*tier_alloc),
+                                      store_.get());
+  ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+  auto staging = store::DriverPinnedAllocator::Create(store::DriverHostMemoryOf(*d_, fresh_));
+  ASSERT_TRUE(staging.ok());
+  VmmDeviceMapper mapper(d_.get(), 0);
+  RestoreRequest req{.driver = d_.get(),
+                     .context = fresh_,
+                     .mapper = &mapper,
+                     .pool = pool_.get(),
+                     .staging_allocator = staging->get(),
+                     .staging_bytes = 4 * kChunk};
+  auto report = RestoreStopTheWorld(req, *manifest, **tier);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_GT((*tier)->Stats().misses, 0u);
+  for (CUmodule m : report->modules) d_->cuModuleUnload(m);
+
+  CaptureRequest again = Request();
+  again.context = fresh_;
+  auto version = CaptureGpuState(again, *store_);
+  ASSERT_TRUE(version.ok()) << version.status().ToString();
+  EXPECT_EQ(*version, 2u);
+  auto after = store_->Stats();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->unique_bytes, stats->unique_bytes);
+  auto second = store_->LoadManifest("fn", 2);
+  ASSERT_TRUE(second.ok());
+  for (int i = 0; i < manifest->buffers_size(); ++i) {
+    EXPECT_EQ(second->buffers(i).SerializeAsString(), manifest->buffers(i).SerializeAsString()) << i;
+  }
+  mapper.UnmapAll();
 }
 
 TEST_F(SnapshotCaptureTest, CapturingTwiceStoresSharedChunksOnce) {

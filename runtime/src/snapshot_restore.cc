@@ -77,6 +77,11 @@ Result<CUmodule> LoadModule(DriverTable* d, const store::proto::Manifest& m, int
   if (offset != image.size()) {
     return Status::Corruption(fmt::format("module {}: chunks hold {} of its {} bytes", index, offset, mod.size()));
   }
+  // The chunks verified one by one; the whole-image hash also catches a manifest whose chunk
+  // list was put together wrongly.
+  if (store::ChunkId::Of(image.data(), image.size()).ToBytes() != mod.content_hash()) {
+    return Status::Corruption(fmt::format("module {}: image does not match its content hash", index));
+  }
   CUmodule module = nullptr;
   PHOS_RETURN_IF_ERROR(CuStatus(d->cuModuleLoadData(&module, image.data()),
                                 fmt::format("module {} ({}): cuModuleLoadData", index, mod.kind()), d->error_text()));

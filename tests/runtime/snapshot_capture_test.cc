@@ -277,6 +277,36 @@ TEST_F(SnapshotCaptureTest, TakenAddressIsAClearErrorAndNothingStaysMapped) {
   EXPECT_TRUE(mapper.mappings().empty());
 }
 
+// A module that does not load, or whose image does not match its hash, fails the restore after
+// every buffer was mapped and copied: all of it is undone.
+TEST_F(SnapshotCaptureTest, ModuleFailuresUndoTheWholeRestore) {
+  MakeBuffers();
+  CaptureRequest req = Request();
+  req.modules = {{"not a module image", "simgpu"}};
+  ASSERT_TRUE(CaptureGpuState(req, *store_).ok());
+  auto manifest = store_->LoadManifest("fn", 1);
+  ASSERT_TRUE(manifest.ok());
+  FreeOriginals();
+  MakeFreshContext();
+  VmmDeviceMapper mapper(d_.get(), 0);
+  RestoreRequest restore{.driver = d_.get(), .context = fresh_, .mapper = &mapper, .pool = pool_.get()};
+
+  auto report = RestoreStopTheWorld(restore, *manifest, *store_);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("module 0 (simgpu): cuModuleLoadData"), std::string::npos)
+      << report.status().message();
+  EXPECT_TRUE(mapper.mappings().empty());
+  for (const auto& o : originals_) EXPECT_TRUE(GranuleFree(o.address)) << o.label;
+
+  store::proto::Manifest tampered = *manifest;
+  tampered.mutable_modules(0)->set_content_hash(std::string(16, '\x01'));
+  report = RestoreStopTheWorld(restore, tampered, *store_);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(report.status().message().find("content hash"), std::string::npos) << report.status().message();
+  for (const auto& o : originals_) EXPECT_TRUE(GranuleFree(o.address)) << o.label;
+}
+
 TEST_F(SnapshotCaptureTest, BadRequestsAreRefusedWithAReason) {
   MakeBuffers();
   CaptureRequest zero = Request();

@@ -21,8 +21,8 @@ CUresult OnStream(CUstream handle, Fn fn) {
   return fn(*d, *stream);
 }
 
-CUresult Copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream, CallKind kind) {
-  return OnStream(stream, [&](Driver& d, Stream& s) { return EnqueueCopy(d, s, dst, src, bytes, kind); });
+CUresult Copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream, CallKind kind, CopySides sides) {
+  return OnStream(stream, [&](Driver& d, Stream& s) { return EnqueueCopy(d, s, dst, src, bytes, kind, sides); });
 }
 
 CUresult Memset(CUdeviceptr dst, uint32_t value, size_t element_size, size_t count, CUstream stream) {
@@ -142,40 +142,40 @@ PHOS_SIM_API CUresult CUDAAPI cuMemHostUnregister(void* p) {
 
 PHOS_SIM_API CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
   if (src == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return Copy(dst, HostPtr(src), bytes, nullptr, CallKind::kSync);
+  return Copy(dst, HostPtr(src), bytes, nullptr, CallKind::kSync, CopySides::kHostToDevice);
 }
 
 PHOS_SIM_API CUresult CUDAAPI cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t bytes) {
   if (dst == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return Copy(HostPtr(dst), src, bytes, nullptr, CallKind::kSync);
+  return Copy(HostPtr(dst), src, bytes, nullptr, CallKind::kSync, CopySides::kDeviceToHost);
 }
 
 PHOS_SIM_API CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
   // Device-to-device copies are asynchronous with respect to the host, even this one (CUDA's
   // API synchronization behavior).
-  return Copy(dst, src, bytes, nullptr, CallKind::kAsync);
+  return Copy(dst, src, bytes, nullptr, CallKind::kAsync, CopySides::kDeviceToDevice);
 }
 
 PHOS_SIM_API CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
-  return Copy(dst, src, bytes, nullptr, CallKind::kSync);
+  return Copy(dst, src, bytes, nullptr, CallKind::kSync, CopySides::kUnified);
 }
 
 PHOS_SIM_API CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) {
   if (src == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return Copy(dst, HostPtr(src), bytes, stream, CallKind::kAsync);
+  return Copy(dst, HostPtr(src), bytes, stream, CallKind::kAsync, CopySides::kHostToDevice);
 }
 
 PHOS_SIM_API CUresult CUDAAPI cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) {
   if (dst == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return Copy(HostPtr(dst), src, bytes, stream, CallKind::kAsync);
+  return Copy(HostPtr(dst), src, bytes, stream, CallKind::kAsync, CopySides::kDeviceToHost);
 }
 
 PHOS_SIM_API CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
-  return Copy(dst, src, bytes, stream, CallKind::kAsync);
+  return Copy(dst, src, bytes, stream, CallKind::kAsync, CopySides::kDeviceToDevice);
 }
 
 PHOS_SIM_API CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
-  return Copy(dst, src, bytes, stream, CallKind::kAsync);
+  return Copy(dst, src, bytes, stream, CallKind::kAsync, CopySides::kUnified);
 }
 
 PHOS_SIM_API CUresult CUDAAPI cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t count) {

@@ -30,11 +30,14 @@ CUresult Classify(Driver& driver, CUdeviceptr ptr, size_t bytes, Access needed, 
 }  // namespace
 
 CUresult EnqueueCopy(Driver& driver, Stream& stream, CUdeviceptr dst, CUdeviceptr src,
-                     size_t bytes, CallKind kind) {
+                     size_t bytes, CallKind kind, CopySides sides) {
   if (bytes == 0) return CUDA_SUCCESS;
   Side to, from;
   if (CUresult r = Classify(driver, dst, bytes, Access::kReadWrite, &to); r != CUDA_SUCCESS) return r;
   if (CUresult r = Classify(driver, src, bytes, Access::kRead, &from); r != CUDA_SUCCESS) return r;
+  bool dst_must_be_device = sides == CopySides::kHostToDevice || sides == CopySides::kDeviceToDevice;
+  bool src_must_be_device = sides == CopySides::kDeviceToHost || sides == CopySides::kDeviceToDevice;
+  if ((dst_must_be_device && !to.device) || (src_must_be_device && !from.device)) return CUDA_ERROR_INVALID_VALUE;
 
   const DeviceProfile& p = *driver.config().profile;
   Op op;

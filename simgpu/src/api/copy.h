@@ -16,12 +16,19 @@ enum class CallKind {
   kAsync,  // cuMemcpyHtoDAsync & co: returns at once, except for pageable host memory
 };
 
-// Copies `bytes` from `src` to `dst` on `stream`. Each side may be device memory (validated:
+// Which sides of a copy the entry point says are device memory: cuMemcpyHtoD names a device
+// destination, cuMemcpyDtoH a device source, cuMemcpyDtoD both; cuMemcpy and cuMemcpyAsync take
+// either, as unified addressing allows.
+enum class CopySides { kUnified, kHostToDevice, kDeviceToHost, kDeviceToDevice };
+
+// Copies `bytes` from `src` to `dst` on `stream`. A side the entry point names as device memory
+// must be device memory (CUDA_ERROR_INVALID_VALUE otherwise, never a host copy through a bad
+// pointer). Each side may be device memory (validated:
 // the whole range must be allocated and accessible, else CUDA_ERROR_INVALID_VALUE) or host
 // memory (pinned or pageable, which sets the modelled rate). Host-to-device and device-to-host
 // copies run on their own copy engines; device-to-device copies on the compute engine.
 CUresult EnqueueCopy(Driver& driver, Stream& stream, CUdeviceptr dst, CUdeviceptr src,
-                     size_t bytes, CallKind kind);
+                     size_t bytes, CallKind kind, CopySides sides);
 
 // Fills `count` elements of `element_size` (1 or 4) bytes at `dst` with `value`, on `stream`.
 // Asynchronous with respect to the host, as CUDA's memsets on device memory are.

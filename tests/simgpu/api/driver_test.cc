@@ -227,6 +227,23 @@ TEST_F(DriverTest, GarbageAndStaleHandlesAreErrorsNotCrashes) {
   EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
 }
 
+// A side the entry point names as device memory must be device memory: a bad address is an
+// error, never a host memcpy through it.
+TEST_F(DriverTest, CopiesRefuseNonDeviceAddressesOnTheirDeviceSides) {
+  std::vector<unsigned char> host(64, 1);
+  const CUdeviceptr bogus = 0x10;
+  const auto host_ptr = reinterpret_cast<CUdeviceptr>(host.data());
+  EXPECT_EQ(cuMemcpyDtoH(host.data(), bogus, 16), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemcpyHtoD(bogus, host.data(), 16), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemcpyDtoD(host_ptr, host_ptr, 16), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemcpyDtoHAsync(host.data(), host_ptr, 16, nullptr), CUDA_ERROR_INVALID_VALUE);
+  // Unified copies take host memory on either side.
+  std::vector<unsigned char> other(64, 0);
+  EXPECT_EQ(cuMemcpy(reinterpret_cast<CUdeviceptr>(other.data()), host_ptr, 64), CUDA_SUCCESS);
+  EXPECT_EQ(other[63], 1);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+}
+
 TEST_F(DriverTest, PrimaryContextStateFollowsRetainAndRelease) {
   unsigned flags = 1;
   int active = 1;

@@ -73,6 +73,9 @@ class NcclTest : public ::testing::Test {
       EXPECT_EQ(cuMemcpyHtoD(buffer->get(), host, bytes), CUDA_SUCCESS);
     } else {
       EXPECT_EQ(cuMemsetD8(buffer->get(), 0, bytes), CUDA_SUCCESS);
+      // cuMemsetD8 is asynchronous on the legacy stream, which the non-blocking streams the
+      // collectives run on do not wait for: finish it first.
+      EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
     }
     return buffer->get();
   }

@@ -178,16 +178,15 @@ void SerialEngine::Run(TaskPtr task) {
   }
   const WallClock::time_point real_end = WallClock::now();
   WallClock::time_point end = modelled_end;
-  if (real_end > modelled_end) {
-    // Only work slower than its modelled cost is host-bound; finishing a little after a
-    // backdated modelled end is the simulator catching up.
-    if (op.work != nullptr && real_end - real_start > cost) {
-      CountHostBound(executor_, kind_, real_end - real_start, cost);
-    }
+  if (op.work != nullptr && real_end - real_start > cost) {
+    // The host's work was slower than the modelled device: the op ends when the work did.
+    CountHostBound(executor_, kind_, real_end - real_start, cost);
     end = real_end;
-  } else {
+  } else if (real_end < modelled_end) {
     std::this_thread::sleep_until(modelled_end);
   }
+  // Otherwise the thread is late (preempted, or catching up after a backdated start): the op
+  // still ends at its modelled end on the device timeline.
   last_end_ = end;
   CountRun(executor_, kind_, op, end - start);
   CompleteTask(std::move(task), result, end);

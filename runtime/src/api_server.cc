@@ -180,7 +180,8 @@ class ApiServer::Impl {
     } else {
       Result<ctxpool::ContextLease> lease = pool_->Lease();
       if (!lease.ok()) return Refuse(fd, 999, lease.status().WithContext("GPU session").message());
-      session = Session::Open(driver_, std::move(*lease), options_.device, std::move(*ring), token, fd, hello.pid);
+      session = Session::Open(driver_, std::move(*lease), options_.device, options_.instance_va_bytes, std::move(*ring), token,
+                              fd, hello.pid);
     }
     if (!session.ok()) return Refuse(fd, 999, session.status().message());
     // Registered before the answer: once the frontend has its ring, EndSession(token) must find

@@ -36,9 +36,11 @@ Session::Session(DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::stri
     : driver_(driver), ring_(std::move(ring)), token_(std::move(token)), control_fd_(control_fd), pid_(pid) {}
 
 Result<std::unique_ptr<Session>> Session::Open(DriverTable* driver, ctxpool::ContextLease lease, int device,
-                                               std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid) {
+                                               uint64_t va_bytes, std::unique_ptr<ipc::Ring> ring, std::string token,
+                                               int control_fd, int pid) {
   std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid));
   s->base_device_ = device;
+  s->va_bytes_ = va_bytes;
   PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuDeviceGetCount(&s->device_count_));
   if (lease.device() != device) {
     return Status::InvalidArgument(fmt::format("session on device {} given a context of device {}", device, lease.device()));
@@ -103,7 +105,17 @@ void Session::ReleaseAll() {
   }
   for (auto& [vid, e] : events_) tenant.events.push_back(e);
   for (auto& [vid, s] : streams_) tenant.streams.push_back(s);
-  for (auto& [base, bytes] : buffers_.buffers()) tenant.allocations.push_back({base, bytes});
+  for (auto& [base, bytes] : buffers_.buffers()) {
+    if (space_ == nullptr || !space_->Contains(base)) tenant.allocations.push_back({base, bytes});
+  }
+  if (space_ != nullptr) {
+    // The scrub zeroes whole mappings (sub-allocations share them), unmaps and releases them, then
+    // frees the range: the next tenant can never reach these addresses' old bytes.
+    AddressSpaceRelease released = space_->Release();
+    for (const auto& m : released.mappings) tenant.mappings.push_back({m.base, m.bytes, m.handle});
+    tenant.address_ranges.push_back({released.range_base, released.range_bytes});
+    space_.reset();
+  }
   for (auto& [id, m] : modules_) {
     if (m.module != nullptr) tenant.modules.push_back(m.module);
   }
@@ -161,6 +173,38 @@ Result<CUstream> Session::StreamOf(uint64_t vid) const {
   auto it = streams_.find(vid);
   if (it == streams_.end()) return Status::NotFound("stream");
   return it->second;
+}
+
+CUresult Session::AllocateBuffer(uint64_t bytes, CUdeviceptr* out) {
+  if (!lease_ || route_device_ != 0 || va_bytes_ == 0) return driver_->cuMemAlloc(out, bytes);
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (space_ == nullptr) {
+    Result<std::unique_ptr<InstanceAddressSpace>> space =
+        InstanceAddressSpace::Reserve(driver_, {.range_bytes = va_bytes_, .device = base_device_});
+    if (!space.ok()) {
+      PHOS_LOG_EVERY_SEC(Error, "runtime", 1, "pid {}: cudaMalloc refused: {}", pid_, space.status().message());
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    space_ = std::move(*space);
+    PHOS_LOG(Debug, "runtime", "pid {}: instance address space [{:#x}, +{})", pid_, space_->base(), space_->range_bytes());
+  }
+  Result<CUdeviceptr> ptr = space_->Allocate(bytes);
+  if (!ptr.ok()) {
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: cudaMalloc({}) failed: {}", pid_, bytes, ptr.status().message());
+    return ptr.status().code() == StatusCode::kOutOfMemory ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_UNKNOWN;
+  }
+  *out = *ptr;
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::FreeBuffer(CUdeviceptr base) {
+  if (space_ == nullptr || !space_->Contains(base)) return driver_->cuMemFree(base);
+  // cudaFree synchronises with the device: nothing queued may still use the bytes that the
+  // address space may hand out again at once.
+  if (CUresult r = driver_->cuCtxSynchronize(); r != CUDA_SUCCESS) return r;
+  Status s = space_->Free(base);
+  if (!s.ok()) PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: cudaFree: {}", pid_, s.message());
+  return s.ok() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 #define PHOS_STREAM_OR_RETURN(var, vid)        \
@@ -222,10 +266,10 @@ CUresult Session::Execute(const ipc::RecordView& record, size_t* reply_len) {
       ipc::SizeArgs a;
       if (!ExactArgs(p, len, &a)) return CUDA_ERROR_INVALID_VALUE;
       CUdeviceptr ptr = 0;
-      CUresult r = d.cuMemAlloc(&ptr, a.bytes);
+      CUresult r = AllocateBuffer(a.bytes, &ptr);
       if (r != CUDA_SUCCESS) return r;
       if (!buffers_.Insert(ptr, a.bytes).ok()) {
-        d.cuMemFree(ptr);
+        FreeBuffer(ptr);
         return CUDA_ERROR_UNKNOWN;
       }
       if (route_device_ != 0) buffer_devices_[ptr] = route_device_;
@@ -243,7 +287,7 @@ CUresult Session::Execute(const ipc::RecordView& record, size_t* reply_len) {
         return CUDA_ERROR_INVALID_VALUE;
       }
       buffer_devices_.erase(a.ptr);
-      return d.cuMemFree(a.ptr);
+      return FreeBuffer(a.ptr);
     }
     case Op::kMemcpyHtoD: {
       ipc::CopyArgs a;

@@ -22,6 +22,7 @@
 #include "phos/ipc/ring.h"
 #include "phos/runtime/buffer_table.h"
 #include "phos/runtime/driver_table.h"
+#include "phos/runtime/va_allocator.h"
 
 namespace phos::runtime {
 
@@ -32,8 +33,11 @@ class Session {
   // others are created when the function first uses them. The context is the lease's (on node
   // device `device`); it goes back to the pool, with everything the session made in it, when the
   // session ends. NCCL communicators are refused (a function that wants them declares its GPUs).
+  // Device-0 allocations come from an instance address space of `va_bytes` reserved on the first
+  // allocation (0: cuMemAlloc); its mappings and range go to the lease's scrub at the end.
   static Result<std::unique_ptr<Session>> Open(DriverTable* driver, ctxpool::ContextLease lease, int device,
-                                               std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid);
+                                               uint64_t va_bytes, std::unique_ptr<ipc::Ring> ring, std::string token,
+                                               int control_fd, int pid);
   // A session of `gpus` (>= 2) devices: before executing its first call, the executor leases a
   // device group of that size from `groups` (which must outlive the session) and runs session
   // device d in the group's context d; ncclCommInitAll / ncclCommInitRank get the group's
@@ -98,6 +102,10 @@ class Session {
   // Rejects (and logs) a range this session does not own.
   bool Owns(uint64_t ptr, uint64_t bytes, const char* what);
   Result<CUstream> StreamOf(uint64_t vid) const;
+  // Device memory for kMemAlloc / kMemFree: from the instance address space for device 0 of a
+  // single-GPU session, else cuMemAlloc / cuMemFree.
+  CUresult AllocateBuffer(uint64_t bytes, CUdeviceptr* out);
+  CUresult FreeBuffer(CUdeviceptr base);
 
   // session_devices.cc: which context a record runs in, and the per-device state behind it.
   CUresult Route(const ipc::RecordView& record);
@@ -143,6 +151,9 @@ class Session {
 
   // Owned by the executor thread while it runs.
   BufferTable buffers_;
+  // The instance address space (single-GPU sessions with va_bytes_ > 0), reserved on first use.
+  uint64_t va_bytes_ = 0;
+  std::unique_ptr<InstanceAddressSpace> space_;
   // Virtual ids are multiples of 16 from 16 on: never 0 (the default stream), 1 or 2
   // (cudaStreamLegacy, cudaStreamPerThread).
   uint64_t next_handle_ = 0;

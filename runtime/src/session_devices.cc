@@ -180,7 +180,7 @@ void Session::ReleaseDevices() {
     for (auto& [base, bytes] : buffers_.buffers()) driver_->cuMemsetD8Async(base, 0, bytes, nullptr);
     driver_->cuCtxSynchronize();
     for (uint64_t base : buffers_.Bases()) {
-      driver_->cuMemFree(base);
+      FreeBuffer(base);
       buffers_.Erase(base).IgnoreError();
     }
     buffer_devices_.clear();

@@ -38,6 +38,11 @@ struct ApiServerOptions {
   // keeps no group ready (a session's lease waits for one to be created) when the driver table
   // has NCCL; without NCCL (logged) sessions of more than one GPU are refused. Default: nullptr.
   ctxpool::CommunicatorPool* device_groups = nullptr;
+  // Address space each single-GPU session reserves on its first cudaMalloc: the session's device-0
+  // allocations are carved out of it (runtime/va_allocator.h), so that they can be mapped back at
+  // the same addresses on restore. 0: sessions allocate with cuMemAlloc instead. Allocations on
+  // other devices and in device-group sessions always use cuMemAlloc. Default: 64 GiB.
+  uint64_t instance_va_bytes = 64ull << 30;
 };
 
 class ApiServer {

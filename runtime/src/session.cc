@@ -525,12 +525,15 @@ CUresult Session::Launch(const uint8_t* payload, size_t len) {
     const ipc::ParamSlot& slot = fn.params[i];
     args[i] = params + slot.offset;
     // Every 8-byte word of a parameter that names device memory must name this session's own
-    // (BRIEF D8's rule for pointers and structs alike): a word inside no buffer of ours that the
-    // driver knows as an allocation is someone else's memory.
+    // (BRIEF D8's rule for pointers and structs alike): a word inside no buffer and outside the
+    // VA range of ours that the driver knows as an allocation is someone else's memory.
     for (uint32_t off = (slot.offset + 7) / 8 * 8; off + 8 <= slot.offset + slot.size; off += 8) {
       uint64_t word;
       std::memcpy(&word, params + off, sizeof(word));
       if (word == 0 || buffers_.Contains(word, 0)) continue;
+      // Inside the session's own VA range (a freed part of one of its granules, say) is nobody
+      // else's memory, even when the driver knows the granule.
+      if (space_ != nullptr && space_->Contains(word)) continue;
       CUdeviceptr base = 0;
       size_t size = 0;
       if (driver_->cuMemGetAddressRange(&base, &size, word) == CUDA_SUCCESS) {

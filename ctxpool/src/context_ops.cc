@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include "phos/runtime/context_scope.h"
 #include "phos/base/cuda_check.h"
 #include "phos/base/log.h"
 
@@ -36,26 +37,6 @@ Status BlasStatus(cublasStatus_t s, const char* call) {
   return s == CUBLAS_STATUS_ALLOC_FAILED ? Status::OutOfMemory(std::move(message))
                                          : Status::DeviceError(std::move(message));
 }
-
-// Makes a context current for a scope and restores the caller's afterwards (NCCL's rule for
-// its entry points): pool work runs on whatever thread leased or returned.
-class ContextScope {
- public:
-  ContextScope(runtime::DriverTable& driver, CUcontext context) : driver_(driver) {
-    pushed_ = driver_.cuCtxPushCurrent(context) == CUDA_SUCCESS;
-  }
-  ~ContextScope() {
-    if (pushed_) driver_.cuCtxPopCurrent(nullptr);
-  }
-  ContextScope(const ContextScope&) = delete;
-  ContextScope& operator=(const ContextScope&) = delete;
-  bool ok() const { return pushed_; }
-
- private:
-  runtime::DriverTable& driver_;
-  bool pushed_ = false;
-};
-
 #define PHOS_BLAS_RETURN_IF_ERROR(call) PHOS_RETURN_IF_ERROR(BlasStatus((call), #call))
 
 }  // namespace
@@ -79,7 +60,7 @@ Result<PooledContext> CreatePooledContext(runtime::DriverTable& driver, int devi
 Status ScrubPooledContext(runtime::DriverTable& driver, const PooledContext& pooled,
                           const TenantResources& tenant, bool zero) {
   const CuErrorText& text = driver.error_text();
-  ContextScope scope(driver, pooled.context);
+  runtime::ContextScope scope(driver, pooled.context);
   if (!scope.ok()) return Status::DeviceError("cuCtxPushCurrent of the returned context failed");
   // The tenant's queued work finishes first; a sticky error from it (an illegal address) shows
   // here and condemns the context.
@@ -116,7 +97,7 @@ Status ScrubPooledContext(runtime::DriverTable& driver, const PooledContext& poo
 
 void DestroyPooledContext(runtime::DriverTable& driver, const PooledContext& pooled) {
   if (pooled.blas != nullptr) {
-    ContextScope scope(driver, pooled.context);
+    runtime::ContextScope scope(driver, pooled.context);
     Status s = BlasStatus(driver.cublasDestroy(pooled.blas), "cublasDestroy");
     if (!s.ok()) PHOS_LOG(Warn, "ctxpool", "context {}: {}", pooled.id, s.message());
   }
@@ -140,7 +121,7 @@ Result<PooledGroup> CreateDeviceGroup(runtime::DriverTable& driver, int size) {
   if (r == ncclSuccess) {
     r = driver.ncclGroupStart();
     for (int d = 0; r == ncclSuccess && d < size; ++d) {
-      ContextScope scope(driver, group.contexts[d].context);
+      runtime::ContextScope scope(driver, group.contexts[d].context);
       if (!scope.ok()) {
         r = ncclUnhandledCudaError;
         break;

@@ -1,3 +1,4 @@
+#include "phos/runtime/context_scope.h"
 #include "phos/runtime/snapshot_capture.h"
 
 #include <algorithm>
@@ -66,27 +67,6 @@ Status CheckDeviceRange(DriverTable* d, size_t index, const CaptureBuffer& b) {
   }
   return Status::Ok();
 }
-
-// The request's context current on this thread for the guard's life (NCCL's pattern: every
-// entry point restores what the caller had current).
-class ContextScope {
- public:
-  ContextScope(DriverTable* driver, CUcontext context) : driver_(driver) {
-    pushed_ = driver_->cuCtxPushCurrent(context) == CUDA_SUCCESS;
-  }
-  ~ContextScope() {
-    CUcontext popped = nullptr;
-    if (pushed_) driver_->cuCtxPopCurrent(&popped);
-  }
-  ContextScope(const ContextScope&) = delete;
-  ContextScope& operator=(const ContextScope&) = delete;
-  bool pushed() const { return pushed_; }
-
- private:
-  DriverTable* driver_;
-  bool pushed_ = false;
-};
-
 // One chunk of pinned host memory reused for every device-to-host copy of the capture.
 class PinnedStaging {
  public:
@@ -117,8 +97,8 @@ Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& st
   const CuErrorText& text = d->error_text();
   const auto start = std::chrono::steady_clock::now();
 
-  ContextScope scope(d, request.context);
-  if (!scope.pushed()) return Status::DeviceError("capture: cuCtxPushCurrent of the function's context failed");
+  ContextScope scope(*d, request.context);
+  if (!scope.ok()) return Status::DeviceError("capture: cuCtxPushCurrent of the function's context failed");
   // Quiesce: every kernel and async copy the function issued has finished before a byte is read.
   PHOS_RETURN_IF_ERROR(CuStatus(d->cuCtxSynchronize(), "capture: cuCtxSynchronize", text));
 

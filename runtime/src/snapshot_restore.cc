@@ -1,3 +1,4 @@
+#include "phos/runtime/context_scope.h"
 #include "phos/runtime/snapshot_restore.h"
 
 #include <algorithm>
@@ -38,26 +39,6 @@ std::string BufferName(const store::proto::Manifest& m, int i) {
   return b.label().empty() ? fmt::format("buffer {} at {:#x}", i, b.device_address())
                            : fmt::format("buffer {} '{}' at {:#x}", i, b.label(), b.device_address());
 }
-
-// The request's context current on this thread for the guard's life.
-class ContextScope {
- public:
-  ContextScope(DriverTable* driver, CUcontext context) : driver_(driver) {
-    pushed_ = driver_->cuCtxPushCurrent(context) == CUDA_SUCCESS;
-  }
-  ~ContextScope() {
-    CUcontext popped = nullptr;
-    if (pushed_) driver_->cuCtxPopCurrent(&popped);
-  }
-  ContextScope(const ContextScope&) = delete;
-  ContextScope& operator=(const ContextScope&) = delete;
-  bool pushed() const { return pushed_; }
-
- private:
-  DriverTable* driver_;
-  bool pushed_ = false;
-};
-
 Result<CUmodule> LoadModule(DriverTable* d, const store::proto::Manifest& m, int index, store::ChunkSource& source,
                             uint64_t* bytes) {
   const auto& mod = m.modules(index);
@@ -182,8 +163,8 @@ Result<RestoreReport> RestoreStopTheWorld(const RestoreRequest& request, const s
   DriverTable* d = request.driver;
   const CuErrorText& text = d->error_text();
   const std::string name = SnapshotName(manifest);
-  ContextScope scope(d, request.context);
-  if (!scope.pushed()) return Status::DeviceError(fmt::format("restore {}: cuCtxPushCurrent failed", name));
+  ContextScope scope(*d, request.context);
+  if (!scope.ok()) return Status::DeviceError(fmt::format("restore {}: cuCtxPushCurrent failed", name));
 
   RestoreReport report;
   // Whatever fails from here on, nothing this restore mapped or loaded survives it.
@@ -211,8 +192,8 @@ Result<RestoreReport> RestoreStopTheWorld(const RestoreRequest& request, const s
   // Called on the pool's I/O threads, which have no context current. The copy is synchronised
   // before returning: the staging buffer or tier slot is reused as soon as this returns.
   auto deliver = [&](const store::ChunkDelivery& c) -> Status {
-    ContextScope io_scope(d, request.context);
-    if (!io_scope.pushed()) return Status::DeviceError("cuCtxPushCurrent on an I/O thread failed");
+    ContextScope io_scope(*d, request.context);
+    if (!io_scope.ok()) return Status::DeviceError("cuCtxPushCurrent on an I/O thread failed");
     const CUdeviceptr dst = manifest.buffers(c.buffer_index).device_address() + c.offset;
     PHOS_RETURN_IF_ERROR(CuStatus(d->cuMemcpyHtoDAsync(dst, c.data, c.size, nullptr), "cuMemcpyHtoDAsync", text));
     return CuStatus(d->cuStreamSynchronize(nullptr), "cuStreamSynchronize", text);

@@ -149,6 +149,20 @@ int Handles() {
   cudaGetLastError();
   OK(cudaEventDestroy(e));
   OK(cudaStreamDestroy(s2));
+
+  // A pointer to a freed part of one of this instance's own granules is its own memory, not
+  // another owner's: the launch is not refused (the kernel does not touch it: n = 0).
+  float* kept = nullptr;
+  float* freed = nullptr;
+  OK(cudaMalloc(reinterpret_cast<void**>(&kept), 256));
+  OK(cudaMalloc(reinterpret_cast<void**>(&freed), 256));
+  OK(cudaFree(freed));
+  float value = 1.0f;
+  int none = 0;
+  void* args[] = {&freed, &value, &none};
+  OK(cudaLaunchKernel(reinterpret_cast<const void*>(&fill_kernel), dim3(1), dim3(1), args, 0, nullptr));
+  OK(cudaDeviceSynchronize());
+  OK(cudaFree(kept));
   return g_failures;
 }
 

@@ -63,6 +63,17 @@ Status DriverTable::Resolve(GpuKind kind, const std::string& driver, const std::
   if (name == nullptr) return Status::NotFound(fmt::format("{} has no symbol {}", driver, PHOS_SYM(name)));
   PHOS_DRIVER_ENTRY_POINTS(PHOS_RESOLVE_DRIVER)
 #undef PHOS_RESOLVE_DRIVER
+#define PHOS_RESOLVE_OPTIONAL(name) name = reinterpret_cast<decltype(name)>(dlsym(driver_handle_, #name));
+  PHOS_SIM_GUARD_ENTRY_POINTS(PHOS_RESOLVE_OPTIONAL)
+  PHOS_RESOLVE_OPTIONAL(phosSimMemcpyHtoDAsyncGuarded)
+#undef PHOS_RESOLVE_OPTIONAL
+  if (phosSimGuardRange == nullptr || phosSimUnguardRange == nullptr || phosSimSetGuardHandler == nullptr ||
+      phosSimWriteGuarded == nullptr) {
+#define PHOS_CLEAR_OPTIONAL(name) name = nullptr;
+    PHOS_SIM_GUARD_ENTRY_POINTS(PHOS_CLEAR_OPTIONAL)
+#undef PHOS_CLEAR_OPTIONAL
+    phosSimMemcpyHtoDAsyncGuarded = nullptr;
+  }
   error_text_.get_name = cuGetErrorName;
   error_text_.get_string = cuGetErrorString;
 

@@ -13,6 +13,7 @@
 
 #include "phos/base/cuda_check.h"
 #include "phos/base/status.h"
+#include "phos/simgpu/simgpu.h"
 
 namespace phos::runtime {
 
@@ -67,6 +68,12 @@ struct DriverTableOptions {
   X(cublasCreate) X(cublasDestroy) X(cublasSetStream) X(cublasGetStream) X(cublasSetMathMode)    \
   X(cublasGetMathMode) X(cublasSgemm) X(cublasSgemmStridedBatched) X(cublasSgemv)
 
+// simgpu's validation extensions (phos/simgpu/simgpu.h: guarded ranges). Optional: resolved when
+// the driver library has them (simgpu), null on NVIDIA's driver; has_guards() says which.
+// phosSimMemcpyHtoDAsyncGuarded may be missing from an older simgpu even when the rest is there.
+#define PHOS_SIM_GUARD_ENTRY_POINTS(X)                                                           \
+  X(phosSimGuardRange) X(phosSimUnguardRange) X(phosSimSetGuardHandler) X(phosSimWriteGuarded)
+
 #define PHOS_NCCL_ENTRY_POINTS(X)                                                                \
   X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommInitAll) X(ncclCommSplit) X(ncclCommDestroy)  \
   X(ncclCommCount) X(ncclCommUserRank) X(ncclAllReduce) X(ncclBroadcast) X(ncclAllGather)         \
@@ -83,12 +90,15 @@ class DriverTable {
   const std::string& driver_path() const { return driver_path_; }
   bool has_cublas() const { return has_cublas_; }
   bool has_nccl() const { return has_nccl_; }
+  // The driver can guard device ranges (simgpu): the PHOS_SIM_GUARD_ENTRY_POINTS are set.
+  bool has_guards() const { return phosSimGuardRange != nullptr; }
   const CuErrorText& error_text() const { return error_text_; }
 
 #define PHOS_DECLARE_ENTRY(name) decltype(&::name) name = nullptr;
   PHOS_DRIVER_ENTRY_POINTS(PHOS_DECLARE_ENTRY)
   PHOS_CUBLAS_ENTRY_POINTS(PHOS_DECLARE_ENTRY)
   PHOS_NCCL_ENTRY_POINTS(PHOS_DECLARE_ENTRY)
+  PHOS_SIM_GUARD_ENTRY_POINTS(PHOS_DECLARE_ENTRY)
 #undef PHOS_DECLARE_ENTRY
   // cublas_api.h overloads cublasGemmEx in C++ (an inline wrapper taking a cudaDataType compute
   // type), so its type is spelled out: the exported C function's.
@@ -96,6 +106,10 @@ class DriverTable {
                                             const void*, const void*, cudaDataType, int, const void*, cudaDataType, int,
                                             const void*, void*, cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
   CublasGemmExFn cublasGemmEx = nullptr;
+  // A stream-ordered, paced host-to-device copy that may write guarded ranges without faulting
+  // (simgpu only; null elsewhere): how a restore loads a buffer that stays guarded until ready.
+  using SimMemcpyHtoDAsyncGuardedFn = CUresult (*)(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream);
+  SimMemcpyHtoDAsyncGuardedFn phosSimMemcpyHtoDAsyncGuarded = nullptr;
 
  private:
   DriverTable() = default;

@@ -1,0 +1,114 @@
+// The concurrent restore's loader (BRIEF D7, D8; issue 6): brings a snapshot's buffers back into
+// device memory that is already mapped at their addresses, while the function runs.
+//
+//   RestoreLoaderOptions opts{.driver = table, .context = ctx, .manifest = &manifest, .source = dram};
+//   auto loader = RestoreLoader::Start(opts);            // background streaming begins
+//   // before each remoted call (the session's executor):
+//   Result<CUevent> ready = (*loader)->Require(index);   // jump the queue; nullptr when resident
+//   driver->cuStreamWaitEvent(stream, *ready, 0);        // the launch waits on the GPU, not the CPU
+//   if ((*loader)->all_resident()) ...                   // one flag: checks off
+//
+// Buffers start absent. A background thread streams them in first-touch order (manifest
+// first_touch_rank ascending, unranked after, by address; or address order when
+// first_touch_order is false), chunk by chunk from the ChunkSource, on its own stream, keeping at
+// most window_bytes of copies in flight so that the application's transfers and required buffers
+// wait behind a few chunks at most. Require() enqueues what is left of one buffer at once on a
+// priority stream and returns an event recorded after its last byte, so the caller never blocks
+// (chunks already in a DRAM tier are copied from its pinned slots, no read on the calling
+// thread; others are read through it first).
+//
+// Validation (simgpu, DriverTable::has_guards()): absent buffers are guarded, their loads use
+// phosSimMemcpyHtoDAsyncGuarded, and each is unguarded once ready. Device work that touches an
+// absent buffer outside what was Required (a speculation miss) faults into the loader's handler,
+// which counts it, logs the kernel, makes every buffer resident, and lets the work proceed: results
+// stay correct. A fault on a buffer that is already loaded (its unguard raced the work) is not a
+// miss. One guard handler serves every loader of the process.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "phos/base/status.h"
+#include "phos/runtime/driver_table.h"
+#include "phos/store/chunk.h"
+#include "proto/manifest.pb.h"
+
+namespace phos::store {
+class DramTier;
+}
+
+namespace phos::runtime {
+
+struct RestoreLoaderOptions {
+  DriverTable* driver = nullptr;  // required
+  // The context the buffers are mapped in (read-write, at their manifest addresses). Required.
+  CUcontext context = nullptr;
+  // Must outlive the loader. Buffers are named by their index in manifest->buffers().
+  const store::proto::Manifest* manifest = nullptr;
+  // Where chunk bytes come from; must outlive the loader. When it is a DramTier (dram below),
+  // chunks are copied from its pinned slots under a lease; otherwise read into pinned staging.
+  store::ChunkSource* source = nullptr;
+  store::DramTier* dram = nullptr;  // `source` itself when it is a DramTier; else null
+  // Background order: first-touch (true) or address order (false: the no-order restore mode).
+  bool first_touch_order = true;
+  // Guard absent buffers when the driver can (simgpu). Default: true.
+  bool guard = true;
+  // Background copy bytes in flight at most. Default: 8 MiB (two 4 MiB chunks).
+  uint64_t window_bytes = 8ull << 20;
+  // For logs: "mlp v3 (instance 7)".
+  std::string name;
+};
+
+struct RestoreLoaderStats {
+  uint64_t buffers = 0;
+  uint64_t bytes = 0;             // buffer bytes loaded so far
+  uint64_t required = 0;          // Require() calls that found the buffer not yet loaded
+  uint64_t misses = 0;            // guard faults on buffers not Required: speculation misses
+  std::string last_miss;          // what touched it (kernel name, "memcpy", ...) for the last miss
+  bool all_resident = false;
+  double fully_resident_ms = 0;   // from Start to the last buffer ready; 0 until then
+};
+
+class RestoreLoader {
+ public:
+  // Validates the options (InvalidArgument naming what is missing), guards every buffer (when
+  // enabled), creates the streams, and starts streaming. A manifest without buffers is resident at
+  // once.
+  static Result<std::unique_ptr<RestoreLoader>> Start(const RestoreLoaderOptions& options);
+  // Stops streaming, waits for copies in flight, unguards what is still guarded, releases leases,
+  // streams and events. Buffers left absent keep whatever bytes they had.
+  ~RestoreLoader();
+  RestoreLoader(const RestoreLoader&) = delete;
+  RestoreLoader& operator=(const RestoreLoader&) = delete;
+
+  // The manifest index of the buffer holding `address`, or -1.
+  int Find(CUdeviceptr address) const;
+  // Makes buffer `index` ready as soon as possible: enqueues its remaining chunks on the priority
+  // stream now and returns an event recorded after them (owned by the loader, valid until it is
+  // destroyed) for the caller to cuStreamWaitEvent on. nullptr when the buffer is resident already.
+  // Thread-safe. Errors: OutOfRange for a bad index; a chunk that cannot be read (Corruption, I/O)
+  // fails the restore: this and every later call return that error.
+  Result<CUevent> Require(int index);
+  // Every buffer loaded: the single flag that turns the per-call checks off. Acquire load.
+  bool all_resident() const { return all_resident_.load(std::memory_order_acquire); }
+  // Blocks until every buffer is resident (or the restore failed).
+  Status Wait();
+  // The first error of the restore (a chunk that could not be read), or Ok.
+  Status status() const;
+  RestoreLoaderStats Stats() const;
+
+  class Impl;
+
+ private:
+  explicit RestoreLoader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  std::atomic<bool> all_resident_{false};
+  friend class Impl;
+};
+
+}  // namespace phos::runtime

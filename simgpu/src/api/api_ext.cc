@@ -1,6 +1,7 @@
 // The phosSim* extensions (phos/simgpu/simgpu.h).
 #include "phos/simgpu/simgpu.h"
 
+#include "api/copy.h"
 #include "api/driver.h"
 #include "exec/access_guard.h"
 #include "memory/guard_table.h"
@@ -124,6 +125,15 @@ PHOS_SIM_API CUresult phosSimWriteGuarded(CUdeviceptr dst, const void* src, size
   Driver* d = nullptr;
   if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
   return d->memory().WriteGuarded(dst, src, bytes);
+}
+
+PHOS_SIM_API CUresult phosSimMemcpyHtoDAsyncGuarded(CUdeviceptr dst, const void* src, size_t bytes,
+                                                    CUstream stream) {
+  Driver* d = nullptr;
+  std::shared_ptr<Context> ctx;
+  std::shared_ptr<Stream> s;
+  if (CUresult r = RequireStream(stream, &d, &ctx, &s); r != CUDA_SUCCESS) return r;
+  return EnqueueGuardedCopy(*d, *s, dst, src, bytes);
 }
 
 }  // extern "C"

@@ -73,6 +73,34 @@ CUresult EnqueueCopy(Driver& driver, Stream& stream, CUdeviceptr dst, CUdevicept
   return CUDA_SUCCESS;
 }
 
+CUresult EnqueueGuardedCopy(Driver& driver, Stream& stream, CUdeviceptr dst, const void* src, size_t bytes) {
+  if (src == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (bytes == 0) return CUDA_SUCCESS;
+  DeviceMemory& memory = driver.memory();
+  if (!memory.CanWriteGuarded(dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
+  Side from;
+  if (CUresult r = Classify(driver, reinterpret_cast<CUdeviceptr>(src), bytes, Access::kRead, &from);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (from.device) return CUDA_ERROR_INVALID_VALUE;
+
+  const DeviceProfile& p = *driver.config().profile;
+  Op op;
+  op.engine = Engine::kCopyH2D;
+  op.bytes = bytes;
+  op.cost_seconds = bytes / (from.pinned ? p.h2d_pinned_bps : p.h2d_pageable_bps);
+  op.what = "memcpy";
+  op.work = [&memory, dst, src, bytes]() {
+    // The range was checked at enqueue; a failure now means it was freed or unmapped since.
+    CUresult r = memory.WriteGuarded(dst, src, bytes);
+    return r == CUDA_ERROR_INVALID_VALUE ? CUDA_ERROR_ILLEGAL_ADDRESS : r;
+  };
+  uint64_t seq = stream.Enqueue(std::move(op));
+  if (!from.pinned) return stream.Wait(seq);
+  return CUDA_SUCCESS;
+}
+
 CUresult EnqueueMemset(Driver& driver, Stream& stream, CUdeviceptr dst, uint32_t value,
                        size_t element_size, size_t count) {
   if (count == 0) return CUDA_SUCCESS;

@@ -30,6 +30,14 @@ enum class CopySides { kUnified, kHostToDevice, kDeviceToHost, kDeviceToDevice }
 CUresult EnqueueCopy(Driver& driver, Stream& stream, CUdeviceptr dst, CUdeviceptr src,
                      size_t bytes, CallKind kind, CopySides sides);
 
+// phosSimMemcpyHtoDAsyncGuarded: an asynchronous host-to-device copy like cuMemcpyHtoDAsync's
+// (engine, rate, stream order, pageable wait) whose device-side write goes through the backing's
+// second mapping (DeviceMemory::WriteGuarded), so it neither faults on nor unguards a guarded
+// destination. `dst` must lie in one linear allocation or one read-write VMM mapping and `src`
+// must be host memory: CUDA_ERROR_INVALID_VALUE otherwise. Memory freed or unmapped before the
+// copy runs fails it with CUDA_ERROR_ILLEGAL_ADDRESS (sticky), as a faulting copy would.
+CUresult EnqueueGuardedCopy(Driver& driver, Stream& stream, CUdeviceptr dst, const void* src, size_t bytes);
+
 // Fills `count` elements of `element_size` (1 or 4) bytes at `dst` with `value`, on `stream`.
 // Asynchronous with respect to the host, as CUDA's memsets on device memory are.
 CUresult EnqueueMemset(Driver& driver, Stream& stream, CUdeviceptr dst, uint32_t value,

@@ -188,6 +188,9 @@ class DeviceMemory {
   // read-write mapping: CUDA_ERROR_INVALID_VALUE otherwise; CUDA_ERROR_OPERATING_SYSTEM when the
   // write fails.
   CUresult WriteGuarded(CUdeviceptr dst, const void* src, uint64_t bytes) const;
+  // Whether WriteGuarded would accept [dst, dst + bytes) now: bytes > 0 and the range inside one
+  // linear allocation (within its requested bytes) or one read-write mapping.
+  bool CanWriteGuarded(CUdeviceptr dst, uint64_t bytes) const;
 
  private:
   struct Linear {
@@ -230,6 +233,10 @@ class DeviceMemory {
   // The linear allocation / mapping whose span contains ptr, or end().
   LinearMap::const_iterator LinearContaining(CUdeviceptr ptr) const;
   MappingMap::const_iterator MappingContaining(CUdeviceptr ptr) const;
+  // WriteGuarded's range rule: the linear allocation holding [dst, dst + bytes), or else the
+  // read-write mapping holding it (linear == linear_.end()); false when neither does.
+  bool GuardedWriteTarget(CUdeviceptr dst, uint64_t bytes, LinearMap::const_iterator* linear,
+                          MappingMap::const_iterator* mapping) const;
   // Checks that [ptr, ptr + size) is exactly adjacent whole mappings; returns the first one.
   bool WholeMappings(CUdeviceptr ptr, uint64_t size, MappingMap::iterator* first);
   // One mapping of `handle` went away.

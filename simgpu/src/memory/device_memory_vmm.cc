@@ -195,20 +195,31 @@ CUresult DeviceMemory::SetAccess(CUdeviceptr ptr, uint64_t size, Access access) 
   return CUDA_SUCCESS;
 }
 
+bool DeviceMemory::GuardedWriteTarget(CUdeviceptr dst, uint64_t bytes, LinearMap::const_iterator* linear,
+                                      MappingMap::const_iterator* mapping) const {
+  if (bytes == 0 || dst + bytes < dst) return false;
+  *linear = LinearContaining(dst);
+  if (*linear != linear_.end()) return dst + bytes <= (*linear)->first + (*linear)->second.bytes;
+  *mapping = MappingContaining(dst);
+  return *mapping != mappings_.end() && (*mapping)->second.access == Access::kReadWrite &&
+         dst + bytes <= (*mapping)->first + (*mapping)->second.size;
+}
+
+bool DeviceMemory::CanWriteGuarded(CUdeviceptr dst, uint64_t bytes) const {
+  std::shared_lock lock(mu_);
+  LinearMap::const_iterator linear;
+  MappingMap::const_iterator mapping;
+  return GuardedWriteTarget(dst, bytes, &linear, &mapping);
+}
+
 CUresult DeviceMemory::WriteGuarded(CUdeviceptr dst, const void* src, uint64_t bytes) const {
-  if (src == nullptr || bytes == 0 || dst + bytes < dst) return CUDA_ERROR_INVALID_VALUE;
+  if (src == nullptr) return CUDA_ERROR_INVALID_VALUE;
   // Shared: the memory cannot be freed or unmapped under the write.
   std::shared_lock lock(mu_);
-  auto linear = LinearContaining(dst);
-  if (linear != linear_.end()) {
-    if (dst + bytes > linear->first + linear->second.bytes) return CUDA_ERROR_INVALID_VALUE;
-    return WriteThroughProcMem(dst, src, bytes);
-  }
-  auto mapping = MappingContaining(dst);
-  if (mapping == mappings_.end() || mapping->second.access != Access::kReadWrite ||
-      dst + bytes > mapping->first + mapping->second.size) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
+  LinearMap::const_iterator linear;
+  MappingMap::const_iterator mapping;
+  if (!GuardedWriteTarget(dst, bytes, &linear, &mapping)) return CUDA_ERROR_INVALID_VALUE;
+  if (linear != linear_.end()) return WriteThroughProcMem(dst, src, bytes);
   // The mapping is shared, so its bytes are the memfd's: write there.
   const Physical& physical = physical_.at(mapping->second.handle);
   off_t at = static_cast<off_t>(physical.file_offset + mapping->second.offset + (dst - mapping->first));

@@ -53,6 +53,18 @@ TEST(ExportsTest, EveryEntryPointUnderItsCudaHName) {
   dlclose(lib);
 }
 
+TEST(ExportsTest, EverySimgpuExtension) {
+  void* lib = dlopen(PHOS_SIMGPU_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  // The phosSim* names phos's driver table resolves (phos/simgpu/simgpu.h).
+  for (const char* name : {"phosSimConfigure", "phosSimGetConfig", "phosSimGetProfile", "phosSimGetStats",
+                           "phosSimResetStats", "phosSimGuardRange", "phosSimUnguardRange",
+                           "phosSimSetGuardHandler", "phosSimWriteGuarded", "phosSimMemcpyHtoDAsyncGuarded"}) {
+    EXPECT_NE(dlsym(lib, name), nullptr) << name << " is not exported";
+  }
+  dlclose(lib);
+}
+
 TEST(ExportsTest, InternalSymbolsStayHidden) {
   void* lib = dlopen(PHOS_SIMGPU_LIBRARY, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << dlerror();

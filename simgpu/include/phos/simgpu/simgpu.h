@@ -103,6 +103,15 @@ CUresult phosSimSetGuardHandler(PhosSimGuardHandler fn, void* user);
  * thread, unpaced and unordered with respect to streams. */
 CUresult phosSimWriteGuarded(CUdeviceptr dst, const void* src, size_t bytes);
 
+/* cuMemcpyHtoDAsync into device memory, guarded or not, without unguarding it: the same copy
+ * engine, pinned or pageable rate, stream order, events and errors, but the device-side write
+ * goes through the backing's second mapping (as phosSimWriteGuarded's does), so it neither
+ * faults nor ends a guard. A restore loads a guarded buffer with it, so that a kernel touching the
+ * buffer before it is ready is still caught. dst must lie in one linear allocation or one
+ * read-write VMM mapping, and src must be host memory: CUDA_ERROR_INVALID_VALUE otherwise. Memory
+ * freed or unmapped before the copy runs fails it with a sticky CUDA_ERROR_ILLEGAL_ADDRESS. */
+CUresult phosSimMemcpyHtoDAsyncGuarded(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream);
+
 #ifdef __cplusplus
 }
 #endif

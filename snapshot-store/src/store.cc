@@ -151,6 +151,31 @@ Result<proto::Manifest> StoreImpl::LoadManifest(const std::string& function, uin
   return manifest;
 }
 
+Status StoreImpl::SetFirstTouchOrder(const std::string& function, uint64_t version,
+                                     const std::vector<int32_t>& ranks) {
+  PHOS_RETURN_IF_ERROR(Writable());
+  // Under meta_mu_: a concurrent DeleteVersion must not be undone by this rewrite.
+  std::lock_guard lock(meta_mu_);
+  PHOS_ASSIGN_OR_RETURN(proto::Manifest manifest, LoadManifest(function, version));
+  const std::string what = fmt::format("snapshot '{}' v{}", function, version);
+  if (ranks.size() != static_cast<size_t>(manifest.buffers_size())) {
+    return Status::InvalidArgument(fmt::format("{}: first-touch order has {} ranks for {} buffers", what,
+                                               ranks.size(), manifest.buffers_size()));
+  }
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < -1) {
+      return Status::InvalidArgument(fmt::format("{}: buffer {} has first-touch rank {} (-1 is untouched)", what,
+                                                 i, ranks[i]));
+    }
+    manifest.mutable_buffers(static_cast<int>(i))->set_first_touch_rank(ranks[i]);
+  }
+  rocksdb::WriteBatch batch;
+  batch.Put(ManifestKey(function, version), EncodeManifest(manifest));
+  PHOS_RETURN_IF_ERROR(WriteSynced(&batch));
+  PHOS_LOG(Info, "store", "recorded the first-touch order of {} ({} buffers)", what, ranks.size());
+  return Status::Ok();
+}
+
 Status StoreImpl::DeleteVersion(const std::string& function, uint64_t version) {
   PHOS_RETURN_IF_ERROR(Writable());
   std::lock_guard lock(meta_mu_);

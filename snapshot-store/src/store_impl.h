@@ -58,6 +58,8 @@ class StoreImpl final : public Store {
   Result<std::vector<std::string>> ListFunctions() override;
   Result<std::vector<uint64_t>> ListVersions(const std::string& function) override;
   Result<proto::Manifest> LoadManifest(const std::string& function, uint64_t version) override;
+  Status SetFirstTouchOrder(const std::string& function, uint64_t version,
+                            const std::vector<int32_t>& ranks) override;
   Status DeleteVersion(const std::string& function, uint64_t version) override;
   Result<GcStats> CollectGarbage() override;
   Result<CompactionStats> CompactSegments() override;

@@ -131,6 +131,15 @@ class Store : public ChunkSource {
   // Ascending.
   virtual Result<std::vector<uint64_t>> ListVersions(const std::string& function) = 0;
   virtual Result<proto::Manifest> LoadManifest(const std::string& function, uint64_t version) = 0;
+  // Records the order in which a snapshot's buffers were first touched after entry, learned
+  // after the commit (from a sample request or the first invocation): ranks[i] becomes
+  // buffers(i).first_touch_rank (-1: not touched). The manifest is rewritten in place in one
+  // synced write (same envelope, checksum recomputed; chunk refs and refcounts untouched), so a
+  // crash leaves the old or the new manifest; manifests loaded before keep reading their chunks.
+  // InvalidArgument when ranks.size() differs from the buffer count or a rank is below -1;
+  // NotFound for an unknown function or version; FailedPrecondition when open read-only.
+  virtual Status SetFirstTouchOrder(const std::string& function, uint64_t version,
+                                    const std::vector<int32_t>& ranks) = 0;
   // Removes a version; its chunks no other snapshot references are freed by the next GC.
   virtual Status DeleteVersion(const std::string& function, uint64_t version) = 0;
   virtual Result<GcStats> CollectGarbage() = 0;

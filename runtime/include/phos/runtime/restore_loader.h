@@ -17,12 +17,25 @@
 // (chunks already in a DRAM tier are copied from its pinned slots, no read on the calling
 // thread; others are read through it first).
 //
-// Validation (simgpu, DriverTable::has_guards()): absent buffers are guarded, their loads use
-// phosSimMemcpyHtoDAsyncGuarded, and each is unguarded once ready. Device work that touches an
-// absent buffer outside what was Required (a speculation miss) faults into the loader's handler,
-// which counts it, logs the kernel, makes every buffer resident, and lets the work proceed: results
-// stay correct. A fault on a buffer that is already loaded (its unguard raced the work) is not a
-// miss. One guard handler serves every loader of the process.
+// Buffers that share a 4 KiB page (small allocations packed into one granule) form a guard unit:
+// guards are page-granular, so a unit is guarded, required and unguarded as a whole. Require(i)
+// therefore loads every buffer of i's unit, and its event covers them all.
+//
+// Validation (simgpu, DriverTable::has_guards()): absent units are guarded, their loads use
+// phosSimMemcpyHtoDAsyncGuarded, and each unit is unguarded once all its buffers are ready. A
+// simgpu without the guarded copy gets the weaker check: a unit is unguarded right before its first
+// chunk is enqueued, so device work touching it while it loads is not caught. Device work that
+// touches an absent buffer outside what was Required (a speculation miss) faults into the loader's
+// handler, which counts it, logs the kernel, makes every buffer resident, and lets the work
+// proceed: results stay correct. A fault on a buffer that is Required or loaded (its unguard raced
+// the work) is not a miss. One guard handler serves every loader of the process.
+//
+// A miss by a kernel (or memset, both on the compute pool) waits for the loader's own copies on
+// the H2D engine. A miss by a copy ("memcpy", "h2d", "d2h": it may hold the H2D engine itself)
+// instead writes every byte not yet loaded with phosSimWriteGuarded from host reads; loader copies
+// of those chunks still in flight then land later with the same snapshot bytes, so such a copy
+// must not write the buffer it faulted on (the session Requires every range a copy names, so it
+// never does).
 #pragma once
 
 #include <cuda.h>
@@ -88,12 +101,17 @@ class RestoreLoader {
 
   // The manifest index of the buffer holding `address`, or -1.
   int Find(CUdeviceptr address) const;
-  // Makes buffer `index` ready as soon as possible: enqueues its remaining chunks on the priority
-  // stream now and returns an event recorded after them (owned by the loader, valid until it is
-  // destroyed) for the caller to cuStreamWaitEvent on. nullptr when the buffer is resident already.
-  // Thread-safe. Errors: OutOfRange for a bad index; a chunk that cannot be read (Corruption, I/O)
-  // fails the restore: this and every later call return that error.
+  // Makes buffer `index` (and the buffers sharing its pages) ready as soon as possible: enqueues
+  // their remaining chunks on the priority stream now, after the background copies of theirs
+  // already enqueued, and returns an event recorded after them (owned by the loader, valid until
+  // it is destroyed) for the caller to cuStreamWaitEvent on. nullptr when they are resident
+  // already. Thread-safe. The caller blocks only to read chunks its DRAM tier does not hold.
+  // Errors: InvalidArgument for a bad index; a chunk that cannot be read (Corruption, I/O) fails
+  // the restore: this and every later call return that error.
   Result<CUevent> Require(int index);
+  // Whether buffer `index` is loaded (false for a bad index). For tests and logs: the per-call
+  // path uses Require.
+  bool IsResident(int index) const;
   // Every buffer loaded: the single flag that turns the per-call checks off. Acquire load.
   bool all_resident() const { return all_resident_.load(std::memory_order_acquire); }
   // Blocks until every buffer is resident (or the restore failed).

@@ -1,0 +1,744 @@
+#include "phos/runtime/restore_loader.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <list>
+#include <mutex>
+#include <string_view>
+#include <thread>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "phos/base/cuda_check.h"
+#include "phos/base/log.h"
+#include "phos/runtime/context_scope.h"
+#include "phos/store/dram_tier.h"
+#include "phos/store/reader.h"
+
+namespace phos::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kPage = 4096;  // simgpu's guard granularity (phosSimGuardRange)
+
+uint64_t AlignDown(uint64_t x, uint64_t a) { return x / a * a; }
+uint64_t AlignUp(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+// Copies run on a copy engine that the faulting op may be holding: waiting for the loader's own
+// H2D copies could deadlock, so such misses are served from the CPU (phosSimWriteGuarded).
+bool IsCopyEngineOp(std::string_view what) { return what == "memcpy" || what == "h2d" || what == "d2h"; }
+
+PhosSimGuardDecision OnGuardFault(void* user, CUdeviceptr address, const char* what);
+
+}  // namespace
+
+class RestoreLoader::Impl {
+ public:
+  struct Chunk {
+    store::ChunkRef ref;
+    uint64_t offset = 0;
+  };
+  struct Buffer {
+    CUdeviceptr address = 0;
+    uint64_t size = 0;
+    std::string name;  // "buffer 3 'bias' at 0x..." for messages
+    std::string label;
+    int unit = 0;
+    std::vector<Chunk> chunks;
+    std::vector<bool> done;  // per chunk: its bytes are on the device
+    size_t claimed = 0;      // chunks [0, claimed) are enqueued (or being enqueued by a requirer)
+    size_t completed = 0;
+    int background_in_flight = 0;
+    bool required = false;
+    bool ready = false;
+  };
+  // A maximal run of buffers whose page-rounded spans overlap: guarded, required and unguarded
+  // together (guards are page-granular and may not overlap).
+  struct Unit {
+    CUdeviceptr base = 0;
+    uint64_t bytes = 0;
+    std::vector<int> buffers;
+    int absent = 0;
+    bool guarded = false;
+    CUevent event = nullptr;       // recorded on the priority stream after the unit's last chunk
+    CUevent background = nullptr;  // the background stream's position, for the priority stream
+    bool event_covers_all = false;
+  };
+  // A chunk's bytes in pinned host memory: a DRAM tier slot under a lease, or a staging buffer.
+  struct ChunkData {
+    store::ChunkLease lease;
+    void* staging = nullptr;
+    const void* data() const { return lease ? lease.data() : staging; }
+  };
+  struct Copy {
+    CUevent done = nullptr;
+    int buffer = 0;
+    size_t chunk = 0;
+    bool background = false;
+    ChunkData data;
+  };
+
+  Impl(const RestoreLoaderOptions& o, std::atomic<bool>* all_resident)
+      : d_(o.driver), ctx_(o.context), manifest_(o.manifest), source_(o.source), dram_(o.dram),
+        window_(o.window_bytes), all_resident_(all_resident), start_(Clock::now()) {
+    snapshot_ = fmt::format("{} v{}", manifest_->function(), manifest_->version());
+    name_ = o.name.empty() ? snapshot_ : o.name;
+  }
+  ~Impl();
+
+  Status Init(const RestoreLoaderOptions& o);
+  Result<CUevent> Require(int index);
+  PhosSimGuardDecision OnFault(CUdeviceptr address, const char* what);
+  bool Owns(CUdeviceptr address) const { return UnitOf(address) >= 0; }
+  int Find(CUdeviceptr address) const;
+  bool IsResident(int index) const;
+  Status Wait();
+  Status status() const {
+    std::lock_guard lock(mu_);
+    return failed_;
+  }
+  RestoreLoaderStats Stats() const;
+
+ private:
+  int UnitOf(CUdeviceptr address) const;
+  void Run();
+  Result<ChunkData> Fetch(const Chunk& chunk);
+  void Drop(ChunkData& data);
+  Result<CUevent> RequireUnitLocked(int unit, std::unique_lock<std::mutex>& lock);
+  Status EnqueueLocked(int buffer, size_t chunk, ChunkData data, bool background);
+  Status RetireLocked();
+  void FinishLocked(Copy& copy);
+  void ChunkDoneLocked(int buffer, size_t chunk);
+  Status WriteUnitLocked(int unit);
+  void UnguardLocked(Unit& unit);
+  void FailLocked(Status why);
+  Status ChunkError(int buffer, size_t chunk, const Status& why) const {
+    return why.WithContext(fmt::format("restore {}: {} chunk {}", snapshot_, buffers_[buffer].name, chunk));
+  }
+  Result<CUevent> TakeEventLocked();
+  void Unregister();
+
+  DriverTable* d_;
+  CUcontext ctx_;
+  const store::proto::Manifest* manifest_;
+  store::ChunkSource* source_;
+  store::DramTier* dram_;
+  uint64_t window_;
+  std::atomic<bool>* all_resident_;
+  Clock::time_point start_;
+  std::string snapshot_;
+  std::string name_;
+  bool guard_ = false;          // units are guarded
+  bool guarded_copy_ = false;   // loads write guarded units without unguarding them
+  bool registered_ = false;
+  uint32_t max_chunk_ = 0;
+  CUstream background_stream_ = nullptr;
+  CUstream priority_stream_ = nullptr;
+
+  // Fixed after Init.
+  std::vector<Buffer> buffers_;
+  std::vector<Unit> units_;                            // by address
+  std::vector<std::pair<CUdeviceptr, int>> by_address_;  // buffers sorted by address
+  std::vector<int> order_;                             // background order
+
+  std::mutex require_mu_;  // one requirer (Require, a miss) claims and enqueues at a time
+  mutable std::mutex mu_;  // everything below, and the state of buffers_ and units_
+  std::condition_variable work_;  // the background thread: new copies in flight, or stop
+  std::condition_variable done_;  // Wait: all resident or failed
+  std::list<Copy> in_flight_;
+  uint64_t background_bytes_ = 0;
+  size_t ready_units_ = 0;
+  std::vector<CUevent> free_events_;
+  std::vector<CUevent> all_events_;
+  Status failed_;
+  bool stop_ = false;
+  uint64_t loaded_bytes_ = 0;
+  uint64_t required_ = 0;
+  uint64_t misses_ = 0;
+  std::string last_miss_;
+  double fully_resident_ms_ = 0;
+
+  std::mutex staging_mu_;
+  std::vector<void*> free_staging_;
+  std::vector<void*> all_staging_;
+
+  std::thread thread_;
+};
+
+namespace {
+
+// One guard handler for the process: simgpu has one slot, loaders come and go.
+struct LoaderRegistry {
+  std::mutex mu;  // held while a handler runs, so a loader is never destroyed under it
+  std::vector<RestoreLoader::Impl*> loaders;
+};
+LoaderRegistry& Registry() {
+  static auto* registry = new LoaderRegistry();  // never destroyed: the guard thread outlives main
+  return *registry;
+}
+
+PhosSimGuardDecision OnGuardFault(void* /*user*/, CUdeviceptr address, const char* what) {
+  LoaderRegistry& r = Registry();
+  std::lock_guard lock(r.mu);
+  for (RestoreLoader::Impl* loader : r.loaders) {
+    if (loader->Owns(address)) return loader->OnFault(address, what);
+  }
+  PHOS_LOG_EVERY_SEC(Warn, "restore", 1, "guard fault at {:#x} by {} outside every restoring buffer", address, what);
+  return PHOS_SIM_GUARD_FAIL;
+}
+
+}  // namespace
+
+Status RestoreLoader::Impl::Init(const RestoreLoaderOptions& o) {
+  const CuErrorText& text = d_->error_text();
+  const int n = manifest_->buffers_size();
+  buffers_.resize(n);
+  for (int i = 0; i < n; ++i) {
+    const auto& mb = manifest_->buffers(i);
+    Buffer& b = buffers_[i];
+    b.address = mb.device_address();
+    b.size = mb.size();
+    b.label = mb.label();
+    b.name = b.label.empty() ? fmt::format("buffer {} at {:#x}", i, b.address)
+                             : fmt::format("buffer {} '{}' at {:#x}", i, b.label, b.address);
+    uint64_t offset = 0;
+    for (int c = 0; c < mb.chunks_size(); ++c) {
+      auto id = store::ChunkId::FromBytes(mb.chunks(c).id());
+      if (!id.ok()) return id.status().WithContext(fmt::format("restore {}: {} chunk {}", snapshot_, b.name, c));
+      b.chunks.push_back({{*id, mb.chunks(c).size()}, offset});
+      offset += mb.chunks(c).size();
+      max_chunk_ = std::max(max_chunk_, mb.chunks(c).size());
+    }
+    if (b.size == 0 || offset != b.size) {
+      return Status::InvalidArgument(
+          fmt::format("restore {}: {} has {} bytes, its chunks {}", snapshot_, b.name, b.size, offset));
+    }
+    b.done.assign(b.chunks.size(), false);
+    by_address_.emplace_back(b.address, i);
+  }
+  std::sort(by_address_.begin(), by_address_.end());
+  for (size_t k = 0; k < by_address_.size(); ++k) {
+    const Buffer& b = buffers_[by_address_[k].second];
+    if (k > 0) {
+      const Buffer& prev = buffers_[by_address_[k - 1].second];
+      if (prev.address + prev.size > b.address) {
+        return Status::InvalidArgument(fmt::format("restore {}: {} overlaps {}", snapshot_, b.name, prev.name));
+      }
+    }
+    const uint64_t lo = AlignDown(b.address, kPage);
+    const uint64_t hi = AlignUp(b.address + b.size, kPage);
+    if (units_.empty() || lo >= units_.back().base + units_.back().bytes) {
+      units_.push_back({.base = lo, .bytes = hi - lo});
+    } else {
+      units_.back().bytes = std::max<uint64_t>(units_.back().bytes, hi - units_.back().base);
+    }
+    units_.back().buffers.push_back(by_address_[k].second);
+    ++units_.back().absent;
+    buffers_[by_address_[k].second].unit = static_cast<int>(units_.size()) - 1;
+  }
+  if (o.first_touch_order) {
+    for (uint32_t i : store::FirstTouchOrder(*manifest_)) order_.push_back(static_cast<int>(i));
+  } else {
+    for (const auto& [address, i] : by_address_) order_.push_back(i);
+  }
+
+  ContextScope scope(*d_, ctx_);
+  if (!scope.ok()) return Status::DeviceError(fmt::format("restore {}: cuCtxPushCurrent failed", snapshot_));
+  PHOS_CU_RETURN_IF_ERROR(text, d_->cuStreamCreate(&background_stream_, CU_STREAM_NON_BLOCKING));
+  // simgpu has no stream priorities (and the driver table no cuStreamCreateWithPriority): the
+  // priority stream jumps the queue because the window keeps the background stream short.
+  PHOS_CU_RETURN_IF_ERROR(text, d_->cuStreamCreate(&priority_stream_, CU_STREAM_NON_BLOCKING));
+
+  if (units_.empty()) {
+    all_resident_->store(true, std::memory_order_release);
+    return Status::Ok();
+  }
+  if (o.guard && d_->has_guards()) {
+    {
+      LoaderRegistry& r = Registry();
+      std::lock_guard lock(r.mu);
+      // Idempotent; set again each time in case something else replaced the process's handler.
+      PHOS_RETURN_IF_ERROR(CuStatus(d_->phosSimSetGuardHandler(OnGuardFault, nullptr), "phosSimSetGuardHandler", text));
+      r.loaders.push_back(this);
+      registered_ = true;
+    }
+    guard_ = true;
+    guarded_copy_ = d_->phosSimMemcpyHtoDAsyncGuarded != nullptr;
+    for (Unit& u : units_) {
+      const CUresult res = d_->phosSimGuardRange(u.base, u.bytes);
+      if (res != CUDA_SUCCESS) {
+        // Validation only: the restore itself does not need guards.
+        PHOS_LOG(Warn, "restore", "{}: {}; restoring without validation", name_,
+                 CuStatus(res, fmt::format("phosSimGuardRange [{:#x}, +{})", u.base, u.bytes), text).message());
+        for (Unit& g : units_) UnguardLocked(g);
+        guard_ = false;
+        break;
+      }
+      u.guarded = true;
+    }
+  }
+  PHOS_LOG(Info, "restore", "{}: loading {} buffers in {} units ({} order, {})", name_, buffers_.size(), units_.size(),
+           o.first_touch_order ? "first-touch" : "address",
+           !guard_ ? "unguarded" : guarded_copy_ ? "guarded copies" : "guarded until first chunk");
+  thread_ = std::thread([this] { Run(); });
+  return Status::Ok();
+}
+
+RestoreLoader::Impl::~Impl() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  work_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  ContextScope scope(*d_, ctx_);
+  auto drain = [&] {
+    if (background_stream_ != nullptr) d_->cuStreamSynchronize(background_stream_);
+    if (priority_stream_ != nullptr) d_->cuStreamSynchronize(priority_stream_);
+  };
+  drain();
+  {
+    std::lock_guard lock(mu_);
+    for (Unit& u : units_) UnguardLocked(u);
+  }
+  Unregister();  // waits for a handler still running on our buffers; it may have enqueued copies
+  drain();
+  std::lock_guard lock(mu_);
+  for (Copy& c : in_flight_) Drop(c.data);
+  in_flight_.clear();
+  for (CUevent e : all_events_) d_->cuEventDestroy(e);
+  for (CUstream s : {background_stream_, priority_stream_}) {
+    if (s != nullptr) d_->cuStreamDestroy(s);
+  }
+  for (void* p : all_staging_) d_->cuMemFreeHost(p);
+}
+
+void RestoreLoader::Impl::Unregister() {
+  if (!registered_) return;
+  LoaderRegistry& r = Registry();
+  std::lock_guard lock(r.mu);
+  r.loaders.erase(std::remove(r.loaders.begin(), r.loaders.end(), this), r.loaders.end());
+  registered_ = false;
+}
+
+int RestoreLoader::Impl::UnitOf(CUdeviceptr address) const {
+  auto it = std::upper_bound(units_.begin(), units_.end(), address,
+                             [](CUdeviceptr a, const Unit& u) { return a < u.base; });
+  if (it == units_.begin()) return -1;
+  --it;
+  return address < it->base + it->bytes ? static_cast<int>(it - units_.begin()) : -1;
+}
+
+int RestoreLoader::Impl::Find(CUdeviceptr address) const {
+  auto it = std::upper_bound(by_address_.begin(), by_address_.end(), address,
+                             [](CUdeviceptr a, const std::pair<CUdeviceptr, int>& b) { return a < b.first; });
+  if (it == by_address_.begin()) return -1;
+  --it;
+  const Buffer& b = buffers_[it->second];
+  return address < b.address + b.size ? it->second : -1;
+}
+
+bool RestoreLoader::Impl::IsResident(int index) const {
+  if (index < 0 || index >= static_cast<int>(buffers_.size())) return false;
+  std::lock_guard lock(mu_);
+  return buffers_[index].ready;
+}
+
+Result<RestoreLoader::Impl::ChunkData> RestoreLoader::Impl::Fetch(const Chunk& chunk) {
+  ChunkData out;
+  if (dram_ != nullptr) {
+    auto lease = dram_->Lease(chunk.ref);
+    if (lease.ok()) {
+      out.lease = std::move(*lease);
+      return out;
+    }
+    // A chunk larger than a slot, or every slot held: read through the tier into staging.
+    const StatusCode code = lease.status().code();
+    if (code != StatusCode::kOutOfMemory && code != StatusCode::kInvalidArgument) return lease.status();
+  }
+  {
+    std::lock_guard lock(staging_mu_);
+    if (!free_staging_.empty()) {
+      out.staging = free_staging_.back();
+      free_staging_.pop_back();
+    }
+  }
+  if (out.staging == nullptr) {
+    ContextScope scope(*d_, ctx_);
+    PHOS_RETURN_IF_ERROR(CuStatus(d_->cuMemHostAlloc(&out.staging, max_chunk_, CU_MEMHOSTALLOC_PORTABLE),
+                                  "cuMemHostAlloc (staging)", d_->error_text()));
+    std::lock_guard lock(staging_mu_);
+    all_staging_.push_back(out.staging);
+  }
+  Status read = source_->ReadChunk(chunk.ref, out.staging);
+  if (!read.ok()) {
+    Drop(out);
+    return read;
+  }
+  return out;
+}
+
+void RestoreLoader::Impl::Drop(ChunkData& data) {
+  data.lease.Release();
+  if (data.staging != nullptr) {
+    std::lock_guard lock(staging_mu_);
+    free_staging_.push_back(data.staging);
+    data.staging = nullptr;
+  }
+}
+
+Result<CUevent> RestoreLoader::Impl::TakeEventLocked() {
+  if (!free_events_.empty()) {
+    CUevent e = free_events_.back();
+    free_events_.pop_back();
+    return e;
+  }
+  CUevent e = nullptr;
+  PHOS_RETURN_IF_ERROR(CuStatus(d_->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate", d_->error_text()));
+  all_events_.push_back(e);
+  return e;
+}
+
+Status RestoreLoader::Impl::EnqueueLocked(int buffer, size_t chunk, ChunkData data, bool background) {
+  Buffer& b = buffers_[buffer];
+  Unit& u = units_[b.unit];
+  // Without the guarded copy, a unit must be open before its first byte lands: the weaker check.
+  if (u.guarded && !guarded_copy_) UnguardLocked(u);
+  const Chunk& c = b.chunks[chunk];
+  const CUstream stream = background ? background_stream_ : priority_stream_;
+  const CUdeviceptr dst = b.address + c.offset;
+  const CUresult res = u.guarded ? d_->phosSimMemcpyHtoDAsyncGuarded(dst, data.data(), c.ref.size, stream)
+                                 : d_->cuMemcpyHtoDAsync(dst, data.data(), c.ref.size, stream);
+  Status s = CuStatus(res, u.guarded ? "phosSimMemcpyHtoDAsyncGuarded" : "cuMemcpyHtoDAsync", d_->error_text());
+  Result<CUevent> done = s.ok() ? TakeEventLocked() : Result<CUevent>(s);
+  if (done.ok()) s = CuStatus(d_->cuEventRecord(*done, stream), "cuEventRecord", d_->error_text());
+  if (!s.ok() || !done.ok()) {
+    Drop(data);
+    return ChunkError(buffer, chunk, s.ok() ? done.status() : s);
+  }
+  in_flight_.push_back({.done = *done, .buffer = buffer, .chunk = chunk, .background = background,
+                        .data = std::move(data)});
+  if (background) {
+    background_bytes_ += c.ref.size;
+    ++b.background_in_flight;
+  }
+  return Status::Ok();
+}
+
+Status RestoreLoader::Impl::RetireLocked() {
+  for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+    const CUresult res = d_->cuEventQuery(it->done);
+    if (res == CUDA_ERROR_NOT_READY) {
+      ++it;
+      continue;
+    }
+    if (res != CUDA_SUCCESS) {
+      return ChunkError(it->buffer, it->chunk, CuStatus(res, "copy to the device", d_->error_text()));
+    }
+    FinishLocked(*it);
+    it = in_flight_.erase(it);
+  }
+  return Status::Ok();
+}
+
+void RestoreLoader::Impl::FinishLocked(Copy& copy) {
+  Drop(copy.data);  // the lease is held until the copy from its slot completed
+  free_events_.push_back(copy.done);
+  Buffer& b = buffers_[copy.buffer];
+  if (copy.background) {
+    background_bytes_ -= b.chunks[copy.chunk].ref.size;
+    --b.background_in_flight;
+  }
+  ChunkDoneLocked(copy.buffer, copy.chunk);
+}
+
+void RestoreLoader::Impl::ChunkDoneLocked(int buffer, size_t chunk) {
+  Buffer& b = buffers_[buffer];
+  if (b.done[chunk]) return;  // written from the CPU by a copy-engine miss first
+  b.done[chunk] = true;
+  loaded_bytes_ += b.chunks[chunk].ref.size;
+  if (++b.completed < b.chunks.size()) return;
+  b.ready = true;
+  Unit& u = units_[b.unit];
+  if (--u.absent > 0) return;
+  UnguardLocked(u);
+  if (++ready_units_ < units_.size()) return;
+  fully_resident_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - start_).count();
+  all_resident_->store(true, std::memory_order_release);
+  PHOS_LOG(Info, "restore", "{}: fully resident after {:.1f} ms ({} bytes, {} required, {} misses)", name_,
+           fully_resident_ms_, loaded_bytes_, required_, misses_);
+  done_.notify_all();
+  work_.notify_all();
+}
+
+void RestoreLoader::Impl::UnguardLocked(Unit& u) {
+  if (!u.guarded) return;
+  u.guarded = false;
+  const CUresult res = d_->phosSimUnguardRange(u.base, u.bytes);
+  if (res != CUDA_SUCCESS) {
+    PHOS_LOG(Warn, "restore", "{}: phosSimUnguardRange [{:#x}, +{}): error {}", name_, u.base, u.bytes,
+             static_cast<int>(res));
+  }
+}
+
+void RestoreLoader::Impl::FailLocked(Status why) {
+  if (!failed_.ok()) return;
+  PHOS_LOG(Warn, "restore", "{}: {}", name_, why.ToString());
+  failed_ = std::move(why);
+  done_.notify_all();
+}
+
+void RestoreLoader::Impl::Run() {
+  ContextScope scope(*d_, ctx_);
+  std::unique_lock lock(mu_);
+  if (!scope.ok()) FailLocked(Status::DeviceError(fmt::format("restore {}: cuCtxPushCurrent failed", snapshot_)));
+  size_t cursor = 0;
+  while (!stop_ && failed_.ok() && ready_units_ < units_.size()) {
+    Status retired = RetireLocked();
+    if (!retired.ok()) {
+      FailLocked(retired);
+      break;
+    }
+    while (cursor < order_.size() && buffers_[order_[cursor]].claimed == buffers_[order_[cursor]].chunks.size()) {
+      ++cursor;
+    }
+    const bool more = cursor < order_.size();
+    const int b = more ? order_[cursor] : -1;
+    const size_t k = more ? buffers_[b].claimed : 0;
+    const bool window_open =
+        more && (background_bytes_ == 0 || background_bytes_ + buffers_[b].chunks[k].ref.size <= window_);
+    if (window_open) {
+      const Chunk chunk = buffers_[b].chunks[k];
+      lock.unlock();
+      auto data = Fetch(chunk);
+      lock.lock();
+      if (!data.ok()) {
+        FailLocked(ChunkError(b, k, data.status()));
+        break;
+      }
+      if (stop_ || buffers_[b].claimed != k) {  // a requirer took it meanwhile
+        Drop(*data);
+        continue;
+      }
+      buffers_[b].claimed = k + 1;
+      Status s = EnqueueLocked(b, k, std::move(*data), /*background=*/true);
+      if (!s.ok()) FailLocked(s);
+      continue;
+    }
+    if (in_flight_.empty()) {
+      work_.wait(lock);  // a requirer is reading chunks it claimed; it notifies once they are enqueued
+      continue;
+    }
+    // Sleep on a copy's event: the oldest background one when the window is what holds us back.
+    CUevent wait_on = in_flight_.front().done;
+    if (more) {
+      for (const Copy& c : in_flight_) {
+        if (c.background) {
+          wait_on = c.done;
+          break;
+        }
+      }
+    }
+    lock.unlock();
+    d_->cuEventSynchronize(wait_on);  // an error shows in the next cuEventQuery
+    lock.lock();
+  }
+}
+
+Result<CUevent> RestoreLoader::Impl::RequireUnitLocked(int unit, std::unique_lock<std::mutex>& lock) {
+  Unit& u = units_[unit];
+  std::vector<std::pair<int, size_t>> claims;
+  bool behind_background = false;
+  for (int b : u.buffers) {
+    Buffer& buf = buffers_[b];
+    behind_background |= buf.background_in_flight > 0;
+    for (size_t k = buf.claimed; k < buf.chunks.size(); ++k) claims.emplace_back(b, k);
+    buf.claimed = buf.chunks.size();
+  }
+  // Reads happen unlocked so that the background stream keeps flowing; the claims keep the
+  // background thread off these chunks meanwhile.
+  std::vector<ChunkData> data(claims.size());
+  lock.unlock();
+  Status read;
+  for (size_t i = 0; i < claims.size() && read.ok(); ++i) {
+    auto got = Fetch(buffers_[claims[i].first].chunks[claims[i].second]);
+    if (got.ok()) {
+      data[i] = std::move(*got);
+    } else {
+      read = ChunkError(claims[i].first, claims[i].second, got.status());
+    }
+  }
+  lock.lock();
+  if (!read.ok()) {
+    for (ChunkData& c : data) Drop(c);
+    FailLocked(read);
+    return read;
+  }
+  const CuErrorText& text = d_->error_text();
+  for (CUevent* e : {&u.event, &u.background}) {
+    if (*e != nullptr) continue;
+    Result<CUevent> made = TakeEventLocked();
+    if (!made.ok()) {
+      for (ChunkData& c : data) Drop(c);
+      FailLocked(made.status());
+      return made.status();
+    }
+    *e = *made;
+  }
+  // Never let a background copy land after the application wrote the buffer: the priority
+  // stream, and so whoever waits on the unit's event, waits for the unit's background copies.
+  Status s;
+  if (behind_background) {
+    s = CuStatus(d_->cuEventRecord(u.background, background_stream_), "cuEventRecord", text);
+    if (s.ok()) s = CuStatus(d_->cuStreamWaitEvent(priority_stream_, u.background, 0), "cuStreamWaitEvent", text);
+  }
+  for (size_t i = 0; i < claims.size(); ++i) {
+    if (s.ok()) {
+      s = EnqueueLocked(claims[i].first, claims[i].second, std::move(data[i]), /*background=*/false);
+    } else {
+      Drop(data[i]);
+    }
+  }
+  if (s.ok()) s = CuStatus(d_->cuEventRecord(u.event, priority_stream_), "cuEventRecord", text);
+  work_.notify_all();
+  if (!s.ok()) {
+    FailLocked(s);
+    return s;
+  }
+  u.event_covers_all = true;
+  return u.event;
+}
+
+Result<CUevent> RestoreLoader::Impl::Require(int index) {
+  if (index < 0 || index >= static_cast<int>(buffers_.size())) {
+    return Status::InvalidArgument(
+        fmt::format("restore {}: no buffer {} (the snapshot has {})", snapshot_, index, buffers_.size()));
+  }
+  ContextScope scope(*d_, ctx_);
+  std::lock_guard require(require_mu_);
+  std::unique_lock lock(mu_);
+  if (!failed_.ok()) return failed_;
+  buffers_[index].required = true;
+  const int unit = buffers_[index].unit;
+  if (units_[unit].absent == 0) return static_cast<CUevent>(nullptr);
+  ++required_;
+  if (units_[unit].event_covers_all) return units_[unit].event;
+  return RequireUnitLocked(unit, lock);
+}
+
+Status RestoreLoader::Impl::WriteUnitLocked(int unit) {
+  std::vector<uint8_t> host;
+  for (int b : units_[unit].buffers) {
+    Buffer& buf = buffers_[b];
+    buf.claimed = buf.chunks.size();
+    for (size_t k = 0; k < buf.chunks.size(); ++k) {
+      if (buf.done[k]) continue;
+      const Chunk& c = buf.chunks[k];
+      host.resize(c.ref.size);
+      PHOS_RETURN_IF_ERROR(ChunkError(b, k, source_->ReadChunk(c.ref, host.data())));
+      PHOS_RETURN_IF_ERROR(ChunkError(b, k, CuStatus(d_->phosSimWriteGuarded(buf.address + c.offset, host.data(), c.ref.size),
+                                                     "phosSimWriteGuarded", d_->error_text())));
+      ChunkDoneLocked(b, k);
+    }
+  }
+  return Status::Ok();
+}
+
+PhosSimGuardDecision RestoreLoader::Impl::OnFault(CUdeviceptr address, const char* what) {
+  ContextScope scope(*d_, ctx_);
+  std::lock_guard require(require_mu_);
+  std::unique_lock lock(mu_);
+  const int unit = UnitOf(address);
+  Status s = RetireLocked();
+  if (s.ok() && units_[unit].absent == 0) {
+    UnguardLocked(units_[unit]);  // its unguard raced the work
+    return PHOS_SIM_GUARD_RETRY;
+  }
+  const int b = Find(address);
+  const bool miss = b >= 0 && !buffers_[b].ready && !buffers_[b].required;
+  std::vector<int> targets;
+  if (miss) {
+    ++misses_;
+    last_miss_ = what;
+    PHOS_LOG(Warn, "restore", "{}: speculation miss: {} touched {} before it was loaded; loading everything now",
+             name_, what, buffers_[b].name);
+    for (size_t u = 0; u < units_.size(); ++u) {
+      if (units_[u].absent > 0) targets.push_back(static_cast<int>(u));
+    }
+  } else {
+    targets.push_back(unit);  // a Required or loaded buffer, or padding between buffers
+  }
+  if (IsCopyEngineOp(what)) {
+    for (size_t i = 0; i < targets.size() && s.ok(); ++i) s = WriteUnitLocked(targets[i]);
+  } else {
+    // The faulting work is on the compute pool: the loader's copies on the H2D engine can finish.
+    // Synchronised every window's worth so that the chunks held meanwhile stay bounded.
+    uint64_t held = 0;
+    for (size_t i = 0; i < targets.size() && s.ok(); ++i) {
+      for (int b : units_[targets[i]].buffers) held += buffers_[b].size;
+      s = RequireUnitLocked(targets[i], lock).status();
+      if (s.ok() && (held >= window_ || i + 1 == targets.size())) {
+        lock.unlock();
+        d_->cuStreamSynchronize(priority_stream_);  // waits on the units' background copies too
+        lock.lock();
+        s = RetireLocked();
+        held = 0;
+      }
+    }
+  }
+  if (!s.ok()) {
+    FailLocked(s);
+    return PHOS_SIM_GUARD_FAIL;
+  }
+  for (int u : targets) UnguardLocked(units_[u]);
+  return PHOS_SIM_GUARD_RETRY;
+}
+
+Status RestoreLoader::Impl::Wait() {
+  std::unique_lock lock(mu_);
+  done_.wait(lock, [&] { return ready_units_ == units_.size() || !failed_.ok(); });
+  return failed_;
+}
+
+RestoreLoaderStats RestoreLoader::Impl::Stats() const {
+  std::lock_guard lock(mu_);
+  return {.buffers = buffers_.size(),
+          .bytes = loaded_bytes_,
+          .required = required_,
+          .misses = misses_,
+          .last_miss = last_miss_,
+          .all_resident = ready_units_ == units_.size(),
+          .fully_resident_ms = fully_resident_ms_};
+}
+
+Result<std::unique_ptr<RestoreLoader>> RestoreLoader::Start(const RestoreLoaderOptions& options) {
+  std::vector<std::string> missing;
+  if (options.driver == nullptr) missing.emplace_back("driver");
+  if (options.context == nullptr) missing.emplace_back("context");
+  if (options.manifest == nullptr) missing.emplace_back("manifest");
+  if (options.source == nullptr) missing.emplace_back("source");
+  if (!missing.empty()) {
+    return Status::InvalidArgument(fmt::format("restore loader: missing {}", fmt::join(missing, ", ")));
+  }
+  if (options.dram != nullptr && static_cast<store::ChunkSource*>(options.dram) != options.source) {
+    return Status::InvalidArgument("restore loader: dram must be the source itself (or null)");
+  }
+  if (options.window_bytes == 0) return Status::InvalidArgument("restore loader: window_bytes must be > 0");
+  std::unique_ptr<RestoreLoader> loader(new RestoreLoader(nullptr));
+  loader->impl_ = std::make_unique<Impl>(options, &loader->all_resident_);
+  PHOS_RETURN_IF_ERROR(loader->impl_->Init(options));
+  return loader;
+}
+
+RestoreLoader::RestoreLoader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RestoreLoader::~RestoreLoader() = default;
+int RestoreLoader::Find(CUdeviceptr address) const { return impl_->Find(address); }
+Result<CUevent> RestoreLoader::Require(int index) { return impl_->Require(index); }
+bool RestoreLoader::IsResident(int index) const { return impl_->IsResident(index); }
+Status RestoreLoader::Wait() { return impl_->Wait(); }
+Status RestoreLoader::status() const { return impl_->status(); }
+RestoreLoaderStats RestoreLoader::Stats() const { return impl_->Stats(); }
+
+}  // namespace phos::runtime

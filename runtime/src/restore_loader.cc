@@ -26,6 +26,21 @@ constexpr uint64_t kPage = 4096;  // simgpu's guard granularity (phosSimGuardRan
 uint64_t AlignDown(uint64_t x, uint64_t a) { return x / a * a; }
 uint64_t AlignUp(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
+// Splits [dst, dst + bytes) at granule boundaries: simgpu's guarded writes must stay inside one
+// VMM mapping, and mappings are whole granules, so pieces never straddle two.
+template <typename Fn>
+CUresult ForEachPiece(CUdeviceptr dst, const void* src, size_t bytes, uint64_t granule, Fn&& fn) {
+  const auto* from = static_cast<const uint8_t*>(src);
+  while (bytes > 0) {
+    const size_t piece = std::min<uint64_t>(bytes, AlignDown(dst, granule) + granule - dst);
+    if (CUresult r = fn(dst, from, piece); r != CUDA_SUCCESS) return r;
+    dst += piece;
+    from += piece;
+    bytes -= piece;
+  }
+  return CUDA_SUCCESS;
+}
+
 // Copies run on a copy engine that the faulting op may be holding: waiting for the loader's own
 // H2D copies could deadlock, so such misses are served from the CPU (phosSimWriteGuarded).
 bool IsCopyEngineOp(std::string_view what) { return what == "memcpy" || what == "h2d" || what == "d2h"; }
@@ -134,6 +149,7 @@ class RestoreLoader::Impl {
   bool guarded_copy_ = false;   // loads write guarded units without unguarding them
   bool registered_ = false;
   uint32_t max_chunk_ = 0;
+  uint64_t granule_ = 2ull << 20;  // replaced by the driver's minimum granularity
   CUstream background_stream_ = nullptr;
   CUstream priority_stream_ = nullptr;
 
@@ -246,6 +262,12 @@ Status RestoreLoader::Impl::Init(const RestoreLoaderOptions& o) {
 
   ContextScope scope(*d_, ctx_);
   if (!scope.ok()) return Status::DeviceError(fmt::format("restore {}: cuCtxPushCurrent failed", snapshot_));
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  size_t granule = 0;
+  PHOS_CU_RETURN_IF_ERROR(text, d_->cuMemGetAllocationGranularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  granule_ = granule;
   PHOS_CU_RETURN_IF_ERROR(text, d_->cuStreamCreate(&background_stream_, CU_STREAM_NON_BLOCKING));
   // simgpu has no stream priorities (and the driver table no cuStreamCreateWithPriority): the
   // priority stream jumps the queue because the window keeps the background stream short.
@@ -409,8 +431,12 @@ Status RestoreLoader::Impl::EnqueueLocked(int buffer, size_t chunk, ChunkData da
   const Chunk& c = b.chunks[chunk];
   const CUstream stream = background ? background_stream_ : priority_stream_;
   const CUdeviceptr dst = b.address + c.offset;
-  const CUresult res = u.guarded ? d_->phosSimMemcpyHtoDAsyncGuarded(dst, data.data(), c.ref.size, stream)
-                                 : d_->cuMemcpyHtoDAsync(dst, data.data(), c.ref.size, stream);
+  const CUresult res =
+      u.guarded ? ForEachPiece(dst, data.data(), c.ref.size, granule_,
+                               [&](CUdeviceptr to, const void* from, size_t n) {
+                                 return d_->phosSimMemcpyHtoDAsyncGuarded(to, from, n, stream);
+                               })
+                : d_->cuMemcpyHtoDAsync(dst, data.data(), c.ref.size, stream);
   Status s = CuStatus(res, u.guarded ? "phosSimMemcpyHtoDAsyncGuarded" : "cuMemcpyHtoDAsync", d_->error_text());
   Result<CUevent> done = s.ok() ? TakeEventLocked() : Result<CUevent>(s);
   if (done.ok()) s = CuStatus(d_->cuEventRecord(*done, stream), "cuEventRecord", d_->error_text());
@@ -638,7 +664,8 @@ Status RestoreLoader::Impl::WriteUnitLocked(int unit) {
       const Chunk& c = buf.chunks[k];
       host.resize(c.ref.size);
       PHOS_RETURN_IF_ERROR(ChunkError(b, k, source_->ReadChunk(c.ref, host.data())));
-      PHOS_RETURN_IF_ERROR(ChunkError(b, k, CuStatus(d_->phosSimWriteGuarded(buf.address + c.offset, host.data(), c.ref.size),
+      PHOS_RETURN_IF_ERROR(ChunkError(b, k, CuStatus(ForEachPiece(buf.address + c.offset, host.data(), c.ref.size, granule_,
+                                                                  d_->phosSimWriteGuarded),
                                                      "phosSimWriteGuarded", d_->error_text())));
       ChunkDoneLocked(b, k);
     }

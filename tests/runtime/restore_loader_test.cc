@@ -139,16 +139,18 @@ class RestoreLoaderTest : public ::testing::Test {
   }
 
   // Polls IsResident until all are resident; returns, per buffer, the poll at which it was first
-  // seen resident.
-  std::vector<int> ReadyPolls(RestoreLoader& loader) {
-    std::vector<int> seen(specs_.size(), -1);
-    for (int poll = 0; !loader.all_resident() && poll < 10'000'000; ++poll) {
-      for (size_t i = 0; i < specs_.size(); ++i) {
-        if (seen[i] < 0 && loader.IsResident(static_cast<int>(i))) seen[i] = poll;
+  // seen resident. Each poll checks the buffers in the reverse of the order they should load in,
+  // so a buffer that loads between two checks of one poll cannot look early.
+  std::vector<int> ReadyPolls(RestoreLoader& loader, bool loads_in_address_order) {
+    const int n = static_cast<int>(specs_.size());
+    std::vector<int> seen(n, -1);
+    int poll = 0;
+    for (bool last = false; !last; ++poll) {
+      last = loader.all_resident() || poll >= 10'000'000;
+      for (int k = 0; k < n; ++k) {
+        const int i = loads_in_address_order ? n - 1 - k : k;
+        if (seen[i] < 0 && loader.IsResident(i)) seen[i] = poll;
       }
-    }
-    for (int& s : seen) {
-      if (s < 0) s = 1 << 30;  // resident only at the end
     }
     return seen;
   }
@@ -219,7 +221,7 @@ TEST_F(RestoreLoaderTest, StreamsInFirstTouchOrder) {
   CaptureAndMapFresh();
   auto loader = RestoreLoader::Start(Options(kChunk));
   ASSERT_TRUE(loader.ok()) << loader.status().ToString();
-  const std::vector<int> seen = ReadyPolls(**loader);
+  const std::vector<int> seen = ReadyPolls(**loader, /*loads_in_address_order=*/false);
   ASSERT_TRUE((*loader)->Wait().ok());
   // Rank order is address order reversed: the last buffer first.
   for (size_t i = 0; i + 1 < specs_.size(); ++i) EXPECT_GE(seen[i], seen[i + 1]) << i;
@@ -235,7 +237,7 @@ TEST_F(RestoreLoaderTest, NoOrderModeStreamsInAddressOrder) {
   options.first_touch_order = false;
   auto loader = RestoreLoader::Start(options);
   ASSERT_TRUE(loader.ok()) << loader.status().ToString();
-  const std::vector<int> seen = ReadyPolls(**loader);
+  const std::vector<int> seen = ReadyPolls(**loader, /*loads_in_address_order=*/true);
   ASSERT_TRUE((*loader)->Wait().ok());
   for (size_t i = 0; i + 1 < specs_.size(); ++i) EXPECT_LE(seen[i], seen[i + 1]) << i;
   EXPECT_LT(seen.front(), seen.back());

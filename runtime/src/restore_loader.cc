@@ -1,209 +1,18 @@
-#include "phos/runtime/restore_loader.h"
-
-#include <algorithm>
-#include <chrono>
-#include <condition_variable>
-#include <list>
-#include <mutex>
-#include <string_view>
-#include <thread>
-#include <utility>
-
+// The restore loader's streaming side: guard units, the background thread under its window,
+// Require on the priority stream, retiring copies, and the single all-resident flip.
 #include <fmt/format.h>
 
 #include "phos/base/cuda_check.h"
 #include "phos/base/log.h"
 #include "phos/runtime/context_scope.h"
-#include "phos/store/dram_tier.h"
 #include "phos/store/reader.h"
+#include "restore_loader_impl.h"
 
 namespace phos::runtime {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr uint64_t kPage = 4096;  // simgpu's guard granularity (phosSimGuardRange)
-
-uint64_t AlignDown(uint64_t x, uint64_t a) { return x / a * a; }
-uint64_t AlignUp(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
-
-// Splits [dst, dst + bytes) at granule boundaries: simgpu's guarded writes must stay inside one
-// VMM mapping, and mappings are whole granules, so pieces never straddle two.
-template <typename Fn>
-CUresult ForEachPiece(CUdeviceptr dst, const void* src, size_t bytes, uint64_t granule, Fn&& fn) {
-  const auto* from = static_cast<const uint8_t*>(src);
-  while (bytes > 0) {
-    const size_t piece = std::min<uint64_t>(bytes, AlignDown(dst, granule) + granule - dst);
-    if (CUresult r = fn(dst, from, piece); r != CUDA_SUCCESS) return r;
-    dst += piece;
-    from += piece;
-    bytes -= piece;
-  }
-  return CUDA_SUCCESS;
-}
-
-// Copies run on a copy engine that the faulting op may be holding: waiting for the loader's own
-// H2D copies could deadlock, so such misses are served from the CPU (phosSimWriteGuarded).
-bool IsCopyEngineOp(std::string_view what) { return what == "memcpy" || what == "h2d" || what == "d2h"; }
-
-PhosSimGuardDecision OnGuardFault(void* user, CUdeviceptr address, const char* what);
-
-}  // namespace
-
-class RestoreLoader::Impl {
- public:
-  struct Chunk {
-    store::ChunkRef ref;
-    uint64_t offset = 0;
-  };
-  struct Buffer {
-    CUdeviceptr address = 0;
-    uint64_t size = 0;
-    std::string name;  // "buffer 3 'bias' at 0x..." for messages
-    std::string label;
-    int unit = 0;
-    std::vector<Chunk> chunks;
-    std::vector<bool> done;  // per chunk: its bytes are on the device
-    size_t claimed = 0;      // chunks [0, claimed) are enqueued (or being enqueued by a requirer)
-    size_t completed = 0;
-    int background_in_flight = 0;
-    bool required = false;
-    bool ready = false;
-  };
-  // A maximal run of buffers whose page-rounded spans overlap: guarded, required and unguarded
-  // together (guards are page-granular and may not overlap).
-  struct Unit {
-    CUdeviceptr base = 0;
-    uint64_t bytes = 0;
-    std::vector<int> buffers;
-    int absent = 0;
-    bool guarded = false;
-    CUevent event = nullptr;       // recorded on the priority stream after the unit's last chunk
-    CUevent background = nullptr;  // the background stream's position, for the priority stream
-    bool event_covers_all = false;
-  };
-  // A chunk's bytes in pinned host memory: a DRAM tier slot under a lease, or a staging buffer.
-  struct ChunkData {
-    store::ChunkLease lease;
-    void* staging = nullptr;
-    const void* data() const { return lease ? lease.data() : staging; }
-  };
-  struct Copy {
-    CUevent done = nullptr;
-    int buffer = 0;
-    size_t chunk = 0;
-    bool background = false;
-    ChunkData data;
-  };
-
-  Impl(const RestoreLoaderOptions& o, std::atomic<bool>* all_resident)
-      : d_(o.driver), ctx_(o.context), manifest_(o.manifest), source_(o.source), dram_(o.dram),
-        window_(o.window_bytes), all_resident_(all_resident), start_(Clock::now()) {
-    snapshot_ = fmt::format("{} v{}", manifest_->function(), manifest_->version());
-    name_ = o.name.empty() ? snapshot_ : o.name;
-  }
-  ~Impl();
-
-  Status Init(const RestoreLoaderOptions& o);
-  Result<CUevent> Require(int index);
-  PhosSimGuardDecision OnFault(CUdeviceptr address, const char* what);
-  bool Owns(CUdeviceptr address) const { return UnitOf(address) >= 0; }
-  int Find(CUdeviceptr address) const;
-  bool IsResident(int index) const;
-  Status Wait();
-  Status status() const {
-    std::lock_guard lock(mu_);
-    return failed_;
-  }
-  RestoreLoaderStats Stats() const;
-
- private:
-  int UnitOf(CUdeviceptr address) const;
-  void Run();
-  Result<ChunkData> Fetch(const Chunk& chunk);
-  void Drop(ChunkData& data);
-  Result<CUevent> RequireUnitLocked(int unit, std::unique_lock<std::mutex>& lock);
-  Status EnqueueLocked(int buffer, size_t chunk, ChunkData data, bool background);
-  Status RetireLocked();
-  void FinishLocked(Copy& copy);
-  void ChunkDoneLocked(int buffer, size_t chunk);
-  Status WriteUnitLocked(int unit);
-  void UnguardLocked(Unit& unit);
-  void FailLocked(Status why);
-  Status ChunkError(int buffer, size_t chunk, const Status& why) const {
-    return why.WithContext(fmt::format("restore {}: {} chunk {}", snapshot_, buffers_[buffer].name, chunk));
-  }
-  Result<CUevent> TakeEventLocked();
-  void Unregister();
-
-  DriverTable* d_;
-  CUcontext ctx_;
-  const store::proto::Manifest* manifest_;
-  store::ChunkSource* source_;
-  store::DramTier* dram_;
-  uint64_t window_;
-  std::atomic<bool>* all_resident_;
-  Clock::time_point start_;
-  std::string snapshot_;
-  std::string name_;
-  bool guard_ = false;          // units are guarded
-  bool guarded_copy_ = false;   // loads write guarded units without unguarding them
-  bool registered_ = false;
-  uint32_t max_chunk_ = 0;
-  uint64_t granule_ = 2ull << 20;  // replaced by the driver's minimum granularity
-  CUstream background_stream_ = nullptr;
-  CUstream priority_stream_ = nullptr;
-
-  // Fixed after Init.
-  std::vector<Buffer> buffers_;
-  std::vector<Unit> units_;                            // by address
-  std::vector<std::pair<CUdeviceptr, int>> by_address_;  // buffers sorted by address
-  std::vector<int> order_;                             // background order
-
-  std::mutex require_mu_;  // one requirer (Require, a miss) claims and enqueues at a time
-  mutable std::mutex mu_;  // everything below, and the state of buffers_ and units_
-  std::condition_variable work_;  // the background thread: new copies in flight, or stop
-  std::condition_variable done_;  // Wait: all resident or failed
-  std::list<Copy> in_flight_;
-  uint64_t background_bytes_ = 0;
-  size_t ready_units_ = 0;
-  std::vector<CUevent> free_events_;
-  std::vector<CUevent> all_events_;
-  Status failed_;
-  bool stop_ = false;
-  uint64_t loaded_bytes_ = 0;
-  uint64_t required_ = 0;
-  uint64_t misses_ = 0;
-  std::string last_miss_;
-  double fully_resident_ms_ = 0;
-
-  std::mutex staging_mu_;
-  std::vector<void*> free_staging_;
-  std::vector<void*> all_staging_;
-
-  std::thread thread_;
-};
-
-namespace {
-
-// One guard handler for the process: simgpu has one slot, loaders come and go.
-struct LoaderRegistry {
-  std::mutex mu;  // held while a handler runs, so a loader is never destroyed under it
-  std::vector<RestoreLoader::Impl*> loaders;
-};
-LoaderRegistry& Registry() {
-  static auto* registry = new LoaderRegistry();  // never destroyed: the guard thread outlives main
-  return *registry;
-}
-
-PhosSimGuardDecision OnGuardFault(void* /*user*/, CUdeviceptr address, const char* what) {
-  LoaderRegistry& r = Registry();
-  std::lock_guard lock(r.mu);
-  for (RestoreLoader::Impl* loader : r.loaders) {
-    if (loader->Owns(address)) return loader->OnFault(address, what);
-  }
-  PHOS_LOG_EVERY_SEC(Warn, "restore", 1, "guard fault at {:#x} by {} outside every restoring buffer", address, what);
-  return PHOS_SIM_GUARD_FAIL;
-}
 
 }  // namespace
 
@@ -278,14 +87,7 @@ Status RestoreLoader::Impl::Init(const RestoreLoaderOptions& o) {
     return Status::Ok();
   }
   if (o.guard && d_->has_guards()) {
-    {
-      LoaderRegistry& r = Registry();
-      std::lock_guard lock(r.mu);
-      // Idempotent; set again each time in case something else replaced the process's handler.
-      PHOS_RETURN_IF_ERROR(CuStatus(d_->phosSimSetGuardHandler(OnGuardFault, nullptr), "phosSimSetGuardHandler", text));
-      r.loaders.push_back(this);
-      registered_ = true;
-    }
+    PHOS_RETURN_IF_ERROR(RegisterForFaults());
     guard_ = true;
     guarded_copy_ = d_->phosSimMemcpyHtoDAsyncGuarded != nullptr;
     for (Unit& u : units_) {
@@ -337,13 +139,6 @@ RestoreLoader::Impl::~Impl() {
   for (void* p : all_staging_) d_->cuMemFreeHost(p);
 }
 
-void RestoreLoader::Impl::Unregister() {
-  if (!registered_) return;
-  LoaderRegistry& r = Registry();
-  std::lock_guard lock(r.mu);
-  r.loaders.erase(std::remove(r.loaders.begin(), r.loaders.end(), this), r.loaders.end());
-  registered_ = false;
-}
 
 int RestoreLoader::Impl::UnitOf(CUdeviceptr address) const {
   auto it = std::upper_bound(units_.begin(), units_.end(), address,
@@ -643,6 +438,7 @@ Result<CUevent> RestoreLoader::Impl::Require(int index) {
         fmt::format("restore {}: no buffer {} (the snapshot has {})", snapshot_, index, buffers_.size()));
   }
   ContextScope scope(*d_, ctx_);
+  if (!scope.ok()) return Status::DeviceError(fmt::format("restore {}: cuCtxPushCurrent failed", snapshot_));
   std::lock_guard require(require_mu_);
   std::unique_lock lock(mu_);
   if (!failed_.ok()) return failed_;
@@ -654,74 +450,7 @@ Result<CUevent> RestoreLoader::Impl::Require(int index) {
   return RequireUnitLocked(unit, lock);
 }
 
-Status RestoreLoader::Impl::WriteUnitLocked(int unit) {
-  std::vector<uint8_t> host;
-  for (int b : units_[unit].buffers) {
-    Buffer& buf = buffers_[b];
-    buf.claimed = buf.chunks.size();
-    for (size_t k = 0; k < buf.chunks.size(); ++k) {
-      if (buf.done[k]) continue;
-      const Chunk& c = buf.chunks[k];
-      host.resize(c.ref.size);
-      PHOS_RETURN_IF_ERROR(ChunkError(b, k, source_->ReadChunk(c.ref, host.data())));
-      PHOS_RETURN_IF_ERROR(ChunkError(b, k, CuStatus(ForEachPiece(buf.address + c.offset, host.data(), c.ref.size, granule_,
-                                                                  d_->phosSimWriteGuarded),
-                                                     "phosSimWriteGuarded", d_->error_text())));
-      ChunkDoneLocked(b, k);
-    }
-  }
-  return Status::Ok();
-}
 
-PhosSimGuardDecision RestoreLoader::Impl::OnFault(CUdeviceptr address, const char* what) {
-  ContextScope scope(*d_, ctx_);
-  std::lock_guard require(require_mu_);
-  std::unique_lock lock(mu_);
-  const int unit = UnitOf(address);
-  Status s = RetireLocked();
-  if (s.ok() && units_[unit].absent == 0) {
-    UnguardLocked(units_[unit]);  // its unguard raced the work
-    return PHOS_SIM_GUARD_RETRY;
-  }
-  const int b = Find(address);
-  const bool miss = b >= 0 && !buffers_[b].ready && !buffers_[b].required;
-  std::vector<int> targets;
-  if (miss) {
-    ++misses_;
-    last_miss_ = what;
-    PHOS_LOG(Warn, "restore", "{}: speculation miss: {} touched {} before it was loaded; loading everything now",
-             name_, what, buffers_[b].name);
-    for (size_t u = 0; u < units_.size(); ++u) {
-      if (units_[u].absent > 0) targets.push_back(static_cast<int>(u));
-    }
-  } else {
-    targets.push_back(unit);  // a Required or loaded buffer, or padding between buffers
-  }
-  if (IsCopyEngineOp(what)) {
-    for (size_t i = 0; i < targets.size() && s.ok(); ++i) s = WriteUnitLocked(targets[i]);
-  } else {
-    // The faulting work is on the compute pool: the loader's copies on the H2D engine can finish.
-    // Synchronised every window's worth so that the chunks held meanwhile stay bounded.
-    uint64_t held = 0;
-    for (size_t i = 0; i < targets.size() && s.ok(); ++i) {
-      for (int b : units_[targets[i]].buffers) held += buffers_[b].size;
-      s = RequireUnitLocked(targets[i], lock).status();
-      if (s.ok() && (held >= window_ || i + 1 == targets.size())) {
-        lock.unlock();
-        d_->cuStreamSynchronize(priority_stream_);  // waits on the units' background copies too
-        lock.lock();
-        s = RetireLocked();
-        held = 0;
-      }
-    }
-  }
-  if (!s.ok()) {
-    FailLocked(s);
-    return PHOS_SIM_GUARD_FAIL;
-  }
-  for (int u : targets) UnguardLocked(units_[u]);
-  return PHOS_SIM_GUARD_RETRY;
-}
 
 Status RestoreLoader::Impl::Wait() {
   std::unique_lock lock(mu_);

@@ -1,0 +1,130 @@
+// The restore loader's validation side: one guard handler for the process dispatching simgpu's
+// guard faults to the loader whose units hold the address, and what a loader does with one.
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "phos/base/cuda_check.h"
+#include "phos/base/log.h"
+#include "phos/runtime/context_scope.h"
+#include "restore_loader_impl.h"
+
+namespace phos::runtime {
+namespace {
+
+// simgpu has one handler slot; loaders come and go.
+struct LoaderRegistry {
+  std::mutex mu;  // held while a handler runs, so a loader is never destroyed under it
+  std::vector<RestoreLoader::Impl*> loaders;
+};
+LoaderRegistry& Registry() {
+  static auto* registry = new LoaderRegistry();  // never destroyed: the guard thread outlives main
+  return *registry;
+}
+
+PhosSimGuardDecision OnGuardFault(void* /*user*/, CUdeviceptr address, const char* what) {
+  LoaderRegistry& r = Registry();
+  std::lock_guard lock(r.mu);
+  for (RestoreLoader::Impl* loader : r.loaders) {
+    if (loader->Owns(address)) return loader->OnFault(address, what);
+  }
+  PHOS_LOG_EVERY_SEC(Warn, "restore", 1, "guard fault at {:#x} by {} outside every restoring buffer", address, what);
+  return PHOS_SIM_GUARD_FAIL;
+}
+
+// Copies run on a copy engine that the faulting op may be holding: waiting for the loader's own
+// H2D copies could deadlock, so such misses are served from the CPU (phosSimWriteGuarded).
+// Kernels, memsets and "compute" ops run on the compute pool.
+bool IsCopyEngineOp(std::string_view what) { return what == "memcpy" || what == "h2d" || what == "d2h"; }
+
+}  // namespace
+
+Status RestoreLoader::Impl::RegisterForFaults() {
+  LoaderRegistry& r = Registry();
+  std::lock_guard lock(r.mu);
+  // Idempotent; set again by each loader in case something else replaced the process's handler.
+  PHOS_RETURN_IF_ERROR(
+      CuStatus(d_->phosSimSetGuardHandler(OnGuardFault, nullptr), "phosSimSetGuardHandler", d_->error_text()));
+  r.loaders.push_back(this);
+  registered_ = true;
+  return Status::Ok();
+}
+
+void RestoreLoader::Impl::Unregister() {
+  if (!registered_) return;
+  LoaderRegistry& r = Registry();
+  std::lock_guard lock(r.mu);
+  r.loaders.erase(std::remove(r.loaders.begin(), r.loaders.end(), this), r.loaders.end());
+  registered_ = false;
+}
+
+Status RestoreLoader::Impl::WriteUnitLocked(int unit) {
+  std::vector<uint8_t> host;
+  for (int b : units_[unit].buffers) {
+    Buffer& buf = buffers_[b];
+    buf.claimed = buf.chunks.size();
+    for (size_t k = 0; k < buf.chunks.size(); ++k) {
+      if (buf.done[k]) continue;
+      const Chunk& c = buf.chunks[k];
+      host.resize(c.ref.size);
+      PHOS_RETURN_IF_ERROR(ChunkError(b, k, source_->ReadChunk(c.ref, host.data())));
+      PHOS_RETURN_IF_ERROR(ChunkError(b, k, CuStatus(ForEachPiece(buf.address + c.offset, host.data(), c.ref.size, granule_,
+                                                                  d_->phosSimWriteGuarded),
+                                                     "phosSimWriteGuarded", d_->error_text())));
+      ChunkDoneLocked(b, k);
+    }
+  }
+  return Status::Ok();
+}
+
+PhosSimGuardDecision RestoreLoader::Impl::OnFault(CUdeviceptr address, const char* what) {
+  ContextScope scope(*d_, ctx_);
+  std::lock_guard require(require_mu_);
+  std::unique_lock lock(mu_);
+  const int unit = UnitOf(address);
+  Status s = RetireLocked();
+  if (s.ok() && units_[unit].absent == 0) {
+    UnguardLocked(units_[unit]);  // its unguard raced the work
+    return PHOS_SIM_GUARD_RETRY;
+  }
+  const int b = Find(address);
+  const bool miss = b >= 0 && !buffers_[b].ready && !buffers_[b].required;
+  std::vector<int> targets;
+  if (miss) {
+    ++misses_;
+    last_miss_ = what;
+    PHOS_LOG(Warn, "restore", "{}: speculation miss: {} touched {} before it was loaded; loading everything now",
+             name_, what, buffers_[b].name);
+    for (size_t u = 0; u < units_.size(); ++u) {
+      if (units_[u].absent > 0) targets.push_back(static_cast<int>(u));
+    }
+  } else {
+    targets.push_back(unit);  // a Required or loaded buffer, or padding between buffers
+  }
+  if (IsCopyEngineOp(what)) {
+    for (size_t i = 0; i < targets.size() && s.ok(); ++i) s = WriteUnitLocked(targets[i]);
+  } else {
+    // The faulting work is on the compute pool: the loader's copies on the H2D engine can finish.
+    // Synchronised every window's worth so that the chunks held meanwhile stay bounded.
+    uint64_t held = 0;
+    for (size_t i = 0; i < targets.size() && s.ok(); ++i) {
+      for (int b : units_[targets[i]].buffers) held += buffers_[b].size;
+      s = RequireUnitLocked(targets[i], lock).status();
+      if (s.ok() && (held >= window_ || i + 1 == targets.size())) {
+        lock.unlock();
+        d_->cuStreamSynchronize(priority_stream_);  // waits on the units' background copies too
+        lock.lock();
+        s = RetireLocked();
+        held = 0;
+      }
+    }
+  }
+  if (!s.ok()) {
+    FailLocked(s);
+    return PHOS_SIM_GUARD_FAIL;
+  }
+  for (int u : targets) UnguardLocked(units_[u]);
+  return PHOS_SIM_GUARD_RETRY;
+}
+
+}  // namespace phos::runtime

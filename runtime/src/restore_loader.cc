@@ -31,7 +31,8 @@ Status RestoreLoader::Impl::Init(const RestoreLoaderOptions& o) {
     uint64_t offset = 0;
     for (int c = 0; c < mb.chunks_size(); ++c) {
       auto id = store::ChunkId::FromBytes(mb.chunks(c).id());
-      if (!id.ok()) return id.status().WithContext(fmt::format("restore {}: {} chunk {}", snapshot_, b.name, c));
+      if (!id.ok())
+        return id.status().WithContext(fmt::format("restore {}: {} chunk {}", snapshot_, b.name, c));
       b.chunks.push_back({{*id, mb.chunks(c).size()}, offset});
       offset += mb.chunks(c).size();
       max_chunk_ = std::max(max_chunk_, mb.chunks(c).size());
@@ -49,7 +50,8 @@ Status RestoreLoader::Impl::Init(const RestoreLoaderOptions& o) {
     if (k > 0) {
       const Buffer& prev = buffers_[by_address_[k - 1].second];
       if (prev.address + prev.size > b.address) {
-        return Status::InvalidArgument(fmt::format("restore {}: {} overlaps {}", snapshot_, b.name, prev.name));
+        return Status::InvalidArgument(
+            fmt::format("restore {}: {} overlaps {}", snapshot_, b.name, prev.name));
       }
     }
     const uint64_t lo = AlignDown(b.address, kPage);
@@ -75,7 +77,8 @@ Status RestoreLoader::Impl::Init(const RestoreLoaderOptions& o) {
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   size_t granule = 0;
-  PHOS_CU_RETURN_IF_ERROR(text, d_->cuMemGetAllocationGranularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  PHOS_CU_RETURN_IF_ERROR(
+      text, d_->cuMemGetAllocationGranularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
   granule_ = granule;
   PHOS_CU_RETURN_IF_ERROR(text, d_->cuStreamCreate(&background_stream_, CU_STREAM_NON_BLOCKING));
   // simgpu has no stream priorities (and the driver table no cuStreamCreateWithPriority): the
@@ -94,8 +97,9 @@ Status RestoreLoader::Impl::Init(const RestoreLoaderOptions& o) {
       const CUresult res = d_->phosSimGuardRange(u.base, u.bytes);
       if (res != CUDA_SUCCESS) {
         // Validation only: the restore itself does not need guards.
-        PHOS_LOG(Warn, "restore", "{}: {}; restoring without validation", name_,
-                 CuStatus(res, fmt::format("phosSimGuardRange [{:#x}, +{})", u.base, u.bytes), text).message());
+        PHOS_LOG(
+            Warn, "restore", "{}: {}; restoring without validation", name_,
+            CuStatus(res, fmt::format("phosSimGuardRange [{:#x}, +{})", u.base, u.bytes), text).message());
         for (Unit& g : units_) UnguardLocked(g);
         guard_ = false;
         break;
@@ -103,9 +107,11 @@ Status RestoreLoader::Impl::Init(const RestoreLoaderOptions& o) {
       u.guarded = true;
     }
   }
-  PHOS_LOG(Info, "restore", "{}: loading {} buffers in {} units ({} order, {})", name_, buffers_.size(), units_.size(),
-           o.first_touch_order ? "first-touch" : "address",
-           !guard_ ? "unguarded" : guarded_copy_ ? "guarded copies" : "guarded until first chunk");
+  PHOS_LOG(Info, "restore", "{}: loading {} buffers in {} units ({} order, {})", name_, buffers_.size(),
+           units_.size(), o.first_touch_order ? "first-touch" : "address",
+           !guard_         ? "unguarded"
+           : guarded_copy_ ? "guarded copies"
+                           : "guarded until first chunk");
   thread_ = std::thread([this] { Run(); });
   return Status::Ok();
 }
@@ -138,7 +144,6 @@ RestoreLoader::Impl::~Impl() {
   }
   for (void* p : all_staging_) d_->cuMemFreeHost(p);
 }
-
 
 int RestoreLoader::Impl::UnitOf(CUdeviceptr address) const {
   auto it = std::upper_bound(units_.begin(), units_.end(), address,
@@ -213,7 +218,8 @@ Result<CUevent> RestoreLoader::Impl::TakeEventLocked() {
     return e;
   }
   CUevent e = nullptr;
-  PHOS_RETURN_IF_ERROR(CuStatus(d_->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate", d_->error_text()));
+  PHOS_RETURN_IF_ERROR(
+      CuStatus(d_->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate", d_->error_text()));
   all_events_.push_back(e);
   return e;
 }
@@ -226,21 +232,22 @@ Status RestoreLoader::Impl::EnqueueLocked(int buffer, size_t chunk, ChunkData da
   const Chunk& c = b.chunks[chunk];
   const CUstream stream = background ? background_stream_ : priority_stream_;
   const CUdeviceptr dst = b.address + c.offset;
-  const CUresult res =
-      u.guarded ? ForEachPiece(dst, data.data(), c.ref.size, granule_,
-                               [&](CUdeviceptr to, const void* from, size_t n) {
-                                 return d_->phosSimMemcpyHtoDAsyncGuarded(to, from, n, stream);
-                               })
-                : d_->cuMemcpyHtoDAsync(dst, data.data(), c.ref.size, stream);
-  Status s = CuStatus(res, u.guarded ? "phosSimMemcpyHtoDAsyncGuarded" : "cuMemcpyHtoDAsync", d_->error_text());
+  const CUresult res = u.guarded
+                           ? ForEachPiece(dst, data.data(), c.ref.size, granule_,
+                                          [&](CUdeviceptr to, const void* from, size_t n) {
+                                            return d_->phosSimMemcpyHtoDAsyncGuarded(to, from, n, stream);
+                                          })
+                           : d_->cuMemcpyHtoDAsync(dst, data.data(), c.ref.size, stream);
+  Status s =
+      CuStatus(res, u.guarded ? "phosSimMemcpyHtoDAsyncGuarded" : "cuMemcpyHtoDAsync", d_->error_text());
   Result<CUevent> done = s.ok() ? TakeEventLocked() : Result<CUevent>(s);
   if (done.ok()) s = CuStatus(d_->cuEventRecord(*done, stream), "cuEventRecord", d_->error_text());
   if (!s.ok() || !done.ok()) {
     Drop(data);
     return ChunkError(buffer, chunk, s.ok() ? done.status() : s);
   }
-  in_flight_.push_back({.done = *done, .buffer = buffer, .chunk = chunk, .background = background,
-                        .data = std::move(data)});
+  in_flight_.push_back(
+      {.done = *done, .buffer = buffer, .chunk = chunk, .background = background, .data = std::move(data)});
   if (background) {
     background_bytes_ += c.ref.size;
     ++b.background_in_flight;
@@ -314,7 +321,8 @@ void RestoreLoader::Impl::FailLocked(Status why) {
 void RestoreLoader::Impl::Run() {
   ContextScope scope(*d_, ctx_);
   std::unique_lock lock(mu_);
-  if (!scope.ok()) FailLocked(Status::DeviceError(fmt::format("restore {}: cuCtxPushCurrent failed", snapshot_)));
+  if (!scope.ok())
+    FailLocked(Status::DeviceError(fmt::format("restore {}: cuCtxPushCurrent failed", snapshot_)));
   size_t cursor = 0;
   while (!stop_ && failed_.ok() && ready_units_ < units_.size()) {
     Status retired = RetireLocked();
@@ -322,7 +330,8 @@ void RestoreLoader::Impl::Run() {
       FailLocked(retired);
       break;
     }
-    while (cursor < order_.size() && buffers_[order_[cursor]].claimed == buffers_[order_[cursor]].chunks.size()) {
+    while (cursor < order_.size() &&
+           buffers_[order_[cursor]].claimed == buffers_[order_[cursor]].chunks.size()) {
       ++cursor;
     }
     const bool more = cursor < order_.size();
@@ -413,7 +422,8 @@ Result<CUevent> RestoreLoader::Impl::RequireUnitLocked(int unit, std::unique_loc
   Status s;
   if (behind_background) {
     s = CuStatus(d_->cuEventRecord(u.background, background_stream_), "cuEventRecord", text);
-    if (s.ok()) s = CuStatus(d_->cuStreamWaitEvent(priority_stream_, u.background, 0), "cuStreamWaitEvent", text);
+    if (s.ok())
+      s = CuStatus(d_->cuStreamWaitEvent(priority_stream_, u.background, 0), "cuStreamWaitEvent", text);
   }
   for (size_t i = 0; i < claims.size(); ++i) {
     if (s.ok()) {
@@ -449,8 +459,6 @@ Result<CUevent> RestoreLoader::Impl::Require(int index) {
   if (units_[unit].event_covers_all) return units_[unit].event;
   return RequireUnitLocked(unit, lock);
 }
-
-
 
 Status RestoreLoader::Impl::Wait() {
   std::unique_lock lock(mu_);
@@ -490,11 +498,23 @@ Result<std::unique_ptr<RestoreLoader>> RestoreLoader::Start(const RestoreLoaderO
 
 RestoreLoader::RestoreLoader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RestoreLoader::~RestoreLoader() = default;
-int RestoreLoader::Find(CUdeviceptr address) const { return impl_->Find(address); }
-Result<CUevent> RestoreLoader::Require(int index) { return impl_->Require(index); }
-bool RestoreLoader::IsResident(int index) const { return impl_->IsResident(index); }
-Status RestoreLoader::Wait() { return impl_->Wait(); }
-Status RestoreLoader::status() const { return impl_->status(); }
-RestoreLoaderStats RestoreLoader::Stats() const { return impl_->Stats(); }
+int RestoreLoader::Find(CUdeviceptr address) const {
+  return impl_->Find(address);
+}
+Result<CUevent> RestoreLoader::Require(int index) {
+  return impl_->Require(index);
+}
+bool RestoreLoader::IsResident(int index) const {
+  return impl_->IsResident(index);
+}
+Status RestoreLoader::Wait() {
+  return impl_->Wait();
+}
+Status RestoreLoader::status() const {
+  return impl_->status();
+}
+RestoreLoaderStats RestoreLoader::Stats() const {
+  return impl_->Stats();
+}
 
 }  // namespace phos::runtime

@@ -1,8 +1,8 @@
 // The restore loader's validation side: one guard handler for the process dispatching simgpu's
 // guard faults to the loader whose units hold the address, and what a loader does with one.
-#include <string_view>
-
 #include <fmt/format.h>
+
+#include <string_view>
 
 #include "phos/base/cuda_check.h"
 #include "phos/base/log.h"
@@ -28,14 +28,17 @@ PhosSimGuardDecision OnGuardFault(void* /*user*/, CUdeviceptr address, const cha
   for (RestoreLoader::Impl* loader : r.loaders) {
     if (loader->Owns(address)) return loader->OnFault(address, what);
   }
-  PHOS_LOG_EVERY_SEC(Warn, "restore", 1, "guard fault at {:#x} by {} outside every restoring buffer", address, what);
+  PHOS_LOG_EVERY_SEC(Warn, "restore", 1, "guard fault at {:#x} by {} outside every restoring buffer", address,
+                     what);
   return PHOS_SIM_GUARD_FAIL;
 }
 
 // Copies run on a copy engine that the faulting op may be holding: waiting for the loader's own
 // H2D copies could deadlock, so such misses are served from the CPU (phosSimWriteGuarded).
 // Kernels, memsets and "compute" ops run on the compute pool.
-bool IsCopyEngineOp(std::string_view what) { return what == "memcpy" || what == "h2d" || what == "d2h"; }
+bool IsCopyEngineOp(std::string_view what) {
+  return what == "memcpy" || what == "h2d" || what == "d2h";
+}
 
 }  // namespace
 
@@ -43,8 +46,8 @@ Status RestoreLoader::Impl::RegisterForFaults() {
   LoaderRegistry& r = Registry();
   std::lock_guard lock(r.mu);
   // Idempotent; set again by each loader in case something else replaced the process's handler.
-  PHOS_RETURN_IF_ERROR(
-      CuStatus(d_->phosSimSetGuardHandler(OnGuardFault, nullptr), "phosSimSetGuardHandler", d_->error_text()));
+  PHOS_RETURN_IF_ERROR(CuStatus(d_->phosSimSetGuardHandler(OnGuardFault, nullptr), "phosSimSetGuardHandler",
+                                d_->error_text()));
   r.loaders.push_back(this);
   registered_ = true;
   return Status::Ok();
@@ -68,9 +71,10 @@ Status RestoreLoader::Impl::WriteUnitLocked(int unit) {
       const Chunk& c = buf.chunks[k];
       host.resize(c.ref.size);
       PHOS_RETURN_IF_ERROR(ChunkError(b, k, source_->ReadChunk(c.ref, host.data())));
-      PHOS_RETURN_IF_ERROR(ChunkError(b, k, CuStatus(ForEachPiece(buf.address + c.offset, host.data(), c.ref.size, granule_,
-                                                                  d_->phosSimWriteGuarded),
-                                                     "phosSimWriteGuarded", d_->error_text())));
+      PHOS_RETURN_IF_ERROR(ChunkError(b, k,
+                                      CuStatus(ForEachPiece(buf.address + c.offset, host.data(), c.ref.size,
+                                                            granule_, d_->phosSimWriteGuarded),
+                                               "phosSimWriteGuarded", d_->error_text())));
       ChunkDoneLocked(b, k);
     }
   }
@@ -93,8 +97,9 @@ PhosSimGuardDecision RestoreLoader::Impl::OnFault(CUdeviceptr address, const cha
   if (miss) {
     ++misses_;
     last_miss_ = what;
-    PHOS_LOG(Warn, "restore", "{}: speculation miss: {} touched {} before it was loaded; loading everything now",
-             name_, what, buffers_[b].name);
+    PHOS_LOG(Warn, "restore",
+             "{}: speculation miss: {} touched {} before it was loaded; loading everything now", name_, what,
+             buffers_[b].name);
     for (size_t u = 0; u < units_.size(); ++u) {
       if (units_[u].absent > 0) targets.push_back(static_cast<int>(u));
     }

@@ -18,8 +18,12 @@
 
 namespace phos::runtime {
 
-inline uint64_t AlignDown(uint64_t x, uint64_t a) { return x / a * a; }
-inline uint64_t AlignUp(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+inline uint64_t AlignDown(uint64_t x, uint64_t a) {
+  return x / a * a;
+}
+inline uint64_t AlignUp(uint64_t x, uint64_t a) {
+  return (x + a - 1) / a * a;
+}
 
 // Splits [dst, dst + bytes) at granule boundaries: simgpu's guarded writes must stay inside one
 // VMM mapping, and mappings are whole granules, so pieces never straddle two.
@@ -83,8 +87,14 @@ class RestoreLoader::Impl {
   };
 
   Impl(const RestoreLoaderOptions& o, std::atomic<bool>* all_resident)
-      : d_(o.driver), ctx_(o.context), manifest_(o.manifest), source_(o.source), dram_(o.dram),
-        window_(o.window_bytes), all_resident_(all_resident), start_(std::chrono::steady_clock::now()) {
+      : d_(o.driver),
+        ctx_(o.context),
+        manifest_(o.manifest),
+        source_(o.source),
+        dram_(o.dram),
+        window_(o.window_bytes),
+        all_resident_(all_resident),
+        start_(std::chrono::steady_clock::now()) {
     snapshot_ = fmt::format("{} v{}", manifest_->function(), manifest_->version());
     name_ = o.name.empty() ? snapshot_ : o.name;
   }
@@ -134,8 +144,8 @@ class RestoreLoader::Impl {
   std::chrono::steady_clock::time_point start_;
   std::string snapshot_;
   std::string name_;
-  bool guard_ = false;          // units are guarded
-  bool guarded_copy_ = false;   // loads write guarded units without unguarding them
+  bool guard_ = false;         // units are guarded
+  bool guarded_copy_ = false;  // loads write guarded units without unguarding them
   bool registered_ = false;
   uint32_t max_chunk_ = 0;
   uint64_t granule_ = 2ull << 20;  // replaced by the driver's minimum granularity
@@ -144,12 +154,12 @@ class RestoreLoader::Impl {
 
   // Fixed after Init.
   std::vector<Buffer> buffers_;
-  std::vector<Unit> units_;                            // by address
+  std::vector<Unit> units_;                              // by address
   std::vector<std::pair<CUdeviceptr, int>> by_address_;  // buffers sorted by address
-  std::vector<int> order_;                             // background order
+  std::vector<int> order_;                               // background order
 
-  std::mutex require_mu_;  // one requirer (Require, a miss) claims and enqueues at a time
-  mutable std::mutex mu_;  // everything below, and the state of buffers_ and units_
+  std::mutex require_mu_;         // one requirer (Require, a miss) claims and enqueues at a time
+  mutable std::mutex mu_;         // everything below, and the state of buffers_ and units_
   std::condition_variable work_;  // the background thread: new copies in flight, or stop
   std::condition_variable done_;  // Wait: all resident or failed
   std::list<Copy> in_flight_;

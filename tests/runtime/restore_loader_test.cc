@@ -1,5 +1,8 @@
 // The concurrent restore's loader on simgpu: snapshots captured into a store, restored through a
 // DRAM tier into a fresh context while the test reads, requires and launches kernels.
+#include "phos/runtime/restore_loader.h"
+
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,9 +14,6 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "phos/runtime/restore_loader.h"
 #include "phos/runtime/snapshot_capture.h"
 #include "phos/runtime/snapshot_restore.h"
 #include "phos/store/dram_tier.h"
@@ -27,7 +27,9 @@ namespace fs = std::filesystem;
 constexpr uint32_t kChunk = 64 << 10;  // small chunks: buffers span several, tests stay fast
 constexpr uint64_t kGranule = 2ull << 20;
 
-uint64_t AlignUp(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+uint64_t AlignUp(uint64_t x, uint64_t a) {
+  return (x + a - 1) / a * a;
+}
 
 struct Spec {
   uint64_t size = 0;
@@ -98,7 +100,8 @@ class RestoreLoaderTest : public ::testing::Test {
     CaptureRequest req{.driver = d_.get(), .context = ctx_, .function = "fn", .device_profile = "ci"};
     for (const Spec& s : specs_) {
       ASSERT_EQ(d_->cuMemcpyHtoD(s.address, s.bytes.data(), s.size), CUDA_SUCCESS);
-      req.buffers.push_back({.address = s.address, .size = s.size, .label = s.label, .first_touch_rank = s.rank});
+      req.buffers.push_back(
+          {.address = s.address, .size = s.size, .label = s.label, .first_touch_rank = s.rank});
     }
     auto version = CaptureGpuState(req, *store_);
     ASSERT_TRUE(version.ok()) << version.status().ToString();
@@ -112,16 +115,21 @@ class RestoreLoaderTest : public ::testing::Test {
     for (const Spec& s : specs_) ASSERT_TRUE(mapper_->MapAt(s.address, s.size).ok()) << s.label;
     auto alloc = store::DriverPinnedAllocator::Create(store::DriverHostMemoryOf(*d_, fresh_));
     ASSERT_TRUE(alloc.ok()) << alloc.status().ToString();
-    auto tier = store::DramTier::Create({.capacity_bytes = 256 * kChunk, .slot_bytes = kChunk}, std::move(*alloc),
-                                        store_.get());
+    auto tier = store::DramTier::Create({.capacity_bytes = 256 * kChunk, .slot_bytes = kChunk},
+                                        std::move(*alloc), store_.get());
     ASSERT_TRUE(tier.ok()) << tier.status().ToString();
     tier_ = std::move(*tier);
     ASSERT_EQ(d_->cuCtxSetCurrent(fresh_), CUDA_SUCCESS);
   }
 
   RestoreLoaderOptions Options(uint64_t window = 8ull << 20) {
-    return {.driver = d_.get(), .context = fresh_, .manifest = &manifest_, .source = tier_.get(),
-            .dram = tier_.get(), .window_bytes = window, .name = "fn test"};
+    return {.driver = d_.get(),
+            .context = fresh_,
+            .manifest = &manifest_,
+            .source = tier_.get(),
+            .dram = tier_.get(),
+            .window_bytes = window,
+            .name = "fn test"};
   }
 
   void ExpectBytes(const Spec& s) {
@@ -133,7 +141,9 @@ class RestoreLoaderTest : public ::testing::Test {
   // `count` buffers of `size`, first-touch rank = index (or reversed), each on its own pages.
   void ManyBuffers(int count, uint64_t size, bool reversed_ranks) {
     for (int i = 0; i < count; ++i) {
-      specs_.push_back({.size = size, .align = 4096, .label = "b" + std::to_string(i),
+      specs_.push_back({.size = size,
+                        .align = 4096,
+                        .label = "b" + std::to_string(i),
                         .rank = reversed_ranks ? count - 1 - i : i});
     }
   }
@@ -346,7 +356,8 @@ TEST_F(RestoreLoaderTest, DestroyingMidStreamIsClean) {
   }
   // Unguarded everywhere: a copy from each buffer succeeds with no loader left to serve a fault.
   std::vector<uint8_t> back(specs_[0].size);
-  for (const Spec& s : specs_) ASSERT_EQ(d_->cuMemcpyDtoH(back.data(), s.address, s.size), CUDA_SUCCESS) << s.label;
+  for (const Spec& s : specs_)
+    ASSERT_EQ(d_->cuMemcpyDtoH(back.data(), s.address, s.size), CUDA_SUCCESS) << s.label;
   mapper_->UnmapAll();
   EXPECT_TRUE(mapper_->mappings().empty());
 }

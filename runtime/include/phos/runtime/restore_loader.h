@@ -79,12 +79,12 @@ struct RestoreLoaderOptions {
 
 struct RestoreLoaderStats {
   uint64_t buffers = 0;
-  uint64_t bytes = 0;             // buffer bytes loaded so far
-  uint64_t required = 0;          // Require() calls that found the buffer not yet loaded
-  uint64_t misses = 0;            // guard faults on buffers not Required: speculation misses
-  std::string last_miss;          // what touched it (kernel name, "memcpy", ...) for the last miss
+  uint64_t bytes = 0;     // buffer bytes loaded so far
+  uint64_t required = 0;  // Require() calls that found the buffer not yet loaded
+  uint64_t misses = 0;    // guard faults on buffers not Required: speculation misses
+  std::string last_miss;  // what touched it (kernel name, "memcpy", ...) for the last miss
   bool all_resident = false;
-  double fully_resident_ms = 0;   // from Start to the last buffer ready; 0 until then
+  double fully_resident_ms = 0;  // from Start to the last buffer ready; 0 until then
 };
 
 class RestoreLoader {

@@ -142,6 +142,21 @@ Result<ContextLease> PoolCore::Lease() {
   return MakeLease(pooled, start, lock);
 }
 
+Result<ContextLease> PoolCore::LeaseFresh() {
+  Clock::time_point start = Clock::now();
+  std::unique_lock lock(mu_);
+  if (stopping_)
+    return Status::FailedPrecondition(fmt::format("device {}: context pool is stopping", options_.device));
+  ++counters_.misses;
+  ++creating_;
+  Result<PooledContext> created = CreateAccounted(lock);
+  if (!created.ok()) {
+    ++counters_.lease_failures;
+    return created.status().WithContext("fresh lease");
+  }
+  return MakeLease(*created, start, lock);
+}
+
 void PoolCore::Return(PooledContext pooled, TenantResources tenant) {
   std::unique_lock lock(mu_);
   --leased_;
@@ -303,6 +318,9 @@ Result<std::unique_ptr<ContextPool>> ContextPool::Open(const PoolOptions& option
 
 Result<ContextLease> ContextPool::Lease() {
   return core_->Lease();
+}
+Result<ContextLease> ContextPool::LeaseFresh() {
+  return core_->LeaseFresh();
 }
 bool ContextPool::WaitIdle(std::chrono::milliseconds timeout) {
   return core_->WaitIdle(timeout);

@@ -24,6 +24,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   void Shutdown();
 
   Result<ContextLease> Lease();
+  Result<ContextLease> LeaseFresh();
   void Return(PooledContext pooled, TenantResources tenant);
   bool WaitIdle(std::chrono::milliseconds timeout);
   PoolMetrics Metrics() const;

@@ -1,9 +1,12 @@
-// phosd: the daemon. Wires the driver table, the API server (GPU sessions on <data-dir>/gpu.sock),
-// the instance manager and the HTTP API together; SIGINT/SIGTERM stop it cleanly (exit 0).
+// phosd: the daemon. Wires the driver table, the context and device-group pools, the API server
+// (GPU sessions on <data-dir>/gpu.sock), the snapshot store (<data-dir>/store) with its DRAM tier,
+// the CPU-state backend, the instance manager and the HTTP API together; SIGINT/SIGTERM stop it
+// cleanly (exit 0).
 #include <signal.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
@@ -13,22 +16,14 @@
 #include "phos/http/server.h"
 #include "phos/runtime/api_server.h"
 #include "phos/runtime/driver_table.h"
+#include "phos/runtime/cpu_state.h"
 #include "phos/runtime/instance_manager.h"
+#include "phos/runtime/snapshot_sessions.h"
+#include "phos/store/dram_tier.h"
+#include "phos/store/store.h"
 #include "routes.h"
 
 namespace {
-
-// The instance manager's view of the API server.
-class ApiServerSessions : public phos::runtime::GpuSessions {
- public:
-  explicit ApiServerSessions(phos::runtime::ApiServer* server) : server_(server) {}
-  std::string IssueToken(int gpus) override { return server_->IssueToken(gpus); }
-  void EndSession(const std::string& token) override { server_->EndSession(token); }
-  std::string SocketPath() const override { return server_->socket_path(); }
-
- private:
-  phos::runtime::ApiServer* server_;
-};
 
 int Fail(const phos::Status& status) {
   PHOS_LOG(Error, "phosd", "{}", status.ToString());
@@ -49,6 +44,9 @@ int main(int argc, char** argv) {
   size_t group_min = 1;
   size_t group_max = 2;
   int group_size = 0;
+  uint64_t dram_mib = 4096;
+  std::string cpu_state = "fork";
+  long long keep_alive_ms = 60000;
   app.add_option("--listen", listen, "HOST:PORT for the HTTP API (port 0 picks one)")->capture_default_str();
   app.add_option("--data-dir", data_dir, "Directory for functions.json, logs/ and gpu.sock")->required();
   app.add_option("--gpu", gpu, "sim, cuda or auto (cuda when a driver loads)")
@@ -67,6 +65,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--group-min", group_min, "Device groups of each size in use kept ready")->capture_default_str();
   app.add_option("--group-max", group_max, "Most device groups of one size, leased or not")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--dram-mib", dram_mib, "Pinned DRAM tier for snapshots (MiB; allocated as snapshots fill it)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--cpu-state", cpu_state, "Where deployed functions' CPU state is kept: fork (a parked template) or criu")
+      ->check(CLI::IsMember({"fork", "criu"}))
+      ->capture_default_str();
+  app.add_option("--keep-alive-ms", keep_alive_ms, "Idle time after which an instance beyond a function's warm count ends")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
@@ -127,12 +134,47 @@ int main(int argc, char** argv) {
   api_options.device_groups = groups.get();
   auto api = phos::runtime::ApiServer::Start(api_options, driver->get());
   if (!api.ok()) return Fail(api.status().WithContext("phosd"));
-  ApiServerSessions sessions(api->get());
+  // Snapshots: the store, a DRAM tier made when the first snapshot needs it (its pinned arena lives
+  // in a context leased for phosd's lifetime), and where deployed functions' CPU state is kept.
+  phos::store::StoreOptions store_options;
+  store_options.path = data_dir + "/store";
+  auto store = phos::store::Store::Open(store_options);
+  if (!store.ok()) return Fail(store.status().WithContext("phosd: snapshot store"));
+  std::optional<phos::ctxpool::ContextLease> arena_context;
+  auto make_dram = [&]() -> phos::Result<std::unique_ptr<phos::store::DramTier>> {
+    PHOS_ASSIGN_OR_RETURN(phos::ctxpool::ContextLease lease, (*pool)->Lease());
+    arena_context.emplace(std::move(lease));
+    PHOS_ASSIGN_OR_RETURN(auto pinned, phos::store::DriverPinnedAllocator::Create(
+                                           phos::store::DriverHostMemoryOf(**driver, arena_context->context())));
+    phos::store::DramTierOptions tier;
+    tier.capacity_bytes = dram_mib << 20;
+    tier.slot_bytes = (*store)->options().chunk_bytes;
+    return phos::store::DramTier::Create(tier, std::move(pinned), store->get());
+  };
+  char device_name[128] = {};
+  (*driver)->cuDeviceGetName(device_name, sizeof(device_name) - 1, 0);
+  phos::runtime::SnapshotSessions sessions(api->get(), store->get(), make_dram, {.device_profile = device_name});
+
+  std::unique_ptr<phos::runtime::CpuStateBackend> cpu_backend;
+  if (cpu_state == "criu") {
+    auto criu = phos::runtime::CriuBackend::Create({.images_dir = data_dir + "/criu"});
+    if (!criu.ok()) return Fail(criu.status().WithContext("phosd: --cpu-state=criu"));
+    if (phos::Status available = (*criu)->Available(); !available.ok()) {
+      return Fail(available.WithContext("phosd: --cpu-state=criu (criu check)"));
+    }
+    cpu_backend = std::move(*criu);
+  } else {
+    auto fork = phos::runtime::ForkTemplateBackend::Create({});
+    if (!fork.ok()) return Fail(fork.status().WithContext("phosd: fork templates"));
+    cpu_backend = std::move(*fork);
+  }
 
   phos::runtime::InstanceManagerOptions manager_options;
   manager_options.data_dir = data_dir;
   manager_options.invoke_timeout = std::chrono::milliseconds(invoke_timeout_ms);
   manager_options.sessions = &sessions;
+  manager_options.cpu_state = cpu_backend.get();
+  manager_options.keep_alive = std::chrono::milliseconds(keep_alive_ms);
   auto manager = phos::runtime::InstanceManager::Open(manager_options);
   if (!manager.ok()) return Fail(manager.status().WithContext("phosd"));
 
@@ -156,6 +198,7 @@ int main(int argc, char** argv) {
   (*manager)->Shutdown();    // end instances and their GPU sessions
   server->reset();
   manager->reset();
+  cpu_backend.reset();  // the parked templates
   api->reset();
   groups.reset();
   pool->reset();

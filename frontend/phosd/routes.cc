@@ -26,11 +26,27 @@ int StatusFor(const Status& s) {
   }
 }
 
+// "first-byte" -> "First-Byte".
+std::string HeaderWord(std::string_view stage) {
+  std::string out(stage);
+  bool start = true;
+  for (char& c : out) {
+    if (start && c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+    start = c == '-';
+  }
+  return out;
+}
+
 Response InvokeResponse(InvokeOutcome o) {
   switch (o.kind) {
     case InvokeOutcome::Kind::kOk: {
       Response r = Response::Text(200, std::move(o.body));
       r.content_type = "application/octet-stream";
+      // How the instance was brought up, and when each stage of it happened (BRIEF section 4).
+      r.headers.emplace_back("X-Phos-Restore-Mode", runtime::RestoreModeName(o.mode));
+      for (const auto& [stage, us] : o.stages) {
+        r.headers.emplace_back("X-Phos-Stage-" + HeaderWord(stage) + "-Us", std::to_string(us));
+      }
       return r;
     }
     case InvokeOutcome::Kind::kFunctionError:
@@ -57,12 +73,30 @@ Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtim
     out.Send(std::move(r));
   }));
 
+  // Deploy: answered once the function's snapshot is committed (or it failed to get there). The
+  // body is a function spec, plus an optional "sample_request" (a string) to record the order in
+  // which the function first touches its buffers.
   PHOS_RETURN_IF_ERROR(router->Add("POST", "/v1/functions", [manager](Request req, Responder out) {
-    Result<runtime::FunctionSpec> spec = runtime::ParseFunctionSpecJson(req.body);
+    nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
+    std::string sample;
+    if (body.is_object()) {
+      if (auto it = body.find("sample_request"); it != body.end()) {
+        if (!it->is_string()) return out.Send(Error(400, "field 'sample_request' must be a string"));
+        sample = it->get<std::string>();
+        body.erase(it);
+      }
+    }
+    Result<runtime::FunctionSpec> spec = runtime::ParseFunctionSpecJson(body.is_object() ? body.dump() : req.body);
     if (!spec.ok()) return out.Send(Error(400, spec.status().message()));
-    Status registered = manager->Register(*spec);
-    if (!registered.ok()) return out.Send(Error(StatusFor(registered), registered.message()));
-    out.Send(Response::Json(201, runtime::FunctionSpecToJson(*spec) + "\n"));
+    manager->Deploy(*spec, std::move(sample), [out, json = runtime::FunctionSpecToJson(*spec)](Status deployed) {
+      if (!deployed.ok()) {
+        int status = deployed.code() == StatusCode::kAlreadyExists || deployed.code() == StatusCode::kInvalidArgument
+                         ? StatusFor(deployed)
+                         : 502;
+        return out.Send(Error(status, deployed.message()));
+      }
+      out.Send(Response::Json(201, json + "\n"));
+    });
   }));
 
   PHOS_RETURN_IF_ERROR(router->Add("GET", "/v1/functions", [manager](Request, Responder out) {
@@ -92,7 +126,16 @@ Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtim
           }
           timeout = std::chrono::milliseconds(ms);
         }
-        manager->Invoke(std::string(req.Param("name")), std::move(req.body), timeout,
+        runtime::RestoreMode mode = runtime::RestoreMode::kAuto;
+        if (const std::string* header = req.Header("X-Phos-Restore-Mode")) {
+          std::optional<runtime::RestoreMode> parsed = runtime::ParseRestoreMode(*header);
+          if (!parsed) {
+            return out.Send(Error(400, "X-Phos-Restore-Mode must be one of auto, cold-boot, stop-the-world, no-pool, "
+                                       "no-order, phos, warm; not '" + *header + "'"));
+          }
+          mode = *parsed;
+        }
+        manager->Invoke(std::string(req.Param("name")), std::move(req.body), timeout, mode,
                         [out](InvokeOutcome o) { out.Send(InvokeResponse(std::move(o))); });
       }));
 

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <condition_variable>
 #include <map>
+#include <set>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "phos/ctxpool/context_pool.h"
 #include "phos/ctxpool/communicator_pool.h"
 #include "phos/ipc/control.h"
+#include "restore_state.h"
 #include "session.h"
 
 namespace phos::runtime {
@@ -51,8 +54,10 @@ class ApiServer::Impl {
       sessions.swap(sessions_);
     }
     sessions.clear();
+    tokens_.clear();  // restores never adopted give their memory back before the arena goes
     close(listen_fd_);
     close(wake_fd_);
+    if (arena_ != 0) driver_->cuMemAddressFree(arena_, slot_bytes_ * slots_taken_.size());
     unlink(options_.socket_path.c_str());
   }
 
@@ -81,21 +86,140 @@ class ApiServer::Impl {
   std::string IssueToken(int gpus) {
     std::string token = ipc::NewToken();
     std::lock_guard lock(mu_);
-    tokens_[token] = std::max(gpus, 1);
+    tokens_[token].gpus = std::max(gpus, 1);
     return token;
   }
 
-  void EndSession(const std::string& token) {
-    std::unique_ptr<Session> ended;
+  // The arena of instance ranges for snapshots (ApiServerOptions::va_slots).
+  Status ReserveArena() {
+    if (options_.va_slots <= 0 || options_.instance_va_bytes == 0) return Status::Ok();
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = options_.device;
+    size_t granularity = 0;
+    PHOS_CU_RETURN_IF_ERROR(driver_->error_text(), driver_->cuMemGetAllocationGranularity(
+                                                       &granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    slot_bytes_ = (options_.instance_va_bytes + granularity - 1) / granularity * granularity;
+    uint64_t bytes = slot_bytes_ * static_cast<uint64_t>(options_.va_slots);
+    PHOS_CU_RETURN_IF_ERROR(driver_->error_text(), driver_->cuMemAddressReserve(&arena_, bytes, granularity, 0, 0));
+    slots_taken_.assign(options_.va_slots, false);
+    PHOS_LOG(Info, "runtime", "{} instance ranges of {} GiB for snapshots at [{:#x}, +{})", options_.va_slots,
+             slot_bytes_ >> 30, arena_, bytes);
+    return Status::Ok();
+  }
+
+  Result<int> ClaimVaSlot() {
+    std::lock_guard lock(mu_);
+    for (size_t i = 0; i < slots_taken_.size(); ++i) {
+      if (!slots_taken_[i]) {
+        slots_taken_[i] = true;
+        return static_cast<int>(i);
+      }
+    }
+    return Status::Unavailable(fmt::format("all {} instance ranges for snapshots are taken (ApiServerOptions::va_slots)",
+                                           slots_taken_.size()));
+  }
+
+  void ReleaseVaSlot(int slot) {
+    std::lock_guard lock(mu_);
+    if (slot >= 0 && static_cast<size_t>(slot) < slots_taken_.size()) slots_taken_[slot] = false;
+  }
+
+  std::string IssueToken(SessionPlan plan) {
+    std::string token = ipc::NewToken();
+    CUdeviceptr slot_base = 0;
+    if (plan.va_slot >= 0 && static_cast<size_t>(plan.va_slot) < slots_taken_.size()) {
+      slot_base = arena_ + slot_bytes_ * static_cast<uint64_t>(plan.va_slot);
+    }
+    auto restore = std::make_shared<RestoreState>(std::move(plan), driver_, pool_, options_.device,
+                                                  slot_base != 0 ? slot_bytes_ : options_.instance_va_bytes, slot_base);
+    std::lock_guard lock(mu_);
+    tokens_[token] = {1, std::move(restore)};
+    return token;
+  }
+
+  std::shared_ptr<RestoreState> RestoreOf(const std::string& token, Status* status) const {
+    std::lock_guard lock(mu_);
+    auto it = tokens_.find(token);
+    if (it == tokens_.end()) {
+      *status = Status::NotFound("unknown instance token");
+      return nullptr;
+    }
+    return it->second.restore;
+  }
+
+  Status WaitPrepared(const std::string& token, std::chrono::milliseconds timeout) {
+    Status s;
+    std::shared_ptr<RestoreState> restore = RestoreOf(token, &s);
+    if (!s.ok() || restore == nullptr) return s;
+    return restore->Wait(timeout);
+  }
+
+  Result<SessionTimeline> Timeline(const std::string& token) const {
+    std::lock_guard lock(mu_);
+    auto it = tokens_.find(token);
+    if (it == tokens_.end()) return Status::NotFound("unknown instance token");
+    if (auto s = sessions_.find(token); s != sessions_.end()) return s->second->Timeline();
+    SessionTimeline t;
+    if (it->second.restore != nullptr) {
+      RestoreState::Times times = it->second.restore->times();
+      t.restored = it->second.restore->plan().manifest != nullptr;
+      t.issued = times.issued;
+      t.leased = times.leased;
+      t.prepared = times.prepared;
+    }
+    return t;
+  }
+
+  std::vector<int32_t> TakeFirstTouch(const std::string& token) {
+    Status s;
+    std::shared_ptr<RestoreState> restore = RestoreOf(token, &s);
+    return restore == nullptr ? std::vector<int32_t>{} : restore->TakeFirstTouch();
+  }
+
+  Result<uint64_t> CaptureSession(const std::string& token, store::Store& store, const std::string& function,
+                                  const std::string& device_profile, std::chrono::milliseconds timeout) {
+    // The session is looked up under the lock and used outside it: EndSession of this token must
+    // not race a capture (the instance manager captures before it ends the session).
+    Session* session = nullptr;
     {
       std::lock_guard lock(mu_);
-      tokens_.erase(token);
       auto it = sessions_.find(token);
-      if (it == sessions_.end()) return;
+      if (it == sessions_.end()) return Status::NotFound("the instance has no GPU session (it made no CUDA call)");
+      session = it->second.get();
+    }
+    return session->Capture(store, function, device_profile, timeout);
+  }
+
+  // Returns once the token's session is gone, whichever thread ends it (the acceptor ends a
+  // session whose control socket closed): the caller may hand the session's instance range to
+  // the next instance right after.
+  void EndSession(const std::string& token) {
+    std::unique_ptr<Session> ended;
+    TokenInfo info;  // its restore, if never adopted, is released outside the lock too
+    {
+      std::unique_lock lock(mu_);
+      if (auto t = tokens_.find(token); t != tokens_.end()) {
+        info = std::move(t->second);
+        tokens_.erase(t);
+      }
+      auto it = sessions_.find(token);
+      if (it == sessions_.end()) {
+        ended_cv_.wait(lock, [&] { return ending_.count(token) == 0; });
+        return;
+      }
       ended = std::move(it->second);
       sessions_.erase(it);
+      ending_.insert(token);
     }
     ended.reset();  // joins the executor and frees the session's GPU state, outside the lock
+    info = {};
+    {
+      std::lock_guard lock(mu_);
+      ending_.erase(token);
+    }
+    ended_cv_.notify_all();
     uint64_t one = 1;
     [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
   }
@@ -159,12 +283,14 @@ class ApiServer::Impl {
     ipc::Hello hello;
     std::memcpy(&hello, buf, sizeof(hello));
     int gpus = 1;
+    std::shared_ptr<RestoreState> restore;
     {
       std::lock_guard lock(mu_);
       auto it = tokens_.find(token);
       if (it == tokens_.end()) return Refuse(fd, 1, "unknown instance token");
       if (sessions_.count(token) != 0) return Refuse(fd, 1, "instance token already has a GPU session");
-      gpus = it->second;
+      gpus = it->second.gpus;
+      restore = it->second.restore;
     }
     if (gpus > 1 && groups_ == nullptr) {
       return Refuse(fd, 999, fmt::format("a session of {} GPUs needs device groups, and this phosd has none (no NCCL)", gpus));
@@ -174,7 +300,12 @@ class ApiServer::Impl {
     int ring_fd = (*ring)->fd();
     uint64_t ring_bytes = (*ring)->mapped_bytes();
     Result<std::unique_ptr<Session>> session = Status::Internal("unset");
-    if (gpus > 1) {
+    if (restore != nullptr) {
+      // The restore was started with the token (or starts now); the session's executor adopts it.
+      restore->EnsureStarted();
+      session = Session::OpenRestored(driver_, std::move(restore), &metadata_, options_.device, options_.instance_va_bytes,
+                                      std::move(*ring), token, fd, hello.pid);
+    } else if (gpus > 1) {
       // The group is leased by the session's executor (it may have to wait for the refill).
       session = Session::OpenWithGroup(driver_, groups_, gpus, std::move(*ring), token, fd, hello.pid);
     } else {
@@ -219,7 +350,18 @@ class ApiServer::Impl {
   std::atomic<bool> stop_{false};
   std::thread acceptor_;
   mutable std::mutex mu_;
-  std::map<std::string, int> tokens_;  // token -> GPUs of its session
+  struct TokenInfo {
+    int gpus = 1;
+    std::shared_ptr<RestoreState> restore;  // set for tokens issued with a SessionPlan
+  };
+  std::map<std::string, TokenInfo> tokens_;
+  std::set<std::string> ending_;  // sessions being ended (EndSession waits for them)
+  std::condition_variable ended_cv_;
+  CUdeviceptr arena_ = 0;            // the instance ranges for snapshots, slot_bytes_ each
+  uint64_t slot_bytes_ = 0;
+  std::vector<bool> slots_taken_;
+  // Kernel parameter kinds by module content hash, shared by every restored session.
+  ParamMetadataCache metadata_;
   std::map<std::string, std::unique_ptr<Session>> sessions_;
 };
 
@@ -237,6 +379,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& opti
   }
   auto impl = std::make_unique<Impl>(options, driver, listen_fd, wake_fd);
   if (Status s = impl->OpenContextPool(); !s.ok()) return s.WithContext("API server");
+  if (Status s = impl->ReserveArena(); !s.ok()) return s.WithContext("API server: instance ranges for snapshots");
   impl->OpenDeviceGroups();
   impl->StartAcceptor();
   PHOS_LOG(Info, "runtime", "API server listening on {}", options.socket_path);
@@ -244,7 +387,19 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& opti
 }
 
 std::string ApiServer::IssueToken(int gpus) { return impl_->IssueToken(gpus); }
+std::string ApiServer::IssueToken(SessionPlan plan) { return impl_->IssueToken(std::move(plan)); }
+Status ApiServer::WaitPrepared(const std::string& token, std::chrono::milliseconds timeout) {
+  return impl_->WaitPrepared(token, timeout);
+}
+Result<SessionTimeline> ApiServer::Timeline(const std::string& token) const { return impl_->Timeline(token); }
+std::vector<int32_t> ApiServer::TakeFirstTouch(const std::string& token) { return impl_->TakeFirstTouch(token); }
+Result<uint64_t> ApiServer::CaptureSession(const std::string& token, store::Store& store, const std::string& function,
+                                           const std::string& device_profile, std::chrono::milliseconds timeout) {
+  return impl_->CaptureSession(token, store, function, device_profile, timeout);
+}
 void ApiServer::EndSession(const std::string& token) { impl_->EndSession(token); }
+Result<int> ApiServer::ClaimVaSlot() { return impl_->ClaimVaSlot(); }
+void ApiServer::ReleaseVaSlot(int slot) { impl_->ReleaseVaSlot(slot); }
 size_t ApiServer::session_count() const { return impl_->session_count(); }
 const std::string& ApiServer::socket_path() const { return impl_->options().socket_path; }
 

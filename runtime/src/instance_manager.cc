@@ -1,38 +1,23 @@
-// One thread per instance runs its whole life: spawn, wait for ready, take invocations from the
-// function's queue, end. A supervisor thread tops functions up to their warm count, expires
-// queued invocations and joins finished instance threads. One mutex guards all manager state;
-// channel I/O and callbacks run outside it.
+// The registry, invocation routing, the supervisor and each instance's life (see
+// instance_manager_impl.h); deploy and restore are in instance_deploy.cc.
 #include "phos/runtime/instance_manager.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <sys/stat.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
-#include <condition_variable>
-#include <deque>
 #include <filesystem>
-#include <map>
-#include <mutex>
-#include <thread>
 
-#include "instance_process.h"
+#include "instance_manager_impl.h"
+#include <fmt/core.h>
+
 #include "phos/base/log.h"
 #include "phos/runtime/instance_channel.h"
 
 namespace phos::runtime {
-
-using Clock = std::chrono::steady_clock;
-
-namespace {
-
-struct Invocation {
-  std::string request;
-  Clock::time_point deadline;
-  std::function<void(InvokeOutcome)> done;
-};
 
 InvokeOutcome Outcome(InvokeOutcome::Kind kind, std::string message) {
   InvokeOutcome o;
@@ -42,25 +27,6 @@ InvokeOutcome Outcome(InvokeOutcome::Kind kind, std::string message) {
   return o;
 }
 
-enum class InstanceState { kStarting, kIdle, kBusy };
-
-struct Instance {
-  uint64_t id = 0;
-  InstanceState state = InstanceState::kStarting;
-  std::thread thread;
-};
-
-struct Function {
-  FunctionSpec spec;
-  bool removed = false;
-  std::deque<Invocation> queue;
-  std::condition_variable cv;  // queue non-empty, removed, or stopping
-  std::vector<std::shared_ptr<Instance>> instances;
-  Clock::time_point next_start{};
-  int start_failures = 0;
-};
-
-// Waits for `fd` readable or the stop eventfd, up to `deadline`. 1 readable, 0 timeout, -1 stop.
 int WaitReadable(int fd, int stop_fd, Clock::time_point deadline) {
   while (true) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -73,358 +39,518 @@ int WaitReadable(int fd, int stop_fd, Clock::time_point deadline) {
   }
 }
 
-}  // namespace
+// ---- GpuSessions: no snapshots unless implemented ----
 
-class InstanceManager::Impl {
- public:
-  explicit Impl(InstanceManagerOptions options) : options_(std::move(options)) {}
+Result<uint64_t> GpuSessions::Capture(const std::string&, const std::string&) {
+  return Status::NotSupported("these GPU sessions keep no snapshots");
+}
+Result<int> GpuSessions::ClaimVaSlot() { return Status::NotSupported("these GPU sessions keep no snapshots"); }
+void GpuSessions::ReleaseVaSlot(int) {}
+Result<std::string> GpuSessions::IssueRestoreToken(const std::string&, uint64_t, RestoreMode, bool, int) {
+  return Status::NotSupported("these GPU sessions keep no snapshots");
+}
+Status GpuSessions::WaitPrepared(const std::string&, std::chrono::milliseconds) { return Status::Ok(); }
+SessionTimeline GpuSessions::Timeline(const std::string&) { return {}; }
+bool GpuSessions::HasFirstTouch(const std::string&, uint64_t) { return true; }
+bool GpuSessions::SaveFirstTouch(const std::string&, const std::string&, const std::vector<uint64_t>&) { return false; }
+void GpuSessions::RetainOnly(const std::string&, const std::vector<uint64_t>&) {}
 
-  Status Open() {
-    std::error_code ec;
-    logs_dir_ = options_.data_dir + "/logs";
-    std::filesystem::create_directories(logs_dir_, ec);
-    if (ec) return Status::IoError("create " + logs_dir_ + ": " + ec.message());
-    registry_path_ = options_.data_dir + "/functions.json";
-    PHOS_ASSIGN_OR_RETURN(std::vector<FunctionSpec> specs, LoadFunctionRegistry(registry_path_));
-    stop_fd_ = eventfd(0, EFD_CLOEXEC);
-    if (stop_fd_ < 0) return Status::FromErrno(errno, "eventfd");
-    for (FunctionSpec& spec : specs) {
-      Status valid = ValidateFunctionSpec(spec);
-      if (!valid.ok()) {
-        // Kept registered (the executable may come back); its instances will fail to start.
-        PHOS_LOG(Warn, "instances", "registered function: {}", valid.ToString());
-      }
-      auto f = std::make_shared<Function>();
-      f->spec = std::move(spec);
-      functions_[f->spec.name] = f;
+// ---- the manager ----
+
+InstanceManager::Impl::~Impl() {
+  Shutdown();
+  if (stop_fd_ >= 0) close(stop_fd_);
+}
+
+std::shared_ptr<Function> InstanceManager::Impl::AddLocked(const FunctionSpec& spec) {
+  auto f = std::make_shared<Function>();
+  f->spec = spec;
+  functions_[spec.name] = f;
+  return f;
+}
+
+Status InstanceManager::Impl::Open() {
+  std::error_code ec;
+  logs_dir_ = options_.data_dir + "/logs";
+  std::filesystem::create_directories(logs_dir_, ec);
+  if (ec) return Status::IoError("create " + logs_dir_ + ": " + ec.message());
+  registry_path_ = options_.data_dir + "/functions.json";
+  PHOS_ASSIGN_OR_RETURN(std::vector<FunctionSpec> specs, LoadFunctionRegistry(registry_path_));
+  stop_fd_ = eventfd(0, EFD_CLOEXEC);
+  if (stop_fd_ < 0) return Status::FromErrno(errno, "eventfd");
+  std::lock_guard lock(mu_);
+  for (FunctionSpec& spec : specs) {
+    Status valid = ValidateFunctionSpec(spec);
+    if (!valid.ok()) {
+      // Kept registered (the executable may come back); its instances will fail to start.
+      PHOS_LOG(Warn, "instances", "registered function: {}", valid.ToString());
     }
-    PHOS_LOG(Info, "instances", "{} function(s) loaded from {}", functions_.size(), registry_path_);
-    supervisor_ = std::thread([this] { Supervise(); });
-    return Status::Ok();
+    std::shared_ptr<Function> f = AddLocked(spec);
+    // Snapshots and templates do not outlive phosd's processes: deployed again.
+    if (SnapshotsEnabled()) StartDeployLocked(f, "");
   }
+  PHOS_LOG(Info, "instances", "{} function(s) loaded from {}", functions_.size(), registry_path_);
+  supervisor_ = std::thread([this] { Supervise(); });
+  return Status::Ok();
+}
 
-  ~Impl() {
-    Shutdown();
-    if (stop_fd_ >= 0) close(stop_fd_);
+Status InstanceManager::Impl::Register(const FunctionSpec& spec) {
+  PHOS_RETURN_IF_ERROR(ValidateFunctionSpec(spec));
+  std::lock_guard lock(mu_);
+  if (stopping_) return Status::FailedPrecondition("phosd is shutting down");
+  if (functions_.count(spec.name) != 0) {
+    return Status::AlreadyExists("function '" + spec.name + "' is already registered");
   }
+  std::shared_ptr<Function> f = AddLocked(spec);
+  Status saved = SaveLocked();
+  if (!saved.ok()) {
+    functions_.erase(spec.name);
+    return saved.WithContext("register function '" + spec.name + "'");
+  }
+  PHOS_LOG(Info, "instances", "registered '{}' ({}, {} instance(s))", spec.name, spec.executable, spec.instances);
+  if (SnapshotsEnabled()) StartDeployLocked(f, "");
+  supervisor_cv_.notify_all();
+  return Status::Ok();
+}
 
-  Status Register(const FunctionSpec& spec) {
-    PHOS_RETURN_IF_ERROR(ValidateFunctionSpec(spec));
+Status InstanceManager::Impl::Remove(const std::string& name) {
+  std::deque<Invocation> orphans;
+  std::vector<std::function<void(Status)>> deploys;
+  std::vector<Slot> free_slots;  // slots with an instance are released when it ends
+  {
     std::lock_guard lock(mu_);
-    if (stopping_) return Status::FailedPrecondition("phosd is shutting down");
-    if (functions_.count(spec.name) != 0) {
-      return Status::AlreadyExists("function '" + spec.name + "' is already registered");
-    }
-    auto f = std::make_shared<Function>();
-    f->spec = spec;
-    functions_[spec.name] = f;
+    auto it = functions_.find(name);
+    if (it == functions_.end()) return Status::NotFound("function '" + name + "' is not registered");
+    std::shared_ptr<Function> f = it->second;
+    functions_.erase(it);
     Status saved = SaveLocked();
     if (!saved.ok()) {
-      functions_.erase(spec.name);
-      return saved.WithContext("register function '" + spec.name + "'");
+      functions_[name] = f;
+      return saved.WithContext("remove function '" + name + "'");
     }
-    PHOS_LOG(Info, "instances", "registered '{}' ({}, {} instance(s))", spec.name, spec.executable, spec.instances);
-    supervisor_cv_.notify_all();
-    return Status::Ok();
-  }
-
-  Status Remove(const std::string& name) {
-    std::deque<Invocation> orphans;
-    {
-      std::lock_guard lock(mu_);
-      auto it = functions_.find(name);
-      if (it == functions_.end()) return Status::NotFound("function '" + name + "' is not registered");
-      std::shared_ptr<Function> f = it->second;
-      functions_.erase(it);
-      Status saved = SaveLocked();
-      if (!saved.ok()) {
-        functions_[name] = f;
-        return saved.WithContext("remove function '" + name + "'");
+    f->removed = true;
+    orphans.swap(f->queue);
+    for (auto it = f->slots.begin(); it != f->slots.end();) {
+      if (it->holder == 0) {
+        free_slots.push_back(*it);
+        it = f->slots.erase(it);
+      } else {
+        ++it;
       }
-      f->removed = true;
-      orphans.swap(f->queue);
-      f->cv.notify_all();
     }
-    for (Invocation& inv : orphans) {
-      inv.done(Outcome(InvokeOutcome::Kind::kUnknownFunction, "function '" + name + "' was removed"));
-    }
-    PHOS_LOG(Info, "instances", "removed '{}'", name);
-    return Status::Ok();
+    f->cv.notify_all();
+    f->slot_cv.notify_all();
+    deploys.swap(f->deployed_callbacks);
   }
+  for (auto& cb : deploys) cb(Status::NotFound("function '" + name + "' was removed while it deployed"));
+  for (Invocation& inv : orphans) {
+    inv.done(Outcome(InvokeOutcome::Kind::kUnknownFunction, "function '" + name + "' was removed"));
+  }
+  ReleaseSlots(free_slots);
+  if (SnapshotsEnabled()) options_.sessions->RetainOnly(name, {});
+  PHOS_LOG(Info, "instances", "removed '{}'", name);
+  return Status::Ok();
+}
 
-  std::vector<FunctionStatus> List() const {
+std::vector<FunctionStatus> InstanceManager::Impl::List() const {
+  std::lock_guard lock(mu_);
+  std::vector<FunctionStatus> out;
+  for (const auto& [name, f] : functions_) {
+    FunctionStatus s;
+    s.spec = f->spec;
+    s.queued = f->queue.size();
+    for (const auto& inst : f->instances) {
+      if (inst->state == InstanceState::kStarting) ++s.starting;
+      if (inst->state == InstanceState::kIdle) ++s.idle;
+      if (inst->state == InstanceState::kBusy) ++s.busy;
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+int InstanceManager::Impl::IdleLocked(const Function& f) const {
+  int idle = 0;
+  for (const auto& inst : f.instances) idle += inst->state == InstanceState::kIdle ? 1 : 0;
+  return idle;
+}
+
+int InstanceManager::Impl::ExtraLocked(const Function& f) const {
+  int extra = 0;
+  for (const auto& inst : f.instances) extra += inst->extra ? 1 : 0;
+  return extra;
+}
+
+void InstanceManager::Impl::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
+                                   RestoreMode mode, std::function<void(InvokeOutcome)> done) {
+  if (timeout.count() <= 0) timeout = options_.invoke_timeout;
+  bool stopping = false;
+  {
     std::lock_guard lock(mu_);
-    std::vector<FunctionStatus> out;
-    for (const auto& [name, f] : functions_) {
-      FunctionStatus s;
-      s.spec = f->spec;
-      s.queued = f->queue.size();
-      for (const auto& inst : f->instances) {
-        if (inst->state == InstanceState::kStarting) ++s.starting;
-        if (inst->state == InstanceState::kIdle) ++s.idle;
-        if (inst->state == InstanceState::kBusy) ++s.busy;
+    stopping = stopping_;
+    auto it = functions_.find(name);
+    if (!stopping && it != functions_.end()) {
+      std::shared_ptr<Function> f = it->second;
+      Clock::time_point now = Clock::now();
+      Invocation inv{std::move(request), now + timeout, std::move(done), now, mode};
+      bool deployed = f->deploy == DeployState::kDeployed;
+      bool restore = false;
+      if (deployed) {
+        switch (mode) {
+          case RestoreMode::kAuto:
+            // Warm when an idle instance will take it, else a new instance restored for it when a
+            // range is free (else it waits for an instance).
+            restore = IdleLocked(*f) <= static_cast<int>(f->queue.size()) && FreeSlotLocked(*f) >= 0 &&
+                      ExtraLocked(*f) < options_.max_extra_instances;
+            break;
+          case RestoreMode::kWarm:
+            restore = f->instances.empty();
+            break;
+          default:
+            restore = true;
+        }
       }
-      out.push_back(std::move(s));
-    }
-    return out;
-  }
-
-  void Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
-              std::function<void(InvokeOutcome)> done) {
-    if (timeout.count() <= 0) timeout = options_.invoke_timeout;
-    bool stopping = false;
-    {
-      std::lock_guard lock(mu_);
-      stopping = stopping_;
-      auto it = functions_.find(name);
-      if (!stopping && it != functions_.end()) {
-        it->second->queue.push_back({std::move(request), Clock::now() + timeout, std::move(done)});
-        it->second->cv.notify_one();
-        supervisor_cv_.notify_all();  // it watches queued deadlines
+      if (restore) {
+        RestoreMode how = mode == RestoreMode::kAuto || mode == RestoreMode::kWarm ? RestoreMode::kPhos : mode;
+        StartInstanceLocked(f, how, std::move(inv), /*extra=*/true);
         return;
       }
-    }
-    if (stopping) {
-      done(Outcome(InvokeOutcome::Kind::kStopping, "phosd is shutting down"));
-    } else {
-      done(Outcome(InvokeOutcome::Kind::kUnknownFunction, "function '" + name + "' is not registered"));
+      f->queue.push_back(std::move(inv));
+      f->cv.notify_one();
+      supervisor_cv_.notify_all();  // it watches queued deadlines
+      return;
     }
   }
-
-  void Shutdown() {
-    std::vector<Invocation> orphans;
-    {
-      std::lock_guard lock(mu_);
-      if (stopping_) return;
-      stopping_ = true;
-      for (auto& [name, f] : functions_) {
-        for (Invocation& inv : f->queue) orphans.push_back(std::move(inv));
-        f->queue.clear();
-        f->cv.notify_all();
-      }
-      supervisor_cv_.notify_all();
-    }
-    uint64_t one = 1;
-    if (stop_fd_ >= 0 && write(stop_fd_, &one, sizeof(one)) < 0) {
-      PHOS_LOG(Warn, "instances", "cannot signal stop: {}", std::strerror(errno));
-    }
-    for (Invocation& inv : orphans) inv.done(Outcome(InvokeOutcome::Kind::kStopping, "phosd is shutting down"));
-    if (supervisor_.joinable()) supervisor_.join();
-    // Removed functions' instances are only reachable through `finished_` and `live_`.
-    std::vector<std::shared_ptr<Instance>> all;
-    {
-      std::lock_guard lock(mu_);
-      all = live_;
-    }
-    for (auto& inst : all) {
-      if (inst->thread.joinable()) inst->thread.join();
-    }
-    PHOS_LOG(Info, "instances", "all instances stopped");
+  if (stopping) {
+    done(Outcome(InvokeOutcome::Kind::kStopping, "phosd is shutting down"));
+  } else {
+    done(Outcome(InvokeOutcome::Kind::kUnknownFunction, "function '" + name + "' is not registered"));
   }
+}
 
- private:
-  // ---- supervisor ----
-
-  void Supervise() {
-    std::unique_lock lock(mu_);
-    while (!stopping_) {
-      Clock::time_point now = Clock::now();
-      Clock::time_point wake = now + std::chrono::seconds(1);
-      std::vector<Invocation> expired;
-      for (auto& [name, f] : functions_) {
-        for (auto it = f->queue.begin(); it != f->queue.end();) {
-          if (it->deadline <= now) {
-            expired.push_back(std::move(*it));
-            it = f->queue.erase(it);
-          } else {
-            wake = std::min(wake, it->deadline);
-            ++it;
-          }
-        }
-        if (static_cast<int>(f->instances.size()) < f->spec.instances) {
-          if (f->next_start <= now) {
-            StartInstanceLocked(f);
-            continue;  // re-examine: more may be needed
-          }
-          wake = std::min(wake, f->next_start);
-        }
-      }
-      JoinFinishedLocked();
-      if (!expired.empty()) {
-        lock.unlock();
-        for (Invocation& inv : expired) {
-          inv.done(Outcome(InvokeOutcome::Kind::kTimeout, "no instance became free before the deadline"));
-        }
-        lock.lock();
-        continue;
-      }
-      if (NeedsStartLocked(now)) continue;
-      supervisor_cv_.wait_until(lock, wake);
-    }
-    JoinFinishedLocked();
-  }
-
-  bool NeedsStartLocked(Clock::time_point now) const {
-    for (const auto& [name, f] : functions_) {
-      if (static_cast<int>(f->instances.size()) < f->spec.instances && f->next_start <= now) return true;
-    }
-    return false;
-  }
-
-  void StartInstanceLocked(const std::shared_ptr<Function>& f) {
-    auto inst = std::make_shared<Instance>();
-    inst->id = ++next_instance_id_;
-    f->instances.push_back(inst);
-    live_.push_back(inst);
-    inst->thread = std::thread([this, f, inst] { RunInstance(f, inst); });
-  }
-
-  // Joins the threads of instances that have ended; called with mu_ held (they no longer take it).
-  void JoinFinishedLocked() {
-    for (auto& inst : finished_) {
-      if (inst->thread.joinable()) inst->thread.join();
-      live_.erase(std::remove(live_.begin(), live_.end(), inst), live_.end());
-    }
-    finished_.clear();
-  }
-
-  // ---- one instance's life ----
-
-  void RunInstance(std::shared_ptr<Function> f, std::shared_ptr<Instance> inst) {
-    const FunctionSpec spec = f->spec;  // copied once: the spec does not change after registration
-    std::string token;
-    std::vector<std::pair<std::string, std::string>> extra_env;
-    if (options_.sessions != nullptr) {
-      token = options_.sessions->IssueToken(spec.gpus);
-      extra_env = {{"PHOS_GPU_SOCKET", options_.sessions->SocketPath()}, {"PHOS_INSTANCE_TOKEN", token}};
-    }
-    bool started = false;
-    Result<InstanceProcess> spawned = SpawnInstanceProcess(spec, logs_dir_, extra_env);
-    if (!spawned.ok()) {
-      PHOS_LOG(Error, "instances", "function '{}': {}", spec.name, spawned.status().ToString());
-    } else {
-      InstanceProcess proc = std::move(spawned).value();
-      started = Serve(f, inst, spec, proc);
-      close(proc.channel_fd);
-    }
-    if (options_.sessions != nullptr) options_.sessions->EndSession(token);
+void InstanceManager::Impl::Shutdown() {
+  std::vector<Invocation> orphans;
+  std::vector<std::function<void(Status)>> deploys;
+  {
     std::lock_guard lock(mu_);
-    f->instances.erase(std::remove(f->instances.begin(), f->instances.end(), inst), f->instances.end());
-    if (started) {
-      f->start_failures = 0;
-    } else {
-      // Exponential backoff so that a function that cannot start does not spin.
-      auto delay = options_.restart_backoff * (1 << std::min(f->start_failures, 6));
-      f->next_start = Clock::now() + std::min<std::chrono::milliseconds>(delay, std::chrono::seconds(30));
-      ++f->start_failures;
+    if (stopping_) return;
+    stopping_ = true;
+    for (auto& [name, f] : functions_) {
+      for (Invocation& inv : f->queue) orphans.push_back(std::move(inv));
+      f->queue.clear();
+      for (auto& cb : f->deployed_callbacks) deploys.push_back(std::move(cb));
+      f->deployed_callbacks.clear();
+      f->cv.notify_all();
+      f->slot_cv.notify_all();
     }
-    finished_.push_back(inst);
     supervisor_cv_.notify_all();
   }
+  uint64_t one = 1;
+  if (stop_fd_ >= 0 && write(stop_fd_, &one, sizeof(one)) < 0) {
+    PHOS_LOG(Warn, "instances", "cannot signal stop: {}", std::strerror(errno));
+  }
+  for (Invocation& inv : orphans) inv.done(Outcome(InvokeOutcome::Kind::kStopping, "phosd is shutting down"));
+  for (auto& cb : deploys) cb(Status::FailedPrecondition("phosd is shutting down"));
+  if (supervisor_.joinable()) supervisor_.join();
+  // Removed functions' instances are only reachable through `finished_` and `live_`.
+  std::vector<std::shared_ptr<Instance>> all;
+  {
+    std::lock_guard lock(mu_);
+    all = live_;
+  }
+  for (auto& inst : all) {
+    if (inst->thread.joinable()) inst->thread.join();
+  }
+  PHOS_LOG(Info, "instances", "all instances stopped");
+}
 
-  // Returns whether the instance became ready. Ends the process before returning.
-  bool Serve(const std::shared_ptr<Function>& f, const std::shared_ptr<Instance>& inst, const FunctionSpec& spec,
-             const InstanceProcess& proc) {
-    const std::string who = "instance " + std::to_string(inst->id) + " of '" + spec.name + "' (pid " +
-                            std::to_string(proc.pid) + ")";
-    int ready = WaitReadable(proc.channel_fd, stop_fd_, Clock::now() + options_.start_timeout);
-    if (ready <= 0) {
-      std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(0));
-      if (ready == 0) PHOS_LOG(Error, "instances", "{} not ready within {} ms; {}", who, options_.start_timeout.count(), how);
-      return ready < 0;  // stopping is not a start failure
+// ---- supervisor ----
+
+void InstanceManager::Impl::Supervise() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    Clock::time_point now = Clock::now();
+    Clock::time_point wake = now + std::chrono::seconds(1);
+    std::vector<Invocation> expired;
+    for (auto& [name, f] : functions_) {
+      for (auto it = f->queue.begin(); it != f->queue.end();) {
+        if (it->deadline <= now) {
+          expired.push_back(std::move(*it));
+          it = f->queue.erase(it);
+        } else {
+          wake = std::min(wake, it->deadline);
+          ++it;
+        }
+      }
+      if (f->deploy == DeployState::kFailed) {
+        if (f->next_start <= now) {
+          StartDeployLocked(f, "");
+        } else {
+          wake = std::min(wake, f->next_start);
+        }
+        continue;
+      }
+      if (f->deploy == DeployState::kDeploying) continue;
+      int warm = static_cast<int>(f->instances.size()) - ExtraLocked(*f);
+      if (warm < f->spec.instances) {
+        bool deployed = f->deploy == DeployState::kDeployed;
+        if (deployed && f->slot_waiters > 0) continue;  // a restore for an invocation goes first
+        if (deployed && FreeSlotLocked(*f) < 0) {
+          // Every range is in use: an instance started for an invocation becomes a warm one.
+          for (auto& inst : f->instances) {
+            if (inst->extra) {
+              inst->extra = false;
+              break;
+            }
+          }
+          continue;
+        }
+        if (f->next_start <= now) {
+          StartInstanceLocked(f, deployed ? RestoreMode::kPhos : RestoreMode::kWarm, std::nullopt, /*extra=*/false);
+          continue;  // re-examine: more may be needed
+        }
+        wake = std::min(wake, f->next_start);
+      }
     }
-    Result<invoke::Frame> hello = invoke::ReadFrame(proc.channel_fd);
-    if (!hello.ok() || hello->kind != invoke::FrameKind::kReady) {
-      std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(100));
-      PHOS_LOG(Error, "instances", "{} failed before its ready frame ({}); {}; log: {}", who,
-               hello.ok() ? "unexpected frame" : hello.status().ToString(), how, proc.log_path);
-      return false;
+    JoinFinishedLocked();
+    if (!expired.empty()) {
+      lock.unlock();
+      for (Invocation& inv : expired) {
+        inv.done(Outcome(InvokeOutcome::Kind::kTimeout, "no instance became free before the deadline"));
+      }
+      lock.lock();
+      continue;
     }
-    PHOS_LOG(Info, "instances", "{} ready", who);
+    if (NeedsStartLocked(now)) continue;
+    supervisor_cv_.wait_until(lock, wake);
+  }
+  JoinFinishedLocked();
+}
+
+bool InstanceManager::Impl::NeedsStartLocked(Clock::time_point now) const {
+  for (const auto& [name, f] : functions_) {
+    if (f->deploy == DeployState::kDeploying || f->deploy == DeployState::kFailed) continue;
+    int warm = static_cast<int>(f->instances.size()) - ExtraLocked(*f);
+    bool room = f->deploy != DeployState::kDeployed || (FreeSlotLocked(*f) >= 0 && f->slot_waiters == 0);
+    if (warm < f->spec.instances && room && f->next_start <= now) return true;
+  }
+  return false;
+}
+
+void InstanceManager::Impl::StartInstanceLocked(const std::shared_ptr<Function>& f, RestoreMode mode,
+                                                std::optional<Invocation> first, bool extra) {
+  auto inst = std::make_shared<Instance>();
+  inst->id = ++next_instance_id_;
+  inst->extra = extra;
+  f->instances.push_back(inst);
+  live_.push_back(inst);
+  inst->thread = std::thread([this, f, inst, mode, first = std::move(first)]() mutable {
+    RunInstance(f, inst, mode, std::move(first));
+  });
+}
+
+// Joins the threads of instances that have ended; called with mu_ held (they no longer take it).
+void InstanceManager::Impl::JoinFinishedLocked() {
+  for (auto& inst : finished_) {
+    if (inst->thread.joinable()) inst->thread.join();
+    live_.erase(std::remove(live_.begin(), live_.end(), inst), live_.end());
+  }
+  finished_.clear();
+}
+
+// ---- one instance's life ----
+
+void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared_ptr<Instance> inst, RestoreMode mode,
+                                        std::optional<Invocation> first) {
+  const FunctionSpec spec = f->spec;  // copied once: the spec does not change after registration
+  bool learn = false;
+  if (SnapshotsEnabled() && mode != RestoreMode::kColdBoot) {
+    std::lock_guard lock(mu_);
+    if (f->deploy == DeployState::kDeployed && !f->slots.empty() && f->slots[0].version != 0 && !f->learning &&
+        !options_.sessions->HasFirstTouch(spec.name, f->slots[0].version)) {
+      f->learning = learn = true;
+    }
+  }
+  StartReport report;
+  bool started = false;
+  Result<InstanceProcess> made = MakeProcess(f, *inst, mode, learn, &report.token, &report.restored);
+  report.mode = mode;
+  if (!made.ok()) {
+    PHOS_LOG(Error, "instances", "function '{}': {}", spec.name, made.status().ToString());
+    if (first) first->done(Outcome(InvokeOutcome::Kind::kInstanceLost, "no instance could be started: " + made.status().message()));
+  } else {
+    InstanceProcess proc = std::move(made).value();
+    started = Serve(f, inst, spec, proc, report, std::move(first), learn);
+    close(proc.channel_fd);
+  }
+  if (options_.sessions != nullptr && !report.token.empty()) options_.sessions->EndSession(report.token);
+  std::vector<Slot> gone;  // the function was removed: its ranges go back once their instances have
+  std::unique_lock lock(mu_);
+  for (auto it = f->slots.begin(); it != f->slots.end();) {
+    if (it->holder == inst->id) it->holder = 0;
+    if (it->holder == 0 && f->removed) {
+      gone.push_back(*it);
+      it = f->slots.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  f->slot_cv.notify_all();
+  if (!gone.empty()) {
+    lock.unlock();
+    ReleaseSlots(gone);
+    lock.lock();
+  }
+  if (learn) f->learning = false;
+  f->instances.erase(std::remove(f->instances.begin(), f->instances.end(), inst), f->instances.end());
+  if (started) {
+    f->start_failures = 0;
+  } else {
+    // Exponential backoff so that a function that cannot start does not spin.
+    auto delay = options_.restart_backoff * (1 << std::min(f->start_failures, 6));
+    f->next_start = Clock::now() + std::min<std::chrono::milliseconds>(delay, std::chrono::seconds(30));
+    ++f->start_failures;
+  }
+  finished_.push_back(inst);
+  supervisor_cv_.notify_all();
+}
+
+// Returns whether the instance became ready. Ends the process before returning.
+bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std::shared_ptr<Instance>& inst,
+                                  const FunctionSpec& spec, const InstanceProcess& proc, StartReport report,
+                                  std::optional<Invocation> first, bool learning) {
+  const std::string who = "instance " + std::to_string(inst->id) + " of '" + spec.name + "' (pid " +
+                          std::to_string(proc.pid) + ")";
+  int ready = WaitReadable(proc.channel_fd, stop_fd_, Clock::now() + options_.start_timeout);
+  auto fail_first = [&](InvokeOutcome::Kind kind, const std::string& why) {
+    if (first) first->done(Outcome(kind, why));
+  };
+  if (ready <= 0) {
+    std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(0));
+    if (ready == 0) PHOS_LOG(Error, "instances", "{} not ready within {} ms; {}", who, options_.start_timeout.count(), how);
+    fail_first(ready == 0 ? InvokeOutcome::Kind::kTimeout : InvokeOutcome::Kind::kStopping,
+               ready == 0 ? "the instance did not start in time" : "phosd is shutting down");
+    return ready < 0;  // stopping is not a start failure
+  }
+  Result<invoke::Frame> hello = invoke::ReadFrame(proc.channel_fd);
+  if (!hello.ok() || hello->kind != invoke::FrameKind::kReady) {
+    std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(100));
+    PHOS_LOG(Error, "instances", "{} failed before its ready frame ({}); {}; log: {}", who,
+             hello.ok() ? "unexpected frame" : hello.status().ToString(), how, proc.log_path);
+    fail_first(InvokeOutcome::Kind::kInstanceLost, "the function instance failed to start: " + how);
+    return false;
+  }
+  report.ready = Clock::now();
+  PHOS_LOG(Info, "instances", "{} ready ({})", who, RestoreModeName(report.mode));
+  auto after_request = [&] {
+    if (!learning) return;
+    std::vector<uint64_t> versions;
     {
       std::lock_guard lock(mu_);
-      inst->state = InstanceState::kIdle;
+      versions = VersionsLocked(*f);
     }
-    while (true) {
-      Invocation inv;
-      {
-        std::unique_lock lock(mu_);
-        f->cv.wait(lock, [&] { return stopping_ || f->removed || !f->queue.empty(); });
-        if (stopping_ || f->removed) break;
-        inv = std::move(f->queue.front());
-        f->queue.pop_front();
-        inst->state = InstanceState::kBusy;
-      }
-      bool keep = Handle(proc, who, std::move(inv));
+    if (options_.sessions->SaveFirstTouch(report.token, spec.name, versions)) learning = false;
+  };
+  if (first) {
+    {
       std::lock_guard lock(mu_);
-      inst->state = InstanceState::kIdle;
-      if (!keep) return true;
+      inst->state = InstanceState::kBusy;
     }
-    // Orderly end: closing the channel makes the serve loop return 0.
-    shutdown(proc.channel_fd, SHUT_RDWR);
-    std::string how = EndInstanceProcess(proc.pid, options_.stop_grace);
-    PHOS_LOG(Info, "instances", "{} stopped: {}", who, how);
+    bool keep = Handle(proc, who, std::move(*first), &report);
+    after_request();
+    if (!keep) return true;
+  }
+  {
+    std::lock_guard lock(mu_);
+    inst->state = InstanceState::kIdle;
+  }
+  while (true) {
+    Invocation inv;
+    {
+      std::unique_lock lock(mu_);
+      auto wanted = [&] { return stopping_ || f->removed || inst->evict || !f->queue.empty(); };
+      if (inst->extra) {
+        if (!f->cv.wait_for(lock, options_.keep_alive, wanted)) {
+          PHOS_LOG(Info, "instances", "{} idle for {} ms; ending it", who, options_.keep_alive.count());
+          break;
+        }
+      } else {
+        f->cv.wait(lock, wanted);
+      }
+      if (stopping_ || f->removed) break;
+      if (inst->evict) {
+        PHOS_LOG(Info, "instances", "{} ends: a restore needs its instance range", who);
+        break;
+      }
+      inv = std::move(f->queue.front());
+      f->queue.pop_front();
+      inst->state = InstanceState::kBusy;
+    }
+    bool keep = Handle(proc, who, std::move(inv), nullptr);
+    after_request();
+    std::lock_guard lock(mu_);
+    inst->state = InstanceState::kIdle;
+    if (!keep) return true;
+  }
+  // Orderly end: closing the channel makes the serve loop return 0.
+  shutdown(proc.channel_fd, SHUT_RDWR);
+  std::string how = EndInstanceProcess(proc.pid, options_.stop_grace);
+  PHOS_LOG(Info, "instances", "{} stopped: {}", who, how);
+  return true;
+}
+
+// Runs one invocation; returns false when the instance must be discarded (it has been ended).
+bool InstanceManager::Impl::Handle(const InstanceProcess& proc, const std::string& who, Invocation inv,
+                                   const StartReport* report) {
+  if (inv.deadline <= Clock::now()) {
+    inv.done(Outcome(InvokeOutcome::Kind::kTimeout, "the deadline passed while the request was queued"));
     return true;
   }
-
-  // Runs one invocation; returns false when the instance must be discarded (it has been ended).
-  bool Handle(const InstanceProcess& proc, const std::string& who, Invocation inv) {
-    if (inv.deadline <= Clock::now()) {
-      inv.done(Outcome(InvokeOutcome::Kind::kTimeout, "the deadline passed while the request was queued"));
-      return true;
-    }
-    Status sent = invoke::WriteFrame(proc.channel_fd, invoke::FrameKind::kRequest, inv.request);
-    int readable = sent.ok() ? WaitReadable(proc.channel_fd, stop_fd_, inv.deadline) : 1;
-    if (readable == 0) {
-      std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(0));
-      PHOS_LOG(Warn, "instances", "{} timed out; discarded ({})", who, how);
-      inv.done(Outcome(InvokeOutcome::Kind::kTimeout, "the function did not answer before the deadline"));
-      return false;
-    }
-    if (readable < 0) {
-      EndInstanceProcess(proc.pid, std::chrono::milliseconds(0));
-      inv.done(Outcome(InvokeOutcome::Kind::kStopping, "phosd is shutting down"));
-      return false;
-    }
-    Result<invoke::Frame> frame = sent.ok() ? invoke::ReadFrame(proc.channel_fd) : Result<invoke::Frame>(sent);
-    if (!frame.ok() || (frame->kind != invoke::FrameKind::kResponse && frame->kind != invoke::FrameKind::kError)) {
-      std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(200));
-      std::string why = frame.ok() ? "sent an unexpected frame" : frame.status().message();
-      PHOS_LOG(Warn, "instances", "{} lost during a request ({}); {}; log: {}", who, why, how, proc.log_path);
-      inv.done(Outcome(InvokeOutcome::Kind::kInstanceLost, "the function instance failed: " + how));
-      return false;
-    }
-    InvokeOutcome out;
-    if (frame->kind == invoke::FrameKind::kResponse) {
-      out.body = std::move(frame->payload);
-    } else {
-      out.kind = InvokeOutcome::Kind::kFunctionError;
-      out.error = invoke::DecodeError(frame->payload);
-    }
-    inv.done(std::move(out));
-    return true;
+  Status sent = invoke::WriteFrame(proc.channel_fd, invoke::FrameKind::kRequest, inv.request);
+  int readable = sent.ok() ? WaitReadable(proc.channel_fd, stop_fd_, inv.deadline) : 1;
+  if (readable == 0) {
+    std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(0));
+    PHOS_LOG(Warn, "instances", "{} timed out; discarded ({})", who, how);
+    inv.done(Outcome(InvokeOutcome::Kind::kTimeout, "the function did not answer before the deadline"));
+    return false;
   }
-
-  Status SaveLocked() {
-    std::vector<FunctionSpec> specs;
-    for (const auto& [name, f] : functions_) specs.push_back(f->spec);
-    return SaveFunctionRegistry(registry_path_, specs);
+  if (readable < 0) {
+    EndInstanceProcess(proc.pid, std::chrono::milliseconds(0));
+    inv.done(Outcome(InvokeOutcome::Kind::kStopping, "phosd is shutting down"));
+    return false;
   }
+  Result<invoke::Frame> frame = sent.ok() ? invoke::ReadFrame(proc.channel_fd) : Result<invoke::Frame>(sent);
+  Clock::time_point answered = Clock::now();
+  if (!frame.ok() || (frame->kind != invoke::FrameKind::kResponse && frame->kind != invoke::FrameKind::kError)) {
+    std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(200));
+    std::string why = frame.ok() ? "sent an unexpected frame" : frame.status().message();
+    PHOS_LOG(Warn, "instances", "{} lost during a request ({}); {}; log: {}", who, why, how, proc.log_path);
+    inv.done(Outcome(InvokeOutcome::Kind::kInstanceLost, "the function instance failed: " + how));
+    return false;
+  }
+  InvokeOutcome out;
+  if (frame->kind == invoke::FrameKind::kResponse) {
+    out.body = std::move(frame->payload);
+  } else {
+    out.kind = InvokeOutcome::Kind::kFunctionError;
+    out.error = invoke::DecodeError(frame->payload);
+  }
+  StartReport warm;
+  FillStages(inv, report != nullptr ? *report : warm, answered, &out);
+  if (report != nullptr) {
+    std::string stages;
+    for (const auto& [name, us] : out.stages) stages += fmt::format(" {} {:.3f} ms", name, us / 1000.0);
+    PHOS_LOG(Info, "restore", "{} served its first request ({}):{}", who, RestoreModeName(out.mode), stages);
+  }
+  inv.done(std::move(out));
+  return true;
+}
 
-  InstanceManagerOptions options_;
-  std::string logs_dir_;
-  std::string registry_path_;
-  int stop_fd_ = -1;  // eventfd, readable once stopping: wakes instances blocked on their channel
-
-  mutable std::mutex mu_;
-  bool stopping_ = false;
-  std::map<std::string, std::shared_ptr<Function>> functions_;
-  std::vector<std::shared_ptr<Instance>> live_;      // every instance whose thread is not joined
-  std::vector<std::shared_ptr<Instance>> finished_;  // ended, thread to be joined
-  uint64_t next_instance_id_ = 0;
-  std::condition_variable supervisor_cv_;
-  std::thread supervisor_;
-};
+Status InstanceManager::Impl::SaveLocked() {
+  std::vector<FunctionSpec> specs;
+  for (const auto& [name, f] : functions_) specs.push_back(f->spec);
+  return SaveFunctionRegistry(registry_path_, specs);
+}
 
 InstanceManager::InstanceManager(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 InstanceManager::~InstanceManager() { impl_->Shutdown(); }
@@ -437,11 +563,18 @@ Result<std::unique_ptr<InstanceManager>> InstanceManager::Open(const InstanceMan
 }
 
 Status InstanceManager::Register(const FunctionSpec& spec) { return impl_->Register(spec); }
+void InstanceManager::Deploy(const FunctionSpec& spec, std::string sample_request, std::function<void(Status)> done) {
+  impl_->Deploy(spec, std::move(sample_request), std::move(done));
+}
 Status InstanceManager::Remove(const std::string& name) { return impl_->Remove(name); }
 std::vector<FunctionStatus> InstanceManager::List() const { return impl_->List(); }
 void InstanceManager::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
                              std::function<void(InvokeOutcome)> done) {
-  impl_->Invoke(name, std::move(request), timeout, std::move(done));
+  impl_->Invoke(name, std::move(request), timeout, RestoreMode::kAuto, std::move(done));
+}
+void InstanceManager::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
+                             RestoreMode mode, std::function<void(InvokeOutcome)> done) {
+  impl_->Invoke(name, std::move(request), timeout, mode, std::move(done));
 }
 void InstanceManager::Shutdown() { impl_->Shutdown(); }
 

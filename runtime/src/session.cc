@@ -8,6 +8,8 @@
 #include <fmt/core.h>
 
 #include "phos/base/log.h"
+#include "phos/runtime/context_scope.h"
+#include "phos/store/chunk.h"
 
 namespace phos::runtime {
 namespace {
@@ -88,6 +90,9 @@ Session::~Session() {
 }
 
 void Session::ReleaseAll() {
+  // The loader first: it waits for its copies and unguards before the memory goes to the scrub.
+  loader_view_.store(nullptr);
+  loader_.reset();
   if (context_ == nullptr) return;
   ReleaseNccl();
   if (group_) {
@@ -108,12 +113,19 @@ void Session::ReleaseAll() {
   for (auto& [base, bytes] : buffers_.buffers()) {
     if (space_ == nullptr || !space_->Contains(base)) tenant.allocations.push_back({base, bytes});
   }
+  if (space_ != nullptr && space_->borrowed()) {
+    // A snapshot's range: the next instance restores into it as soon as this one is gone.
+    ContextScope scope(*driver_, context_);
+    Status s = space_->ZeroAndUnmapAll();
+    if (!s.ok()) PHOS_LOG(Warn, "runtime", "pid {}: instance range not scrubbed: {}", pid_, s.message());
+    space_.reset();
+  }
   if (space_ != nullptr) {
     // The scrub zeroes whole mappings (sub-allocations share them), unmaps and releases them, then
     // frees the range: the next tenant can never reach these addresses' old bytes.
     AddressSpaceRelease released = space_->Release();
     for (const auto& m : released.mappings) tenant.mappings.push_back({m.base, m.bytes, m.handle});
-    tenant.address_ranges.push_back({released.range_base, released.range_bytes});
+    if (released.range_bytes != 0) tenant.address_ranges.push_back({released.range_base, released.range_bytes});
     space_.reset();
   }
   for (auto& [id, m] : modules_) {
@@ -131,6 +143,12 @@ void Session::Run() {
                open_status_.message());
     }
   }
+  if (restore_ != nullptr) {
+    open_status_ = AdoptRestore();
+    if (!open_status_.ok()) {
+      PHOS_LOG(Error, "restore", "pid {}: restore failed, every call fails: {}", pid_, open_status_.message());
+    }
+  }
   driver_->cuCtxSetCurrent(context_);
   ipc::RecordView record;
   while (!stop_.load(std::memory_order_relaxed)) {
@@ -141,11 +159,13 @@ void Session::Run() {
       return;
     }
     if (!*next) {
-      ring_->WaitForWork(50);
+      RunPendingTask();
+      ring_->WaitForWork(20);
       continue;
     }
     size_t reply_len = 0;
     CUresult result = Route(record);
+    if (result == CUDA_SUCCESS && gating_) result = Gate(record);
     if (result == CUDA_SUCCESS) result = Execute(record, &reply_len);
     AfterExecute(record, result);
     if ((record.header.flags & ipc::kFlagReply) != 0) {
@@ -340,6 +360,7 @@ CUresult Session::Execute(const ipc::RecordView& record, size_t* reply_len) {
       if (r != CUDA_SUCCESS) return r;
       uint64_t vid = NewHandle();
       streams_[vid] = s;
+      stream_flags_[vid] = a.flags;
       std::memcpy(out, &vid, sizeof(vid));
       *reply_len = sizeof(vid);
       return CUDA_SUCCESS;
@@ -350,6 +371,7 @@ CUresult Session::Execute(const ipc::RecordView& record, size_t* reply_len) {
       auto it = streams_.find(a.handle);
       if (it == streams_.end()) return CUDA_ERROR_INVALID_HANDLE;
       CUresult r = d.cuStreamDestroy(it->second);
+      stream_flags_.erase(it->first);
       streams_.erase(it);
       return r;
     }
@@ -378,6 +400,7 @@ CUresult Session::Execute(const ipc::RecordView& record, size_t* reply_len) {
       if (r != CUDA_SUCCESS) return r;
       uint64_t vid = NewHandle();
       events_[vid] = e;
+      event_flags_[vid] = a.flags;
       std::memcpy(out, &vid, sizeof(vid));
       *reply_len = sizeof(vid);
       return CUDA_SUCCESS;
@@ -393,6 +416,7 @@ CUresult Session::Execute(const ipc::RecordView& record, size_t* reply_len) {
       if (op == Op::kEventSynchronize) return d.cuEventSynchronize(it->second);
       if (op == Op::kEventQuery) return d.cuEventQuery(it->second);
       CUresult r = d.cuEventDestroy(it->second);
+      event_flags_.erase(it->first);
       events_.erase(it);
       return r;
     }
@@ -451,6 +475,10 @@ CUresult Session::ModuleChunk(const uint8_t* payload, size_t len) {
   }
   m.image = std::move(m.pending);
   m.pending = {};
+  if (restore_ != nullptr) {
+    store::ChunkId id = store::ChunkId::Of(m.image.data(), m.image.size());
+    m.hash = {id.low, id.high};
+  }
   // A module that fails to load is recorded, not reported: CUDA reports it at the launch.
   return CUDA_SUCCESS;
 }
@@ -495,6 +523,11 @@ CUresult Session::FunctionGet(const uint8_t* payload, size_t len, size_t* reply_
     fn.param_bytes = std::max<uint32_t>(fn.param_bytes, static_cast<uint32_t>(offset + size));
   }
   if (fn.param_bytes > ipc::kMaxParamBytes) return CUDA_ERROR_INVALID_VALUE;
+  if (restore_ != nullptr) {
+    std::vector<ParamSlotLayout> layout;
+    for (const ipc::ParamSlot& slot : fn.params) layout.push_back({slot.offset, slot.size});
+    fn.meta = metadata_->GetOrBuild(modules_[found_in].hash, name, layout);
+  }
   uint64_t vid = NewHandle();
   ipc::FunctionInfo info{vid, static_cast<uint32_t>(fn.params.size()), fn.param_bytes};
   uint8_t* out = ring_->reply_payload_for_write();

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <mutex>
 #include <functional>
 #include <cstdint>
 #include <memory>
@@ -21,10 +23,24 @@
 #include "phos/ctxpool/communicator_pool.h"
 #include "phos/ipc/ring.h"
 #include "phos/runtime/buffer_table.h"
+#include "phos/runtime/api_server.h"
 #include "phos/runtime/driver_table.h"
+#include "phos/runtime/param_metadata.h"
+#include "phos/runtime/restore_loader.h"
+#include "phos/runtime/speculation.h"
 #include "phos/runtime/va_allocator.h"
 
+namespace phos::store {
+class Store;
+}
+
 namespace phos::runtime {
+
+class RestoreState;
+
+// Bytes per element of the cudaDataType values GemmEx accepts here; 0 for anything else
+// (session_blas.cc).
+uint64_t BlasElementBytes(int32_t type);
 
 class Session {
  public:
@@ -47,8 +63,25 @@ class Session {
   static Result<std::unique_ptr<Session>> OpenWithGroup(DriverTable* driver, ctxpool::CommunicatorPool* groups, int gpus,
                                                         std::unique_ptr<ipc::Ring> ring, std::string token,
                                                         int control_fd, int pid);
+  // A single-GPU session that starts from `restore` (session_restore.cc): before executing its
+  // first call, the executor waits for the restore's preparation and adopts its context, address
+  // space, buffers, virtual handles and loader; until every buffer is resident, each call's
+  // read/write set is speculated and the call waits on the stream for the buffers it names. A
+  // preparation that failed fails every call (CUDA_ERROR_NO_DEVICE, logged). `metadata` (kernel
+  // parameter kinds by module hash) must outlive the session.
+  static Result<std::unique_ptr<Session>> OpenRestored(DriverTable* driver, std::shared_ptr<RestoreState> restore,
+                                                       ParamMetadataCache* metadata, int device, uint64_t va_bytes,
+                                                       std::unique_ptr<ipc::Ring> ring, std::string token,
+                                                       int control_fd, int pid);
   // Stops the executor and releases everything the session holds.
   ~Session();
+
+  // Deploy: captures the session into `store` once the ring is drained (on the executor, between
+  // calls), within `timeout`.
+  Result<uint64_t> Capture(store::Store& store, const std::string& function, const std::string& device_profile,
+                           std::chrono::milliseconds timeout);
+  // Stage times and loader counters (restored sessions; thread-safe).
+  SessionTimeline Timeline() const;
 
   ipc::Ring& ring() { return *ring_; }
   int control_fd() const { return control_fd_; }
@@ -63,6 +96,7 @@ class Session {
     std::vector<uint8_t> pending;  // image bytes until the last chunk arrives
     std::vector<uint8_t> image;    // kept after loading, for the contexts of other devices
     std::unordered_map<int, CUmodule> on_device;  // session device >= 1 -> module loaded there
+    ModuleHash hash;                              // of `image` (restored sessions: metadata key)
   };
   struct Function {
     CUfunction function = nullptr;  // in the device-0 context
@@ -71,6 +105,7 @@ class Session {
     uint64_t module_id = 0;
     std::string name;
     std::unordered_map<int, CUfunction> on_device;  // session device >= 1
+    std::shared_ptr<const KernelParamMetadata> meta;  // restored sessions: for speculation
   };
   // A communicator a function holds (session_nccl.cc): a rank of the device group's
   // communicator, or a split of it (owned: destroyed at the end).
@@ -86,6 +121,18 @@ class Session {
 
   Session(DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid);
   void Run();
+  // session_restore.cc
+  // Adopts the restore's preparation (executor thread, before the first call).
+  Status AdoptRestore();
+  // Before a call of a restoring (or learning) session: its buffers jump the load queue and the
+  // call's stream waits for them; first touches are noted.
+  CUresult Gate(const ipc::RecordView& record);
+  // The read/write set of `record` and the stream it runs on; false for calls that name no device
+  // memory or do not decode (Execute refuses those).
+  bool Speculate(const ipc::RecordView& record, AccessSets* sets, CUstream* stream);
+  Result<uint64_t> CaptureNow(store::Store& store, const std::string& function, const std::string& device_profile);
+  // A task the executor runs when its ring is empty (Capture).
+  void RunPendingTask();
   // Leases the device group (OpenWithGroup sessions), on the executor thread.
   Status LeaseGroup();
   void ReleaseAll();
@@ -149,6 +196,16 @@ class Session {
   std::atomic<bool> stop_{false};
   std::thread executor_;
 
+  // Restored sessions (session_restore.cc).
+  std::shared_ptr<RestoreState> restore_;
+  ParamMetadataCache* metadata_ = nullptr;
+  std::unique_ptr<RestoreLoader> loader_;
+  std::atomic<RestoreLoader*> loader_view_{nullptr};  // for Timeline() on other threads
+  bool gating_ = false;                               // loader not resident, or learning
+  AccessSets gate_sets_;
+  std::mutex task_mu_;
+  std::function<void()> task_;
+
   // Owned by the executor thread while it runs.
   BufferTable buffers_;
   // The instance address space (single-GPU sessions with va_bytes_ > 0), reserved on first use.
@@ -158,7 +215,9 @@ class Session {
   // (cudaStreamLegacy, cudaStreamPerThread).
   uint64_t next_handle_ = 0;
   std::unordered_map<uint64_t, CUstream> streams_;
+  std::unordered_map<uint64_t, unsigned> stream_flags_;  // for capture
   std::unordered_map<uint64_t, CUevent> events_;
+  std::unordered_map<uint64_t, unsigned> event_flags_;
   std::unordered_map<uint64_t, cublasHandle_t> blas_;
   std::unordered_map<uint64_t, Module> modules_;
   std::vector<uint64_t> module_order_;

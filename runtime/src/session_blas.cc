@@ -17,8 +17,9 @@ bool ExactArgs(const uint8_t* payload, size_t len, T* out) {
   return true;
 }
 
-// Bytes per element of the cudaDataType values GemmEx accepts here; 0 for anything else.
-uint64_t ElementBytes(int32_t type) {
+}  // namespace
+
+uint64_t BlasElementBytes(int32_t type) {
   switch (type) {
     case CUDA_R_32F: return 4;
     case CUDA_R_16F:
@@ -26,6 +27,8 @@ uint64_t ElementBytes(int32_t type) {
     default: return 0;
   }
 }
+
+namespace {
 
 // Bytes a column-major rows x cols matrix with leading dimension ld spans.
 uint64_t MatrixBytes(int64_t rows, int64_t cols, int64_t ld, uint64_t elem) {
@@ -115,7 +118,7 @@ CUresult Session::ExecuteBlas(const ipc::RecordView& record, size_t* reply_len) 
 CUresult Session::Gemm(const ipc::GemmArgs& a) {
   auto it = blas_.find(a.handle);
   if (it == blas_.end()) return CUDA_ERROR_INVALID_HANDLE;
-  uint64_t ea = ElementBytes(a.a_type), eb = ElementBytes(a.b_type), ec = ElementBytes(a.c_type);
+  uint64_t ea = BlasElementBytes(a.a_type), eb = BlasElementBytes(a.b_type), ec = BlasElementBytes(a.c_type);
   if (ea == 0 || eb == 0 || ec == 0 || a.batch < 0 || a.m < 0 || a.n < 0 || a.k < 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }

@@ -112,6 +112,10 @@ Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& st
   for (const auto& s : request.streams) *manifest.add_streams() = s;
   for (const auto& e : request.events) *manifest.add_events() = e;
   for (const auto& h : request.library_handles) *manifest.add_library_handles() = h;
+  manifest.set_va_base(request.va_base);
+  manifest.set_va_bytes(request.va_bytes);
+  manifest.set_next_handle(request.next_handle);
+  if (request.cpu_state.has_value()) *manifest.mutable_cpu_state() = *request.cpu_state;
 
   // Every buffer must be device memory of the context before anything is read: a host or stale
   // address would otherwise be copied as if it were device memory (simgpu's copies accept any

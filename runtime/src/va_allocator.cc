@@ -87,6 +87,13 @@ Result<std::unique_ptr<InstanceAddressSpace>> InstanceAddressSpace::Reserve(Driv
         fmt::format("instance address space: base {:#x} is not a multiple of the granularity {}", options.base, granularity));
   }
   const uint64_t bytes = RoundUp(options.range_bytes, granularity);
+  if (options.borrowed) {
+    if (options.base == 0) return Status::InvalidArgument("instance address space: a borrowed range needs its base");
+    auto space = std::unique_ptr<InstanceAddressSpace>(
+        new InstanceAddressSpace(driver, options.base, bytes, granularity, options.device));
+    space->borrowed_ = true;
+    return space;
+  }
   CUdeviceptr base = 0;
   CUresult r = driver->cuMemAddressReserve(&base, bytes, granularity, options.base, 0);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
@@ -115,6 +122,7 @@ Result<std::unique_ptr<InstanceAddressSpace>> InstanceAddressSpace::Restore(Driv
 InstanceAddressSpace::~InstanceAddressSpace() {
   if (released_) return;
   while (!mappings_.empty()) UnmapPhysical(mappings_.begin()->first);
+  if (borrowed_) return;
   Status s = CuStatus(driver_->cuMemAddressFree(base_, range_bytes_), "cuMemAddressFree", driver_->error_text());
   if (!s.ok()) PHOS_LOG(Warn, "runtime", "instance address space {:#x}: {}", base_, s.message());
 }
@@ -169,6 +177,21 @@ void InstanceAddressSpace::UnmapPhysical(CUdeviceptr address) {
   if (!s.ok()) PHOS_LOG(Warn, "runtime", "instance address space: mapping {:#x}: {}", address, s.message());
   GiveRange(address, it->second.bytes);
   mappings_.erase(it);
+}
+
+Status InstanceAddressSpace::ZeroAndUnmapAll() {
+  const CuErrorText& text = driver_->error_text();
+  Status first = CuStatus(driver_->cuCtxSynchronize(), "cuCtxSynchronize", text);
+  for (const auto& [address, m] : mappings_) {
+    Status s = CuStatus(driver_->cuMemsetD8(address, 0, m.bytes), "cuMemsetD8", text);
+    if (first.ok() && !s.ok()) first = s.WithContext(fmt::format("zero mapping {:#x}", address));
+  }
+  // A memset of device memory may still run when cuMemsetD8 returns: it must be done before unmap.
+  Status synced = CuStatus(driver_->cuCtxSynchronize(), "cuCtxSynchronize", text);
+  if (first.ok()) first = synced;
+  while (!mappings_.empty()) UnmapPhysical(mappings_.begin()->first);
+  live_.clear();
+  return first;
 }
 
 Result<CUdeviceptr> InstanceAddressSpace::Allocate(uint64_t bytes) {
@@ -289,8 +312,10 @@ AddressSpaceRelease InstanceAddressSpace::Release() {
   AddressSpaceRelease out;
   if (released_) return out;
   for (const auto& [address, m] : mappings_) out.mappings.push_back({address, m.bytes, m.handle});
-  out.range_base = base_;
-  out.range_bytes = range_bytes_;
+  if (!borrowed_) {
+    out.range_base = base_;
+    out.range_bytes = range_bytes_;
+  }
   mappings_.clear();
   live_.clear();
   free_.clear();

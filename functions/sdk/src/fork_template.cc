@@ -21,9 +21,13 @@ namespace {
 namespace invoke = phos::runtime::invoke;
 
 constexpr const char* kTokenEnv = "PHOS_INSTANCE_TOKEN";
+// Set by phosd when the template's GPU state was captured into a snapshot that the new instance's
+// session restores: the template's device pointers are then valid in the child.
+constexpr const char* kSnapshotEnv = "PHOS_SNAPSHOT_VERSION";
 
-// Why this process cannot be forked now, or an empty string.
-std::string ForkRefusal() {
+// Why this process cannot be forked now, or an empty string. `restored`: the child's session
+// restores the template's GPU state, so its allocations are no reason to refuse.
+std::string ForkRefusal(bool restored) {
   Result<int> threads = CountThreads();
   if (!threads.ok()) return "cannot count the template's threads: " + threads.status().message();
   // The frontend starts no threads of its own, so every extra thread is the function's; only the
@@ -36,7 +40,7 @@ std::string ForkRefusal() {
   // Looked up, not linked: functions without CUDA do not load the frontend.
   using LiveFn = size_t (*)();
   auto live = reinterpret_cast<LiveFn>(dlsym(RTLD_DEFAULT, "__phosLiveAllocations"));
-  if (live != nullptr) {
+  if (live != nullptr && !restored) {
     if (size_t n = live(); n != 0) {
       return "fork template refused: the function holds " + std::to_string(n) +
              " GPU allocations at its entry point; a template must hold no GPU memory";
@@ -103,12 +107,15 @@ Result<ForkOutcome> HandleFork(int template_fd, std::string_view payload, int pa
         Answer(template_fd, Status::InvalidArgument("fork frame without a channel descriptor")));
     return outcome;
   }
-  if (Result<invoke::EnvList> env = invoke::DecodeEnv(payload); !env.ok()) {
+  Result<invoke::EnvList> env = invoke::DecodeEnv(payload);
+  if (!env.ok()) {
     close(passed_fd);
     PHOS_RETURN_IF_ERROR(Answer(template_fd, env.status()));
     return outcome;
   }
-  if (std::string why = ForkRefusal(); !why.empty()) {
+  bool restored = false;
+  for (const auto& [name, value] : *env) restored |= name == kSnapshotEnv && !value.empty();
+  if (std::string why = ForkRefusal(restored); !why.empty()) {
     close(passed_fd);
     PHOS_RETURN_IF_ERROR(Answer(template_fd, Status::FailedPrecondition(why)));
     return outcome;

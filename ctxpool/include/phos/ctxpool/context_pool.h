@@ -140,6 +140,10 @@ class ContextPool {
   // the context is created synchronously on the caller's thread (it costs what creation costs);
   // at the maximum the call waits for a returned, scrubbed context, up to lease_timeout.
   Result<ContextLease> Lease();
+  // A context created now on the caller's thread, whatever is ready and whatever max_contexts says
+  // (counted as a miss): what a process without the pool would pay. For the restore modes that
+  // measure it (no-pool, stop-the-world, cold-boot). Returned and scrubbed like any lease.
+  Result<ContextLease> LeaseFresh();
 
   // Blocks until nothing is being scrubbed or created and the refill has reached min_ready (or
   // cannot: maximum reached, or a creation failed), or until `timeout`. False on timeout. For

@@ -5,9 +5,12 @@
 // names is checked.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "phos/base/status.h"
 #include "phos/ipc/ring.h"
@@ -18,7 +21,54 @@ class CommunicatorPool;
 class ContextPool;
 }  // namespace phos::ctxpool
 
+namespace phos::store {
+class ChunkSource;
+class DramTier;
+class Store;
+namespace proto {
+class Manifest;
+}
+}  // namespace phos::store
+
 namespace phos::runtime {
+
+// How a single-GPU session starts (IssueToken). The default: an empty session on a pooled context.
+struct SessionPlan {
+  // The snapshot to restore (BRIEF D7); null: the session starts empty.
+  std::shared_ptr<const store::proto::Manifest> manifest;
+  // Where its chunks come from (a DramTier in front of the store); must outlive the session.
+  store::ChunkSource* source = nullptr;
+  store::DramTier* dram = nullptr;  // `source` when it is a DramTier, else null
+  // Copy every buffer before the session serves its first call, instead of loading them while it
+  // runs (the stop-the-world restore mode).
+  bool stop_the_world = false;
+  // Background loading in recorded first-touch order (false: address order, the no-order mode).
+  bool first_touch_order = true;
+  // A context created for this session rather than a pooled one (no-pool, stop-the-world and
+  // cold-boot modes measure what the pool saves).
+  bool fresh_context = false;
+  // Record the order in which calls first touch the snapshot's buffers, until TakeFirstTouch.
+  bool learn_first_touch = false;
+  // The slot of the server's arena of instance ranges (ApiServer::ClaimVaSlot) that the session's
+  // address space occupies: a deploy's session allocates there, and a restore of its snapshot
+  // maps the buffers back there. -1: a range the driver picks (no snapshot can be restored
+  // from it).
+  int va_slot = -1;
+};
+
+// When each stage of a session's start happened (steady clock; a default time point: not yet).
+struct SessionTimeline {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point issued;        // IssueToken
+  Clock::time_point leased;        // the context leased (or created)
+  Clock::time_point prepared;      // buffers mapped and handles recreated (stop-the-world: all copied)
+  Clock::time_point connected;     // the function's frontend connected
+  Clock::time_point first_launch;  // the first kernel or cuBLAS call executed
+  Clock::time_point resident;      // every buffer loaded
+  uint64_t required = 0;           // buffers a call had to wait for
+  uint64_t misses = 0;             // speculation misses caught by validation
+  bool restored = false;           // the session came from a snapshot
+};
 
 struct ApiServerOptions {
   // Unix SOCK_SEQPACKET socket to listen on (phosd's gpu.sock); replaced if it exists. Required.
@@ -43,6 +93,10 @@ struct ApiServerOptions {
   // the same addresses on restore. 0: sessions allocate with cuMemAlloc instead. Allocations on
   // other devices and in device-group sessions always use cuMemAlloc. Default: 64 GiB.
   uint64_t instance_va_bytes = 64ull << 30;
+  // Instance ranges reserved together at start for snapshots (ClaimVaSlot): a snapshot's buffers
+  // come back at their addresses only if nobody else can have been given them meanwhile, and one
+  // process (phosd) holds every session's memory. 0: none (snapshots are refused). Default: 32.
+  int va_slots = 32;
 };
 
 class ApiServer {
@@ -59,9 +113,32 @@ class ApiServer {
   // NCCL communicators come from it). More GPUs than the node has: the session's calls fail
   // (CUDA_ERROR_NO_DEVICE, logged). Callers validate `gpus` (FunctionSpec: 1..8).
   std::string IssueToken(int gpus = 1);
+  // A token for a single-GPU session started as `plan` says: the restore (lease, mapping, loader)
+  // begins now, while the function's process is being made, and the session adopts it when the
+  // function connects.
+  std::string IssueToken(SessionPlan plan);
+  // Blocks until the token's restore is prepared (stop-the-world: every byte copied) or failed,
+  // up to `timeout`. Ok at once for a token without a plan. NotFound for an unknown token.
+  Status WaitPrepared(const std::string& token, std::chrono::milliseconds timeout);
+  // The token's stage times so far. NotFound for an unknown token.
+  Result<SessionTimeline> Timeline(const std::string& token) const;
+  // Stops first-touch learning (SessionPlan::learn_first_touch) and returns each snapshot
+  // buffer's rank (-1: not touched); empty when the session was not learning.
+  std::vector<int32_t> TakeFirstTouch(const std::string& token);
+  // Deploy (BRIEF D5, D6): once every call the function sent has executed, quiesces the session's
+  // context and captures its buffers, modules and virtual handles into `store` as a new snapshot
+  // of `function` (atomic commit). The session stays open; ending it releases the GPU memory.
+  // FailedPrecondition for a session that cannot be captured (several GPUs, or memory outside
+  // its address space); NotFound when the token has no session.
+  Result<uint64_t> CaptureSession(const std::string& token, store::Store& store, const std::string& function,
+                                  const std::string& device_profile, std::chrono::milliseconds timeout);
   // Ends the token's session, if any, releasing its context, memory, streams, events, modules and
   // handles, and forgets the token. Unknown tokens are ignored.
   void EndSession(const std::string& token);
+  // A free slot of the arena of instance ranges, now the caller's (a deployed function's snapshot
+  // lives there). Unavailable when every slot is taken or there is no arena.
+  Result<int> ClaimVaSlot();
+  void ReleaseVaSlot(int slot);
   // Sessions currently open.
   size_t session_count() const;
   const std::string& socket_path() const;

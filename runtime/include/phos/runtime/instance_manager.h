@@ -14,7 +14,10 @@
 #include <vector>
 
 #include "phos/base/status.h"
+#include "phos/runtime/api_server.h"
+#include "phos/runtime/cpu_state.h"
 #include "phos/runtime/instance_registry.h"
+#include "phos/runtime/restore_mode.h"
 
 namespace phos::runtime {
 
@@ -28,6 +31,34 @@ class GpuSessions {
   virtual void EndSession(const std::string& token) = 0;
   // The path instances connect to (PHOS_GPU_SOCKET).
   virtual std::string SocketPath() const = 0;
+
+  // Snapshots (BRIEF D5, D7; runtime/snapshot_sessions.h implements them over the API server and
+  // the store). Without them (the defaults), functions are not deployed: instances are spawned.
+  virtual bool SupportsSnapshots() const { return false; }
+  // An instance range of the API server's arena (ApiServer::ClaimVaSlot): where one deployed
+  // instance's memory lives, captured and restored. Each live instance of a snapshot needs its own.
+  virtual Result<int> ClaimVaSlot();
+  virtual void ReleaseVaSlot(int slot);
+  // Captures the GPU session of `token` as a new snapshot of `function`: its version. NotFound
+  // when the token has no session (the function made no CUDA call: it has no GPU state).
+  virtual Result<uint64_t> Capture(const std::string& token, const std::string& function);
+  // A token whose session restores `function`'s snapshot `version` in instance range `va_slot` as
+  // `mode` says (kColdBoot: an empty session on a fresh context, no range; version 0: an empty
+  // session allocating in the range, as a deploy's does). With `learn`, the session records the
+  // first-touch order for SaveFirstTouch.
+  virtual Result<std::string> IssueRestoreToken(const std::string& function, uint64_t version, RestoreMode mode,
+                                                bool learn, int va_slot);
+  // Blocks until the token's restore is prepared (stop-the-world: all copied).
+  virtual Status WaitPrepared(const std::string& token, std::chrono::milliseconds timeout);
+  virtual SessionTimeline Timeline(const std::string& token);
+  // Whether `function`'s snapshot `version` has a recorded first-touch order.
+  virtual bool HasFirstTouch(const std::string& function, uint64_t version);
+  // Persists the order the token's session learned with each of `versions` (snapshots of one
+  // function, alike in layout); false when it learned none.
+  virtual bool SaveFirstTouch(const std::string& token, const std::string& function,
+                              const std::vector<uint64_t>& versions);
+  // Deletes every snapshot of `function` but `keep` (none: it was removed).
+  virtual void RetainOnly(const std::string& function, const std::vector<uint64_t>& keep);
 };
 
 struct InstanceManagerOptions {
@@ -46,6 +77,17 @@ struct InstanceManagerOptions {
   // GPU sessions for instances; nullptr runs instances without PHOS_GPU_SOCKET. Must outlive the
   // manager. Default: nullptr.
   GpuSessions* sessions = nullptr;
+  // Where deployed functions' CPU state is kept (BRIEF D9: a fork template, or CRIU). With it and
+  // sessions that support snapshots, Register deploys the function (runs it to its entry point,
+  // captures its GPU and CPU state) and instances are restored from that; without, they are
+  // spawned. Must outlive the manager. Default: nullptr.
+  CpuStateBackend* cpu_state = nullptr;
+  // How long an instance started for an invocation beyond the warm count stays idle before it
+  // ends. Default: 60 s.
+  std::chrono::milliseconds keep_alive{60000};
+  // Instances a function may start beyond its warm count for invocations that find none idle.
+  // Default: 8.
+  int max_extra_instances = 8;
 };
 
 struct InvokeOutcome {
@@ -60,6 +102,11 @@ struct InvokeOutcome {
   Kind kind = Kind::kOk;
   std::string body;
   Status error;
+  // How the instance that served it was brought up (kWarm: it was running already).
+  RestoreMode mode = RestoreMode::kWarm;
+  // Stage name -> microseconds from the invocation's arrival ("lease", "cpu-resume",
+  // "first-launch", "first-byte", "resident"), for the stages this invocation went through.
+  std::vector<std::pair<std::string, int64_t>> stages;
 };
 
 struct FunctionStatus {
@@ -80,7 +127,16 @@ class InstanceManager {
   InstanceManager& operator=(const InstanceManager&) = delete;
 
   // Validates, persists and starts spec.instances warm instances. AlreadyExists for a taken name.
+  // With snapshots (InstanceManagerOptions::cpu_state and sessions that support them), the
+  // function is deployed in the background first (see Deploy); its instances are restored.
   Status Register(const FunctionSpec& spec);
+  // Register, then `done` once the function is deployed (BRIEF D5, D9): run to its entry point,
+  // its GPU state captured into a snapshot and its CPU state kept (a fork template), its GPU memory
+  // released. A non-empty `sample_request` is then run on a restored instance to record the order
+  // in which its buffers are first touched (without one, the first invocation records it). A
+  // function that fails to reach its entry point is unregistered and `done` says why. Without
+  // snapshots, `done` follows registration at once. Called from a manager thread.
+  void Deploy(const FunctionSpec& spec, std::string sample_request, std::function<void(Status)> done);
   // Forgets the function, fails its queued invocations (kUnknownFunction) and stops its
   // instances once their current request is answered. NotFound for an unknown name.
   Status Remove(const std::string& name);
@@ -89,6 +145,12 @@ class InstanceManager {
   // Runs `request` on an instance of `name`; `done` is called exactly once, from a manager
   // thread (or the caller's, for an unknown function). timeout 0 = options.invoke_timeout.
   void Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
+              std::function<void(InvokeOutcome)> done);
+  // The same, served as `mode` says: kAuto and kWarm take an idle instance (kAuto restores one
+  // when none is idle, kWarm queues); the restore modes bring up a new instance for this
+  // invocation (it then serves others until it has been idle for keep_alive). A restore mode
+  // for a function that was not deployed is served warm.
+  void Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout, RestoreMode mode,
               std::function<void(InvokeOutcome)> done);
 
   // Fails queued invocations (kStopping), closes every instance's channel, waits for them to

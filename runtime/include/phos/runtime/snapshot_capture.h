@@ -15,6 +15,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,12 @@ struct CaptureRequest {
   std::vector<store::proto::StreamState> streams;
   std::vector<store::proto::EventState> events;
   std::vector<store::proto::LibraryHandle> library_handles;
+  // The instance address space the buffers come from (0, 0: none) and the virtual handle counter
+  // (see manifest.proto).
+  uint64_t va_base = 0;
+  uint64_t va_bytes = 0;
+  uint64_t next_handle = 0;
+  std::optional<store::proto::CpuStateRef> cpu_state;
 };
 
 // Quiesces the context (cuCtxSynchronize), streams every buffer into a new snapshot of

@@ -37,6 +37,10 @@ struct InstanceAddressSpaceOptions {
   CUdeviceptr base = 0;
   // The node device whose memory backs the allocations. Default: 0.
   int device = 0;
+  // [base, base + range_bytes) is already reserved by the caller (a slot of the API server's arena
+  // of instance ranges): it is used as it is, and neither the destructor nor Release frees it
+  // (Release reports range_bytes 0). Requires a base. Default: false.
+  bool borrowed = false;
 };
 
 // One live allocation as the application sees it: the address it was given and the bytes it
@@ -98,6 +102,11 @@ class InstanceAddressSpace {
   // releases and frees them); the space is empty and inert afterwards.
   AddressSpaceRelease Release();
 
+  // Zeroes every mapping (a context of the device must be current; it waits for the device), then
+  // unmaps and releases them: for a borrowed range, which its owner hands to the next instance at
+  // once, so the pool's deferred scrub cannot do it. The space stays usable (empty).
+  Status ZeroAndUnmapAll();
+  bool borrowed() const { return borrowed_; }
   CUdeviceptr base() const { return base_; }
   uint64_t range_bytes() const { return range_bytes_; }
   uint64_t granularity() const { return granularity_; }
@@ -133,6 +142,7 @@ class InstanceAddressSpace {
   Status RangeFull(uint64_t bytes) const;
 
   DriverTable* driver_;
+  bool borrowed_ = false;
   CUdeviceptr base_;
   uint64_t range_bytes_;
   uint64_t granularity_;

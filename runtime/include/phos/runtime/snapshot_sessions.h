@@ -1,0 +1,84 @@
+// GPU sessions with snapshots (BRIEF D5, D6, D7): the instance manager's GpuSessions over the API
+// server, the snapshot store and its DRAM tier. phosd runs instances through it.
+//
+// - Capture: the API server captures the session into the store; the order learned for the
+//   function's previous snapshot is carried over when its buffers are laid out alike; the new
+//   snapshot is pinned in the DRAM tier (restores read from pinned memory). Versions other than
+//   those the instance manager keeps (RetainOnly) are deleted.
+// - IssueRestoreToken: a SessionPlan for the mode (runtime/restore_mode.h) over the cached
+//   manifest, chunks through the DRAM tier.
+// - First-touch order: a restored session learns it (SessionPlan::learn_first_touch) and
+//   SaveFirstTouch persists it with the snapshot (Store::SetFirstTouchOrder).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "phos/runtime/api_server.h"
+#include "phos/runtime/instance_manager.h"
+#include "phos/store/dram_tier.h"
+#include "phos/store/store.h"
+
+namespace phos::runtime {
+
+struct SnapshotSessionsOptions {
+  // Named in manifests ("a100-pcie4", or the GPU's name). Default: empty.
+  std::string device_profile;
+  // How long a capture waits for the function's calls to drain. Default: 60 s.
+  std::chrono::milliseconds capture_timeout{60000};
+};
+
+class SnapshotSessions final : public GpuSessions {
+ public:
+  // Makes the DRAM tier in front of the store; called once, when the first snapshot is captured or
+  // restored (its pinned arena needs a context, which phosd should not wait for at start).
+  using DramTierFactory = std::function<Result<std::unique_ptr<store::DramTier>>()>;
+  // `server` and `store` must outlive this. Without a factory, or when it fails (logged), chunks
+  // are read from the store.
+  SnapshotSessions(ApiServer* server, store::Store* store, DramTierFactory make_dram, SnapshotSessionsOptions options);
+  ~SnapshotSessions() override;
+
+  std::string IssueToken(int gpus) override { return server_->IssueToken(gpus); }
+  void EndSession(const std::string& token) override { server_->EndSession(token); }
+  std::string SocketPath() const override { return server_->socket_path(); }
+
+  bool SupportsSnapshots() const override { return true; }
+  Result<int> ClaimVaSlot() override { return server_->ClaimVaSlot(); }
+  void ReleaseVaSlot(int slot) override { server_->ReleaseVaSlot(slot); }
+  Result<uint64_t> Capture(const std::string& token, const std::string& function) override;
+  Result<std::string> IssueRestoreToken(const std::string& function, uint64_t version, RestoreMode mode, bool learn,
+                                        int va_slot) override;
+  Status WaitPrepared(const std::string& token, std::chrono::milliseconds timeout) override;
+  SessionTimeline Timeline(const std::string& token) override;
+  bool HasFirstTouch(const std::string& function, uint64_t version) override;
+  bool SaveFirstTouch(const std::string& token, const std::string& function,
+                      const std::vector<uint64_t>& versions) override;
+  void RetainOnly(const std::string& function, const std::vector<uint64_t>& keep) override;
+
+ private:
+  using Key = std::pair<std::string, uint64_t>;
+  Result<std::shared_ptr<const store::proto::Manifest>> Manifest(const std::string& function, uint64_t version);
+  // The DRAM tier, made on first use; null when there is none.
+  store::DramTier* Dram();
+  void Pin(const store::proto::Manifest& manifest);
+  void Unpin(const std::string& function, uint64_t version);
+  // The previous snapshot's order, when `manifest`'s buffers match it in number and size.
+  void CarryOverOrder(const std::string& function, uint64_t version);
+
+
+  ApiServer* server_;
+  store::Store* store_;
+  DramTierFactory make_dram_;
+  std::once_flag dram_once_;
+  std::unique_ptr<store::DramTier> dram_;
+  SnapshotSessionsOptions options_;
+  std::mutex mu_;
+  std::map<Key, std::shared_ptr<const store::proto::Manifest>> manifests_;
+};
+
+}  // namespace phos::runtime

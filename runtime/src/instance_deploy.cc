@@ -1,0 +1,326 @@
+// Deploy (BRIEF D5, D9): run a function to its entry point, capture its GPU state into a
+// snapshot and keep its CPU state; and the making of restored instances in each restore mode.
+#include <unistd.h>
+
+#include <future>
+
+#include <fmt/core.h>
+
+#include "instance_manager_impl.h"
+#include "phos/base/log.h"
+#include "phos/runtime/instance_channel.h"
+
+namespace phos::runtime {
+namespace {
+
+constexpr const char* kSnapshotEnv = "PHOS_SNAPSHOT_VERSION";
+
+}  // namespace
+
+void InstanceManager::Impl::Deploy(const FunctionSpec& spec, std::string sample_request,
+                                   std::function<void(Status)> done) {
+  if (!SnapshotsEnabled()) {
+    done(Register(spec));
+    return;
+  }
+  if (Status valid = ValidateFunctionSpec(spec); !valid.ok()) {
+    done(valid);
+    return;
+  }
+  Status refused;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) {
+      refused = Status::FailedPrecondition("phosd is shutting down");
+    } else if (functions_.count(spec.name) != 0) {
+      refused = Status::AlreadyExists("function '" + spec.name + "' is already registered");
+    } else {
+      std::shared_ptr<Function> f = AddLocked(spec);
+      refused = SaveLocked();
+      if (refused.ok()) {
+        f->deployed_callbacks.push_back(std::move(done));
+        StartDeployLocked(f, std::move(sample_request));
+        PHOS_LOG(Info, "instances", "deploying '{}' ({})", spec.name, spec.executable);
+        return;
+      }
+      functions_.erase(spec.name);
+      refused = refused.WithContext("register function '" + spec.name + "'");
+    }
+  }
+  done(refused);
+}
+
+void InstanceManager::Impl::StartDeployLocked(const std::shared_ptr<Function>& f, std::string sample_request) {
+  f->deploy = DeployState::kDeploying;
+  auto owner = std::make_shared<Instance>();  // the deploy's thread, joined like an instance's
+  owner->id = ++next_instance_id_;
+  live_.push_back(owner);
+  owner->thread = std::thread([this, f, owner, sample = std::move(sample_request)]() mutable {
+    RunDeploy(f, owner, std::move(sample));
+  });
+}
+
+void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_ptr<Instance> owner,
+                                      std::string sample_request) {
+  const std::string name = f->spec.name;
+  // One slot per warm instance: each is the function run to its entry point in its own range.
+  std::vector<Slot> slots;
+  Status outcome;
+  for (int i = 0; i < f->spec.instances && outcome.ok(); ++i) {
+    Result<Slot> slot = DeployOnce(f);
+    if (slot.ok()) {
+      slots.push_back(*slot);
+    } else {
+      outcome = slot.status();
+    }
+  }
+  std::vector<std::function<void(Status)>> callbacks;
+  std::vector<Slot> orphans;  // deployed for a function removed meanwhile, or a failed deploy's
+  bool deployed = false;
+  {
+    std::lock_guard lock(mu_);
+    callbacks.swap(f->deployed_callbacks);
+    if (outcome.ok() && (f->removed || stopping_)) {
+      orphans = std::move(slots);
+    } else if (outcome.ok()) {
+      deployed = true;
+      f->deploy = DeployState::kDeployed;
+      f->slots = std::move(slots);
+      f->start_failures = 0;
+      f->next_start = {};
+    } else if (outcome.code() == StatusCode::kNotSupported) {
+      // Served the way functions without snapshots are: each instance spawned and started.
+      f->deploy = DeployState::kNone;
+      PHOS_LOG(Warn, "instances", "'{}' is not snapshotted: {}", name, outcome.message());
+      outcome = Status::Ok();
+      orphans = std::move(slots);
+    } else {
+      orphans = std::move(slots);
+      if (!callbacks.empty() && !f->removed) {
+        // A deploy someone asked for: the function is not registered unless it deploys.
+        if (auto it = functions_.find(name); it != functions_.end() && it->second == f) functions_.erase(it);
+        f->removed = true;
+        f->cv.notify_all();
+        SaveLocked().IgnoreError();
+      } else {
+        f->deploy = DeployState::kFailed;
+        auto delay = options_.restart_backoff * (1 << std::min(f->start_failures, 6));
+        f->next_start = Clock::now() + std::min<std::chrono::milliseconds>(delay, std::chrono::seconds(30));
+        ++f->start_failures;
+        PHOS_LOG(Error, "instances", "deploy of '{}' failed, retried in {} ms: {}", name,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(f->next_start - Clock::now()).count(),
+                 outcome.message());
+      }
+    }
+    supervisor_cv_.notify_all();
+  }
+  ReleaseSlots(orphans);
+  if (deployed) {
+    std::vector<uint64_t> versions;
+    {
+      std::lock_guard lock(mu_);
+      versions = VersionsLocked(*f);
+    }
+    options_.sessions->RetainOnly(name, versions);  // earlier deploys' snapshots
+    PHOS_LOG(Info, "instances", "'{}' deployed ({} instance range(s), {})", name, versions.size(),
+             options_.cpu_state->name());
+  }
+  if (deployed && !sample_request.empty()) {
+    // The sample runs on a restored instance, which records the first-touch order.
+    auto answered = std::make_shared<std::promise<InvokeOutcome>>();
+    std::future<InvokeOutcome> sample = answered->get_future();
+    Invoke(name, std::move(sample_request), options_.invoke_timeout, RestoreMode::kPhos,
+           [answered](InvokeOutcome o) { answered->set_value(std::move(o)); });
+    InvokeOutcome o = sample.get();
+    if (o.kind != InvokeOutcome::Kind::kOk) {
+      PHOS_LOG(Warn, "instances", "'{}': the sample request failed ({}); the order is learned from the first invocation",
+               name, o.error.message());
+    }
+  }
+  for (auto& cb : callbacks) cb(outcome.WithContext("deploy '" + name + "'"));
+  std::lock_guard lock(mu_);
+  finished_.push_back(owner);
+  supervisor_cv_.notify_all();
+}
+
+void InstanceManager::Impl::ReleaseSlots(const std::vector<Slot>& slots) {
+  for (const Slot& slot : slots) {
+    if (!slot.cpu.id.empty()) {
+      Status released = options_.cpu_state->Release(slot.cpu);
+      if (!released.ok()) PHOS_LOG(Warn, "instances", "template {} not released: {}", slot.cpu.id, released.message());
+    }
+    if (slot.va_slot >= 0) options_.sessions->ReleaseVaSlot(slot.va_slot);
+  }
+}
+
+std::vector<uint64_t> InstanceManager::Impl::VersionsLocked(const Function& f) const {
+  std::vector<uint64_t> versions;
+  for (const Slot& slot : f.slots) {
+    if (slot.version != 0) versions.push_back(slot.version);
+  }
+  return versions;
+}
+
+int InstanceManager::Impl::FreeSlotLocked(const Function& f) const {
+  for (size_t i = 0; i < f.slots.size(); ++i) {
+    if (f.slots[i].holder == 0) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+Result<size_t> InstanceManager::Impl::AcquireSlotLocked(const std::shared_ptr<Function>& f, const Instance& inst,
+                                                        std::unique_lock<std::mutex>& lock) {
+  Clock::time_point deadline = Clock::now() + options_.start_timeout;
+  ++f->slot_waiters;
+  struct Waiting {
+    int& n;
+    ~Waiting() { --n; }
+  } waiting{f->slot_waiters};
+  while (true) {
+    if (stopping_ || f->removed) return Status::Unavailable("the function is going away");
+    if (int free = FreeSlotLocked(*f); free >= 0) {
+      f->slots[free].holder = inst.id;
+      return static_cast<size_t>(free);
+    }
+    // Each range holds one instance: an idle one makes way (it holds no request).
+    for (auto& other : f->instances) {
+      if (other->state == InstanceState::kIdle && !other->evict) {
+        other->evict = true;
+        f->cv.notify_all();
+        break;
+      }
+    }
+    // Re-examined often: an instance that was starting may have become idle (evictable) meanwhile.
+    f->slot_cv.wait_for(lock, std::chrono::milliseconds(20));
+    if (Clock::now() >= deadline && FreeSlotLocked(*f) < 0) {
+      return Status::Unavailable(fmt::format("all {} instance ranges of '{}' stayed busy for {} ms", f->slots.size(),
+                                             f->spec.name, options_.start_timeout.count()));
+    }
+  }
+}
+
+Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& f) {
+  const FunctionSpec& spec = f->spec;
+  if (spec.gpus > 1) return Status::NotSupported("snapshots of functions of more than one GPU are not built yet");
+  GpuSessions& sessions = *options_.sessions;
+  Slot slot;
+  PHOS_ASSIGN_OR_RETURN(slot.va_slot, sessions.ClaimVaSlot());
+  Result<std::string> issued = sessions.IssueRestoreToken(spec.name, 0, RestoreMode::kPhos, false, slot.va_slot);
+  if (!issued.ok()) {
+    sessions.ReleaseVaSlot(slot.va_slot);
+    return issued.status();
+  }
+  std::string token = *issued;
+  Result<InstanceProcess> spawned = SpawnInstanceProcess(
+      spec, logs_dir_, {{"PHOS_GPU_SOCKET", sessions.SocketPath()}, {"PHOS_INSTANCE_TOKEN", token}});
+  if (!spawned.ok()) {
+    sessions.EndSession(token);
+    sessions.ReleaseVaSlot(slot.va_slot);
+    return spawned.status();
+  }
+  InstanceProcess proc = *spawned;
+  auto fail = [&](const Status& why, const char* stage) -> Status {
+    std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(100));
+    close(proc.channel_fd);
+    sessions.EndSession(token);
+    sessions.ReleaseVaSlot(slot.va_slot);
+    return why.WithContext(fmt::format("{} (pid {}: {}; log: {})", stage, proc.pid, how, proc.log_path));
+  };
+  int ready = WaitReadable(proc.channel_fd, stop_fd_, Clock::now() + options_.start_timeout);
+  if (ready < 0) return fail(Status::FailedPrecondition("phosd is shutting down"), "deploy");
+  if (ready == 0) {
+    return fail(Status::Timeout(fmt::format("not at its entry point within {} ms", options_.start_timeout.count())),
+                "run to the entry point");
+  }
+  Result<invoke::Frame> hello = invoke::ReadFrame(proc.channel_fd);
+  if (!hello.ok() || hello->kind != invoke::FrameKind::kReady) {
+    return fail(Status::Unavailable("the function failed before its entry point"), "run to the entry point");
+  }
+  Result<uint64_t> version = sessions.Capture(token, spec.name);
+  if (!version.ok() && version.status().code() != StatusCode::kNotFound) {
+    return fail(version.status(), "capture the GPU state");
+  }
+  // NotFound: the function made no CUDA call, so there is no GPU state; the CPU state is all.
+  slot.version = version.ok() ? *version : 0;
+  sessions.EndSession(token);  // the GPU memory goes back: the snapshot holds it now
+  Result<CpuStateRef> captured = options_.cpu_state->Capture({proc.pid, proc.channel_fd, proc.log_path});
+  if (!captured.ok()) {
+    // The backend took the process over and ended it.
+    sessions.ReleaseVaSlot(slot.va_slot);
+    return captured.status().WithContext("capture the CPU state");
+  }
+  slot.cpu = *captured;
+  return slot;
+}
+
+Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr<Function>& f, const Instance& inst,
+                                                           RestoreMode mode, bool learn, std::string* token,
+                                                           bool* restored) {
+  *restored = false;
+  GpuSessions* sessions = options_.sessions;
+  FunctionSpec spec;
+  Slot slot;
+  {
+    std::unique_lock lock(mu_);
+    spec = f->spec;
+    bool deployed = f->deploy == DeployState::kDeployed && SnapshotsEnabled();
+    if (deployed && mode != RestoreMode::kColdBoot) {
+      PHOS_ASSIGN_OR_RETURN(size_t index, AcquireSlotLocked(f, inst, lock));
+      slot = f->slots[index];
+    } else if (!deployed) {
+      mode = RestoreMode::kColdBoot;
+      deployed = false;
+    }
+    if (!deployed || mode == RestoreMode::kColdBoot) {
+      // A process started from scratch: functions that are not deployed, and the cold-boot mode.
+      lock.unlock();
+      std::vector<std::pair<std::string, std::string>> env;
+      if (sessions != nullptr) {
+        if (deployed) {
+          PHOS_ASSIGN_OR_RETURN(*token, sessions->IssueRestoreToken(spec.name, 0, RestoreMode::kColdBoot, false, -1));
+        } else {
+          *token = sessions->IssueToken(spec.gpus);
+        }
+        env = {{"PHOS_GPU_SOCKET", sessions->SocketPath()}, {"PHOS_INSTANCE_TOKEN", *token}};
+      }
+      return SpawnInstanceProcess(spec, logs_dir_, env);
+    }
+  }
+  if (slot.version == 0) {
+    *token = sessions->IssueToken(spec.gpus);
+  } else {
+    PHOS_ASSIGN_OR_RETURN(*token, sessions->IssueRestoreToken(spec.name, slot.version, mode, learn, slot.va_slot));
+    *restored = true;
+  }
+  if (mode == RestoreMode::kStopTheWorld) {
+    // Everything copied before the CPU side resumes.
+    PHOS_RETURN_IF_ERROR(sessions->WaitPrepared(*token, options_.start_timeout).WithContext("stop-the-world restore"));
+  }
+  std::vector<std::pair<std::string, std::string>> env = {{"PHOS_GPU_SOCKET", sessions->SocketPath()},
+                                                           {"PHOS_INSTANCE_TOKEN", *token}};
+  if (slot.version != 0) env.emplace_back(kSnapshotEnv, std::to_string(slot.version));
+  PHOS_ASSIGN_OR_RETURN(SpawnedProcess spawned, options_.cpu_state->Spawn(slot.cpu, env));
+  return InstanceProcess{spawned.pid, spawned.channel_fd, spawned.log_path};
+}
+
+void InstanceManager::Impl::FillStages(const Invocation& inv, const StartReport& report, Clock::time_point answered,
+                                       InvokeOutcome* out) const {
+  out->mode = report.mode;
+  auto add = [&](const char* name, Clock::time_point at) {
+    if (at == Clock::time_point{}) return;
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(at - inv.arrived).count();
+    out->stages.emplace_back(name, std::max<int64_t>(us, 0));
+  };
+  if (report.mode != RestoreMode::kWarm && !report.token.empty() && options_.sessions != nullptr) {
+    SessionTimeline t = options_.sessions->Timeline(report.token);
+    add("lease", t.leased);
+    add("cpu-resume", report.ready);
+    add("first-launch", t.first_launch);
+    add("first-byte", answered);
+    add("resident", t.resident);
+  } else {
+    add("first-byte", answered);
+  }
+}
+
+}  // namespace phos::runtime

@@ -1,0 +1,288 @@
+// A session's snapshot side (BRIEF D5, D7, D8): adopting a prepared restore, gating each call on
+// the buffers it may touch while the loader runs, and capturing the session at deploy.
+#include <cstring>
+#include <future>
+
+#include <fmt/core.h>
+
+#include "phos/base/log.h"
+#include "phos/runtime/snapshot_capture.h"
+#include "phos/store/store.h"
+#include "restore_state.h"
+#include "session.h"
+
+namespace phos::runtime {
+namespace {
+
+using ipc::Op;
+
+template <typename T>
+bool Decode(const ipc::RecordView& record, T* out, bool exact) {
+  size_t len = record.header.length;
+  if (len < sizeof(T) || (exact && len != sizeof(T))) return false;
+  std::memcpy(out, record.payload, sizeof(T));
+  return true;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Session>> Session::OpenRestored(DriverTable* driver, std::shared_ptr<RestoreState> restore,
+                                                       ParamMetadataCache* metadata, int device, uint64_t va_bytes,
+                                                       std::unique_ptr<ipc::Ring> ring, std::string token,
+                                                       int control_fd, int pid) {
+  if (restore == nullptr || metadata == nullptr) return Status::InvalidArgument("restored session without its restore");
+  std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid));
+  s->base_device_ = device;
+  s->va_bytes_ = va_bytes;
+  s->metadata_ = metadata;
+  PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuDeviceGetCount(&s->device_count_));
+  restore->MarkConnected();
+  s->restore_ = std::move(restore);
+  s->executor_ = std::thread([raw = s.get()] { raw->Run(); });
+  PHOS_LOG(Info, "restore", "session for pid {} opened from a restore", pid);
+  return s;
+}
+
+Status Session::AdoptRestore() {
+  // A stop-the-world restore of a large snapshot on a slow profile takes a while; the frontend's
+  // first call waits for it (that is what stop-the-world means).
+  Status prepared;
+  do {
+    prepared = restore_->Wait(std::chrono::milliseconds(200));
+  } while (prepared.code() == StatusCode::kTimeout && !stop_.load());
+  PHOS_RETURN_IF_ERROR(prepared);
+  RestoreState::Prepared p = restore_->Take();
+  if (!p.lease) return Status::Internal("restore prepared without a context");
+  context_ = p.lease->context();
+  lease_.emplace(std::move(*p.lease));
+  space_ = std::move(p.space);
+  for (const auto& [base, bytes] : p.buffers) PHOS_RETURN_IF_ERROR(buffers_.Insert(base, bytes));
+  streams_ = std::move(p.streams);
+  stream_flags_ = std::move(p.stream_flags);
+  events_ = std::move(p.events);
+  event_flags_ = std::move(p.event_flags);
+  blas_ = std::move(p.blas);
+  pooled_blas_vid_ = p.pooled_blas_vid;
+  next_handle_ = std::max(next_handle_, p.next_handle);
+  loader_ = std::move(p.loader);
+  loader_view_.store(loader_.get(), std::memory_order_release);
+  gating_ = (loader_ != nullptr && !loader_->all_resident()) || restore_->learning();
+  return Status::Ok();
+}
+
+bool Session::Speculate(const ipc::RecordView& record, AccessSets* sets, CUstream* stream) {
+  switch (static_cast<Op>(record.header.opcode)) {
+    case Op::kLaunch: {
+      ipc::LaunchArgs a;
+      if (!Decode(record, &a, false)) return false;
+      auto it = functions_.find(a.function);
+      if (it == functions_.end() || it->second.meta == nullptr) return false;
+      if (record.header.length - sizeof(a) < a.param_bytes) return false;
+      Result<CUstream> s = StreamOf(a.stream);
+      if (!s.ok()) return false;
+      *stream = *s;
+      std::span<const uint8_t> params(record.payload + sizeof(a), a.param_bytes);
+      return SpeculateLaunch(*it->second.meta, params, buffers_, sets).ok();
+    }
+    case Op::kMemcpyHtoD:
+    case Op::kMemcpyDtoH:
+    case Op::kMemcpyDtoD: {
+      ipc::CopyArgs a;
+      if (!Decode(record, &a, false)) return false;
+      Result<CUstream> s = StreamOf(a.stream);
+      if (!s.ok()) return false;
+      *stream = *s;
+      Op op = static_cast<Op>(record.header.opcode);
+      uint64_t dst = op == Op::kMemcpyDtoH ? kHostSide : a.dst;
+      uint64_t src = op == Op::kMemcpyHtoD ? kHostSide : a.src;
+      SpeculateCopy(buffers_, dst, src, a.bytes, sets);
+      return true;
+    }
+    case Op::kMemset: {
+      ipc::MemsetArgs a;
+      if (!Decode(record, &a, true)) return false;
+      Result<CUstream> s = StreamOf(a.stream);
+      if (!s.ok()) return false;
+      *stream = *s;
+      SpeculateMemset(buffers_, a.dst, a.bytes, sets);
+      return true;
+    }
+    case Op::kBlasGemm:
+    case Op::kBlasSgemv: {
+      bool gemm = static_cast<Op>(record.header.opcode) == Op::kBlasGemm;
+      ipc::GemmArgs g;
+      ipc::GemvArgs v;
+      if (gemm ? !Decode(record, &g, true) : !Decode(record, &v, true)) return false;
+      auto it = blas_.find(gemm ? g.handle : v.handle);
+      if (it == blas_.end()) return false;
+      cudaStream_t s = nullptr;
+      if (driver_->cublasGetStream(it->second, &s) != CUBLAS_STATUS_SUCCESS) return false;
+      *stream = reinterpret_cast<CUstream>(s);
+      BlasOperands ops = gemm ? GemmOperands(g, BlasElementBytes(g.a_type), BlasElementBytes(g.b_type),
+                                             BlasElementBytes(g.c_type))
+                              : GemvOperands(v);
+      SpeculateBlas(buffers_, ops, sets);
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+CUresult Session::Gate(const ipc::RecordView& record) {
+  Op op = static_cast<Op>(record.header.opcode);
+  if (op == Op::kLaunch || op == Op::kBlasGemm || op == Op::kBlasSgemv) restore_->MarkFirstLaunch();
+  bool resident = loader_ == nullptr || loader_->all_resident();
+  bool learning = restore_->learning();
+  if (resident && !learning) {
+    gating_ = false;  // the single flag: no call is examined again
+    return CUDA_SUCCESS;
+  }
+  gate_sets_.Clear();
+  CUstream stream = nullptr;
+  if (!Speculate(record, &gate_sets_, &stream)) return CUDA_SUCCESS;
+  if (loader_ == nullptr) return CUDA_SUCCESS;
+  auto require = [&](int index) -> CUresult {
+    if (index < 0) return CUDA_SUCCESS;
+    if (learning) restore_->NoteTouch(index);
+    if (resident) return CUDA_SUCCESS;
+    Result<CUevent> ready = loader_->Require(index);
+    if (!ready.ok()) {
+      PHOS_LOG_EVERY_SEC(Error, "restore", 1, "pid {}: {}", pid_, ready.status().message());
+      return CUDA_ERROR_ILLEGAL_STATE;
+    }
+    return *ready == nullptr ? CUDA_SUCCESS : driver_->cuStreamWaitEvent(stream, *ready, 0);
+  };
+  if (!gate_sets_.complete()) {
+    // More buffers than the sets hold: the call may touch any of them.
+    for (const auto& [base, bytes] : buffers_.buffers()) {
+      if (CUresult r = require(loader_->Find(base)); r != CUDA_SUCCESS) return r;
+    }
+    return CUDA_SUCCESS;
+  }
+  for (const BufferSet* set : {&gate_sets_.read, &gate_sets_.write}) {
+    for (const BufferRef& b : set->buffers()) {
+      if (CUresult r = require(loader_->Find(b.base)); r != CUDA_SUCCESS) return r;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+SessionTimeline Session::Timeline() const {
+  SessionTimeline t;
+  if (restore_ == nullptr) return t;
+  RestoreState::Times times = restore_->times();
+  t.restored = restore_->plan().manifest != nullptr;
+  t.issued = times.issued;
+  t.leased = times.leased;
+  t.prepared = times.prepared;
+  t.connected = times.connected;
+  t.first_launch = times.first_launch;
+  if (const RestoreLoader* loader = loader_view_.load(std::memory_order_acquire)) {
+    RestoreLoaderStats stats = loader->Stats();
+    t.required = stats.required;
+    t.misses = stats.misses;
+    if (stats.all_resident) {
+      t.resident = times.issued + std::chrono::duration_cast<SessionTimeline::Clock::duration>(
+                                      std::chrono::duration<double, std::milli>(stats.fully_resident_ms));
+    }
+  }
+  return t;
+}
+
+void Session::RunPendingTask() {
+  std::function<void()> task;
+  {
+    std::lock_guard lock(task_mu_);
+    task.swap(task_);
+  }
+  if (task) task();
+}
+
+Result<uint64_t> Session::Capture(store::Store& store, const std::string& function, const std::string& device_profile,
+                                  std::chrono::milliseconds timeout) {
+  auto result = std::make_shared<std::promise<Result<uint64_t>>>();
+  std::future<Result<uint64_t>> done = result->get_future();
+  {
+    std::lock_guard lock(task_mu_);
+    if (task_) return Status::FailedPrecondition("a capture of this session is already under way");
+    task_ = [this, &store, function, device_profile, result] {
+      result->set_value(CaptureNow(store, function, device_profile));
+    };
+  }
+  if (done.wait_for(timeout) != std::future_status::ready) {
+    std::lock_guard lock(task_mu_);
+    if (task_) {
+      task_ = nullptr;
+      return Status::Timeout(fmt::format("the function's calls did not drain within {} ms", timeout.count()));
+    }
+    // Taken by the executor: it finishes with `store` before we may return.
+  }
+  return done.get();
+}
+
+Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& function, const std::string& device_profile) {
+  if (group_ || !buffer_devices_.empty() || !device_contexts_.empty()) {
+    return Status::FailedPrecondition("snapshots of functions that use more than one GPU are not supported yet");
+  }
+  if (!open_status_.ok()) return open_status_;
+  CaptureRequest req{.driver = driver_, .context = context_, .function = function, .device_profile = device_profile};
+  int index = 0;
+  for (const auto& [base, bytes] : buffers_.buffers()) {
+    if (space_ == nullptr || !space_->Contains(base)) {
+      return Status::FailedPrecondition(fmt::format("buffer {:#x} is not in the instance's address space", base));
+    }
+    req.buffers.push_back({.address = base, .size = bytes, .label = fmt::format("buffer {}", index++)});
+  }
+  for (uint64_t id : module_order_) {
+    const Module& m = modules_[id];
+    if (m.image.empty()) continue;  // never completed: nothing the function can use
+    req.modules.push_back({.image = std::string(m.image.begin(), m.image.end()), .kind = m.is_fatbin ? "fatbin" : "simgpu"});
+  }
+  for (const auto& [vid, s] : streams_) {
+    store::proto::StreamState st;
+    st.set_handle(vid);
+    st.set_flags(stream_flags_[vid]);
+    req.streams.push_back(st);
+  }
+  for (const auto& [vid, e] : events_) {
+    store::proto::EventState ev;
+    ev.set_handle(vid);
+    ev.set_flags(event_flags_[vid]);
+    req.events.push_back(ev);
+  }
+  // The pooled handle first: restore serves the first handle with its lease's pooled one.
+  std::vector<uint64_t> blas_vids;
+  if (pooled_blas_vid_ != 0) blas_vids.push_back(pooled_blas_vid_);
+  for (const auto& [vid, h] : blas_) {
+    if (vid != pooled_blas_vid_) blas_vids.push_back(vid);
+  }
+  for (uint64_t vid : blas_vids) {
+    cublasHandle_t h = blas_[vid];
+    cudaStream_t stream = nullptr;
+    cublasMath_t mode = CUBLAS_DEFAULT_MATH;
+    if (driver_->cublasGetStream(h, &stream) != CUBLAS_STATUS_SUCCESS ||
+        driver_->cublasGetMathMode(h, &mode) != CUBLAS_STATUS_SUCCESS) {
+      return Status::DeviceError(fmt::format("cuBLAS handle {}: settings unreadable", vid));
+    }
+    uint64_t stream_vid = 0;
+    if (reinterpret_cast<CUstream>(stream) == CU_STREAM_PER_THREAD) stream_vid = 2;
+    for (const auto& [svid, s] : streams_) {
+      if (s == reinterpret_cast<CUstream>(stream) && stream != nullptr) stream_vid = svid;
+    }
+    store::proto::LibraryHandle lh;
+    lh.set_handle(vid);
+    lh.set_library("cublas");
+    lh.set_stream(stream_vid);
+    lh.set_math_mode(static_cast<uint32_t>(mode));
+    req.library_handles.push_back(lh);
+  }
+  if (space_ != nullptr) {
+    req.va_base = space_->base();
+    req.va_bytes = space_->range_bytes();
+  }
+  req.next_handle = next_handle_;
+  return CaptureGpuState(req, store);
+}
+
+}  // namespace phos::runtime

@@ -1,0 +1,181 @@
+#include "phos/runtime/snapshot_sessions.h"
+
+#include <algorithm>
+
+#include <fmt/core.h>
+
+#include "phos/base/log.h"
+#include "proto/manifest.pb.h"
+
+namespace phos::runtime {
+namespace {
+
+std::string PinKey(const std::string& function, uint64_t version) { return fmt::format("{}@{}", function, version); }
+
+bool Ranked(const store::proto::Manifest& m) {
+  for (const auto& b : m.buffers()) {
+    if (b.first_touch_rank() >= 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+SnapshotSessions::SnapshotSessions(ApiServer* server, store::Store* store, DramTierFactory make_dram,
+                                   SnapshotSessionsOptions options)
+    : server_(server), store_(store), make_dram_(std::move(make_dram)), options_(std::move(options)) {}
+
+SnapshotSessions::~SnapshotSessions() = default;
+
+store::DramTier* SnapshotSessions::Dram() {
+  std::call_once(dram_once_, [this] {
+    if (!make_dram_) return;
+    Result<std::unique_ptr<store::DramTier>> made = make_dram_();
+    if (!made.ok()) {
+      PHOS_LOG(Warn, "snapshots", "no DRAM tier, restores read the store: {}", made.status().message());
+      return;
+    }
+    dram_ = std::move(*made);
+  });
+  return dram_.get();
+}
+
+Result<uint64_t> SnapshotSessions::Capture(const std::string& token, const std::string& function) {
+  PHOS_ASSIGN_OR_RETURN(uint64_t version, server_->CaptureSession(token, *store_, function, options_.device_profile,
+                                                                  options_.capture_timeout));
+  CarryOverOrder(function, version);
+  PHOS_ASSIGN_OR_RETURN(std::shared_ptr<const store::proto::Manifest> manifest, Manifest(function, version));
+  Pin(*manifest);
+  uint64_t bytes = 0;
+  for (const auto& b : manifest->buffers()) bytes += b.size();
+  PHOS_LOG(Info, "snapshots", "{} v{} captured: {} buffers, {} bytes, {} modules{}", function, version,
+           manifest->buffers_size(), bytes, manifest->modules_size(), Ranked(*manifest) ? ", first-touch order kept" : "");
+  return version;
+}
+
+Result<std::shared_ptr<const store::proto::Manifest>> SnapshotSessions::Manifest(const std::string& function,
+                                                                                uint64_t version) {
+  std::lock_guard lock(mu_);
+  Key key{function, version};
+  if (auto it = manifests_.find(key); it != manifests_.end()) return it->second;
+  PHOS_ASSIGN_OR_RETURN(store::proto::Manifest m, store_->LoadManifest(function, version));
+  auto shared = std::make_shared<const store::proto::Manifest>(std::move(m));
+  manifests_[key] = shared;
+  return shared;
+}
+
+void SnapshotSessions::Pin(const store::proto::Manifest& manifest) {
+  store::DramTier* dram = Dram();
+  if (dram == nullptr) return;
+  std::vector<store::ChunkRef> chunks;
+  for (const auto& b : manifest.buffers()) {
+    for (const auto& c : b.chunks()) {
+      Result<store::ChunkId> id = store::ChunkId::FromBytes(c.id());
+      if (id.ok()) chunks.push_back({*id, c.size()});
+    }
+  }
+  Status pinned = dram->Pin(PinKey(manifest.function(), manifest.version()), chunks);
+  if (!pinned.ok()) {
+    // Restores still work, reading what is not in the tier from the store.
+    PHOS_LOG(Warn, "snapshots", "{} v{} not pinned in the DRAM tier: {}", manifest.function(), manifest.version(),
+             pinned.message());
+  }
+}
+
+void SnapshotSessions::Unpin(const std::string& function, uint64_t version) {
+  if (store::DramTier* dram = Dram()) dram->Unpin(PinKey(function, version)).IgnoreError();
+}
+
+void SnapshotSessions::CarryOverOrder(const std::string& function, uint64_t version) {
+  Result<std::vector<uint64_t>> versions = store_->ListVersions(function);
+  if (!versions.ok() || versions->size() < 2) return;
+  uint64_t previous = 0;
+  for (uint64_t v : *versions) {
+    if (v < version) previous = std::max(previous, v);
+  }
+  if (previous == 0) return;
+  Result<store::proto::Manifest> old = store_->LoadManifest(function, previous);
+  Result<store::proto::Manifest> now = store_->LoadManifest(function, version);
+  if (!old.ok() || !now.ok() || !Ranked(*old) || old->buffers_size() != now->buffers_size()) return;
+  std::vector<int32_t> ranks;
+  for (int i = 0; i < old->buffers_size(); ++i) {
+    if (old->buffers(i).size() != now->buffers(i).size()) return;
+    ranks.push_back(old->buffers(i).first_touch_rank());
+  }
+  Status s = store_->SetFirstTouchOrder(function, version, ranks);
+  if (!s.ok()) PHOS_LOG(Warn, "snapshots", "{} v{}: first-touch order of v{} not carried over: {}", function, version, previous, s.message());
+}
+
+void SnapshotSessions::RetainOnly(const std::string& function, const std::vector<uint64_t>& keep) {
+  Result<std::vector<uint64_t>> versions = store_->ListVersions(function);
+  if (!versions.ok()) return;
+  for (uint64_t v : *versions) {
+    if (std::find(keep.begin(), keep.end(), v) != keep.end()) continue;
+    Unpin(function, v);
+    {
+      std::lock_guard lock(mu_);
+      manifests_.erase({function, v});
+    }
+    Status s = store_->DeleteVersion(function, v);
+    if (!s.ok()) PHOS_LOG(Warn, "snapshots", "{} v{} not deleted: {}", function, v, s.message());
+  }
+  Result<store::GcStats> gc = store_->CollectGarbage();
+  if (!gc.ok()) PHOS_LOG(Warn, "snapshots", "garbage collection: {}", gc.status().message());
+}
+
+Result<std::string> SnapshotSessions::IssueRestoreToken(const std::string& function, uint64_t version,
+                                                        RestoreMode mode, bool learn, int va_slot) {
+  SessionPlan plan;
+  if (mode != RestoreMode::kColdBoot) plan.va_slot = va_slot;
+  plan.fresh_context = mode == RestoreMode::kColdBoot || mode == RestoreMode::kStopTheWorld || mode == RestoreMode::kNoPool;
+  if (mode != RestoreMode::kColdBoot && version != 0) {
+    PHOS_ASSIGN_OR_RETURN(plan.manifest, Manifest(function, version));
+    store::DramTier* dram = Dram();
+    plan.source = dram != nullptr ? static_cast<store::ChunkSource*>(dram) : store_;
+    plan.dram = dram;
+    plan.stop_the_world = mode == RestoreMode::kStopTheWorld;
+    plan.first_touch_order = mode != RestoreMode::kNoOrder;
+    plan.learn_first_touch = learn;
+  }
+  return server_->IssueToken(std::move(plan));
+}
+
+Status SnapshotSessions::WaitPrepared(const std::string& token, std::chrono::milliseconds timeout) {
+  return server_->WaitPrepared(token, timeout);
+}
+
+SessionTimeline SnapshotSessions::Timeline(const std::string& token) {
+  Result<SessionTimeline> t = server_->Timeline(token);
+  return t.ok() ? *t : SessionTimeline{};
+}
+
+bool SnapshotSessions::HasFirstTouch(const std::string& function, uint64_t version) {
+  Result<std::shared_ptr<const store::proto::Manifest>> m = Manifest(function, version);
+  return m.ok() && ((*m)->buffers_size() == 0 || Ranked(**m));
+}
+
+bool SnapshotSessions::SaveFirstTouch(const std::string& token, const std::string& function,
+                                      const std::vector<uint64_t>& versions) {
+  std::vector<int32_t> ranks = server_->TakeFirstTouch(token);
+  if (ranks.empty()) return false;
+  int touched = 0;
+  for (int32_t r : ranks) touched += r >= 0 ? 1 : 0;
+  bool saved = false;
+  for (uint64_t version : versions) {
+    Status s = store_->SetFirstTouchOrder(function, version, ranks);
+    if (!s.ok()) {
+      PHOS_LOG(Warn, "snapshots", "{} v{}: learned first-touch order not saved: {}", function, version, s.message());
+      continue;
+    }
+    saved = true;
+    {
+      std::lock_guard lock(mu_);
+      manifests_.erase({function, version});  // reloaded with the order on the next restore
+    }
+    PHOS_LOG(Info, "snapshots", "{} v{}: first-touch order learned ({} of {} buffers touched)", function, version,
+             touched, ranks.size());
+  }
+  return saved;
+}
+
+}  // namespace phos::runtime

@@ -1,6 +1,8 @@
 // phos-fn: the command line client of phosd's HTTP API.
-//   phos-fn [--endpoint URL] deploy NAME EXECUTABLE [--instances N] [--gpus N] [-- ARGS...]
+//   phos-fn [--endpoint URL] deploy NAME EXECUTABLE [--instances N] [--gpus N] [--sample STRING | @FILE]
+//                                   [-- ARGS...]
 //   phos-fn [--endpoint URL] invoke NAME [--data STRING | --data @FILE] [--timeout-ms N]
+//                                   [--restore-mode MODE] [--timings]
 //   phos-fn [--endpoint URL] ls [--json]
 //   phos-fn [--endpoint URL] rm NAME
 //   phos-fn [--endpoint URL] run [--gpus N] -- PROGRAM [ARGS...]
@@ -76,6 +78,38 @@ int Run(const std::string& endpoint, int gpus, const std::vector<std::string>& p
   return 127;
 }
 
+// "@FILE" becomes the file's bytes; false (said on stderr) when it cannot be read.
+bool ReadAtFile(std::string* value) {
+  if (value->empty() || value->front() != '@') return true;
+  std::ifstream in(value->substr(1), std::ios::binary);
+  if (!in) {
+    std::cerr << "phos-fn: cannot read " << value->substr(1) << "\n";
+    return false;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *value = ss.str();
+  return true;
+}
+
+// "mode phos  lease 0.412 ms  cpu-resume 1.020 ms ..." from the X-Phos-* response headers.
+void PrintTimings(const ClientResponse& r) {
+  std::string line = "mode ?";
+  for (const auto& [name, value] : r.headers) {
+    std::string lower = name;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower == "x-phos-restore-mode") line = "mode " + value + line.substr(6);
+    const std::string prefix = "x-phos-stage-";
+    if (lower.rfind(prefix, 0) == 0 && lower.size() > prefix.size() + 3) {
+      std::string stage = lower.substr(prefix.size(), lower.size() - prefix.size() - 3);  // drop "-us"
+      char ms[32];
+      std::snprintf(ms, sizeof(ms), "%.3f", std::atof(value.c_str()) / 1000.0);
+      line += "  " + stage + " " + ms + " ms";
+    }
+  }
+  std::cerr << line << "\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -96,6 +130,10 @@ int main(int argc, char** argv) {
   deploy->add_option("--instances", instances, "Warm instances")->check(CLI::Range(1, 64));
   deploy->add_option("--gpus", gpus, "Devices each instance uses (more than 1: a device group with NCCL)")
       ->check(CLI::Range(1, 8));
+  std::string sample;
+  deploy->add_option("--sample", sample,
+                     "A request run once deployed, to record the order in which the function first touches its "
+                     "buffers (or @FILE)");
   deploy->add_option("args", extra, "Arguments for the function (after --)");
 
   std::string data;
@@ -104,6 +142,11 @@ int main(int argc, char** argv) {
   invoke->add_option("name", name, "Function name")->required();
   invoke->add_option("--data", data, "Request body, or @FILE to read it from a file");
   invoke->add_option("--timeout-ms", timeout_ms, "Invocation deadline")->check(CLI::PositiveNumber);
+  std::string restore_mode;
+  invoke->add_option("--restore-mode", restore_mode, "How a new instance is brought up for this invocation")
+      ->check(CLI::IsMember({"auto", "cold-boot", "stop-the-world", "no-pool", "no-order", "phos", "warm"}));
+  bool timings = false;
+  invoke->add_flag("--timings", timings, "Print the restore mode and stage timings (ms) to stderr");
 
   bool json = false;
   auto* ls = app.add_subcommand("ls", "List functions and their instances");
@@ -121,11 +164,13 @@ int main(int argc, char** argv) {
   while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
 
   if (*deploy) {
+    if (!ReadAtFile(&sample)) return 1;
     nlohmann::json spec = {{"name", name},
                            {"executable", std::filesystem::absolute(executable).lexically_normal().string()},
                            {"args", extra},
                            {"instances", instances},
                            {"gpus", gpus}};
+    if (!sample.empty()) spec["sample_request"] = sample;
     auto r = Call({.method = "POST", .url = endpoint + "/v1/functions", .body = spec.dump(),
                    .headers = {{"Content-Type", "application/json"}}});
     if (!r) return 1;
@@ -133,21 +178,14 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*invoke) {
-    if (!data.empty() && data.front() == '@') {
-      std::ifstream in(data.substr(1), std::ios::binary);
-      if (!in) {
-        std::cerr << "phos-fn: cannot read " << data.substr(1) << "\n";
-        return 1;
-      }
-      std::stringstream ss;
-      ss << in.rdbuf();
-      data = ss.str();
-    }
+    if (!ReadAtFile(&data)) return 1;
     ClientRequest request{.method = "POST", .url = endpoint + "/v1/functions/" + name + "/invoke", .body = data};
     if (timeout_ms > 0) request.headers.emplace_back("X-Phos-Timeout-Ms", std::to_string(timeout_ms));
+    if (!restore_mode.empty()) request.headers.emplace_back("X-Phos-Restore-Mode", restore_mode);
     auto r = Call(request);
     if (!r) return 1;
     std::cout << r->body << std::flush;
+    if (timings) PrintTimings(*r);
     return 0;
   }
   if (*ls) {

@@ -47,6 +47,7 @@ Response InvokeResponse(InvokeOutcome o) {
       for (const auto& [stage, us] : o.stages) {
         r.headers.emplace_back("X-Phos-Stage-" + HeaderWord(stage) + "-Us", std::to_string(us));
       }
+      if (o.speculation_misses >= 0) r.headers.emplace_back("X-Phos-Speculation-Misses", std::to_string(o.speculation_misses));
       return r;
     }
     case InvokeOutcome::Kind::kFunctionError:

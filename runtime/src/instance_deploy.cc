@@ -318,6 +318,7 @@ void InstanceManager::Impl::FillStages(const Invocation& inv, const StartReport&
     add("first-launch", t.first_launch);
     add("first-byte", answered);
     add("resident", t.resident);
+    if (t.restored) out->speculation_misses = static_cast<int64_t>(t.misses);
   } else {
     add("first-byte", answered);
   }

@@ -201,7 +201,8 @@ class Session {
   ParamMetadataCache* metadata_ = nullptr;
   std::unique_ptr<RestoreLoader> loader_;
   std::atomic<RestoreLoader*> loader_view_{nullptr};  // for Timeline() on other threads
-  bool gating_ = false;                               // loader not resident, or learning
+  bool gating_ = false;    // restored: until launched, resident and done learning
+  bool launched_ = false;  // the first kernel or cuBLAS call was seen
   AccessSets gate_sets_;
   std::mutex task_mu_;
   std::function<void()> task_;

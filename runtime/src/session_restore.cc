@@ -66,7 +66,7 @@ Status Session::AdoptRestore() {
   next_handle_ = std::max(next_handle_, p.next_handle);
   loader_ = std::move(p.loader);
   loader_view_.store(loader_.get(), std::memory_order_release);
-  gating_ = (loader_ != nullptr && !loader_->all_resident()) || restore_->learning();
+  gating_ = true;  // until the first launch is noted and nothing is left to load or learn
   return Status::Ok();
 }
 
@@ -131,17 +131,20 @@ bool Session::Speculate(const ipc::RecordView& record, AccessSets* sets, CUstrea
 
 CUresult Session::Gate(const ipc::RecordView& record) {
   Op op = static_cast<Op>(record.header.opcode);
-  if (op == Op::kLaunch || op == Op::kBlasGemm || op == Op::kBlasSgemv) restore_->MarkFirstLaunch();
+  if (!launched_ && (op == Op::kLaunch || op == Op::kBlasGemm || op == Op::kBlasSgemv)) {
+    restore_->MarkFirstLaunch();
+    launched_ = true;
+  }
   bool resident = loader_ == nullptr || loader_->all_resident();
   bool learning = restore_->learning();
-  if (resident && !learning) {
+  if (resident && !learning && launched_) {
     gating_ = false;  // the single flag: no call is examined again
     return CUDA_SUCCESS;
   }
   gate_sets_.Clear();
   CUstream stream = nullptr;
+  if (loader_ == nullptr || (resident && !learning)) return CUDA_SUCCESS;
   if (!Speculate(record, &gate_sets_, &stream)) return CUDA_SUCCESS;
-  if (loader_ == nullptr) return CUDA_SUCCESS;
   auto require = [&](int index) -> CUresult {
     if (index < 0) return CUDA_SUCCESS;
     if (learning) restore_->NoteTouch(index);

@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 
+#include <cctype>
 #include <memory>
 #include <mutex>
 
@@ -13,7 +14,35 @@ size_t Append(char* data, size_t size, size_t count, void* out) {
   return size * count;
 }
 
+// One "Name: value\r\n" line of the response head (the status line and the blank line are not).
+size_t HeaderLine(char* data, size_t size, size_t count, void* out) {
+  std::string_view line(data, size * count);
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+  size_t colon = line.find(':');
+  if (colon != std::string_view::npos && line.rfind("HTTP/", 0) != 0) {
+    std::string_view value = line.substr(colon + 1);
+    while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+    static_cast<ClientResponse*>(out)->headers.emplace_back(std::string(line.substr(0, colon)), std::string(value));
+  }
+  return size * count;
+}
+
+bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+const std::string* ClientResponse::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (EqualsIgnoringCase(k, name)) return &v;
+  }
+  return nullptr;
+}
 
 Result<ClientResponse> Fetch(const ClientRequest& request) {
   // curl_global_init is not thread-safe; run it once.
@@ -36,6 +65,8 @@ Result<ClientResponse> Fetch(const ClientRequest& request) {
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Append);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &response.body);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, HeaderLine);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &response);
   if (request.method != "GET" && request.method != "HEAD") {
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, request.body.data());
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));

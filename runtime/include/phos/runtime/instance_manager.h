@@ -107,6 +107,9 @@ struct InvokeOutcome {
   // Stage name -> microseconds from the invocation's arrival ("lease", "cpu-resume",
   // "first-launch", "first-byte", "resident"), for the stages this invocation went through.
   std::vector<std::pair<std::string, int64_t>> stages;
+  // Restored instances' first invocation: touches of buffers outside the speculated read/write
+  // sets that validation caught by then (BRIEF D8); -1 otherwise.
+  int64_t speculation_misses = -1;
 };
 
 struct FunctionStatus {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -12,6 +13,10 @@ namespace phos::http {
 struct ClientResponse {
   int status = 0;
   std::string body;
+  // Response headers as received (names in the server's case), in order.
+  std::vector<std::pair<std::string, std::string>> headers;
+  // The first header named `name` (case-insensitive), or null.
+  const std::string* Header(std::string_view name) const;
 };
 
 struct ClientRequest {

@@ -1,5 +1,6 @@
 // phos-fn: the command line client of phosd's HTTP API.
-//   phos-fn [--endpoint URL] deploy NAME EXECUTABLE [--instances N] [--gpus N] [--sample STRING | @FILE]
+//   phos-fn [--endpoint URL] deploy NAME EXECUTABLE [--instances N] [--max-instances N] [--gpus N]
+//                                   [--sample STRING | @FILE]
 //                                   [-- ARGS...]
 //   phos-fn [--endpoint URL] invoke NAME [--data STRING | --data @FILE] [--timeout-ms N]
 //                                   [--restore-mode MODE] [--timings]
@@ -128,6 +129,10 @@ int main(int argc, char** argv) {
   deploy->add_option("name", name, "Function name")->required();
   deploy->add_option("executable", executable, "Function executable")->required()->check(CLI::ExistingFile);
   deploy->add_option("--instances", instances, "Warm instances")->check(CLI::Range(1, 64));
+  int max_instances = 0;
+  deploy->add_option("--max-instances", max_instances,
+                     "Most instances at once, warm ones included (0: --instances); each has its own snapshot")
+      ->check(CLI::Range(0, 64));
   deploy->add_option("--gpus", gpus, "Devices each instance uses (more than 1: a device group with NCCL)")
       ->check(CLI::Range(1, 8));
   std::string sample;
@@ -169,7 +174,8 @@ int main(int argc, char** argv) {
                            {"executable", std::filesystem::absolute(executable).lexically_normal().string()},
                            {"args", extra},
                            {"instances", instances},
-                           {"gpus", gpus}};
+                           {"gpus", gpus},
+                           {"max_instances", max_instances}};
     if (!sample.empty()) spec["sample_request"] = sample;
     auto r = Call({.method = "POST", .url = endpoint + "/v1/functions", .body = spec.dump(),
                    .headers = {{"Content-Type", "application/json"}}});

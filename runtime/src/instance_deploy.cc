@@ -63,10 +63,11 @@ void InstanceManager::Impl::StartDeployLocked(const std::shared_ptr<Function>& f
 void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_ptr<Instance> owner,
                                       std::string sample_request) {
   const std::string name = f->spec.name;
-  // One slot per warm instance: each is the function run to its entry point in its own range.
+  // One slot per instance that may run at once: each is the function run to its entry point in its
+  // own range (deploys of the same function share their chunks in the store).
   std::vector<Slot> slots;
   Status outcome;
-  for (int i = 0; i < f->spec.instances && outcome.ok(); ++i) {
+  for (int i = 0; i < MaxInstances(f->spec) && outcome.ok(); ++i) {
     Result<Slot> slot = DeployOnce(f);
     if (slot.ok()) {
       slots.push_back(*slot);

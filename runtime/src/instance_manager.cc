@@ -200,8 +200,7 @@ void InstanceManager::Impl::Invoke(const std::string& name, std::string request,
           case RestoreMode::kAuto:
             // Warm when an idle instance will take it, else a new instance restored for it when a
             // range is free (else it waits for an instance).
-            restore = IdleLocked(*f) <= static_cast<int>(f->queue.size()) && FreeSlotLocked(*f) >= 0 &&
-                      ExtraLocked(*f) < options_.max_extra_instances;
+            restore = IdleLocked(*f) <= static_cast<int>(f->queue.size()) && FreeSlotLocked(*f) >= 0;
             break;
           case RestoreMode::kWarm:
             restore = f->instances.empty();

@@ -69,7 +69,7 @@ struct Function {
   Clock::time_point next_start{};
   int start_failures = 0;
   DeployState deploy = DeployState::kNone;
-  std::vector<Slot> slots;         // deployed: one per warm instance
+  std::vector<Slot> slots;         // deployed: one per instance it may run at once (MaxInstances)
   std::condition_variable slot_cv;  // a slot became free, removed, or stopping
   int slot_waiters = 0;             // restores waiting for a slot: warm top-ups wait for them
   bool learning = false;           // an instance is learning the first-touch order

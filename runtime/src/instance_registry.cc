@@ -33,7 +33,7 @@ nlohmann::json ToJson(const FunctionSpec& spec) {
   nlohmann::json env = nlohmann::json::object();
   for (const auto& [k, v] : spec.env) env[k] = v;
   return {{"name", spec.name}, {"executable", spec.executable}, {"args", spec.args}, {"env", env},
-          {"instances", spec.instances}, {"gpus", spec.gpus}};
+          {"instances", spec.instances}, {"gpus", spec.gpus}, {"max_instances", spec.max_instances}};
 }
 
 Result<FunctionSpec> FromJson(const nlohmann::json& j) {
@@ -69,6 +69,10 @@ Result<FunctionSpec> FromJson(const nlohmann::json& j) {
     if (!n->is_number_integer()) return Status::InvalidArgument("field 'gpus' must be an integer");
     spec.gpus = n->get<int>();
   }
+  if (auto n = j.find("max_instances"); n != j.end()) {
+    if (!n->is_number_integer()) return Status::InvalidArgument("field 'max_instances' must be an integer");
+    spec.max_instances = n->get<int>();
+  }
   return spec;
 }
 
@@ -94,6 +98,11 @@ Status ValidateFunctionSpec(const FunctionSpec& spec) {
   if (spec.instances < 1 || spec.instances > kMaxInstances) {
     return Status::InvalidArgument("function '" + spec.name + "': instances must be 1.." +
                                    std::to_string(kMaxInstances) + ", not " + std::to_string(spec.instances));
+  }
+  if (spec.max_instances != 0 && (spec.max_instances < spec.instances || spec.max_instances > kMaxInstances)) {
+    return Status::InvalidArgument("function '" + spec.name + "': max_instances must be 0 or " +
+                                   std::to_string(spec.instances) + ".." + std::to_string(kMaxInstances) + ", not " +
+                                   std::to_string(spec.max_instances));
   }
   if (spec.gpus < 1 || spec.gpus > kMaxGpus) {
     return Status::InvalidArgument("function '" + spec.name + "': gpus must be 1.." + std::to_string(kMaxGpus) +

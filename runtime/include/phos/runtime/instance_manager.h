@@ -85,9 +85,6 @@ struct InstanceManagerOptions {
   // How long an instance started for an invocation beyond the warm count stays idle before it
   // ends. Default: 60 s.
   std::chrono::milliseconds keep_alive{60000};
-  // Instances a function may start beyond its warm count for invocations that find none idle.
-  // Default: 8.
-  int max_extra_instances = 8;
 };
 
 struct InvokeOutcome {

@@ -18,13 +18,22 @@ struct FunctionSpec {
   std::vector<std::pair<std::string, std::string>> env;  // added to phosd's own environment
   int instances = 1;       // warm instances kept running, 1..64. Default: 1.
   int gpus = 1;            // devices each instance uses, 1..8 (> 1: a device group with NCCL). Default: 1.
+  // Most instances alive at once (warm ones plus those started for invocations that found none
+  // idle), instances..64; 0: as many as `instances`. A deployed function has one instance range
+  // (and snapshot) per instance it may run at once. Default: 0.
+  int max_instances = 0;
 };
+
+// spec.max_instances, or spec.instances when it is 0.
+inline int MaxInstances(const FunctionSpec& spec) {
+  return spec.max_instances > spec.instances ? spec.max_instances : spec.instances;
+}
 
 // Checks name, executable (absolute, exists, executable), environment names, instance and GPU counts.
 Status ValidateFunctionSpec(const FunctionSpec& spec);
 
 // The request body of POST /v1/functions: {"name", "executable", "args": [...], "env": {...},
-// "instances", "gpus"}; "gpus" may be absent (1: registries written before it load). Fails with
+// "instances", "gpus", "max_instances"}; "gpus" and "max_instances" may be absent (1: registries written before it load). Fails with
 // InvalidArgument naming the bad field.
 Result<FunctionSpec> ParseFunctionSpecJson(std::string_view json);
 std::string FunctionSpecToJson(const FunctionSpec& spec);

@@ -47,7 +47,7 @@ for _ in $(seq 200); do
   curl -s "$endpoint/metrics" | grep -q 'phos_ctxpool_contexts{device="0",state="ready"} [1-9]' && break
   sleep 0.1
 done
-echo "context pool ready: $(curl -s "$endpoint/metrics" | grep -o 'state="ready"} [0-9]*' | grep -o '[0-9]*$') context(s)"
+echo "context pool ready: $(curl -s "$endpoint/metrics" | grep -o 'phos_ctxpool_contexts{device="0",state="ready"} [0-9]*' | grep -o '[0-9]*$') context(s)"
 phos_fn=("$build_dir/bin/phos-fn" --endpoint "$endpoint")
 model_mib=${PHOS_DEMO_MODEL_MIB:-256}
 # One warm instance, room for one more: each restore below gets the free instance range. The

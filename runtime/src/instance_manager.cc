@@ -365,8 +365,10 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
   bool learn = false;
   if (SnapshotsEnabled() && mode != RestoreMode::kColdBoot) {
     std::lock_guard lock(mu_);
-    if (f->deploy == DeployState::kDeployed && !f->slots.empty() && f->slots[0].version != 0 && !f->learning &&
-        !options_.sessions->HasFirstTouch(spec.name, f->slots[0].version)) {
+    // An instance started for a request (the deploy's sample, a forced restore mode) learns even
+    // while an idle warm instance is learning: that one may never be asked before it ends.
+    if (f->deploy == DeployState::kDeployed && !f->slots.empty() && f->slots[0].version != 0 &&
+        (!f->learning || first.has_value()) && !options_.sessions->HasFirstTouch(spec.name, f->slots[0].version)) {
       f->learning = learn = true;
     }
   }
@@ -448,7 +450,10 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
       std::lock_guard lock(mu_);
       versions = VersionsLocked(*f);
     }
-    if (options_.sessions->SaveFirstTouch(report.token, spec.name, versions)) learning = false;
+    // Another learner saved the order first (the sample's is kept): this one's is taken and dropped,
+    // which ends its learning.
+    if (!versions.empty() && options_.sessions->HasFirstTouch(spec.name, versions[0])) versions.clear();
+    if (options_.sessions->SaveFirstTouch(report.token, spec.name, versions) || versions.empty()) learning = false;
   };
   if (first) {
     {

@@ -141,6 +141,10 @@ Status RestoreState::Prepare() {
                                    .dram = plan_.dram,
                                    .first_touch_order = plan_.first_touch_order,
                                    .name = fmt::format("{} v{}", plan_.manifest->function(), plan_.manifest->version())};
+      {
+        std::lock_guard lock(mu_);
+        times_.loading = Clock::now();
+      }
       Result<std::unique_ptr<RestoreLoader>> loader = RestoreLoader::Start(options);
       if (loader.ok()) {
         p.loader = std::move(*loader);

@@ -71,6 +71,7 @@ class RestoreState {
   struct Times {
     Clock::time_point issued;
     Clock::time_point leased;
+    Clock::time_point loading;  // the loader started (its fully_resident_ms counts from here)
     Clock::time_point prepared;
     Clock::time_point connected;
     Clock::time_point first_launch;

@@ -186,7 +186,7 @@ SessionTimeline Session::Timeline() const {
     t.required = stats.required;
     t.misses = stats.misses;
     if (stats.all_resident) {
-      t.resident = times.issued + std::chrono::duration_cast<SessionTimeline::Clock::duration>(
+      t.resident = times.loading + std::chrono::duration_cast<SessionTimeline::Clock::duration>(
                                       std::chrono::duration<double, std::milli>(stats.fully_resident_ms));
     }
   }

@@ -188,8 +188,15 @@ class ApiServer::Impl {
       auto it = sessions_.find(token);
       if (it == sessions_.end()) return Status::NotFound("the instance has no GPU session (it made no CUDA call)");
       session = it->second.get();
+      capturing_.insert(token);  // EndSession waits: the session must outlive the capture
     }
-    return session->Capture(store, function, device_profile, timeout);
+    Result<uint64_t> version = session->Capture(store, function, device_profile, timeout);
+    {
+      std::lock_guard lock(mu_);
+      capturing_.erase(token);
+    }
+    ended_cv_.notify_all();
+    return version;
   }
 
   // Returns once the token's session is gone, whichever thread ends it (the acceptor ends a
@@ -204,6 +211,7 @@ class ApiServer::Impl {
         info = std::move(t->second);
         tokens_.erase(t);
       }
+      ended_cv_.wait(lock, [&] { return capturing_.count(token) == 0; });
       auto it = sessions_.find(token);
       if (it == sessions_.end()) {
         ended_cv_.wait(lock, [&] { return ending_.count(token) == 0; });
@@ -355,7 +363,8 @@ class ApiServer::Impl {
     std::shared_ptr<RestoreState> restore;  // set for tokens issued with a SessionPlan
   };
   std::map<std::string, TokenInfo> tokens_;
-  std::set<std::string> ending_;  // sessions being ended (EndSession waits for them)
+  std::set<std::string> ending_;     // sessions being ended (EndSession waits for them)
+  std::set<std::string> capturing_;  // sessions being captured (EndSession waits for them)
   std::condition_variable ended_cv_;
   CUdeviceptr arena_ = 0;            // the instance ranges for snapshots, slot_bytes_ each
   uint64_t slot_bytes_ = 0;

@@ -98,6 +98,21 @@ TEST_F(ContextPoolTest, MissBelowMaximumCreatesSynchronously) {
   EXPECT_EQ(m.contexts_created, 1u);
 }
 
+TEST_F(ContextPoolTest, FreshLeaseCreatesAContextEvenWithReadyOnes) {
+  auto pool = Open({.min_ready = 1, .max_contexts = 1});
+  ASSERT_TRUE(pool->WaitIdle(5s));
+  uint64_t created = pool->Metrics().contexts_created;
+  Result<ContextLease> fresh = pool->LeaseFresh();
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  PoolMetrics m = pool->Metrics();
+  EXPECT_EQ(m.contexts_created, created + 1);  // beyond max_contexts: what a process without the pool pays
+  EXPECT_EQ(m.misses, 1u);
+  Result<ContextLease> pooled = pool->Lease();  // the ready one is still there
+  ASSERT_TRUE(pooled.ok()) << pooled.status().ToString();
+  EXPECT_NE(pooled->context(), fresh->context());
+  EXPECT_EQ(pool->Metrics().hits, 1u);
+}
+
 TEST_F(ContextPoolTest, MaximumIsNeverExceededAndAMissAtTheMaximumWaitsForAReturn) {
   auto pool = Open({.min_ready = 2, .max_contexts = 2, .lease_timeout = 5000ms});
   ASSERT_TRUE(pool->WaitIdle(10s));

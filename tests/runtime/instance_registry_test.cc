@@ -1,4 +1,5 @@
 #include "phos/runtime/instance_registry.h"
+#include "phos/runtime/restore_mode.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -50,6 +51,37 @@ TEST_F(RegistryTest, GpusRoundTripAndOldFilesWithoutItLoadAsOneGpu) {
   auto old = LoadFunctionRegistry(dir_ + "/old.json");
   ASSERT_TRUE(old.ok()) << old.status().ToString();
   EXPECT_EQ((*old)[0].gpus, 1);
+}
+
+TEST_F(RegistryTest, MaxInstancesRoundTripsAndIsValidated) {
+  FunctionSpec spec{"burst", "/bin/true", {}, {}, 2};
+  EXPECT_EQ(MaxInstances(spec), 2);  // 0: as many as the warm count
+  spec.max_instances = 5;
+  EXPECT_EQ(MaxInstances(spec), 5);
+  EXPECT_TRUE(ValidateFunctionSpec(spec).ok());
+  std::string path = dir_ + "/functions.json";
+  ASSERT_TRUE(SaveFunctionRegistry(path, {spec}).ok());
+  auto loaded = LoadFunctionRegistry(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ((*loaded)[0].max_instances, 5);
+  spec.max_instances = 1;  // below the warm count
+  EXPECT_EQ(ValidateFunctionSpec(spec).code(), StatusCode::kInvalidArgument);
+  spec.max_instances = 65;
+  EXPECT_EQ(ValidateFunctionSpec(spec).code(), StatusCode::kInvalidArgument);
+  auto bad = ParseFunctionSpecJson(R"({"name": "x", "executable": "/bin/true", "max_instances": "many"})");
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(RestoreModeTest, NamesRoundTripAndUnknownNamesAreRefused) {
+  for (RestoreMode m : {RestoreMode::kAuto, RestoreMode::kColdBoot, RestoreMode::kStopTheWorld, RestoreMode::kNoPool,
+                        RestoreMode::kNoOrder, RestoreMode::kPhos, RestoreMode::kWarm}) {
+    std::optional<RestoreMode> parsed = ParseRestoreMode(RestoreModeName(m));
+    ASSERT_TRUE(parsed.has_value()) << RestoreModeName(m);
+    EXPECT_EQ(*parsed, m);
+  }
+  EXPECT_FALSE(ParseRestoreMode("fast").has_value());
+  EXPECT_FALSE(ParseRestoreMode("").has_value());
+  EXPECT_FALSE(ParseRestoreMode("PHOS").has_value());
 }
 
 TEST_F(RegistryTest, MissingFileIsEmptyBrokenOrNewerIsRefused) {

@@ -249,5 +249,44 @@ TEST_F(VaAllocatorTest, ReleaseHandsEveryMappingOver) {
   EXPECT_EQ(table_->cuMemAddressFree(r.range_base, r.range_bytes), CUDA_SUCCESS);
 }
 
+TEST_F(VaAllocatorTest, BorrowedRangeIsUsedAsGivenAndNeverFreed) {
+  // The caller's reservation (the API server's arena of instance ranges).
+  CUdeviceptr arena = 0;
+  ASSERT_EQ(table_->cuMemAddressReserve(&arena, 2 * kGiB, 0, 0, 0), CUDA_SUCCESS);
+  EXPECT_EQ(InstanceAddressSpace::Reserve(table_.get(), {.range_bytes = kGiB, .borrowed = true}).status().code(),
+            StatusCode::kInvalidArgument);
+  {
+    auto space = InstanceAddressSpace::Reserve(table_.get(),
+                                               {.range_bytes = kGiB, .base = arena + kGiB, .borrowed = true});
+    ASSERT_TRUE(space.ok()) << space.status().ToString();
+    EXPECT_TRUE((*space)->borrowed());
+    auto p = (*space)->Allocate(3 * kMiB);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_EQ(*p, arena + kGiB);
+    std::vector<uint8_t> ones(3 * kMiB, 1);
+    ASSERT_EQ(table_->cuMemcpyHtoD(*p, ones.data(), ones.size()), CUDA_SUCCESS);
+    // Zeroed, unmapped and released at once: the range can be mapped again right away, and what is
+    // mapped there next does not show the old bytes.
+    ASSERT_TRUE((*space)->ZeroAndUnmapAll().ok());
+    EXPECT_EQ((*space)->mapping_count(), 0u);
+    EXPECT_TRUE((*space)->MapAt(arena + kGiB, 3 * kMiB).ok());
+    std::vector<uint8_t> back(3 * kMiB, 7);
+    ASSERT_EQ(table_->cuMemcpyDtoH(back.data(), arena + kGiB, back.size()), CUDA_SUCCESS);
+    EXPECT_TRUE(std::all_of(back.begin(), back.end(), [](uint8_t b) { return b == 0; }));
+    AddressSpaceRelease r = (*space)->Release();
+    EXPECT_EQ(r.range_bytes, 0u);  // the range stays the caller's
+    for (const auto& m : r.mappings) {
+      EXPECT_EQ(table_->cuMemUnmap(m.base, m.bytes), CUDA_SUCCESS);
+      EXPECT_EQ(table_->cuMemRelease(m.handle), CUDA_SUCCESS);
+    }
+  }
+  // Still reserved by its owner: the driver does not hand it out, and the owner frees it.
+  CUdeviceptr other = 0;
+  ASSERT_EQ(table_->cuMemAddressReserve(&other, kGiB, 0, arena + kGiB, 0), CUDA_SUCCESS);
+  EXPECT_NE(other, arena + kGiB);
+  EXPECT_EQ(table_->cuMemAddressFree(other, kGiB), CUDA_SUCCESS);
+  EXPECT_EQ(table_->cuMemAddressFree(arena, 2 * kGiB), CUDA_SUCCESS);
+}
+
 }  // namespace
 }  // namespace phos::runtime

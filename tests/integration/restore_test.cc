@@ -132,6 +132,7 @@ class Phosd {
 
   // Sends `signal` and reaps phosd: its exit status as Run reports it (128 + signal when killed).
   int Stop(int signal) {
+    if (pid_ <= 0) return -1;  // never kill(-1, ...): that signals every process of the user
     kill(pid_, signal);
     int status = 0;
     waitpid(pid_, &status, 0);

@@ -132,10 +132,11 @@ class ApiServer::Impl {
     if (plan.va_slot >= 0 && static_cast<size_t>(plan.va_slot) < slots_taken_.size()) {
       slot_base = arena_ + slot_bytes_ * static_cast<uint64_t>(plan.va_slot);
     }
-    auto restore = std::make_shared<RestoreState>(std::move(plan), driver_, pool_, options_.device,
+    int gpus = std::max(plan.gpus, 1);
+    auto restore = std::make_shared<RestoreState>(std::move(plan), driver_, pool_, groups_, options_.device,
                                                   slot_base != 0 ? slot_bytes_ : options_.instance_va_bytes, slot_base);
     std::lock_guard lock(mu_);
-    tokens_[token] = {1, std::move(restore)};
+    tokens_[token] = {gpus, std::move(restore)};
     return token;
   }
 
@@ -311,7 +312,8 @@ class ApiServer::Impl {
     if (restore != nullptr) {
       // The restore was started with the token (or starts now); the session's executor adopts it.
       restore->EnsureStarted();
-      session = Session::OpenRestored(driver_, std::move(restore), &metadata_, options_.device, options_.instance_va_bytes,
+      uint64_t va_bytes = restore->plan().va_slot >= 0 ? slot_bytes_ : options_.instance_va_bytes;
+      session = Session::OpenRestored(driver_, std::move(restore), &metadata_, options_.device, va_bytes,
                                       std::move(*ring), token, fd, hello.pid);
     } else if (gpus > 1) {
       // The group is leased by the session's executor (it may have to wait for the refill).

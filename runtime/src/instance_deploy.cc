@@ -202,11 +202,10 @@ Result<size_t> InstanceManager::Impl::AcquireSlotLocked(const std::shared_ptr<Fu
 
 Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& f) {
   const FunctionSpec& spec = f->spec;
-  if (spec.gpus > 1) return Status::NotSupported("snapshots of functions of more than one GPU are not built yet");
   GpuSessions& sessions = *options_.sessions;
   Slot slot;
   PHOS_ASSIGN_OR_RETURN(slot.va_slot, sessions.ClaimVaSlot());
-  Result<std::string> issued = sessions.IssueRestoreToken(spec.name, 0, RestoreMode::kPhos, false, slot.va_slot);
+  Result<std::string> issued = sessions.IssueRestoreToken(spec.name, 0, RestoreMode::kPhos, false, slot.va_slot, spec.gpus);
   if (!issued.ok()) {
     sessions.ReleaseVaSlot(slot.va_slot);
     return issued.status();
@@ -277,9 +276,10 @@ Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr
       lock.unlock();
       std::vector<std::pair<std::string, std::string>> env;
       if (sessions != nullptr) {
-        if (deployed) {
-          PHOS_ASSIGN_OR_RETURN(*token, sessions->IssueRestoreToken(spec.name, 0, RestoreMode::kColdBoot, false, -1));
+        if (deployed && spec.gpus == 1) {
+          PHOS_ASSIGN_OR_RETURN(*token, sessions->IssueRestoreToken(spec.name, 0, RestoreMode::kColdBoot, false, -1, 1));
         } else {
+          // Device groups come from their pool in every mode (no fresh-group variant).
           *token = sessions->IssueToken(spec.gpus);
         }
         env = {{"PHOS_GPU_SOCKET", sessions->SocketPath()}, {"PHOS_INSTANCE_TOKEN", *token}};
@@ -290,7 +290,8 @@ Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr
   if (slot.version == 0) {
     *token = sessions->IssueToken(spec.gpus);
   } else {
-    PHOS_ASSIGN_OR_RETURN(*token, sessions->IssueRestoreToken(spec.name, slot.version, mode, learn, slot.va_slot));
+    PHOS_ASSIGN_OR_RETURN(*token,
+                          sessions->IssueRestoreToken(spec.name, slot.version, mode, learn, slot.va_slot, spec.gpus));
     *restored = true;
   }
   if (mode == RestoreMode::kStopTheWorld) {

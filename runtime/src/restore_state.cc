@@ -10,35 +10,54 @@
 namespace phos::runtime {
 namespace {
 
-// Hands everything `p` holds to its lease's scrub, then returns the lease.
-void Release(DriverTable& driver, RestoreState::Prepared& p) {
-  p.loader.reset();  // waits for its copies and unguards before the memory goes
-  if (!p.lease) return;
-  ctxpool::TenantResources& tenant = p.lease->tenant();
-  for (auto& [vid, s] : p.streams) tenant.streams.push_back(s);
-  for (auto& [vid, e] : p.events) tenant.events.push_back(e);
-  for (auto& [vid, h] : p.blas) {
-    if (vid != p.pooled_blas_vid) tenant.blas_handles.push_back(h);
-  }
-  if (p.space != nullptr && p.space->borrowed()) {
-    ContextScope scope(driver, p.lease->context());
-    Status s = p.space->ZeroAndUnmapAll();
-    if (!s.ok()) PHOS_LOG(Warn, "restore", "instance range not scrubbed: {}", s.message());
-    p.space.reset();
-  }
-  if (p.space != nullptr) {
-    AddressSpaceRelease released = p.space->Release();
-    for (const auto& m : released.mappings) tenant.mappings.push_back({m.base, m.bytes, m.handle});
-    if (released.range_bytes != 0) tenant.address_ranges.push_back({released.range_base, released.range_bytes});
-  }
-  p = {};
+// A device's share of an instance range: device d of a session of `gpus` owns
+// [base + d * share, + share), whole GiB so that every driver's granularity divides it.
+uint64_t DeviceShare(uint64_t range_bytes, int gpus) {
+  constexpr uint64_t kGiB = 1ull << 30;
+  return gpus <= 1 ? range_bytes : range_bytes / static_cast<uint64_t>(gpus) / kGiB * kGiB;
 }
 
 }  // namespace
 
-RestoreState::RestoreState(SessionPlan plan, DriverTable* driver, ctxpool::ContextPool* pool, int device,
-                           uint64_t va_bytes, CUdeviceptr slot_base)
-    : plan_(std::move(plan)), driver_(driver), pool_(pool), device_(device), va_bytes_(va_bytes), slot_base_(slot_base) {
+void RestoreState::Release(DriverTable& driver, Prepared& p) {
+  p.loaders.clear();  // each waits for its copies and unguards before the memory goes
+  if (!p.lease && !p.group) return;
+  auto tenant = [&](int device) -> ctxpool::TenantResources& {
+    return p.group ? p.group->tenant(device) : p.lease->tenant();
+  };
+  auto device_of = [&](uint64_t vid) {
+    auto it = p.handle_devices.find(vid);
+    return it == p.handle_devices.end() ? 0 : it->second;
+  };
+  for (auto& [vid, s] : p.streams) tenant(device_of(vid)).streams.push_back(s);
+  for (auto& [vid, e] : p.events) tenant(device_of(vid)).events.push_back(e);
+  for (auto& [vid, h] : p.blas) {
+    if (vid != p.pooled_blas_vid) tenant(device_of(vid)).blas_handles.push_back(h);
+  }
+  for (auto& [device, space] : p.spaces) {
+    if (space == nullptr) continue;
+    if (space->borrowed()) {
+      ContextScope scope(driver, p.context(device));
+      Status s = space->ZeroAndUnmapAll();
+      if (!s.ok()) PHOS_LOG(Warn, "restore", "instance range not scrubbed: {}", s.message());
+      continue;
+    }
+    AddressSpaceRelease released = space->Release();
+    for (const auto& m : released.mappings) tenant(device).mappings.push_back({m.base, m.bytes, m.handle});
+    if (released.range_bytes != 0) tenant(device).address_ranges.push_back({released.range_base, released.range_bytes});
+  }
+  p = {};
+}
+
+RestoreState::RestoreState(SessionPlan plan, DriverTable* driver, ctxpool::ContextPool* pool,
+                           ctxpool::CommunicatorPool* groups, int device, uint64_t va_bytes, CUdeviceptr slot_base)
+    : plan_(std::move(plan)),
+      driver_(driver),
+      pool_(pool),
+      groups_(groups),
+      device_(device),
+      va_bytes_(va_bytes),
+      slot_base_(slot_base) {
   times_.issued = Clock::now();
   if (plan_.learn_first_touch && plan_.manifest != nullptr) {
     learning_ = true;
@@ -61,6 +80,7 @@ void RestoreState::EnsureStarted() {
 }
 
 RestoreState::~RestoreState() {
+  cancel_.store(true);
   if (worker_.joinable()) worker_.join();
   Release(*driver_, prepared_);
 }
@@ -113,76 +133,80 @@ std::vector<int32_t> RestoreState::TakeFirstTouch() {
 
 Status RestoreState::Prepare() {
   Prepared p;
-  Result<ctxpool::ContextLease> lease = plan_.fresh_context ? pool_->LeaseFresh() : pool_->Lease();
-  if (!lease.ok()) return lease.status().WithContext("restore: lease a context");
-  p.lease.emplace(std::move(*lease));
-  {
+  Status s = Lease(p);
+  if (s.ok()) {
     std::lock_guard lock(mu_);
     times_.leased = Clock::now();
   }
-  if (plan_.manifest == nullptr && slot_base_ != 0) {
-    // A deploy's session: its allocations go to the slot, where a restore will find them again.
-    Result<std::unique_ptr<InstanceAddressSpace>> space = InstanceAddressSpace::Reserve(
-        driver_, {.range_bytes = va_bytes_, .base = slot_base_, .device = device_, .borrowed = true});
-    if (!space.ok()) {
-      Release(*driver_, p);
-      return space.status().WithContext("deploy session");
-    }
-    p.space = std::move(*space);
-  }
-  if (plan_.manifest != nullptr) {
-    Status s = MapBuffers(p);
+  if (s.ok()) s = ReserveSpaces(p);
+  if (s.ok() && plan_.manifest != nullptr) {
+    s = MapBuffers(p);
     if (s.ok()) s = RecreateHandles(p);
-    if (s.ok()) {
-      RestoreLoaderOptions options{.driver = driver_,
-                                   .context = p.lease->context(),
-                                   .manifest = plan_.manifest.get(),
-                                   .source = plan_.source,
-                                   .dram = plan_.dram,
-                                   .first_touch_order = plan_.first_touch_order,
-                                   .name = fmt::format("{} v{}", plan_.manifest->function(), plan_.manifest->version())};
-      {
-        std::lock_guard lock(mu_);
-        times_.loading = Clock::now();
-      }
-      Result<std::unique_ptr<RestoreLoader>> loader = RestoreLoader::Start(options);
-      if (loader.ok()) {
-        p.loader = std::move(*loader);
-        if (plan_.stop_the_world) s = p.loader->Wait();
-      } else {
-        s = loader.status();
-      }
-    }
-    if (!s.ok()) {
-      Release(*driver_, p);
-      return s.WithContext(fmt::format("restore {} v{}", plan_.manifest->function(), plan_.manifest->version()));
-    }
+    if (s.ok()) s = StartLoaders(p);
+    if (!s.ok()) s = s.WithContext(fmt::format("restore {} v{}", plan_.manifest->function(), plan_.manifest->version()));
+  }
+  if (!s.ok()) {
+    Release(*driver_, p);
+    return s;
   }
   std::lock_guard lock(mu_);
   prepared_ = std::move(p);
   return Status::Ok();
 }
 
+Status RestoreState::Lease(Prepared& p) {
+  if (plan_.gpus > 1) {
+    // No fresh-group variant: device groups always come from the pool (docs/decisions.md).
+    if (groups_ == nullptr) return Status::FailedPrecondition("no device groups (NCCL) for a session of several GPUs");
+    Result<ctxpool::DeviceGroupLease> group = groups_->Lease(plan_.gpus, &cancel_);
+    if (!group.ok()) return group.status().WithContext("restore: lease a device group");
+    p.group.emplace(std::move(*group));
+    return Status::Ok();
+  }
+  Result<ctxpool::ContextLease> lease = plan_.fresh_context ? pool_->LeaseFresh() : pool_->Lease();
+  if (!lease.ok()) return lease.status().WithContext("restore: lease a context");
+  p.lease.emplace(std::move(*lease));
+  return Status::Ok();
+}
+
+Status RestoreState::ReserveSpaces(Prepared& p) {
+  if (slot_base_ == 0) return Status::Ok();  // the session reserves its own range, if any
+  // The slot is shared out between the devices; each device's memory is carved from its share.
+  const int gpus = std::max(plan_.gpus, 1);
+  const uint64_t share = DeviceShare(va_bytes_, gpus);
+  if (share == 0) return Status::InvalidArgument("instance range too small for the session's devices");
+  for (int d = 0; d < gpus; ++d) {
+    const int physical = p.group ? d : device_;
+    PHOS_ASSIGN_OR_RETURN(p.spaces[d], InstanceAddressSpace::Reserve(
+                                           driver_, {.range_bytes = share,
+                                                     .base = slot_base_ + share * static_cast<uint64_t>(d),
+                                                     .device = physical,
+                                                     .borrowed = true}));
+  }
+  return Status::Ok();
+}
+
 Status RestoreState::MapBuffers(Prepared& p) {
   const store::proto::Manifest& m = *plan_.manifest;
-  if (m.buffers_size() == 0) return Status::Ok();
-  if (m.va_base() == 0 || m.va_bytes() == 0) {
-    return Status::FailedPrecondition("the snapshot's buffers do not come from an instance address space");
+  if (std::max(m.gpus(), 1) != std::max(plan_.gpus, 1)) {
+    return Status::FailedPrecondition(fmt::format("the snapshot uses {} device(s), the session {}", std::max(m.gpus(), 1),
+                                                  std::max(plan_.gpus, 1)));
   }
+  if (m.buffers_size() == 0) return Status::Ok();
   if (slot_base_ == 0 || m.va_base() != slot_base_ || m.va_bytes() != va_bytes_) {
     return Status::FailedPrecondition(fmt::format(
         "the snapshot's range [{:#x}, +{}) is not the instance range slot the restore was given ({:#x})", m.va_base(),
         m.va_bytes(), slot_base_));
   }
-  PHOS_ASSIGN_OR_RETURN(p.space, InstanceAddressSpace::Reserve(driver_, {.range_bytes = m.va_bytes(),
-                                                                         .base = m.va_base(),
-                                                                         .device = device_,
-                                                                         .borrowed = true}));
   for (int i = 0; i < m.buffers_size(); ++i) {
     const store::proto::Buffer& b = m.buffers(i);
-    PHOS_RETURN_IF_ERROR(p.space->MapAt(b.device_address(), b.size())
+    auto space = p.spaces.find(b.device());
+    if (space == p.spaces.end() || space->second == nullptr) {
+      return Status::Corruption(fmt::format("buffer {} is on device {}, not one of the session's", i, b.device()));
+    }
+    PHOS_RETURN_IF_ERROR(space->second->MapAt(b.device_address(), b.size())
                              .WithContext(fmt::format("map buffer {} ({}) at {:#x}", i, b.label(), b.device_address())));
-    p.buffers.emplace_back(b.device_address(), b.size());
+    p.buffers.push_back({b.device_address(), b.size(), b.device()});
   }
   return Status::Ok();
 }
@@ -190,15 +214,25 @@ Status RestoreState::MapBuffers(Prepared& p) {
 Status RestoreState::RecreateHandles(Prepared& p) {
   const store::proto::Manifest& m = *plan_.manifest;
   DriverTable& d = *driver_;
-  ContextScope scope(d, p.lease->context());
-  if (!scope.ok()) return Status::Internal("the leased context cannot be made current");
+  const int gpus = std::max(plan_.gpus, 1);
+  auto check_device = [&](int device, const char* what, uint64_t handle) -> Status {
+    if (device < 0 || device >= gpus) {
+      return Status::Corruption(fmt::format("{} {} is on device {}, not one of the session's", what, handle, device));
+    }
+    if (device != 0) p.handle_devices[handle] = device;
+    return Status::Ok();
+  };
   for (const auto& s : m.streams()) {
+    PHOS_RETURN_IF_ERROR(check_device(s.device(), "stream", s.handle()));
+    ContextScope scope(d, p.context(s.device()));
     CUstream stream = nullptr;
     PHOS_CU_RETURN_IF_ERROR(d.error_text(), d.cuStreamCreate(&stream, s.flags()));
     p.streams[s.handle()] = stream;
     p.stream_flags[s.handle()] = s.flags();
   }
   for (const auto& e : m.events()) {
+    PHOS_RETURN_IF_ERROR(check_device(e.device(), "event", e.handle()));
+    ContextScope scope(d, p.context(e.device()));
     CUevent event = nullptr;
     PHOS_CU_RETURN_IF_ERROR(d.error_text(), d.cuEventCreate(&event, e.flags()));
     p.events[e.handle()] = event;
@@ -207,10 +241,12 @@ Status RestoreState::RecreateHandles(Prepared& p) {
   for (const auto& h : m.library_handles()) {
     if (h.library() != "cublas") return Status::NotSupported("library handle of " + h.library());
     if (!d.has_cublas()) return Status::FailedPrecondition("the snapshot holds cuBLAS handles and the driver has no cuBLAS");
+    PHOS_RETURN_IF_ERROR(check_device(h.device(), "cuBLAS handle", h.handle()));
+    ContextScope scope(d, p.context(h.device()));
     cublasHandle_t handle = nullptr;
-    // The first is served by the lease's pooled handle, as the function's first cublasCreate was.
-    if (p.pooled_blas_vid == 0) {
-      handle = p.lease->blas_handle();
+    // The first of device 0 is served by the pooled handle, as the function's first cublasCreate was.
+    if (p.pooled_blas_vid == 0 && h.device() == 0) {
+      handle = p.group ? p.group->blas_handle(0) : p.lease->blas_handle();
       p.pooled_blas_vid = h.handle();
     } else if (d.cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
       return Status::DeviceError(fmt::format("cublasCreate for handle {}", h.handle()));
@@ -229,7 +265,45 @@ Status RestoreState::RecreateHandles(Prepared& p) {
       return Status::DeviceError(fmt::format("cuBLAS handle {}: settings not restored", h.handle()));
     }
   }
+  for (const auto& c : m.nccl_comms()) {
+    if (!p.group || c.device() < 0 || c.device() >= p.group->size()) {
+      return Status::Corruption(fmt::format("communicator {} names device {} outside the session's group", c.handle(), c.device()));
+    }
+    p.comms[c.handle()] = {p.group->comm(c.device()), c.device()};
+  }
   p.next_handle = m.next_handle();
+  return Status::Ok();
+}
+
+Status RestoreState::StartLoaders(Prepared& p) {
+  const store::proto::Manifest& m = *plan_.manifest;
+  const int gpus = std::max(plan_.gpus, 1);
+  {
+    std::lock_guard lock(mu_);
+    times_.loading = Clock::now();
+  }
+  p.loaders.resize(gpus);
+  for (int device = 0; device < gpus; ++device) {
+    DeviceLoader& dl = p.loaders[device];
+    dl.manifest = std::make_unique<store::proto::Manifest>(m);
+    dl.manifest->clear_buffers();
+    for (int i = 0; i < m.buffers_size(); ++i) {
+      if (m.buffers(i).device() != device) continue;
+      *dl.manifest->add_buffers() = m.buffers(i);
+      dl.global.push_back(i);
+    }
+    RestoreLoaderOptions options{.driver = driver_,
+                                 .context = p.context(device),
+                                 .manifest = dl.manifest.get(),
+                                 .source = plan_.source,
+                                 .dram = plan_.dram,
+                                 .first_touch_order = plan_.first_touch_order,
+                                 .name = fmt::format("{} v{} device {}", m.function(), m.version(), device)};
+    PHOS_ASSIGN_OR_RETURN(dl.loader, RestoreLoader::Start(options));
+  }
+  if (plan_.stop_the_world) {
+    for (DeviceLoader& dl : p.loaders) PHOS_RETURN_IF_ERROR(dl.loader->Wait());
+  }
   return Status::Ok();
 }
 

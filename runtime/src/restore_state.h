@@ -1,14 +1,15 @@
-// The GPU side of a session that starts from a snapshot (BRIEF D7), prepared as soon as its token
-// is issued, while the function's CPU side is still being forked: lease a context, reserve the
-// instance's address range at its snapshot base, map every buffer at its address, recreate the
-// virtual streams, events and cuBLAS handles under the ids the function holds, and start the
-// loader (or, for stop-the-world, copy everything). The session adopts the result when the
-// function connects. Private to the API server.
+// The GPU side of a session that starts from a plan (SessionPlan), prepared apart from the
+// session: for a snapshot as soon as its token is issued, while the function's CPU side is still
+// being forked: lease a context (or a device group), reserve the instance's range, map every buffer
+// at its address, recreate the virtual streams, events, cuBLAS handles and communicators under the
+// ids the function holds, and start the loaders (or, for stop-the-world, copy everything). The
+// session adopts the result when the function connects. Private to the API server.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -18,13 +19,16 @@
 
 #include <cublas_v2.h>
 #include <cuda.h>
+#include <nccl.h>
 
 #include "phos/base/status.h"
+#include "phos/ctxpool/communicator_pool.h"
 #include "phos/ctxpool/context_pool.h"
 #include "phos/runtime/api_server.h"
 #include "phos/runtime/driver_table.h"
 #include "phos/runtime/restore_loader.h"
 #include "phos/runtime/va_allocator.h"
+#include "proto/manifest.pb.h"
 
 namespace phos::runtime {
 
@@ -34,10 +38,11 @@ class RestoreState {
 
   // Starts preparing on a thread of its own when there is a snapshot to restore; a session without
   // one leases its context when the function connects (EnsureStarted), as a process starting from
-  // scratch would. `pool` and `driver` must outlive the state.
-  // `slot_base`: the arena slot (SessionPlan::va_slot) of `va_bytes` at that address, or 0.
-  RestoreState(SessionPlan plan, DriverTable* driver, ctxpool::ContextPool* pool, int device, uint64_t va_bytes,
-               CUdeviceptr slot_base);
+  // scratch would. `pool`, `groups` (may be null: no sessions of several GPUs) and `driver` must
+  // outlive the state. `slot_base`: the arena slot (SessionPlan::va_slot) of `va_bytes` at that
+  // address, or 0.
+  RestoreState(SessionPlan plan, DriverTable* driver, ctxpool::ContextPool* pool, ctxpool::CommunicatorPool* groups,
+               int device, uint64_t va_bytes, CUdeviceptr slot_base);
   // Joins the preparation; whatever was not adopted by a session is released (the lease's scrub).
   ~RestoreState();
   RestoreState(const RestoreState&) = delete;
@@ -48,22 +53,42 @@ class RestoreState {
   // Blocks until the preparation finished (or `timeout`: Timeout); its status.
   Status Wait(std::chrono::milliseconds timeout);
 
+  // One device's loader, over the snapshot's buffers on that device.
+  struct DeviceLoader {
+    std::unique_ptr<store::proto::Manifest> manifest;  // the device's buffers (what the loader names)
+    std::vector<int> global;                           // loader index -> index in the snapshot
+    std::unique_ptr<RestoreLoader> loader;
+  };
   // What a session takes over once Wait() succeeded.
   struct Prepared {
-    std::optional<ctxpool::ContextLease> lease;
-    std::unique_ptr<InstanceAddressSpace> space;  // null: the session reserves one on its first allocation
-    std::unique_ptr<RestoreLoader> loader;        // null for a cold boot
-    std::vector<std::pair<uint64_t, uint64_t>> buffers;  // base, bytes: the session's buffer table
+    std::optional<ctxpool::ContextLease> lease;      // single-GPU sessions
+    std::optional<ctxpool::DeviceGroupLease> group;  // sessions of several GPUs
+    // By session device; empty, or null entries: the session reserves a range on its first
+    // allocation (single GPU) or allocates with cuMemAlloc.
+    std::map<int, std::unique_ptr<InstanceAddressSpace>> spaces;
+    std::vector<DeviceLoader> loaders;  // by session device; empty for a session without a snapshot
+    struct Buffer {
+      uint64_t base = 0;
+      uint64_t bytes = 0;
+      int device = 0;
+    };
+    std::vector<Buffer> buffers;  // the session's buffer table
     std::unordered_map<uint64_t, CUstream> streams;
     std::unordered_map<uint64_t, unsigned> stream_flags;
     std::unordered_map<uint64_t, CUevent> events;
     std::unordered_map<uint64_t, unsigned> event_flags;
     std::unordered_map<uint64_t, cublasHandle_t> blas;
+    std::unordered_map<uint64_t, int> handle_devices;  // stream, event, cuBLAS vid -> device (>= 1)
+    std::unordered_map<uint64_t, std::pair<ncclComm_t, int>> comms;  // vid -> group rank, device
     uint64_t pooled_blas_vid = 0;
     uint64_t next_handle = 0;
+    CUcontext context(int device) const { return group ? group->context(device) : lease->context(); }
   };
   // Moves the prepared resources out (once).
   Prepared Take();
+  // Hands everything `p` holds back to its lease's or group's scrub (borrowed ranges are zeroed and
+  // unmapped now: their slot goes to the next instance at once).
+  static void Release(DriverTable& driver, Prepared& p);
 
   const SessionPlan& plan() const { return plan_; }
 
@@ -71,7 +96,7 @@ class RestoreState {
   struct Times {
     Clock::time_point issued;
     Clock::time_point leased;
-    Clock::time_point loading;  // the loader started (its fully_resident_ms counts from here)
+    Clock::time_point loading;  // the loaders started (their fully_resident_ms counts from here)
     Clock::time_point prepared;
     Clock::time_point connected;
     Clock::time_point first_launch;
@@ -81,7 +106,7 @@ class RestoreState {
   void MarkFirstLaunch();
 
   // First-touch learning (plan.learn_first_touch): the session notes each buffer a call names,
-  // by manifest index, the first time; TakeFirstTouch() stops it and returns rank per buffer
+  // by snapshot index, the first time; TakeFirstTouch() stops it and returns rank per buffer
   // (-1: untouched).
   bool learning() const;
   void NoteTouch(int index);
@@ -89,15 +114,20 @@ class RestoreState {
 
  private:
   Status Prepare();
-  Status MapBuffers(Prepared& out);
-  Status RecreateHandles(Prepared& out);
+  Status Lease(Prepared& p);
+  Status ReserveSpaces(Prepared& p);
+  Status MapBuffers(Prepared& p);
+  Status RecreateHandles(Prepared& p);
+  Status StartLoaders(Prepared& p);
 
   const SessionPlan plan_;
   DriverTable* driver_;
   ctxpool::ContextPool* pool_;
+  ctxpool::CommunicatorPool* groups_;
   int device_;
   uint64_t va_bytes_;
   CUdeviceptr slot_base_;
+  std::atomic<bool> cancel_{false};  // a group lease waiting for the refill gives up
 
   mutable std::mutex mu_;
   std::condition_variable done_cv_;

@@ -90,10 +90,11 @@ Session::~Session() {
 }
 
 void Session::ReleaseAll() {
-  // The loader first: it waits for its copies and unguards before the memory goes to the scrub.
-  loader_view_.store(nullptr);
-  loader_.reset();
+  // The loaders first: they wait for their copies and unguard before the memory goes to the scrub.
+  loaders_published_.store(false);
+  loaders_.clear();
   if (context_ == nullptr) return;
+  ScrubBorrowedSpaces();
   ReleaseNccl();
   if (group_) {
     ReleaseToGroup();
@@ -112,13 +113,6 @@ void Session::ReleaseAll() {
   for (auto& [vid, s] : streams_) tenant.streams.push_back(s);
   for (auto& [base, bytes] : buffers_.buffers()) {
     if (space_ == nullptr || !space_->Contains(base)) tenant.allocations.push_back({base, bytes});
-  }
-  if (space_ != nullptr && space_->borrowed()) {
-    // A snapshot's range: the next instance restores into it as soon as this one is gone.
-    ContextScope scope(*driver_, context_);
-    Status s = space_->ZeroAndUnmapAll();
-    if (!s.ok()) PHOS_LOG(Warn, "runtime", "pid {}: instance range not scrubbed: {}", pid_, s.message());
-    space_.reset();
   }
   if (space_ != nullptr) {
     // The scrub zeroes whole mappings (sub-allocations share them), unmaps and releases them, then
@@ -195,7 +189,50 @@ Result<CUstream> Session::StreamOf(uint64_t vid) const {
   return it->second;
 }
 
+void Session::ScrubBorrowedSpaces() {
+  auto scrub = [&](std::unique_ptr<InstanceAddressSpace>& space, int device) {
+    if (space == nullptr || !space->borrowed()) return;
+    for (uint64_t base : buffers_.Bases()) {
+      if (!space->Contains(base)) continue;
+      buffers_.Erase(base).IgnoreError();
+      buffer_devices_.erase(base);
+    }
+    ContextScope scope(*driver_, group_ ? group_->context(device) : context_);
+    Status s = space->ZeroAndUnmapAll();
+    if (!s.ok()) PHOS_LOG(Warn, "runtime", "pid {}: instance range of device {} not scrubbed: {}", pid_, device, s.message());
+    space.reset();
+  };
+  scrub(space_, 0);
+  for (auto& [device, space] : device_spaces_) scrub(space, device);
+  device_spaces_.clear();
+}
+
+InstanceAddressSpace* Session::SpaceOf(uint64_t address) const {
+  if (space_ != nullptr && space_->Contains(address)) return space_.get();
+  for (const auto& [device, space] : device_spaces_) {
+    if (space != nullptr && space->Contains(address)) return space.get();
+  }
+  return nullptr;
+}
+
 CUresult Session::AllocateBuffer(uint64_t bytes, CUdeviceptr* out) {
+  InstanceAddressSpace* given = nullptr;
+  if (route_device_ == 0) {
+    given = space_.get();
+  } else if (auto it = device_spaces_.find(route_device_); it != device_spaces_.end()) {
+    given = it->second.get();
+  }
+  if (given != nullptr) {
+    if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+    Result<CUdeviceptr> ptr = given->Allocate(bytes);
+    if (!ptr.ok()) {
+      PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: cudaMalloc({}) on device {} failed: {}", pid_, bytes, route_device_,
+                         ptr.status().message());
+      return ptr.status().code() == StatusCode::kOutOfMemory ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_UNKNOWN;
+    }
+    *out = *ptr;
+    return CUDA_SUCCESS;
+  }
   if (!lease_ || route_device_ != 0 || va_bytes_ == 0) return driver_->cuMemAlloc(out, bytes);
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   if (space_ == nullptr) {
@@ -218,11 +255,12 @@ CUresult Session::AllocateBuffer(uint64_t bytes, CUdeviceptr* out) {
 }
 
 CUresult Session::FreeBuffer(CUdeviceptr base) {
-  if (space_ == nullptr || !space_->Contains(base)) return driver_->cuMemFree(base);
+  InstanceAddressSpace* space = SpaceOf(base);
+  if (space == nullptr) return driver_->cuMemFree(base);
   // cudaFree synchronises with the device: nothing queued may still use the bytes that the
   // address space may hand out again at once.
   if (CUresult r = driver_->cuCtxSynchronize(); r != CUDA_SUCCESS) return r;
-  Status s = space_->Free(base);
+  Status s = space->Free(base);
   if (!s.ok()) PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: cudaFree: {}", pid_, s.message());
   return s.ok() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
@@ -566,7 +604,7 @@ CUresult Session::Launch(const uint8_t* payload, size_t len) {
       if (word == 0 || buffers_.Contains(word, 0)) continue;
       // Inside the session's own VA range (a freed part of one of its granules, say) is nobody
       // else's memory, even when the driver knows the granule.
-      if (space_ != nullptr && space_->Contains(word)) continue;
+      if (SpaceOf(word) != nullptr) continue;
       CUdeviceptr base = 0;
       size_t size = 0;
       if (driver_->cuMemGetAddressRange(&base, &size, word) == CUDA_SUCCESS) {

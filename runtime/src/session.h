@@ -7,6 +7,7 @@
 #include <mutex>
 #include <functional>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,14 +30,13 @@
 #include "phos/runtime/restore_loader.h"
 #include "phos/runtime/speculation.h"
 #include "phos/runtime/va_allocator.h"
+#include "restore_state.h"
 
 namespace phos::store {
 class Store;
 }
 
 namespace phos::runtime {
-
-class RestoreState;
 
 // Bytes per element of the cudaDataType values GemmEx accepts here; 0 for anything else
 // (session_blas.cc).
@@ -149,10 +149,14 @@ class Session {
   // Rejects (and logs) a range this session does not own.
   bool Owns(uint64_t ptr, uint64_t bytes, const char* what);
   Result<CUstream> StreamOf(uint64_t vid) const;
-  // Device memory for kMemAlloc / kMemFree: from the instance address space for device 0 of a
-  // single-GPU session, else cuMemAlloc / cuMemFree.
+  // Device memory for kMemAlloc / kMemFree: from the instance address space of the record's
+  // device when it has one, else cuMemAlloc / cuMemFree.
   CUresult AllocateBuffer(uint64_t bytes, CUdeviceptr* out);
   CUresult FreeBuffer(CUdeviceptr base);
+  // The session's address space holding `address` (any device), or null.
+  InstanceAddressSpace* SpaceOf(uint64_t address) const;
+  // Zeroes and unmaps the borrowed ranges now (their slot goes to the next instance at once).
+  void ScrubBorrowedSpaces();
 
   // session_devices.cc: which context a record runs in, and the per-device state behind it.
   CUresult Route(const ipc::RecordView& record);
@@ -199,8 +203,8 @@ class Session {
   // Restored sessions (session_restore.cc).
   std::shared_ptr<RestoreState> restore_;
   ParamMetadataCache* metadata_ = nullptr;
-  std::unique_ptr<RestoreLoader> loader_;
-  std::atomic<RestoreLoader*> loader_view_{nullptr};  // for Timeline() on other threads
+  std::vector<RestoreState::DeviceLoader> loaders_;  // by session device
+  std::atomic<bool> loaders_published_{false};     // Timeline() on other threads may read loaders_
   bool gating_ = false;    // restored: until launched, resident and done learning
   bool launched_ = false;  // the first kernel or cuBLAS call was seen
   AccessSets gate_sets_;
@@ -209,9 +213,11 @@ class Session {
 
   // Owned by the executor thread while it runs.
   BufferTable buffers_;
-  // The instance address space (single-GPU sessions with va_bytes_ > 0), reserved on first use.
+  // The instance address space (single-GPU sessions with va_bytes_ > 0), reserved on first use,
+  // or device 0's share of a deployed function's instance range; the other devices' shares.
   uint64_t va_bytes_ = 0;
   std::unique_ptr<InstanceAddressSpace> space_;
+  std::map<int, std::unique_ptr<InstanceAddressSpace>> device_spaces_;  // session device >= 1
   // Virtual ids are multiples of 16 from 16 on: never 0 (the default stream), 1 or 2
   // (cudaStreamLegacy, cudaStreamPerThread).
   uint64_t next_handle_ = 0;

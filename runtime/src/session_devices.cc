@@ -202,8 +202,10 @@ void Session::ReleaseToGroup() {
   }
   for (auto& [vid, e] : events_) group_->tenant(device_of(handle_devices_, vid)).events.push_back(e);
   for (auto& [vid, st] : streams_) group_->tenant(device_of(handle_devices_, vid)).streams.push_back(st);
-  for (auto& [base, bytes] : buffers_.buffers())
-    group_->tenant(device_of(buffer_devices_, base)).allocations.push_back({base, bytes});
+  for (auto& [base, bytes] : buffers_.buffers()) {
+    // Memory of the instance range went with ScrubBorrowedSpaces; the rest is cuMemAlloc'ed.
+    if (SpaceOf(base) == nullptr) group_->tenant(device_of(buffer_devices_, base)).allocations.push_back({base, bytes});
+  }
   for (auto& [id, m] : modules_) {
     if (m.module != nullptr) group_->tenant(0).modules.push_back(m.module);
     for (auto& [device, module] : m.on_device) group_->tenant(device).modules.push_back(module);

@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "phos/base/log.h"
+#include "phos/runtime/context_scope.h"
 #include "phos/runtime/snapshot_capture.h"
 #include "phos/store/store.h"
 #include "restore_state.h"
@@ -35,7 +36,11 @@ Result<std::unique_ptr<Session>> Session::OpenRestored(DriverTable* driver, std:
   s->base_device_ = device;
   s->va_bytes_ = va_bytes;
   s->metadata_ = metadata;
-  PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuDeviceGetCount(&s->device_count_));
+  if (restore->plan().gpus > 1) {
+    s->device_count_ = restore->plan().gpus;  // the group's devices
+  } else {
+    PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuDeviceGetCount(&s->device_count_));
+  }
   restore->MarkConnected();
   s->restore_ = std::move(restore);
   s->executor_ = std::thread([raw = s.get()] { raw->Run(); });
@@ -52,11 +57,28 @@ Status Session::AdoptRestore() {
   } while (prepared.code() == StatusCode::kTimeout && !stop_.load());
   PHOS_RETURN_IF_ERROR(prepared);
   RestoreState::Prepared p = restore_->Take();
-  if (!p.lease) return Status::Internal("restore prepared without a context");
-  context_ = p.lease->context();
-  lease_.emplace(std::move(*p.lease));
-  space_ = std::move(p.space);
-  for (const auto& [base, bytes] : p.buffers) PHOS_RETURN_IF_ERROR(buffers_.Insert(base, bytes));
+  if (p.group) {
+    group_.emplace(std::move(*p.group));
+    context_ = group_->context(0);
+  } else if (p.lease) {
+    context_ = p.lease->context();
+    lease_.emplace(std::move(*p.lease));
+  } else {
+    return Status::Internal("restore prepared without a context");
+  }
+  for (auto& [device, space] : p.spaces) {
+    if (device == 0) {
+      space_ = std::move(space);
+    } else {
+      device_spaces_[device] = std::move(space);
+    }
+  }
+  for (const auto& b : p.buffers) {
+    PHOS_RETURN_IF_ERROR(buffers_.Insert(b.base, b.bytes));
+    if (b.device != 0) buffer_devices_[b.base] = b.device;
+  }
+  handle_devices_ = std::move(p.handle_devices);
+  for (const auto& [vid, comm] : p.comms) comms_[vid] = NcclComm{comm.first, comm.second, false};
   streams_ = std::move(p.streams);
   stream_flags_ = std::move(p.stream_flags);
   events_ = std::move(p.events);
@@ -64,8 +86,8 @@ Status Session::AdoptRestore() {
   blas_ = std::move(p.blas);
   pooled_blas_vid_ = p.pooled_blas_vid;
   next_handle_ = std::max(next_handle_, p.next_handle);
-  loader_ = std::move(p.loader);
-  loader_view_.store(loader_.get(), std::memory_order_release);
+  loaders_ = std::move(p.loaders);
+  loaders_published_.store(true, std::memory_order_release);
   gating_ = true;  // until the first launch is noted and nothing is left to load or learn
   return Status::Ok();
 }
@@ -135,7 +157,8 @@ CUresult Session::Gate(const ipc::RecordView& record) {
     restore_->MarkFirstLaunch();
     launched_ = true;
   }
-  bool resident = loader_ == nullptr || loader_->all_resident();
+  bool resident = true;
+  for (const auto& dl : loaders_) resident = resident && dl.loader->all_resident();
   bool learning = restore_->learning();
   if (resident && !learning && launched_) {
     gating_ = false;  // the single flag: no call is examined again
@@ -143,29 +166,34 @@ CUresult Session::Gate(const ipc::RecordView& record) {
   }
   gate_sets_.Clear();
   CUstream stream = nullptr;
-  if (loader_ == nullptr || (resident && !learning)) return CUDA_SUCCESS;
+  if (loaders_.empty() || (resident && !learning)) return CUDA_SUCCESS;
   if (!Speculate(record, &gate_sets_, &stream)) return CUDA_SUCCESS;
-  auto require = [&](int index) -> CUresult {
-    if (index < 0) return CUDA_SUCCESS;
-    if (learning) restore_->NoteTouch(index);
-    if (resident) return CUDA_SUCCESS;
-    Result<CUevent> ready = loader_->Require(index);
+  auto require = [&](uint64_t base) -> CUresult {
+    // The loader of the device whose memory it is.
+    for (RestoreState::DeviceLoader& dl : loaders_) {
+      int index = dl.loader->Find(base);
+      if (index < 0) continue;
+      if (learning) restore_->NoteTouch(dl.global[index]);
+      if (resident) return CUDA_SUCCESS;
+      Result<CUevent> ready = dl.loader->Require(index);
     if (!ready.ok()) {
       PHOS_LOG_EVERY_SEC(Error, "restore", 1, "pid {}: {}", pid_, ready.status().message());
       return CUDA_ERROR_ILLEGAL_STATE;
     }
-    return *ready == nullptr ? CUDA_SUCCESS : driver_->cuStreamWaitEvent(stream, *ready, 0);
+      return *ready == nullptr ? CUDA_SUCCESS : driver_->cuStreamWaitEvent(stream, *ready, 0);
+    }
+    return CUDA_SUCCESS;  // a buffer the function allocated after its restore
   };
   if (!gate_sets_.complete()) {
     // More buffers than the sets hold: the call may touch any of them.
     for (const auto& [base, bytes] : buffers_.buffers()) {
-      if (CUresult r = require(loader_->Find(base)); r != CUDA_SUCCESS) return r;
+      if (CUresult r = require(base); r != CUDA_SUCCESS) return r;
     }
     return CUDA_SUCCESS;
   }
   for (const BufferSet* set : {&gate_sets_.read, &gate_sets_.write}) {
     for (const BufferRef& b : set->buffers()) {
-      if (CUresult r = require(loader_->Find(b.base)); r != CUDA_SUCCESS) return r;
+      if (CUresult r = require(b.base); r != CUDA_SUCCESS) return r;
     }
   }
   return CUDA_SUCCESS;
@@ -181,13 +209,19 @@ SessionTimeline Session::Timeline() const {
   t.prepared = times.prepared;
   t.connected = times.connected;
   t.first_launch = times.first_launch;
-  if (const RestoreLoader* loader = loader_view_.load(std::memory_order_acquire)) {
-    RestoreLoaderStats stats = loader->Stats();
-    t.required = stats.required;
-    t.misses = stats.misses;
-    if (stats.all_resident) {
+  if (loaders_published_.load(std::memory_order_acquire)) {
+    bool all = !loaders_.empty();
+    double last_ms = 0;
+    for (const RestoreState::DeviceLoader& dl : loaders_) {
+      RestoreLoaderStats stats = dl.loader->Stats();
+      t.required += stats.required;
+      t.misses += stats.misses;
+      all = all && stats.all_resident;
+      last_ms = std::max(last_ms, stats.fully_resident_ms);
+    }
+    if (all) {
       t.resident = times.loading + std::chrono::duration_cast<SessionTimeline::Clock::duration>(
-                                      std::chrono::duration<double, std::milli>(stats.fully_resident_ms));
+                                      std::chrono::duration<double, std::milli>(last_ms));
     }
   }
   return t;
@@ -225,17 +259,42 @@ Result<uint64_t> Session::Capture(store::Store& store, const std::string& functi
 }
 
 Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& function, const std::string& device_profile) {
-  if (group_ || !buffer_devices_.empty() || !device_contexts_.empty()) {
-    return Status::FailedPrecondition("snapshots of functions that use more than one GPU are not supported yet");
+  if (!device_contexts_.empty()) {
+    return Status::FailedPrecondition(
+        "the function used devices beyond its first without declaring them (deploy it with --gpus N)");
   }
   if (!open_status_.ok()) return open_status_;
+  for (const auto& [vid, comm] : comms_) {
+    if (comm.owned) return Status::FailedPrecondition("snapshots of split NCCL communicators are not supported yet");
+  }
+  if (group_) {
+    // Every device quiet before any byte is read (CaptureGpuState synchronises device 0's).
+    for (int d = 0; d < group_->size(); ++d) {
+      ContextScope scope(*driver_, group_->context(d));
+      PHOS_CU_RETURN_IF_ERROR(driver_->error_text(), driver_->cuCtxSynchronize());
+    }
+  }
+  auto device_of = [](const std::unordered_map<uint64_t, int>& devices, uint64_t key) {
+    auto it = devices.find(key);
+    return it == devices.end() ? 0 : it->second;
+  };
   CaptureRequest req{.driver = driver_, .context = context_, .function = function, .device_profile = device_profile};
   int index = 0;
   for (const auto& [base, bytes] : buffers_.buffers()) {
-    if (space_ == nullptr || !space_->Contains(base)) {
-      return Status::FailedPrecondition(fmt::format("buffer {:#x} is not in the instance's address space", base));
+    if (SpaceOf(base) == nullptr || !SpaceOf(base)->borrowed()) {
+      return Status::FailedPrecondition(fmt::format("buffer {:#x} is not in the instance's range", base));
     }
-    req.buffers.push_back({.address = base, .size = bytes, .label = fmt::format("buffer {}", index++)});
+    req.buffers.push_back({.address = base,
+                           .size = bytes,
+                           .label = fmt::format("buffer {}", index++),
+                           .device = device_of(buffer_devices_, base)});
+  }
+  req.gpus = group_ ? group_->size() : 1;
+  for (const auto& [vid, comm] : comms_) {
+    store::proto::NcclCommState c;
+    c.set_handle(vid);
+    c.set_device(comm.device);
+    req.nccl_comms.push_back(c);
   }
   for (uint64_t id : module_order_) {
     const Module& m = modules_[id];
@@ -246,12 +305,14 @@ Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& fun
     store::proto::StreamState st;
     st.set_handle(vid);
     st.set_flags(stream_flags_[vid]);
+    st.set_device(device_of(handle_devices_, vid));
     req.streams.push_back(st);
   }
   for (const auto& [vid, e] : events_) {
     store::proto::EventState ev;
     ev.set_handle(vid);
     ev.set_flags(event_flags_[vid]);
+    ev.set_device(device_of(handle_devices_, vid));
     req.events.push_back(ev);
   }
   // The pooled handle first: restore serves the first handle with its lease's pooled one.
@@ -278,11 +339,12 @@ Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& fun
     lh.set_library("cublas");
     lh.set_stream(stream_vid);
     lh.set_math_mode(static_cast<uint32_t>(mode));
+    lh.set_device(device_of(handle_devices_, vid));
     req.library_handles.push_back(lh);
   }
-  if (space_ != nullptr) {
-    req.va_base = space_->base();
-    req.va_bytes = space_->range_bytes();
+  if (space_ != nullptr && space_->borrowed()) {
+    req.va_base = space_->base();  // device 0's share starts the instance range
+    req.va_bytes = va_bytes_;
   }
   req.next_handle = next_handle_;
   return CaptureGpuState(req, store);

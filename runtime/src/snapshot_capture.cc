@@ -115,6 +115,8 @@ Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& st
   manifest.set_va_base(request.va_base);
   manifest.set_va_bytes(request.va_bytes);
   manifest.set_next_handle(request.next_handle);
+  manifest.set_gpus(request.gpus);
+  for (const auto& c : request.nccl_comms) *manifest.add_nccl_comms() = c;
   if (request.cpu_state.has_value()) *manifest.mutable_cpu_state() = *request.cpu_state;
 
   // Every buffer must be device memory of the context before anything is read: a host or stale
@@ -132,6 +134,7 @@ Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& st
     meta.set_size(b.size);
     meta.set_alignment(b.alignment);
     meta.set_first_touch_rank(b.first_touch_rank);
+    meta.set_device(b.device);
     meta.set_access_class(b.access_class);
     meta.set_label(b.label);
     // The writer asks for at most one chunk at a time, so one staging chunk serves every read;

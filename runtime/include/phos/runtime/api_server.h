@@ -54,6 +54,9 @@ struct SessionPlan {
   // maps the buffers back there. -1: a range the driver picks (no snapshot can be restored
   // from it).
   int va_slot = -1;
+  // Devices of the session: more than 1 leases a device group (the function's communicators come
+  // from it); the instance range is then shared out between the devices.
+  int gpus = 1;
 };
 
 // When each stage of a session's start happened (steady clock; a default time point: not yet).

@@ -42,12 +42,12 @@ class GpuSessions {
   // Captures the GPU session of `token` as a new snapshot of `function`: its version. NotFound
   // when the token has no session (the function made no CUDA call: it has no GPU state).
   virtual Result<uint64_t> Capture(const std::string& token, const std::string& function);
-  // A token whose session restores `function`'s snapshot `version` in instance range `va_slot` as
-  // `mode` says (kColdBoot: an empty session on a fresh context, no range; version 0: an empty
+  // A token whose session (of `gpus` devices) restores `function`'s snapshot `version` in instance
+  // range `va_slot` as `mode` says (kColdBoot: an empty session on a fresh context, no range; version 0: an empty
   // session allocating in the range, as a deploy's does). With `learn`, the session records the
   // first-touch order for SaveFirstTouch.
   virtual Result<std::string> IssueRestoreToken(const std::string& function, uint64_t version, RestoreMode mode,
-                                                bool learn, int va_slot);
+                                                bool learn, int va_slot, int gpus);
   // Blocks until the token's restore is prepared (stop-the-world: all copied).
   virtual Status WaitPrepared(const std::string& token, std::chrono::milliseconds timeout);
   virtual SessionTimeline Timeline(const std::string& token);

@@ -32,6 +32,7 @@ struct CaptureBuffer {
   std::string label;              // for humans (phos-snapshot inspect)
   int32_t first_touch_rank = -1;  // order of first use after entry; -1: not recorded
   store::proto::AccessClass access_class = store::proto::ACCESS_UNKNOWN;
+  int32_t device = 0;  // the function's device whose memory it is
 };
 
 struct CaptureModule {
@@ -59,6 +60,8 @@ struct CaptureRequest {
   uint64_t va_base = 0;
   uint64_t va_bytes = 0;
   uint64_t next_handle = 0;
+  int32_t gpus = 1;
+  std::vector<store::proto::NcclCommState> nccl_comms;
   std::optional<store::proto::CpuStateRef> cpu_state;
 };
 

@@ -4,6 +4,7 @@
 // back), so it can kill them, restart them on the same data directory and choose their time scale.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -17,14 +18,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "mlp_model.h"
 #include "phosd_fixture.h"
@@ -98,7 +97,9 @@ std::vector<pid_t> FunctionProcessesOf(const std::string& data_dir) {
 class Phosd {
  public:
   Phosd(std::string data_dir, std::string log_path, std::string time_scale, std::vector<std::string> flags)
-      : data_dir_(std::move(data_dir)), log_path_(std::move(log_path)), time_scale_(std::move(time_scale)),
+      : data_dir_(std::move(data_dir)),
+        log_path_(std::move(log_path)),
+        time_scale_(std::move(time_scale)),
         flags_(std::move(flags)) {}
   ~Phosd() {
     if (pid_ > 0) Stop(SIGKILL);
@@ -116,7 +117,8 @@ class Phosd {
     env.push_back("PHOS_SIMGPU_TIME_SCALE=" + time_scale_);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path_.c_str(),
+                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
     posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
     std::vector<char*> argv = Pointers(args);
     std::vector<char*> envp = Pointers(env);
@@ -146,7 +148,8 @@ class Phosd {
     return Run(argv);
   }
 
-  HttpResponse Invoke(const std::string& function, const std::string& body, const std::string& mode = "") const {
+  HttpResponse Invoke(const std::string& function, const std::string& body,
+                      const std::string& mode = "") const {
     std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-i", "-X", "POST", "--data-binary", body};
     if (!mode.empty()) argv.insert(argv.end(), {"-H", "X-Phos-Restore-Mode: " + mode});
     argv.push_back(endpoint_ + "/v1/functions/" + function + "/invoke");
@@ -155,8 +158,8 @@ class Phosd {
 
   // GET /v1/functions; `function`'s entry (null when it is not listed).
   nlohmann::json Listed(const std::string& function) const {
-    nlohmann::json j = nlohmann::json::parse(Run({"/usr/bin/curl", "-s", endpoint_ + "/v1/functions"}).out, nullptr,
-                                             false);
+    nlohmann::json j =
+        nlohmann::json::parse(Run({"/usr/bin/curl", "-s", endpoint_ + "/v1/functions"}).out, nullptr, false);
     if (j.is_discarded() || !j.contains("functions")) return nullptr;
     for (const auto& f : j["functions"]) {
       if (f.value("name", "") == function) return f;
@@ -166,13 +169,15 @@ class Phosd {
 
   // Waits until `function` has exactly `instances` instances, all idle (the extra instances of
   // forced restores have ended after --keep-alive-ms). False on timeout.
-  bool WaitSettled(const std::string& function, int instances, milliseconds timeout = milliseconds(20000)) const {
+  bool WaitSettled(const std::string& function, int instances,
+                   milliseconds timeout = milliseconds(20000)) const {
     Clock::time_point deadline = Clock::now() + timeout;
     while (Clock::now() < deadline) {
       nlohmann::json f = Listed(function);
       if (f.is_object() && f.contains("state")) {
         const auto& s = f["state"];
-        if (s.value("idle", -1) == instances && s.value("starting", -1) == 0 && s.value("busy", -1) == 0) return true;
+        if (s.value("idle", -1) == instances && s.value("starting", -1) == 0 && s.value("busy", -1) == 0)
+          return true;
       }
       std::this_thread::sleep_for(milliseconds(20));
     }
@@ -234,8 +239,8 @@ class RestoreTest : public ::testing::Test {
 
   // A new phosd on the test's data directory (the previous one must have been stopped).
   Phosd& StartPhosd(const std::string& time_scale, std::vector<std::string> flags) {
-    phosd_ = std::make_unique<Phosd>(data_dir_, root_ + "/phosd-" + std::to_string(++starts_) + ".log", time_scale,
-                                     std::move(flags));
+    phosd_ = std::make_unique<Phosd>(data_dir_, root_ + "/phosd-" + std::to_string(++starts_) + ".log",
+                                     time_scale, std::move(flags));
     phosd_->Start();
     return *phosd_;
   }
@@ -272,8 +277,8 @@ class RestoreTest : public ::testing::Test {
     }
     std::string pids;
     for (pid_t p : left) pids += " " + std::to_string(p);
-    EXPECT_TRUE(left.empty()) << "function processes of the killed phosd still alive after " << timeout.count()
-                              << " ms:" << pids;
+    EXPECT_TRUE(left.empty()) << "function processes of the killed phosd still alive after "
+                              << timeout.count() << " ms:" << pids;
   }
 
   std::string root_;
@@ -296,7 +301,9 @@ void ExpectMlpMatchesReference(const std::string& body, const mlp::Shape& shape,
   EXPECT_EQ(j["argmax"][0].get<int>(), argmax);
 }
 
-std::string MlpRequest(uint64_t seed) { return "{\"seed\": " + std::to_string(seed) + ", \"full\": true}"; }
+std::string MlpRequest(uint64_t seed) {
+  return "{\"seed\": " + std::to_string(seed) + ", \"full\": true}";
+}
 
 // The stage headers of a request served by a new instance, in the order the stages must happen:
 // the context is leased and the process resumed (in either order: the lease runs while the process
@@ -336,13 +343,14 @@ void ExpectStageHeaders(const HttpResponse& r, const std::string& mode) {
 TEST_F(RestoreTest, MlpGivesTheWarmBytesInEveryRestoreMode) {
   const mlp::Shape shape = mlp::ShapeForSize(16, 4, 1);
   Phosd& phosd = StartPhosd("1", {"--keep-alive-ms", "100"});
-  CommandResult deployed = phosd.PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--instances", "1", "--max-instances",
-                                         "2", "--", "--size-mib", "16", "--layers", "4"});
+  CommandResult deployed = phosd.PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--instances", "1",
+                                         "--max-instances", "2", "--", "--size-mib", "16", "--layers", "4"});
   ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
   ASSERT_TRUE(phosd.WaitSettled("mlp", 1));
   std::vector<int> before = Ranks("mlp");
   ASSERT_FALSE(before.empty());
-  EXPECT_TRUE(std::all_of(before.begin(), before.end(), [](int r) { return r < 0; })) << "ranks before any request";
+  EXPECT_TRUE(std::all_of(before.begin(), before.end(), [](int r) { return r < 0; }))
+      << "ranks before any request";
 
   constexpr int kRequests = 20;
   std::vector<std::string> warm(kRequests);
@@ -357,7 +365,8 @@ TEST_F(RestoreTest, MlpGivesTheWarmBytesInEveryRestoreMode) {
     if (i == 0) {
       // The warm instance learned the order from its first request.
       std::vector<int> after = Ranks("mlp");
-      EXPECT_TRUE(std::all_of(after.begin(), after.end(), [](int r) { return r >= 0; })) << "ranks after a request";
+      EXPECT_TRUE(std::all_of(after.begin(), after.end(), [](int r) { return r >= 0; }))
+          << "ranks after a request";
     }
   }
   for (const char* mode : kRestoredModes) {
@@ -498,7 +507,8 @@ TEST_F(IndirectRestoreTest, ValidationCatchesAnIndirectReadOfAnUnloadedBuffer) {
   }
   // The miss is logged as a warning of the restore subsystem naming the kernel.
   static const std::regex kMiss(R"(\[warning\] \[restore\] .*speculation miss: \S*gather)");
-  EXPECT_TRUE(std::regex_search(phosd.Log(), kMiss)) << "no speculation-miss warning naming gather in the log";
+  EXPECT_TRUE(std::regex_search(phosd.Log(), kMiss))
+      << "no speculation-miss warning naming gather in the log";
   // A warm request afterwards is answered without any check.
   HttpResponse warm = phosd.Invoke("indirect", "3 10", "warm");
   ASSERT_EQ(warm.status, 200);
@@ -544,13 +554,15 @@ TEST_F(IndirectRestoreTest, KillDuringRestoreThenRestartServesCorrectly) {
 
 TEST_F(RestoreTest, UnknownRestoreModeIsABadRequest) {
   Phosd& phosd = StartPhosd("1", {});
-  CommandResult deployed = phosd.PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--", "--size-mib", "4", "--layers", "2"});
+  CommandResult deployed =
+      phosd.PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--", "--size-mib", "4", "--layers", "2"});
   ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
   HttpResponse r = phosd.Invoke("mlp", MlpRequest(1), "fastest");
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_NE(r.body.find("X-Phos-Restore-Mode"), std::string::npos) << r.body;
   // phos-fn refuses it before sending anything.
-  EXPECT_NE(phosd.PhosFn({"invoke", "mlp", "--data", MlpRequest(1), "--restore-mode", "fastest"}).exit_code, 0);
+  EXPECT_NE(phosd.PhosFn({"invoke", "mlp", "--data", MlpRequest(1), "--restore-mode", "fastest"}).exit_code,
+            0);
   // The function keeps serving.
   HttpResponse good = phosd.Invoke("mlp", MlpRequest(1), "phos");
   EXPECT_EQ(good.status, 200) << good.body;

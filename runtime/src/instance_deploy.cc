@@ -264,10 +264,12 @@ Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr
     std::unique_lock lock(mu_);
     spec = f->spec;
     bool deployed = f->deploy == DeployState::kDeployed && SnapshotsEnabled();
-    if (deployed && mode != RestoreMode::kColdBoot) {
+    if (deployed) {
+      // Every instance of a deployed function holds a slot, a cold boot too (it leaves the range
+      // unused): max_instances bounds them all, and the device memory or group they hold.
       PHOS_ASSIGN_OR_RETURN(size_t index, AcquireSlotLocked(f, inst, lock));
       slot = f->slots[index];
-    } else if (!deployed) {
+    } else {
       mode = RestoreMode::kColdBoot;
       deployed = false;
     }

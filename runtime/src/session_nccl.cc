@@ -21,7 +21,15 @@ namespace {
 
 using ipc::Op;
 
-size_t TypeBytes(int32_t type) {
+
+ncclResult_t FromStatus(const Status& s) {
+  if (s.ok()) return ncclSuccess;
+  return s.code() == StatusCode::kInvalidArgument ? ncclInvalidArgument : ncclInternalError;
+}
+
+}  // namespace
+
+uint64_t NcclTypeBytes(int32_t type) {
   switch (type) {
     case ncclInt8:
     case ncclUint8:
@@ -38,13 +46,6 @@ size_t TypeBytes(int32_t type) {
     default: return 0;
   }
 }
-
-ncclResult_t FromStatus(const Status& s) {
-  if (s.ok()) return ncclSuccess;
-  return s.code() == StatusCode::kInvalidArgument ? ncclInvalidArgument : ncclInternalError;
-}
-
-}  // namespace
 
 CUresult Session::ExecuteNccl(const ipc::RecordView& record, size_t* reply_len) {
   const uint8_t* p = record.payload;
@@ -248,7 +249,7 @@ CUresult Session::NcclCollective(const ipc::NcclCollectiveArgs& a) {
   auto it = comms_.find(a.comm);
   if (it == comms_.end() || it->second.comm == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   NcclComm comm = it->second;
-  size_t elem = TypeBytes(a.datatype);
+  size_t elem = NcclTypeBytes(a.datatype);
   if (elem == 0 || a.root < 0) return CUDA_ERROR_INVALID_VALUE;
   int nranks = 0, rank = 0;
   if (driver_->ncclCommCount(comm.comm, &nranks) != ncclSuccess || driver_->ncclCommUserRank(comm.comm, &rank) != ncclSuccess) {

@@ -146,6 +146,16 @@ bool Session::Speculate(const ipc::RecordView& record, AccessSets* sets, CUstrea
       SpeculateBlas(buffers_, ops, sets);
       return true;
     }
+    case Op::kNcclCollective: {
+      // The send buffer is read, the receive buffer written (and read where not covered).
+      ipc::NcclCollectiveArgs a;
+      if (!Decode(record, &a, true)) return false;
+      Result<CUstream> s = StreamOf(a.stream);
+      if (!s.ok()) return false;
+      *stream = *s;
+      SpeculateCopy(buffers_, a.recv, a.send, a.count * NcclTypeBytes(a.datatype), sets);
+      return true;
+    }
     default:
       return false;
   }

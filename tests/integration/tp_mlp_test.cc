@@ -1,6 +1,7 @@
 // functions/tp-mlp deployed through phosd (issue 5's Done line): the function declares 2 GPUs,
 // its session leases a device group (a pooled context per device and a communicator over them),
-// its per-layer ncclAllReduce runs on the group, and its output is the CPU reference's.
+// its per-layer ncclAllReduce runs on the group, and its output is the CPU reference's. Restored
+// from its snapshot in every restore mode (issue 6), it gives the warm instance's bytes.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -40,6 +41,43 @@ void ExpectMatchesReference(const std::string& body, uint64_t seed) {
   std::vector<float> output = j["output"].get<std::vector<float>>();
   ASSERT_EQ(output.size(), expected.size());
   for (size_t i = 0; i < output.size(); ++i) ASSERT_NEAR(output[i], expected[i], 1e-4) << "element " << i;
+}
+
+// POST /v1/functions/tp-mlp/invoke with X-Phos-Restore-Mode: `mode`; the mode that served it
+// (X-Phos-Restore-Mode of the response) into *served, the body returned.
+std::string InvokeAs(const std::string& endpoint, const std::string& mode, const std::string& body, std::string* served) {
+  CommandResult r = Run({"/usr/bin/curl", "-s", "-D", "-", "-X", "POST", "-H", "X-Phos-Restore-Mode: " + mode, "--data",
+                         body, endpoint + "/v1/functions/tp-mlp/invoke"});
+  size_t end = r.out.find("\r\n\r\n");
+  if (end == std::string::npos) return r.out;
+  std::string head = r.out.substr(0, end);
+  const std::string key = "X-Phos-Restore-Mode: ";
+  size_t at = head.find(key);
+  served->clear();
+  if (at != std::string::npos) served->assign(head.substr(at + key.size(), head.find("\r\n", at) - at - key.size()));
+  return r.out.substr(end + 4);
+}
+
+TEST_F(TpMlpTest, RestoredInEveryModeGivesTheWarmBytes) {
+  CommandResult r = PhosFn({"deploy", "tp-mlp", PHOS_TP_MLP_FUNCTION, "--gpus", "2", "--max-instances", "2", "--",
+                            "--width", std::to_string(kShape.width), "--layers", std::to_string(kShape.layers)});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  constexpr int kRequests = 20;
+  std::vector<std::string> warm(kRequests);
+  std::string served;
+  for (int i = 0; i < kRequests; ++i) {
+    warm[i] = InvokeAs(endpoint(), "warm", "{\"seed\": " + std::to_string(200 + i) + ", \"full\": true}", &served);
+    ASSERT_EQ(served, "warm") << warm[i];
+    ExpectMatchesReference(warm[i], 200 + i);
+  }
+  for (const char* mode : {"cold-boot", "stop-the-world", "no-pool", "no-order", "phos"}) {
+    for (int i = 0; i < kRequests; ++i) {
+      SCOPED_TRACE(std::string(mode) + " request " + std::to_string(i));
+      std::string body = InvokeAs(endpoint(), mode, "{\"seed\": " + std::to_string(200 + i) + ", \"full\": true}", &served);
+      ASSERT_EQ(served, mode) << body;
+      EXPECT_EQ(body, warm[i]);
+    }
+  }
 }
 
 TEST_F(TpMlpTest, DeployedWithTwoGpusGivesTheCpuReference) {

@@ -118,15 +118,7 @@ Result<ContextLease> PoolCore::Lease() {
     return MakeLease(pooled, start, lock);
   }
   ++counters_.misses;
-  if (TotalLocked() < options_.max_contexts) {
-    ++creating_;
-    Result<PooledContext> created = CreateAccounted(lock);
-    if (!created.ok()) {
-      ++counters_.lease_failures;
-      return created.status().WithContext("lease (miss, created synchronously)");
-    }
-    return MakeLease(*created, start, lock);
-  }
+  if (TotalLocked() < options_.max_contexts) return CreateLease(start, lock, "lease (miss, created synchronously)");
   ++counters_.miss_waits;
   bool ready = ready_cv_.wait_until(lock, start + options_.lease_timeout,
                                     [this] { return stopping_ || !ready_.empty(); });
@@ -148,11 +140,16 @@ Result<ContextLease> PoolCore::LeaseFresh() {
   if (stopping_)
     return Status::FailedPrecondition(fmt::format("device {}: context pool is stopping", options_.device));
   ++counters_.misses;
+  return CreateLease(start, lock, "fresh lease");
+}
+
+Result<ContextLease> PoolCore::CreateLease(Clock::time_point start, std::unique_lock<std::mutex>& lock,
+                                           const char* what) {
   ++creating_;
   Result<PooledContext> created = CreateAccounted(lock);
   if (!created.ok()) {
     ++counters_.lease_failures;
-    return created.status().WithContext("fresh lease");
+    return created.status().WithContext(what);
   }
   return MakeLease(*created, start, lock);
 }

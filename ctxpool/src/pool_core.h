@@ -45,6 +45,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   size_t TotalLocked() const { return ready_.size() + leased_ + dirty_.size() + scrubbing_ + creating_; }
   bool RefillWantedLocked() const;
   ContextLease MakeLease(PooledContext pooled, Clock::time_point start, std::unique_lock<std::mutex>& lock);
+  // A lease of a context created now, on the caller's thread (`what` names the failure).
+  Result<ContextLease> CreateLease(Clock::time_point start, std::unique_lock<std::mutex>& lock, const char* what);
 
   const PoolOptions options_;
   runtime::DriverTable* const driver_;

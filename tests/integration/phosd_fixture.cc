@@ -16,7 +16,6 @@
 extern char** environ;
 
 namespace phos::testing {
-namespace {
 
 int FreePort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -37,7 +36,6 @@ std::vector<char*> Argv(const std::vector<std::string>& args) {
   return argv;
 }
 
-}  // namespace
 
 CommandResult Run(const std::vector<std::string>& args) {
   CommandResult result;

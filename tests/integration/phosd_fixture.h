@@ -15,6 +15,10 @@ struct CommandResult {
 
 // Runs argv (no shell), capturing standard output; standard error goes to the test log.
 CommandResult Run(const std::vector<std::string>& argv);
+// A loopback port the kernel just handed out (phosd binds it again at once).
+int FreePort();
+// argv/envp for posix_spawn: pointers into `args`, null-terminated.
+std::vector<char*> Argv(const std::vector<std::string>& args);
 
 class PhosdTest : public ::testing::Test {
  protected:

@@ -120,8 +120,8 @@ class Phosd {
     posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path_.c_str(),
                                      O_WRONLY | O_CREAT | O_APPEND, 0644);
     posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    std::vector<char*> argv = Pointers(args);
-    std::vector<char*> envp = Pointers(env);
+    std::vector<char*> argv = Argv(args);
+    std::vector<char*> envp = Argv(env);
     int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&actions);
     ASSERT_EQ(rc, 0) << "posix_spawn phosd";
@@ -192,25 +192,6 @@ class Phosd {
   const std::string& endpoint() const { return endpoint_; }
 
  private:
-  // A port the kernel just handed out: phosd binds it again at once (the fixture's way).
-  static int FreePort() {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    socklen_t len = sizeof(addr);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    close(fd);
-    return ntohs(addr.sin_port);
-  }
-  static std::vector<char*> Pointers(const std::vector<std::string>& strings) {
-    std::vector<char*> out;
-    for (const std::string& s : strings) out.push_back(const_cast<char*>(s.c_str()));
-    out.push_back(nullptr);
-    return out;
-  }
-
   std::string data_dir_;
   std::string log_path_;
   std::string time_scale_;

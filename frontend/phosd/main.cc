@@ -179,11 +179,12 @@ int main(int argc, char** argv) {
   if (!manager.ok()) return Fail(manager.status().WithContext("phosd"));
 
   phos::http::Router router;
-  phos::Status routed = phos::phosd::AddRoutes(&router, manager->get(), &sessions, [p = pool->get(), g = groups.get()] {
-    std::string text = phos::ctxpool::ToPrometheusText(p->Metrics());
-    if (g != nullptr) text += phos::ctxpool::ToPrometheusText(g->Metrics());
-    return text;
-  });
+  phos::Status routed = phos::phosd::AddRoutes(
+      &router, manager->get(), &sessions, [p = pool->get(), g = groups.get(), m = manager->get()] {
+        std::string text = phos::ctxpool::ToPrometheusText(p->Metrics());
+        if (g != nullptr) text += phos::ctxpool::ToPrometheusText(g->Metrics());
+        return text + m->MetricsText();
+      });
   if (!routed.ok()) return Fail(routed);
   phos::http::ServerOptions http_options;
   http_options.listen = listen;

@@ -98,8 +98,11 @@ class InstanceManager::Impl {
   void Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout, RestoreMode mode,
               std::function<void(InvokeOutcome)> done);
   void Shutdown();
+  std::string MetricsText() const;
 
  private:
+  // Counts an answered invocation (Handle).
+  void Record(const InvokeOutcome& out);
   bool SnapshotsEnabled() const {
     return options_.cpu_state != nullptr && options_.sessions != nullptr && options_.sessions->SupportsSnapshots();
   }
@@ -156,6 +159,11 @@ class InstanceManager::Impl {
   uint64_t next_instance_id_ = 0;
   std::condition_variable supervisor_cv_;
   std::thread supervisor_;
+
+  mutable std::mutex metrics_mu_;
+  std::map<RestoreMode, uint64_t> invocations_;                           // by mode
+  std::map<std::pair<RestoreMode, std::string>, int64_t> stage_sums_us_;  // by mode and stage
+  uint64_t speculation_misses_ = 0;
 };
 
 InvokeOutcome Outcome(InvokeOutcome::Kind kind, std::string message);

@@ -494,6 +494,16 @@ TEST_F(IndirectRestoreTest, ValidationCatchesAnIndirectReadOfAnUnloadedBuffer) {
   HttpResponse warm = phosd.Invoke("indirect", "3 10", "warm");
   ASSERT_EQ(warm.status, 200);
   EXPECT_EQ(warm.body, IndirectAnswer(3, 10));
+  // The misses are counted in the metrics too, with the invocations by mode.
+  CommandResult metrics = ::phos::testing::Run({"/usr/bin/curl", "-s", phosd.endpoint() + "/metrics"});
+  std::smatch m;
+  static const std::regex kMisses(R"(phos_speculation_misses_total (\d+))");
+  ASSERT_TRUE(std::regex_search(metrics.out, m, kMisses)) << metrics.out;
+  EXPECT_GE(std::stoi(m[1]), 3);
+  static const std::regex kPhos(R"(phos_invocations_total\{mode="phos"\} (\d+))");
+  ASSERT_TRUE(std::regex_search(metrics.out, m, kPhos)) << metrics.out;
+  EXPECT_GE(std::stoi(m[1]), 3);
+  EXPECT_NE(metrics.out.find("phos_invocation_stage_seconds_sum{mode=\"phos\",stage=\"first-byte\"}"), std::string::npos);
 }
 
 // 4: kill -9 while a phos restore is still loading; the restarted phosd answers correctly, and the
@@ -532,6 +542,18 @@ TEST_F(IndirectRestoreTest, KillDuringRestoreThenRestartServesCorrectly) {
 }
 
 // ---- 6: bad input ----
+
+// The CRIU backend is used only where `criu check` passes: elsewhere phosd refuses to start with it,
+// saying why (Debian's criu 3.17 cannot parse the vDSO of kernels >= 6.13).
+TEST_F(RestoreTest, CriuCpuStateIsRefusedWhereCriuCheckFails) {
+  CommandResult r = ::phos::testing::Run(
+      {"/usr/bin/timeout", "10", "/bin/sh", "-c",
+       std::string(PHOS_PHOSD) + " --listen 127.0.0.1:0 --data-dir " + data_dir_ + " --gpu sim --cpu-state criu 2>&1"});
+  if (r.exit_code == 124) GTEST_SKIP() << "criu check passes here: phosd started with --cpu-state criu";
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("criu check"), std::string::npos) << r.out;
+  std::printf("phosd --cpu-state criu refused here: %s\n", r.out.substr(r.out.rfind("[error]") == std::string::npos ? 0 : r.out.rfind("[error]")).c_str());
+}
 
 TEST_F(RestoreTest, UnknownRestoreModeIsABadRequest) {
   Phosd& phosd = StartPhosd("1", {});

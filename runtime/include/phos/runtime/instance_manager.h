@@ -157,6 +157,11 @@ class InstanceManager {
   // exit (killing those past stop_grace), ends their GPU sessions. Idempotent.
   void Shutdown();
 
+  // Invocations answered, by how their instance was brought up, with the sums of their stage
+  // times, and the speculation misses caught: Prometheus text (phos_invocations_total{mode},
+  // phos_invocation_stage_seconds_sum{mode,stage}, phos_speculation_misses_total).
+  std::string MetricsText() const;
+
   class Impl;
 
  private:

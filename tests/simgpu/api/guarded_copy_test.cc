@@ -286,14 +286,19 @@ TEST_F(GuardedCopyTest, IsPacedLikeCuMemcpyHtoDAsync) {
   // Touch the destination once so that neither measured copy pays for first-touch page faults.
   ASSERT_EQ(cuMemsetD8(dst, 0, kCopyBytes), CUDA_SUCCESS);
   ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
-  ASSERT_EQ(phosSimGuardRange(dst, kCopyBytes), CUDA_SUCCESS);
-  ASSERT_EQ(phosSimResetStats(0), CUDA_SUCCESS);
-
-  const float guarded_pinned = TimedCopy(true, dst, pinned, kCopyBytes);
-  const float guarded_pageable = TimedCopy(true, dst, pageable.data(), kCopyBytes);
-  ASSERT_EQ(phosSimUnguardRange(dst, kCopyBytes), CUDA_SUCCESS);
-  const float plain_pinned = TimedCopy(false, dst, pinned, kCopyBytes);
-  const float plain_pageable = TimedCopy(false, dst, pageable.data(), kCopyBytes);
+  // A copy the host could not keep up with (a busy machine) says nothing about the model: the
+  // measurement is repeated until no op was host-bound, a few times at most.
+  float guarded_pinned = 0, guarded_pageable = 0, plain_pinned = 0, plain_pageable = 0;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    ASSERT_EQ(phosSimGuardRange(dst, kCopyBytes), CUDA_SUCCESS);
+    ASSERT_EQ(phosSimResetStats(0), CUDA_SUCCESS);
+    guarded_pinned = TimedCopy(true, dst, pinned, kCopyBytes);
+    guarded_pageable = TimedCopy(true, dst, pageable.data(), kCopyBytes);
+    ASSERT_EQ(phosSimUnguardRange(dst, kCopyBytes), CUDA_SUCCESS);
+    plain_pinned = TimedCopy(false, dst, pinned, kCopyBytes);
+    plain_pageable = TimedCopy(false, dst, pageable.data(), kCopyBytes);
+    if (Stats().host_bound_ops == 0) break;
+  }
 
   const double modelled_pinned_ms = kCopyBytes / profile.h2d_pinned_bps * 1e3;
   const double modelled_pageable_ms = kCopyBytes / profile.h2d_pageable_bps * 1e3;

@@ -19,7 +19,9 @@
 // simgpu's, 10). Fresh-context modes (cold-boot, stop-the-world, no-pool) pay the profile's 3.1 s
 // context creation: ~31 s of wall each at scale 10, hence --fresh-reps.
 #include <arpa/inet.h>
+#include <cuda.h>
 #include <fcntl.h>
+#include <fmt/core.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -36,14 +38,11 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <cuda.h>
-#include <fmt/core.h>
-#include <nlohmann/json.hpp>
 
 #include "mlp_model.h"
 #include "phos/base/status.h"
@@ -107,8 +106,8 @@ Result<std::string> Run(const std::vector<std::string>& args) {
   int status = 0;
   waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Status::Internal(fmt::format("{} {} failed (status {}): {}", args[0], args.size() > 1 ? args[1] : "",
-                                        status, out));
+    return Status::Internal(
+        fmt::format("{} {} failed (status {}): {}", args[0], args.size() > 1 ? args[1] : "", status, out));
   }
   return out;
 }
@@ -135,7 +134,8 @@ Result<HttpResponse> Http(const std::string& url, const std::optional<std::strin
     if (end == std::string::npos) return Status::Internal("no HTTP response from " + url + ": " + raw);
     std::string head = raw.substr(pos, end - pos);
     pos = end + 4;
-    if (std::sscanf(head.c_str(), "HTTP/%*s %d", &r.status) != 1) return Status::Internal("bad HTTP head: " + head);
+    if (std::sscanf(head.c_str(), "HTTP/%*s %d", &r.status) != 1)
+      return Status::Internal("bad HTTP head: " + head);
     if (r.status == 100) continue;
     size_t line = head.find("\r\n");
     while (line != std::string::npos) {
@@ -143,7 +143,8 @@ Result<HttpResponse> Http(const std::string& url, const std::optional<std::strin
       std::string h = head.substr(line + 2, next == std::string::npos ? std::string::npos : next - line - 2);
       if (size_t colon = h.find(':'); colon != std::string::npos) {
         std::string name = h.substr(0, colon);
-        std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+        std::transform(name.begin(), name.end(), name.begin(),
+                       [](unsigned char c) { return std::tolower(c); });
         r.headers[name] = h.substr(h.find_first_not_of(' ', colon + 1));
       }
       line = next;
@@ -182,14 +183,13 @@ class Daemon {
     log_path_ = data_dir_ + "/phosd.log";
     PHOS_ASSIGN_OR_RETURN(int port, FreePort());
     endpoint_ = fmt::format("http://127.0.0.1:{}", port);
-    std::vector<std::string> args = {PHOS_PHOSD,        "--listen",        fmt::format("127.0.0.1:{}", port),
-                                     "--data-dir",      data_dir_,         "--gpu",
-                                     "sim",             "--pool-min",      "2",
-                                     "--keep-alive-ms", std::to_string(o.keep_alive_ms),
-                                     "--invoke-timeout-ms", "600000"};
+    std::vector<std::string> args = {PHOS_PHOSD, "--gpu", "sim", "--data-dir", data_dir_, "--pool-min", "2"};
+    args.insert(args.end(), {"--listen", fmt::format("127.0.0.1:{}", port), "--keep-alive-ms",
+                             std::to_string(o.keep_alive_ms), "--invoke-timeout-ms", "600000"});
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
     posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
     std::vector<char*> argv = Argv(args);
     int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
@@ -300,9 +300,9 @@ struct SizeResult {
   phos::mlp::Shape shape;
   uint64_t buffer_bytes = 0;  // B
   int buffers = 0;
-  int ranked = 0;             // buffers with a recorded first-touch rank
-  double transfer_ms = 0;     // B / W
-  double compute_ms = 0;      // E
+  int ranked = 0;          // buffers with a recorded first-touch rank
+  double transfer_ms = 0;  // B / W
+  double compute_ms = 0;   // E
   double bound_ms = 0;
   std::vector<ModeResult> modes;
 
@@ -316,7 +316,8 @@ struct SizeResult {
 
 class Bench {
  public:
-  Bench(const Options& o, Daemon* d, double scale, double h2d_bps) : o_(o), d_(d), scale_(scale), h2d_bps_(h2d_bps) {}
+  Bench(const Options& o, Daemon* d, double scale, double h2d_bps)
+      : o_(o), d_(d), scale_(scale), h2d_bps_(h2d_bps) {}
 
   Result<SizeResult> Measure(int size_mib) {
     SizeResult r;
@@ -326,10 +327,11 @@ class Bench {
     const std::string request = R"({"seed": 7})";
     std::printf("\n== mlp %d MiB (width %d x %d layers): deploy\n", size_mib, r.shape.width, r.shape.layers);
     std::fflush(stdout);
-    PHOS_ASSIGN_OR_RETURN(std::string deployed,
-                          Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "deploy", name, PHOS_MLP_FUNCTION,
-                               "--instances", "1", "--max-instances", "2", "--sample", R"({"seed": 1})", "--",
-                               "--size-mib", std::to_string(size_mib), "--layers", std::to_string(o_.layers)}));
+    PHOS_ASSIGN_OR_RETURN(
+        std::string deployed,
+        Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "deploy", name, PHOS_MLP_FUNCTION, "--instances",
+             "1", "--max-instances", "2", "--sample", R"({"seed": 1})", "--", "--size-mib",
+             std::to_string(size_mib), "--layers", std::to_string(o_.layers)}));
     PHOS_RETURN_IF_ERROR(d_->WaitSettled(name, std::chrono::seconds(600)));
     PHOS_RETURN_IF_ERROR(ReadManifest(name, &r));
     r.transfer_ms = static_cast<double>(r.buffer_bytes) / h2d_bps_ * 1e3;
@@ -385,14 +387,15 @@ class Bench {
     if (j.is_discarded() || !j.contains("checksum") || !j.contains("argmax")) {
       return Status::Internal("mlp answered no checksum: " + body);
     }
-    std::vector<float> expected = phos::mlp::Reference(kWeightSeed, shape, phos::mlp::InputFromSeed(7, shape));
+    std::vector<float> expected =
+        phos::mlp::Reference(kWeightSeed, shape, phos::mlp::InputFromSeed(7, shape));
     double sum = 0;
     for (float v : expected) sum += v;
     int argmax = static_cast<int>(std::max_element(expected.begin(), expected.end()) - expected.begin());
     double got = j["checksum"].get<double>();
     if (std::abs(got - sum) > 1e-3 * (1 + std::abs(sum)) || j["argmax"][0].get<int>() != argmax) {
-      return Status::Internal(fmt::format("mlp's answer {} differs from the CPU reference (checksum {}, argmax {})",
-                                          body, sum, argmax));
+      return Status::Internal(fmt::format(
+          "mlp's answer {} differs from the CPU reference (checksum {}, argmax {})", body, sum, argmax));
     }
     return Status::Ok();
   }
@@ -400,14 +403,18 @@ class Bench {
   // Invokes `mode`; the served mode must be the one asked for and the body the warm one.
   Result<HttpResponse> Invoke(const std::string& name, const std::string& mode, const std::string& request,
                               Sample* sample) {
-    PHOS_ASSIGN_OR_RETURN(HttpResponse r, Http(d_->endpoint() + "/v1/functions/" + name + "/invoke", request,
-                                               {"X-Phos-Restore-Mode: " + mode, "X-Phos-Timeout-Ms: 600000"}));
-    if (r.status != 200) return Status::Internal(fmt::format("{} invoke: HTTP {}: {}", mode, r.status, r.body));
+    PHOS_ASSIGN_OR_RETURN(HttpResponse r,
+                          Http(d_->endpoint() + "/v1/functions/" + name + "/invoke", request,
+                               {"X-Phos-Restore-Mode: " + mode, "X-Phos-Timeout-Ms: 600000"}));
+    if (r.status != 200)
+      return Status::Internal(fmt::format("{} invoke: HTTP {}: {}", mode, r.status, r.body));
     if (r.headers["x-phos-restore-mode"] != mode) {
-      return Status::Internal(fmt::format("asked for {}, served as '{}'", mode, r.headers["x-phos-restore-mode"]));
+      return Status::Internal(
+          fmt::format("asked for {}, served as '{}'", mode, r.headers["x-phos-restore-mode"]));
     }
     if (!expected_body_.empty() && r.body != expected_body_) {
-      return Status::Internal(fmt::format("{} answered {} where warm answered {}", mode, r.body, expected_body_));
+      return Status::Internal(
+          fmt::format("{} answered {} where warm answered {}", mode, r.body, expected_body_));
     }
     if (sample == nullptr) return r;
     for (const char* stage : {"lease", "cpu-resume", "first-launch", "first-byte", "resident"}) {
@@ -416,7 +423,8 @@ class Bench {
         sample->stage_ms[stage] = std::strtod(it->second.c_str(), nullptr) / 1e3 / scale_;
       }
     }
-    if (!sample->stage_ms.count("first-byte")) return Status::Internal(mode + " answer has no first-byte stage");
+    if (!sample->stage_ms.count("first-byte"))
+      return Status::Internal(mode + " answer has no first-byte stage");
     if (auto it = r.headers.find("x-phos-speculation-misses"); it != r.headers.end()) {
       sample->misses = std::strtoll(it->second.c_str(), nullptr, 10);
     }
@@ -438,44 +446,59 @@ class Bench {
   std::string expected_body_;
 };
 
-std::string Ms(double v) { return std::isnan(v) ? "—" : fmt::format("{:.1f}", v); }
+std::string Ms(double v) {
+  return std::isnan(v) ? "—" : fmt::format("{:.1f}", v);
+}
 
 std::string Markdown(const std::vector<SizeResult>& results, const std::string& profile, double scale,
                      double h2d_bps, bool met, const std::string& command) {
   std::string md = fmt::format(
       "## Restore: mlp first-response latency in every restore mode against the bound\n\n"
       "Command: `{}` (profile {}, time scale {}; {})\n\n"
-      "One phosd, one run. mlp deployed with `--instances 1 --max-instances 2 --sample '{{\"seed\": 1}}'`; each "
-      "request `{{\"seed\": 7}}`. Latency = `X-Phos-Stage-First-Byte-Us` / time scale (modelled ms from the request's "
-      "arrival in phosd); stages likewise, median over the repetitions. Bound = max(B/W, E) + {} ms (BRIEF §6): B = "
-      "the snapshot's buffer bytes (mlp reads all its weights), W = the profile's pinned H2D bandwidth ({:.1f} GB/s, "
-      "`phosSimGetProfile`), E = the warm latency measured here. Before each forced-mode request the previous extra "
-      "instance had ended and a scrubbed pooled context was ready. Every answer was byte-identical to the warm one, "
+      "One phosd, one run. mlp deployed with `--instances 1 --max-instances 2 --sample '{{\"seed\": 1}}'`; "
+      "each "
+      "request `{{\"seed\": 7}}`. Latency = `X-Phos-Stage-First-Byte-Us` / time scale (modelled ms from the "
+      "request's "
+      "arrival in phosd); stages likewise, median over the repetitions. Bound = max(B/W, E) + {} ms (BRIEF "
+      "§6): B = "
+      "the snapshot's buffer bytes (mlp reads all its weights), W = the profile's pinned H2D bandwidth "
+      "({:.1f} GB/s, "
+      "`phosSimGetProfile`), E = the warm latency measured here. Before each forced-mode request the "
+      "previous extra "
+      "instance had ended and a scrubbed pooled context was ready. Every answer was byte-identical to the "
+      "warm one, "
       "checked against the CPU reference.\n",
       command, profile, scale, phos::bench::NowUtc(), kFloorMs, h2d_bps / 1e9);
   for (const SizeResult& r : results) {
     md += fmt::format(
         "\n### mlp {} MiB (width {} x {} layers)\n\n"
-        "B = {} bytes in {} buffers ({} with a first-touch rank); B/W = {:.1f} ms; E = {:.1f} ms; bound = {:.1f} ms\n\n"
-        "| mode | reps | first byte (ms) | / bound | lease | cpu-resume | first-launch | resident | misses |\n"
-        "|---|---|---|---|---|---|---|---|---|\n",
-        r.size_mib, r.shape.width, r.shape.layers, r.buffer_bytes, r.buffers, r.ranked, r.transfer_ms, r.compute_ms,
-        r.bound_ms);
+        "B = {} bytes in {} buffers ({} with a first-touch rank); B/W = {:.1f} ms; E = {:.1f} ms; bound = "
+        "{:.1f} ms\n\n"
+        "| mode | reps | first byte (ms) | / bound | lease | cpu-resume | first-launch | resident "
+        "| load GB/s | misses |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n",
+        r.size_mib, r.shape.width, r.shape.layers, r.buffer_bytes, r.buffers, r.ranked, r.transfer_ms,
+        r.compute_ms, r.bound_ms);
     for (const ModeResult& m : r.modes) {
       int64_t misses = -1;
       for (const Sample& s : m.samples) misses = std::max(misses, s.misses);
-      md += fmt::format("| {} | {} | {} | {:.2f} | {} | {} | {} | {} | {} |\n", m.mode, m.samples.size(),
+      // The loader's effective rate: B over the time from the lease to the last buffer resident.
+      double load_ms = Median(m.Stage("resident")) - Median(m.Stage("lease"));
+      std::string rate = std::isnan(load_ms) ? "—" : fmt::format("{:.1f}", r.buffer_bytes / load_ms / 1e6);
+      md += fmt::format("| {} | {} | {} | {:.2f} | {} | {} | {} | {} | {} | {} |\n", m.mode, m.samples.size(),
                         Ms(m.Latency()), m.Latency() / r.bound_ms, Ms(Median(m.Stage("lease"))),
                         Ms(Median(m.Stage("cpu-resume"))), Ms(Median(m.Stage("first-launch"))),
-                        Ms(Median(m.Stage("resident"))), misses >= 0 ? std::to_string(misses) : "—");
+                        Ms(Median(m.Stage("resident"))), rate, misses >= 0 ? std::to_string(misses) : "—");
     }
     double phos = r.Find("phos")->Latency();
-    md += fmt::format("\nphos / bound = **{:.2f}** (target ≤ {}); phos / stop-the-world = **{:.3f}**; "
-                      "phos / cold-boot = **{:.3f}**\n",
-                      phos / r.bound_ms, kTarget, phos / r.Find("stop-the-world")->Latency(),
-                      phos / r.Find("cold-boot")->Latency());
+    md += fmt::format(
+        "\nphos / bound = **{:.2f}** (target ≤ {}); phos / stop-the-world = **{:.3f}**; "
+        "phos / cold-boot = **{:.3f}**\n",
+        phos / r.bound_ms, kTarget, phos / r.Find("stop-the-world")->Latency(),
+        phos / r.Find("cold-boot")->Latency());
   }
-  md += fmt::format("\nTarget phos ≤ {}x the bound at every size: **{}**.\n", kTarget, met ? "met" : "missed");
+  md +=
+      fmt::format("\nTarget phos ≤ {}x the bound at every size: **{}**.\n", kTarget, met ? "met" : "missed");
   return md;
 }
 
@@ -485,7 +508,8 @@ Result<Options> ParseOptions(int argc, char** argv) {
     if (i + 1 >= argc) return Status::InvalidArgument(std::string(argv[i]) + " needs a value");
     char* end = nullptr;
     long v = std::strtol(argv[++i], &end, 10);
-    if (*end != '\0' || v < 1) return Status::InvalidArgument(fmt::format("{} must be a positive integer", argv[i - 1]));
+    if (*end != '\0' || v < 1)
+      return Status::InvalidArgument(fmt::format("{} must be a positive integer", argv[i - 1]));
     *out = static_cast<int>(v);
     return Status::Ok();
   };
@@ -497,7 +521,9 @@ Result<Options> ParseOptions(int argc, char** argv) {
       for (size_t p = 0; p <= list.size();) {
         size_t comma = std::min(list.find(',', p), list.size());
         int v = std::atoi(list.substr(p, comma - p).c_str());
-        if (v < 1) return Status::InvalidArgument("--sizes: positive MiB values separated by commas, not '" + list + "'");
+        if (v < 1)
+          return Status::InvalidArgument("--sizes: positive MiB values separated by commas, not '" + list +
+                                         "'");
         o.sizes_mib.push_back(v);
         p = comma + 1;
       }
@@ -578,29 +604,18 @@ int main(int argc, char** argv) {
   }
   daemon.Stop();
   if (!status.ok()) {
-    std::fprintf(stderr, "restore_bench: %s (phosd log: %s)\n", status.ToString().c_str(), daemon.log_path().c_str());
+    std::fprintf(stderr, "restore_bench: %s (phosd log: %s)\n", status.ToString().c_str(),
+                 daemon.log_path().c_str());
     return 1;
   }
 
   bool met = true;
-  for (const SizeResult& r : results) {
-    double phos = r.Find("phos")->Latency();
-    std::printf("\nmlp %d MiB: B %llu bytes, B/W %.2f ms, E %.2f ms, bound %.2f ms\n", r.size_mib,
-                static_cast<unsigned long long>(r.buffer_bytes), r.transfer_ms, r.compute_ms, r.bound_ms);
-    for (const ModeResult& m : r.modes) {
-      std::printf("  %-15s %10.2f ms  %6.2fx bound\n", m.mode.c_str(), m.Latency(), m.Latency() / r.bound_ms);
-    }
-    std::printf("  phos / bound %.3f (target <= %.2f)  phos / stop-the-world %.3f  phos / cold-boot %.3f\n",
-                phos / r.bound_ms, kTarget, phos / r.Find("stop-the-world")->Latency(),
-                phos / r.Find("cold-boot")->Latency());
-    met = met && phos / r.bound_ms <= kTarget;
-  }
-  std::printf("target phos <= %.2fx bound: %s\n", kTarget, met ? "met" : "MISSED");
-  if (!o.report.empty()) {
-    phos::bench::WriteSection(o.report, "restore",
-                              Markdown(results, config.profile, config.time_scale, profile.h2d_pinned_bps, met,
-                                       phos::bench::CommandLine(argc, argv)));
-  }
+  for (const SizeResult& r : results) met = met && r.Find("phos")->Latency() / r.bound_ms <= kTarget;
+  // The report's table is the summary on the terminal too.
+  std::string md = Markdown(results, config.profile, config.time_scale, profile.h2d_pinned_bps, met,
+                            phos::bench::CommandLine(argc, argv));
+  std::printf("\n%s", md.c_str());
+  if (!o.report.empty()) phos::bench::WriteSection(o.report, "restore", md);
   if (!o.keep_data) {
     std::error_code ec;
     std::filesystem::remove_all(daemon.data_dir(), ec);

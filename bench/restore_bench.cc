@@ -327,11 +327,10 @@ class Bench {
     const std::string request = R"({"seed": 7})";
     std::printf("\n== mlp %d MiB (width %d x %d layers): deploy\n", size_mib, r.shape.width, r.shape.layers);
     std::fflush(stdout);
-    PHOS_ASSIGN_OR_RETURN(
-        std::string deployed,
-        Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "deploy", name, PHOS_MLP_FUNCTION, "--instances",
-             "1", "--max-instances", "2", "--sample", R"({"seed": 1})", "--", "--size-mib",
-             std::to_string(size_mib), "--layers", std::to_string(o_.layers)}));
+    PHOS_RETURN_IF_ERROR(Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "deploy", name, PHOS_MLP_FUNCTION,
+                              "--instances", "1", "--max-instances", "2", "--sample", R"({"seed": 1})", "--",
+                              "--size-mib", std::to_string(size_mib), "--layers", std::to_string(o_.layers)})
+                             .status());
     PHOS_RETURN_IF_ERROR(d_->WaitSettled(name, std::chrono::seconds(600)));
     PHOS_RETURN_IF_ERROR(ReadManifest(name, &r));
     r.transfer_ms = static_cast<double>(r.buffer_bytes) / h2d_bps_ * 1e3;
@@ -356,7 +355,7 @@ class Bench {
     }
     r.compute_ms = r.Find("warm")->Latency();
     r.bound_ms = std::max(r.transfer_ms, r.compute_ms) + kFloorMs;
-    PHOS_ASSIGN_OR_RETURN(std::string removed, Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "rm", name}));
+    PHOS_RETURN_IF_ERROR(Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "rm", name}).status());
     return r;
   }
 

@@ -136,6 +136,9 @@ std::string EndInstanceProcess(pid_t pid, std::chrono::milliseconds grace) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   kill(-pid, SIGKILL);
+  // A forked instance makes itself its group's leader right after its fork: killed before that,
+  // the group does not exist yet, so the process itself is killed too.
+  kill(pid, SIGKILL);
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   return Describe(status);

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   uint64_t dram_mib = 4096;
   std::string cpu_state = "fork";
   long long keep_alive_ms = 60000;
+  long long start_timeout_ms = 60000;
   app.add_option("--listen", listen, "HOST:PORT for the HTTP API (port 0 picks one)")->capture_default_str();
   app.add_option("--data-dir", data_dir, "Directory for functions.json, logs/ and gpu.sock")->required();
   app.add_option("--gpu", gpu, "sim, cuda or auto (cuda when a driver loads)")
@@ -74,6 +75,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fork", "criu"}))
       ->capture_default_str();
   app.add_option("--keep-alive-ms", keep_alive_ms, "Idle time after which an instance beyond a function's warm count ends")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--start-timeout-ms", start_timeout_ms,
+                 "Time an instance gets to reach its entry point (a stop-the-world restore: to be copied) before it is ended")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
@@ -175,6 +180,7 @@ int main(int argc, char** argv) {
   manager_options.sessions = &sessions;
   manager_options.cpu_state = cpu_backend.get();
   manager_options.keep_alive = std::chrono::milliseconds(keep_alive_ms);
+  manager_options.start_timeout = std::chrono::milliseconds(start_timeout_ms);
   auto manager = phos::runtime::InstanceManager::Open(manager_options);
   if (!manager.ok()) return Fail(manager.status().WithContext("phosd"));
 

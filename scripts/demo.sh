@@ -91,3 +91,5 @@ echo
 echo "Stages: lease = context leased (pooled) or created; cpu-resume = the function's process forked from its"
 echo "parked template and ready; first-launch = its first kernel; first-byte = response; resident = every buffer"
 echo "loaded (phos keeps loading while kernels run: first-byte can come before resident)."
+echo "At time scale 1 this host's memory bandwidth, not the modelled PCIe link, sets the load rate;"
+echo "build/bin/restore_bench measures every mode against the bound on the modelled device (docs/benchmarks.md)."

@@ -201,8 +201,10 @@ int main(int argc, char** argv) {
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   PHOS_LOG(Info, "phosd", "signal {}: stopping", signal_number);
-  (*server)->Stop();         // stop accepting; in-flight answers are dropped with their connections
+  // Instances first, while HTTP still answers: queued and in-flight invocations get their 503
+  // ("phosd is shutting down") instead of a dropped connection. Then stop accepting.
   (*manager)->Shutdown();    // end instances and their GPU sessions
+  (*server)->Stop();
   server->reset();
   manager->reset();
   cpu_backend.reset();  // the parked templates

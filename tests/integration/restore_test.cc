@@ -555,6 +555,22 @@ TEST_F(RestoreTest, CriuCpuStateIsRefusedWhereCriuCheckFails) {
   std::printf("phosd --cpu-state criu refused here: %s\n", r.out.substr(r.out.rfind("[error]") == std::string::npos ? 0 : r.out.rfind("[error]")).c_str());
 }
 
+// SIGTERM while a request is in flight: the caller gets phosd's 503, not a dropped connection,
+// and phosd exits cleanly.
+TEST_F(RestoreTest, InFlightInvocationIsAnsweredWhenPhosdStops) {
+  Phosd& phosd = StartPhosd("1", {});
+  CommandResult deployed = phosd.PhosFn({"deploy", "probe", PHOS_PROBE_FN});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
+  ASSERT_TRUE(phosd.WaitSettled("probe", 1));
+  HttpResponse in_flight;
+  std::thread caller([&] { in_flight = phosd.Invoke("probe", "sleep:5000"); });
+  std::this_thread::sleep_for(milliseconds(500));
+  EXPECT_EQ(phosd.Stop(SIGTERM), 0);
+  caller.join();
+  EXPECT_EQ(in_flight.status, 503) << in_flight.body;
+  EXPECT_NE(in_flight.body.find("shutting down"), std::string::npos) << in_flight.body;
+}
+
 TEST_F(RestoreTest, UnknownRestoreModeIsABadRequest) {
   Phosd& phosd = StartPhosd("1", {});
   CommandResult deployed =

@@ -154,7 +154,8 @@ Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtim
         gpus = g->get<int>();
       }
     }
-    nlohmann::json j = {{"token", sessions->IssueToken(gpus)}, {"gpu_socket", sessions->SocketPath()}, {"gpus", gpus}};
+    nlohmann::json j = {
+        {"token", sessions->IssueExternalToken(gpus)}, {"gpu_socket", sessions->SocketPath()}, {"gpus", gpus}};
     out.Send(Response::Json(201, j.dump() + "\n"));
   }));
   return Status::Ok();

@@ -83,11 +83,29 @@ class ApiServer::Impl {
     groups_ = own_groups_.get();
   }
 
-  std::string IssueToken(int gpus) {
+  std::string IssueToken(int gpus, std::chrono::milliseconds unclaimed_for = std::chrono::milliseconds::zero()) {
     std::string token = ipc::NewToken();
     std::lock_guard lock(mu_);
-    tokens_[token].gpus = std::max(gpus, 1);
+    TokenInfo& info = tokens_[token];
+    info.gpus = std::max(gpus, 1);
+    if (unclaimed_for.count() > 0) info.expires = std::chrono::steady_clock::now() + unclaimed_for;
     return token;
+  }
+
+  // Forgets tokens whose time to be claimed passed with no session (the acceptor, each second).
+  void ExpireUnclaimedTokens() {
+    auto now = std::chrono::steady_clock::now();
+    std::lock_guard lock(mu_);
+    for (auto it = tokens_.begin(); it != tokens_.end();) {
+      bool unclaimed = it->second.expires != std::chrono::steady_clock::time_point{} && it->second.expires <= now &&
+                       sessions_.count(it->first) == 0 && ending_.count(it->first) == 0;
+      if (unclaimed) {
+        PHOS_LOG(Info, "runtime", "a session token was not used in time; forgotten");
+        it = tokens_.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
 
   // The arena of instance ranges for snapshots (ApiServerOptions::va_slots).
@@ -253,6 +271,7 @@ class ApiServer::Impl {
         }
       }
       if (poll(fds.data(), fds.size(), 1000) < 0) continue;
+      ExpireUnclaimedTokens();
       if ((fds[1].revents & POLLIN) != 0) {
         uint64_t v;
         [[maybe_unused]] ssize_t n = read(wake_fd_, &v, sizeof(v));
@@ -363,6 +382,7 @@ class ApiServer::Impl {
   struct TokenInfo {
     int gpus = 1;
     std::shared_ptr<RestoreState> restore;  // set for tokens issued with a SessionPlan
+    std::chrono::steady_clock::time_point expires{};  // unclaimed by then: forgotten; {}: never
   };
   std::map<std::string, TokenInfo> tokens_;
   std::set<std::string> ending_;     // sessions being ended (EndSession waits for them)
@@ -399,6 +419,9 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& opti
 
 std::string ApiServer::IssueToken(int gpus) { return impl_->IssueToken(gpus); }
 std::string ApiServer::IssueToken(SessionPlan plan) { return impl_->IssueToken(std::move(plan)); }
+std::string ApiServer::IssueToken(int gpus, std::chrono::milliseconds unclaimed_for) {
+  return impl_->IssueToken(gpus, unclaimed_for);
+}
 Status ApiServer::WaitPrepared(const std::string& token, std::chrono::milliseconds timeout) {
   return impl_->WaitPrepared(token, timeout);
 }

@@ -55,6 +55,23 @@ TEST_F(ApiServerTest, UnknownTokenIsRefused) {
   close(sock);
 }
 
+TEST_F(ApiServerTest, UnclaimedTokenExpiresAndAClaimedOneStays) {
+  std::string unclaimed = server_->IssueToken(1, std::chrono::milliseconds(100));
+  std::string claimed = server_->IssueToken(1, std::chrono::milliseconds(100));
+  int sock = -1, fd = -1;
+  ASSERT_TRUE(Hello(claimed, ipc::kWireVersion, &sock, &fd).ok());
+  // The acceptor sweeps once a second.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  int late_sock = -1, late_fd = -1;
+  Status late = Hello(unclaimed, ipc::kWireVersion, &late_sock, &late_fd);
+  EXPECT_FALSE(late.ok());
+  EXPECT_NE(late.message().find("unknown instance token"), std::string::npos) << late.message();
+  close(late_sock);
+  EXPECT_EQ(server_->session_count(), 1u);  // the claimed one's session is untouched
+  close(fd);
+  close(sock);
+}
+
 TEST_F(ApiServerTest, VersionMismatchIsRefusedNamingBothVersions) {
   int sock = -1, fd = -1;
   Status s = Hello(server_->IssueToken(), ipc::kWireVersion + 1, &sock, &fd);

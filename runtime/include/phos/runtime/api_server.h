@@ -116,6 +116,9 @@ class ApiServer {
   // NCCL communicators come from it). More GPUs than the node has: the session's calls fail
   // (CUDA_ERROR_NO_DEVICE, logged). Callers validate `gpus` (FunctionSpec: 1..8).
   std::string IssueToken(int gpus = 1);
+  // The same, forgotten unless a frontend connects with it within `unclaimed_for` (a token handed
+  // to a program outside phosd's instances, POST /v1/sessions, must not be valid for ever).
+  std::string IssueToken(int gpus, std::chrono::milliseconds unclaimed_for);
   // A token for a single-GPU session started as `plan` says: the restore (lease, mapping, loader)
   // begins now, while the function's process is being made, and the session adopts it when the
   // function connects.

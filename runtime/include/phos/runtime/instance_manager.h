@@ -28,6 +28,9 @@ class GpuSessions {
  public:
   virtual ~GpuSessions() = default;
   virtual std::string IssueToken(int gpus) = 0;
+  // A token for a program outside the instance manager (POST /v1/sessions): forgotten if unused
+  // for a while. Default: IssueToken.
+  virtual std::string IssueExternalToken(int gpus) { return IssueToken(gpus); }
   virtual void EndSession(const std::string& token) = 0;
   // The path instances connect to (PHOS_GPU_SOCKET).
   virtual std::string SocketPath() const = 0;

@@ -44,6 +44,8 @@ class SnapshotSessions final : public GpuSessions {
   ~SnapshotSessions() override;
 
   std::string IssueToken(int gpus) override { return server_->IssueToken(gpus); }
+  // Unused after ten minutes (a program may compute a while before its first CUDA call), forgotten.
+  std::string IssueExternalToken(int gpus) override { return server_->IssueToken(gpus, std::chrono::minutes(10)); }
   void EndSession(const std::string& token) override { server_->EndSession(token); }
   std::string SocketPath() const override { return server_->socket_path(); }
 

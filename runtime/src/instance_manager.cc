@@ -443,6 +443,7 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
   }
   report.ready = Clock::now();
   PHOS_LOG(Info, "instances", "{} ready ({})", who, RestoreModeName(report.mode));
+  // Before the caller hears back: whoever waits for a sample request's answer finds its order saved.
   auto after_request = [&] {
     if (!learning) return;
     std::vector<uint64_t> versions;
@@ -460,8 +461,7 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
       std::lock_guard lock(mu_);
       inst->state = InstanceState::kBusy;
     }
-    bool keep = Handle(proc, who, std::move(*first), &report);
-    after_request();
+    bool keep = Handle(proc, who, std::move(*first), &report, after_request);
     if (!keep) return true;
   }
   {
@@ -490,8 +490,7 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
       f->queue.pop_front();
       inst->state = InstanceState::kBusy;
     }
-    bool keep = Handle(proc, who, std::move(inv), nullptr);
-    after_request();
+    bool keep = Handle(proc, who, std::move(inv), nullptr, after_request);
     std::lock_guard lock(mu_);
     inst->state = InstanceState::kIdle;
     if (!keep) return true;
@@ -505,7 +504,7 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
 
 // Runs one invocation; returns false when the instance must be discarded (it has been ended).
 bool InstanceManager::Impl::Handle(const InstanceProcess& proc, const std::string& who, Invocation inv,
-                                   const StartReport* report) {
+                                   const StartReport* report, const std::function<void()>& before_answer) {
   if (inv.deadline <= Clock::now()) {
     inv.done(Outcome(InvokeOutcome::Kind::kTimeout, "the deadline passed while the request was queued"));
     return true;
@@ -547,6 +546,7 @@ bool InstanceManager::Impl::Handle(const InstanceProcess& proc, const std::strin
     for (const auto& [name, us] : out.stages) stages += fmt::format(" {} {:.3f} ms", name, us / 1000.0);
     PHOS_LOG(Info, "restore", "{} served its first request ({}):{}", who, RestoreModeName(out.mode), stages);
   }
+  before_answer();
   inv.done(std::move(out));
   return true;
 }

@@ -123,7 +123,9 @@ class InstanceManager::Impl {
                    std::optional<Invocation> first);
   bool Serve(const std::shared_ptr<Function>& f, const std::shared_ptr<Instance>& inst, const FunctionSpec& spec,
              const InstanceProcess& proc, StartReport report, std::optional<Invocation> first, bool learning);
-  bool Handle(const InstanceProcess& proc, const std::string& who, Invocation inv, const StartReport* report);
+  // Runs one invocation; `before_answer` runs once the instance answered, before the caller is.
+  bool Handle(const InstanceProcess& proc, const std::string& who, Invocation inv, const StartReport* report,
+              const std::function<void()>& before_answer);
   Status SaveLocked();
 
   // ---- deploy and restore (instance_deploy.cc) ----

@@ -4,6 +4,7 @@
 
 #include "phos/base/log.h"
 #include "phos/runtime/context_scope.h"
+#include "phos/runtime/snapshot_restore.h"
 #include "phos/store/dram_tier.h"
 #include "proto/manifest.pb.h"
 
@@ -34,6 +35,7 @@ void RestoreState::Release(DriverTable& driver, Prepared& p) {
   for (auto& [vid, h] : p.blas) {
     if (vid != p.pooled_blas_vid) tenant(device_of(vid)).blas_handles.push_back(h);
   }
+  for (auto& [hash, m] : p.modules) tenant(0).modules.push_back(m);
   for (auto& [device, space] : p.spaces) {
     if (space == nullptr) continue;
     if (space->borrowed()) {
@@ -143,6 +145,7 @@ Status RestoreState::Prepare() {
     s = MapBuffers(p);
     if (s.ok()) s = RecreateHandles(p);
     if (s.ok()) s = StartLoaders(p);
+    if (s.ok()) PreloadModules(p);
     if (!s.ok()) s = s.WithContext(fmt::format("restore {} v{}", plan_.manifest->function(), plan_.manifest->version()));
   }
   if (!s.ok()) {
@@ -273,6 +276,21 @@ Status RestoreState::RecreateHandles(Prepared& p) {
   }
   p.next_handle = m.next_handle();
   return Status::Ok();
+}
+
+void RestoreState::PreloadModules(Prepared& p) {
+  const store::proto::Manifest& m = *plan_.manifest;
+  ContextScope scope(*driver_, p.context(0));
+  for (int i = 0; i < m.modules_size(); ++i) {
+    uint64_t bytes = 0;
+    Result<CUmodule> module = LoadSnapshotModule(driver_, m, i, *plan_.source, &bytes);
+    if (!module.ok()) {
+      PHOS_LOG(Warn, "restore", "{} v{}: module {} not preloaded: {}", m.function(), m.version(), i,
+               module.status().message());
+      continue;
+    }
+    p.modules[m.modules(i).content_hash()] = *module;
+  }
 }
 
 Status RestoreState::StartLoaders(Prepared& p) {

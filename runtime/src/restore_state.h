@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -80,6 +81,9 @@ class RestoreState {
     std::unordered_map<uint64_t, cublasHandle_t> blas;
     std::unordered_map<uint64_t, int> handle_devices;  // stream, event, cuBLAS vid -> device (>= 1)
     std::unordered_map<uint64_t, std::pair<ncclComm_t, int>> comms;  // vid -> group rank, device
+    // The snapshot's modules, loaded into device 0's context while the CPU side forks, by content
+    // hash (ChunkId bytes): the session uses them when the function sends the same images.
+    std::unordered_map<std::string, CUmodule> modules;
     uint64_t pooled_blas_vid = 0;
     uint64_t next_handle = 0;
     CUcontext context(int device) const { return group ? group->context(device) : lease->context(); }
@@ -119,6 +123,8 @@ class RestoreState {
   Status MapBuffers(Prepared& p);
   Status RecreateHandles(Prepared& p);
   Status StartLoaders(Prepared& p);
+  // Loads the snapshot's modules (a module that fails is left to the function's own load).
+  void PreloadModules(Prepared& p);
 
   const SessionPlan plan_;
   DriverTable* driver_;

@@ -125,6 +125,8 @@ void Session::ReleaseAll() {
   for (auto& [id, m] : modules_) {
     if (m.module != nullptr) tenant.modules.push_back(m.module);
   }
+  for (auto& [hash, module] : preloaded_modules_) tenant.modules.push_back(module);
+  preloaded_modules_.clear();
   lease_.reset();
   context_ = nullptr;
 }
@@ -427,6 +429,18 @@ CUresult Session::ModuleChunk(const uint8_t* payload, size_t len) {
   if (a.offset != m.pending.size() || bytes > m.total_bytes - m.pending.size()) return CUDA_ERROR_INVALID_VALUE;
   m.pending.insert(m.pending.end(), payload + sizeof(a), payload + len);
   if (m.pending.size() < m.total_bytes) return CUDA_SUCCESS;
+  if (restore_ != nullptr) {
+    store::ChunkId id = store::ChunkId::Of(m.pending.data(), m.pending.size());
+    m.hash = {id.low, id.high};
+    // The snapshot's image: its module was loaded while the function forked.
+    if (auto pre = preloaded_modules_.find(id.ToBytes()); pre != preloaded_modules_.end() && route_device_ == 0) {
+      m.module = pre->second;
+      preloaded_modules_.erase(pre);
+      m.image = std::move(m.pending);
+      m.pending = {};
+      return CUDA_SUCCESS;
+    }
+  }
   m.load_result = driver_->cuModuleLoadData(&m.module, m.pending.data());
   if (m.load_result != CUDA_SUCCESS) {
     const char* name = nullptr;
@@ -437,10 +451,6 @@ CUresult Session::ModuleChunk(const uint8_t* payload, size_t len) {
   }
   m.image = std::move(m.pending);
   m.pending = {};
-  if (restore_ != nullptr) {
-    store::ChunkId id = store::ChunkId::Of(m.image.data(), m.image.size());
-    m.hash = {id.low, id.high};
-  }
   // A module that fails to load is recorded, not reported: CUDA reports it at the launch.
   return CUDA_SUCCESS;
 }

@@ -206,6 +206,7 @@ class Session {
   std::shared_ptr<RestoreState> restore_;
   ParamMetadataCache* metadata_ = nullptr;
   std::vector<RestoreState::DeviceLoader> loaders_;  // by session device
+  std::unordered_map<std::string, CUmodule> preloaded_modules_;  // by content hash, until used
   std::atomic<bool> loaders_published_{false};     // Timeline() on other threads may read loaders_
   bool gating_ = false;    // restored: until launched, resident and done learning
   bool launched_ = false;  // the first kernel or cuBLAS call was seen

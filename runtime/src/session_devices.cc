@@ -210,6 +210,8 @@ void Session::ReleaseToGroup() {
     if (m.module != nullptr) group_->tenant(0).modules.push_back(m.module);
     for (auto& [device, module] : m.on_device) group_->tenant(device).modules.push_back(module);
   }
+  for (auto& [hash, module] : preloaded_modules_) group_->tenant(0).modules.push_back(module);
+  preloaded_modules_.clear();
   blas_.clear();
   events_.clear();
   streams_.clear();

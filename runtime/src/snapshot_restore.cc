@@ -39,7 +39,10 @@ std::string BufferName(const store::proto::Manifest& m, int i) {
   return b.label().empty() ? fmt::format("buffer {} at {:#x}", i, b.device_address())
                            : fmt::format("buffer {} '{}' at {:#x}", i, b.label(), b.device_address());
 }
-Result<CUmodule> LoadModule(DriverTable* d, const store::proto::Manifest& m, int index, store::ChunkSource& source,
+
+}  // namespace
+
+Result<CUmodule> LoadSnapshotModule(DriverTable* d, const store::proto::Manifest& m, int index, store::ChunkSource& source,
                             uint64_t* bytes) {
   const auto& mod = m.modules(index);
   std::string image(mod.size(), '\0');
@@ -69,8 +72,6 @@ Result<CUmodule> LoadModule(DriverTable* d, const store::proto::Manifest& m, int
   *bytes += image.size();
   return module;
 }
-
-}  // namespace
 
 Status VmmDeviceMapper::EnsureGranularity() {
   if (granularity_ != 0) return Status::Ok();
@@ -208,7 +209,7 @@ Result<RestoreReport> RestoreStopTheWorld(const RestoreRequest& request, const s
 
   start = Clock::now();
   for (int i = 0; i < manifest.modules_size(); ++i) {
-    auto module = LoadModule(d, manifest, i, source, &report.module_bytes);
+    auto module = LoadSnapshotModule(d, manifest, i, source, &report.module_bytes);
     if (!module.ok()) return fail(module.status().WithContext(fmt::format("restore {}", name)));
     report.modules.push_back(*module);
   }

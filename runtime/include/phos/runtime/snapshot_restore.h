@@ -103,6 +103,12 @@ struct RestoreReport {
   std::vector<CUmodule> modules;
 };
 
+// Reads module `index` of `manifest` from `source` (every chunk verified, then the whole image
+// against its content hash) and loads it into the current context; adds the image's size to
+// *bytes. Errors name the module and chunk.
+Result<CUmodule> LoadSnapshotModule(DriverTable* d, const store::proto::Manifest& manifest, int index,
+                                    store::ChunkSource& source, uint64_t* bytes);
+
 // Restores `manifest`'s buffers and modules into `request.context`, reading chunks from `source`
 // (the Store, or a DramTier in front of it). Stream, event and library-handle settings in the
 // manifest are not recreated here: the API server owns the virtual handles. Errors name the

@@ -111,13 +111,8 @@ class ApiServer::Impl {
   // The arena of instance ranges for snapshots (ApiServerOptions::va_slots).
   Status ReserveArena() {
     if (options_.va_slots <= 0 || options_.instance_va_bytes == 0) return Status::Ok();
-    CUmemAllocationProp prop{};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = options_.device;
-    size_t granularity = 0;
-    PHOS_CU_RETURN_IF_ERROR(driver_->error_text(), driver_->cuMemGetAllocationGranularity(
-                                                       &granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    PHOS_ASSIGN_OR_RETURN(const uint64_t granularity,
+                          DeviceMemoryGranularity(*driver_, options_.device, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
     slot_bytes_ = (options_.instance_va_bytes + granularity - 1) / granularity * granularity;
     uint64_t bytes = slot_bytes_ * static_cast<uint64_t>(options_.va_slots);
     PHOS_CU_RETURN_IF_ERROR(driver_->error_text(), driver_->cuMemAddressReserve(&arena_, bytes, granularity, 0, 0));

@@ -5,6 +5,7 @@
 #include "phos/base/cuda_check.h"
 #include "phos/base/log.h"
 #include "phos/runtime/context_scope.h"
+#include "phos/runtime/va_allocator.h"
 #include "phos/store/reader.h"
 #include "restore_loader_impl.h"
 
@@ -73,13 +74,9 @@ Status RestoreLoader::Impl::Init(const RestoreLoaderOptions& o) {
 
   ContextScope scope(*d_, ctx_);
   if (!scope.ok()) return Status::DeviceError(fmt::format("restore {}: cuCtxPushCurrent failed", snapshot_));
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  size_t granule = 0;
-  PHOS_CU_RETURN_IF_ERROR(
-      text, d_->cuMemGetAllocationGranularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
-  granule_ = granule;
+  // The loader is given a context, not a device: the granularity is the same on every device of a
+  // node (one GPU model), so device 0's serves.
+  PHOS_ASSIGN_OR_RETURN(granule_, DeviceMemoryGranularity(*d_, 0, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
   PHOS_CU_RETURN_IF_ERROR(text, d_->cuStreamCreate(&background_stream_, CU_STREAM_NON_BLOCKING));
   // simgpu has no stream priorities (and the driver table no cuStreamCreateWithPriority): the
   // priority stream jumps the queue because the window keeps the background stream short.

@@ -41,8 +41,6 @@ namespace phos::runtime {
 // Bytes per element of the cudaDataType values GemmEx accepts here; 0 for anything else
 // (session_blas.cc).
 uint64_t BlasElementBytes(int32_t type);
-// Bytes per element of an ncclDataType_t; 0 for anything else (session_nccl.cc).
-uint64_t NcclTypeBytes(int32_t type);
 
 class Session {
  public:

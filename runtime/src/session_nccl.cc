@@ -14,13 +14,13 @@
 #include <fmt/core.h>
 
 #include "phos/base/log.h"
+#include "phos/ipc/nccl_types.h"
 #include "session.h"
 
 namespace phos::runtime {
 namespace {
 
 using ipc::Op;
-
 
 ncclResult_t FromStatus(const Status& s) {
   if (s.ok()) return ncclSuccess;
@@ -29,23 +29,6 @@ ncclResult_t FromStatus(const Status& s) {
 
 }  // namespace
 
-uint64_t NcclTypeBytes(int32_t type) {
-  switch (type) {
-    case ncclInt8:
-    case ncclUint8:
-    case ncclFloat8e4m3:
-    case ncclFloat8e5m2: return 1;
-    case ncclFloat16:
-    case ncclBfloat16: return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32: return 4;
-    case ncclInt64:
-    case ncclUint64:
-    case ncclFloat64: return 8;
-    default: return 0;
-  }
-}
 
 CUresult Session::ExecuteNccl(const ipc::RecordView& record, size_t* reply_len) {
   const uint8_t* p = record.payload;
@@ -249,7 +232,7 @@ CUresult Session::NcclCollective(const ipc::NcclCollectiveArgs& a) {
   auto it = comms_.find(a.comm);
   if (it == comms_.end() || it->second.comm == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   NcclComm comm = it->second;
-  size_t elem = NcclTypeBytes(a.datatype);
+  size_t elem = ipc::NcclTypeBytes(a.datatype);
   if (elem == 0 || a.root < 0) return CUDA_ERROR_INVALID_VALUE;
   int nranks = 0, rank = 0;
   if (driver_->ncclCommCount(comm.comm, &nranks) != ncclSuccess || driver_->ncclCommUserRank(comm.comm, &rank) != ncclSuccess) {

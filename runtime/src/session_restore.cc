@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "phos/base/log.h"
+#include "phos/ipc/nccl_types.h"
 #include "phos/runtime/context_scope.h"
 #include "phos/runtime/snapshot_capture.h"
 #include "phos/store/store.h"
@@ -154,7 +155,7 @@ bool Session::Speculate(const ipc::RecordView& record, AccessSets* sets, CUstrea
       Result<CUstream> s = StreamOf(a.stream);
       if (!s.ok()) return false;
       *stream = *s;
-      SpeculateCopy(buffers_, a.recv, a.send, a.count * NcclTypeBytes(a.datatype), sets);
+      SpeculateCopy(buffers_, a.recv, a.send, a.count * ipc::NcclTypeBytes(a.datatype), sets);
       return true;
     }
     default:

@@ -11,6 +11,7 @@
 
 #include "phos/base/cuda_check.h"
 #include "phos/base/log.h"
+#include "phos/runtime/va_allocator.h"
 
 namespace phos::runtime {
 namespace {
@@ -23,14 +24,6 @@ double MsSince(Clock::time_point start) {
 
 uint64_t AlignDown(uint64_t x, uint64_t a) { return x / a * a; }
 uint64_t AlignUp(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
-
-CUmemAllocationProp DeviceProp(int device) {
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = device;
-  return prop;
-}
 
 std::string SnapshotName(const store::proto::Manifest& m) { return fmt::format("{} v{}", m.function(), m.version()); }
 
@@ -75,12 +68,7 @@ Result<CUmodule> LoadSnapshotModule(DriverTable* d, const store::proto::Manifest
 
 Status VmmDeviceMapper::EnsureGranularity() {
   if (granularity_ != 0) return Status::Ok();
-  const CUmemAllocationProp prop = DeviceProp(device_);
-  size_t granularity = 0;
-  PHOS_RETURN_IF_ERROR(CuStatus(
-      driver_->cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
-      "cuMemGetAllocationGranularity", driver_->error_text()));
-  granularity_ = granularity;
+  PHOS_ASSIGN_OR_RETURN(granularity_, DeviceMemoryGranularity(*driver_, device_, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
   return Status::Ok();
 }
 
@@ -117,7 +105,7 @@ Status VmmDeviceMapper::MapSpan(CUdeviceptr base, uint64_t bytes) {
                                              why.ok() ? std::string(" (the driver offered another address)")
                                                       : ": " + why.message()));
   }
-  const CUmemAllocationProp prop = DeviceProp(device_);
+  const CUmemAllocationProp prop = DeviceMemoryProp(device_);
   CUmemGenericAllocationHandle handle = 0;
   Status s = CuStatus(driver_->cuMemCreate(&handle, bytes, &prop, 0), "cuMemCreate", text);
   if (s.ok()) {

@@ -12,14 +12,6 @@ namespace {
 
 uint64_t RoundUp(uint64_t v, uint64_t unit) { return (v + unit - 1) / unit * unit; }
 
-CUmemAllocationProp DeviceProp(int device) {
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = device;
-  return prop;
-}
-
 // Carves `bytes` out of a free list (offset -> length) at the lowest offset that fits; false if
 // nothing does.
 bool CarveFirstFit(std::map<uint64_t, uint64_t>& free, uint64_t bytes, uint64_t* out) {
@@ -68,6 +60,21 @@ void GiveBack(std::map<uint64_t, uint64_t>& free, uint64_t at, uint64_t bytes) {
 
 }  // namespace
 
+CUmemAllocationProp DeviceMemoryProp(int device) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  return prop;
+}
+
+Result<uint64_t> DeviceMemoryGranularity(DriverTable& driver, int device, CUmemAllocationGranularity_flags flag) {
+  const CUmemAllocationProp prop = DeviceMemoryProp(device);
+  size_t granularity = 0;
+  PHOS_CU_RETURN_IF_ERROR(driver.error_text(), driver.cuMemGetAllocationGranularity(&granularity, &prop, flag));
+  return static_cast<uint64_t>(granularity);
+}
+
 InstanceAddressSpace::InstanceAddressSpace(DriverTable* driver, CUdeviceptr base, uint64_t range_bytes,
                                            uint64_t granularity, int device)
     : driver_(driver), base_(base), range_bytes_(range_bytes), granularity_(granularity), device_(device) {
@@ -78,10 +85,8 @@ Result<std::unique_ptr<InstanceAddressSpace>> InstanceAddressSpace::Reserve(Driv
                                                                            const InstanceAddressSpaceOptions& options) {
   const CuErrorText& text = driver->error_text();
   if (options.range_bytes == 0) return Status::InvalidArgument("instance address space: range of 0 bytes");
-  CUmemAllocationProp prop = DeviceProp(options.device);
-  size_t granularity = 0;
-  PHOS_CU_RETURN_IF_ERROR(text, driver->cuMemGetAllocationGranularity(&granularity, &prop,
-                                                                      CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  PHOS_ASSIGN_OR_RETURN(const uint64_t granularity,
+                        DeviceMemoryGranularity(*driver, options.device, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
   if (options.base % granularity != 0) {
     return Status::InvalidArgument(
         fmt::format("instance address space: base {:#x} is not a multiple of the granularity {}", options.base, granularity));
@@ -144,7 +149,7 @@ void InstanceAddressSpace::GiveRange(CUdeviceptr address, uint64_t bytes) { Give
 
 Status InstanceAddressSpace::MapPhysical(CUdeviceptr address, uint64_t bytes, bool shared) {
   const CuErrorText& text = driver_->error_text();
-  CUmemAllocationProp prop = DeviceProp(device_);
+  CUmemAllocationProp prop = DeviceMemoryProp(device_);
   CUmemGenericAllocationHandle handle = 0;
   PHOS_CU_RETURN_IF_ERROR(text, driver_->cuMemCreate(&handle, bytes, &prop, 0));
   if (CUresult r = driver_->cuMemMap(address, bytes, 0, handle, 0); r != CUDA_SUCCESS) {

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "phos/frontend/remote_call.h"
+#include "phos/ipc/nccl_types.h"
 #include "phos/ipc/wire.h"
 
 namespace ipc = phos::ipc;
@@ -36,28 +37,11 @@ ncclResult_t SyncResult(int result) {
 // Async calls answer with a CUresult (only ever a failure to queue).
 ncclResult_t QueueResult(int result) { return result == 0 ? ncclSuccess : ncclUnhandledCudaError; }
 
-size_t TypeBytes(ncclDataType_t t) {
-  switch (t) {
-    case ncclInt8:
-    case ncclUint8:
-    case ncclFloat8e4m3:
-    case ncclFloat8e5m2: return 1;
-    case ncclFloat16:
-    case ncclBfloat16: return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32: return 4;
-    case ncclInt64:
-    case ncclUint64:
-    case ncclFloat64: return 8;
-    default: return 0;
-  }
-}
 
 ncclResult_t Collective(ipc::NcclCollectiveKind kind, const void* send, void* recv, size_t count, ncclDataType_t type,
                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   if (comm == nullptr) return ncclInvalidArgument;
-  if (TypeBytes(type) == 0 || root < 0) return ncclInvalidArgument;
+  if (ipc::NcclTypeBytes(type) == 0 || root < 0) return ncclInvalidArgument;
   bool reduces = kind == ipc::NcclCollectiveKind::kAllReduce || kind == ipc::NcclCollectiveKind::kReduceScatter;
   // Built-in reductions only: ncclRedOpCreatePreMulSum is not remoted.
   if (reduces && (op < 0 || op >= ncclNumOps)) return ncclInvalidArgument;

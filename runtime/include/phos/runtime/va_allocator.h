@@ -71,6 +71,11 @@ struct AddressSpaceRelease {
   uint64_t range_bytes = 0;
 };
 
+// Device memory as phos maps it with the VMM calls: pinned, on `device`.
+CUmemAllocationProp DeviceMemoryProp(int device);
+// The driver's granularity for that memory (`flag`: minimum or recommended).
+Result<uint64_t> DeviceMemoryGranularity(DriverTable& driver, int device, CUmemAllocationGranularity_flags flag);
+
 class InstanceAddressSpace {
  public:
   // Sub-allocation alignment: what cudaMalloc guarantees.

@@ -1,4 +1,4 @@
-// Context pool benchmark (BRIEF D11, issue 5): lease latency from a warm pool against creating a
+// Context pool benchmark (docs/design.md D11, issue 5): lease latency from a warm pool against creating a
 // context plus a cuBLAS handle from scratch, on the same simgpu device profile, in one run.
 // Writes the "ctxpool" section of docs/benchmarks.md.
 //
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "phos/ctxpool/context_pool.h"
-#include "phos/runtime/driver_table.h"
+#include "phos/driver/driver_table.h"
 #include "report.h"
 
 namespace {
@@ -52,12 +52,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ctxpool_bench: --leases and --scratch must be positive\n");
     return 2;
   }
-  auto driver = phos::runtime::DriverTable::Open({.gpu = phos::runtime::GpuKind::kSim});
+  auto driver = phos::driver::DriverTable::Open({.gpu = phos::driver::GpuKind::kSim});
   if (!driver.ok()) {
     std::fprintf(stderr, "ctxpool_bench: %s\n", driver.status().ToString().c_str());
     return 1;
   }
-  phos::runtime::DriverTable& d = **driver;
+  phos::driver::DriverTable& d = **driver;
   if (d.cuInit(0) != CUDA_SUCCESS) {
     std::fprintf(stderr, "ctxpool_bench: cuInit failed\n");
     return 1;

@@ -1,4 +1,4 @@
-// Remoting overhead: what a function pays for running its CUDA calls in phosd (BRIEF D1), against
+// Remoting overhead: what a function pays for running its CUDA calls in phosd (docs/design.md D1), against
 // calling simgpu directly in-process, measured in one run.
 //
 //   async launch  µs per cudaLaunchKernel of an empty kernel, amortised over N launches and one
@@ -30,7 +30,7 @@
 
 #include "phos/frontend/sim_module.h"
 #include "phos/runtime/api_server.h"
-#include "phos/runtime/driver_table.h"
+#include "phos/driver/driver_table.h"
 #include "remoting_bench_kernels.cuh"
 #include "report.h"
 
@@ -87,7 +87,7 @@ int Client(long launches) {
 }
 
 // The baseline: the same calls on simgpu through the driver table, in this process.
-bool Direct(phos::runtime::DriverTable& d, long launches, Numbers* n) {
+bool Direct(phos::driver::DriverTable& d, long launches, Numbers* n) {
   CUdevice dev;
   CUcontext ctx;
   CUmodule module;
@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--launches must be positive\n");
     return 2;
   }
-  auto table = phos::runtime::DriverTable::Open({.gpu = phos::runtime::GpuKind::kSim});
+  auto table = phos::driver::DriverTable::Open({.gpu = phos::driver::GpuKind::kSim});
   if (!table.ok()) {
     std::fprintf(stderr, "%s\n", table.status().ToString().c_str());
     return 1;

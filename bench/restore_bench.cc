@@ -1,4 +1,4 @@
-// Restore benchmark (issue 6, BRIEF section 6): the first-response latency of mlp restored in
+// Restore benchmark (issue 6, docs/design.md, "The bound"): the first-response latency of mlp restored in
 // every restore mode, in one run of one phosd on one simgpu device profile, against the bound
 // max(B/W, E) + 5 ms.
 //
@@ -62,7 +62,7 @@ using phos::Status;
 using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kWeightSeed = 42;  // mlp's default --weight-seed
-constexpr double kFloorMs = 5.0;      // BRIEF section 6: the bound's fixed floor
+constexpr double kFloorMs = 5.0;      // docs/design.md, "The bound": the bound's fixed floor
 constexpr double kTarget = 1.15;      // issue 6: phos <= 1.15x the bound
 const char* const kModes[] = {"warm", "phos", "no-order", "no-pool", "stop-the-world", "cold-boot"};
 
@@ -464,8 +464,8 @@ std::string Markdown(const std::vector<SizeResult>& results, const std::string& 
       "each "
       "request `{{\"seed\": 7}}`. Latency = `X-Phos-Stage-First-Byte-Us` / time scale (modelled ms from the "
       "request's "
-      "arrival in phosd); stages likewise, median over the repetitions. Bound = max(B/W, E) + {} ms (BRIEF "
-      "§6): B = "
+      "arrival in phosd); stages likewise, median over the repetitions. Bound = max(B/W, E) + {} ms (docs/design.md, \"The bound\"): "
+      "B = "
       "the snapshot's buffer bytes (mlp reads all its weights), W = the profile's pinned H2D bandwidth "
       "({:.1f} GB/s, "
       "`phosSimGetProfile`), E = the warm latency measured here. Before each forced-mode request the "

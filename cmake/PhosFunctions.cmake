@@ -1,6 +1,6 @@
 # phos_add_function(NAME name SOURCES ... [KERNELS kernel headers...] [LIBS ...])
 #
-# Builds a phos function (BRIEF D12): the executable build/bin/functions/<name>, linked against
+# Builds a phos function (docs/design.md D12): the executable build/bin/functions/<name>, linked against
 # the function SDK and the frontend CUDA runtime and cuBLAS libraries (so every CUDA call it makes
 # is executed by phosd), with its kernels' simgpu module embedded and registered at start-up
 # (__phosRegisterSimModule), so the executable is all a deployment needs. The kernels' nvcc

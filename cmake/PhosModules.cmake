@@ -1,6 +1,6 @@
 # phos_add_kernel_module(NAME <name> SOURCES <kernel headers...> [INCLUDES <dirs...>])
 #
-# Builds the kernels of phos/kernel.h sources (BRIEF D4) twice from the same headers:
+# Builds the kernels of phos/kernel.h sources (docs/design.md D4) twice from the same headers:
 #   ${CMAKE_BINARY_DIR}/lib/modules/<name>.simgpu.so  g++, a simgpu module (cuModuleLoadData on simgpu)
 #   ${CMAKE_BINARY_DIR}/lib/modules/<name>.fatbin     nvcc -fatbin, only when PHOS_WITH_CUDA
 # Sets in the caller's scope <name>_SIMGPU_MODULE and <name>_CUDA_MODULE (full paths; the latter

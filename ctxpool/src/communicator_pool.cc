@@ -28,7 +28,7 @@ namespace detail {
 // The state a CommunicatorPool and its leases share (as PoolCore is for contexts).
 class GroupCore : public std::enable_shared_from_this<GroupCore> {
  public:
-  GroupCore(const CommunicatorPoolOptions& options, runtime::DriverTable* driver, int node_devices)
+  GroupCore(const CommunicatorPoolOptions& options, driver::DriverTable* driver, int node_devices)
       : options_(options), driver_(driver), node_devices_(node_devices) {}
 
   void Start(int initial_size) {
@@ -263,7 +263,7 @@ class GroupCore : public std::enable_shared_from_this<GroupCore> {
   }
 
   const CommunicatorPoolOptions options_;
-  runtime::DriverTable* const driver_;
+  driver::DriverTable* const driver_;
   const int node_devices_;
 
   mutable std::mutex mu_;
@@ -314,7 +314,7 @@ CommunicatorPool::CommunicatorPool(std::shared_ptr<detail::GroupCore> core) : co
 CommunicatorPool::~CommunicatorPool() { core_->Shutdown(); }
 
 Result<std::unique_ptr<CommunicatorPool>> CommunicatorPool::Open(const CommunicatorPoolOptions& options,
-                                                                 runtime::DriverTable* driver) {
+                                                                 driver::DriverTable* driver) {
   if (driver == nullptr) return Status::InvalidArgument("communicator pool needs a driver table");
   if (!driver->has_nccl()) return Status::FailedPrecondition("communicator pool: the driver table has no NCCL");
   if (options.max_groups == 0 || options.min_ready > options.max_groups) {

@@ -2,8 +2,8 @@
 
 #include <fmt/core.h>
 
-#include "phos/runtime/context_scope.h"
-#include "phos/base/cuda_check.h"
+#include "phos/driver/context_scope.h"
+#include "phos/driver/cuda_check.h"
 #include "phos/base/log.h"
 
 namespace phos::ctxpool::detail {
@@ -41,8 +41,8 @@ Status BlasStatus(cublasStatus_t s, const char* call) {
 
 }  // namespace
 
-Result<PooledContext> CreatePooledContext(runtime::DriverTable& driver, int device) {
-  const CuErrorText& text = driver.error_text();
+Result<PooledContext> CreatePooledContext(driver::DriverTable& driver, int device) {
+  const driver::CuErrorText& text = driver.error_text();
   CUdevice dev = 0;
   PHOS_CU_RETURN_IF_ERROR(text, driver.cuDeviceGet(&dev, device));
   PooledContext pooled;
@@ -57,10 +57,10 @@ Result<PooledContext> CreatePooledContext(runtime::DriverTable& driver, int devi
   return pooled;
 }
 
-Status ScrubPooledContext(runtime::DriverTable& driver, const PooledContext& pooled,
+Status ScrubPooledContext(driver::DriverTable& driver, const PooledContext& pooled,
                           const TenantResources& tenant, bool zero) {
-  const CuErrorText& text = driver.error_text();
-  runtime::ContextScope scope(driver, pooled.context);
+  const driver::CuErrorText& text = driver.error_text();
+  driver::ContextScope scope(driver, pooled.context);
   if (!scope.ok()) return Status::DeviceError("cuCtxPushCurrent of the returned context failed");
   // The tenant's queued work finishes first; a sticky error from it (an illegal address) shows
   // here and condemns the context.
@@ -95,17 +95,17 @@ Status ScrubPooledContext(runtime::DriverTable& driver, const PooledContext& poo
   return Status::Ok();
 }
 
-void DestroyPooledContext(runtime::DriverTable& driver, const PooledContext& pooled) {
+void DestroyPooledContext(driver::DriverTable& driver, const PooledContext& pooled) {
   if (pooled.blas != nullptr) {
-    runtime::ContextScope scope(driver, pooled.context);
+    driver::ContextScope scope(driver, pooled.context);
     Status s = BlasStatus(driver.cublasDestroy(pooled.blas), "cublasDestroy");
     if (!s.ok()) PHOS_LOG(Warn, "ctxpool", "context {}: {}", pooled.id, s.message());
   }
-  Status s = CuStatus(driver.cuCtxDestroy(pooled.context), "cuCtxDestroy", driver.error_text());
+  Status s = driver::CuStatus(driver.cuCtxDestroy(pooled.context), "cuCtxDestroy", driver.error_text());
   if (!s.ok()) PHOS_LOG(Warn, "ctxpool", "context {}: {}", pooled.id, s.message());
 }
 
-Result<PooledGroup> CreateDeviceGroup(runtime::DriverTable& driver, int size) {
+Result<PooledGroup> CreateDeviceGroup(driver::DriverTable& driver, int size) {
   PooledGroup group;
   for (int d = 0; d < size; ++d) {
     Result<PooledContext> pooled = CreatePooledContext(driver, d);
@@ -121,7 +121,7 @@ Result<PooledGroup> CreateDeviceGroup(runtime::DriverTable& driver, int size) {
   if (r == ncclSuccess) {
     r = driver.ncclGroupStart();
     for (int d = 0; r == ncclSuccess && d < size; ++d) {
-      runtime::ContextScope scope(driver, group.contexts[d].context);
+      driver::ContextScope scope(driver, group.contexts[d].context);
       if (!scope.ok()) {
         r = ncclUnhandledCudaError;
         break;
@@ -139,7 +139,7 @@ Result<PooledGroup> CreateDeviceGroup(runtime::DriverTable& driver, int size) {
   return group;
 }
 
-Status ScrubDeviceGroup(runtime::DriverTable& driver, const PooledGroup& group,
+Status ScrubDeviceGroup(driver::DriverTable& driver, const PooledGroup& group,
                         const std::vector<TenantResources>& tenants, bool zero) {
   static const TenantResources kNothing;
   for (size_t d = 0; d < group.contexts.size(); ++d) {
@@ -150,7 +150,7 @@ Status ScrubDeviceGroup(runtime::DriverTable& driver, const PooledGroup& group,
   return Status::Ok();
 }
 
-void DestroyDeviceGroup(runtime::DriverTable& driver, const PooledGroup& group) {
+void DestroyDeviceGroup(driver::DriverTable& driver, const PooledGroup& group) {
   for (ncclComm_t comm : group.comms) {
     if (comm == nullptr) continue;
     if (ncclResult_t r = driver.ncclCommDestroy(comm); r != ncclSuccess)

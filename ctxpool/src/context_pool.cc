@@ -5,14 +5,14 @@
 #include <utility>
 
 #include "context_ops.h"
-#include "phos/base/cuda_check.h"
+#include "phos/driver/cuda_check.h"
 #include "phos/base/log.h"
 #include "pool_core.h"
 
 namespace phos::ctxpool {
 namespace detail {
 
-PoolCore::PoolCore(const PoolOptions& options, runtime::DriverTable* driver)
+PoolCore::PoolCore(const PoolOptions& options, driver::DriverTable* driver)
     : options_(options), driver_(driver), lease_latency_us_(options.latency_window) {
   counters_.device = options.device;
 }
@@ -285,7 +285,7 @@ ContextPool::~ContextPool() {
 }
 
 Result<std::unique_ptr<ContextPool>> ContextPool::Open(const PoolOptions& options,
-                                                       runtime::DriverTable* driver) {
+                                                       driver::DriverTable* driver) {
   if (driver == nullptr) return Status::InvalidArgument("context pool needs a driver table");
   if (options.max_contexts == 0)
     return Status::InvalidArgument("context pool: max_contexts must be at least 1");

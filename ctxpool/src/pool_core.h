@@ -17,7 +17,7 @@ namespace phos::ctxpool::detail {
 
 class PoolCore : public std::enable_shared_from_this<PoolCore> {
  public:
-  PoolCore(const PoolOptions& options, runtime::DriverTable* driver);
+  PoolCore(const PoolOptions& options, driver::DriverTable* driver);
 
   void Start();
   // Stops the threads and destroys every context held (ready or waiting for the scrub).
@@ -49,7 +49,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   Result<ContextLease> CreateLease(Clock::time_point start, std::unique_lock<std::mutex>& lock, const char* what);
 
   const PoolOptions options_;
-  runtime::DriverTable* const driver_;
+  driver::DriverTable* const driver_;
 
   mutable std::mutex mu_;
   std::condition_variable ready_cv_;   // a context became ready (lease waiters), or stop

@@ -15,7 +15,7 @@
 #include "phos/ctxpool/context_pool.h"
 #include "phos/http/server.h"
 #include "phos/runtime/api_server.h"
-#include "phos/runtime/driver_table.h"
+#include "phos/driver/driver_table.h"
 #include "phos/runtime/cpu_state.h"
 #include "phos/runtime/instance_manager.h"
 #include "phos/runtime/snapshot_sessions.h"
@@ -105,13 +105,13 @@ int main(int argc, char** argv) {
   if (ec) return Fail(phos::Status::IoError("create data dir " + data_dir + ": " + ec.message()));
   data_dir = std::filesystem::absolute(data_dir).string();
 
-  phos::runtime::DriverTableOptions driver_options;
-  auto kind = phos::runtime::ParseGpuKind(gpu);
+  phos::driver::DriverTableOptions driver_options;
+  auto kind = phos::driver::ParseGpuKind(gpu);
   if (!kind.ok()) return Fail(kind.status());
   driver_options.gpu = *kind;
-  auto driver = phos::runtime::DriverTable::Open(driver_options);
+  auto driver = phos::driver::DriverTable::Open(driver_options);
   if (!driver.ok()) return Fail(driver.status().WithContext("phosd"));
-  PHOS_LOG(Info, "phosd", "GPU driver: {} ({})", phos::runtime::GpuKindName((*driver)->kind()),
+  PHOS_LOG(Info, "phosd", "GPU driver: {} ({})", phos::driver::GpuKindName((*driver)->kind()),
            (*driver)->driver_path());
 
   phos::ctxpool::PoolOptions pool_options;

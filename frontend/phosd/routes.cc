@@ -42,7 +42,7 @@ Response InvokeResponse(InvokeOutcome o) {
     case InvokeOutcome::Kind::kOk: {
       Response r = Response::Text(200, std::move(o.body));
       r.content_type = "application/octet-stream";
-      // How the instance was brought up, and when each stage of it happened (BRIEF section 4).
+      // How the instance was brought up, and when each stage of it happened (docs/design.md, "Interfaces").
       r.headers.emplace_back("X-Phos-Restore-Mode", runtime::RestoreModeName(o.mode));
       for (const auto& [stage, us] : o.stages) {
         r.headers.emplace_back("X-Phos-Stage-" + HeaderWord(stage) + "-Us", std::to_string(us));

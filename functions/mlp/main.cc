@@ -4,7 +4,7 @@
 // the device through pinned staging, a cuBLAS handle created. Each request then runs every layer
 // as a cuBLAS SGEMM plus the bias_activation kernel, and answers with the output's checksum and
 // argmax (and the whole output with "full": true). Written against the CUDA runtime and cuBLAS
-// APIs only: in phos those calls are executed by phosd (BRIEF D1).
+// APIs only: in phos those calls are executed by phosd (docs/design.md D1).
 //
 //   mlp [--size-mib N | --width W] [--layers L] [--batch B] [--weight-seed S]
 #include <algorithm>

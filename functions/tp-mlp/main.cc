@@ -6,7 +6,7 @@
 // the output is mlp's, up to the order of the fp32 sums.
 //
 // Written against the CUDA runtime, cuBLAS and NCCL APIs only: in phos those calls are executed
-// by phosd (BRIEF D1). Deployed with `phos-fn deploy --gpus 2`, its instance's session holds a
+// by phosd (docs/design.md D1). Deployed with `phos-fn deploy --gpus 2`, its instance's session holds a
 // device group: a pooled context per device and a communicator created over them ahead of time,
 // which ncclCommInitAll returns.
 //

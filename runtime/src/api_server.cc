@@ -29,7 +29,7 @@ namespace phos::runtime {
 
 class ApiServer::Impl {
  public:
-  Impl(const ApiServerOptions& options, DriverTable* driver, int listen_fd, int wake_fd)
+  Impl(const ApiServerOptions& options, driver::DriverTable* driver, int listen_fd, int wake_fd)
       : options_(options), driver_(driver), listen_fd_(listen_fd), wake_fd_(wake_fd) {}
 
   // The pool sessions lease from: the caller's, or a private one.
@@ -362,7 +362,7 @@ class ApiServer::Impl {
   }
 
   ApiServerOptions options_;
-  DriverTable* driver_;
+  driver::DriverTable* driver_;
   // Declared before the sessions: destroyed after them (leases may outlive a pool, but need not).
   std::unique_ptr<ctxpool::ContextPool> own_pool_;
   ctxpool::ContextPool* pool_ = nullptr;
@@ -394,7 +394,7 @@ class ApiServer::Impl {
 ApiServer::ApiServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ApiServer::~ApiServer() = default;
 
-Result<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& options, DriverTable* driver) {
+Result<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& options, driver::DriverTable* driver) {
   if (driver == nullptr) return Status::InvalidArgument("ApiServer needs a driver table");
   PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuInit(0));
   PHOS_ASSIGN_OR_RETURN(int listen_fd, ipc::ListenSeqpacket(options.socket_path));

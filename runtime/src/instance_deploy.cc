@@ -1,4 +1,4 @@
-// Deploy (BRIEF D5, D9): run a function to its entry point, capture its GPU state into a
+// Deploy (docs/design.md D5, D9): run a function to its entry point, capture its GPU state into a
 // snapshot and keep its CPU state; and the making of restored instances in each restore mode.
 #include <unistd.h>
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <functional>
 
-#include "phos/runtime/driver_table.h"
+#include "phos/driver/driver_table.h"
 
 namespace phos::runtime {
 namespace {
@@ -210,7 +210,7 @@ KernelParamMetadata BuildParamMetadata(const std::string& mangled, std::span<con
   return meta;
 }
 
-Result<std::vector<ParamSlotLayout>> QueryParamLayout(const DriverTable& driver, CUfunction function,
+Result<std::vector<ParamSlotLayout>> QueryParamLayout(const driver::DriverTable& driver, CUfunction function,
                                                       uint32_t max_params) {
   if (driver.cuFuncGetParamInfo == nullptr) return Status::NotSupported("driver has no cuFuncGetParamInfo");
   std::vector<ParamSlotLayout> layout;
@@ -219,7 +219,7 @@ Result<std::vector<ParamSlotLayout>> QueryParamLayout(const DriverTable& driver,
     CUresult r = driver.cuFuncGetParamInfo(function, i, &offset, &size);
     // The driver answers CUDA_ERROR_INVALID_VALUE for the first index past the last parameter.
     if (r == CUDA_ERROR_INVALID_VALUE) break;
-    PHOS_RETURN_IF_ERROR(CuStatus(r, "cuFuncGetParamInfo", driver.error_text()));
+    PHOS_RETURN_IF_ERROR(driver::CuStatus(r, "cuFuncGetParamInfo", driver.error_text()));
     if (i == max_params) {
       return Status::InvalidArgument("kernel has more than " + std::to_string(max_params) + " parameters");
     }
@@ -267,7 +267,7 @@ std::shared_ptr<const KernelParamMetadata> ParamMetadataCache::GetOrBuild(
 
 Result<std::shared_ptr<const KernelParamMetadata>> ParamMetadataCache::GetOrQuery(const ModuleHash& module,
                                                                                   const std::string& name,
-                                                                                  const DriverTable& driver,
+                                                                                  const driver::DriverTable& driver,
                                                                                   CUfunction function) {
   if (auto hit = Lookup(module, name)) {
     hits_.fetch_add(1, std::memory_order_relaxed);

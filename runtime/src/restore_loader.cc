@@ -2,9 +2,9 @@
 // Require on the priority stream, retiring copies, and the single all-resident flip.
 #include <fmt/format.h>
 
-#include "phos/base/cuda_check.h"
+#include "phos/driver/cuda_check.h"
 #include "phos/base/log.h"
-#include "phos/runtime/context_scope.h"
+#include "phos/driver/context_scope.h"
 #include "phos/runtime/va_allocator.h"
 #include "phos/store/reader.h"
 #include "restore_loader_impl.h"
@@ -18,7 +18,7 @@ constexpr uint64_t kPage = 4096;  // simgpu's guard granularity (phosSimGuardRan
 }  // namespace
 
 Status RestoreLoader::Impl::Init(const RestoreLoaderOptions& o) {
-  const CuErrorText& text = d_->error_text();
+  const driver::CuErrorText& text = d_->error_text();
   const int n = manifest_->buffers_size();
   buffers_.resize(n);
   for (int i = 0; i < n; ++i) {
@@ -72,7 +72,7 @@ Status RestoreLoader::Impl::Init(const RestoreLoaderOptions& o) {
     for (const auto& [address, i] : by_address_) order_.push_back(i);
   }
 
-  ContextScope scope(*d_, ctx_);
+  driver::ContextScope scope(*d_, ctx_);
   if (!scope.ok()) return Status::DeviceError(fmt::format("restore {}: cuCtxPushCurrent failed", snapshot_));
   // The loader is given a context, not a device: the granularity is the same on every device of a
   // node (one GPU model), so device 0's serves.
@@ -96,7 +96,7 @@ Status RestoreLoader::Impl::Init(const RestoreLoaderOptions& o) {
         // Validation only: the restore itself does not need guards.
         PHOS_LOG(
             Warn, "restore", "{}: {}; restoring without validation", name_,
-            CuStatus(res, fmt::format("phosSimGuardRange [{:#x}, +{})", u.base, u.bytes), text).message());
+            driver::CuStatus(res, fmt::format("phosSimGuardRange [{:#x}, +{})", u.base, u.bytes), text).message());
         for (Unit& g : units_) UnguardLocked(g);
         guard_ = false;
         break;
@@ -120,7 +120,7 @@ RestoreLoader::Impl::~Impl() {
   }
   work_.notify_all();
   if (thread_.joinable()) thread_.join();
-  ContextScope scope(*d_, ctx_);
+  driver::ContextScope scope(*d_, ctx_);
   auto drain = [&] {
     if (background_stream_ != nullptr) d_->cuStreamSynchronize(background_stream_);
     if (priority_stream_ != nullptr) d_->cuStreamSynchronize(priority_stream_);
@@ -185,8 +185,8 @@ Result<RestoreLoader::Impl::ChunkData> RestoreLoader::Impl::Fetch(const Chunk& c
     }
   }
   if (out.staging == nullptr) {
-    ContextScope scope(*d_, ctx_);
-    PHOS_RETURN_IF_ERROR(CuStatus(d_->cuMemHostAlloc(&out.staging, max_chunk_, CU_MEMHOSTALLOC_PORTABLE),
+    driver::ContextScope scope(*d_, ctx_);
+    PHOS_RETURN_IF_ERROR(driver::CuStatus(d_->cuMemHostAlloc(&out.staging, max_chunk_, CU_MEMHOSTALLOC_PORTABLE),
                                   "cuMemHostAlloc (staging)", d_->error_text()));
     std::lock_guard lock(staging_mu_);
     all_staging_.push_back(out.staging);
@@ -216,7 +216,7 @@ Result<CUevent> RestoreLoader::Impl::TakeEventLocked() {
   }
   CUevent e = nullptr;
   PHOS_RETURN_IF_ERROR(
-      CuStatus(d_->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate", d_->error_text()));
+      driver::CuStatus(d_->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate", d_->error_text()));
   all_events_.push_back(e);
   return e;
 }
@@ -236,9 +236,9 @@ Status RestoreLoader::Impl::EnqueueLocked(int buffer, size_t chunk, ChunkData da
                                           })
                            : d_->cuMemcpyHtoDAsync(dst, data.data(), c.ref.size, stream);
   Status s =
-      CuStatus(res, u.guarded ? "phosSimMemcpyHtoDAsyncGuarded" : "cuMemcpyHtoDAsync", d_->error_text());
+      driver::CuStatus(res, u.guarded ? "phosSimMemcpyHtoDAsyncGuarded" : "cuMemcpyHtoDAsync", d_->error_text());
   Result<CUevent> done = s.ok() ? TakeEventLocked() : Result<CUevent>(s);
-  if (done.ok()) s = CuStatus(d_->cuEventRecord(*done, stream), "cuEventRecord", d_->error_text());
+  if (done.ok()) s = driver::CuStatus(d_->cuEventRecord(*done, stream), "cuEventRecord", d_->error_text());
   if (!s.ok() || !done.ok()) {
     Drop(data);
     return ChunkError(buffer, chunk, s.ok() ? done.status() : s);
@@ -260,7 +260,7 @@ Status RestoreLoader::Impl::RetireLocked() {
       continue;
     }
     if (res != CUDA_SUCCESS) {
-      return ChunkError(it->buffer, it->chunk, CuStatus(res, "copy to the device", d_->error_text()));
+      return ChunkError(it->buffer, it->chunk, driver::CuStatus(res, "copy to the device", d_->error_text()));
     }
     FinishLocked(*it);
     it = in_flight_.erase(it);
@@ -316,7 +316,7 @@ void RestoreLoader::Impl::FailLocked(Status why) {
 }
 
 void RestoreLoader::Impl::Run() {
-  ContextScope scope(*d_, ctx_);
+  driver::ContextScope scope(*d_, ctx_);
   std::unique_lock lock(mu_);
   if (!scope.ok())
     FailLocked(Status::DeviceError(fmt::format("restore {}: cuCtxPushCurrent failed", snapshot_)));
@@ -403,7 +403,7 @@ Result<CUevent> RestoreLoader::Impl::RequireUnitLocked(int unit, std::unique_loc
     FailLocked(read);
     return read;
   }
-  const CuErrorText& text = d_->error_text();
+  const driver::CuErrorText& text = d_->error_text();
   for (CUevent* e : {&u.event, &u.background}) {
     if (*e != nullptr) continue;
     Result<CUevent> made = TakeEventLocked();
@@ -418,9 +418,9 @@ Result<CUevent> RestoreLoader::Impl::RequireUnitLocked(int unit, std::unique_loc
   // stream, and so whoever waits on the unit's event, waits for the unit's background copies.
   Status s;
   if (behind_background) {
-    s = CuStatus(d_->cuEventRecord(u.background, background_stream_), "cuEventRecord", text);
+    s = driver::CuStatus(d_->cuEventRecord(u.background, background_stream_), "cuEventRecord", text);
     if (s.ok())
-      s = CuStatus(d_->cuStreamWaitEvent(priority_stream_, u.background, 0), "cuStreamWaitEvent", text);
+      s = driver::CuStatus(d_->cuStreamWaitEvent(priority_stream_, u.background, 0), "cuStreamWaitEvent", text);
   }
   for (size_t i = 0; i < claims.size(); ++i) {
     if (s.ok()) {
@@ -429,7 +429,7 @@ Result<CUevent> RestoreLoader::Impl::RequireUnitLocked(int unit, std::unique_loc
       Drop(data[i]);
     }
   }
-  if (s.ok()) s = CuStatus(d_->cuEventRecord(u.event, priority_stream_), "cuEventRecord", text);
+  if (s.ok()) s = driver::CuStatus(d_->cuEventRecord(u.event, priority_stream_), "cuEventRecord", text);
   work_.notify_all();
   if (!s.ok()) {
     FailLocked(s);
@@ -444,7 +444,7 @@ Result<CUevent> RestoreLoader::Impl::Require(int index) {
     return Status::InvalidArgument(
         fmt::format("restore {}: no buffer {} (the snapshot has {})", snapshot_, index, buffers_.size()));
   }
-  ContextScope scope(*d_, ctx_);
+  driver::ContextScope scope(*d_, ctx_);
   if (!scope.ok()) return Status::DeviceError(fmt::format("restore {}: cuCtxPushCurrent failed", snapshot_));
   std::lock_guard require(require_mu_);
   std::unique_lock lock(mu_);

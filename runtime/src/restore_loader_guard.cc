@@ -4,9 +4,9 @@
 
 #include <string_view>
 
-#include "phos/base/cuda_check.h"
+#include "phos/driver/cuda_check.h"
 #include "phos/base/log.h"
-#include "phos/runtime/context_scope.h"
+#include "phos/driver/context_scope.h"
 #include "restore_loader_impl.h"
 
 namespace phos::runtime {
@@ -46,7 +46,7 @@ Status RestoreLoader::Impl::RegisterForFaults() {
   LoaderRegistry& r = Registry();
   std::lock_guard lock(r.mu);
   // Idempotent; set again by each loader in case something else replaced the process's handler.
-  PHOS_RETURN_IF_ERROR(CuStatus(d_->phosSimSetGuardHandler(OnGuardFault, nullptr), "phosSimSetGuardHandler",
+  PHOS_RETURN_IF_ERROR(driver::CuStatus(d_->phosSimSetGuardHandler(OnGuardFault, nullptr), "phosSimSetGuardHandler",
                                 d_->error_text()));
   r.loaders.push_back(this);
   registered_ = true;
@@ -72,7 +72,7 @@ Status RestoreLoader::Impl::WriteUnitLocked(int unit) {
       host.resize(c.ref.size);
       PHOS_RETURN_IF_ERROR(ChunkError(b, k, source_->ReadChunk(c.ref, host.data())));
       PHOS_RETURN_IF_ERROR(ChunkError(b, k,
-                                      CuStatus(ForEachPiece(buf.address + c.offset, host.data(), c.ref.size,
+                                      driver::CuStatus(ForEachPiece(buf.address + c.offset, host.data(), c.ref.size,
                                                             granule_, d_->phosSimWriteGuarded),
                                                "phosSimWriteGuarded", d_->error_text())));
       ChunkDoneLocked(b, k);
@@ -82,7 +82,7 @@ Status RestoreLoader::Impl::WriteUnitLocked(int unit) {
 }
 
 PhosSimGuardDecision RestoreLoader::Impl::OnFault(CUdeviceptr address, const char* what) {
-  ContextScope scope(*d_, ctx_);
+  driver::ContextScope scope(*d_, ctx_);
   std::lock_guard require(require_mu_);
   std::unique_lock lock(mu_);
   const int unit = UnitOf(address);

@@ -134,7 +134,7 @@ class RestoreLoader::Impl {
   Status RegisterForFaults();
   void Unregister();
 
-  DriverTable* d_;
+  driver::DriverTable* d_;
   CUcontext ctx_;
   const store::proto::Manifest* manifest_;
   store::ChunkSource* source_;

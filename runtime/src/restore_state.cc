@@ -3,7 +3,7 @@
 #include <fmt/core.h>
 
 #include "phos/base/log.h"
-#include "phos/runtime/context_scope.h"
+#include "phos/driver/context_scope.h"
 #include "phos/runtime/snapshot_restore.h"
 #include "phos/store/dram_tier.h"
 #include "proto/manifest.pb.h"
@@ -20,7 +20,7 @@ uint64_t DeviceShare(uint64_t range_bytes, int gpus) {
 
 }  // namespace
 
-void RestoreState::Release(DriverTable& driver, Prepared& p) {
+void RestoreState::Release(driver::DriverTable& driver, Prepared& p) {
   p.loaders.clear();  // each waits for its copies and unguards before the memory goes
   if (!p.lease && !p.group) return;
   auto tenant = [&](int device) -> ctxpool::TenantResources& {
@@ -39,7 +39,7 @@ void RestoreState::Release(DriverTable& driver, Prepared& p) {
   for (auto& [device, space] : p.spaces) {
     if (space == nullptr) continue;
     if (space->borrowed()) {
-      ContextScope scope(driver, p.context(device));
+      driver::ContextScope scope(driver, p.context(device));
       Status s = space->ZeroAndUnmapAll();
       if (!s.ok()) PHOS_LOG(Warn, "restore", "instance range not scrubbed: {}", s.message());
       continue;
@@ -51,7 +51,7 @@ void RestoreState::Release(DriverTable& driver, Prepared& p) {
   p = {};
 }
 
-RestoreState::RestoreState(SessionPlan plan, DriverTable* driver, ctxpool::ContextPool* pool,
+RestoreState::RestoreState(SessionPlan plan, driver::DriverTable* driver, ctxpool::ContextPool* pool,
                            ctxpool::CommunicatorPool* groups, int device, uint64_t va_bytes, CUdeviceptr slot_base)
     : plan_(std::move(plan)),
       driver_(driver),
@@ -216,7 +216,7 @@ Status RestoreState::MapBuffers(Prepared& p) {
 
 Status RestoreState::RecreateHandles(Prepared& p) {
   const store::proto::Manifest& m = *plan_.manifest;
-  DriverTable& d = *driver_;
+  driver::DriverTable& d = *driver_;
   const int gpus = std::max(plan_.gpus, 1);
   auto check_device = [&](int device, const char* what, uint64_t handle) -> Status {
     if (device < 0 || device >= gpus) {
@@ -227,7 +227,7 @@ Status RestoreState::RecreateHandles(Prepared& p) {
   };
   for (const auto& s : m.streams()) {
     PHOS_RETURN_IF_ERROR(check_device(s.device(), "stream", s.handle()));
-    ContextScope scope(d, p.context(s.device()));
+    driver::ContextScope scope(d, p.context(s.device()));
     CUstream stream = nullptr;
     PHOS_CU_RETURN_IF_ERROR(d.error_text(), d.cuStreamCreate(&stream, s.flags()));
     p.streams[s.handle()] = stream;
@@ -235,7 +235,7 @@ Status RestoreState::RecreateHandles(Prepared& p) {
   }
   for (const auto& e : m.events()) {
     PHOS_RETURN_IF_ERROR(check_device(e.device(), "event", e.handle()));
-    ContextScope scope(d, p.context(e.device()));
+    driver::ContextScope scope(d, p.context(e.device()));
     CUevent event = nullptr;
     PHOS_CU_RETURN_IF_ERROR(d.error_text(), d.cuEventCreate(&event, e.flags()));
     p.events[e.handle()] = event;
@@ -245,7 +245,7 @@ Status RestoreState::RecreateHandles(Prepared& p) {
     if (h.library() != "cublas") return Status::NotSupported("library handle of " + h.library());
     if (!d.has_cublas()) return Status::FailedPrecondition("the snapshot holds cuBLAS handles and the driver has no cuBLAS");
     PHOS_RETURN_IF_ERROR(check_device(h.device(), "cuBLAS handle", h.handle()));
-    ContextScope scope(d, p.context(h.device()));
+    driver::ContextScope scope(d, p.context(h.device()));
     cublasHandle_t handle = nullptr;
     // The first of device 0 is served by the pooled handle, as the function's first cublasCreate was.
     if (p.pooled_blas_vid == 0 && h.device() == 0) {
@@ -280,7 +280,7 @@ Status RestoreState::RecreateHandles(Prepared& p) {
 
 void RestoreState::PreloadModules(Prepared& p) {
   const store::proto::Manifest& m = *plan_.manifest;
-  ContextScope scope(*driver_, p.context(0));
+  driver::ContextScope scope(*driver_, p.context(0));
   for (int i = 0; i < m.modules_size(); ++i) {
     uint64_t bytes = 0;
     Result<CUmodule> module = LoadSnapshotModule(driver_, m, i, *plan_.source, &bytes);

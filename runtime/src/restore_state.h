@@ -26,7 +26,7 @@
 #include "phos/ctxpool/communicator_pool.h"
 #include "phos/ctxpool/context_pool.h"
 #include "phos/runtime/api_server.h"
-#include "phos/runtime/driver_table.h"
+#include "phos/driver/driver_table.h"
 #include "phos/runtime/restore_loader.h"
 #include "phos/runtime/va_allocator.h"
 #include "proto/manifest.pb.h"
@@ -42,7 +42,7 @@ class RestoreState {
   // scratch would. `pool`, `groups` (may be null: no sessions of several GPUs) and `driver` must
   // outlive the state. `slot_base`: the arena slot (SessionPlan::va_slot) of `va_bytes` at that
   // address, or 0.
-  RestoreState(SessionPlan plan, DriverTable* driver, ctxpool::ContextPool* pool, ctxpool::CommunicatorPool* groups,
+  RestoreState(SessionPlan plan, driver::DriverTable* driver, ctxpool::ContextPool* pool, ctxpool::CommunicatorPool* groups,
                int device, uint64_t va_bytes, CUdeviceptr slot_base);
   // Joins the preparation; whatever was not adopted by a session is released (the lease's scrub).
   ~RestoreState();
@@ -92,7 +92,7 @@ class RestoreState {
   Prepared Take();
   // Hands everything `p` holds back to its lease's or group's scrub (borrowed ranges are zeroed and
   // unmapped now: their slot goes to the next instance at once).
-  static void Release(DriverTable& driver, Prepared& p);
+  static void Release(driver::DriverTable& driver, Prepared& p);
 
   const SessionPlan& plan() const { return plan_; }
 
@@ -127,7 +127,7 @@ class RestoreState {
   void PreloadModules(Prepared& p);
 
   const SessionPlan plan_;
-  DriverTable* driver_;
+  driver::DriverTable* driver_;
   ctxpool::ContextPool* pool_;
   ctxpool::CommunicatorPool* groups_;
   int device_;

@@ -8,7 +8,7 @@
 #include <fmt/core.h>
 
 #include "phos/base/log.h"
-#include "phos/runtime/context_scope.h"
+#include "phos/driver/context_scope.h"
 #include "phos/store/chunk.h"
 
 namespace phos::runtime {
@@ -34,10 +34,10 @@ constexpr uint64_t kMaxSessionModuleBytes = 2ull << 30;
 
 }  // namespace
 
-Session::Session(DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid)
+Session::Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid)
     : driver_(driver), ring_(std::move(ring)), token_(std::move(token)), control_fd_(control_fd), pid_(pid) {}
 
-Result<std::unique_ptr<Session>> Session::Open(DriverTable* driver, ctxpool::ContextLease lease, int device,
+Result<std::unique_ptr<Session>> Session::Open(driver::DriverTable* driver, ctxpool::ContextLease lease, int device,
                                                uint64_t va_bytes, std::unique_ptr<ipc::Ring> ring, std::string token,
                                                int control_fd, int pid) {
   std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid));
@@ -47,7 +47,7 @@ Result<std::unique_ptr<Session>> Session::Open(DriverTable* driver, ctxpool::Con
   if (lease.device() != device) {
     return Status::InvalidArgument(fmt::format("session on device {} given a context of device {}", device, lease.device()));
   }
-  // A pooled context (BRIEF D11): created ahead of time, current on no thread; only the executor
+  // A pooled context (docs/design.md D11): created ahead of time, current on no thread; only the executor
   // thread makes it current.
   s->context_ = lease.context();
   s->lease_.emplace(std::move(lease));
@@ -56,7 +56,7 @@ Result<std::unique_ptr<Session>> Session::Open(DriverTable* driver, ctxpool::Con
   return s;
 }
 
-Result<std::unique_ptr<Session>> Session::OpenWithGroup(DriverTable* driver, ctxpool::CommunicatorPool* groups, int gpus,
+Result<std::unique_ptr<Session>> Session::OpenWithGroup(driver::DriverTable* driver, ctxpool::CommunicatorPool* groups, int gpus,
                                                         std::unique_ptr<ipc::Ring> ring, std::string token,
                                                         int control_fd, int pid) {
   if (groups == nullptr) return Status::FailedPrecondition(fmt::format("a session of {} GPUs needs device groups (NCCL)", gpus));
@@ -200,7 +200,7 @@ CUresult Session::Execute(const ipc::RecordView& record, size_t* reply_len) {
   const uint8_t* p = record.payload;
   size_t len = record.header.length;
   uint8_t* out = ring_->reply_payload_for_write();
-  DriverTable& d = *driver_;
+  driver::DriverTable& d = *driver_;
   switch (static_cast<Op>(record.header.opcode)) {
     case Op::kPad:
       return CUDA_SUCCESS;
@@ -530,7 +530,7 @@ CUresult Session::Launch(const uint8_t* payload, size_t len) {
     const ipc::ParamSlot& slot = fn.params[i];
     args[i] = params + slot.offset;
     // Every 8-byte word of a parameter that names device memory must name this session's own
-    // (BRIEF D8's rule for pointers and structs alike): a word inside no buffer and outside the
+    // (docs/design.md D8's rule for pointers and structs alike): a word inside no buffer and outside the
     // VA range of ours that the driver knows as an allocation is someone else's memory.
     for (uint32_t off = (slot.offset + 7) / 8 * 8; off + 8 <= slot.offset + slot.size; off += 8) {
       uint64_t word;

@@ -25,7 +25,7 @@
 #include "phos/ipc/ring.h"
 #include "phos/runtime/buffer_table.h"
 #include "phos/runtime/api_server.h"
-#include "phos/runtime/driver_table.h"
+#include "phos/driver/driver_table.h"
 #include "phos/runtime/param_metadata.h"
 #include "phos/runtime/restore_loader.h"
 #include "phos/runtime/speculation.h"
@@ -51,7 +51,7 @@ class Session {
   // session ends. NCCL communicators are refused (a function that wants them declares its GPUs).
   // Device-0 allocations come from an instance address space of `va_bytes` reserved on the first
   // allocation (0: cuMemAlloc); its mappings and range go to the lease's scrub at the end.
-  static Result<std::unique_ptr<Session>> Open(DriverTable* driver, ctxpool::ContextLease lease, int device,
+  static Result<std::unique_ptr<Session>> Open(driver::DriverTable* driver, ctxpool::ContextLease lease, int device,
                                                uint64_t va_bytes, std::unique_ptr<ipc::Ring> ring, std::string token,
                                                int control_fd, int pid);
   // A session of `gpus` (>= 2) devices: before executing its first call, the executor leases a
@@ -60,7 +60,7 @@ class Session {
   // communicator. The group goes back, to be scrubbed, when the session ends. A lease that fails
   // (no group ready in time, more GPUs than the node has) fails every call with
   // CUDA_ERROR_NO_DEVICE, logged.
-  static Result<std::unique_ptr<Session>> OpenWithGroup(DriverTable* driver, ctxpool::CommunicatorPool* groups, int gpus,
+  static Result<std::unique_ptr<Session>> OpenWithGroup(driver::DriverTable* driver, ctxpool::CommunicatorPool* groups, int gpus,
                                                         std::unique_ptr<ipc::Ring> ring, std::string token,
                                                         int control_fd, int pid);
   // A single-GPU session that starts from `restore` (session_restore.cc): before executing its
@@ -69,7 +69,7 @@ class Session {
   // read/write set is speculated and the call waits on the stream for the buffers it names. A
   // preparation that failed fails every call (CUDA_ERROR_NO_DEVICE, logged). `metadata` (kernel
   // parameter kinds by module hash) must outlive the session.
-  static Result<std::unique_ptr<Session>> OpenRestored(DriverTable* driver, std::shared_ptr<RestoreState> restore,
+  static Result<std::unique_ptr<Session>> OpenRestored(driver::DriverTable* driver, std::shared_ptr<RestoreState> restore,
                                                        ParamMetadataCache* metadata, int device, uint64_t va_bytes,
                                                        std::unique_ptr<ipc::Ring> ring, std::string token,
                                                        int control_fd, int pid);
@@ -119,7 +119,7 @@ class Session {
     std::vector<uint64_t> comms;  // virtual communicators by rank
   };
 
-  Session(DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid);
+  Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid);
   void Run();
   // session_restore.cc
   // Adopts the restore's preparation (executor thread, before the first call).
@@ -184,7 +184,7 @@ class Session {
   void ReleaseNccl();
   uint64_t NewHandle() { return next_handle_ += 16; }
 
-  DriverTable* driver_;
+  driver::DriverTable* driver_;
   std::unique_ptr<ipc::Ring> ring_;
   std::string token_;
   int control_fd_;

@@ -49,7 +49,7 @@ CUresult Session::ExecuteBlas(const ipc::RecordView& record, size_t* reply_len) 
   }
   switch (op) {
     case Op::kBlasCreate: {
-      // The first handle is the pooled one, created with the context (BRIEF D11); later ones
+      // The first handle is the pooled one, created with the context (docs/design.md D11); later ones
       // are created as the function asks.
       // (Device 0's: the pooled handle of another device's context would not serve this one.)
       cublasHandle_t h = pooled_blas_vid_ == 0 && route_device_ == 0 ? PooledBlas() : nullptr;

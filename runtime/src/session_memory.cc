@@ -1,7 +1,7 @@
 // A session's device memory: allocations from its instance address spaces (one per device of a
 // deployed function's range) or cuMemAlloc, and the scrub of borrowed ranges at its end.
 #include "phos/base/log.h"
-#include "phos/runtime/context_scope.h"
+#include "phos/driver/context_scope.h"
 #include "session.h"
 
 namespace phos::runtime {
@@ -14,7 +14,7 @@ void Session::ScrubBorrowedSpaces() {
       buffers_.Erase(base).IgnoreError();
       buffer_devices_.erase(base);
     }
-    ContextScope scope(*driver_, group_ ? group_->context(device) : context_);
+    driver::ContextScope scope(*driver_, group_ ? group_->context(device) : context_);
     Status s = space->ZeroAndUnmapAll();
     if (!s.ok()) PHOS_LOG(Warn, "runtime", "pid {}: instance range of device {} not scrubbed: {}", pid_, device, s.message());
     space.reset();

@@ -1,4 +1,4 @@
-// A session's snapshot side (BRIEF D5, D7, D8): adopting a prepared restore, gating each call on
+// A session's snapshot side (docs/design.md D5, D7, D8): adopting a prepared restore, gating each call on
 // the buffers it may touch while the loader runs, and capturing the session at deploy.
 #include <cstring>
 #include <future>
@@ -7,7 +7,7 @@
 
 #include "phos/base/log.h"
 #include "phos/ipc/nccl_types.h"
-#include "phos/runtime/context_scope.h"
+#include "phos/driver/context_scope.h"
 #include "phos/runtime/snapshot_capture.h"
 #include "phos/store/store.h"
 #include "restore_state.h"
@@ -28,7 +28,7 @@ bool Decode(const ipc::RecordView& record, T* out, bool exact) {
 
 }  // namespace
 
-Result<std::unique_ptr<Session>> Session::OpenRestored(DriverTable* driver, std::shared_ptr<RestoreState> restore,
+Result<std::unique_ptr<Session>> Session::OpenRestored(driver::DriverTable* driver, std::shared_ptr<RestoreState> restore,
                                                        ParamMetadataCache* metadata, int device, uint64_t va_bytes,
                                                        std::unique_ptr<ipc::Ring> ring, std::string token,
                                                        int control_fd, int pid) {
@@ -282,7 +282,7 @@ Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& fun
   if (group_) {
     // Every device quiet before any byte is read (CaptureGpuState synchronises device 0's).
     for (int d = 0; d < group_->size(); ++d) {
-      ContextScope scope(*driver_, group_->context(d));
+      driver::ContextScope scope(*driver_, group_->context(d));
       PHOS_CU_RETURN_IF_ERROR(driver_->error_text(), driver_->cuCtxSynchronize());
     }
   }

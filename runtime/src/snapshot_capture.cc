@@ -1,4 +1,4 @@
-#include "phos/runtime/context_scope.h"
+#include "phos/driver/context_scope.h"
 #include "phos/runtime/snapshot_capture.h"
 
 #include <algorithm>
@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "phos/base/cuda_check.h"
+#include "phos/driver/cuda_check.h"
 #include "phos/base/log.h"
 
 namespace phos::runtime {
@@ -53,13 +53,13 @@ Status Validate(const CaptureRequest& request) {
 }
 
 // InvalidArgument unless [address, address + size) lies inside one device allocation.
-Status CheckDeviceRange(DriverTable* d, size_t index, const CaptureBuffer& b) {
+Status CheckDeviceRange(driver::DriverTable* d, size_t index, const CaptureBuffer& b) {
   CUdeviceptr base = 0;
   size_t size = 0;
   const CUresult r = d->cuMemGetAddressRange(&base, &size, b.address);
   if (r != CUDA_SUCCESS) {
     return Status::InvalidArgument(fmt::format("{} is not device memory of the context ({})", BufferName(index, b),
-                                               CuStatus(r, "cuMemGetAddressRange", d->error_text()).message()));
+                                               driver::CuStatus(r, "cuMemGetAddressRange", d->error_text()).message()));
   }
   if (b.address + b.size > base + size) {
     return Status::InvalidArgument(fmt::format("{} ({} bytes) runs past the end of its allocation [{:#x}, {:#x})",
@@ -70,7 +70,7 @@ Status CheckDeviceRange(DriverTable* d, size_t index, const CaptureBuffer& b) {
 // One chunk of pinned host memory reused for every device-to-host copy of the capture.
 class PinnedStaging {
  public:
-  PinnedStaging(DriverTable* driver, size_t bytes) : driver_(driver), bytes_(bytes) {}
+  PinnedStaging(driver::DriverTable* driver, size_t bytes) : driver_(driver), bytes_(bytes) {}
   ~PinnedStaging() {
     if (data_ != nullptr) driver_->cuMemFreeHost(data_);
   }
@@ -78,13 +78,13 @@ class PinnedStaging {
   PinnedStaging& operator=(const PinnedStaging&) = delete;
 
   Status Allocate() {
-    return CuStatus(driver_->cuMemHostAlloc(&data_, bytes_, 0), "cuMemHostAlloc(staging)", driver_->error_text());
+    return driver::CuStatus(driver_->cuMemHostAlloc(&data_, bytes_, 0), "cuMemHostAlloc(staging)", driver_->error_text());
   }
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
 
  private:
-  DriverTable* driver_;
+  driver::DriverTable* driver_;
   size_t bytes_;
   void* data_ = nullptr;
 };
@@ -93,14 +93,14 @@ class PinnedStaging {
 
 Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& store) {
   PHOS_RETURN_IF_ERROR(Validate(request));
-  DriverTable* d = request.driver;
-  const CuErrorText& text = d->error_text();
+  driver::DriverTable* d = request.driver;
+  const driver::CuErrorText& text = d->error_text();
   const auto start = std::chrono::steady_clock::now();
 
-  ContextScope scope(*d, request.context);
+  driver::ContextScope scope(*d, request.context);
   if (!scope.ok()) return Status::DeviceError("capture: cuCtxPushCurrent of the function's context failed");
   // Quiesce: every kernel and async copy the function issued has finished before a byte is read.
-  PHOS_RETURN_IF_ERROR(CuStatus(d->cuCtxSynchronize(), "capture: cuCtxSynchronize", text));
+  PHOS_RETURN_IF_ERROR(driver::CuStatus(d->cuCtxSynchronize(), "capture: cuCtxSynchronize", text));
 
   PinnedStaging staging(d, store.options().chunk_bytes);
   PHOS_RETURN_IF_ERROR(staging.Allocate().WithContext("capture"));
@@ -143,7 +143,7 @@ Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& st
       if (size > staging.bytes()) {
         return Status::Internal(fmt::format("writer asked for {} bytes, staging holds {}", size, staging.bytes()));
       }
-      PHOS_RETURN_IF_ERROR(CuStatus(d->cuMemcpyDtoH(staging.data(), b.address + offset, size),
+      PHOS_RETURN_IF_ERROR(driver::CuStatus(d->cuMemcpyDtoH(staging.data(), b.address + offset, size),
                                     fmt::format("cuMemcpyDtoH at offset {}", offset), text));
       std::memcpy(dst, staging.data(), size);
       return Status::Ok();

@@ -1,4 +1,4 @@
-#include "phos/runtime/context_scope.h"
+#include "phos/driver/context_scope.h"
 #include "phos/runtime/snapshot_restore.h"
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "phos/base/cuda_check.h"
+#include "phos/driver/cuda_check.h"
 #include "phos/base/log.h"
 #include "phos/runtime/va_allocator.h"
 
@@ -35,7 +35,7 @@ std::string BufferName(const store::proto::Manifest& m, int i) {
 
 }  // namespace
 
-Result<CUmodule> LoadSnapshotModule(DriverTable* d, const store::proto::Manifest& m, int index, store::ChunkSource& source,
+Result<CUmodule> LoadSnapshotModule(driver::DriverTable* d, const store::proto::Manifest& m, int index, store::ChunkSource& source,
                             uint64_t* bytes) {
   const auto& mod = m.modules(index);
   std::string image(mod.size(), '\0');
@@ -60,7 +60,7 @@ Result<CUmodule> LoadSnapshotModule(DriverTable* d, const store::proto::Manifest
     return Status::Corruption(fmt::format("module {}: image does not match its content hash", index));
   }
   CUmodule module = nullptr;
-  PHOS_RETURN_IF_ERROR(CuStatus(d->cuModuleLoadData(&module, image.data()),
+  PHOS_RETURN_IF_ERROR(driver::CuStatus(d->cuModuleLoadData(&module, image.data()),
                                 fmt::format("module {} ({}): cuModuleLoadData", index, mod.kind()), d->error_text()));
   *bytes += image.size();
   return module;
@@ -95,26 +95,26 @@ Status VmmDeviceMapper::MapAt(CUdeviceptr address, uint64_t size) {
 }
 
 Status VmmDeviceMapper::MapSpan(CUdeviceptr base, uint64_t bytes) {
-  const CuErrorText& text = driver_->error_text();
+  const driver::CuErrorText& text = driver_->error_text();
   CUdeviceptr got = 0;
   const CUresult reserved = driver_->cuMemAddressReserve(&got, bytes, 0, base, 0);
   if (reserved != CUDA_SUCCESS || got != base) {
     if (reserved == CUDA_SUCCESS) driver_->cuMemAddressFree(got, bytes);
-    const Status why = reserved == CUDA_SUCCESS ? Status::Ok() : CuStatus(reserved, "cuMemAddressReserve", text);
+    const Status why = reserved == CUDA_SUCCESS ? Status::Ok() : driver::CuStatus(reserved, "cuMemAddressReserve", text);
     return Status::AlreadyExists(fmt::format("device range [{:#x}, {:#x}) is not free{}", base, base + bytes,
                                              why.ok() ? std::string(" (the driver offered another address)")
                                                       : ": " + why.message()));
   }
   const CUmemAllocationProp prop = DeviceMemoryProp(device_);
   CUmemGenericAllocationHandle handle = 0;
-  Status s = CuStatus(driver_->cuMemCreate(&handle, bytes, &prop, 0), "cuMemCreate", text);
+  Status s = driver::CuStatus(driver_->cuMemCreate(&handle, bytes, &prop, 0), "cuMemCreate", text);
   if (s.ok()) {
-    s = CuStatus(driver_->cuMemMap(base, bytes, 0, handle, 0), "cuMemMap", text);
+    s = driver::CuStatus(driver_->cuMemMap(base, bytes, 0, handle, 0), "cuMemMap", text);
     if (s.ok()) {
       CUmemAccessDesc access{};
       access.location = prop.location;
       access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-      s = CuStatus(driver_->cuMemSetAccess(base, bytes, &access, 1), "cuMemSetAccess", text);
+      s = driver::CuStatus(driver_->cuMemSetAccess(base, bytes, &access, 1), "cuMemSetAccess", text);
       if (!s.ok()) driver_->cuMemUnmap(base, bytes);
     }
     if (!s.ok()) driver_->cuMemRelease(handle);
@@ -149,10 +149,10 @@ Result<RestoreReport> RestoreStopTheWorld(const RestoreRequest& request, const s
       request.pool == nullptr) {
     return Status::InvalidArgument("restore: the request needs a driver, a context, a mapper and a reader pool");
   }
-  DriverTable* d = request.driver;
-  const CuErrorText& text = d->error_text();
+  driver::DriverTable* d = request.driver;
+  const driver::CuErrorText& text = d->error_text();
   const std::string name = SnapshotName(manifest);
-  ContextScope scope(*d, request.context);
+  driver::ContextScope scope(*d, request.context);
   if (!scope.ok()) return Status::DeviceError(fmt::format("restore {}: cuCtxPushCurrent failed", name));
 
   RestoreReport report;
@@ -181,11 +181,11 @@ Result<RestoreReport> RestoreStopTheWorld(const RestoreRequest& request, const s
   // Called on the pool's I/O threads, which have no context current. The copy is synchronised
   // before returning: the staging buffer or tier slot is reused as soon as this returns.
   auto deliver = [&](const store::ChunkDelivery& c) -> Status {
-    ContextScope io_scope(*d, request.context);
+    driver::ContextScope io_scope(*d, request.context);
     if (!io_scope.ok()) return Status::DeviceError("cuCtxPushCurrent on an I/O thread failed");
     const CUdeviceptr dst = manifest.buffers(c.buffer_index).device_address() + c.offset;
-    PHOS_RETURN_IF_ERROR(CuStatus(d->cuMemcpyHtoDAsync(dst, c.data, c.size, nullptr), "cuMemcpyHtoDAsync", text));
-    return CuStatus(d->cuStreamSynchronize(nullptr), "cuStreamSynchronize", text);
+    PHOS_RETURN_IF_ERROR(driver::CuStatus(d->cuMemcpyHtoDAsync(dst, c.data, c.size, nullptr), "cuMemcpyHtoDAsync", text));
+    return driver::CuStatus(d->cuStreamSynchronize(nullptr), "cuStreamSynchronize", text);
   };
   auto reader = store::SnapshotReader::Start(request.pool, manifest, &source, options, deliver);
   if (!reader.ok()) return fail(reader.status().WithContext(fmt::format("restore {}", name)));

@@ -4,7 +4,7 @@
 
 #include <fmt/core.h>
 
-#include "phos/base/cuda_check.h"
+#include "phos/driver/cuda_check.h"
 #include "phos/base/log.h"
 
 namespace phos::runtime {
@@ -68,22 +68,22 @@ CUmemAllocationProp DeviceMemoryProp(int device) {
   return prop;
 }
 
-Result<uint64_t> DeviceMemoryGranularity(DriverTable& driver, int device, CUmemAllocationGranularity_flags flag) {
+Result<uint64_t> DeviceMemoryGranularity(driver::DriverTable& driver, int device, CUmemAllocationGranularity_flags flag) {
   const CUmemAllocationProp prop = DeviceMemoryProp(device);
   size_t granularity = 0;
   PHOS_CU_RETURN_IF_ERROR(driver.error_text(), driver.cuMemGetAllocationGranularity(&granularity, &prop, flag));
   return static_cast<uint64_t>(granularity);
 }
 
-InstanceAddressSpace::InstanceAddressSpace(DriverTable* driver, CUdeviceptr base, uint64_t range_bytes,
+InstanceAddressSpace::InstanceAddressSpace(driver::DriverTable* driver, CUdeviceptr base, uint64_t range_bytes,
                                            uint64_t granularity, int device)
     : driver_(driver), base_(base), range_bytes_(range_bytes), granularity_(granularity), device_(device) {
   free_.emplace(base_, range_bytes_);
 }
 
-Result<std::unique_ptr<InstanceAddressSpace>> InstanceAddressSpace::Reserve(DriverTable* driver,
+Result<std::unique_ptr<InstanceAddressSpace>> InstanceAddressSpace::Reserve(driver::DriverTable* driver,
                                                                            const InstanceAddressSpaceOptions& options) {
-  const CuErrorText& text = driver->error_text();
+  const driver::CuErrorText& text = driver->error_text();
   if (options.range_bytes == 0) return Status::InvalidArgument("instance address space: range of 0 bytes");
   PHOS_ASSIGN_OR_RETURN(const uint64_t granularity,
                         DeviceMemoryGranularity(*driver, options.device, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
@@ -104,7 +104,7 @@ Result<std::unique_ptr<InstanceAddressSpace>> InstanceAddressSpace::Reserve(Driv
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
     return Status::OutOfMemory(fmt::format("instance address space: no free range of {} bytes", bytes));
   }
-  PHOS_RETURN_IF_ERROR(CuStatus(r, "cuMemAddressReserve", text).WithContext("instance address space"));
+  PHOS_RETURN_IF_ERROR(driver::CuStatus(r, "cuMemAddressReserve", text).WithContext("instance address space"));
   if (options.base != 0 && base != options.base) {
     // The driver treats the requested address as a hint: a range elsewhere is no restore.
     driver->cuMemAddressFree(base, bytes);
@@ -114,7 +114,7 @@ Result<std::unique_ptr<InstanceAddressSpace>> InstanceAddressSpace::Reserve(Driv
   return std::unique_ptr<InstanceAddressSpace>(new InstanceAddressSpace(driver, base, bytes, granularity, options.device));
 }
 
-Result<std::unique_ptr<InstanceAddressSpace>> InstanceAddressSpace::Restore(DriverTable* driver,
+Result<std::unique_ptr<InstanceAddressSpace>> InstanceAddressSpace::Restore(driver::DriverTable* driver,
                                                                            const AddressSpaceState& state) {
   PHOS_ASSIGN_OR_RETURN(std::unique_ptr<InstanceAddressSpace> space,
                         Reserve(driver, {.range_bytes = state.range_bytes, .base = state.base, .device = state.device}));
@@ -128,7 +128,7 @@ InstanceAddressSpace::~InstanceAddressSpace() {
   if (released_) return;
   while (!mappings_.empty()) UnmapPhysical(mappings_.begin()->first);
   if (borrowed_) return;
-  Status s = CuStatus(driver_->cuMemAddressFree(base_, range_bytes_), "cuMemAddressFree", driver_->error_text());
+  Status s = driver::CuStatus(driver_->cuMemAddressFree(base_, range_bytes_), "cuMemAddressFree", driver_->error_text());
   if (!s.ok()) PHOS_LOG(Warn, "runtime", "instance address space {:#x}: {}", base_, s.message());
 }
 
@@ -148,13 +148,13 @@ bool InstanceAddressSpace::TakeRange(CUdeviceptr address, uint64_t bytes) { retu
 void InstanceAddressSpace::GiveRange(CUdeviceptr address, uint64_t bytes) { GiveBack(free_, address, bytes); }
 
 Status InstanceAddressSpace::MapPhysical(CUdeviceptr address, uint64_t bytes, bool shared) {
-  const CuErrorText& text = driver_->error_text();
+  const driver::CuErrorText& text = driver_->error_text();
   CUmemAllocationProp prop = DeviceMemoryProp(device_);
   CUmemGenericAllocationHandle handle = 0;
   PHOS_CU_RETURN_IF_ERROR(text, driver_->cuMemCreate(&handle, bytes, &prop, 0));
   if (CUresult r = driver_->cuMemMap(address, bytes, 0, handle, 0); r != CUDA_SUCCESS) {
     driver_->cuMemRelease(handle);
-    return CuStatus(r, "cuMemMap", text);
+    return driver::CuStatus(r, "cuMemMap", text);
   }
   CUmemAccessDesc access{};
   access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -163,7 +163,7 @@ Status InstanceAddressSpace::MapPhysical(CUdeviceptr address, uint64_t bytes, bo
   if (CUresult r = driver_->cuMemSetAccess(address, bytes, &access, 1); r != CUDA_SUCCESS) {
     driver_->cuMemUnmap(address, bytes);
     driver_->cuMemRelease(handle);
-    return CuStatus(r, "cuMemSetAccess", text);
+    return driver::CuStatus(r, "cuMemSetAccess", text);
   }
   Mapping m;
   m.bytes = bytes;
@@ -176,23 +176,23 @@ Status InstanceAddressSpace::MapPhysical(CUdeviceptr address, uint64_t bytes, bo
 
 void InstanceAddressSpace::UnmapPhysical(CUdeviceptr address) {
   auto it = mappings_.find(address);
-  const CuErrorText& text = driver_->error_text();
-  Status s = CuStatus(driver_->cuMemUnmap(address, it->second.bytes), "cuMemUnmap", text);
-  if (s.ok()) s = CuStatus(driver_->cuMemRelease(it->second.handle), "cuMemRelease", text);
+  const driver::CuErrorText& text = driver_->error_text();
+  Status s = driver::CuStatus(driver_->cuMemUnmap(address, it->second.bytes), "cuMemUnmap", text);
+  if (s.ok()) s = driver::CuStatus(driver_->cuMemRelease(it->second.handle), "cuMemRelease", text);
   if (!s.ok()) PHOS_LOG(Warn, "runtime", "instance address space: mapping {:#x}: {}", address, s.message());
   GiveRange(address, it->second.bytes);
   mappings_.erase(it);
 }
 
 Status InstanceAddressSpace::ZeroAndUnmapAll() {
-  const CuErrorText& text = driver_->error_text();
-  Status first = CuStatus(driver_->cuCtxSynchronize(), "cuCtxSynchronize", text);
+  const driver::CuErrorText& text = driver_->error_text();
+  Status first = driver::CuStatus(driver_->cuCtxSynchronize(), "cuCtxSynchronize", text);
   for (const auto& [address, m] : mappings_) {
-    Status s = CuStatus(driver_->cuMemsetD8(address, 0, m.bytes), "cuMemsetD8", text);
+    Status s = driver::CuStatus(driver_->cuMemsetD8(address, 0, m.bytes), "cuMemsetD8", text);
     if (first.ok() && !s.ok()) first = s.WithContext(fmt::format("zero mapping {:#x}", address));
   }
   // A memset of device memory may still run when cuMemsetD8 returns: it must be done before unmap.
-  Status synced = CuStatus(driver_->cuCtxSynchronize(), "cuCtxSynchronize", text);
+  Status synced = driver::CuStatus(driver_->cuCtxSynchronize(), "cuCtxSynchronize", text);
   if (first.ok()) first = synced;
   while (!mappings_.empty()) UnmapPhysical(mappings_.begin()->first);
   live_.clear();

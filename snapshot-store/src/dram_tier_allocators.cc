@@ -42,10 +42,10 @@ Result<void*> DriverPinnedAllocator::Allocate(size_t bytes) {
   PHOS_CU_RETURN_IF_ERROR(driver_.error_text, driver_.ctx_push_current(driver_.context));
   void* p = nullptr;
   // Portable: pinned for every context of the pool, not only the one pushed here.
-  Status s = CuStatus(driver_.mem_host_alloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE),
+  Status s = driver::CuStatus(driver_.mem_host_alloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE),
                       fmt::format("cuMemHostAlloc({} bytes, PORTABLE)", bytes), driver_.error_text);
   CUcontext popped = nullptr;
-  Status pop = CuStatus(driver_.ctx_pop_current(&popped), "cuCtxPopCurrent", driver_.error_text);
+  Status pop = driver::CuStatus(driver_.ctx_pop_current(&popped), "cuCtxPopCurrent", driver_.error_text);
   if (!s.ok()) return s;
   if (!pop.ok()) {
     Free(p, bytes);  // pushes again, so it does not depend on the failed pop
@@ -56,11 +56,11 @@ Result<void*> DriverPinnedAllocator::Allocate(size_t bytes) {
 
 void DriverPinnedAllocator::Free(void* ptr, size_t bytes) {
   if (ptr == nullptr) return;
-  Status s = CuStatus(driver_.ctx_push_current(driver_.context), "cuCtxPushCurrent", driver_.error_text);
+  Status s = driver::CuStatus(driver_.ctx_push_current(driver_.context), "cuCtxPushCurrent", driver_.error_text);
   if (s.ok()) {
-    s = CuStatus(driver_.mem_free_host(ptr), "cuMemFreeHost", driver_.error_text);
+    s = driver::CuStatus(driver_.mem_free_host(ptr), "cuMemFreeHost", driver_.error_text);
     CUcontext popped = nullptr;
-    Status pop = CuStatus(driver_.ctx_pop_current(&popped), "cuCtxPopCurrent", driver_.error_text);
+    Status pop = driver::CuStatus(driver_.ctx_pop_current(&popped), "cuCtxPopCurrent", driver_.error_text);
     if (s.ok()) s = pop;
   }
   if (!s.ok()) PHOS_LOG(Error, "store", "freeing {} pinned bytes at {}: {}", bytes, ptr, s.message());

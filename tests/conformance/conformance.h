@@ -1,4 +1,4 @@
-// Shared pieces of the CUDA conformance suite (BRIEF D3). Everything here uses only the public
+// Shared pieces of the CUDA conformance suite (docs/design.md D3). Everything here uses only the public
 // driver API of <cuda.h>, so the same sources run against simgpu and against NVIDIA's driver.
 #pragma once
 

@@ -1,6 +1,6 @@
 // Contexts: creation, the per-thread stack of current contexts, primary contexts. phosd keeps
 // pools of contexts and makes a leased one current on whichever worker thread serves a call
-// (BRIEF D11), so per-thread currency and the stack discipline are what it relies on.
+// (docs/design.md D11), so per-thread currency and the stack discipline are what it relies on.
 #include <algorithm>
 #include <array>
 #include <barrier>
@@ -261,7 +261,7 @@ TEST_F(ContextTest, VmmAllocationsOutliveTheContextThatCreatedThem) {
   PHOS_EXPECT_CU(cuMemRelease(handle));
 }
 
-// phosd keeps a context pool per device (BRIEF D11): a context on the second device reports that
+// phosd keeps a context pool per device (docs/design.md D11): a context on the second device reports that
 // device, and its allocations come out of that device's memory only.
 TEST_F(ContextTest, ContextsOnTwoDevicesAreIndependent) {
   int count = 0;

@@ -100,7 +100,7 @@ TEST_F(DeviceTest, ExecutionLimits) {
 
 TEST_F(DeviceTest, AddressingAndVmmSupport) {
   // phos hands out device pointers that must not collide with host pointers (UVA) and restores
-  // buffers at fixed addresses (VMM, BRIEF D5).
+  // buffers at fixed addresses (VMM, docs/design.md D5).
   EXPECT_EQ(Attribute(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING), 1);
   EXPECT_EQ(Attribute(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED), 1);
 }

@@ -1,5 +1,5 @@
 // Events: completion tracking, cross-stream dependencies and device timing. A restored instance's
-// launches wait on the GPU for the ready events of the buffers they read (BRIEF D7), and the
+// launches wait on the GPU for the ready events of the buffers they read (docs/design.md D7), and the
 // per-stage timings phos reports come from event pairs.
 #include <vector>
 

@@ -1,5 +1,5 @@
 // Modules and launches. phosd loads a function's modules from their bytes, finds kernels by
-// mangled name, lays out remoted launch arguments from cuFuncGetParamInfo (BRIEF D4) and launches
+// mangled name, lays out remoted launch arguments from cuFuncGetParamInfo (docs/design.md D4) and launches
 // with either kernelParams or a packed argument buffer.
 #include <cstring>
 #include <memory>

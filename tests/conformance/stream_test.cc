@@ -1,5 +1,5 @@
 // Streams: asynchrony and in-order execution. Remoted launches and copies return without waiting
-// (BRIEF D1), so phos depends on the host getting control back at once while the stream keeps
+// (docs/design.md D1), so phos depends on the host getting control back at once while the stream keeps
 // its order, and on the legacy default stream's implicit synchronization rules.
 #include <atomic>
 #include <chrono>

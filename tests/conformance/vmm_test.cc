@@ -1,5 +1,5 @@
 // The virtual memory management API. phos restores every buffer at the device address it had
-// at deploy (BRIEF D5): reserve the instance's range at a fixed address, create physical memory,
+// at deploy (docs/design.md D5): reserve the instance's range at a fixed address, create physical memory,
 // map it, grant access; and it reuses physical memory across mappings.
 #include <vector>
 

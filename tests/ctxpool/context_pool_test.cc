@@ -1,4 +1,4 @@
-// The pool's lease path, sizes, metrics and failure handling (BRIEF D11).
+// The pool's lease path, sizes, metrics and failure handling (docs/design.md D11).
 #include "phos/ctxpool/context_pool.h"
 
 #include <gtest/gtest.h>
@@ -34,7 +34,7 @@ class ContextPoolTest : public ::testing::Test {
     return pool.ok() ? std::move(*pool) : nullptr;
   }
 
-  std::unique_ptr<runtime::DriverTable> driver_;
+  std::unique_ptr<driver::DriverTable> driver_;
   DriverCounters* counters_ = nullptr;
   int base_contexts_ = 0;
   int base_handles_ = 0;

@@ -8,13 +8,13 @@ namespace phos::ctxpool::testing {
 namespace {
 
 DriverCounters g_counters;
-runtime::DriverTable* g_real = nullptr;  // undecorated entry points of the same library
+driver::DriverTable* g_real = nullptr;  // undecorated entry points of the same library
 
 }  // namespace
 
-std::unique_ptr<runtime::DriverTable> OpenCountingDriver(DriverCounters** counters) {
-  static std::unique_ptr<runtime::DriverTable> real = [] {
-    auto t = runtime::DriverTable::Open({.gpu = runtime::GpuKind::kSim});
+std::unique_ptr<driver::DriverTable> OpenCountingDriver(DriverCounters** counters) {
+  static std::unique_ptr<driver::DriverTable> real = [] {
+    auto t = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});
     if (!t.ok()) {
       ADD_FAILURE() << t.status().ToString();
       std::abort();
@@ -22,9 +22,9 @@ std::unique_ptr<runtime::DriverTable> OpenCountingDriver(DriverCounters** counte
     return std::move(*t);
   }();
   g_real = real.get();
-  auto opened = runtime::DriverTable::Open({.gpu = runtime::GpuKind::kSim});
+  auto opened = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});
   if (!opened.ok()) return nullptr;
-  std::unique_ptr<runtime::DriverTable> t = std::move(*opened);
+  std::unique_ptr<driver::DriverTable> t = std::move(*opened);
   t->cuCtxCreate = [](CUcontext* ctx, CUctxCreateParams* params, unsigned int flags,
                       CUdevice dev) -> CUresult {
     if (g_counters.fail_context_creates.load() > 0) {

@@ -7,7 +7,7 @@
 #include <atomic>
 #include <memory>
 
-#include "phos/runtime/driver_table.h"
+#include "phos/driver/driver_table.h"
 
 namespace phos::ctxpool::testing {
 
@@ -23,6 +23,6 @@ struct DriverCounters {
 
 // A simgpu driver table whose creation and destruction entry points count into (and fail as
 // told by) the returned counters. One decorated table per process: the counters are global.
-std::unique_ptr<runtime::DriverTable> OpenCountingDriver(DriverCounters** counters);
+std::unique_ptr<driver::DriverTable> OpenCountingDriver(DriverCounters** counters);
 
 }  // namespace phos::ctxpool::testing

@@ -21,7 +21,7 @@ constexpr uint32_t kPattern = 0x5EED1234;
 class DeviceGroupTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto driver = runtime::DriverTable::Open({.gpu = runtime::GpuKind::kSim});
+    auto driver = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});
     ASSERT_TRUE(driver.ok()) << driver.status().ToString();
     driver_ = std::move(*driver);
     ASSERT_TRUE(driver_->has_nccl());
@@ -40,7 +40,7 @@ class DeviceGroupTest : public ::testing::Test {
   // Writes kPattern into a new allocation of `bytes` in the group's context `device`, recorded in
   // the tenant; returns its address.
   CUdeviceptr WritePattern(DeviceGroupLease& group, int device, size_t bytes) {
-    runtime::DriverTable& d = *driver_;
+    driver::DriverTable& d = *driver_;
     EXPECT_EQ(d.cuCtxPushCurrent(group.context(device)), CUDA_SUCCESS);
     CUdeviceptr ptr = 0;
     EXPECT_EQ(d.cuMemAlloc(&ptr, bytes), CUDA_SUCCESS);
@@ -51,7 +51,7 @@ class DeviceGroupTest : public ::testing::Test {
     return ptr;
   }
 
-  std::unique_ptr<runtime::DriverTable> driver_;
+  std::unique_ptr<driver::DriverTable> driver_;
 };
 
 TEST_F(DeviceGroupTest, GroupIsMadeInTheBackgroundAndItsCommunicatorRunsOnItsContexts) {
@@ -64,7 +64,7 @@ TEST_F(DeviceGroupTest, GroupIsMadeInTheBackgroundAndItsCommunicatorRunsOnItsCon
   ASSERT_EQ(group->size(), 2);
   EXPECT_NE(group->context(0), group->context(1));
   EXPECT_NE(group->blas_handle(0), nullptr);
-  runtime::DriverTable& d = *driver_;
+  driver::DriverTable& d = *driver_;
   for (int rank = 0; rank < 2; ++rank) {
     int n = 0, r = -1;
     ASSERT_EQ(d.ncclCommCount(group->comm(rank), &n), ncclSuccess);
@@ -133,7 +133,7 @@ TEST_F(DeviceGroupTest, ReturnedGroupIsScrubbedThenLeasedAgainAsAHit) {
   EXPECT_EQ(pool->Metrics().hits, m.hits + 1);
   EXPECT_EQ(pool->Metrics().groups_created, 1u);
   // Tenant A's memory is gone from both contexts, and the next tenant's allocations never show it.
-  runtime::DriverTable& d = *driver_;
+  driver::DriverTable& d = *driver_;
   for (int dev = 0; dev < 2; ++dev) {
     ASSERT_EQ(d.cuCtxPushCurrent(b->context(dev)), CUDA_SUCCESS);
     CUdeviceptr base = 0;

@@ -14,7 +14,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-size_t FreeBytes(runtime::DriverTable& d, const ContextLease& lease) {
+size_t FreeBytes(driver::DriverTable& d, const ContextLease& lease) {
   EXPECT_EQ(d.cuCtxPushCurrent(lease.context()), CUDA_SUCCESS);
   size_t free = 0, total = 0;
   EXPECT_EQ(d.cuMemGetInfo(&free, &total), CUDA_SUCCESS);
@@ -23,9 +23,9 @@ size_t FreeBytes(runtime::DriverTable& d, const ContextLease& lease) {
 }
 
 TEST(ContextPoolOutOfMemoryTest, ExhaustedDeviceKeepsLeasingAndScrubGivesTheMemoryBack) {
-  auto driver = runtime::DriverTable::Open({.gpu = runtime::GpuKind::kSim});
+  auto driver = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});
   ASSERT_TRUE(driver.ok());
-  runtime::DriverTable& d = **driver;
+  driver::DriverTable& d = **driver;
   auto pool = ContextPool::Open({.min_ready = 2, .max_contexts = 3}, &d);
   ASSERT_TRUE(pool.ok());
   ASSERT_TRUE((*pool)->WaitIdle(10s));

@@ -1,4 +1,4 @@
-// Scrub on return (BRIEF D11): what one tenant left in a context is gone before the next tenant
+// Scrub on return (docs/design.md D11): what one tenant left in a context is gone before the next tenant
 // leases it, and 1,000 lease/return cycles leak nothing.
 #include <gtest/gtest.h>
 
@@ -21,13 +21,13 @@ const std::vector<size_t> kTenantSizes = {4096, 100000, 1u << 20, 3u << 20};
 // Makes the lease's context current for a scope.
 class Current {
  public:
-  Current(runtime::DriverTable& d, const ContextLease& lease) : d_(d) {
+  Current(driver::DriverTable& d, const ContextLease& lease) : d_(d) {
     EXPECT_EQ(d_.cuCtxPushCurrent(lease.context()), CUDA_SUCCESS);
   }
   ~Current() { d_.cuCtxPopCurrent(nullptr); }
 
  private:
-  runtime::DriverTable& d_;
+  driver::DriverTable& d_;
 };
 
 class ScrubTest : public ::testing::TestWithParam<bool> {
@@ -39,7 +39,7 @@ class ScrubTest : public ::testing::TestWithParam<bool> {
 
   // Tenant A: allocates kTenantSizes, writes kPattern everywhere, and records it all.
   void WritePattern(ContextLease& lease) {
-    runtime::DriverTable& d = *driver_;
+    driver::DriverTable& d = *driver_;
     Current current(d, lease);
     for (size_t bytes : kTenantSizes) {
       CUdeviceptr ptr = 0;
@@ -50,7 +50,7 @@ class ScrubTest : public ::testing::TestWithParam<bool> {
     }
   }
 
-  std::unique_ptr<runtime::DriverTable> driver_;
+  std::unique_ptr<driver::DriverTable> driver_;
   testing::DriverCounters* counters_ = nullptr;
 };
 
@@ -69,7 +69,7 @@ TEST_P(ScrubTest, NextTenantNeverSeesThePattern) {
   Result<ContextLease> b = (*pool)->Lease();
   ASSERT_TRUE(b.ok());
   ASSERT_EQ(b->context_id(), a_context);  // the same context, scrubbed
-  runtime::DriverTable& d = *driver_;
+  driver::DriverTable& d = *driver_;
   Current current(d, *b);
   for (size_t bytes : kTenantSizes) {
     CUdeviceptr ptr = 0;
@@ -97,7 +97,7 @@ class ScrubStateTest : public ScrubTest {};
 TEST_F(ScrubStateTest, TenantStreamsEventsHandlesAndModesAreGone) {
   auto pool = ContextPool::Open({.min_ready = 1, .max_contexts = 1}, driver_.get());
   ASSERT_TRUE(pool.ok());
-  runtime::DriverTable& d = *driver_;
+  driver::DriverTable& d = *driver_;
   int streams_before = counters_->streams.load();
   int handles_before = counters_->blas_handles.load();
   CUstream stream = nullptr;
@@ -164,7 +164,7 @@ TEST_F(ScrubStateTest, ChurnOfAThousandLeasesLeaksNothing) {
   auto pool = ContextPool::Open({.min_ready = 2, .max_contexts = 4}, driver_.get());
   ASSERT_TRUE(pool.ok());
   ASSERT_TRUE((*pool)->WaitIdle(10s));
-  runtime::DriverTable& d = *driver_;
+  driver::DriverTable& d = *driver_;
   auto free_bytes = [&] {
     Result<ContextLease> probe = (*pool)->Lease();
     EXPECT_TRUE(probe.ok());

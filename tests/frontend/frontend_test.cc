@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "phos/runtime/api_server.h"
-#include "phos/runtime/driver_table.h"
+#include "phos/driver/driver_table.h"
 #include "subprocess.h"
 
 namespace phos::runtime {
@@ -21,7 +21,7 @@ using phos::testing::Subprocess;
 class FrontendTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto table = DriverTable::Open({.gpu = GpuKind::kSim});
+    auto table = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});
     ASSERT_TRUE(table.ok()) << table.status().ToString();
     table_ = std::move(*table).release();
     socket_ = "/tmp/phos-frontend-test-" + std::to_string(getpid()) + ".sock";
@@ -49,7 +49,7 @@ class FrontendTest : public ::testing::Test {
     return code;
   }
 
-  static inline DriverTable* table_ = nullptr;
+  static inline driver::DriverTable* table_ = nullptr;
   static inline ApiServer* server_ = nullptr;
   static inline std::string socket_;
 };

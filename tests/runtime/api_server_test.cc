@@ -17,7 +17,7 @@ namespace {
 class ApiServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto table = DriverTable::Open({.gpu = GpuKind::kSim});
+    auto table = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});
     ASSERT_TRUE(table.ok()) << table.status().ToString();
     table_ = std::move(*table);
     path_ = "/tmp/phos-api-server-test-" + std::to_string(getpid()) + ".sock";
@@ -41,7 +41,7 @@ class ApiServerTest : public ::testing::Test {
     return ipc::CheckAnswer(&a, *n);
   }
 
-  std::unique_ptr<DriverTable> table_;
+  std::unique_ptr<driver::DriverTable> table_;
   std::unique_ptr<ApiServer> server_;
   std::string path_;
 };

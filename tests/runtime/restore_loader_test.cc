@@ -43,7 +43,7 @@ struct Spec {
 class RestoreLoaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto table = DriverTable::Open({.gpu = GpuKind::kSim});
+    auto table = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});
     ASSERT_TRUE(table.ok()) << table.status().ToString();
     d_ = std::move(*table);
     ASSERT_EQ(d_->cuInit(0), CUDA_SUCCESS);
@@ -179,7 +179,7 @@ class RestoreLoaderTest : public ::testing::Test {
 #endif
   }
 
-  std::unique_ptr<DriverTable> d_;
+  std::unique_ptr<driver::DriverTable> d_;
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
   CUcontext fresh_ = nullptr;

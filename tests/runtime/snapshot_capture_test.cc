@@ -33,7 +33,7 @@ struct Original {
 class SnapshotCaptureTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto table = DriverTable::Open({.gpu = GpuKind::kSim});
+    auto table = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});
     ASSERT_TRUE(table.ok()) << table.status().ToString();
     d_ = std::move(*table);
     ASSERT_EQ(d_->cuInit(0), CUDA_SUCCESS);
@@ -113,7 +113,7 @@ class SnapshotCaptureTest : public ::testing::Test {
     return got == base;
   }
 
-  std::unique_ptr<DriverTable> d_;
+  std::unique_ptr<driver::DriverTable> d_;
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
   CUcontext fresh_ = nullptr;

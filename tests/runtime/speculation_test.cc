@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "phos/runtime/driver_table.h"
+#include "phos/driver/driver_table.h"
 #include "phos/runtime/param_metadata.h"
 
 namespace phos::runtime {
@@ -351,9 +351,9 @@ TEST_F(SpeculationTest, BatchedGemmAndGemvExtents) {
 
 #ifdef PHOS_SPECULATION_TEST_MODULE
 TEST(ParamMetadataCacheTest, LayoutComesFromTheDriverTable) {
-  auto driver = DriverTable::Open({.gpu = GpuKind::kSim});
+  auto driver = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});
   ASSERT_TRUE(driver.ok()) << driver.status().ToString();
-  DriverTable& d = **driver;
+  driver::DriverTable& d = **driver;
   ASSERT_EQ(d.cuInit(0), CUDA_SUCCESS);
   CUdevice dev;
   ASSERT_EQ(d.cuDeviceGet(&dev, 0), CUDA_SUCCESS);

@@ -17,7 +17,7 @@ constexpr uint64_t kGiB = 1ull << 30;
 class VaAllocatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto table = DriverTable::Open({.gpu = GpuKind::kSim});
+    auto table = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});
     ASSERT_TRUE(table.ok()) << table.status().ToString();
     table_ = std::move(*table);
     ASSERT_EQ(table_->cuInit(0), CUDA_SUCCESS);
@@ -35,7 +35,7 @@ class VaAllocatorTest : public ::testing::Test {
     return space.ok() ? std::move(*space) : nullptr;
   }
 
-  std::unique_ptr<DriverTable> table_;
+  std::unique_ptr<driver::DriverTable> table_;
   CUcontext context_ = nullptr;
 };
 

@@ -5,7 +5,7 @@
 
 #include <thread>
 
-#include "phos/runtime/driver_table.h"
+#include "phos/driver/driver_table.h"
 #include "tier_test_util.h"
 
 namespace phos::store {
@@ -226,9 +226,9 @@ TEST(DramTierTest, ConcurrentReadersSeeCorrectBytes) {
 }
 
 TEST(DramTierTest, DriverPinnedArenaComesFromSimgpuPinnedMemory) {
-  auto table = runtime::DriverTable::Open({.gpu = runtime::GpuKind::kSim, .require_cublas = false});
+  auto table = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim, .require_cublas = false});
   ASSERT_TRUE(table.ok()) << table.status().ToString();
-  runtime::DriverTable& t = **table;
+  driver::DriverTable& t = **table;
   ASSERT_EQ(t.cuInit(0), CUDA_SUCCESS);
   CUdevice dev = 0;
   ASSERT_EQ(t.cuDeviceGet(&dev, 0), CUDA_SUCCESS);

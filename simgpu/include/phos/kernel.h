@@ -1,4 +1,4 @@
-// Kernels written once (BRIEF D4). A kernel header compiles under nvcc into ordinary __global__
+// Kernels written once (docs/design.md D4). A kernel header compiles under nvcc into ordinary __global__
 // kernels, and under g++ into a simgpu module: a shared object that simgpu's cuModuleLoadData
 // accepts, whose kernels carry the names nvcc gives them. PhosModules.cmake builds both from the
 // same headers (phos_add_kernel_module).

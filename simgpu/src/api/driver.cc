@@ -98,7 +98,7 @@ CUresult Driver::CreateContext(Device* device, bool primary, CUcontext* out) {
   ctx->primary = primary;
   ctx->exec = device->executor->CreateContext();
   // Creating a context costs what it costs on the modelled device; this is the cost a pool of
-  // contexts takes off the invocation path (BRIEF D11).
+  // contexts takes off the invocation path (docs/design.md D11).
   clock_->Pay(device->profile->context_create_s);
   *out = contexts.Insert(std::move(ctx));
   return CUDA_SUCCESS;

@@ -3,7 +3,7 @@
 // simgpu kernels are ordinary g++-compiled functions that dereference device pointers (host
 // virtual addresses). On a GPU a bad access fails the kernel with CUDA_ERROR_ILLEGAL_ADDRESS; the
 // compute engine runs kernels under FaultGuard::Run to do the same. phos also keeps buffers that
-// are not restored yet behind PROT_NONE to validate speculated read sets (BRIEF D8); this is the
+// are not restored yet behind PROT_NONE to validate speculated read sets (docs/design.md D8); this is the
 // piece that reports such a touch and where it landed.
 //
 // One process-wide SIGSEGV/SIGBUS handler (SA_SIGINFO | SA_ONSTACK) is installed on first use.

@@ -1,7 +1,7 @@
 // Guarded device ranges (phosSimGuardRange): device memory made inaccessible (PROT_NONE) without
 // losing its contents, so that a kernel or copy touching it faults and the fault can be told apart
 // from a bad access. phos uses this to validate the read/write sets it speculates while buffers
-// are still being restored (BRIEF D8): absent buffers are guarded, a touch outside the speculated
+// are still being restored (docs/design.md D8): absent buffers are guarded, a touch outside the speculated
 // set traps, and exec/access_guard decides what happens then.
 //
 // mprotect keeps the pages of both kinds of device memory: linear allocations are private

@@ -1,4 +1,4 @@
-// simgpu modules: what cuModuleLoadData / cuModuleLoad load on simgpu (BRIEF D4). A module image
+// simgpu modules: what cuModuleLoadData / cuModuleLoad load on simgpu (docs/design.md D4). A module image
 // is an ELF shared object built by phos_add_kernel_module() from phos/kernel.h sources, whose
 // kernels carry nvcc's mangled names, know their parameter layout and run ranges of blocks.
 //

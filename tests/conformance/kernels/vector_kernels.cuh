@@ -1,4 +1,4 @@
-// Kernels for the conformance suite's launch, stream and event tests (BRIEF D4: written once,
+// Kernels for the conformance suite's launch, stream and event tests (docs/design.md D4: written once,
 // compiled by nvcc for GPUs and by g++ into a simgpu module; the tests look them up by the mangled
 // names in kernel_names.h).
 #pragma once

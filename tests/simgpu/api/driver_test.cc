@@ -70,7 +70,7 @@ TEST_F(DriverTest, ProfileFiguresAreExposed) {
 }
 
 TEST_F(DriverTest, DeviceAddressesStartAtTheFixedBase) {
-  // Same-address restore (BRIEF D5) needs device addresses that do not depend on the process.
+  // Same-address restore (docs/design.md D5) needs device addresses that do not depend on the process.
   CUdeviceptr p = 0;
   ASSERT_EQ(cuMemAlloc(&p, 1 << 20), CUDA_SUCCESS);
   EXPECT_GE(p, 0x200000000000ull);

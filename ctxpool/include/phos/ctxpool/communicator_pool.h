@@ -1,4 +1,4 @@
-// The communicator pool (BRIEF D11, the NCCL part; docs/ctxpool.md): ready **device groups**. A
+// The communicator pool (docs/design.md D11, the NCCL part; docs/ctxpool.md): ready **device groups**. A
 // group of size N is one pooled context (with its cuBLAS handle) on each of node devices 0..N-1
 // and an NCCL communicator over exactly those contexts, rank d on device d — created with
 // ncclCommInitRank per rank inside one ncclGroupStart/End, each rank's context current, because a
@@ -32,7 +32,7 @@
 
 #include "phos/base/status.h"
 #include "phos/ctxpool/context_pool.h"
-#include "phos/runtime/driver_table.h"
+#include "phos/driver/driver_table.h"
 
 namespace phos::ctxpool {
 
@@ -127,7 +127,7 @@ class CommunicatorPool {
   // FailedPrecondition when the driver table has no NCCL; InvalidArgument for bad options or an
   // initial group larger than the node. `driver` must outlive the pool and every lease.
   static Result<std::unique_ptr<CommunicatorPool>> Open(const CommunicatorPoolOptions& options,
-                                                        runtime::DriverTable* driver);
+                                                        driver::DriverTable* driver);
   // Stops the threads and destroys every group held; leases out destroy theirs when returned.
   ~CommunicatorPool();
   CommunicatorPool(const CommunicatorPool&) = delete;

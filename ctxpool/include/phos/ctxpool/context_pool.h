@@ -1,4 +1,4 @@
-// The execution-context pool (BRIEF D11, docs/ctxpool.md): per device, CUDA contexts created
+// The execution-context pool (docs/design.md D11, docs/ctxpool.md): per device, CUDA contexts created
 // ahead of time, each with a cuBLAS handle, leased to a tenant in microseconds and scrubbed on a
 // background thread when the tenant returns them, before anyone else can lease them.
 //
@@ -23,7 +23,7 @@
 
 #include "phos/base/status.h"
 #include "phos/ctxpool/pool_metrics.h"
-#include "phos/runtime/driver_table.h"
+#include "phos/driver/driver_table.h"
 
 namespace phos::ctxpool {
 
@@ -129,7 +129,7 @@ class ContextPool {
   // Initialises the driver (cuInit), checks the options and starts the background refill and
   // scrub threads. Open does not wait for the first contexts. `driver` must outlive the pool and
   // every lease.
-  static Result<std::unique_ptr<ContextPool>> Open(const PoolOptions& options, runtime::DriverTable* driver);
+  static Result<std::unique_ptr<ContextPool>> Open(const PoolOptions& options, driver::DriverTable* driver);
   // Stops refill and scrubbing and destroys every context the pool holds; leases still out
   // destroy theirs when returned.
   ~ContextPool();

@@ -1,4 +1,4 @@
-// What a context pool reports (BRIEF D11: "metrics exported"): a plain struct, and the same
+// What a context pool reports (docs/design.md D11: "metrics exported"): a plain struct, and the same
 // numbers as Prometheus text exposition lines for phosd's GET /metrics.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The function SDK (BRIEF D12): a function initialises (loads weights, warms up), then hands its
+// The function SDK (docs/design.md D12): a function initialises (loads weights, warms up), then hands its
 // request handler to Serve(). The serve loop's first wait for a request is the pre-entry point.
 //
 //   int main() {

@@ -14,7 +14,7 @@
 
 #include "phos/base/status.h"
 #include "phos/ipc/ring.h"
-#include "phos/runtime/driver_table.h"
+#include "phos/driver/driver_table.h"
 
 namespace phos::ctxpool {
 class CommunicatorPool;
@@ -34,7 +34,7 @@ namespace phos::runtime {
 
 // How a single-GPU session starts (IssueToken). The default: an empty session on a pooled context.
 struct SessionPlan {
-  // The snapshot to restore (BRIEF D7); null: the session starts empty.
+  // The snapshot to restore (docs/design.md D7); null: the session starts empty.
   std::shared_ptr<const store::proto::Manifest> manifest;
   // Where its chunks come from (a DramTier in front of the store); must outlive the session.
   store::ChunkSource* source = nullptr;
@@ -105,7 +105,7 @@ struct ApiServerOptions {
 class ApiServer {
  public:
   // Initialises the driver (cuInit) and starts listening. `driver` must outlive the server.
-  static Result<std::unique_ptr<ApiServer>> Start(const ApiServerOptions& options, DriverTable* driver);
+  static Result<std::unique_ptr<ApiServer>> Start(const ApiServerOptions& options, driver::DriverTable* driver);
   // Ends every session and stops listening.
   ~ApiServer();
   ApiServer(const ApiServer&) = delete;
@@ -131,7 +131,7 @@ class ApiServer {
   // Stops first-touch learning (SessionPlan::learn_first_touch) and returns each snapshot
   // buffer's rank (-1: not touched); empty when the session was not learning.
   std::vector<int32_t> TakeFirstTouch(const std::string& token);
-  // Deploy (BRIEF D5, D6): once every call the function sent has executed, quiesces the session's
+  // Deploy (docs/design.md D5, D6): once every call the function sent has executed, quiesces the session's
   // context and captures its buffers, modules and virtual handles into `store` as a new snapshot
   // of `function` (atomic commit). The session stays open; ending it releases the GPU memory.
   // FailedPrecondition for a session that cannot be captured (several GPUs, or memory outside

@@ -1,4 +1,4 @@
-// CPU state of a deployed function (BRIEF D9, issue 6): one interface, two backends.
+// CPU state of a deployed function (docs/design.md D9, issue 6): one interface, two backends.
 //
 // - ForkTemplateBackend (the default): the deployed process stays parked at its pre-entry point
 //   holding no GPU memory; each new instance is forked from it (the `fork` frame of

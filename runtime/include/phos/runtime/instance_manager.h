@@ -35,7 +35,7 @@ class GpuSessions {
   // The path instances connect to (PHOS_GPU_SOCKET).
   virtual std::string SocketPath() const = 0;
 
-  // Snapshots (BRIEF D5, D7; runtime/snapshot_sessions.h implements them over the API server and
+  // Snapshots (docs/design.md D5, D7; runtime/snapshot_sessions.h implements them over the API server and
   // the store). Without them (the defaults), functions are not deployed: instances are spawned.
   virtual bool SupportsSnapshots() const { return false; }
   // An instance range of the API server's arena (ApiServer::ClaimVaSlot): where one deployed
@@ -80,7 +80,7 @@ struct InstanceManagerOptions {
   // GPU sessions for instances; nullptr runs instances without PHOS_GPU_SOCKET. Must outlive the
   // manager. Default: nullptr.
   GpuSessions* sessions = nullptr;
-  // Where deployed functions' CPU state is kept (BRIEF D9: a fork template, or CRIU). With it and
+  // Where deployed functions' CPU state is kept (docs/design.md D9: a fork template, or CRIU). With it and
   // sessions that support snapshots, Register deploys the function (runs it to its entry point,
   // captures its GPU and CPU state) and instances are restored from that; without, they are
   // spawned. Must outlive the manager. Default: nullptr.
@@ -108,7 +108,7 @@ struct InvokeOutcome {
   // "first-launch", "first-byte", "resident"), for the stages this invocation went through.
   std::vector<std::pair<std::string, int64_t>> stages;
   // Restored instances' first invocation: touches of buffers outside the speculated read/write
-  // sets that validation caught by then (BRIEF D8); -1 otherwise.
+  // sets that validation caught by then (docs/design.md D8); -1 otherwise.
   int64_t speculation_misses = -1;
 };
 
@@ -133,7 +133,7 @@ class InstanceManager {
   // With snapshots (InstanceManagerOptions::cpu_state and sessions that support them), the
   // function is deployed in the background first (see Deploy); its instances are restored.
   Status Register(const FunctionSpec& spec);
-  // Register, then `done` once the function is deployed (BRIEF D5, D9): run to its entry point,
+  // Register, then `done` once the function is deployed (docs/design.md D5, D9): run to its entry point,
   // its GPU state captured into a snapshot and its CPU state kept (a fork template), its GPU memory
   // released. A non-empty `sample_request` is then run on a restored instance to record the order
   // in which its buffers are first touched (without one, the first invocation records it). A

@@ -1,4 +1,4 @@
-// Kernel parameter metadata for read/write-set speculation (BRIEF D8, issue 6): where each
+// Kernel parameter metadata for read/write-set speculation (docs/design.md D8, issue 6): where each
 // parameter sits in the packed parameter buffer (cuFuncGetParamInfo) and how the kernel may use
 // the memory it names, taken from the constness in the demangled name (abi::__cxa_demangle):
 //
@@ -28,9 +28,11 @@
 
 #include "phos/base/status.h"
 
-namespace phos::runtime {
-
+namespace phos::driver {
 class DriverTable;
+}  // namespace phos::driver
+
+namespace phos::runtime {
 
 enum class ParamAccess : uint8_t {
   kRead,       // pointer to const: the buffer it points into is read
@@ -86,7 +88,7 @@ KernelParamMetadata BuildParamMetadata(const std::string& mangled, std::span<con
 
 // The layout of `function` through the driver table: cuFuncGetParamInfo for index 0, 1, ... up
 // to the first index the driver refuses (CUDA_ERROR_INVALID_VALUE), at most `max_params`.
-Result<std::vector<ParamSlotLayout>> QueryParamLayout(const DriverTable& driver, CUfunction function,
+Result<std::vector<ParamSlotLayout>> QueryParamLayout(const driver::DriverTable& driver, CUfunction function,
                                                       uint32_t max_params = 1024);
 
 // xxHash3-128 of a module image: the store's content_hash (snapshot-store/proto/manifest.proto),
@@ -115,7 +117,7 @@ class ParamMetadataCache {
   // The same, the layout queried from the driver on a miss.
   Result<std::shared_ptr<const KernelParamMetadata>> GetOrQuery(const ModuleHash& module,
                                                                 const std::string& name,
-                                                                const DriverTable& driver,
+                                                                const driver::DriverTable& driver,
                                                                 CUfunction function);
   Stats stats() const;
   size_t size() const;

@@ -1,4 +1,4 @@
-// The concurrent restore's loader (BRIEF D7, D8; issue 6): brings a snapshot's buffers back into
+// The concurrent restore's loader (docs/design.md D7, D8; issue 6): brings a snapshot's buffers back into
 // device memory that is already mapped at their addresses, while the function runs.
 //
 //   RestoreLoaderOptions opts{.driver = table, .context = ctx, .manifest = &manifest, .source = dram};
@@ -47,7 +47,7 @@
 #include <vector>
 
 #include "phos/base/status.h"
-#include "phos/runtime/driver_table.h"
+#include "phos/driver/driver_table.h"
 #include "phos/store/chunk.h"
 #include "proto/manifest.pb.h"
 
@@ -58,7 +58,7 @@ class DramTier;
 namespace phos::runtime {
 
 struct RestoreLoaderOptions {
-  DriverTable* driver = nullptr;  // required
+  driver::DriverTable* driver = nullptr;  // required
   // The context the buffers are mapped in (read-write, at their manifest addresses). Required.
   CUcontext context = nullptr;
   // Must outlive the loader. Buffers are named by their index in manifest->buffers().

@@ -1,4 +1,4 @@
-// GPU-state capture into the snapshot store (BRIEF D5, D6; issue 6): a quiesced context's
+// GPU-state capture into the snapshot store (docs/design.md D5, D6; issue 6): a quiesced context's
 // buffers, module images and virtual handle settings become one committed snapshot version.
 //
 //   CaptureRequest req{.driver = table, .context = ctx, .function = "mlp", .device_profile = "a100-pcie4"};
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "phos/base/status.h"
-#include "phos/runtime/driver_table.h"
+#include "phos/driver/driver_table.h"
 #include "phos/store/store.h"
 
 namespace phos::runtime {
@@ -43,7 +43,7 @@ struct CaptureModule {
 struct CaptureRequest {
   // Must be open; its context entry points, cuMemHostAlloc/cuMemFreeHost and cuMemcpyDtoH are
   // used.
-  DriverTable* driver = nullptr;
+  driver::DriverTable* driver = nullptr;
   // Pushed current for the capture and popped afterwards; synchronised before any byte is read.
   CUcontext context = nullptr;
   std::string function;        // the store's naming rules apply

@@ -1,4 +1,4 @@
-// The stop-the-world restore (BRIEF D7's baseline, the cuda-checkpoint shape): into a fresh
+// The stop-the-world restore (docs/design.md D7's baseline, the cuda-checkpoint shape): into a fresh
 // context, map every buffer of a snapshot at its original device address, copy all of its
 // bytes, load its modules, and only then let the function run.
 //
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "phos/base/status.h"
-#include "phos/runtime/driver_table.h"
+#include "phos/driver/driver_table.h"
 #include "phos/store/chunk.h"
 #include "phos/store/reader.h"
 #include "proto/manifest.pb.h"
@@ -53,7 +53,7 @@ struct VmmMapping {
 // buffers that cudaMalloc packed into one granule restore too. Not thread-safe.
 class VmmDeviceMapper final : public DeviceMapper {
  public:
-  VmmDeviceMapper(DriverTable* driver, int device) : driver_(driver), device_(device) {}
+  VmmDeviceMapper(driver::DriverTable* driver, int device) : driver_(driver), device_(device) {}
   // Keeps what is mapped: a successful restore's memory belongs to the instance afterwards.
   ~VmmDeviceMapper() override = default;
   VmmDeviceMapper(const VmmDeviceMapper&) = delete;
@@ -71,14 +71,14 @@ class VmmDeviceMapper final : public DeviceMapper {
   // Maps [base, base + bytes) (granule-aligned, none of it mapped by this mapper).
   Status MapSpan(CUdeviceptr base, uint64_t bytes);
 
-  DriverTable* driver_;
+  driver::DriverTable* driver_;
   int device_;
   uint64_t granularity_ = 0;
   std::map<CUdeviceptr, VmmMapping> mapped_;  // by base; spans never overlap
 };
 
 struct RestoreRequest {
-  DriverTable* driver = nullptr;
+  driver::DriverTable* driver = nullptr;
   // The fresh context the function will run in; pushed current for the restore.
   CUcontext context = nullptr;
   // Maps each buffer at its address. Required; VmmDeviceMapper is the default implementation.
@@ -106,7 +106,7 @@ struct RestoreReport {
 // Reads module `index` of `manifest` from `source` (every chunk verified, then the whole image
 // against its content hash) and loads it into the current context; adds the image's size to
 // *bytes. Errors name the module and chunk.
-Result<CUmodule> LoadSnapshotModule(DriverTable* d, const store::proto::Manifest& manifest, int index,
+Result<CUmodule> LoadSnapshotModule(driver::DriverTable* d, const store::proto::Manifest& manifest, int index,
                                     store::ChunkSource& source, uint64_t* bytes);
 
 // Restores `manifest`'s buffers and modules into `request.context`, reading chunks from `source`

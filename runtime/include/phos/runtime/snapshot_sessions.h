@@ -1,4 +1,4 @@
-// GPU sessions with snapshots (BRIEF D5, D6, D7): the instance manager's GpuSessions over the API
+// GPU sessions with snapshots (docs/design.md D5, D6, D7): the instance manager's GpuSessions over the API
 // server, the snapshot store and its DRAM tier. phosd runs instances through it.
 //
 // - Capture: the API server captures the session into the store; the order learned for the

@@ -1,4 +1,4 @@
-// Read/write-set speculation (BRIEF D8, issue 6): before a remoted launch, copy, memset or cuBLAS
+// Read/write-set speculation (docs/design.md D8, issue 6): before a remoted launch, copy, memset or cuBLAS
 // call runs on a restoring instance, which of the instance's buffers it may read and write. The
 // restore path makes the absent ones jump the load queue and has the call wait on their ready
 // events on its stream.

@@ -1,4 +1,4 @@
-// An instance's device address space (BRIEF D5, issue 6 "same addresses"): one VMM reservation
+// An instance's device address space (docs/design.md D5, issue 6 "same addresses"): one VMM reservation
 // per instance, from which every allocation of the instance is carved, so that a snapshot's
 // buffers can be mapped back at the very addresses the function holds in its CPU state.
 //
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "phos/base/status.h"
-#include "phos/runtime/driver_table.h"
+#include "phos/driver/driver_table.h"
 
 namespace phos::runtime {
 
@@ -74,7 +74,7 @@ struct AddressSpaceRelease {
 // Device memory as phos maps it with the VMM calls: pinned, on `device`.
 CUmemAllocationProp DeviceMemoryProp(int device);
 // The driver's granularity for that memory (`flag`: minimum or recommended).
-Result<uint64_t> DeviceMemoryGranularity(DriverTable& driver, int device, CUmemAllocationGranularity_flags flag);
+Result<uint64_t> DeviceMemoryGranularity(driver::DriverTable& driver, int device, CUmemAllocationGranularity_flags flag);
 
 class InstanceAddressSpace {
  public:
@@ -83,10 +83,10 @@ class InstanceAddressSpace {
 
   // Reserves the range. InvalidArgument for a zero size or a base that is not granule-aligned;
   // AlreadyExists when a requested base cannot be had; OutOfMemory when no range that large is free.
-  static Result<std::unique_ptr<InstanceAddressSpace>> Reserve(DriverTable* driver,
+  static Result<std::unique_ptr<InstanceAddressSpace>> Reserve(driver::DriverTable* driver,
                                                                const InstanceAddressSpaceOptions& options);
   // Reserves the saved range at its saved base and maps every saved allocation at its address.
-  static Result<std::unique_ptr<InstanceAddressSpace>> Restore(DriverTable* driver, const AddressSpaceState& state);
+  static Result<std::unique_ptr<InstanceAddressSpace>> Restore(driver::DriverTable* driver, const AddressSpaceState& state);
   // Unmaps and releases every mapping and frees the range, unless Release() handed them over.
   ~InstanceAddressSpace();
   InstanceAddressSpace(const InstanceAddressSpace&) = delete;
@@ -134,7 +134,7 @@ class InstanceAddressSpace {
     CUdeviceptr mapping = 0;     // the mapping that holds it
   };
 
-  InstanceAddressSpace(DriverTable* driver, CUdeviceptr base, uint64_t range_bytes, uint64_t granularity, int device);
+  InstanceAddressSpace(driver::DriverTable* driver, CUdeviceptr base, uint64_t range_bytes, uint64_t granularity, int device);
   // Creates, maps and opens a physical allocation of `bytes` at `address` (a free VA range).
   Status MapPhysical(CUdeviceptr address, uint64_t bytes, bool shared);
   void UnmapPhysical(CUdeviceptr address);
@@ -146,7 +146,7 @@ class InstanceAddressSpace {
   Status MapSmallAt(CUdeviceptr address, uint64_t bytes);
   Status RangeFull(uint64_t bytes) const;
 
-  DriverTable* driver_;
+  driver::DriverTable* driver_;
   bool borrowed_ = false;
   CUdeviceptr base_;
   uint64_t range_bytes_;

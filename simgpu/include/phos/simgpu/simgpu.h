@@ -1,7 +1,7 @@
 /* simgpu extensions: what libphos-simgpu.so offers beyond the CUDA driver API it implements.
  *
  * The runtime resolves these by name from the driver table like any other entry point
- * (BRIEF D2); NVIDIA's libcuda has none of them, so code must treat them as optional. */
+ * (docs/design.md D2); NVIDIA's libcuda has none of them, so code must treat them as optional. */
 #ifndef PHOS_SIMGPU_SIMGPU_H_
 #define PHOS_SIMGPU_SIMGPU_H_
 

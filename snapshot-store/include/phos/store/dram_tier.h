@@ -1,4 +1,4 @@
-// The DRAM tier (BRIEF D6): one large pinned host arena caching hot snapshots' chunks in front of
+// The DRAM tier (docs/design.md D6): one large pinned host arena caching hot snapshots' chunks in front of
 // a backing ChunkSource (the disk store). Restores read through it; a chunk it holds is copied to
 // the GPU straight from pinned memory.
 //
@@ -24,7 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "phos/base/cuda_check.h"
+#include "phos/driver/cuda_check.h"
 #include "phos/base/status.h"
 #include "phos/store/chunk.h"
 
@@ -57,14 +57,14 @@ struct DriverHostMemory {
   decltype(&::cuCtxPopCurrent) ctx_pop_current = nullptr;
   decltype(&::cuMemHostAlloc) mem_host_alloc = nullptr;
   decltype(&::cuMemFreeHost) mem_free_host = nullptr;
-  CuErrorText error_text;
+  driver::CuErrorText error_text;
   // The context pushed around each call (cuMemHostAlloc and cuMemFreeHost need one current);
   // the caller's current context is back afterwards.
   // The memory is allocated CU_MEMHOSTALLOC_PORTABLE, so it is pinned for every context.
   CUcontext context = nullptr;
 };
 
-// Fills DriverHostMemory from a phos::runtime::DriverTable (or anything with its members).
+// Fills DriverHostMemory from a phos::driver::DriverTable (or anything with its members).
 template <typename Table>
 DriverHostMemory DriverHostMemoryOf(const Table& table, CUcontext context) {
   return {table.cuCtxPushCurrent, table.cuCtxPopCurrent, table.cuMemHostAlloc,

@@ -1,4 +1,4 @@
-// The reader API for restore (BRIEF D7): streams a snapshot's buffer chunks from a ChunkSource
+// The reader API for restore (docs/design.md D7): streams a snapshot's buffer chunks from a ChunkSource
 // (usually the DRAM tier) through pinned staging buffers to a callback, in first-touch order,
 // with a way to put one buffer at the head of the queue at any moment.
 //

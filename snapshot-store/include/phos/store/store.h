@@ -1,4 +1,4 @@
-// The snapshot store's disk tier (BRIEF D6).
+// The snapshot store's disk tier (docs/design.md D6).
 //
 // Design. A snapshot is a manifest (manifest.h) plus buffer and module bytes cut into fixed-size
 // chunks named by their xxHash3-128 (chunk.h). Chunk bytes live once, however many snapshots

@@ -1,5 +1,5 @@
 // indirect_fn: a function whose kernel reads device memory through a pointer stored in device
-// memory, for validating phos's speculated read sets (BRIEF D8): a restore that loads only the
+// memory, for validating phos's speculated read sets (docs/design.md D8): a restore that loads only the
 // buffers a launch's parameters name must still give this function the right answer.
 //
 // Initialisation (before the pre-entry point): N data buffers of M floats, buffer j element k

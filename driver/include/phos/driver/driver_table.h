@@ -1,4 +1,4 @@
-// The driver table (BRIEF D2): every CUDA driver API and cuBLAS entry point the daemon calls,
+// The driver table (docs/design.md D2): every CUDA driver API and cuBLAS entry point the daemon calls,
 // resolved once by dlopen/dlsym — from NVIDIA's libcuda.so.1 and libcublas.so.13, or from
 // libphos-simgpu.so for both — under the names cuda.h and cublas_v2.h map them to (cuMemAlloc ->
 // cuMemAlloc_v2). Runtime code calls `table->cuMemAlloc(...)` and never knows which it got.
@@ -11,11 +11,11 @@
 #include <cuda.h>
 #include <nccl.h>
 
-#include "phos/base/cuda_check.h"
+#include "phos/driver/cuda_check.h"
 #include "phos/base/status.h"
 #include "phos/simgpu/simgpu.h"
 
-namespace phos::runtime {
+namespace phos::driver {
 
 enum class GpuKind { kAuto, kCuda, kSim };
 
@@ -127,4 +127,4 @@ class DriverTable {
   CuErrorText error_text_;
 };
 
-}  // namespace phos::runtime
+}  // namespace phos::driver

@@ -1,4 +1,4 @@
-#include "phos/runtime/driver_table.h"
+#include "phos/driver/driver_table.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 
 #include "phos/base/log.h"
 
-namespace phos::runtime {
+namespace phos::driver {
 namespace {
 
 std::string DefaultSimgpuLibrary() {
@@ -162,4 +162,4 @@ Result<std::unique_ptr<DriverTable>> DriverTable::Open(const DriverTableOptions&
   return table;
 }
 
-}  // namespace phos::runtime
+}  // namespace phos::driver

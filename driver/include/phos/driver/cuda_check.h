@@ -13,7 +13,7 @@
 
 #include "phos/base/status.h"
 
-namespace phos {
+namespace phos::driver {
 
 struct CuErrorText {
   CUresult (*get_name)(CUresult, const char**) = nullptr;    // cuGetErrorName
@@ -24,7 +24,7 @@ struct CuErrorText {
 // kOutOfMemory, CUDA_ERROR_INVALID_VALUE to kInvalidArgument, everything else to kDeviceError.
 Status CuStatus(CUresult result, std::string_view call, const CuErrorText& text);
 
-}  // namespace phos
+}  // namespace phos::driver
 
 #define PHOS_CU_RETURN_IF_ERROR(text, call) \
-  PHOS_RETURN_IF_ERROR(::phos::CuStatus((call), #call, (text)))
+  PHOS_RETURN_IF_ERROR(::phos::driver::CuStatus((call), #call, (text)))

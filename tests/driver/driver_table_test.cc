@@ -1,8 +1,8 @@
-#include "phos/runtime/driver_table.h"
+#include "phos/driver/driver_table.h"
 
 #include <gtest/gtest.h>
 
-namespace phos::runtime {
+namespace phos::driver {
 namespace {
 
 TEST(DriverTableTest, SimOpensAndCallsThroughTheTable) {
@@ -60,4 +60,4 @@ TEST(DriverTableTest, GpuKindParses) {
 }
 
 }  // namespace
-}  // namespace phos::runtime
+}  // namespace phos::driver

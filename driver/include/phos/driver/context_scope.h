@@ -3,9 +3,9 @@
 // called it, which may have a context of its own current.
 #pragma once
 
-#include "phos/runtime/driver_table.h"
+#include "phos/driver/driver_table.h"
 
-namespace phos::runtime {
+namespace phos::driver {
 
 class ContextScope {
  public:
@@ -26,4 +26,4 @@ class ContextScope {
   bool pushed_ = false;
 };
 
-}  // namespace phos::runtime
+}  // namespace phos::driver

@@ -1,8 +1,8 @@
-#include "phos/base/cuda_check.h"
+#include "phos/driver/cuda_check.h"
 
 #include <string>
 
-namespace phos {
+namespace phos::driver {
 
 Status CuStatus(CUresult result, std::string_view call, const CuErrorText& text) {
   if (result == CUDA_SUCCESS) return Status::Ok();
@@ -26,4 +26,4 @@ Status CuStatus(CUresult result, std::string_view call, const CuErrorText& text)
   }
 }
 
-}  // namespace phos
+}  // namespace phos::driver

@@ -23,7 +23,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // glibc 2.36 has wrappers in <sys/pidfd.h>, older ones do not; the system calls are the same.
-int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+int PidfdOpen(pid_t pid) {
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+}
 int PidfdSendSignal(int pidfd, int signal) {
   return static_cast<int>(syscall(SYS_pidfd_send_signal, pidfd, signal, nullptr, 0));
 }
@@ -76,7 +78,8 @@ std::vector<std::string> ChildEnvironment(const SpawnOptions& options) {
     std::string_view entry(*e);
     std::string name(entry.substr(0, entry.find('=')));
     if (set.count(name) != 0) continue;
-    if (std::find(options.unset_env.begin(), options.unset_env.end(), name) != options.unset_env.end()) continue;
+    if (std::find(options.unset_env.begin(), options.unset_env.end(), name) != options.unset_env.end())
+      continue;
     env.emplace_back(entry);
   }
   for (const std::string& name : set_order) env.push_back(name + "=" + set[name]);
@@ -85,6 +88,7 @@ std::vector<std::string> ChildEnvironment(const SpawnOptions& options) {
 
 std::vector<char*> Pointers(std::vector<std::string>& strings) {
   std::vector<char*> pointers;
+  pointers.reserve(strings.size() + 1);
   for (std::string& s : strings) pointers.push_back(s.data());
   pointers.push_back(nullptr);
   return pointers;
@@ -94,12 +98,14 @@ std::vector<char*> Pointers(std::vector<std::string>& strings) {
 Result<std::vector<FdMapping>> ChildDescriptors(const SpawnOptions& options, FdCloser* closer) {
   std::vector<FdMapping> fds = options.fds;
   auto maps_to = [&fds](int child_fd) {
-    return std::find_if(fds.begin(), fds.end(), [child_fd](const FdMapping& m) { return m.child_fd == child_fd; });
+    return std::find_if(fds.begin(), fds.end(),
+                        [child_fd](const FdMapping& m) { return m.child_fd == child_fd; });
   };
   for (size_t i = 0; i < fds.size(); ++i) {
     if (fds[i].parent_fd < 0 || fds[i].child_fd < 0) {
-      return Status::InvalidArgument("spawn: negative descriptor in mapping " + std::to_string(fds[i].parent_fd) +
-                                     " -> " + std::to_string(fds[i].child_fd));
+      return Status::InvalidArgument("spawn: negative descriptor in mapping " +
+                                     std::to_string(fds[i].parent_fd) + " -> " +
+                                     std::to_string(fds[i].child_fd));
     }
     if (maps_to(fds[i].child_fd) != fds.begin() + static_cast<std::ptrdiff_t>(i)) {
       return Status::InvalidArgument("spawn: child descriptor " + std::to_string(fds[i].child_fd) +
@@ -162,7 +168,8 @@ Result<Subprocess> Subprocess::Spawn(const SpawnOptions& options) {
     posix_spawn_file_actions_adddup2(&spawn.actions, closer.Add(copy), m.child_fd);
   }
   for (int fd = STDERR_FILENO + 1; fd <= max_target; ++fd) {
-    bool mapped = std::any_of(fds->begin(), fds->end(), [fd](const FdMapping& m) { return m.child_fd == fd; });
+    bool mapped =
+        std::any_of(fds->begin(), fds->end(), [fd](const FdMapping& m) { return m.child_fd == fd; });
     // glibc ignores closing a descriptor that is not open.
     if (!mapped) posix_spawn_file_actions_addclose(&spawn.actions, fd);
   }
@@ -235,7 +242,9 @@ Subprocess& Subprocess::operator=(Subprocess&& other) noexcept {
   return *this;
 }
 
-Subprocess::~Subprocess() { Close(); }
+Subprocess::~Subprocess() {
+  Close();
+}
 
 void Subprocess::Close() {
   if (running()) {
@@ -258,7 +267,8 @@ Result<bool> Subprocess::PollEnded(std::optional<std::chrono::milliseconds> time
     pollfd p{pidfd_, POLLIN, 0};
     int ready = poll(&p, 1, wait_ms);
     if (ready > 0) return true;
-    if (ready < 0 && errno != EINTR) return Status::FromErrno(errno, "poll pidfd of pid " + std::to_string(pid_));
+    if (ready < 0 && errno != EINTR)
+      return Status::FromErrno(errno, "poll pidfd of pid " + std::to_string(pid_));
     if (ready == 0 && wait_ms == 0) return false;
   }
 }
@@ -330,7 +340,8 @@ pid_t Subprocess::Release() {
 
 Result<CommandOutput> RunCommand(SpawnOptions options, std::optional<std::chrono::milliseconds> timeout) {
   const std::string program = options.argv.empty() ? "" : options.argv[0];
-  if (!options.stdout_file.empty()) return Status::InvalidArgument("run '" + program + "': stdout_file given");
+  if (!options.stdout_file.empty())
+    return Status::InvalidArgument("run '" + program + "': stdout_file given");
   FdCloser closer;
   int out_fd = memfd_create("phos-command-output", MFD_CLOEXEC);
   if (out_fd < 0) return Status::FromErrno(errno, "run '" + program + "': memfd_create");

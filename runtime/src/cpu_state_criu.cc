@@ -141,13 +141,13 @@ Result<CpuStateRef> CriuBackend::Capture(ParkedProcess process) {
   // function shares phosd's session. The dumped process ends with the dump.
   Result<CommandOutput> dump =
       RunCriu({options_.criu, "dump", "-t", std::to_string(process.pid), "-D", dir.string(), "--shell-job",
-                  "--ext-unix-sk", "-v2", "-o", "dump.log"},
-                 -1, options_.command_timeout);
+               "--ext-unix-sk", "-v2", "-o", "dump.log"},
+              -1, options_.command_timeout);
   end_process();
   if (!dump.ok() || dump->status.exit_code != 0) {
-    std::string why = !dump.ok()
-                          ? dump.status().message()
-                          : "exit " + std::to_string(dump->status.exit_code) + ": " + LastLines(dump->output, 3);
+    std::string why =
+        !dump.ok() ? dump.status().message()
+                   : "exit " + std::to_string(dump->status.exit_code) + ": " + LastLines(dump->output, 3);
     fs::remove_all(dir, ec);
     return Status::Unavailable("criu dump of pid " + std::to_string(process.pid) + ": " + why);
   }
@@ -176,15 +176,15 @@ Result<SpawnedProcess> CriuBackend::Spawn(const CpuStateRef& ref, const invoke::
   // socket was.
   Result<CommandOutput> restore =
       RunCriu({options_.criu, "restore", "-D", *dir, "--shell-job", "--ext-unix-sk", "--restore-detached",
-                  "--inherit-fd", "fd[3]:" + *key, "--pidfile", pidfile, "-v2", "-o",
-                  "restore-" + std::to_string(n) + ".log"},
-                 sv[1], options_.command_timeout);
+               "--inherit-fd", "fd[3]:" + *key, "--pidfile", pidfile, "-v2", "-o",
+               "restore-" + std::to_string(n) + ".log"},
+              sv[1], options_.command_timeout);
   close(sv[1]);
   if (!restore.ok() || restore->status.exit_code != 0) {
     close(sv[0]);
-    std::string why =
-        !restore.ok() ? restore.status().message()
-                      : "exit " + std::to_string(restore->status.exit_code) + ": " + LastLines(restore->output, 3);
+    std::string why = !restore.ok() ? restore.status().message()
+                                    : "exit " + std::to_string(restore->status.exit_code) + ": " +
+                                          LastLines(restore->output, 3);
     return Status::Unavailable("criu restore of '" + ref.id + "': " + why);
   }
   Result<std::string> pid_text = ReadSmallFile(pidfile);

@@ -13,14 +13,16 @@
 
 namespace phos::runtime {
 
-Result<InstanceProcess> SpawnInstanceProcess(const FunctionSpec& spec, const std::string& logs_dir,
-                                             const std::vector<std::pair<std::string, std::string>>& extra_env) {
+Result<InstanceProcess> SpawnInstanceProcess(
+    const FunctionSpec& spec, const std::string& logs_dir,
+    const std::vector<std::pair<std::string, std::string>>& extra_env) {
   static std::atomic<uint64_t> spawn_counter{0};
   // The pid is known only after the spawn: the log is written under a temporary name, renamed after.
   std::string tmp_log = logs_dir + "/" + spec.name + "-spawning-" + std::to_string(getpid()) + "-" +
                         std::to_string(spawn_counter.fetch_add(1)) + ".log";
   int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return Status::FromErrno(errno, "socketpair");
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return Status::FromErrno(errno, "socketpair");
   constexpr int kChildInvokeFd = 3;
 
   SpawnOptions options;

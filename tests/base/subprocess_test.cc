@@ -3,6 +3,7 @@
 #include "phos/base/subprocess.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -12,8 +13,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
-
-#include <gtest/gtest.h>
 
 namespace phos {
 namespace {
@@ -136,7 +135,8 @@ TEST_F(SubprocessTest, PassesDescriptorsUnderTheirNewNumbersAndClosesTheRest) {
   SpawnOptions o;
   o.argv = {"/bin/bash", "-c",
             "echo to-fifty >&50; echo to-fifty-one >&51; "
-            "if [ -e /proc/$$/fd/" + std::to_string(leaked) + " ]; then echo leaked >&50; fi"};
+            "if [ -e /proc/$$/fd/" +
+                std::to_string(leaked) + " ]; then echo leaked >&50; fi"};
   o.fds = {{50, 51}, {51, 50}};
   Result<Subprocess> child = Subprocess::Spawn(o);
   close(50);
@@ -295,8 +295,9 @@ TEST_F(SubprocessTest, RefusesMalformedRequests) {
   EXPECT_EQ(Subprocess::Spawn({.argv = {"true"}, .fds = {{-1, 3}}}).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(Subprocess::Spawn({.argv = {"true"}, .fds = {{999, 3}}}).status().code(), StatusCode::kIoError);
-  EXPECT_EQ(Subprocess::Spawn({.argv = {"true"}, .fds = {{0, 1}}, .stdout_file = "/dev/null"}).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      Subprocess::Spawn({.argv = {"true"}, .fds = {{0, 1}}, .stdout_file = "/dev/null"}).status().code(),
+      StatusCode::kInvalidArgument);
   // pid 1 is no child of a test.
   EXPECT_FALSE(Subprocess::Adopt(1, false).ok());
   EXPECT_EQ(Subprocess::Adopt(0, false).status().code(), StatusCode::kInvalidArgument);

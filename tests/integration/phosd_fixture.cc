@@ -40,8 +40,9 @@ void PhosdTest::SetUp() {
   data_dir_ = tmpl;
   int port = FreePort();
   endpoint_ = "http://127.0.0.1:" + std::to_string(port);
-  Result<Subprocess> phosd = Subprocess::Spawn(
-      {.argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir", data_dir_, "--gpu", "sim"}});
+  Result<Subprocess> phosd =
+      Subprocess::Spawn({.argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir",
+                                  data_dir_, "--gpu", "sim"}});
   ASSERT_TRUE(phosd.ok()) << phosd.status().ToString();
   phosd_.emplace(std::move(phosd).value());
   // Ready when /healthz answers.
@@ -56,8 +57,8 @@ void PhosdTest::SetUp() {
 void PhosdTest::TearDown() {
   if (phosd_) {
     Result<ExitStatus> how = phosd_->Stop(kPhosdStopGrace, SIGTERM);
-    EXPECT_TRUE(how.ok() && how->success())
-        << "phosd did not exit cleanly on SIGTERM: " << (how.ok() ? how->ToString() : how.status().ToString());
+    EXPECT_TRUE(how.ok() && how->success()) << "phosd did not exit cleanly on SIGTERM: "
+                                            << (how.ok() ? how->ToString() : how.status().ToString());
     phosd_.reset();
   }
   std::error_code ec;

@@ -1,12 +1,12 @@
 // Starts a real phosd on simgpu for a test, and runs phos-fn and curl against it.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "phos/base/subprocess.h"
 

@@ -533,15 +533,18 @@ TEST_F(IndirectRestoreTest, KillDuringRestoreThenRestartServesCorrectly) {
 // saying why (Debian's criu 3.17 cannot parse the vDSO of kernels >= 6.13).
 TEST_F(RestoreTest, CriuCpuStateIsRefusedWhereCriuCheckFails) {
   SpawnOptions options;
-  options.argv = {PHOS_PHOSD, "--listen", "127.0.0.1:0", "--data-dir", data_dir_, "--gpu", "sim", "--cpu-state", "criu"};
+  options.argv = {PHOS_PHOSD, "--listen", "127.0.0.1:0", "--data-dir", data_dir_, "--gpu", "sim"};
+  options.argv.insert(options.argv.end(), {"--cpu-state", "criu"});
   options.stderr_to_stdout = true;
   Result<CommandOutput> r = RunCommand(options, milliseconds(10000));
-  if (r.status().code() == StatusCode::kTimeout) GTEST_SKIP() << "criu check passes here: phosd started with --cpu-state criu";
+  if (r.status().code() == StatusCode::kTimeout)
+    GTEST_SKIP() << "criu check passes here: phosd started with --cpu-state criu";
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->status.exit_code, 1) << r->output;
   EXPECT_NE(r->output.find("criu check"), std::string::npos) << r->output;
   const std::string& out = r->output;
-  std::printf("phosd --cpu-state criu refused here: %s\n", out.substr(out.rfind("[error]") == std::string::npos ? 0 : out.rfind("[error]")).c_str());
+  std::printf("phosd --cpu-state criu refused here: %s\n",
+              out.substr(out.rfind("[error]") == std::string::npos ? 0 : out.rfind("[error]")).c_str());
 }
 
 // SIGTERM while a request is in flight: the caller gets phosd's 503, not a dropped connection,

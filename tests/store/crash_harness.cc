@@ -1,13 +1,12 @@
 #include "crash_harness.h"
 
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
 #include <random>
 #include <string>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "crash_workload.h"
 #include "phos/base/subprocess.h"
@@ -22,7 +21,8 @@ void RunCrashIterations(int iterations, unsigned seed) {
   int max_snapshots = 0;
   for (int i = 0; i < iterations; ++i) {
     std::string child_seed = std::to_string(rng());
-    Result<Subprocess> writer = Subprocess::Spawn({.argv = {PHOS_STORE_CRASH_WRITER, dir.path(), child_seed}});
+    Result<Subprocess> writer =
+        Subprocess::Spawn({.argv = {PHOS_STORE_CRASH_WRITER, dir.path(), child_seed}});
     ASSERT_TRUE(writer.ok()) << writer.status().ToString();
     // The writer's RocksDB open takes a few ms; kill anywhere from before it to well into its
     // loop (each op fsyncs, so a few ms each).

@@ -69,6 +69,7 @@ struct SpawnOptions {
   bool own_process_group = true;
 };
 
+// One owner at a time (movable, not copyable); not for concurrent use from several threads.
 class Subprocess {
  public:
   // Starts `options.argv`. The child starts with no signal blocked and every signal at its

@@ -23,13 +23,10 @@
 // each at scale 20, hence --fresh-reps.
 #include <arpa/inet.h>
 #include <cuda.h>
-#include <fcntl.h>
 #include <fmt/core.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,11 +46,10 @@
 
 #include "mlp_model.h"
 #include "phos/base/status.h"
+#include "phos/base/subprocess.h"
 #include "phos/simgpu/simgpu.h"
 #include "phos/store/store.h"
 #include "report.h"
-
-extern char** environ;
 
 namespace {
 
@@ -77,42 +73,14 @@ struct Options {
   bool keep_data = false;
 };
 
-std::vector<char*> Argv(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  return argv;
-}
-
 // Runs argv without a shell; its standard output, or an error naming the command.
 Result<std::string> Run(const std::vector<std::string>& args) {
-  int pipefd[2];
-  if (pipe(pipefd) != 0) return Status::IoError("pipe failed");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, pipefd[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, pipefd[0]);
-  pid_t pid = -1;
-  std::vector<char*> argv = Argv(args);
-  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(pipefd[1]);
-  if (rc != 0) {
-    close(pipefd[0]);
-    return Status::IoError(fmt::format("cannot run {}: {}", args[0], std::strerror(rc)));
+  PHOS_ASSIGN_OR_RETURN(phos::CommandOutput run, phos::RunCommand({.argv = args}, std::nullopt));
+  if (!run.status.success()) {
+    return Status::Internal(fmt::format("{} {} failed ({}): {}", args[0], args.size() > 1 ? args[1] : "",
+                                        run.status.ToString(), run.output));
   }
-  std::string out;
-  char buf[65536];
-  ssize_t n;
-  while ((n = read(pipefd[0], buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  close(pipefd[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Status::Internal(
-        fmt::format("{} {} failed (status {}): {}", args[0], args.size() > 1 ? args[1] : "", status, out));
-  }
-  return out;
+  return std::move(run.output);
 }
 
 struct HttpResponse {
@@ -192,15 +160,12 @@ class Daemon {
                              // A stop-the-world restore creates a context (62 s of wall at scale 20)
                              // before its process may start.
                              "--start-timeout-ms", "600000"});
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                     0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    std::vector<char*> argv = Argv(args);
-    int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) return Status::IoError(fmt::format("cannot start {}: {}", PHOS_PHOSD, std::strerror(rc)));
+    phos::SpawnOptions spawn;
+    spawn.argv = std::move(args);
+    spawn.stdout_file = log_path_;  // a fresh file in the fresh data directory
+    spawn.stderr_to_stdout = true;
+    PHOS_ASSIGN_OR_RETURN(phos::Subprocess phosd, phos::Subprocess::Spawn(spawn));
+    phosd_.emplace(std::move(phosd));
     for (int i = 0; i < 200; ++i) {
       Result<HttpResponse> h = Http(endpoint_ + "/healthz", std::nullopt);
       if (h.ok() && h->status == 200) return Status::Ok();
@@ -210,11 +175,14 @@ class Daemon {
   }
 
   void Stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
+    if (!phosd_) return;
+    // SIGTERM, and SIGKILL should it still run 10 minutes later.
+    Result<phos::ExitStatus> how = phosd_->Stop(std::chrono::minutes(10), SIGTERM);
+    if (!how.ok() || !how->success()) {
+      std::fprintf(stderr, "phosd did not exit cleanly: %s\n",
+                   how.ok() ? how->ToString().c_str() : how.status().ToString().c_str());
+    }
+    phosd_.reset();
   }
 
   // phos_ctxpool_contexts{...,state="<state>"}, summed over devices.
@@ -272,7 +240,7 @@ class Daemon {
 
  private:
   std::string data_dir_, log_path_, endpoint_;
-  pid_t pid_ = -1;
+  std::optional<phos::Subprocess> phosd_;
 };
 
 // One measured invocation, in modelled milliseconds.

@@ -1,7 +1,6 @@
 // The CRIU backend: the criu command line (criu 3.17, Debian 12). A capture is a directory of
 // images under CriuOptions::images_dir plus `channel-key`, the dumped process's invocation socket
 // as criu names it ("socket:[<inode>]"), which restore replaces with a fresh socketpair.
-#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,16 +13,28 @@
 #include "cpu_state_internal.h"
 #include "instance_process.h"
 #include "phos/base/log.h"
+#include "phos/base/subprocess.h"
 #include "phos/runtime/cpu_state.h"
 
 namespace phos::runtime {
 namespace {
 
 namespace fs = std::filesystem;
-using cpu_state_internal::CommandOutcome;
-using cpu_state_internal::RunCommand;
 
 constexpr const char* kChannelKeyFile = "channel-key";
+
+// Runs criu with `inherit_fd`, when >= 0, as its descriptor 3; its output is standard output and
+// standard error interleaved. criu gets no process group of its own: with --shell-job the restored
+// process takes criu's session and group (criu(8)).
+Result<CommandOutput> RunCriu(const std::vector<std::string>& argv, int inherit_fd,
+                              std::chrono::milliseconds timeout) {
+  SpawnOptions options;
+  options.argv = argv;
+  if (inherit_fd >= 0) options.fds = {{inherit_fd, 3}};
+  options.stderr_to_stdout = true;
+  options.own_process_group = false;
+  return RunCommand(std::move(options), timeout);
+}
 
 // criu logs its reasons as "Error (file:line): message" lines; the last few say why.
 std::string LastLines(const std::string& text, int count) {
@@ -67,11 +78,11 @@ Result<std::unique_ptr<CriuBackend>> CriuBackend::Create(const CriuOptions& opti
 
 Status CriuBackend::Available() {
   std::call_once(checked_, [this] {
-    Result<CommandOutcome> check = RunCommand({options_.criu, "check"}, -1, options_.command_timeout);
+    Result<CommandOutput> check = RunCriu({options_.criu, "check"}, -1, options_.command_timeout);
     if (!check.ok()) {
       available_ = Status::NotSupported("criu check could not run: " + check.status().message());
-    } else if (check->exit_code != 0) {
-      available_ = Status::NotSupported("criu check failed (exit " + std::to_string(check->exit_code) +
+    } else if (check->status.exit_code != 0) {
+      available_ = Status::NotSupported("criu check failed (exit " + std::to_string(check->status.exit_code) +
                                         "): " + LastLines(check->output, 4));
     }
     if (!available_.ok()) PHOS_LOG(Warn, "cpu-state", "CRIU backend unavailable: {}", available_.message());
@@ -128,15 +139,15 @@ Result<CpuStateRef> CriuBackend::Capture(ParkedProcess process) {
   std::ofstream(dir / kChannelKeyFile) << key << "\n";
   // --ext-unix-sk: the channel's peer (phosd) is outside the dumped tree; --shell-job: the
   // function shares phosd's session. The dumped process ends with the dump.
-  Result<CommandOutcome> dump =
-      RunCommand({options_.criu, "dump", "-t", std::to_string(process.pid), "-D", dir.string(), "--shell-job",
-                  "--ext-unix-sk", "-v2", "-o", "dump.log"},
-                 -1, options_.command_timeout);
+  Result<CommandOutput> dump =
+      RunCriu({options_.criu, "dump", "-t", std::to_string(process.pid), "-D", dir.string(), "--shell-job",
+               "--ext-unix-sk", "-v2", "-o", "dump.log"},
+              -1, options_.command_timeout);
   end_process();
-  if (!dump.ok() || dump->exit_code != 0) {
-    std::string why = !dump.ok()
-                          ? dump.status().message()
-                          : "exit " + std::to_string(dump->exit_code) + ": " + LastLines(dump->output, 3);
+  if (!dump.ok() || dump->status.exit_code != 0) {
+    std::string why =
+        !dump.ok() ? dump.status().message()
+                   : "exit " + std::to_string(dump->status.exit_code) + ": " + LastLines(dump->output, 3);
     fs::remove_all(dir, ec);
     return Status::Unavailable("criu dump of pid " + std::to_string(process.pid) + ": " + why);
   }
@@ -161,19 +172,19 @@ Result<SpawnedProcess> CriuBackend::Spawn(const CpuStateRef& ref, const invoke::
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     return Status::FromErrno(errno, "socketpair");
-  // criu gets the new channel end as its descriptor 3 (RunCommand) and puts it where the dumped
+  // criu gets the new channel end as its descriptor 3 (RunCriu) and puts it where the dumped
   // socket was.
-  Result<CommandOutcome> restore =
-      RunCommand({options_.criu, "restore", "-D", *dir, "--shell-job", "--ext-unix-sk", "--restore-detached",
-                  "--inherit-fd", "fd[3]:" + *key, "--pidfile", pidfile, "-v2", "-o",
-                  "restore-" + std::to_string(n) + ".log"},
-                 sv[1], options_.command_timeout);
+  Result<CommandOutput> restore =
+      RunCriu({options_.criu, "restore", "-D", *dir, "--shell-job", "--ext-unix-sk", "--restore-detached",
+               "--inherit-fd", "fd[3]:" + *key, "--pidfile", pidfile, "-v2", "-o",
+               "restore-" + std::to_string(n) + ".log"},
+              sv[1], options_.command_timeout);
   close(sv[1]);
-  if (!restore.ok() || restore->exit_code != 0) {
+  if (!restore.ok() || restore->status.exit_code != 0) {
     close(sv[0]);
-    std::string why =
-        !restore.ok() ? restore.status().message()
-                      : "exit " + std::to_string(restore->exit_code) + ": " + LastLines(restore->output, 3);
+    std::string why = !restore.ok() ? restore.status().message()
+                                    : "exit " + std::to_string(restore->status.exit_code) + ": " +
+                                          LastLines(restore->output, 3);
     return Status::Unavailable("criu restore of '" + ref.id + "': " + why);
   }
   Result<std::string> pid_text = ReadSmallFile(pidfile);
@@ -192,8 +203,7 @@ Result<SpawnedProcess> CriuBackend::Spawn(const CpuStateRef& ref, const invoke::
   // The restored process was waiting for a frame on its old channel; it now gets its session.
   if (Status sent = invoke::WriteFrame(sv[0], invoke::FrameKind::kAdopt, *env); !sent.ok()) {
     close(sv[0]);
-    // Restored with the dumped process group, which it need not lead: signal the pid itself.
-    kill(pid, SIGKILL);
+    // It need not lead a process group: EndInstanceProcess signals the pid itself too.
     EndInstanceProcess(pid, std::chrono::milliseconds(0));
     return Status::Unavailable("criu restore of '" + ref.id + "': adopt frame: " + sent.message());
   }

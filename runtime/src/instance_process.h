@@ -26,7 +26,9 @@ Result<InstanceProcess> SpawnInstanceProcess(const FunctionSpec& spec, const std
                                              const std::vector<std::pair<std::string, std::string>>& extra_env);
 
 // Waits up to `grace` for the process to exit on its own, then kills its process group, reaps
-// it, and returns a description of how it ended ("exited with code 0", "killed by signal 6").
+// it, and returns a description of how it ended (ExitStatus::ToString: "exited with code 0",
+// "killed by signal 6 (Aborted)"). The pid must be a child of this process (spawned here, or an
+// instance reparented to this child subreaper).
 std::string EndInstanceProcess(pid_t pid, std::chrono::milliseconds grace);
 
 }  // namespace phos::runtime

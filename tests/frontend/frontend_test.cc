@@ -11,12 +11,13 @@
 
 #include "phos/runtime/api_server.h"
 #include "phos/driver/driver_table.h"
-#include "subprocess.h"
+#include "piped_process.h"
 
 namespace phos::runtime {
 namespace {
 
-using phos::testing::Subprocess;
+using phos::testing::PipedProcess;
+using EnvList = std::vector<std::pair<std::string, std::string>>;
 
 class FrontendTest : public ::testing::Test {
  protected:
@@ -34,13 +35,13 @@ class FrontendTest : public ::testing::Test {
     server_ = nullptr;
   }
 
-  static std::vector<std::string> Env(const std::string& token) {
-    return {"PHOS_GPU_SOCKET=" + socket_, "PHOS_INSTANCE_TOKEN=" + token};
+  static EnvList Env(const std::string& token) {
+    return {{"PHOS_GPU_SOCKET", socket_}, {"PHOS_INSTANCE_TOKEN", token}};
   }
-  static std::unique_ptr<Subprocess> Client(const std::vector<std::string>& args, const std::string& token) {
+  static std::unique_ptr<PipedProcess> Client(const std::vector<std::string>& args, const std::string& token) {
     std::vector<std::string> argv{PHOS_REMOTE_CLIENT, PHOS_TEST_MODULE};
     argv.insert(argv.end(), args.begin(), args.end());
-    return std::make_unique<Subprocess>(argv, Env(token));
+    return std::make_unique<PipedProcess>(argv, Env(token));
   }
   static int RunClient(const std::vector<std::string>& args) {
     std::string token = server_->IssueToken();
@@ -61,7 +62,7 @@ TEST_F(FrontendTest, AsyncErrorSurfacesAtTheNextSynchronisingCall) { EXPECT_EQ(R
 TEST_F(FrontendTest, VirtualHandlesAreStableAndChecked) { EXPECT_EQ(RunClient({"handles"}), 0); }
 
 TEST_F(FrontendTest, UnknownTokenIsRefused) {
-  Subprocess p({PHOS_REMOTE_CLIENT, PHOS_TEST_MODULE, "no-session"}, Env(std::string(32, 'a')));
+  PipedProcess p({PHOS_REMOTE_CLIENT, PHOS_TEST_MODULE, "no-session"}, Env(std::string(32, 'a')));
   EXPECT_EQ(p.ReadLine(), "cudaErrorNoDevice");
   EXPECT_EQ(p.Wait(), 0);
   EXPECT_EQ(server_->session_count(), 0u);
@@ -90,7 +91,7 @@ TEST_F(FrontendTest, SessionEndsWhenTheProcessExits) {
 
 TEST_F(FrontendTest, ManySessionsAtOnce) {
   std::vector<std::string> tokens;
-  std::vector<std::unique_ptr<Subprocess>> clients;
+  std::vector<std::unique_ptr<PipedProcess>> clients;
   for (int i = 0; i < 4; ++i) {
     tokens.push_back(server_->IssueToken());
     clients.push_back(Client({"roundtrip"}, tokens.back()));
@@ -101,9 +102,9 @@ TEST_F(FrontendTest, ManySessionsAtOnce) {
 
 TEST_F(FrontendTest, PlainCudaProgramRunsOnTheFrontendLibraries) {
   std::string token = server_->IssueToken();
-  std::vector<std::string> env = Env(token);
-  env.push_back(std::string("LD_LIBRARY_PATH=") + PHOS_FRONTEND_LIB_DIR);
-  Subprocess p({PHOS_PLAIN_CUDA_PROGRAM}, env);
+  EnvList env = Env(token);
+  env.emplace_back("LD_LIBRARY_PATH", PHOS_FRONTEND_LIB_DIR);
+  PipedProcess p({PHOS_PLAIN_CUDA_PROGRAM}, env);
   std::string line = p.ReadLine();
   EXPECT_EQ(p.Wait(), 0);
   EXPECT_NE(line.find("correct"), std::string::npos) << line;

@@ -3,17 +3,13 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
-
-extern char** environ;
 
 namespace phos::testing {
 
@@ -29,39 +25,13 @@ int FreePort() {
   return ntohs(addr.sin_port);
 }
 
-std::vector<char*> Argv(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  return argv;
-}
-
-
 CommandResult Run(const std::vector<std::string>& args) {
-  CommandResult result;
-  int pipefd[2];
-  if (pipe(pipefd) != 0) return result;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, pipefd[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, pipefd[0]);
-  pid_t pid = -1;
-  std::vector<char*> argv = Argv(args);
-  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(pipefd[1]);
-  if (rc != 0) {
-    close(pipefd[0]);
-    return result;
+  Result<CommandOutput> run = RunCommand({.argv = args}, std::nullopt);
+  if (!run.ok()) {
+    ADD_FAILURE() << run.status().ToString();
+    return {};
   }
-  char buf[65536];
-  ssize_t n;
-  while ((n = read(pipefd[0], buf, sizeof(buf))) > 0) result.out.append(buf, static_cast<size_t>(n));
-  close(pipefd[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
+  return {run->status.ShellCode(), std::move(run->output)};
 }
 
 void PhosdTest::SetUp() {
@@ -70,10 +40,11 @@ void PhosdTest::SetUp() {
   data_dir_ = tmpl;
   int port = FreePort();
   endpoint_ = "http://127.0.0.1:" + std::to_string(port);
-  std::vector<std::string> args = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir",
-                                   data_dir_, "--gpu", "sim"};
-  std::vector<char*> argv = Argv(args);
-  ASSERT_EQ(posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ), 0);
+  Result<Subprocess> phosd =
+      Subprocess::Spawn({.argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir",
+                                  data_dir_, "--gpu", "sim"}});
+  ASSERT_TRUE(phosd.ok()) << phosd.status().ToString();
+  phosd_.emplace(std::move(phosd).value());
   // Ready when /healthz answers.
   for (int i = 0; i < 200; ++i) {
     CommandResult health = ::phos::testing::Run({"/usr/bin/curl", "-sf", endpoint_ + "/healthz"});
@@ -84,11 +55,11 @@ void PhosdTest::SetUp() {
 }
 
 void PhosdTest::TearDown() {
-  if (pid_ > 0) {
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "phosd did not exit cleanly on SIGTERM";
+  if (phosd_) {
+    Result<ExitStatus> how = phosd_->Stop(kPhosdStopGrace, SIGTERM);
+    EXPECT_TRUE(how.ok() && how->success()) << "phosd did not exit cleanly on SIGTERM: "
+                                            << (how.ok() ? how->ToString() : how.status().ToString());
+    phosd_.reset();
   }
   std::error_code ec;
   std::filesystem::remove_all(data_dir_, ec);

@@ -1,24 +1,29 @@
 // Starts a real phosd on simgpu for a test, and runs phos-fn and curl against it.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
+#include "phos/base/subprocess.h"
 
 namespace phos::testing {
 
+// How long a phosd asked to stop may take before it is killed (and the test fails).
+inline constexpr std::chrono::milliseconds kPhosdStopGrace{60000};
+
 struct CommandResult {
-  int exit_code = -1;
-  std::string out;  // standard output
+  int exit_code = -1;  // the exit code, 128 + signal when killed, -1 when it could not start
+  std::string out;     // standard output
 };
 
 // Runs argv (no shell), capturing standard output; standard error goes to the test log.
 CommandResult Run(const std::vector<std::string>& argv);
 // A loopback port the kernel just handed out (phosd binds it again at once).
 int FreePort();
-// argv/envp for posix_spawn: pointers into `args`, null-terminated.
-std::vector<char*> Argv(const std::vector<std::string>& args);
 
 class PhosdTest : public ::testing::Test {
  protected:
@@ -35,7 +40,7 @@ class PhosdTest : public ::testing::Test {
  private:
   std::string data_dir_;
   std::string endpoint_;
-  int pid_ = -1;
+  std::optional<Subprocess> phosd_;
 };
 
 }  // namespace phos::testing

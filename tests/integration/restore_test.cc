@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -27,8 +27,6 @@
 
 #include "mlp_model.h"
 #include "phosd_fixture.h"
-
-extern char** environ;
 
 namespace phos::testing {
 namespace {
@@ -101,30 +99,19 @@ class Phosd {
         log_path_(std::move(log_path)),
         time_scale_(std::move(time_scale)),
         flags_(std::move(flags)) {}
-  ~Phosd() {
-    if (pid_ > 0) Stop(SIGKILL);
-  }
 
   void Start() {
     std::string listen = "127.0.0.1:" + std::to_string(FreePort());
     endpoint_ = "http://" + listen;
-    std::vector<std::string> args = {PHOS_PHOSD, "--listen", listen, "--data-dir", data_dir_, "--gpu", "sim"};
-    args.insert(args.end(), flags_.begin(), flags_.end());
-    std::vector<std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      if (std::string(*e).rfind("PHOS_SIMGPU_TIME_SCALE=", 0) != 0) env.emplace_back(*e);
-    }
-    env.push_back("PHOS_SIMGPU_TIME_SCALE=" + time_scale_);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path_.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    std::vector<char*> argv = Argv(args);
-    std::vector<char*> envp = Argv(env);
-    int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    ASSERT_EQ(rc, 0) << "posix_spawn phosd";
+    SpawnOptions options;
+    options.argv = {PHOS_PHOSD, "--listen", listen, "--data-dir", data_dir_, "--gpu", "sim"};
+    options.argv.insert(options.argv.end(), flags_.begin(), flags_.end());
+    options.env = {{"PHOS_SIMGPU_TIME_SCALE", time_scale_}};
+    options.stdout_file = log_path_;
+    options.stderr_to_stdout = true;
+    Result<Subprocess> phosd = Subprocess::Spawn(options);
+    ASSERT_TRUE(phosd.ok()) << phosd.status().ToString();
+    process_.emplace(std::move(phosd).value());
     for (int i = 0; i < 200; ++i) {
       if (Run({"/usr/bin/curl", "-sf", endpoint_ + "/healthz"}).exit_code == 0) return;
       std::this_thread::sleep_for(milliseconds(50));
@@ -132,14 +119,14 @@ class Phosd {
     FAIL() << "phosd did not become healthy at " << endpoint_ << "; log " << log_path_;
   }
 
-  // Sends `signal` and reaps phosd: its exit status as Run reports it (128 + signal when killed).
+  // Sends `signal` and reaps phosd: its exit status as Run reports it (128 + signal when killed;
+  // 128 + SIGKILL also when it had not ended kPhosdStopGrace after `signal`).
   int Stop(int signal) {
-    if (pid_ <= 0) return -1;  // never kill(-1, ...): that signals every process of the user
-    kill(pid_, signal);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (!process_) return -1;
+    Result<ExitStatus> how = process_->Stop(kPhosdStopGrace, signal);
+    process_.reset();
+    EXPECT_TRUE(how.ok()) << how.status().ToString();
+    return how.ok() ? how->ShellCode() : -1;
   }
 
   CommandResult PhosFn(const std::vector<std::string>& args) const {
@@ -188,7 +175,6 @@ class Phosd {
     std::ifstream in(log_path_);
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   }
-  pid_t pid() const { return pid_; }
   const std::string& endpoint() const { return endpoint_; }
 
  private:
@@ -197,7 +183,7 @@ class Phosd {
   std::string time_scale_;
   std::vector<std::string> flags_;
   std::string endpoint_;
-  pid_t pid_ = -1;
+  std::optional<Subprocess> process_;  // killed and reaped when the Phosd is destroyed
 };
 
 class RestoreTest : public ::testing::Test {
@@ -546,13 +532,19 @@ TEST_F(IndirectRestoreTest, KillDuringRestoreThenRestartServesCorrectly) {
 // The CRIU backend is used only where `criu check` passes: elsewhere phosd refuses to start with it,
 // saying why (Debian's criu 3.17 cannot parse the vDSO of kernels >= 6.13).
 TEST_F(RestoreTest, CriuCpuStateIsRefusedWhereCriuCheckFails) {
-  CommandResult r = ::phos::testing::Run(
-      {"/usr/bin/timeout", "10", "/bin/sh", "-c",
-       std::string(PHOS_PHOSD) + " --listen 127.0.0.1:0 --data-dir " + data_dir_ + " --gpu sim --cpu-state criu 2>&1"});
-  if (r.exit_code == 124) GTEST_SKIP() << "criu check passes here: phosd started with --cpu-state criu";
-  EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_NE(r.out.find("criu check"), std::string::npos) << r.out;
-  std::printf("phosd --cpu-state criu refused here: %s\n", r.out.substr(r.out.rfind("[error]") == std::string::npos ? 0 : r.out.rfind("[error]")).c_str());
+  SpawnOptions options;
+  options.argv = {PHOS_PHOSD, "--listen", "127.0.0.1:0", "--data-dir", data_dir_, "--gpu", "sim"};
+  options.argv.insert(options.argv.end(), {"--cpu-state", "criu"});
+  options.stderr_to_stdout = true;
+  Result<CommandOutput> r = RunCommand(options, milliseconds(10000));
+  if (r.status().code() == StatusCode::kTimeout)
+    GTEST_SKIP() << "criu check passes here: phosd started with --cpu-state criu";
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status.exit_code, 1) << r->output;
+  EXPECT_NE(r->output.find("criu check"), std::string::npos) << r->output;
+  const std::string& out = r->output;
+  std::printf("phosd --cpu-state criu refused here: %s\n",
+              out.substr(out.rfind("[error]") == std::string::npos ? 0 : out.rfind("[error]")).c_str());
 }
 
 // SIGTERM while a request is in flight: the caller gets phosd's 503, not a dropped connection,

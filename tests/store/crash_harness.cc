@@ -1,17 +1,15 @@
 #include "crash_harness.h"
 
+#include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <random>
 #include <string>
 #include <thread>
 
-#include <gtest/gtest.h>
-
 #include "crash_workload.h"
+#include "phos/base/subprocess.h"
 #include "store_test_util.h"
 
 namespace phos::store::testing {
@@ -23,21 +21,16 @@ void RunCrashIterations(int iterations, unsigned seed) {
   int max_snapshots = 0;
   for (int i = 0; i < iterations; ++i) {
     std::string child_seed = std::to_string(rng());
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      ::execl(PHOS_STORE_CRASH_WRITER, PHOS_STORE_CRASH_WRITER, dir.path().c_str(), child_seed.c_str(),
-              static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
+    Result<Subprocess> writer =
+        Subprocess::Spawn({.argv = {PHOS_STORE_CRASH_WRITER, dir.path(), child_seed}});
+    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
     // The writer's RocksDB open takes a few ms; kill anywhere from before it to well into its
     // loop (each op fsyncs, so a few ms each).
     std::this_thread::sleep_for(std::chrono::microseconds(rng() % 60000));
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    if (WIFEXITED(status)) {
-      FAIL() << "crash writer exited by itself with " << WEXITSTATUS(status) << " (iteration " << i << ")";
+    Result<ExitStatus> how = writer->Stop(std::chrono::milliseconds(0), SIGKILL);
+    ASSERT_TRUE(how.ok()) << how.status().ToString();
+    if (how->exited()) {
+      FAIL() << "crash writer exited by itself with " << how->exit_code << " (iteration " << i << ")";
     }
     ++killed_mid_run;
     int snapshots = 0;

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <thread>
 
-#include "phos/runtime/instance_channel.h"
+#include "phos/ipc/instance_channel.h"
 
 extern char** environ;
 
@@ -71,7 +71,7 @@ Result<InstanceProcess> SpawnInstanceProcess(const FunctionSpec& spec, const std
   };
   for (const auto& [k, v] : spec.env) set_env(k, v);
   for (const auto& [k, v] : extra_env) set_env(k, v);
-  set_env(invoke::kInvokeFdEnv, std::to_string(kChildInvokeFd));
+  set_env(ipc::invoke::kInvokeFdEnv, std::to_string(kChildInvokeFd));
   std::vector<char*> envp;
   for (std::string& entry : env_storage) envp.push_back(entry.data());
   envp.push_back(nullptr);

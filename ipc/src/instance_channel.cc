@@ -1,64 +1,17 @@
-// The invocation channel between phosd's instance manager and a function's SDK serve loop
-// (docs/remoting.md): a stream socketpair, the function's end passed as PHOS_INVOKE_FD.
-//
-// Frame: u32 payload length (host byte order: both ends are on one machine), u8 kind, payload.
-//   ready     function -> phosd  once, at the serve loop's first wait (the pre-entry point); empty
-//   request   phosd -> function  the invocation's body
-//   response  function -> phosd  the handler's answer
-//   error     function -> phosd  u8 phos::StatusCode, then the message
-// Fork template protocol (CPU state, runtime/include/phos/runtime/cpu_state.h):
-//   fork      phosd -> template  session variables (EncodeEnv); carries the new instance's end of
-//                                a fresh channel socketpair (SCM_RIGHTS). The template forks; the
-//                                new instance announces `ready` on that channel.
-//   forked    template -> phosd  the new instance's pid, in decimal. A refused fork is answered
-//                                with `error` instead, and the template keeps waiting.
-//   adopt     phosd -> instance  session variables (EncodeEnv), sent to a process restored from a
-//                                CRIU image: it drops its inherited GPU session, takes the
-//                                variables and answers `ready`.
-//
-// Header-only on purpose: the SDK, linked into every function, uses it without linking the
-// daemon's runtime library.
-#pragma once
+// The invocation channel's frame codec (phos/ipc/instance_channel.h).
+#include "phos/ipc/instance_channel.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdint>
 #include <cstring>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 
-#include "phos/base/status.h"
+namespace phos::ipc::invoke {
 
-namespace phos::runtime::invoke {
+namespace {
 
-// Numbers are wire values: never renumber, only append.
-enum class FrameKind : uint8_t {
-  kReady = 1,
-  kRequest = 2,
-  kResponse = 3,
-  kError = 4,
-  kFork = 5,
-  kForked = 6,
-  kAdopt = 7,
-};
-inline constexpr uint8_t kLastFrameKind = static_cast<uint8_t>(FrameKind::kAdopt);
-
-// A frame larger than this is refused by the reader (a corrupt length must not allocate GiBs).
-inline constexpr uint32_t kMaxFramePayload = 256u << 20;
-inline constexpr const char* kInvokeFdEnv = "PHOS_INVOKE_FD";
-
-struct Frame {
-  FrameKind kind = FrameKind::kReady;
-  std::string payload;
-};
-
-namespace detail {
-
-inline Status WriteAll(int fd, const char* data, size_t size) {
+Status WriteAll(int fd, const char* data, size_t size) {
   while (size > 0) {
     // send(MSG_NOSIGNAL): a peer that died must give EPIPE, not kill the writer with SIGPIPE.
     ssize_t n = send(fd, data, size, MSG_NOSIGNAL);
@@ -76,7 +29,7 @@ inline Status WriteAll(int fd, const char* data, size_t size) {
 // recv() of the channel; with `passed_fd`, recvmsg() keeps a file descriptor the peer attached
 // (the first one; plain read() would make the kernel close it). Received descriptors are
 // close-on-exec.
-inline ssize_t ReceiveSome(int fd, char* data, size_t size, int* passed_fd) {
+ssize_t ReceiveSome(int fd, char* data, size_t size, int* passed_fd) {
   if (passed_fd == nullptr) return read(fd, data, size);
   iovec iov{data, size};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
@@ -100,7 +53,7 @@ inline ssize_t ReceiveSome(int fd, char* data, size_t size, int* passed_fd) {
 }
 
 // Reads exactly `size` bytes. `*eof_at_start` is set when the peer closed before the first byte.
-inline Status ReadAll(int fd, char* data, size_t size, bool* eof_at_start, int* passed_fd = nullptr) {
+Status ReadAll(int fd, char* data, size_t size, bool* eof_at_start, int* passed_fd) {
   size_t done = 0;
   while (done < size) {
     ssize_t n = ReceiveSome(fd, data + done, size - done, passed_fd);
@@ -117,9 +70,9 @@ inline Status ReadAll(int fd, char* data, size_t size, bool* eof_at_start, int* 
   return Status::Ok();
 }
 
-}  // namespace detail
+}  // namespace
 
-inline Status WriteFrame(int fd, FrameKind kind, std::string_view payload) {
+Status WriteFrame(int fd, FrameKind kind, std::string_view payload) {
   if (payload.size() > kMaxFramePayload) {
     return Status::InvalidArgument("invoke frame of " + std::to_string(payload.size()) + " bytes exceeds the " +
                                    std::to_string(kMaxFramePayload) + "-byte limit");
@@ -128,12 +81,11 @@ inline Status WriteFrame(int fd, FrameKind kind, std::string_view payload) {
   uint32_t length = static_cast<uint32_t>(payload.size());
   std::memcpy(header, &length, 4);
   header[4] = static_cast<char>(kind);
-  PHOS_RETURN_IF_ERROR(detail::WriteAll(fd, header, sizeof(header)));
-  return detail::WriteAll(fd, payload.data(), payload.size());
+  PHOS_RETURN_IF_ERROR(WriteAll(fd, header, sizeof(header)));
+  return WriteAll(fd, payload.data(), payload.size());
 }
 
-// Writes a frame with `pass_fd` attached (SCM_RIGHTS) to its header; the caller keeps its copy.
-inline Status WriteFrameWithFd(int fd, FrameKind kind, std::string_view payload, int pass_fd) {
+Status WriteFrameWithFd(int fd, FrameKind kind, std::string_view payload, int pass_fd) {
   if (payload.size() > kMaxFramePayload) {
     return Status::InvalidArgument("invoke frame of " + std::to_string(payload.size()) + " bytes exceeds the " +
                                    std::to_string(kMaxFramePayload) + "-byte limit");
@@ -160,18 +112,15 @@ inline Status WriteFrameWithFd(int fd, FrameKind kind, std::string_view payload,
   } while (n < 0 && errno == EINTR);
   if (n < 0) return Status::FromErrno(errno, "invoke channel sendmsg");
   // The descriptor travelled with the first byte; the rest of the header is plain data.
-  PHOS_RETURN_IF_ERROR(detail::WriteAll(fd, header + n, sizeof(header) - static_cast<size_t>(n)));
-  return detail::WriteAll(fd, payload.data(), payload.size());
+  PHOS_RETURN_IF_ERROR(WriteAll(fd, header + n, sizeof(header) - static_cast<size_t>(n)));
+  return WriteAll(fd, payload.data(), payload.size());
 }
 
-// Reads one frame. A clean close before a frame gives Unavailable with `*closed` set to true.
-// With `passed_fd` (set to -1 first), a descriptor attached to the frame is returned there and
-// is the caller's to close; without it, attached descriptors are dropped.
-inline Result<Frame> ReadFrame(int fd, bool* closed = nullptr, int* passed_fd = nullptr) {
+Result<Frame> ReadFrame(int fd, bool* closed, int* passed_fd) {
   if (closed != nullptr) *closed = false;
   if (passed_fd != nullptr) *passed_fd = -1;
   char header[5];
-  PHOS_RETURN_IF_ERROR(detail::ReadAll(fd, header, sizeof(header), closed, passed_fd));
+  PHOS_RETURN_IF_ERROR(ReadAll(fd, header, sizeof(header), closed, passed_fd));
   uint32_t length = 0;
   std::memcpy(&length, header, 4);
   auto kind = static_cast<uint8_t>(header[4]);
@@ -184,14 +133,11 @@ inline Result<Frame> ReadFrame(int fd, bool* closed = nullptr, int* passed_fd = 
   Frame frame;
   frame.kind = static_cast<FrameKind>(kind);
   frame.payload.resize(length);
-  PHOS_RETURN_IF_ERROR(detail::ReadAll(fd, frame.payload.data(), length, nullptr));
+  PHOS_RETURN_IF_ERROR(ReadAll(fd, frame.payload.data(), length, nullptr, nullptr));
   return frame;
 }
 
-// Session variables (fork, adopt): NAME=VALUE entries, each ended by a NUL byte.
-using EnvList = std::vector<std::pair<std::string, std::string>>;
-
-inline Result<std::string> EncodeEnv(const EnvList& env) {
+Result<std::string> EncodeEnv(const EnvList& env) {
   std::string out;
   for (const auto& [name, value] : env) {
     if (name.empty() || name.find_first_of(std::string_view("=\0", 2)) != std::string::npos ||
@@ -206,7 +152,7 @@ inline Result<std::string> EncodeEnv(const EnvList& env) {
   return out;
 }
 
-inline Result<EnvList> DecodeEnv(std::string_view payload) {
+Result<EnvList> DecodeEnv(std::string_view payload) {
   EnvList env;
   while (!payload.empty()) {
     size_t end = payload.find('\0');
@@ -222,14 +168,13 @@ inline Result<EnvList> DecodeEnv(std::string_view payload) {
   return env;
 }
 
-// The error frame's payload for a handler's failure, and back.
-inline std::string EncodeError(const Status& status) {
+std::string EncodeError(const Status& status) {
   std::string out(1, static_cast<char>(status.code()));
   out += status.message();
   return out;
 }
 
-inline Status DecodeError(std::string_view payload) {
+Status DecodeError(std::string_view payload) {
   if (payload.empty()) return Status::Internal("function failed without a message");
   auto code = static_cast<StatusCode>(static_cast<uint8_t>(payload[0]));
   if (code == StatusCode::kOk || static_cast<uint8_t>(payload[0]) > static_cast<uint8_t>(StatusCode::kInternal)) {
@@ -238,4 +183,4 @@ inline Status DecodeError(std::string_view payload) {
   return Status(code, std::string(payload.substr(1)));
 }
 
-}  // namespace phos::runtime::invoke
+}  // namespace phos::ipc::invoke

@@ -23,7 +23,7 @@ void InstanceManager::Impl::Deploy(const FunctionSpec& spec, std::string sample_
     done(Register(spec));
     return;
   }
-  if (Status valid = ValidateFunctionSpec(spec); !valid.ok()) {
+  if (Status valid = Validate(spec); !valid.ok()) {
     done(valid);
     return;
   }

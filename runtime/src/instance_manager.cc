@@ -80,7 +80,7 @@ Status InstanceManager::Impl::Open() {
   if (stop_fd_ < 0) return Status::FromErrno(errno, "eventfd");
   std::lock_guard lock(mu_);
   for (FunctionSpec& spec : specs) {
-    Status valid = ValidateFunctionSpec(spec);
+    Status valid = Validate(spec);
     if (!valid.ok()) {
       // Kept registered (the executable may come back); its instances will fail to start.
       PHOS_LOG(Warn, "instances", "registered function: {}", valid.ToString());
@@ -94,8 +94,19 @@ Status InstanceManager::Impl::Open() {
   return Status::Ok();
 }
 
-Status InstanceManager::Impl::Register(const FunctionSpec& spec) {
+Status InstanceManager::Impl::Validate(const FunctionSpec& spec) const {
   PHOS_RETURN_IF_ERROR(ValidateFunctionSpec(spec));
+  if (options_.sessions == nullptr) return Status::Ok();  // instances get no GPU at all
+  const int devices = options_.sessions->DeviceCount();
+  if (spec.gpus > devices) {
+    return Status::InvalidArgument(fmt::format("function '{}' asks for {} GPUs; this node has {}", spec.name,
+                                               spec.gpus, devices));
+  }
+  return Status::Ok();
+}
+
+Status InstanceManager::Impl::Register(const FunctionSpec& spec) {
+  PHOS_RETURN_IF_ERROR(Validate(spec));
   std::lock_guard lock(mu_);
   if (stopping_) return Status::FailedPrecondition("phosd is shutting down");
   if (functions_.count(spec.name) != 0) {

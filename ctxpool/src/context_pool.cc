@@ -8,7 +8,6 @@
 #include "phos/driver/cuda_check.h"
 #include "phos/base/log.h"
 #include "pool_core.h"
-#include "phos/runtime/api_server.h"
 
 namespace phos::ctxpool {
 namespace detail {

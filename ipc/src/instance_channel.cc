@@ -74,8 +74,8 @@ Status ReadAll(int fd, char* data, size_t size, bool* eof_at_start, int* passed_
 
 Status WriteFrame(int fd, FrameKind kind, std::string_view payload) {
   if (payload.size() > kMaxFramePayload) {
-    return Status::InvalidArgument("invoke frame of " + std::to_string(payload.size()) + " bytes exceeds the " +
-                                   std::to_string(kMaxFramePayload) + "-byte limit");
+    return Status::InvalidArgument("invoke frame of " + std::to_string(payload.size()) +
+                                   " bytes exceeds the " + std::to_string(kMaxFramePayload) + "-byte limit");
   }
   char header[5];
   uint32_t length = static_cast<uint32_t>(payload.size());
@@ -87,8 +87,8 @@ Status WriteFrame(int fd, FrameKind kind, std::string_view payload) {
 
 Status WriteFrameWithFd(int fd, FrameKind kind, std::string_view payload, int pass_fd) {
   if (payload.size() > kMaxFramePayload) {
-    return Status::InvalidArgument("invoke frame of " + std::to_string(payload.size()) + " bytes exceeds the " +
-                                   std::to_string(kMaxFramePayload) + "-byte limit");
+    return Status::InvalidArgument("invoke frame of " + std::to_string(payload.size()) +
+                                   " bytes exceeds the " + std::to_string(kMaxFramePayload) + "-byte limit");
   }
   char header[5];
   uint32_t length = static_cast<uint32_t>(payload.size());
@@ -142,7 +142,8 @@ Result<std::string> EncodeEnv(const EnvList& env) {
   for (const auto& [name, value] : env) {
     if (name.empty() || name.find_first_of(std::string_view("=\0", 2)) != std::string::npos ||
         value.find('\0') != std::string::npos) {
-      return Status::InvalidArgument("session variable '" + name + "' has an empty name, or '=' or NUL in it");
+      return Status::InvalidArgument("session variable '" + name +
+                                     "' has an empty name, or '=' or NUL in it");
     }
     out += name;
     out += '=';
@@ -156,7 +157,8 @@ Result<EnvList> DecodeEnv(std::string_view payload) {
   EnvList env;
   while (!payload.empty()) {
     size_t end = payload.find('\0');
-    if (end == std::string_view::npos) return Status::Corruption("session variables: last entry is not NUL-ended");
+    if (end == std::string_view::npos)
+      return Status::Corruption("session variables: last entry is not NUL-ended");
     std::string_view entry = payload.substr(0, end);
     size_t eq = entry.find('=');
     if (eq == std::string_view::npos || eq == 0) {
@@ -177,7 +179,8 @@ std::string EncodeError(const Status& status) {
 Status DecodeError(std::string_view payload) {
   if (payload.empty()) return Status::Internal("function failed without a message");
   auto code = static_cast<StatusCode>(static_cast<uint8_t>(payload[0]));
-  if (code == StatusCode::kOk || static_cast<uint8_t>(payload[0]) > static_cast<uint8_t>(StatusCode::kInternal)) {
+  if (code == StatusCode::kOk ||
+      static_cast<uint8_t>(payload[0]) > static_cast<uint8_t>(StatusCode::kInternal)) {
     code = StatusCode::kInternal;
   }
   return Status(code, std::string(payload.substr(1)));

@@ -134,7 +134,8 @@ class Checker {
 
   void CheckIncludes(const fs::path& root) {
     static const std::regex kInclude(R"(^\s*#\s*include\s*["<](phos/[^">]+)[">])");
-    static const std::set<std::string> kSourceExtensions = {".h", ".hh", ".hpp", ".c", ".cc", ".cpp", ".cu", ".cuh"};
+    static const std::set<std::string> kSourceExtensions = {".h",  ".hh",  ".hpp", ".c",
+                                                            ".cc", ".cpp", ".cu",  ".cuh"};
     for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
       const fs::path rel = fs::relative(it->path(), root);
       if (it->is_directory()) {
@@ -226,7 +227,8 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> args;
   for (int i = 1; i + 1 < argc; i += 2) args[argv[i]] = argv[i + 1];
   if (argc != 7 || !args.contains("--root") || !args.contains("--graph") || !args.contains("--links")) {
-    std::cerr << "usage: layering_check --root <repository> --graph <layers.txt> --links <target_links.txt>\n";
+    std::cerr
+        << "usage: layering_check --root <repository> --graph <layers.txt> --links <target_links.txt>\n";
     return 2;
   }
   const fs::path root = fs::canonical(args["--root"]);

@@ -32,17 +32,18 @@ if ((${#missing[@]})); then
 fi
 
 # The CUDA toolkit provides the headers simgpu implements (cuda.h) and, when nvcc is present, the
-# GPU variants of kernels. phos needs CUDA 12.4 or newer.
+# GPU variants of kernels. phos needs CUDA 13: its frontend libraries are libcudart.so.13 and
+# libcublas.so.13 (cmake/PhosCuda.cmake says why the build does not follow other versions).
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 header="$cuda_home/include/cuda.h"
 if [[ ! -f $header ]]; then
   echo "setup: CUDA headers not found at $header." >&2
-  echo "setup: install the CUDA toolkit (12.4 or newer) there, or set CUDA_HOME to its root." >&2
+  echo "setup: install the CUDA 13 toolkit there, or set CUDA_HOME to its root." >&2
   exit 1
 fi
 version=$(sed -n 's/^#define CUDA_VERSION \([0-9]*\).*/\1/p' "$header")
-if [[ -z $version || $version -lt 12040 ]]; then
-  echo "setup: $header is CUDA version ${version:-unknown}; phos needs 12.4 (12040) or newer." >&2
+if [[ -z $version || $version -lt 13000 || $version -ge 14000 ]]; then
+  echo "setup: $header is CUDA version ${version:-unknown}; phos needs CUDA 13 (13000 to 13999)." >&2
   exit 1
 fi
 echo "setup: ready (CUDA headers $((version / 1000)).$((version % 1000 / 10)) at $cuda_home)"

@@ -140,7 +140,8 @@ Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtim
                         [out](InvokeOutcome o) { out.Send(InvokeResponse(std::move(o))); });
       }));
 
-  // Body: empty, or {"gpus": N} (1..8; default 1) for a program that uses several devices.
+  // Body: empty, or {"gpus": N} (1 to the node's device count; default 1) for a program that uses
+  // several devices.
   PHOS_RETURN_IF_ERROR(router->Add("POST", "/v1/sessions", [sessions](Request req, Responder out) {
     if (sessions == nullptr) return out.Send(Error(503, "this phosd has no GPU sessions"));
     int gpus = 1;
@@ -148,8 +149,10 @@ Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtim
       nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
       if (body.is_discarded() || !body.is_object()) return out.Send(Error(400, "session request is not a JSON object"));
       if (auto g = body.find("gpus"); g != body.end()) {
-        if (!g->is_number_integer() || g->get<int>() < 1 || g->get<int>() > 8) {
-          return out.Send(Error(400, "field 'gpus' must be an integer 1..8"));
+        const int devices = sessions->DeviceCount();
+        if (!g->is_number_integer() || g->get<int>() < 1 || g->get<int>() > devices) {
+          return out.Send(Error(400, "field 'gpus' must be an integer 1.." + std::to_string(devices) +
+                                         " (this node's devices)"));
         }
         gpus = g->get<int>();
       }

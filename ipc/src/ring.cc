@@ -54,10 +54,10 @@ Ring::~Ring() {
 }
 
 Result<std::unique_ptr<Ring>> Ring::Create(size_t data_bytes, size_t reply_bytes) {
-  if (data_bytes < (64u << 10) || data_bytes > (1u << 30) || (data_bytes & (data_bytes - 1)) != 0) {
+  if (data_bytes < kMinDataBytes || data_bytes > (1u << 30) || (data_bytes & (data_bytes - 1)) != 0) {
     return Status::InvalidArgument(fmt::format("ring size {} is not a power of two in [64 KiB, 1 GiB]", data_bytes));
   }
-  if (reply_bytes < (64u << 10) || reply_bytes % 4096 != 0) {
+  if (reply_bytes < kMinReplyBytes || reply_bytes % 4096 != 0) {
     return Status::InvalidArgument(fmt::format("reply area {} is not a multiple of 4096 of at least 64 KiB", reply_bytes));
   }
   int fd = memfd_create("phos-ring", MFD_CLOEXEC);
@@ -105,7 +105,7 @@ Result<std::unique_ptr<Ring>> Ring::Attach(int fd) {
     bad = Status::InvalidArgument(fmt::format("ring magic {:#x}, expected {:#x}", h->magic, kRingMagic));
   } else if (h->version != kWireVersion) {
     bad = Status::InvalidArgument(fmt::format("ring version {}, this side speaks {}", h->version, kWireVersion));
-  } else if ((data_bytes & (data_bytes - 1)) != 0 || data_bytes < (64u << 10) || reply_bytes < (64u << 10) ||
+  } else if ((data_bytes & (data_bytes - 1)) != 0 || data_bytes < kMinDataBytes || reply_bytes < kMinReplyBytes ||
              kHeaderBytes + data_bytes + reply_bytes != total) {
     bad = Status::InvalidArgument(fmt::format("ring sizes {} + {} do not match its file of {} bytes", data_bytes, reply_bytes, total));
   }

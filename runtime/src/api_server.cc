@@ -252,6 +252,10 @@ class ApiServer::Impl {
   }
 
   const ApiServerOptions& options() const { return options_; }
+  int device_count() const {
+    int count = 0;
+    return driver_->cuDeviceGetCount(&count) == CUDA_SUCCESS ? count : 0;
+  }
 
  private:
   void Loop() {
@@ -431,5 +435,6 @@ Result<int> ApiServer::ClaimVaSlot() { return impl_->ClaimVaSlot(); }
 void ApiServer::ReleaseVaSlot(int slot) { impl_->ReleaseVaSlot(slot); }
 size_t ApiServer::session_count() const { return impl_->session_count(); }
 const std::string& ApiServer::socket_path() const { return impl_->options().socket_path; }
+int ApiServer::device_count() const { return impl_->device_count(); }
 
 }  // namespace phos::runtime

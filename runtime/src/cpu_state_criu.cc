@@ -155,11 +155,11 @@ Result<CpuStateRef> CriuBackend::Capture(ParkedProcess process) {
   return ref;
 }
 
-Result<SpawnedProcess> CriuBackend::Spawn(const CpuStateRef& ref, const invoke::EnvList& session_env) {
+Result<SpawnedProcess> CriuBackend::Spawn(const CpuStateRef& ref, const ipc::invoke::EnvList& session_env) {
   PHOS_RETURN_IF_ERROR(Available());
   Result<std::string> dir = ImagesDir(ref);
   if (!dir.ok()) return dir.status();
-  Result<std::string> env = invoke::EncodeEnv(session_env);
+  Result<std::string> env = ipc::invoke::EncodeEnv(session_env);
   if (!env.ok()) return env.status();
   Result<std::string> key = ReadSmallFile(fs::path(*dir) / kChannelKeyFile);
   if (!key.ok()) return Status::NotFound("criu capture '" + ref.id + "': " + key.status().message());
@@ -201,7 +201,7 @@ Result<SpawnedProcess> CriuBackend::Spawn(const CpuStateRef& ref, const invoke::
                               (pid_text.ok() ? "'" + *pid_text + "'" : pid_text.status().message()) + ")");
   }
   // The restored process was waiting for a frame on its old channel; it now gets its session.
-  if (Status sent = invoke::WriteFrame(sv[0], invoke::FrameKind::kAdopt, *env); !sent.ok()) {
+  if (Status sent = ipc::invoke::WriteFrame(sv[0], ipc::invoke::FrameKind::kAdopt, *env); !sent.ok()) {
     close(sv[0]);
     // It need not lead a process group: EndInstanceProcess signals the pid itself too.
     EndInstanceProcess(pid, std::chrono::milliseconds(0));

@@ -53,12 +53,12 @@ std::shared_ptr<ForkTemplateBackend::Template> ForkTemplateBackend::Find(const C
 }
 
 Result<SpawnedProcess> ForkTemplateBackend::Spawn(const CpuStateRef& ref,
-                                                  const invoke::EnvList& session_env) {
+                                                  const ipc::invoke::EnvList& session_env) {
   if (ref.backend != name())
     return Status::InvalidArgument("fork template: ref of backend '" + ref.backend + "'");
   std::shared_ptr<Template> t = Find(ref);
   if (t == nullptr) return Status::NotFound("fork template '" + ref.id + "' is not parked here");
-  Result<std::string> env = invoke::EncodeEnv(session_env);
+  Result<std::string> env = ipc::invoke::EncodeEnv(session_env);
   if (!env.ok()) return env.status();
   bool has_token = false;
   for (const auto& [k, v] : session_env) has_token |= k == "PHOS_INSTANCE_TOKEN" && !v.empty();
@@ -70,7 +70,7 @@ Result<SpawnedProcess> ForkTemplateBackend::Spawn(const CpuStateRef& ref,
     return Status::FromErrno(errno, "socketpair");
   std::lock_guard lock(t->mu);
   const std::string who = ref.id + " (pid " + std::to_string(t->process.pid) + ")";
-  Status sent = invoke::WriteFrameWithFd(t->process.channel_fd, invoke::FrameKind::kFork, *env, sv[1]);
+  Status sent = ipc::invoke::WriteFrameWithFd(t->process.channel_fd, ipc::invoke::FrameKind::kFork, *env, sv[1]);
   close(sv[1]);
   if (!sent.ok()) {
     close(sv[0]);
@@ -89,20 +89,20 @@ Result<SpawnedProcess> ForkTemplateBackend::Spawn(const CpuStateRef& ref,
                            std::to_string(options_.fork_timeout.count()) +
                            " ms; the template is no longer used");
   }
-  Result<invoke::Frame> answer = invoke::ReadFrame(t->process.channel_fd);
+  Result<ipc::invoke::Frame> answer = ipc::invoke::ReadFrame(t->process.channel_fd);
   if (!answer.ok()) {
     close(sv[0]);
     return Status::Unavailable("fork " + who + ": " + answer.status().message());
   }
-  if (answer->kind == invoke::FrameKind::kError) {
+  if (answer->kind == ipc::invoke::FrameKind::kError) {
     close(sv[0]);
-    Status refusal = invoke::DecodeError(answer->payload);
+    Status refusal = ipc::invoke::DecodeError(answer->payload);
     return Status(refusal.code(), "fork " + who + ": " + refusal.message());
   }
   pid_t pid = 0;
   const std::string& text = answer->payload;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), pid);
-  if (answer->kind != invoke::FrameKind::kForked || ec != std::errc() || end != text.data() + text.size() ||
+  if (answer->kind != ipc::invoke::FrameKind::kForked || ec != std::errc() || end != text.data() + text.size() ||
       pid <= 0) {
     close(sv[0]);
     shutdown(t->process.channel_fd, SHUT_RDWR);

@@ -8,7 +8,7 @@
 
 #include "instance_manager_impl.h"
 #include "phos/base/log.h"
-#include "phos/runtime/instance_channel.h"
+#include "phos/ipc/instance_channel.h"
 
 namespace phos::runtime {
 namespace {
@@ -23,7 +23,7 @@ void InstanceManager::Impl::Deploy(const FunctionSpec& spec, std::string sample_
     done(Register(spec));
     return;
   }
-  if (Status valid = ValidateFunctionSpec(spec); !valid.ok()) {
+  if (Status valid = Validate(spec); !valid.ok()) {
     done(valid);
     return;
   }
@@ -232,8 +232,8 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
     return fail(Status::Timeout(fmt::format("not at its entry point within {} ms", options_.start_timeout.count())),
                 "run to the entry point");
   }
-  Result<invoke::Frame> hello = invoke::ReadFrame(proc.channel_fd);
-  if (!hello.ok() || hello->kind != invoke::FrameKind::kReady) {
+  Result<ipc::invoke::Frame> hello = ipc::invoke::ReadFrame(proc.channel_fd);
+  if (!hello.ok() || hello->kind != ipc::invoke::FrameKind::kReady) {
     return fail(Status::Unavailable("the function failed before its entry point"), "run to the entry point");
   }
   Result<uint64_t> version = sessions.Capture(token, spec.name);

@@ -15,7 +15,7 @@
 #include <fmt/core.h>
 
 #include "phos/base/log.h"
-#include "phos/runtime/instance_channel.h"
+#include "phos/ipc/instance_channel.h"
 
 namespace phos::runtime {
 
@@ -80,7 +80,7 @@ Status InstanceManager::Impl::Open() {
   if (stop_fd_ < 0) return Status::FromErrno(errno, "eventfd");
   std::lock_guard lock(mu_);
   for (FunctionSpec& spec : specs) {
-    Status valid = ValidateFunctionSpec(spec);
+    Status valid = Validate(spec);
     if (!valid.ok()) {
       // Kept registered (the executable may come back); its instances will fail to start.
       PHOS_LOG(Warn, "instances", "registered function: {}", valid.ToString());
@@ -94,8 +94,19 @@ Status InstanceManager::Impl::Open() {
   return Status::Ok();
 }
 
-Status InstanceManager::Impl::Register(const FunctionSpec& spec) {
+Status InstanceManager::Impl::Validate(const FunctionSpec& spec) const {
   PHOS_RETURN_IF_ERROR(ValidateFunctionSpec(spec));
+  if (options_.sessions == nullptr) return Status::Ok();  // instances get no GPU at all
+  const int devices = options_.sessions->DeviceCount();
+  if (spec.gpus > devices) {
+    return Status::InvalidArgument(fmt::format("function '{}' asks for {} GPUs; this node has {}", spec.name,
+                                               spec.gpus, devices));
+  }
+  return Status::Ok();
+}
+
+Status InstanceManager::Impl::Register(const FunctionSpec& spec) {
+  PHOS_RETURN_IF_ERROR(Validate(spec));
   std::lock_guard lock(mu_);
   if (stopping_) return Status::FailedPrecondition("phosd is shutting down");
   if (functions_.count(spec.name) != 0) {
@@ -433,8 +444,8 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
                ready == 0 ? "the instance did not start in time" : "phosd is shutting down");
     return ready < 0;  // stopping is not a start failure
   }
-  Result<invoke::Frame> hello = invoke::ReadFrame(proc.channel_fd);
-  if (!hello.ok() || hello->kind != invoke::FrameKind::kReady) {
+  Result<ipc::invoke::Frame> hello = ipc::invoke::ReadFrame(proc.channel_fd);
+  if (!hello.ok() || hello->kind != ipc::invoke::FrameKind::kReady) {
     std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(100));
     PHOS_LOG(Error, "instances", "{} failed before its ready frame ({}); {}; log: {}", who,
              hello.ok() ? "unexpected frame" : hello.status().ToString(), how, proc.log_path);
@@ -509,7 +520,7 @@ bool InstanceManager::Impl::Handle(const InstanceProcess& proc, const std::strin
     inv.done(Outcome(InvokeOutcome::Kind::kTimeout, "the deadline passed while the request was queued"));
     return true;
   }
-  Status sent = invoke::WriteFrame(proc.channel_fd, invoke::FrameKind::kRequest, inv.request);
+  Status sent = ipc::invoke::WriteFrame(proc.channel_fd, ipc::invoke::FrameKind::kRequest, inv.request);
   int readable = sent.ok() ? WaitReadable(proc.channel_fd, stop_fd_, inv.deadline) : 1;
   if (readable == 0) {
     std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(0));
@@ -522,9 +533,9 @@ bool InstanceManager::Impl::Handle(const InstanceProcess& proc, const std::strin
     inv.done(Outcome(InvokeOutcome::Kind::kStopping, "phosd is shutting down"));
     return false;
   }
-  Result<invoke::Frame> frame = sent.ok() ? invoke::ReadFrame(proc.channel_fd) : Result<invoke::Frame>(sent);
+  Result<ipc::invoke::Frame> frame = sent.ok() ? ipc::invoke::ReadFrame(proc.channel_fd) : Result<ipc::invoke::Frame>(sent);
   Clock::time_point answered = Clock::now();
-  if (!frame.ok() || (frame->kind != invoke::FrameKind::kResponse && frame->kind != invoke::FrameKind::kError)) {
+  if (!frame.ok() || (frame->kind != ipc::invoke::FrameKind::kResponse && frame->kind != ipc::invoke::FrameKind::kError)) {
     std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(200));
     std::string why = frame.ok() ? "sent an unexpected frame" : frame.status().message();
     PHOS_LOG(Warn, "instances", "{} lost during a request ({}); {}; log: {}", who, why, how, proc.log_path);
@@ -532,11 +543,11 @@ bool InstanceManager::Impl::Handle(const InstanceProcess& proc, const std::strin
     return false;
   }
   InvokeOutcome out;
-  if (frame->kind == invoke::FrameKind::kResponse) {
+  if (frame->kind == ipc::invoke::FrameKind::kResponse) {
     out.body = std::move(frame->payload);
   } else {
     out.kind = InvokeOutcome::Kind::kFunctionError;
-    out.error = invoke::DecodeError(frame->payload);
+    out.error = ipc::invoke::DecodeError(frame->payload);
   }
   StartReport warm;
   FillStages(inv, report != nullptr ? *report : warm, answered, &out);

@@ -92,6 +92,8 @@ class InstanceManager::Impl {
 
   Status Open();
   Status Register(const FunctionSpec& spec);
+  // ValidateFunctionSpec, and a GPU count the node has (with GPU sessions).
+  Status Validate(const FunctionSpec& spec) const;
   void Deploy(const FunctionSpec& spec, std::string sample_request, std::function<void(Status)> done);
   Status Remove(const std::string& name);
   std::vector<FunctionStatus> List() const;

@@ -9,7 +9,7 @@
 #include <cstdio>
 
 #include "phos/base/subprocess.h"
-#include "phos/runtime/instance_channel.h"
+#include "phos/ipc/instance_channel.h"
 
 namespace phos::runtime {
 
@@ -32,7 +32,7 @@ Result<InstanceProcess> SpawnInstanceProcess(
   options.unset_env = {"PHOS_INVOKE_FD", "PHOS_GPU_SOCKET", "PHOS_INSTANCE_TOKEN"};
   options.env.assign(spec.env.begin(), spec.env.end());
   options.env.insert(options.env.end(), extra_env.begin(), extra_env.end());
-  options.env.emplace_back(invoke::kInvokeFdEnv, std::to_string(kChildInvokeFd));
+  options.env.emplace_back(ipc::invoke::kInvokeFdEnv, std::to_string(kChildInvokeFd));
   options.fds = {{sv[1], kChildInvokeFd}};
   options.stdout_file = tmp_log;
   options.stderr_to_stdout = true;

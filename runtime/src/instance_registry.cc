@@ -11,12 +11,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "phos/ipc/wire.h"
+
 namespace phos::runtime {
 namespace {
 
 constexpr int kRegistryFormatVersion = 1;
 constexpr int kMaxInstances = 64;
-constexpr int kMaxGpus = 8;  // simgpu offers 1-8 devices
+// phos's own limit: a device group's devices are the ranks of one communicator, as many as the
+// wire format carries. Whether the node has that many is checked against its driver when the
+// function is registered (InstanceManager).
+constexpr int kMaxGpus = ipc::kMaxNcclRanks;
 constexpr size_t kMaxRegistryBytes = 16u << 20;
 
 bool ValidName(std::string_view name) {

@@ -13,7 +13,10 @@ namespace phos::runtime {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr uint64_t kPage = 4096;  // simgpu's guard granularity (phosSimGuardRange)
+// Guarded ranges are a simgpu extension (DriverTable::has_guards(); NVIDIA's driver has none), so
+// their granule is simgpu's: phosSimGuardRange guards whole 4 KiB pages (phos/simgpu/simgpu.h),
+// and simgpu has no call that reports it.
+constexpr uint64_t kSimgpuGuardGranule = 4096;
 
 }  // namespace
 
@@ -55,8 +58,8 @@ Status RestoreLoader::Impl::Init(const RestoreLoaderOptions& o) {
             fmt::format("restore {}: {} overlaps {}", snapshot_, b.name, prev.name));
       }
     }
-    const uint64_t lo = AlignDown(b.address, kPage);
-    const uint64_t hi = AlignUp(b.address + b.size, kPage);
+    const uint64_t lo = AlignDown(b.address, kSimgpuGuardGranule);
+    const uint64_t hi = AlignUp(b.address + b.size, kSimgpuGuardGranule);
     if (units_.empty() || lo >= units_.back().base + units_.back().bytes) {
       units_.push_back({.base = lo, .bytes = hi - lo});
     } else {

@@ -154,6 +154,12 @@ ncclResult_t Session::NcclInitRank(const uint8_t* payload, size_t len, size_t* r
   if (len != sizeof(a)) return ncclInvalidArgument;
   std::memcpy(&a, payload, sizeof(a));
   if (a.nranks <= 0 || a.nranks > ipc::kMaxNcclRanks || a.rank < 0 || a.rank >= a.nranks) return ncclInvalidArgument;
+  // The wire allows phos's limit; the session has the devices of its group.
+  if (a.nranks > group_->size()) {
+    PHOS_LOG(Warn, "runtime", "pid {}: ncclCommInitRank of {} ranks refused: the session has {} devices", pid_, a.nranks,
+             group_->size());
+    return ncclInvalidArgument;
+  }
   std::string key(reinterpret_cast<const char*>(a.id), sizeof(a.id));
   NcclRendezvous& rv = rendezvous_[key];
   if (rv.devices.empty()) {

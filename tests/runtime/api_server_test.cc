@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <nccl.h>
 
 #include "phos/ctxpool/context_pool.h"
 #include "phos/ipc/control.h"
@@ -165,6 +166,37 @@ TEST_F(ApiServerTest, CorruptRingClosesOnlyThatSession) {
   EXPECT_EQ((*good)->reply_header().result, CUDA_SUCCESS);
   close(bad_sock);
   close(good_sock);
+}
+
+// ncclCommInitAll is bounded by the devices of the session's group, which phosd takes from the
+// driver, not by a constant of the wire format: the wire carries up to kMaxNcclRanks devices (one
+// NVLink domain), more than simgpu's 8, and the session refuses a list its group cannot serve.
+TEST_F(ApiServerTest, NcclCommInitAllIsBoundedByTheSessionsDevices) {
+  static_assert(ipc::kMaxNcclRanks >= 72);
+  ASSERT_EQ(server_->device_count(), 2);  // PHOS_SIMGPU_DEVICES=2
+  std::string token = server_->IssueToken(2);
+  int sock = -1, fd = -1;
+  ASSERT_TRUE(Hello(token, ipc::kWireVersion, &sock, &fd).ok());
+  auto ring = ipc::Ring::Attach(fd);
+  ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+  auto alive = [] { return true; };
+  auto init_all = [&](uint64_t seq, int ndev) -> int32_t {
+    ipc::NcclInitAllArgs a{};
+    a.ndev = ndev;
+    for (int i = 0; i < ndev && i < ipc::kMaxNcclRanks; ++i) a.devices[i] = i;
+    if (!(*ring)->Write(ipc::Op::kNcclCommInitAll, ipc::kFlagReply, seq, &a, sizeof(a), nullptr, 0, alive).ok() ||
+        !(*ring)->WaitCompleted(seq, alive).ok()) {
+      return -1;
+    }
+    return (*ring)->reply_header().result;
+  };
+  EXPECT_EQ(init_all(1, 9), ncclInvalidArgument);   // devices 2..8 are not the session's
+  EXPECT_EQ(init_all(2, 3), ncclInvalidArgument);   // device 2 is not the session's
+  EXPECT_EQ(init_all(3, ipc::kMaxNcclRanks + 1), ncclInvalidArgument);  // more than a record carries
+  ASSERT_EQ(init_all(4, 2), ncclSuccess);
+  EXPECT_EQ((*ring)->reply_header().length, 2 * sizeof(uint64_t));
+  server_->EndSession(token);
+  close(sock);
 }
 
 }  // namespace

@@ -31,6 +31,9 @@ class FakeSessions : public GpuSessions {
     open_.erase(token);
   }
   std::string SocketPath() const override { return "/tmp/fake-gpu.sock"; }
+  // A node of 8 devices unless a test says otherwise.
+  int DeviceCount() const override { return device_count_; }
+  void set_device_count(int count) { device_count_ = count; }
   size_t open() {
     std::lock_guard lock(mu_);
     return open_.size();
@@ -44,6 +47,7 @@ class FakeSessions : public GpuSessions {
   std::mutex mu_;
   int issued_ = 0;
   int last_gpus_ = 0;
+  std::atomic<int> device_count_{8};
   std::set<std::string> open_;
 };
 
@@ -109,11 +113,20 @@ TEST_F(InstanceManagerTest, SessionTokenIsForTheFunctionsGpus) {
   ASSERT_TRUE(manager_->Register(spec).ok());
   ASSERT_EQ(Invoke("wide", "hello").kind, Kind::kOk);
   EXPECT_EQ(sessions_.last_gpus(), 2);
+  // More GPUs than the node has: refused by the node's device count, not by a constant.
   spec.name = "too-wide";
   spec.gpus = 9;
   Status refused = manager_->Register(spec);
   EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(refused.message().find("gpus must be 1..8"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find("asks for 9 GPUs; this node has 8"), std::string::npos) << refused.message();
+  sessions_.set_device_count(16);
+  EXPECT_TRUE(manager_->Register(spec).ok());
+  sessions_.set_device_count(2);
+  spec.name = "wider-than-two";
+  spec.gpus = 3;
+  refused = manager_->Register(spec);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("asks for 3 GPUs; this node has 2"), std::string::npos) << refused.message();
 }
 
 TEST_F(InstanceManagerTest, UnknownFunctionAndDuplicateName) {

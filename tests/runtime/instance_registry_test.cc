@@ -123,6 +123,13 @@ TEST(FunctionSpecTest, ParseAndValidate) {
   bad = {"a", "/bin/true", {}, {}, 1};
   bad.gpus = 0;
   EXPECT_EQ(ValidateFunctionSpec(bad).code(), StatusCode::kInvalidArgument);
+  // Beyond phos's own limit (the ranks of one communicator), whatever the node.
+  bad.gpus = 73;
+  Status too_many = ValidateFunctionSpec(bad);
+  EXPECT_EQ(too_many.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_many.message().find("gpus must be 1..72"), std::string::npos) << too_many.message();
+  bad.gpus = 72;
+  EXPECT_TRUE(ValidateFunctionSpec(bad).ok());
   EXPECT_EQ(ParseFunctionSpecJson(R"({"name":"a","executable":"/bin/true","gpus":"2"})").status().code(),
             StatusCode::kInvalidArgument);
 }

@@ -94,6 +94,8 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* unique_id) {
   return ncclSuccess;
 }
 
+// Up to phos's own rank limit (what one record carries); whether the session has those devices is
+// phosd's to check, from its driver's device count.
 ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   if (comms == nullptr || ndev <= 0 || ndev > ipc::kMaxNcclRanks) return ncclInvalidArgument;
   ipc::NcclInitAllArgs a{};

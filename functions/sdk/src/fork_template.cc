@@ -13,12 +13,12 @@
 #include <string>
 
 #include "phos/base/log.h"
-#include "phos/runtime/instance_channel.h"
+#include "phos/ipc/instance_channel.h"
 
 namespace phos::fn::detail {
 namespace {
 
-namespace invoke = phos::runtime::invoke;
+namespace invoke = phos::ipc::invoke;
 
 constexpr const char* kTokenEnv = "PHOS_INSTANCE_TOKEN";
 // Set by phosd when the template's GPU state was captured into a snapshot that the new instance's

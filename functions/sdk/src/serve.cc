@@ -9,12 +9,12 @@
 #include "fork_template.h"
 #include "phos/base/log.h"
 #include "phos/fn.h"
-#include "phos/runtime/instance_channel.h"
+#include "phos/ipc/instance_channel.h"
 
 namespace phos::fn {
 namespace {
 
-namespace invoke = phos::runtime::invoke;
+namespace invoke = phos::ipc::invoke;
 
 // The SDK is the boundary between a function's code and phosd: a handler that throws fails its
 // invocation rather than killing the instance.

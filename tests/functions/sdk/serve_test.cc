@@ -10,14 +10,14 @@
 
 #include <gtest/gtest.h>
 
-#include "phos/runtime/instance_channel.h"
+#include "phos/ipc/instance_channel.h"
 
 extern char** environ;
 
 namespace phos::fn {
 namespace {
 
-namespace invoke = phos::runtime::invoke;
+namespace invoke = phos::ipc::invoke;
 
 std::vector<char*> Env(std::vector<std::string>& storage) {
   for (char** e = environ; *e != nullptr; ++e) storage.emplace_back(*e);

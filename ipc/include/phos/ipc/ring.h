@@ -57,6 +57,9 @@ class Ring {
   // Default sizes: 8 MiB of records (H2D chunks of up to 2 MiB), a 2 MiB reply area.
   static constexpr size_t kDefaultDataBytes = 8u << 20;
   static constexpr size_t kDefaultReplyBytes = 2u << 20;
+  // The smallest ring either side accepts; every fixed-size call must fit it (checked below).
+  static constexpr size_t kMinDataBytes = 64u << 10;
+  static constexpr size_t kMinReplyBytes = 64u << 10;
 
   // A new ring in a fresh memfd. data_bytes: a power of two, 64 KiB to 1 GiB; reply_bytes: a
   // multiple of 4096, at least 64 KiB.
@@ -115,6 +118,11 @@ class Ring {
   uint8_t* data_;
   uint8_t* reply_;
 };
+
+// The largest fixed-size records, at phos's rank limit, fit the smallest ring: an
+// ncclCommInitAll's device list in one record, its communicator ids in the reply area.
+static_assert(sizeof(NcclInitAllArgs) <= Ring::kMinDataBytes / 4 - sizeof(RecordHeader));
+static_assert(kMaxNcclRanks * sizeof(uint64_t) <= Ring::kMinReplyBytes - sizeof(ReplyHeader));
 
 // futex(2) on a word of shared memory (not FUTEX_PRIVATE: the peer is another process).
 void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, int timeout_ms);

@@ -10,7 +10,7 @@
 namespace phos::ipc {
 
 inline constexpr uint32_t kWireMagic = 0x534f4850;  // "PHOS" little-endian
-inline constexpr uint32_t kWireVersion = 3;
+inline constexpr uint32_t kWireVersion = 4;
 inline constexpr size_t kTokenChars = 32;        // 128-bit token, hex
 inline constexpr size_t kAnswerMessageChars = 200;
 
@@ -172,8 +172,11 @@ struct GemvArgs {
   float alpha, beta;
 };
 
-// NCCL. A session holds at most kMaxNcclRanks ranks per communicator group (simgpu's device limit).
-inline constexpr int32_t kMaxNcclRanks = 8;
+// NCCL. phos's own limit on the ranks of one communicator a function creates (ncclCommInitAll's
+// devices, ncclCommInitRank's nranks): 72, one NVLink domain (GB200 NVL72), so the wire format
+// does not stand in the way of any node phos runs on. What a session may actually use is the
+// device count of its device group, checked by phosd at run time.
+inline constexpr int32_t kMaxNcclRanks = 72;
 inline constexpr size_t kNcclUniqueIdBytes = 128;  // NCCL_UNIQUE_ID_BYTES
 struct NcclInitAllArgs { int32_t ndev; int32_t pad; int32_t devices[kMaxNcclRanks]; };
 struct NcclInitRankArgs { int32_t nranks; int32_t rank; uint8_t id[kNcclUniqueIdBytes]; };
@@ -190,7 +193,7 @@ struct NcclCollectiveArgs {
   int32_t op;         // ncclRedOp_t (reductions)
   int32_t root;       // broadcast
 };
-static_assert(sizeof(NcclInitAllArgs) == 40 && sizeof(NcclInitRankArgs) == 136 && sizeof(NcclSplitArgs) == 16);
+static_assert(sizeof(NcclInitAllArgs) == 296 && sizeof(NcclInitRankArgs) == 136 && sizeof(NcclSplitArgs) == 16);
 static_assert(sizeof(NcclCollectiveArgs) == 56);
 
 static_assert(sizeof(CopyArgs) == 32 && sizeof(MemsetArgs) == 32 && sizeof(LaunchArgs) == 48);

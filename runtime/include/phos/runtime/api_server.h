@@ -114,7 +114,7 @@ class ApiServer {
   // A fresh token (128-bit hex) that one frontend connection may present to open a session of
   // `gpus` devices: 1 leases a context from the context pool, more a device group (the function's
   // NCCL communicators come from it). More GPUs than the node has: the session's calls fail
-  // (CUDA_ERROR_NO_DEVICE, logged). Callers validate `gpus` (FunctionSpec: 1..8).
+  // (CUDA_ERROR_NO_DEVICE, logged). Callers validate `gpus` against device_count().
   std::string IssueToken(int gpus = 1);
   // The same, forgotten unless a frontend connects with it within `unclaimed_for` (a token handed
   // to a program outside phosd's instances, POST /v1/sessions, must not be valid for ever).
@@ -148,6 +148,8 @@ class ApiServer {
   // Sessions currently open.
   size_t session_count() const;
   const std::string& socket_path() const;
+  // The driver's device count (cuDeviceGetCount); 0 when the driver cannot tell.
+  int device_count() const;
 
   class Impl;
 

@@ -22,7 +22,7 @@
 #include <string_view>
 
 #include "phos/base/status.h"
-#include "phos/runtime/instance_channel.h"
+#include "phos/ipc/instance_channel.h"
 
 namespace phos::runtime {
 
@@ -55,7 +55,7 @@ class CpuStateBackend {
   virtual Result<CpuStateRef> Capture(ParkedProcess process) = 0;
   // A new process from `ref`, given the GPU-session variables it runs with (PHOS_GPU_SOCKET,
   // PHOS_INSTANCE_TOKEN: the token is required).
-  virtual Result<SpawnedProcess> Spawn(const CpuStateRef& ref, const invoke::EnvList& session_env) = 0;
+  virtual Result<SpawnedProcess> Spawn(const CpuStateRef& ref, const ipc::invoke::EnvList& session_env) = 0;
   // Forgets `ref` and frees what holds it (the template process, the images).
   virtual Status Release(const CpuStateRef& ref) = 0;
 };
@@ -78,7 +78,7 @@ class ForkTemplateBackend final : public CpuStateBackend {
   Result<CpuStateRef> Capture(ParkedProcess process) override;
   // Forks once; a template that refuses (threads of its own, live GPU allocations) gives
   // FailedPrecondition with its reason, and stays usable for a later attempt.
-  Result<SpawnedProcess> Spawn(const CpuStateRef& ref, const invoke::EnvList& session_env) override;
+  Result<SpawnedProcess> Spawn(const CpuStateRef& ref, const ipc::invoke::EnvList& session_env) override;
   Status Release(const CpuStateRef& ref) override;
 
  private:
@@ -122,7 +122,7 @@ class CriuBackend final : public CpuStateBackend {
   // `criu restore --restore-detached` with a fresh channel given in place of the dumped one
   // (--inherit-fd), then an `adopt` frame with the session variables. criu restores the dumped
   // pid, so one image gives one live instance at a time.
-  Result<SpawnedProcess> Spawn(const CpuStateRef& ref, const invoke::EnvList& session_env) override;
+  Result<SpawnedProcess> Spawn(const CpuStateRef& ref, const ipc::invoke::EnvList& session_env) override;
   Status Release(const CpuStateRef& ref) override;
 
  private:

@@ -34,6 +34,9 @@ class GpuSessions {
   virtual void EndSession(const std::string& token) = 0;
   // The path instances connect to (PHOS_GPU_SOCKET).
   virtual std::string SocketPath() const = 0;
+  // The devices a session may use: the node's, as its driver counts them. A function asking for
+  // more GPUs is refused when it is registered.
+  virtual int DeviceCount() const = 0;
 
   // Snapshots (docs/design.md D5, D7; runtime/snapshot_sessions.h implements them over the API server and
   // the store). Without them (the defaults), functions are not deployed: instances are spawned.

@@ -17,7 +17,9 @@ struct FunctionSpec {
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> env;  // added to phosd's own environment
   int instances = 1;       // warm instances kept running, 1..64. Default: 1.
-  int gpus = 1;            // devices each instance uses, 1..8 (> 1: a device group with NCCL). Default: 1.
+  // Devices each instance uses (> 1: a device group with NCCL), 1..72 (ipc::kMaxNcclRanks) and
+  // at most the node's device count (checked on registration). Default: 1.
+  int gpus = 1;
   // Most instances alive at once (warm ones plus those started for invocations that found none
   // idle), instances..64; 0: as many as `instances`. A deployed function has one instance range
   // (and snapshot) per instance it may run at once. Default: 0.
@@ -29,7 +31,8 @@ inline int MaxInstances(const FunctionSpec& spec) {
   return spec.max_instances > spec.instances ? spec.max_instances : spec.instances;
 }
 
-// Checks name, executable (absolute, exists, executable), environment names, instance and GPU counts.
+// Checks name, executable (absolute, exists, executable), environment names, instance and GPU
+// counts against phos's limits (not against the node's devices: see InstanceManager::Register).
 Status ValidateFunctionSpec(const FunctionSpec& spec);
 
 // The request body of POST /v1/functions: {"name", "executable", "args": [...], "env": {...},

@@ -48,6 +48,7 @@ class SnapshotSessions final : public GpuSessions {
   std::string IssueExternalToken(int gpus) override { return server_->IssueToken(gpus, std::chrono::minutes(10)); }
   void EndSession(const std::string& token) override { server_->EndSession(token); }
   std::string SocketPath() const override { return server_->socket_path(); }
+  int DeviceCount() const override { return server_->device_count(); }
 
   bool SupportsSnapshots() const override { return true; }
   Result<int> ClaimVaSlot() override { return server_->ClaimVaSlot(); }

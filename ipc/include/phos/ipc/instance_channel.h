@@ -1,0 +1,74 @@
+// The invocation channel between phosd's instance manager and a function's SDK serve loop
+// (docs/remoting.md): a stream socketpair, the function's end passed as PHOS_INVOKE_FD.
+//
+// Frame: u32 payload length (host byte order: both ends are on one machine), u8 kind, payload.
+//   ready     function -> phosd  once, at the serve loop's first wait (the pre-entry point); empty
+//   request   phosd -> function  the invocation's body
+//   response  function -> phosd  the handler's answer
+//   error     function -> phosd  u8 phos::StatusCode, then the message
+// Fork template protocol (the CPU-state backends of phosd's runtime):
+//   fork      phosd -> template  session variables (EncodeEnv); carries the new instance's end of
+//                                a fresh channel socketpair (SCM_RIGHTS). The template forks; the
+//                                new instance announces `ready` on that channel.
+//   forked    template -> phosd  the new instance's pid, in decimal. A refused fork is answered
+//                                with `error` instead, and the template keeps waiting.
+//   adopt     phosd -> instance  session variables (EncodeEnv), sent to a process restored from a
+//                                CRIU image: it drops its inherited GPU session, takes the
+//                                variables and answers `ready`.
+//
+// It lives in ipc/ because both ends use it: phosd's instance manager and the function SDK, which
+// links nothing of the daemon's runtime.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "phos/base/status.h"
+
+namespace phos::ipc::invoke {
+
+// Numbers are wire values: never renumber, only append.
+enum class FrameKind : uint8_t {
+  kReady = 1,
+  kRequest = 2,
+  kResponse = 3,
+  kError = 4,
+  kFork = 5,
+  kForked = 6,
+  kAdopt = 7,
+};
+inline constexpr uint8_t kLastFrameKind = static_cast<uint8_t>(FrameKind::kAdopt);
+
+// A frame larger than this is refused by the reader (a corrupt length must not allocate GiBs).
+inline constexpr uint32_t kMaxFramePayload = 256u << 20;
+inline constexpr const char* kInvokeFdEnv = "PHOS_INVOKE_FD";
+
+struct Frame {
+  FrameKind kind = FrameKind::kReady;
+  std::string payload;
+};
+
+Status WriteFrame(int fd, FrameKind kind, std::string_view payload);
+
+// Writes a frame with `pass_fd` attached (SCM_RIGHTS) to its header; the caller keeps its copy.
+Status WriteFrameWithFd(int fd, FrameKind kind, std::string_view payload, int pass_fd);
+
+// Reads one frame. A clean close before a frame gives Unavailable with `*closed` set to true.
+// With `passed_fd` (set to -1 first), a descriptor attached to the frame is returned there and
+// is the caller's to close; without it, attached descriptors are dropped.
+Result<Frame> ReadFrame(int fd, bool* closed = nullptr, int* passed_fd = nullptr);
+
+// Session variables (fork, adopt): NAME=VALUE entries, each ended by a NUL byte.
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+Result<std::string> EncodeEnv(const EnvList& env);
+Result<EnvList> DecodeEnv(std::string_view payload);
+
+// The error frame's payload for a handler's failure, and back.
+std::string EncodeError(const Status& status);
+Status DecodeError(std::string_view payload);
+
+}  // namespace phos::ipc::invoke

@@ -174,9 +174,9 @@ PHOS_SIM_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, si
 PHOS_SIM_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                             ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                             cudaStream_t stream) {
-  return Record(Enqueue(
-      comm, {CollectiveKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, /*root=*/0},
-      stream));
+  return Record(
+      Enqueue(comm, {CollectiveKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, /*root=*/0},
+              stream));
 }
 
 PHOS_SIM_API ncclResult_t ncclGroupStart() {

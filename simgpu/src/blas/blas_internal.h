@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "device/device_access.h"
 #include "blas/operand_ranges.h"
+#include "device/device_access.h"
 #include "phos/base/log.h"
 
 namespace phos::sim::blas {

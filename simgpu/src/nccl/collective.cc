@@ -93,9 +93,8 @@ class Collective {
   bool BuffersValid() const {
     for (int r = 0; r < nranks_; ++r) {
       const size_t send = SendBytes(args_, nranks_, r, elem_);
-      if (send > 0 &&
-          !device_.CheckRange(reinterpret_cast<CUdeviceptr>(parts_[r].send), send, Access::kRead,
-                              /*device=*/nullptr)) {
+      if (send > 0 && !device_.CheckRange(reinterpret_cast<CUdeviceptr>(parts_[r].send), send, Access::kRead,
+                                          /*device=*/nullptr)) {
         return false;
       }
       if (!device_.CheckRange(reinterpret_cast<CUdeviceptr>(parts_[r].recv), RecvBytes(args_, nranks_, elem_),

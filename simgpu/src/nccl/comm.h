@@ -25,7 +25,6 @@
 
 namespace phos::sim::nccl {
 
-
 class Collective;
 struct Rendezvous;
 

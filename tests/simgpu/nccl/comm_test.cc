@@ -103,7 +103,8 @@ TEST_F(CommTest, AllReduceSumsTheBuffersOfEveryRank) {
     device_.AddMemory(recv[r].data(), recv[r].size() * sizeof(float), r);
   }
   for (int r = 0; r < kDevices; ++r) {
-    const CollectiveArgs args{CollectiveKind::kAllReduce, send[r].data(), recv[r].data(), 4, ncclFloat32, ncclSum, 0};
+    const CollectiveArgs args{
+        CollectiveKind::kAllReduce, send[r].data(), recv[r].data(), 4, ncclFloat32, ncclSum, 0};
     ASSERT_EQ(EnqueueCollective(comms_, comms[r], args, nullptr), ncclSuccess);
   }
   for (int r = 0; r < kDevices; ++r) {
@@ -118,11 +119,11 @@ TEST_F(CommTest, BufferOfAnotherDeviceOrOfNoDeviceIsRefused) {
   std::vector<float> on_device1(4);
   std::vector<float> on_no_device(4);
   device_.AddMemory(on_device1.data(), on_device1.size() * sizeof(float), 1);
-  const CollectiveArgs foreign{CollectiveKind::kAllReduce, on_device1.data(), on_device1.data(), 4,
-                               ncclFloat32, ncclSum, 0};
+  const CollectiveArgs foreign{
+      CollectiveKind::kAllReduce, on_device1.data(), on_device1.data(), 4, ncclFloat32, ncclSum, 0};
   EXPECT_EQ(EnqueueCollective(comms_, comms[0], foreign, nullptr), ncclInvalidArgument);
-  const CollectiveArgs host{CollectiveKind::kAllReduce, on_no_device.data(), on_no_device.data(), 4,
-                            ncclFloat32, ncclSum, 0};
+  const CollectiveArgs host{
+      CollectiveKind::kAllReduce, on_no_device.data(), on_no_device.data(), 4, ncclFloat32, ncclSum, 0};
   EXPECT_EQ(EnqueueCollective(comms_, comms[1], host, nullptr), ncclInvalidArgument);
 }
 

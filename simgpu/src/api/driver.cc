@@ -187,10 +187,19 @@ bool Driver::HasCurrentContext() const {
   return !ThreadContextStack().empty();
 }
 
+CUresult Driver::FindCurrentContext(std::shared_ptr<Context>* ctx) const {
+  const auto& stack = ThreadContextStack();
+  if (stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  *ctx = contexts.Find(stack.back());
+  if (!*ctx) {
+    return contexts.WasIssued(stack.back()) ? CUDA_ERROR_CONTEXT_IS_DESTROYED : CUDA_ERROR_INVALID_CONTEXT;
+  }
+  return (*ctx)->exec->sticky_error();
+}
+
 CUresult Driver::CurrentContext(ContextRef* out) {
-  Driver* self = nullptr;
   std::shared_ptr<Context> ctx;
-  if (CUresult r = RequireContext(&self, &ctx); r != CUDA_SUCCESS) return r;
+  if (CUresult r = FindCurrentContext(&ctx); r != CUDA_SUCCESS) return r;
   *out = RefOf(ThreadContextStack().back(), ctx);
   return CUDA_SUCCESS;
 }
@@ -245,14 +254,7 @@ CUresult RequireDriver(Driver** out) {
 
 CUresult RequireContext(Driver** driver, std::shared_ptr<Context>* ctx) {
   if (CUresult r = RequireDriver(driver); r != CUDA_SUCCESS) return r;
-  const auto& stack = ThreadContextStack();
-  if (stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
-  *ctx = (*driver)->contexts.Find(stack.back());
-  if (!*ctx) {
-    return (*driver)->contexts.WasIssued(stack.back()) ? CUDA_ERROR_CONTEXT_IS_DESTROYED
-                                                        : CUDA_ERROR_INVALID_CONTEXT;
-  }
-  return (*ctx)->exec->sticky_error();
+  return (*driver)->FindCurrentContext(ctx);
 }
 
 CUresult ResolveStream(const std::shared_ptr<Context>& ctx, CUstream handle, std::shared_ptr<Stream>* out) {

@@ -121,6 +121,8 @@ class Driver final : public DeviceAccess {
   // resources are freed). CUDA_ERROR_INVALID_CONTEXT when it is not retained.
   CUresult ReleasePrimary(Device* device);
 
+  // The calling thread's current context (RequireContext, once the driver is known).
+  CUresult FindCurrentContext(std::shared_ptr<Context>* ctx) const;
   // The stream `handle` names in the context whose execution state is `exec` (ResolveStream).
   CUresult FindStream(const ExecContext& exec, CUstream handle, std::shared_ptr<Stream>* out) const;
 

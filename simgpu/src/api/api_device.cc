@@ -137,13 +137,7 @@ PHOS_SIM_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice
   if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
   Device* device = d->device(dev);
   if (device == nullptr) return CUDA_ERROR_INVALID_DEVICE;
-  std::lock_guard lock(device->primary_mu);
-  if (device->primary_refs == 0) {
-    if (CUresult r = d->CreateContext(device, /*primary=*/true, &device->primary); r != CUDA_SUCCESS) return r;
-  }
-  ++device->primary_refs;
-  *pctx = device->primary;
-  return CUDA_SUCCESS;
+  return d->RetainPrimary(device, pctx);
 }
 
 PHOS_SIM_API CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
@@ -151,15 +145,7 @@ PHOS_SIM_API CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
   if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
   Device* device = d->device(dev);
   if (device == nullptr) return CUDA_ERROR_INVALID_DEVICE;
-  std::lock_guard lock(device->primary_mu);
-  if (device->primary_refs == 0) return CUDA_ERROR_INVALID_CONTEXT;
-  if (--device->primary_refs == 0) {
-    // The last release resets the primary context: its memory and resources are freed.
-    CUresult r = d->DestroyContext(device->primary);
-    device->primary = nullptr;
-    return r;
-  }
-  return CUDA_SUCCESS;
+  return d->ReleasePrimary(device);
 }
 
 PHOS_SIM_API CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "api/profile.h"
+#include "device/profile.h"
 
 namespace phos::sim {
 

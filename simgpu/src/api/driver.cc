@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "blas/blas_handle.h"
+#include "nccl/comm.h"
 #include "phos/base/log.h"
 
 namespace phos::sim {
@@ -34,7 +36,22 @@ CUuuid MakeUuid(std::string_view profile, int ordinal) {
   return uuid;
 }
 
+// A library's view of a context: it shares the context object's ownership but sees only its
+// execution state.
+ContextRef RefOf(CUcontext handle, const std::shared_ptr<Context>& ctx) {
+  ContextRef ref;
+  ref.handle = handle;
+  ref.id = ctx->id;
+  ref.device = ctx->device->ordinal;
+  ref.profile = ctx->device->profile;
+  ref.exec = std::shared_ptr<ExecContext>(ctx, ctx->exec.get());
+  return ref;
+}
+
 }  // namespace
+
+// Never run for the process's driver (it lives until exit), only for one whose Start failed.
+Driver::~Driver() = default;
 
 CUresult Driver::Configure(const SimConfig& config) {
   std::lock_guard lock(g_init_mu);
@@ -87,6 +104,8 @@ CUresult Driver::Start(const SimConfig& config) {
     device->executor = std::make_unique<Executor>(i, *clock_);
     devices_.push_back(std::move(device));
   }
+  blas_handles_ = std::make_unique<blas::HandleRegistry>(*this);
+  nccl_comms_ = std::make_unique<nccl::CommRegistry>(*this);
   PHOS_LOG(Info, "simgpu", "simgpu ready: {}; device memory at {:#x}", config.ToString(), memory_->base());
   return CUDA_SUCCESS;
 }
@@ -130,6 +149,99 @@ CUresult Driver::DestroyContext(CUcontext handle) {
   return CUDA_SUCCESS;
 }
 
+CUresult Driver::RetainPrimary(Device* device, CUcontext* out) {
+  std::lock_guard lock(device->primary_mu);
+  if (device->primary_refs == 0) {
+    if (CUresult r = CreateContext(device, /*primary=*/true, &device->primary); r != CUDA_SUCCESS) return r;
+  }
+  ++device->primary_refs;
+  *out = device->primary;
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::ReleasePrimary(Device* device) {
+  std::lock_guard lock(device->primary_mu);
+  if (device->primary_refs == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (--device->primary_refs == 0) {
+    CUresult r = DestroyContext(device->primary);
+    device->primary = nullptr;
+    return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::FindStream(const ExecContext& exec, CUstream handle, std::shared_ptr<Stream>* out) const {
+  if (handle == nullptr || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD) {
+    // Departure (simgpu/README.md): the per-thread default stream is served by the legacy NULL
+    // stream, which synchronises more, never less.
+    *out = exec.null_stream();
+    return CUDA_SUCCESS;
+  }
+  std::shared_ptr<StreamObject> s = streams.Find(handle);
+  if (!s || s->ctx->exec.get() != &exec) return CUDA_ERROR_INVALID_HANDLE;
+  *out = s->stream;
+  return CUDA_SUCCESS;
+}
+
+bool Driver::HasCurrentContext() const {
+  return !ThreadContextStack().empty();
+}
+
+CUresult Driver::FindCurrentContext(std::shared_ptr<Context>* ctx) const {
+  const auto& stack = ThreadContextStack();
+  if (stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  *ctx = contexts.Find(stack.back());
+  if (!*ctx) {
+    return contexts.WasIssued(stack.back()) ? CUDA_ERROR_CONTEXT_IS_DESTROYED : CUDA_ERROR_INVALID_CONTEXT;
+  }
+  return (*ctx)->exec->sticky_error();
+}
+
+CUresult Driver::CurrentContext(ContextRef* out) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = FindCurrentContext(&ctx); r != CUDA_SUCCESS) return r;
+  *out = RefOf(ThreadContextStack().back(), ctx);
+  return CUDA_SUCCESS;
+}
+
+bool Driver::IsLive(const ContextRef& ctx) const {
+  std::shared_ptr<Context> found = contexts.Find(ctx.handle);
+  return found && found->exec.get() == ctx.exec.get();
+}
+
+CUresult Driver::RetainPrimaryContext(int ordinal, ContextRef* out) {
+  Device* d = device(ordinal);
+  if (d == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  CUcontext handle = nullptr;
+  if (CUresult r = RetainPrimary(d, &handle); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Context> ctx = contexts.Find(handle);
+  if (!ctx) {
+    // A retained primary context cannot be destroyed (cuCtxDestroy refuses it); a failed lookup
+    // would be a driver bug, reported rather than dereferenced.
+    (void)ReleasePrimary(d);
+    return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  }
+  *out = RefOf(handle, ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::ReleasePrimaryContext(int ordinal) {
+  Device* d = device(ordinal);
+  return d == nullptr ? CUDA_ERROR_INVALID_DEVICE : ReleasePrimary(d);
+}
+
+CUresult Driver::ResolveStream(const ContextRef& ctx, CUstream handle, std::shared_ptr<Stream>* out) {
+  return FindStream(*ctx.exec, handle, out);
+}
+
+bool Driver::CheckRange(CUdeviceptr ptr, uint64_t bytes, Access needed, int* device) const {
+  return memory_->CheckRange(ptr, bytes, needed, device);
+}
+
+void Driver::PayModelledCost(double device_seconds) {
+  clock_->Pay(device_seconds);
+}
+
 std::vector<CUcontext>& ThreadContextStack() {
   thread_local std::vector<CUcontext> stack;
   return stack;
@@ -142,27 +254,11 @@ CUresult RequireDriver(Driver** out) {
 
 CUresult RequireContext(Driver** driver, std::shared_ptr<Context>* ctx) {
   if (CUresult r = RequireDriver(driver); r != CUDA_SUCCESS) return r;
-  const auto& stack = ThreadContextStack();
-  if (stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
-  *ctx = (*driver)->contexts.Find(stack.back());
-  if (!*ctx) {
-    return (*driver)->contexts.WasIssued(stack.back()) ? CUDA_ERROR_CONTEXT_IS_DESTROYED
-                                                        : CUDA_ERROR_INVALID_CONTEXT;
-  }
-  return (*ctx)->exec->sticky_error();
+  return (*driver)->FindCurrentContext(ctx);
 }
 
 CUresult ResolveStream(const std::shared_ptr<Context>& ctx, CUstream handle, std::shared_ptr<Stream>* out) {
-  if (handle == nullptr || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD) {
-    // Departure (simgpu/README.md): the per-thread default stream is served by the legacy NULL
-    // stream, which synchronises more, never less.
-    *out = ctx->exec->null_stream();
-    return CUDA_SUCCESS;
-  }
-  std::shared_ptr<StreamObject> s = Driver::Get()->streams.Find(handle);
-  if (!s || s->ctx != ctx) return CUDA_ERROR_INVALID_HANDLE;
-  *out = s->stream;
-  return CUDA_SUCCESS;
+  return Driver::Get()->FindStream(*ctx->exec, handle, out);
 }
 
 CUresult RequireStream(CUstream handle, Driver** driver, std::shared_ptr<Context>* ctx,

@@ -1,6 +1,8 @@
 // The simulated driver's process-wide state: devices, contexts, the handle tables, and the
 // per-thread context stack. The exported cu* functions (api_*.cc) are thin: they check their
-// arguments and handles here and hand the work to memory/, exec/ and module/.
+// arguments and handles here and hand the work to memory/, exec/ and module/. The driver is the
+// DeviceAccess of the cuBLAS and NCCL parts, whose registries it creates at cuInit; their
+// exports (api_blas.cc, api_nccl.cc) reach them through it.
 #pragma once
 
 #include <atomic>
@@ -13,7 +15,8 @@
 #include <cuda.h>
 
 #include "api/config.h"
-#include "api/handles.h"
+#include "device/device_access.h"
+#include "device/handles.h"
 #include "exec/event.h"
 #include "exec/exec_context.h"
 #include "exec/executor.h"
@@ -27,6 +30,12 @@
 #define PHOS_SIM_API __attribute__((visibility("default")))
 
 namespace phos::sim {
+namespace blas {
+class HandleRegistry;
+}
+namespace nccl {
+class CommRegistry;
+}
 
 struct Context;
 
@@ -81,8 +90,10 @@ struct FunctionObject {
   CUmodule module_handle = nullptr;
 };
 
-class Driver {
+class Driver final : public DeviceAccess {
  public:
+  ~Driver() override;
+
   // Initialises the driver once per process (cuInit). Later calls return the first result.
   static CUresult Init();
   // The driver, or nullptr before a successful Init().
@@ -94,7 +105,7 @@ class Driver {
   ModelClock& clock() { return *clock_; }
   DeviceMemory& memory() { return *memory_; }
   HostMemory& host_memory() { return *host_memory_; }
-  int device_count() const { return static_cast<int>(devices_.size()); }
+  int device_count() const override { return static_cast<int>(devices_.size()); }
   // nullptr for an invalid ordinal.
   Device* device(CUdevice ordinal) {
     return ordinal >= 0 && ordinal < device_count() ? devices_[ordinal].get() : nullptr;
@@ -104,6 +115,30 @@ class Driver {
   CUresult CreateContext(Device* device, bool primary, CUcontext* out);
   // Waits for the context's work, frees everything it owns and removes its handle.
   CUresult DestroyContext(CUcontext handle);
+  // cuDevicePrimaryCtxRetain: creates the device's primary context on the first retain.
+  CUresult RetainPrimary(Device* device, CUcontext* out);
+  // cuDevicePrimaryCtxRelease: the last release destroys the primary context (its memory and
+  // resources are freed). CUDA_ERROR_INVALID_CONTEXT when it is not retained.
+  CUresult ReleasePrimary(Device* device);
+
+  // The calling thread's current context (RequireContext, once the driver is known).
+  CUresult FindCurrentContext(std::shared_ptr<Context>* ctx) const;
+  // The stream `handle` names in the context whose execution state is `exec` (ResolveStream).
+  CUresult FindStream(const ExecContext& exec, CUstream handle, std::shared_ptr<Stream>* out) const;
+
+  // The process's cuBLAS handles and NCCL communicators, over this driver.
+  blas::HandleRegistry& blas_handles() { return *blas_handles_; }
+  nccl::CommRegistry& nccl_comms() { return *nccl_comms_; }
+
+  // DeviceAccess, for the cuBLAS and NCCL parts.
+  bool HasCurrentContext() const override;
+  CUresult CurrentContext(ContextRef* out) override;
+  bool IsLive(const ContextRef& ctx) const override;
+  CUresult RetainPrimaryContext(int device, ContextRef* out) override;
+  CUresult ReleasePrimaryContext(int device) override;
+  CUresult ResolveStream(const ContextRef& ctx, CUstream handle, std::shared_ptr<Stream>* out) override;
+  bool CheckRange(CUdeviceptr ptr, uint64_t bytes, Access needed, int* device) const override;
+  void PayModelledCost(double device_seconds) override;
 
   HandleTable<Context, CUcontext, HandleKind::kContext> contexts;
   HandleTable<StreamObject, CUstream, HandleKind::kStream> streams;
@@ -123,6 +158,8 @@ class Driver {
   std::unique_ptr<HostMemory> host_memory_;
   std::vector<std::unique_ptr<Device>> devices_;
   std::atomic<uint64_t> next_context_id_{0};
+  std::unique_ptr<blas::HandleRegistry> blas_handles_;
+  std::unique_ptr<nccl::CommRegistry> nccl_comms_;
 };
 
 // ---- Per-call helpers used by every entry point ---------------------------------------------

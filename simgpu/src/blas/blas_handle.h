@@ -1,9 +1,9 @@
 // cuBLAS handles (cublasCreate ... cublasDestroy) on simgpu.
 //
 // A handle is tied to the context current at cublasCreate, as in cuBLAS; its work runs on that
-// context's streams. Like the driver's handles (api/handles.h) a cublasHandle_t is a table id,
+// context's streams. Like the driver's handles (device/handles.h) a cublasHandle_t is a table id,
 // never a pointer, so a garbage, destroyed or NULL handle is CUBLAS_STATUS_NOT_INITIALIZED rather
-// than a crash.
+// than a crash. The registry reaches the devices only through the DeviceAccess it is given.
 #pragma once
 
 #include <cublas_v2.h>
@@ -13,17 +13,13 @@
 #include <mutex>
 #include <unordered_set>
 
-#include "api/driver.h"
+#include "device/device_access.h"
+#include "device/handles.h"
 
 namespace phos::sim::blas {
 
-// Outside the driver's HandleKind values, so that no driver handle decodes as a cuBLAS handle.
-inline constexpr HandleKind kBlasHandleKind = static_cast<HandleKind>(0x40);
-
 struct BlasHandle {
-  // The context current at creation: its handle (to tell whether it still lives) and object.
-  CUcontext context_handle = nullptr;
-  std::shared_ptr<Context> ctx;
+  ContextRef ctx;  // the context current at creation
 
   std::mutex mu;              // guards the settings below
   CUstream stream = nullptr;  // as given to cublasSetStream; NULL = the context's NULL stream
@@ -32,16 +28,19 @@ struct BlasHandle {
 
 // What a compute call runs with: the handle's live context and the stream it names now.
 struct BlasCall {
-  Driver* driver = nullptr;
+  DeviceAccess* device = nullptr;
   std::shared_ptr<BlasHandle> handle;
   std::shared_ptr<Stream> stream;
 };
 
 class HandleRegistry {
  public:
-  static HandleRegistry& Get();
+  // `device` outlives the registry and every op enqueued through it.
+  explicit HandleRegistry(DeviceAccess& device) : device_(device) {}
+  HandleRegistry(const HandleRegistry&) = delete;
+  HandleRegistry& operator=(const HandleRegistry&) = delete;
 
-  // cublasCreate: needs cuInit and a current context (CUBLAS_STATUS_NOT_INITIALIZED otherwise);
+  // cublasCreate: needs a current context (CUBLAS_STATUS_NOT_INITIALIZED otherwise);
   // pays the profile's creation cost, the first-handle cost for the context's first handle.
   cublasStatus_t Create(cublasHandle_t* out);
   // CUBLAS_STATUS_NOT_INITIALIZED for a handle that is not live. Work already enqueued through
@@ -52,11 +51,13 @@ class HandleRegistry {
   // Find, plus the stream the handle names. A context with a sticky error, or a stream destroyed
   // since cublasSetStream, is CUBLAS_STATUS_EXECUTION_FAILED: the launch would fail on a GPU.
   cublasStatus_t BeginCall(cublasHandle_t handle, BlasCall* out) const;
+  // cublasSetStream: CUBLAS_STATUS_INVALID_VALUE for a stream that is not a live stream of the
+  // handle's context (cuBLAS leaves that undefined: the handle's work could never run there).
+  cublasStatus_t SetStream(cublasHandle_t handle, CUstream stream);
 
  private:
-  HandleRegistry() = default;
-
-  HandleTable<BlasHandle, cublasHandle_t, kBlasHandleKind> handles_;
+  DeviceAccess& device_;
+  HandleTable<BlasHandle, cublasHandle_t, HandleKind::kBlasHandle> handles_;
   std::mutex mu_;
   std::unordered_set<uint64_t> contexts_with_handles_;  // context ids, never reused
 };

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "api/driver.h"
 #include "blas/operand_ranges.h"
+#include "device/device_access.h"
 #include "phos/base/log.h"
 
 namespace phos::sim::blas {
@@ -28,11 +28,10 @@ inline CBLAS_TRANSPOSE ToCblas(cublasOperation_t op) {
 // enqueues a compute op of `blocks` blocks that checks them again when it runs, then calls
 // `run(first, end)` on contiguous block ranges across the device's compute workers.
 template <typename Run>
-cublasStatus_t EnqueueBlasOp(Driver& driver, const Context& ctx, Stream& stream, const char* routine,
+cublasStatus_t EnqueueBlasOp(DeviceAccess& device, const ContextRef& ctx, Stream& stream, const char* routine,
                              std::shared_ptr<const OperandRanges> ranges, uint64_t blocks, uint64_t bytes,
                              Run run) {
-  DeviceMemory& memory = driver.memory();
-  if (const OperandRange* bad = ranges->FirstInvalid(memory)) {
+  if (const OperandRange* bad = ranges->FirstInvalid(device)) {
     PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1, "{}: {}: CUBLAS_STATUS_INVALID_VALUE", routine,
                        OperandRanges::Describe(*bad));
     return CUBLAS_STATUS_INVALID_VALUE;
@@ -40,12 +39,12 @@ cublasStatus_t EnqueueBlasOp(Driver& driver, const Context& ctx, Stream& stream,
   Op op;
   op.engine = Engine::kCompute;
   // Like a kernel's: the launch overhead is modelled, the arithmetic runs at CPU speed.
-  op.cost_seconds = ctx.device->profile->kernel_launch_s;
+  op.cost_seconds = ctx.profile->kernel_launch_s;
   op.bytes = bytes;
   op.blocks = blocks;
-  op.run_blocks = [&memory, routine, ranges = std::move(ranges), run = std::move(run)](uint64_t first,
+  op.run_blocks = [&device, routine, ranges = std::move(ranges), run = std::move(run)](uint64_t first,
                                                                                        uint64_t end) {
-    if (const OperandRange* bad = ranges->FirstInvalid(memory)) {
+    if (const OperandRange* bad = ranges->FirstInvalid(device)) {
       PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1, "{} at run time: {}: illegal address", routine,
                          OperandRanges::Describe(*bad));
       return CUDA_ERROR_ILLEGAL_ADDRESS;

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "api/driver.h"
+#include "device/device_access.h"
 
 namespace phos::sim::blas {
 
@@ -57,7 +57,7 @@ struct GemvCall {
 // a batch count below 0, and (a simgpu departure: a GPU would fault or corrupt memory) for an
 // operand that is not device memory of the extent the call implies; CUBLAS_STATUS_NOT_SUPPORTED
 // for a type combination outside the subset. Nothing is enqueued on error.
-cublasStatus_t EnqueueGemm(Driver& driver, const Context& ctx, Stream& stream, const GemmCall& call);
-cublasStatus_t EnqueueGemv(Driver& driver, const Context& ctx, Stream& stream, const GemvCall& call);
+cublasStatus_t EnqueueGemm(DeviceAccess& device, const ContextRef& ctx, Stream& stream, const GemmCall& call);
+cublasStatus_t EnqueueGemv(DeviceAccess& device, const ContextRef& ctx, Stream& stream, const GemvCall& call);
 
 }  // namespace phos::sim::blas

@@ -106,7 +106,7 @@ void RunTile(const GemmCall& c, int64_t entry, int i0, int i1, int j0, int j1) {
 
 }  // namespace
 
-cublasStatus_t EnqueueGemm(Driver& driver, const Context& ctx, Stream& stream, const GemmCall& c) {
+cublasStatus_t EnqueueGemm(DeviceAccess& device, const ContextRef& ctx, Stream& stream, const GemmCall& c) {
   if (!ValidOperation(c.transa) || !ValidOperation(c.transb) || c.m < 0 || c.n < 0 || c.k < 0 ||
       c.batch < 0) {
     return CUBLAS_STATUS_INVALID_VALUE;
@@ -144,7 +144,7 @@ cublasStatus_t EnqueueGemm(Driver& driver, const Context& ctx, Stream& stream, c
   const uint64_t bytes =
       static_cast<uint64_t>(c.m) * static_cast<uint64_t>(c.n) * ec * static_cast<uint64_t>(c.batch);
   return EnqueueBlasOp(
-      driver, ctx, stream, "gemm", std::move(ranges), blocks, bytes,
+      device, ctx, stream, "gemm", std::move(ranges), blocks, bytes,
       [c, by_rows, per_entry](uint64_t first, uint64_t end) {
         for (auto e = static_cast<int64_t>(first / per_entry); e * per_entry < static_cast<int64_t>(end);
              ++e) {

@@ -15,7 +15,7 @@ float* SubVector(float* base, int64_t count, int inc, int64_t first, int64_t end
 
 }  // namespace
 
-cublasStatus_t EnqueueGemv(Driver& driver, const Context& ctx, Stream& stream, const GemvCall& c) {
+cublasStatus_t EnqueueGemv(DeviceAccess& device, const ContextRef& ctx, Stream& stream, const GemvCall& c) {
   if (!ValidOperation(c.trans) || c.m < 0 || c.n < 0 || c.lda < std::max(1, c.m) || c.incx == 0 ||
       c.incy == 0) {
     return CUBLAS_STATUS_INVALID_VALUE;
@@ -35,7 +35,7 @@ cublasStatus_t EnqueueGemv(Driver& driver, const Context& ctx, Stream& stream, c
 
   // Blocks are elements of y: rows of A, or its columns when transposed.
   const uint64_t blocks = static_cast<uint64_t>(y_count);
-  return EnqueueBlasOp(driver, ctx, stream, "gemv", std::move(ranges), blocks, y_count * sizeof(float),
+  return EnqueueBlasOp(device, ctx, stream, "gemv", std::move(ranges), blocks, y_count * sizeof(float),
                        [c, transposed, y_count](uint64_t first, uint64_t end) {
                          const auto lo = static_cast<int64_t>(first);
                          const auto hi = static_cast<int64_t>(end);

@@ -30,9 +30,9 @@ bool OperandRanges::AddVector(const char* what, const void* base, int64_t count,
   return AddMatrix(what, base, 0, 1, count, inc < 0 ? -inc : inc, element_size, access);
 }
 
-const OperandRange* OperandRanges::FirstInvalid(const DeviceMemory& memory) const {
+const OperandRange* OperandRanges::FirstInvalid(const DeviceAccess& device) const {
   for (const OperandRange& r : ranges_) {
-    if (!memory.CheckRange(r.ptr, r.bytes, r.access)) return &r;
+    if (!device.CheckRange(r.ptr, r.bytes, r.access, /*device=*/nullptr)) return &r;
   }
   return nullptr;
 }

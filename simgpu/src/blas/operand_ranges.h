@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "memory/device_memory.h"
+#include "device/device_access.h"
 
 namespace phos::sim::blas {
 
@@ -32,7 +32,7 @@ class OperandRanges {
                  Access access);
 
   // The first range that is not device memory granting its access, or nullptr.
-  const OperandRange* FirstInvalid(const DeviceMemory& memory) const;
+  const OperandRange* FirstInvalid(const DeviceAccess& device) const;
   // "operand A: [0x..., +N bytes) is not device memory ..." for logs.
   static std::string Describe(const OperandRange& range);
 

@@ -9,7 +9,6 @@
 #include <memory>
 #include <vector>
 
-#include "api/driver.h"
 #include "nccl/comm.h"
 #include "nccl/errors.h"
 #include "nccl/reduce.h"
@@ -62,8 +61,8 @@ class Collective {
     std::shared_ptr<HeldTask> gate;
   };
 
-  Collective(const CollectiveArgs& args, int nranks)
-      : args_(args), nranks_(nranks), elem_(DataTypeSize(args.type)), parts_(nranks) {}
+  Collective(DeviceAccess& device, const CollectiveArgs& args, int nranks)
+      : device_(device), args_(args), nranks_(nranks), elem_(DataTypeSize(args.type)), parts_(nranks) {}
   // Gates never released (a rank never reached the collective: its context failed, or every
   // rank's communicator was destroyed first) open when their HeldTask goes.
   ~Collective() {
@@ -92,15 +91,14 @@ class Collective {
  private:
   // Every rank's buffers are checked again: they may have been freed since the call.
   bool BuffersValid() const {
-    DeviceMemory& memory = Driver::Get()->memory();
     for (int r = 0; r < nranks_; ++r) {
       const size_t send = SendBytes(args_, nranks_, r, elem_);
-      if (send > 0 &&
-          !memory.CheckRange(reinterpret_cast<CUdeviceptr>(parts_[r].send), send, Access::kRead)) {
+      if (send > 0 && !device_.CheckRange(reinterpret_cast<CUdeviceptr>(parts_[r].send), send, Access::kRead,
+                                          /*device=*/nullptr)) {
         return false;
       }
-      if (!memory.CheckRange(reinterpret_cast<CUdeviceptr>(parts_[r].recv), RecvBytes(args_, nranks_, elem_),
-                             Access::kReadWrite)) {
+      if (!device_.CheckRange(reinterpret_cast<CUdeviceptr>(parts_[r].recv), RecvBytes(args_, nranks_, elem_),
+                              Access::kReadWrite, /*device=*/nullptr)) {
         return false;
       }
     }
@@ -148,6 +146,7 @@ class Collective {
     return CUDA_SUCCESS;
   }
 
+  DeviceAccess& device_;
   const CollectiveArgs args_;
   const int nranks_;
   const size_t elem_;
@@ -159,11 +158,11 @@ class Collective {
 namespace {
 
 // ncclInvalidArgument unless [ptr, ptr + bytes) is device memory of `device` granting `access`.
-ncclResult_t CheckBuffer(const char* call, const char* name, const void* ptr, size_t bytes, Access access,
-                         int device) {
+ncclResult_t CheckBuffer(const DeviceAccess& devices, const char* call, const char* name, const void* ptr,
+                         size_t bytes, Access access, int device) {
   if (ptr == nullptr) return Fail(ncclInvalidArgument, fmt::format("{}: {} is NULL", call, name));
   int owner = -1;
-  if (!Driver::Get()->memory().CheckRange(reinterpret_cast<CUdeviceptr>(ptr), bytes, access, &owner)) {
+  if (!devices.CheckRange(reinterpret_cast<CUdeviceptr>(ptr), bytes, access, &owner)) {
     return Fail(ncclInvalidArgument,
                 fmt::format("{}: {} {} is not device memory of {} bytes", call, name, ptr, bytes));
   }
@@ -176,10 +175,12 @@ ncclResult_t CheckBuffer(const char* call, const char* name, const void* ptr, si
 
 }  // namespace
 
-ncclResult_t EnqueueCollective(ncclComm_t comm, const CollectiveArgs& args, cudaStream_t stream) {
+ncclResult_t EnqueueCollective(CommRegistry& comms, ncclComm_t comm, const CollectiveArgs& args,
+                               cudaStream_t stream) {
   const char* call = KindName(args.kind);
+  DeviceAccess& devices = comms.device();
   std::shared_ptr<RankComm> rank_comm;
-  if (ncclResult_t r = CommRegistry::Get().Find(comm, &rank_comm); r != ncclSuccess) return r;
+  if (ncclResult_t r = comms.Find(comm, &rank_comm); r != ncclSuccess) return r;
   const size_t elem = DataTypeSize(args.type);
   if (elem == 0) {
     return Fail(ncclInvalidArgument,
@@ -199,20 +200,20 @@ ncclResult_t EnqueueCollective(ncclComm_t comm, const CollectiveArgs& args, cuda
     return Fail(ncclInvalidArgument, fmt::format("{}: count {} overflows the buffer size", call, args.count));
   }
   std::shared_ptr<Stream> s;
-  if (ResolveStream(rank_comm->binding.ctx, reinterpret_cast<CUstream>(stream), &s) != CUDA_SUCCESS) {
+  if (devices.ResolveStream(rank_comm->binding.ctx, reinterpret_cast<CUstream>(stream), &s) != CUDA_SUCCESS) {
     return Fail(ncclInvalidArgument,
                 fmt::format("{}: stream is not a live stream of the communicator's context", call));
   }
   if (args.count == 0) return ncclSuccess;
   const int device = rank_comm->device();
   if (const size_t send = SendBytes(args, nranks, rank, elem); send > 0) {
-    if (ncclResult_t r = CheckBuffer(call, "sendbuff", args.send, send, Access::kRead, device);
+    if (ncclResult_t r = CheckBuffer(devices, call, "sendbuff", args.send, send, Access::kRead, device);
         r != ncclSuccess) {
       return r;
     }
   }
   const size_t recv = RecvBytes(args, nranks, elem);
-  if (ncclResult_t r = CheckBuffer(call, "recvbuff", args.recv, recv, Access::kReadWrite, device);
+  if (ncclResult_t r = CheckBuffer(devices, call, "recvbuff", args.recv, recv, Access::kReadWrite, device);
       r != ncclSuccess) {
     return r;
   }
@@ -223,7 +224,7 @@ ncclResult_t EnqueueCollective(ncclComm_t comm, const CollectiveArgs& args, cuda
     const uint64_t seq = group.next_collective[rank];
     std::shared_ptr<Collective>& open = group.open_collectives[seq];
     if (!open) {
-      open = std::make_shared<Collective>(args, nranks);
+      open = std::make_shared<Collective>(devices, args, nranks);
     } else if (!open->Matches(args)) {
       return Fail(
           ncclInvalidArgument,
@@ -241,7 +242,7 @@ ncclResult_t EnqueueCollective(ncclComm_t comm, const CollectiveArgs& args, cuda
   Op arrival;
   arrival.engine = Engine::kCompute;
   // Like a kernel's: the launch overhead is modelled, the data movement runs at CPU speed.
-  arrival.cost_seconds = rank_comm->binding.ctx->device->profile->kernel_launch_s;
+  arrival.cost_seconds = rank_comm->binding.ctx.profile->kernel_launch_s;
   arrival.bytes = recv;
   arrival.work = [collective] {
     collective->Arrive();

@@ -18,6 +18,8 @@
 
 namespace phos::sim::nccl {
 
+class CommRegistry;
+
 enum class CollectiveKind : int { kAllReduce, kBroadcast, kAllGather, kReduceScatter };
 
 struct CollectiveArgs {
@@ -32,13 +34,14 @@ struct CollectiveArgs {
   int root = 0;              // kBroadcast
 };
 
-// Checks the call as NCCL does (ncclInvalidArgument for a bad communicator, datatype, op, root,
-// a count whose byte size overflows, a NULL buffer, a buffer that is not device memory of the
-// communicator's device for the bytes the collective touches, or a stream of another context)
-// and enqueues rank comm's part on `stream`. A count of 0 is a successful no-op. Ranks must call
-// their collectives in the same order with the same kind, count, datatype, op and root; a call
-// that disagrees with what another rank already gave for the same position is
-// ncclInvalidArgument and enqueues nothing.
-ncclResult_t EnqueueCollective(ncclComm_t comm, const CollectiveArgs& args, cudaStream_t stream);
+// Checks the call as NCCL does (ncclInvalidArgument for a communicator that is not live in
+// `comms`, a bad datatype, op or root, a count whose byte size overflows, a NULL buffer, a buffer
+// that is not device memory of the communicator's device for the bytes the collective touches,
+// or a stream of another context) and enqueues rank comm's part on `stream`. A count of 0 is a
+// successful no-op. Ranks must call their collectives in the same order with the same kind,
+// count, datatype, op and root; a call that disagrees with what another rank already gave for
+// the same position is ncclInvalidArgument and enqueues nothing.
+ncclResult_t EnqueueCollective(CommRegistry& comms, ncclComm_t comm, const CollectiveArgs& args,
+                               cudaStream_t stream);
 
 }  // namespace phos::sim::nccl

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "nccl/errors.h"
 
@@ -17,7 +18,7 @@ constexpr size_t kPidOffset = 8;
 constexpr size_t kKeyOffset = 16;
 
 double CommInitCost(const Binding& binding) {
-  return binding.ctx->device->profile->nccl_comm_init_s;
+  return binding.ctx.profile->nccl_comm_init_s;
 }
 
 }  // namespace
@@ -25,12 +26,7 @@ double CommInitCost(const Binding& binding) {
 CommGroup::CommGroup(int n) : nranks(n), next_collective(n, 0), next_split(n, 0) {}
 
 RankComm::~RankComm() {
-  if (binding.owns_primary) (void)cuDevicePrimaryCtxRelease(binding.ctx->device->ordinal);
-}
-
-CommRegistry& CommRegistry::Get() {
-  static CommRegistry* registry = new CommRegistry();  // lives as long as the driver
-  return *registry;
+  if (binding.primary_owner != nullptr) (void)binding.primary_owner->ReleasePrimaryContext(device());
 }
 
 ncclResult_t CommRegistry::NewUniqueId(ncclUniqueId* out) {
@@ -59,10 +55,10 @@ ncclResult_t CommRegistry::FindAny(ncclComm_t comm, std::shared_ptr<RankComm>* o
 ncclResult_t CommRegistry::Find(ncclComm_t comm, std::shared_ptr<RankComm>* out) const {
   if (ncclResult_t r = FindAny(comm, out); r != ncclSuccess) return r;
   const Binding& b = (*out)->binding;
-  if (Driver::Get()->contexts.Find(b.context_handle) != b.ctx) {
+  if (!device_.IsLive(b.ctx)) {
     return Fail(ncclUnhandledCudaError, "the communicator's CUDA context was destroyed");
   }
-  if (CUresult sticky = b.ctx->exec->sticky_error(); sticky != CUDA_SUCCESS) {
+  if (CUresult sticky = b.ctx.exec->sticky_error(); sticky != CUDA_SUCCESS) {
     return Fail(ncclUnhandledCudaError, fmt::format("the communicator's CUDA context failed (CUresult {})",
                                                     static_cast<int>(sticky)));
   }
@@ -76,16 +72,12 @@ ncclResult_t CommRegistry::Destroy(ncclComm_t comm) {
   return ncclSuccess;
 }
 
-ncclResult_t BindPrimary(int device, Binding* out) {
-  Driver* d = Driver::Get();
-  CUcontext handle = nullptr;
-  if (CUresult r = cuDevicePrimaryCtxRetain(&handle, device); r != CUDA_SUCCESS) {
+ncclResult_t CommRegistry::BindPrimary(int device, Binding* out) {
+  if (CUresult r = device_.RetainPrimaryContext(device, &out->ctx); r != CUDA_SUCCESS) {
     return Fail(ncclUnhandledCudaError, fmt::format("retaining the primary context of device {}: CUresult {}",
                                                     device, static_cast<int>(r)));
   }
-  out->context_handle = handle;
-  out->ctx = d->contexts.Find(handle);
-  out->owns_primary = true;
+  out->primary_owner = &device_;
   return ncclSuccess;
 }
 
@@ -111,22 +103,13 @@ ncclResult_t CommRegistry::JoinInit(const ncclUniqueId& id, int nranks, int rank
   if (key == 0 || key > next_id_.load()) {
     return Fail(ncclInvalidArgument, "ncclCommInitRank: commId was not made by ncclGetUniqueId");
   }
-  Driver* d = nullptr;
-  if (RequireDriver(&d) != CUDA_SUCCESS)
-    return Fail(ncclUnhandledCudaError, "ncclCommInitRank: cuInit not called");
   auto rank_comm = std::make_shared<RankComm>();
   rank_comm->rank = rank;
-  if (ThreadContextStack().empty()) {
+  if (!device_.HasCurrentContext()) {
     if (ncclResult_t r = BindPrimary(0, &rank_comm->binding); r != ncclSuccess) return r;
-  } else {
-    std::shared_ptr<Context> ctx;
-    if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) {
-      return Fail(
-          ncclUnhandledCudaError,
-          fmt::format("ncclCommInitRank: current context unusable (CUresult {})", static_cast<int>(r)));
-    }
-    rank_comm->binding.context_handle = ThreadContextStack().back();
-    rank_comm->binding.ctx = std::move(ctx);
+  } else if (CUresult r = device_.CurrentContext(&rank_comm->binding.ctx); r != CUDA_SUCCESS) {
+    return Fail(ncclUnhandledCudaError,
+                fmt::format("ncclCommInitRank: current context unusable (CUresult {})", static_cast<int>(r)));
   }
   return JoinInitRank(key, nranks, std::move(rank_comm), comm, pending);
 }
@@ -164,7 +147,21 @@ ncclResult_t CommRegistry::JoinInitRank(uint64_t key, int nranks, std::shared_pt
   return ncclSuccess;
 }
 
-ncclResult_t CommRegistry::InitAll(const std::vector<int>& devices, ncclComm_t* comms) {
+ncclResult_t CommRegistry::InitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  if (comms == nullptr) return Fail(ncclInvalidArgument, "ncclCommInitAll: comm is NULL");
+  if (ndev < 1) return Fail(ncclInvalidArgument, fmt::format("ncclCommInitAll: ndev {} < 1", ndev));
+  std::vector<int> devices(ndev);
+  std::set<int> seen;
+  for (int i = 0; i < ndev; ++i) {
+    devices[i] = devlist == nullptr ? i : devlist[i];
+    if (devices[i] < 0 || devices[i] >= device_.device_count()) {
+      return Fail(ncclInvalidArgument, fmt::format("ncclCommInitAll: device {} does not exist ({} devices)",
+                                                   devices[i], device_.device_count()));
+    }
+    if (!seen.insert(devices[i]).second) {
+      return Fail(ncclInvalidUsage, fmt::format("ncclCommInitAll: device {} listed twice", devices[i]));
+    }
+  }
   ncclUniqueId id;
   if (ncclResult_t r = NewUniqueId(&id); r != ncclSuccess) return r;
   uint64_t key = 0;
@@ -229,13 +226,13 @@ void CommRegistry::CompleteSplit(Rendezvous& rv) {
       auto rank_comm = std::make_shared<RankComm>();
       rank_comm->group = group;
       rank_comm->rank = i;
-      rank_comm->binding.context_handle = parent.context_handle;
       rank_comm->binding.ctx = parent.ctx;
       // A rank holding the primary context holds its own reference, released with it.
-      if (parent.owns_primary) {
-        CUcontext handle = nullptr;
-        rank_comm->binding.owns_primary =
-            cuDevicePrimaryCtxRetain(&handle, parent.ctx->device->ordinal) == CUDA_SUCCESS;
+      if (parent.primary_owner != nullptr) {
+        ContextRef retained;
+        if (device_.RetainPrimaryContext(parent.ctx.device, &retained) == CUDA_SUCCESS) {
+          rank_comm->binding.primary_owner = &device_;
+        }
       }
       rv.members[ranks[i]].result = std::move(rank_comm);
     }
@@ -263,7 +260,7 @@ ncclResult_t CommRegistry::FinishJoins(const std::vector<PendingJoin>& joins) {
       }
     }
   }
-  if (result == ncclSuccess) Driver::Get()->clock().Pay(cost);
+  if (result == ncclSuccess) device_.PayModelledCost(cost);
   return result;
 }
 

@@ -4,8 +4,9 @@
 // All ranks of a communicator live in this process (in phos: phosd), so a unique id names an
 // entry of an in-process rendezvous table; cross-process communicators are not modelled. A rank
 // is bound to one context (the one current at ncclCommInitRank) and runs its collectives on
-// that context's streams. Like the driver's handles (api/handles.h) an ncclComm_t is a table id,
-// never a pointer: garbage, destroyed or NULL handles are ncclInvalidArgument, not a crash.
+// that context's streams. Like the driver's handles (device/handles.h) an ncclComm_t is a table id,
+// never a pointer: garbage, destroyed or NULL handles are ncclInvalidArgument, not a crash. The
+// registry reaches the devices only through the DeviceAccess it is given.
 #pragma once
 
 #include <nccl.h>
@@ -19,12 +20,10 @@
 #include <mutex>
 #include <vector>
 
-#include "api/driver.h"
+#include "device/device_access.h"
+#include "device/handles.h"
 
 namespace phos::sim::nccl {
-
-// Outside the driver's HandleKind values and cuBLAS's (0x40).
-inline constexpr HandleKind kCommHandleKind = static_cast<HandleKind>(0x41);
 
 class Collective;
 struct Rendezvous;
@@ -48,11 +47,10 @@ struct CommGroup {
 
 // The context a rank runs on.
 struct Binding {
-  CUcontext context_handle = nullptr;
-  std::shared_ptr<Context> ctx;
-  // The binding holds a reference on the device's primary context (ncclCommInitAll, or no
-  // context current at ncclCommInitRank), released with the rank.
-  bool owns_primary = false;
+  ContextRef ctx;
+  // Set when the binding holds a reference on the device's primary context (ncclCommInitAll,
+  // or no context current at ncclCommInitRank), released through it with the rank.
+  DeviceAccess* primary_owner = nullptr;
 };
 
 // What one ncclComm_t names: one rank of a communicator.
@@ -62,7 +60,7 @@ struct RankComm {
   std::shared_ptr<CommGroup> group;
   int rank = 0;
   Binding binding;
-  int device() const { return binding.ctx->device->ordinal; }
+  int device() const { return binding.ctx.device; }
 };
 
 // A communicator creation (init or split) some ranks have joined; complete once all did.
@@ -93,7 +91,12 @@ struct PendingJoin {
 
 class CommRegistry {
  public:
-  static CommRegistry& Get();
+  // `device` outlives the registry and every collective enqueued through it.
+  explicit CommRegistry(DeviceAccess& device) : device_(device) {}
+  CommRegistry(const CommRegistry&) = delete;
+  CommRegistry& operator=(const CommRegistry&) = delete;
+
+  DeviceAccess& device() const { return device_; }
 
   ncclResult_t NewUniqueId(ncclUniqueId* out);
 
@@ -109,9 +112,10 @@ class CommRegistry {
   // context, which is what the CUDA runtime would use), joins the rendezvous `id` names and
   // writes the new handle. Does not wait: the caller finishes `pending` (FinishJoins).
   ncclResult_t JoinInit(const ncclUniqueId& id, int nranks, int rank, ncclComm_t* comm, PendingJoin* pending);
-  // ncclCommInitAll: one rank per device of `devices` (distinct), each on its primary context;
-  // complete on return, creation cost paid once.
-  ncclResult_t InitAll(const std::vector<int>& devices, ncclComm_t* comms);
+  // ncclCommInitAll: one rank per device of `devlist` (NULL: devices 0 .. ndev - 1), each on its
+  // primary context; complete on return, creation cost paid once. ncclInvalidArgument for a
+  // device that does not exist, ncclInvalidUsage for one listed twice.
+  ncclResult_t InitAll(ncclComm_t* comms, int ndev, const int* devlist);
   // ncclCommSplit: joins the split of `parent`'s communicator; the new handle is written by
   // FinishJoins.
   ncclResult_t JoinSplit(const std::shared_ptr<RankComm>& parent, int color, int key, ncclComm_t* newcomm,
@@ -126,23 +130,22 @@ class CommRegistry {
   static constexpr std::chrono::seconds kJoinTimeout{120};
 
  private:
-  CommRegistry() = default;
   ncclComm_t Insert(std::shared_ptr<RankComm> rank);
+  // Retains the primary context of `device` for a rank (Binding::primary_owner).
+  ncclResult_t BindPrimary(int device, Binding* out);
   // Joins rank `rank_comm->rank` of the rendezvous of unique id number `key`.
   ncclResult_t JoinInitRank(uint64_t key, int nranks, std::shared_ptr<RankComm> rank_comm, ncclComm_t* comm,
                             PendingJoin* pending);
   // Computes a completed split's new communicators. Requires mu_.
   void CompleteSplit(Rendezvous& rendezvous);
 
-  HandleTable<RankComm, ncclComm_t, kCommHandleKind> handles_;
+  DeviceAccess& device_;
+  HandleTable<RankComm, ncclComm_t, HandleKind::kNcclComm> handles_;
   std::mutex mu_;  // every Rendezvous, the init table and the groups' split bookkeeping
   std::condition_variable joined_cv_;
   std::map<uint64_t, std::shared_ptr<Rendezvous>> inits_;  // by unique id
   std::atomic<uint64_t> next_id_{0};
 };
-
-// Retains the primary context of `device` for a rank (Binding::owns_primary).
-ncclResult_t BindPrimary(int device, Binding* out);
 
 // ncclGroupStart/End nesting of the calling thread, and the joins deferred to its end.
 struct GroupState {

@@ -3,11 +3,14 @@
 // library it opens.
 #include <dlfcn.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include <cublas_v2.h>
 #include <cuda.h>
 #include <gtest/gtest.h>
+#include <nccl.h>
 
 namespace {
 
@@ -70,6 +73,33 @@ TEST(ExportsTest, InternalSymbolsStayHidden) {
   ASSERT_NE(lib, nullptr) << dlerror();
   // Mangled phos::sim internals (here the driver singleton's accessor) are not part of the ABI.
   EXPECT_EQ(dlsym(lib, "_ZN4phos3sim6Driver4InitEv"), nullptr);
+  dlclose(lib);
+}
+
+// The cuBLAS and NCCL registries are created by cuInit: before it, calls are refused, not a crash.
+TEST(ExportsTest, CublasAndNcclBeforeCuInitAreRefused) {
+  void* lib = dlopen(PHOS_SIMGPU_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  auto get_unique_id = reinterpret_cast<ncclResult_t (*)(ncclUniqueId*)>(dlsym(lib, "ncclGetUniqueId"));
+  auto group_start = reinterpret_cast<ncclResult_t (*)()>(dlsym(lib, "ncclGroupStart"));
+  auto group_end = reinterpret_cast<ncclResult_t (*)()>(dlsym(lib, "ncclGroupEnd"));
+  auto comm_count = reinterpret_cast<ncclResult_t (*)(ncclComm_t, int*)>(dlsym(lib, "ncclCommCount"));
+  auto blas_create =
+      reinterpret_cast<cublasStatus_t (*)(cublasHandle_t*)>(dlsym(lib, PHOS_MAPPED(cublasCreate)));
+  auto blas_destroy =
+      reinterpret_cast<cublasStatus_t (*)(cublasHandle_t)>(dlsym(lib, PHOS_MAPPED(cublasDestroy)));
+  ASSERT_TRUE(get_unique_id && group_start && group_end && comm_count && blas_create && blas_destroy);
+
+  ncclUniqueId id{};
+  EXPECT_EQ(get_unique_id(&id), ncclUnhandledCudaError);
+  EXPECT_EQ(group_start(), ncclSuccess);
+  EXPECT_EQ(group_end(), ncclSuccess);
+  int count = 0;
+  EXPECT_EQ(comm_count(reinterpret_cast<ncclComm_t>(uintptr_t{0x4100000000000010}), &count),
+            ncclInvalidArgument);
+  cublasHandle_t handle = nullptr;
+  EXPECT_EQ(blas_create(&handle), CUBLAS_STATUS_NOT_INITIALIZED);
+  EXPECT_EQ(blas_destroy(handle), CUBLAS_STATUS_NOT_INITIALIZED);
   dlclose(lib);
 }
 

@@ -1,6 +1,6 @@
 // The exported cuBLAS entry points, under the names cublas_v2.h maps them to (cublasCreate ->
-// cublasCreate_v2, ...). Compiled into libphos-simgpu.so itself (see CMakeLists.txt): symbols of
-// the static phos-simgpu-blas library are hidden there.
+// cublasCreate_v2, ...), over the driver's cuBLAS handle registry (blas/blas_handle.h). Before
+// cuInit there is none, and every call on a handle is CUBLAS_STATUS_NOT_INITIALIZED.
 #include <cublas_v2.h>
 
 #include "api/driver.h"
@@ -13,6 +13,21 @@ using namespace phos::sim;
 using namespace phos::sim::blas;
 
 namespace {
+
+HandleRegistry* Handles() {
+  Driver* d = Driver::Get();
+  return d == nullptr ? nullptr : &d->blas_handles();
+}
+
+cublasStatus_t FindHandle(cublasHandle_t handle, std::shared_ptr<BlasHandle>* out) {
+  HandleRegistry* handles = Handles();
+  return handles == nullptr ? CUBLAS_STATUS_NOT_INITIALIZED : handles->Find(handle, out);
+}
+
+cublasStatus_t BeginCall(cublasHandle_t handle, BlasCall* out) {
+  HandleRegistry* handles = Handles();
+  return handles == nullptr ? CUBLAS_STATUS_NOT_INITIALIZED : handles->BeginCall(handle, out);
+}
 
 bool ValidMathMode(cublasMath_t mode) {
   switch (static_cast<int>(mode) & ~static_cast<int>(CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)) {
@@ -37,12 +52,12 @@ bool Fp32Compute(cublasComputeType_t type) {
 
 cublasStatus_t Gemm(cublasHandle_t handle, GemmCall call, const float* alpha, const float* beta) {
   BlasCall bc;
-  if (cublasStatus_t s = HandleRegistry::Get().BeginCall(handle, &bc); s != CUBLAS_STATUS_SUCCESS) return s;
+  if (cublasStatus_t s = BeginCall(handle, &bc); s != CUBLAS_STATUS_SUCCESS) return s;
   // Pointer mode host (the only one served): the scalars are read now, as cuBLAS does.
   if (alpha == nullptr || beta == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   call.alpha = *alpha;
   call.beta = *beta;
-  return EnqueueGemm(*bc.driver, *bc.handle->ctx, *bc.stream, call);
+  return EnqueueGemm(*bc.device, bc.handle->ctx, *bc.stream, call);
 }
 
 }  // namespace
@@ -50,16 +65,18 @@ cublasStatus_t Gemm(cublasHandle_t handle, GemmCall call, const float* alpha, co
 extern "C" {
 
 PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasCreate(cublasHandle_t* handle) {
-  return HandleRegistry::Get().Create(handle);
+  HandleRegistry* handles = Handles();
+  return handles == nullptr ? CUBLAS_STATUS_NOT_INITIALIZED : handles->Create(handle);
 }
 
 PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasDestroy(cublasHandle_t handle) {
-  return HandleRegistry::Get().Destroy(handle);
+  HandleRegistry* handles = Handles();
+  return handles == nullptr ? CUBLAS_STATUS_NOT_INITIALIZED : handles->Destroy(handle);
 }
 
 PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasGetVersion(cublasHandle_t handle, int* version) {
   std::shared_ptr<BlasHandle> h;
-  if (cublasStatus_t s = HandleRegistry::Get().Find(handle, &h); s != CUBLAS_STATUS_SUCCESS) return s;
+  if (cublasStatus_t s = FindHandle(handle, &h); s != CUBLAS_STATUS_SUCCESS) return s;
   if (version == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   *version = CUBLAS_VERSION;
   return CUBLAS_STATUS_SUCCESS;
@@ -83,23 +100,14 @@ PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasGetProperty(libraryPropertyType t
 }
 
 PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasSetStream(cublasHandle_t handle, cudaStream_t stream) {
-  std::shared_ptr<BlasHandle> h;
-  if (cublasStatus_t s = HandleRegistry::Get().Find(handle, &h); s != CUBLAS_STATUS_SUCCESS) return s;
-  // cudaStream_t and CUstream are the same type. A stream of another context could never run
-  // the handle's work; cuBLAS leaves that undefined, simgpu refuses it.
-  std::shared_ptr<Stream> resolved;
-  if (ResolveStream(h->ctx, stream, &resolved) != CUDA_SUCCESS) {
-    PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1, "cublasSetStream: not a stream of the handle's context");
-    return CUBLAS_STATUS_INVALID_VALUE;
-  }
-  std::lock_guard lock(h->mu);
-  h->stream = stream;
-  return CUBLAS_STATUS_SUCCESS;
+  // cudaStream_t and CUstream are the same type.
+  HandleRegistry* handles = Handles();
+  return handles == nullptr ? CUBLAS_STATUS_NOT_INITIALIZED : handles->SetStream(handle, stream);
 }
 
 PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasGetStream(cublasHandle_t handle, cudaStream_t* stream) {
   std::shared_ptr<BlasHandle> h;
-  if (cublasStatus_t s = HandleRegistry::Get().Find(handle, &h); s != CUBLAS_STATUS_SUCCESS) return s;
+  if (cublasStatus_t s = FindHandle(handle, &h); s != CUBLAS_STATUS_SUCCESS) return s;
   if (stream == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   std::lock_guard lock(h->mu);
   *stream = h->stream;
@@ -109,7 +117,7 @@ PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasGetStream(cublasHandle_t handle, 
 PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasGetPointerMode(cublasHandle_t handle,
                                                               cublasPointerMode_t* mode) {
   std::shared_ptr<BlasHandle> h;
-  if (cublasStatus_t s = HandleRegistry::Get().Find(handle, &h); s != CUBLAS_STATUS_SUCCESS) return s;
+  if (cublasStatus_t s = FindHandle(handle, &h); s != CUBLAS_STATUS_SUCCESS) return s;
   if (mode == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   *mode = CUBLAS_POINTER_MODE_HOST;
   return CUBLAS_STATUS_SUCCESS;
@@ -118,7 +126,7 @@ PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasGetPointerMode(cublasHandle_t han
 PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasSetPointerMode(cublasHandle_t handle,
                                                               cublasPointerMode_t mode) {
   std::shared_ptr<BlasHandle> h;
-  if (cublasStatus_t s = HandleRegistry::Get().Find(handle, &h); s != CUBLAS_STATUS_SUCCESS) return s;
+  if (cublasStatus_t s = FindHandle(handle, &h); s != CUBLAS_STATUS_SUCCESS) return s;
   if (mode == CUBLAS_POINTER_MODE_HOST) return CUBLAS_STATUS_SUCCESS;
   if (mode != CUBLAS_POINTER_MODE_DEVICE) return CUBLAS_STATUS_INVALID_VALUE;
   PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1, "cublasSetPointerMode: device pointer mode is not implemented");
@@ -127,7 +135,7 @@ PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasSetPointerMode(cublasHandle_t han
 
 PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasGetMathMode(cublasHandle_t handle, cublasMath_t* mode) {
   std::shared_ptr<BlasHandle> h;
-  if (cublasStatus_t s = HandleRegistry::Get().Find(handle, &h); s != CUBLAS_STATUS_SUCCESS) return s;
+  if (cublasStatus_t s = FindHandle(handle, &h); s != CUBLAS_STATUS_SUCCESS) return s;
   if (mode == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   std::lock_guard lock(h->mu);
   *mode = h->math_mode;
@@ -136,7 +144,7 @@ PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasGetMathMode(cublasHandle_t handle
 
 PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
   std::shared_ptr<BlasHandle> h;
-  if (cublasStatus_t s = HandleRegistry::Get().Find(handle, &h); s != CUBLAS_STATUS_SUCCESS) return s;
+  if (cublasStatus_t s = FindHandle(handle, &h); s != CUBLAS_STATUS_SUCCESS) return s;
   if (!ValidMathMode(mode)) return CUBLAS_STATUS_INVALID_VALUE;
   // Recorded and reported; results are plain fp32 whatever the mode (a departure in precision
   // only: tensor-op modes may round more on a GPU, never less).
@@ -226,7 +234,7 @@ PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasSgemv(cublasHandle_t handle, cubl
                                                      const float* x, int incx, const float* beta, float* y,
                                                      int incy) {
   BlasCall bc;
-  if (cublasStatus_t s = HandleRegistry::Get().BeginCall(handle, &bc); s != CUBLAS_STATUS_SUCCESS) return s;
+  if (cublasStatus_t s = BeginCall(handle, &bc); s != CUBLAS_STATUS_SUCCESS) return s;
   if (alpha == nullptr || beta == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   GemvCall call;
   call.trans = trans;
@@ -240,7 +248,7 @@ PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasSgemv(cublasHandle_t handle, cubl
   call.incx = incx;
   call.y = y;
   call.incy = incy;
-  return EnqueueGemv(*bc.driver, *bc.handle->ctx, *bc.stream, call);
+  return EnqueueGemv(*bc.device, bc.handle->ctx, *bc.stream, call);
 }
 
 PHOS_SIM_API const char* CUBLASWINAPI cublasGetStatusName(cublasStatus_t status) {

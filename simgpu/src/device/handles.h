@@ -1,4 +1,5 @@
-// Opaque CUDA handles (CUcontext, CUstream, CUevent, CUmodule, CUfunction) as table entries.
+// Opaque handles as table entries: the driver's (CUcontext, CUstream, CUevent, CUmodule,
+// CUfunction), cuBLAS's (cublasHandle_t) and NCCL's (ncclComm_t).
 //
 // A handle is never a pointer to the object: it encodes a kind tag and an id that is never
 // reused. So a garbage, stale or wrong-kind handle is a failed lookup (CUDA_ERROR_INVALID_HANDLE
@@ -15,7 +16,16 @@
 
 namespace phos::sim {
 
-enum class HandleKind : uint64_t { kContext = 1, kStream = 2, kEvent = 3, kModule = 4, kFunction = 5 };
+// One enumeration for every library's handles, so that no handle of one kind decodes as another.
+enum class HandleKind : uint64_t {
+  kContext = 1,
+  kStream = 2,
+  kEvent = 3,
+  kModule = 4,
+  kFunction = 5,
+  kBlasHandle = 0x40,
+  kNcclComm = 0x41,
+};
 
 template <typename T, typename Handle, HandleKind kKind>
 class HandleTable {

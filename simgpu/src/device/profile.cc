@@ -1,4 +1,4 @@
-#include "api/profile.h"
+#include "device/profile.h"
 
 namespace phos::sim {
 namespace {

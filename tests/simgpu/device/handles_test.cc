@@ -1,4 +1,4 @@
-#include "api/handles.h"
+#include "device/handles.h"
 
 #include <gtest/gtest.h>
 

@@ -1,10 +1,10 @@
 // The exported NCCL entry points, under the names nccl.h declares (NCCL 2.28 ABI; the pnccl*
-// profiling aliases are not provided). Compiled into libphos-simgpu.so itself (see
-// CMakeLists.txt): symbols of the static phos-simgpu-nccl library are hidden there.
+// profiling aliases are not provided), over the driver's communicator registry (nccl/comm.h).
+// Before cuInit there is none: creating a communicator is ncclUnhandledCudaError, any use of one
+// ncclInvalidArgument (no handle can be live).
 #include <fmt/format.h>
 #include <nccl.h>
 
-#include <set>
 #include <vector>
 
 #include "api/driver.h"
@@ -17,6 +17,19 @@ using namespace phos::sim::nccl;
 
 namespace {
 
+CommRegistry* Comms() {
+  Driver* d = Driver::Get();
+  return d == nullptr ? nullptr : &d->nccl_comms();
+}
+
+ncclResult_t NotInitialized(const char* call) {
+  return Fail(ncclUnhandledCudaError, fmt::format("{}: cuInit not called", call));
+}
+
+ncclResult_t NoCommunicator() {
+  return Fail(ncclInvalidArgument, "comm is not a live communicator");
+}
+
 // A failure inside ncclGroupStart/End is also what ncclGroupEnd returns.
 ncclResult_t Record(ncclResult_t result) {
   GroupState& group = ThreadGroup();
@@ -26,13 +39,24 @@ ncclResult_t Record(ncclResult_t result) {
 }
 
 // Inside a group the join completes at ncclGroupEnd; outside, now.
-ncclResult_t CompleteOrDefer(PendingJoin join) {
+ncclResult_t CompleteOrDefer(CommRegistry& comms, PendingJoin join) {
   GroupState& group = ThreadGroup();
   if (group.depth > 0) {
     group.joins.push_back(std::move(join));
     return ncclSuccess;
   }
-  return CommRegistry::Get().FinishJoins({std::move(join)});
+  return comms.FinishJoins({std::move(join)});
+}
+
+// ncclCommCount and the other queries: the live rank `comm` names, whatever its context's state.
+ncclResult_t FindAny(ncclComm_t comm, std::shared_ptr<RankComm>* out) {
+  CommRegistry* comms = Comms();
+  return comms == nullptr ? NoCommunicator() : comms->FindAny(comm, out);
+}
+
+ncclResult_t Enqueue(ncclComm_t comm, const CollectiveArgs& args, cudaStream_t stream) {
+  CommRegistry* comms = Comms();
+  return comms == nullptr ? NoCommunicator() : EnqueueCollective(*comms, comm, args, stream);
 }
 
 }  // namespace
@@ -54,59 +78,47 @@ PHOS_SIM_API const char* ncclGetLastError(ncclComm_t /*comm*/) {
 }
 
 PHOS_SIM_API ncclResult_t ncclGetUniqueId(ncclUniqueId* unique_id) {
-  return CommRegistry::Get().NewUniqueId(unique_id);
+  CommRegistry* comms = Comms();
+  return comms == nullptr ? NotInitialized("ncclGetUniqueId") : comms->NewUniqueId(unique_id);
 }
 
 PHOS_SIM_API ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id, int rank) {
+  CommRegistry* comms = Comms();
+  if (comms == nullptr) return Record(NotInitialized("ncclCommInitRank"));
   PendingJoin join;
-  if (ncclResult_t r = CommRegistry::Get().JoinInit(comm_id, nranks, rank, comm, &join); r != ncclSuccess) {
+  if (ncclResult_t r = comms->JoinInit(comm_id, nranks, rank, comm, &join); r != ncclSuccess) {
     return Record(r);
   }
-  return Record(CompleteOrDefer(std::move(join)));
+  return Record(CompleteOrDefer(*comms, std::move(join)));
 }
 
 PHOS_SIM_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
-  if (comms == nullptr) return Record(Fail(ncclInvalidArgument, "ncclCommInitAll: comm is NULL"));
-  if (ndev < 1) return Record(Fail(ncclInvalidArgument, fmt::format("ncclCommInitAll: ndev {} < 1", ndev)));
-  Driver* d = nullptr;
-  if (RequireDriver(&d) != CUDA_SUCCESS) {
-    return Record(Fail(ncclUnhandledCudaError, "ncclCommInitAll: cuInit not called"));
-  }
-  std::vector<int> devices(ndev);
-  std::set<int> seen;
-  for (int i = 0; i < ndev; ++i) {
-    devices[i] = devlist == nullptr ? i : devlist[i];
-    if (d->device(devices[i]) == nullptr) {
-      return Record(
-          Fail(ncclInvalidArgument, fmt::format("ncclCommInitAll: device {} does not exist ({} devices)",
-                                                devices[i], d->device_count())));
-    }
-    if (!seen.insert(devices[i]).second) {
-      return Record(
-          Fail(ncclInvalidUsage, fmt::format("ncclCommInitAll: device {} listed twice", devices[i])));
-    }
-  }
-  return Record(CommRegistry::Get().InitAll(devices, comms));
+  CommRegistry* registry = Comms();
+  if (registry == nullptr) return Record(NotInitialized("ncclCommInitAll"));
+  return Record(registry->InitAll(comms, ndev, devlist));
 }
 
 PHOS_SIM_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                         ncclConfig_t* /*config*/) {
+  CommRegistry* comms = Comms();
+  if (comms == nullptr) return Record(NoCommunicator());
   std::shared_ptr<RankComm> parent;
-  if (ncclResult_t r = CommRegistry::Get().Find(comm, &parent); r != ncclSuccess) return Record(r);
+  if (ncclResult_t r = comms->Find(comm, &parent); r != ncclSuccess) return Record(r);
   PendingJoin join;
-  if (ncclResult_t r = CommRegistry::Get().JoinSplit(parent, color, key, newcomm, &join); r != ncclSuccess) {
+  if (ncclResult_t r = comms->JoinSplit(parent, color, key, newcomm, &join); r != ncclSuccess) {
     return Record(r);
   }
-  return Record(CompleteOrDefer(std::move(join)));
+  return Record(CompleteOrDefer(*comms, std::move(join)));
 }
 
 PHOS_SIM_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-  return CommRegistry::Get().Destroy(comm);
+  CommRegistry* comms = Comms();
+  return comms == nullptr ? NoCommunicator() : comms->Destroy(comm);
 }
 
 PHOS_SIM_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
   std::shared_ptr<RankComm> rank;
-  if (ncclResult_t r = CommRegistry::Get().FindAny(comm, &rank); r != ncclSuccess) return r;
+  if (ncclResult_t r = FindAny(comm, &rank); r != ncclSuccess) return r;
   if (count == nullptr) return Fail(ncclInvalidArgument, "ncclCommCount: count is NULL");
   *count = rank->group->nranks;
   return ncclSuccess;
@@ -114,7 +126,7 @@ PHOS_SIM_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
 
 PHOS_SIM_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
   std::shared_ptr<RankComm> found;
-  if (ncclResult_t r = CommRegistry::Get().FindAny(comm, &found); r != ncclSuccess) return r;
+  if (ncclResult_t r = FindAny(comm, &found); r != ncclSuccess) return r;
   if (rank == nullptr) return Fail(ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
   *rank = found->rank;
   return ncclSuccess;
@@ -122,7 +134,7 @@ PHOS_SIM_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
 
 PHOS_SIM_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
   std::shared_ptr<RankComm> found;
-  if (ncclResult_t r = CommRegistry::Get().FindAny(comm, &found); r != ncclSuccess) return r;
+  if (ncclResult_t r = FindAny(comm, &found); r != ncclSuccess) return r;
   if (device == nullptr) return Fail(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
   *device = found->device();
   return ncclSuccess;
@@ -131,30 +143,30 @@ PHOS_SIM_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
 // A failed context is the asynchronous error NCCL would report (its kernels would not run).
 PHOS_SIM_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
   std::shared_ptr<RankComm> found;
-  if (ncclResult_t r = CommRegistry::Get().FindAny(comm, &found); r != ncclSuccess) return r;
+  if (ncclResult_t r = FindAny(comm, &found); r != ncclSuccess) return r;
   if (async_error == nullptr) return Fail(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
   *async_error =
-      found->binding.ctx->exec->sticky_error() == CUDA_SUCCESS ? ncclSuccess : ncclUnhandledCudaError;
+      found->binding.ctx.exec->sticky_error() == CUDA_SUCCESS ? ncclSuccess : ncclUnhandledCudaError;
   return ncclSuccess;
 }
 
 PHOS_SIM_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                         cudaStream_t stream) {
-  return Record(EnqueueCollective(
+  return Record(Enqueue(
       comm, {CollectiveKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, /*root=*/0}, stream));
 }
 
 PHOS_SIM_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                         ncclDataType_t datatype, int root, ncclComm_t comm,
                                         cudaStream_t stream) {
-  return Record(EnqueueCollective(
+  return Record(Enqueue(
       comm, {CollectiveKind::kBroadcast, sendbuff, recvbuff, count, datatype, ncclSum, root}, stream));
 }
 
 PHOS_SIM_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return Record(EnqueueCollective(
+  return Record(Enqueue(
       comm, {CollectiveKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, /*root=*/0},
       stream));
 }
@@ -162,9 +174,9 @@ PHOS_SIM_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, si
 PHOS_SIM_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                             ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                             cudaStream_t stream) {
-  return Record(EnqueueCollective(
-      comm, {CollectiveKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, /*root=*/0},
-      stream));
+  return Record(
+      Enqueue(comm, {CollectiveKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, /*root=*/0},
+              stream));
 }
 
 PHOS_SIM_API ncclResult_t ncclGroupStart() {
@@ -183,7 +195,10 @@ PHOS_SIM_API ncclResult_t ncclGroupEnd() {
   group.joins.clear();
   ncclResult_t result = group.first_error;
   group.first_error = ncclSuccess;
-  if (ncclResult_t r = CommRegistry::Get().FinishJoins(joins); result == ncclSuccess) result = r;
+  // Joins are only deferred by calls that found the registry, so it exists when there are any.
+  if (!joins.empty()) {
+    if (ncclResult_t r = Comms()->FinishJoins(joins); result == ncclSuccess) result = r;
+  }
   return result;
 }
 

@@ -13,9 +13,9 @@
 namespace phos::ctxpool {
 
 std::string NcclResultName(ncclResult_t result) {
-  static constexpr const char* kNames[] = {"ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError",
-                                           "ncclInternalError",   "ncclInvalidArgument",    "ncclInvalidUsage",
-                                           "ncclRemoteError",     "ncclInProgress"};
+  static constexpr const char* kNames[] = {"ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",
+                                           "ncclInternalError", "ncclInvalidArgument",    "ncclInvalidUsage",
+                                           "ncclRemoteError",   "ncclInProgress"};
   int v = static_cast<int>(result);
   const char* name = v >= 0 && v < ncclNumResults ? kNames[v] : "unknown ncclResult_t";
   return fmt::format("{} ({})", name, v);
@@ -25,7 +25,9 @@ DeviceGroupLease::DeviceGroupLease(std::shared_ptr<detail::GroupCore> core, deta
     : core_(std::move(core)), group_(std::move(group)), tenants_(group_.contexts.size()) {}
 
 DeviceGroupLease::DeviceGroupLease(DeviceGroupLease&& other) noexcept
-    : core_(std::move(other.core_)), group_(std::exchange(other.group_, {})), tenants_(std::move(other.tenants_)) {}
+    : core_(std::move(other.core_)),
+      group_(std::exchange(other.group_, {})),
+      tenants_(std::move(other.tenants_)) {}
 
 DeviceGroupLease& DeviceGroupLease::operator=(DeviceGroupLease&& other) noexcept {
   if (this != &other) {
@@ -37,7 +39,9 @@ DeviceGroupLease& DeviceGroupLease::operator=(DeviceGroupLease&& other) noexcept
   return *this;
 }
 
-DeviceGroupLease::~DeviceGroupLease() { Return(); }
+DeviceGroupLease::~DeviceGroupLease() {
+  Return();
+}
 
 void DeviceGroupLease::Return() {
   if (core_ == nullptr) return;
@@ -49,19 +53,24 @@ void DeviceGroupLease::Return() {
 CommunicatorPool::CommunicatorPool(int node_devices, std::shared_ptr<detail::GroupCore> core)
     : node_devices_(node_devices), core_(std::move(core)) {}
 
-CommunicatorPool::~CommunicatorPool() { core_->Shutdown(); }
+CommunicatorPool::~CommunicatorPool() {
+  core_->Shutdown();
+}
 
-Result<std::unique_ptr<CommunicatorPool>> CommunicatorPool::Open(const CommunicatorPoolOptions& options,
-                                                                 driver::DriverTable* driver,
-                                                                 std::shared_ptr<prometheus::Registry> registry) {
+Result<std::unique_ptr<CommunicatorPool>> CommunicatorPool::Open(
+    const CommunicatorPoolOptions& options, driver::DriverTable* driver,
+    std::shared_ptr<prometheus::Registry> registry) {
   if (driver == nullptr) return Status::InvalidArgument("communicator pool needs a driver table");
-  if (!driver->has_nccl()) return Status::FailedPrecondition("communicator pool: the driver table has no NCCL");
+  if (!driver->has_nccl())
+    return Status::FailedPrecondition("communicator pool: the driver table has no NCCL");
   if (options.max_groups == 0 || options.min_ready > options.max_groups) {
-    return Status::InvalidArgument(fmt::format("communicator pool: need 1 <= max_groups ({}) and min_ready ({}) <= max_groups",
-                                               options.max_groups, options.min_ready));
+    return Status::InvalidArgument(
+        fmt::format("communicator pool: need 1 <= max_groups ({}) and min_ready ({}) <= max_groups",
+                    options.max_groups, options.min_ready));
   }
   if (options.lease_timeout.count() < 0 || options.refill_retry_interval.count() < 0) {
-    return Status::InvalidArgument("communicator pool: lease_timeout and refill_retry_interval must not be negative");
+    return Status::InvalidArgument(
+        "communicator pool: lease_timeout and refill_retry_interval must not be negative");
   }
   PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuInit(0));
   int count = 0;
@@ -87,10 +96,12 @@ Result<std::unique_ptr<CommunicatorPool>> CommunicatorPool::Open(const Communica
       .destroy = [driver](const detail::PooledGroup& group) { detail::DestroyDeviceGroup(*driver, group); },
       .describe = [](int size) { return fmt::format("device group of {} GPUs", size); }};
   if (registry == nullptr) registry = std::make_shared<prometheus::Registry>();
-  auto core = std::make_shared<detail::GroupCore>(std::move(core_options), std::move(ops), std::move(registry),
-                                                  detail::PoolMetricNames{.prefix = "phos_devgroup", .items = "groups"});
+  auto core = std::make_shared<detail::GroupCore>(
+      std::move(core_options), std::move(ops), std::move(registry),
+      detail::PoolMetricNames{.prefix = "phos_devgroup", .items = "groups"});
   core->Start(initial);
-  PHOS_LOG(Info, "ctxpool", "communicator pool open: groups of {} device(s) being made (min ready {}, max {} per size)",
+  PHOS_LOG(Info, "ctxpool",
+           "communicator pool open: groups of {} device(s) being made (min ready {}, max {} per size)",
            initial, options.min_ready, options.max_groups);
   return std::unique_ptr<CommunicatorPool>(new CommunicatorPool(count, std::move(core)));
 }
@@ -104,13 +115,17 @@ Result<DeviceGroupLease> CommunicatorPool::Lease(int size, const std::atomic<boo
   return DeviceGroupLease(core_, std::move(group));
 }
 
-bool CommunicatorPool::WaitIdle(std::chrono::milliseconds timeout) { return core_->WaitIdle(timeout); }
+bool CommunicatorPool::WaitIdle(std::chrono::milliseconds timeout) {
+  return core_->WaitIdle(timeout);
+}
 
 bool CommunicatorPool::WaitUntil(const std::function<bool(const PoolStats&)>& done,
                                  std::chrono::milliseconds timeout) {
   return core_->WaitUntil(done, timeout);
 }
 
-PoolStats CommunicatorPool::Stats() const { return core_->Stats(); }
+PoolStats CommunicatorPool::Stats() const {
+  return core_->Stats();
+}
 
 }  // namespace phos::ctxpool

@@ -18,7 +18,8 @@ constexpr int kKey = 0;
 
 }  // namespace
 
-ContextLease::ContextLease(std::shared_ptr<detail::ContextCore> core, detail::PooledContext pooled, int device)
+ContextLease::ContextLease(std::shared_ptr<detail::ContextCore> core, detail::PooledContext pooled,
+                           int device)
     : core_(std::move(core)), pooled_(pooled), device_(device) {}
 
 ContextLease::ContextLease(ContextLease&& other) noexcept
@@ -55,7 +56,8 @@ ContextPool::~ContextPool() {
   core_->Shutdown();
 }
 
-Result<std::unique_ptr<ContextPool>> ContextPool::Open(const PoolOptions& options, driver::DriverTable* driver,
+Result<std::unique_ptr<ContextPool>> ContextPool::Open(const PoolOptions& options,
+                                                       driver::DriverTable* driver,
                                                        std::shared_ptr<prometheus::Registry> registry) {
   if (driver == nullptr) return Status::InvalidArgument("context pool needs a driver table");
   if (options.max_contexts == 0)
@@ -87,7 +89,8 @@ Result<std::unique_ptr<ContextPool>> ContextPool::Open(const PoolOptions& option
       .create = [driver, device](int) { return detail::CreatePooledContext(*driver, device); },
       .scrub = [driver](const detail::PooledContext& pooled, const TenantResources& tenant,
                         bool zero) { return detail::ScrubPooledContext(*driver, pooled, tenant, zero); },
-      .destroy = [driver](const detail::PooledContext& pooled) { detail::DestroyPooledContext(*driver, pooled); },
+      .destroy =
+          [driver](const detail::PooledContext& pooled) { detail::DestroyPooledContext(*driver, pooled); },
       .describe = [](int) { return std::string("pooled context"); }};
   if (registry == nullptr) registry = std::make_shared<prometheus::Registry>();
   auto core = std::make_shared<detail::ContextCore>(
@@ -115,7 +118,8 @@ bool ContextPool::WaitIdle(std::chrono::milliseconds timeout) {
   return core_->WaitIdle(timeout);
 }
 
-bool ContextPool::WaitUntil(const std::function<bool(const PoolStats&)>& done, std::chrono::milliseconds timeout) {
+bool ContextPool::WaitUntil(const std::function<bool(const PoolStats&)>& done,
+                            std::chrono::milliseconds timeout) {
   return core_->WaitUntil(done, timeout);
 }
 

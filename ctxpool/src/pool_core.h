@@ -9,6 +9,7 @@
 // registered, which phosd serves.
 #pragma once
 
+#include <fmt/core.h>
 #include <prometheus/registry.h>
 
 #include <algorithm>
@@ -24,8 +25,6 @@
 #include <string>
 #include <thread>
 #include <utility>
-
-#include <fmt/core.h>
 
 #include "phos/base/log.h"
 #include "phos/base/status.h"
@@ -50,9 +49,9 @@ struct PoolOps {
 };
 
 struct PoolCoreOptions {
-  std::string name;  // "device 0", "communicator pool": starts every log line and error
-  size_t min_ready = 0;   // per key; waiting lessees add to it
-  size_t max_held = 1;    // per key: ready, leased, scrubbing and being created
+  std::string name;      // "device 0", "communicator pool": starts every log line and error
+  size_t min_ready = 0;  // per key; waiting lessees add to it
+  size_t max_held = 1;   // per key: ready, leased, scrubbing and being created
   std::chrono::milliseconds lease_timeout{0};
   std::chrono::milliseconds refill_retry_interval{0};
   bool zero_on_scrub = true;
@@ -105,7 +104,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
     for (auto& [key, slot] : slots_) {
       std::deque<Item> ready = std::move(slot.ready);
       slot.ready.clear();
-      for (const Item& item : ready) DestroyAccounted(item, lock);
+      for (const Item& item : ready) DestroyAccounted(key, item, lock);
     }
     std::deque<Dirty> dirty = std::move(dirty_);
     dirty_.clear();
@@ -116,7 +115,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
       ops_.scrub(d.item, d.tenant, /*zero=*/false).IgnoreError();
       lock.lock();
       --slots_[d.key].dirty;
-      DestroyAccounted(d.item, lock);
+      DestroyAccounted(d.key, d.item, lock);
     }
     PoolStats s = StatsLocked();
     PHOS_LOG(Info, "ctxpool", "{}: pool stopped ({} created, {} destroyed, {} leased out)", options_.name,
@@ -156,16 +155,18 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
     ChangedLocked();
     if (stopping_) return StoppingStatus();
     if (cancelled()) {
-      return Status::Unavailable(fmt::format("{}: lease of a {} cancelled", options_.name, ops_.describe(key)));
+      return Status::Unavailable(
+          fmt::format("{}: lease of a {} cancelled", options_.name, ops_.describe(key)));
     }
     if (slot.Held() >= options_.max_held) {
-      return Status::Unavailable(fmt::format("{}: every {} ({} at most) stayed leased for {} ms", options_.name,
-                                             ops_.describe(key), options_.max_held,
+      return Status::Unavailable(fmt::format("{}: every {} ({} at most) stayed leased for {} ms",
+                                             options_.name, ops_.describe(key), options_.max_held,
                                              options_.lease_timeout.count()));
     }
-    return Status::Unavailable(fmt::format("{}: no {} became ready within {} ms{}", options_.name, ops_.describe(key),
-                                           options_.lease_timeout.count(),
-                                           last_create_error_.empty() ? "" : "; last creation: " + last_create_error_));
+    return Status::Unavailable(
+        fmt::format("{}: no {} became ready within {} ms{}", options_.name, ops_.describe(key),
+                    options_.lease_timeout.count(),
+                    last_create_error_.empty() ? "" : "; last creation: " + last_create_error_));
   }
 
   // An item created now on the caller's thread, whatever is ready and whatever max_held says
@@ -193,7 +194,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
     lock.unlock();
     ops_.scrub(item, tenant, /*zero=*/false).IgnoreError();
     lock.lock();
-    DestroyAccounted(item, lock);
+    DestroyAccounted(key, item, lock);
   }
 
   // Until nothing is being scrubbed or created and the refill has nothing to do (or cannot, after
@@ -225,9 +226,12 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
     size_t dirty = 0;  // returned, in dirty_
     size_t scrubbing = 0;
     size_t creating = 0;
+    // Being destroyed: still held (the device still has it), so a replacement does not exceed
+    // max_held, and counted in no state of the stats.
+    size_t destroying = 0;
     size_t waiting = 0;  // Lease() calls waiting for one to become ready
     size_t Coming() const { return ready.size() + dirty + scrubbing + creating; }
-    size_t Held() const { return Coming() + leased; }
+    size_t Held() const { return Coming() + leased + destroying; }
   };
   struct Dirty {
     int key;
@@ -235,7 +239,9 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
     Tenant tenant;
   };
 
-  Status StoppingStatus() const { return Status::FailedPrecondition(options_.name + ": the pool is stopping"); }
+  Status StoppingStatus() const {
+    return Status::FailedPrecondition(options_.name + ": the pool is stopping");
+  }
 
   // The key the refill should create an item of next, if any.
   std::optional<int> RefillKeyLocked() const {
@@ -249,7 +255,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
   bool IdleLocked() const {
     if (!dirty_.empty()) return false;
     for (const auto& [key, slot] : slots_) {
-      if (slot.scrubbing != 0 || slot.creating != 0) return false;
+      if (slot.scrubbing != 0 || slot.creating != 0 || slot.destroying != 0) return false;
     }
     return !RefillKeyLocked().has_value();
   }
@@ -314,24 +320,28 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
       last_create_error_ = created.status().message();
       ChangedLocked();
       PHOS_LOG(Warn, "ctxpool", "{}: creating a {} failed ({} failures so far; {} ready): {}", options_.name,
-               ops_.describe(key), metrics_.create_failures.Value(), slots_[key].ready.size(), last_create_error_);
+               ops_.describe(key), metrics_.create_failures.Value(), slots_[key].ready.size(),
+               last_create_error_);
       return created.status().WithContext(fmt::format("{}: create {}", options_.name, ops_.describe(key)));
     }
     created->id = ++next_id_;
     metrics_.created.Increment();
     metrics_.create_seconds.Observe(seconds);
     ChangedLocked();
-    PHOS_LOG(Debug, "ctxpool", "{}: {} {} created in {:.3f} s", options_.name, ops_.describe(key), created->id,
-             seconds);
+    PHOS_LOG(Debug, "ctxpool", "{}: {} {} created in {:.3f} s", options_.name, ops_.describe(key),
+             created->id, seconds);
     return created;
   }
 
-  void DestroyAccounted(const Item& item, std::unique_lock<std::mutex>& lock) {
+  void DestroyAccounted(int key, const Item& item, std::unique_lock<std::mutex>& lock) {
+    ++slots_[key].destroying;
     lock.unlock();
     ops_.destroy(item);
     lock.lock();
+    --slots_[key].destroying;
     metrics_.destroyed.Increment();
     ChangedLocked();
+    refill_cv_.notify_one();
   }
 
   void RefillLoop() {
@@ -358,7 +368,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
         continue;
       }
       if (stopping_) {
-        DestroyAccounted(*created, lock);
+        DestroyAccounted(*key, *created, lock);
         break;
       }
       slots_[*key].ready.push_back(std::move(*created));
@@ -396,8 +406,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
         PHOS_LOG(Warn, "ctxpool", "{}: {} {} failed its scrub and is destroyed: {}", options_.name,
                  ops_.describe(dirty.key), dirty.item.id, scrubbed.message());
       }
-      DestroyAccounted(dirty.item, lock);
-      refill_cv_.notify_one();
+      DestroyAccounted(dirty.key, dirty.item, lock);
     }
   }
 

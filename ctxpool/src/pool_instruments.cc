@@ -27,7 +27,8 @@ prometheus::Counter& AddCounter(prometheus::Registry& registry, const PoolMetric
 }
 
 prometheus::Histogram& AddHistogram(prometheus::Registry& registry, const PoolMetricNames& names,
-                                    const std::string& name, const std::string& help, double from, double to) {
+                                    const std::string& name, const std::string& help, double from,
+                                    double to) {
   return prometheus::BuildHistogram()
       .Name(names.prefix + "_" + name)
       .Help(help)
@@ -59,7 +60,8 @@ PoolInstruments::PoolInstruments(prometheus::Registry& registry, const PoolMetri
                             "Misses that waited for a returned or refilled one.")),
       lease_failures(AddCounter(registry, names, "lease_failures_total", "Lease calls that failed.")),
       returns(AddCounter(registry, names, "returns_total", "Leases returned.")),
-      created(AddCounter(registry, names, names.items + "_created_total", "Created, by the refill or on a miss.")),
+      created(AddCounter(registry, names, names.items + "_created_total",
+                         "Created, by the refill or on a miss.")),
       destroyed(AddCounter(registry, names, names.items + "_destroyed_total", "Destroyed.")),
       create_failures(AddCounter(registry, names, "create_failures_total", "Creations that failed.")),
       create_out_of_memory(AddCounter(registry, names, "create_out_of_memory_total",

@@ -43,7 +43,8 @@ void InvocationMetrics::Record(const InvokeOutcome& out) {
   std::string mode = RestoreModeName(out.mode);
   invocations_.Add({{"mode", mode}}).Increment();
   for (const auto& [stage, us] : out.stages) {
-    stage_seconds_.Add({{"mode", mode}, {"stage", stage}}, StageBuckets()).Observe(static_cast<double>(us) / 1e6);
+    stage_seconds_.Add({{"mode", mode}, {"stage", stage}}, StageBuckets())
+        .Observe(static_cast<double>(us) / 1e6);
   }
   if (out.speculation_misses > 0) speculation_misses_.Increment(static_cast<double>(out.speculation_misses));
 }

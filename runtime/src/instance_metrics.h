@@ -23,9 +23,9 @@ class InvocationMetrics {
   void Record(const InvokeOutcome& out);
 
  private:
-  const std::shared_ptr<prometheus::Registry> registry_;  // owns the families below
-  prometheus::Family<prometheus::Counter>& invocations_;        // {mode}
-  prometheus::Family<prometheus::Histogram>& stage_seconds_;    // {mode, stage}
+  const std::shared_ptr<prometheus::Registry> registry_;      // owns the families below
+  prometheus::Family<prometheus::Counter>& invocations_;      // {mode}
+  prometheus::Family<prometheus::Histogram>& stage_seconds_;  // {mode, stage}
   prometheus::Counter& speculation_misses_;
 };
 

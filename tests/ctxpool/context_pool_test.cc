@@ -23,7 +23,8 @@ using namespace std::chrono_literals;
 using testing::DriverCounters;
 
 // The one series of family `name` in `registry`, as collected; none when there is not exactly one.
-std::optional<prometheus::ClientMetric> FindMetric(const prometheus::Registry& registry, const std::string& name) {
+std::optional<prometheus::ClientMetric> FindMetric(const prometheus::Registry& registry,
+                                                   const std::string& name) {
   for (const prometheus::MetricFamily& family : registry.Collect()) {
     if (family.name == name && family.metric.size() == 1) return family.metric[0];
   }
@@ -41,7 +42,8 @@ class ContextPoolTest : public ::testing::Test {
     base_handles_ = counters_->blas_handles.load();
   }
 
-  std::unique_ptr<ContextPool> Open(PoolOptions options, std::shared_ptr<prometheus::Registry> registry = nullptr) {
+  std::unique_ptr<ContextPool> Open(PoolOptions options,
+                                    std::shared_ptr<prometheus::Registry> registry = nullptr) {
     auto pool = ContextPool::Open(options, driver_.get(), std::move(registry));
     EXPECT_TRUE(pool.ok()) << pool.status().ToString();
     return pool.ok() ? std::move(*pool) : nullptr;
@@ -175,7 +177,8 @@ TEST_F(ContextPoolTest, LeaseHitsMakeNoDriverCallAndAreTimed) {
   EXPECT_EQ(m.created, 4u);
   EXPECT_EQ(counters_->contexts.load(), contexts);
   EXPECT_EQ(counters_->blas_handles.load(), handles);
-  std::optional<prometheus::ClientMetric> latency = FindMetric(*registry, "phos_ctxpool_lease_latency_seconds");
+  std::optional<prometheus::ClientMetric> latency =
+      FindMetric(*registry, "phos_ctxpool_lease_latency_seconds");
   ASSERT_TRUE(latency.has_value());
   EXPECT_EQ(latency->histogram.sample_count, 200u);
   EXPECT_GT(latency->histogram.sample_sum, 0);
@@ -205,7 +208,8 @@ TEST_F(ContextPoolTest, FailingRefillIsCountedAndThePoolKeepsServing) {
     leases.push_back(std::move(*lease));
   }
   // The refill fails three times (out of memory), backs off, then recovers.
-  ASSERT_TRUE(pool->WaitUntil([](const PoolStats& s) { return s.create_failures == 3 && s.ready == 2; }, 10s));
+  ASSERT_TRUE(
+      pool->WaitUntil([](const PoolStats& s) { return s.create_failures == 3 && s.ready == 2; }, 10s));
   PoolStats m = pool->Stats();
   EXPECT_EQ(m.create_failures, 3u);
   EXPECT_EQ(m.create_out_of_memory, 3u);
@@ -264,7 +268,8 @@ TEST_F(ContextPoolTest, MetricsAsPrometheusText) {
   EXPECT_NE(text.find("phos_ctxpool_leases_total{device=\"0\"} 1\n"), std::string::npos) << text;
   EXPECT_NE(text.find("# TYPE phos_ctxpool_lease_latency_seconds histogram\n"), std::string::npos) << text;
   EXPECT_NE(text.find("phos_ctxpool_lease_latency_seconds_bucket{device=\"0\",le=\"+Inf\"} 1\n"),
-            std::string::npos) << text;
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("phos_ctxpool_contexts{device=\"0\",state=\"ready\"} "), std::string::npos) << text;
   // A second pool in the same registry shares the families: one HELP line each.
   auto second = Open({.min_ready = 0, .max_contexts = 1}, registry);

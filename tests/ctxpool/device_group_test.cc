@@ -123,9 +123,10 @@ TEST_F(DeviceGroupTest, GroupIsMadeInTheBackgroundAndItsCommunicatorRunsOnItsCon
   ASSERT_EQ(d.ncclGroupStart(), ncclSuccess);
   for (int dev = 0; dev < 2; ++dev) {
     ASSERT_EQ(d.cuCtxPushCurrent(group->context(dev)), CUDA_SUCCESS);
-    ASSERT_EQ(d.ncclAllReduce(reinterpret_cast<void*>(buf[dev]), reinterpret_cast<void*>(buf[dev]), n, ncclFloat,
-                              ncclSum, group->comm(dev), reinterpret_cast<cudaStream_t>(streams[dev])),
-              ncclSuccess);
+    ASSERT_EQ(
+        d.ncclAllReduce(reinterpret_cast<void*>(buf[dev]), reinterpret_cast<void*>(buf[dev]), n, ncclFloat,
+                        ncclSum, group->comm(dev), reinterpret_cast<cudaStream_t>(streams[dev])),
+        ncclSuccess);
     d.cuCtxPopCurrent(nullptr);
   }
   ASSERT_EQ(d.ncclGroupEnd(), ncclSuccess);
@@ -229,7 +230,8 @@ TEST_F(DeviceGroupTest, BadOptionsAreRefused) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(CommunicatorPool::Open({.min_ready = 3, .max_groups = 2}, driver_.get()).status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(CommunicatorPool::Open({.max_groups = 0}, driver_.get()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CommunicatorPool::Open({.max_groups = 0}, driver_.get()).status().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(CommunicatorPool::Open({}, nullptr).status().code(), StatusCode::kInvalidArgument);
 }
 

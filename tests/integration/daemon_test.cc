@@ -136,7 +136,8 @@ TEST_F(DaemonTest, MetricsArePrometheusTextWithHistogramsAndMovingCounters) {
     EXPECT_GT(after.Count(family + std::string("_count")), 0) << family;
   }
   EXPECT_EQ(after.Sum("phos_invocations_total"), before.Sum("phos_invocations_total") + 1) << after.text;
-  EXPECT_GT(after.Sum("phos_invocation_stage_seconds_count"), before.Sum("phos_invocation_stage_seconds_count"));
+  EXPECT_GT(after.Sum("phos_invocation_stage_seconds_count"),
+            before.Sum("phos_invocation_stage_seconds_count"));
   EXPECT_EQ(after.types["phos_speculation_misses_total"], "counter");
 }
 

@@ -105,9 +105,9 @@ class CommunicatorPool {
   // initial group larger than the node. `driver` must outlive the pool and every lease. The pool's
   // metrics (phos_devgroup_*, summed over group sizes) are registered in `registry`, or in a
   // registry of the pool's own when it is null.
-  static Result<std::unique_ptr<CommunicatorPool>> Open(const CommunicatorPoolOptions& options,
-                                                        driver::DriverTable* driver,
-                                                        std::shared_ptr<prometheus::Registry> registry = nullptr);
+  static Result<std::unique_ptr<CommunicatorPool>> Open(
+      const CommunicatorPoolOptions& options, driver::DriverTable* driver,
+      std::shared_ptr<prometheus::Registry> registry = nullptr);
   // Stops the threads and destroys every group held; leases out destroy theirs when returned.
   ~CommunicatorPool();
   CommunicatorPool(const CommunicatorPool&) = delete;

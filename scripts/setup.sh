@@ -9,7 +9,7 @@ packages=(
   libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev
-  libuv1-dev libhttp-parser-dev libcli11-dev nlohmann-json3-dev
+  libuv1-dev libhttp-parser-dev libcli11-dev nlohmann-json3-dev prometheus-cpp-dev
   curl libcurl4-openssl-dev
   libprotobuf-dev protobuf-compiler librocksdb-dev libxxhash-dev libzstd-dev liburing-dev
   criu

@@ -6,9 +6,11 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <optional>
 
 #include <CLI/CLI.hpp>
+#include <prometheus/registry.h>
 
 #include "phos/base/log.h"
 #include "phos/ctxpool/communicator_pool.h"
@@ -117,7 +119,9 @@ int main(int argc, char** argv) {
   phos::ctxpool::PoolOptions pool_options;
   pool_options.min_ready = pool_min;
   pool_options.max_contexts = pool_max;
-  auto pool = phos::ctxpool::ContextPool::Open(pool_options, driver->get());
+  // Every component registers its metrics here; GET /metrics serves them.
+  auto metrics = std::make_shared<prometheus::Registry>();
+  auto pool = phos::ctxpool::ContextPool::Open(pool_options, driver->get(), metrics);
   if (!pool.ok()) return Fail(pool.status().WithContext("phosd: context pool"));
 
   // Device groups for functions of several GPUs: made in the background (a 2-device group is ~36 s
@@ -126,7 +130,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<phos::ctxpool::CommunicatorPool> groups;
   if ((*driver)->has_nccl()) {
     auto opened = phos::ctxpool::CommunicatorPool::Open(
-        {.initial_group_size = group_size, .min_ready = group_min, .max_groups = group_max}, driver->get());
+        {.initial_group_size = group_size, .min_ready = group_min, .max_groups = group_max}, driver->get(),
+        metrics);
     if (!opened.ok()) return Fail(opened.status().WithContext("phosd: communicator pool"));
     groups = std::move(*opened);
   } else {
@@ -180,17 +185,13 @@ int main(int argc, char** argv) {
   manager_options.sessions = &sessions;
   manager_options.cpu_state = cpu_backend.get();
   manager_options.keep_alive = std::chrono::milliseconds(keep_alive_ms);
+  manager_options.metrics_registry = metrics;
   manager_options.start_timeout = std::chrono::milliseconds(start_timeout_ms);
   auto manager = phos::runtime::InstanceManager::Open(manager_options);
   if (!manager.ok()) return Fail(manager.status().WithContext("phosd"));
 
   phos::http::Router router;
-  phos::Status routed = phos::phosd::AddRoutes(
-      &router, manager->get(), &sessions, [p = pool->get(), g = groups.get(), m = manager->get()] {
-        std::string text = phos::ctxpool::ToPrometheusText(p->Metrics());
-        if (g != nullptr) text += phos::ctxpool::ToPrometheusText(g->Metrics());
-        return text + m->MetricsText();
-      });
+  phos::Status routed = phos::phosd::AddRoutes(&router, manager->get(), &sessions, metrics);
   if (!routed.ok()) return Fail(routed);
   phos::http::ServerOptions http_options;
   http_options.listen = listen;

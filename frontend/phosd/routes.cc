@@ -1,5 +1,7 @@
 #include "routes.h"
 
+#include <prometheus/text_serializer.h>
+
 #include <charconv>
 
 #include <nlohmann/json.hpp>
@@ -63,13 +65,14 @@ Response InvokeResponse(InvokeOutcome o) {
 }  // namespace
 
 Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtime::GpuSessions* sessions,
-                 MetricsText metrics) {
+                 std::shared_ptr<prometheus::Registry> metrics) {
   PHOS_RETURN_IF_ERROR(router->Add("GET", "/healthz", [](Request, Responder out) {
     out.Send(Response::Text(200, "ok\n"));
   }));
 
   PHOS_RETURN_IF_ERROR(router->Add("GET", "/metrics", [metrics = std::move(metrics)](Request, Responder out) {
-    Response r = Response::Text(200, metrics ? metrics() : std::string());
+    Response r =
+        Response::Text(200, metrics != nullptr ? prometheus::TextSerializer().Serialize(metrics->Collect()) : "");
     r.content_type = "text/plain; version=0.0.4";
     out.Send(std::move(r));
   }));

@@ -551,7 +551,7 @@ bool InstanceManager::Impl::Handle(const InstanceProcess& proc, const std::strin
   }
   StartReport warm;
   FillStages(inv, report != nullptr ? *report : warm, answered, &out);
-  Record(out);
+  metrics_.Record(out);
   if (report != nullptr) {
     std::string stages;
     for (const auto& [name, us] : out.stages) stages += fmt::format(" {} {:.3f} ms", name, us / 1000.0);
@@ -593,6 +593,5 @@ void InstanceManager::Invoke(const std::string& name, std::string request, std::
   impl_->Invoke(name, std::move(request), timeout, mode, std::move(done));
 }
 void InstanceManager::Shutdown() { impl_->Shutdown(); }
-std::string InstanceManager::MetricsText() const { return impl_->MetricsText(); }
 
 }  // namespace phos::runtime

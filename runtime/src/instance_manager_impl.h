@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "instance_metrics.h"
 #include "instance_process.h"
 #include "phos/runtime/instance_manager.h"
 
@@ -87,7 +88,8 @@ struct StartReport {
 
 class InstanceManager::Impl {
  public:
-  explicit Impl(InstanceManagerOptions options) : options_(std::move(options)) {}
+  explicit Impl(InstanceManagerOptions options)
+      : options_(std::move(options)), metrics_(options_.metrics_registry) {}
   ~Impl();
 
   Status Open();
@@ -100,11 +102,8 @@ class InstanceManager::Impl {
   void Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout, RestoreMode mode,
               std::function<void(InvokeOutcome)> done);
   void Shutdown();
-  std::string MetricsText() const;
 
  private:
-  // Counts an answered invocation (Handle).
-  void Record(const InvokeOutcome& out);
   bool SnapshotsEnabled() const {
     return options_.cpu_state != nullptr && options_.sessions != nullptr && options_.sessions->SupportsSnapshots();
   }
@@ -151,6 +150,7 @@ class InstanceManager::Impl {
                   InvokeOutcome* out) const;
 
   InstanceManagerOptions options_;
+  InvocationMetrics metrics_;
   std::string logs_dir_;
   std::string registry_path_;
   int stop_fd_ = -1;  // eventfd, readable once stopping: wakes instances blocked on their channel
@@ -163,11 +163,6 @@ class InstanceManager::Impl {
   uint64_t next_instance_id_ = 0;
   std::condition_variable supervisor_cv_;
   std::thread supervisor_;
-
-  mutable std::mutex metrics_mu_;
-  std::map<RestoreMode, uint64_t> invocations_;                           // by mode
-  std::map<std::pair<RestoreMode, std::string>, int64_t> stage_sums_us_;  // by mode and stage
-  uint64_t speculation_misses_ = 0;
 };
 
 InvokeOutcome Outcome(InvokeOutcome::Kind kind, std::string message);

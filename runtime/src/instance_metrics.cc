@@ -1,37 +1,52 @@
-// The instance manager's invocation metrics (Prometheus text for phosd's /metrics).
-#include <fmt/core.h>
+#include "instance_metrics.h"
 
-#include "instance_manager_impl.h"
+#include <utility>
 
 namespace phos::runtime {
+namespace {
 
-void InstanceManager::Impl::Record(const InvokeOutcome& out) {
-  std::lock_guard lock(metrics_mu_);
-  ++invocations_[out.mode];
-  for (const auto& [stage, us] : out.stages) stage_sums_us_[{out.mode, stage}] += us;
-  if (out.speculation_misses > 0) speculation_misses_ += static_cast<uint64_t>(out.speculation_misses);
+// 1 ms to 100 s, 1-2.5-5 per decade: a warm invocation answers in milliseconds, a phos restore's
+// first byte in tens to hundreds of them, a cold boot in seconds (docs/benchmarks.md).
+prometheus::Histogram::BucketBoundaries StageBuckets() {
+  prometheus::Histogram::BucketBoundaries bounds;
+  for (double decade = 1e-3; decade < 100 * 1.0001; decade *= 10) {
+    for (double step : {1.0, 2.5, 5.0}) {
+      if (decade * step <= 100 * 1.0001) bounds.push_back(decade * step);
+    }
+  }
+  return bounds;
 }
 
-std::string InstanceManager::Impl::MetricsText() const {
-  std::lock_guard lock(metrics_mu_);
-  std::string text =
-      "# HELP phos_invocations_total Invocations answered, by how their instance was brought up.\n"
-      "# TYPE phos_invocations_total counter\n";
-  for (const auto& [mode, n] : invocations_) {
-    text += fmt::format("phos_invocations_total{{mode=\"{}\"}} {}\n", RestoreModeName(mode), n);
+std::shared_ptr<prometheus::Registry> OrOwn(std::shared_ptr<prometheus::Registry> registry) {
+  return registry != nullptr ? std::move(registry) : std::make_shared<prometheus::Registry>();
+}
+
+}  // namespace
+
+InvocationMetrics::InvocationMetrics(std::shared_ptr<prometheus::Registry> registry)
+    : registry_(OrOwn(std::move(registry))),
+      invocations_(prometheus::BuildCounter()
+                       .Name("phos_invocations_total")
+                       .Help("Invocations answered, by how their instance was brought up.")
+                       .Register(*registry_)),
+      stage_seconds_(prometheus::BuildHistogram()
+                         .Name("phos_invocation_stage_seconds")
+                         .Help("Time from an invocation's arrival to each stage, by mode and stage.")
+                         .Register(*registry_)),
+      speculation_misses_(prometheus::BuildCounter()
+                              .Name("phos_speculation_misses_total")
+                              .Help("Touches of buffers outside the speculated sets that validation caught.")
+                              .Register(*registry_)
+                              .Add({})) {}
+
+void InvocationMetrics::Record(const InvokeOutcome& out) {
+  std::string mode = RestoreModeName(out.mode);
+  invocations_.Add({{"mode", mode}}).Increment();
+  for (const auto& [stage, us] : out.stages) {
+    stage_seconds_.Add({{"mode", mode}, {"stage", stage}}, StageBuckets())
+        .Observe(static_cast<double>(us) / 1e6);
   }
-  text +=
-      "# HELP phos_invocation_stage_seconds_sum Sum over invocations of the time from arrival to each stage.\n"
-      "# TYPE phos_invocation_stage_seconds_sum counter\n";
-  for (const auto& [key, us] : stage_sums_us_) {
-    text += fmt::format("phos_invocation_stage_seconds_sum{{mode=\"{}\",stage=\"{}\"}} {:.6f}\n",
-                        RestoreModeName(key.first), key.second, us / 1e6);
-  }
-  text +=
-      "# HELP phos_speculation_misses_total Touches of buffers outside the speculated sets that validation caught.\n"
-      "# TYPE phos_speculation_misses_total counter\n";
-  text += fmt::format("phos_speculation_misses_total {}\n", speculation_misses_);
-  return text;
+  if (out.speculation_misses > 0) speculation_misses_.Increment(static_cast<double>(out.speculation_misses));
 }
 
 }  // namespace phos::runtime

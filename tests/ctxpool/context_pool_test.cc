@@ -2,10 +2,15 @@
 #include "phos/ctxpool/context_pool.h"
 
 #include <gtest/gtest.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -16,6 +21,15 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::DriverCounters;
+
+// The one series of family `name` in `registry`, as collected; none when there is not exactly one.
+std::optional<prometheus::ClientMetric> FindMetric(const prometheus::Registry& registry,
+                                                   const std::string& name) {
+  for (const prometheus::MetricFamily& family : registry.Collect()) {
+    if (family.name == name && family.metric.size() == 1) return family.metric[0];
+  }
+  return std::nullopt;
+}
 
 class ContextPoolTest : public ::testing::Test {
  protected:
@@ -28,8 +42,9 @@ class ContextPoolTest : public ::testing::Test {
     base_handles_ = counters_->blas_handles.load();
   }
 
-  std::unique_ptr<ContextPool> Open(PoolOptions options) {
-    auto pool = ContextPool::Open(options, driver_.get());
+  std::unique_ptr<ContextPool> Open(PoolOptions options,
+                                    std::shared_ptr<prometheus::Registry> registry = nullptr) {
+    auto pool = ContextPool::Open(options, driver_.get(), std::move(registry));
     EXPECT_TRUE(pool.ok()) << pool.status().ToString();
     return pool.ok() ? std::move(*pool) : nullptr;
   }
@@ -43,9 +58,9 @@ class ContextPoolTest : public ::testing::Test {
 TEST_F(ContextPoolTest, RefillsToMinimumInTheBackground) {
   auto pool = Open({.min_ready = 3, .max_contexts = 5});
   ASSERT_TRUE(pool->WaitIdle(10s));
-  PoolMetrics m = pool->Metrics();
+  PoolStats m = pool->Stats();
   EXPECT_EQ(m.ready, 3u);
-  EXPECT_EQ(m.contexts_created, 3u);
+  EXPECT_EQ(m.created, 3u);
   EXPECT_EQ(counters_->contexts.load() - base_contexts_, 3);
   EXPECT_EQ(counters_->blas_handles.load() - base_handles_, 3);
   EXPECT_GT(m.create_seconds_total, 0);
@@ -60,12 +75,12 @@ TEST_F(ContextPoolTest, LeaseIsAHitWithAReadyContextAndRefillReplacesIt) {
   EXPECT_NE(lease->blas_handle(), nullptr);
   EXPECT_EQ(lease->device(), 0);
   ASSERT_TRUE(pool->WaitIdle(10s));
-  PoolMetrics m = pool->Metrics();
+  PoolStats m = pool->Stats();
   EXPECT_EQ(m.hits, 1u);
   EXPECT_EQ(m.misses, 0u);
   EXPECT_EQ(m.leased, 1u);
   EXPECT_EQ(m.ready, 2u);  // refilled behind the lease
-  EXPECT_EQ(m.contexts_created, 3u);
+  EXPECT_EQ(m.created, 3u);
 }
 
 TEST_F(ContextPoolTest, ReturnedContextIsScrubbedThenLeasedAgain) {
@@ -81,36 +96,36 @@ TEST_F(ContextPoolTest, ReturnedContextIsScrubbedThenLeasedAgain) {
   Result<ContextLease> again = pool->Lease();
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->context_id(), first_id);
-  PoolMetrics m = pool->Metrics();
+  PoolStats m = pool->Stats();
   EXPECT_EQ(m.returns, 1u);
   EXPECT_EQ(m.scrubs, 1u);
   EXPECT_EQ(m.hits, 2u);
-  EXPECT_EQ(m.contexts_created, 1u);
+  EXPECT_EQ(m.created, 1u);
 }
 
 TEST_F(ContextPoolTest, MissBelowMaximumCreatesSynchronously) {
   auto pool = Open({.min_ready = 0, .max_contexts = 2});
   Result<ContextLease> lease = pool->Lease();
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
-  PoolMetrics m = pool->Metrics();
+  PoolStats m = pool->Stats();
   EXPECT_EQ(m.misses, 1u);
   EXPECT_EQ(m.miss_waits, 0u);
-  EXPECT_EQ(m.contexts_created, 1u);
+  EXPECT_EQ(m.created, 1u);
 }
 
 TEST_F(ContextPoolTest, FreshLeaseCreatesAContextEvenWithReadyOnes) {
   auto pool = Open({.min_ready = 1, .max_contexts = 1});
   ASSERT_TRUE(pool->WaitIdle(5s));
-  uint64_t created = pool->Metrics().contexts_created;
+  uint64_t created = pool->Stats().created;
   Result<ContextLease> fresh = pool->LeaseFresh();
   ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
-  PoolMetrics m = pool->Metrics();
-  EXPECT_EQ(m.contexts_created, created + 1);  // beyond max_contexts: what a process without the pool pays
+  PoolStats m = pool->Stats();
+  EXPECT_EQ(m.created, created + 1);  // beyond max_contexts: what a process without the pool pays
   EXPECT_EQ(m.misses, 1u);
   Result<ContextLease> pooled = pool->Lease();  // the ready one is still there
   ASSERT_TRUE(pooled.ok()) << pooled.status().ToString();
   EXPECT_NE(pooled->context(), fresh->context());
-  EXPECT_EQ(pool->Metrics().hits, 1u);
+  EXPECT_EQ(pool->Stats().hits, 1u);
 }
 
 TEST_F(ContextPoolTest, MaximumIsNeverExceededAndAMissAtTheMaximumWaitsForAReturn) {
@@ -119,15 +134,16 @@ TEST_F(ContextPoolTest, MaximumIsNeverExceededAndAMissAtTheMaximumWaitsForARetur
   Result<ContextLease> a = pool->Lease();
   Result<ContextLease> b = pool->Lease();
   ASSERT_TRUE(a.ok() && b.ok());
+  // Returned once the third lease is counted as waiting at the maximum, not after some time.
   std::thread returner([&] {
-    std::this_thread::sleep_for(50ms);
+    pool->WaitUntil([](const PoolStats& s) { return s.miss_waits == 1; }, 10s);
     a->Return();
   });
   Result<ContextLease> c = pool->Lease();
   returner.join();
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  PoolMetrics m = pool->Metrics();
-  EXPECT_EQ(m.contexts_created, 2u);
+  PoolStats m = pool->Stats();
+  EXPECT_EQ(m.created, 2u);
   EXPECT_EQ(m.miss_waits, 1u);
   EXPECT_LE(counters_->contexts.load() - base_contexts_, 2);
 }
@@ -140,23 +156,32 @@ TEST_F(ContextPoolTest, LeaseAtTheMaximumTimesOutWithAClearError) {
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(b.status().message().find("stayed leased"), std::string::npos) << b.status().message();
-  EXPECT_EQ(pool->Metrics().lease_failures, 1u);
+  EXPECT_EQ(pool->Stats().lease_failures, 1u);
 }
 
-TEST_F(ContextPoolTest, LeaseLatencyOfHitsIsMicroseconds) {
-  auto pool = Open({.min_ready = 4, .max_contexts = 4});
+// A hit makes no driver call (what keeps it in microseconds: ctxpool_bench holds the 50 us target;
+// a unit test asserts no time) and every lease is timed in the latency histogram.
+TEST_F(ContextPoolTest, LeaseHitsMakeNoDriverCallAndAreTimed) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  auto pool = Open({.min_ready = 4, .max_contexts = 4}, registry);
   ASSERT_TRUE(pool->WaitIdle(10s));
+  int contexts = counters_->contexts.load(), handles = counters_->blas_handles.load();
   for (int i = 0; i < 200; ++i) {
     Result<ContextLease> lease = pool->Lease();
     ASSERT_TRUE(lease.ok());
     lease->Return();
     ASSERT_TRUE(pool->WaitIdle(10s));
   }
-  PoolMetrics m = pool->Metrics();
+  PoolStats m = pool->Stats();
   EXPECT_EQ(m.hits, 200u);
-  EXPECT_GT(m.lease_p50_us, 0);
-  // Generous for a loaded 2-core CI host; the benchmark holds the 50 us target.
-  EXPECT_LT(m.lease_p50_us, 500) << m.lease_p50_us;
+  EXPECT_EQ(m.created, 4u);
+  EXPECT_EQ(counters_->contexts.load(), contexts);
+  EXPECT_EQ(counters_->blas_handles.load(), handles);
+  std::optional<prometheus::ClientMetric> latency =
+      FindMetric(*registry, "phos_ctxpool_lease_latency_seconds");
+  ASSERT_TRUE(latency.has_value());
+  EXPECT_EQ(latency->histogram.sample_count, 200u);
+  EXPECT_GT(latency->histogram.sample_sum, 0);
 }
 
 TEST_F(ContextPoolTest, BadOptionsAreRefused) {
@@ -183,8 +208,9 @@ TEST_F(ContextPoolTest, FailingRefillIsCountedAndThePoolKeepsServing) {
     leases.push_back(std::move(*lease));
   }
   // The refill fails three times (out of memory), backs off, then recovers.
-  for (int i = 0; i < 200 && pool->Metrics().ready < 2; ++i) std::this_thread::sleep_for(10ms);
-  PoolMetrics m = pool->Metrics();
+  ASSERT_TRUE(
+      pool->WaitUntil([](const PoolStats& s) { return s.create_failures == 3 && s.ready == 2; }, 10s));
+  PoolStats m = pool->Stats();
   EXPECT_EQ(m.create_failures, 3u);
   EXPECT_EQ(m.create_out_of_memory, 3u);
   EXPECT_EQ(m.ready, 2u);
@@ -202,7 +228,7 @@ TEST_F(ContextPoolTest, FailingCreationOnAMissFailsThatLeaseOnly) {
       << failed.status().message();
   Result<ContextLease> next = pool->Lease();
   EXPECT_TRUE(next.ok()) << next.status().ToString();
-  PoolMetrics m = pool->Metrics();
+  PoolStats m = pool->Stats();
   EXPECT_EQ(m.lease_failures, 1u);
   EXPECT_EQ(m.create_failures, 1u);
   EXPECT_EQ(m.leases, 1u);
@@ -232,17 +258,26 @@ TEST_F(ContextPoolTest, DestroyingThePoolDestroysItsContextsAndLateReturnsToo) {
 }
 
 TEST_F(ContextPoolTest, MetricsAsPrometheusText) {
-  auto pool = Open({.min_ready = 1, .max_contexts = 2});
+  auto registry = std::make_shared<prometheus::Registry>();
+  auto pool = Open({.min_ready = 1, .max_contexts = 2}, registry);
   ASSERT_TRUE(pool->WaitIdle(10s));
   ASSERT_TRUE(pool->Lease().ok());
   ASSERT_TRUE(pool->WaitIdle(10s));
-  std::string text = ToPrometheusText(pool->Metrics());
+  std::string text = prometheus::TextSerializer().Serialize(registry->Collect());
   EXPECT_NE(text.find("# TYPE phos_ctxpool_leases_total counter\n"), std::string::npos) << text;
   EXPECT_NE(text.find("phos_ctxpool_leases_total{device=\"0\"} 1\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("phos_ctxpool_lease_latency_seconds{device=\"0\",quantile=\"0.99\"}"),
-            std::string::npos);
+  EXPECT_NE(text.find("# TYPE phos_ctxpool_lease_latency_seconds histogram\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("phos_ctxpool_lease_latency_seconds_bucket{device=\"0\",le=\"+Inf\"} 1\n"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("phos_ctxpool_contexts{device=\"0\",state=\"ready\"} "), std::string::npos) << text;
-  EXPECT_EQ(ToPrometheusText(pool->Metrics(), false).find("# HELP"), std::string::npos);
+  // A second pool in the same registry shares the families: one HELP line each.
+  auto second = Open({.min_ready = 0, .max_contexts = 1}, registry);
+  ASSERT_NE(second, nullptr);
+  text = prometheus::TextSerializer().Serialize(registry->Collect());
+  size_t first_help = text.find("# HELP phos_ctxpool_leases_total ");
+  ASSERT_NE(first_help, std::string::npos) << text;
+  EXPECT_EQ(text.find("# HELP phos_ctxpool_leases_total ", first_help + 1), std::string::npos) << text;
 }
 
 }  // namespace

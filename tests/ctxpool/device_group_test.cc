@@ -2,10 +2,14 @@
 // exactly those contexts, made in the background, leased whole, scrubbed on return, reused, and
 // destroyed when the scrub fails. Runs on simgpu with 2 devices (PHOS_SIMGPU_DEVICES=2).
 #include <gtest/gtest.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -17,6 +21,32 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr uint32_t kPattern = 0x5EED1234;
+
+// While one is in scope, cuCtxCreate of the driver table it was given blocks; afterwards it goes
+// through to the real one. The entry stays replaced (the pool's threads read it without a lock),
+// so give it a table of the test's own. The entry points are plain function pointers, so the
+// state is global.
+class HeldContextCreation {
+ public:
+  explicit HeldContextCreation(driver::DriverTable& driver) {
+    real_create_ = driver.cuCtxCreate;
+    held_ = true;
+    driver.cuCtxCreate = [](CUcontext* ctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev) {
+      held_.wait(true);
+      return real_create_(ctx, params, flags, dev);
+    };
+  }
+  ~HeldContextCreation() {
+    held_ = false;
+    held_.notify_all();
+  }
+  HeldContextCreation(const HeldContextCreation&) = delete;
+  HeldContextCreation& operator=(const HeldContextCreation&) = delete;
+
+ private:
+  static inline std::atomic<bool> held_{false};
+  static inline decltype(driver::DriverTable::cuCtxCreate) real_create_ = nullptr;
+};
 
 class DeviceGroupTest : public ::testing::Test {
  protected:
@@ -55,10 +85,14 @@ class DeviceGroupTest : public ::testing::Test {
 };
 
 TEST_F(DeviceGroupTest, GroupIsMadeInTheBackgroundAndItsCommunicatorRunsOnItsContexts) {
-  auto start = std::chrono::steady_clock::now();
-  auto pool = Open({});
-  ASSERT_NE(pool, nullptr);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s) << "Open must not wait for a group";
+  // Open returns while every context creation is held: it does not wait for a group.
+  std::unique_ptr<CommunicatorPool> pool;
+  {
+    HeldContextCreation held(*driver_);
+    pool = Open({});
+    ASSERT_NE(pool, nullptr);
+    EXPECT_EQ(pool->Stats().created, 0u) << "Open must not wait for a group";
+  }
   Result<DeviceGroupLease> group = pool->Lease(2);
   ASSERT_TRUE(group.ok()) << group.status().ToString();
   ASSERT_EQ(group->size(), 2);
@@ -89,9 +123,10 @@ TEST_F(DeviceGroupTest, GroupIsMadeInTheBackgroundAndItsCommunicatorRunsOnItsCon
   ASSERT_EQ(d.ncclGroupStart(), ncclSuccess);
   for (int dev = 0; dev < 2; ++dev) {
     ASSERT_EQ(d.cuCtxPushCurrent(group->context(dev)), CUDA_SUCCESS);
-    ASSERT_EQ(d.ncclAllReduce(reinterpret_cast<void*>(buf[dev]), reinterpret_cast<void*>(buf[dev]), n, ncclFloat,
-                              ncclSum, group->comm(dev), reinterpret_cast<cudaStream_t>(streams[dev])),
-              ncclSuccess);
+    ASSERT_EQ(
+        d.ncclAllReduce(reinterpret_cast<void*>(buf[dev]), reinterpret_cast<void*>(buf[dev]), n, ncclFloat,
+                        ncclSum, group->comm(dev), reinterpret_cast<cudaStream_t>(streams[dev])),
+        ncclSuccess);
     d.cuCtxPopCurrent(nullptr);
   }
   ASSERT_EQ(d.ncclGroupEnd(), ncclSuccess);
@@ -104,9 +139,9 @@ TEST_F(DeviceGroupTest, GroupIsMadeInTheBackgroundAndItsCommunicatorRunsOnItsCon
     EXPECT_EQ(out[0], 3.0f);
     EXPECT_EQ(out[n - 1], 3.0f);
   }
-  CommunicatorPoolMetrics m = pool->Metrics();
+  PoolStats m = pool->Stats();
   EXPECT_EQ(m.leases, 1u);
-  EXPECT_EQ(m.groups_created, 1u);
+  EXPECT_EQ(m.created, 1u);
   EXPECT_GT(m.create_seconds_total, 0);
 }
 
@@ -123,15 +158,15 @@ TEST_F(DeviceGroupTest, ReturnedGroupIsScrubbedThenLeasedAgainAsAHit) {
     for (int dev = 0; dev < 2; ++dev) written[dev] = WritePattern(*a, dev, bytes);
   }
   ASSERT_TRUE(pool->WaitIdle(30s));
-  CommunicatorPoolMetrics m = pool->Metrics();
+  PoolStats m = pool->Stats();
   EXPECT_EQ(m.returns, 1u);
   EXPECT_EQ(m.scrubs, 1u);
   EXPECT_EQ(m.ready, 1u);
   Result<DeviceGroupLease> b = pool->Lease(2);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(b->group_id(), first);  // reused, not recreated
-  EXPECT_EQ(pool->Metrics().hits, m.hits + 1);
-  EXPECT_EQ(pool->Metrics().groups_created, 1u);
+  EXPECT_EQ(pool->Stats().hits, m.hits + 1);
+  EXPECT_EQ(pool->Stats().created, 1u);
   // Tenant A's memory is gone from both contexts, and the next tenant's allocations never show it.
   driver::DriverTable& d = *driver_;
   for (int dev = 0; dev < 2; ++dev) {
@@ -160,11 +195,12 @@ TEST_F(DeviceGroupTest, GroupThatFailsItsScrubIsDestroyedAndReplaced) {
     // Not an allocation of device 1's context: its scrub fails, and the whole group goes.
     a->tenant(1).allocations.push_back({0x1000, 4096});
   }
-  for (int i = 0; i < 1000 && pool->Metrics().ready == 0; ++i) std::this_thread::sleep_for(10ms);
-  CommunicatorPoolMetrics m = pool->Metrics();
+  // The scrub fails, the group is destroyed and the refill makes its replacement.
+  ASSERT_TRUE(pool->WaitUntil([](const PoolStats& s) { return s.ready == 1; }, 30s));
+  PoolStats m = pool->Stats();
   EXPECT_EQ(m.scrub_failures, 1u);
-  EXPECT_EQ(m.groups_destroyed, 1u);
-  EXPECT_EQ(m.groups_created, 2u);  // the refill replaced it
+  EXPECT_EQ(m.destroyed, 1u);
+  EXPECT_EQ(m.created, 2u);  // the refill replaced it
   Result<DeviceGroupLease> b = pool->Lease(2);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_NE(b->group_id(), first);
@@ -176,7 +212,7 @@ TEST_F(DeviceGroupTest, SmallerGroupSizeJoinsWhenFirstLeased) {
   Result<DeviceGroupLease> one = pool->Lease(1);
   ASSERT_TRUE(one.ok()) << one.status().ToString();
   EXPECT_EQ(one->size(), 1);
-  EXPECT_EQ(pool->Metrics().misses, 1u);
+  EXPECT_EQ(pool->Stats().misses, 1u);
 }
 
 TEST_F(DeviceGroupTest, GroupLargerThanTheNodeOrEmptyIsRefused) {
@@ -194,7 +230,8 @@ TEST_F(DeviceGroupTest, BadOptionsAreRefused) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(CommunicatorPool::Open({.min_ready = 3, .max_groups = 2}, driver_.get()).status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(CommunicatorPool::Open({.max_groups = 0}, driver_.get()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CommunicatorPool::Open({.max_groups = 0}, driver_.get()).status().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(CommunicatorPool::Open({}, nullptr).status().code(), StatusCode::kInvalidArgument);
 }
 
@@ -205,8 +242,9 @@ TEST_F(DeviceGroupTest, CancelledLeaseStopsWaiting) {
   Result<DeviceGroupLease> held = pool->Lease(2);
   ASSERT_TRUE(held.ok()) << held.status().ToString();
   std::atomic<bool> cancel{false};
+  // Cancelled once the lease is counted as waiting, not after some time.
   std::thread canceller([&] {
-    std::this_thread::sleep_for(100ms);
+    pool->WaitUntil([](const PoolStats& s) { return s.miss_waits == 2; }, 30s);
     cancel = true;
   });
   Result<DeviceGroupLease> waiting = pool->Lease(2, &cancel);
@@ -217,11 +255,13 @@ TEST_F(DeviceGroupTest, CancelledLeaseStopsWaiting) {
 }
 
 TEST_F(DeviceGroupTest, MetricsAsPrometheusText) {
-  auto pool = Open({.min_ready = 0});
-  ASSERT_NE(pool, nullptr);
-  std::string text = ToPrometheusText(pool->Metrics());
+  auto registry = std::make_shared<prometheus::Registry>();
+  auto pool = CommunicatorPool::Open({.min_ready = 0}, driver_.get(), registry);
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  std::string text = prometheus::TextSerializer().Serialize(registry->Collect());
   EXPECT_NE(text.find("# TYPE phos_devgroup_leases_total counter"), std::string::npos) << text;
   EXPECT_NE(text.find("phos_devgroup_groups{state=\"ready\"} 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE phos_devgroup_create_seconds histogram"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -60,7 +60,7 @@ TEST(ContextPoolOutOfMemoryTest, ExhaustedDeviceKeepsLeasingAndScrubGivesTheMemo
   EXPECT_EQ(d.cuMemAlloc(&ptr, 4u << 20), CUDA_SUCCESS);
   other->tenant().allocations.push_back({ptr, 4u << 20});
   d.cuCtxPopCurrent(nullptr);
-  PoolMetrics m = (*pool)->Metrics();
+  PoolStats m = (*pool)->Stats();
   EXPECT_EQ(m.scrub_failures, 0u);
   EXPECT_EQ(m.lease_failures, 0u);
 }

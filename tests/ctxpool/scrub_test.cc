@@ -132,7 +132,7 @@ TEST_F(ScrubStateTest, TenantStreamsEventsHandlesAndModesAreGone) {
   cublasMath_t mode = CUBLAS_TF32_TENSOR_OP_MATH;
   ASSERT_EQ(d.cublasGetMathMode(b->blas_handle(), &mode), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(mode, CUBLAS_DEFAULT_MATH);
-  EXPECT_EQ((*pool)->Metrics().scrub_failures, 0u);
+  EXPECT_EQ((*pool)->Stats().scrub_failures, 0u);
 }
 
 TEST_F(ScrubStateTest, ContextThatFailsItsScrubIsDestroyedNotReused) {
@@ -148,11 +148,12 @@ TEST_F(ScrubStateTest, ContextThatFailsItsScrubIsDestroyedNotReused) {
     // Not an allocation of this context: cuMemFree (or the memset) fails, the scrub with it.
     a->tenant().allocations.push_back({0x1000, 4096});
   }
-  for (int i = 0; i < 500 && (*pool)->Metrics().ready == 0; ++i) std::this_thread::sleep_for(10ms);
-  PoolMetrics m = (*pool)->Metrics();
+  // The scrub fails, the context is destroyed and the refill makes its replacement.
+  ASSERT_TRUE((*pool)->WaitUntil([](const PoolStats& s) { return s.ready == 1; }, 10s));
+  PoolStats m = (*pool)->Stats();
   EXPECT_EQ(m.scrub_failures, 1u);
-  EXPECT_EQ(m.contexts_destroyed, 1u);
-  EXPECT_EQ(m.contexts_created, 2u);  // the refill replaced it
+  EXPECT_EQ(m.destroyed, 1u);
+  EXPECT_EQ(m.created, 2u);  // the refill replaced it
   EXPECT_EQ(counters_->contexts.load(), contexts_before);
   Result<ContextLease> b = (*pool)->Lease();
   ASSERT_TRUE(b.ok());
@@ -189,14 +190,14 @@ TEST_F(ScrubStateTest, ChurnOfAThousandLeasesLeaksNothing) {
     lease->tenant().streams.push_back(stream);
   }
   ASSERT_TRUE((*pool)->WaitIdle(30s));
-  PoolMetrics m = (*pool)->Metrics();
+  PoolStats m = (*pool)->Stats();
   EXPECT_EQ(m.scrub_failures, 0u);
   EXPECT_EQ(m.leases, 1001u);
-  EXPECT_LE(m.contexts_created, 4u);
+  EXPECT_LE(m.created, 4u);
   EXPECT_EQ(counters_->streams.load(), streams);
   // Contexts and handles: exactly what the pool holds now, one handle each.
   int held = static_cast<int>(m.ready + m.leased + m.scrubbing + m.creating);
-  EXPECT_EQ(held, static_cast<int>(m.contexts_created - m.contexts_destroyed));
+  EXPECT_EQ(held, static_cast<int>(m.created - m.destroyed));
   EXPECT_EQ(counters_->contexts.load() - contexts_at_open, held);
   EXPECT_EQ(counters_->blas_handles.load() - handles_at_open, held);
   EXPECT_EQ(free_bytes(), baseline);

@@ -5,6 +5,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <map>
+#include <sstream>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -29,6 +33,67 @@ class DaemonTest : public PhosdTest {
     ASSERT_EQ(r.exit_code, 0) << r.out;
   }
   void ExpectServing() { EXPECT_EQ(CurlPost("/v1/functions/probe/invoke", "still").out, "still"); }
+
+  // GET /metrics, parsed: families' HELP and TYPE lines, and each sample by its series
+  // ("name{labels}" as written).
+  struct Exposition {
+    std::string text;
+    std::map<std::string, std::string> helps, types;
+    std::map<std::string, double> samples;
+
+    // The family a series belongs to: its name, less a histogram's _bucket/_sum/_count.
+    std::string FamilyOf(const std::string& series) const {
+      std::string name = series.substr(0, series.find('{'));
+      for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+        std::string_view s(suffix);
+        if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0 &&
+            types.count(name.substr(0, name.size() - s.size())) &&
+            types.at(name.substr(0, name.size() - s.size())) == "histogram") {
+          return name.substr(0, name.size() - s.size());
+        }
+      }
+      return name;
+    }
+    // Series named `name` (whose labels contain `label`, if given).
+    int Count(const std::string& name, const std::string& label = "") const {
+      int n = 0;
+      for (const auto& [series, value] : samples) {
+        if (series.substr(0, series.find('{')) == name && series.find(label) != std::string::npos) ++n;
+      }
+      return n;
+    }
+    double Sum(const std::string& name) const {
+      double sum = 0;
+      for (const auto& [series, value] : samples) {
+        if (series.substr(0, series.find('{')) == name) sum += value;
+      }
+      return sum;
+    }
+  };
+  Exposition Scrape() {
+    Exposition e;
+    CommandResult r = ::phos::testing::Run({"/usr/bin/curl", "-s", endpoint() + "/metrics"});
+    EXPECT_EQ(r.exit_code, 0);
+    e.text = r.out;
+    std::istringstream lines(r.out);
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.empty()) continue;
+      std::istringstream words(line);
+      if (line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0) {
+        std::string hash, kind, name, rest;
+        words >> hash >> kind >> name;
+        std::getline(words >> std::ws, rest);
+        (kind == "HELP" ? e.helps : e.types)[name] = rest;
+        continue;
+      }
+      size_t space = line.rfind(' ');
+      EXPECT_NE(space, std::string::npos) << "sample without a value: " << line;
+      if (space == std::string::npos) continue;
+      e.samples[line.substr(0, space)] = std::stod(line.substr(space + 1));
+    }
+    return e;
+  }
   // Raw bytes to the HTTP port; the first line of the answer.
   std::string RawStatusLine(const std::string& bytes) {
     int port = std::stoi(endpoint().substr(endpoint().rfind(':') + 1));
@@ -47,11 +112,33 @@ class DaemonTest : public PhosdTest {
   }
 };
 
-TEST_F(DaemonTest, MetricsServeTheContextPoolInPrometheusText) {
-  CommandResult r = ::phos::testing::Run({"/usr/bin/curl", "-s", endpoint() + "/metrics"});
-  ASSERT_EQ(r.exit_code, 0);
-  EXPECT_NE(r.out.find("# TYPE phos_ctxpool_leases_total counter\n"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("phos_ctxpool_contexts{device=\"0\",state=\"ready\"}"), std::string::npos) << r.out;
+// GET /metrics parsed as Prometheus text: every sample's family has its HELP and TYPE lines, the
+// latency families are histograms, and the counters move with an invocation.
+TEST_F(DaemonTest, MetricsArePrometheusTextWithHistogramsAndMovingCounters) {
+  Deploy(1);
+  Exposition before = Scrape();
+  EXPECT_EQ(before.types["phos_ctxpool_leases_total"], "counter");
+  EXPECT_TRUE(before.samples.count(R"(phos_ctxpool_contexts{device="0",state="ready"})")) << before.text;
+  ASSERT_EQ(CurlPost("/v1/functions/probe/invoke", "counted").out, "counted");
+  Exposition after = Scrape();
+  for (const Exposition* e : {&before, &after}) {
+    for (const auto& [series, value] : e->samples) {
+      std::string family = e->FamilyOf(series);
+      EXPECT_TRUE(e->helps.count(family)) << "no # HELP for " << series;
+      EXPECT_TRUE(e->types.count(family)) << "no # TYPE for " << series;
+    }
+  }
+  for (const char* family : {"phos_ctxpool_lease_latency_seconds", "phos_ctxpool_create_seconds",
+                             "phos_ctxpool_scrub_seconds", "phos_invocation_stage_seconds"}) {
+    EXPECT_EQ(after.types[family], "histogram") << family;
+    EXPECT_GT(after.Count(family + std::string("_bucket"), "le=\"+Inf\""), 0) << family << "\n" << after.text;
+    EXPECT_GT(after.Count(family + std::string("_sum")), 0) << family;
+    EXPECT_GT(after.Count(family + std::string("_count")), 0) << family;
+  }
+  EXPECT_EQ(after.Sum("phos_invocations_total"), before.Sum("phos_invocations_total") + 1) << after.text;
+  EXPECT_GT(after.Sum("phos_invocation_stage_seconds_count"),
+            before.Sum("phos_invocation_stage_seconds_count"));
+  EXPECT_EQ(after.types["phos_speculation_misses_total"], "counter");
 }
 
 TEST_F(DaemonTest, HttpErrorsAndTheDaemonKeepsServing) {

@@ -136,7 +136,7 @@ TEST_F(ApiServerTest, SessionsLeaseTheirContextFromThePoolAndReturnItForTheScrub
     server_->EndSession(token);
     close(sock);
     ASSERT_TRUE((*pool)->WaitIdle(std::chrono::seconds(10)));
-    ctxpool::PoolMetrics m = (*pool)->Metrics();
+    ctxpool::PoolStats m = (*pool)->Stats();
     EXPECT_EQ(m.leases, static_cast<uint64_t>(round));
     EXPECT_EQ(m.hits, static_cast<uint64_t>(round));  // ready before the hello
     EXPECT_EQ(m.returns, static_cast<uint64_t>(round));

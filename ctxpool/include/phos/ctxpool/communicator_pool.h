@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,38 +56,14 @@ struct CommunicatorPoolOptions {
   bool zero_on_scrub = true;
 };
 
-// Summed over every group size. Lease() calls are hits (a group was ready) or misses (the caller
-// waited for the refill).
-struct CommunicatorPoolMetrics {
-  uint64_t leases = 0;
-  uint64_t hits = 0;
-  uint64_t misses = 0;
-  uint64_t lease_failures = 0;
-  uint64_t returns = 0;
-  uint64_t groups_created = 0;
-  uint64_t groups_destroyed = 0;
-  uint64_t create_failures = 0;
-  double create_seconds_total = 0;
-  double create_seconds_last = 0;
-  uint64_t scrubs = 0;
-  uint64_t scrub_failures = 0;
-  // Groups now, by state.
-  uint64_t ready = 0;
-  uint64_t leased = 0;
-  uint64_t scrubbing = 0;
-  uint64_t creating = 0;
-};
-
-// Prometheus text exposition of `m` (phos_devgroup_*), for phosd's GET /metrics.
-std::string ToPrometheusText(const CommunicatorPoolMetrics& m);
-
 namespace detail {
-class GroupCore;
 struct PooledGroup {
   std::vector<PooledContext> contexts;  // index = node device
   std::vector<ncclComm_t> comms;        // rank d in contexts[d]
   uint64_t id = 0;                      // the pool's serial number, for logs and tests
 };
+// Keyed by group size; a group's tenant is one TenantResources per device.
+using GroupCore = PoolCore<PooledGroup, std::vector<TenantResources>>;
 }  // namespace detail
 
 // One leased device group. Move-only; destroying it (or Return()) gives the group back, to be
@@ -113,7 +90,7 @@ class DeviceGroupLease {
   bool valid() const { return core_ != nullptr; }
 
  private:
-  friend class detail::GroupCore;
+  friend class CommunicatorPool;
   DeviceGroupLease(std::shared_ptr<detail::GroupCore> core, detail::PooledGroup group);
 
   std::shared_ptr<detail::GroupCore> core_;
@@ -125,9 +102,12 @@ class CommunicatorPool {
  public:
   // Checks the options and starts the refill and scrub threads; does not wait for any group.
   // FailedPrecondition when the driver table has no NCCL; InvalidArgument for bad options or an
-  // initial group larger than the node. `driver` must outlive the pool and every lease.
-  static Result<std::unique_ptr<CommunicatorPool>> Open(const CommunicatorPoolOptions& options,
-                                                        driver::DriverTable* driver);
+  // initial group larger than the node. `driver` must outlive the pool and every lease. The pool's
+  // metrics (phos_devgroup_*, summed over group sizes) are registered in `registry`, or in a
+  // registry of the pool's own when it is null.
+  static Result<std::unique_ptr<CommunicatorPool>> Open(
+      const CommunicatorPoolOptions& options, driver::DriverTable* driver,
+      std::shared_ptr<prometheus::Registry> registry = nullptr);
   // Stops the threads and destroys every group held; leases out destroy theirs when returned.
   ~CommunicatorPool();
   CommunicatorPool(const CommunicatorPool&) = delete;
@@ -142,11 +122,16 @@ class CommunicatorPool {
   // Blocks until nothing is being scrubbed or created and the refill has nothing to do, or until
   // `timeout`. False on timeout. For tests and benchmarks.
   bool WaitIdle(std::chrono::milliseconds timeout);
-  CommunicatorPoolMetrics Metrics() const;
-  int node_devices() const;
+  // Blocks until `done` holds for Stats(), re-checked whenever the figures change, or until
+  // `timeout`. False on timeout.
+  bool WaitUntil(const std::function<bool(const PoolStats&)>& done, std::chrono::milliseconds timeout);
+  // Read back from the pool's registered metrics, summed over group sizes.
+  PoolStats Stats() const;
+  int node_devices() const { return node_devices_; }
 
  private:
-  explicit CommunicatorPool(std::shared_ptr<detail::GroupCore> core);
+  CommunicatorPool(int node_devices, std::shared_ptr<detail::GroupCore> core);
+  const int node_devices_;
   std::shared_ptr<detail::GroupCore> core_;
 };
 

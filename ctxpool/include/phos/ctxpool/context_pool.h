@@ -18,12 +18,17 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "phos/base/status.h"
-#include "phos/ctxpool/pool_metrics.h"
+#include "phos/ctxpool/pool_stats.h"
 #include "phos/driver/driver_table.h"
+
+namespace prometheus {
+class Registry;
+}  // namespace prometheus
 
 namespace phos::ctxpool {
 
@@ -49,8 +54,6 @@ struct PoolOptions {
   // back to the kernel, the next allocation gets fresh zero pages; the scrub test checks it with
   // this off), so there it only costs time. Default: true.
   bool zero_on_scrub = true;
-  // Lease latencies kept for the p50/p99 in the metrics (the most recent ones). Default: 4096.
-  size_t latency_window = 4096;
 };
 
 // What a tenant created in a leased context, so that the scrub can undo it. The API server's
@@ -83,12 +86,14 @@ struct TenantResources {
 };
 
 namespace detail {
+template <typename Item, typename Tenant>
 class PoolCore;
 struct PooledContext {
   CUcontext context = nullptr;
   cublasHandle_t blas = nullptr;
   uint64_t id = 0;  // the pool's own serial number, for logs and tests
 };
+using ContextCore = PoolCore<PooledContext, TenantResources>;
 }  // namespace detail
 
 // One leased context. Move-only; destroying it (or Return()) gives the context back to its pool,
@@ -115,10 +120,10 @@ class ContextLease {
   bool valid() const { return pooled_.context != nullptr; }
 
  private:
-  friend class detail::PoolCore;
-  ContextLease(std::shared_ptr<detail::PoolCore> core, detail::PooledContext pooled, int device);
+  friend class ContextPool;
+  ContextLease(std::shared_ptr<detail::ContextCore> core, detail::PooledContext pooled, int device);
 
-  std::shared_ptr<detail::PoolCore> core_;
+  std::shared_ptr<detail::ContextCore> core_;
   detail::PooledContext pooled_;
   int device_ = 0;
   TenantResources tenant_;
@@ -128,8 +133,11 @@ class ContextPool {
  public:
   // Initialises the driver (cuInit), checks the options and starts the background refill and
   // scrub threads. Open does not wait for the first contexts. `driver` must outlive the pool and
-  // every lease.
-  static Result<std::unique_ptr<ContextPool>> Open(const PoolOptions& options, driver::DriverTable* driver);
+  // every lease. The pool's metrics (phos_ctxpool_*, labelled device="N") are registered in
+  // `registry`, or in a registry of the pool's own when it is null. Two pools of one device given
+  // the same registry share their series (and what Stats() reads back).
+  static Result<std::unique_ptr<ContextPool>> Open(const PoolOptions& options, driver::DriverTable* driver,
+                                                   std::shared_ptr<prometheus::Registry> registry = nullptr);
   // Stops refill and scrubbing and destroys every context the pool holds; leases still out
   // destroy theirs when returned.
   ~ContextPool();
@@ -149,13 +157,19 @@ class ContextPool {
   // cannot: maximum reached, or a creation failed), or until `timeout`. False on timeout. For
   // tests, benchmarks and orderly shutdown.
   bool WaitIdle(std::chrono::milliseconds timeout);
+  // Blocks until `done` holds for Stats(), re-checked whenever the figures change, or until
+  // `timeout`. False on timeout. For tests: wait for a count (a miss that waits, a refill that
+  // recovered) instead of for time.
+  bool WaitUntil(const std::function<bool(const PoolStats&)>& done, std::chrono::milliseconds timeout);
 
-  PoolMetrics Metrics() const;
-  const PoolOptions& options() const;
+  // Read back from the pool's registered metrics.
+  PoolStats Stats() const;
+  const PoolOptions& options() const { return options_; }
 
  private:
-  explicit ContextPool(std::shared_ptr<detail::PoolCore> core);
-  std::shared_ptr<detail::PoolCore> core_;
+  ContextPool(const PoolOptions& options, std::shared_ptr<detail::ContextCore> core);
+  const PoolOptions options_;
+  std::shared_ptr<detail::ContextCore> core_;
 };
 
 }  // namespace phos::ctxpool

@@ -19,6 +19,10 @@
 #include "phos/runtime/instance_registry.h"
 #include "phos/runtime/restore_mode.h"
 
+namespace prometheus {
+class Registry;
+}  // namespace prometheus
+
 namespace phos::runtime {
 
 // What instances need from the API server: one session token per instance, for the number of
@@ -91,6 +95,10 @@ struct InstanceManagerOptions {
   // How long an instance started for an invocation beyond the warm count stays idle before it
   // ends. Default: 60 s.
   std::chrono::milliseconds keep_alive{60000};
+  // Where the manager registers its metrics: phos_invocations_total{mode}, the histogram
+  // phos_invocation_stage_seconds{mode,stage} (time from arrival to each stage) and
+  // phos_speculation_misses_total. Null: a registry of the manager's own. Default: nullptr.
+  std::shared_ptr<prometheus::Registry> metrics_registry;
 };
 
 struct InvokeOutcome {
@@ -162,11 +170,6 @@ class InstanceManager {
   // Fails queued invocations (kStopping), closes every instance's channel, waits for them to
   // exit (killing those past stop_grace), ends their GPU sessions. Idempotent.
   void Shutdown();
-
-  // Invocations answered, by how their instance was brought up, with the sums of their stage
-  // times, and the speculation misses caught: Prometheus text (phos_invocations_total{mode},
-  // phos_invocation_stage_seconds_sum{mode,stage}, phos_speculation_misses_total).
-  std::string MetricsText() const;
 
   class Impl;
 

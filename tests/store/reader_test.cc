@@ -173,7 +173,7 @@ TEST(ReaderTest, CorruptChunkFailsNamingSnapshotBufferAndChunk) {
   ASSERT_EQ(s.code(), StatusCode::kCorruption) << s.ToString();
   EXPECT_NE(s.message().find("snapshot mlp@7"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("buffer 1 ('b1') chunk 2"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find(bad->ToHex()), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(bad.ToHex()), std::string::npos) << s.message();
 }
 
 TEST(ReaderTest, DeliveryFailureStopsTheReader) {

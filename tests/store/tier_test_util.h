@@ -17,7 +17,7 @@
 
 #include "phos/store/chunk.h"
 #include "phos/store/dram_tier.h"
-#include "proto/manifest.pb.h"
+#include "phos/store/manifest.h"
 
 namespace phos::store::testing {
 

@@ -145,7 +145,8 @@ Status RestoreState::Prepare() {
     if (s.ok()) s = RecreateHandles(p);
     if (s.ok()) s = StartLoaders(p);
     if (s.ok()) PreloadModules(p);
-    if (!s.ok()) s = s.WithContext(fmt::format("restore {} v{}", plan_.manifest->function, plan_.manifest->version));
+    if (!s.ok())
+      s = s.WithContext(fmt::format("restore {} v{}", plan_.manifest->function, plan_.manifest->version));
   }
   if (!s.ok()) {
     Release(*driver_, p);
@@ -191,23 +192,25 @@ Status RestoreState::ReserveSpaces(Prepared& p) {
 Status RestoreState::MapBuffers(Prepared& p) {
   const store::Manifest& m = *plan_.manifest;
   if (std::max(m.gpus, 1) != std::max(plan_.gpus, 1)) {
-    return Status::FailedPrecondition(fmt::format("the snapshot uses {} device(s), the session {}", std::max(m.gpus, 1),
-                                                  std::max(plan_.gpus, 1)));
+    return Status::FailedPrecondition(fmt::format("the snapshot uses {} device(s), the session {}",
+                                                  std::max(m.gpus, 1), std::max(plan_.gpus, 1)));
   }
   if (m.buffers.empty()) return Status::Ok();
   if (slot_base_ == 0 || m.va_base != slot_base_ || m.va_bytes != va_bytes_) {
     return Status::FailedPrecondition(fmt::format(
-        "the snapshot's range [{:#x}, +{}) is not the instance range slot the restore was given ({:#x})", m.va_base,
-        m.va_bytes, slot_base_));
+        "the snapshot's range [{:#x}, +{}) is not the instance range slot the restore was given ({:#x})",
+        m.va_base, m.va_bytes, slot_base_));
   }
   for (size_t i = 0; i < m.buffers.size(); ++i) {
     const store::Buffer& b = m.buffers[i];
     auto space = p.spaces.find(b.device);
     if (space == p.spaces.end() || space->second == nullptr) {
-      return Status::Corruption(fmt::format("buffer {} is on device {}, not one of the session's", i, b.device));
+      return Status::Corruption(
+          fmt::format("buffer {} is on device {}, not one of the session's", i, b.device));
     }
-    PHOS_RETURN_IF_ERROR(space->second->MapAt(b.device_address, b.size)
-                             .WithContext(fmt::format("map buffer {} ({}) at {:#x}", i, b.label, b.device_address)));
+    PHOS_RETURN_IF_ERROR(
+        space->second->MapAt(b.device_address, b.size)
+            .WithContext(fmt::format("map buffer {} ({}) at {:#x}", i, b.label, b.device_address)));
     p.buffers.push_back({b.device_address, b.size, b.device});
   }
   return Status::Ok();
@@ -259,7 +262,9 @@ Status RestoreState::RecreateHandles(Prepared& p) {
       stream = CU_STREAM_PER_THREAD;
     } else if (h.stream > 2) {
       auto it = p.streams.find(h.stream);
-      if (it == p.streams.end()) return Status::Corruption(fmt::format("cuBLAS handle {} names stream {}, not in the snapshot", h.handle, h.stream));
+      if (it == p.streams.end())
+        return Status::Corruption(
+            fmt::format("cuBLAS handle {} names stream {}, not in the snapshot", h.handle, h.stream));
       stream = it->second;
     }
     if (d.cublasSetStream(handle, reinterpret_cast<cudaStream_t>(stream)) != CUBLAS_STATUS_SUCCESS ||
@@ -269,7 +274,8 @@ Status RestoreState::RecreateHandles(Prepared& p) {
   }
   for (const store::NcclCommState& c : m.nccl_comms) {
     if (!p.group || c.device < 0 || c.device >= p.group->size()) {
-      return Status::Corruption(fmt::format("communicator {} names device {} outside the session's group", c.handle, c.device));
+      return Status::Corruption(
+          fmt::format("communicator {} names device {} outside the session's group", c.handle, c.device));
     }
     p.comms[c.handle] = {p.group->comm(c.device), c.device};
   }

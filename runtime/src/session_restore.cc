@@ -315,7 +315,8 @@ Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& fun
         {.handle = vid, .flags = stream_flags_[vid], .device = device_of(handle_devices_, vid)});
   }
   for (const auto& [vid, e] : events_) {
-    req.events.push_back({.handle = vid, .flags = event_flags_[vid], .device = device_of(handle_devices_, vid)});
+    req.events.push_back(
+        {.handle = vid, .flags = event_flags_[vid], .device = device_of(handle_devices_, vid)});
   }
   // The pooled handle first: restore serves the first handle with its lease's pooled one.
   std::vector<uint64_t> blas_vids;

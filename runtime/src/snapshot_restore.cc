@@ -25,7 +25,9 @@ double MsSince(Clock::time_point start) {
 uint64_t AlignDown(uint64_t x, uint64_t a) { return x / a * a; }
 uint64_t AlignUp(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
-std::string SnapshotName(const store::Manifest& m) { return fmt::format("{} v{}", m.function, m.version); }
+std::string SnapshotName(const store::Manifest& m) {
+  return fmt::format("{} v{}", m.function, m.version);
+}
 
 std::string BufferName(const store::Manifest& m, size_t i) {
   const store::Buffer& b = m.buffers[i];
@@ -35,10 +37,11 @@ std::string BufferName(const store::Manifest& m, size_t i) {
 
 }  // namespace
 
-Result<CUmodule> LoadSnapshotModule(driver::DriverTable* d, const store::Manifest& m, int index, store::ChunkSource& source,
-                            uint64_t* bytes) {
+Result<CUmodule> LoadSnapshotModule(driver::DriverTable* d, const store::Manifest& m, int index,
+                                    store::ChunkSource& source, uint64_t* bytes) {
   if (index < 0 || static_cast<size_t>(index) >= m.modules.size()) {
-    return Status::InvalidArgument(fmt::format("module {}: the snapshot has {} modules", index, m.modules.size()));
+    return Status::InvalidArgument(
+        fmt::format("module {}: the snapshot has {} modules", index, m.modules.size()));
   }
   const store::Module& mod = m.modules[static_cast<size_t>(index)];
   std::string image(mod.size, '\0');
@@ -46,14 +49,16 @@ Result<CUmodule> LoadSnapshotModule(driver::DriverTable* d, const store::Manifes
   for (size_t c = 0; c < mod.chunks.size(); ++c) {
     const store::ChunkRef& ref = mod.chunks[c];
     if (offset + ref.size > image.size()) {
-      return Status::Corruption(fmt::format("module {}: chunks add up to more than its {} bytes", index, mod.size));
+      return Status::Corruption(
+          fmt::format("module {}: chunks add up to more than its {} bytes", index, mod.size));
     }
-    PHOS_RETURN_IF_ERROR(
-        source.ReadChunk(ref, image.data() + offset).WithContext(fmt::format("module {} chunk {}", index, c)));
+    PHOS_RETURN_IF_ERROR(source.ReadChunk(ref, image.data() + offset)
+                             .WithContext(fmt::format("module {} chunk {}", index, c)));
     offset += ref.size;
   }
   if (offset != image.size()) {
-    return Status::Corruption(fmt::format("module {}: chunks hold {} of its {} bytes", index, offset, mod.size));
+    return Status::Corruption(
+        fmt::format("module {}: chunks hold {} of its {} bytes", index, offset, mod.size));
   }
   // The chunks verified one by one; the whole-image hash also catches a manifest whose chunk
   // list was put together wrongly.
@@ -62,7 +67,8 @@ Result<CUmodule> LoadSnapshotModule(driver::DriverTable* d, const store::Manifes
   }
   CUmodule module = nullptr;
   PHOS_RETURN_IF_ERROR(driver::CuStatus(d->cuModuleLoadData(&module, image.data()),
-                                fmt::format("module {} ({}): cuModuleLoadData", index, mod.kind), d->error_text()));
+                                        fmt::format("module {} ({}): cuModuleLoadData", index, mod.kind),
+                                        d->error_text()));
   *bytes += image.size();
   return module;
 }

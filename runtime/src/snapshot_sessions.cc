@@ -1,8 +1,8 @@
 #include "phos/runtime/snapshot_sessions.h"
 
-#include <algorithm>
-
 #include <fmt/core.h>
+
+#include <algorithm>
 
 #include "phos/base/log.h"
 #include "phos/store/manifest.h"
@@ -49,12 +49,13 @@ Result<uint64_t> SnapshotSessions::Capture(const std::string& token, const std::
   uint64_t bytes = 0;
   for (const store::Buffer& b : manifest->buffers) bytes += b.size;
   PHOS_LOG(Info, "snapshots", "{} v{} captured: {} buffers, {} bytes, {} modules{}", function, version,
-           manifest->buffers.size(), bytes, manifest->modules.size(), Ranked(*manifest) ? ", first-touch order kept" : "");
+           manifest->buffers.size(), bytes, manifest->modules.size(),
+           Ranked(*manifest) ? ", first-touch order kept" : "");
   return version;
 }
 
 Result<std::shared_ptr<const store::Manifest>> SnapshotSessions::Manifest(const std::string& function,
-                                                                         uint64_t version) {
+                                                                          uint64_t version) {
   std::lock_guard lock(mu_);
   Key key{function, version};
   if (auto it = manifests_.find(key); it != manifests_.end()) return it->second;
@@ -68,7 +69,8 @@ void SnapshotSessions::Pin(const store::Manifest& manifest) {
   store::DramTier* dram = Dram();
   if (dram == nullptr) return;
   std::vector<store::ChunkRef> chunks;
-  for (const store::Buffer& b : manifest.buffers) chunks.insert(chunks.end(), b.chunks.begin(), b.chunks.end());
+  for (const store::Buffer& b : manifest.buffers)
+    chunks.insert(chunks.end(), b.chunks.begin(), b.chunks.end());
   Status pinned = dram->Pin(PinKey(manifest.function, manifest.version), chunks);
   if (!pinned.ok()) {
     // Restores still work, reading what is not in the tier from the store.

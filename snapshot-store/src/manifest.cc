@@ -3,14 +3,13 @@
 #include "phos/store/manifest.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include <cerrno>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "proto/manifest.pb.h"
 
@@ -38,8 +37,8 @@ std::string Escaped(std::string_view bytes) {
   return out;
 }
 
-
-void AddChunkRefs(const std::vector<ChunkRef>& refs, google::protobuf::RepeatedPtrField<proto::ChunkRef>* out) {
+void AddChunkRefs(const std::vector<ChunkRef>& refs,
+                  google::protobuf::RepeatedPtrField<proto::ChunkRef>* out) {
   out->Reserve(static_cast<int>(refs.size()));
   for (const ChunkRef& ref : refs) {
     proto::ChunkRef* p = out->Add();
@@ -130,10 +129,14 @@ Result<std::vector<ChunkRef>> FromProto(const google::protobuf::RepeatedPtrField
 // restores the buffer like any other.
 AccessClass FromProto(proto::AccessClass access_class) {
   switch (access_class) {
-    case proto::ACCESS_READ_ONLY: return AccessClass::kReadOnly;
-    case proto::ACCESS_READ_WRITE: return AccessClass::kReadWrite;
-    case proto::ACCESS_SCRATCH: return AccessClass::kScratch;
-    default: return AccessClass::kUnknown;
+    case proto::ACCESS_READ_ONLY:
+      return AccessClass::kReadOnly;
+    case proto::ACCESS_READ_WRITE:
+      return AccessClass::kReadWrite;
+    case proto::ACCESS_SCRATCH:
+      return AccessClass::kScratch;
+    default:
+      return AccessClass::kUnknown;
   }
 }
 
@@ -163,7 +166,8 @@ Result<Manifest> FromProto(const proto::Manifest& p) {
     Module& mod = m.modules.emplace_back();
     Result<ChunkId> hash = ChunkId::FromBytes(pm.content_hash());
     if (!hash.ok()) {
-      return Status::Corruption(fmt::format("manifest module {} content hash: {}", i, hash.status().message()));
+      return Status::Corruption(
+          fmt::format("manifest module {} content hash: {}", i, hash.status().message()));
     }
     mod.content_hash = *hash;
     mod.size = pm.size();
@@ -173,9 +177,12 @@ Result<Manifest> FromProto(const proto::Manifest& p) {
   for (const proto::StreamState& ps : p.streams()) {
     m.streams.push_back(StreamState{ps.handle(), ps.flags(), ps.priority(), ps.device()});
   }
-  for (const proto::EventState& pe : p.events()) m.events.push_back(EventState{pe.handle(), pe.flags(), pe.device()});
+  for (const proto::EventState& pe : p.events()) {
+    m.events.push_back(EventState{pe.handle(), pe.flags(), pe.device()});
+  }
   for (const proto::LibraryHandle& pl : p.library_handles()) {
-    m.library_handles.push_back(LibraryHandle{pl.handle(), pl.library(), pl.stream(), pl.math_mode(), pl.device()});
+    m.library_handles.push_back(
+        LibraryHandle{pl.handle(), pl.library(), pl.stream(), pl.math_mode(), pl.device()});
   }
   m.cpu_state = CpuStateRef{p.cpu_state().kind(), p.cpu_state().location()};
   m.created_unix_ms = p.created_unix_ms();
@@ -183,7 +190,9 @@ Result<Manifest> FromProto(const proto::Manifest& p) {
   m.va_bytes = p.va_bytes();
   m.next_handle = p.next_handle();
   m.gpus = p.gpus();
-  for (const proto::NcclCommState& pc : p.nccl_comms()) m.nccl_comms.push_back(NcclCommState{pc.handle(), pc.device()});
+  for (const proto::NcclCommState& pc : p.nccl_comms()) {
+    m.nccl_comms.push_back(NcclCommState{pc.handle(), pc.device()});
+  }
   return m;
 }
 
@@ -191,10 +200,14 @@ Result<Manifest> FromProto(const proto::Manifest& p) {
 
 std::string_view AccessClassName(AccessClass access_class) {
   switch (access_class) {
-    case AccessClass::kReadOnly: return "read-only";
-    case AccessClass::kReadWrite: return "read-write";
-    case AccessClass::kScratch: return "scratch";
-    case AccessClass::kUnknown: break;
+    case AccessClass::kReadOnly:
+      return "read-only";
+    case AccessClass::kReadWrite:
+      return "read-write";
+    case AccessClass::kScratch:
+      return "scratch";
+    case AccessClass::kUnknown:
+      break;
   }
   return "unknown";
 }

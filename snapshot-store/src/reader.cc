@@ -191,8 +191,7 @@ void ReaderPool::FinishIfDrainedLocked(ReaderState* reader) {
 
 // ---- SnapshotReader --------------------------------------------------------------------------
 
-Result<std::unique_ptr<SnapshotReader>> SnapshotReader::Start(ReaderPool* pool,
-                                                              const Manifest& manifest,
+Result<std::unique_ptr<SnapshotReader>> SnapshotReader::Start(ReaderPool* pool, const Manifest& manifest,
                                                               ChunkSource* source,
                                                               const ReaderOptions& options,
                                                               DeliverFn deliver) {
@@ -200,9 +199,8 @@ Result<std::unique_ptr<SnapshotReader>> SnapshotReader::Start(ReaderPool* pool,
     return Status::InvalidArgument("snapshot reader: pool, source and delivery callback are required");
   }
   auto state = std::make_shared<ReaderPool::ReaderState>();
-  state->name = options.snapshot_name.empty()
-                    ? fmt::format("'{}' v{}", manifest.function, manifest.version)
-                    : options.snapshot_name;
+  state->name = options.snapshot_name.empty() ? fmt::format("'{}' v{}", manifest.function, manifest.version)
+                                              : options.snapshot_name;
   auto invalid = [&](const std::string& what) {
     return Status::InvalidArgument(fmt::format("snapshot {}: {}", state->name, what));
   };

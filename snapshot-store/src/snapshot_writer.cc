@@ -140,7 +140,9 @@ Result<int> WriterImpl::AddBuffer(const Buffer& meta, const ReadFn& read) {
   }
   for (uint64_t offset = 0; offset < meta.size; offset += chunk) {
     size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, meta.size - offset));
-    auto context = [&] { return fmt::format("buffer {} ({:#x}) at offset {}", index, meta.device_address, offset); };
+    auto context = [&] {
+      return fmt::format("buffer {} ({:#x}) at offset {}", index, meta.device_address, offset);
+    };
     PHOS_RETURN_IF_ERROR(read(offset, scratch.data(), n).WithContext(context()));
     PHOS_RETURN_IF_ERROR(AddChunk(scratch.data(), n, &buffer.chunks).WithContext(context()));
   }
@@ -193,16 +195,18 @@ Result<uint64_t> StoreImpl::Commit(std::unique_ptr<SnapshotWriter> writer) {
   manifest.function = w->function_;
   manifest.version = version;
   manifest.chunk_bytes = options_.chunk_bytes;
-  manifest.created_unix_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
+  manifest.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
   std::map<std::string, int64_t> deltas;
   std::unordered_set<ChunkId, ChunkIdHash> seen;
   auto add = [&](const ChunkRef& ref) {
     if (seen.insert(ref.id).second) deltas[ChunkKey(ref.id)] += 1;
   };
-  for (const Buffer& b : manifest.buffers) for (const ChunkRef& c : b.chunks) add(c);
-  for (const Module& m : manifest.modules) for (const ChunkRef& c : m.chunks) add(c);
+  for (const Buffer& b : manifest.buffers)
+    for (const ChunkRef& c : b.chunks) add(c);
+  for (const Module& m : manifest.modules)
+    for (const ChunkRef& c : m.chunks) add(c);
 
   // Retention: the oldest versions beyond keep_versions go in the same write.
   if (options_.keep_versions > 0) {

@@ -146,7 +146,8 @@ Result<Manifest> StoreImpl::LoadManifest(const std::string& function, uint64_t v
   auto manifest = DecodeManifest(value, options_.max_manifest_bytes);
   if (!manifest.ok()) return manifest.status().WithContext(what);
   if (manifest->function != function || manifest->version != version) {
-    return Status::Corruption(fmt::format("{}: manifest names '{}' v{}", what, manifest->function, manifest->version));
+    return Status::Corruption(
+        fmt::format("{}: manifest names '{}' v{}", what, manifest->function, manifest->version));
   }
   return manifest;
 }
@@ -195,8 +196,10 @@ Status StoreImpl::DropVersion(const std::string& function, uint64_t version, roc
   auto drop = [&](const ChunkRef& ref) {
     if (seen.insert(ref.id).second) (*deltas)[ChunkKey(ref.id)] -= 1;
   };
-  for (const Buffer& b : manifest.buffers) for (const ChunkRef& c : b.chunks) drop(c);
-  for (const Module& m : manifest.modules) for (const ChunkRef& c : m.chunks) drop(c);
+  for (const Buffer& b : manifest.buffers)
+    for (const ChunkRef& c : b.chunks) drop(c);
+  for (const Module& m : manifest.modules)
+    for (const ChunkRef& c : m.chunks) drop(c);
   batch->Delete(ManifestKey(function, version));
   return Status::Ok();
 }
@@ -274,15 +277,16 @@ Status StoreImpl::ReadChunk(const ChunkRef& ref, void* dst) {
 
 Status StoreImpl::ReadBuffer(const Manifest& manifest, int index, void* dst) {
   if (index < 0 || static_cast<size_t>(index) >= manifest.buffers.size()) {
-    return Status::InvalidArgument(fmt::format("snapshot '{}' v{} has no buffer {} ({} buffers)", manifest.function,
-                                               manifest.version, index, manifest.buffers.size()));
+    return Status::InvalidArgument(fmt::format("snapshot '{}' v{} has no buffer {} ({} buffers)",
+                                               manifest.function, manifest.version, index,
+                                               manifest.buffers.size()));
   }
   const Buffer& buffer = manifest.buffers[static_cast<size_t>(index)];
   uint64_t offset = 0;
   for (const ChunkRef& c : buffer.chunks) {
     auto context = [&] {
-      return fmt::format("snapshot '{}' v{}: buffer {} ({:#x}{}{})", manifest.function, manifest.version, index,
-                         buffer.device_address, buffer.label.empty() ? "" : " ", buffer.label);
+      return fmt::format("snapshot '{}' v{}: buffer {} ({:#x}{}{})", manifest.function, manifest.version,
+                         index, buffer.device_address, buffer.label.empty() ? "" : " ", buffer.label);
     };
     if (offset + c.size > buffer.size) {
       return Status::Corruption(context() + ": chunks exceed the buffer's size");
@@ -300,8 +304,10 @@ Status StoreImpl::ReadBuffer(const Manifest& manifest, int index, void* dst) {
 Status StoreImpl::VerifySnapshot(const std::string& function, uint64_t version) {
   PHOS_ASSIGN_OR_RETURN(Manifest manifest, LoadManifest(function, version));
   uint64_t largest = manifest.chunk_bytes;
-  for (const Buffer& b : manifest.buffers) for (const ChunkRef& c : b.chunks) largest = std::max<uint64_t>(largest, c.size);
-  for (const Module& m : manifest.modules) for (const ChunkRef& c : m.chunks) largest = std::max<uint64_t>(largest, c.size);
+  for (const Buffer& b : manifest.buffers)
+    for (const ChunkRef& c : b.chunks) largest = std::max<uint64_t>(largest, c.size);
+  for (const Module& m : manifest.modules)
+    for (const ChunkRef& c : m.chunks) largest = std::max<uint64_t>(largest, c.size);
   PHOS_ASSIGN_OR_RETURN(AlignedBuffer scratch, AlignedBuffer::Allocate(largest));
   for (size_t i = 0; i < manifest.buffers.size(); ++i) {
     const Buffer& buffer = manifest.buffers[i];
@@ -315,8 +321,8 @@ Status StoreImpl::VerifySnapshot(const std::string& function, uint64_t version) 
       covered += c.size;
     }
     if (covered != buffer.size) {
-      return Status::Corruption(fmt::format("snapshot '{}' v{}: buffer {}: chunks cover {} of {} bytes", function,
-                                            version, i, covered, buffer.size));
+      return Status::Corruption(fmt::format("snapshot '{}' v{}: buffer {}: chunks cover {} of {} bytes",
+                                            function, version, i, covered, buffer.size));
     }
   }
   for (size_t i = 0; i < manifest.modules.size(); ++i) {

@@ -212,8 +212,10 @@ Status StoreImpl::CheckConsistency() {
     for (uint64_t v : versions) {
       PHOS_ASSIGN_OR_RETURN(Manifest m, LoadManifest(f, v));
       std::unordered_set<std::string> seen;
-      for (const Buffer& b : m.buffers) for (const ChunkRef& c : b.chunks) seen.insert(ChunkKey(c.id));
-      for (const Module& mod : m.modules) for (const ChunkRef& c : mod.chunks) seen.insert(ChunkKey(c.id));
+      for (const Buffer& b : m.buffers)
+        for (const ChunkRef& c : b.chunks) seen.insert(ChunkKey(c.id));
+      for (const Module& mod : m.modules)
+        for (const ChunkRef& c : mod.chunks) seen.insert(ChunkKey(c.id));
       for (const auto& key : seen) ++expected[key];
     }
   }

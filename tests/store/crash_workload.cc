@@ -89,8 +89,8 @@ Status CheckCrashStore(const std::string& dir, int* snapshots) {
       PHOS_ASSIGN_OR_RETURN(Manifest m, store->LoadManifest(f, v));
       std::string what = fmt::format("snapshot '{}' v{}", f, v);
       if (m.cpu_state.location != fmt::format("buffers={}", m.buffers.size())) {
-        return Status::Corruption(fmt::format("{} is partial: {} buffers, writer said {}", what, m.buffers.size(),
-                                              m.cpu_state.location));
+        return Status::Corruption(fmt::format("{} is partial: {} buffers, writer said {}", what,
+                                              m.buffers.size(), m.cpu_state.location));
       }
       for (size_t i = 0; i < m.buffers.size(); ++i) {
         uint64_t a = 0, b = 0, tail = 0;

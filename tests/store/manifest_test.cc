@@ -165,14 +165,22 @@ TEST(ManifestTest, GarbagePayloadWithValidChecksumRefused) {
 // as a damaged or hostile writer could produce them.
 TEST(ManifestTest, MalformedChunkIdRefused) {
   // Manifest.buffers (6) { Buffer.chunks (4) { ChunkRef.id (1) = "abc" } }
-  const std::string payload("\x32\x07\x22\x05\x0a\x03" "abc", 9);
-  Expect(DecodeManifest(Frame(payload)), StatusCode::kCorruption, "buffer 0 chunk 0: chunk id: expected 16 bytes, got 3");
+  const std::string payload(
+      "\x32\x07\x22\x05\x0a\x03"
+      "abc",
+      9);
+  Expect(DecodeManifest(Frame(payload)), StatusCode::kCorruption,
+         "buffer 0 chunk 0: chunk id: expected 16 bytes, got 3");
 }
 
 TEST(ManifestTest, MalformedModuleHashRefused) {
   // Manifest.modules (7) { Module.content_hash (1) = "ab" }
-  const std::string payload("\x3a\x04\x0a\x02" "ab", 6);
-  Expect(DecodeManifest(Frame(payload)), StatusCode::kCorruption, "module 0 content hash: chunk id: expected 16 bytes");
+  const std::string payload(
+      "\x3a\x04\x0a\x02"
+      "ab",
+      6);
+  Expect(DecodeManifest(Frame(payload)), StatusCode::kCorruption,
+         "module 0 content hash: chunk id: expected 16 bytes");
 }
 
 TEST(ManifestTest, UnknownAccessClassReadsAsUnknown) {

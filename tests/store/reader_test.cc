@@ -60,8 +60,7 @@ TEST(ReaderTest, FirstTouchOrderPutsUnrankedLastAndTiesByAddress) {
 TEST(ReaderTest, StreamsEveryChunkInFirstTouchOrder) {
   MemoryChunkSource source;
   std::vector<std::string> contents;
-  Manifest m =
-      MakeManifest(source, {3 * kChunk, 2 * kChunk + 100, kChunk}, {2, -1, 0}, kChunk, &contents);
+  Manifest m = MakeManifest(source, {3 * kChunk, 2 * kChunk + 100, kChunk}, {2, -1, 0}, kChunk, &contents);
   auto pool = MakePool(1);
   Sink sink(m);
   auto reader = SnapshotReader::Start(pool.get(), m, &source, {.staging_bytes = kChunk}, sink.Fn());

@@ -110,8 +110,8 @@ inline std::string RandomBytes(size_t n, uint32_t seed) {
 // A manifest of buffers with the given sizes and first-touch ranks, their bytes random and
 // split into `chunk` bytes, stored in `source`. `contents` receives each buffer's bytes.
 inline Manifest MakeManifest(MemoryChunkSource& source, const std::vector<size_t>& sizes,
-                                    const std::vector<int>& ranks, size_t chunk,
-                                    std::vector<std::string>* contents, uint32_t seed = 1) {
+                             const std::vector<int>& ranks, size_t chunk, std::vector<std::string>* contents,
+                             uint32_t seed = 1) {
   Manifest m;
   m.function = "fn";
   m.version = 3;
@@ -124,7 +124,8 @@ inline Manifest MakeManifest(MemoryChunkSource& source, const std::vector<size_t
     buffer.size = bytes.size();
     buffer.first_touch_rank = ranks[b];
     buffer.label = fmt::format("b{}", b);
-    for (size_t off = 0; off < bytes.size(); off += chunk) buffer.chunks.push_back(source.Put(bytes.substr(off, chunk)));
+    for (size_t off = 0; off < bytes.size(); off += chunk)
+      buffer.chunks.push_back(source.Put(bytes.substr(off, chunk)));
     contents->push_back(std::move(bytes));
   }
   return m;

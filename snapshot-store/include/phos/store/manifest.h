@@ -45,10 +45,10 @@ struct Buffer {
   uint64_t device_address = 0;  // restored at this address (docs/design.md D5)
   uint64_t size = 0;
   uint64_t alignment = 0;
-  std::vector<ChunkRef> chunks;  // in address order; together `size` bytes
+  std::vector<ChunkRef> chunks;   // in address order; together `size` bytes
   int32_t first_touch_rank = -1;  // order of first use after entry; -1: not recorded
   AccessClass access_class = AccessClass::kUnknown;
-  std::string label;  // for humans (phos-snapshot inspect)
+  std::string label;   // for humans (phos-snapshot inspect)
   int32_t device = 0;  // the function's device (0 for single-GPU functions)
 
   friend bool operator==(const Buffer&, const Buffer&) = default;

@@ -342,12 +342,12 @@ class Bench {
     PHOS_ASSIGN_OR_RETURN(auto store, phos::store::Store::Open(so));
     PHOS_ASSIGN_OR_RETURN(std::vector<uint64_t> versions, store->ListVersions(name));
     if (versions.empty()) return Status::NotFound("no snapshot of '" + name + "' after deploy");
-    PHOS_ASSIGN_OR_RETURN(phos::store::proto::Manifest m, store->LoadManifest(name, versions.back()));
-    for (const auto& b : m.buffers()) {
-      r->buffer_bytes += b.size();
-      r->ranked += b.first_touch_rank() >= 0 ? 1 : 0;
+    PHOS_ASSIGN_OR_RETURN(phos::store::Manifest m, store->LoadManifest(name, versions.back()));
+    for (const phos::store::Buffer& b : m.buffers) {
+      r->buffer_bytes += b.size;
+      r->ranked += b.first_touch_rank >= 0 ? 1 : 0;
     }
-    r->buffers = m.buffers_size();
+    r->buffers = static_cast<int>(m.buffers.size());
     std::printf("snapshot '%s' v%llu: %d buffers, %llu bytes, %d with a first-touch rank\n", name.c_str(),
                 static_cast<unsigned long long>(versions.back()), r->buffers,
                 static_cast<unsigned long long>(r->buffer_bytes), r->ranked);

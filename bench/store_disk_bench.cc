@@ -99,15 +99,14 @@ double RawRead(const std::string& path, uint64_t bytes, size_t request, AlignedB
   return static_cast<double>(bytes) / s / 1e9;
 }
 
-double StoreRead(phos::store::Store& store, const phos::store::proto::Manifest& m, AlignedBuffer& buf) {
+double StoreRead(phos::store::Store& store, const phos::store::Manifest& m, AlignedBuffer& buf) {
   DropStoreCache(store.options().path);
   uint64_t bytes = 0;
   auto t = Clock::now();
-  for (const auto& b : m.buffers()) {
-    for (const auto& c : b.chunks()) {
-      auto id = phos::store::ChunkId::FromBytes(c.id());
-      Check(store.ReadChunk({*id, c.size()}, buf.data()), "read chunk");
-      bytes += c.size();
+  for (const phos::store::Buffer& b : m.buffers) {
+    for (const phos::store::ChunkRef& c : b.chunks) {
+      Check(store.ReadChunk(c, buf.data()), "read chunk");
+      bytes += c.size;
     }
   }
   double s = std::chrono::duration<double>(Clock::now() - t).count();
@@ -116,7 +115,7 @@ double StoreRead(phos::store::Store& store, const phos::store::proto::Manifest& 
 
 // The restore path's read: SnapshotReader over the store with two I/O threads, so that one
 // chunk's hash check overlaps the next chunk's read.
-double ReaderRead(phos::store::Store& store, const phos::store::proto::Manifest& m) {
+double ReaderRead(phos::store::Store& store, const phos::store::Manifest& m) {
   DropStoreCache(store.options().path);
   auto pool = phos::store::ReaderPool::Create({.io_threads = 2}).value();
   std::atomic<uint64_t> bytes{0};
@@ -207,8 +206,8 @@ int main(int argc, char** argv) {
   auto store = phos::store::Store::Open(options).value();
   auto commit = [&](const std::string& function, uint64_t bytes, auto fill) {
     auto w = store->NewWriter(function).value();
-    phos::store::proto::Buffer meta;
-    meta.set_size(bytes);
+    phos::store::Buffer meta;
+    meta.size = bytes;
     Check(w->AddBuffer(meta, [&](uint64_t off, void* dst, size_t n) {
             fill(off, dst, n);
             return phos::Status::Ok();

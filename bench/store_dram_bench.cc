@@ -131,23 +131,21 @@ int main(int argc, char** argv) {
     }
   }
   std::vector<ChunkRef> refs;
-  proto::Manifest manifest;
-  manifest.set_function("bench");
-  manifest.set_version(1);
-  manifest.set_chunk_bytes(kChunk);
+  Manifest manifest;
+  manifest.function = "bench";
+  manifest.version = 1;
+  manifest.chunk_bytes = kChunk;
   const size_t per_buffer = chunks / kBuffers;
   auto hash_start = Clock::now();
   for (int b = 0; b < kBuffers; ++b) {
-    proto::Buffer* pb = manifest.add_buffers();
+    Buffer& buffer = manifest.buffers.emplace_back();
     size_t first = b * per_buffer, last = b + 1 == kBuffers ? chunks : first + per_buffer;
-    pb->set_size((last - first) * kChunk);
-    pb->set_first_touch_rank(kBuffers - 1 - b);
-    pb->set_device_address(0x7f0000000000ull + first * kChunk);
+    buffer.size = (last - first) * kChunk;
+    buffer.first_touch_rank = kBuffers - 1 - b;
+    buffer.device_address = 0x7f0000000000ull + first * kChunk;
     for (size_t c = first; c < last; ++c) {
       refs.push_back({ChunkId::Of(origin + c * kChunk, kChunk), static_cast<uint32_t>(kChunk)});
-      proto::ChunkRef* pr = pb->add_chunks();
-      pr->set_id(refs.back().id.ToBytes());
-      pr->set_size(kChunk);
+      buffer.chunks.push_back(refs.back());
     }
   }
   double hash_gbps =

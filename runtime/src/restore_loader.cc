@@ -22,24 +22,21 @@ constexpr uint64_t kSimgpuGuardGranule = 4096;
 
 Status RestoreLoader::Impl::Init(const RestoreLoaderOptions& o) {
   const driver::CuErrorText& text = d_->error_text();
-  const int n = manifest_->buffers_size();
+  const int n = static_cast<int>(manifest_->buffers.size());
   buffers_.resize(n);
   for (int i = 0; i < n; ++i) {
-    const auto& mb = manifest_->buffers(i);
+    const store::Buffer& mb = manifest_->buffers[i];
     Buffer& b = buffers_[i];
-    b.address = mb.device_address();
-    b.size = mb.size();
-    b.label = mb.label();
+    b.address = mb.device_address;
+    b.size = mb.size;
+    b.label = mb.label;
     b.name = b.label.empty() ? fmt::format("buffer {} at {:#x}", i, b.address)
                              : fmt::format("buffer {} '{}' at {:#x}", i, b.label, b.address);
     uint64_t offset = 0;
-    for (int c = 0; c < mb.chunks_size(); ++c) {
-      auto id = store::ChunkId::FromBytes(mb.chunks(c).id());
-      if (!id.ok())
-        return id.status().WithContext(fmt::format("restore {}: {} chunk {}", snapshot_, b.name, c));
-      b.chunks.push_back({{*id, mb.chunks(c).size()}, offset});
-      offset += mb.chunks(c).size();
-      max_chunk_ = std::max(max_chunk_, mb.chunks(c).size());
+    for (const store::ChunkRef& ref : mb.chunks) {
+      b.chunks.push_back({ref, offset});
+      offset += ref.size;
+      max_chunk_ = std::max(max_chunk_, ref.size);
     }
     if (b.size == 0 || offset != b.size) {
       return Status::InvalidArgument(

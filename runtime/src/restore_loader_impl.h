@@ -95,7 +95,7 @@ class RestoreLoader::Impl {
         window_(o.window_bytes),
         all_resident_(all_resident),
         start_(std::chrono::steady_clock::now()) {
-    snapshot_ = fmt::format("{} v{}", manifest_->function(), manifest_->version());
+    snapshot_ = fmt::format("{} v{}", manifest_->function, manifest_->version);
     name_ = o.name.empty() ? snapshot_ : o.name;
   }
   ~Impl();
@@ -136,7 +136,7 @@ class RestoreLoader::Impl {
 
   driver::DriverTable* d_;
   CUcontext ctx_;
-  const store::proto::Manifest* manifest_;
+  const store::Manifest* manifest_;
   store::ChunkSource* source_;
   store::DramTier* dram_;
   uint64_t window_;

@@ -6,7 +6,6 @@
 #include "phos/driver/context_scope.h"
 #include "phos/runtime/snapshot_restore.h"
 #include "phos/store/dram_tier.h"
-#include "proto/manifest.pb.h"
 
 namespace phos::runtime {
 namespace {
@@ -63,7 +62,7 @@ RestoreState::RestoreState(SessionPlan plan, driver::DriverTable* driver, ctxpoo
   times_.issued = Clock::now();
   if (plan_.learn_first_touch && plan_.manifest != nullptr) {
     learning_ = true;
-    ranks_.assign(plan_.manifest->buffers_size(), -1);
+    ranks_.assign(plan_.manifest->buffers.size(), -1);
   }
   if (plan_.manifest != nullptr) EnsureStarted();
 }
@@ -146,7 +145,8 @@ Status RestoreState::Prepare() {
     if (s.ok()) s = RecreateHandles(p);
     if (s.ok()) s = StartLoaders(p);
     if (s.ok()) PreloadModules(p);
-    if (!s.ok()) s = s.WithContext(fmt::format("restore {} v{}", plan_.manifest->function(), plan_.manifest->version()));
+    if (!s.ok())
+      s = s.WithContext(fmt::format("restore {} v{}", plan_.manifest->function, plan_.manifest->version));
   }
   if (!s.ok()) {
     Release(*driver_, p);
@@ -190,32 +190,34 @@ Status RestoreState::ReserveSpaces(Prepared& p) {
 }
 
 Status RestoreState::MapBuffers(Prepared& p) {
-  const store::proto::Manifest& m = *plan_.manifest;
-  if (std::max(m.gpus(), 1) != std::max(plan_.gpus, 1)) {
-    return Status::FailedPrecondition(fmt::format("the snapshot uses {} device(s), the session {}", std::max(m.gpus(), 1),
-                                                  std::max(plan_.gpus, 1)));
+  const store::Manifest& m = *plan_.manifest;
+  if (std::max(m.gpus, 1) != std::max(plan_.gpus, 1)) {
+    return Status::FailedPrecondition(fmt::format("the snapshot uses {} device(s), the session {}",
+                                                  std::max(m.gpus, 1), std::max(plan_.gpus, 1)));
   }
-  if (m.buffers_size() == 0) return Status::Ok();
-  if (slot_base_ == 0 || m.va_base() != slot_base_ || m.va_bytes() != va_bytes_) {
+  if (m.buffers.empty()) return Status::Ok();
+  if (slot_base_ == 0 || m.va_base != slot_base_ || m.va_bytes != va_bytes_) {
     return Status::FailedPrecondition(fmt::format(
-        "the snapshot's range [{:#x}, +{}) is not the instance range slot the restore was given ({:#x})", m.va_base(),
-        m.va_bytes(), slot_base_));
+        "the snapshot's range [{:#x}, +{}) is not the instance range slot the restore was given ({:#x})",
+        m.va_base, m.va_bytes, slot_base_));
   }
-  for (int i = 0; i < m.buffers_size(); ++i) {
-    const store::proto::Buffer& b = m.buffers(i);
-    auto space = p.spaces.find(b.device());
+  for (size_t i = 0; i < m.buffers.size(); ++i) {
+    const store::Buffer& b = m.buffers[i];
+    auto space = p.spaces.find(b.device);
     if (space == p.spaces.end() || space->second == nullptr) {
-      return Status::Corruption(fmt::format("buffer {} is on device {}, not one of the session's", i, b.device()));
+      return Status::Corruption(
+          fmt::format("buffer {} is on device {}, not one of the session's", i, b.device));
     }
-    PHOS_RETURN_IF_ERROR(space->second->MapAt(b.device_address(), b.size())
-                             .WithContext(fmt::format("map buffer {} ({}) at {:#x}", i, b.label(), b.device_address())));
-    p.buffers.push_back({b.device_address(), b.size(), b.device()});
+    PHOS_RETURN_IF_ERROR(
+        space->second->MapAt(b.device_address, b.size)
+            .WithContext(fmt::format("map buffer {} ({}) at {:#x}", i, b.label, b.device_address)));
+    p.buffers.push_back({b.device_address, b.size, b.device});
   }
   return Status::Ok();
 }
 
 Status RestoreState::RecreateHandles(Prepared& p) {
-  const store::proto::Manifest& m = *plan_.manifest;
+  const store::Manifest& m = *plan_.manifest;
   driver::DriverTable& d = *driver_;
   const int gpus = std::max(plan_.gpus, 1);
   auto check_device = [&](int device, const char* what, uint64_t handle) -> Status {
@@ -225,76 +227,79 @@ Status RestoreState::RecreateHandles(Prepared& p) {
     if (device != 0) p.handle_devices[handle] = device;
     return Status::Ok();
   };
-  for (const auto& s : m.streams()) {
-    PHOS_RETURN_IF_ERROR(check_device(s.device(), "stream", s.handle()));
-    driver::ContextScope scope(d, p.context(s.device()));
+  for (const store::StreamState& s : m.streams) {
+    PHOS_RETURN_IF_ERROR(check_device(s.device, "stream", s.handle));
+    driver::ContextScope scope(d, p.context(s.device));
     CUstream stream = nullptr;
-    PHOS_CU_RETURN_IF_ERROR(d.error_text(), d.cuStreamCreate(&stream, s.flags()));
-    p.streams[s.handle()] = stream;
-    p.stream_flags[s.handle()] = s.flags();
+    PHOS_CU_RETURN_IF_ERROR(d.error_text(), d.cuStreamCreate(&stream, s.flags));
+    p.streams[s.handle] = stream;
+    p.stream_flags[s.handle] = s.flags;
   }
-  for (const auto& e : m.events()) {
-    PHOS_RETURN_IF_ERROR(check_device(e.device(), "event", e.handle()));
-    driver::ContextScope scope(d, p.context(e.device()));
+  for (const store::EventState& e : m.events) {
+    PHOS_RETURN_IF_ERROR(check_device(e.device, "event", e.handle));
+    driver::ContextScope scope(d, p.context(e.device));
     CUevent event = nullptr;
-    PHOS_CU_RETURN_IF_ERROR(d.error_text(), d.cuEventCreate(&event, e.flags()));
-    p.events[e.handle()] = event;
-    p.event_flags[e.handle()] = e.flags();
+    PHOS_CU_RETURN_IF_ERROR(d.error_text(), d.cuEventCreate(&event, e.flags));
+    p.events[e.handle] = event;
+    p.event_flags[e.handle] = e.flags;
   }
-  for (const auto& h : m.library_handles()) {
-    if (h.library() != "cublas") return Status::NotSupported("library handle of " + h.library());
+  for (const store::LibraryHandle& h : m.library_handles) {
+    if (h.library != "cublas") return Status::NotSupported("library handle of " + h.library);
     if (!d.has_cublas()) return Status::FailedPrecondition("the snapshot holds cuBLAS handles and the driver has no cuBLAS");
-    PHOS_RETURN_IF_ERROR(check_device(h.device(), "cuBLAS handle", h.handle()));
-    driver::ContextScope scope(d, p.context(h.device()));
+    PHOS_RETURN_IF_ERROR(check_device(h.device, "cuBLAS handle", h.handle));
+    driver::ContextScope scope(d, p.context(h.device));
     cublasHandle_t handle = nullptr;
     // The first of device 0 is served by the pooled handle, as the function's first cublasCreate was.
-    if (p.pooled_blas_vid == 0 && h.device() == 0) {
+    if (p.pooled_blas_vid == 0 && h.device == 0) {
       handle = p.group ? p.group->blas_handle(0) : p.lease->blas_handle();
-      p.pooled_blas_vid = h.handle();
+      p.pooled_blas_vid = h.handle;
     } else if (d.cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
-      return Status::DeviceError(fmt::format("cublasCreate for handle {}", h.handle()));
+      return Status::DeviceError(fmt::format("cublasCreate for handle {}", h.handle));
     }
-    p.blas[h.handle()] = handle;
+    p.blas[h.handle] = handle;
     CUstream stream = nullptr;
-    if (h.stream() == 2) {
+    if (h.stream == 2) {
       stream = CU_STREAM_PER_THREAD;
-    } else if (h.stream() > 2) {
-      auto it = p.streams.find(h.stream());
-      if (it == p.streams.end()) return Status::Corruption(fmt::format("cuBLAS handle {} names stream {}, not in the snapshot", h.handle(), h.stream()));
+    } else if (h.stream > 2) {
+      auto it = p.streams.find(h.stream);
+      if (it == p.streams.end())
+        return Status::Corruption(
+            fmt::format("cuBLAS handle {} names stream {}, not in the snapshot", h.handle, h.stream));
       stream = it->second;
     }
     if (d.cublasSetStream(handle, reinterpret_cast<cudaStream_t>(stream)) != CUBLAS_STATUS_SUCCESS ||
-        d.cublasSetMathMode(handle, static_cast<cublasMath_t>(h.math_mode())) != CUBLAS_STATUS_SUCCESS) {
-      return Status::DeviceError(fmt::format("cuBLAS handle {}: settings not restored", h.handle()));
+        d.cublasSetMathMode(handle, static_cast<cublasMath_t>(h.math_mode)) != CUBLAS_STATUS_SUCCESS) {
+      return Status::DeviceError(fmt::format("cuBLAS handle {}: settings not restored", h.handle));
     }
   }
-  for (const auto& c : m.nccl_comms()) {
-    if (!p.group || c.device() < 0 || c.device() >= p.group->size()) {
-      return Status::Corruption(fmt::format("communicator {} names device {} outside the session's group", c.handle(), c.device()));
+  for (const store::NcclCommState& c : m.nccl_comms) {
+    if (!p.group || c.device < 0 || c.device >= p.group->size()) {
+      return Status::Corruption(
+          fmt::format("communicator {} names device {} outside the session's group", c.handle, c.device));
     }
-    p.comms[c.handle()] = {p.group->comm(c.device()), c.device()};
+    p.comms[c.handle] = {p.group->comm(c.device), c.device};
   }
-  p.next_handle = m.next_handle();
+  p.next_handle = m.next_handle;
   return Status::Ok();
 }
 
 void RestoreState::PreloadModules(Prepared& p) {
-  const store::proto::Manifest& m = *plan_.manifest;
+  const store::Manifest& m = *plan_.manifest;
   driver::ContextScope scope(*driver_, p.context(0));
-  for (int i = 0; i < m.modules_size(); ++i) {
+  for (size_t i = 0; i < m.modules.size(); ++i) {
     uint64_t bytes = 0;
-    Result<CUmodule> module = LoadSnapshotModule(driver_, m, i, *plan_.source, &bytes);
+    Result<CUmodule> module = LoadSnapshotModule(driver_, m, static_cast<int>(i), *plan_.source, &bytes);
     if (!module.ok()) {
-      PHOS_LOG(Warn, "restore", "{} v{}: module {} not preloaded: {}", m.function(), m.version(), i,
+      PHOS_LOG(Warn, "restore", "{} v{}: module {} not preloaded: {}", m.function, m.version, i,
                module.status().message());
       continue;
     }
-    p.modules[m.modules(i).content_hash()] = *module;
+    p.modules[m.modules[i].content_hash.ToBytes()] = *module;
   }
 }
 
 Status RestoreState::StartLoaders(Prepared& p) {
-  const store::proto::Manifest& m = *plan_.manifest;
+  const store::Manifest& m = *plan_.manifest;
   const int gpus = std::max(plan_.gpus, 1);
   {
     std::lock_guard lock(mu_);
@@ -303,12 +308,12 @@ Status RestoreState::StartLoaders(Prepared& p) {
   p.loaders.resize(gpus);
   for (int device = 0; device < gpus; ++device) {
     DeviceLoader& dl = p.loaders[device];
-    dl.manifest = std::make_unique<store::proto::Manifest>(m);
-    dl.manifest->clear_buffers();
-    for (int i = 0; i < m.buffers_size(); ++i) {
-      if (m.buffers(i).device() != device) continue;
-      *dl.manifest->add_buffers() = m.buffers(i);
-      dl.global.push_back(i);
+    dl.manifest = std::make_unique<store::Manifest>(m);
+    dl.manifest->buffers.clear();
+    for (size_t i = 0; i < m.buffers.size(); ++i) {
+      if (m.buffers[i].device != device) continue;
+      dl.manifest->buffers.push_back(m.buffers[i]);
+      dl.global.push_back(static_cast<int>(i));
     }
     RestoreLoaderOptions options{.driver = driver_,
                                  .context = p.context(device),
@@ -316,7 +321,7 @@ Status RestoreState::StartLoaders(Prepared& p) {
                                  .source = plan_.source,
                                  .dram = plan_.dram,
                                  .first_touch_order = plan_.first_touch_order,
-                                 .name = fmt::format("{} v{} device {}", m.function(), m.version(), device)};
+                                 .name = fmt::format("{} v{} device {}", m.function, m.version, device)};
     PHOS_ASSIGN_OR_RETURN(dl.loader, RestoreLoader::Start(options));
   }
   if (plan_.stop_the_world) {

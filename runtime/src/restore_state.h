@@ -29,7 +29,7 @@
 #include "phos/driver/driver_table.h"
 #include "phos/runtime/restore_loader.h"
 #include "phos/runtime/va_allocator.h"
-#include "proto/manifest.pb.h"
+#include "phos/store/manifest.h"
 
 namespace phos::runtime {
 
@@ -56,8 +56,8 @@ class RestoreState {
 
   // One device's loader, over the snapshot's buffers on that device.
   struct DeviceLoader {
-    std::unique_ptr<store::proto::Manifest> manifest;  // the device's buffers (what the loader names)
-    std::vector<int> global;                           // loader index -> index in the snapshot
+    std::unique_ptr<store::Manifest> manifest;  // the device's buffers (what the loader names)
+    std::vector<int> global;                    // loader index -> index in the snapshot
     std::unique_ptr<RestoreLoader> loader;
   };
   // What a session takes over once Wait() succeeded.

@@ -303,10 +303,7 @@ Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& fun
   }
   req.gpus = group_ ? group_->size() : 1;
   for (const auto& [vid, comm] : comms_) {
-    store::proto::NcclCommState c;
-    c.set_handle(vid);
-    c.set_device(comm.device);
-    req.nccl_comms.push_back(c);
+    req.nccl_comms.push_back({.handle = vid, .device = comm.device});
   }
   for (uint64_t id : module_order_) {
     const Module& m = modules_[id];
@@ -314,18 +311,12 @@ Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& fun
     req.modules.push_back({.image = std::string(m.image.begin(), m.image.end()), .kind = m.is_fatbin ? "fatbin" : "simgpu"});
   }
   for (const auto& [vid, s] : streams_) {
-    store::proto::StreamState st;
-    st.set_handle(vid);
-    st.set_flags(stream_flags_[vid]);
-    st.set_device(device_of(handle_devices_, vid));
-    req.streams.push_back(st);
+    req.streams.push_back(
+        {.handle = vid, .flags = stream_flags_[vid], .device = device_of(handle_devices_, vid)});
   }
   for (const auto& [vid, e] : events_) {
-    store::proto::EventState ev;
-    ev.set_handle(vid);
-    ev.set_flags(event_flags_[vid]);
-    ev.set_device(device_of(handle_devices_, vid));
-    req.events.push_back(ev);
+    req.events.push_back(
+        {.handle = vid, .flags = event_flags_[vid], .device = device_of(handle_devices_, vid)});
   }
   // The pooled handle first: restore serves the first handle with its lease's pooled one.
   std::vector<uint64_t> blas_vids;
@@ -346,13 +337,11 @@ Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& fun
     for (const auto& [svid, s] : streams_) {
       if (s == reinterpret_cast<CUstream>(stream) && stream != nullptr) stream_vid = svid;
     }
-    store::proto::LibraryHandle lh;
-    lh.set_handle(vid);
-    lh.set_library("cublas");
-    lh.set_stream(stream_vid);
-    lh.set_math_mode(static_cast<uint32_t>(mode));
-    lh.set_device(device_of(handle_devices_, vid));
-    req.library_handles.push_back(lh);
+    req.library_handles.push_back({.handle = vid,
+                                   .library = "cublas",
+                                   .stream = stream_vid,
+                                   .math_mode = static_cast<uint32_t>(mode),
+                                   .device = device_of(handle_devices_, vid)});
   }
   if (space_ != nullptr && space_->borrowed()) {
     req.va_base = space_->base();  // device 0's share starts the instance range

@@ -106,18 +106,18 @@ Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& st
   PHOS_RETURN_IF_ERROR(staging.Allocate().WithContext("capture"));
 
   PHOS_ASSIGN_OR_RETURN(std::unique_ptr<store::SnapshotWriter> writer, store.NewWriter(request.function));
-  store::proto::Manifest& manifest = writer->manifest();
-  manifest.set_device_profile(request.device_profile);
-  manifest.set_compute_capability(request.compute_capability);
-  for (const auto& s : request.streams) *manifest.add_streams() = s;
-  for (const auto& e : request.events) *manifest.add_events() = e;
-  for (const auto& h : request.library_handles) *manifest.add_library_handles() = h;
-  manifest.set_va_base(request.va_base);
-  manifest.set_va_bytes(request.va_bytes);
-  manifest.set_next_handle(request.next_handle);
-  manifest.set_gpus(request.gpus);
-  for (const auto& c : request.nccl_comms) *manifest.add_nccl_comms() = c;
-  if (request.cpu_state.has_value()) *manifest.mutable_cpu_state() = *request.cpu_state;
+  store::Manifest& manifest = writer->manifest();
+  manifest.device_profile = request.device_profile;
+  manifest.compute_capability = request.compute_capability;
+  manifest.streams = request.streams;
+  manifest.events = request.events;
+  manifest.library_handles = request.library_handles;
+  manifest.va_base = request.va_base;
+  manifest.va_bytes = request.va_bytes;
+  manifest.next_handle = request.next_handle;
+  manifest.gpus = request.gpus;
+  manifest.nccl_comms = request.nccl_comms;
+  if (request.cpu_state.has_value()) manifest.cpu_state = *request.cpu_state;
 
   // Every buffer must be device memory of the context before anything is read: a host or stale
   // address would otherwise be copied as if it were device memory (simgpu's copies accept any
@@ -129,14 +129,14 @@ Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& st
   uint64_t bytes = 0;
   for (size_t i = 0; i < request.buffers.size(); ++i) {
     const CaptureBuffer& b = request.buffers[i];
-    store::proto::Buffer meta;
-    meta.set_device_address(b.address);
-    meta.set_size(b.size);
-    meta.set_alignment(b.alignment);
-    meta.set_first_touch_rank(b.first_touch_rank);
-    meta.set_device(b.device);
-    meta.set_access_class(b.access_class);
-    meta.set_label(b.label);
+    store::Buffer meta;
+    meta.device_address = b.address;
+    meta.size = b.size;
+    meta.alignment = b.alignment;
+    meta.first_touch_rank = b.first_touch_rank;
+    meta.device = b.device;
+    meta.access_class = b.access_class;
+    meta.label = b.label;
     // The writer asks for at most one chunk at a time, so one staging chunk serves every read;
     // the synchronous copy has finished with it before the writer hashes and stores the bytes.
     auto read = [&](uint64_t offset, void* dst, size_t size) -> Status {
@@ -157,8 +157,8 @@ Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& st
   }
   for (size_t i = 0; i < request.modules.size(); ++i) {
     const CaptureModule& m = request.modules[i];
-    store::proto::Module meta;
-    meta.set_kind(m.kind);
+    store::Module meta;
+    meta.kind = m.kind;
     auto added = writer->AddModule(meta, m.image.data(), m.image.size());
     if (!added.ok()) {
       return added.status().WithContext(fmt::format("capture {}: module {} ({})", request.function, i, m.kind));

@@ -25,43 +25,50 @@ double MsSince(Clock::time_point start) {
 uint64_t AlignDown(uint64_t x, uint64_t a) { return x / a * a; }
 uint64_t AlignUp(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
-std::string SnapshotName(const store::proto::Manifest& m) { return fmt::format("{} v{}", m.function(), m.version()); }
+std::string SnapshotName(const store::Manifest& m) {
+  return fmt::format("{} v{}", m.function, m.version);
+}
 
-std::string BufferName(const store::proto::Manifest& m, int i) {
-  const auto& b = m.buffers(i);
-  return b.label().empty() ? fmt::format("buffer {} at {:#x}", i, b.device_address())
-                           : fmt::format("buffer {} '{}' at {:#x}", i, b.label(), b.device_address());
+std::string BufferName(const store::Manifest& m, size_t i) {
+  const store::Buffer& b = m.buffers[i];
+  return b.label.empty() ? fmt::format("buffer {} at {:#x}", i, b.device_address)
+                         : fmt::format("buffer {} '{}' at {:#x}", i, b.label, b.device_address);
 }
 
 }  // namespace
 
-Result<CUmodule> LoadSnapshotModule(driver::DriverTable* d, const store::proto::Manifest& m, int index, store::ChunkSource& source,
-                            uint64_t* bytes) {
-  const auto& mod = m.modules(index);
-  std::string image(mod.size(), '\0');
+Result<CUmodule> LoadSnapshotModule(driver::DriverTable* d, const store::Manifest& m, int index,
+                                    store::ChunkSource& source, uint64_t* bytes) {
+  if (index < 0 || static_cast<size_t>(index) >= m.modules.size()) {
+    return Status::InvalidArgument(
+        fmt::format("module {}: the snapshot has {} modules", index, m.modules.size()));
+  }
+  const store::Module& mod = m.modules[static_cast<size_t>(index)];
+  std::string image(mod.size, '\0');
   uint64_t offset = 0;
-  for (int c = 0; c < mod.chunks_size(); ++c) {
-    const auto& ref = mod.chunks(c);
-    auto id = store::ChunkId::FromBytes(ref.id());
-    if (!id.ok()) return id.status().WithContext(fmt::format("module {} chunk {}", index, c));
-    if (offset + ref.size() > image.size()) {
-      return Status::Corruption(fmt::format("module {}: chunks add up to more than its {} bytes", index, mod.size()));
+  for (size_t c = 0; c < mod.chunks.size(); ++c) {
+    const store::ChunkRef& ref = mod.chunks[c];
+    if (offset + ref.size > image.size()) {
+      return Status::Corruption(
+          fmt::format("module {}: chunks add up to more than its {} bytes", index, mod.size));
     }
-    PHOS_RETURN_IF_ERROR(
-        source.ReadChunk({*id, ref.size()}, image.data() + offset).WithContext(fmt::format("module {} chunk {}", index, c)));
-    offset += ref.size();
+    PHOS_RETURN_IF_ERROR(source.ReadChunk(ref, image.data() + offset)
+                             .WithContext(fmt::format("module {} chunk {}", index, c)));
+    offset += ref.size;
   }
   if (offset != image.size()) {
-    return Status::Corruption(fmt::format("module {}: chunks hold {} of its {} bytes", index, offset, mod.size()));
+    return Status::Corruption(
+        fmt::format("module {}: chunks hold {} of its {} bytes", index, offset, mod.size));
   }
   // The chunks verified one by one; the whole-image hash also catches a manifest whose chunk
   // list was put together wrongly.
-  if (store::ChunkId::Of(image.data(), image.size()).ToBytes() != mod.content_hash()) {
+  if (store::ChunkId::Of(image.data(), image.size()) != mod.content_hash) {
     return Status::Corruption(fmt::format("module {}: image does not match its content hash", index));
   }
   CUmodule module = nullptr;
   PHOS_RETURN_IF_ERROR(driver::CuStatus(d->cuModuleLoadData(&module, image.data()),
-                                fmt::format("module {} ({}): cuModuleLoadData", index, mod.kind()), d->error_text()));
+                                        fmt::format("module {} ({}): cuModuleLoadData", index, mod.kind),
+                                        d->error_text()));
   *bytes += image.size();
   return module;
 }
@@ -143,7 +150,7 @@ std::vector<VmmMapping> VmmDeviceMapper::mappings() const {
   return out;
 }
 
-Result<RestoreReport> RestoreStopTheWorld(const RestoreRequest& request, const store::proto::Manifest& manifest,
+Result<RestoreReport> RestoreStopTheWorld(const RestoreRequest& request, const store::Manifest& manifest,
                                           store::ChunkSource& source) {
   if (request.driver == nullptr || request.context == nullptr || request.mapper == nullptr ||
       request.pool == nullptr) {
@@ -165,13 +172,13 @@ Result<RestoreReport> RestoreStopTheWorld(const RestoreRequest& request, const s
   };
 
   auto start = Clock::now();
-  for (int i = 0; i < manifest.buffers_size(); ++i) {
-    const auto& b = manifest.buffers(i);
-    Status mapped = request.mapper->MapAt(b.device_address(), b.size());
+  for (size_t i = 0; i < manifest.buffers.size(); ++i) {
+    const store::Buffer& b = manifest.buffers[i];
+    Status mapped = request.mapper->MapAt(b.device_address, b.size);
     if (!mapped.ok()) return fail(mapped.WithContext(fmt::format("restore {}: {}", name, BufferName(manifest, i))));
   }
   report.map_ms = MsSince(start);
-  report.buffers = manifest.buffers_size();
+  report.buffers = manifest.buffers.size();
 
   start = Clock::now();
   store::ReaderOptions options;
@@ -183,7 +190,7 @@ Result<RestoreReport> RestoreStopTheWorld(const RestoreRequest& request, const s
   auto deliver = [&](const store::ChunkDelivery& c) -> Status {
     driver::ContextScope io_scope(*d, request.context);
     if (!io_scope.ok()) return Status::DeviceError("cuCtxPushCurrent on an I/O thread failed");
-    const CUdeviceptr dst = manifest.buffers(c.buffer_index).device_address() + c.offset;
+    const CUdeviceptr dst = manifest.buffers[c.buffer_index].device_address + c.offset;
     PHOS_RETURN_IF_ERROR(driver::CuStatus(d->cuMemcpyHtoDAsync(dst, c.data, c.size, nullptr), "cuMemcpyHtoDAsync", text));
     return driver::CuStatus(d->cuStreamSynchronize(nullptr), "cuStreamSynchronize", text);
   };
@@ -196,8 +203,8 @@ Result<RestoreReport> RestoreStopTheWorld(const RestoreRequest& request, const s
   report.copy_ms = MsSince(start);
 
   start = Clock::now();
-  for (int i = 0; i < manifest.modules_size(); ++i) {
-    auto module = LoadSnapshotModule(d, manifest, i, source, &report.module_bytes);
+  for (size_t i = 0; i < manifest.modules.size(); ++i) {
+    auto module = LoadSnapshotModule(d, manifest, static_cast<int>(i), source, &report.module_bytes);
     if (!module.ok()) return fail(module.status().WithContext(fmt::format("restore {}", name)));
     report.modules.push_back(*module);
   }

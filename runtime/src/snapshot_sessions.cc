@@ -1,20 +1,20 @@
 #include "phos/runtime/snapshot_sessions.h"
 
-#include <algorithm>
-
 #include <fmt/core.h>
 
+#include <algorithm>
+
 #include "phos/base/log.h"
-#include "proto/manifest.pb.h"
+#include "phos/store/manifest.h"
 
 namespace phos::runtime {
 namespace {
 
 std::string PinKey(const std::string& function, uint64_t version) { return fmt::format("{}@{}", function, version); }
 
-bool Ranked(const store::proto::Manifest& m) {
-  for (const auto& b : m.buffers()) {
-    if (b.first_touch_rank() >= 0) return true;
+bool Ranked(const store::Manifest& m) {
+  for (const store::Buffer& b : m.buffers) {
+    if (b.first_touch_rank >= 0) return true;
   }
   return false;
 }
@@ -44,40 +44,37 @@ Result<uint64_t> SnapshotSessions::Capture(const std::string& token, const std::
   PHOS_ASSIGN_OR_RETURN(uint64_t version, server_->CaptureSession(token, *store_, function, options_.device_profile,
                                                                   options_.capture_timeout));
   CarryOverOrder(function, version);
-  PHOS_ASSIGN_OR_RETURN(std::shared_ptr<const store::proto::Manifest> manifest, Manifest(function, version));
+  PHOS_ASSIGN_OR_RETURN(std::shared_ptr<const store::Manifest> manifest, Manifest(function, version));
   Pin(*manifest);
   uint64_t bytes = 0;
-  for (const auto& b : manifest->buffers()) bytes += b.size();
+  for (const store::Buffer& b : manifest->buffers) bytes += b.size;
   PHOS_LOG(Info, "snapshots", "{} v{} captured: {} buffers, {} bytes, {} modules{}", function, version,
-           manifest->buffers_size(), bytes, manifest->modules_size(), Ranked(*manifest) ? ", first-touch order kept" : "");
+           manifest->buffers.size(), bytes, manifest->modules.size(),
+           Ranked(*manifest) ? ", first-touch order kept" : "");
   return version;
 }
 
-Result<std::shared_ptr<const store::proto::Manifest>> SnapshotSessions::Manifest(const std::string& function,
-                                                                                uint64_t version) {
+Result<std::shared_ptr<const store::Manifest>> SnapshotSessions::Manifest(const std::string& function,
+                                                                          uint64_t version) {
   std::lock_guard lock(mu_);
   Key key{function, version};
   if (auto it = manifests_.find(key); it != manifests_.end()) return it->second;
-  PHOS_ASSIGN_OR_RETURN(store::proto::Manifest m, store_->LoadManifest(function, version));
-  auto shared = std::make_shared<const store::proto::Manifest>(std::move(m));
+  PHOS_ASSIGN_OR_RETURN(store::Manifest m, store_->LoadManifest(function, version));
+  auto shared = std::make_shared<const store::Manifest>(std::move(m));
   manifests_[key] = shared;
   return shared;
 }
 
-void SnapshotSessions::Pin(const store::proto::Manifest& manifest) {
+void SnapshotSessions::Pin(const store::Manifest& manifest) {
   store::DramTier* dram = Dram();
   if (dram == nullptr) return;
   std::vector<store::ChunkRef> chunks;
-  for (const auto& b : manifest.buffers()) {
-    for (const auto& c : b.chunks()) {
-      Result<store::ChunkId> id = store::ChunkId::FromBytes(c.id());
-      if (id.ok()) chunks.push_back({*id, c.size()});
-    }
-  }
-  Status pinned = dram->Pin(PinKey(manifest.function(), manifest.version()), chunks);
+  for (const store::Buffer& b : manifest.buffers)
+    chunks.insert(chunks.end(), b.chunks.begin(), b.chunks.end());
+  Status pinned = dram->Pin(PinKey(manifest.function, manifest.version), chunks);
   if (!pinned.ok()) {
     // Restores still work, reading what is not in the tier from the store.
-    PHOS_LOG(Warn, "snapshots", "{} v{} not pinned in the DRAM tier: {}", manifest.function(), manifest.version(),
+    PHOS_LOG(Warn, "snapshots", "{} v{} not pinned in the DRAM tier: {}", manifest.function, manifest.version,
              pinned.message());
   }
 }
@@ -94,13 +91,13 @@ void SnapshotSessions::CarryOverOrder(const std::string& function, uint64_t vers
     if (v < version) previous = std::max(previous, v);
   }
   if (previous == 0) return;
-  Result<store::proto::Manifest> old = store_->LoadManifest(function, previous);
-  Result<store::proto::Manifest> now = store_->LoadManifest(function, version);
-  if (!old.ok() || !now.ok() || !Ranked(*old) || old->buffers_size() != now->buffers_size()) return;
+  Result<store::Manifest> old = store_->LoadManifest(function, previous);
+  Result<store::Manifest> now = store_->LoadManifest(function, version);
+  if (!old.ok() || !now.ok() || !Ranked(*old) || old->buffers.size() != now->buffers.size()) return;
   std::vector<int32_t> ranks;
-  for (int i = 0; i < old->buffers_size(); ++i) {
-    if (old->buffers(i).size() != now->buffers(i).size()) return;
-    ranks.push_back(old->buffers(i).first_touch_rank());
+  for (size_t i = 0; i < old->buffers.size(); ++i) {
+    if (old->buffers[i].size != now->buffers[i].size) return;
+    ranks.push_back(old->buffers[i].first_touch_rank);
   }
   Status s = store_->SetFirstTouchOrder(function, version, ranks);
   if (!s.ok()) PHOS_LOG(Warn, "snapshots", "{} v{}: first-touch order of v{} not carried over: {}", function, version, previous, s.message());
@@ -151,8 +148,8 @@ SessionTimeline SnapshotSessions::Timeline(const std::string& token) {
 }
 
 bool SnapshotSessions::HasFirstTouch(const std::string& function, uint64_t version) {
-  Result<std::shared_ptr<const store::proto::Manifest>> m = Manifest(function, version);
-  return m.ok() && ((*m)->buffers_size() == 0 || Ranked(**m));
+  Result<std::shared_ptr<const store::Manifest>> m = Manifest(function, version);
+  return m.ok() && ((*m)->buffers.empty() || Ranked(**m));
 }
 
 bool SnapshotSessions::SaveFirstTouch(const std::string& token, const std::string& function,

@@ -1,7 +1,9 @@
-// The manifest envelope (see manifest.h for the layout).
+// The manifest envelope (see manifest.h for the layout) and the mapping between the plain
+// manifest and its protobuf schema, which nothing outside this file sees.
 #include "phos/store/manifest.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -9,7 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include <fmt/format.h>
+#include "proto/manifest.pb.h"
 
 namespace phos::store {
 
@@ -35,11 +37,184 @@ std::string Escaped(std::string_view bytes) {
   return out;
 }
 
+void AddChunkRefs(const std::vector<ChunkRef>& refs,
+                  google::protobuf::RepeatedPtrField<proto::ChunkRef>* out) {
+  out->Reserve(static_cast<int>(refs.size()));
+  for (const ChunkRef& ref : refs) {
+    proto::ChunkRef* p = out->Add();
+    p->set_id(ref.id.ToBytes());
+    p->set_size(ref.size);
+  }
+}
+
+proto::Manifest ToProto(const Manifest& m) {
+  proto::Manifest p;
+  p.set_function(m.function);
+  p.set_version(m.version);
+  p.set_device_profile(m.device_profile);
+  p.set_compute_capability(m.compute_capability);
+  p.set_chunk_bytes(m.chunk_bytes);
+  for (const Buffer& b : m.buffers) {
+    proto::Buffer* pb = p.add_buffers();
+    pb->set_device_address(b.device_address);
+    pb->set_size(b.size);
+    pb->set_alignment(b.alignment);
+    AddChunkRefs(b.chunks, pb->mutable_chunks());
+    pb->set_first_touch_rank(b.first_touch_rank);
+    pb->set_access_class(static_cast<proto::AccessClass>(b.access_class));
+    pb->set_label(b.label);
+    pb->set_device(b.device);
+  }
+  for (const Module& mod : m.modules) {
+    proto::Module* pm = p.add_modules();
+    pm->set_content_hash(mod.content_hash.ToBytes());
+    pm->set_size(mod.size);
+    pm->set_kind(mod.kind);
+    AddChunkRefs(mod.chunks, pm->mutable_chunks());
+  }
+  for (const StreamState& s : m.streams) {
+    proto::StreamState* ps = p.add_streams();
+    ps->set_handle(s.handle);
+    ps->set_flags(s.flags);
+    ps->set_priority(s.priority);
+    ps->set_device(s.device);
+  }
+  for (const EventState& e : m.events) {
+    proto::EventState* pe = p.add_events();
+    pe->set_handle(e.handle);
+    pe->set_flags(e.flags);
+    pe->set_device(e.device);
+  }
+  for (const LibraryHandle& l : m.library_handles) {
+    proto::LibraryHandle* pl = p.add_library_handles();
+    pl->set_handle(l.handle);
+    pl->set_library(l.library);
+    pl->set_stream(l.stream);
+    pl->set_math_mode(l.math_mode);
+    pl->set_device(l.device);
+  }
+  if (!m.cpu_state.kind.empty() || !m.cpu_state.location.empty()) {
+    p.mutable_cpu_state()->set_kind(m.cpu_state.kind);
+    p.mutable_cpu_state()->set_location(m.cpu_state.location);
+  }
+  p.set_created_unix_ms(m.created_unix_ms);
+  p.set_va_base(m.va_base);
+  p.set_va_bytes(m.va_bytes);
+  p.set_next_handle(m.next_handle);
+  p.set_gpus(m.gpus);
+  for (const NcclCommState& c : m.nccl_comms) {
+    proto::NcclCommState* pc = p.add_nccl_comms();
+    pc->set_handle(c.handle);
+    pc->set_device(c.device);
+  }
+  return p;
+}
+
+// `what` names the list ("buffer 3") for the error of a malformed id.
+Result<std::vector<ChunkRef>> FromProto(const google::protobuf::RepeatedPtrField<proto::ChunkRef>& refs,
+                                        const std::string& what) {
+  std::vector<ChunkRef> out;
+  out.reserve(static_cast<size_t>(refs.size()));
+  for (int i = 0; i < refs.size(); ++i) {
+    Result<ChunkId> id = ChunkId::FromBytes(refs[i].id());
+    if (!id.ok()) {
+      return Status::Corruption(fmt::format("manifest {} chunk {}: {}", what, i, id.status().message()));
+    }
+    out.push_back(ChunkRef{*id, refs[i].size()});
+  }
+  return out;
+}
+
+// A value written by a newer build that knows more access classes reads as "not observed", which
+// restores the buffer like any other.
+AccessClass FromProto(proto::AccessClass access_class) {
+  switch (access_class) {
+    case proto::ACCESS_READ_ONLY:
+      return AccessClass::kReadOnly;
+    case proto::ACCESS_READ_WRITE:
+      return AccessClass::kReadWrite;
+    case proto::ACCESS_SCRATCH:
+      return AccessClass::kScratch;
+    default:
+      return AccessClass::kUnknown;
+  }
+}
+
+Result<Manifest> FromProto(const proto::Manifest& p) {
+  Manifest m;
+  m.function = p.function();
+  m.version = p.version();
+  m.device_profile = p.device_profile();
+  m.compute_capability = p.compute_capability();
+  m.chunk_bytes = p.chunk_bytes();
+  m.buffers.reserve(static_cast<size_t>(p.buffers_size()));
+  for (int i = 0; i < p.buffers_size(); ++i) {
+    const proto::Buffer& pb = p.buffers(i);
+    Buffer& b = m.buffers.emplace_back();
+    b.device_address = pb.device_address();
+    b.size = pb.size();
+    b.alignment = pb.alignment();
+    PHOS_ASSIGN_OR_RETURN(b.chunks, FromProto(pb.chunks(), fmt::format("buffer {}", i)));
+    b.first_touch_rank = pb.first_touch_rank();
+    b.access_class = FromProto(pb.access_class());
+    b.label = pb.label();
+    b.device = pb.device();
+  }
+  m.modules.reserve(static_cast<size_t>(p.modules_size()));
+  for (int i = 0; i < p.modules_size(); ++i) {
+    const proto::Module& pm = p.modules(i);
+    Module& mod = m.modules.emplace_back();
+    Result<ChunkId> hash = ChunkId::FromBytes(pm.content_hash());
+    if (!hash.ok()) {
+      return Status::Corruption(
+          fmt::format("manifest module {} content hash: {}", i, hash.status().message()));
+    }
+    mod.content_hash = *hash;
+    mod.size = pm.size();
+    mod.kind = pm.kind();
+    PHOS_ASSIGN_OR_RETURN(mod.chunks, FromProto(pm.chunks(), fmt::format("module {}", i)));
+  }
+  for (const proto::StreamState& ps : p.streams()) {
+    m.streams.push_back(StreamState{ps.handle(), ps.flags(), ps.priority(), ps.device()});
+  }
+  for (const proto::EventState& pe : p.events()) {
+    m.events.push_back(EventState{pe.handle(), pe.flags(), pe.device()});
+  }
+  for (const proto::LibraryHandle& pl : p.library_handles()) {
+    m.library_handles.push_back(
+        LibraryHandle{pl.handle(), pl.library(), pl.stream(), pl.math_mode(), pl.device()});
+  }
+  m.cpu_state = CpuStateRef{p.cpu_state().kind(), p.cpu_state().location()};
+  m.created_unix_ms = p.created_unix_ms();
+  m.va_base = p.va_base();
+  m.va_bytes = p.va_bytes();
+  m.next_handle = p.next_handle();
+  m.gpus = p.gpus();
+  for (const proto::NcclCommState& pc : p.nccl_comms()) {
+    m.nccl_comms.push_back(NcclCommState{pc.handle(), pc.device()});
+  }
+  return m;
+}
+
 }  // namespace
 
-std::string EncodeManifest(const proto::Manifest& manifest) {
+std::string_view AccessClassName(AccessClass access_class) {
+  switch (access_class) {
+    case AccessClass::kReadOnly:
+      return "read-only";
+    case AccessClass::kReadWrite:
+      return "read-write";
+    case AccessClass::kScratch:
+      return "scratch";
+    case AccessClass::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+std::string EncodeManifest(const Manifest& manifest) {
   std::string payload;
-  manifest.SerializeToString(&payload);
+  ToProto(manifest).SerializeToString(&payload);
   std::string out(kManifestHeaderBytes, '\0');
   std::memcpy(out.data(), kManifestMagic, sizeof kManifestMagic);
   PutLe(kManifestFormatVersion, 4, out.data() + 8);
@@ -50,7 +225,7 @@ std::string EncodeManifest(const proto::Manifest& manifest) {
   return out;
 }
 
-Result<proto::Manifest> DecodeManifest(std::string_view bytes, uint64_t max_payload) {
+Result<Manifest> DecodeManifest(std::string_view bytes, uint64_t max_payload) {
   if (bytes.size() < kManifestHeaderBytes) {
     return Status::Corruption(
         fmt::format("manifest truncated: {} bytes, the header alone is {}", bytes.size(), kManifestHeaderBytes));
@@ -95,10 +270,10 @@ Result<proto::Manifest> DecodeManifest(std::string_view bytes, uint64_t max_payl
   if (!manifest.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
     return Status::Corruption("manifest payload passes its checksum but does not parse as a phos.store.Manifest");
   }
-  return manifest;
+  return FromProto(manifest);
 }
 
-Status WriteManifestFile(const std::string& path, const proto::Manifest& manifest) {
+Status WriteManifestFile(const std::string& path, const Manifest& manifest) {
   std::string bytes = EncodeManifest(manifest);
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -124,7 +299,7 @@ Status WriteManifestFile(const std::string& path, const proto::Manifest& manifes
   return Status::Ok();
 }
 
-Result<proto::Manifest> ReadManifestFile(const std::string& path, uint64_t max_payload) {
+Result<Manifest> ReadManifestFile(const std::string& path, uint64_t max_payload) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::FromErrno(errno, "open " + path);
   struct stat st {};

@@ -15,11 +15,6 @@ namespace {
 // Staging buffers start on page boundaries: DMA engines and O_DIRECT reads want that.
 constexpr uint64_t kStagingAlign = 4096;
 
-Result<ChunkRef> ToChunkRef(const proto::ChunkRef& ref) {
-  PHOS_ASSIGN_OR_RETURN(ChunkId id, ChunkId::FromBytes(ref.id()));
-  return ChunkRef{id, ref.size()};
-}
-
 }  // namespace
 
 struct ReaderPool::ReaderState {
@@ -80,32 +75,20 @@ struct ReaderPool::ReaderState {
   uint64_t delivered_bytes = 0;
 };
 
-Result<std::vector<ChunkRef>> SnapshotChunks(const proto::Manifest& manifest) {
+std::vector<ChunkRef> SnapshotChunks(const Manifest& manifest) {
   std::vector<ChunkRef> out;
-  for (int b = 0; b < manifest.buffers_size(); ++b) {
-    for (int c = 0; c < manifest.buffers(b).chunks_size(); ++c) {
-      Result<ChunkRef> ref = ToChunkRef(manifest.buffers(b).chunks(c));
-      if (!ref.ok()) return ref.status().WithContext(fmt::format("buffer {} chunk {}", b, c));
-      out.push_back(*ref);
-    }
-  }
-  for (int m = 0; m < manifest.modules_size(); ++m) {
-    for (int c = 0; c < manifest.modules(m).chunks_size(); ++c) {
-      Result<ChunkRef> ref = ToChunkRef(manifest.modules(m).chunks(c));
-      if (!ref.ok()) return ref.status().WithContext(fmt::format("module {} chunk {}", m, c));
-      out.push_back(*ref);
-    }
-  }
+  for (const Buffer& b : manifest.buffers) out.insert(out.end(), b.chunks.begin(), b.chunks.end());
+  for (const Module& m : manifest.modules) out.insert(out.end(), m.chunks.begin(), m.chunks.end());
   return out;
 }
 
-std::vector<uint32_t> FirstTouchOrder(const proto::Manifest& manifest) {
-  std::vector<uint32_t> order(manifest.buffers_size());
+std::vector<uint32_t> FirstTouchOrder(const Manifest& manifest) {
+  std::vector<uint32_t> order(manifest.buffers.size());
   std::iota(order.begin(), order.end(), 0u);
   auto key = [&](uint32_t i) {
-    const proto::Buffer& b = manifest.buffers(static_cast<int>(i));
-    bool unranked = b.first_touch_rank() < 0;
-    return std::make_tuple(unranked, unranked ? 0 : b.first_touch_rank(), b.device_address(), i);
+    const Buffer& b = manifest.buffers[i];
+    bool unranked = b.first_touch_rank < 0;
+    return std::make_tuple(unranked, unranked ? 0 : b.first_touch_rank, b.device_address, i);
   };
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return key(a) < key(b); });
   return order;
@@ -208,8 +191,7 @@ void ReaderPool::FinishIfDrainedLocked(ReaderState* reader) {
 
 // ---- SnapshotReader --------------------------------------------------------------------------
 
-Result<std::unique_ptr<SnapshotReader>> SnapshotReader::Start(ReaderPool* pool,
-                                                              const proto::Manifest& manifest,
+Result<std::unique_ptr<SnapshotReader>> SnapshotReader::Start(ReaderPool* pool, const Manifest& manifest,
                                                               ChunkSource* source,
                                                               const ReaderOptions& options,
                                                               DeliverFn deliver) {
@@ -217,30 +199,28 @@ Result<std::unique_ptr<SnapshotReader>> SnapshotReader::Start(ReaderPool* pool,
     return Status::InvalidArgument("snapshot reader: pool, source and delivery callback are required");
   }
   auto state = std::make_shared<ReaderPool::ReaderState>();
-  state->name = options.snapshot_name.empty()
-                    ? fmt::format("'{}' v{}", manifest.function(), manifest.version())
-                    : options.snapshot_name;
+  state->name = options.snapshot_name.empty() ? fmt::format("'{}' v{}", manifest.function, manifest.version)
+                                              : options.snapshot_name;
   auto invalid = [&](const std::string& what) {
     return Status::InvalidArgument(fmt::format("snapshot {}: {}", state->name, what));
   };
 
-  state->buffers.resize(manifest.buffers_size());
-  for (int b = 0; b < manifest.buffers_size(); ++b) {
-    const proto::Buffer& pb = manifest.buffers(b);
+  state->buffers.resize(manifest.buffers.size());
+  for (size_t b = 0; b < manifest.buffers.size(); ++b) {
+    const Buffer& buffer = manifest.buffers[b];
     ReaderPool::ReaderState::BufferChunks& out = state->buffers[b];
-    out.label = pb.label();
+    out.label = buffer.label;
     uint64_t offset = 0;
-    for (int c = 0; c < pb.chunks_size(); ++c) {
-      Result<ChunkRef> ref = ToChunkRef(pb.chunks(c));
-      if (!ref.ok()) return invalid(fmt::format("buffer {} chunk {}: {}", b, c, ref.status().message()));
-      if (ref->size == 0) return invalid(fmt::format("buffer {} chunk {} is empty", b, c));
-      out.chunks.push_back(*ref);
+    for (size_t c = 0; c < buffer.chunks.size(); ++c) {
+      const ChunkRef& ref = buffer.chunks[c];
+      if (ref.size == 0) return invalid(fmt::format("buffer {} chunk {} is empty", b, c));
+      out.chunks.push_back(ref);
       out.offsets.push_back(offset);
-      offset += ref->size;
+      offset += ref.size;
     }
-    if (offset != pb.size()) {
+    if (offset != buffer.size) {
       return invalid(fmt::format("buffer {} ('{}'): chunks add up to {} bytes, the buffer has {}", b,
-                                 pb.label(), offset, pb.size()));
+                                 buffer.label, offset, buffer.size));
     }
   }
 

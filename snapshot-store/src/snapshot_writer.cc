@@ -85,12 +85,9 @@ WriterImpl::~WriterImpl() {
   }
 }
 
-Status WriterImpl::AddChunk(const void* data, size_t size,
-                            google::protobuf::RepeatedPtrField<proto::ChunkRef>* out) {
+Status WriterImpl::AddChunk(const void* data, size_t size, std::vector<ChunkRef>* out) {
   ChunkId id = ChunkId::Of(data, size);
-  proto::ChunkRef* ref = out->Add();
-  ref->set_id(id.ToBytes());
-  ref->set_size(static_cast<uint32_t>(size));
+  out->push_back(ChunkRef{id, static_cast<uint32_t>(size)});
   if (written_.count(id) || pinned_.count(id)) return Status::Ok();
   PHOS_ASSIGN_OR_RETURN(bool indexed, store_->PinIfIndexed(id));
   if (indexed) {
@@ -123,48 +120,48 @@ Status WriterImpl::AddChunk(const void* data, size_t size,
   return Status::Ok();
 }
 
-Result<int> WriterImpl::AddBuffer(const proto::Buffer& meta, const void* data) {
-  if (data == nullptr && meta.size() > 0) return Status::InvalidArgument("AddBuffer: null data");
+Result<int> WriterImpl::AddBuffer(const Buffer& meta, const void* data) {
+  if (data == nullptr && meta.size > 0) return Status::InvalidArgument("AddBuffer: null data");
   return AddBuffer(meta, [data](uint64_t offset, void* dst, size_t size) {
     std::memcpy(dst, static_cast<const char*>(data) + offset, size);
     return Status::Ok();
   });
 }
 
-Result<int> WriterImpl::AddBuffer(const proto::Buffer& meta, const ReadFn& read) {
+Result<int> WriterImpl::AddBuffer(const Buffer& meta, const ReadFn& read) {
   if (committed_) return Status::FailedPrecondition("snapshot writer already committed");
-  if (meta.chunks_size() != 0) return Status::InvalidArgument("AddBuffer: meta must not list chunks");
-  int index = manifest_.buffers_size();
-  proto::Buffer* buffer = manifest_.add_buffers();
-  *buffer = meta;
+  if (!meta.chunks.empty()) return Status::InvalidArgument("AddBuffer: meta must not list chunks");
+  int index = static_cast<int>(manifest_.buffers.size());
+  Buffer& buffer = manifest_.buffers.emplace_back(meta);
   size_t chunk = store_->options().chunk_bytes;
   AlignedBuffer scratch;
-  if (meta.size() > 0) {
-    PHOS_ASSIGN_OR_RETURN(scratch, AlignedBuffer::Allocate(std::min<uint64_t>(chunk, meta.size())));
+  if (meta.size > 0) {
+    PHOS_ASSIGN_OR_RETURN(scratch, AlignedBuffer::Allocate(std::min<uint64_t>(chunk, meta.size)));
   }
-  for (uint64_t offset = 0; offset < meta.size(); offset += chunk) {
-    size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, meta.size() - offset));
-    auto context = [&] { return fmt::format("buffer {} ({:#x}) at offset {}", index, meta.device_address(), offset); };
+  for (uint64_t offset = 0; offset < meta.size; offset += chunk) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, meta.size - offset));
+    auto context = [&] {
+      return fmt::format("buffer {} ({:#x}) at offset {}", index, meta.device_address, offset);
+    };
     PHOS_RETURN_IF_ERROR(read(offset, scratch.data(), n).WithContext(context()));
-    PHOS_RETURN_IF_ERROR(AddChunk(scratch.data(), n, buffer->mutable_chunks()).WithContext(context()));
+    PHOS_RETURN_IF_ERROR(AddChunk(scratch.data(), n, &buffer.chunks).WithContext(context()));
   }
   return index;
 }
 
-Result<int> WriterImpl::AddModule(const proto::Module& meta, const void* image, size_t size) {
+Result<int> WriterImpl::AddModule(const Module& meta, const void* image, size_t size) {
   if (committed_) return Status::FailedPrecondition("snapshot writer already committed");
   if (image == nullptr && size > 0) return Status::InvalidArgument("AddModule: null image");
-  int index = manifest_.modules_size();
-  proto::Module* module = manifest_.add_modules();
-  *module = meta;
-  module->clear_chunks();
-  module->set_size(size);
+  int index = static_cast<int>(manifest_.modules.size());
+  Module& module = manifest_.modules.emplace_back(meta);
+  module.chunks.clear();
+  module.size = size;
   XXH128_hash_t whole = XXH3_128bits(image, size);
-  module->set_content_hash(ChunkId{whole.low64, whole.high64}.ToBytes());
+  module.content_hash = ChunkId{whole.low64, whole.high64};
   size_t chunk = store_->options().chunk_bytes;
   for (uint64_t offset = 0; offset < size; offset += chunk) {
     size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, size - offset));
-    PHOS_RETURN_IF_ERROR(AddChunk(static_cast<const char*>(image) + offset, n, module->mutable_chunks())
+    PHOS_RETURN_IF_ERROR(AddChunk(static_cast<const char*>(image) + offset, n, &module.chunks)
                              .WithContext(fmt::format("module {}", index)));
   }
   return index;
@@ -194,20 +191,22 @@ Result<uint64_t> StoreImpl::Commit(std::unique_ptr<SnapshotWriter> writer) {
   if (!s.ok() && !s.IsNotFound()) return Status::IoError(what + ": " + s.ToString());
   if (version == 0) return Status::Corruption(what + ": version counter is corrupt");
 
-  proto::Manifest& manifest = w->manifest_;
-  manifest.set_function(w->function_);
-  manifest.set_version(version);
-  manifest.set_chunk_bytes(options_.chunk_bytes);
-  manifest.set_created_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
+  Manifest& manifest = w->manifest_;
+  manifest.function = w->function_;
+  manifest.version = version;
+  manifest.chunk_bytes = options_.chunk_bytes;
+  manifest.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
   std::map<std::string, int64_t> deltas;
-  std::unordered_set<std::string> seen;
-  auto add = [&](const proto::ChunkRef& ref) {
-    if (seen.insert(ref.id()).second) deltas["c" + ref.id()] += 1;
+  std::unordered_set<ChunkId, ChunkIdHash> seen;
+  auto add = [&](const ChunkRef& ref) {
+    if (seen.insert(ref.id).second) deltas[ChunkKey(ref.id)] += 1;
   };
-  for (const auto& b : manifest.buffers()) for (const auto& c : b.chunks()) add(c);
-  for (const auto& m : manifest.modules()) for (const auto& c : m.chunks()) add(c);
+  for (const Buffer& b : manifest.buffers)
+    for (const ChunkRef& c : b.chunks) add(c);
+  for (const Module& m : manifest.modules)
+    for (const ChunkRef& c : m.chunks) add(c);
 
   // Retention: the oldest versions beyond keep_versions go in the same write.
   if (options_.keep_versions > 0) {

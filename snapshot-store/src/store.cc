@@ -137,7 +137,7 @@ Result<std::vector<uint64_t>> StoreImpl::ListVersions(const std::string& functio
   return out;
 }
 
-Result<proto::Manifest> StoreImpl::LoadManifest(const std::string& function, uint64_t version) {
+Result<Manifest> StoreImpl::LoadManifest(const std::string& function, uint64_t version) {
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), ManifestKey(function, version), &value);
   std::string what = fmt::format("snapshot '{}' v{}", function, version);
@@ -145,8 +145,9 @@ Result<proto::Manifest> StoreImpl::LoadManifest(const std::string& function, uin
   PHOS_RETURN_IF_ERROR(FromRocks(s, what));
   auto manifest = DecodeManifest(value, options_.max_manifest_bytes);
   if (!manifest.ok()) return manifest.status().WithContext(what);
-  if (manifest->function() != function || manifest->version() != version) {
-    return Status::Corruption(fmt::format("{}: manifest names '{}' v{}", what, manifest->function(), manifest->version()));
+  if (manifest->function != function || manifest->version != version) {
+    return Status::Corruption(
+        fmt::format("{}: manifest names '{}' v{}", what, manifest->function, manifest->version));
   }
   return manifest;
 }
@@ -156,18 +157,18 @@ Status StoreImpl::SetFirstTouchOrder(const std::string& function, uint64_t versi
   PHOS_RETURN_IF_ERROR(Writable());
   // Under meta_mu_: a concurrent DeleteVersion must not be undone by this rewrite.
   std::lock_guard lock(meta_mu_);
-  PHOS_ASSIGN_OR_RETURN(proto::Manifest manifest, LoadManifest(function, version));
+  PHOS_ASSIGN_OR_RETURN(Manifest manifest, LoadManifest(function, version));
   const std::string what = fmt::format("snapshot '{}' v{}", function, version);
-  if (ranks.size() != static_cast<size_t>(manifest.buffers_size())) {
+  if (ranks.size() != manifest.buffers.size()) {
     return Status::InvalidArgument(fmt::format("{}: first-touch order has {} ranks for {} buffers", what,
-                                               ranks.size(), manifest.buffers_size()));
+                                               ranks.size(), manifest.buffers.size()));
   }
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (ranks[i] < -1) {
       return Status::InvalidArgument(fmt::format("{}: buffer {} has first-touch rank {} (-1 is untouched)", what,
                                                  i, ranks[i]));
     }
-    manifest.mutable_buffers(static_cast<int>(i))->set_first_touch_rank(ranks[i]);
+    manifest.buffers[i].first_touch_rank = ranks[i];
   }
   rocksdb::WriteBatch batch;
   batch.Put(ManifestKey(function, version), EncodeManifest(manifest));
@@ -190,13 +191,15 @@ Status StoreImpl::DeleteVersion(const std::string& function, uint64_t version) {
 
 Status StoreImpl::DropVersion(const std::string& function, uint64_t version, rocksdb::WriteBatch* batch,
                               std::map<std::string, int64_t>* deltas) {
-  PHOS_ASSIGN_OR_RETURN(proto::Manifest manifest, LoadManifest(function, version));
-  std::unordered_set<std::string> seen;
-  auto drop = [&](const proto::ChunkRef& ref) {
-    if (seen.insert(ref.id()).second) (*deltas)["c" + ref.id()] -= 1;
+  PHOS_ASSIGN_OR_RETURN(Manifest manifest, LoadManifest(function, version));
+  std::unordered_set<ChunkId, ChunkIdHash> seen;
+  auto drop = [&](const ChunkRef& ref) {
+    if (seen.insert(ref.id).second) (*deltas)[ChunkKey(ref.id)] -= 1;
   };
-  for (const auto& b : manifest.buffers()) for (const auto& c : b.chunks()) drop(c);
-  for (const auto& m : manifest.modules()) for (const auto& c : m.chunks()) drop(c);
+  for (const Buffer& b : manifest.buffers)
+    for (const ChunkRef& c : b.chunks) drop(c);
+  for (const Module& m : manifest.modules)
+    for (const ChunkRef& c : m.chunks) drop(c);
   batch->Delete(ManifestKey(function, version));
   return Status::Ok();
 }
@@ -272,72 +275,71 @@ Status StoreImpl::ReadChunk(const ChunkRef& ref, void* dst) {
   return ReadLocated(ref.id, *loc, dst);
 }
 
-Status StoreImpl::ReadBuffer(const proto::Manifest& manifest, int index, void* dst) {
-  if (index < 0 || index >= manifest.buffers_size()) {
-    return Status::InvalidArgument(fmt::format("snapshot '{}' v{} has no buffer {} ({} buffers)", manifest.function(),
-                                               manifest.version(), index, manifest.buffers_size()));
+Status StoreImpl::ReadBuffer(const Manifest& manifest, int index, void* dst) {
+  if (index < 0 || static_cast<size_t>(index) >= manifest.buffers.size()) {
+    return Status::InvalidArgument(fmt::format("snapshot '{}' v{} has no buffer {} ({} buffers)",
+                                               manifest.function, manifest.version, index,
+                                               manifest.buffers.size()));
   }
-  const proto::Buffer& buffer = manifest.buffers(index);
+  const Buffer& buffer = manifest.buffers[static_cast<size_t>(index)];
   uint64_t offset = 0;
-  for (const auto& c : buffer.chunks()) {
+  for (const ChunkRef& c : buffer.chunks) {
     auto context = [&] {
-      return fmt::format("snapshot '{}' v{}: buffer {} ({:#x}{}{})", manifest.function(), manifest.version(), index,
-                         buffer.device_address(), buffer.label().empty() ? "" : " ", buffer.label());
+      return fmt::format("snapshot '{}' v{}: buffer {} ({:#x}{}{})", manifest.function, manifest.version,
+                         index, buffer.device_address, buffer.label.empty() ? "" : " ", buffer.label);
     };
-    auto id = ChunkId::FromBytes(c.id());
-    if (!id.ok()) return id.status().WithContext(context());
-    if (offset + c.size() > buffer.size()) {
+    if (offset + c.size > buffer.size) {
       return Status::Corruption(context() + ": chunks exceed the buffer's size");
     }
-    PHOS_RETURN_IF_ERROR(ReadChunk({*id, c.size()}, static_cast<char*>(dst) + offset).WithContext(context()));
-    offset += c.size();
+    PHOS_RETURN_IF_ERROR(ReadChunk(c, static_cast<char*>(dst) + offset).WithContext(context()));
+    offset += c.size;
   }
-  if (offset != buffer.size()) {
+  if (offset != buffer.size) {
     return Status::Corruption(fmt::format("snapshot '{}' v{}: buffer {}: chunks cover {} of {} bytes",
-                                          manifest.function(), manifest.version(), index, offset, buffer.size()));
+                                          manifest.function, manifest.version, index, offset, buffer.size));
   }
   return Status::Ok();
 }
 
 Status StoreImpl::VerifySnapshot(const std::string& function, uint64_t version) {
-  PHOS_ASSIGN_OR_RETURN(proto::Manifest manifest, LoadManifest(function, version));
-  uint64_t largest = manifest.chunk_bytes();
-  for (const auto& b : manifest.buffers()) for (const auto& c : b.chunks()) largest = std::max<uint64_t>(largest, c.size());
-  for (const auto& m : manifest.modules()) for (const auto& c : m.chunks()) largest = std::max<uint64_t>(largest, c.size());
+  PHOS_ASSIGN_OR_RETURN(Manifest manifest, LoadManifest(function, version));
+  uint64_t largest = manifest.chunk_bytes;
+  for (const Buffer& b : manifest.buffers)
+    for (const ChunkRef& c : b.chunks) largest = std::max<uint64_t>(largest, c.size);
+  for (const Module& m : manifest.modules)
+    for (const ChunkRef& c : m.chunks) largest = std::max<uint64_t>(largest, c.size);
   PHOS_ASSIGN_OR_RETURN(AlignedBuffer scratch, AlignedBuffer::Allocate(largest));
-  for (int i = 0; i < manifest.buffers_size(); ++i) {
-    const proto::Buffer& buffer = manifest.buffers(i);
+  for (size_t i = 0; i < manifest.buffers.size(); ++i) {
+    const Buffer& buffer = manifest.buffers[i];
     uint64_t covered = 0;
-    for (const auto& c : buffer.chunks()) {
-      auto id = ChunkId::FromBytes(c.id());
-      Status s = id.ok() ? ReadChunk({*id, c.size()}, scratch.data()) : id.status();
+    for (const ChunkRef& c : buffer.chunks) {
+      Status s = ReadChunk(c, scratch.data());
       if (!s.ok()) {
         return s.WithContext(fmt::format("snapshot '{}' v{}: buffer {} ({:#x} {})", function, version, i,
-                                         buffer.device_address(), buffer.label()));
+                                         buffer.device_address, buffer.label));
       }
-      covered += c.size();
+      covered += c.size;
     }
-    if (covered != buffer.size()) {
-      return Status::Corruption(fmt::format("snapshot '{}' v{}: buffer {}: chunks cover {} of {} bytes", function,
-                                            version, i, covered, buffer.size()));
+    if (covered != buffer.size) {
+      return Status::Corruption(fmt::format("snapshot '{}' v{}: buffer {}: chunks cover {} of {} bytes",
+                                            function, version, i, covered, buffer.size));
     }
   }
-  for (int i = 0; i < manifest.modules_size(); ++i) {
-    const proto::Module& module = manifest.modules(i);
+  for (size_t i = 0; i < manifest.modules.size(); ++i) {
+    const Module& module = manifest.modules[i];
     XXH3_state_t* state = XXH3_createState();
     XXH3_128bits_reset(state);
     Status s;
-    for (const auto& c : module.chunks()) {
-      auto id = ChunkId::FromBytes(c.id());
-      s = id.ok() ? ReadChunk({*id, c.size()}, scratch.data()) : id.status();
+    for (const ChunkRef& c : module.chunks) {
+      s = ReadChunk(c, scratch.data());
       if (!s.ok()) break;
-      XXH3_128bits_update(state, scratch.data(), c.size());
+      XXH3_128bits_update(state, scratch.data(), c.size);
     }
     XXH128_hash_t whole = XXH3_128bits_digest(state);
     XXH3_freeState(state);
     std::string where = fmt::format("snapshot '{}' v{}: module {}", function, version, i);
     if (!s.ok()) return s.WithContext(where);
-    if (ChunkId{whole.low64, whole.high64}.ToBytes() != module.content_hash()) {
+    if (ChunkId{whole.low64, whole.high64} != module.content_hash) {
       return Status::Corruption(where + ": image does not match its content hash");
     }
   }

@@ -25,20 +25,20 @@ class WriterImpl final : public SnapshotWriter {
   WriterImpl(StoreImpl* store, std::string function);
   ~WriterImpl() override;
 
-  proto::Manifest& manifest() override { return manifest_; }
-  Result<int> AddBuffer(const proto::Buffer& meta, const void* data) override;
-  Result<int> AddBuffer(const proto::Buffer& meta, const ReadFn& read) override;
-  Result<int> AddModule(const proto::Module& meta, const void* image, size_t size) override;
+  Manifest& manifest() override { return manifest_; }
+  Result<int> AddBuffer(const Buffer& meta, const void* data) override;
+  Result<int> AddBuffer(const Buffer& meta, const ReadFn& read) override;
+  Result<int> AddModule(const Module& meta, const void* image, size_t size) override;
 
  private:
   friend class StoreImpl;
   // Stores one chunk unless the store or this writer has it already; appends its ref to `out`.
-  Status AddChunk(const void* data, size_t size, google::protobuf::RepeatedPtrField<proto::ChunkRef>* out);
+  Status AddChunk(const void* data, size_t size, std::vector<ChunkRef>* out);
   Status SyncSegments();
 
   StoreImpl* store_;
   std::string function_;
-  proto::Manifest manifest_;
+  Manifest manifest_;
   std::vector<std::unique_ptr<SegmentWriter>> segments_;
   // Chunks this writer wrote (not yet in the index).
   std::unordered_map<ChunkId, ChunkLocation, ChunkIdHash> written_;
@@ -57,7 +57,7 @@ class StoreImpl final : public Store {
   Result<uint64_t> Commit(std::unique_ptr<SnapshotWriter> writer) override;
   Result<std::vector<std::string>> ListFunctions() override;
   Result<std::vector<uint64_t>> ListVersions(const std::string& function) override;
-  Result<proto::Manifest> LoadManifest(const std::string& function, uint64_t version) override;
+  Result<Manifest> LoadManifest(const std::string& function, uint64_t version) override;
   Status SetFirstTouchOrder(const std::string& function, uint64_t version,
                             const std::vector<int32_t>& ranks) override;
   Status DeleteVersion(const std::string& function, uint64_t version) override;
@@ -65,7 +65,7 @@ class StoreImpl final : public Store {
   Result<CompactionStats> CompactSegments() override;
   Result<StoreStats> Stats() override;
   Status ReadChunk(const ChunkRef& ref, void* dst) override;
-  Status ReadBuffer(const proto::Manifest& manifest, int index, void* dst) override;
+  Status ReadBuffer(const Manifest& manifest, int index, void* dst) override;
   Status VerifySnapshot(const std::string& function, uint64_t version) override;
   Status CheckConsistency() override;
 

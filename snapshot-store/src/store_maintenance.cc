@@ -180,10 +180,10 @@ Result<StoreStats> StoreImpl::Stats() {
   for (const auto& f : functions) {
     PHOS_ASSIGN_OR_RETURN(std::vector<uint64_t> versions, ListVersions(f));
     for (uint64_t v : versions) {
-      PHOS_ASSIGN_OR_RETURN(proto::Manifest m, LoadManifest(f, v));
+      PHOS_ASSIGN_OR_RETURN(Manifest m, LoadManifest(f, v));
       ++stats.snapshots;
-      for (const auto& b : m.buffers()) stats.logical_bytes += b.size();
-      for (const auto& mod : m.modules()) stats.logical_bytes += mod.size();
+      for (const Buffer& b : m.buffers) stats.logical_bytes += b.size;
+      for (const Module& mod : m.modules) stats.logical_bytes += mod.size;
     }
   }
   PHOS_ASSIGN_OR_RETURN(std::vector<IndexEntry> entries, ScanIndex(db_.get()));
@@ -210,10 +210,12 @@ Status StoreImpl::CheckConsistency() {
   for (const auto& f : functions) {
     PHOS_ASSIGN_OR_RETURN(std::vector<uint64_t> versions, ListVersions(f));
     for (uint64_t v : versions) {
-      PHOS_ASSIGN_OR_RETURN(proto::Manifest m, LoadManifest(f, v));
+      PHOS_ASSIGN_OR_RETURN(Manifest m, LoadManifest(f, v));
       std::unordered_set<std::string> seen;
-      for (const auto& b : m.buffers()) for (const auto& c : b.chunks()) seen.insert("c" + c.id());
-      for (const auto& mod : m.modules()) for (const auto& c : mod.chunks()) seen.insert("c" + c.id());
+      for (const Buffer& b : m.buffers)
+        for (const ChunkRef& c : b.chunks) seen.insert(ChunkKey(c.id));
+      for (const Module& mod : m.modules)
+        for (const ChunkRef& c : mod.chunks) seen.insert(ChunkKey(c.id));
       for (const auto& key : seen) ++expected[key];
     }
   }

@@ -48,24 +48,24 @@ int Inspect(Store& store, const std::string& function, uint64_t version) {
   auto m = store.LoadManifest(function, version);
   if (!m.ok()) return Fail(m.status());
   fmt::print("snapshot '{}' v{}\n  device profile {}  compute capability {}  chunk bytes {}  created {} ms\n",
-             m->function(), m->version(), m->device_profile(), m->compute_capability(), m->chunk_bytes(),
-             m->created_unix_ms());
+             m->function, m->version, m->device_profile, m->compute_capability, m->chunk_bytes,
+             m->created_unix_ms);
   uint64_t total = 0;
-  for (int i = 0; i < m->buffers_size(); ++i) {
-    const auto& b = m->buffers(i);
-    total += b.size();
-    fmt::print("  buffer {:3} {:#016x} {:>12} B  {:>5} chunks  rank {:>3}  {}  {}\n", i, b.device_address(), b.size(),
-               b.chunks_size(), b.first_touch_rank(), phos::store::proto::AccessClass_Name(b.access_class()),
-               b.label());
+  for (size_t i = 0; i < m->buffers.size(); ++i) {
+    const phos::store::Buffer& b = m->buffers[i];
+    total += b.size;
+    fmt::print("  buffer {:3} {:#016x} {:>12} B  {:>5} chunks  rank {:>3}  {}  {}\n", i, b.device_address,
+               b.size, b.chunks.size(), b.first_touch_rank, phos::store::AccessClassName(b.access_class),
+               b.label);
   }
-  for (int i = 0; i < m->modules_size(); ++i) {
-    total += m->modules(i).size();
-    fmt::print("  module {:3} {} {} B {} chunks\n", i, m->modules(i).kind(), m->modules(i).size(),
-               m->modules(i).chunks_size());
+  for (size_t i = 0; i < m->modules.size(); ++i) {
+    const phos::store::Module& mod = m->modules[i];
+    total += mod.size;
+    fmt::print("  module {:3} {} {} B {} chunks\n", i, mod.kind, mod.size, mod.chunks.size());
   }
-  fmt::print("  {} streams, {} events, {} library handles, cpu state {} {}\n", m->streams_size(), m->events_size(),
-             m->library_handles_size(), m->cpu_state().kind(), m->cpu_state().location());
-  fmt::print("  {} bytes in {} buffers and {} modules\n", total, m->buffers_size(), m->modules_size());
+  fmt::print("  {} streams, {} events, {} library handles, cpu state {} {}\n", m->streams.size(),
+             m->events.size(), m->library_handles.size(), m->cpu_state.kind, m->cpu_state.location);
+  fmt::print("  {} bytes in {} buffers and {} modules\n", total, m->buffers.size(), m->modules.size());
   auto stats = store.Stats();
   if (!stats.ok()) return Fail(stats.status());
   fmt::print("store: {} snapshots, {} logical bytes, {} unique, {} on disk, dedup ratio {:.2f}\n", stats->snapshots,

@@ -190,7 +190,7 @@ class RestoreLoaderTest : public ::testing::Test {
   std::vector<Spec> specs_;
   CUdeviceptr region_ = 0;
   uint64_t region_bytes_ = 0;
-  store::proto::Manifest manifest_;
+  store::Manifest manifest_;
 };
 
 TEST_F(RestoreLoaderTest, EveryByteIsBackAfterWait) {
@@ -301,7 +301,7 @@ TEST_F(RestoreLoaderTest, BadOptionsAndIndicesAreRefused) {
   EXPECT_EQ((*loader)->Find(specs_[0].address - 1), -1);
   ASSERT_TRUE((*loader)->Wait().ok());
 
-  store::proto::Manifest empty;
+  store::Manifest empty;
   RestoreLoaderOptions nothing = Options();
   nothing.manifest = &empty;
   auto idle = RestoreLoader::Start(nothing);

@@ -89,9 +89,9 @@ class SnapshotCaptureTest : public ::testing::Test {
     std::ifstream in(PHOS_CAPTURE_TEST_MODULE, std::ios::binary);
     req.modules.push_back({std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), "simgpu"});
 #endif
-    store::proto::StreamState stream;
-    stream.set_handle(7);
-    stream.set_flags(1);
+    store::StreamState stream;
+    stream.handle = 7;
+    stream.flags = 1;
     req.streams.push_back(stream);
     return req;
   }
@@ -130,11 +130,11 @@ TEST_F(SnapshotCaptureTest, RestoresEveryBufferAtItsAddressAndLoadsModules) {
   EXPECT_EQ(*version, 1u);
   auto manifest = store_->LoadManifest("fn", 1);
   ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
-  ASSERT_EQ(manifest->buffers_size(), 4);
-  EXPECT_EQ(manifest->buffers(0).chunks_size(), 3);
-  EXPECT_EQ(manifest->buffers(2).label(), "tiny");
-  ASSERT_EQ(manifest->streams_size(), 1);
-  EXPECT_EQ(manifest->streams(0).handle(), 7u);
+  ASSERT_EQ(manifest->buffers.size(), 4u);
+  EXPECT_EQ(manifest->buffers[0].chunks.size(), 3u);
+  EXPECT_EQ(manifest->buffers[2].label, "tiny");
+  ASSERT_EQ(manifest->streams.size(), 1u);
+  EXPECT_EQ(manifest->streams[0].handle, 7u);
 
   FreeOriginals();
   MakeFreshContext();
@@ -207,8 +207,8 @@ TEST_F(SnapshotCaptureTest, RestoresThroughTheDramTierAndRecapturesIdentically) 
   EXPECT_EQ(after->unique_bytes, stats->unique_bytes);
   auto second = store_->LoadManifest("fn", 2);
   ASSERT_TRUE(second.ok());
-  for (int i = 0; i < manifest->buffers_size(); ++i) {
-    EXPECT_EQ(second->buffers(i).SerializeAsString(), manifest->buffers(i).SerializeAsString()) << i;
+  for (size_t i = 0; i < manifest->buffers.size(); ++i) {
+    EXPECT_EQ(second->buffers[i], manifest->buffers[i]) << i;
   }
   mapper.UnmapAll();
 }
@@ -298,8 +298,8 @@ TEST_F(SnapshotCaptureTest, ModuleFailuresUndoTheWholeRestore) {
   EXPECT_TRUE(mapper.mappings().empty());
   for (const auto& o : originals_) EXPECT_TRUE(GranuleFree(o.address)) << o.label;
 
-  store::proto::Manifest tampered = *manifest;
-  tampered.mutable_modules(0)->set_content_hash(std::string(16, '\x01'));
+  store::Manifest tampered = *manifest;
+  tampered.modules[0].content_hash = store::ChunkId{0x0101010101010101ull, 0x0101010101010101ull};
   report = RestoreStopTheWorld(restore, tampered, *store_);
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().code(), StatusCode::kCorruption);
@@ -343,7 +343,7 @@ TEST_F(SnapshotCaptureTest, BadRequestsAreRefusedWithAReason) {
   auto versions = store_->ListVersions("fn");
   EXPECT_TRUE(!versions.ok() || versions->empty());
 
-  auto restore = RestoreStopTheWorld({}, store::proto::Manifest{}, *store_);
+  auto restore = RestoreStopTheWorld({}, store::Manifest{}, *store_);
   EXPECT_EQ(restore.status().code(), StatusCode::kInvalidArgument);
 }
 

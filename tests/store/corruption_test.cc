@@ -38,10 +38,10 @@ TEST(CorruptionTest, FlippedByteFailsThatChunkOnlyAndNamesIt) {
   auto b = Bytes(2 * kChunk, 2);
   for (auto [name, data] : {std::pair{"a", &a}, std::pair{"b", &b}}) {
     auto w = store->NewWriter(name).value();
-    proto::Buffer meta;
-    meta.set_size(data->size());
-    meta.set_device_address(0x7000);
-    meta.set_label("weights");
+    Buffer meta;
+    meta.size = data->size();
+    meta.device_address = 0x7000;
+    meta.label = "weights";
     ASSERT_TRUE(w->AddBuffer(meta, data->data()).ok());
     ASSERT_TRUE(store->Commit(std::move(w)).ok());
   }
@@ -77,8 +77,8 @@ TEST(CorruptionTest, FlippedByteFailsThatChunkOnlyAndNamesIt) {
   // dead once its other chunks' snapshot is gone, so it is a victim.
   ASSERT_TRUE(store->DeleteVersion("b", 1).ok());
   auto w = store->NewWriter("c").value();
-  proto::Buffer meta;
-  meta.set_size(kChunk);
+  Buffer meta;
+  meta.size = kChunk;
   ASSERT_TRUE(w->AddBuffer(meta, a.data() + kChunk).ok());
   ASSERT_TRUE(store->Commit(std::move(w)).ok());
   ASSERT_TRUE(store->DeleteVersion("a", 1).ok());
@@ -96,8 +96,8 @@ TEST(CorruptionTest, TruncatedSegmentFailsWithTheChunkNamed) {
   auto store = Store::Open(options).value();
   auto a = Bytes(2 * kChunk, 3);
   auto w = store->NewWriter("a").value();
-  proto::Buffer meta;
-  meta.set_size(a.size());
+  Buffer meta;
+  meta.size = a.size();
   ASSERT_TRUE(w->AddBuffer(meta, a.data()).ok());
   ASSERT_TRUE(store->Commit(std::move(w)).ok());
   ASSERT_EQ(::truncate((dir.path() + "/segments/00000001.seg").c_str(), kChunk + 10), 0);

@@ -52,14 +52,14 @@ int RunCrashWriter(const std::string& dir, uint64_t seed) {
       for (int i = 0; i < buffers; ++i) {
         uint64_t a = rng() % 8, b = rng() % 8, tail = rng() % kCrashChunkBytes;
         auto bytes = BufferBytes(a, b, tail);
-        proto::Buffer meta;
-        meta.set_device_address(0x100000ull * (i + 1));
-        meta.set_size(bytes.size());
-        meta.set_label(fmt::format("{} {} {}", a, b, tail));
+        Buffer meta;
+        meta.device_address = 0x100000ull * (i + 1);
+        meta.size = bytes.size();
+        meta.label = fmt::format("{} {} {}", a, b, tail);
         s = (*w)->AddBuffer(meta, bytes.data()).status();
         if (!s.ok()) break;
       }
-      (*w)->manifest().mutable_cpu_state()->set_location(fmt::format("buffers={}", buffers));
+      (*w)->manifest().cpu_state.location = fmt::format("buffers={}", buffers);
       if (s.ok()) s = (*store)->Commit(std::move(*w)).status();
     } else if (op < 8) {
       auto versions = (*store)->ListVersions(function);
@@ -86,21 +86,21 @@ Status CheckCrashStore(const std::string& dir, int* snapshots) {
     for (uint64_t v : versions) {
       ++*snapshots;
       PHOS_RETURN_IF_ERROR(store->VerifySnapshot(f, v));
-      PHOS_ASSIGN_OR_RETURN(proto::Manifest m, store->LoadManifest(f, v));
+      PHOS_ASSIGN_OR_RETURN(Manifest m, store->LoadManifest(f, v));
       std::string what = fmt::format("snapshot '{}' v{}", f, v);
-      if (m.cpu_state().location() != fmt::format("buffers={}", m.buffers_size())) {
-        return Status::Corruption(fmt::format("{} is partial: {} buffers, writer said {}", what, m.buffers_size(),
-                                              m.cpu_state().location()));
+      if (m.cpu_state.location != fmt::format("buffers={}", m.buffers.size())) {
+        return Status::Corruption(fmt::format("{} is partial: {} buffers, writer said {}", what,
+                                              m.buffers.size(), m.cpu_state.location));
       }
-      for (int i = 0; i < m.buffers_size(); ++i) {
+      for (size_t i = 0; i < m.buffers.size(); ++i) {
         uint64_t a = 0, b = 0, tail = 0;
-        if (std::sscanf(m.buffers(i).label().c_str(), "%lu %lu %lu", &a, &b, &tail) != 3) {
+        if (std::sscanf(m.buffers[i].label.c_str(), "%lu %lu %lu", &a, &b, &tail) != 3) {
           return Status::Corruption(what + ": unreadable label");
         }
         auto want = BufferBytes(a, b, tail);
         PHOS_ASSIGN_OR_RETURN(AlignedBuffer got, AlignedBuffer::Allocate(want.size()));
-        PHOS_RETURN_IF_ERROR(store->ReadBuffer(m, i, got.data()));
-        if (m.buffers(i).size() != want.size() || std::memcmp(got.data(), want.data(), want.size()) != 0) {
+        PHOS_RETURN_IF_ERROR(store->ReadBuffer(m, static_cast<int>(i), got.data()));
+        if (m.buffers[i].size != want.size() || std::memcmp(got.data(), want.data(), want.size()) != 0) {
           return Status::Corruption(fmt::format("{}: buffer {} holds other bytes than written", what, i));
         }
       }

@@ -31,11 +31,11 @@ class FirstTouchTest : public ::testing::Test {
   uint64_t CommitThreeBuffers(const std::string& function) {
     auto w = store_->NewWriter(function).value();
     for (int i = 0; i < 3; ++i) {
-      proto::Buffer meta;
-      meta.set_device_address(0x7f0000000000ull + static_cast<uint64_t>(i) * 0x100000);
-      meta.set_size(kSizes[i]);
-      meta.set_first_touch_rank(-1);
-      meta.set_label("buffer" + std::to_string(i));
+      Buffer meta;
+      meta.device_address = 0x7f0000000000ull + static_cast<uint64_t>(i) * 0x100000;
+      meta.size = kSizes[i];
+      meta.first_touch_rank = -1;
+      meta.label = "buffer" + std::to_string(i);
       data_.push_back(testing::Bytes(kSizes[i], static_cast<uint64_t>(i) + 11));
       EXPECT_TRUE(w->AddBuffer(meta, data_.back().data()).ok());
     }
@@ -48,7 +48,7 @@ class FirstTouchTest : public ::testing::Test {
     auto m = store_->LoadManifest(function, version);
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     if (m.ok()) {
-      for (const auto& b : m->buffers()) out.push_back(b.first_touch_rank());
+      for (const auto& b : m->buffers) out.push_back(b.first_touch_rank);
     }
     return out;
   }
@@ -73,14 +73,14 @@ TEST_F(FirstTouchTest, RanksRoundTripAndSurviveReopening) {
 
 TEST_F(FirstTouchTest, ChunksRefcountsAndEverythingElseStayAsCommitted) {
   const uint64_t v = CommitThreeBuffers("mlp");
-  const proto::Manifest before = store_->LoadManifest("mlp", v).value();
+  const Manifest before = store_->LoadManifest("mlp", v).value();
   const StoreStats stats_before = store_->Stats().value();
   ASSERT_TRUE(store_->SetFirstTouchOrder("mlp", v, {2, 0, 1}).ok());
 
-  proto::Manifest after = store_->LoadManifest("mlp", v).value();
-  ASSERT_EQ(after.buffers_size(), 3);
-  for (int i = 0; i < 3; ++i) after.mutable_buffers(i)->set_first_touch_rank(-1);
-  EXPECT_EQ(after.SerializeAsString(), before.SerializeAsString());
+  Manifest after = store_->LoadManifest("mlp", v).value();
+  ASSERT_EQ(after.buffers.size(), 3u);
+  for (int i = 0; i < 3; ++i) after.buffers[i].first_touch_rank = -1;
+  EXPECT_EQ(after, before);
   const StoreStats stats_after = store_->Stats().value();
   EXPECT_EQ(stats_after.chunks, stats_before.chunks);
   EXPECT_EQ(stats_after.live_chunks, stats_before.live_chunks);

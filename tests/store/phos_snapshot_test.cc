@@ -41,9 +41,9 @@ TEST(PhosSnapshotToolTest, LsInspectVerifyGc) {
     for (const char* f : {"mlp", "embed"}) {
       auto w = store->NewWriter(f).value();
       auto bytes = testing::Bytes(3 * 4096, f[0]);
-      proto::Buffer meta;
-      meta.set_size(bytes.size());
-      meta.set_label("weights");
+      Buffer meta;
+      meta.size = bytes.size();
+      meta.label = "weights";
       ASSERT_TRUE(w->AddBuffer(meta, bytes.data()).ok());
       ASSERT_TRUE(store->Commit(std::move(w)).ok());
       if (f[0] == 'm') bad = ChunkId::Of(bytes.data(), 4096);

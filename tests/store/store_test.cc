@@ -32,10 +32,10 @@ class StoreTest : public ::testing::Test {
     auto w = store_->NewWriter(function);
     EXPECT_TRUE(w.ok()) << w.status().ToString();
     for (size_t i = 0; i < buffers.size(); ++i) {
-      proto::Buffer meta;
-      meta.set_device_address(0x10000000ull * (i + 1));
-      meta.set_size(buffers[i].size());
-      meta.set_label("b" + std::to_string(i));
+      Buffer meta;
+      meta.device_address = 0x10000000ull * (i + 1);
+      meta.size = buffers[i].size();
+      meta.label = "b" + std::to_string(i);
       auto index = (*w)->AddBuffer(meta, buffers[i].data());
       EXPECT_TRUE(index.ok()) << index.status().ToString();
     }
@@ -67,9 +67,9 @@ TEST_F(StoreTest, CommitListLoadRead) {
   EXPECT_EQ(*store_->ListVersions("mlp"), (std::vector<uint64_t>{1, 2}));
   auto m = store_->LoadManifest("mlp", 1);
   ASSERT_TRUE(m.ok());
-  EXPECT_EQ(m->buffers_size(), 2);
-  EXPECT_EQ(m->buffers(0).chunks_size(), 4);
-  EXPECT_EQ(m->chunk_bytes(), kChunk);
+  EXPECT_EQ(m->buffers.size(), 2u);
+  EXPECT_EQ(m->buffers[0].chunks.size(), 4u);
+  EXPECT_EQ(m->chunk_bytes, kChunk);
   ExpectBuffer("mlp", 1, 0, a);
   ExpectBuffer("mlp", 1, 1, b);
   // Reopened, everything is still there.
@@ -92,8 +92,8 @@ TEST_F(StoreTest, StreamedBufferAndModule) {
   auto a = Bytes(2 * kChunk + 7, 4);
   auto w = store_->NewWriter("fn");
   ASSERT_TRUE(w.ok());
-  proto::Buffer meta;
-  meta.set_size(a.size());
+  Buffer meta;
+  meta.size = a.size();
   std::vector<std::pair<uint64_t, size_t>> calls;
   auto index = (*w)->AddBuffer(meta, [&](uint64_t offset, void* dst, size_t size) {
     calls.emplace_back(offset, size);
@@ -104,23 +104,23 @@ TEST_F(StoreTest, StreamedBufferAndModule) {
   EXPECT_EQ(calls.size(), 3u);
   EXPECT_EQ(calls[2], (std::pair<uint64_t, size_t>{2 * kChunk, 7}));
   auto image = Bytes(1000, 5);
-  proto::Module mod;
-  mod.set_kind("simgpu");
+  Module mod;
+  mod.kind = "simgpu";
   ASSERT_TRUE((*w)->AddModule(mod, image.data(), image.size()).ok());
-  (*w)->manifest().set_device_profile("a100-pcie4");
+  (*w)->manifest().device_profile = "a100-pcie4";
   ASSERT_TRUE(store_->Commit(std::move(*w)).ok());
   auto m = store_->LoadManifest("fn", 1);
-  EXPECT_EQ(m->device_profile(), "a100-pcie4");
-  EXPECT_EQ(m->modules(0).size(), 1000u);
+  EXPECT_EQ(m->device_profile, "a100-pcie4");
+  EXPECT_EQ(m->modules[0].size, 1000u);
   EXPECT_TRUE(store_->VerifySnapshot("fn", 1).ok());
   ExpectBuffer("fn", 1, 0, a);
 }
 
 TEST_F(StoreTest, FailingReadFnFailsAddBufferWithContext) {
   auto w = store_->NewWriter("fn");
-  proto::Buffer meta;
-  meta.set_size(2 * kChunk);
-  meta.set_device_address(0x2000);
+  Buffer meta;
+  meta.size = 2 * kChunk;
+  meta.device_address = 0x2000;
   auto r = (*w)->AddBuffer(meta, [](uint64_t offset, void*, size_t) {
     return offset > 0 ? Status::DeviceError("copy failed") : Status::Ok();
   });
@@ -141,10 +141,10 @@ TEST_F(StoreTest, BadInputRefused) {
   tiny.chunk_bytes = 100;
   EXPECT_NE(Store::Open(tiny).status().message().find("chunk_bytes 100"), std::string::npos);
   auto w = store_->NewWriter("fn");
-  proto::Buffer with_chunks;
-  with_chunks.add_chunks();
+  Buffer with_chunks;
+  with_chunks.chunks.emplace_back();
   EXPECT_EQ((*w)->AddBuffer(with_chunks, "x").status().code(), StatusCode::kInvalidArgument);
-  auto m = proto::Manifest();
+  auto m = Manifest();
   EXPECT_EQ(store_->ReadBuffer(m, 0, nullptr).code(), StatusCode::kInvalidArgument);
 }
 
@@ -204,9 +204,9 @@ TEST_F(StoreTest, GcReclaimsOrphanedSegmentBytes) {
   {
     // An abandoned writer: its bytes never become visible.
     auto w = store_->NewWriter("a");
-    proto::Buffer meta;
+    Buffer meta;
     auto data = Bytes(2 * kChunk, 31);
-    meta.set_size(data.size());
+    meta.size = data.size();
     ASSERT_TRUE((*w)->AddBuffer(meta, data.data()).ok());
     EXPECT_EQ(store_->Stats()->segment_files, 2u);
   }
@@ -224,8 +224,8 @@ TEST_F(StoreTest, GcKeepsChunksAWriterDedupedAgainst) {
   auto data = Bytes(kChunk, 40);
   Commit("a", {data});
   auto w = store_->NewWriter("b");
-  proto::Buffer meta;
-  meta.set_size(data.size());
+  Buffer meta;
+  meta.size = data.size();
   ASSERT_TRUE((*w)->AddBuffer(meta, data.data()).ok());  // dedups against a's chunk
   ASSERT_TRUE(store_->DeleteVersion("a", 1).ok());
   ASSERT_TRUE(store_->CollectGarbage().ok());

@@ -17,7 +17,7 @@
 
 #include "phos/store/chunk.h"
 #include "phos/store/dram_tier.h"
-#include "proto/manifest.pb.h"
+#include "phos/store/manifest.h"
 
 namespace phos::store::testing {
 
@@ -109,27 +109,23 @@ inline std::string RandomBytes(size_t n, uint32_t seed) {
 
 // A manifest of buffers with the given sizes and first-touch ranks, their bytes random and
 // split into `chunk` bytes, stored in `source`. `contents` receives each buffer's bytes.
-inline proto::Manifest MakeManifest(MemoryChunkSource& source, const std::vector<size_t>& sizes,
-                                    const std::vector<int>& ranks, size_t chunk,
-                                    std::vector<std::string>* contents, uint32_t seed = 1) {
-  proto::Manifest m;
-  m.set_function("fn");
-  m.set_version(3);
-  m.set_chunk_bytes(static_cast<uint32_t>(chunk));
+inline Manifest MakeManifest(MemoryChunkSource& source, const std::vector<size_t>& sizes,
+                             const std::vector<int>& ranks, size_t chunk, std::vector<std::string>* contents,
+                             uint32_t seed = 1) {
+  Manifest m;
+  m.function = "fn";
+  m.version = 3;
+  m.chunk_bytes = static_cast<uint32_t>(chunk);
   contents->clear();
   for (size_t b = 0; b < sizes.size(); ++b) {
     std::string bytes = RandomBytes(sizes[b], seed * 1000 + static_cast<uint32_t>(b));
-    proto::Buffer* pb = m.add_buffers();
-    pb->set_device_address(0x7f0000000000ull + b * 0x10000000ull);
-    pb->set_size(bytes.size());
-    pb->set_first_touch_rank(ranks[b]);
-    pb->set_label(fmt::format("b{}", b));
-    for (size_t off = 0; off < bytes.size(); off += chunk) {
-      ChunkRef ref = source.Put(bytes.substr(off, chunk));
-      proto::ChunkRef* pr = pb->add_chunks();
-      pr->set_id(ref.id.ToBytes());
-      pr->set_size(ref.size);
-    }
+    Buffer& buffer = m.buffers.emplace_back();
+    buffer.device_address = 0x7f0000000000ull + b * 0x10000000ull;
+    buffer.size = bytes.size();
+    buffer.first_touch_rank = ranks[b];
+    buffer.label = fmt::format("b{}", b);
+    for (size_t off = 0; off < bytes.size(); off += chunk)
+      buffer.chunks.push_back(source.Put(bytes.substr(off, chunk)));
     contents->push_back(std::move(bytes));
   }
   return m;

@@ -25,9 +25,7 @@ namespace phos::store {
 class ChunkSource;
 class DramTier;
 class Store;
-namespace proto {
-class Manifest;
-}
+struct Manifest;
 }  // namespace phos::store
 
 namespace phos::runtime {
@@ -35,7 +33,7 @@ namespace phos::runtime {
 // How a single-GPU session starts (IssueToken). The default: an empty session on a pooled context.
 struct SessionPlan {
   // The snapshot to restore (docs/design.md D7); null: the session starts empty.
-  std::shared_ptr<const store::proto::Manifest> manifest;
+  std::shared_ptr<const store::Manifest> manifest;
   // Where its chunks come from (a DramTier in front of the store); must outlive the session.
   store::ChunkSource* source = nullptr;
   store::DramTier* dram = nullptr;  // `source` when it is a DramTier, else null

@@ -91,7 +91,7 @@ KernelParamMetadata BuildParamMetadata(const std::string& mangled, std::span<con
 Result<std::vector<ParamSlotLayout>> QueryParamLayout(const driver::DriverTable& driver, CUfunction function,
                                                       uint32_t max_params = 1024);
 
-// xxHash3-128 of a module image: the store's content_hash (snapshot-store/proto/manifest.proto),
+// xxHash3-128 of a module image: the store's content hash (store::Module::content_hash),
 // so metadata computed at deploy is found again at restore for the same image.
 struct ModuleHash {
   uint64_t low = 0;

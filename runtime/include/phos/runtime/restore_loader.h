@@ -49,7 +49,7 @@
 #include "phos/base/status.h"
 #include "phos/driver/driver_table.h"
 #include "phos/store/chunk.h"
-#include "proto/manifest.pb.h"
+#include "phos/store/manifest.h"
 
 namespace phos::store {
 class DramTier;
@@ -61,8 +61,8 @@ struct RestoreLoaderOptions {
   driver::DriverTable* driver = nullptr;  // required
   // The context the buffers are mapped in (read-write, at their manifest addresses). Required.
   CUcontext context = nullptr;
-  // Must outlive the loader. Buffers are named by their index in manifest->buffers().
-  const store::proto::Manifest* manifest = nullptr;
+  // Must outlive the loader. Buffers are named by their index in manifest->buffers.
+  const store::Manifest* manifest = nullptr;
   // Where chunk bytes come from; must outlive the loader. When it is a DramTier (dram below),
   // chunks are copied from its pinned slots under a lease; otherwise read into pinned staging.
   store::ChunkSource* source = nullptr;

@@ -31,7 +31,7 @@ struct CaptureBuffer {
   uint64_t alignment = 256;
   std::string label;              // for humans (phos-snapshot inspect)
   int32_t first_touch_rank = -1;  // order of first use after entry; -1: not recorded
-  store::proto::AccessClass access_class = store::proto::ACCESS_UNKNOWN;
+  store::AccessClass access_class = store::AccessClass::kUnknown;
   int32_t device = 0;  // the function's device whose memory it is
 };
 
@@ -52,17 +52,17 @@ struct CaptureRequest {
   std::vector<CaptureBuffer> buffers;
   std::vector<CaptureModule> modules;
   // Virtual handles the function holds, recorded as they are (restore recreates them).
-  std::vector<store::proto::StreamState> streams;
-  std::vector<store::proto::EventState> events;
-  std::vector<store::proto::LibraryHandle> library_handles;
+  std::vector<store::StreamState> streams;
+  std::vector<store::EventState> events;
+  std::vector<store::LibraryHandle> library_handles;
   // The instance address space the buffers come from (0, 0: none) and the virtual handle counter
-  // (see manifest.proto).
+  // (see store::Manifest).
   uint64_t va_base = 0;
   uint64_t va_bytes = 0;
   uint64_t next_handle = 0;
   int32_t gpus = 1;
-  std::vector<store::proto::NcclCommState> nccl_comms;
-  std::optional<store::proto::CpuStateRef> cpu_state;
+  std::vector<store::NcclCommState> nccl_comms;
+  std::optional<store::CpuStateRef> cpu_state;
 };
 
 // Quiesces the context (cuCtxSynchronize), streams every buffer into a new snapshot of

@@ -23,8 +23,8 @@
 #include "phos/base/status.h"
 #include "phos/driver/driver_table.h"
 #include "phos/store/chunk.h"
+#include "phos/store/manifest.h"
 #include "phos/store/reader.h"
-#include "proto/manifest.pb.h"
 
 namespace phos::runtime {
 
@@ -106,7 +106,7 @@ struct RestoreReport {
 // Reads module `index` of `manifest` from `source` (every chunk verified, then the whole image
 // against its content hash) and loads it into the current context; adds the image's size to
 // *bytes. Errors name the module and chunk.
-Result<CUmodule> LoadSnapshotModule(driver::DriverTable* d, const store::proto::Manifest& manifest, int index,
+Result<CUmodule> LoadSnapshotModule(driver::DriverTable* d, const store::Manifest& manifest, int index,
                                     store::ChunkSource& source, uint64_t* bytes);
 
 // Restores `manifest`'s buffers and modules into `request.context`, reading chunks from `source`
@@ -114,7 +114,7 @@ Result<CUmodule> LoadSnapshotModule(driver::DriverTable* d, const store::proto::
 // manifest are not recreated here: the API server owns the virtual handles. Errors name the
 // snapshot, buffer and chunk (Corruption for a chunk that does not verify); nothing stays mapped
 // or loaded after a failure.
-Result<RestoreReport> RestoreStopTheWorld(const RestoreRequest& request, const store::proto::Manifest& manifest,
+Result<RestoreReport> RestoreStopTheWorld(const RestoreRequest& request, const store::Manifest& manifest,
                                           store::ChunkSource& source);
 
 }  // namespace phos::runtime

@@ -65,10 +65,10 @@ class SnapshotSessions final : public GpuSessions {
 
  private:
   using Key = std::pair<std::string, uint64_t>;
-  Result<std::shared_ptr<const store::proto::Manifest>> Manifest(const std::string& function, uint64_t version);
+  Result<std::shared_ptr<const store::Manifest>> Manifest(const std::string& function, uint64_t version);
   // The DRAM tier, made on first use; null when there is none.
   store::DramTier* Dram();
-  void Pin(const store::proto::Manifest& manifest);
+  void Pin(const store::Manifest& manifest);
   void Unpin(const std::string& function, uint64_t version);
   // The previous snapshot's order, when `manifest`'s buffers match it in number and size.
   void CarryOverOrder(const std::string& function, uint64_t version);
@@ -81,7 +81,7 @@ class SnapshotSessions final : public GpuSessions {
   std::unique_ptr<store::DramTier> dram_;
   SnapshotSessionsOptions options_;
   std::mutex mu_;
-  std::map<Key, std::shared_ptr<const store::proto::Manifest>> manifests_;
+  std::map<Key, std::shared_ptr<const store::Manifest>> manifests_;
 };
 
 }  // namespace phos::runtime

@@ -36,6 +36,8 @@ struct ChunkIdHash {
 struct ChunkRef {
   ChunkId id;
   uint32_t size = 0;
+
+  friend bool operator==(const ChunkRef&, const ChunkRef&) = default;
 };
 
 // Where chunk bytes come from: the disk tier (Store), the DRAM tier in front of it, or a test

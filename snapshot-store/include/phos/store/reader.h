@@ -24,17 +24,17 @@
 #include "phos/base/status.h"
 #include "phos/store/chunk.h"
 #include "phos/store/dram_tier.h"
-#include "proto/manifest.pb.h"
+#include "phos/store/manifest.h"
 
 namespace phos::store {
 
 // Every chunk a snapshot references (buffers, then modules), in manifest order, duplicates kept.
-// For DramTier::Pin. InvalidArgument naming the buffer or module when an id is malformed.
-Result<std::vector<ChunkRef>> SnapshotChunks(const proto::Manifest& manifest);
+// For DramTier::Pin.
+std::vector<ChunkRef> SnapshotChunks(const Manifest& manifest);
 
 // The default streaming order: buffers by first_touch_rank, unranked (-1) last, ties by device
 // address.
-std::vector<uint32_t> FirstTouchOrder(const proto::Manifest& manifest);
+std::vector<uint32_t> FirstTouchOrder(const Manifest& manifest);
 
 struct ReaderPoolOptions {
   // I/O threads shared by every reader of the pool, 1..64. Default: 2 (this project's CI hosts
@@ -113,7 +113,7 @@ class SnapshotReader {
   // Validates the manifest (chunk ids, sizes adding up to each buffer's size), the order and the
   // options (InvalidArgument naming what is wrong), allocates staging and starts streaming.
   // `pool` and `source` must outlive the reader.
-  static Result<std::unique_ptr<SnapshotReader>> Start(ReaderPool* pool, const proto::Manifest& manifest,
+  static Result<std::unique_ptr<SnapshotReader>> Start(ReaderPool* pool, const Manifest& manifest,
                                                        ChunkSource* source, const ReaderOptions& options,
                                                        DeliverFn deliver);
   // Cancels and waits.

@@ -33,7 +33,6 @@
 #include "phos/base/status.h"
 #include "phos/store/chunk.h"
 #include "phos/store/manifest.h"
-#include "proto/manifest.pb.h"
 
 namespace phos::store {
 
@@ -106,15 +105,15 @@ class SnapshotWriter {
   virtual ~SnapshotWriter() = default;
   // Everything but buffers, modules, function, version and chunk_bytes: device profile,
   // compute capability, streams, events, library handles, CPU state.
-  virtual proto::Manifest& manifest() = 0;
+  virtual Manifest& manifest() = 0;
   // Adds a buffer described by `meta` (address, size, alignment, rank, access class, label; no
-  // chunks) whose meta.size() bytes are at `data`. Returns its index in the manifest.
-  virtual Result<int> AddBuffer(const proto::Buffer& meta, const void* data) = 0;
+  // chunks) whose meta.size bytes are at `data`. Returns its index in the manifest.
+  virtual Result<int> AddBuffer(const Buffer& meta, const void* data) = 0;
   // The same, the bytes fetched chunk by chunk through `read`.
-  virtual Result<int> AddBuffer(const proto::Buffer& meta, const ReadFn& read) = 0;
+  virtual Result<int> AddBuffer(const Buffer& meta, const ReadFn& read) = 0;
   // Adds a module image of `size` bytes; kind ("simgpu"/"fatbin") from `meta`, content hash and
   // chunks filled in. Returns its index.
-  virtual Result<int> AddModule(const proto::Module& meta, const void* image, size_t size) = 0;
+  virtual Result<int> AddModule(const Module& meta, const void* image, size_t size) = 0;
 };
 
 class Store : public ChunkSource {
@@ -130,10 +129,10 @@ class Store : public ChunkSource {
   virtual Result<std::vector<std::string>> ListFunctions() = 0;
   // Ascending.
   virtual Result<std::vector<uint64_t>> ListVersions(const std::string& function) = 0;
-  virtual Result<proto::Manifest> LoadManifest(const std::string& function, uint64_t version) = 0;
+  virtual Result<Manifest> LoadManifest(const std::string& function, uint64_t version) = 0;
   // Records the order in which a snapshot's buffers were first touched after entry, learned
   // after the commit (from a sample request or the first invocation): ranks[i] becomes
-  // buffers(i).first_touch_rank (-1: not touched). The manifest is rewritten in place in one
+  // buffers[i].first_touch_rank (-1: not touched). The manifest is rewritten in place in one
   // synced write (same envelope, checksum recomputed; chunk refs and refcounts untouched), so a
   // crash leaves the old or the new manifest; manifests loaded before keep reading their chunks.
   // InvalidArgument when ranks.size() differs from the buffer count or a rank is below -1;
@@ -146,9 +145,9 @@ class Store : public ChunkSource {
   virtual Result<CompactionStats> CompactSegments() = 0;
   virtual Result<StoreStats> Stats() = 0;
 
-  // Buffer `index` of `manifest` (its size() bytes) into `dst`; errors name the function,
+  // Buffer `index` of `manifest` (its size bytes) into `dst`; errors name the function,
   // version, buffer and chunk. `dst` aligned to AlignedBuffer::kAlignment reads direct.
-  virtual Status ReadBuffer(const proto::Manifest& manifest, int index, void* dst) = 0;
+  virtual Status ReadBuffer(const Manifest& manifest, int index, void* dst) = 0;
   // Reads and verifies every chunk of a snapshot.
   virtual Status VerifySnapshot(const std::string& function, uint64_t version) = 0;
   // Recomputes reference counts from the manifests and checks them, and every index entry's

@@ -4,12 +4,12 @@
 // rewriting): a handler only ever sees its own typed copy. Private to the API server.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
-
-#include <cuda.h>
 
 #include "phos/ipc/ring.h"
 #include "phos/ipc/wire.h"
@@ -84,7 +84,8 @@ const OpHandler* FindOpHandler(uint16_t opcode);
 template <typename T>
 bool DecodeRecord(const ipc::RecordView& record, T* out) {
   const OpHandler* handler = FindOpHandler(record.header.opcode);
-  if (handler == nullptr || handler->record_bytes != sizeof(T) || !handler->Fits(record.header.length)) return false;
+  if (handler == nullptr || handler->record_bytes != sizeof(T) || !handler->Fits(record.header.length))
+    return false;
   std::memcpy(out, record.payload, sizeof(T));
   return true;
 }

@@ -4,7 +4,9 @@
 
 namespace phos::runtime {
 
-CUresult Session::DeviceSynchronize(const NoArgs&, const Call&) { return driver_->cuCtxSynchronize(); }
+CUresult Session::DeviceSynchronize(const NoArgs&, const Call&) {
+  return driver_->cuCtxSynchronize();
+}
 
 CUresult Session::StreamCreate(const ipc::FlagsArgs& a, const Call& call) {
   CUstream s = nullptr;

@@ -3,13 +3,12 @@
 #include "session_ops.h"
 
 #include <cublas_v2.h>
+#include <gtest/gtest.h>
 #include <nccl.h>
 
 #include <set>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace phos::runtime {
 namespace {
@@ -42,7 +41,8 @@ TEST(SessionOpsTest, ArgumentRecordSizesAreTheWireStructs) {
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kMemAlloc))->record_bytes, sizeof(ipc::SizeArgs));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kLaunch))->record_bytes, sizeof(ipc::LaunchArgs));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kBlasGemm))->record_bytes, sizeof(ipc::GemmArgs));
-  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCollective))->record_bytes, sizeof(ipc::NcclCollectiveArgs));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCollective))->record_bytes,
+            sizeof(ipc::NcclCollectiveArgs));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kDeviceGetCount))->record_bytes, 0u);
 }
 
@@ -78,12 +78,15 @@ TEST(SessionOpsTest, RefusalsSpeakTheCallsResultCode) {
             static_cast<CUresult>(CUBLAS_STATUS_INVALID_VALUE));
   // Asynchronous library calls answer through the session's sticky CUresult.
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kBlasGemm))->Malformed(), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCommSplit))->Malformed(), static_cast<CUresult>(ncclInvalidArgument));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCommSplit))->Malformed(),
+            static_cast<CUresult>(ncclInvalidArgument));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCollective))->Malformed(), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kBlasCreate))->Unavailable(),
             static_cast<CUresult>(CUBLAS_STATUS_NOT_SUPPORTED));
-  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclGroupStart))->Unavailable(), static_cast<CUresult>(ncclSystemError));
-  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCollective))->Unavailable(), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclGroupStart))->Unavailable(),
+            static_cast<CUresult>(ncclSystemError));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCollective))->Unavailable(),
+            CUDA_ERROR_NOT_SUPPORTED);
 }
 
 TEST(SessionOpsTest, CallsNamingAHandleRunOnItsDevice) {

@@ -169,8 +169,13 @@ std::array<OpHandler, kOpSlots> Session::BuildOpTable() {
                                                                 .placement = Placement::kOwnChoice,
                                                                 .result = kNccl,
                                                                 .library = Library::kNccl});
+  // The collective picks the communicator's context itself; it runs in its stream's until then,
+  // so that a restoring session's gate makes that stream wait for the buffers it names.
   at(Op::kNcclCollective) = Bind<ipc::NcclCollectiveArgs, &Session::NcclCollective>(
-      {.name = "NCCL collective", .placement = Placement::kOwnChoice, .library = Library::kNccl});
+      {.name = "NCCL collective",
+       .placement = kHandle,
+       .handle_offset = offsetof(ipc::NcclCollectiveArgs, stream),
+       .library = Library::kNccl});
   return t;
 }
 

@@ -95,6 +95,8 @@ TEST(SessionOpsTest, CallsNamingAHandleRunOnItsDevice) {
   EXPECT_EQ(set_stream->handle_offset, offsetof(ipc::StreamEventArgs, event));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kModuleChunk))->placement, Placement::kDeviceZero);
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kMemAlloc))->placement, Placement::kCurrentDevice);
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCollective))->handle_offset,
+            offsetof(ipc::NcclCollectiveArgs, stream));
 }
 
 }  // namespace

@@ -31,7 +31,8 @@ enum class RecordShape : uint8_t {
 enum class Placement : uint8_t {
   kCurrentDevice,  // the session's current device (cudaSetDevice)
   kDeviceZero,     // modules live in device 0's context; other devices load them on first launch
-  kHandleDevice,   // the device of the stream, event or cuBLAS handle at `handle_offset`
+  kHandleDevice,   // the device of the stream, event or cuBLAS handle at `handle_offset`; the
+                   // current device when it names none (the default stream)
   kOwnChoice,      // the handler picks its contexts itself
 };
 
@@ -43,9 +44,11 @@ enum class Library : uint8_t { kCuda, kCublas, kNccl };
 
 // What a handler gets besides its typed arguments.
 struct Call {
-  const char* name;               // the handler's name, for logs
-  std::span<const uint8_t> tail;  // kHead records: the bytes after the argument record
-  uint8_t* reply;                 // the ring's reply area
+  const char* name;  // the handler's name, for logs
+  // kHead records: the bytes after the argument record, still in the ring (the producer may
+  // rewrite them: a handler copies what it checks before acting on it).
+  std::span<const uint8_t> tail;
+  uint8_t* reply;  // the ring's reply area
   size_t* reply_len;
 
   template <typename V>

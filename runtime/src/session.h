@@ -2,11 +2,12 @@
 // table. Private to the API server.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
-#include <mutex>
-#include <functional>
 #include <cstdint>
+#include <functional>
+#include <mutex>
 #include <map>
 #include <memory>
 #include <optional>
@@ -31,6 +32,7 @@
 #include "phos/runtime/speculation.h"
 #include "phos/runtime/va_allocator.h"
 #include "restore_state.h"
+#include "session_ops.h"
 
 namespace phos::store {
 class Store;
@@ -119,6 +121,23 @@ class Session {
     std::vector<uint64_t> comms;  // virtual communicators by rank
   };
 
+  // One record per virtual handle: the driver's object, what capture needs to recreate it, and
+  // the session device it belongs to (a call naming it runs in that device's context).
+  struct StreamHandle {
+    CUstream stream = nullptr;
+    unsigned flags = 0;
+    int device = 0;
+  };
+  struct EventHandle {
+    CUevent event = nullptr;
+    unsigned flags = 0;
+    int device = 0;
+  };
+  struct BlasHandle {
+    cublasHandle_t handle = nullptr;
+    int device = 0;
+  };
+
   Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid);
   void Run();
   // session_restore.cc
@@ -138,18 +157,72 @@ class Session {
   void ReleaseAll();
   // The pooled cuBLAS handle of session device 0's context.
   cublasHandle_t PooledBlas() const { return lease_ ? lease_->blas_handle() : group_->blas_handle(0); }
-  // Executes one record; writes reply bytes to the reply area and sets *reply_len.
+
+  // The call table (session_ops.cc): every opcode's handler, bound to its typed argument record.
+  friend const OpHandler* FindOpHandler(uint16_t opcode);
+  static std::array<OpHandler, static_cast<size_t>(ipc::Op::kOpCount)> BuildOpTable();
+  // Executes one record through its handler; writes reply bytes to the reply area and sets
+  // *reply_len. Unknown opcodes and records of the wrong size are refused, logged by name.
   CUresult Execute(const ipc::RecordView& record, size_t* reply_len);
-  CUresult ExecuteBlas(const ipc::RecordView& record, size_t* reply_len);
-  CUresult ModuleChunk(const uint8_t* payload, size_t len);
-  CUresult FunctionGet(const uint8_t* payload, size_t len, size_t* reply_len);
-  CUresult Launch(const uint8_t* payload, size_t len);
-  CUresult Gemm(const ipc::GemmArgs& a);
-  CUresult Gemv(const ipc::GemvArgs& a);
+  // CUDA_SUCCESS, or the call's refusal when the library it needs is missing.
+  CUresult LibraryReady(const OpHandler& handler);
+  CUresult Pad(const NoArgs& a, const Call& call);
+
+  // Handlers: session_devices.cc
+  CUresult DeviceGetCount(const NoArgs& a, const Call& call);
+  CUresult DeviceGetAttribute(const ipc::AttributeArgs& a, const Call& call);
+  CUresult DeviceGetName(const ipc::DeviceArgs& a, const Call& call);
+  CUresult DeviceTotalMem(const ipc::DeviceArgs& a, const Call& call);
+  CUresult DriverGetVersion(const NoArgs& a, const Call& call);
+  CUresult SetDevice(const ipc::DeviceArgs& a, const Call& call);
+  // session_memory.cc
+  CUresult MemAlloc(const ipc::SizeArgs& a, const Call& call);
+  CUresult MemFree(const ipc::PointerArgs& a, const Call& call);
+  CUresult MemcpyHtoD(const ipc::CopyArgs& a, const Call& call);
+  CUresult MemcpyDtoH(const ipc::CopyArgs& a, const Call& call);
+  CUresult MemcpyDtoD(const ipc::CopyArgs& a, const Call& call);
+  CUresult Memset(const ipc::MemsetArgs& a, const Call& call);
+  // session_streams.cc
+  CUresult DeviceSynchronize(const NoArgs& a, const Call& call);
+  CUresult StreamCreate(const ipc::FlagsArgs& a, const Call& call);
+  CUresult StreamDestroy(const ipc::HandleArgs& a, const Call& call);
+  CUresult StreamSynchronize(const ipc::HandleArgs& a, const Call& call);
+  CUresult StreamQuery(const ipc::HandleArgs& a, const Call& call);
+  CUresult StreamWaitEvent(const ipc::StreamEventArgs& a, const Call& call);
+  CUresult EventCreate(const ipc::FlagsArgs& a, const Call& call);
+  CUresult EventDestroy(const ipc::HandleArgs& a, const Call& call);
+  CUresult EventRecord(const ipc::StreamEventArgs& a, const Call& call);
+  CUresult EventSynchronize(const ipc::HandleArgs& a, const Call& call);
+  CUresult EventQuery(const ipc::HandleArgs& a, const Call& call);
+  CUresult EventElapsedTime(const ipc::StreamEventArgs& a, const Call& call);
+  // session_modules.cc
+  CUresult ModuleChunk(const ipc::ModuleChunkArgs& a, const Call& call);
+  CUresult FunctionGet(const ipc::FunctionGetArgs& a, const Call& call);
+  CUresult Launch(const ipc::LaunchArgs& a, const Call& call);
+  // session_blas.cc
+  CUresult BlasCreate(const NoArgs& a, const Call& call);
+  CUresult BlasDestroy(const ipc::HandleArgs& a, const Call& call);
+  CUresult BlasSetStream(const ipc::StreamEventArgs& a, const Call& call);
+  CUresult BlasSetMathMode(const ipc::BlasModeArgs& a, const Call& call);
+  CUresult Gemm(const ipc::GemmArgs& a, const Call& call);
+  CUresult Gemv(const ipc::GemvArgs& a, const Call& call);
+  // session_nccl.cc
+  CUresult NcclInitAll(const ipc::NcclInitAllArgs& a, const Call& call);
+  CUresult NcclInitRank(const ipc::NcclInitRankArgs& a, const Call& call);
+  CUresult NcclSplit(const ipc::NcclSplitArgs& a, const Call& call);
+  CUresult NcclDestroy(const ipc::HandleArgs& a, const Call& call);
+  CUresult NcclCount(const ipc::HandleArgs& a, const Call& call);
+  CUresult NcclUserRank(const ipc::HandleArgs& a, const Call& call);
+  CUresult NcclGroupStart(const NoArgs& a, const Call& call);
+  CUresult NcclGroupEnd(const NoArgs& a, const Call& call);
+  CUresult NcclCollective(const ipc::NcclCollectiveArgs& a, const Call& call);
+
   // Rejects (and logs) a range this session does not own.
   bool Owns(uint64_t ptr, uint64_t bytes, const char* what);
   Result<CUstream> StreamOf(uint64_t vid) const;
-  // Device memory for kMemAlloc / kMemFree: from the instance address space of the record's
+  // The session device of the stream, event or cuBLAS handle `vid`; -1 when it names none.
+  int HandleDevice(uint64_t vid) const;
+  // Device memory for cudaMalloc / cudaFree: from the instance address space of the record's
   // device when it has one, else cuMemAlloc / cuMemFree.
   CUresult AllocateBuffer(uint64_t bytes, CUdeviceptr* out);
   CUresult FreeBuffer(CUdeviceptr base);
@@ -160,8 +233,6 @@ class Session {
 
   // session_devices.cc: which context a record runs in, and the per-device state behind it.
   CUresult Route(const ipc::RecordView& record);
-  void AfterExecute(const ipc::RecordView& record, CUresult result);
-  CUresult ExecuteDevices(const ipc::RecordView& record, size_t* reply_len);
   // The node device of session device `device`; -1 when the node has no such device.
   int PhysicalDevice(int device) const;
   Result<CUcontext> ContextOn(int device);
@@ -171,12 +242,7 @@ class Session {
   // Hands everything the session made, on every device, to the group's scrub (tenant(d)).
   void ReleaseToGroup();
   // session_nccl.cc
-  CUresult ExecuteNccl(const ipc::RecordView& record, size_t* reply_len);
-  ncclResult_t NcclInitAll(const uint8_t* payload, size_t len, size_t* reply_len);
-  ncclResult_t NcclInitRank(const uint8_t* payload, size_t len, size_t* reply_len);
-  ncclResult_t NcclSplit(const uint8_t* payload, size_t len, size_t* reply_len);
-  ncclResult_t NcclDestroy(uint64_t vid);
-  CUresult NcclCollective(const ipc::NcclCollectiveArgs& a);
+  // Runs the calls queued since the outermost ncclGroupStart inside one driver group.
   ncclResult_t NcclFlushGroup();
   // Communicators over session `devices` (rank i on devices[i]) from the group's: its own ranks
   // when the devices are the whole group in order, else a split of it (owned).
@@ -222,11 +288,9 @@ class Session {
   // Virtual ids are multiples of 16 from 16 on: never 0 (the default stream), 1 or 2
   // (cudaStreamLegacy, cudaStreamPerThread).
   uint64_t next_handle_ = 0;
-  std::unordered_map<uint64_t, CUstream> streams_;
-  std::unordered_map<uint64_t, unsigned> stream_flags_;  // for capture
-  std::unordered_map<uint64_t, CUevent> events_;
-  std::unordered_map<uint64_t, unsigned> event_flags_;
-  std::unordered_map<uint64_t, cublasHandle_t> blas_;
+  std::unordered_map<uint64_t, StreamHandle> streams_;
+  std::unordered_map<uint64_t, EventHandle> events_;
+  std::unordered_map<uint64_t, BlasHandle> blas_;
   std::unordered_map<uint64_t, Module> modules_;
   std::vector<uint64_t> module_order_;
   std::unordered_map<uint64_t, Function> functions_;
@@ -238,7 +302,6 @@ class Session {
   int device_ = 0;        // the session's current device (kSetDevice)
   int route_device_ = 0;  // the device the record being executed runs on
   std::unordered_map<int, CUcontext> device_contexts_;  // session device >= 1 -> its context
-  std::unordered_map<uint64_t, int> handle_devices_;    // stream, event, cuBLAS vid -> device
   std::unordered_map<uint64_t, int> buffer_devices_;    // buffer base -> device (>= 1)
 
   // NCCL (session_nccl.cc).

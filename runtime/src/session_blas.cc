@@ -1,23 +1,9 @@
 // The cuBLAS calls of a session: virtual handles, and the extent of every matrix and vector
 // checked against the session's buffers before the library sees a pointer.
-#include <cstring>
-
 #include "phos/base/log.h"
 #include "session.h"
 
 namespace phos::runtime {
-namespace {
-
-using ipc::Op;
-
-template <typename T>
-bool ExactArgs(const uint8_t* payload, size_t len, T* out) {
-  if (len != sizeof(T)) return false;
-  std::memcpy(out, payload, sizeof(T));
-  return true;
-}
-
-}  // namespace
 
 uint64_t BlasElementBytes(int32_t type) {
   switch (type) {
@@ -38,86 +24,60 @@ uint64_t MatrixBytes(int64_t rows, int64_t cols, int64_t ld, uint64_t elem) {
 
 }  // namespace
 
-CUresult Session::ExecuteBlas(const ipc::RecordView& record, size_t* reply_len) {
-  const uint8_t* p = record.payload;
-  size_t len = record.header.length;
-  uint8_t* out = ring_->reply_payload_for_write();
-  Op op = static_cast<Op>(record.header.opcode);
-  if (!driver_->has_cublas()) {
-    PHOS_LOG_EVERY_SEC(Warn, "runtime", 60, "pid {}: cuBLAS call refused: the driver table has no cuBLAS", pid_);
-    return static_cast<CUresult>(CUBLAS_STATUS_NOT_SUPPORTED);
+// The first handle is the pooled one, created with the context (docs/design.md D11); later ones
+// are created as the function asks. (Device 0's only: the pooled handle of another device's
+// context would not serve this one.)
+CUresult Session::BlasCreate(const NoArgs&, const Call& call) {
+  cublasHandle_t h = pooled_blas_vid_ == 0 && route_device_ == 0 ? PooledBlas() : nullptr;
+  if (h == nullptr) {
+    cublasStatus_t s = driver_->cublasCreate(&h);
+    if (s != CUBLAS_STATUS_SUCCESS) return static_cast<CUresult>(s);
   }
-  switch (op) {
-    case Op::kBlasCreate: {
-      // The first handle is the pooled one, created with the context (docs/design.md D11); later ones
-      // are created as the function asks.
-      // (Device 0's: the pooled handle of another device's context would not serve this one.)
-      cublasHandle_t h = pooled_blas_vid_ == 0 && route_device_ == 0 ? PooledBlas() : nullptr;
-      if (h == nullptr) {
-        cublasStatus_t s = driver_->cublasCreate(&h);
-        if (s != CUBLAS_STATUS_SUCCESS) return static_cast<CUresult>(s);
-      }
-      uint64_t vid = NewHandle();
-      if (h == PooledBlas()) pooled_blas_vid_ = vid;
-      blas_[vid] = h;
-      std::memcpy(out, &vid, sizeof(vid));
-      *reply_len = sizeof(vid);
-      return CUDA_SUCCESS;
-    }
-    case Op::kBlasDestroy: {
-      ipc::HandleArgs a;
-      if (!ExactArgs(p, len, &a)) return static_cast<CUresult>(CUBLAS_STATUS_INVALID_VALUE);
-      auto it = blas_.find(a.handle);
-      if (it == blas_.end()) return static_cast<CUresult>(CUBLAS_STATUS_NOT_INITIALIZED);
-      if (it->first == pooled_blas_vid_) {
-        // The pooled handle stays with the context; back to a new handle's defaults, it serves
-        // the next cublasCreate.
-        blas_.erase(it);
-        pooled_blas_vid_ = 0;
-        cublasStatus_t s = driver_->cublasSetStream(PooledBlas(), nullptr);
-        if (s == CUBLAS_STATUS_SUCCESS) s = driver_->cublasSetMathMode(PooledBlas(), CUBLAS_DEFAULT_MATH);
-        return static_cast<CUresult>(s);
-      }
-      cublasStatus_t s = driver_->cublasDestroy(it->second);
-      blas_.erase(it);
-      return static_cast<CUresult>(s);
-    }
-    case Op::kBlasSetStream: {
-      ipc::StreamEventArgs a;  // event = the cuBLAS handle
-      if (!ExactArgs(p, len, &a)) return static_cast<CUresult>(CUBLAS_STATUS_INVALID_VALUE);
-      auto it = blas_.find(a.event);
-      if (it == blas_.end()) return static_cast<CUresult>(CUBLAS_STATUS_NOT_INITIALIZED);
-      Result<CUstream> stream = StreamOf(a.stream);
-      if (!stream.ok()) return static_cast<CUresult>(CUBLAS_STATUS_INVALID_VALUE);
-      return static_cast<CUresult>(driver_->cublasSetStream(it->second, reinterpret_cast<cudaStream_t>(*stream)));
-    }
-    case Op::kBlasSetMathMode: {
-      ipc::BlasModeArgs a;
-      if (!ExactArgs(p, len, &a)) return static_cast<CUresult>(CUBLAS_STATUS_INVALID_VALUE);
-      auto it = blas_.find(a.handle);
-      if (it == blas_.end()) return static_cast<CUresult>(CUBLAS_STATUS_NOT_INITIALIZED);
-      return static_cast<CUresult>(driver_->cublasSetMathMode(it->second, static_cast<cublasMath_t>(a.mode)));
-    }
-    case Op::kBlasGemm: {
-      ipc::GemmArgs a;
-      if (!ExactArgs(p, len, &a)) return CUDA_ERROR_INVALID_VALUE;
-      return Gemm(a);
-    }
-    case Op::kBlasSgemv: {
-      ipc::GemvArgs a;
-      if (!ExactArgs(p, len, &a)) return CUDA_ERROR_INVALID_VALUE;
-      return Gemv(a);
-    }
-    default:
-      return CUDA_ERROR_INVALID_VALUE;
+  uint64_t vid = NewHandle();
+  if (h == PooledBlas()) pooled_blas_vid_ = vid;
+  blas_[vid] = BlasHandle{h, route_device_};
+  call.Reply(vid);
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::BlasDestroy(const ipc::HandleArgs& a, const Call&) {
+  auto it = blas_.find(a.handle);
+  if (it == blas_.end()) return static_cast<CUresult>(CUBLAS_STATUS_NOT_INITIALIZED);
+  if (it->first == pooled_blas_vid_) {
+    // The pooled handle stays with the context; back to a new handle's defaults, it serves the
+    // next cublasCreate.
+    blas_.erase(it);
+    pooled_blas_vid_ = 0;
+    cublasStatus_t s = driver_->cublasSetStream(PooledBlas(), nullptr);
+    if (s == CUBLAS_STATUS_SUCCESS) s = driver_->cublasSetMathMode(PooledBlas(), CUBLAS_DEFAULT_MATH);
+    return static_cast<CUresult>(s);
   }
+  cublasStatus_t s = driver_->cublasDestroy(it->second.handle);
+  blas_.erase(it);
+  return static_cast<CUresult>(s);
+}
+
+// The record's `event` holds the cuBLAS handle.
+CUresult Session::BlasSetStream(const ipc::StreamEventArgs& a, const Call&) {
+  auto it = blas_.find(a.event);
+  if (it == blas_.end()) return static_cast<CUresult>(CUBLAS_STATUS_NOT_INITIALIZED);
+  Result<CUstream> stream = StreamOf(a.stream);
+  if (!stream.ok()) return static_cast<CUresult>(CUBLAS_STATUS_INVALID_VALUE);
+  return static_cast<CUresult>(driver_->cublasSetStream(it->second.handle, reinterpret_cast<cudaStream_t>(*stream)));
+}
+
+CUresult Session::BlasSetMathMode(const ipc::BlasModeArgs& a, const Call&) {
+  auto it = blas_.find(a.handle);
+  if (it == blas_.end()) return static_cast<CUresult>(CUBLAS_STATUS_NOT_INITIALIZED);
+  return static_cast<CUresult>(driver_->cublasSetMathMode(it->second.handle, static_cast<cublasMath_t>(a.mode)));
 }
 
 // GEMM and GEMV are asynchronous: their failures become the session's sticky error, so they
 // speak CUresult (the frontend checked the arguments cuBLAS would refuse at once).
-CUresult Session::Gemm(const ipc::GemmArgs& a) {
+CUresult Session::Gemm(const ipc::GemmArgs& a, const Call&) {
   auto it = blas_.find(a.handle);
   if (it == blas_.end()) return CUDA_ERROR_INVALID_HANDLE;
+  cublasHandle_t handle = it->second.handle;
   uint64_t ea = BlasElementBytes(a.a_type), eb = BlasElementBytes(a.b_type), ec = BlasElementBytes(a.c_type);
   if (ea == 0 || eb == 0 || ec == 0 || a.batch < 0 || a.m < 0 || a.n < 0 || a.k < 0) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -139,15 +99,15 @@ CUresult Session::Gemm(const ipc::GemmArgs& a) {
   auto op_b = static_cast<cublasOperation_t>(a.trans_b);
   cublasStatus_t s;
   if (a.batch != 0) {
-    s = driver_->cublasSgemmStridedBatched(it->second, op_a, op_b, a.m, a.n, a.k, &a.alpha, reinterpret_cast<const float*>(a.a),
+    s = driver_->cublasSgemmStridedBatched(handle, op_a, op_b, a.m, a.n, a.k, &a.alpha, reinterpret_cast<const float*>(a.a),
                                            a.lda, a.stride_a, reinterpret_cast<const float*>(a.b), a.ldb, a.stride_b, &a.beta,
                                            reinterpret_cast<float*>(a.c), a.ldc, a.stride_c, a.batch);
   } else if (a.compute_type == CUBLAS_COMPUTE_32F && a.a_type == CUDA_R_32F && a.b_type == CUDA_R_32F && a.c_type == CUDA_R_32F &&
              a.algo == -1) {
-    s = driver_->cublasSgemm(it->second, op_a, op_b, a.m, a.n, a.k, &a.alpha, reinterpret_cast<const float*>(a.a), a.lda,
+    s = driver_->cublasSgemm(handle, op_a, op_b, a.m, a.n, a.k, &a.alpha, reinterpret_cast<const float*>(a.a), a.lda,
                              reinterpret_cast<const float*>(a.b), a.ldb, &a.beta, reinterpret_cast<float*>(a.c), a.ldc);
   } else {
-    s = driver_->cublasGemmEx(it->second, op_a, op_b, a.m, a.n, a.k, &a.alpha, reinterpret_cast<const void*>(a.a),
+    s = driver_->cublasGemmEx(handle, op_a, op_b, a.m, a.n, a.k, &a.alpha, reinterpret_cast<const void*>(a.a),
                               static_cast<cudaDataType>(a.a_type), a.lda, reinterpret_cast<const void*>(a.b),
                               static_cast<cudaDataType>(a.b_type), a.ldb, &a.beta, reinterpret_cast<void*>(a.c),
                               static_cast<cudaDataType>(a.c_type), a.ldc, static_cast<cublasComputeType_t>(a.compute_type),
@@ -156,9 +116,10 @@ CUresult Session::Gemm(const ipc::GemmArgs& a) {
   return s == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
 }
 
-CUresult Session::Gemv(const ipc::GemvArgs& a) {
+CUresult Session::Gemv(const ipc::GemvArgs& a, const Call&) {
   auto it = blas_.find(a.handle);
   if (it == blas_.end()) return CUDA_ERROR_INVALID_HANDLE;
+  cublasHandle_t handle = it->second.handle;
   if (a.m < 0 || a.n < 0 || a.incx == 0 || a.incy == 0) return CUDA_ERROR_INVALID_VALUE;
   bool t = a.trans != CUBLAS_OP_N;
   int64_t x_len = t ? a.m : a.n, y_len = t ? a.n : a.m;
@@ -169,7 +130,7 @@ CUresult Session::Gemv(const ipc::GemvArgs& a) {
       return CUDA_ERROR_INVALID_VALUE;
     }
   }
-  cublasStatus_t s = driver_->cublasSgemv(it->second, static_cast<cublasOperation_t>(a.trans), a.m, a.n, &a.alpha,
+  cublasStatus_t s = driver_->cublasSgemv(handle, static_cast<cublasOperation_t>(a.trans), a.m, a.n, &a.alpha,
                                           reinterpret_cast<const float*>(a.a), a.lda, reinterpret_cast<const float*>(a.x), a.incx,
                                           &a.beta, reinterpret_cast<float*>(a.y), a.incy);
   return s == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;

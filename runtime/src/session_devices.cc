@@ -11,45 +11,6 @@
 #include "session.h"
 
 namespace phos::runtime {
-namespace {
-
-using ipc::Op;
-
-// The u64 at `offset` of the record's payload, if there is one.
-bool WordAt(const ipc::RecordView& record, size_t offset, uint64_t* out) {
-  if (record.header.length < offset + sizeof(uint64_t)) return false;
-  std::memcpy(out, record.payload + offset, sizeof(uint64_t));
-  return true;
-}
-
-// Where the stream, event or cuBLAS handle that decides a record's device sits in its payload;
-// -1 for records that run on the session's current device.
-int HandleOffset(Op op) {
-  switch (op) {
-    case Op::kMemcpyHtoD:
-    case Op::kMemcpyDtoH:
-    case Op::kMemcpyDtoD: return offsetof(ipc::CopyArgs, stream);
-    case Op::kMemset: return offsetof(ipc::MemsetArgs, stream);
-    case Op::kLaunch: return offsetof(ipc::LaunchArgs, stream);
-    case Op::kStreamDestroy:
-    case Op::kStreamSynchronize:
-    case Op::kStreamQuery:
-    case Op::kEventDestroy:
-    case Op::kEventSynchronize:
-    case Op::kEventQuery:
-    case Op::kBlasDestroy:
-    case Op::kBlasSetMathMode:
-    case Op::kBlasGemm:
-    case Op::kBlasSgemv: return 0;
-    case Op::kStreamWaitEvent:
-    case Op::kEventRecord: return offsetof(ipc::StreamEventArgs, stream);
-    case Op::kEventElapsedTime: return offsetof(ipc::StreamEventArgs, stream);  // the start event
-    case Op::kBlasSetStream: return offsetof(ipc::StreamEventArgs, event);      // the handle
-    default: return -1;
-  }
-}
-
-}  // namespace
 
 int Session::PhysicalDevice(int device) const {
   if (device < 0 || device >= device_count_) return -1;
@@ -76,16 +37,21 @@ Result<CUcontext> Session::ContextOn(int device) {
 
 CUresult Session::Route(const ipc::RecordView& record) {
   if (!open_status_.ok()) return CUDA_ERROR_NO_DEVICE;  // logged once when the group lease failed
-  Op op = static_cast<Op>(record.header.opcode);
+  const OpHandler* handler = FindOpHandler(record.header.opcode);
+  Placement placement = handler != nullptr ? handler->placement : Placement::kCurrentDevice;
   int device = device_;
-  if (op == Op::kModuleChunk || op == Op::kFunctionGet) {
-    device = 0;  // modules live in device 0's context; other devices load them on first launch
-  } else if (op == Op::kNcclCollective || op == Op::kSetDevice || op == Op::kNcclGroupEnd) {
-    return CUDA_SUCCESS;  // they pick their contexts themselves
-  } else if (int offset = HandleOffset(op); offset >= 0) {
-    uint64_t vid = 0;
-    if (WordAt(record, static_cast<size_t>(offset), &vid)) {
-      if (auto it = handle_devices_.find(vid); it != handle_devices_.end()) device = it->second;
+  switch (placement) {
+    case Placement::kCurrentDevice: break;
+    case Placement::kDeviceZero: device = 0; break;
+    case Placement::kOwnChoice: return CUDA_SUCCESS;
+    case Placement::kHandleDevice: {
+      // A record too short to hold the handle runs nowhere in particular: Execute refuses it.
+      uint64_t vid = 0;
+      if (record.header.length >= handler->handle_offset + sizeof(vid)) {
+        std::memcpy(&vid, record.payload + handler->handle_offset, sizeof(vid));
+        if (int owner = HandleDevice(vid); owner >= 0) device = owner;
+      }
+      break;
     }
   }
   Result<CUcontext> ctx = ContextOn(device);
@@ -97,24 +63,45 @@ CUresult Session::Route(const ipc::RecordView& record) {
   return driver_->cuCtxSetCurrent(*ctx);
 }
 
-void Session::AfterExecute(const ipc::RecordView& record, CUresult result) {
-  Op op = static_cast<Op>(record.header.opcode);
-  if (result != CUDA_SUCCESS || (op != Op::kStreamCreate && op != Op::kEventCreate && op != Op::kBlasCreate)) return;
-  // The new handle's id is the reply; it belongs to the device it was created on.
-  uint64_t vid = 0;
-  std::memcpy(&vid, ring_->reply_payload_for_write(), sizeof(vid));
-  if (route_device_ != 0) handle_devices_[vid] = route_device_;
+// The node's devices for a single-GPU session, the group's for a device group session.
+CUresult Session::DeviceGetCount(const NoArgs&, const Call& call) {
+  call.Reply(int32_t{device_count_});
+  return CUDA_SUCCESS;
 }
 
-CUresult Session::ExecuteDevices(const ipc::RecordView& record, size_t* reply_len) {
-  if (static_cast<Op>(record.header.opcode) != Op::kSetDevice) return ExecuteNccl(record, reply_len);
-  ipc::DeviceArgs a;
-  if (record.header.length != sizeof(a)) return CUDA_ERROR_INVALID_VALUE;
-  std::memcpy(&a, record.payload, sizeof(a));
+CUresult Session::DeviceGetAttribute(const ipc::AttributeArgs& a, const Call& call) {
+  int v = 0;
+  CUresult r = driver_->cuDeviceGetAttribute(&v, static_cast<CUdevice_attribute>(a.attribute), PhysicalDevice(a.device));
+  call.Reply(int32_t{v});
+  return r;
+}
+
+CUresult Session::DeviceGetName(const ipc::DeviceArgs& a, const Call& call) {
+  char name[256] = {};
+  CUresult r = driver_->cuDeviceGetName(name, sizeof(name) - 1, PhysicalDevice(a.device));
+  call.Reply(name);
+  return r;
+}
+
+CUresult Session::DeviceTotalMem(const ipc::DeviceArgs& a, const Call& call) {
+  size_t bytes = 0;
+  CUresult r = driver_->cuDeviceTotalMem(&bytes, PhysicalDevice(a.device));
+  call.Reply(uint64_t{bytes});
+  return r;
+}
+
+CUresult Session::DriverGetVersion(const NoArgs&, const Call& call) {
+  int v = 0;
+  CUresult r = driver_->cuDriverGetVersion(&v);
+  call.Reply(int32_t{v});
+  return r;
+}
+
+CUresult Session::SetDevice(const ipc::DeviceArgs& a, const Call& call) {
   if (PhysicalDevice(a.device) < 0) return CUDA_ERROR_INVALID_DEVICE;
   Result<CUcontext> ctx = ContextOn(a.device);
   if (!ctx.ok()) {
-    PHOS_LOG(Warn, "runtime", "pid {}: cudaSetDevice({}): {}", pid_, a.device, ctx.status().message());
+    PHOS_LOG(Warn, "runtime", "pid {}: {}({}): {}", pid_, call.name, a.device, ctx.status().message());
     return CUDA_ERROR_INVALID_DEVICE;
   }
   device_ = a.device;
@@ -147,24 +134,21 @@ void Session::ReleaseDevices() {
   for (auto& [device, ctx] : device_contexts_) {
     driver_->cuCtxSetCurrent(ctx);
     driver_->cuCtxSynchronize();
-    for (auto it = handle_devices_.begin(); it != handle_devices_.end();) {
-      if (it->second != device) {
-        ++it;
-        continue;
-      }
-      uint64_t vid = it->first;
-      if (auto b = blas_.find(vid); b != blas_.end()) {
-        driver_->cublasDestroy(b->second);
-        blas_.erase(b);
-      } else if (auto e = events_.find(vid); e != events_.end()) {
-        driver_->cuEventDestroy(e->second);
-        events_.erase(e);
-      } else if (auto s = streams_.find(vid); s != streams_.end()) {
-        driver_->cuStreamDestroy(s->second);
-        streams_.erase(s);
-      }
-      it = handle_devices_.erase(it);
-    }
+    std::erase_if(blas_, [&](const auto& entry) {
+      if (entry.second.device != device) return false;
+      driver_->cublasDestroy(entry.second.handle);
+      return true;
+    });
+    std::erase_if(events_, [&](const auto& entry) {
+      if (entry.second.device != device) return false;
+      driver_->cuEventDestroy(entry.second.event);
+      return true;
+    });
+    std::erase_if(streams_, [&](const auto& entry) {
+      if (entry.second.device != device) return false;
+      driver_->cuStreamDestroy(entry.second.stream);
+      return true;
+    });
     for (auto& [id, m] : modules_) {
       if (auto it = m.on_device.find(device); it != m.on_device.end()) {
         driver_->cuModuleUnload(it->second);
@@ -193,18 +177,17 @@ void Session::ReleaseDevices() {
 }
 
 void Session::ReleaseToGroup() {
-  auto device_of = [](const std::unordered_map<uint64_t, int>& devices, uint64_t key) {
-    auto it = devices.find(key);
-    return it == devices.end() ? 0 : it->second;
-  };
   for (auto& [vid, h] : blas_) {
-    if (vid != pooled_blas_vid_) group_->tenant(device_of(handle_devices_, vid)).blas_handles.push_back(h);
+    if (vid != pooled_blas_vid_) group_->tenant(h.device).blas_handles.push_back(h.handle);
   }
-  for (auto& [vid, e] : events_) group_->tenant(device_of(handle_devices_, vid)).events.push_back(e);
-  for (auto& [vid, st] : streams_) group_->tenant(device_of(handle_devices_, vid)).streams.push_back(st);
+  for (auto& [vid, e] : events_) group_->tenant(e.device).events.push_back(e.event);
+  for (auto& [vid, st] : streams_) group_->tenant(st.device).streams.push_back(st.stream);
   for (auto& [base, bytes] : buffers_.buffers()) {
     // Memory of the instance range went with ScrubBorrowedSpaces; the rest is cuMemAlloc'ed.
-    if (SpaceOf(base) == nullptr) group_->tenant(device_of(buffer_devices_, base)).allocations.push_back({base, bytes});
+    auto device = buffer_devices_.find(base);
+    if (SpaceOf(base) == nullptr) {
+      group_->tenant(device == buffer_devices_.end() ? 0 : device->second).allocations.push_back({base, bytes});
+    }
   }
   for (auto& [id, m] : modules_) {
     if (m.module != nullptr) group_->tenant(0).modules.push_back(m.module);
@@ -216,7 +199,6 @@ void Session::ReleaseToGroup() {
   events_.clear();
   streams_.clear();
   modules_.clear();
-  handle_devices_.clear();
   buffer_devices_.clear();
 }
 

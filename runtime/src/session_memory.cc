@@ -1,10 +1,78 @@
 // A session's device memory: allocations from its instance address spaces (one per device of a
-// deployed function's range) or cuMemAlloc, and the scrub of borrowed ranges at its end.
+// deployed function's range) or cuMemAlloc, the calls that name it (each range checked against the
+// session's buffers first), and the scrub of borrowed ranges at its end.
 #include "phos/base/log.h"
 #include "phos/driver/context_scope.h"
 #include "session.h"
 
 namespace phos::runtime {
+
+CUresult Session::MemAlloc(const ipc::SizeArgs& a, const Call& call) {
+  CUdeviceptr ptr = 0;
+  CUresult r = AllocateBuffer(a.bytes, &ptr);
+  if (r != CUDA_SUCCESS) return r;
+  if (!buffers_.Insert(ptr, a.bytes).ok()) {
+    FreeBuffer(ptr);
+    return CUDA_ERROR_UNKNOWN;
+  }
+  if (route_device_ != 0) buffer_devices_[ptr] = route_device_;
+  call.Reply(uint64_t{ptr});
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::MemFree(const ipc::PointerArgs& a, const Call& call) {
+  if (a.ptr == 0) return CUDA_SUCCESS;
+  if (!buffers_.Contains(a.ptr, 0) || !buffers_.Erase(a.ptr).ok()) {
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {} of {:#x} refused: not a buffer of this session", pid_, call.name, a.ptr);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  buffer_devices_.erase(a.ptr);
+  return FreeBuffer(a.ptr);
+}
+
+CUresult Session::MemcpyHtoD(const ipc::CopyArgs& a, const Call& call) {
+  if (a.bytes != call.tail.size()) return CUDA_ERROR_INVALID_VALUE;
+  if (!Owns(a.dst, a.bytes, "copy destination")) return CUDA_ERROR_INVALID_VALUE;
+  Result<CUstream> stream = StreamOf(a.stream);
+  if (!stream.ok()) return CUDA_ERROR_INVALID_HANDLE;
+  // The source is ring memory the frontend reuses once the record is released: the copy must
+  // be complete on return. The driver treats it as pageable memory, whose copies are.
+  if (a.stream == 0) return driver_->cuMemcpyHtoD(a.dst, call.tail.data(), a.bytes);
+  return driver_->cuMemcpyHtoDAsync(a.dst, call.tail.data(), a.bytes, *stream);
+}
+
+CUresult Session::MemcpyDtoH(const ipc::CopyArgs& a, const Call& call) {
+  if (a.bytes > ring_->reply_capacity()) return CUDA_ERROR_INVALID_VALUE;
+  if (!Owns(a.src, a.bytes, "copy source")) return CUDA_ERROR_INVALID_VALUE;
+  Result<CUstream> stream = StreamOf(a.stream);
+  if (!stream.ok()) return CUDA_ERROR_INVALID_HANDLE;
+  CUresult r;
+  if (a.stream == 0) {
+    r = driver_->cuMemcpyDtoH(call.reply, a.src, a.bytes);
+  } else {
+    r = driver_->cuMemcpyDtoHAsync(call.reply, a.src, a.bytes, *stream);
+    if (r == CUDA_SUCCESS) r = driver_->cuStreamSynchronize(*stream);
+  }
+  *call.reply_len = a.bytes;
+  return r;
+}
+
+CUresult Session::MemcpyDtoD(const ipc::CopyArgs& a, const Call&) {
+  if (!Owns(a.dst, a.bytes, "copy destination") || !Owns(a.src, a.bytes, "copy source")) return CUDA_ERROR_INVALID_VALUE;
+  Result<CUstream> stream = StreamOf(a.stream);
+  if (!stream.ok()) return CUDA_ERROR_INVALID_HANDLE;
+  if (a.stream == 0) return driver_->cuMemcpyDtoD(a.dst, a.src, a.bytes);
+  return driver_->cuMemcpyDtoDAsync(a.dst, a.src, a.bytes, *stream);
+}
+
+CUresult Session::Memset(const ipc::MemsetArgs& a, const Call&) {
+  if (!Owns(a.dst, a.bytes, "memset destination")) return CUDA_ERROR_INVALID_VALUE;
+  Result<CUstream> stream = StreamOf(a.stream);
+  if (!stream.ok()) return CUDA_ERROR_INVALID_HANDLE;
+  auto value = static_cast<unsigned char>(a.value);
+  if (a.stream == 0) return driver_->cuMemsetD8(a.dst, value, a.bytes);
+  return driver_->cuMemsetD8Async(a.dst, value, a.bytes, *stream);
+}
 
 void Session::ScrubBorrowedSpaces() {
   auto scrub = [&](std::unique_ptr<InstanceAddressSpace>& space, int device) {

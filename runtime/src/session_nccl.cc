@@ -20,71 +20,42 @@
 namespace phos::runtime {
 namespace {
 
-using ipc::Op;
-
 ncclResult_t FromStatus(const Status& s) {
   if (s.ok()) return ncclSuccess;
   return s.code() == StatusCode::kInvalidArgument ? ncclInvalidArgument : ncclInternalError;
 }
 
+CUresult Answer(ncclResult_t r) { return static_cast<CUresult>(r); }
+
 }  // namespace
 
+CUresult Session::NcclCount(const ipc::HandleArgs& a, const Call& call) {
+  auto it = comms_.find(a.handle);
+  if (it == comms_.end() || it->second.comm == nullptr) return Answer(ncclInvalidArgument);
+  int v = 0;
+  ncclResult_t r = driver_->ncclCommCount(it->second.comm, &v);
+  call.Reply(int32_t{v});
+  return Answer(r);
+}
 
-CUresult Session::ExecuteNccl(const ipc::RecordView& record, size_t* reply_len) {
-  const uint8_t* p = record.payload;
-  size_t len = record.header.length;
-  Op op = static_cast<Op>(record.header.opcode);
-  if (!driver_->has_nccl() || !group_) {
-    PHOS_LOG_EVERY_SEC(Warn, "runtime", 60, "pid {}: NCCL call refused: {}", pid_,
-                       driver_->has_nccl() ? "the function declared 1 GPU (deploy it with --gpus N to use NCCL)"
-                                           : "the driver table has no NCCL");
-    return op == Op::kNcclCollective ? CUDA_ERROR_NOT_SUPPORTED : static_cast<CUresult>(ncclSystemError);
-  }
-  auto handle_arg = [&](uint64_t* vid) {
-    if (len != sizeof(ipc::HandleArgs)) return false;
-    std::memcpy(vid, p, sizeof(*vid));
-    return true;
-  };
-  switch (op) {
-    case Op::kNcclCommInitAll: return static_cast<CUresult>(NcclInitAll(p, len, reply_len));
-    case Op::kNcclCommInitRank: return static_cast<CUresult>(NcclInitRank(p, len, reply_len));
-    case Op::kNcclCommSplit: return static_cast<CUresult>(NcclSplit(p, len, reply_len));
-    case Op::kNcclCommDestroy: {
-      uint64_t vid = 0;
-      if (!handle_arg(&vid)) return static_cast<CUresult>(ncclInvalidArgument);
-      return static_cast<CUresult>(NcclDestroy(vid));
-    }
-    case Op::kNcclCommCount:
-    case Op::kNcclCommUserRank: {
-      uint64_t vid = 0;
-      if (!handle_arg(&vid)) return static_cast<CUresult>(ncclInvalidArgument);
-      auto it = comms_.find(vid);
-      if (it == comms_.end() || it->second.comm == nullptr) return static_cast<CUresult>(ncclInvalidArgument);
-      int v = 0;
-      ncclResult_t r = op == Op::kNcclCommCount ? driver_->ncclCommCount(it->second.comm, &v)
-                                                : driver_->ncclCommUserRank(it->second.comm, &v);
-      int32_t out = v;
-      std::memcpy(ring_->reply_payload_for_write(), &out, sizeof(out));
-      *reply_len = sizeof(out);
-      return static_cast<CUresult>(r);
-    }
-    case Op::kNcclGroupStart:
-      ++nccl_group_depth_;
-      return CUDA_SUCCESS;
-    case Op::kNcclGroupEnd: {
-      if (nccl_group_depth_ == 0) return CUDA_ERROR_INVALID_VALUE;
-      if (--nccl_group_depth_ > 0) return CUDA_SUCCESS;
-      return NcclFlushGroup() == ncclSuccess ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
-    }
-    case Op::kNcclCollective: {
-      ipc::NcclCollectiveArgs a;
-      if (len != sizeof(a)) return CUDA_ERROR_INVALID_VALUE;
-      std::memcpy(&a, p, sizeof(a));
-      return NcclCollective(a);
-    }
-    default:
-      return CUDA_ERROR_INVALID_VALUE;
-  }
+CUresult Session::NcclUserRank(const ipc::HandleArgs& a, const Call& call) {
+  auto it = comms_.find(a.handle);
+  if (it == comms_.end() || it->second.comm == nullptr) return Answer(ncclInvalidArgument);
+  int v = 0;
+  ncclResult_t r = driver_->ncclCommUserRank(it->second.comm, &v);
+  call.Reply(int32_t{v});
+  return Answer(r);
+}
+
+CUresult Session::NcclGroupStart(const NoArgs&, const Call&) {
+  ++nccl_group_depth_;
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::NcclGroupEnd(const NoArgs&, const Call&) {
+  if (nccl_group_depth_ == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (--nccl_group_depth_ > 0) return CUDA_SUCCESS;
+  return NcclFlushGroup() == ncclSuccess ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
 }
 
 Status Session::GroupComms(const std::vector<int>& devices, std::vector<uint64_t>* vids) {
@@ -133,32 +104,26 @@ Status Session::GroupComms(const std::vector<int>& devices, std::vector<uint64_t
   return Status::Ok();
 }
 
-ncclResult_t Session::NcclInitAll(const uint8_t* payload, size_t len, size_t* reply_len) {
-  ipc::NcclInitAllArgs a;
-  if (len != sizeof(a)) return ncclInvalidArgument;
-  std::memcpy(&a, payload, sizeof(a));
-  if (a.ndev <= 0 || a.ndev > ipc::kMaxNcclRanks) return ncclInvalidArgument;
+CUresult Session::NcclInitAll(const ipc::NcclInitAllArgs& a, const Call& call) {
+  if (a.ndev <= 0 || a.ndev > ipc::kMaxNcclRanks) return Answer(ncclInvalidArgument);
   std::vector<int> devices(a.devices, a.devices + a.ndev);
   std::vector<uint64_t> vids;
   if (Status s = GroupComms(devices, &vids); !s.ok()) {
-    PHOS_LOG(Warn, "runtime", "pid {}: ncclCommInitAll refused: {}", pid_, s.message());
-    return FromStatus(s);
+    PHOS_LOG(Warn, "runtime", "pid {}: {} refused: {}", pid_, call.name, s.message());
+    return Answer(FromStatus(s));
   }
-  std::memcpy(ring_->reply_payload_for_write(), vids.data(), vids.size() * sizeof(uint64_t));
-  *reply_len = vids.size() * sizeof(uint64_t);
-  return ncclSuccess;
+  std::memcpy(call.reply, vids.data(), vids.size() * sizeof(uint64_t));
+  *call.reply_len = vids.size() * sizeof(uint64_t);
+  return CUDA_SUCCESS;
 }
 
-ncclResult_t Session::NcclInitRank(const uint8_t* payload, size_t len, size_t* reply_len) {
-  ipc::NcclInitRankArgs a;
-  if (len != sizeof(a)) return ncclInvalidArgument;
-  std::memcpy(&a, payload, sizeof(a));
-  if (a.nranks <= 0 || a.nranks > ipc::kMaxNcclRanks || a.rank < 0 || a.rank >= a.nranks) return ncclInvalidArgument;
+CUresult Session::NcclInitRank(const ipc::NcclInitRankArgs& a, const Call& call) {
+  if (a.nranks <= 0 || a.nranks > ipc::kMaxNcclRanks || a.rank < 0 || a.rank >= a.nranks) return Answer(ncclInvalidArgument);
   // The wire allows phos's limit; the session has the devices of its group.
   if (a.nranks > group_->size()) {
-    PHOS_LOG(Warn, "runtime", "pid {}: ncclCommInitRank of {} ranks refused: the session has {} devices", pid_, a.nranks,
+    PHOS_LOG(Warn, "runtime", "pid {}: {} of {} ranks refused: the session has {} devices", pid_, call.name, a.nranks,
              group_->size());
-    return ncclInvalidArgument;
+    return Answer(ncclInvalidArgument);
   }
   std::string key(reinterpret_cast<const char*>(a.id), sizeof(a.id));
   NcclRendezvous& rv = rendezvous_[key];
@@ -167,36 +132,32 @@ ncclResult_t Session::NcclInitRank(const uint8_t* payload, size_t len, size_t* r
     rv.comms.assign(a.nranks, 0);
   }
   if (static_cast<int>(rv.devices.size()) != a.nranks || rv.devices[a.rank] != -1) {
-    PHOS_LOG(Warn, "runtime", "pid {}: ncclCommInitRank: rank {} of {} does not fit its unique id's rendezvous", pid_, a.rank,
+    PHOS_LOG(Warn, "runtime", "pid {}: {}: rank {} of {} does not fit its unique id's rendezvous", pid_, call.name, a.rank,
              a.nranks);
-    return ncclInvalidUsage;
+    return Answer(ncclInvalidUsage);
   }
   // The rank lives on the caller's current device, as NCCL takes it from cudaGetDevice.
   rv.devices[a.rank] = device_;
   uint64_t vid = NewHandle();
   rv.comms[a.rank] = vid;
   comms_[vid] = NcclComm{nullptr, device_, false};
-  std::memcpy(ring_->reply_payload_for_write(), &vid, sizeof(vid));
-  *reply_len = sizeof(vid);
+  call.Reply(vid);
   for (int d : rv.devices) {
-    if (d == -1) return ncclSuccess;  // more ranks to come
+    if (d == -1) return CUDA_SUCCESS;  // more ranks to come
   }
   NcclRendezvous done = std::move(rv);
   rendezvous_.erase(key);
   if (Status s = GroupComms(done.devices, &done.comms); !s.ok()) {
-    PHOS_LOG(Warn, "runtime", "pid {}: ncclCommInitRank refused: {}", pid_, s.message());
+    PHOS_LOG(Warn, "runtime", "pid {}: {} refused: {}", pid_, call.name, s.message());
     for (uint64_t c : done.comms) comms_.erase(c);
-    return FromStatus(s);
+    return Answer(FromStatus(s));
   }
-  return ncclSuccess;
+  return CUDA_SUCCESS;
 }
 
-ncclResult_t Session::NcclSplit(const uint8_t* payload, size_t len, size_t* reply_len) {
-  ipc::NcclSplitArgs a;
-  if (len != sizeof(a)) return ncclInvalidArgument;
-  std::memcpy(&a, payload, sizeof(a));
+CUresult Session::NcclSplit(const ipc::NcclSplitArgs& a, const Call& call) {
   auto it = comms_.find(a.comm);
-  if (it == comms_.end() || it->second.comm == nullptr) return ncclInvalidArgument;
+  if (it == comms_.end() || it->second.comm == nullptr) return Answer(ncclInvalidArgument);
   ncclComm_t parent = it->second.comm;
   int device = it->second.device;
   uint64_t vid = a.color == NCCL_SPLIT_NOCOLOR ? 0 : NewHandle();
@@ -214,27 +175,26 @@ ncclResult_t Session::NcclSplit(const uint8_t* payload, size_t len, size_t* repl
     }
     return r;
   };
-  std::memcpy(ring_->reply_payload_for_write(), &vid, sizeof(vid));
-  *reply_len = sizeof(vid);
+  call.Reply(vid);
   if (nccl_group_depth_ > 0) {
     nccl_queued_.push_back(std::move(split));
-    return ncclSuccess;
+    return CUDA_SUCCESS;
   }
-  return split();
+  return Answer(split());
 }
 
-ncclResult_t Session::NcclDestroy(uint64_t vid) {
-  auto it = comms_.find(vid);
-  if (it == comms_.end()) return ncclInvalidArgument;
+CUresult Session::NcclDestroy(const ipc::HandleArgs& a, const Call&) {
+  auto it = comms_.find(a.handle);
+  if (it == comms_.end()) return Answer(ncclInvalidArgument);
   NcclComm comm = it->second;
   comms_.erase(it);
   // A rank of the group's own communicator stays with the group (scrubbed with it); a split, or a
   // rank of a rendezvous that never completed (null), is the function's.
-  if (comm.owned && comm.comm != nullptr) return driver_->ncclCommDestroy(comm.comm);
-  return ncclSuccess;
+  if (comm.owned && comm.comm != nullptr) return Answer(driver_->ncclCommDestroy(comm.comm));
+  return CUDA_SUCCESS;
 }
 
-CUresult Session::NcclCollective(const ipc::NcclCollectiveArgs& a) {
+CUresult Session::NcclCollective(const ipc::NcclCollectiveArgs& a, const Call& call) {
   auto it = comms_.find(a.comm);
   if (it == comms_.end() || it->second.comm == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   NcclComm comm = it->second;
@@ -261,8 +221,8 @@ CUresult Session::NcclCollective(const ipc::NcclCollectiveArgs& a) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   // A stream of another device than the communicator's would run the collective on the wrong GPU.
-  int stream_device = comm.device;
-  if (auto d = handle_devices_.find(a.stream); d != handle_devices_.end()) stream_device = d->second;
+  int stream_device = HandleDevice(a.stream);
+  if (stream_device < 0) stream_device = comm.device;  // the default stream: the communicator's device's
   Result<CUstream> stream = StreamOf(a.stream);
   if (!stream.ok() || stream_device != comm.device) return CUDA_ERROR_INVALID_HANDLE;
   auto run = [this, a, comm, kind, stream = *stream]() {
@@ -286,7 +246,7 @@ CUresult Session::NcclCollective(const ipc::NcclCollectiveArgs& a) {
     return CUDA_SUCCESS;
   }
   ncclResult_t r = run();
-  if (r != ncclSuccess) PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: NCCL collective failed: {}", pid_, ctxpool::NcclResultName(r));
+  if (r != ncclSuccess) PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {} failed: {}", pid_, call.name, ctxpool::NcclResultName(r));
   return r == ncclSuccess ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
 }
 

@@ -18,14 +18,6 @@ namespace {
 
 using ipc::Op;
 
-template <typename T>
-bool Decode(const ipc::RecordView& record, T* out, bool exact) {
-  size_t len = record.header.length;
-  if (len < sizeof(T) || (exact && len != sizeof(T))) return false;
-  std::memcpy(out, record.payload, sizeof(T));
-  return true;
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Session>> Session::OpenRestored(driver::DriverTable* driver, std::shared_ptr<RestoreState> restore,
@@ -78,13 +70,14 @@ Status Session::AdoptRestore() {
     PHOS_RETURN_IF_ERROR(buffers_.Insert(b.base, b.bytes));
     if (b.device != 0) buffer_devices_[b.base] = b.device;
   }
-  handle_devices_ = std::move(p.handle_devices);
+  auto device_of = [&p](uint64_t vid) {
+    auto it = p.handle_devices.find(vid);
+    return it == p.handle_devices.end() ? 0 : it->second;
+  };
   for (const auto& [vid, comm] : p.comms) comms_[vid] = NcclComm{comm.first, comm.second, false};
-  streams_ = std::move(p.streams);
-  stream_flags_ = std::move(p.stream_flags);
-  events_ = std::move(p.events);
-  event_flags_ = std::move(p.event_flags);
-  blas_ = std::move(p.blas);
+  for (const auto& [vid, stream] : p.streams) streams_[vid] = StreamHandle{stream, p.stream_flags[vid], device_of(vid)};
+  for (const auto& [vid, event] : p.events) events_[vid] = EventHandle{event, p.event_flags[vid], device_of(vid)};
+  for (const auto& [vid, handle] : p.blas) blas_[vid] = BlasHandle{handle, device_of(vid)};
   pooled_blas_vid_ = p.pooled_blas_vid;
   next_handle_ = std::max(next_handle_, p.next_handle);
   preloaded_modules_ = std::move(p.modules);
@@ -98,7 +91,7 @@ bool Session::Speculate(const ipc::RecordView& record, AccessSets* sets, CUstrea
   switch (static_cast<Op>(record.header.opcode)) {
     case Op::kLaunch: {
       ipc::LaunchArgs a;
-      if (!Decode(record, &a, false)) return false;
+      if (!DecodeRecord(record, &a)) return false;
       auto it = functions_.find(a.function);
       if (it == functions_.end() || it->second.meta == nullptr) return false;
       if (record.header.length - sizeof(a) < a.param_bytes) return false;
@@ -112,7 +105,7 @@ bool Session::Speculate(const ipc::RecordView& record, AccessSets* sets, CUstrea
     case Op::kMemcpyDtoH:
     case Op::kMemcpyDtoD: {
       ipc::CopyArgs a;
-      if (!Decode(record, &a, false)) return false;
+      if (!DecodeRecord(record, &a)) return false;
       Result<CUstream> s = StreamOf(a.stream);
       if (!s.ok()) return false;
       *stream = *s;
@@ -124,7 +117,7 @@ bool Session::Speculate(const ipc::RecordView& record, AccessSets* sets, CUstrea
     }
     case Op::kMemset: {
       ipc::MemsetArgs a;
-      if (!Decode(record, &a, true)) return false;
+      if (!DecodeRecord(record, &a)) return false;
       Result<CUstream> s = StreamOf(a.stream);
       if (!s.ok()) return false;
       *stream = *s;
@@ -136,11 +129,11 @@ bool Session::Speculate(const ipc::RecordView& record, AccessSets* sets, CUstrea
       bool gemm = static_cast<Op>(record.header.opcode) == Op::kBlasGemm;
       ipc::GemmArgs g;
       ipc::GemvArgs v;
-      if (gemm ? !Decode(record, &g, true) : !Decode(record, &v, true)) return false;
+      if (gemm ? !DecodeRecord(record, &g) : !DecodeRecord(record, &v)) return false;
       auto it = blas_.find(gemm ? g.handle : v.handle);
       if (it == blas_.end()) return false;
       cudaStream_t s = nullptr;
-      if (driver_->cublasGetStream(it->second, &s) != CUBLAS_STATUS_SUCCESS) return false;
+      if (driver_->cublasGetStream(it->second.handle, &s) != CUBLAS_STATUS_SUCCESS) return false;
       *stream = reinterpret_cast<CUstream>(s);
       BlasOperands ops = gemm ? GemmOperands(g, BlasElementBytes(g.a_type), BlasElementBytes(g.b_type),
                                              BlasElementBytes(g.c_type))
@@ -151,7 +144,7 @@ bool Session::Speculate(const ipc::RecordView& record, AccessSets* sets, CUstrea
     case Op::kNcclCollective: {
       // The send buffer is read, the receive buffer written (and read where not covered).
       ipc::NcclCollectiveArgs a;
-      if (!Decode(record, &a, true)) return false;
+      if (!DecodeRecord(record, &a)) return false;
       Result<CUstream> s = StreamOf(a.stream);
       if (!s.ok()) return false;
       *stream = *s;
@@ -286,9 +279,9 @@ Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& fun
       PHOS_CU_RETURN_IF_ERROR(driver_->error_text(), driver_->cuCtxSynchronize());
     }
   }
-  auto device_of = [](const std::unordered_map<uint64_t, int>& devices, uint64_t key) {
-    auto it = devices.find(key);
-    return it == devices.end() ? 0 : it->second;
+  auto buffer_device = [this](uint64_t base) {
+    auto it = buffer_devices_.find(base);
+    return it == buffer_devices_.end() ? 0 : it->second;
   };
   CaptureRequest req{.driver = driver_, .context = context_, .function = function, .device_profile = device_profile};
   int index = 0;
@@ -299,7 +292,7 @@ Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& fun
     req.buffers.push_back({.address = base,
                            .size = bytes,
                            .label = fmt::format("buffer {}", index++),
-                           .device = device_of(buffer_devices_, base)});
+                           .device = buffer_device(base)});
   }
   req.gpus = group_ ? group_->size() : 1;
   for (const auto& [vid, comm] : comms_) {
@@ -311,12 +304,10 @@ Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& fun
     req.modules.push_back({.image = std::string(m.image.begin(), m.image.end()), .kind = m.is_fatbin ? "fatbin" : "simgpu"});
   }
   for (const auto& [vid, s] : streams_) {
-    req.streams.push_back(
-        {.handle = vid, .flags = stream_flags_[vid], .device = device_of(handle_devices_, vid)});
+    req.streams.push_back({.handle = vid, .flags = s.flags, .device = s.device});
   }
   for (const auto& [vid, e] : events_) {
-    req.events.push_back(
-        {.handle = vid, .flags = event_flags_[vid], .device = device_of(handle_devices_, vid)});
+    req.events.push_back({.handle = vid, .flags = e.flags, .device = e.device});
   }
   // The pooled handle first: restore serves the first handle with its lease's pooled one.
   std::vector<uint64_t> blas_vids;
@@ -325,23 +316,23 @@ Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& fun
     if (vid != pooled_blas_vid_) blas_vids.push_back(vid);
   }
   for (uint64_t vid : blas_vids) {
-    cublasHandle_t h = blas_[vid];
+    const BlasHandle& h = blas_[vid];
     cudaStream_t stream = nullptr;
     cublasMath_t mode = CUBLAS_DEFAULT_MATH;
-    if (driver_->cublasGetStream(h, &stream) != CUBLAS_STATUS_SUCCESS ||
-        driver_->cublasGetMathMode(h, &mode) != CUBLAS_STATUS_SUCCESS) {
+    if (driver_->cublasGetStream(h.handle, &stream) != CUBLAS_STATUS_SUCCESS ||
+        driver_->cublasGetMathMode(h.handle, &mode) != CUBLAS_STATUS_SUCCESS) {
       return Status::DeviceError(fmt::format("cuBLAS handle {}: settings unreadable", vid));
     }
     uint64_t stream_vid = 0;
     if (reinterpret_cast<CUstream>(stream) == CU_STREAM_PER_THREAD) stream_vid = 2;
     for (const auto& [svid, s] : streams_) {
-      if (s == reinterpret_cast<CUstream>(stream) && stream != nullptr) stream_vid = svid;
+      if (s.stream == reinterpret_cast<CUstream>(stream) && stream != nullptr) stream_vid = svid;
     }
     req.library_handles.push_back({.handle = vid,
                                    .library = "cublas",
                                    .stream = stream_vid,
                                    .math_mode = static_cast<uint32_t>(mode),
-                                   .device = device_of(handle_devices_, vid)});
+                                   .device = h.device});
   }
   if (space_ != nullptr && space_->borrowed()) {
     req.va_base = space_->base();  // device 0's share starts the instance range

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -110,6 +111,59 @@ TEST_F(ApiServerTest, SessionServesCallsAndEndsOnRequest) {
   server_->EndSession(token);
   EXPECT_EQ(server_->session_count(), 0u);
   EXPECT_EQ((*ring)->header()->closed.load(), 1u);
+  close(sock);
+}
+
+TEST_F(ApiServerTest, TruncatedAndOverlongRecordsAreRefusedAndTheSessionGoesOn) {
+  std::string token = server_->IssueToken();
+  int sock = -1, fd = -1;
+  ASSERT_TRUE(Hello(token, ipc::kWireVersion, &sock, &fd).ok());
+  auto ring = ipc::Ring::Attach(fd);
+  ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+  auto alive = [] { return true; };
+  uint64_t seq = 0;
+  auto call = [&](ipc::Op op, const void* payload, size_t bytes) {
+    ++seq;
+    EXPECT_TRUE((*ring)->Write(op, ipc::kFlagReply, seq, payload, bytes, nullptr, 0, alive).ok());
+    EXPECT_TRUE((*ring)->WaitCompleted(seq, alive).ok());
+    return (*ring)->reply_header().result;
+  };
+  uint8_t junk[64] = {};
+  // Shorter than the copy's argument record, though kMemcpyHtoD's data may follow it.
+  EXPECT_EQ(call(ipc::Op::kMemcpyHtoD, junk, sizeof(ipc::CopyArgs) - 8), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(call(ipc::Op::kLaunch, junk, 4), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(call(ipc::Op::kMemset, junk, 0), CUDA_ERROR_INVALID_VALUE);
+  // Longer than an exact record: a cudaMalloc with trailing bytes is not a cudaMalloc.
+  EXPECT_EQ(call(ipc::Op::kMemAlloc, junk, sizeof(ipc::SizeArgs) + 8), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(call(ipc::Op::kDeviceGetCount, junk, 4), CUDA_ERROR_INVALID_VALUE);
+  // A copy whose data is shorter than the count it claims.
+  ipc::CopyArgs copy{.dst = 0x1000, .src = 0, .bytes = 32, .stream = 0};
+  uint8_t short_copy[sizeof(copy) + 8] = {};
+  std::memcpy(short_copy, &copy, sizeof(copy));
+  EXPECT_EQ(call(ipc::Op::kMemcpyHtoD, short_copy, sizeof(short_copy)), CUDA_ERROR_INVALID_VALUE);
+  // Nothing of that reached a handler's state: the session still serves well-formed calls.
+  ipc::SizeArgs alloc{4096};
+  ASSERT_EQ(call(ipc::Op::kMemAlloc, &alloc, sizeof(alloc)), CUDA_SUCCESS);
+  EXPECT_EQ(call(ipc::Op::kDeviceGetCount, nullptr, 0), CUDA_SUCCESS);
+  server_->EndSession(token);
+  close(sock);
+}
+
+TEST_F(ApiServerTest, UnknownOpcodeClosesTheRingWithAnError) {
+  std::string token = server_->IssueToken();
+  int sock = -1, fd = -1;
+  ASSERT_TRUE(Hello(token, ipc::kWireVersion, &sock, &fd).ok());
+  auto ring = ipc::Ring::Attach(fd);
+  ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+  auto alive = [] { return true; };
+  uint64_t word = 0;
+  ASSERT_TRUE((*ring)->Write(ipc::Op::kOpCount, ipc::kFlagReply, 1, &word, sizeof(word), nullptr, 0, alive).ok());
+  Status waited = (*ring)->WaitCompleted(1, alive);
+  EXPECT_FALSE(waited.ok());
+  EXPECT_EQ(waited.code(), StatusCode::kUnavailable) << waited.ToString();
+  EXPECT_EQ((*ring)->header()->closed.load(), 1u);
+  EXPECT_EQ(server_->session_count(), 1u);  // closed, not destroyed under the frontend
+  server_->EndSession(token);
   close(sock);
 }
 

@@ -1,0 +1,157 @@
+// A session's kernels: module images arriving in chunks (loaded in device 0's context when the
+// last one arrives, in another device's on its first launch there), kernel lookup by name, and
+// launches whose every pointer-sized parameter word is checked against the session's memory.
+#include <algorithm>
+#include <cstring>
+
+#include "phos/base/log.h"
+#include "phos/store/chunk.h"
+#include "session.h"
+
+namespace phos::runtime {
+namespace {
+
+// All module images of one session together: the most a function may make the server hold.
+constexpr uint64_t kMaxSessionModuleBytes = 2ull << 30;
+
+}  // namespace
+
+CUresult Session::ModuleChunk(const ipc::ModuleChunkArgs& a, const Call& call) {
+  if (a.module_id == 0) return CUDA_ERROR_INVALID_VALUE;
+  size_t bytes = call.tail.size();
+  Module& m = modules_[a.module_id];
+  if (m.module != nullptr || m.load_result != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;  // already loaded
+  if (m.total_bytes == 0) {
+    if (a.total_bytes == 0 || a.total_bytes > ipc::kMaxModuleBytes || module_bytes_ + a.total_bytes > kMaxSessionModuleBytes) {
+      PHOS_LOG(Warn, "runtime", "pid {}: module of {} bytes refused (limit {} per module)", pid_, a.total_bytes, ipc::kMaxModuleBytes);
+      modules_.erase(a.module_id);
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    m.total_bytes = a.total_bytes;
+    m.is_fatbin = a.is_fatbin != 0;
+    module_bytes_ += a.total_bytes;
+    module_order_.push_back(a.module_id);
+    m.pending.reserve(a.total_bytes);
+  }
+  if (a.offset != m.pending.size() || bytes > m.total_bytes - m.pending.size()) return CUDA_ERROR_INVALID_VALUE;
+  m.pending.insert(m.pending.end(), call.tail.begin(), call.tail.end());
+  if (m.pending.size() < m.total_bytes) return CUDA_SUCCESS;
+  if (restore_ != nullptr) {
+    store::ChunkId id = store::ChunkId::Of(m.pending.data(), m.pending.size());
+    m.hash = {id.low, id.high};
+    // The snapshot's image: its module was loaded while the function forked.
+    if (auto pre = preloaded_modules_.find(id.ToBytes()); pre != preloaded_modules_.end() && route_device_ == 0) {
+      m.module = pre->second;
+      preloaded_modules_.erase(pre);
+      m.image = std::move(m.pending);
+      m.pending = {};
+      return CUDA_SUCCESS;
+    }
+  }
+  m.load_result = driver_->cuModuleLoadData(&m.module, m.pending.data());
+  if (m.load_result != CUDA_SUCCESS) {
+    const char* name = nullptr;
+    driver_->cuGetErrorName(m.load_result, &name);
+    PHOS_LOG(Warn, "runtime", "pid {}: {} module {} ({} bytes) did not load: {}; its kernels fail to launch with cudaErrorNoKernelImageForDevice",
+             pid_, m.is_fatbin ? "fatbin" : "simgpu", a.module_id, m.total_bytes, name != nullptr ? name : "?");
+    m.module = nullptr;
+  }
+  m.image = std::move(m.pending);
+  m.pending = {};
+  // A module that fails to load is recorded, not reported: CUDA reports it at the launch.
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::FunctionGet(const ipc::FunctionGetArgs& a, const Call& call) {
+  if (a.name_bytes == 0 || a.name_bytes > ipc::kMaxNameBytes || a.name_bytes != call.tail.size()) return CUDA_ERROR_INVALID_VALUE;
+  std::string name(reinterpret_cast<const char*>(call.tail.data()), a.name_bytes);
+  CUfunction f = nullptr;
+  CUresult r = CUDA_ERROR_NOT_FOUND;
+  bool failed_module = false;
+  uint64_t found_in = 0;
+  for (uint64_t id : module_order_) {
+    if (a.module_id != 0 && id != a.module_id) continue;
+    const Module& m = modules_[id];
+    if (m.module == nullptr) {
+      failed_module |= m.load_result != CUDA_SUCCESS;
+      continue;
+    }
+    r = driver_->cuModuleGetFunction(&f, m.module, name.c_str());
+    if (r == CUDA_SUCCESS) {
+      found_in = id;
+      break;
+    }
+  }
+  if (r != CUDA_SUCCESS) {
+    CUresult out = failed_module ? CUDA_ERROR_NO_BINARY_FOR_GPU : CUDA_ERROR_NOT_FOUND;
+    PHOS_LOG(Warn, "runtime", "pid {}: kernel {} not found in the session's modules{}", pid_, name,
+             failed_module ? " (a module of its registration failed to load on this device)" : "");
+    return out;
+  }
+  Function fn;
+  fn.function = f;
+  fn.module_id = found_in;
+  fn.name = name;
+  for (uint32_t i = 0; i < ipc::kMaxParams; ++i) {
+    size_t offset = 0, size = 0;
+    if (driver_->cuFuncGetParamInfo(f, i, &offset, &size) != CUDA_SUCCESS) break;
+    fn.params.push_back({static_cast<uint32_t>(offset), static_cast<uint32_t>(size)});
+    fn.param_bytes = std::max<uint32_t>(fn.param_bytes, static_cast<uint32_t>(offset + size));
+  }
+  if (fn.param_bytes > ipc::kMaxParamBytes) return CUDA_ERROR_INVALID_VALUE;
+  if (restore_ != nullptr) {
+    std::vector<ParamSlotLayout> layout;
+    for (const ipc::ParamSlot& slot : fn.params) layout.push_back({slot.offset, slot.size});
+    fn.meta = metadata_->GetOrBuild(modules_[found_in].hash, name, layout);
+  }
+  uint64_t vid = NewHandle();
+  ipc::FunctionInfo info{vid, static_cast<uint32_t>(fn.params.size()), fn.param_bytes};
+  std::memcpy(call.reply, &info, sizeof(info));
+  std::memcpy(call.reply + sizeof(info), fn.params.data(), fn.params.size() * sizeof(ipc::ParamSlot));
+  *call.reply_len = sizeof(info) + fn.params.size() * sizeof(ipc::ParamSlot);
+  functions_[vid] = std::move(fn);
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::Launch(const ipc::LaunchArgs& a, const Call& call) {
+  auto it = functions_.find(a.function);
+  if (it == functions_.end()) return CUDA_ERROR_INVALID_HANDLE;
+  Function& fn = it->second;
+  CUfunction function = fn.function;
+  if (route_device_ != 0) {
+    if (CUresult r = FunctionOn(fn, route_device_, &function); r != CUDA_SUCCESS) return r;
+  }
+  if (a.param_bytes != fn.param_bytes || call.tail.size() != a.param_bytes) return CUDA_ERROR_INVALID_VALUE;
+  Result<CUstream> stream = StreamOf(a.stream);
+  if (!stream.ok()) return CUDA_ERROR_INVALID_HANDLE;
+  // Our own copy: the checks below must see what the kernel will get.
+  alignas(16) uint8_t params[ipc::kMaxParamBytes + 8];
+  std::memcpy(params, call.tail.data(), a.param_bytes);
+  void* args[ipc::kMaxParams];
+  for (size_t i = 0; i < fn.params.size(); ++i) {
+    const ipc::ParamSlot& slot = fn.params[i];
+    args[i] = params + slot.offset;
+    // Every 8-byte word of a parameter that names device memory must name this session's own
+    // (docs/design.md D8's rule for pointers and structs alike): a word inside no buffer and outside the
+    // VA range of ours that the driver knows as an allocation is someone else's memory.
+    for (uint32_t off = (slot.offset + 7) / 8 * 8; off + 8 <= slot.offset + slot.size; off += 8) {
+      uint64_t word;
+      std::memcpy(&word, params + off, sizeof(word));
+      if (word == 0 || buffers_.Contains(word, 0)) continue;
+      // Inside the session's own VA range (a freed part of one of its granules, say) is nobody
+      // else's memory, even when the driver knows the granule.
+      if (SpaceOf(word) != nullptr) continue;
+      CUdeviceptr base = 0;
+      size_t size = 0;
+      if (driver_->cuMemGetAddressRange(&base, &size, word) == CUDA_SUCCESS) {
+        PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: launch refused: parameter {} holds {:#x}, device memory of another owner",
+                           pid_, i, word);
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+    }
+  }
+  return driver_->cuLaunchKernel(function, a.grid[0], a.grid[1], a.grid[2], a.block[0], a.block[1], a.block[2],
+                                 a.shared_bytes, *stream, args, nullptr);
+}
+
+}  // namespace phos::runtime

@@ -1,0 +1,228 @@
+// The session's call table (session_ops.h) and the dispatch of one ring record through it.
+#include "session_ops.h"
+
+#include <cublas_v2.h>
+#include <nccl.h>
+
+#include <array>
+#include <type_traits>
+
+#include "phos/base/log.h"
+#include "session.h"
+
+namespace phos::runtime {
+namespace {
+
+using ipc::Op;
+
+constexpr size_t kOpSlots = static_cast<size_t>(Op::kOpCount);
+
+template <typename Args, CUresult (Session::*Fn)(const Args&, const Call&)>
+CUresult Invoke(Session& session, const ipc::RecordView& record, const Call& call) {
+  Args args{};
+  // Our own copy: the producer may rewrite the ring under us.
+  if constexpr (!std::is_empty_v<Args>) std::memcpy(&args, record.payload, sizeof(Args));
+  return (session.*Fn)(args, call);
+}
+
+// `row` with the argument record and the handler of `Fn`.
+template <typename Args, CUresult (Session::*Fn)(const Args&, const Call&)>
+OpHandler Bind(OpHandler row) {
+  row.record_bytes = std::is_empty_v<Args> ? 0 : sizeof(Args);
+  row.invoke = &Invoke<Args, Fn>;
+  return row;
+}
+
+}  // namespace
+
+CUresult OpHandler::Malformed() const {
+  switch (result) {
+    case ResultKind::kCublasStatus:
+      return static_cast<CUresult>(CUBLAS_STATUS_INVALID_VALUE);
+    case ResultKind::kNcclResult:
+      return static_cast<CUresult>(ncclInvalidArgument);
+    case ResultKind::kCuResult:
+      break;
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult OpHandler::Unavailable() const {
+  if (library == Library::kCublas) return static_cast<CUresult>(CUBLAS_STATUS_NOT_SUPPORTED);
+  // Asynchronous NCCL calls report through the session's sticky CUresult.
+  return result == ResultKind::kNcclResult ? static_cast<CUresult>(ncclSystemError)
+                                           : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+const OpHandler* FindOpHandler(uint16_t opcode) {
+  static const std::array<OpHandler, kOpSlots> table = Session::BuildOpTable();
+  if (opcode >= table.size() || table[opcode].invoke == nullptr) return nullptr;
+  return &table[opcode];
+}
+
+std::array<OpHandler, kOpSlots> Session::BuildOpTable() {
+  std::array<OpHandler, kOpSlots> t{};
+  auto at = [&t](Op op) -> OpHandler& { return t[static_cast<size_t>(op)]; };
+  constexpr auto kHead = RecordShape::kHead;
+  constexpr auto kHandle = Placement::kHandleDevice;
+  constexpr auto kCublas = ResultKind::kCublasStatus;
+  constexpr auto kNccl = ResultKind::kNcclResult;
+  constexpr uint32_t kCopyStream = offsetof(ipc::CopyArgs, stream);
+  constexpr uint32_t kStreamOfPair = offsetof(ipc::StreamEventArgs, stream);
+
+  // Filler the ring skips; any length.
+  at(Op::kPad) = Bind<NoArgs, &Session::Pad>({.name = "padding", .shape = kHead});
+
+  // Devices (session_devices.cc).
+  at(Op::kDeviceGetCount) = Bind<NoArgs, &Session::DeviceGetCount>({.name = "cudaGetDeviceCount"});
+  at(Op::kDeviceGetAttribute) =
+      Bind<ipc::AttributeArgs, &Session::DeviceGetAttribute>({.name = "cudaDeviceGetAttribute"});
+  at(Op::kDeviceGetName) = Bind<ipc::DeviceArgs, &Session::DeviceGetName>({.name = "cuDeviceGetName"});
+  at(Op::kDeviceTotalMem) = Bind<ipc::DeviceArgs, &Session::DeviceTotalMem>({.name = "cuDeviceTotalMem"});
+  at(Op::kDriverGetVersion) = Bind<NoArgs, &Session::DriverGetVersion>({.name = "cudaDriverGetVersion"});
+  at(Op::kSetDevice) = Bind<ipc::DeviceArgs, &Session::SetDevice>(
+      {.name = "cudaSetDevice", .placement = Placement::kOwnChoice});
+
+  // Memory (session_memory.cc).
+  at(Op::kMemAlloc) = Bind<ipc::SizeArgs, &Session::MemAlloc>({.name = "cudaMalloc"});
+  at(Op::kMemFree) = Bind<ipc::PointerArgs, &Session::MemFree>({.name = "cudaFree"});
+  at(Op::kMemcpyHtoD) = Bind<ipc::CopyArgs, &Session::MemcpyHtoD>({.name = "cudaMemcpy host to device",
+                                                                   .shape = kHead,
+                                                                   .placement = kHandle,
+                                                                   .handle_offset = kCopyStream});
+  at(Op::kMemcpyDtoH) = Bind<ipc::CopyArgs, &Session::MemcpyDtoH>(
+      {.name = "cudaMemcpy device to host", .placement = kHandle, .handle_offset = kCopyStream});
+  at(Op::kMemcpyDtoD) = Bind<ipc::CopyArgs, &Session::MemcpyDtoD>(
+      {.name = "cudaMemcpy device to device", .placement = kHandle, .handle_offset = kCopyStream});
+  at(Op::kMemset) = Bind<ipc::MemsetArgs, &Session::Memset>(
+      {.name = "cudaMemset", .placement = kHandle, .handle_offset = offsetof(ipc::MemsetArgs, stream)});
+
+  // Streams and events (session_streams.cc).
+  at(Op::kDeviceSynchronize) = Bind<NoArgs, &Session::DeviceSynchronize>({.name = "cudaDeviceSynchronize"});
+  at(Op::kStreamCreate) = Bind<ipc::FlagsArgs, &Session::StreamCreate>({.name = "cudaStreamCreate"});
+  at(Op::kStreamDestroy) =
+      Bind<ipc::HandleArgs, &Session::StreamDestroy>({.name = "cudaStreamDestroy", .placement = kHandle});
+  at(Op::kStreamSynchronize) = Bind<ipc::HandleArgs, &Session::StreamSynchronize>(
+      {.name = "cudaStreamSynchronize", .placement = kHandle});
+  at(Op::kStreamQuery) =
+      Bind<ipc::HandleArgs, &Session::StreamQuery>({.name = "cudaStreamQuery", .placement = kHandle});
+  at(Op::kStreamWaitEvent) = Bind<ipc::StreamEventArgs, &Session::StreamWaitEvent>(
+      {.name = "cudaStreamWaitEvent", .placement = kHandle, .handle_offset = kStreamOfPair});
+  at(Op::kEventCreate) = Bind<ipc::FlagsArgs, &Session::EventCreate>({.name = "cudaEventCreate"});
+  at(Op::kEventDestroy) =
+      Bind<ipc::HandleArgs, &Session::EventDestroy>({.name = "cudaEventDestroy", .placement = kHandle});
+  at(Op::kEventRecord) = Bind<ipc::StreamEventArgs, &Session::EventRecord>(
+      {.name = "cudaEventRecord", .placement = kHandle, .handle_offset = kStreamOfPair});
+  at(Op::kEventSynchronize) = Bind<ipc::HandleArgs, &Session::EventSynchronize>(
+      {.name = "cudaEventSynchronize", .placement = kHandle});
+  at(Op::kEventQuery) =
+      Bind<ipc::HandleArgs, &Session::EventQuery>({.name = "cudaEventQuery", .placement = kHandle});
+  // `stream` holds the start event.
+  at(Op::kEventElapsedTime) = Bind<ipc::StreamEventArgs, &Session::EventElapsedTime>(
+      {.name = "cudaEventElapsedTime", .placement = kHandle, .handle_offset = kStreamOfPair});
+
+  // Modules and launches (session_modules.cc).
+  at(Op::kModuleChunk) = Bind<ipc::ModuleChunkArgs, &Session::ModuleChunk>(
+      {.name = "__cudaRegisterFatBinary", .shape = kHead, .placement = Placement::kDeviceZero});
+  at(Op::kFunctionGet) = Bind<ipc::FunctionGetArgs, &Session::FunctionGet>(
+      {.name = "__cudaRegisterFunction", .shape = kHead, .placement = Placement::kDeviceZero});
+  at(Op::kLaunch) =
+      Bind<ipc::LaunchArgs, &Session::Launch>({.name = "cudaLaunchKernel",
+                                               .shape = kHead,
+                                               .placement = kHandle,
+                                               .handle_offset = offsetof(ipc::LaunchArgs, stream)});
+
+  // cuBLAS (session_blas.cc). GEMM and GEMV are asynchronous: they answer in CUresult.
+  at(Op::kBlasCreate) = Bind<NoArgs, &Session::BlasCreate>(
+      {.name = "cublasCreate", .result = kCublas, .library = Library::kCublas});
+  at(Op::kBlasDestroy) = Bind<ipc::HandleArgs, &Session::BlasDestroy>(
+      {.name = "cublasDestroy", .placement = kHandle, .result = kCublas, .library = Library::kCublas});
+  at(Op::kBlasSetStream) = Bind<ipc::StreamEventArgs, &Session::BlasSetStream>(
+      {.name = "cublasSetStream",
+       .placement = kHandle,
+       .handle_offset = offsetof(ipc::StreamEventArgs, event),  // the cuBLAS handle
+       .result = kCublas,
+       .library = Library::kCublas});
+  at(Op::kBlasSetMathMode) = Bind<ipc::BlasModeArgs, &Session::BlasSetMathMode>(
+      {.name = "cublasSetMathMode", .placement = kHandle, .result = kCublas, .library = Library::kCublas});
+  at(Op::kBlasGemm) = Bind<ipc::GemmArgs, &Session::Gemm>(
+      {.name = "cublasSgemm / cublasGemmEx", .placement = kHandle, .library = Library::kCublas});
+  at(Op::kBlasSgemv) = Bind<ipc::GemvArgs, &Session::Gemv>(
+      {.name = "cublasSgemv", .placement = kHandle, .library = Library::kCublas});
+
+  // NCCL (session_nccl.cc). Collectives are asynchronous: they answer in CUresult.
+  at(Op::kNcclCommInitAll) = Bind<ipc::NcclInitAllArgs, &Session::NcclInitAll>(
+      {.name = "ncclCommInitAll", .result = kNccl, .library = Library::kNccl});
+  at(Op::kNcclCommInitRank) = Bind<ipc::NcclInitRankArgs, &Session::NcclInitRank>(
+      {.name = "ncclCommInitRank", .result = kNccl, .library = Library::kNccl});
+  at(Op::kNcclCommSplit) = Bind<ipc::NcclSplitArgs, &Session::NcclSplit>(
+      {.name = "ncclCommSplit", .result = kNccl, .library = Library::kNccl});
+  at(Op::kNcclCommDestroy) = Bind<ipc::HandleArgs, &Session::NcclDestroy>(
+      {.name = "ncclCommDestroy", .result = kNccl, .library = Library::kNccl});
+  at(Op::kNcclCommCount) = Bind<ipc::HandleArgs, &Session::NcclCount>(
+      {.name = "ncclCommCount", .result = kNccl, .library = Library::kNccl});
+  at(Op::kNcclCommUserRank) = Bind<ipc::HandleArgs, &Session::NcclUserRank>(
+      {.name = "ncclCommUserRank", .result = kNccl, .library = Library::kNccl});
+  at(Op::kNcclGroupStart) = Bind<NoArgs, &Session::NcclGroupStart>(
+      {.name = "ncclGroupStart", .result = kNccl, .library = Library::kNccl});
+  at(Op::kNcclGroupEnd) = Bind<NoArgs, &Session::NcclGroupEnd>({.name = "ncclGroupEnd",
+                                                                .placement = Placement::kOwnChoice,
+                                                                .result = kNccl,
+                                                                .library = Library::kNccl});
+  // The collective picks the communicator's context itself; it runs in its stream's until then,
+  // so that a restoring session's gate makes that stream wait for the buffers it names.
+  at(Op::kNcclCollective) = Bind<ipc::NcclCollectiveArgs, &Session::NcclCollective>(
+      {.name = "NCCL collective",
+       .placement = kHandle,
+       .handle_offset = offsetof(ipc::NcclCollectiveArgs, stream),
+       .library = Library::kNccl});
+  return t;
+}
+
+CUresult Session::LibraryReady(const OpHandler& handler) {
+  switch (handler.library) {
+    case Library::kCuda:
+      return CUDA_SUCCESS;
+    case Library::kCublas:
+      if (driver_->has_cublas()) return CUDA_SUCCESS;
+      PHOS_LOG_EVERY_SEC(Warn, "runtime", 60, "pid {}: {} refused: the driver table has no cuBLAS", pid_,
+                         handler.name);
+      return handler.Unavailable();
+    case Library::kNccl:
+      if (driver_->has_nccl() && group_) return CUDA_SUCCESS;
+      PHOS_LOG_EVERY_SEC(Warn, "runtime", 60, "pid {}: {} refused: {}", pid_, handler.name,
+                         driver_->has_nccl()
+                             ? "the function declared 1 GPU (deploy it with --gpus N to use NCCL)"
+                             : "the driver table has no NCCL");
+      return handler.Unavailable();
+  }
+  return handler.Unavailable();
+}
+
+CUresult Session::Execute(const ipc::RecordView& record, size_t* reply_len) {
+  const OpHandler* handler = FindOpHandler(record.header.opcode);
+  if (handler == nullptr) {
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: record {} refused: opcode {} names no call", pid_,
+                       record.header.seq, record.header.opcode);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (CUresult r = LibraryReady(*handler); r != CUDA_SUCCESS) return r;
+  size_t length = record.header.length;
+  if (!handler->Fits(length)) {
+    PHOS_LOG_EVERY_SEC(
+        Warn, "runtime", 1, "pid {}: {} refused: a record of {} bytes where its arguments take {}{}", pid_,
+        handler->name, length, handler->record_bytes, handler->shape == RecordShape::kHead ? " or more" : "");
+    return handler->Malformed();
+  }
+  Call call{.name = handler->name,
+            .tail = {record.payload + handler->record_bytes, length - handler->record_bytes},
+            .reply = ring_->reply_payload_for_write(),
+            .reply_len = reply_len};
+  return handler->invoke(*this, record, call);
+}
+
+CUresult Session::Pad(const NoArgs&, const Call&) {
+  return CUDA_SUCCESS;
+}
+
+}  // namespace phos::runtime

@@ -1,0 +1,103 @@
+// The session's call table (runtime/src/session_ops.h): every opcode has one named handler, and
+// a record decodes only at its call's size.
+#include "session_ops.h"
+
+#include <cublas_v2.h>
+#include <gtest/gtest.h>
+#include <nccl.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace phos::runtime {
+namespace {
+
+using ipc::Op;
+
+ipc::RecordView RecordOf(Op op, const std::vector<uint8_t>& payload) {
+  ipc::RecordView record;
+  record.header = {static_cast<uint16_t>(op), 0, static_cast<uint32_t>(payload.size()), 1};
+  record.payload = payload.data();
+  return record;
+}
+
+TEST(SessionOpsTest, EveryOpcodeHasOneNamedHandler) {
+  std::set<std::string> names;
+  for (uint16_t op = 0; op < static_cast<uint16_t>(Op::kOpCount); ++op) {
+    const OpHandler* handler = FindOpHandler(op);
+    ASSERT_NE(handler, nullptr) << "opcode " << op;
+    ASSERT_NE(handler->name, nullptr) << "opcode " << op;
+    EXPECT_TRUE(names.insert(handler->name).second) << "two handlers named " << handler->name;
+  }
+}
+
+TEST(SessionOpsTest, OpcodesPastTheTableHaveNoHandler) {
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kOpCount)), nullptr);
+  EXPECT_EQ(FindOpHandler(0xffff), nullptr);
+}
+
+TEST(SessionOpsTest, ArgumentRecordSizesAreTheWireStructs) {
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kMemAlloc))->record_bytes, sizeof(ipc::SizeArgs));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kLaunch))->record_bytes, sizeof(ipc::LaunchArgs));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kBlasGemm))->record_bytes, sizeof(ipc::GemmArgs));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCollective))->record_bytes,
+            sizeof(ipc::NcclCollectiveArgs));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kDeviceGetCount))->record_bytes, 0u);
+}
+
+TEST(SessionOpsTest, ExactRecordsDecodeOnlyAtTheirSize) {
+  ipc::MemsetArgs memset{.dst = 0x10, .bytes = 64, .stream = 16, .value = 7, .pad = 0};
+  std::vector<uint8_t> bytes(sizeof(memset));
+  std::memcpy(bytes.data(), &memset, sizeof(memset));
+  ipc::MemsetArgs out{};
+  ASSERT_TRUE(DecodeRecord(RecordOf(Op::kMemset, bytes), &out));
+  EXPECT_EQ(out.bytes, 64u);
+  EXPECT_EQ(out.value, 7u);
+  std::vector<uint8_t> shorter(bytes.begin(), bytes.end() - 1);
+  EXPECT_FALSE(DecodeRecord(RecordOf(Op::kMemset, shorter), &out));
+  std::vector<uint8_t> longer = bytes;
+  longer.push_back(0);
+  EXPECT_FALSE(DecodeRecord(RecordOf(Op::kMemset, longer), &out));
+  // Another call's argument record does not decode from this call's bytes.
+  ipc::HandleArgs handle{};
+  EXPECT_FALSE(DecodeRecord(RecordOf(Op::kMemset, bytes), &handle));
+}
+
+TEST(SessionOpsTest, HeadRecordsTakeTrailingBytesButNotFewer) {
+  std::vector<uint8_t> launch(sizeof(ipc::LaunchArgs) + 24, 0);
+  ipc::LaunchArgs out{};
+  EXPECT_TRUE(DecodeRecord(RecordOf(Op::kLaunch, launch), &out));
+  launch.resize(sizeof(ipc::LaunchArgs) - 1);
+  EXPECT_FALSE(DecodeRecord(RecordOf(Op::kLaunch, launch), &out));
+}
+
+TEST(SessionOpsTest, RefusalsSpeakTheCallsResultCode) {
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kMemcpyDtoH))->Malformed(), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kBlasSetStream))->Malformed(),
+            static_cast<CUresult>(CUBLAS_STATUS_INVALID_VALUE));
+  // Asynchronous library calls answer through the session's sticky CUresult.
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kBlasGemm))->Malformed(), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCommSplit))->Malformed(),
+            static_cast<CUresult>(ncclInvalidArgument));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCollective))->Malformed(), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kBlasCreate))->Unavailable(),
+            static_cast<CUresult>(CUBLAS_STATUS_NOT_SUPPORTED));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclGroupStart))->Unavailable(),
+            static_cast<CUresult>(ncclSystemError));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCollective))->Unavailable(),
+            CUDA_ERROR_NOT_SUPPORTED);
+}
+
+TEST(SessionOpsTest, CallsNamingAHandleRunOnItsDevice) {
+  const OpHandler* set_stream = FindOpHandler(static_cast<uint16_t>(Op::kBlasSetStream));
+  EXPECT_EQ(set_stream->placement, Placement::kHandleDevice);
+  EXPECT_EQ(set_stream->handle_offset, offsetof(ipc::StreamEventArgs, event));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kModuleChunk))->placement, Placement::kDeviceZero);
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kMemAlloc))->placement, Placement::kCurrentDevice);
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCollective))->handle_offset,
+            offsetof(ipc::NcclCollectiveArgs, stream));
+}
+
+}  // namespace
+}  // namespace phos::runtime

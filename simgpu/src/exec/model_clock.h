@@ -4,7 +4,7 @@
 // time scale multiplies every modelled cost, so that with scale 10 that copy holds its engine for
 // 107 ms of wall time. Benchmarks pick a scale large enough that the modelled device, not this
 // host's memcpy (a few GB/s, ~2 GB/s into freshly touched pages), bounds their results
-// (device-profiles.md, "What the simulator cannot model by itself").
+// (docs/decisions.md, "Default time scale 10").
 #pragma once
 
 #include <chrono>

@@ -1,5 +1,5 @@
-// The function side of the fork template and of CRIU restore (runtime/include/phos/runtime/
-// instance_channel.h: fork, forked, adopt). Private to the SDK's serve loop.
+// The function side of the fork template and of CRIU restore (the fork, forked and adopt frames
+// of phos/ipc/instance_channel.h). Private to the SDK's serve loop.
 #pragma once
 
 #include <string_view>

@@ -64,7 +64,7 @@ struct TenantResources {
     size_t bytes = 0;
   };
   std::vector<Allocation> allocations;
-  // VMM memory of an instance address space (phos/runtime/va_allocator.h): each mapping is zeroed
+  // VMM memory of an instance address space (the runtime's va_allocator.h): each mapping is zeroed
   // like an allocation, then unmapped and its physical allocation released; the address ranges
   // are freed after every mapping is gone.
   struct Mapping {

@@ -2,20 +2,10 @@
 
 #include <cstdint>
 
+#include "phos/base/latency_buckets.h"
+
 namespace phos::ctxpool::detail {
 namespace {
-
-// 1, 2.5, 5 per decade from `from` up to `to` seconds: a lease hit is microseconds, a miss that
-// creates a context seconds (3.1 s modelled on a100-pcie4, PhOS §2.3), a device group tens.
-prometheus::Histogram::BucketBoundaries Ladder(double from, double to) {
-  prometheus::Histogram::BucketBoundaries bounds;
-  for (double decade = from; decade <= to * 1.0001; decade *= 10) {
-    for (double step : {1.0, 2.5, 5.0}) {
-      if (decade * step <= to * 1.0001) bounds.push_back(decade * step);
-    }
-  }
-  return bounds;
-}
 
 prometheus::Counter& AddCounter(prometheus::Registry& registry, const PoolMetricNames& names,
                                 const std::string& name, const std::string& help) {
@@ -33,7 +23,7 @@ prometheus::Histogram& AddHistogram(prometheus::Registry& registry, const PoolMe
       .Name(names.prefix + "_" + name)
       .Help(help)
       .Register(registry)
-      .Add(names.labels, Ladder(from, to));
+      .Add(names.labels, LatencyBuckets(from, to));
 }
 
 prometheus::Gauge& AddHeld(prometheus::Registry& registry, const PoolMetricNames& names, const char* state) {

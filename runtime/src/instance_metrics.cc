@@ -2,20 +2,10 @@
 
 #include <utility>
 
+#include "phos/base/latency_buckets.h"
+
 namespace phos::runtime {
 namespace {
-
-// 1 ms to 100 s, 1-2.5-5 per decade: a warm invocation answers in milliseconds, a phos restore's
-// first byte in tens to hundreds of them, a cold boot in seconds (docs/benchmarks.md).
-prometheus::Histogram::BucketBoundaries StageBuckets() {
-  prometheus::Histogram::BucketBoundaries bounds;
-  for (double decade = 1e-3; decade < 100 * 1.0001; decade *= 10) {
-    for (double step : {1.0, 2.5, 5.0}) {
-      if (decade * step <= 100 * 1.0001) bounds.push_back(decade * step);
-    }
-  }
-  return bounds;
-}
 
 std::shared_ptr<prometheus::Registry> OrOwn(std::shared_ptr<prometheus::Registry> registry) {
   return registry != nullptr ? std::move(registry) : std::make_shared<prometheus::Registry>();
@@ -42,8 +32,11 @@ InvocationMetrics::InvocationMetrics(std::shared_ptr<prometheus::Registry> regis
 void InvocationMetrics::Record(const InvokeOutcome& out) {
   std::string mode = RestoreModeName(out.mode);
   invocations_.Add({{"mode", mode}}).Increment();
+  // 1 ms to 100 s: a warm invocation answers in milliseconds, a phos restore's first byte in tens
+  // to hundreds of them, a cold boot in seconds (docs/benchmarks.md).
+  static const std::vector<double> kStageBuckets = LatencyBuckets(1e-3, 100);
   for (const auto& [stage, us] : out.stages) {
-    stage_seconds_.Add({{"mode", mode}, {"stage", stage}}, StageBuckets())
+    stage_seconds_.Add({{"mode", mode}, {"stage", stage}}, kStageBuckets)
         .Observe(static_cast<double>(us) / 1e6);
   }
   if (out.speculation_misses > 0) speculation_misses_.Increment(static_cast<double>(out.speculation_misses));

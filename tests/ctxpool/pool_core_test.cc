@@ -30,19 +30,19 @@ class PoolCoreTest : public ::testing::Test {
  protected:
   std::shared_ptr<FakeCore> Start(PoolCoreOptions options, int initial_key = 1) {
     PoolOps<FakeItem, FakeTenant> ops{
-        .create = [this](int key) -> Result<FakeItem> {
-          if (fail_creates_.load() > 0) {
-            --fail_creates_;
+        .create = [c = counts_](int key) -> Result<FakeItem> {
+          if (c->fail_creates.load() > 0) {
+            --c->fail_creates;
             return Status::OutOfMemory("fake device full");
           }
-          ++live_;
+          ++c->live;
           return FakeItem{.key = key};
         },
         .scrub =
             [](const FakeItem&, const FakeTenant& tenant, bool) {
               return tenant.fail_scrub ? Status::DeviceError("fake scrub failed") : Status::Ok();
             },
-        .destroy = [this](const FakeItem&) { --live_; },
+        .destroy = [c = counts_](const FakeItem&) { --c->live; },
         .describe = [](int key) { return "item of " + std::to_string(key); }};
     options.name = "fake pool";
     auto core = std::make_shared<FakeCore>(std::move(options), std::move(ops), registry_,
@@ -64,8 +64,13 @@ class PoolCoreTest : public ::testing::Test {
   }
 
   std::shared_ptr<prometheus::Registry> registry_ = std::make_shared<prometheus::Registry>();
-  std::atomic<int> live_{0};
-  std::atomic<int> fail_creates_{0};
+  // Shared with the pool's operations, so a refill thread that Shutdown left to finish a creation
+  // never touches a destroyed fixture.
+  struct Counts {
+    std::atomic<int> live{0};
+    std::atomic<int> fail_creates{0};
+  };
+  std::shared_ptr<Counts> counts_ = std::make_shared<Counts>();
 };
 
 TEST_F(PoolCoreTest, EachKeyIsRefilledAndALeasedKeyJoinsTheRefill) {
@@ -85,7 +90,7 @@ TEST_F(PoolCoreTest, EachKeyIsRefilledAndALeasedKeyJoinsTheRefill) {
   EXPECT_EQ(Gauge("leased"), 1);
   core->Return(2, *other, {});
   core->Shutdown();
-  EXPECT_EQ(live_.load(), 0);
+  EXPECT_EQ(counts_->live.load(), 0);
 }
 
 TEST_F(PoolCoreTest, CancelEndsTheWaitOfThatLeaseOnly) {
@@ -113,7 +118,7 @@ TEST_F(PoolCoreTest, CancelEndsTheWaitOfThatLeaseOnly) {
 }
 
 TEST_F(PoolCoreTest, FailedCreationIsNamedInTheTimeoutOfTheWaitingLease) {
-  fail_creates_ = 1;
+  counts_->fail_creates = 1;
   // The refill's one attempt fails (its retry is far away); a lease then gives up at once,
   // naming that error.
   auto core = Start({.min_ready = 1, .max_held = 1, .lease_timeout = 0ms, .refill_retry_interval = 60s});
@@ -175,11 +180,12 @@ TEST_F(PoolCoreTest, ShutdownDestroysWhatIsHeldAndLateReturnsToo) {
   ASSERT_TRUE(core->WaitIdle(10s));
   Result<FakeItem> lease = core->Lease(1, nullptr);
   ASSERT_TRUE(lease.ok());
+  ASSERT_TRUE(core->WaitIdle(10s));  // the refill has replaced it: no creation left in flight
   core->Shutdown();
-  EXPECT_EQ(live_.load(), 1);  // only the leased one
+  EXPECT_EQ(counts_->live.load(), 1);  // only the leased one
   EXPECT_EQ(core->Lease(1, nullptr).status().code(), StatusCode::kFailedPrecondition);
   core->Return(1, *lease, {});
-  EXPECT_EQ(live_.load(), 0);
+  EXPECT_EQ(counts_->live.load(), 0);
   PoolStats s = core->Stats();
   EXPECT_EQ(s.created, s.destroyed);
   EXPECT_EQ(Gauge("leased"), 0);

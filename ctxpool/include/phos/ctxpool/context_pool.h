@@ -134,8 +134,9 @@ class ContextPool {
   // Initialises the driver (cuInit), checks the options and starts the background refill and
   // scrub threads. Open does not wait for the first contexts. `driver` must outlive the pool and
   // every lease. The pool's metrics (phos_ctxpool_*, labelled device="N") are registered in
-  // `registry`, or in a registry of the pool's own when it is null. Two pools of one device given
-  // the same registry share their series (and what Stats() reads back).
+  // `registry`, or in a registry of the pool's own when it is null. One pool per device and
+  // registry: two pools of one device in one registry would share their series, and each would
+  // overwrite the other's held-now gauges.
   static Result<std::unique_ptr<ContextPool>> Open(const PoolOptions& options, driver::DriverTable* driver,
                                                    std::shared_ptr<prometheus::Registry> registry = nullptr);
   // Stops refill and scrubbing and destroys every context the pool holds; leases still out

@@ -16,10 +16,35 @@ uint64_t BlasElementBytes(int32_t type) {
 
 namespace {
 
-// Bytes a column-major rows x cols matrix with leading dimension ld spans.
-uint64_t MatrixBytes(int64_t rows, int64_t cols, int64_t ld, uint64_t elem) {
+// A span no buffer can own: what an extent is when the peer's numbers are inconsistent or
+// overflow, so the ownership check refuses the call (a record can hold any value).
+constexpr uint64_t kNoExtent = UINT64_MAX;
+
+// Bytes `batches` column-major rows x cols matrices with leading dimension ld span, `stride`
+// elements apart.
+uint64_t MatrixBytes(int64_t rows, int64_t cols, int64_t ld, uint64_t elem, int64_t batches = 1, int64_t stride = 0) {
   if (rows <= 0 || cols <= 0) return 0;
-  return static_cast<uint64_t>((cols - 1) * ld + rows) * elem;
+  if (ld < rows || batches < 1 || (batches > 1 && stride < 0)) return kNoExtent;
+  uint64_t one = 0, more = 0, span = 0, bytes = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(cols - 1), static_cast<uint64_t>(ld), &one) ||
+      __builtin_add_overflow(one, static_cast<uint64_t>(rows), &one) ||
+      __builtin_mul_overflow(static_cast<uint64_t>(batches - 1), static_cast<uint64_t>(batches > 1 ? stride : 0), &more) ||
+      __builtin_add_overflow(one, more, &span) || __builtin_mul_overflow(span, elem, &bytes)) {
+    return kNoExtent;
+  }
+  return bytes;
+}
+
+// Bytes n elements `inc` apart span.
+uint64_t VectorBytes(int64_t n, int64_t inc, uint64_t elem) {
+  if (n <= 0) return 0;
+  uint64_t step = inc < 0 ? 0 - static_cast<uint64_t>(inc) : static_cast<uint64_t>(inc);
+  uint64_t span = 0, bytes = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(n - 1), step, &span) || __builtin_add_overflow(span, 1, &span) ||
+      __builtin_mul_overflow(span, elem, &bytes)) {
+    return kNoExtent;
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -85,8 +110,7 @@ CUresult Session::Gemm(const ipc::GemmArgs& a, const Call&) {
   bool ta = a.trans_a != CUBLAS_OP_N, tb = a.trans_b != CUBLAS_OP_N;
   int64_t batches = a.batch == 0 ? 1 : a.batch;
   auto extent = [&](int64_t rows, int64_t cols, int64_t ld, int64_t stride, uint64_t elem) {
-    uint64_t one = MatrixBytes(rows, cols, ld, elem);
-    return one == 0 ? 0 : one + static_cast<uint64_t>((batches - 1) * stride) * elem;
+    return MatrixBytes(rows, cols, ld, elem, batches, stride);
   };
   if (a.m > 0 && a.n > 0 && a.k > 0) {
     if (!Owns(a.a, extent(ta ? a.k : a.m, ta ? a.m : a.k, a.lda, a.stride_a, ea), "GEMM matrix A") ||
@@ -123,10 +147,9 @@ CUresult Session::Gemv(const ipc::GemvArgs& a, const Call&) {
   if (a.m < 0 || a.n < 0 || a.incx == 0 || a.incy == 0) return CUDA_ERROR_INVALID_VALUE;
   bool t = a.trans != CUBLAS_OP_N;
   int64_t x_len = t ? a.m : a.n, y_len = t ? a.n : a.m;
-  auto vec = [](int64_t n, int64_t inc) { return n <= 0 ? 0 : static_cast<uint64_t>(1 + (n - 1) * (inc < 0 ? -inc : inc)) * 4; };
   if (a.m > 0 && a.n > 0) {
-    if (!Owns(a.a, MatrixBytes(a.m, a.n, a.lda, 4), "GEMV matrix A") || !Owns(a.x, vec(x_len, a.incx), "GEMV vector x") ||
-        !Owns(a.y, vec(y_len, a.incy), "GEMV vector y")) {
+    if (!Owns(a.a, MatrixBytes(a.m, a.n, a.lda, 4), "GEMV matrix A") || !Owns(a.x, VectorBytes(x_len, a.incx, 4), "GEMV vector x") ||
+        !Owns(a.y, VectorBytes(y_len, a.incy, 4), "GEMV vector y")) {
       return CUDA_ERROR_INVALID_VALUE;
     }
   }

@@ -205,15 +205,21 @@ CUresult Session::NcclCollective(const ipc::NcclCollectiveArgs& a, const Call& c
     return CUDA_ERROR_INVALID_HANDLE;
   }
   auto kind = static_cast<ipc::NcclCollectiveKind>(a.kind);
-  uint64_t bytes = a.count * elem;
+  // count comes from the peer: a product that overflows would shrink the extents checked below.
+  uint64_t bytes = 0, all_ranks = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(a.count), elem, &bytes) ||
+      __builtin_mul_overflow(bytes, static_cast<uint64_t>(nranks), &all_ranks)) {
+    PHOS_LOG(Warn, "runtime", "pid {}: {} of {} elements refused: the size overflows", pid_, call.name, a.count);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   uint64_t send_bytes = bytes, recv_bytes = bytes;
   switch (kind) {
     case ipc::NcclCollectiveKind::kAllReduce: break;
     case ipc::NcclCollectiveKind::kBroadcast:
       if (rank != a.root) send_bytes = 0;  // NCCL reads the send buffer on the root only
       break;
-    case ipc::NcclCollectiveKind::kAllGather: recv_bytes = bytes * nranks; break;
-    case ipc::NcclCollectiveKind::kReduceScatter: send_bytes = bytes * nranks; break;
+    case ipc::NcclCollectiveKind::kAllGather: recv_bytes = all_ranks; break;
+    case ipc::NcclCollectiveKind::kReduceScatter: send_bytes = all_ranks; break;
     default: return CUDA_ERROR_INVALID_VALUE;
   }
   if ((send_bytes != 0 && !Owns(a.send, send_bytes, "NCCL send buffer")) ||

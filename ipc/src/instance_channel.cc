@@ -116,9 +116,10 @@ Status WriteFrameWithFd(int fd, FrameKind kind, std::string_view payload, int pa
   return WriteAll(fd, payload.data(), payload.size());
 }
 
-Result<Frame> ReadFrame(int fd, bool* closed, int* passed_fd) {
-  if (closed != nullptr) *closed = false;
-  if (passed_fd != nullptr) *passed_fd = -1;
+namespace {
+
+// ReadFrame without its cleanup: a descriptor received with a frame it then refuses stays open.
+Result<Frame> ReadFrameKeepingFd(int fd, bool* closed, int* passed_fd) {
   char header[5];
   PHOS_RETURN_IF_ERROR(ReadAll(fd, header, sizeof(header), closed, passed_fd));
   uint32_t length = 0;
@@ -134,6 +135,20 @@ Result<Frame> ReadFrame(int fd, bool* closed, int* passed_fd) {
   frame.kind = static_cast<FrameKind>(kind);
   frame.payload.resize(length);
   PHOS_RETURN_IF_ERROR(ReadAll(fd, frame.payload.data(), length, nullptr, nullptr));
+  return frame;
+}
+
+}  // namespace
+
+Result<Frame> ReadFrame(int fd, bool* closed, int* passed_fd) {
+  if (closed != nullptr) *closed = false;
+  if (passed_fd != nullptr) *passed_fd = -1;
+  Result<Frame> frame = ReadFrameKeepingFd(fd, closed, passed_fd);
+  // A refused frame's descriptor is nobody's: the caller gets an error, not a descriptor to close.
+  if (!frame.ok() && passed_fd != nullptr && *passed_fd >= 0) {
+    close(*passed_fd);
+    *passed_fd = -1;
+  }
   return frame;
 }
 

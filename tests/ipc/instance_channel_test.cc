@@ -43,6 +43,22 @@ TEST(InstanceChannelTest, SessionVariablesRoundTripAndBadInputIsRefused) {
   EXPECT_EQ(DecodeEnv(std::string("noequals\0", 9)).status().code(), StatusCode::kCorruption);
 }
 
+TEST(InstanceChannelTest, DescriptorOfARefusedFrameIsClosed) {
+  int a[2], b[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, a), 0);
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, b), 0);
+  ASSERT_TRUE(WriteFrameWithFd(a[0], static_cast<FrameKind>(8), "", b[1]).ok());
+  close(b[1]);  // the copy in flight is now the only one
+  int passed = -1;
+  Result<Frame> frame = ReadFrame(a[1], nullptr, &passed);
+  EXPECT_EQ(frame.status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(passed, -1);
+  // With every copy of b[1] closed, b[0] reads end of file (a leaked copy: EAGAIN).
+  char c = 0;
+  EXPECT_EQ(read(b[0], &c, 1), 0);
+  for (int fd : {a[0], a[1], b[0]}) close(fd);
+}
+
 TEST(InstanceChannelTest, UnknownFrameKindIsCorruption) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);

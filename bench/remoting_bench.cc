@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -28,6 +29,7 @@
 #include <cuda_runtime_api.h>
 #include <fmt/core.h>
 
+#include "phos/base/subprocess.h"
 #include "phos/frontend/sim_module.h"
 #include "phos/runtime/api_server.h"
 #include "phos/driver/driver_table.h"
@@ -153,12 +155,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::string token = (*server)->IssueToken();
-  std::string cmd = fmt::format("PHOS_GPU_SOCKET={} PHOS_INSTANCE_TOKEN={} /proc/{}/exe --client {}", sock, token, getpid(), launches);
+  phos::SpawnOptions client;
+  client.argv = {std::filesystem::read_symlink("/proc/self/exe").string(), "--client", std::to_string(launches)};
+  client.env = {{"PHOS_GPU_SOCKET", sock}, {"PHOS_INSTANCE_TOKEN", token}};
   Numbers remote;
-  FILE* child = popen(cmd.c_str(), "r");
-  if (child == nullptr || std::fscanf(child, "%lf %lf %lf %lf", &remote.submit_us, &remote.launch_us, &remote.sync_p50_us, &remote.sync_p99_us) != 4 ||
-      pclose(child) != 0) {
-    std::fprintf(stderr, "remoted client failed\n");
+  auto out = phos::RunCommand(std::move(client), std::chrono::minutes(10));
+  if (!out.ok() || !out->status.success() ||
+      std::sscanf(out->output.c_str(), "%lf %lf %lf %lf", &remote.submit_us, &remote.launch_us, &remote.sync_p50_us,
+                  &remote.sync_p99_us) != 4) {
+    std::fprintf(stderr, "remoted client failed: %s\n",
+                 out.ok() ? (out->status.ToString() + ": " + out->output).c_str() : out.status().ToString().c_str());
     return 1;
   }
   (*server)->EndSession(token);

@@ -1,9 +1,5 @@
 // Store::SetFirstTouchOrder: the first-touch order learned after a commit is written into the
 // committed manifest in place, without touching its chunks, and is refused for bad input.
-#include <sys/wait.h>
-
-#include <cstdio>
-
 #include <gtest/gtest.h>
 
 #include "phos/store/store.h"
@@ -144,14 +140,9 @@ TEST_F(FirstTouchTest, InspectShowsTheRanks) {
   const uint64_t v = CommitThreeBuffers("mlp");
   ASSERT_TRUE(store_->SetFirstTouchOrder("mlp", v, {7, -1, 0}).ok());
   store_.reset();
-  std::string out;
-  FILE* p = ::popen((std::string(PHOS_SNAPSHOT_TOOL) + " --store " + dir_.path() + " inspect mlp 2>&1").c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char buf[4096];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = ::pclose(p);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  testing::ToolRun run = testing::RunTool(PHOS_SNAPSHOT_TOOL, {"--store", dir_.path(), "inspect", "mlp"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string& out = run.output;
   EXPECT_NE(out.find("rank   7"), std::string::npos) << out;
   EXPECT_NE(out.find("rank  -1"), std::string::npos) << out;
   EXPECT_NE(out.find("rank   0"), std::string::npos) << out;

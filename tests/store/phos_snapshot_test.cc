@@ -1,9 +1,6 @@
 // The phos-snapshot tool against a real store: ls, inspect, verify (clean and corrupt), gc.
 #include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-#include <cstdio>
 
 #include <gtest/gtest.h>
 
@@ -13,22 +10,8 @@
 namespace phos::store {
 namespace {
 
-struct ToolRun {
-  int exit_code = -1;
-  std::string output;
-};
-
-ToolRun Tool(const std::string& args) {
-  ToolRun r;
-  std::string cmd = std::string(PHOS_SNAPSHOT_TOOL) + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using testing::RunTool;
+using testing::ToolRun;
 
 TEST(PhosSnapshotToolTest, LsInspectVerifyGc) {
   testing::TempDir dir;
@@ -49,17 +32,17 @@ TEST(PhosSnapshotToolTest, LsInspectVerifyGc) {
       if (f[0] == 'm') bad = ChunkId::Of(bytes.data(), 4096);
     }
   }
-  ToolRun ls = Tool("--store " + dir.path() + " ls");
+  ToolRun ls = RunTool(PHOS_SNAPSHOT_TOOL, {"--store", dir.path(), "ls"});
   EXPECT_EQ(ls.exit_code, 0) << ls.output;
   EXPECT_NE(ls.output.find("mlp\tv1"), std::string::npos) << ls.output;
-  ToolRun inspect = Tool("--store " + dir.path() + " inspect mlp");
+  ToolRun inspect = RunTool(PHOS_SNAPSHOT_TOOL, {"--store", dir.path(), "inspect", "mlp"});
   EXPECT_EQ(inspect.exit_code, 0) << inspect.output;
   EXPECT_NE(inspect.output.find("snapshot 'mlp' v1"), std::string::npos) << inspect.output;
   EXPECT_NE(inspect.output.find("weights"), std::string::npos) << inspect.output;
   EXPECT_NE(inspect.output.find("dedup ratio 1.00"), std::string::npos) << inspect.output;
-  EXPECT_EQ(Tool("--store " + dir.path() + " verify").exit_code, 0);
-  EXPECT_EQ(Tool("--store " + dir.path() + " inspect nope").exit_code, 1);
-  EXPECT_NE(Tool("--store " + dir.path() + " bogus").exit_code, 0);
+  EXPECT_EQ(RunTool(PHOS_SNAPSHOT_TOOL, {"--store", dir.path(), "verify"}).exit_code, 0);
+  EXPECT_EQ(RunTool(PHOS_SNAPSHOT_TOOL, {"--store", dir.path(), "inspect", "nope"}).exit_code, 1);
+  EXPECT_NE(RunTool(PHOS_SNAPSHOT_TOOL, {"--store", dir.path(), "bogus"}).exit_code, 0);
 
   // mlp was committed first: its first chunk is at offset 0 of segment 1.
   int fd = ::open((dir.path() + "/segments/00000001.seg").c_str(), O_RDWR);
@@ -69,12 +52,12 @@ TEST(PhosSnapshotToolTest, LsInspectVerifyGc) {
   c ^= 1;
   ASSERT_EQ(::pwrite(fd, &c, 1, 7), 1);
   ::close(fd);
-  ToolRun verify = Tool("--store " + dir.path() + " verify");
+  ToolRun verify = RunTool(PHOS_SNAPSHOT_TOOL, {"--store", dir.path(), "verify"});
   EXPECT_EQ(verify.exit_code, 1) << verify.output;
   EXPECT_NE(verify.output.find("BAD  Corruption: snapshot 'mlp' v1: buffer 0"), std::string::npos) << verify.output;
   EXPECT_NE(verify.output.find(bad.ToHex()), std::string::npos) << verify.output;
   EXPECT_NE(verify.output.find("ok   'embed' v1"), std::string::npos) << verify.output;
-  ToolRun gc = Tool("--store " + dir.path() + " gc");
+  ToolRun gc = RunTool(PHOS_SNAPSHOT_TOOL, {"--store", dir.path(), "gc"});
   EXPECT_EQ(gc.exit_code, 0) << gc.output;
   EXPECT_NE(gc.output.find("gc: 0 chunks freed"), std::string::npos) << gc.output;
 }

@@ -4,13 +4,33 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "phos/base/subprocess.h"
+
 namespace phos::store::testing {
+
+// A tool (phos-snapshot) run to its end: its exit code (-1 when it could not run or was killed)
+// and what it printed on stdout and stderr.
+struct ToolRun {
+  int exit_code = -1;
+  std::string output;
+};
+
+inline ToolRun RunTool(const std::string& tool, const std::vector<std::string>& args) {
+  SpawnOptions options;
+  options.argv = {tool};
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  options.stderr_to_stdout = true;
+  Result<CommandOutput> out = RunCommand(std::move(options), std::chrono::minutes(2));
+  if (!out.ok()) return {.exit_code = -1, .output = out.status().ToString()};
+  return {.exit_code = out->status.exited() ? out->status.exit_code : -1, .output = out->output};
+}
 
 class TempDir {
  public:

@@ -1,6 +1,7 @@
 // Child processes: spawn with an exact set of descriptors and environment, wait with a timeout,
-// end a process and its group. Every process phos starts (function instances, criu, the daemon
-// under test, the benchmark's curl) goes through Subprocess.
+// end a process and its group. Every process phos, its tests and its benchmarks start (function
+// instances, criu, phosd under test, tools, benchmark clients) goes through Subprocess; the SDK's
+// fork template forks itself and is not such a spawn.
 //
 //   SpawnOptions o;
 //   o.argv = {"/usr/bin/criu", "check"};

@@ -1,50 +1,39 @@
 // The SDK serve loop in a real child process, over a socketpair, and run by hand over stdio.
 #include <fcntl.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "phos/base/subprocess.h"
 #include "phos/ipc/instance_channel.h"
-
-extern char** environ;
 
 namespace phos::fn {
 namespace {
 
 namespace invoke = phos::ipc::invoke;
 
-std::vector<char*> Env(std::vector<std::string>& storage) {
-  for (char** e = environ; *e != nullptr; ++e) storage.emplace_back(*e);
-  std::vector<char*> out;
-  for (std::string& s : storage) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
+constexpr std::chrono::seconds kExitTimeout{60};
 
-int WaitExit(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+// The function's exit code (128 + the signal when one killed it); -1 when it did not end in time.
+int WaitExit(Subprocess& fn) {
+  Result<ExitStatus> how = fn.Wait(kExitTimeout);
+  return how.ok() ? how->ShellCode() : -1;
 }
 
 TEST(ServeTest, ReadyThenRequestsThenExitOnClose) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, sv[1], 3);
-  std::vector<std::string> storage = {"PHOS_INVOKE_FD=3"};
-  std::vector<char*> env = Env(storage);
-  char* argv[] = {const_cast<char*>(PHOS_SDK_ECHO_FN), nullptr};
-  pid_t pid = -1;
-  ASSERT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv, env.data()), 0);
-  posix_spawn_file_actions_destroy(&actions);
+  SpawnOptions options;
+  options.argv = {PHOS_SDK_ECHO_FN};
+  options.env = {{"PHOS_INVOKE_FD", "3"}};
+  options.fds = {{sv[1], 3}};
+  Result<Subprocess> fn = Subprocess::Spawn(options);
+  ASSERT_TRUE(fn.ok()) << fn.status().ToString();
   close(sv[1]);
 
   auto ready = invoke::ReadFrame(sv[0]);
@@ -77,49 +66,33 @@ TEST(ServeTest, ReadyThenRequestsThenExitOnClose) {
   EXPECT_EQ(big->payload.size(), 1u << 20);
 
   close(sv[0]);
-  EXPECT_EQ(WaitExit(pid), 0);
+  EXPECT_EQ(WaitExit(*fn), 0);
 }
 
 TEST(ServeTest, MalformedInvokeFdExits2) {
-  std::vector<std::string> storage = {"PHOS_INVOKE_FD=three"};
-  std::vector<char*> env = Env(storage);
-  char* argv[] = {const_cast<char*>(PHOS_SDK_ECHO_FN), nullptr};
-  pid_t pid = -1;
-  ASSERT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, argv, env.data()), 0);
-  EXPECT_EQ(WaitExit(pid), 2);
+  SpawnOptions options;
+  options.argv = {PHOS_SDK_ECHO_FN};
+  options.env = {{"PHOS_INVOKE_FD", "three"}};
+  Result<Subprocess> fn = Subprocess::Spawn(options);
+  ASSERT_TRUE(fn.ok()) << fn.status().ToString();
+  EXPECT_EQ(WaitExit(*fn), 2);
 }
 
 // Without PHOS_INVOKE_FD: one request from stdin, the response on stdout.
 std::pair<int, std::string> RunByHand(const std::string& input) {
   int in[2];
-  int out[2];
   EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
-  EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in[0], 0);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  std::vector<std::string> storage;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::string_view(*e).substr(0, 15) != "PHOS_INVOKE_FD=") storage.emplace_back(*e);
-  }
-  std::vector<char*> env;
-  for (std::string& s : storage) env.push_back(s.data());
-  env.push_back(nullptr);
-  char* argv[] = {const_cast<char*>(PHOS_SDK_ECHO_FN), nullptr};
-  pid_t pid = -1;
-  EXPECT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv, env.data()), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  close(in[0]);
-  close(out[1]);
+  // The request fits the pipe's buffer: written whole before the function starts.
   EXPECT_EQ(write(in[1], input.data(), input.size()), static_cast<ssize_t>(input.size()));
   close(in[1]);
-  std::string output;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(out[0], buf, sizeof(buf))) > 0) output.append(buf, n);
-  close(out[0]);
-  return {WaitExit(pid), output};
+  SpawnOptions options;
+  options.argv = {PHOS_SDK_ECHO_FN};
+  options.unset_env = {"PHOS_INVOKE_FD"};
+  options.fds = {{in[0], 0}};
+  Result<CommandOutput> out = RunCommand(std::move(options), kExitTimeout);
+  close(in[0]);
+  if (!out.ok()) return {-1, out.status().ToString()};
+  return {out->status.ShellCode(), out->output};
 }
 
 TEST(ServeTest, ByHandServesOneRequestOverStdio) {

@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "../testing/wait_until.h"
+
 extern char** environ;
 
 namespace phos::testing {
@@ -75,12 +77,8 @@ void PhosdTest::SetUp() {
   std::vector<char*> argv = Argv(args);
   ASSERT_EQ(posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ), 0);
   // Ready when /healthz answers.
-  for (int i = 0; i < 200; ++i) {
-    CommandResult health = ::phos::testing::Run({"/usr/bin/curl", "-sf", endpoint_ + "/healthz"});
-    if (health.exit_code == 0) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  FAIL() << "phosd did not become healthy at " << endpoint_;
+  bool healthy = WaitUntil([&] { return ::phos::testing::Run({"/usr/bin/curl", "-sf", endpoint_ + "/healthz"}).exit_code == 0; });
+  ASSERT_TRUE(healthy) << "phosd did not become healthy at " << endpoint_;
 }
 
 void PhosdTest::TearDown() {

@@ -1,6 +1,7 @@
 #include "phosd_fixture.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -42,7 +43,9 @@ std::vector<char*> Argv(const std::vector<std::string>& args) {
 CommandResult Run(const std::vector<std::string>& args) {
   CommandResult result;
   int pipefd[2];
-  if (pipe(pipefd) != 0) return result;
+  // Close-on-exec: a command started meanwhile by another thread must not inherit this pipe, or
+  // reading it would wait for that command to exit too.
+  if (pipe2(pipefd, O_CLOEXEC) != 0) return result;
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, pipefd[1], STDOUT_FILENO);

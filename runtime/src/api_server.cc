@@ -396,7 +396,7 @@ ApiServer::~ApiServer() = default;
 
 Result<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& options, driver::DriverTable* driver) {
   if (driver == nullptr) return Status::InvalidArgument("ApiServer needs a driver table");
-  if (!options.clock) return Status::InvalidArgument("ApiServer needs a clock (ApiServerOptions::clock is empty)");
+  if (!options.clock) return Status::InvalidArgument("ApiServer needs a clock (ApiServerOptions::clock)");
   PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuInit(0));
   PHOS_ASSIGN_OR_RETURN(int listen_fd, ipc::ListenSeqpacket(options.socket_path));
   int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -80,7 +80,9 @@ void PhosdTest::SetUp() {
   std::vector<char*> argv = Argv(args);
   ASSERT_EQ(posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ), 0);
   // Ready when /healthz answers.
-  bool healthy = WaitUntil([&] { return ::phos::testing::Run({"/usr/bin/curl", "-sf", endpoint_ + "/healthz"}).exit_code == 0; });
+  bool healthy = WaitUntil([&] {
+    return ::phos::testing::Run({"/usr/bin/curl", "-sf", endpoint_ + "/healthz"}).exit_code == 0;
+  });
   ASSERT_TRUE(healthy) << "phosd did not become healthy at " << endpoint_;
 }
 

@@ -126,7 +126,9 @@ class Phosd {
     int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&actions);
     ASSERT_EQ(rc, 0) << "posix_spawn phosd";
-    bool healthy = WaitUntil([&] { return Run({"/usr/bin/curl", "-sf", endpoint_ + "/healthz"}).exit_code == 0; });
+    bool healthy = WaitUntil([&] {
+      return Run({"/usr/bin/curl", "-sf", endpoint_ + "/healthz"}).exit_code == 0;
+    });
     ASSERT_TRUE(healthy) << "phosd did not become healthy at " << endpoint_ << "; log " << log_path_;
   }
 

@@ -78,7 +78,8 @@ TEST(RingTest, ProducerWaitsForSpaceThenContinues) {
     }
   });
   // Four quarter-ring records fill the ring: the producer must be waiting for space, not writing.
-  bool waited = WaitUntil([&] { return ring->header()->client_waiting.load() != 0 || producer_failed.load(); });
+  bool waited =
+      WaitUntil([&] { return ring->header()->client_waiting.load() != 0 || producer_failed.load(); });
   if (!waited || producer_failed.load()) {
     ring->Close();  // lets a producer still waiting return
     producer.join();

@@ -47,7 +47,8 @@ class ApiServerTest : public ::testing::Test {
   }
 
   // The server's clock for token expiry: moves only when a test moves it.
-  std::atomic<std::chrono::steady_clock::time_point> now_{std::chrono::steady_clock::time_point{} + std::chrono::hours(1)};
+  std::atomic<std::chrono::steady_clock::time_point> now_{std::chrono::steady_clock::time_point{} +
+                                                          std::chrono::hours(1)};
   std::unique_ptr<driver::DriverTable> table_;
   std::unique_ptr<ApiServer> server_;
   std::string path_;

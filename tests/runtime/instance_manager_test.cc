@@ -151,7 +151,8 @@ TEST_F(InstanceManagerTest, TimeoutKillsInstanceAndEndsItsSession) {
   auto start = std::chrono::steady_clock::now();
   InvokeOutcome hung = Invoke("probe", "hang", 200ms);
   EXPECT_EQ(hung.kind, Kind::kTimeout);
-  EXPECT_NE(hung.error.message().find("did not answer before the deadline"), std::string::npos) << hung.error.message();
+  EXPECT_NE(hung.error.message().find("did not answer before the deadline"), std::string::npos)
+      << hung.error.message();
   // The hang never ends, so the answer came from the 200 ms deadline; the bound is a deadline for
   // a loaded host, not a measurement.
   EXPECT_LT(std::chrono::steady_clock::now() - start, 60s);

@@ -88,13 +88,13 @@ class ApiServer::Impl {
     std::lock_guard lock(mu_);
     TokenInfo& info = tokens_[token];
     info.gpus = std::max(gpus, 1);
-    if (unclaimed_for.count() > 0) info.expires = std::chrono::steady_clock::now() + unclaimed_for;
+    if (unclaimed_for.count() > 0) info.expires = options_.clock() + unclaimed_for;
     return token;
   }
 
   // Forgets tokens whose time to be claimed passed with no session (the acceptor, each second).
   void ExpireUnclaimedTokens() {
-    auto now = std::chrono::steady_clock::now();
+    auto now = options_.clock();
     std::lock_guard lock(mu_);
     for (auto it = tokens_.begin(); it != tokens_.end();) {
       bool unclaimed = it->second.expires != std::chrono::steady_clock::time_point{} && it->second.expires <= now &&
@@ -400,6 +400,7 @@ ApiServer::~ApiServer() = default;
 
 Result<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& options, driver::DriverTable* driver) {
   if (driver == nullptr) return Status::InvalidArgument("ApiServer needs a driver table");
+  if (!options.clock) return Status::InvalidArgument("ApiServer needs a clock (ApiServerOptions::clock)");
   PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuInit(0));
   PHOS_ASSIGN_OR_RETURN(int listen_fd, ipc::ListenSeqpacket(options.socket_path));
   int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -421,6 +422,7 @@ std::string ApiServer::IssueToken(SessionPlan plan) { return impl_->IssueToken(s
 std::string ApiServer::IssueToken(int gpus, std::chrono::milliseconds unclaimed_for) {
   return impl_->IssueToken(gpus, unclaimed_for);
 }
+void ApiServer::ExpireUnclaimedTokens() { impl_->ExpireUnclaimedTokens(); }
 Status ApiServer::WaitPrepared(const std::string& token, std::chrono::milliseconds timeout) {
   return impl_->WaitPrepared(token, timeout);
 }

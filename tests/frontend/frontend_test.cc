@@ -11,6 +11,7 @@
 
 #include "phos/runtime/api_server.h"
 #include "phos/driver/driver_table.h"
+#include "../testing/wait_until.h"
 #include "piped_process.h"
 
 namespace phos::runtime {
@@ -84,7 +85,7 @@ TEST_F(FrontendTest, SessionEndsWhenTheProcessExits) {
   std::string token = server_->IssueToken();
   EXPECT_EQ(Client({"handles"}, token)->Wait(), 0);
   // The control socket's hang-up ends the session without EndSession.
-  for (int i = 0; i < 200 && server_->session_count() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ::phos::testing::WaitUntil([&] { return server_->session_count() == 0; });
   EXPECT_EQ(server_->session_count(), 0u);
   server_->EndSession(token);
 }

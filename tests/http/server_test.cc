@@ -37,18 +37,19 @@ class RawClient {
     }
   }
 
-  // Reads until `count` complete responses (by Content-Length) have arrived, or EOF, or 5 s.
+  // Reads until `count` complete responses (by Content-Length) have arrived, or EOF, or a minute
+  // (far beyond any scheduling delay of a loaded host: a deadline, not a measurement).
   std::string ReadResponses(int count) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
     while (CountComplete() < count && std::chrono::steady_clock::now() < deadline) {
       if (!ReadSome(100)) break;
     }
     return buffer_;
   }
 
-  // True when the server closed the connection within the wait.
-  bool ClosedWithin(int ms) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  // True when the server closed the connection within a minute (a deadline, as above).
+  bool Closed() {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
     while (std::chrono::steady_clock::now() < deadline) {
       pollfd p{fd_, POLLIN, 0};
       if (poll(&p, 1, 50) <= 0) continue;
@@ -119,7 +120,8 @@ class ServerTest : public ::testing::Test {
     options.listen = "127.0.0.1:0";
     options.max_header_bytes = 1024;
     options.max_body_bytes = 4096;
-    options.idle_timeout_ms = 2000;
+    // Longer than any test's wait for a close: a connection closed was closed for its request.
+    options.idle_timeout_ms = 10 * 60 * 1000;
     auto server = Server::Start(options, std::move(router));
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(server).value();
@@ -170,7 +172,7 @@ TEST_F(ServerTest, MalformedRequestGets400AndClose) {
   std::string r = c.ReadResponses(1);
   EXPECT_EQ(r.rfind("HTTP/1.1 400 Bad Request", 0), 0u) << r;
   EXPECT_NE(r.find("Connection: close"), std::string::npos);
-  EXPECT_TRUE(c.ClosedWithin(2000));
+  EXPECT_TRUE(c.Closed());
 }
 
 TEST_F(ServerTest, OversizeHeaderGets431) {
@@ -178,7 +180,7 @@ TEST_F(ServerTest, OversizeHeaderGets431) {
   c.Send("GET /fn/a/info HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(2000, 'a') + "\r\n\r\n");
   std::string r = c.ReadResponses(1);
   EXPECT_EQ(r.rfind("HTTP/1.1 431", 0), 0u) << r;
-  EXPECT_TRUE(c.ClosedWithin(2000));
+  EXPECT_TRUE(c.Closed());
 }
 
 TEST_F(ServerTest, OversizeBodyGets413ByContentLength) {
@@ -217,7 +219,7 @@ TEST_F(ServerTest, ConnectionCloseIsHonoured) {
   c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok");
   std::string r = c.ReadResponses(1);
   EXPECT_NE(r.find("Connection: close"), std::string::npos) << r;
-  EXPECT_TRUE(c.ClosedWithin(2000));
+  EXPECT_TRUE(c.Closed());
 }
 
 TEST_F(ServerTest, ServesAfterBadClientsAndThroughLibcurl) {
@@ -240,7 +242,7 @@ TEST_F(ServerTest, IdleConnectionIsClosed) {
   auto server = Server::Start(options, Router());
   ASSERT_TRUE(server.ok());
   RawClient c((*server)->port());
-  EXPECT_TRUE(c.ClosedWithin(2000));
+  EXPECT_TRUE(c.Closed());
 }
 
 TEST(ServerStartTest, BadListenAddressAndBusyPortFail) {

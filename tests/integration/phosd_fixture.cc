@@ -1,6 +1,7 @@
 #include "phosd_fixture.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -10,6 +11,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
+
+#include "../testing/wait_until.h"
 
 namespace phos::testing {
 
@@ -46,12 +49,10 @@ void PhosdTest::SetUp() {
   ASSERT_TRUE(phosd.ok()) << phosd.status().ToString();
   phosd_.emplace(std::move(phosd).value());
   // Ready when /healthz answers.
-  for (int i = 0; i < 200; ++i) {
-    CommandResult health = ::phos::testing::Run({"/usr/bin/curl", "-sf", endpoint_ + "/healthz"});
-    if (health.exit_code == 0) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  FAIL() << "phosd did not become healthy at " << endpoint_;
+  bool healthy = WaitUntil([&] {
+    return ::phos::testing::Run({"/usr/bin/curl", "-sf", endpoint_ + "/healthz"}).exit_code == 0;
+  });
+  ASSERT_TRUE(healthy) << "phosd did not become healthy at " << endpoint_;
 }
 
 void PhosdTest::TearDown() {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "mlp_model.h"
+#include "../testing/wait_until.h"
 #include "phosd_fixture.h"
 
 namespace phos::testing {
@@ -112,11 +113,10 @@ class Phosd {
     Result<Subprocess> phosd = Subprocess::Spawn(options);
     ASSERT_TRUE(phosd.ok()) << phosd.status().ToString();
     process_.emplace(std::move(phosd).value());
-    for (int i = 0; i < 200; ++i) {
-      if (Run({"/usr/bin/curl", "-sf", endpoint_ + "/healthz"}).exit_code == 0) return;
-      std::this_thread::sleep_for(milliseconds(50));
-    }
-    FAIL() << "phosd did not become healthy at " << endpoint_ << "; log " << log_path_;
+    bool healthy = WaitUntil([&] {
+      return Run({"/usr/bin/curl", "-sf", endpoint_ + "/healthz"}).exit_code == 0;
+    });
+    ASSERT_TRUE(healthy) << "phosd did not become healthy at " << endpoint_ << "; log " << log_path_;
   }
 
   // Sends `signal` and reaps phosd: its exit status as Run reports it (128 + signal when killed;
@@ -157,7 +157,7 @@ class Phosd {
   // Waits until `function` has exactly `instances` instances, all idle (the extra instances of
   // forced restores have ended after --keep-alive-ms). False on timeout.
   bool WaitSettled(const std::string& function, int instances,
-                   milliseconds timeout = milliseconds(20000)) const {
+                   milliseconds timeout = ::phos::testing::kPatience) const {
     Clock::time_point deadline = Clock::now() + timeout;
     while (Clock::now() < deadline) {
       nlohmann::json f = Listed(function);
@@ -361,7 +361,7 @@ TEST_F(RestoreTest, DeployedFunctionIsServedAfterACleanRestart) {
     ExpectMlpMatchesReference(r.body, shape, 5);
     EXPECT_EQ(phosd.Stop(SIGTERM), 0) << "phosd did not exit cleanly on SIGTERM";
   }
-  ExpectFunctionProcessesGone(milliseconds(5000));
+  ExpectFunctionProcessesGone(::phos::testing::kPatience);
   Phosd& phosd = StartPhosd("1", {});
   ASSERT_TRUE(phosd.Listed("mlp").is_object()) << "mlp is not listed after the restart";
   for (const char* mode : {"auto", "phos"}) {
@@ -392,7 +392,7 @@ TEST_F(RestoreTest, KillDuringDeployLeavesNoPartialSnapshot) {
     std::this_thread::sleep_for(milliseconds(delay_ms));
     EXPECT_EQ(phosd.Stop(SIGKILL), 128 + SIGKILL);
     deploy.join();
-    ExpectFunctionProcessesGone(milliseconds(5000));
+    ExpectFunctionProcessesGone(::phos::testing::kPatience);
 
     CommandResult verify = Snapshot({"verify"});
     EXPECT_EQ(verify.exit_code, 0) << verify.out;
@@ -515,7 +515,7 @@ TEST_F(IndirectRestoreTest, KillDuringRestoreThenRestartServesCorrectly) {
   EXPECT_EQ(phosd.Stop(SIGKILL), 128 + SIGKILL);
   invoke.join();
   EXPECT_NE(answer.status, 200) << "answered before the kill: the kill did not land mid-restore";
-  ExpectFunctionProcessesGone(milliseconds(5000));
+  ExpectFunctionProcessesGone(::phos::testing::kPatience);
   EXPECT_EQ(Snapshot({"verify"}).exit_code, 0);
 
   Phosd& again = StartPhosd(kIndirectScale, {"--keep-alive-ms", "100"});
@@ -556,7 +556,12 @@ TEST_F(RestoreTest, InFlightInvocationIsAnsweredWhenPhosdStops) {
   ASSERT_TRUE(phosd.WaitSettled("probe", 1));
   HttpResponse in_flight;
   std::thread caller([&] { in_flight = phosd.Invoke("probe", "sleep:5000"); });
-  std::this_thread::sleep_for(milliseconds(500));
+  // Stopped while the instance is busy with the request (not before curl has sent it).
+  bool busy = WaitUntil([&] {
+    nlohmann::json f = phosd.Listed("probe");
+    return f.is_object() && f.contains("state") && f["state"].value("busy", -1) == 1;
+  });
+  EXPECT_TRUE(busy) << "the request never reached the instance";
   EXPECT_EQ(phosd.Stop(SIGTERM), 0);
   caller.join();
   EXPECT_EQ(in_flight.status, 503) << in_flight.body;

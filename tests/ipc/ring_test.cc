@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../testing/wait_until.h"
+
 namespace phos::ipc {
 namespace {
 
@@ -22,6 +24,8 @@ std::unique_ptr<Ring> MustCreate(size_t data = kSmall) {
   EXPECT_TRUE(ring.ok()) << ring.status().ToString();
   return std::move(*ring);
 }
+
+using ::phos::testing::WaitUntil;
 
 TEST(RingTest, RecordsComeOutInOrderAcrossWrapAround) {
   auto ring = MustCreate();
@@ -61,20 +65,37 @@ TEST(RingTest, ProducerWaitsForSpaceThenContinues) {
   auto ring = MustCreate();
   std::vector<uint8_t> payload(ring->max_payload());
   std::atomic<int> written{0};
+  Status producer_status;  // read after the join
+  std::atomic<bool> producer_failed{false};
   std::thread producer([&] {
     for (uint64_t seq = 1; seq <= 12; ++seq) {
-      ASSERT_TRUE(ring->Write(Op::kMemset, 0, seq, payload.data(), payload.size(), nullptr, 0, kAlive).ok());
+      producer_status = ring->Write(Op::kMemset, 0, seq, payload.data(), payload.size(), nullptr, 0, kAlive);
+      if (!producer_status.ok()) {
+        producer_failed = true;
+        return;
+      }
       written = static_cast<int>(seq);
     }
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  // Four quarter-ring records fill the ring (less headers): the producer must be blocked.
-  EXPECT_LT(written.load(), 5);
+  // Four quarter-ring records fill the ring: the producer must be waiting for space, not writing.
+  bool waited =
+      WaitUntil([&] { return ring->header()->client_waiting.load() != 0 || producer_failed.load(); });
+  if (!waited || producer_failed.load()) {
+    ring->Close();  // lets a producer still waiting return
+    producer.join();
+    FAIL() << "the producer never waited for space: " << producer_status.ToString();
+  }
+  EXPECT_EQ(written.load(), 4);
   uint64_t expect = 1;
-  while (expect <= 12) {
+  Status peeked;
+  while (expect <= 12 && peeked.ok()) {
     RecordView view;
     auto got = ring->Peek(&view);
-    ASSERT_TRUE(got.ok());
+    if (!got.ok()) {
+      peeked = got.status();
+      ring->Close();
+      break;
+    }
     if (!*got) {
       ring->WaitForWork(100);
       continue;
@@ -83,33 +104,45 @@ TEST(RingTest, ProducerWaitsForSpaceThenContinues) {
     ring->Release(view);
   }
   producer.join();
+  ASSERT_TRUE(peeked.ok()) << peeked.ToString();
+  EXPECT_TRUE(producer_status.ok()) << producer_status.ToString();
   EXPECT_EQ(written.load(), 12);
 }
 
 TEST(RingTest, FutexWakesASleepingServerAndClient) {
   auto ring = MustCreate();
+  // Far longer than any scheduling delay: a wait that ends well before it was woken.
+  constexpr int kServerWaitMs = 120000;
+  Status server_status;  // read after the join
   std::thread server([&] {
     RecordView view;
     while (true) {
       auto got = ring->Peek(&view);
-      ASSERT_TRUE(got.ok());
+      if (!got.ok()) {
+        server_status = got.status();
+        return;
+      }
       if (*got) break;
-      ring->WaitForWork(10000);
+      ring->WaitForWork(kServerWaitMs);
     }
     ring->WriteReply(view.header.seq, 7, "pong", 4);
     uint64_t seq = view.header.seq;
     ring->Release(view);
     ring->Complete(seq);
   });
-  // Let the server fall asleep on the futex first.
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // The server asleep on the futex first.
+  bool asleep = WaitUntil([&] { return ring->header()->server_sleeping.load() != 0; });
   auto start = std::chrono::steady_clock::now();
-  ASSERT_TRUE(ring->Write(Op::kStreamQuery, kFlagReply, 1, nullptr, 0, nullptr, 0, kAlive).ok());
-  ASSERT_TRUE(ring->WaitCompleted(1, kAlive).ok());
+  Status written = ring->Write(Op::kStreamQuery, kFlagReply, 1, nullptr, 0, nullptr, 0, kAlive);
+  Status completed = written.ok() ? ring->WaitCompleted(1, kAlive) : written;
   auto elapsed = std::chrono::steady_clock::now() - start;
   server.join();
-  // Woken, not timed out (the server's wait was 10 s).
-  EXPECT_LT(elapsed, std::chrono::seconds(2));
+  ASSERT_TRUE(asleep) << "the server never went to sleep";
+  ASSERT_TRUE(written.ok()) << written.ToString();
+  ASSERT_TRUE(completed.ok()) << completed.ToString();
+  ASSERT_TRUE(server_status.ok()) << server_status.ToString();
+  // Woken, not timed out: a timed-out wait would have taken the whole kServerWaitMs.
+  EXPECT_LT(elapsed, std::chrono::milliseconds(kServerWaitMs / 2));
   EXPECT_EQ(ring->reply_header().result, 7);
   EXPECT_EQ(std::memcmp(ring->reply_payload(), "pong", 4), 0);
 }
@@ -178,7 +211,8 @@ TEST(RingTest, ClosedRingStopsAWaitingProducer) {
   auto ring = MustCreate();
   ASSERT_TRUE(ring->Write(Op::kMemFree, kFlagReply, 1, nullptr, 0, nullptr, 0, kAlive).ok());
   std::thread closer([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // Closed while the client waits, whenever that wait starts.
+    WaitUntil([&] { return ring->header()->client_waiting.load() != 0; });
     ring->Close();
   });
   Status s = ring->WaitCompleted(1, kAlive);

@@ -3,12 +3,15 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
 
 #include <gtest/gtest.h>
 #include <nccl.h>
+
+#include "../testing/wait_until.h"
 
 #include "phos/ctxpool/context_pool.h"
 #include "phos/ipc/control.h"
@@ -23,7 +26,9 @@ class ApiServerTest : public ::testing::Test {
     ASSERT_TRUE(table.ok()) << table.status().ToString();
     table_ = std::move(*table);
     path_ = "/tmp/phos-api-server-test-" + std::to_string(getpid()) + ".sock";
-    auto server = ApiServer::Start({.socket_path = path_, .ring_bytes = 1u << 20, .reply_bytes = 256u << 10}, table_.get());
+    ApiServerOptions options{.socket_path = path_, .ring_bytes = 1u << 20, .reply_bytes = 256u << 10};
+    options.clock = [this] { return now_.load(); };
+    auto server = ApiServer::Start(options, table_.get());
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
   }
@@ -43,6 +48,9 @@ class ApiServerTest : public ::testing::Test {
     return ipc::CheckAnswer(&a, *n);
   }
 
+  // The server's clock for token expiry: moves only when a test moves it.
+  std::atomic<std::chrono::steady_clock::time_point> now_{std::chrono::steady_clock::time_point{} +
+                                                          std::chrono::hours(1)};
   std::unique_ptr<driver::DriverTable> table_;
   std::unique_ptr<ApiServer> server_;
   std::string path_;
@@ -58,18 +66,29 @@ TEST_F(ApiServerTest, UnknownTokenIsRefused) {
 }
 
 TEST_F(ApiServerTest, UnclaimedTokenExpiresAndAClaimedOneStays) {
-  std::string unclaimed = server_->IssueToken(1, std::chrono::milliseconds(100));
-  std::string claimed = server_->IssueToken(1, std::chrono::milliseconds(100));
+  constexpr auto kUnclaimedFor = std::chrono::minutes(10);
+  std::string unclaimed = server_->IssueToken(1, kUnclaimedFor);
+  std::string claimed = server_->IssueToken(1, kUnclaimedFor);
   int sock = -1, fd = -1;
   ASSERT_TRUE(Hello(claimed, ipc::kWireVersion, &sock, &fd).ok());
-  // The acceptor sweeps once a second.
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  // One tick before the deadline the unclaimed token is still known.
+  now_ = now_.load() + kUnclaimedFor - std::chrono::milliseconds(1);
+  server_->ExpireUnclaimedTokens();
+  std::string fresh = server_->IssueToken(1, kUnclaimedFor);
+  now_ = now_.load() + std::chrono::milliseconds(1);
+  server_->ExpireUnclaimedTokens();
   int late_sock = -1, late_fd = -1;
   Status late = Hello(unclaimed, ipc::kWireVersion, &late_sock, &late_fd);
   EXPECT_FALSE(late.ok());
   EXPECT_NE(late.message().find("unknown instance token"), std::string::npos) << late.message();
   close(late_sock);
   EXPECT_EQ(server_->session_count(), 1u);  // the claimed one's session is untouched
+  // A token issued later has its own ten minutes.
+  int fresh_sock = -1, fresh_fd = -1;
+  EXPECT_TRUE(Hello(fresh, ipc::kWireVersion, &fresh_sock, &fresh_fd).ok());
+  EXPECT_EQ(server_->session_count(), 2u);
+  close(fresh_fd);
+  close(fresh_sock);
   close(fd);
   close(sock);
 }
@@ -212,7 +231,7 @@ TEST_F(ApiServerTest, CorruptRingClosesOnlyThatSession) {
   (*bad)->header()->produced.store(1ull << 40);
   (*bad)->header()->server_futex.fetch_add(1);
   ipc::FutexWakeAll(&(*bad)->header()->server_futex);
-  for (int i = 0; i < 200 && (*bad)->header()->closed.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ::phos::testing::WaitUntil([&] { return (*bad)->header()->closed.load() != 0; });
   EXPECT_EQ((*bad)->header()->closed.load(), 1u);
   auto alive = [] { return true; };
   ASSERT_TRUE((*good)->Write(ipc::Op::kDeviceGetCount, ipc::kFlagReply, 1, nullptr, 0, nullptr, 0, alive).ok());

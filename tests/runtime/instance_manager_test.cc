@@ -4,12 +4,17 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <future>
 #include <mutex>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
+
+#include "../testing/wait_until.h"
 
 namespace phos::runtime {
 namespace {
@@ -50,6 +55,8 @@ class FakeSessions : public GpuSessions {
   std::atomic<int> device_count_{8};
   std::set<std::string> open_;
 };
+
+using ::phos::testing::WaitUntil;
 
 class InstanceManagerTest : public ::testing::Test {
  protected:
@@ -157,7 +164,11 @@ TEST_F(InstanceManagerTest, TimeoutKillsInstanceAndEndsItsSession) {
   auto start = std::chrono::steady_clock::now();
   InvokeOutcome hung = Invoke("probe", "hang", 200ms);
   EXPECT_EQ(hung.kind, Kind::kTimeout);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  EXPECT_NE(hung.error.message().find("did not answer before the deadline"), std::string::npos)
+      << hung.error.message();
+  // The hang never ends, so the answer came from the 200 ms deadline; the bound is a deadline for
+  // a loaded host, not a measurement.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 60s);
   InvokeOutcome next = Invoke("probe", "pid");
   ASSERT_EQ(next.kind, Kind::kOk);
   EXPECT_NE(next.body, first_pid);
@@ -209,7 +220,11 @@ TEST_F(InstanceManagerTest, ShutdownFailsQueuedAndEndsAll) {
   ASSERT_EQ(Invoke("probe", "x").kind, Kind::kOk);
   std::promise<InvokeOutcome> busy;
   manager_->Invoke("probe", "hang", 0ms, [&busy](InvokeOutcome o) { busy.set_value(std::move(o)); });
-  std::this_thread::sleep_for(100ms);
+  // Shut down while the instance is busy with it, not while it is still queued.
+  EXPECT_TRUE(WaitUntil([&] {
+    std::vector<FunctionStatus> listed = manager_->List();
+    return listed.size() == 1 && listed[0].busy == 1;
+  })) << "the hanging invocation never reached its instance";
   manager_->Shutdown();
   EXPECT_EQ(busy.get_future().get().kind, Kind::kStopping);
   EXPECT_EQ(sessions_.open(), 0u);

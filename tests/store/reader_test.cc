@@ -140,15 +140,33 @@ TEST(ReaderTest, PrioritizeMidStreamMakesThatBufferArriveFirst) {
 
 TEST(ReaderTest, CancelStopsStreaming) {
   MemoryChunkSource source;
-  source.set_delay(3ms);
   std::vector<std::string> contents;
   Manifest m = MakeManifest(source, {40 * kChunk}, {0}, kChunk, &contents);
   auto pool = MakePool(2);
   Sink sink(m);
-  auto reader = SnapshotReader::Start(pool.get(), m, &source, {.staging_bytes = 2 * kChunk}, sink.Fn());
+  // Deliveries from the second on hold their I/O thread until the test has cancelled, so the
+  // cancel lands mid-stream however loaded the host is.
+  std::condition_variable cv;
+  bool cancelled = false;
+  DeliverFn record = sink.Fn();
+  auto reader = SnapshotReader::Start(pool.get(), m, &source, {.staging_bytes = 2 * kChunk},
+                                      [&](const ChunkDelivery& d) {
+                                        Status s = record(d);
+                                        std::unique_lock lock(sink.mu);
+                                        if (sink.arrivals.size() >= 2) {
+                                          cv.notify_all();
+                                          cv.wait(lock, [&] { return cancelled; });
+                                        }
+                                        return s;
+                                      });
   ASSERT_TRUE(reader.ok());
-  while ((*reader)->delivered_chunks() < 2) std::this_thread::sleep_for(1ms);
-  (*reader)->Cancel();
+  {
+    std::unique_lock lock(sink.mu);
+    cv.wait(lock, [&] { return sink.arrivals.size() >= 2; });
+    (*reader)->Cancel();
+    cancelled = true;
+    cv.notify_all();
+  }
   Status s = (*reader)->Wait();
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);
   EXPECT_NE(s.message().find("cancelled"), std::string::npos) << s.message();

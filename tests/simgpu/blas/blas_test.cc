@@ -241,14 +241,21 @@ TEST_F(BlasTest, HandleCreationPaysTheProfileCost) {
   auto start = std::chrono::steady_clock::now();
   ASSERT_EQ(cublasCreate(&first), CUBLAS_STATUS_SUCCESS);
   const double first_ms = MsSince(start);
-  start = std::chrono::steady_clock::now();
-  ASSERT_EQ(cublasCreate(&second), CUBLAS_STATUS_SUCCESS);
-  const double second_ms = MsSince(start);
   EXPECT_GE(first_ms, 2.76 * kTimeScale * 0.99);
-  EXPECT_GE(second_ms, 0.33 * kTimeScale * 0.99);
-  EXPECT_LT(second_ms, 2.76 * kTimeScale);
+  // A later handle is timed a few times while the first one lives: each pays at least the steady
+  // cost, and the fastest (a loaded host delays any single one) stays below the first-handle cost.
+  double fastest_ms = 0;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    start = std::chrono::steady_clock::now();
+    ASSERT_EQ(cublasCreate(&second), CUBLAS_STATUS_SUCCESS);
+    const double second_ms = MsSince(start);
+    EXPECT_EQ(cublasDestroy(second), CUBLAS_STATUS_SUCCESS);
+    EXPECT_GE(second_ms, 0.33 * kTimeScale * 0.99);
+    if (attempt == 0 || second_ms < fastest_ms) fastest_ms = second_ms;
+    if (fastest_ms < 2.76 * kTimeScale) break;
+  }
+  EXPECT_LT(fastest_ms, 2.76 * kTimeScale);
   EXPECT_EQ(cublasDestroy(first), CUBLAS_STATUS_SUCCESS);
-  EXPECT_EQ(cublasDestroy(second), CUBLAS_STATUS_SUCCESS);
   ASSERT_EQ(cuCtxDestroy(fresh), CUDA_SUCCESS);
 }
 

@@ -49,7 +49,10 @@ TEST(ModelClockTest, PaySleepsTheScaledCost) {
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GE(ms, 100.0);
-  EXPECT_LT(ms, 400.0);
+  // Oversleeping by a scheduling delay says nothing about the clock (a loaded host adds tens of
+  // milliseconds); a unit mistake (scale applied twice, seconds taken for milliseconds) sleeps
+  // 20x to 1000x too long.
+  EXPECT_LT(ms, 2000.0);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -98,6 +99,10 @@ struct ApiServerOptions {
   // come back at their addresses only if nobody else can have been given them meanwhile, and one
   // process (phosd) holds every session's memory. 0: none (snapshots are refused). Default: 32.
   int va_slots = 32;
+  // What time it is for token expiry (IssueToken's `unclaimed_for`): tests pass a clock they move
+  // themselves, and then sweep with ExpireUnclaimedTokens instead of waiting for the acceptor.
+  // Default: std::chrono::steady_clock::now.
+  std::function<std::chrono::steady_clock::time_point()> clock = [] { return std::chrono::steady_clock::now(); };
 };
 
 class ApiServer {
@@ -117,6 +122,9 @@ class ApiServer {
   // The same, forgotten unless a frontend connects with it within `unclaimed_for` (a token handed
   // to a program outside phosd's instances, POST /v1/sessions, must not be valid for ever).
   std::string IssueToken(int gpus, std::chrono::milliseconds unclaimed_for);
+  // Forgets the tokens whose `unclaimed_for` has passed (by ApiServerOptions::clock) with no
+  // session. The acceptor does this about once a second; a test calls it to sweep at a known time.
+  void ExpireUnclaimedTokens();
   // A token for a single-GPU session started as `plan` says: the restore (lease, mapping, loader)
   // begins now, while the function's process is being made, and the session adopts it when the
   // function connects.

@@ -331,7 +331,7 @@ void RestoreLoader::Impl::Run() {
            buffers_[order_[cursor]].claimed == buffers_[order_[cursor]].chunks.size()) {
       ++cursor;
     }
-    const bool more = cursor < order_.size();
+    const bool more = background_ && cursor < order_.size();
     const int b = more ? order_[cursor] : -1;
     const size_t k = more ? buffers_[b].claimed : 0;
     const bool window_open =

@@ -140,6 +140,7 @@ class RestoreLoader::Impl {
   store::ChunkSource* source_;
   store::DramTier* dram_;
   uint64_t window_;
+  bool background_;  // stream what nobody asked for (RestoreLoaderOptions::background)
   std::atomic<bool>* all_resident_;
   std::chrono::steady_clock::time_point start_;
   std::string snapshot_;

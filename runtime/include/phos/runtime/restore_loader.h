@@ -73,6 +73,10 @@ struct RestoreLoaderOptions {
   bool guard = true;
   // Background copy bytes in flight at most. Default: 8 MiB (two 4 MiB chunks).
   uint64_t window_bytes = 8ull << 20;
+  // Stream the buffers nobody asked for in the background. false: only Require and validation
+  // (a guard fault) load anything, which shows on-demand loading on its own, whatever the host's
+  // speed. Default: true.
+  bool background = true;
   // For logs: "mlp v3 (instance 7)".
   std::string name;
 };

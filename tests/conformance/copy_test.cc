@@ -65,17 +65,19 @@ TEST_F(CopyTest, PinnedHostToDeviceIsFasterThanPageable) {
   FillPattern(pageable.data(), kCopyBytes, 3);
   FillPattern(pinned.get(), kCopyBytes, 3);
 
+  // The fastest of several attempts each: a loaded host slows single copies, not all of them.
+  constexpr int kAttempts = 2 * kRepetitions;
   double pinned_ms = 0;
   double pageable_ms = 0;
   PHOS_ASSERT_CU(MinWallMs(
-      kRepetitions,
+      kAttempts,
       [&] {
         if (CUresult r = cuMemcpyHtoD(device.get(), pinned.get(), kCopyBytes); r != CUDA_SUCCESS) return r;
         return cuCtxSynchronize();
       },
       &pinned_ms));
   PHOS_ASSERT_CU(MinWallMs(
-      kRepetitions,
+      kAttempts,
       [&] {
         if (CUresult r = cuMemcpyHtoD(device.get(), pageable.data(), kCopyBytes); r != CUDA_SUCCESS) return r;
         return cuCtxSynchronize();

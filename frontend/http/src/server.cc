@@ -87,6 +87,7 @@ class Server::Impl {
     uv_timer_t idle{};
     http_parser parser{};
     int open_handles = 2;
+    int writes = 0;  // uv_write calls not yet completed
     bool closing = false;
     bool reading = false;
     bool read_error = false;   // parsing stopped for good
@@ -178,12 +179,19 @@ class Server::Impl {
     uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
   }
 
+  // Stops gracefully: answers already made (a handler that responded just before the stop, e.g.
+  // phosd's 503 to invocations in flight) are written first, each connection closes once its
+  // writes are done, and the loop ends when the last one has.
   static void OnStop(uv_async_t* handle) {
     auto* self = static_cast<Impl*>(handle->data);
+    self->stopping_ = true;
+    OnDone(&self->done_async_);
     // Close() erases from connections_: iterate over a copy.
     std::vector<Connection*> open;
     for (auto& [id, conn] : self->connections_) open.push_back(conn);
-    for (Connection* conn : open) self->Close(conn);
+    for (Connection* conn : open) {
+      if (conn->writes == 0) self->Close(conn);  // else OnWritten closes it
+    }
     self->CloseLoopHandles();
   }
 
@@ -319,7 +327,7 @@ class Server::Impl {
       Connection* conn = it->second;
       if (!conn->in_flight || conn->in_flight_req != d.req_id || conn->closing) continue;
       conn->in_flight = false;
-      bool close = !conn->in_flight_keep_alive;
+      bool close = !conn->in_flight_keep_alive || self->stopping_;
       self->Write(conn, Serialize(d.response, close), close);
       if (!close) {
         self->ArmIdle(conn);
@@ -346,13 +354,16 @@ class Server::Impl {
     if (rc != 0) {
       delete op;
       Close(conn);
+      return;
     }
+    ++conn->writes;
   }
 
   static void OnWritten(uv_write_t* req, int status) {
     std::unique_ptr<WriteOp> op(reinterpret_cast<WriteOp*>(req));
     Connection* conn = op->conn;
-    if (status < 0 || op->close_after) conn->server->Close(conn);
+    --conn->writes;
+    if (status < 0 || op->close_after || (conn->server->stopping_ && conn->writes == 0)) conn->server->Close(conn);
   }
 
   void Close(Connection* conn) {
@@ -473,6 +484,7 @@ class Server::Impl {
   std::thread thread_;
   uint16_t port_ = 0;
   uint64_t next_conn_id_ = 0;
+  bool stopping_ = false;  // Stop was asked: answer what is done, close, accept nothing more
   uint64_t next_req_id_ = 0;
   std::unordered_map<uint64_t, Connection*> connections_;
 };

@@ -48,12 +48,24 @@ class ApiServerTest : public ::testing::Test {
     return ipc::CheckAnswer(&a, *n);
   }
 
+  // Sends one call on `ring` and waits for its answer: the result, and the first 8 bytes of the
+  // reply into `reply` when given.
+  CUresult Call(ipc::Ring& ring, ipc::Op op, const void* payload, size_t bytes, uint64_t* reply = nullptr) {
+    auto alive = [] { return true; };
+    const uint64_t seq = ++seq_;
+    EXPECT_TRUE(ring.Write(op, ipc::kFlagReply, seq, payload, bytes, nullptr, 0, alive).ok());
+    EXPECT_TRUE(ring.WaitCompleted(seq, alive).ok());
+    if (reply != nullptr) std::memcpy(reply, ring.reply_payload(), sizeof(*reply));
+    return ring.reply_header().result;
+  }
+
   // The server's clock for token expiry: moves only when a test moves it.
   std::atomic<std::chrono::steady_clock::time_point> now_{std::chrono::steady_clock::time_point{} +
                                                           std::chrono::hours(1)};
   std::unique_ptr<driver::DriverTable> table_;
   std::unique_ptr<ApiServer> server_;
   std::string path_;
+  uint64_t seq_ = 0;  // of the calls Call sent (one ring per test)
 };
 
 TEST_F(ApiServerTest, UnknownTokenIsRefused) {
@@ -139,14 +151,7 @@ TEST_F(ApiServerTest, TruncatedAndOverlongRecordsAreRefusedAndTheSessionGoesOn) 
   ASSERT_TRUE(Hello(token, ipc::kWireVersion, &sock, &fd).ok());
   auto ring = ipc::Ring::Attach(fd);
   ASSERT_TRUE(ring.ok()) << ring.status().ToString();
-  auto alive = [] { return true; };
-  uint64_t seq = 0;
-  auto call = [&](ipc::Op op, const void* payload, size_t bytes) {
-    ++seq;
-    EXPECT_TRUE((*ring)->Write(op, ipc::kFlagReply, seq, payload, bytes, nullptr, 0, alive).ok());
-    EXPECT_TRUE((*ring)->WaitCompleted(seq, alive).ok());
-    return (*ring)->reply_header().result;
-  };
+  auto call = [&](ipc::Op op, const void* payload, size_t bytes) { return Call(**ring, op, payload, bytes); };
   uint8_t junk[64] = {};
   // Shorter than the copy's argument record, though kMemcpyHtoD's data may follow it.
   EXPECT_EQ(call(ipc::Op::kMemcpyHtoD, junk, sizeof(ipc::CopyArgs) - 8), CUDA_ERROR_INVALID_VALUE);
@@ -281,14 +286,8 @@ TEST_F(ApiServerTest, BlasExtentsThatOverflowOrMakeNoSenseAreRefused) {
   ASSERT_TRUE(Hello(token, ipc::kWireVersion, &sock, &fd).ok());
   auto ring = ipc::Ring::Attach(fd);
   ASSERT_TRUE(ring.ok()) << ring.status().ToString();
-  auto alive = [] { return true; };
-  uint64_t seq = 0;
   auto call = [&](ipc::Op op, const void* payload, size_t bytes, uint64_t* reply = nullptr) {
-    ++seq;
-    EXPECT_TRUE((*ring)->Write(op, ipc::kFlagReply, seq, payload, bytes, nullptr, 0, alive).ok());
-    EXPECT_TRUE((*ring)->WaitCompleted(seq, alive).ok());
-    if (reply != nullptr) std::memcpy(reply, (*ring)->reply_payload(), sizeof(*reply));
-    return (*ring)->reply_header().result;
+    return Call(**ring, op, payload, bytes, reply);
   };
   uint64_t handle = 0, buf = 0;
   ASSERT_EQ(call(ipc::Op::kBlasCreate, nullptr, 0, &handle), CUDA_SUCCESS);

@@ -50,7 +50,7 @@ class ApiServerTest : public ::testing::Test {
 
   // Sends one call on `ring` and waits for its answer: the result, and the first 8 bytes of the
   // reply into `reply` when given.
-  CUresult Call(ipc::Ring& ring, ipc::Op op, const void* payload, size_t bytes, uint64_t* reply = nullptr) {
+  int32_t Call(ipc::Ring& ring, ipc::Op op, const void* payload, size_t bytes, uint64_t* reply = nullptr) {
     auto alive = [] { return true; };
     const uint64_t seq = ++seq_;
     EXPECT_TRUE(ring.Write(op, ipc::kFlagReply, seq, payload, bytes, nullptr, 0, alive).ok());

@@ -262,18 +262,24 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
 
   PoolStats StatsLocked() const {
     PoolStats s = metrics_.Counts();
+    AddHeldLocked(s);
+    return s;
+  }
+
+  // What is held now, by state, added to `s` (no metric is read: this runs on every lease).
+  void AddHeldLocked(PoolStats& s) const {
     for (const auto& [key, slot] : slots_) {
       s.ready += slot.ready.size();
       s.leased += slot.leased;
       s.scrubbing += slot.dirty + slot.scrubbing;
       s.creating += slot.creating;
     }
-    return s;
   }
 
   // After every change of the figures: the held-now gauges follow, and WaitIdle/WaitUntil re-check.
   void ChangedLocked() {
-    PoolStats s = StatsLocked();
+    PoolStats s;
+    AddHeldLocked(s);
     metrics_.SetHeld(s.ready, s.leased, s.scrubbing, s.creating);
     changed_cv_.notify_all();
   }

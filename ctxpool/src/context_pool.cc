@@ -19,13 +19,14 @@ constexpr int kKey = 0;
 }  // namespace
 
 ContextLease::ContextLease(std::shared_ptr<detail::ContextCore> core, detail::PooledContext pooled,
-                           int device)
-    : core_(std::move(core)), pooled_(pooled), device_(device) {}
+                           int device, std::chrono::nanoseconds waited)
+    : core_(std::move(core)), pooled_(pooled), device_(device), waited_(waited) {}
 
 ContextLease::ContextLease(ContextLease&& other) noexcept
     : core_(std::move(other.core_)),
       pooled_(std::exchange(other.pooled_, {})),
       device_(other.device_),
+      waited_(other.waited_),
       tenant_(std::move(other.tenant_)) {}
 
 ContextLease& ContextLease::operator=(ContextLease&& other) noexcept {
@@ -34,6 +35,7 @@ ContextLease& ContextLease::operator=(ContextLease&& other) noexcept {
     core_ = std::move(other.core_);
     pooled_ = std::exchange(other.pooled_, {});
     device_ = other.device_;
+    waited_ = other.waited_;
     tenant_ = std::move(other.tenant_);
   }
   return *this;
@@ -104,15 +106,18 @@ Result<std::unique_ptr<ContextPool>> ContextPool::Open(const PoolOptions& option
   return std::unique_ptr<ContextPool>(new ContextPool(options, std::move(core)));
 }
 
-Result<ContextLease> ContextPool::Lease() {
-  PHOS_ASSIGN_OR_RETURN(detail::PooledContext pooled, core_->Lease(kKey, /*cancel=*/nullptr));
-  return ContextLease(core_, pooled, options_.device);
+Result<ContextLease> ContextPool::Lease(const std::atomic<bool>* cancel) {
+  detail::ContextCore::Clock::duration waited{};
+  PHOS_ASSIGN_OR_RETURN(detail::PooledContext pooled, core_->Lease(kKey, cancel, &waited));
+  return ContextLease(core_, pooled, options_.device, std::chrono::duration_cast<std::chrono::nanoseconds>(waited));
 }
 
 Result<ContextLease> ContextPool::LeaseFresh() {
   PHOS_ASSIGN_OR_RETURN(detail::PooledContext pooled, core_->LeaseCreated(kKey));
-  return ContextLease(core_, pooled, options_.device);
+  return ContextLease(core_, pooled, options_.device, std::chrono::nanoseconds(0));
 }
+
+void ContextPool::SetDemand(size_t contexts) { core_->SetDemand(kKey, contexts); }
 
 bool ContextPool::WaitIdle(std::chrono::milliseconds timeout) {
   return core_->WaitIdle(timeout);

@@ -63,6 +63,8 @@ struct PoolCoreOptions {
 template <typename Item, typename Tenant>
 class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
  public:
+  using Clock = std::chrono::steady_clock;
+
   PoolCore(PoolCoreOptions options, PoolOps<Item, Tenant> ops, std::shared_ptr<prometheus::Registry> registry,
            const PoolMetricNames& names)
       : options_(std::move(options)),
@@ -122,20 +124,25 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
              s.created, s.destroyed, s.leased);
   }
 
-  // A ready item of `key`. On a miss: created on the caller's thread (create_on_miss, below the
-  // maximum), else waited for up to lease_timeout or until `cancel` (may be null) becomes true.
-  Result<Item> Lease(int key, const std::atomic<bool>* cancel) {
+  // A ready item of `key`. On a miss, an item already on its way (being scrubbed or created, and
+  // not counted on by an earlier waiter) is waited for however long that takes: it ends by itself,
+  // sooner than a creation started now would. With nothing on its way: created on the caller's
+  // thread (create_on_miss, below the maximum), else waited for up to lease_timeout (a return, or
+  // the refill). `cancel` (may be null) ends any wait once it becomes true. `waited` (may be null)
+  // is set to the time the call waited for an item: zero on a hit.
+  Result<Item> Lease(int key, const std::atomic<bool>* cancel, Clock::duration* waited = nullptr) {
     Clock::time_point start = Clock::now();
+    if (waited != nullptr) *waited = Clock::duration::zero();
     std::unique_lock lock(mu_);
     if (stopping_) return StoppingStatus();
     Slot& slot = slots_[key];  // a key joins the refill when first leased
     if (!slot.ready.empty()) {
       metrics_.hits.Increment();
-      return TakeReadyLocked(slot, start);
+      return TakeReadyLocked(slot, start, nullptr);
     }
     metrics_.misses.Increment();
-    if (options_.create_on_miss && slot.Held() < options_.max_held) {
-      return CreateForLeaseLocked(key, start, lock, "lease (miss, created synchronously)");
+    if (slot.OnItsWay() <= slot.waiting && options_.create_on_miss && slot.Held() < options_.max_held) {
+      return CreateForLeaseLocked(key, start, lock, "lease (miss, created synchronously)", waited);
     }
     metrics_.miss_waits.Increment();
     ++slot.waiting;
@@ -143,14 +150,27 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
     refill_cv_.notify_one();
     auto cancelled = [cancel] { return cancel != nullptr && cancel->load(); };
     Clock::time_point deadline = start + options_.lease_timeout;
+    bool create = false;
     while (!stopping_ && slot.ready.empty() && !cancelled()) {
       Clock::time_point now = Clock::now();
-      if (now >= deadline) break;
+      // Whatever is on its way serves the waiters in turn; only a waiter with nothing coming for
+      // it creates one or gives up at the deadline.
+      const bool coming = slot.OnItsWay() >= slot.waiting;
+      if (!coming && options_.create_on_miss && slot.Held() < options_.max_held) {
+        create = true;
+        break;
+      }
+      if (!coming && now >= deadline) break;
+      Clock::time_point until = coming ? now + kCancelPoll : deadline;
       // The cancel flag is polled: whoever sets it has no way to wake this wait.
-      ready_cv_.wait_until(lock, cancel == nullptr ? deadline : std::min(deadline, now + kCancelPoll));
+      if (cancel != nullptr) until = std::min(until, now + kCancelPoll);
+      ready_cv_.wait_until(lock, until);
     }
     --slot.waiting;
-    if (!stopping_ && !slot.ready.empty()) return TakeReadyLocked(slot, start);
+    if (create && !stopping_ && !cancelled()) {
+      return CreateForLeaseLocked(key, start, lock, "lease (miss, created synchronously)", waited);
+    }
+    if (!stopping_ && !slot.ready.empty()) return TakeReadyLocked(slot, start, waited);
     metrics_.lease_failures.Increment();
     ChangedLocked();
     if (stopping_) return StoppingStatus();
@@ -176,7 +196,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
     std::unique_lock lock(mu_);
     if (stopping_) return StoppingStatus();
     metrics_.misses.Increment();
-    return CreateForLeaseLocked(key, start, lock, "fresh lease");
+    return CreateForLeaseLocked(key, start, lock, "fresh lease", nullptr);
   }
 
   void Return(int key, Item item, Tenant tenant) {
@@ -215,8 +235,22 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
     return StatsLocked();
   }
 
+  // Items of `key` that may be leased at once soon (a caller's forecast: the instance ranges free
+  // for restores): the refill keeps max(min_ready, demand) ready or on their way, up to max_held.
+  void SetDemand(int key, size_t demand) {
+    std::lock_guard lock(mu_);
+    Slot& slot = slots_[key];
+    if (slot.demand == demand) return;
+    if (demand > options_.max_held && slot.demand <= options_.max_held) {
+      PHOS_LOG(Warn, "ctxpool", "{}: {} {}s may be leased at once; the pool holds {} at most", options_.name, demand,
+               ops_.describe(key), options_.max_held);
+    }
+    slot.demand = demand;
+    ChangedLocked();
+    refill_cv_.notify_one();
+  }
+
  private:
-  using Clock = std::chrono::steady_clock;
   static constexpr std::chrono::milliseconds kCancelPoll{50};
 
   // The items of one key.
@@ -230,7 +264,10 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
     // max_held, and counted in no state of the stats.
     size_t destroying = 0;
     size_t waiting = 0;  // Lease() calls waiting for one to become ready
+    size_t demand = 0;   // SetDemand: may be leased at once soon
+    // Not leased: ready, or becoming ready (returned and scrubbed, or created).
     size_t Coming() const { return ready.size() + dirty + scrubbing + creating; }
+    size_t OnItsWay() const { return dirty + scrubbing + creating; }
     size_t Held() const { return Coming() + leased + destroying; }
   };
   struct Dirty {
@@ -247,7 +284,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
   std::optional<int> RefillKeyLocked() const {
     if (stopping_ || Clock::now() < refill_blocked_until_) return std::nullopt;
     for (const auto& [key, slot] : slots_) {
-      if (slot.Coming() < options_.min_ready + slot.waiting && slot.Held() < options_.max_held) return key;
+      const size_t target = std::max(options_.min_ready, slot.demand) + slot.waiting;
+      if (slot.Coming() < target && slot.Held() < options_.max_held) return key;
     }
     return std::nullopt;
   }
@@ -276,27 +314,32 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
     }
   }
 
-  // After every change of the figures: the held-now gauges follow, and WaitIdle/WaitUntil re-check.
+  // After every change of the figures: the held-now gauges follow, WaitIdle/WaitUntil re-check,
+  // and so do waiting leases (what is on their way may have changed: a creation failed).
   void ChangedLocked() {
     PoolStats s;
     AddHeldLocked(s);
     metrics_.SetHeld(s.ready, s.leased, s.scrubbing, s.creating);
     changed_cv_.notify_all();
+    ready_cv_.notify_all();
   }
 
-  Item TakeReadyLocked(Slot& slot, Clock::time_point start) {
+  // `waited`, when not null, gets the time since `start` (the lease missed and waited).
+  Item TakeReadyLocked(Slot& slot, Clock::time_point start, Clock::duration* waited) {
     Item item = std::move(slot.ready.front());
     slot.ready.pop_front();
     ++slot.leased;
     metrics_.leases.Increment();
-    metrics_.lease_seconds.Observe(std::chrono::duration<double>(Clock::now() - start).count());
+    Clock::duration took = Clock::now() - start;
+    if (waited != nullptr) *waited = took;
+    metrics_.lease_seconds.Observe(std::chrono::duration<double>(took).count());
     ChangedLocked();
     refill_cv_.notify_one();
     return item;
   }
 
   Result<Item> CreateForLeaseLocked(int key, Clock::time_point start, std::unique_lock<std::mutex>& lock,
-                                    const char* what) {
+                                    const char* what, Clock::duration* waited) {
     ++slots_[key].creating;
     ChangedLocked();
     Result<Item> created = CreateAccounted(key, lock);
@@ -307,7 +350,9 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
     }
     ++slots_[key].leased;
     metrics_.leases.Increment();
-    metrics_.lease_seconds.Observe(std::chrono::duration<double>(Clock::now() - start).count());
+    Clock::duration took = Clock::now() - start;
+    if (waited != nullptr) *waited = took;
+    metrics_.lease_seconds.Observe(std::chrono::duration<double>(took).count());
     ChangedLocked();
     return created;
   }

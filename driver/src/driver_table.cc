@@ -50,6 +50,12 @@ const char* GpuKindName(GpuKind kind) {
   return "?";
 }
 
+double DriverTable::time_scale() const {
+  PhosSimConfig config{};
+  if (phosSimGetConfig == nullptr || phosSimGetConfig(&config) != CUDA_SUCCESS || !(config.time_scale > 0)) return 1.0;
+  return config.time_scale;
+}
+
 DriverTable::~DriverTable() {
   // Never dlclose: driver threads (simgpu's engines, NVIDIA's) may outlive the table's owner.
 }
@@ -66,6 +72,7 @@ Status DriverTable::Resolve(GpuKind kind, const std::string& driver, const std::
 #define PHOS_RESOLVE_OPTIONAL(name) name = reinterpret_cast<decltype(name)>(dlsym(driver_handle_, #name));
   PHOS_SIM_GUARD_ENTRY_POINTS(PHOS_RESOLVE_OPTIONAL)
   PHOS_RESOLVE_OPTIONAL(phosSimMemcpyHtoDAsyncGuarded)
+  PHOS_RESOLVE_OPTIONAL(phosSimGetConfig)
 #undef PHOS_RESOLVE_OPTIONAL
   if (phosSimGuardRange == nullptr || phosSimUnguardRange == nullptr || phosSimSetGuardHandler == nullptr ||
       phosSimWriteGuarded == nullptr) {

@@ -1,6 +1,6 @@
 // phos-fn: the command line client of phosd's HTTP API.
 //   phos-fn [--endpoint URL] deploy NAME EXECUTABLE [--instances N] [--max-instances N] [--gpus N]
-//                                   [--sample STRING | @FILE]
+//                                   [--sample STRING | @FILE] [--sample-timeout-ms N]
 //                                   [-- ARGS...]
 //   phos-fn [--endpoint URL] invoke NAME [--data STRING | --data @FILE] [--timeout-ms N]
 //                                   [--restore-mode MODE] [--timings]
@@ -111,6 +111,25 @@ void PrintTimings(const ClientResponse& r) {
   std::cerr << line << "\n";
 }
 
+// What became of the deploy's sample request, and whether its contexts are ready (the answer's
+// "sample" and "contexts_ready").
+void PrintDeployReport(const std::string& body) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return;
+  if (auto sample = j.find("sample"); sample != j.end() && sample->is_object()) {
+    bool learned = sample->value("first_touch_learned", false);
+    if (sample->value("ok", false)) {
+      std::cout << "sample request served" << (learned ? "; first-touch order learned" : "") << "\n";
+    } else {
+      std::cerr << "phos-fn: the sample request failed: " << sample->value("error", std::string("unknown error"))
+                << (learned ? "\n" : "; the first-touch order will be learned from the first invocation\n");
+    }
+  }
+  if (!j.value("contexts_ready", true)) {
+    std::cerr << "phos-fn: phosd is still making the contexts this function's cold starts lease\n";
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -128,7 +147,8 @@ int main(int argc, char** argv) {
   auto* deploy = app.add_subcommand("deploy", "Register a function and start its warm instances");
   deploy->add_option("name", name, "Function name")->required();
   deploy->add_option("executable", executable, "Function executable")->required()->check(CLI::ExistingFile);
-  deploy->add_option("--instances", instances, "Warm instances")->check(CLI::Range(1, 64));
+  deploy->add_option("--instances", instances, "Warm instances (0: none while no request comes: scale to zero)")
+      ->check(CLI::Range(0, 64));
   int max_instances = 0;
   deploy->add_option("--max-instances", max_instances,
                      "Most instances at once, warm ones included (0: --instances); each has its own snapshot")
@@ -139,6 +159,9 @@ int main(int argc, char** argv) {
   deploy->add_option("--sample", sample,
                      "A request run once deployed, to record the order in which the function first touches its "
                      "buffers (or @FILE)");
+  long sample_timeout_ms = 0;
+  deploy->add_option("--sample-timeout-ms", sample_timeout_ms, "The sample request's deadline (default: phosd's)")
+      ->check(CLI::PositiveNumber);
   deploy->add_option("args", extra, "Arguments for the function (after --)");
 
   std::string data;
@@ -177,10 +200,13 @@ int main(int argc, char** argv) {
                            {"gpus", gpus},
                            {"max_instances", max_instances}};
     if (!sample.empty()) spec["sample_request"] = sample;
-    auto r = Call({.method = "POST", .url = endpoint + "/v1/functions", .body = spec.dump(),
-                   .headers = {{"Content-Type", "application/json"}}});
+    ClientRequest request{.method = "POST", .url = endpoint + "/v1/functions", .body = spec.dump(),
+                          .headers = {{"Content-Type", "application/json"}}};
+    if (sample_timeout_ms > 0) request.headers.emplace_back("X-Phos-Timeout-Ms", std::to_string(sample_timeout_ms));
+    auto r = Call(request);
     if (!r) return 1;
-    std::cout << "deployed " << name << " (" << instances << " instance" << (instances == 1 ? "" : "s") << ")\n";
+    std::cout << "deployed " << name << " (" << instances << " warm instance" << (instances == 1 ? "" : "s") << ")\n";
+    PrintDeployReport(r->body);
     return 0;
   }
   if (*invoke) {

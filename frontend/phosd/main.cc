@@ -15,6 +15,7 @@
 #include "phos/base/log.h"
 #include "phos/ctxpool/communicator_pool.h"
 #include "phos/ctxpool/context_pool.h"
+#include "phos/driver/cuda_check.h"
 #include "phos/http/server.h"
 #include "phos/runtime/api_server.h"
 #include "phos/driver/driver_table.h"
@@ -55,7 +56,8 @@ int main(int argc, char** argv) {
   app.add_option("--gpu", gpu, "sim, cuda or auto (cuda when a driver loads)")
       ->check(CLI::IsMember({"sim", "cuda", "auto"}))
       ->capture_default_str();
-  app.add_option("--invoke-timeout-ms", invoke_timeout_ms, "Default invocation deadline")
+  app.add_option("--invoke-timeout-ms", invoke_timeout_ms,
+                 "Default invocation deadline (device time: on simgpu, times its time scale)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--pool-min", pool_min, "Contexts (each with a cuBLAS handle) kept ready to lease")->capture_default_str();
@@ -80,7 +82,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--start-timeout-ms", start_timeout_ms,
-                 "Time an instance gets to reach its entry point (a stop-the-world restore: to be copied) before it is ended")
+                 "Time an instance gets to reach its entry point (a stop-the-world restore: to be copied) before it is "
+                 "ended (device time: on simgpu, times its time scale)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
@@ -113,12 +116,22 @@ int main(int argc, char** argv) {
   driver_options.gpu = *kind;
   auto driver = phos::driver::DriverTable::Open(driver_options);
   if (!driver.ok()) return Fail(driver.status().WithContext("phosd"));
-  PHOS_LOG(Info, "phosd", "GPU driver: {} ({})", phos::driver::GpuKindName((*driver)->kind()),
-           (*driver)->driver_path());
+  if (CUresult r = (*driver)->cuInit(0); r != CUDA_SUCCESS) {
+    return Fail(phos::driver::CuStatus(r, "cuInit", (*driver)->error_text()).WithContext("phosd"));
+  }
+  // Deadlines for work the device does are in device time: on simgpu every modelled cost takes
+  // time-scale times longer in wall time, and so do they (docs/design.md D16).
+  const double scale = (*driver)->time_scale();
+  auto device_time = [scale](std::chrono::milliseconds ms) {
+    return std::chrono::milliseconds(static_cast<long long>(static_cast<double>(ms.count()) * scale));
+  };
+  PHOS_LOG(Info, "phosd", "GPU driver: {} ({}; device time scale {})", phos::driver::GpuKindName((*driver)->kind()),
+           (*driver)->driver_path(), scale);
 
   phos::ctxpool::PoolOptions pool_options;
   pool_options.min_ready = pool_min;
   pool_options.max_contexts = pool_max;
+  pool_options.lease_timeout = device_time(pool_options.lease_timeout);
   // Every component registers its metrics here; GET /metrics serves them.
   auto metrics = std::make_shared<prometheus::Registry>();
   auto pool = phos::ctxpool::ContextPool::Open(pool_options, driver->get(), metrics);
@@ -130,8 +143,11 @@ int main(int argc, char** argv) {
   std::unique_ptr<phos::ctxpool::CommunicatorPool> groups;
   if ((*driver)->has_nccl()) {
     auto opened = phos::ctxpool::CommunicatorPool::Open(
-        {.initial_group_size = group_size, .min_ready = group_min, .max_groups = group_max}, driver->get(),
-        metrics);
+        {.initial_group_size = group_size,
+         .min_ready = group_min,
+         .max_groups = group_max,
+         .lease_timeout = device_time(phos::ctxpool::CommunicatorPoolOptions{}.lease_timeout)},
+        driver->get(), metrics);
     if (!opened.ok()) return Fail(opened.status().WithContext("phosd: communicator pool"));
     groups = std::move(*opened);
   } else {
@@ -163,7 +179,10 @@ int main(int argc, char** argv) {
   };
   char device_name[128] = {};
   (*driver)->cuDeviceGetName(device_name, sizeof(device_name) - 1, 0);
-  phos::runtime::SnapshotSessions sessions(api->get(), store->get(), make_dram, {.device_profile = device_name});
+  phos::runtime::SnapshotSessions sessions(
+      api->get(), store->get(), make_dram,
+      {.device_profile = device_name,
+       .capture_timeout = device_time(phos::runtime::SnapshotSessionsOptions{}.capture_timeout)});
 
   std::unique_ptr<phos::runtime::CpuStateBackend> cpu_backend;
   if (cpu_state == "criu") {
@@ -181,12 +200,12 @@ int main(int argc, char** argv) {
 
   phos::runtime::InstanceManagerOptions manager_options;
   manager_options.data_dir = data_dir;
-  manager_options.invoke_timeout = std::chrono::milliseconds(invoke_timeout_ms);
+  manager_options.invoke_timeout = device_time(std::chrono::milliseconds(invoke_timeout_ms));
   manager_options.sessions = &sessions;
   manager_options.cpu_state = cpu_backend.get();
   manager_options.keep_alive = std::chrono::milliseconds(keep_alive_ms);
   manager_options.metrics_registry = metrics;
-  manager_options.start_timeout = std::chrono::milliseconds(start_timeout_ms);
+  manager_options.start_timeout = device_time(std::chrono::milliseconds(start_timeout_ms));
   auto manager = phos::runtime::InstanceManager::Open(manager_options);
   if (!manager.ok()) return Fail(manager.status().WithContext("phosd"));
 

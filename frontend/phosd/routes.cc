@@ -49,6 +49,10 @@ Response InvokeResponse(InvokeOutcome o) {
       for (const auto& [stage, us] : o.stages) {
         r.headers.emplace_back("X-Phos-Stage-" + HeaderWord(stage) + "-Us", std::to_string(us));
       }
+      // Durations, not times from arrival: how long the restore waited for a range and a context.
+      for (const auto& [wait, us] : o.waits) {
+        r.headers.emplace_back("X-Phos-Stage-" + HeaderWord(wait) + "-Us", std::to_string(us));
+      }
       if (o.speculation_misses >= 0) r.headers.emplace_back("X-Phos-Speculation-Misses", std::to_string(o.speculation_misses));
       return r;
     }
@@ -60,6 +64,33 @@ Response InvokeResponse(InvokeOutcome o) {
     case InvokeOutcome::Kind::kStopping: return Error(503, o.error.message());
   }
   return Error(500, "unknown invocation outcome");
+}
+
+// X-Phos-Timeout-Ms: a positive integer, or absent (0: the default). False for anything else.
+bool ParseTimeout(const Request& req, std::chrono::milliseconds* timeout, Response* error) {
+  *timeout = std::chrono::milliseconds(0);
+  const std::string* header = req.Header("X-Phos-Timeout-Ms");
+  if (header == nullptr) return true;
+  long long ms = 0;
+  auto [end, ec] = std::from_chars(header->data(), header->data() + header->size(), ms);
+  if (ec != std::errc() || end != header->data() + header->size() || ms <= 0) {
+    *error = Error(400, "X-Phos-Timeout-Ms must be a positive integer, not '" + *header + "'");
+    return false;
+  }
+  *timeout = std::chrono::milliseconds(ms);
+  return true;
+}
+
+// The deploy's answer: the spec, and what became of its sample request and of the contexts its
+// restores need.
+nlohmann::json DeployAnswer(const std::string& spec_json, const runtime::DeployOutcome& d) {
+  nlohmann::json j = nlohmann::json::parse(spec_json);
+  if (d.sample_ran) {
+    j["sample"] = {{"ok", d.sample.ok()}, {"first_touch_learned", d.first_touch_learned}};
+    if (!d.sample.ok()) j["sample"]["error"] = d.sample.message();
+  }
+  j["contexts_ready"] = d.contexts_ready;
+  return j;
 }
 
 }  // namespace
@@ -77,10 +108,14 @@ Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtim
     out.Send(std::move(r));
   }));
 
-  // Deploy: answered once the function's snapshot is committed (or it failed to get there). The
+  // Deploy: answered once the function's snapshots are committed (or it failed to get there). The
   // body is a function spec, plus an optional "sample_request" (a string) to record the order in
-  // which the function first touches its buffers.
+  // which the function first touches its buffers; X-Phos-Timeout-Ms is the sample's deadline. The
+  // answer (201) is the spec with "sample": {"ok", "first_touch_learned", "error"} when a sample
+  // ran, and "contexts_ready".
   PHOS_RETURN_IF_ERROR(router->Add("POST", "/v1/functions", [manager](Request req, Responder out) {
+    std::chrono::milliseconds sample_timeout;
+    if (Response bad; !ParseTimeout(req, &sample_timeout, &bad)) return out.Send(std::move(bad));
     nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
     std::string sample;
     if (body.is_object()) {
@@ -92,14 +127,16 @@ Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtim
     }
     Result<runtime::FunctionSpec> spec = runtime::ParseFunctionSpecJson(body.is_object() ? body.dump() : req.body);
     if (!spec.ok()) return out.Send(Error(400, spec.status().message()));
-    manager->Deploy(*spec, std::move(sample), [out, json = runtime::FunctionSpecToJson(*spec)](Status deployed) {
+    manager->Deploy(*spec, std::move(sample), sample_timeout,
+                    [out, json = runtime::FunctionSpecToJson(*spec)](runtime::DeployOutcome outcome) {
+      const Status& deployed = outcome.status;
       if (!deployed.ok()) {
         int status = deployed.code() == StatusCode::kAlreadyExists || deployed.code() == StatusCode::kInvalidArgument
                          ? StatusFor(deployed)
                          : 502;
         return out.Send(Error(status, deployed.message()));
       }
-      out.Send(Response::Json(201, json + "\n"));
+      out.Send(Response::Json(201, DeployAnswer(json, outcome).dump() + "\n"));
     });
   }));
 
@@ -107,7 +144,8 @@ Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtim
     nlohmann::json list = nlohmann::json::array();
     for (const runtime::FunctionStatus& f : manager->List()) {
       nlohmann::json j = nlohmann::json::parse(runtime::FunctionSpecToJson(f.spec));
-      j["state"] = {{"starting", f.starting}, {"idle", f.idle}, {"busy", f.busy}, {"queued", f.queued}};
+      j["state"] = {{"starting", f.starting}, {"idle", f.idle}, {"busy", f.busy}, {"ending", f.ending},
+                    {"queued", f.queued}};
       list.push_back(std::move(j));
     }
     out.Send(Response::Json(200, nlohmann::json{{"functions", list}}.dump() + "\n"));
@@ -121,15 +159,8 @@ Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtim
 
   PHOS_RETURN_IF_ERROR(
       router->Add("POST", "/v1/functions/{name}/invoke", [manager](Request req, Responder out) {
-        std::chrono::milliseconds timeout{0};
-        if (const std::string* header = req.Header("X-Phos-Timeout-Ms")) {
-          long long ms = 0;
-          auto [end, ec] = std::from_chars(header->data(), header->data() + header->size(), ms);
-          if (ec != std::errc() || end != header->data() + header->size() || ms <= 0) {
-            return out.Send(Error(400, "X-Phos-Timeout-Ms must be a positive integer, not '" + *header + "'"));
-          }
-          timeout = std::chrono::milliseconds(ms);
-        }
+        std::chrono::milliseconds timeout;
+        if (Response bad; !ParseTimeout(req, &timeout, &bad)) return out.Send(std::move(bad));
         runtime::RestoreMode mode = runtime::RestoreMode::kAuto;
         if (const std::string* header = req.Header("X-Phos-Restore-Mode")) {
           std::optional<runtime::RestoreMode> parsed = runtime::ParseRestoreMode(*header);

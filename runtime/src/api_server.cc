@@ -48,6 +48,11 @@ class ApiServer::Impl {
     uint64_t one = 1;
     [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
     if (acceptor_.joinable()) acceptor_.join();
+    {
+      std::lock_guard lock(mu_);
+      reaper_cv_.notify_all();
+    }
+    if (reaper_.joinable()) reaper_.join();
     std::map<std::string, std::unique_ptr<Session>> sessions;
     {
       std::lock_guard lock(mu_);
@@ -61,7 +66,10 @@ class ApiServer::Impl {
     unlink(options_.socket_path.c_str());
   }
 
-  void StartAcceptor() { acceptor_ = std::thread([this] { Loop(); }); }
+  void StartAcceptor() {
+    acceptor_ = std::thread([this] { Loop(); });
+    reaper_ = std::thread([this] { Reap(); });
+  }
 
   // The device groups sessions of several GPUs lease: the caller's, or a private pool (nothing
   // made ahead). Failures leave the server without them, said once in the log.
@@ -181,6 +189,7 @@ class ApiServer::Impl {
       t.restored = it->second.restore->plan().manifest != nullptr;
       t.issued = times.issued;
       t.leased = times.leased;
+      t.pool_wait = times.pool_wait;
       t.prepared = times.prepared;
     }
     return t;
@@ -251,6 +260,9 @@ class ApiServer::Impl {
     return sessions_.size();
   }
 
+  void SetContextDemand(size_t contexts) { pool_->SetDemand(contexts); }
+  bool WaitForContexts(std::chrono::milliseconds timeout) { return pool_->WaitIdle(timeout); }
+
   const ApiServerOptions& options() const { return options_; }
   int device_count() const {
     int count = 0;
@@ -265,6 +277,7 @@ class ApiServer::Impl {
       {
         std::lock_guard lock(mu_);
         for (auto& [token, s] : sessions_) {
+          if (closed_.count(token) != 0) continue;  // the reaper ends it
           fds.push_back({s->control_fd(), POLLIN, 0});
           tokens.push_back(token);
         }
@@ -276,14 +289,31 @@ class ApiServer::Impl {
         [[maybe_unused]] ssize_t n = read(wake_fd_, &v, sizeof(v));
       }
       // A readable or hung-up control socket of an open session: the frontend closed it (the
-      // protocol sends nothing after the hello) or sent garbage; either way the session ends.
+      // protocol sends nothing after the hello) or sent garbage; either way the session ends, on
+      // the reaper: its scrub (zeroing a range of gigabytes) must not hold up the next accept.
       for (size_t i = 2; i < fds.size(); ++i) {
         if (fds[i].revents != 0) {
           PHOS_LOG(Info, "runtime", "control socket of a session closed; ending it");
-          EndSession(tokens[i - 2]);
+          std::lock_guard lock(mu_);
+          if (closed_.insert(tokens[i - 2]).second) reaper_cv_.notify_all();
         }
       }
       if ((fds[0].revents & POLLIN) != 0) Accept();
+    }
+  }
+
+  // Ends the sessions whose control socket closed, one after another, until the server stops (the
+  // destructor ends what is left).
+  void Reap() {
+    std::unique_lock lock(mu_);
+    while (true) {
+      reaper_cv_.wait(lock, [this] { return stop_ || !closed_.empty(); });
+      if (stop_) return;
+      std::string token = *closed_.begin();
+      lock.unlock();
+      EndSession(token);
+      lock.lock();
+      closed_.erase(token);
     }
   }
 
@@ -386,6 +416,9 @@ class ApiServer::Impl {
   std::map<std::string, TokenInfo> tokens_;
   std::set<std::string> ending_;     // sessions being ended (EndSession waits for them)
   std::set<std::string> capturing_;  // sessions being captured (EndSession waits for them)
+  std::set<std::string> closed_;     // control socket closed: the reaper ends them
+  std::condition_variable reaper_cv_;
+  std::thread reaper_;
   std::condition_variable ended_cv_;
   CUdeviceptr arena_ = 0;            // the instance ranges for snapshots, slot_bytes_ each
   uint64_t slot_bytes_ = 0;
@@ -436,6 +469,8 @@ void ApiServer::EndSession(const std::string& token) { impl_->EndSession(token);
 Result<int> ApiServer::ClaimVaSlot() { return impl_->ClaimVaSlot(); }
 void ApiServer::ReleaseVaSlot(int slot) { impl_->ReleaseVaSlot(slot); }
 size_t ApiServer::session_count() const { return impl_->session_count(); }
+void ApiServer::SetContextDemand(size_t contexts) { impl_->SetContextDemand(contexts); }
+bool ApiServer::WaitForContexts(std::chrono::milliseconds timeout) { return impl_->WaitForContexts(timeout); }
 const std::string& ApiServer::socket_path() const { return impl_->options().socket_path; }
 int ApiServer::device_count() const { return impl_->device_count(); }
 

@@ -18,13 +18,15 @@ constexpr const char* kSnapshotEnv = "PHOS_SNAPSHOT_VERSION";
 }  // namespace
 
 void InstanceManager::Impl::Deploy(const FunctionSpec& spec, std::string sample_request,
-                                   std::function<void(Status)> done) {
+                                   std::chrono::milliseconds sample_timeout, std::function<void(DeployOutcome)> done) {
   if (!SnapshotsEnabled()) {
-    done(Register(spec));
+    DeployOutcome registered = DeployFailed(Register(spec));
+    registered.contexts_ready = true;
+    done(std::move(registered));
     return;
   }
   if (Status valid = Validate(spec); !valid.ok()) {
-    done(valid);
+    done(DeployFailed(valid));
     return;
   }
   Status refused;
@@ -39,7 +41,7 @@ void InstanceManager::Impl::Deploy(const FunctionSpec& spec, std::string sample_
       refused = SaveLocked();
       if (refused.ok()) {
         f->deployed_callbacks.push_back(std::move(done));
-        StartDeployLocked(f, std::move(sample_request));
+        StartDeployLocked(f, std::move(sample_request), sample_timeout);
         PHOS_LOG(Info, "instances", "deploying '{}' ({})", spec.name, spec.executable);
         return;
       }
@@ -47,27 +49,30 @@ void InstanceManager::Impl::Deploy(const FunctionSpec& spec, std::string sample_
       refused = refused.WithContext("register function '" + spec.name + "'");
     }
   }
-  done(refused);
+  done(DeployFailed(refused));
 }
 
-void InstanceManager::Impl::StartDeployLocked(const std::shared_ptr<Function>& f, std::string sample_request) {
+void InstanceManager::Impl::StartDeployLocked(const std::shared_ptr<Function>& f, std::string sample_request,
+                                              std::chrono::milliseconds sample_timeout) {
   f->deploy = DeployState::kDeploying;
+  // The contexts its restores will lease are made while it deploys, not when they are asked for.
+  PublishDemandLocked();
   auto owner = std::make_shared<Instance>();  // the deploy's thread, joined like an instance's
   owner->id = ++next_instance_id_;
   live_.push_back(owner);
-  owner->thread = std::thread([this, f, owner, sample = std::move(sample_request)]() mutable {
-    RunDeploy(f, owner, std::move(sample));
+  owner->thread = std::thread([this, f, owner, sample = std::move(sample_request), sample_timeout]() mutable {
+    RunDeploy(f, owner, std::move(sample), sample_timeout);
   });
 }
 
 void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_ptr<Instance> owner,
-                                      std::string sample_request) {
+                                      std::string sample_request, std::chrono::milliseconds sample_timeout) {
   const std::string name = f->spec.name;
-  // One slot per instance that may run at once: each is the function run to its entry point in its
-  // own range (deploys of the same function share their chunks in the store).
+  // One slot per instance range (InstanceRanges): each is the function run to its entry point in
+  // its own range (deploys of the same function share their chunks in the store).
   std::vector<Slot> slots;
   Status outcome;
-  for (int i = 0; i < MaxInstances(f->spec) && outcome.ok(); ++i) {
+  for (int i = 0; i < InstanceRanges(f->spec) && outcome.ok(); ++i) {
     Result<Slot> slot = DeployOnce(f);
     if (slot.ok()) {
       slots.push_back(*slot);
@@ -75,7 +80,7 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
       outcome = slot.status();
     }
   }
-  std::vector<std::function<void(Status)>> callbacks;
+  std::vector<std::function<void(DeployOutcome)>> callbacks;
   std::vector<Slot> orphans;  // deployed for a function removed meanwhile, or a failed deploy's
   bool deployed = false;
   {
@@ -113,6 +118,7 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
                  outcome.message());
       }
     }
+    PublishDemandLocked();
     supervisor_cv_.notify_all();
   }
   ReleaseSlots(orphans);
@@ -126,22 +132,50 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
     PHOS_LOG(Info, "instances", "'{}' deployed ({} instance range(s), {})", name, versions.size(),
              options_.cpu_state->name());
   }
-  if (deployed && !sample_request.empty()) {
-    // The sample runs on a restored instance, which records the first-touch order.
-    auto answered = std::make_shared<std::promise<InvokeOutcome>>();
-    std::future<InvokeOutcome> sample = answered->get_future();
-    Invoke(name, std::move(sample_request), options_.invoke_timeout, RestoreMode::kPhos,
-           [answered](InvokeOutcome o) { answered->set_value(std::move(o)); });
-    InvokeOutcome o = sample.get();
-    if (o.kind != InvokeOutcome::Kind::kOk) {
-      PHOS_LOG(Warn, "instances", "'{}': the sample request failed ({}); the order is learned from the first invocation",
-               name, o.error.message());
+  DeployOutcome report = DeployFailed(outcome.WithContext("deploy '" + name + "'"));
+  if (deployed && !sample_request.empty()) RunSample(f, std::move(sample_request), sample_timeout, &report);
+  bool restores = false;  // its instances are restored into pooled contexts
+  if (deployed) {
+    std::lock_guard lock(mu_);
+    restores = f->spec.gpus == 1 && !VersionsLocked(*f).empty();
+  }
+  report.contexts_ready = deployed && !restores;
+  if (restores) {
+    // Answered once a cold start of it can find its context ready: the pool makes them from the
+    // moment the deploy began (PublishDemandLocked); a creation takes what it takes.
+    report.contexts_ready = options_.sessions->WaitForContexts(options_.start_timeout);
+    if (!report.contexts_ready) {
+      PHOS_LOG(Warn, "instances", "'{}' deployed; the context pool is still short of what its restores may lease", name);
     }
   }
-  for (auto& cb : callbacks) cb(outcome.WithContext("deploy '" + name + "'"));
+  for (auto& cb : callbacks) cb(report);
   std::lock_guard lock(mu_);
   finished_.push_back(owner);
   supervisor_cv_.notify_all();
+}
+
+void InstanceManager::Impl::RunSample(const std::shared_ptr<Function>& f, std::string request,
+                                      std::chrono::milliseconds timeout, DeployOutcome* outcome) {
+  const std::string name = f->spec.name;
+  // The sample runs on a restored instance, which records the first-touch order.
+  auto answered = std::make_shared<std::promise<InvokeOutcome>>();
+  std::future<InvokeOutcome> sample = answered->get_future();
+  Invoke(name, std::move(request), timeout.count() > 0 ? timeout : options_.invoke_timeout, RestoreMode::kPhos,
+         [answered](InvokeOutcome o) { answered->set_value(std::move(o)); });
+  InvokeOutcome o = sample.get();
+  outcome->sample_ran = true;
+  outcome->sample = o.kind == InvokeOutcome::Kind::kOk ? Status::Ok() : o.error;
+  std::vector<uint64_t> versions;
+  {
+    std::lock_guard lock(mu_);
+    versions = VersionsLocked(*f);
+  }
+  outcome->first_touch_learned = versions.empty() || options_.sessions->HasFirstTouch(name, versions[0]);
+  if (!outcome->sample.ok()) {
+    PHOS_LOG(Warn, "instances", "'{}': the sample request failed ({}); {}", name, outcome->sample.message(),
+             outcome->first_touch_learned ? "the first-touch order was learned"
+                                          : "the order is learned from the first invocation");
+  }
 }
 
 void InstanceManager::Impl::ReleaseSlots(const std::vector<Slot>& slots) {
@@ -170,8 +204,9 @@ int InstanceManager::Impl::FreeSlotLocked(const Function& f) const {
 }
 
 Result<size_t> InstanceManager::Impl::AcquireSlotLocked(const std::shared_ptr<Function>& f, const Instance& inst,
-                                                        std::unique_lock<std::mutex>& lock) {
-  Clock::time_point deadline = Clock::now() + options_.start_timeout;
+                                                        std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
+                                                        Clock::duration* waited) {
+  const Clock::time_point start = Clock::now();
   ++f->slot_waiters;
   struct Waiting {
     int& n;
@@ -179,23 +214,26 @@ Result<size_t> InstanceManager::Impl::AcquireSlotLocked(const std::shared_ptr<Fu
   } waiting{f->slot_waiters};
   while (true) {
     if (stopping_ || f->removed) return Status::Unavailable("the function is going away");
-    if (int free = FreeSlotLocked(*f); free >= 0) {
+    // Over max_instances (`inst` counts): an idle instance makes way (it holds no request). It
+    // ends in the background; its range is not the one taken here.
+    while (LiveLocked(*f) > MaxInstances(f->spec) && EvictIdleLocked(*f)) {
+    }
+    const bool over = LiveLocked(*f) > MaxInstances(f->spec);
+    int free = FreeSlotLocked(*f);
+    if (!over && free >= 0) {
       f->slots[free].holder = inst.id;
+      *waited = Clock::now() - start;
+      PublishDemandLocked();
       return static_cast<size_t>(free);
     }
-    // Each range holds one instance: an idle one makes way (it holds no request).
-    for (auto& other : f->instances) {
-      if (other->state == InstanceState::kIdle && !other->evict) {
-        other->evict = true;
-        f->cv.notify_all();
-        break;
-      }
-    }
-    // Re-examined often: an instance that was starting may have become idle (evictable) meanwhile.
-    f->slot_cv.wait_for(lock, std::chrono::milliseconds(20));
-    if (Clock::now() >= deadline && FreeSlotLocked(*f) < 0) {
-      return Status::Unavailable(fmt::format("all {} instance ranges of '{}' stayed busy for {} ms", f->slots.size(),
-                                             f->spec.name, options_.start_timeout.count()));
+    // Woken when an instance becomes idle or retires, or a range is scrubbed.
+    if (f->slot_cv.wait_until(lock, deadline) == std::cv_status::timeout) {
+      *waited = Clock::now() - start;
+      return Status::Unavailable(
+          fmt::format("'{}': {} for {} ms", f->spec.name,
+                      over ? fmt::format("all {} instances it may run stayed busy", MaxInstances(f->spec))
+                           : fmt::format("all {} instance ranges stayed in use", f->slots.size()),
+                      std::chrono::duration_cast<std::chrono::milliseconds>(*waited).count()));
     }
   }
 }
@@ -254,9 +292,10 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
 }
 
 Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr<Function>& f, const Instance& inst,
-                                                           RestoreMode mode, bool learn, std::string* token,
-                                                           bool* restored) {
-  *restored = false;
+                                                           RestoreMode mode, bool learn, Clock::time_point deadline,
+                                                           StartReport* report) {
+  report->restored = false;
+  std::string* token = &report->token;
   GpuSessions* sessions = options_.sessions;
   FunctionSpec spec;
   Slot slot;
@@ -267,7 +306,7 @@ Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr
     if (deployed) {
       // Every instance of a deployed function holds a slot, a cold boot too (it leaves the range
       // unused): max_instances bounds them all, and the device memory or group they hold.
-      PHOS_ASSIGN_OR_RETURN(size_t index, AcquireSlotLocked(f, inst, lock));
+      PHOS_ASSIGN_OR_RETURN(size_t index, AcquireSlotLocked(f, inst, lock, deadline, &report->range_wait));
       slot = f->slots[index];
     } else {
       mode = RestoreMode::kColdBoot;
@@ -294,7 +333,7 @@ Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr
   } else {
     PHOS_ASSIGN_OR_RETURN(*token,
                           sessions->IssueRestoreToken(spec.name, slot.version, mode, learn, slot.va_slot, spec.gpus));
-    *restored = true;
+    report->restored = true;
   }
   if (mode == RestoreMode::kStopTheWorld) {
     // Everything copied before the CPU side resumes.
@@ -315,8 +354,13 @@ void InstanceManager::Impl::FillStages(const Invocation& inv, const StartReport&
     auto us = std::chrono::duration_cast<std::chrono::microseconds>(at - inv.arrived).count();
     out->stages.emplace_back(name, std::max<int64_t>(us, 0));
   };
+  auto wait = [&](const char* name, Clock::duration d) {
+    out->waits.emplace_back(name, std::chrono::duration_cast<std::chrono::microseconds>(d).count());
+  };
   if (report.mode != RestoreMode::kWarm && !report.token.empty() && options_.sessions != nullptr) {
     SessionTimeline t = options_.sessions->Timeline(report.token);
+    if (report.restored) wait("range-wait", report.range_wait);
+    if (t.leased != Clock::time_point{}) wait("pool-wait", t.pool_wait);
     add("lease", t.leased);
     add("cpu-resume", report.ready);
     add("first-launch", t.first_launch);

@@ -54,6 +54,8 @@ SessionTimeline GpuSessions::Timeline(const std::string&) { return {}; }
 bool GpuSessions::HasFirstTouch(const std::string&, uint64_t) { return true; }
 bool GpuSessions::SaveFirstTouch(const std::string&, const std::string&, const std::vector<uint64_t>&) { return false; }
 void GpuSessions::RetainOnly(const std::string&, const std::vector<uint64_t>&) {}
+void GpuSessions::SetContextDemand(size_t) {}
+bool GpuSessions::WaitForContexts(std::chrono::milliseconds) { return true; }
 
 // ---- the manager ----
 
@@ -126,7 +128,7 @@ Status InstanceManager::Impl::Register(const FunctionSpec& spec) {
 
 Status InstanceManager::Impl::Remove(const std::string& name) {
   std::deque<Invocation> orphans;
-  std::vector<std::function<void(Status)>> deploys;
+  std::vector<std::function<void(DeployOutcome)>> deploys;
   std::vector<Slot> free_slots;  // slots with an instance are released when it ends
   {
     std::lock_guard lock(mu_);
@@ -152,8 +154,9 @@ Status InstanceManager::Impl::Remove(const std::string& name) {
     f->cv.notify_all();
     f->slot_cv.notify_all();
     deploys.swap(f->deployed_callbacks);
+    PublishDemandLocked();
   }
-  for (auto& cb : deploys) cb(Status::NotFound("function '" + name + "' was removed while it deployed"));
+  for (auto& cb : deploys) cb(DeployFailed(Status::NotFound("function '" + name + "' was removed while it deployed")));
   for (Invocation& inv : orphans) {
     inv.done(Outcome(InvokeOutcome::Kind::kUnknownFunction, "function '" + name + "' was removed"));
   }
@@ -171,6 +174,10 @@ std::vector<FunctionStatus> InstanceManager::Impl::List() const {
     s.spec = f->spec;
     s.queued = f->queue.size();
     for (const auto& inst : f->instances) {
+      if (inst->retiring) {
+        ++s.ending;
+        continue;
+      }
       if (inst->state == InstanceState::kStarting) ++s.starting;
       if (inst->state == InstanceState::kIdle) ++s.idle;
       if (inst->state == InstanceState::kBusy) ++s.busy;
@@ -182,14 +189,67 @@ std::vector<FunctionStatus> InstanceManager::Impl::List() const {
 
 int InstanceManager::Impl::IdleLocked(const Function& f) const {
   int idle = 0;
-  for (const auto& inst : f.instances) idle += inst->state == InstanceState::kIdle ? 1 : 0;
+  for (const auto& inst : f.instances) idle += inst->state == InstanceState::kIdle && !inst->retiring ? 1 : 0;
   return idle;
+}
+
+int InstanceManager::Impl::LiveLocked(const Function& f) const {
+  int live = 0;
+  for (const auto& inst : f.instances) live += inst->retiring ? 0 : 1;
+  return live;
 }
 
 int InstanceManager::Impl::ExtraLocked(const Function& f) const {
   int extra = 0;
-  for (const auto& inst : f.instances) extra += inst->extra ? 1 : 0;
+  for (const auto& inst : f.instances) extra += inst->extra && !inst->retiring ? 1 : 0;
   return extra;
+}
+
+bool InstanceManager::Impl::EvictIdleLocked(Function& f) {
+  Instance* chosen = nullptr;
+  for (auto& inst : f.instances) {
+    if (inst->state != InstanceState::kIdle || inst->retiring) continue;
+    // Extras before warm ones (a warm one would be restored again at once); f.instances is in
+    // start order, so the first found of a kind has been there longest.
+    if (chosen == nullptr || (inst->extra && !chosen->extra)) chosen = inst.get();
+  }
+  if (chosen == nullptr) return false;
+  chosen->evict = true;
+  RetireLocked(f, *chosen);
+  return true;
+}
+
+void InstanceManager::Impl::RetireLocked(Function& f, Instance& inst) {
+  if (inst.retiring) return;
+  inst.retiring = true;
+  inst.retired_at = Clock::now();
+  f.cv.notify_all();       // an evicted idle instance wakes to end
+  f.slot_cv.notify_all();  // one fewer counts against max_instances
+  supervisor_cv_.notify_all();
+}
+
+void InstanceManager::Impl::PublishDemandLocked() {
+  if (options_.sessions == nullptr) return;
+  size_t demand = 0;
+  for (const auto& [name, f] : functions_) {
+    if (f->spec.gpus != 1) continue;  // device groups come from their own pool
+    switch (f->deploy) {
+      case DeployState::kDeploying:
+        demand += static_cast<size_t>(InstanceRanges(f->spec));  // all free once it is deployed
+        break;
+      case DeployState::kDeployed:
+        for (const Slot& slot : f->slots) demand += slot.holder == 0 ? 1 : 0;
+        break;
+      case DeployState::kNone:
+        demand += static_cast<size_t>(std::max(0, MaxInstances(f->spec) - LiveLocked(*f)));
+        break;
+      case DeployState::kFailed:
+        break;
+    }
+  }
+  if (demand == published_demand_) return;
+  published_demand_ = demand;
+  options_.sessions->SetContextDemand(demand);
 }
 
 void InstanceManager::Impl::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
@@ -209,9 +269,9 @@ void InstanceManager::Impl::Invoke(const std::string& name, std::string request,
       if (deployed) {
         switch (mode) {
           case RestoreMode::kAuto:
-            // Warm when an idle instance will take it, else a new instance restored for it when a
-            // range is free (else it waits for an instance).
-            restore = IdleLocked(*f) <= static_cast<int>(f->queue.size()) && FreeSlotLocked(*f) >= 0;
+            // Warm when an idle instance will take it, else a new instance restored for it while
+            // the function is below max_instances (else it waits for an instance).
+            restore = IdleLocked(*f) <= static_cast<int>(f->queue.size()) && LiveLocked(*f) < MaxInstances(f->spec);
             break;
           case RestoreMode::kWarm:
             restore = f->instances.empty();
@@ -240,7 +300,7 @@ void InstanceManager::Impl::Invoke(const std::string& name, std::string request,
 
 void InstanceManager::Impl::Shutdown() {
   std::vector<Invocation> orphans;
-  std::vector<std::function<void(Status)>> deploys;
+  std::vector<std::function<void(DeployOutcome)>> deploys;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;
@@ -260,7 +320,7 @@ void InstanceManager::Impl::Shutdown() {
     PHOS_LOG(Warn, "instances", "cannot signal stop: {}", std::strerror(errno));
   }
   for (Invocation& inv : orphans) inv.done(Outcome(InvokeOutcome::Kind::kStopping, "phosd is shutting down"));
-  for (auto& cb : deploys) cb(Status::FailedPrecondition("phosd is shutting down"));
+  for (auto& cb : deploys) cb(DeployFailed(Status::FailedPrecondition("phosd is shutting down")));
   if (supervisor_.joinable()) supervisor_.join();
   // Removed functions' instances are only reachable through `finished_` and `live_`.
   std::vector<std::shared_ptr<Instance>> all;
@@ -300,26 +360,34 @@ void InstanceManager::Impl::Supervise() {
         }
         continue;
       }
-      if (f->deploy == DeployState::kDeploying) continue;
-      int warm = static_cast<int>(f->instances.size()) - ExtraLocked(*f);
-      if (warm < f->spec.instances) {
-        bool deployed = f->deploy == DeployState::kDeployed;
-        if (deployed && f->slot_waiters > 0) continue;  // a restore for an invocation goes first
-        if (deployed && FreeSlotLocked(*f) < 0) {
-          // Every range is in use: an instance started for an invocation becomes a warm one.
+      const bool deployed = f->deploy == DeployState::kDeployed;
+      const RestoreMode how = deployed ? RestoreMode::kPhos : RestoreMode::kWarm;
+      switch (PlanStartLocked(*f, now)) {
+        case PlannedStart::kPromote:
+          // max_instances are running: an instance started for an invocation becomes a warm one.
           for (auto& inst : f->instances) {
-            if (inst->extra) {
+            if (inst->extra && !inst->retiring) {
               inst->extra = false;
               break;
             }
           }
-          continue;
+          break;
+        case PlannedStart::kWarm:
+          StartInstanceLocked(f, how, std::nullopt, /*extra=*/false);
+          break;
+        case PlannedStart::kForQueue: {
+          // Queued with no instance to take it (a function scaled to zero, or one that was
+          // deploying): an instance is started for it.
+          Invocation first = std::move(f->queue.front());
+          f->queue.pop_front();
+          StartInstanceLocked(f, how, std::move(first), /*extra=*/true);
+          break;
         }
-        if (f->next_start <= now) {
-          StartInstanceLocked(f, deployed ? RestoreMode::kPhos : RestoreMode::kWarm, std::nullopt, /*extra=*/false);
-          continue;  // re-examine: more may be needed
-        }
-        wake = std::min(wake, f->next_start);
+        case PlannedStart::kLater:
+          wake = std::min(wake, f->next_start);
+          break;
+        case PlannedStart::kNothing:
+          break;
       }
     }
     JoinFinishedLocked();
@@ -337,12 +405,37 @@ void InstanceManager::Impl::Supervise() {
   JoinFinishedLocked();
 }
 
+InstanceManager::Impl::PlannedStart InstanceManager::Impl::PlanStartLocked(const Function& f,
+                                                                          Clock::time_point now) const {
+  if (f.deploy == DeployState::kDeploying || f.deploy == DeployState::kFailed || f.removed) return PlannedStart::kNothing;
+  const bool deployed = f.deploy == DeployState::kDeployed;
+  const bool full = LiveLocked(f) >= MaxInstances(f.spec);
+  // A restore for an invocation goes first: its range, and the copy engine, are its alone.
+  const bool room = !deployed || (FreeSlotLocked(f) >= 0 && f.slot_waiters == 0);
+  if (WarmLocked(f) < f.spec.instances) {
+    if (full) return ExtraLocked(f) > 0 ? PlannedStart::kPromote : PlannedStart::kNothing;
+    if (!room || request_restores_ > 0) return PlannedStart::kNothing;
+    return f.next_start <= now ? PlannedStart::kWarm : PlannedStart::kLater;
+  }
+  int starting = 0;
+  for (const auto& inst : f.instances) starting += inst->state == InstanceState::kStarting && !inst->retiring ? 1 : 0;
+  if (f.queue.empty() || IdleLocked(f) + starting >= static_cast<int>(f.queue.size()) || full || !room) {
+    return PlannedStart::kNothing;
+  }
+  return f.next_start <= now ? PlannedStart::kForQueue : PlannedStart::kLater;
+}
+
+void InstanceManager::Impl::DoneRestoringLocked(Instance& inst) {
+  if (!inst.for_request) return;
+  inst.for_request = false;
+  --request_restores_;
+  supervisor_cv_.notify_all();
+}
+
 bool InstanceManager::Impl::NeedsStartLocked(Clock::time_point now) const {
   for (const auto& [name, f] : functions_) {
-    if (f->deploy == DeployState::kDeploying || f->deploy == DeployState::kFailed) continue;
-    int warm = static_cast<int>(f->instances.size()) - ExtraLocked(*f);
-    bool room = f->deploy != DeployState::kDeployed || (FreeSlotLocked(*f) >= 0 && f->slot_waiters == 0);
-    if (warm < f->spec.instances && room && f->next_start <= now) return true;
+    PlannedStart next = PlanStartLocked(*f, now);
+    if (next != PlannedStart::kNothing && next != PlannedStart::kLater) return true;
   }
   return false;
 }
@@ -352,8 +445,13 @@ void InstanceManager::Impl::StartInstanceLocked(const std::shared_ptr<Function>&
   auto inst = std::make_shared<Instance>();
   inst->id = ++next_instance_id_;
   inst->extra = extra;
+  if (first.has_value()) {
+    inst->for_request = true;
+    ++request_restores_;
+  }
   f->instances.push_back(inst);
   live_.push_back(inst);
+  PublishDemandLocked();
   inst->thread = std::thread([this, f, inst, mode, first = std::move(first)]() mutable {
     RunInstance(f, inst, mode, std::move(first));
   });
@@ -384,9 +482,10 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
     }
   }
   StartReport report;
-  bool started = false;
-  Result<InstanceProcess> made = MakeProcess(f, *inst, mode, learn, &report.token, &report.restored);
   report.mode = mode;
+  bool started = false;
+  Clock::time_point deadline = first ? first->deadline : Clock::now() + options_.start_timeout;
+  Result<InstanceProcess> made = MakeProcess(f, *inst, mode, learn, deadline, &report);
   if (!made.ok()) {
     PHOS_LOG(Error, "instances", "function '{}': {}", spec.name, made.status().ToString());
     if (first) first->done(Outcome(InvokeOutcome::Kind::kInstanceLost, "no instance could be started: " + made.status().message()));
@@ -395,9 +494,17 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
     started = Serve(f, inst, spec, proc, report, std::move(first), learn);
     close(proc.channel_fd);
   }
+  {
+    std::lock_guard lock(mu_);
+    RetireLocked(*f, *inst);
+    DoneRestoringLocked(*inst);
+  }
+  // The session's end scrubs the instance's range (zeroed, unmapped) and returns its context: here,
+  // on the instance's own thread, while restores use the other ranges.
   if (options_.sessions != nullptr && !report.token.empty()) options_.sessions->EndSession(report.token);
   std::vector<Slot> gone;  // the function was removed: its ranges go back once their instances have
   std::unique_lock lock(mu_);
+  metrics_.RecordRetire(std::chrono::duration<double>(Clock::now() - inst->retired_at).count());
   for (auto it = f->slots.begin(); it != f->slots.end();) {
     if (it->holder == inst->id) it->holder = 0;
     if (it->holder == 0 && f->removed) {
@@ -408,6 +515,7 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
     }
   }
   f->slot_cv.notify_all();
+  PublishDemandLocked();
   if (!gone.empty()) {
     lock.unlock();
     ReleaseSlots(gone);
@@ -473,11 +581,16 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
       inst->state = InstanceState::kBusy;
     }
     bool keep = Handle(proc, who, std::move(*first), &report, after_request);
+    {
+      std::lock_guard lock(mu_);
+      DoneRestoringLocked(*inst);
+    }
     if (!keep) return true;
   }
   {
     std::lock_guard lock(mu_);
     inst->state = InstanceState::kIdle;
+    f->slot_cv.notify_all();  // an idle instance may make way for a restore
   }
   while (true) {
     Invocation inv;
@@ -487,14 +600,18 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
       if (inst->extra) {
         if (!f->cv.wait_for(lock, options_.keep_alive, wanted)) {
           PHOS_LOG(Info, "instances", "{} idle for {} ms; ending it", who, options_.keep_alive.count());
+          RetireLocked(*f, *inst);
           break;
         }
       } else {
         f->cv.wait(lock, wanted);
       }
-      if (stopping_ || f->removed) break;
+      if (stopping_ || f->removed) {
+        RetireLocked(*f, *inst);
+        break;
+      }
       if (inst->evict) {
-        PHOS_LOG(Info, "instances", "{} ends: a restore needs its instance range", who);
+        PHOS_LOG(Info, "instances", "{} ends: a restore needs its place", who);
         break;
       }
       inv = std::move(f->queue.front());
@@ -504,6 +621,7 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
     bool keep = Handle(proc, who, std::move(inv), nullptr, after_request);
     std::lock_guard lock(mu_);
     inst->state = InstanceState::kIdle;
+    f->slot_cv.notify_all();
     if (!keep) return true;
   }
   // Orderly end: closing the channel makes the serve loop return 0.
@@ -579,8 +697,9 @@ Result<std::unique_ptr<InstanceManager>> InstanceManager::Open(const InstanceMan
 }
 
 Status InstanceManager::Register(const FunctionSpec& spec) { return impl_->Register(spec); }
-void InstanceManager::Deploy(const FunctionSpec& spec, std::string sample_request, std::function<void(Status)> done) {
-  impl_->Deploy(spec, std::move(sample_request), std::move(done));
+void InstanceManager::Deploy(const FunctionSpec& spec, std::string sample_request,
+                             std::chrono::milliseconds sample_timeout, std::function<void(DeployOutcome)> done) {
+  impl_->Deploy(spec, std::move(sample_request), sample_timeout, std::move(done));
 }
 Status InstanceManager::Remove(const std::string& name) { return impl_->Remove(name); }
 std::vector<FunctionStatus> InstanceManager::List() const { return impl_->List(); }

@@ -40,13 +40,19 @@ struct Instance {
   uint64_t id = 0;
   InstanceState state = InstanceState::kStarting;
   bool extra = false;  // beyond the warm count: ends after keep_alive idle
-  bool evict = false;  // asked to end once idle: a restore needs its instance range
+  bool evict = false;  // asked to end once idle: a restore needs its place
+  // Ending (evicted, idle past its keep-alive, failed, or going away): it serves nothing more and
+  // no longer counts against max_instances, though it holds its instance range until scrubbed.
+  bool retiring = false;
+  bool for_request = false;  // being restored for an invocation that waits for it
+  Clock::time_point retired_at{};  // when it started retiring
   std::thread thread;
 };
 
 // One deployed instance range of a function: its snapshot there and the parked process it was
-// captured from. Only one live instance can use it at a time (the memory must be at the
-// snapshot's addresses), so a function has as many as its warm count.
+// captured from. Only one instance can use it at a time (the memory must be at the snapshot's
+// addresses), so a function has one per instance it may run at once, and a spare
+// (InstanceRanges): an ending instance scrubs its range while a restore uses the spare.
 struct Slot {
   int va_slot = -1;      // the API server's instance range
   uint64_t version = 0;  // the GPU snapshot; 0: the function holds no GPU state
@@ -70,12 +76,12 @@ struct Function {
   Clock::time_point next_start{};
   int start_failures = 0;
   DeployState deploy = DeployState::kNone;
-  std::vector<Slot> slots;         // deployed: one per instance it may run at once (MaxInstances)
+  std::vector<Slot> slots;         // deployed: InstanceRanges(spec) of them
   std::condition_variable slot_cv;  // a slot became free, removed, or stopping
   int slot_waiters = 0;             // restores waiting for a slot: warm top-ups wait for them
   bool learning = false;           // an instance is learning the first-touch order
   // Called once the deploy in progress ends (Deploy()).
-  std::vector<std::function<void(Status)>> deployed_callbacks;
+  std::vector<std::function<void(DeployOutcome)>> deployed_callbacks;
 };
 
 // What the first invocation of a new instance reports about how it was brought up.
@@ -84,6 +90,7 @@ struct StartReport {
   std::string token;
   Clock::time_point ready;
   bool restored = false;  // GPU state from a snapshot
+  Clock::duration range_wait{};  // waited for a free instance range
 };
 
 class InstanceManager::Impl {
@@ -96,7 +103,8 @@ class InstanceManager::Impl {
   Status Register(const FunctionSpec& spec);
   // ValidateFunctionSpec, and a GPU count the node has (with GPU sessions).
   Status Validate(const FunctionSpec& spec) const;
-  void Deploy(const FunctionSpec& spec, std::string sample_request, std::function<void(Status)> done);
+  void Deploy(const FunctionSpec& spec, std::string sample_request, std::chrono::milliseconds sample_timeout,
+              std::function<void(DeployOutcome)> done);
   Status Remove(const std::string& name);
   std::vector<FunctionStatus> List() const;
   void Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout, RestoreMode mode,
@@ -112,12 +120,34 @@ class InstanceManager::Impl {
 
   // ---- supervisor (instance_manager.cc) ----
   void Supervise();
+  // What the supervisor should start for `f` now.
+  enum class PlannedStart {
+    kNothing,
+    kLater,     // something, once the restart backoff (next_start) has passed
+    kWarm,      // a warm instance (below the warm count)
+    kPromote,   // none: max_instances run, so an extra becomes warm
+    kForQueue,  // an instance for the first queued invocation (nothing else will take it)
+  };
+  PlannedStart PlanStartLocked(const Function& f, Clock::time_point now) const;
   bool NeedsStartLocked(Clock::time_point now) const;
+  // The instance's invocation is answered (or failed): warm top-ups may restore again.
+  void DoneRestoringLocked(Instance& inst);
   void StartInstanceLocked(const std::shared_ptr<Function>& f, RestoreMode mode, std::optional<Invocation> first,
                            bool extra);
   void JoinFinishedLocked();
   int IdleLocked(const Function& f) const;
+  // Instances that count against max_instances: all but the retiring.
+  int LiveLocked(const Function& f) const;
+  // Non-retiring instances started for invocations (extra) / kept warm.
   int ExtraLocked(const Function& f) const;
+  int WarmLocked(const Function& f) const { return LiveLocked(f) - ExtraLocked(f); }
+  // Asks an idle instance to end (an extra first, the longest idle): false when none is idle.
+  bool EvictIdleLocked(Function& f);
+  // Marks `inst` retiring and wakes whoever waits for room (a restore, the supervisor).
+  void RetireLocked(Function& f, Instance& inst);
+  // The contexts restores may lease at once (the instance ranges free for them, a deploying
+  // function's all), told to the sessions when it changes (GpuSessions::SetContextDemand).
+  void PublishDemandLocked();
 
   // ---- one instance's life (instance_manager.cc) ----
   void RunInstance(std::shared_ptr<Function> f, std::shared_ptr<Instance> inst, RestoreMode mode,
@@ -131,19 +161,28 @@ class InstanceManager::Impl {
 
   // ---- deploy and restore (instance_deploy.cc) ----
   // Starts the deploy thread of `f` (deploy kDeploying); the caller holds mu_.
-  void StartDeployLocked(const std::shared_ptr<Function>& f, std::string sample_request);
-  void RunDeploy(std::shared_ptr<Function> f, std::shared_ptr<Instance> thread_owner, std::string sample_request);
+  void StartDeployLocked(const std::shared_ptr<Function>& f, std::string sample_request,
+                         std::chrono::milliseconds sample_timeout = std::chrono::milliseconds(0));
+  void RunDeploy(std::shared_ptr<Function> f, std::shared_ptr<Instance> thread_owner, std::string sample_request,
+                 std::chrono::milliseconds sample_timeout);
+  // Runs the deploy's sample request on a restored instance (sample_ran, sample, first_touch_learned).
+  void RunSample(const std::shared_ptr<Function>& f, std::string request, std::chrono::milliseconds timeout,
+                 DeployOutcome* outcome);
   Result<Slot> DeployOnce(const std::shared_ptr<Function>& f);
   // Releases the templates and instance ranges of `slots` (outside mu_).
   void ReleaseSlots(const std::vector<Slot>& slots);
-  // A free slot of `f` for instance `inst`, evicting an idle instance when there is none; waits up
-  // to start_timeout. The caller holds `lock` on mu_.
+  // A free slot of `f` for instance `inst` (counted live already). When that would make more
+  // instances than max_instances, an idle one is evicted: it ends in the background, and `inst`
+  // takes another range (the spare) without waiting for it. Waits (for an instance to become idle
+  // or a range to be scrubbed) until `deadline`; `waited` gets how long. The caller holds `lock`.
   Result<size_t> AcquireSlotLocked(const std::shared_ptr<Function>& f, const Instance& inst,
-                                   std::unique_lock<std::mutex>& lock);
+                                   std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
+                                   Clock::duration* waited);
   int FreeSlotLocked(const Function& f) const;
-  // Makes the process of a new instance of `f` as `mode` says.
+  // Makes the process of a new instance of `f` as `mode` says; a range is waited for until
+  // `deadline` (the first invocation's, or start_timeout from now).
   Result<InstanceProcess> MakeProcess(const std::shared_ptr<Function>& f, const Instance& inst, RestoreMode mode,
-                                      bool learn, std::string* token, bool* restored);
+                                      bool learn, Clock::time_point deadline, StartReport* report);
   std::vector<uint64_t> VersionsLocked(const Function& f) const;
   // The stages of `inv`, brought up as `report` says, answered at `answered`.
   void FillStages(const Invocation& inv, const StartReport& report, Clock::time_point answered,
@@ -161,11 +200,20 @@ class InstanceManager::Impl {
   std::vector<std::shared_ptr<Instance>> live_;      // every thread (instance or deploy) not joined
   std::vector<std::shared_ptr<Instance>> finished_;  // ended, thread to be joined
   uint64_t next_instance_id_ = 0;
+  // Instances being restored for a waiting invocation, over all functions: warm top-ups wait for
+  // them (a top-up's copies would share the copy engine with theirs).
+  int request_restores_ = 0;
+  size_t published_demand_ = 0;
   std::condition_variable supervisor_cv_;
   std::thread supervisor_;
 };
 
 InvokeOutcome Outcome(InvokeOutcome::Kind kind, std::string message);
+inline DeployOutcome DeployFailed(Status status) {
+  DeployOutcome o;
+  o.status = std::move(status);
+  return o;
+}
 // Waits for `fd` readable or the stop eventfd, up to `deadline`. 1 readable, 0 timeout, -1 stop.
 int WaitReadable(int fd, int stop_fd, Clock::time_point deadline);
 

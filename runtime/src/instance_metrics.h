@@ -1,6 +1,7 @@
 // The instance manager's invocation metrics (docs/architecture.md "Metrics"), registered in the
 // registry phosd serves at GET /metrics: invocations by how their instance was brought up, the
-// time from arrival to each stage as histograms, and the speculation misses validation caught.
+// time from arrival to each stage and the restores' waits (for a range, for a context) as
+// histograms, the speculation misses validation caught, and how long instances take to end.
 #pragma once
 
 #include <prometheus/counter.h>
@@ -21,12 +22,16 @@ class InvocationMetrics {
 
   // Counts an answered invocation. Thread-safe.
   void Record(const InvokeOutcome& out);
+  // An instance's end, from the moment it was asked to end until its range was scrubbed.
+  void RecordRetire(double seconds);
 
  private:
   const std::shared_ptr<prometheus::Registry> registry_;      // owns the families below
   prometheus::Family<prometheus::Counter>& invocations_;      // {mode}
   prometheus::Family<prometheus::Histogram>& stage_seconds_;  // {mode, stage}
+  prometheus::Family<prometheus::Histogram>& wait_seconds_;   // {mode, wait}
   prometheus::Counter& speculation_misses_;
+  prometheus::Histogram& retire_seconds_;
 };
 
 }  // namespace phos::runtime

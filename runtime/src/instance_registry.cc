@@ -100,13 +100,14 @@ Status ValidateFunctionSpec(const FunctionSpec& spec) {
       return Status::InvalidArgument("function '" + spec.name + "': bad environment variable name '" + k + "'");
     }
   }
-  if (spec.instances < 1 || spec.instances > kMaxInstances) {
-    return Status::InvalidArgument("function '" + spec.name + "': instances must be 1.." +
+  if (spec.instances < 0 || spec.instances > kMaxInstances) {
+    return Status::InvalidArgument("function '" + spec.name + "': instances must be 0.." +
                                    std::to_string(kMaxInstances) + ", not " + std::to_string(spec.instances));
   }
-  if (spec.max_instances != 0 && (spec.max_instances < spec.instances || spec.max_instances > kMaxInstances)) {
+  const int least = spec.instances > 1 ? spec.instances : 1;
+  if (spec.max_instances != 0 && (spec.max_instances < least || spec.max_instances > kMaxInstances)) {
     return Status::InvalidArgument("function '" + spec.name + "': max_instances must be 0 or " +
-                                   std::to_string(spec.instances) + ".." + std::to_string(kMaxInstances) + ", not " +
+                                   std::to_string(least) + ".." + std::to_string(kMaxInstances) + ", not " +
                                    std::to_string(spec.max_instances));
   }
   if (spec.gpus < 1 || spec.gpus > kMaxGpus) {

@@ -166,8 +166,14 @@ Status RestoreState::Lease(Prepared& p) {
     p.group.emplace(std::move(*group));
     return Status::Ok();
   }
-  Result<ctxpool::ContextLease> lease = plan_.fresh_context ? pool_->LeaseFresh() : pool_->Lease();
+  // A miss waits for the context on its way (a scrub or a creation), as long as that takes: the
+  // restore is abandoned (cancel_) if nobody wants it any more.
+  Result<ctxpool::ContextLease> lease = plan_.fresh_context ? pool_->LeaseFresh() : pool_->Lease(&cancel_);
   if (!lease.ok()) return lease.status().WithContext("restore: lease a context");
+  {
+    std::lock_guard lock(mu_);
+    times_.pool_wait = lease->waited();
+  }
   p.lease.emplace(std::move(*lease));
   return Status::Ok();
 }

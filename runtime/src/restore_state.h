@@ -100,6 +100,7 @@ class RestoreState {
   struct Times {
     Clock::time_point issued;
     Clock::time_point leased;
+    Clock::duration pool_wait{};  // of the lease: zero when a context was ready
     Clock::time_point loading;  // the loaders started (their fully_resident_ms counts from here)
     Clock::time_point prepared;
     Clock::time_point connected;

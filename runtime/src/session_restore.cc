@@ -48,6 +48,7 @@ Status Session::AdoptRestore() {
   do {
     prepared = restore_->Wait(std::chrono::milliseconds(200));
   } while (prepared.code() == StatusCode::kTimeout && !stop_.load());
+  if (prepared.code() == StatusCode::kTimeout) return Status::Unavailable("the session ended before its restore was prepared");
   PHOS_RETURN_IF_ERROR(prepared);
   RestoreState::Prepared p = restore_->Take();
   if (p.group) {
@@ -211,6 +212,7 @@ SessionTimeline Session::Timeline() const {
   t.restored = restore_->plan().manifest != nullptr;
   t.issued = times.issued;
   t.leased = times.leased;
+  t.pool_wait = times.pool_wait;
   t.prepared = times.prepared;
   t.connected = times.connected;
   t.first_launch = times.first_launch;

@@ -158,6 +158,72 @@ TEST_F(PoolCoreTest, MissCreatesOnTheCallersThreadBelowTheMaximumAndWaitsAtIt) {
   core->Shutdown();
 }
 
+TEST_F(PoolCoreTest, MissWaitsForTheCreationInFlightAndReportsTheWait) {
+  // The refill's creation is held until the lease has missed: the lease must wait for that one
+  // (create_on_miss would otherwise make a second) and say that it waited.
+  // Shared with the operations: a refill thread that Shutdown leaves to finish must not outlive them.
+  struct Held {
+    std::atomic<bool> release{false};
+    std::atomic<int> on_lessee_thread{0};
+    std::thread::id lessee = std::this_thread::get_id();
+  };
+  auto held = std::make_shared<Held>();
+  PoolOps<FakeItem, FakeTenant> ops{
+      .create = [held](int key) -> Result<FakeItem> {
+        if (std::this_thread::get_id() == held->lessee) ++held->on_lessee_thread;
+        while (!held->release.load()) std::this_thread::sleep_for(1ms);
+        return FakeItem{.key = key};
+      },
+      .scrub = [](const FakeItem&, const FakeTenant&, bool) { return Status::Ok(); },
+      .destroy = [](const FakeItem&) {},
+      .describe = [](int) { return std::string("held item"); }};
+  auto core = std::make_shared<FakeCore>(
+      PoolCoreOptions{.name = "held pool", .min_ready = 1, .max_held = 4, .lease_timeout = 0ms, .create_on_miss = true},
+      std::move(ops), registry_, PoolMetricNames{.prefix = "held", .items = "items"});
+  core->Start(1);
+  ASSERT_TRUE(core->WaitUntil([](const PoolStats& s) { return s.creating == 1; }, 10s));
+  std::thread releaser([&] {
+    core->WaitUntil([](const PoolStats& s) { return s.miss_waits == 1; }, 30s);
+    held->release = true;
+  });
+  FakeCore::Clock::duration waited{};
+  Result<FakeItem> lease = core->Lease(1, nullptr, &waited);
+  releaser.join();
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();  // lease_timeout 0 does not fail a wait for work in flight
+  EXPECT_GT(waited.count(), 0);
+  PoolStats s = core->Stats();
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.miss_waits, 1u);
+  EXPECT_EQ(held->on_lessee_thread.load(), 0);  // it took the refill's, and created none itself
+  EXPECT_EQ(s.lease_failures, 0u);
+  core->Return(1, *lease, {});
+  core->Shutdown();
+}
+
+TEST_F(PoolCoreTest, DemandRaisesTheRefillTargetUpToTheMaximum) {
+  auto core = Start({.min_ready = 1, .max_held = 3, .lease_timeout = 10s});
+  ASSERT_TRUE(core->WaitIdle(10s));
+  EXPECT_EQ(core->Stats().ready, 1u);
+  core->SetDemand(1, 5);  // more than the maximum: the pool goes as far as it may
+  ASSERT_TRUE(core->WaitIdle(10s));
+  EXPECT_EQ(core->Stats().ready, 3u);
+  Result<FakeItem> hit = core->Lease(1, nullptr);
+  ASSERT_TRUE(hit.ok());
+  FakeCore::Clock::duration waited = 1s;
+  Result<FakeItem> second = core->Lease(1, nullptr, &waited);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(waited.count(), 0);  // a hit waits for nothing
+  EXPECT_EQ(core->Stats().misses, 0u);
+  core->SetDemand(1, 0);  // back to min_ready: nothing is destroyed, nothing more made
+  core->Return(1, *hit, {});
+  core->Return(1, *second, {});
+  ASSERT_TRUE(core->WaitIdle(10s));
+  PoolStats s = core->Stats();
+  EXPECT_EQ(s.ready, 3u);
+  EXPECT_EQ(s.created, 3u);
+  core->Shutdown();
+}
+
 TEST_F(PoolCoreTest, ItemThatFailsItsScrubIsDestroyedAndReplaced) {
   auto core = Start({.min_ready = 1, .max_held = 1, .lease_timeout = 10s});
   Result<FakeItem> lease = core->Lease(1, nullptr);

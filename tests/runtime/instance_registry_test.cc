@@ -116,8 +116,15 @@ TEST(FunctionSpecTest, ParseAndValidate) {
   EXPECT_EQ(ValidateFunctionSpec(bad).code(), StatusCode::kInvalidArgument);
   bad = {"a", "/nonexistent/exe", {}, {}, 1};
   EXPECT_EQ(ValidateFunctionSpec(bad).code(), StatusCode::kInvalidArgument);
-  bad = {"a", "/bin/true", {}, {}, 0};
+  bad = {"a", "/bin/true", {}, {}, -1};
   EXPECT_EQ(ValidateFunctionSpec(bad).code(), StatusCode::kInvalidArgument);
+  // No warm instance (it scales to zero): valid, and it may still run one at a time.
+  FunctionSpec to_zero{"a", "/bin/true", {}, {}, 0};
+  EXPECT_TRUE(ValidateFunctionSpec(to_zero).ok());
+  EXPECT_EQ(MaxInstances(to_zero), 1);
+  EXPECT_EQ(InstanceRanges(to_zero), 2);
+  to_zero.max_instances = 1;
+  EXPECT_TRUE(ValidateFunctionSpec(to_zero).ok());
   bad = {"a", "/bin/true", {}, {{"A=B", "x"}}, 1};
   EXPECT_EQ(ValidateFunctionSpec(bad).code(), StatusCode::kInvalidArgument);
   bad = {"a", "/bin/true", {}, {}, 1};

@@ -15,6 +15,7 @@
 #include <cublas_v2.h>
 #include <cuda.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -115,17 +116,22 @@ class ContextLease {
   uint64_t context_id() const { return pooled_.id; }
   // What the tenant made in the context; everything in it is destroyed by the scrub.
   TenantResources& tenant() { return tenant_; }
+  // How long the Lease() that made this lease waited for a context: zero when one was ready
+  // (phosd reports it as a request's pool-wait stage).
+  std::chrono::nanoseconds waited() const { return waited_; }
   // Returns the context now; the lease is empty afterwards.
   void Return();
   bool valid() const { return pooled_.context != nullptr; }
 
  private:
   friend class ContextPool;
-  ContextLease(std::shared_ptr<detail::ContextCore> core, detail::PooledContext pooled, int device);
+  ContextLease(std::shared_ptr<detail::ContextCore> core, detail::PooledContext pooled, int device,
+               std::chrono::nanoseconds waited);
 
   std::shared_ptr<detail::ContextCore> core_;
   detail::PooledContext pooled_;
   int device_ = 0;
+  std::chrono::nanoseconds waited_{0};
   TenantResources tenant_;
 };
 
@@ -145,10 +151,12 @@ class ContextPool {
   ContextPool(const ContextPool&) = delete;
   ContextPool& operator=(const ContextPool&) = delete;
 
-  // A ready context, without any driver call. When none is ready (a miss): below max_contexts
-  // the context is created synchronously on the caller's thread (it costs what creation costs);
-  // at the maximum the call waits for a returned, scrubbed context, up to lease_timeout.
-  Result<ContextLease> Lease();
+  // A ready context, without any driver call. When none is ready (a miss): a context on its way
+  // (being scrubbed, or created by the refill) that no earlier miss counts on is waited for, as
+  // long as that takes; otherwise, below max_contexts, one is created synchronously on the
+  // caller's thread (it costs what creation costs), and at the maximum the call waits for a
+  // returned context, up to lease_timeout. `cancel` (may be null) ends a wait once it is true.
+  Result<ContextLease> Lease(const std::atomic<bool>* cancel = nullptr);
   // A context created now on the caller's thread, whatever is ready and whatever max_contexts says
   // (counted as a miss): what a process without the pool would pay. For the restore modes that
   // measure it (no-pool, stop-the-world, cold-boot). Returned and scrubbed like any lease.
@@ -162,6 +170,12 @@ class ContextPool {
   // `timeout`. False on timeout. For tests: wait for a count (a miss that waits, a refill that
   // recovered) instead of for time.
   bool WaitUntil(const std::function<bool(const PoolStats&)>& done, std::chrono::milliseconds timeout);
+
+  // Contexts that may be leased at once soon: phosd's instance manager sets it to the instance
+  // ranges free for restores, so that the pool's capacity follows what is deployed. The refill
+  // keeps max(min_ready, demand) contexts ready or on their way, up to max_contexts (a demand
+  // above that is logged). Default: 0.
+  void SetDemand(size_t contexts);
 
   // Read back from the pool's registered metrics.
   PoolStats Stats() const;

@@ -92,6 +92,10 @@ class DriverTable {
   bool has_nccl() const { return has_nccl_; }
   // The driver can guard device ranges (simgpu): the PHOS_SIM_GUARD_ENTRY_POINTS are set.
   bool has_guards() const { return phosSimGuardRange != nullptr; }
+  // Wall time per unit of device time: simgpu's time scale (every modelled cost runs that many
+  // times slower than the device it models), 1 on a real GPU. Deadlines for work the device does
+  // are multiplied by it (docs/design.md D16). Needs cuInit first on simgpu; 1 before.
+  double time_scale() const;
   const CuErrorText& error_text() const { return error_text_; }
 
 #define PHOS_DECLARE_ENTRY(name) decltype(&::name) name = nullptr;
@@ -110,6 +114,8 @@ class DriverTable {
   // (simgpu only; null elsewhere): how a restore loads a buffer that stays guarded until ready.
   using SimMemcpyHtoDAsyncGuardedFn = CUresult (*)(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream);
   SimMemcpyHtoDAsyncGuardedFn phosSimMemcpyHtoDAsyncGuarded = nullptr;
+  // simgpu's configuration (phos/simgpu/simgpu.h); null on NVIDIA's driver.
+  decltype(&::phosSimGetConfig) phosSimGetConfig = nullptr;
 
  private:
   DriverTable() = default;

@@ -63,6 +63,7 @@ struct SessionTimeline {
   using Clock = std::chrono::steady_clock;
   Clock::time_point issued;        // IssueToken
   Clock::time_point leased;        // the context leased (or created)
+  Clock::duration pool_wait{};     // of which waited for the pool: zero when a context was ready
   Clock::time_point prepared;      // buffers mapped and handles recreated (stop-the-world: all copied)
   Clock::time_point connected;     // the function's frontend connected
   Clock::time_point first_launch;  // the first kernel or cuBLAS call executed
@@ -151,6 +152,10 @@ class ApiServer {
   // lives there). Unavailable when every slot is taken or there is no arena.
   Result<int> ClaimVaSlot();
   void ReleaseVaSlot(int slot);
+  // The context pool's demand (ctxpool::ContextPool::SetDemand): restores that may lease at once.
+  void SetContextDemand(size_t contexts);
+  // Until the context pool has nothing left to make or scrub (or `timeout`): whether it got there.
+  bool WaitForContexts(std::chrono::milliseconds timeout);
   // Sessions currently open.
   size_t session_count() const;
   const std::string& socket_path() const;

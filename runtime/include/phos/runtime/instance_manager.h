@@ -69,6 +69,14 @@ class GpuSessions {
                               const std::vector<uint64_t>& versions);
   // Deletes every snapshot of `function` but `keep` (none: it was removed).
   virtual void RetainOnly(const std::string& function, const std::vector<uint64_t>& keep);
+
+  // Capacity (docs/design.md D16): the contexts restores may lease at once soon, which the
+  // instance manager keeps equal to the instance ranges free for them. The context pool keeps
+  // that many ready (or on their way). Default: ignored.
+  virtual void SetContextDemand(size_t contexts);
+  // Until the context pool holds what SetContextDemand asked for, or cannot make more (at its
+  // maximum, or after a failed creation), or `timeout` passes: whether it got there.
+  virtual bool WaitForContexts(std::chrono::milliseconds timeout);
 };
 
 struct InstanceManagerOptions {
@@ -95,10 +103,26 @@ struct InstanceManagerOptions {
   // How long an instance started for an invocation beyond the warm count stays idle before it
   // ends. Default: 60 s.
   std::chrono::milliseconds keep_alive{60000};
-  // Where the manager registers its metrics: phos_invocations_total{mode}, the histogram
-  // phos_invocation_stage_seconds{mode,stage} (time from arrival to each stage) and
-  // phos_speculation_misses_total. Null: a registry of the manager's own. Default: nullptr.
+  // Where the manager registers its metrics: phos_invocations_total{mode}, the histograms
+  // phos_invocation_stage_seconds{mode,stage} (time from arrival to each stage),
+  // phos_invocation_wait_seconds{mode,wait} (InvokeOutcome::waits) and phos_instance_retire_seconds
+  // (an instance's end: process, session, range scrubbed), and phos_speculation_misses_total.
+  // Null: a registry of the manager's own. Default: nullptr.
   std::shared_ptr<prometheus::Registry> metrics_registry;
+};
+
+// What a deploy did (InstanceManager::Deploy).
+struct DeployOutcome {
+  Status status;  // Ok: deployed (its snapshots committed, its CPU state kept)
+  // Whether the deploy ran a sample request (it had one and the function deployed), and how that
+  // went: Ok, or why it failed or timed out. A failed sample does not fail the deploy.
+  bool sample_ran = false;
+  Status sample;
+  // The first-touch order is recorded (by the sample); otherwise the first invocation records it.
+  bool first_touch_learned = false;
+  // When the deploy answered, the context pool held what the function's restores may lease at once
+  // (false: it was still making them, or could make no more).
+  bool contexts_ready = false;
 };
 
 struct InvokeOutcome {
@@ -118,6 +142,10 @@ struct InvokeOutcome {
   // Stage name -> microseconds from the invocation's arrival ("lease", "cpu-resume",
   // "first-launch", "first-byte", "resident"), for the stages this invocation went through.
   std::vector<std::pair<std::string, int64_t>> stages;
+  // Waits of a restored instance's first invocation, in microseconds: "range-wait" (for a free
+  // instance range: 0 unless every range was in use or being scrubbed) and "pool-wait" (for a
+  // context: 0 when one was ready).
+  std::vector<std::pair<std::string, int64_t>> waits;
   // Restored instances' first invocation: touches of buffers outside the speculated read/write
   // sets that validation caught by then (docs/design.md D8); -1 otherwise.
   int64_t speculation_misses = -1;
@@ -128,6 +156,7 @@ struct FunctionStatus {
   int starting = 0;  // spawned, not yet ready
   int idle = 0;
   int busy = 0;
+  int ending = 0;  // evicted or idle past their keep-alive: their process and range being released
   size_t queued = 0;
 };
 
@@ -144,13 +173,17 @@ class InstanceManager {
   // With snapshots (InstanceManagerOptions::cpu_state and sessions that support them), the
   // function is deployed in the background first (see Deploy); its instances are restored.
   Status Register(const FunctionSpec& spec);
-  // Register, then `done` once the function is deployed (docs/design.md D5, D9): run to its entry point,
-  // its GPU state captured into a snapshot and its CPU state kept (a fork template), its GPU memory
-  // released. A non-empty `sample_request` is then run on a restored instance to record the order
-  // in which its buffers are first touched (without one, the first invocation records it). A
-  // function that fails to reach its entry point is unregistered and `done` says why. Without
-  // snapshots, `done` follows registration at once. Called from a manager thread.
-  void Deploy(const FunctionSpec& spec, std::string sample_request, std::function<void(Status)> done);
+  // Register, then `done` once the function is deployed (docs/design.md D5, D9): run to its entry
+  // point in each of its instance ranges, its GPU state captured into a snapshot and its CPU state
+  // kept (a fork template), its GPU memory released. A non-empty `sample_request` is then run on a
+  // restored instance, with `sample_timeout` (0: options.invoke_timeout), to record the order in
+  // which its buffers are first touched (without one, or when it fails, the first invocation
+  // records it); the outcome says how it went. Then, up to start_timeout, the deploy waits for
+  // the context pool to hold what the function's restores may lease at once. A function that fails
+  // to reach its entry point is unregistered and the outcome's status says why. Without snapshots,
+  // `done` follows registration at once. Called from a manager thread.
+  void Deploy(const FunctionSpec& spec, std::string sample_request, std::chrono::milliseconds sample_timeout,
+              std::function<void(DeployOutcome)> done);
   // Forgets the function, fails its queued invocations (kUnknownFunction) and stops its
   // instances once their current request is answered. NotFound for an unknown name.
   Status Remove(const std::string& name);

@@ -16,20 +16,29 @@ struct FunctionSpec {
   std::string executable;  // absolute path of an executable file
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> env;  // added to phosd's own environment
-  int instances = 1;       // warm instances kept running, 1..64. Default: 1.
+  // Warm instances kept running, 0..64; 0: the function scales to zero (an instance is restored
+  // for a request that finds none, and ends after the keep-alive). Default: 1.
+  int instances = 1;
   // Devices each instance uses (> 1: a device group with NCCL), 1..72 (ipc::kMaxNcclRanks) and
   // at most the node's device count (checked on registration). Default: 1.
   int gpus = 1;
-  // Most instances alive at once (warm ones plus those started for invocations that found none
-  // idle), instances..64; 0: as many as `instances`. A deployed function has one instance range
-  // (and snapshot) per instance it may run at once. Default: 0.
+  // Most instances serving at once (warm ones plus those started for invocations that found none
+  // idle), max(1, instances)..64; 0: as many as `instances` (at least 1). A deployed function has
+  // one instance range (and snapshot) per instance it may run at once, plus a spare one
+  // (InstanceRanges). Default: 0.
   int max_instances = 0;
 };
 
-// spec.max_instances, or spec.instances when it is 0.
+// spec.max_instances, or spec.instances when it is 0; at least 1.
 inline int MaxInstances(const FunctionSpec& spec) {
-  return spec.max_instances > spec.instances ? spec.max_instances : spec.instances;
+  int most = spec.max_instances > spec.instances ? spec.max_instances : spec.instances;
+  return most > 0 ? most : 1;
 }
+
+// The instance ranges (each with its snapshot) a deployed function gets: one per instance it may
+// run at once, and a spare, so that a restore never waits for an ending instance's range to be
+// scrubbed (docs/design.md D16).
+inline int InstanceRanges(const FunctionSpec& spec) { return MaxInstances(spec) + 1; }
 
 // Checks name, executable (absolute, exists, executable), environment names, instance and GPU
 // counts against phos's limits (not against the node's devices: see InstanceManager::Register).

@@ -62,6 +62,8 @@ class SnapshotSessions final : public GpuSessions {
   bool SaveFirstTouch(const std::string& token, const std::string& function,
                       const std::vector<uint64_t>& versions) override;
   void RetainOnly(const std::string& function, const std::vector<uint64_t>& keep) override;
+  void SetContextDemand(size_t contexts) override { server_->SetContextDemand(contexts); }
+  bool WaitForContexts(std::chrono::milliseconds timeout) override { return server_->WaitForContexts(timeout); }
 
  private:
   using Key = std::pair<std::string, uint64_t>;

@@ -203,10 +203,26 @@ int InstanceManager::Impl::FreeSlotLocked(const Function& f) const {
   return -1;
 }
 
-Result<size_t> InstanceManager::Impl::AcquireSlotLocked(const std::shared_ptr<Function>& f, const Instance& inst,
+Result<size_t> InstanceManager::Impl::AcquireSlotLocked(const std::shared_ptr<Function>& f, Instance& inst,
                                                         std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
-                                                        Clock::duration* waited) {
+                                                        Clock::duration* waited, bool* gave_way) {
   const Clock::time_point start = Clock::now();
+  const int most = MaxInstances(f->spec);
+  auto take = [&](int free) {
+    f->slots[free].holder = inst.id;
+    inst.holds_range = true;
+    *waited = Clock::now() - start;
+    PublishDemandLocked();
+    return static_cast<size_t>(free);
+  };
+  if (!inst.for_request) {
+    int free = FreeSlotLocked(*f);
+    if (HoldersLocked(*f) >= most || free < 0 || f->slot_waiters > 0) {
+      *gave_way = true;
+      return Status::Unavailable("no room for a warm instance: restores for requests took it");
+    }
+    return take(free);
+  }
   ++f->slot_waiters;
   struct Waiting {
     int& n;
@@ -214,24 +230,20 @@ Result<size_t> InstanceManager::Impl::AcquireSlotLocked(const std::shared_ptr<Fu
   } waiting{f->slot_waiters};
   while (true) {
     if (stopping_ || f->removed) return Status::Unavailable("the function is going away");
-    // Over max_instances (`inst` counts): an idle instance makes way (it holds no request). It
-    // ends in the background; its range is not the one taken here.
-    while (LiveLocked(*f) > MaxInstances(f->spec) && EvictIdleLocked(*f)) {
+    // At max_instances (of those holding a range; `inst` would be one more): an idle instance
+    // makes way (it holds no request). It ends in the background; its range is not the one taken
+    // here. Restores waiting for a range queue behind each other rather than count.
+    while (HoldersLocked(*f) >= most && EvictIdleLocked(*f)) {
     }
-    const bool over = LiveLocked(*f) > MaxInstances(f->spec);
-    int free = FreeSlotLocked(*f);
-    if (!over && free >= 0) {
-      f->slots[free].holder = inst.id;
-      *waited = Clock::now() - start;
-      PublishDemandLocked();
-      return static_cast<size_t>(free);
-    }
+    const bool full = HoldersLocked(*f) >= most;
+    const int free = FreeSlotLocked(*f);
+    if (!full && free >= 0) return take(free);
     // Woken when an instance becomes idle or retires, or a range is scrubbed.
     if (f->slot_cv.wait_until(lock, deadline) == std::cv_status::timeout) {
       *waited = Clock::now() - start;
       return Status::Unavailable(
           fmt::format("'{}': {} for {} ms", f->spec.name,
-                      over ? fmt::format("all {} instances it may run stayed busy", MaxInstances(f->spec))
+                      full ? fmt::format("all {} instances it may run stayed busy", most)
                            : fmt::format("all {} instance ranges stayed in use", f->slots.size()),
                       std::chrono::duration_cast<std::chrono::milliseconds>(*waited).count()));
     }
@@ -291,7 +303,7 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
   return slot;
 }
 
-Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr<Function>& f, const Instance& inst,
+Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr<Function>& f, Instance& inst,
                                                            RestoreMode mode, bool learn, Clock::time_point deadline,
                                                            StartReport* report) {
   report->restored = false;
@@ -306,7 +318,8 @@ Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr
     if (deployed) {
       // Every instance of a deployed function holds a slot, a cold boot too (it leaves the range
       // unused): max_instances bounds them all, and the device memory or group they hold.
-      PHOS_ASSIGN_OR_RETURN(size_t index, AcquireSlotLocked(f, inst, lock, deadline, &report->range_wait));
+      PHOS_ASSIGN_OR_RETURN(size_t index,
+                            AcquireSlotLocked(f, inst, lock, deadline, &report->range_wait, &report->gave_way));
       slot = f->slots[index];
     } else {
       mode = RestoreMode::kColdBoot;

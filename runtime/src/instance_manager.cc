@@ -199,6 +199,12 @@ int InstanceManager::Impl::LiveLocked(const Function& f) const {
   return live;
 }
 
+int InstanceManager::Impl::HoldersLocked(const Function& f) const {
+  int holders = 0;
+  for (const auto& inst : f.instances) holders += inst->holds_range && !inst->retiring ? 1 : 0;
+  return holders;
+}
+
 int InstanceManager::Impl::ExtraLocked(const Function& f) const {
   int extra = 0;
   for (const auto& inst : f.instances) extra += inst->extra && !inst->retiring ? 1 : 0;
@@ -486,7 +492,10 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
   bool started = false;
   Clock::time_point deadline = first ? first->deadline : Clock::now() + options_.start_timeout;
   Result<InstanceProcess> made = MakeProcess(f, *inst, mode, learn, deadline, &report);
-  if (!made.ok()) {
+  if (!made.ok() && report.gave_way) {
+    PHOS_LOG(Info, "instances", "function '{}': {}", spec.name, made.status().message());
+    started = true;  // not a failure: no backoff
+  } else if (!made.ok()) {
     PHOS_LOG(Error, "instances", "function '{}': {}", spec.name, made.status().ToString());
     if (first) first->done(Outcome(InvokeOutcome::Kind::kInstanceLost, "no instance could be started: " + made.status().message()));
   } else {

@@ -45,6 +45,7 @@ struct Instance {
   // no longer counts against max_instances, though it holds its instance range until scrubbed.
   bool retiring = false;
   bool for_request = false;  // being restored for an invocation that waits for it
+  bool holds_range = false;  // has taken one of the function's instance ranges
   Clock::time_point retired_at{};  // when it started retiring
   std::thread thread;
 };
@@ -91,6 +92,8 @@ struct StartReport {
   Clock::time_point ready;
   bool restored = false;  // GPU state from a snapshot
   Clock::duration range_wait{};  // waited for a free instance range
+  // A warm top-up found no room (a restore for a request took it): it gave way, which is no failure.
+  bool gave_way = false;
 };
 
 class InstanceManager::Impl {
@@ -138,6 +141,8 @@ class InstanceManager::Impl {
   int IdleLocked(const Function& f) const;
   // Instances that count against max_instances: all but the retiring.
   int LiveLocked(const Function& f) const;
+  // Non-retiring instances that hold an instance range (those waiting for one do not count).
+  int HoldersLocked(const Function& f) const;
   // Non-retiring instances started for invocations (extra) / kept warm.
   int ExtraLocked(const Function& f) const;
   int WarmLocked(const Function& f) const { return LiveLocked(f) - ExtraLocked(f); }
@@ -171,17 +176,19 @@ class InstanceManager::Impl {
   Result<Slot> DeployOnce(const std::shared_ptr<Function>& f);
   // Releases the templates and instance ranges of `slots` (outside mu_).
   void ReleaseSlots(const std::vector<Slot>& slots);
-  // A free slot of `f` for instance `inst` (counted live already). When that would make more
-  // instances than max_instances, an idle one is evicted: it ends in the background, and `inst`
-  // takes another range (the spare) without waiting for it. Waits (for an instance to become idle
-  // or a range to be scrubbed) until `deadline`; `waited` gets how long. The caller holds `lock`.
-  Result<size_t> AcquireSlotLocked(const std::shared_ptr<Function>& f, const Instance& inst,
+  // A free slot of `f` for instance `inst` (counted live already). For an instance restored for
+  // a request: when that would make more instances than max_instances, an idle one is evicted (it
+  // ends in the background, and `inst` takes another range, the spare, without waiting for it);
+  // it waits (for an instance to become idle, a range to be scrubbed) until `deadline`. A warm
+  // top-up neither evicts nor waits: without room it gives way (*gave_way). `waited` gets how long
+  // it took. The caller holds `lock`.
+  Result<size_t> AcquireSlotLocked(const std::shared_ptr<Function>& f, Instance& inst,
                                    std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
-                                   Clock::duration* waited);
+                                   Clock::duration* waited, bool* gave_way);
   int FreeSlotLocked(const Function& f) const;
   // Makes the process of a new instance of `f` as `mode` says; a range is waited for until
   // `deadline` (the first invocation's, or start_timeout from now).
-  Result<InstanceProcess> MakeProcess(const std::shared_ptr<Function>& f, const Instance& inst, RestoreMode mode,
+  Result<InstanceProcess> MakeProcess(const std::shared_ptr<Function>& f, Instance& inst, RestoreMode mode,
                                       bool learn, Clock::time_point deadline, StartReport* report);
   std::vector<uint64_t> VersionsLocked(const Function& f) const;
   // The stages of `inv`, brought up as `report` says, answered at `answered`.

@@ -90,6 +90,33 @@ TEST_F(VmmTest, CreateMapSetAccessUseUnmap) {
   PHOS_EXPECT_CU(cuMemRelease(handle));
 }
 
+// A memset of 0 over most of a mapping (as the scrub of an instance range does): exactly that
+// range reads back zero, the bytes on either side, in the same pages, keep their values.
+TEST_F(VmmTest, ZeroingPartOfAMappingZeroesExactlyThatPart) {
+  const std::size_t bytes = 2 * granularity_;
+  AddressRange range;
+  PHOS_ASSERT_CU(range.Reserve(bytes, 0));
+  const CUmemAllocationProp prop = DeviceAllocationProp(device_);
+  CUmemGenericAllocationHandle handle = 0;
+  PHOS_ASSERT_CU(cuMemCreate(&handle, bytes, &prop, 0));
+  PHOS_ASSERT_CU(MapReadWrite(range.get(), bytes, handle, device_));
+  std::vector<unsigned char> data(bytes);
+  FillPattern(data.data(), bytes, 33);
+  PHOS_ASSERT_CU(cuMemcpyHtoD(range.get(), data.data(), bytes));
+  const std::size_t head = 100, tail = 200;
+  PHOS_ASSERT_CU(cuMemsetD8(range.get() + head, 0, bytes - head - tail));
+  std::vector<unsigned char> back(bytes);
+  PHOS_ASSERT_CU(cuMemcpyDtoH(back.data(), range.get(), bytes));
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < bytes; ++i) {
+    const unsigned char want = i < head || i >= bytes - tail ? data[i] : 0;
+    wrong += back[i] != want ? 1 : 0;
+  }
+  EXPECT_EQ(wrong, 0u);
+  PHOS_EXPECT_CU(cuMemUnmap(range.get(), bytes));
+  PHOS_EXPECT_CU(cuMemRelease(handle));
+}
+
 TEST_F(VmmTest, MappedMemoryCountsAgainstCapacity) {
   const std::size_t bytes = 64 * granularity_;
   std::size_t free_before = 0;

@@ -192,6 +192,14 @@ class DeviceMemory {
   // linear allocation (within its requested bytes) or one read-write mapping.
   bool CanWriteGuarded(CUdeviceptr dst, uint64_t bytes) const;
 
+  // ---- Zeroing ----
+  // Zeroes [dst, dst + bytes) when it lies in one read-write VMM mapping: the whole pages of it
+  // are punched out of the memfd (they read back as zeros, and go back to the kernel), the rest is
+  // written. What a memset of 0 does, without writing every byte on the host: a scrub of a range of
+  // gigabytes would otherwise take the host's cores from the work it runs beside. False (nothing
+  // done) for any other range; the caller then writes the zeros itself.
+  bool ZeroMapped(CUdeviceptr dst, uint64_t bytes) const;
+
  private:
   struct Linear {
     uint64_t bytes;     // as requested

@@ -128,6 +128,16 @@ bool GuardTable::Contains(uintptr_t address) const {
   return false;
 }
 
+bool GuardTable::Overlaps(uintptr_t start, uint64_t bytes) {
+  std::lock_guard lock(mu_);
+  const size_t n = high_water_.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < n; ++i) {
+    const uintptr_t s = slots_[i].start.load(std::memory_order_relaxed);
+    if (s != 0 && s < start + bytes && start < slots_[i].end.load(std::memory_order_relaxed)) return true;
+  }
+  return false;
+}
+
 bool GuardTable::FindContaining(uintptr_t address, uintptr_t* start, uint64_t* bytes) {
   std::lock_guard lock(mu_);
   Slot* slot = FindSlot(address);

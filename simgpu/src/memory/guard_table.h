@@ -51,6 +51,8 @@ class GuardTable {
   // Whether address lies in a guarded range. Lock-free and async-signal-safe; a range being
   // guarded or unguarded concurrently may or may not be seen.
   bool Contains(uintptr_t address) const;
+  // Whether any guarded range overlaps [start, start + bytes) (under the mutex).
+  bool Overlaps(uintptr_t start, uint64_t bytes);
   // The guarded range containing address (under the mutex).
   bool FindContaining(uintptr_t address, uintptr_t* start, uint64_t* bytes);
   size_t size();

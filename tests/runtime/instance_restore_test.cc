@@ -1,0 +1,266 @@
+// The instance manager's restores with real function processes (the probe function, parked as fork
+// templates) over GPU sessions faked with snapshots: a spare instance range so that an ending
+// instance's scrub never holds up a restore, scaling to zero, the deploy's sample outcome, the
+// contexts it asks the pool for, and the waits each restored invocation reports.
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <future>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "../testing/wait_until.h"
+#include "phos/runtime/cpu_state.h"
+#include "phos/runtime/instance_manager.h"
+
+namespace phos::runtime {
+namespace {
+
+using namespace std::chrono_literals;
+using ::phos::testing::WaitUntil;
+using Kind = InvokeOutcome::Kind;
+
+// Snapshots without a GPU: captures number versions, restores are tokens; ending a session (the
+// scrub of its instance range) can be held by the test.
+class SnapshotFake : public GpuSessions {
+ public:
+  std::string IssueToken(int) override { return NewToken(); }
+  void EndSession(const std::string& token) override {
+    std::unique_lock lock(mu_);
+    ++ending_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return !hold_ends_; });
+    --ending_;
+    ++ended_;
+    cv_.notify_all();
+    (void)token;
+  }
+  std::string SocketPath() const override { return "/tmp/fake-gpu.sock"; }
+  int DeviceCount() const override { return 1; }
+  bool SupportsSnapshots() const override { return true; }
+  Result<int> ClaimVaSlot() override {
+    std::lock_guard lock(mu_);
+    return next_slot_++;
+  }
+  void ReleaseVaSlot(int) override {}
+  Result<uint64_t> Capture(const std::string&, const std::string&) override {
+    std::lock_guard lock(mu_);
+    return ++versions_;
+  }
+  Result<std::string> IssueRestoreToken(const std::string&, uint64_t version, RestoreMode, bool, int va_slot,
+                                        int) override {
+    if (version != 0) {  // not a deploy's session
+      std::lock_guard lock(mu_);
+      restored_slots_.push_back(va_slot);
+    }
+    return NewToken();
+  }
+  SessionTimeline Timeline(const std::string&) override {
+    SessionTimeline t;
+    t.restored = true;
+    t.leased = SessionTimeline::Clock::now();
+    t.pool_wait = 7ms;  // what the pool reported for the lease
+    return t;
+  }
+  bool HasFirstTouch(const std::string&, uint64_t) override {
+    std::lock_guard lock(mu_);
+    return learned_;
+  }
+  bool SaveFirstTouch(const std::string&, const std::string&, const std::vector<uint64_t>&) override {
+    std::lock_guard lock(mu_);
+    learned_ = true;
+    return true;
+  }
+  void SetContextDemand(size_t contexts) override {
+    std::lock_guard lock(mu_);
+    demands_.push_back(contexts);
+  }
+
+  void HoldEnds(bool hold) {
+    std::lock_guard lock(mu_);
+    hold_ends_ = hold;
+    cv_.notify_all();
+  }
+  int ending() {
+    std::lock_guard lock(mu_);
+    return ending_;
+  }
+  int ended() {
+    std::lock_guard lock(mu_);
+    return ended_;
+  }
+  std::vector<int> restored_slots() {
+    std::lock_guard lock(mu_);
+    return restored_slots_;
+  }
+  std::vector<size_t> demands() {
+    std::lock_guard lock(mu_);
+    return demands_;
+  }
+
+ private:
+  std::string NewToken() {
+    std::lock_guard lock(mu_);
+    return "token" + std::to_string(++issued_);
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool hold_ends_ = false;
+  int ending_ = 0;
+  int ended_ = 0;
+  int issued_ = 0;
+  int next_slot_ = 0;
+  uint64_t versions_ = 0;
+  bool learned_ = false;
+  std::vector<int> restored_slots_;
+  std::vector<size_t> demands_;
+};
+
+class InstanceRestoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/phos-instance-restore-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    options_.data_dir = tmpl;
+    options_.invoke_timeout = 30s;
+    options_.restart_backoff = 50ms;
+    options_.keep_alive = 1h;  // extras end only when a test says so
+    options_.sessions = &sessions_;
+    auto backend = ForkTemplateBackend::Create({});
+    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+    backend_ = std::move(*backend);
+    options_.cpu_state = backend_.get();
+  }
+  void TearDown() override {
+    sessions_.HoldEnds(false);
+    manager_.reset();
+    backend_.reset();
+    std::filesystem::remove_all(options_.data_dir);
+  }
+
+  void Open() {
+    auto m = InstanceManager::Open(options_);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    manager_ = std::move(m).value();
+  }
+
+  DeployOutcome Deploy(int instances, int max_instances, const std::string& sample = "",
+                       std::chrono::milliseconds sample_timeout = 0ms) {
+    FunctionSpec spec{"probe", PHOS_PROBE_FN, {}, {}, instances};
+    spec.max_instances = max_instances;
+    std::promise<DeployOutcome> p;
+    manager_->Deploy(spec, sample, sample_timeout, [&p](DeployOutcome o) { p.set_value(std::move(o)); });
+    return p.get_future().get();
+  }
+
+  InvokeOutcome Invoke(const std::string& request, RestoreMode mode) {
+    std::promise<InvokeOutcome> p;
+    manager_->Invoke("probe", request, 0ms, mode, [&p](InvokeOutcome o) { p.set_value(std::move(o)); });
+    return p.get_future().get();
+  }
+
+  FunctionStatus Status() {
+    std::vector<FunctionStatus> listed = manager_->List();
+    return listed.empty() ? FunctionStatus{} : listed[0];
+  }
+
+  static int64_t Wait(const InvokeOutcome& o, const std::string& name) {
+    for (const auto& [wait, us] : o.waits) {
+      if (wait == name) return us;
+    }
+    return -1;
+  }
+
+  SnapshotFake sessions_;
+  std::unique_ptr<ForkTemplateBackend> backend_;
+  InstanceManagerOptions options_;
+  std::unique_ptr<InstanceManager> manager_;
+};
+
+TEST_F(InstanceRestoreTest, AFunctionGetsARangeForEachInstanceItMayRunAndASpare) {
+  Open();
+  DeployOutcome deployed = Deploy(1, 2);
+  ASSERT_TRUE(deployed.status.ok()) << deployed.status.ToString();
+  EXPECT_FALSE(deployed.sample_ran);
+  // Three ranges claimed, one per capture; the pool was asked for all three while it deployed.
+  std::vector<size_t> demands = sessions_.demands();
+  EXPECT_NE(std::find(demands.begin(), demands.end(), 3u), demands.end());
+  ASSERT_TRUE(WaitUntil([&] { return Status().idle == 1; }));
+  // The warm instance holds one range: two are left for restores, and the pool is told so.
+  EXPECT_TRUE(WaitUntil([&] { return !sessions_.demands().empty() && sessions_.demands().back() == 2; }));
+}
+
+TEST_F(InstanceRestoreTest, EndingAnInstanceNeverHoldsUpAnotherRequestsRestore) {
+  Open();
+  ASSERT_TRUE(Deploy(1, 1).status.ok());  // one instance at a time, two ranges
+  ASSERT_TRUE(WaitUntil([&] { return Status().idle == 1; }));
+  const std::string warm_pid = Invoke("pid", RestoreMode::kWarm).body;
+  const int ended_before = sessions_.ended();
+  sessions_.HoldEnds(true);
+  // A forced restore while the only instance allowed is idle: that one must make way, and its end
+  // (the scrub of its range) cannot finish while held. The restore takes the spare range instead.
+  InvokeOutcome restored = Invoke("pid", RestoreMode::kPhos);
+  ASSERT_EQ(restored.kind, Kind::kOk) << restored.error.ToString();
+  EXPECT_EQ(restored.mode, RestoreMode::kPhos);
+  EXPECT_NE(restored.body, warm_pid);
+  EXPECT_EQ(sessions_.ended(), ended_before) << "no session end could complete, yet the restore was served";
+  // The evicted instance is really stuck in its scrub meanwhile, and is shown as ending.
+  EXPECT_TRUE(WaitUntil([&] { return sessions_.ending() == 1; }));
+  EXPECT_EQ(Status().ending, 1);
+  std::vector<int> slots = sessions_.restored_slots();
+  ASSERT_GE(slots.size(), 2u);
+  EXPECT_NE(slots[slots.size() - 1], slots[slots.size() - 2]) << "the restore used the evicted instance's range";
+  EXPECT_GE(Wait(restored, "range-wait"), 0);
+  EXPECT_EQ(Wait(restored, "pool-wait"), 7000);  // the lease's wait, as the sessions reported it
+  sessions_.HoldEnds(false);
+  EXPECT_TRUE(WaitUntil([&] { return sessions_.ended() == ended_before + 1 && Status().ending == 0; }));
+  // The restored instance serves on, warm.
+  EXPECT_EQ(Invoke("pid", RestoreMode::kWarm).body, restored.body);
+}
+
+TEST_F(InstanceRestoreTest, AFunctionScaledToZeroIsRestoredForARequestAndEndsAfterItsKeepAlive) {
+  options_.keep_alive = 50ms;
+  Open();
+  DeployOutcome deployed = Deploy(0, 0);
+  ASSERT_TRUE(deployed.status.ok()) << deployed.status.ToString();
+  FunctionStatus s = Status();
+  EXPECT_EQ(s.starting + s.idle + s.busy, 0) << "no warm instance";
+  InvokeOutcome first = Invoke("pid", RestoreMode::kAuto);
+  ASSERT_EQ(first.kind, Kind::kOk) << first.error.ToString();
+  EXPECT_EQ(first.mode, RestoreMode::kPhos);
+  ASSERT_TRUE(WaitUntil([&] {
+    FunctionStatus now = Status();
+    return now.starting + now.idle + now.busy + now.ending == 0;
+  })) << "the instance outlived its keep-alive";
+  InvokeOutcome again = Invoke("pid", RestoreMode::kAuto);
+  ASSERT_EQ(again.kind, Kind::kOk) << again.error.ToString();
+  EXPECT_EQ(again.mode, RestoreMode::kPhos);
+  EXPECT_NE(again.body, first.body);
+}
+
+TEST_F(InstanceRestoreTest, TheDeploySaysWhatBecameOfItsSample) {
+  Open();
+  DeployOutcome served = Deploy(1, 1, "hello");
+  ASSERT_TRUE(served.status.ok()) << served.status.ToString();
+  EXPECT_TRUE(served.sample_ran);
+  EXPECT_TRUE(served.sample.ok()) << served.sample.ToString();
+  EXPECT_TRUE(served.first_touch_learned);
+  EXPECT_TRUE(served.contexts_ready);
+  ASSERT_TRUE(manager_->Remove("probe").ok());
+
+  // A sample that never answers: the deploy still succeeds, and says the sample timed out.
+  DeployOutcome hung = Deploy(1, 1, "hang", 200ms);
+  ASSERT_TRUE(hung.status.ok()) << hung.status.ToString();
+  EXPECT_TRUE(hung.sample_ran);
+  EXPECT_EQ(hung.sample.code(), StatusCode::kTimeout);
+  EXPECT_NE(hung.sample.message().find("did not answer before the deadline"), std::string::npos)
+      << hung.sample.message();
+}
+
+}  // namespace
+}  // namespace phos::runtime

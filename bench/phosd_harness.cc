@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -21,10 +22,15 @@
 namespace phos::bench {
 
 Result<std::string> Run(const std::vector<std::string>& args) {
-  PHOS_ASSIGN_OR_RETURN(CommandOutput run, RunCommand({.argv = args}, std::nullopt));
+  // Standard error too: what a failed command says is the error's reason.
+  PHOS_ASSIGN_OR_RETURN(CommandOutput run,
+                        RunCommand({.argv = args, .stderr_to_stdout = true}, std::nullopt));
   if (!run.status.success()) {
-    return Status::Internal(fmt::format("{} {} failed ({}): {}", args[0], args.size() > 1 ? args[1] : "",
-                                        run.status.ToString(), run.output));
+    std::string output = run.output;
+    while (!output.empty() && (output.back() == '\n' || output.back() == ' ')) output.pop_back();
+    return Status::Internal(fmt::format("{} failed ({}): {}",
+                                        std::filesystem::path(args[0]).filename().string(),
+                                        run.status.ToString(), output));
   }
   return std::move(run.output);
 }

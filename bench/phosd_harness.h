@@ -25,7 +25,8 @@ constexpr uint64_t kMlpWeightSeed = 42;
 // docs/design.md, "The bound": the bound's fixed floor, in modelled milliseconds.
 constexpr double kBoundFloorMs = 5.0;
 
-// Runs argv without a shell; its standard output, or an error naming the command.
+// Runs argv without a shell; its standard output, or an error naming the program with what it
+// printed.
 Result<std::string> Run(const std::vector<std::string>& args);
 
 struct HttpResponse {

@@ -226,6 +226,33 @@ Status Daemon::WaitPoolReady(int ready, std::chrono::seconds limit) {
   return Status::Ok();
 }
 
+Result<int> Daemon::WaitPoolAtRest(std::chrono::seconds limit) {
+  constexpr auto kPoll = std::chrono::milliseconds(250);
+  constexpr int kQuietPolls = 8;  // 2 s with nothing being created or scrubbed
+  Clock::time_point deadline = Clock::now() + limit;
+  int quiet = 0;
+  std::string last;
+  while (Clock::now() < deadline) {
+    Result<std::string> text = Metrics();
+    if (text.ok()) {
+      Result<double> ready = MetricValue(*text, "phos_ctxpool_contexts", {{"state", "ready"}});
+      Result<double> creating = MetricValue(*text, "phos_ctxpool_contexts", {{"state", "creating"}});
+      Result<double> scrubbing = MetricValue(*text, "phos_ctxpool_contexts", {{"state", "scrubbing"}});
+      if (ready.ok() && creating.ok() && scrubbing.ok()) {
+        last = fmt::format("ready {} creating {} scrubbing {}", *ready, *creating, *scrubbing);
+        quiet = *creating == 0 && *scrubbing == 0 ? quiet + 1 : 0;
+        if (quiet >= kQuietPolls) return static_cast<int>(*ready);
+      } else {
+        last = "no phos_ctxpool_contexts by state in /metrics";
+      }
+    } else {
+      last = text.status().ToString();
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+  return Status::Timeout("the context pool did not come to rest: " + last);
+}
+
 Result<InstanceCounts> Daemon::Instances(const std::string& function) {
   PHOS_ASSIGN_OR_RETURN(HttpResponse list, Http(endpoint_ + "/v1/functions", std::nullopt));
   nlohmann::json j = nlohmann::json::parse(list.body, nullptr, false);
@@ -233,12 +260,20 @@ Result<InstanceCounts> Daemon::Instances(const std::string& function) {
     return Status::Internal(fmt::format("/v1/functions: HTTP {}: {}", list.status, list.body));
   }
   for (const auto& f : j["functions"]) {
-    if (!f.is_object() || f.value("name", "") != function || !f.contains("state")) continue;
-    const auto& s = f["state"];
-    return InstanceCounts{.starting = s.value("starting", 0),
-                          .idle = s.value("idle", 0),
-                          .busy = s.value("busy", 0),
-                          .queued = s.value("queued", 0)};
+    if (!f.is_object() || !f.contains("name") || f["name"] != function) continue;
+    auto state = f.find("state");
+    if (state == f.end() || !state->is_object()) {
+      return Status::Internal("/v1/functions: no state for '" + function + "': " + f.dump());
+    }
+    // A count phosd does not report (or reports as something else) reads as none.
+    auto count = [&](const char* key) {
+      auto it = state->find(key);
+      return it != state->end() && it->is_number_integer() ? it->get<int>() : 0;
+    };
+    return InstanceCounts{.starting = count("starting"),
+                          .idle = count("idle"),
+                          .busy = count("busy"),
+                          .queued = count("queued")};
   }
   return Status::NotFound("function '" + function + "' is not deployed");
 }

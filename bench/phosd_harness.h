@@ -79,6 +79,9 @@ class Daemon {
   Result<int> PoolContexts(const std::string& state);
   // Until the pool holds at least `ready` ready contexts.
   Status WaitPoolReady(int ready, std::chrono::seconds limit);
+  // Until the pool has created (and scrubbed) what it set out to, whatever its target: nothing
+  // creating or scrubbing for 2 s. Its ready contexts then.
+  Result<int> WaitPoolAtRest(std::chrono::seconds limit);
 
   Result<InstanceCounts> Instances(const std::string& function);
   // Until `settled` holds for the function's instances; `what` names the state in the error.

@@ -153,7 +153,8 @@ class Bench {
  private:
   // B: every buffer of the latest snapshot (mlp's first response reads all its weights).
   Status ReadManifest(const std::string& name, SizeResult* r) {
-    PHOS_ASSIGN_OR_RETURN(phos::bench::SnapshotSize size, phos::bench::ReadSnapshotSize(d_->data_dir(), name));
+    PHOS_ASSIGN_OR_RETURN(phos::bench::SnapshotSize size,
+                          phos::bench::ReadSnapshotSize(d_->data_dir(), name));
     r->buffer_bytes = size.buffer_bytes;
     r->buffers = size.buffers;
     r->ranked = size.ranked;
@@ -219,7 +220,8 @@ std::string Markdown(const std::vector<SizeResult>& results, const std::string& 
       "each "
       "request `{{\"seed\": 7}}`. Latency = `X-Phos-Stage-First-Byte-Us` / time scale (modelled ms from the "
       "request's "
-      "arrival in phosd); stages likewise, median over the repetitions. Bound = max(B/W, E) + {} ms (docs/design.md, \"The bound\"): "
+      "arrival in phosd); stages likewise, median over the repetitions. Bound = max(B/W, E) + {} ms "
+      "(docs/design.md, \"The bound\"): "
       "B = "
       "the snapshot's buffer bytes (mlp reads all its weights), W = the profile's pinned H2D bandwidth "
       "({:.1f} GB/s, "
@@ -328,7 +330,8 @@ int main(int argc, char** argv) {
               config.time_scale, profile.h2d_pinned_bps / 1e9);
 
   Daemon daemon;
-  Status started = daemon.Start("restore-bench", {"--pool-min", "2", "--keep-alive-ms", std::to_string(o.keep_alive_ms)});
+  Status started =
+      daemon.Start("restore-bench", {"--pool-min", "2", "--keep-alive-ms", std::to_string(o.keep_alive_ms)});
   if (started.ok()) {
     std::printf("phosd at %s, data %s, log %s; waiting for the context pool\n", daemon.endpoint().c_str(),
                 daemon.data_dir().c_str(), daemon.log_path().c_str());

@@ -21,45 +21,38 @@
 // the benchmark would measure this host, not the device; docs/benchmarks.md). Fresh-context modes
 // (cold-boot, stop-the-world, no-pool) pay the profile's 3.1 s context creation: ~62 s of wall
 // each at scale 20, hence --fresh-reps.
-#include <arpa/inet.h>
 #include <cuda.h>
 #include <fmt/core.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "mlp_model.h"
 #include "phos/base/status.h"
-#include "phos/base/subprocess.h"
 #include "phos/simgpu/simgpu.h"
-#include "phos/store/store.h"
+#include "phosd_harness.h"
 #include "report.h"
 
 namespace {
 
 using phos::Result;
 using phos::Status;
-using Clock = std::chrono::steady_clock;
+using phos::bench::Daemon;
+using phos::bench::Http;
+using phos::bench::HttpResponse;
+using phos::bench::kBoundFloorMs;
+using phos::bench::Median;
+using phos::bench::Run;
 
-constexpr uint64_t kWeightSeed = 42;  // mlp's default --weight-seed
-constexpr double kFloorMs = 5.0;      // docs/design.md, "The bound": the bound's fixed floor
-constexpr double kTarget = 1.15;      // issue 6: phos <= 1.15x the bound
+constexpr double kTarget = 1.15;  // issue 6: phos <= 1.15x the bound
 const char* const kModes[] = {"warm", "phos", "no-order", "no-pool", "stop-the-world", "cold-boot"};
 
 struct Options {
@@ -73,187 +66,11 @@ struct Options {
   bool keep_data = false;
 };
 
-// Runs argv without a shell; its standard output, or an error naming the command.
-Result<std::string> Run(const std::vector<std::string>& args) {
-  PHOS_ASSIGN_OR_RETURN(phos::CommandOutput run, phos::RunCommand({.argv = args}, std::nullopt));
-  if (!run.status.success()) {
-    return Status::Internal(fmt::format("{} {} failed ({}): {}", args[0], args.size() > 1 ? args[1] : "",
-                                        run.status.ToString(), run.output));
-  }
-  return std::move(run.output);
-}
-
-struct HttpResponse {
-  int status = 0;
-  std::map<std::string, std::string> headers;  // names lower-cased
-  std::string body;
-};
-
-// One request through curl (-i: the head, then the body). Requests with a body are POSTs.
-Result<HttpResponse> Http(const std::string& url, const std::optional<std::string>& body,
-                          const std::vector<std::string>& headers = {}) {
-  std::vector<std::string> args = {"/usr/bin/curl", "-s", "-i"};
-  for (const std::string& h : headers) args.insert(args.end(), {"-H", h});
-  if (body) args.insert(args.end(), {"-X", "POST", "--data-binary", *body});
-  args.push_back(url);
-  PHOS_ASSIGN_OR_RETURN(std::string raw, Run(args));
-  HttpResponse r;
-  size_t pos = 0;
-  // Skip interim "100 Continue" heads: the last head is the response's.
-  while (true) {
-    size_t end = raw.find("\r\n\r\n", pos);
-    if (end == std::string::npos) return Status::Internal("no HTTP response from " + url + ": " + raw);
-    std::string head = raw.substr(pos, end - pos);
-    pos = end + 4;
-    if (std::sscanf(head.c_str(), "HTTP/%*s %d", &r.status) != 1)
-      return Status::Internal("bad HTTP head: " + head);
-    if (r.status == 100) continue;
-    size_t line = head.find("\r\n");
-    while (line != std::string::npos) {
-      size_t next = head.find("\r\n", line + 2);
-      std::string h = head.substr(line + 2, next == std::string::npos ? std::string::npos : next - line - 2);
-      if (size_t colon = h.find(':'); colon != std::string::npos) {
-        std::string name = h.substr(0, colon);
-        std::transform(name.begin(), name.end(), name.begin(),
-                       [](unsigned char c) { return std::tolower(c); });
-        r.headers[name] = h.substr(h.find_first_not_of(' ', colon + 1));
-      }
-      line = next;
-    }
-    break;
-  }
-  r.body = raw.substr(pos);
-  return r;
-}
-
-// A loopback port nobody listens on now (the kernel's pick for port 0).
-Result<int> FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return Status::FromErrno(errno, "socket");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int rc = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  if (rc == 0) rc = getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  int err = errno;
-  close(fd);
-  if (rc != 0) return Status::FromErrno(err, "bind a loopback port");
-  return static_cast<int>(ntohs(addr.sin_port));
-}
-
-// phosd on a temporary data directory, its log in <data>/phosd.log; stopped with SIGTERM.
-class Daemon {
- public:
-  ~Daemon() { Stop(); }
-
-  Status Start(const Options& o) {
-    char tmpl[] = "/tmp/phos-restore-bench-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) return Status::IoError("mkdtemp failed");
-    data_dir_ = tmpl;
-    log_path_ = data_dir_ + "/phosd.log";
-    PHOS_ASSIGN_OR_RETURN(int port, FreePort());
-    endpoint_ = fmt::format("http://127.0.0.1:{}", port);
-    std::vector<std::string> args = {PHOS_PHOSD, "--gpu", "sim", "--data-dir", data_dir_, "--pool-min", "2"};
-    args.insert(args.end(), {"--listen", fmt::format("127.0.0.1:{}", port), "--keep-alive-ms",
-                             std::to_string(o.keep_alive_ms), "--invoke-timeout-ms", "600000",
-                             // A stop-the-world restore creates a context (62 s of wall at scale 20)
-                             // before its process may start.
-                             "--start-timeout-ms", "600000"});
-    phos::SpawnOptions spawn;
-    spawn.argv = std::move(args);
-    spawn.stdout_file = log_path_;  // a fresh file in the fresh data directory
-    spawn.stderr_to_stdout = true;
-    PHOS_ASSIGN_OR_RETURN(phos::Subprocess phosd, phos::Subprocess::Spawn(spawn));
-    phosd_.emplace(std::move(phosd));
-    for (int i = 0; i < 200; ++i) {
-      Result<HttpResponse> h = Http(endpoint_ + "/healthz", std::nullopt);
-      if (h.ok() && h->status == 200) return Status::Ok();
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return Status::Unavailable("phosd did not answer /healthz; see " + log_path_);
-  }
-
-  void Stop() {
-    if (!phosd_) return;
-    // SIGTERM, and SIGKILL should it still run 10 minutes later.
-    Result<phos::ExitStatus> how = phosd_->Stop(std::chrono::minutes(10), SIGTERM);
-    if (!how.ok() || !how->success()) {
-      std::fprintf(stderr, "phosd did not exit cleanly: %s\n",
-                   how.ok() ? how->ToString().c_str() : how.status().ToString().c_str());
-    }
-    phosd_.reset();
-  }
-
-  // phos_ctxpool_contexts{...,state="<state>"}, summed over devices.
-  Result<int> PoolContexts(const std::string& state) {
-    PHOS_ASSIGN_OR_RETURN(HttpResponse m, Http(endpoint_ + "/metrics", std::nullopt));
-    int total = 0;
-    bool seen = false;
-    size_t pos = 0;
-    const std::string key = "phos_ctxpool_contexts{";
-    const std::string label = "state=\"" + state + "\"";
-    while ((pos = m.body.find(key, pos)) != std::string::npos) {
-      size_t eol = m.body.find('\n', pos);
-      std::string line = m.body.substr(pos, eol - pos);
-      if (line.find(label) != std::string::npos) {
-        total += static_cast<int>(std::strtod(line.substr(line.rfind(' ') + 1).c_str(), nullptr));
-        seen = true;
-      }
-      pos = eol;
-    }
-    if (!seen) return Status::NotFound("no phos_ctxpool_contexts " + label + " in /metrics");
-    return total;
-  }
-
-  // Until the function runs exactly one instance, idle, and the pool has a scrubbed context
-  // ready: the state before each measured request.
-  Status WaitSettled(const std::string& function, std::chrono::seconds limit) {
-    Clock::time_point deadline = Clock::now() + limit;
-    std::string last;
-    while (Clock::now() < deadline) {
-      Result<HttpResponse> list = Http(endpoint_ + "/v1/functions", std::nullopt);
-      Result<int> ready = PoolContexts("ready");
-      Result<int> scrubbing = PoolContexts("scrubbing");
-      if (list.ok() && ready.ok() && scrubbing.ok()) {
-        nlohmann::json j = nlohmann::json::parse(list->body, nullptr, false);
-        if (!j.is_discarded() && j.contains("functions")) {
-          for (const auto& f : j["functions"]) {
-            if (f.value("name", "") != function) continue;
-            const auto& s = f["state"];
-            last = fmt::format("{}; pool ready {} scrubbing {}", s.dump(), *ready, *scrubbing);
-            if (s.value("idle", -1) == 1 && s.value("busy", -1) == 0 && s.value("starting", -1) == 0 &&
-                *ready >= 1 && *scrubbing == 0) {
-              return Status::Ok();
-            }
-          }
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-    return Status::Timeout("function '" + function + "' did not settle: " + last);
-  }
-
-  const std::string& endpoint() const { return endpoint_; }
-  const std::string& data_dir() const { return data_dir_; }
-  const std::string& log_path() const { return log_path_; }
-
- private:
-  std::string data_dir_, log_path_, endpoint_;
-  std::optional<phos::Subprocess> phosd_;
-};
-
 // One measured invocation, in modelled milliseconds.
 struct Sample {
   std::map<std::string, double> stage_ms;  // "lease", "cpu-resume", "first-launch", "first-byte", "resident"
   int64_t misses = -1;
 };
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
 
 struct ModeResult {
   std::string mode;
@@ -311,7 +128,7 @@ class Bench {
 
     expected_body_.clear();  // each size has its own answer
     PHOS_ASSIGN_OR_RETURN(HttpResponse reference, Invoke(name, "warm", request, nullptr));
-    PHOS_RETURN_IF_ERROR(CheckReference(reference.body, r.shape));
+    PHOS_RETURN_IF_ERROR(phos::bench::CheckMlpReference(reference.body, r.shape, 7));
     expected_body_ = reference.body;
     for (const char* mode : kModes) {
       ModeResult m{mode, {}};
@@ -328,7 +145,7 @@ class Bench {
       r.modes.push_back(std::move(m));
     }
     r.compute_ms = r.Find("warm")->Latency();
-    r.bound_ms = std::max(r.transfer_ms, r.compute_ms) + kFloorMs;
+    r.bound_ms = std::max(r.transfer_ms, r.compute_ms) + kBoundFloorMs;
     PHOS_RETURN_IF_ERROR(Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "rm", name}).status());
     return r;
   }
@@ -336,40 +153,14 @@ class Bench {
  private:
   // B: every buffer of the latest snapshot (mlp's first response reads all its weights).
   Status ReadManifest(const std::string& name, SizeResult* r) {
-    phos::store::StoreOptions so;
-    so.path = d_->data_dir() + "/store";
-    so.read_only = true;
-    PHOS_ASSIGN_OR_RETURN(auto store, phos::store::Store::Open(so));
-    PHOS_ASSIGN_OR_RETURN(std::vector<uint64_t> versions, store->ListVersions(name));
-    if (versions.empty()) return Status::NotFound("no snapshot of '" + name + "' after deploy");
-    PHOS_ASSIGN_OR_RETURN(phos::store::Manifest m, store->LoadManifest(name, versions.back()));
-    for (const phos::store::Buffer& b : m.buffers) {
-      r->buffer_bytes += b.size;
-      r->ranked += b.first_touch_rank >= 0 ? 1 : 0;
-    }
-    r->buffers = static_cast<int>(m.buffers.size());
+    PHOS_ASSIGN_OR_RETURN(phos::bench::SnapshotSize size,
+                          phos::bench::ReadSnapshotSize(d_->data_dir(), name));
+    r->buffer_bytes = size.buffer_bytes;
+    r->buffers = size.buffers;
+    r->ranked = size.ranked;
     std::printf("snapshot '%s' v%llu: %d buffers, %llu bytes, %d with a first-touch rank\n", name.c_str(),
-                static_cast<unsigned long long>(versions.back()), r->buffers,
+                static_cast<unsigned long long>(size.version), r->buffers,
                 static_cast<unsigned long long>(r->buffer_bytes), r->ranked);
-    return Status::Ok();
-  }
-
-  // The warm answer against the CPU reference: checksum and argmax.
-  Status CheckReference(const std::string& body, const phos::mlp::Shape& shape) {
-    nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-    if (j.is_discarded() || !j.contains("checksum") || !j.contains("argmax")) {
-      return Status::Internal("mlp answered no checksum: " + body);
-    }
-    std::vector<float> expected =
-        phos::mlp::Reference(kWeightSeed, shape, phos::mlp::InputFromSeed(7, shape));
-    double sum = 0;
-    for (float v : expected) sum += v;
-    int argmax = static_cast<int>(std::max_element(expected.begin(), expected.end()) - expected.begin());
-    double got = j["checksum"].get<double>();
-    if (std::abs(got - sum) > 1e-3 * (1 + std::abs(sum)) || j["argmax"][0].get<int>() != argmax) {
-      return Status::Internal(fmt::format(
-          "mlp's answer {} differs from the CPU reference (checksum {}, argmax {})", body, sum, argmax));
-    }
     return Status::Ok();
   }
 
@@ -391,10 +182,7 @@ class Bench {
     }
     if (sample == nullptr) return r;
     for (const char* stage : {"lease", "cpu-resume", "first-launch", "first-byte", "resident"}) {
-      std::string header = std::string("x-phos-stage-") + stage + "-us";
-      if (auto it = r.headers.find(header); it != r.headers.end()) {
-        sample->stage_ms[stage] = std::strtod(it->second.c_str(), nullptr) / 1e3 / scale_;
-      }
+      if (std::optional<double> ms = phos::bench::StageMs(r, stage, scale_)) sample->stage_ms[stage] = *ms;
     }
     if (!sample->stage_ms.count("first-byte"))
       return Status::Internal(mode + " answer has no first-byte stage");
@@ -432,7 +220,8 @@ std::string Markdown(const std::vector<SizeResult>& results, const std::string& 
       "each "
       "request `{{\"seed\": 7}}`. Latency = `X-Phos-Stage-First-Byte-Us` / time scale (modelled ms from the "
       "request's "
-      "arrival in phosd); stages likewise, median over the repetitions. Bound = max(B/W, E) + {} ms (docs/design.md, \"The bound\"): "
+      "arrival in phosd); stages likewise, median over the repetitions. Bound = max(B/W, E) + {} ms "
+      "(docs/design.md, \"The bound\"): "
       "B = "
       "the snapshot's buffer bytes (mlp reads all its weights), W = the profile's pinned H2D bandwidth "
       "({:.1f} GB/s, "
@@ -441,7 +230,7 @@ std::string Markdown(const std::vector<SizeResult>& results, const std::string& 
       "instance had ended and a scrubbed pooled context was ready. Every answer was byte-identical to the "
       "warm one, "
       "checked against the CPU reference.\n",
-      command, profile, scale, phos::bench::NowUtc(), kFloorMs, h2d_bps / 1e9);
+      command, profile, scale, phos::bench::NowUtc(), kBoundFloorMs, h2d_bps / 1e9);
   for (const SizeResult& r : results) {
     md += fmt::format(
         "\n### mlp {} MiB (width {} x {} layers)\n\n"
@@ -489,17 +278,7 @@ Result<Options> ParseOptions(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--sizes" && i + 1 < argc) {
-      o.sizes_mib.clear();
-      std::string list = argv[++i];
-      for (size_t p = 0; p <= list.size();) {
-        size_t comma = std::min(list.find(',', p), list.size());
-        int v = std::atoi(list.substr(p, comma - p).c_str());
-        if (v < 1)
-          return Status::InvalidArgument("--sizes: positive MiB values separated by commas, not '" + list +
-                                         "'");
-        o.sizes_mib.push_back(v);
-        p = comma + 1;
-      }
+      PHOS_ASSIGN_OR_RETURN(o.sizes_mib, phos::bench::ParsePositiveList(a, argv[++i]));
     } else if (a == "--layers") {
       PHOS_RETURN_IF_ERROR(number(i, &o.layers));
     } else if (a == "--warm-reps") {
@@ -551,18 +330,13 @@ int main(int argc, char** argv) {
               config.time_scale, profile.h2d_pinned_bps / 1e9);
 
   Daemon daemon;
-  Status started = daemon.Start(o);
+  Status started =
+      daemon.Start("restore-bench", {"--pool-min", "2", "--keep-alive-ms", std::to_string(o.keep_alive_ms)});
   if (started.ok()) {
     std::printf("phosd at %s, data %s, log %s; waiting for the context pool\n", daemon.endpoint().c_str(),
                 daemon.data_dir().c_str(), daemon.log_path().c_str());
     std::fflush(stdout);
-    Clock::time_point deadline = Clock::now() + std::chrono::minutes(5);
-    Result<int> ready = daemon.PoolContexts("ready");
-    while ((!ready.ok() || *ready < 2) && Clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      ready = daemon.PoolContexts("ready");
-    }
-    if (!ready.ok() || *ready < 2) started = Status::Timeout("the context pool did not fill");
+    started = daemon.WaitPoolReady(2, std::chrono::minutes(5));
   }
   std::vector<SizeResult> results;
   Status status = started;

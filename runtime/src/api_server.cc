@@ -260,8 +260,28 @@ class ApiServer::Impl {
     return sessions_.size();
   }
 
-  void SetContextDemand(size_t contexts) { pool_->SetDemand(contexts); }
-  bool WaitForContexts(std::chrono::milliseconds timeout) { return pool_->WaitIdle(timeout); }
+  void SetContextDemand(size_t contexts) {
+    demand_.store(contexts);
+    pool_->SetDemand(contexts);
+  }
+
+  // Until the pool has the demand ready, or nothing is on its way (a creation or a scrub) and the
+  // refill has nothing left it can do (at its maximum, or after a failed creation).
+  bool WaitForContexts(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const size_t demand = demand_.load();
+    auto met = [demand](const ctxpool::PoolStats& s) { return s.ready >= demand; };
+    while (true) {
+      if (pool_->WaitUntil([&](const ctxpool::PoolStats& s) { return met(s) || (s.creating == 0 && s.scrubbing == 0); },
+                           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now())) &&
+          met(pool_->Stats())) {
+        return true;
+      }
+      // Nothing on its way, or the time is up: done unless the refill is about to start one.
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || pool_->WaitIdle(std::chrono::milliseconds(0))) return met(pool_->Stats());
+    }
+  }
 
   const ApiServerOptions& options() const { return options_; }
   int device_count() const {
@@ -420,6 +440,7 @@ class ApiServer::Impl {
   std::condition_variable reaper_cv_;
   std::thread reaper_;
   std::condition_variable ended_cv_;
+  std::atomic<size_t> demand_{0};    // SetContextDemand's last
   CUdeviceptr arena_ = 0;            // the instance ranges for snapshots, slot_bytes_ each
   uint64_t slot_bytes_ = 0;
   std::vector<bool> slots_taken_;

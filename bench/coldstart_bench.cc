@@ -215,8 +215,8 @@ class ColdStartBench {
     PHOS_ASSIGN_OR_RETURN(Counters before, ReadCounters());
     for (int i = 0; i < o_.requests; ++i) {
       PHOS_RETURN_IF_ERROR(d_->WaitInstances(
-          name, [](const InstanceCounts& n) { return n.total() == 0 && n.queued == 0; }, kSettleLimit,
-          "no instance"));
+          name, [](const InstanceCounts& n) { return n.total() == 0 && n.ending == 0 && n.queued == 0; },
+          kSettleLimit, "no instance"));
       PHOS_ASSIGN_OR_RETURN(Answer a, Invoke(name, ""));
       Print(s, i + 1, o_.requests, a.cold_start);
       s.requests.push_back(std::move(a.cold_start));
@@ -238,12 +238,12 @@ class ColdStartBench {
     return Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "rm", name}).status().WithContext("rm " + name);
   }
 
-  // Only the warm instance left: the extras ended by keep-alive.
+  // Only the warm instance left: the extras ended by keep-alive and their ranges scrubbed.
   Status WaitOnlyWarm(const std::string& name) {
     return d_->WaitInstances(
         name,
         [](const InstanceCounts& n) {
-          return n.idle == 1 && n.busy == 0 && n.starting == 0 && n.queued == 0;
+          return n.idle == 1 && n.busy == 0 && n.starting == 0 && n.ending == 0 && n.queued == 0;
         },
         kSettleLimit, "only the warm instance");
   }

@@ -273,6 +273,7 @@ Result<InstanceCounts> Daemon::Instances(const std::string& function) {
     return InstanceCounts{.starting = count("starting"),
                           .idle = count("idle"),
                           .busy = count("busy"),
+                          .ending = count("ending"),
                           .queued = count("queued")};
   }
   return Status::NotFound("function '" + function + "' is not deployed");

@@ -57,6 +57,7 @@ struct InstanceCounts {
   int starting = 0;
   int idle = 0;
   int busy = 0;
+  int ending = 0;  // asked to end, their instance range not yet scrubbed
   int queued = 0;  // requests waiting for an instance
 
   int total() const { return starting + idle + busy; }

@@ -112,7 +112,7 @@ void PrintTimings(const ClientResponse& r) {
 }
 
 // What became of the deploy's sample request, and whether its contexts are ready (the answer's
-// "sample" and "contexts_ready").
+// "sample" and "contexts_ready"): part of the deploy's result, on standard output.
 void PrintDeployReport(const std::string& body) {
   nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return;
@@ -121,12 +121,12 @@ void PrintDeployReport(const std::string& body) {
     if (sample->value("ok", false)) {
       std::cout << "sample request served" << (learned ? "; first-touch order learned" : "") << "\n";
     } else {
-      std::cerr << "phos-fn: the sample request failed: " << sample->value("error", std::string("unknown error"))
+      std::cout << "sample request failed: " << sample->value("error", std::string("unknown error"))
                 << (learned ? "\n" : "; the first-touch order will be learned from the first invocation\n");
     }
   }
   if (!j.value("contexts_ready", true)) {
-    std::cerr << "phos-fn: phosd is still making the contexts this function's cold starts lease\n";
+    std::cout << "phosd is still making the contexts this function's cold starts lease\n";
   }
 }
 

@@ -255,7 +255,7 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
   GpuSessions& sessions = *options_.sessions;
   Slot slot;
   PHOS_ASSIGN_OR_RETURN(slot.va_slot, sessions.ClaimVaSlot());
-  Result<std::string> issued = sessions.IssueRestoreToken(spec.name, 0, RestoreMode::kPhos, false, slot.va_slot, spec.gpus);
+  Result<std::string> issued = sessions.IssueRestoreToken(spec.name, 0, RestoreMode::kPhos, false, slot.va_slot, spec.gpus, false);
   if (!issued.ok()) {
     sessions.ReleaseVaSlot(slot.va_slot);
     return issued.status();
@@ -331,7 +331,7 @@ Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr
       std::vector<std::pair<std::string, std::string>> env;
       if (sessions != nullptr) {
         if (deployed && spec.gpus == 1) {
-          PHOS_ASSIGN_OR_RETURN(*token, sessions->IssueRestoreToken(spec.name, 0, RestoreMode::kColdBoot, false, -1, 1));
+          PHOS_ASSIGN_OR_RETURN(*token, sessions->IssueRestoreToken(spec.name, 0, RestoreMode::kColdBoot, false, -1, 1, false));
         } else {
           // Device groups come from their pool in every mode (no fresh-group variant).
           *token = sessions->IssueToken(spec.gpus);
@@ -345,7 +345,8 @@ Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr
     *token = sessions->IssueToken(spec.gpus);
   } else {
     PHOS_ASSIGN_OR_RETURN(*token,
-                          sessions->IssueRestoreToken(spec.name, slot.version, mode, learn, slot.va_slot, spec.gpus));
+                          sessions->IssueRestoreToken(spec.name, slot.version, mode, learn, slot.va_slot, spec.gpus,
+                                                      inst.for_request));
     report->restored = true;
   }
   if (mode == RestoreMode::kStopTheWorld) {

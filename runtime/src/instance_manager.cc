@@ -46,7 +46,7 @@ Result<uint64_t> GpuSessions::Capture(const std::string&, const std::string&) {
 }
 Result<int> GpuSessions::ClaimVaSlot() { return Status::NotSupported("these GPU sessions keep no snapshots"); }
 void GpuSessions::ReleaseVaSlot(int) {}
-Result<std::string> GpuSessions::IssueRestoreToken(const std::string&, uint64_t, RestoreMode, bool, int, int) {
+Result<std::string> GpuSessions::IssueRestoreToken(const std::string&, uint64_t, RestoreMode, bool, int, int, bool) {
   return Status::NotSupported("these GPU sessions keep no snapshots");
 }
 Status GpuSessions::WaitPrepared(const std::string&, std::chrono::milliseconds) { return Status::Ok(); }

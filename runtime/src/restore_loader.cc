@@ -20,6 +20,32 @@ constexpr uint64_t kSimgpuGuardGranule = 4096;
 
 }  // namespace
 
+void LoadPriority::BeginUrgent() {
+  std::lock_guard lock(mu_);
+  ++urgent_;
+}
+
+void LoadPriority::EndUrgent() {
+  std::lock_guard lock(mu_);
+  --urgent_;
+  cv_.notify_all();
+}
+
+bool LoadPriority::Busy() const {
+  std::lock_guard lock(mu_);
+  return urgent_ > 0;
+}
+
+void LoadPriority::WaitForUrgent(const std::atomic<bool>& stop) {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return urgent_ == 0 || stop.load(); });
+}
+
+void LoadPriority::Wake() {
+  std::lock_guard lock(mu_);
+  cv_.notify_all();
+}
+
 Status RestoreLoader::Impl::Init(const RestoreLoaderOptions& o) {
   const driver::CuErrorText& text = d_->error_text();
   const int n = static_cast<int>(manifest_->buffers.size());
@@ -109,15 +135,28 @@ Status RestoreLoader::Impl::Init(const RestoreLoaderOptions& o) {
            !guard_         ? "unguarded"
            : guarded_copy_ ? "guarded copies"
                            : "guarded until first chunk");
+  if (priority_ != nullptr && urgent_) {
+    priority_->BeginUrgent();
+    counted_urgent_ = true;
+  }
   thread_ = std::thread([this] { Run(); });
   return Status::Ok();
+}
+
+void RestoreLoader::Impl::EndUrgentLocked() {
+  if (!counted_urgent_) return;
+  counted_urgent_ = false;
+  priority_->EndUrgent();
 }
 
 RestoreLoader::Impl::~Impl() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
+    EndUrgentLocked();
   }
+  stopping_.store(true);
+  if (priority_ != nullptr) priority_->Wake();
   work_.notify_all();
   if (thread_.joinable()) thread_.join();
   driver::ContextScope scope(*d_, ctx_);
@@ -292,6 +331,7 @@ void RestoreLoader::Impl::ChunkDoneLocked(int buffer, size_t chunk) {
   if (++ready_units_ < units_.size()) return;
   fully_resident_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - start_).count();
   all_resident_->store(true, std::memory_order_release);
+  EndUrgentLocked();
   PHOS_LOG(Info, "restore", "{}: fully resident after {:.1f} ms ({} bytes, {} required, {} misses)", name_,
            fully_resident_ms_, loaded_bytes_, required_, misses_);
   done_.notify_all();
@@ -312,6 +352,7 @@ void RestoreLoader::Impl::FailLocked(Status why) {
   if (!failed_.ok()) return;
   PHOS_LOG(Warn, "restore", "{}: {}", name_, why.ToString());
   failed_ = std::move(why);
+  EndUrgentLocked();
   done_.notify_all();
 }
 
@@ -336,6 +377,13 @@ void RestoreLoader::Impl::Run() {
     const size_t k = more ? buffers_[b].claimed : 0;
     const bool window_open =
         more && (background_bytes_ == 0 || background_bytes_ + buffers_[b].chunks[k].ref.size <= window_);
+    if (window_open && priority_ != nullptr && !urgent_ && priority_->Busy()) {
+      // A restore a request waits for is loading: nothing new from this one meanwhile.
+      lock.unlock();
+      priority_->WaitForUrgent(stopping_);
+      lock.lock();
+      continue;
+    }
     if (window_open) {
       const Chunk chunk = buffers_[b].chunks[k];
       lock.unlock();

@@ -94,12 +94,16 @@ class RestoreLoader::Impl {
         dram_(o.dram),
         window_(o.window_bytes),
         background_(o.background),
+        priority_(o.priority),
+        urgent_(o.urgent),
         all_resident_(all_resident),
         start_(std::chrono::steady_clock::now()) {
     snapshot_ = fmt::format("{} v{}", manifest_->function, manifest_->version);
     name_ = o.name.empty() ? snapshot_ : o.name;
   }
   ~Impl();
+  // Stops counting this restore as urgent (resident, failed or ending); mu_ held.
+  void EndUrgentLocked();
 
   Status Init(const RestoreLoaderOptions& o);
   Result<CUevent> Require(int index);
@@ -142,6 +146,10 @@ class RestoreLoader::Impl {
   store::DramTier* dram_;
   uint64_t window_;
   bool background_;  // stream what nobody asked for (RestoreLoaderOptions::background)
+  LoadPriority* priority_;
+  bool urgent_;
+  bool counted_urgent_ = false;        // counted in priority_ until resident, failed or destroyed
+  std::atomic<bool> stopping_{false};  // the destructor began (ends a wait in priority_)
   std::atomic<bool>* all_resident_;
   std::chrono::steady_clock::time_point start_;
   std::string snapshot_;

@@ -51,11 +51,13 @@ void RestoreState::Release(driver::DriverTable& driver, Prepared& p) {
 }
 
 RestoreState::RestoreState(SessionPlan plan, driver::DriverTable* driver, ctxpool::ContextPool* pool,
-                           ctxpool::CommunicatorPool* groups, int device, uint64_t va_bytes, CUdeviceptr slot_base)
+                           ctxpool::CommunicatorPool* groups, LoadPriority* priority, int device, uint64_t va_bytes,
+                           CUdeviceptr slot_base)
     : plan_(std::move(plan)),
       driver_(driver),
       pool_(pool),
       groups_(groups),
+      priority_(priority),
       device_(device),
       va_bytes_(va_bytes),
       slot_base_(slot_base) {
@@ -327,6 +329,8 @@ Status RestoreState::StartLoaders(Prepared& p) {
                                  .source = plan_.source,
                                  .dram = plan_.dram,
                                  .first_touch_order = plan_.first_touch_order,
+                                 .priority = priority_,
+                                 .urgent = plan_.urgent,
                                  .name = fmt::format("{} v{} device {}", m.function, m.version, device)};
     PHOS_ASSIGN_OR_RETURN(dl.loader, RestoreLoader::Start(options));
   }

@@ -42,7 +42,9 @@ class RestoreState {
   // scratch would. `pool`, `groups` (may be null: no sessions of several GPUs) and `driver` must
   // outlive the state. `slot_base`: the arena slot (SessionPlan::va_slot) of `va_bytes` at that
   // address, or 0.
+  // `priority` (may be null) orders this restore's copies against the server's other restores.
   RestoreState(SessionPlan plan, driver::DriverTable* driver, ctxpool::ContextPool* pool, ctxpool::CommunicatorPool* groups,
+               LoadPriority* priority,
                int device, uint64_t va_bytes, CUdeviceptr slot_base);
   // Joins the preparation; whatever was not adopted by a session is released (the lease's scrub).
   ~RestoreState();
@@ -131,6 +133,7 @@ class RestoreState {
   driver::DriverTable* driver_;
   ctxpool::ContextPool* pool_;
   ctxpool::CommunicatorPool* groups_;
+  LoadPriority* priority_;
   int device_;
   uint64_t va_bytes_;
   CUdeviceptr slot_base_;

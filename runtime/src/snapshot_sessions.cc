@@ -121,9 +121,11 @@ void SnapshotSessions::RetainOnly(const std::string& function, const std::vector
 }
 
 Result<std::string> SnapshotSessions::IssueRestoreToken(const std::string& function, uint64_t version,
-                                                        RestoreMode mode, bool learn, int va_slot, int gpus) {
+                                                        RestoreMode mode, bool learn, int va_slot, int gpus,
+                                                        bool urgent) {
   SessionPlan plan;
   plan.gpus = gpus;
+  plan.urgent = urgent;
   if (mode != RestoreMode::kColdBoot) plan.va_slot = va_slot;
   plan.fresh_context = mode == RestoreMode::kColdBoot || mode == RestoreMode::kStopTheWorld || mode == RestoreMode::kNoPool;
   if (mode != RestoreMode::kColdBoot && version != 0) {

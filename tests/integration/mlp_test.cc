@@ -76,6 +76,23 @@ TEST_F(MlpTest, SixteenConcurrentInvocationsOverTwoInstances) {
   }
 }
 
+// The deploy says what became of its sample request: served (and the first-touch order learned),
+// or failed with the function's reason; a failed sample does not fail the deploy.
+TEST_F(MlpTest, TheDeploySaysWhatBecameOfItsSampleRequest) {
+  CommandResult served = PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--sample", R"({"seed": 1})", "--", "--size-mib",
+                                 "16", "--layers", "4"});
+  ASSERT_EQ(served.exit_code, 0) << served.out;
+  EXPECT_NE(served.out.find("sample request served; first-touch order learned"), std::string::npos) << served.out;
+  CommandResult failed = PhosFn({"deploy", "mlp-bad-sample", PHOS_MLP_FUNCTION, "--sample", R"({"input": [1, 2, 3]})",
+                                 "--", "--size-mib", "16", "--layers", "4"});
+  ASSERT_EQ(failed.exit_code, 0) << failed.out;
+  EXPECT_NE(failed.out.find("sample request failed: "), std::string::npos) << failed.out;
+  // The function serves anyway.
+  CommandResult good = PhosFn({"invoke", "mlp-bad-sample", "--data", R"({"seed": 3})"});
+  ASSERT_EQ(good.exit_code, 0) << good.out;
+  ExpectMatchesReference(good.out, 3, false);
+}
+
 TEST_F(MlpTest, BadRequestIsAClientErrorAndTheFunctionKeepsServing) {
   Deploy(1);
   CommandResult bad = PhosFn({"invoke", "mlp", "--data", R"({"input": [1, 2, 3]})"});

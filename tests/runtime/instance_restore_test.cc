@@ -51,8 +51,8 @@ class SnapshotFake : public GpuSessions {
     std::lock_guard lock(mu_);
     return ++versions_;
   }
-  Result<std::string> IssueRestoreToken(const std::string&, uint64_t version, RestoreMode, bool, int va_slot,
-                                        int) override {
+  Result<std::string> IssueRestoreToken(const std::string&, uint64_t version, RestoreMode, bool, int va_slot, int,
+                                        bool) override {
     if (version != 0) {  // not a deploy's session
       std::lock_guard lock(mu_);
       restored_slots_.push_back(va_slot);

@@ -276,6 +276,32 @@ TEST_F(RestoreLoaderTest, RequireOfTheLastBufferMakesItReadyBeforeEarlierOnes) {
   for (const Spec& s : specs_) ExpectBytes(s);
 }
 
+// While a restore a request waits for is loading, a restore nobody waits for (a warm top-up)
+// streams nothing in the background, yet loads what a call of its own requires at once; it
+// streams the rest when the urgent one is done.
+TEST_F(RestoreLoaderTest, ABackgroundRestoreGivesWayToAnUrgentOne) {
+  ManyBuffers(4, 2 * kChunk, /*reversed_ranks=*/false);
+  Layout();
+  CaptureAndMapFresh();
+  LoadPriority priority;
+  priority.BeginUrgent();  // an urgent restore elsewhere is loading
+  RestoreLoaderOptions options = Options(kChunk);
+  options.priority = &priority;
+  auto loader = RestoreLoader::Start(options);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  auto ready = (*loader)->Require(3);
+  ASSERT_TRUE(ready.ok()) << ready.status().ToString();
+  ASSERT_NE(*ready, nullptr);
+  ASSERT_EQ(d_->cuEventSynchronize(*ready), CUDA_SUCCESS);
+  ExpectBytes(specs_[3]);
+  // Only the required buffer: the background stream issued nothing meanwhile.
+  EXPECT_EQ((*loader)->Stats().bytes, specs_[3].size);
+  EXPECT_FALSE((*loader)->all_resident());
+  priority.EndUrgent();
+  ASSERT_TRUE((*loader)->Wait().ok()) << (*loader)->status().ToString();
+  for (const Spec& s : specs_) ExpectBytes(s);
+}
+
 TEST_F(RestoreLoaderTest, BadOptionsAndIndicesAreRefused) {
   auto none = RestoreLoader::Start({});
   ASSERT_FALSE(none.ok());

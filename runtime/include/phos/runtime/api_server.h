@@ -56,6 +56,9 @@ struct SessionPlan {
   // Devices of the session: more than 1 leases a device group (the function's communicators come
   // from it); the instance range is then shared out between the devices.
   int gpus = 1;
+  // A request waits for this restore: its loader's copies go first, and the background streaming
+  // of restores nobody waits for pauses while it loads (LoadPriority, docs/design.md D16).
+  bool urgent = false;
 };
 
 // When each stage of a session's start happened (steady clock; a default time point: not yet).

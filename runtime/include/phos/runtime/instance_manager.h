@@ -55,9 +55,10 @@ class GpuSessions {
   // A token whose session (of `gpus` devices) restores `function`'s snapshot `version` in instance
   // range `va_slot` as `mode` says (kColdBoot: an empty session on a fresh context, no range; version 0: an empty
   // session allocating in the range, as a deploy's does). With `learn`, the session records the
-  // first-touch order for SaveFirstTouch.
+  // first-touch order for SaveFirstTouch. `urgent`: a request waits for this restore, whose copies
+  // then go before those of restores nobody waits for (warm top-ups).
   virtual Result<std::string> IssueRestoreToken(const std::string& function, uint64_t version, RestoreMode mode,
-                                                bool learn, int va_slot, int gpus);
+                                                bool learn, int va_slot, int gpus, bool urgent);
   // Blocks until the token's restore is prepared (stop-the-world: all copied).
   virtual Status WaitPrepared(const std::string& token, std::chrono::milliseconds timeout);
   virtual SessionTimeline Timeline(const std::string& token);

@@ -41,7 +41,9 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +58,25 @@ class DramTier;
 }
 
 namespace phos::runtime {
+
+// Which restores go first on the copy engine (docs/design.md D16): a restore a request waits for
+// is urgent; the background streaming of any other (a warm top-up) issues no new copy while an
+// urgent one is loading (its Require calls still load at once). One per API server, shared by its
+// loaders. Thread-safe.
+class LoadPriority {
+ public:
+  void BeginUrgent();
+  void EndUrgent();
+  bool Busy() const;
+  // Blocks while an urgent restore is loading, until `stop` is true (its setter then calls Wake).
+  void WaitForUrgent(const std::atomic<bool>& stop);
+  void Wake();
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int urgent_ = 0;
+};
 
 struct RestoreLoaderOptions {
   driver::DriverTable* driver = nullptr;  // required
@@ -77,6 +98,9 @@ struct RestoreLoaderOptions {
   // (a guard fault) load anything, which shows on-demand loading on its own, whatever the host's
   // speed. Default: true.
   bool background = true;
+  // Where urgent restores are counted (may be null: no priorities), and whether this one is.
+  LoadPriority* priority = nullptr;
+  bool urgent = false;
   // For logs: "mlp v3 (instance 7)".
   std::string name;
 };

@@ -20,25 +20,32 @@ constexpr uint64_t kSimgpuGuardGranule = 4096;
 
 }  // namespace
 
-void LoadPriority::BeginUrgent() {
+uint64_t LoadPriority::BeginUrgent() {
   std::lock_guard lock(mu_);
-  ++urgent_;
+  active_.insert(++next_id_);
+  return next_id_;
 }
 
-void LoadPriority::EndUrgent() {
+void LoadPriority::EndUrgent(uint64_t id) {
   std::lock_guard lock(mu_);
-  --urgent_;
+  active_.erase(id);
   cv_.notify_all();
 }
 
 bool LoadPriority::Busy() const {
   std::lock_guard lock(mu_);
-  return urgent_ > 0;
+  return !active_.empty();
 }
 
 void LoadPriority::WaitForUrgent(const std::atomic<bool>& stop) {
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return urgent_ == 0 || stop.load(); });
+  cv_.wait(lock, [&] { return active_.empty() || stop.load(); });
+}
+
+void LoadPriority::WaitForUrgentNow(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  const uint64_t now = next_id_;
+  cv_.wait_for(lock, timeout, [&] { return active_.empty() || *active_.begin() > now; });
 }
 
 void LoadPriority::Wake() {
@@ -136,7 +143,7 @@ Status RestoreLoader::Impl::Init(const RestoreLoaderOptions& o) {
            : guarded_copy_ ? "guarded copies"
                            : "guarded until first chunk");
   if (priority_ != nullptr && urgent_) {
-    priority_->BeginUrgent();
+    urgent_id_ = priority_->BeginUrgent();
     counted_urgent_ = true;
   }
   thread_ = std::thread([this] { Run(); });
@@ -146,7 +153,7 @@ Status RestoreLoader::Impl::Init(const RestoreLoaderOptions& o) {
 void RestoreLoader::Impl::EndUrgentLocked() {
   if (!counted_urgent_) return;
   counted_urgent_ = false;
-  priority_->EndUrgent();
+  priority_->EndUrgent(urgent_id_);
 }
 
 RestoreLoader::Impl::~Impl() {

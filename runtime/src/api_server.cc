@@ -29,6 +29,10 @@ namespace phos::runtime {
 
 class ApiServer::Impl {
  public:
+  // The longest a closed session's end waits for urgent restores (they normally load in well under
+  // a second of device time; this only bounds a pathological stream of them).
+  static constexpr std::chrono::seconds kReapDeferral{10};
+
   Impl(const ApiServerOptions& options, driver::DriverTable* driver, int listen_fd, int wake_fd)
       : options_(options), driver_(driver), listen_fd_(listen_fd), wake_fd_(wake_fd) {}
 
@@ -325,7 +329,8 @@ class ApiServer::Impl {
   }
 
   // Ends the sessions whose control socket closed, one after another, until the server stops (the
-  // destructor ends what is left).
+  // destructor ends what is left): each after the urgent restores loading when its socket closed
+  // (its scrub would take the host, and simgpu's memory, from them).
   void Reap() {
     std::unique_lock lock(mu_);
     while (true) {
@@ -333,6 +338,7 @@ class ApiServer::Impl {
       if (stop_) return;
       std::string token = *closed_.begin();
       lock.unlock();
+      load_priority_.WaitForUrgentNow(kReapDeferral);
       EndSession(token);
       lock.lock();
       closed_.erase(token);

@@ -257,11 +257,8 @@ bool DeviceMemory::ZeroMapped(CUdeviceptr dst, uint64_t bytes) const {
   const uint64_t first = (at + page - 1) / page * page;
   const uint64_t end = (at + bytes) / page * page;
   if (end <= first) return false;  // less than a page: a plain memset is as cheap
-  if (fallocate(memfd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(first),
-                static_cast<off_t>(end - first)) != 0) {
-    return false;
-  }
-  // The partial pages at either end, through the memfd as well (the mapping may be guarded).
+  // The partial pages at either end (and anything a punch refused), through the memfd as well
+  // (the mapping may be guarded).
   static const char kZeros[4096] = {};
   auto zero = [&](uint64_t from, uint64_t to) {
     while (from < to) {
@@ -271,6 +268,18 @@ bool DeviceMemory::ZeroMapped(CUdeviceptr dst, uint64_t bytes) const {
     }
     return true;
   };
+  // In pieces: a punch holds the memfd's inode lock, which every write into guarded memory (a
+  // restore's loads) needs too.
+  constexpr uint64_t kPiece = 16ull << 20;
+  for (uint64_t from = first; from < end; from += kPiece) {
+    const uint64_t len = std::min(kPiece, end - from);
+    if (fallocate(memfd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(from),
+                  static_cast<off_t>(len)) != 0) {
+      if (from == first) return false;  // nothing done: the caller writes the zeros
+      if (!zero(from, end)) return false;
+      break;
+    }
+  }
   return zero(at, first) && zero(end, at + bytes);
 }
 

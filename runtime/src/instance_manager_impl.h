@@ -121,7 +121,7 @@ class InstanceManager::Impl {
   // Adds the function (not persisted); the caller holds mu_.
   std::shared_ptr<Function> AddLocked(const FunctionSpec& spec);
 
-  // ---- supervisor (instance_manager.cc) ----
+  // ---- supervisor and capacity (instance_capacity.cc) ----
   void Supervise();
   // What the supervisor should start for `f` now.
   enum class PlannedStart {

@@ -264,8 +264,6 @@ class ApiServer::Impl {
     return sessions_.size();
   }
 
-  void WaitForUrgentRestores(std::chrono::milliseconds timeout) { load_priority_.WaitForUrgentNow(timeout); }
-
   void SetContextDemand(size_t contexts) {
     demand_.store(contexts);
     pool_->SetDemand(contexts);
@@ -502,7 +500,6 @@ void ApiServer::ReleaseVaSlot(int slot) { impl_->ReleaseVaSlot(slot); }
 size_t ApiServer::session_count() const { return impl_->session_count(); }
 void ApiServer::SetContextDemand(size_t contexts) { impl_->SetContextDemand(contexts); }
 bool ApiServer::WaitForContexts(std::chrono::milliseconds timeout) { return impl_->WaitForContexts(timeout); }
-void ApiServer::WaitForUrgentRestores(std::chrono::milliseconds timeout) { impl_->WaitForUrgentRestores(timeout); }
 const std::string& ApiServer::socket_path() const { return impl_->options().socket_path; }
 int ApiServer::device_count() const { return impl_->device_count(); }
 

@@ -56,7 +56,6 @@ bool GpuSessions::SaveFirstTouch(const std::string&, const std::string&, const s
 void GpuSessions::RetainOnly(const std::string&, const std::vector<uint64_t>&) {}
 void GpuSessions::SetContextDemand(size_t) {}
 bool GpuSessions::WaitForContexts(std::chrono::milliseconds) { return true; }
-void GpuSessions::WaitForUrgentRestores(std::chrono::milliseconds) {}
 
 // ---- the manager ----
 
@@ -333,18 +332,8 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
     DoneRestoringLocked(*inst);
   }
   // The session's end scrubs the instance's range (zeroed, unmapped) and returns its context: here,
-  // on the instance's own thread, while restores use the other ranges, and after the restores
-  // requests wait for that are loading now.
-  if (options_.sessions != nullptr && !report.token.empty()) {
-    bool stopping = false;
-    {
-      std::lock_guard lock(mu_);
-      stopping = stopping_;
-    }
-    // Not for an instance that never got going (its own restore may be one of those loading).
-    if (started && !stopping) options_.sessions->WaitForUrgentRestores(options_.start_timeout);
-    options_.sessions->EndSession(report.token);
-  }
+  // on the instance's own thread, while restores use the other ranges.
+  if (options_.sessions != nullptr && !report.token.empty()) options_.sessions->EndSession(report.token);
   std::vector<Slot> gone;  // the function was removed: its ranges go back once their instances have
   std::unique_lock lock(mu_);
   metrics_.RecordRetire(std::chrono::duration<double>(Clock::now() - inst->retired_at).count());

@@ -20,32 +20,25 @@ constexpr uint64_t kSimgpuGuardGranule = 4096;
 
 }  // namespace
 
-uint64_t LoadPriority::BeginUrgent() {
+void LoadPriority::BeginUrgent() {
   std::lock_guard lock(mu_);
-  active_.insert(++next_id_);
-  return next_id_;
+  ++urgent_;
 }
 
-void LoadPriority::EndUrgent(uint64_t id) {
+void LoadPriority::EndUrgent() {
   std::lock_guard lock(mu_);
-  active_.erase(id);
+  --urgent_;
   cv_.notify_all();
 }
 
 bool LoadPriority::Busy() const {
   std::lock_guard lock(mu_);
-  return !active_.empty();
+  return urgent_ > 0;
 }
 
 void LoadPriority::WaitForUrgent(const std::atomic<bool>& stop) {
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return active_.empty() || stop.load(); });
-}
-
-void LoadPriority::WaitForUrgentNow(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mu_);
-  const uint64_t now = next_id_;
-  cv_.wait_for(lock, timeout, [&] { return active_.empty() || *active_.begin() > now; });
+  cv_.wait(lock, [&] { return urgent_ == 0 || stop.load(); });
 }
 
 void LoadPriority::Wake() {
@@ -143,7 +136,7 @@ Status RestoreLoader::Impl::Init(const RestoreLoaderOptions& o) {
            : guarded_copy_ ? "guarded copies"
                            : "guarded until first chunk");
   if (priority_ != nullptr && urgent_) {
-    urgent_id_ = priority_->BeginUrgent();
+    priority_->BeginUrgent();
     counted_urgent_ = true;
   }
   thread_ = std::thread([this] { Run(); });
@@ -153,7 +146,7 @@ Status RestoreLoader::Impl::Init(const RestoreLoaderOptions& o) {
 void RestoreLoader::Impl::EndUrgentLocked() {
   if (!counted_urgent_) return;
   counted_urgent_ = false;
-  priority_->EndUrgent(urgent_id_);
+  priority_->EndUrgent();
 }
 
 RestoreLoader::Impl::~Impl() {

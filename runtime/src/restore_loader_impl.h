@@ -149,7 +149,6 @@ class RestoreLoader::Impl {
   LoadPriority* priority_;
   bool urgent_;
   bool counted_urgent_ = false;        // counted in priority_ until resident, failed or destroyed
-  uint64_t urgent_id_ = 0;
   std::atomic<bool> stopping_{false};  // the destructor began (ends a wait in priority_)
   std::atomic<bool>* all_resident_;
   std::chrono::steady_clock::time_point start_;

@@ -284,7 +284,7 @@ TEST_F(RestoreLoaderTest, ABackgroundRestoreGivesWayToAnUrgentOne) {
   Layout();
   CaptureAndMapFresh();
   LoadPriority priority;
-  const uint64_t elsewhere = priority.BeginUrgent();  // an urgent restore elsewhere is loading
+  priority.BeginUrgent();  // an urgent restore elsewhere is loading
   RestoreLoaderOptions options = Options(kChunk);
   options.priority = &priority;
   auto loader = RestoreLoader::Start(options);
@@ -297,7 +297,7 @@ TEST_F(RestoreLoaderTest, ABackgroundRestoreGivesWayToAnUrgentOne) {
   // Only the required buffer: the background stream issued nothing meanwhile.
   EXPECT_EQ((*loader)->Stats().bytes, specs_[3].size);
   EXPECT_FALSE((*loader)->all_resident());
-  priority.EndUrgent(elsewhere);
+  priority.EndUrgent();
   ASSERT_TRUE((*loader)->Wait().ok()) << (*loader)->status().ToString();
   for (const Spec& s : specs_) ExpectBytes(s);
 }

@@ -157,10 +157,8 @@ class ApiServer {
   void ReleaseVaSlot(int slot);
   // The context pool's demand (ctxpool::ContextPool::SetDemand): restores that may lease at once.
   void SetContextDemand(size_t contexts);
-  // Until the context pool has the demand ready, or cannot make more (or `timeout`): whether it has.
+  // Until the context pool has nothing left to make or scrub (or `timeout`): whether it got there.
   bool WaitForContexts(std::chrono::milliseconds timeout);
-  // Until the urgent restores (SessionPlan::urgent) loading now have loaded, or `timeout`.
-  void WaitForUrgentRestores(std::chrono::milliseconds timeout);
   // Sessions currently open.
   size_t session_count() const;
   const std::string& socket_path() const;

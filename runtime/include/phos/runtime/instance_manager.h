@@ -78,9 +78,6 @@ class GpuSessions {
   // Until the context pool holds what SetContextDemand asked for, or cannot make more (at its
   // maximum, or after a failed creation), or `timeout` passes: whether it got there.
   virtual bool WaitForContexts(std::chrono::milliseconds timeout);
-  // Until the restores requests wait for that are loading now have loaded (or `timeout`): an
-  // ending instance's scrub waits for them rather than take the host from them. Default: at once.
-  virtual void WaitForUrgentRestores(std::chrono::milliseconds timeout);
 };
 
 struct InstanceManagerOptions {

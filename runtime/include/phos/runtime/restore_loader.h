@@ -41,11 +41,9 @@
 #include <cuda.h>
 
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
-#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,29 +59,23 @@ class DramTier;
 
 namespace phos::runtime {
 
-// Which restores go first on the copy engine and the host (docs/design.md D16): a restore a
-// request waits for is urgent; the background streaming of any other (a warm top-up) issues no new
-// copy while an urgent one is loading (its Require calls still load at once), and an ending
-// instance's scrub waits for the urgent restores loading when it ends. One per API server, shared
-// by its loaders. Thread-safe.
+// Which restores go first on the copy engine (docs/design.md D16): a restore a request waits for
+// is urgent; the background streaming of any other (a warm top-up) issues no new copy while an
+// urgent one is loading (its Require calls still load at once). One per API server, shared by its
+// loaders. Thread-safe.
 class LoadPriority {
  public:
-  // An urgent restore began loading: its id, for EndUrgent.
-  uint64_t BeginUrgent();
-  void EndUrgent(uint64_t id);
+  void BeginUrgent();
+  void EndUrgent();
   bool Busy() const;
   // Blocks while an urgent restore is loading, until `stop` is true (its setter then calls Wake).
   void WaitForUrgent(const std::atomic<bool>& stop);
-  // Blocks until every urgent restore loading now has finished (later ones do not count: the wait
-  // is bounded by the loads in flight), or `timeout`.
-  void WaitForUrgentNow(std::chrono::milliseconds timeout);
   void Wake();
 
  private:
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  uint64_t next_id_ = 0;
-  std::set<uint64_t> active_;
+  int urgent_ = 0;
 };
 
 struct RestoreLoaderOptions {

@@ -64,7 +64,6 @@ class SnapshotSessions final : public GpuSessions {
   void RetainOnly(const std::string& function, const std::vector<uint64_t>& keep) override;
   void SetContextDemand(size_t contexts) override { server_->SetContextDemand(contexts); }
   bool WaitForContexts(std::chrono::milliseconds timeout) override { return server_->WaitForContexts(timeout); }
-  void WaitForUrgentRestores(std::chrono::milliseconds timeout) override { server_->WaitForUrgentRestores(timeout); }
 
  private:
   using Key = std::pair<std::string, uint64_t>;

@@ -29,9 +29,6 @@ namespace phos::runtime {
 
 class ApiServer::Impl {
  public:
-  // The longest a closed session's end waits for urgent restores (they normally load in well under
-  // a second of device time; this only bounds a pathological stream of them).
-  static constexpr std::chrono::seconds kReapDeferral{10};
 
   Impl(const ApiServerOptions& options, driver::DriverTable* driver, int listen_fd, int wake_fd)
       : options_(options), driver_(driver), listen_fd_(listen_fd), wake_fd_(wake_fd) {}
@@ -327,8 +324,7 @@ class ApiServer::Impl {
   }
 
   // Ends the sessions whose control socket closed, one after another, until the server stops (the
-  // destructor ends what is left): each after the urgent restores loading when its socket closed
-  // (its scrub would take the host, and simgpu's memory, from them).
+  // destructor ends what is left).
   void Reap() {
     std::unique_lock lock(mu_);
     while (true) {
@@ -336,7 +332,6 @@ class ApiServer::Impl {
       if (stop_) return;
       std::string token = *closed_.begin();
       lock.unlock();
-      load_priority_.WaitForUrgentNow(kReapDeferral);
       EndSession(token);
       lock.lock();
       closed_.erase(token);

@@ -1,5 +1,8 @@
 #include "phosd_harness.h"
 
+#include <cuda.h>
+#include <cstdlib>
+
 #include <arpa/inet.h>
 #include <fmt/core.h>
 #include <netinet/in.h>
@@ -377,6 +380,17 @@ Result<std::vector<int>> ParsePositiveList(const std::string& flag, const std::s
     p = comma + 1;
   }
   return out;
+}
+
+Result<SimDevice> OpenSimDevice() {
+  setenv("PHOS_SIMGPU_PROFILE", "a100-pcie4", /*overwrite=*/0);
+  setenv("PHOS_SIMGPU_TIME_SCALE", "20", /*overwrite=*/0);
+  if (cuInit(0) != CUDA_SUCCESS) return Status::DeviceError("simgpu cuInit failed");
+  SimDevice d;
+  if (phosSimGetConfig(&d.config) != CUDA_SUCCESS || phosSimGetProfile(0, &d.profile) != CUDA_SUCCESS) {
+    return Status::DeviceError("cannot read simgpu's profile");
+  }
+  return d;
 }
 
 }  // namespace phos::bench

@@ -14,6 +14,7 @@
 
 #include "mlp_model.h"
 #include "phos/base/status.h"
+#include "phos/simgpu/simgpu.h"
 #include "phos/base/subprocess.h"
 
 namespace phos::bench {
@@ -122,5 +123,14 @@ double Percentile(std::vector<double> v, double p);
 // "256,1024" -> {256, 1024}: positive integers separated by commas; `flag` names the option in
 // the error.
 Result<std::vector<int>> ParsePositiveList(const std::string& flag, const std::string& text);
+
+// The simulated device both the benchmark and the phosd it starts run on: PHOS_SIMGPU_PROFILE
+// (default a100-pcie4) and PHOS_SIMGPU_TIME_SCALE (default 20) set in the environment phosd
+// inherits, simgpu initialised, its configuration and device 0's profile read back.
+struct SimDevice {
+  PhosSimConfig config{};
+  PhosSimProfileInfo profile{};
+};
+Result<SimDevice> OpenSimDevice();
 
 }  // namespace phos::bench

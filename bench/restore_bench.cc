@@ -50,6 +50,8 @@ using phos::bench::Http;
 using phos::bench::HttpResponse;
 using phos::bench::kBoundFloorMs;
 using phos::bench::Median;
+using phos::bench::OpenSimDevice;
+using phos::bench::SimDevice;
 using phos::bench::Run;
 
 constexpr double kTarget = 1.15;  // issue 6: phos <= 1.15x the bound
@@ -314,18 +316,13 @@ int main(int argc, char** argv) {
   }
   const Options& o = *parsed;
   // phosd inherits the environment: both read the same profile and time scale.
-  setenv("PHOS_SIMGPU_PROFILE", "a100-pcie4", /*overwrite=*/0);
-  setenv("PHOS_SIMGPU_TIME_SCALE", "20", /*overwrite=*/0);
-  if (cuInit(0) != CUDA_SUCCESS) {
-    std::fprintf(stderr, "restore_bench: simgpu cuInit failed\n");
+  Result<SimDevice> device = OpenSimDevice();
+  if (!device.ok()) {
+    std::fprintf(stderr, "restore_bench: %s\n", device.status().message().c_str());
     return 1;
   }
-  PhosSimConfig config{};
-  PhosSimProfileInfo profile{};
-  if (phosSimGetConfig(&config) != CUDA_SUCCESS || phosSimGetProfile(0, &profile) != CUDA_SUCCESS) {
-    std::fprintf(stderr, "restore_bench: cannot read simgpu's profile\n");
-    return 1;
-  }
+  const PhosSimConfig& config = device->config;
+  const PhosSimProfileInfo& profile = device->profile;
   std::printf("restore bench: profile %s, time scale %g, H2D pinned %.1f GB/s\n", config.profile,
               config.time_scale, profile.h2d_pinned_bps / 1e9);
 

@@ -7,6 +7,8 @@
 #include <prometheus/registry.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -163,7 +165,9 @@ TEST_F(PoolCoreTest, MissWaitsForTheCreationInFlightAndReportsTheWait) {
   // (create_on_miss would otherwise make a second) and say that it waited.
   // Shared with the operations: a refill thread that Shutdown leaves to finish must not outlive them.
   struct Held {
-    std::atomic<bool> release{false};
+    std::mutex mu;
+    std::condition_variable cv;
+    bool release = false;
     std::atomic<int> on_lessee_thread{0};
     std::thread::id lessee = std::this_thread::get_id();
   };
@@ -171,7 +175,8 @@ TEST_F(PoolCoreTest, MissWaitsForTheCreationInFlightAndReportsTheWait) {
   PoolOps<FakeItem, FakeTenant> ops{
       .create = [held](int key) -> Result<FakeItem> {
         if (std::this_thread::get_id() == held->lessee) ++held->on_lessee_thread;
-        while (!held->release.load()) std::this_thread::sleep_for(1ms);
+        std::unique_lock lock(held->mu);
+        held->cv.wait(lock, [&] { return held->release; });
         return FakeItem{.key = key};
       },
       .scrub = [](const FakeItem&, const FakeTenant&, bool) { return Status::Ok(); },
@@ -184,7 +189,9 @@ TEST_F(PoolCoreTest, MissWaitsForTheCreationInFlightAndReportsTheWait) {
   ASSERT_TRUE(core->WaitUntil([](const PoolStats& s) { return s.creating == 1; }, 10s));
   std::thread releaser([&] {
     core->WaitUntil([](const PoolStats& s) { return s.miss_waits == 1; }, 30s);
+    std::lock_guard lock(held->mu);
     held->release = true;
+    held->cv.notify_all();
   });
   FakeCore::Clock::duration waited{};
   Result<FakeItem> lease = core->Lease(1, nullptr, &waited);

@@ -139,6 +139,14 @@ std::string ColdStartMarkdown(const std::vector<SizeResult>& results, const RunI
       "`phosSimGetProfile`), E = the warm latency measured here (median of 5).\n\n",
       info.profile, info.command, info.profile, info.time_scale, NowUtc(), info.keep_alive_ms, info.layers,
       kBoundFloorMs, kBoundFloorMs, info.h2d_bps / 1e9);
+  if (!info.prefault.empty()) {
+    md += fmt::format(
+        "phosd's simulated device allocates {} of device memory's host pages when it starts "
+        "(`PHOS_SIMGPU_PREFAULT`): a GPU's memory is there before anything is loaded into it, and the "
+        "first touch of host pages would otherwise charge the first restores with host work the device does "
+        "not have (docs/decisions.md, issue 18).\n\n",
+        info.prefault);
+  }
   md += ScenarioParagraph();
   md += fmt::format(
       "Beside each: the lease stage's p99; pool waits (`X-Phos-Stage-Pool-Wait-Us`: requests that waited "

@@ -61,6 +61,7 @@ struct RunInfo {
   int layers = 0;
   int max_instances = 0;
   int keep_alive_ms = 0;
+  std::string prefault;  // PHOS_SIMGPU_PREFAULT phosd ran with; empty: none
 };
 
 // The stages phosd reports only once the pool wait and range wait are their own stages; "—" in

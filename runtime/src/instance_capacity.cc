@@ -65,7 +65,14 @@ void InstanceManager::Impl::PublishDemandLocked() {
         demand += static_cast<size_t>(InstanceRanges(f->spec));  // all free once it is deployed
         break;
       case DeployState::kDeployed:
-        for (const Slot& slot : f->slots) demand += slot.holder == 0 ? 1 : 0;
+        // A range whose instance is still starting counts too: its restore may not have leased
+        // its context yet, and the pool must not take that context for one of the free ranges.
+        for (const Slot& slot : f->slots) {
+          const bool starting = std::any_of(f->instances.begin(), f->instances.end(), [&](const auto& inst) {
+            return inst->id == slot.holder && inst->state == InstanceState::kStarting;
+          });
+          demand += slot.holder == 0 || starting ? 1 : 0;
+        }
         break;
       case DeployState::kNone:
         demand += static_cast<size_t>(std::max(0, MaxInstances(f->spec) - LiveLocked(*f)));

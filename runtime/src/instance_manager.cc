@@ -411,6 +411,7 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
     {
       std::lock_guard lock(mu_);
       inst->state = InstanceState::kBusy;
+      PublishDemandLocked();
     }
     bool keep = Handle(proc, who, std::move(*first), &report, after_request);
     {
@@ -423,6 +424,7 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
     std::lock_guard lock(mu_);
     inst->state = InstanceState::kIdle;
     f->slot_cv.notify_all();  // an idle instance may make way for a restore
+    PublishDemandLocked();
   }
   while (true) {
     Invocation inv;

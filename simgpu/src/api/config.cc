@@ -64,6 +64,12 @@ bool ConfigFromEnvironment(SimConfig* config, std::string* error) {
       return false;
     }
   }
+  if (const char* prefault = std::getenv("PHOS_SIMGPU_PREFAULT")) {
+    if (!ParseByteSize(prefault, &c.prefault_bytes)) {
+      *error = fmt::format("PHOS_SIMGPU_PREFAULT='{}' is not a size such as 512M or 8G", prefault);
+      return false;
+    }
+  }
   *config = c;
   return true;
 }

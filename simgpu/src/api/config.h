@@ -22,6 +22,11 @@ struct SimConfig {
   // PHOS_SIMGPU_MEMORY: per-device capacity override in bytes (suffixes K, M, G, T, binary).
   // Default: 0, the profile's memory size.
   uint64_t memory_bytes = 0;
+  // PHOS_SIMGPU_PREFAULT: bytes of device memory whose host pages are allocated at cuInit (in
+  // the background) and kept for reuse (same suffixes). A GPU's memory is there before anything
+  // is loaded into it; simgpu's is host memory, whose first touch costs the host time the
+  // modelled device does not have. Default: 0 (pages allocated on first write).
+  uint64_t prefault_bytes = 0;
 
   static constexpr double kDefaultTimeScale = 10.0;
   static constexpr int kMaxDevices = 8;

@@ -89,6 +89,8 @@ CUresult Driver::Start(const SimConfig& config) {
 
   DeviceMemoryOptions memory_options;
   memory_options.device_capacity.assign(config.device_count, config.device_memory());
+  memory_options.prefault_bytes = config.prefault_bytes;
+  memory_options.retained_bytes = std::max(memory_options.retained_bytes, config.prefault_bytes);
   if (CUresult r = DeviceMemory::Create(memory_options, &memory_); r != CUDA_SUCCESS) {
     PHOS_LOG(Error, "simgpu", "cuInit: cannot reserve the device address space");
     return r;

@@ -1,9 +1,12 @@
 // Address space, linear allocations and queries. The VMM calls are in device_memory_vmm.cc.
 #include "memory/device_memory.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <iterator>
 #include <mutex>
@@ -95,12 +98,38 @@ DeviceMemory::DeviceMemory(const DeviceMemoryOptions& options, CUdeviceptr base,
       base_(base),
       size_(options.va_size),
       memfd_(memfd),
+      retained_bytes_(options.retained_bytes),
       used_(options.device_capacity.size(), 0),
       va_(base, options.va_size),
-      file_space_(0, options.va_size) {}
+      file_space_(0, options.va_size) {
+  void* alias = mmap(nullptr, options.va_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, memfd, 0);
+  if (alias == MAP_FAILED) {
+    const int err = errno;
+    PHOS_LOG(Warn, "simgpu", "no second mapping of device physical memory ({}): loads into it go through pwrite",
+             std::system_category().message(err));
+  } else {
+    alias_ = static_cast<char*>(alias);
+  }
+  const uint64_t prefault = std::min(options.prefault_bytes, options.va_size);
+  if (prefault > 0) {
+    // Physical allocations take the file's lowest free slices first, so these are the pages the
+    // first ones get. Through the second mapping where there is one, so that the writes through it
+    // find them mapped; allocated pages read as zeros.
+    prefault_ = std::thread([memfd, prefault, alias = alias_] {
+      const bool populated = alias != nullptr && madvise(alias, prefault, MADV_POPULATE_WRITE) == 0;
+      if (!populated && fallocate(memfd, 0, 0, static_cast<off_t>(prefault)) != 0) {
+        const int err = errno;
+        PHOS_LOG(Warn, "simgpu", "allocating {} MiB of device memory's host pages ahead: {}", prefault >> 20,
+                 std::system_category().message(err));
+      }
+    });
+  }
+}
 
 DeviceMemory::~DeviceMemory() {
+  if (prefault_.joinable()) prefault_.join();
   munmap(reinterpret_cast<void*>(base_), size_);
+  if (alias_ != nullptr) munmap(alias_, size_);
   close(memfd_);
 }
 
@@ -185,6 +214,12 @@ CUresult DeviceMemory::Info(int device, uint64_t* free, uint64_t* total) const {
   *total = capacity_[device];
   *free = capacity_[device] - used_[device];
   return CUDA_SUCCESS;
+}
+
+uint64_t DeviceMemory::HostPageBytes() {
+  if (prefault_.joinable()) prefault_.join();
+  struct stat st {};
+  return fstat(memfd_, &st) == 0 ? static_cast<uint64_t>(st.st_blocks) * 512 : 0;
 }
 
 uint64_t DeviceMemory::UsedBytes(int device) const {

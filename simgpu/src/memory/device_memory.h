@@ -9,8 +9,12 @@
 //     an 80 GiB device costs only the pages actually written;
 //   - VMM physical allocations are slices of one sparse memfd, which is what lets the same bytes
 //     be mapped at several addresses, unmapped and mapped again with their content.
-// Freed or unmapped ranges get a fresh PROT_NONE mapping: their pages go back to the kernel and a
-// later stray access faults instead of reading stale data.
+// Freed or unmapped ranges get a fresh PROT_NONE mapping, so a later stray access faults instead
+// of reading stale data. Freed linear memory goes back to the kernel; a released physical
+// allocation keeps its pages for the next one (up to DeviceMemoryOptions::retained_bytes), as a
+// device's memory stays where it is: allocating host pages again for every restore would make the
+// simulation's host, not the modelled link, the cost of loading gigabytes (cuMemCreate promises
+// nothing about the content of new memory; phos zeroes what a tenant leaves before releasing it).
 //
 // The API layer validates contexts, devices, handles' properties and CUmemAccessDesc; this class
 // provides the memory semantics and returns the CUresult the driver documents for each misuse.
@@ -24,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <shared_mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -54,6 +59,12 @@ struct DeviceMemoryOptions {
   // multiple of DeviceMemory::kGranularity. Reserving costs no memory. Default: 8 TiB (512 GiB
   // under ThreadSanitizer).
   uint64_t va_size = kDefaultDeviceAddressSpace;
+  // Bytes of released physical memory whose host pages are kept for later allocations; past
+  // this, a release gives its pages back to the kernel.
+  uint64_t retained_bytes = 4ull << 30;
+  // Bytes of physical memory whose host pages are allocated at creation, by a background thread,
+  // so that the first allocations do not pay for them (at most va_size). Default: none.
+  uint64_t prefault_bytes = 0;
   // Address at which the reservation should start, so that device addresses are the same in
   // every process (restored buffers come back at their old addresses); a multiple of
   // kGranularity, or 0 to let the kernel choose. When the range is taken (another DeviceMemory in
@@ -139,6 +150,9 @@ class DeviceMemory {
   CUresult Info(int device, uint64_t* free, uint64_t* total) const;
   // Bytes charged to `device` (linear and physical allocations); 0 for an unknown device.
   uint64_t UsedBytes(int device) const;
+  // Bytes of host pages behind physical memory (live, kept for reuse, or allocated ahead), once
+  // the allocation ahead (DeviceMemoryOptions::prefault_bytes) has finished.
+  uint64_t HostPageBytes();
 
   // ---- VMM (cuMemAddressReserve ... cuMemSetAccess) ----
   // Reserves `size` bytes (a multiple of kGranularity) aligned to `alignment` (0 = kGranularity;
@@ -183,8 +197,8 @@ class DeviceMemory {
 
   // ---- Guarded ranges (memory/guard_table.h) ----
   // Writes into [dst, dst + bytes) whatever its protection (phosSimWriteGuarded), leaving the
-  // protection as it is: a linear allocation through /proc/self/mem, a VMM mapping through its
-  // memfd. The range must lie in one linear allocation (within its requested bytes) or one
+  // protection as it is: a linear allocation through /proc/self/mem, a VMM mapping through the
+  // memfd (its pages present: through a second, read-write mapping of the whole file). The range must lie in one linear allocation (within its requested bytes) or one
   // read-write mapping: CUDA_ERROR_INVALID_VALUE otherwise; CUDA_ERROR_OPERATING_SYSTEM when the
   // write fails.
   CUresult WriteGuarded(CUdeviceptr dst, const void* src, uint64_t bytes) const;
@@ -193,11 +207,12 @@ class DeviceMemory {
   bool CanWriteGuarded(CUdeviceptr dst, uint64_t bytes) const;
 
   // ---- Zeroing ----
-  // Zeroes [dst, dst + bytes) when it lies in one read-write VMM mapping: the whole pages of it
-  // are punched out of the memfd (they read back as zeros, and go back to the kernel), the rest is
-  // written. What a memset of 0 does, without writing every byte on the host: a scrub of a range of
-  // gigabytes would otherwise take the host's cores from the work it runs beside. False (nothing
-  // done) for any other range; the caller then writes the zeros itself.
+  // Zeroes [dst, dst + bytes) when it lies in one read-write VMM mapping, whatever its protection
+  // and without faulting the mapping's pages in: the present pages through the memfd's second
+  // mapping, holes left as they are (they read as zeros). What a memset of 0 does at a fraction of
+  // the host work: a scrub of a range of gigabytes would otherwise take the host's cores from the
+  // work it runs beside. False (nothing done) for any other range or a guarded one; the caller
+  // then writes the zeros itself.
   bool ZeroMapped(CUdeviceptr dst, uint64_t bytes) const;
 
  private:
@@ -251,17 +266,28 @@ class DeviceMemory {
   void DropMapping(CUmemGenericAllocationHandle handle);
   // Frees the physical memory once its handle is released and its last mapping is gone.
   void FreeIfUnreferenced(PhysicalMap::iterator it);
+  // Writes `bytes` at `at` in memfd_ (from == nullptr: zeros): where its pages are present through
+  // alias_, elsewhere with pwrite, which allocates pages far faster than faulting them in. False
+  // when a write fails (errno set).
+  bool WriteFile(uint64_t at, const void* from, uint64_t bytes) const;
 
   const std::vector<uint64_t> capacity_;
   const CUdeviceptr base_;
   const uint64_t size_;
   // Backs all physical allocations, each a kGranularity-aligned slice; one file rather than one
   // per allocation so that the number of allocations is not bounded by the process's fd limit
-  // (1024 by default). Released slices are hole-punched, which frees their pages.
+  // (1024 by default). Released slices keep their pages up to retained_bytes_, then are
+  // hole-punched, which frees them.
   const int memfd_;
+  // memfd_ mapped read-write in whole, for writes into guarded mappings and zeroing; nullptr when
+  // the address space could not be had (WriteFile then uses pwrite throughout).
+  char* alias_ = nullptr;
+  const uint64_t retained_bytes_;
+  std::thread prefault_;  // allocates options.prefault_bytes of memfd_'s pages
 
   mutable std::shared_mutex mu_;
   std::vector<uint64_t> used_;
+  uint64_t used_physical_ = 0;  // bytes of live physical allocations, all devices
   RangeAllocator va_;
   RangeAllocator file_space_;
   LinearMap linear_;

@@ -2,9 +2,12 @@
 // and writes into guarded memory, which for VMM go through the memfd.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <iterator>
 #include <mutex>
 #include <system_error>
@@ -76,6 +79,7 @@ CUresult DeviceMemory::CreatePhysical(int device, uint64_t size, CUmemGenericAll
   const CUmemGenericAllocationHandle h = next_handle_++;
   physical_.emplace(h, Physical{device, size, file_offset, 0, false});
   used_[device] += size;
+  used_physical_ += size;
   *handle = h;
   return CUDA_SUCCESS;
 }
@@ -99,8 +103,14 @@ void DeviceMemory::DropMapping(CUmemGenericAllocationHandle handle) {
 void DeviceMemory::FreeIfUnreferenced(PhysicalMap::iterator it) {
   const Physical& physical = it->second;
   if (physical.mappings > 0 || !physical.released) return;
-  if (fallocate(memfd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(physical.file_offset),
-                static_cast<off_t>(physical.size)) != 0) {
+  used_physical_ -= physical.size;
+  // The file's present pages beyond the live allocations' are those kept from released ones
+  // (fewer, when a live one has holes): past the limit, this slice's go back to the kernel.
+  struct stat st {};
+  const bool keep = fstat(memfd_, &st) == 0 &&
+                    static_cast<uint64_t>(st.st_blocks) * 512 <= used_physical_ + retained_bytes_;
+  if (!keep && fallocate(memfd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(physical.file_offset),
+                         static_cast<off_t>(physical.size)) != 0) {
     // The slice is still reused: cuMemCreate gives no guarantee about initial content either.
     const int err = errno;
     PHOS_LOG(Warn, "simgpu", "freeing {} bytes of physical memory: {}", physical.size,
@@ -109,6 +119,51 @@ void DeviceMemory::FreeIfUnreferenced(PhysicalMap::iterator it) {
   file_space_.Release(physical.file_offset, physical.size);
   used_[physical.device] -= physical.size;
   physical_.erase(it);
+}
+
+bool DeviceMemory::WriteFile(uint64_t at, const void* from, uint64_t bytes) const {
+  const auto* src = static_cast<const char*>(from);
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t end = at + bytes;
+  // Which pages are present, a window at a time: mincore on the second mapping reports the
+  // file's pages in memory (SEEK_HOLE would scan to the end of the present extent each time).
+  constexpr uint64_t kWindowPages = 16384;
+  unsigned char present[kWindowPages];
+  while (at < end) {
+    const uint64_t first_page = at / page * page;
+    const uint64_t window_end = std::min(end, first_page + kWindowPages * page);
+    const uint64_t pages = (window_end - first_page + page - 1) / page;
+    // Unknown (no second mapping, or mincore failed): pwrite when there is no second mapping,
+    // else through it, which is right for any page.
+    const bool known = alias_ != nullptr && mincore(alias_ + first_page, pages * page, present) == 0;
+    auto is_present = [&](uint64_t i) { return alias_ != nullptr && (!known || (present[i] & 1) != 0); };
+    while (at < window_end) {
+      const uint64_t index = (at - first_page) / page;
+      const bool here = is_present(index);
+      uint64_t stop = std::min(window_end, first_page + (index + 1) * page);
+      for (uint64_t i = index + 1; i < pages && stop < window_end && is_present(i) == here; ++i) {
+        stop = std::min(window_end, first_page + (i + 1) * page);
+      }
+      const char* chunk = src == nullptr ? nullptr : src + (bytes - (end - at));
+      if (here && chunk != nullptr) {
+        std::memcpy(alias_ + at, chunk, stop - at);
+      } else if (here) {
+        std::memset(alias_ + at, 0, stop - at);
+      } else if (chunk != nullptr) {
+        for (uint64_t w = at; w < stop;) {
+          const ssize_t n = pwrite(memfd_, chunk + (w - at), stop - w, static_cast<off_t>(w));
+          if (n < 0 && errno == EINTR) continue;
+          if (n <= 0) {
+            if (n == 0) errno = EIO;
+            return false;
+          }
+          w += static_cast<uint64_t>(n);
+        }
+      }  // else zeros into a hole, which reads as zeros already
+      at = stop;
+    }
+  }
+  return true;
 }
 
 CUresult DeviceMemory::Map(CUdeviceptr ptr, uint64_t size, uint64_t offset,
@@ -222,20 +277,11 @@ CUresult DeviceMemory::WriteGuarded(CUdeviceptr dst, const void* src, uint64_t b
   if (linear != linear_.end()) return WriteThroughProcMem(dst, src, bytes);
   // The mapping is shared, so its bytes are the memfd's: write there.
   const Physical& physical = physical_.at(mapping->second.handle);
-  off_t at = static_cast<off_t>(physical.file_offset + mapping->second.offset + (dst - mapping->first));
-  const auto* from = static_cast<const char*>(src);
-  while (bytes > 0) {
-    const ssize_t n = pwrite(memfd_, from, bytes, at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : EIO;
-      PHOS_LOG(Error, "simgpu", "writing guarded VMM memory at {:#x}: {}", dst,
-               std::system_category().message(err));
-      return CUDA_ERROR_OPERATING_SYSTEM;
-    }
-    from += n;
-    at += n;
-    bytes -= static_cast<uint64_t>(n);
+  const uint64_t at = physical.file_offset + mapping->second.offset + (dst - mapping->first);
+  if (!WriteFile(at, src, bytes)) {
+    const int err = errno;
+    PHOS_LOG(Error, "simgpu", "writing guarded VMM memory at {:#x}: {}", dst, std::system_category().message(err));
+    return CUDA_ERROR_OPERATING_SYSTEM;
   }
   return CUDA_SUCCESS;
 }
@@ -250,37 +296,9 @@ bool DeviceMemory::ZeroMapped(CUdeviceptr dst, uint64_t bytes) const {
     return false;
   }
   // A guarded range is written the ordinary way: its fault is what validation watches for.
-  if (GuardTable::Global().Overlaps(dst, bytes)) return false;
+  if (GuardTable::Global().Overlaps(dst, bytes) || alias_ == nullptr) return false;
   const Physical& physical = physical_.at(mapping->second.handle);
-  const uint64_t at = physical.file_offset + mapping->second.offset + (dst - mapping->first);
-  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  const uint64_t first = (at + page - 1) / page * page;
-  const uint64_t end = (at + bytes) / page * page;
-  if (end <= first) return false;  // less than a page: a plain memset is as cheap
-  // The partial pages at either end (and anything a punch refused), through the memfd as well
-  // (the mapping may be guarded).
-  static const char kZeros[4096] = {};
-  auto zero = [&](uint64_t from, uint64_t to) {
-    while (from < to) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(to - from, sizeof(kZeros)));
-      if (pwrite(memfd_, kZeros, n, static_cast<off_t>(from)) != static_cast<ssize_t>(n)) return false;
-      from += n;
-    }
-    return true;
-  };
-  // In pieces: a punch holds the memfd's inode lock, which every write into guarded memory (a
-  // restore's loads) needs too.
-  constexpr uint64_t kPiece = 16ull << 20;
-  for (uint64_t from = first; from < end; from += kPiece) {
-    const uint64_t len = std::min(kPiece, end - from);
-    if (fallocate(memfd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(from),
-                  static_cast<off_t>(len)) != 0) {
-      if (from == first) return false;  // nothing done: the caller writes the zeros
-      if (!zero(from, end)) return false;
-      break;
-    }
-  }
-  return zero(at, first) && zero(end, at + bytes);
+  return WriteFile(physical.file_offset + mapping->second.offset + (dst - mapping->first), nullptr, bytes);
 }
 
 bool DeviceMemory::FindPhysical(CUmemGenericAllocationHandle handle, PhysicalInfo* out) const {

@@ -16,7 +16,7 @@ class ConfigTest : public ::testing::Test {
     for (const char* v : kVars) unsetenv(v);
   }
   static constexpr const char* kVars[] = {"PHOS_SIMGPU_PROFILE", "PHOS_SIMGPU_TIME_SCALE", "PHOS_SIMGPU_DEVICES",
-                                          "PHOS_SIMGPU_MEMORY"};
+                                          "PHOS_SIMGPU_MEMORY", "PHOS_SIMGPU_PREFAULT"};
 };
 
 TEST_F(ConfigTest, Defaults) {
@@ -34,6 +34,7 @@ TEST_F(ConfigTest, ReadsEveryVariable) {
   setenv("PHOS_SIMGPU_TIME_SCALE", "2.5", 1);
   setenv("PHOS_SIMGPU_DEVICES", "4", 1);
   setenv("PHOS_SIMGPU_MEMORY", "16G", 1);
+  setenv("PHOS_SIMGPU_PREFAULT", "6G", 1);
   SimConfig c;
   std::string error;
   ASSERT_TRUE(ConfigFromEnvironment(&c, &error)) << error;
@@ -41,6 +42,7 @@ TEST_F(ConfigTest, ReadsEveryVariable) {
   EXPECT_EQ(c.time_scale, 2.5);
   EXPECT_EQ(c.device_count, 4);
   EXPECT_EQ(c.device_memory(), 16ull << 30);
+  EXPECT_EQ(c.prefault_bytes, 6ull << 30);
 }
 
 TEST_F(ConfigTest, BadValuesAreRefusedWithTheVariableNamed) {
@@ -50,7 +52,8 @@ TEST_F(ConfigTest, BadValuesAreRefusedWithTheVariableNamed) {
   };
   for (Case c : {Case{"PHOS_SIMGPU_PROFILE", "v100"}, Case{"PHOS_SIMGPU_TIME_SCALE", "0"},
                  Case{"PHOS_SIMGPU_TIME_SCALE", "fast"}, Case{"PHOS_SIMGPU_DEVICES", "9"},
-                 Case{"PHOS_SIMGPU_DEVICES", "2x"}, Case{"PHOS_SIMGPU_MEMORY", "12Q"}}) {
+                 Case{"PHOS_SIMGPU_DEVICES", "2x"}, Case{"PHOS_SIMGPU_MEMORY", "12Q"},
+                 Case{"PHOS_SIMGPU_PREFAULT", "lots"}}) {
     setenv(c.var, c.value, 1);
     SimConfig config;
     std::string error;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <vector>
 
 #include "memory/device_memory.h"
 
@@ -190,6 +191,41 @@ TEST_F(VmmTest, CheckRangeSpansAdjacentMappings) {
   EXPECT_FALSE(mem_->CheckRange(s + kG, 1, Access::kNone));
 }
 
+// Guarded writes and zeroing go through the file, part of whose pages exist (written before)
+// and part are holes: both kinds of extent take the bytes.
+TEST_F(VmmTest, GuardedWritesAndZeroingCrossPresentPagesAndHoles) {
+  const uint64_t size = 4 * kMiB;
+  auto* bytes = reinterpret_cast<volatile unsigned char*>(0);
+  auto map_fresh = [&]() {
+    const auto h = Create(size);
+    const CUdeviceptr r = Reserve(size);
+    EXPECT_EQ(mem_->Map(r, size, 0, h), CUDA_SUCCESS);
+    EXPECT_EQ(mem_->SetAccess(r, size, Access::kReadWrite), CUDA_SUCCESS);
+    bytes = reinterpret_cast<volatile unsigned char*>(r);
+    // Pages present at the start and in the third MiB only.
+    bytes[0] = 1;
+    std::memset(reinterpret_cast<void*>(r + 2 * kMiB), 2, kMiB);
+    return r;
+  };
+  CUdeviceptr r = map_fresh();
+  std::vector<unsigned char> data(size - 100);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned char>(i * 7 + 3);
+  ASSERT_EQ(mem_->WriteGuarded(r + 50, data.data(), data.size()), CUDA_SUCCESS);
+  size_t wrong = 0;
+  for (size_t i = 0; i < size; ++i) {
+    const unsigned char want = i < 50 ? (i == 0 ? 1 : 0) : i < size - 50 ? data[i - 50] : 0;
+    wrong += bytes[i] != want ? 1 : 0;
+  }
+  EXPECT_EQ(wrong, 0u);
+
+  r = map_fresh();
+  ASSERT_TRUE(mem_->ZeroMapped(r + 1, size - 2));
+  wrong = 0;
+  for (size_t i = 1; i < size - 1; ++i) wrong += bytes[i] != 0 ? 1 : 0;
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(bytes[0], 1);
+}
+
 TEST_F(VmmTest, ReleaseWhileMappedKeepsTheMemoryUntilUnmap) {
   const auto h = Create(4 * kMiB, 1);
   const CUdeviceptr r = Reserve(4 * kMiB);
@@ -207,12 +243,64 @@ TEST_F(VmmTest, ReleaseWhileMappedKeepsTheMemoryUntilUnmap) {
   EXPECT_EQ(mem_->Map(other, 4 * kMiB, 0, h), CUDA_ERROR_INVALID_VALUE);
   ASSERT_EQ(mem_->Unmap(r, 4 * kMiB), CUDA_SUCCESS);
   EXPECT_EQ(mem_->UsedBytes(1), 0u);
-  // The pages were given back: the next allocation reuses the slice and reads zeros.
-  const auto fresh = Create(4 * kMiB, 1);
-  ASSERT_EQ(mem_->Map(r, 4 * kMiB, 0, fresh), CUDA_SUCCESS);
-  ASSERT_EQ(mem_->SetAccess(r, 4 * kMiB, Access::kRead), CUDA_SUCCESS);
-  EXPECT_EQ(reinterpret_cast<volatile unsigned char*>(r)[0], 0);
-  EXPECT_EQ(reinterpret_cast<volatile unsigned char*>(r)[4 * kMiB - 1], 0);
+}
+
+// Writes 0x77 over a physical allocation, frees it, and maps the next allocation of that size
+// (which reuses its slice of the file) where it was: the first byte of what it reads.
+unsigned char ReuseAfterRelease(DeviceMemory& mem) {
+  CUmemGenericAllocationHandle h = 0;
+  CUdeviceptr r = 0;
+  EXPECT_EQ(mem.CreatePhysical(0, 4 * kMiB, &h), CUDA_SUCCESS);
+  EXPECT_EQ(mem.ReserveAddress(4 * kMiB, 0, 0, &r), CUDA_SUCCESS);
+  EXPECT_EQ(mem.Map(r, 4 * kMiB, 0, h), CUDA_SUCCESS);
+  EXPECT_EQ(mem.SetAccess(r, 4 * kMiB, Access::kReadWrite), CUDA_SUCCESS);
+  std::memset(reinterpret_cast<void*>(r), 0x77, 4 * kMiB);
+  EXPECT_EQ(mem.Unmap(r, 4 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(mem.ReleasePhysical(h), CUDA_SUCCESS);
+  CUmemGenericAllocationHandle next = 0;
+  EXPECT_EQ(mem.CreatePhysical(0, 4 * kMiB, &next), CUDA_SUCCESS);
+  EXPECT_EQ(mem.Map(r, 4 * kMiB, 0, next), CUDA_SUCCESS);
+  EXPECT_EQ(mem.SetAccess(r, 4 * kMiB, Access::kRead), CUDA_SUCCESS);
+  return reinterpret_cast<volatile unsigned char*>(r)[4 * kMiB - 1];
+}
+
+TEST(VmmRetentionTest, AReleasedAllocationKeepsItsPagesForTheNext) {
+  DeviceMemoryOptions options;
+  options.device_capacity = {kGiB};
+  std::unique_ptr<DeviceMemory> mem;
+  ASSERT_EQ(DeviceMemory::Create(options, &mem), CUDA_SUCCESS);
+  // cuMemCreate promises nothing about new memory's content: here it is the old pages'.
+  EXPECT_EQ(ReuseAfterRelease(*mem), 0x77);
+}
+
+TEST(VmmRetentionTest, PastTheRetainedLimitAReleaseGivesItsPagesBack) {
+  DeviceMemoryOptions options;
+  options.device_capacity = {kGiB};
+  options.retained_bytes = 0;
+  std::unique_ptr<DeviceMemory> mem;
+  ASSERT_EQ(DeviceMemory::Create(options, &mem), CUDA_SUCCESS);
+  EXPECT_EQ(ReuseAfterRelease(*mem), 0);
+  EXPECT_LE(mem->HostPageBytes(), 4 * kMiB) << "only the live allocation has pages";
+}
+
+TEST(VmmRetentionTest, PagesAllocatedAheadAreKeptAndReadAsZeros) {
+  DeviceMemoryOptions options;
+  options.device_capacity = {kGiB};
+  options.prefault_bytes = 8 * kMiB;
+  options.retained_bytes = 0;
+  std::unique_ptr<DeviceMemory> mem;
+  ASSERT_EQ(DeviceMemory::Create(options, &mem), CUDA_SUCCESS);
+  EXPECT_EQ(mem->HostPageBytes(), 8 * kMiB);
+  CUmemGenericAllocationHandle h = 0;
+  CUdeviceptr r = 0;
+  ASSERT_EQ(mem->CreatePhysical(0, 4 * kMiB, &h), CUDA_SUCCESS);
+  ASSERT_EQ(mem->ReserveAddress(4 * kMiB, 0, 0, &r), CUDA_SUCCESS);
+  ASSERT_EQ(mem->Map(r, 4 * kMiB, 0, h), CUDA_SUCCESS);
+  ASSERT_EQ(mem->SetAccess(r, 4 * kMiB, Access::kRead), CUDA_SUCCESS);
+  size_t nonzero = 0;
+  for (uint64_t i = 0; i < 4 * kMiB; i += 4096) nonzero += reinterpret_cast<volatile unsigned char*>(r)[i] != 0;
+  EXPECT_EQ(nonzero, 0u);
+  EXPECT_EQ(mem->HostPageBytes(), 8 * kMiB) << "the allocation took pages allocated ahead";
 }
 
 TEST_F(VmmTest, ReleaseOfAnUnmappedHandleFreesAtOnce) {

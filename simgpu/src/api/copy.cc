@@ -116,8 +116,8 @@ CUresult EnqueueMemset(Driver& driver, Stream& stream, CUdeviceptr dst, uint32_t
   op.what = "memset";
   auto* p = reinterpret_cast<unsigned char*>(dst);
   if (value == 0) {
-    // Zeroes whole pages of VMM memory by punching them out of its memfd (same bytes, far less
-    // host work); elsewhere writes them.
+    // VMM memory is zeroed through its memfd without faulting its pages in, and marked zeroed
+    // (DeviceMemory::ZeroMapped); elsewhere the bytes are written.
     DeviceMemory* memory = &driver.memory();
     op.work = [memory, p, dst, bytes]() {
       if (!memory->ZeroMapped(dst, bytes)) std::memset(p, 0, bytes);

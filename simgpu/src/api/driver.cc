@@ -89,8 +89,9 @@ CUresult Driver::Start(const SimConfig& config) {
 
   DeviceMemoryOptions memory_options;
   memory_options.device_capacity.assign(config.device_count, config.device_memory());
-  memory_options.prefault_bytes = config.prefault_bytes;
-  memory_options.retained_bytes = std::max(memory_options.retained_bytes, config.prefault_bytes);
+  // No more than the devices hold.
+  memory_options.prefault_bytes = std::min<uint64_t>(config.prefault_bytes, config.device_memory() * config.device_count);
+  memory_options.retained_bytes = std::max(memory_options.retained_bytes, memory_options.prefault_bytes);
   if (CUresult r = DeviceMemory::Create(memory_options, &memory_); r != CUDA_SUCCESS) {
     PHOS_LOG(Error, "simgpu", "cuInit: cannot reserve the device address space");
     return r;

@@ -102,6 +102,10 @@ DeviceMemory::DeviceMemory(const DeviceMemoryOptions& options, CUdeviceptr base,
       used_(options.device_capacity.size(), 0),
       va_(base, options.va_size),
       file_space_(0, options.va_size) {
+#if defined(PHOS_SIM_TSAN)
+  // ThreadSanitizer leaves about 1 TiB for mappings, and the reservation takes half of it.
+  PHOS_LOG(Debug, "simgpu", "no second mapping of device physical memory under ThreadSanitizer");
+#else
   void* alias = mmap(nullptr, options.va_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, memfd, 0);
   if (alias == MAP_FAILED) {
     const int err = errno;
@@ -110,6 +114,7 @@ DeviceMemory::DeviceMemory(const DeviceMemoryOptions& options, CUdeviceptr base,
   } else {
     alias_ = static_cast<char*>(alias);
   }
+#endif
   const uint64_t prefault = std::min(options.prefault_bytes, options.va_size);
   if (prefault > 0) {
     // Physical allocations take the file's lowest free slices first, so these are the pages the
@@ -127,7 +132,7 @@ DeviceMemory::DeviceMemory(const DeviceMemoryOptions& options, CUdeviceptr base,
 }
 
 DeviceMemory::~DeviceMemory() {
-  if (prefault_.joinable()) prefault_.join();
+  JoinPrefault();
   munmap(reinterpret_cast<void*>(base_), size_);
   if (alias_ != nullptr) munmap(alias_, size_);
   close(memfd_);
@@ -217,7 +222,7 @@ CUresult DeviceMemory::Info(int device, uint64_t* free, uint64_t* total) const {
 }
 
 uint64_t DeviceMemory::HostPageBytes() {
-  if (prefault_.joinable()) prefault_.join();
+  JoinPrefault();
   struct stat st {};
   return fstat(memfd_, &st) == 0 ? static_cast<uint64_t>(st.st_blocks) * 512 : 0;
 }

@@ -11,8 +11,8 @@
 //     be mapped at several addresses, unmapped and mapped again with their content.
 // Freed or unmapped ranges get a fresh PROT_NONE mapping, so a later stray access faults instead
 // of reading stale data. Freed linear memory goes back to the kernel; a released physical
-// allocation keeps its pages for the next one (up to DeviceMemoryOptions::retained_bytes), as a
-// device's memory stays where it is: allocating host pages again for every restore would make the
+// allocation that was zeroed in whole (as a scrub leaves it) keeps its pages for the next one (up
+// to DeviceMemoryOptions::retained_bytes), as a device's memory stays where it is: allocating host pages again for every restore would make the
 // simulation's host, not the modelled link, the cost of loading gigabytes (cuMemCreate promises
 // nothing about the content of new memory; phos zeroes what a tenant leaves before releasing it).
 //
@@ -24,9 +24,11 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <shared_mutex>
 #include <thread>
 #include <unordered_map>
@@ -59,8 +61,8 @@ struct DeviceMemoryOptions {
   // multiple of DeviceMemory::kGranularity. Reserving costs no memory. Default: 8 TiB (512 GiB
   // under ThreadSanitizer).
   uint64_t va_size = kDefaultDeviceAddressSpace;
-  // Bytes of released physical memory whose host pages are kept for later allocations; past
-  // this, a release gives its pages back to the kernel.
+  // Bytes of released (zeroed) physical memory whose host pages are kept for later allocations,
+  // beyond the live allocations' pages; past this, a release gives its pages back to the kernel.
   uint64_t retained_bytes = 4ull << 30;
   // Bytes of physical memory whose host pages are allocated at creation, by a background thread,
   // so that the first allocations do not pay for them (at most va_size). Default: none.
@@ -207,12 +209,11 @@ class DeviceMemory {
   bool CanWriteGuarded(CUdeviceptr dst, uint64_t bytes) const;
 
   // ---- Zeroing ----
-  // Zeroes [dst, dst + bytes) when it lies in one read-write VMM mapping, whatever its protection
-  // and without faulting the mapping's pages in: the present pages through the memfd's second
-  // mapping, holes left as they are (they read as zeros). What a memset of 0 does at a fraction of
-  // the host work: a scrub of a range of gigabytes would otherwise take the host's cores from the
-  // work it runs beside. False (nothing done) for any other range or a guarded one; the caller
-  // then writes the zeros itself.
+  // Zeroes [dst, dst + bytes) when it lies in one read-write VMM mapping and no guarded range,
+  // without faulting the mapping's pages in: present pages through the memfd's second mapping,
+  // the others punched out of the memfd (they read as zeros). What a memset of 0 does without
+  // allocating host pages the next load would find absent. False (nothing done) for any other
+  // range; the caller then writes the zeros itself.
   bool ZeroMapped(CUdeviceptr dst, uint64_t bytes) const;
 
  private:
@@ -223,11 +224,16 @@ class DeviceMemory {
     uint64_t owner;
   };
   struct Physical {
-    int device;
-    uint64_t size;
-    uint64_t file_offset;  // of its slice in memfd_
-    int mappings;
-    bool released;
+    int device = 0;
+    uint64_t size = 0;
+    uint64_t file_offset = 0;  // of its slice in memfd_
+    int mappings = 0;
+    bool released = false;
+    // Zeroed in whole (ZeroMapped) since write access to it was last granted and since its last
+    // guarded write: what a scrub leaves. Only such memory keeps its pages once released; any
+    // other release punches them out, so that nothing a tenant wrote reaches the next allocation
+    // when a scrub did not run. Set and cleared under a shared lock.
+    mutable std::atomic<bool> zeroed{false};
   };
   struct Mapping {
     uint64_t size;
@@ -267,8 +273,9 @@ class DeviceMemory {
   // Frees the physical memory once its handle is released and its last mapping is gone.
   void FreeIfUnreferenced(PhysicalMap::iterator it);
   // Writes `bytes` at `at` in memfd_ (from == nullptr: zeros): where its pages are present through
-  // alias_, elsewhere with pwrite, which allocates pages far faster than faulting them in. False
-  // when a write fails (errno set).
+  // alias_; elsewhere with pwrite, which allocates pages far faster than faulting them in, and
+  // zeros by punching the whole pages out (a page absent from memory may be swapped out, so it is
+  // not taken for a hole). False when a write fails (errno set).
   bool WriteFile(uint64_t at, const void* from, uint64_t bytes) const;
 
   const std::vector<uint64_t> capacity_;
@@ -284,6 +291,12 @@ class DeviceMemory {
   char* alias_ = nullptr;
   const uint64_t retained_bytes_;
   std::thread prefault_;  // allocates options.prefault_bytes of memfd_'s pages
+  std::once_flag prefault_joined_;
+  void JoinPrefault() {
+    std::call_once(prefault_joined_, [this] {
+      if (prefault_.joinable()) prefault_.join();
+    });
+  }
 
   mutable std::shared_mutex mu_;
   std::vector<uint64_t> used_;

@@ -23,6 +23,21 @@ bool Granular(uint64_t value) {
   return value % DeviceMemory::kGranularity == 0;
 }
 
+// Writes [from, to) of the file from `src` (which holds to - from bytes).
+bool PwriteAll(int fd, const char* src, uint64_t from, uint64_t to) {
+  while (from < to) {
+    const ssize_t n = pwrite(fd, src, to - from, static_cast<off_t>(from));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      return false;
+    }
+    src += n;
+    from += static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
 int Protection(Access access) {
   switch (access) {
     case Access::kNone:
@@ -77,7 +92,10 @@ CUresult DeviceMemory::CreatePhysical(int device, uint64_t size, CUmemGenericAll
   uint64_t file_offset = 0;
   if (!file_space_.Allocate(size, kGranularity, &file_offset)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUmemGenericAllocationHandle h = next_handle_++;
-  physical_.emplace(h, Physical{device, size, file_offset, 0, false});
+  Physical& physical = physical_[h];
+  physical.device = device;
+  physical.size = size;
+  physical.file_offset = file_offset;
   used_[device] += size;
   used_physical_ += size;
   *handle = h;
@@ -104,10 +122,11 @@ void DeviceMemory::FreeIfUnreferenced(PhysicalMap::iterator it) {
   const Physical& physical = it->second;
   if (physical.mappings > 0 || !physical.released) return;
   used_physical_ -= physical.size;
-  // The file's present pages beyond the live allocations' are those kept from released ones
-  // (fewer, when a live one has holes): past the limit, this slice's go back to the kernel.
+  // The file's present pages beyond the live allocations' are those kept from released ones and
+  // allocated ahead (give or take the live ones' holes): past the limit, this slice's go back to
+  // the kernel, as do those of memory released without being zeroed.
   struct stat st {};
-  const bool keep = fstat(memfd_, &st) == 0 &&
+  const bool keep = physical.zeroed.load() && fstat(memfd_, &st) == 0 &&
                     static_cast<uint64_t>(st.st_blocks) * 512 <= used_physical_ + retained_bytes_;
   if (!keep && fallocate(memfd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(physical.file_offset),
                          static_cast<off_t>(physical.size)) != 0) {
@@ -150,16 +169,22 @@ bool DeviceMemory::WriteFile(uint64_t at, const void* from, uint64_t bytes) cons
       } else if (here) {
         std::memset(alias_ + at, 0, stop - at);
       } else if (chunk != nullptr) {
-        for (uint64_t w = at; w < stop;) {
-          const ssize_t n = pwrite(memfd_, chunk + (w - at), stop - w, static_cast<off_t>(w));
-          if (n < 0 && errno == EINTR) continue;
-          if (n <= 0) {
-            if (n == 0) errno = EIO;
-            return false;
+        if (!PwriteAll(memfd_, chunk, at, stop)) return false;
+      } else {
+        // Whole pages punched out (a hole, or a page swapped out), partial ones written.
+        const uint64_t from = (at + page - 1) / page * page;
+        const uint64_t to = stop / page * page;
+        const bool punched = to > from && fallocate(memfd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                                                    static_cast<off_t>(from), static_cast<off_t>(to - from)) == 0;
+        static const char kZeros[1 << 20] = {};
+        auto zero = [&](uint64_t w, uint64_t to_byte) {
+          for (; w < to_byte; w += std::min<uint64_t>(to_byte - w, sizeof(kZeros))) {
+            if (!PwriteAll(memfd_, kZeros, w, std::min<uint64_t>(to_byte, w + sizeof(kZeros)))) return false;
           }
-          w += static_cast<uint64_t>(n);
-        }
-      }  // else zeros into a hole, which reads as zeros already
+          return true;
+        };
+        if (!(punched ? zero(at, from) && zero(to, stop) : zero(at, stop))) return false;
+      }
       at = stop;
     }
   }
@@ -245,6 +270,7 @@ CUresult DeviceMemory::SetAccess(CUdeviceptr ptr, uint64_t size, Access access) 
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
     it->second.access = access;
+    if (access == Access::kReadWrite) physical_.at(it->second.handle).zeroed.store(false);
     at += it->second.size;
   }
   return CUDA_SUCCESS;
@@ -277,6 +303,7 @@ CUresult DeviceMemory::WriteGuarded(CUdeviceptr dst, const void* src, uint64_t b
   if (linear != linear_.end()) return WriteThroughProcMem(dst, src, bytes);
   // The mapping is shared, so its bytes are the memfd's: write there.
   const Physical& physical = physical_.at(mapping->second.handle);
+  physical.zeroed.store(false);
   const uint64_t at = physical.file_offset + mapping->second.offset + (dst - mapping->first);
   if (!WriteFile(at, src, bytes)) {
     const int err = errno;
@@ -296,9 +323,12 @@ bool DeviceMemory::ZeroMapped(CUdeviceptr dst, uint64_t bytes) const {
     return false;
   }
   // A guarded range is written the ordinary way: its fault is what validation watches for.
-  if (GuardTable::Global().Overlaps(dst, bytes) || alias_ == nullptr) return false;
+  if (GuardTable::Global().Overlaps(dst, bytes)) return false;
   const Physical& physical = physical_.at(mapping->second.handle);
-  return WriteFile(physical.file_offset + mapping->second.offset + (dst - mapping->first), nullptr, bytes);
+  const uint64_t offset = mapping->second.offset + (dst - mapping->first);
+  if (!WriteFile(physical.file_offset + offset, nullptr, bytes)) return false;
+  if (offset == 0 && bytes == physical.size) physical.zeroed.store(true);
+  return true;
 }
 
 bool DeviceMemory::FindPhysical(CUmemGenericAllocationHandle handle, PhysicalInfo* out) const {

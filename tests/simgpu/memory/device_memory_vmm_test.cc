@@ -192,19 +192,20 @@ TEST_F(VmmTest, CheckRangeSpansAdjacentMappings) {
 }
 
 // Guarded writes and zeroing go through the file, part of whose pages exist (written before)
-// and part are holes: both kinds of extent take the bytes.
+// and part are holes, across the 64 MiB windows the presence of pages is read in: both kinds of
+// extent take the bytes.
 TEST_F(VmmTest, GuardedWritesAndZeroingCrossPresentPagesAndHoles) {
-  const uint64_t size = 4 * kMiB;
-  auto* bytes = reinterpret_cast<volatile unsigned char*>(0);
+  const uint64_t size = 72 * kMiB;
+  volatile unsigned char* bytes = nullptr;
   auto map_fresh = [&]() {
     const auto h = Create(size);
     const CUdeviceptr r = Reserve(size);
     EXPECT_EQ(mem_->Map(r, size, 0, h), CUDA_SUCCESS);
     EXPECT_EQ(mem_->SetAccess(r, size, Access::kReadWrite), CUDA_SUCCESS);
     bytes = reinterpret_cast<volatile unsigned char*>(r);
-    // Pages present at the start and in the third MiB only.
+    // Pages present at the start and from 63 to 66 MiB only.
     bytes[0] = 1;
-    std::memset(reinterpret_cast<void*>(r + 2 * kMiB), 2, kMiB);
+    std::memset(reinterpret_cast<void*>(r + 63 * kMiB), 2, 3 * kMiB);
     return r;
   };
   CUdeviceptr r = map_fresh();
@@ -245,9 +246,11 @@ TEST_F(VmmTest, ReleaseWhileMappedKeepsTheMemoryUntilUnmap) {
   EXPECT_EQ(mem_->UsedBytes(1), 0u);
 }
 
-// Writes 0x77 over a physical allocation, frees it, and maps the next allocation of that size
-// (which reuses its slice of the file) where it was: the first byte of what it reads.
-unsigned char ReuseAfterRelease(DeviceMemory& mem) {
+// Writes 0x77 over a 4 MiB physical allocation, zeroes it in whole first if `zero` (as a scrub
+// does), releases it, and maps the next allocation of that size (which reuses its slice of the
+// file) where it was. Returns the host page bytes right after the release; *last = the last byte
+// the next allocation reads.
+uint64_t ReleaseAndReuse(DeviceMemory& mem, bool zero, unsigned char* last) {
   CUmemGenericAllocationHandle h = 0;
   CUdeviceptr r = 0;
   EXPECT_EQ(mem.CreatePhysical(0, 4 * kMiB, &h), CUDA_SUCCESS);
@@ -255,135 +258,78 @@ unsigned char ReuseAfterRelease(DeviceMemory& mem) {
   EXPECT_EQ(mem.Map(r, 4 * kMiB, 0, h), CUDA_SUCCESS);
   EXPECT_EQ(mem.SetAccess(r, 4 * kMiB, Access::kReadWrite), CUDA_SUCCESS);
   std::memset(reinterpret_cast<void*>(r), 0x77, 4 * kMiB);
+  if (zero) {
+    EXPECT_TRUE(mem.ZeroMapped(r, 4 * kMiB));
+  }
   EXPECT_EQ(mem.Unmap(r, 4 * kMiB), CUDA_SUCCESS);
   EXPECT_EQ(mem.ReleasePhysical(h), CUDA_SUCCESS);
+  const uint64_t pages = mem.HostPageBytes();
   CUmemGenericAllocationHandle next = 0;
   EXPECT_EQ(mem.CreatePhysical(0, 4 * kMiB, &next), CUDA_SUCCESS);
   EXPECT_EQ(mem.Map(r, 4 * kMiB, 0, next), CUDA_SUCCESS);
   EXPECT_EQ(mem.SetAccess(r, 4 * kMiB, Access::kRead), CUDA_SUCCESS);
-  return reinterpret_cast<volatile unsigned char*>(r)[4 * kMiB - 1];
+  *last = reinterpret_cast<volatile unsigned char*>(r)[4 * kMiB - 1];
+  return pages;
 }
 
-TEST(VmmRetentionTest, AReleasedAllocationKeepsItsPagesForTheNext) {
+std::unique_ptr<DeviceMemory> Memory(uint64_t retained_bytes, uint64_t prefault_bytes = 0) {
   DeviceMemoryOptions options;
   options.device_capacity = {kGiB};
+  options.retained_bytes = retained_bytes;
+  options.prefault_bytes = prefault_bytes;
   std::unique_ptr<DeviceMemory> mem;
-  ASSERT_EQ(DeviceMemory::Create(options, &mem), CUDA_SUCCESS);
-  // cuMemCreate promises nothing about new memory's content: here it is the old pages'.
-  EXPECT_EQ(ReuseAfterRelease(*mem), 0x77);
+  EXPECT_EQ(DeviceMemory::Create(options, &mem), CUDA_SUCCESS);
+  return mem;
 }
 
-TEST(VmmRetentionTest, PastTheRetainedLimitAReleaseGivesItsPagesBack) {
-  DeviceMemoryOptions options;
-  options.device_capacity = {kGiB};
-  options.retained_bytes = 0;
-  std::unique_ptr<DeviceMemory> mem;
-  ASSERT_EQ(DeviceMemory::Create(options, &mem), CUDA_SUCCESS);
-  EXPECT_EQ(ReuseAfterRelease(*mem), 0);
-  EXPECT_LE(mem->HostPageBytes(), 4 * kMiB) << "only the live allocation has pages";
+TEST(VmmRetentionTest, AZeroedReleaseKeepsItsPagesForTheNext) {
+  auto mem = Memory(64 * kMiB);
+  unsigned char last = 1;
+  EXPECT_EQ(ReleaseAndReuse(*mem, /*zero=*/true, &last), 4 * kMiB);
+  EXPECT_EQ(last, 0);
 }
 
-TEST(VmmRetentionTest, PagesAllocatedAheadAreKeptAndReadAsZeros) {
-  DeviceMemoryOptions options;
-  options.device_capacity = {kGiB};
-  options.prefault_bytes = 8 * kMiB;
-  options.retained_bytes = 0;
-  std::unique_ptr<DeviceMemory> mem;
-  ASSERT_EQ(DeviceMemory::Create(options, &mem), CUDA_SUCCESS);
+TEST(VmmRetentionTest, AReleaseNotZeroedGivesItsPagesBackAndLeaksNothing) {
+  auto mem = Memory(64 * kMiB);
+  unsigned char last = 1;
+  EXPECT_EQ(ReleaseAndReuse(*mem, /*zero=*/false, &last), 0u);
+  EXPECT_EQ(last, 0) << "a tenant's bytes reached the next allocation";
+}
+
+TEST(VmmRetentionTest, PastTheRetainedLimitAZeroedReleaseGivesItsPagesBack) {
+  auto mem = Memory(0);
+  unsigned char last = 1;
+  EXPECT_EQ(ReleaseAndReuse(*mem, /*zero=*/true, &last), 0u);
+  EXPECT_EQ(last, 0);
+}
+
+TEST(VmmRetentionTest, AWriteAfterTheZeroingUndoesIt) {
+  auto mem = Memory(64 * kMiB);
+  CUmemGenericAllocationHandle h = 0;
+  CUdeviceptr r = 0;
+  ASSERT_EQ(mem->CreatePhysical(0, 4 * kMiB, &h), CUDA_SUCCESS);
+  ASSERT_EQ(mem->ReserveAddress(4 * kMiB, 0, 0, &r), CUDA_SUCCESS);
+  ASSERT_EQ(mem->Map(r, 4 * kMiB, 0, h), CUDA_SUCCESS);
+  ASSERT_EQ(mem->SetAccess(r, 4 * kMiB, Access::kReadWrite), CUDA_SUCCESS);
+  ASSERT_TRUE(mem->ZeroMapped(r, 4 * kMiB));
+  const unsigned char secret = 0x5a;
+  ASSERT_EQ(mem->WriteGuarded(r + 4 * kMiB - 1, &secret, 1), CUDA_SUCCESS);
+  ASSERT_EQ(mem->Unmap(r, 4 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(mem->ReleasePhysical(h), CUDA_SUCCESS);
+  EXPECT_EQ(mem->HostPageBytes(), 0u);
+}
+
+TEST(VmmRetentionTest, AnAllocationTakesThePagesAllocatedAhead) {
+  auto mem = Memory(0, /*prefault_bytes=*/8 * kMiB);
   EXPECT_EQ(mem->HostPageBytes(), 8 * kMiB);
   CUmemGenericAllocationHandle h = 0;
   CUdeviceptr r = 0;
   ASSERT_EQ(mem->CreatePhysical(0, 4 * kMiB, &h), CUDA_SUCCESS);
   ASSERT_EQ(mem->ReserveAddress(4 * kMiB, 0, 0, &r), CUDA_SUCCESS);
   ASSERT_EQ(mem->Map(r, 4 * kMiB, 0, h), CUDA_SUCCESS);
-  ASSERT_EQ(mem->SetAccess(r, 4 * kMiB, Access::kRead), CUDA_SUCCESS);
-  size_t nonzero = 0;
-  for (uint64_t i = 0; i < 4 * kMiB; i += 4096) nonzero += reinterpret_cast<volatile unsigned char*>(r)[i] != 0;
-  EXPECT_EQ(nonzero, 0u);
-  EXPECT_EQ(mem->HostPageBytes(), 8 * kMiB) << "the allocation took pages allocated ahead";
-}
-
-TEST_F(VmmTest, ReleaseOfAnUnmappedHandleFreesAtOnce) {
-  const auto h = Create(8 * kMiB, 1);
-  EXPECT_EQ(mem_->UsedBytes(1), 8 * kMiB);
-  ASSERT_EQ(mem_->ReleasePhysical(h), CUDA_SUCCESS);
-  EXPECT_EQ(mem_->UsedBytes(1), 0u);
-  EXPECT_EQ(mem_->ReleasePhysical(h), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(mem_->ReleasePhysical(0), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(mem_->ReleasePhysical(12345), CUDA_ERROR_INVALID_VALUE);
-}
-
-TEST_F(VmmTest, CreatePhysicalChecksSizeDeviceAndCapacity) {
-  CUmemGenericAllocationHandle h = 0;
-  EXPECT_EQ(mem_->CreatePhysical(0, 0, &h), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(mem_->CreatePhysical(0, kMiB, &h), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(mem_->CreatePhysical(0, kG, nullptr), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(mem_->CreatePhysical(2, kG, &h), CUDA_ERROR_INVALID_DEVICE);
-  ASSERT_EQ(mem_->CreatePhysical(1, 60 * kMiB, &h), CUDA_SUCCESS);
-  EXPECT_NE(h, 0u);
-  CUmemGenericAllocationHandle more = 0;
-  EXPECT_EQ(mem_->CreatePhysical(1, 6 * kMiB, &more), CUDA_ERROR_OUT_OF_MEMORY);
-  EXPECT_EQ(more, 0u);
-  EXPECT_EQ(mem_->UsedBytes(1), 60 * kMiB);
-  // Linear and physical allocations draw on the same capacity.
-  CUdeviceptr p = 0;
-  EXPECT_EQ(mem_->Allocate(1, 1, 6 * kMiB, &p), CUDA_ERROR_OUT_OF_MEMORY);
-  ASSERT_EQ(mem_->Allocate(1, 1, 4 * kMiB, &p), CUDA_SUCCESS);
-  uint64_t free = 1;
-  uint64_t total = 0;
-  ASSERT_EQ(mem_->Info(1, &free, &total), CUDA_SUCCESS);
-  EXPECT_EQ(free, 0u);
-}
-
-TEST_F(VmmTest, MapRejectsBadRanges) {
-  const auto h = Create(4 * kMiB);
-  const CUdeviceptr r = Reserve(8 * kMiB);
-  EXPECT_EQ(mem_->Map(r + 4096, kG, 0, h), CUDA_ERROR_INVALID_VALUE);  // misaligned address
-  EXPECT_EQ(mem_->Map(r, kMiB, 0, h), CUDA_ERROR_INVALID_VALUE);       // misaligned size
-  EXPECT_EQ(mem_->Map(r, kG, kMiB, h), CUDA_ERROR_INVALID_VALUE);      // misaligned offset
-  EXPECT_EQ(mem_->Map(r, 0, 0, h), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(mem_->Map(r, 4 * kMiB, kG, h), CUDA_ERROR_INVALID_VALUE);  // beyond the handle
-  EXPECT_EQ(mem_->Map(r, kG, 4 * kMiB, h), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(mem_->Map(r, 6 * kMiB, 0, h), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(mem_->Map(r, kG, 0, h + 1000), CUDA_ERROR_INVALID_VALUE);            // unknown handle
-  EXPECT_EQ(mem_->Map(r + 6 * kMiB, 4 * kMiB, 0, h), CUDA_ERROR_INVALID_VALUE);  // past the reservation
-  EXPECT_EQ(mem_->Map(r + 8 * kMiB, kG, 0, h), CUDA_ERROR_INVALID_VALUE);        // not reserved
-  CUdeviceptr linear = 0;
-  ASSERT_EQ(mem_->Allocate(0, 1, 4 * kMiB, &linear), CUDA_SUCCESS);
-  EXPECT_EQ(mem_->Map(linear, kG, 0, h), CUDA_ERROR_INVALID_VALUE);  // linear memory
-  ASSERT_EQ(mem_->Map(r + kG, 4 * kMiB, 0, h), CUDA_SUCCESS);
-  EXPECT_EQ(mem_->Map(r + kG, kG, 0, h), CUDA_ERROR_INVALID_VALUE);            // already mapped
-  EXPECT_EQ(mem_->Map(r, 4 * kMiB, 0, h), CUDA_ERROR_INVALID_VALUE);           // overlaps its start
-  EXPECT_EQ(mem_->Map(r + 2 * kG, 4 * kMiB, 0, h), CUDA_ERROR_INVALID_VALUE);  // overlaps its end
-  EXPECT_EQ(mem_->Map(r, kG, 0, h), CUDA_SUCCESS);                             // adjacent is fine
-}
-
-TEST_F(VmmTest, UnmapAndSetAccessTakeWholeMappings) {
-  const auto h = Create(4 * kMiB);
-  const CUdeviceptr r = Reserve(8 * kMiB);
-  ASSERT_EQ(mem_->Map(r, 4 * kMiB, 0, h), CUDA_SUCCESS);
-  ASSERT_EQ(mem_->Map(r + 4 * kMiB, kG, 0, h), CUDA_SUCCESS);
-  EXPECT_EQ(mem_->SetAccess(r, kG, Access::kRead), CUDA_ERROR_INVALID_VALUE);        // part of a mapping
-  EXPECT_EQ(mem_->SetAccess(r, 8 * kMiB, Access::kRead), CUDA_ERROR_INVALID_VALUE);  // unmapped tail
-  EXPECT_EQ(mem_->SetAccess(r + 6 * kMiB, kG, Access::kRead), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(mem_->SetAccess(r, 0, Access::kRead), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(mem_->Unmap(r, kG), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(mem_->Unmap(r + kG, 4 * kMiB), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(mem_->Unmap(r, 8 * kMiB), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(mem_->Unmap(r + 6 * kMiB, kG), CUDA_ERROR_INVALID_VALUE);
-  // Failed calls changed nothing.
-  EXPECT_FALSE(mem_->CheckRange(r, 1, Access::kRead));
-  EXPECT_TRUE(mem_->CheckRange(r, 6 * kMiB, Access::kNone));
-  // Two adjacent whole mappings at once.
-  ASSERT_EQ(mem_->SetAccess(r, 6 * kMiB, Access::kReadWrite), CUDA_SUCCESS);
-  EXPECT_TRUE(mem_->CheckRange(r, 6 * kMiB, Access::kReadWrite));
-  ASSERT_EQ(mem_->Unmap(r, 6 * kMiB), CUDA_SUCCESS);
-  EXPECT_FALSE(mem_->CheckRange(r, 1, Access::kNone));
-  EXPECT_EQ(mem_->Unmap(r, 6 * kMiB), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(mem_->SetAccess(r, 4 * kMiB, Access::kRead), CUDA_ERROR_INVALID_VALUE);
-  PhysicalInfo physical;
-  ASSERT_TRUE(mem_->FindPhysical(h, &physical));
-  EXPECT_EQ(physical.mappings, 0);
+  ASSERT_EQ(mem->SetAccess(r, 4 * kMiB, Access::kReadWrite), CUDA_SUCCESS);
+  std::memset(reinterpret_cast<void*>(r), 0x55, 4 * kMiB);
+  EXPECT_EQ(mem->HostPageBytes(), 8 * kMiB) << "the allocation's pages were not those allocated ahead";
 }
 
 TEST(VmmLifetimeTest, DestroyingWithLiveMappingsIsClean) {

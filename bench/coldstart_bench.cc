@@ -397,9 +397,11 @@ int Main(int argc, char** argv) {
               config.time_scale, profile.h2d_pinned_bps / 1e9);
 
   // Only phosd allocates its device memory's pages ahead (this process's simgpu is initialised):
-  // enough for the largest function's warm instance, spare range and biggest burst.
+  // enough for the most the scenarios hold at once — a burst with its warm instance and spare
+  // range, or a deploy's capture, sample, warm instance and first request while the previous
+  // function's ranges are scrubbed — with room to spare.
   const int largest = *std::max_element(o.sizes_mib.begin(), o.sizes_mib.end());
-  setenv("PHOS_SIMGPU_PREFAULT", fmt::format("{}M", largest * (o.max_instances + 2)).c_str(), /*overwrite=*/0);
+  setenv("PHOS_SIMGPU_PREFAULT", fmt::format("{}M", largest * (o.max_instances + 4)).c_str(), /*overwrite=*/0);
   const std::string prefault = std::getenv("PHOS_SIMGPU_PREFAULT");
 
   Daemon daemon;

@@ -129,7 +129,7 @@ std::string ColdStartMarkdown(const std::vector<SizeResult>& results, const RunI
   const bool range_wait_known = AnyRequestHas(results, kRangeWaitStage);
   std::string md = fmt::format(
       "## Cold starts as users meet them ({})\n\n"
-      "Command: `{}` (profile {}, time scale {}; {})\n\n"
+      "Command: `PHOS_SIMGPU_PROFILE={} {}` (time scale {}; {})\n\n"
       "One phosd with the default pool settings and `--keep-alive-ms {}`; mlp with {} layers, each request "
       "`{{\"seed\": 7}}`. Latency = `X-Phos-Stage-First-Byte-Us` / time scale (modelled ms from the "
       "request's arrival in phosd); p99 is the nearest-rank percentile, so of fewer than 100 requests it is "
@@ -137,7 +137,7 @@ std::string ColdStartMarkdown(const std::vector<SizeResult>& results, const RunI
       "N·B/W + E + {} ms for a burst of N, whose loads share the host-to-device link: B = the snapshot's "
       "buffer bytes (mlp reads all its weights), W = the profile's pinned H2D bandwidth ({:.1f} GB/s, "
       "`phosSimGetProfile`), E = the warm latency measured here (median of 5).\n\n",
-      info.profile, info.command, info.profile, info.time_scale, NowUtc(), info.keep_alive_ms, info.layers,
+      info.profile, info.profile, info.command, info.time_scale, NowUtc(), info.keep_alive_ms, info.layers,
       kBoundFloorMs, kBoundFloorMs, info.h2d_bps / 1e9);
   if (!info.prefault.empty()) {
     md += fmt::format(

@@ -48,6 +48,16 @@ class RawClient {
     return buffer_;
   }
 
+  // Reads until `needle` has arrived (true), or EOF, or a minute (a deadline, as above).
+  bool ReadUntil(std::string_view needle) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+    while (buffer_.find(needle) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+      if (!ReadSome(100)) break;
+    }
+    return buffer_.find(needle) != std::string::npos;
+  }
+  const std::string& received() const { return buffer_; }
+
   // True when the server closed the connection within a minute (a deadline, as above).
   bool Closed() {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
@@ -265,6 +275,70 @@ TEST(ServerStopTest, AnswerMadeRightBeforeStopIsDelivered) {
   EXPECT_NE(answer.find("HTTP/1.1 503"), std::string::npos) << answer;
   EXPECT_NE(answer.find("shutting down"), std::string::npos) << answer;
   EXPECT_TRUE(c.Closed());
+}
+
+// A streamed answer: the server waits for the handler's Responder, which the test drives.
+class StreamTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Router router;
+    ASSERT_TRUE(router.Add("GET", "/stream", [this](Request, Responder out) { held_.set_value(out); }).ok());
+    ASSERT_TRUE(router.Add("POST", "/echo", [](Request r, Responder out) {
+      out.Send(Response::Text(200, r.body));
+    }).ok());
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    auto server = Server::Start(options, std::move(router));
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(server).value();
+  }
+  Responder Held() { return held_.get_future().get(); }
+
+  std::promise<Responder> held_;
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(StreamTest, EachChunkLeavesAsItComesAndTheConnectionServesTheNextRequest) {
+  RawClient c(server_->port());
+  c.Send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
+  Responder out = Held();
+  Response head = Response::Json(200, "ignored");
+  head.headers.emplace_back("X-Phos-Test", "1");
+  ASSERT_TRUE(out.Begin(std::move(head)));
+  ASSERT_TRUE(c.ReadUntil("\r\n\r\n"));
+  EXPECT_NE(c.received().find("Transfer-Encoding: chunked\r\n"), std::string::npos) << c.received();
+  EXPECT_NE(c.received().find("X-Phos-Test: 1\r\n"), std::string::npos) << c.received();
+  EXPECT_EQ(c.received().find("Content-Length"), std::string::npos) << c.received();
+  // Each piece arrives before the next is even made.
+  out.Chunk("{\"token\": 1}\n");
+  EXPECT_TRUE(c.ReadUntil("d\r\n{\"token\": 1}\n\r\n")) << c.received();
+  out.Chunk("");  // skipped: an empty chunk would end the body
+  out.Chunk(std::string(300, 'x'));
+  EXPECT_TRUE(c.ReadUntil("12c\r\n" + std::string(300, 'x') + "\r\n")) << c.received();
+  EXPECT_FALSE(out.Begin(Response::Text(500, "late")));
+  out.Send(Response::Text(500, "late"));  // ignored: the request is answered
+  out.End();
+  out.Chunk("after the end");  // ignored
+  EXPECT_TRUE(c.ReadUntil("\r\n0\r\n\r\n")) << c.received();
+  c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nnext");
+  EXPECT_TRUE(c.ReadUntil("\r\n\r\nnext")) << c.received();
+  EXPECT_EQ(c.received().find("late"), std::string::npos);
+  EXPECT_EQ(c.received().find("after the end"), std::string::npos);
+}
+
+TEST_F(StreamTest, AStreamLeftUnendedIsEndedAndTheClientReadsItWhole) {
+  std::thread handler([this] {
+    Responder out = Held();
+    out.Begin(Response::Text(200, ""));
+    out.Chunk("one ");
+    out.Chunk("two");
+    // Every copy goes here without End.
+  });
+  auto r = Fetch({.url = "http://127.0.0.1:" + std::to_string(server_->port()) + "/stream"});
+  handler.join();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "one two");
 }
 
 TEST(ServerStartTest, BadListenAddressAndBusyPortFail) {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -27,9 +28,11 @@ struct Hub {
   bool closed = false;       // set by the loop thread before it closes `async`
   uv_async_t* async = nullptr;
   struct Done {
+    enum class Kind { kWhole, kHead, kChunk, kEnd };
     uint64_t conn_id;
     uint64_t req_id;
-    Response response;
+    Response response;  // kChunk: its body is the chunk's data
+    Kind kind = Kind::kWhole;
   };
   std::vector<Done> done;
 };
@@ -39,20 +42,46 @@ struct Responder::State {
   uint64_t conn_id = 0;
   uint64_t req_id = 0;
   std::atomic<bool> sent{false};
+  std::atomic<bool> streaming{false};  // Begin won: chunks may follow until End
+  std::atomic<bool> ended{false};
 
-  void Deliver(Response response) {
-    if (sent.exchange(true)) return;
+  void Post(Response response, Hub::Done::Kind kind) {
     std::lock_guard lock(hub->mu);
     if (hub->closed) return;
-    hub->done.push_back({conn_id, req_id, std::move(response)});
+    hub->done.push_back({conn_id, req_id, std::move(response), kind});
     uv_async_send(hub->async);
+  }
+  void Deliver(Response response) {
+    if (sent.exchange(true)) return;
+    Post(std::move(response), Hub::Done::Kind::kWhole);
+  }
+  bool Begin(Response head) {
+    if (sent.exchange(true)) return false;
+    streaming.store(true);
+    head.body.clear();
+    Post(std::move(head), Hub::Done::Kind::kHead);
+    return true;
+  }
+  void Chunk(std::string data) {
+    if (!streaming.load() || ended.load() || data.empty()) return;
+    Response chunk;
+    chunk.body = std::move(data);
+    Post(std::move(chunk), Hub::Done::Kind::kChunk);
+  }
+  void End() {
+    if (!streaming.load() || ended.exchange(true)) return;
+    Post(Response{}, Hub::Done::Kind::kEnd);
   }
   ~State() {
     if (!sent.load()) Deliver(Response::Text(500, "handler did not answer\n"));
+    End();
   }
 };
 
 void Responder::Send(Response response) const { state_->Deliver(std::move(response)); }
+bool Responder::Begin(Response head) const { return state_->Begin(std::move(head)); }
+void Responder::Chunk(std::string data) const { state_->Chunk(std::move(data)); }
+void Responder::End() const { state_->End(); }
 
 namespace {
 
@@ -62,18 +91,25 @@ struct Pending {
   int error_status = 0;  // non-zero: answer this status and close instead of routing
 };
 
-std::string Serialize(const Response& r, bool close) {
+// The whole response, or (chunked) its head alone, the body to follow in chunks.
+std::string Serialize(const Response& r, bool close, bool chunked = false) {
   std::string out;
   out.reserve(r.body.size() + 160);
   out += "HTTP/1.1 " + std::to_string(r.status) + " ";
   out += ReasonPhrase(r.status);
   out += "\r\nContent-Type: " + r.content_type;
-  out += "\r\nContent-Length: " + std::to_string(r.body.size()) + "\r\n";
+  out += chunked ? "\r\nTransfer-Encoding: chunked\r\n" : "\r\nContent-Length: " + std::to_string(r.body.size()) + "\r\n";
   for (const auto& [k, v] : r.headers) out += k + ": " + v + "\r\n";
   if (close) out += "Connection: close\r\n";
   out += "\r\n";
-  out += r.body;
+  if (!chunked) out += r.body;
   return out;
+}
+
+std::string ChunkOf(const std::string& data) {
+  char size[32];
+  std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
+  return size + data + "\r\n";
 }
 
 }  // namespace
@@ -326,9 +362,25 @@ class Server::Impl {
       if (it == self->connections_.end()) continue;  // the client went away
       Connection* conn = it->second;
       if (!conn->in_flight || conn->in_flight_req != d.req_id || conn->closing) continue;
-      conn->in_flight = false;
-      bool close = !conn->in_flight_keep_alive || self->stopping_;
-      self->Write(conn, Serialize(d.response, close), close);
+      const bool close = !conn->in_flight_keep_alive || self->stopping_;
+      switch (d.kind) {
+        case Hub::Done::Kind::kHead:
+          // Closing is decided now: the head says so, and the end closes.
+          conn->in_flight_keep_alive = !close;
+          self->Write(conn, Serialize(d.response, close, /*chunked=*/true), false);
+          continue;
+        case Hub::Done::Kind::kChunk:
+          self->Write(conn, ChunkOf(d.response.body), false);
+          continue;
+        case Hub::Done::Kind::kEnd:
+          conn->in_flight = false;
+          self->Write(conn, "0\r\n\r\n", close);
+          break;
+        case Hub::Done::Kind::kWhole:
+          conn->in_flight = false;
+          self->Write(conn, Serialize(d.response, close), close);
+          break;
+      }
       if (!close) {
         self->ArmIdle(conn);
         self->Dispatch(conn);

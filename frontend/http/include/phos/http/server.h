@@ -1,6 +1,7 @@
 // HTTP/1.1 server on libuv and http-parser: keep-alive, pipelining, Content-Length and chunked
 // request bodies, size limits (431, 413), malformed requests (400, then close), a router with path
-// parameters, and asynchronous handlers that may answer later from any thread.
+// parameters, and asynchronous handlers that may answer later from any thread, whole or streamed
+// in chunks.
 //
 //   phos::http::Router router;
 //   router.Add("POST", "/v1/functions/{name}/invoke", [](Request req, Responder out) {
@@ -51,13 +52,23 @@ struct Response {
 std::string_view ReasonPhrase(int status);
 
 // Answers one request, exactly once, from any thread. Copies share the same request: the first
-// Send wins and later ones are ignored. If every copy is destroyed unanswered, the client gets 500
-// (a handler that forgets to answer must not hang the connection).
+// Send (or Begin) wins and later ones are ignored. If every copy is destroyed unanswered, the
+// client gets 500 (a handler that forgets to answer must not hang the connection).
+//
+// A streamed answer: Begin(head) sends the status line and headers (head.body is ignored) with
+// Transfer-Encoding: chunked, each Chunk one HTTP chunk as it comes (an empty one is skipped: it
+// would end the body), End the last chunk; the connection then serves its next request. Chunks
+// and End must come in order (from one thread, or ordered by the caller). A streamed answer whose
+// copies are all destroyed before End is ended then.
 class Responder {
  public:
   struct State;
   explicit Responder(std::shared_ptr<State> state) : state_(std::move(state)) {}
   void Send(Response response) const;
+  // False when the request was already answered (the head is dropped).
+  bool Begin(Response head) const;
+  void Chunk(std::string data) const;
+  void End() const;
 
  private:
   std::shared_ptr<State> state_;

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "phos/base/log.h"
+
 namespace phos::phosd {
 namespace {
 
@@ -44,6 +46,8 @@ Response InvokeResponse(InvokeOutcome o) {
     case InvokeOutcome::Kind::kOk: {
       Response r = Response::Text(200, std::move(o.body));
       r.content_type = "application/octet-stream";
+      // A response in pieces is sent with the stages as far as its first piece (first-byte).
+      if (o.streamed) r.headers.emplace_back("X-Phos-Streamed", "1");
       // How the instance was brought up, and when each stage of it happened (docs/design.md, "Interfaces").
       r.headers.emplace_back("X-Phos-Restore-Mode", runtime::RestoreModeName(o.mode));
       for (const auto& [stage, us] : o.stages) {
@@ -170,8 +174,25 @@ Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtim
           }
           mode = *parsed;
         }
-        manager->Invoke(std::string(req.Param("name")), std::move(req.body), timeout, mode,
-                        [out](InvokeOutcome o) { out.Send(InvokeResponse(std::move(o))); });
+        // A function that answers in pieces gets each forwarded as an HTTP chunk as it arrives.
+        auto on_piece = [out](std::string piece, const InvokeOutcome* head) {
+          if (head != nullptr) {
+            InvokeOutcome first = *head;
+            first.streamed = true;
+            out.Begin(InvokeResponse(std::move(first)));
+          }
+          out.Chunk(std::move(piece));
+        };
+        manager->Invoke(std::string(req.Param("name")), std::move(req.body), timeout, mode, on_piece,
+                        [out](InvokeOutcome o) {
+                          if (!o.streamed) return out.Send(InvokeResponse(std::move(o)));
+                          if (o.kind != InvokeOutcome::Kind::kOk) {
+                            PHOS_LOG(Warn, "http", "a response sent in pieces was cut short: {}", o.error.message());
+                            return out.Abort();
+                          }
+                          out.Chunk(std::move(o.body));
+                          out.End();
+                        });
       }));
 
   // Body: empty, or {"gpus": N} (1 to the node's device count; default 1) for a program that uses

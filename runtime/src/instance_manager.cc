@@ -188,7 +188,7 @@ std::vector<FunctionStatus> InstanceManager::Impl::List() const {
 }
 
 void InstanceManager::Impl::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
-                                   RestoreMode mode, std::function<void(InvokeOutcome)> done) {
+                                   RestoreMode mode, PieceCallback on_piece, std::function<void(InvokeOutcome)> done) {
   if (timeout.count() <= 0) timeout = options_.invoke_timeout;
   bool stopping = false;
   {
@@ -198,7 +198,7 @@ void InstanceManager::Impl::Invoke(const std::string& name, std::string request,
     if (!stopping && it != functions_.end()) {
       std::shared_ptr<Function> f = it->second;
       Clock::time_point now = Clock::now();
-      Invocation inv{std::move(request), now + timeout, std::move(done), now, mode};
+      Invocation inv{std::move(request), now + timeout, std::move(done), now, mode, std::move(on_piece)};
       bool deployed = f->deploy == DeployState::kDeployed;
       bool restore = false;
       if (deployed) {
@@ -473,36 +473,72 @@ bool InstanceManager::Impl::Handle(const InstanceProcess& proc, const std::strin
     return true;
   }
   Status sent = ipc::invoke::WriteFrame(proc.channel_fd, ipc::invoke::FrameKind::kRequest, inv.request);
-  int readable = sent.ok() ? WaitReadable(proc.channel_fd, stop_fd_, inv.deadline) : 1;
-  if (readable == 0) {
-    std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(0));
-    PHOS_LOG(Warn, "instances", "{} timed out; discarded ({})", who, how);
-    inv.done(Outcome(InvokeOutcome::Kind::kTimeout, "the function did not answer before the deadline"));
+  StartReport warm;
+  const StartReport& started = report != nullptr ? *report : warm;
+  // The next frame of the answer; false (the invocation answered, the instance discarded) when
+  // the deadline passed, phosd stops, or the function sent something else than an answer.
+  Result<ipc::invoke::Frame> frame = Status::Unavailable("no frame read yet");
+  bool streamed = false;  // pieces went to inv.on_piece: a failure now cuts the answer short
+  auto fail = [&](InvokeOutcome::Kind kind, const std::string& why) {
+    InvokeOutcome o = Outcome(kind, why);
+    o.streamed = streamed;
+    inv.done(std::move(o));
     return false;
-  }
-  if (readable < 0) {
-    EndInstanceProcess(proc.pid, std::chrono::milliseconds(0));
-    inv.done(Outcome(InvokeOutcome::Kind::kStopping, "phosd is shutting down"));
-    return false;
-  }
-  Result<ipc::invoke::Frame> frame = sent.ok() ? ipc::invoke::ReadFrame(proc.channel_fd) : Result<ipc::invoke::Frame>(sent);
-  Clock::time_point answered = Clock::now();
-  if (!frame.ok() || (frame->kind != ipc::invoke::FrameKind::kResponse && frame->kind != ipc::invoke::FrameKind::kError)) {
+  };
+  auto lost = [&](const std::string& why) {
     std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(200));
-    std::string why = frame.ok() ? "sent an unexpected frame" : frame.status().message();
     PHOS_LOG(Warn, "instances", "{} lost during a request ({}); {}; log: {}", who, why, how, proc.log_path);
-    inv.done(Outcome(InvokeOutcome::Kind::kInstanceLost, "the function instance failed: " + how));
-    return false;
+    return fail(InvokeOutcome::Kind::kInstanceLost, "the function instance failed: " + how);
+  };
+  auto next_frame = [&] {
+    int readable = WaitReadable(proc.channel_fd, stop_fd_, inv.deadline);
+    if (readable == 0) {
+      std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(0));
+      PHOS_LOG(Warn, "instances", "{} timed out; discarded ({})", who, how);
+      return fail(InvokeOutcome::Kind::kTimeout, "the function did not answer before the deadline");
+    }
+    if (readable < 0) {
+      EndInstanceProcess(proc.pid, std::chrono::milliseconds(0));
+      return fail(InvokeOutcome::Kind::kStopping, "phosd is shutting down");
+    }
+    frame = ipc::invoke::ReadFrame(proc.channel_fd);
+    using ipc::invoke::FrameKind;
+    if (!frame.ok()) return lost(frame.status().message());
+    if (frame->kind != FrameKind::kResponse && frame->kind != FrameKind::kError && frame->kind != FrameKind::kPiece) {
+      return lost("sent an unexpected frame");
+    }
+    return true;
+  };
+  if (!sent.ok()) return lost(sent.message());
+  if (!next_frame()) return false;
+  const Clock::time_point answered = Clock::now();  // the first byte of the answer
+  std::string gathered;  // pieces nobody streams
+  while (frame->kind == ipc::invoke::FrameKind::kPiece) {
+    if (inv.on_piece) {
+      if (!streamed) {
+        InvokeOutcome head;
+        FillStages(inv, started, answered, &head);
+        inv.on_piece(std::move(frame->payload), &head);
+      } else {
+        inv.on_piece(std::move(frame->payload), nullptr);
+      }
+      streamed = true;
+    } else if (gathered.size() + frame->payload.size() > ipc::invoke::kMaxFramePayload) {
+      return lost(fmt::format("an answer in pieces longer than {} bytes", ipc::invoke::kMaxFramePayload));
+    } else {
+      gathered += frame->payload;
+    }
+    if (!next_frame()) return false;
   }
   InvokeOutcome out;
+  out.streamed = streamed;
   if (frame->kind == ipc::invoke::FrameKind::kResponse) {
-    out.body = std::move(frame->payload);
+    out.body = gathered.empty() ? std::move(frame->payload) : gathered + frame->payload;
   } else {
     out.kind = InvokeOutcome::Kind::kFunctionError;
     out.error = ipc::invoke::DecodeError(frame->payload);
   }
-  StartReport warm;
-  FillStages(inv, report != nullptr ? *report : warm, answered, &out);
+  FillStages(inv, started, answered, &out);
   metrics_.Record(out);
   if (report != nullptr) {
     std::string stages;
@@ -539,11 +575,15 @@ Status InstanceManager::Remove(const std::string& name) { return impl_->Remove(n
 std::vector<FunctionStatus> InstanceManager::List() const { return impl_->List(); }
 void InstanceManager::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
                              std::function<void(InvokeOutcome)> done) {
-  impl_->Invoke(name, std::move(request), timeout, RestoreMode::kAuto, std::move(done));
+  impl_->Invoke(name, std::move(request), timeout, RestoreMode::kAuto, nullptr, std::move(done));
 }
 void InstanceManager::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
                              RestoreMode mode, std::function<void(InvokeOutcome)> done) {
-  impl_->Invoke(name, std::move(request), timeout, mode, std::move(done));
+  impl_->Invoke(name, std::move(request), timeout, mode, nullptr, std::move(done));
+}
+void InstanceManager::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
+                             RestoreMode mode, PieceCallback on_piece, std::function<void(InvokeOutcome)> done) {
+  impl_->Invoke(name, std::move(request), timeout, mode, std::move(on_piece), std::move(done));
 }
 void InstanceManager::Shutdown() { impl_->Shutdown(); }
 

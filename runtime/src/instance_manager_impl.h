@@ -32,6 +32,7 @@ struct Invocation {
   std::function<void(InvokeOutcome)> done;
   Clock::time_point arrived;
   RestoreMode mode = RestoreMode::kAuto;
+  PieceCallback on_piece;  // may be empty: pieces are gathered into the body
 };
 
 enum class InstanceState { kStarting, kIdle, kBusy };
@@ -111,7 +112,7 @@ class InstanceManager::Impl {
   Status Remove(const std::string& name);
   std::vector<FunctionStatus> List() const;
   void Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout, RestoreMode mode,
-              std::function<void(InvokeOutcome)> done);
+              PieceCallback on_piece, std::function<void(InvokeOutcome)> done);
   void Shutdown();
 
  private:

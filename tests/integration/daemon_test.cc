@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <filesystem>
 #include <map>
 #include <sstream>
 #include <string>
@@ -155,6 +157,76 @@ TEST_F(DaemonTest, HttpErrorsAndTheDaemonKeepsServing) {
   ExpectServing();
   EXPECT_EQ(Status("/v1/functions/probe/invoke", "x", {"-H", "X-Phos-Timeout-Ms: soon"}), "400");
   EXPECT_EQ(Status("/v1/functions", "{not json"), "400");
+}
+
+// Raw HTTP on a socket of its own, read as the answer arrives.
+class RawConnection {
+ public:
+  explicit RawConnection(const std::string& endpoint) {
+    int port = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  }
+  ~RawConnection() { close(fd_); }
+  void Send(const std::string& bytes) { EXPECT_GT(send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), 0); }
+  // Reads until `needle` arrived (true) or the connection closed (false).
+  bool ReadUntil(std::string_view needle) {
+    while (received_.find(needle) == std::string::npos) {
+      char buf[4096];
+      ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) return false;
+      received_.append(buf, n);
+    }
+    return true;
+  }
+  const std::string& received() const { return received_; }
+
+ private:
+  int fd_ = -1;
+  std::string received_;
+};
+
+// A function answering in pieces: phosd forwards each piece as an HTTP chunk while the function
+// is still working on the next (it waits for a file the test creates only once the first piece
+// arrived).
+TEST_F(DaemonTest, PiecesOfAnAnswerArriveAsChunksAsTheyAreMade) {
+  Deploy(1);
+  const std::string go = ::testing::TempDir() + "phos-probe-go-on-" + std::to_string(getpid());
+  std::filesystem::remove(go);
+  const std::string body = "pieces:" + go;
+  RawConnection c(endpoint());
+  c.Send("POST /v1/functions/probe/invoke HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n" + body);
+  ASSERT_TRUE(c.ReadUntil("6\r\nfirst\n\r\n")) << c.received();
+  EXPECT_EQ(c.received().rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << c.received();
+  EXPECT_NE(c.received().find("Transfer-Encoding: chunked"), std::string::npos);
+  EXPECT_NE(c.received().find("X-Phos-Stage-First-Byte-Us: "), std::string::npos);
+  EXPECT_EQ(c.received().find("second"), std::string::npos) << "the function has not made it yet";
+  std::FILE* f = std::fopen(go.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  ASSERT_TRUE(c.ReadUntil("7\r\nsecond\n\r\n0\r\n\r\n")) << c.received();
+  // Clients that read the whole answer get the pieces joined; phos-fn prints them.
+  CommandResult r = PhosFn({"invoke", "probe", "--data", body});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, "first\nsecond\n");
+  std::filesystem::remove(go);
+  ExpectServing();
+}
+
+// An instance lost after the first piece: the answer is cut short (no last chunk, the connection
+// closed), and the next request is served by a fresh instance.
+TEST_F(DaemonTest, AnAnswerInPiecesCutShortByACrashIsNotMadeToLookWhole) {
+  Deploy(1);
+  RawConnection c(endpoint());
+  c.Send("POST /v1/functions/probe/invoke HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\npiece-then-crash");
+  EXPECT_FALSE(c.ReadUntil("0\r\n\r\n")) << c.received();
+  EXPECT_NE(c.received().find("6\r\nfirst\n\r\n"), std::string::npos) << c.received();
+  ExpectServing();
 }
 
 TEST_F(DaemonTest, CrashGives502AndAFreshInstanceServesNext) {

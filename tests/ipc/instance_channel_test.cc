@@ -47,7 +47,7 @@ TEST(InstanceChannelTest, DescriptorOfARefusedFrameIsClosed) {
   int a[2], b[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, a), 0);
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, b), 0);
-  ASSERT_TRUE(WriteFrameWithFd(a[0], static_cast<FrameKind>(8), "", b[1]).ok());
+  ASSERT_TRUE(WriteFrameWithFd(a[0], static_cast<FrameKind>(kLastFrameKind + 1), "", b[1]).ok());
   close(b[1]);  // the copy in flight is now the only one
   int passed = -1;
   Result<Frame> frame = ReadFrame(a[1], nullptr, &passed);
@@ -62,11 +62,12 @@ TEST(InstanceChannelTest, DescriptorOfARefusedFrameIsClosed) {
 TEST(InstanceChannelTest, UnknownFrameKindIsCorruption) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  const char header[5] = {0, 0, 0, 0, 8};
+  const char unknown = static_cast<char>(kLastFrameKind + 1);
+  const char header[5] = {0, 0, 0, 0, unknown};
   ASSERT_EQ(write(sv[0], header, 5), 5);
   Result<Frame> frame = ReadFrame(sv[1]);
   EXPECT_EQ(frame.status().code(), StatusCode::kCorruption);
-  EXPECT_NE(frame.status().message().find("unknown kind 8"), std::string::npos);
+  EXPECT_NE(frame.status().message().find("unknown kind " + std::to_string(kLastFrameKind + 1)), std::string::npos);
   close(sv[0]);
   close(sv[1]);
 }

@@ -28,7 +28,7 @@ struct Hub {
   bool closed = false;       // set by the loop thread before it closes `async`
   uv_async_t* async = nullptr;
   struct Done {
-    enum class Kind { kWhole, kHead, kChunk, kEnd };
+    enum class Kind { kWhole, kHead, kChunk, kEnd, kAbort };
     uint64_t conn_id;
     uint64_t req_id;
     Response response;  // kChunk: its body is the chunk's data
@@ -68,9 +68,9 @@ struct Responder::State {
     chunk.body = std::move(data);
     Post(std::move(chunk), Hub::Done::Kind::kChunk);
   }
-  void End() {
+  void End(Hub::Done::Kind how = Hub::Done::Kind::kEnd) {
     if (!streaming.load() || ended.exchange(true)) return;
-    Post(Response{}, Hub::Done::Kind::kEnd);
+    Post(Response{}, how);
   }
   ~State() {
     if (!sent.load()) Deliver(Response::Text(500, "handler did not answer\n"));
@@ -82,6 +82,7 @@ void Responder::Send(Response response) const { state_->Deliver(std::move(respon
 bool Responder::Begin(Response head) const { return state_->Begin(std::move(head)); }
 void Responder::Chunk(std::string data) const { state_->Chunk(std::move(data)); }
 void Responder::End() const { state_->End(); }
+void Responder::Abort() const { state_->End(Hub::Done::Kind::kAbort); }
 
 namespace {
 
@@ -376,6 +377,10 @@ class Server::Impl {
           conn->in_flight = false;
           self->Write(conn, "0\r\n\r\n", close);
           break;
+        case Hub::Done::Kind::kAbort:
+          conn->in_flight = false;
+          self->Write(conn, std::string(), /*close_after=*/true);
+          continue;
         case Hub::Done::Kind::kWhole:
           conn->in_flight = false;
           self->Write(conn, Serialize(d.response, close), close);

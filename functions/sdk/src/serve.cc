@@ -16,11 +16,33 @@ namespace {
 
 namespace invoke = phos::ipc::invoke;
 
+// Pieces written as `piece` frames on the invocation channel.
+class ChannelPieces : public Pieces {
+ public:
+  explicit ChannelPieces(int fd) : fd_(fd) {}
+  Status Send(std::string_view piece) override {
+    if (piece.empty()) return Status::Ok();  // nothing to forward
+    return invoke::WriteFrame(fd_, invoke::FrameKind::kPiece, piece);
+  }
+
+ private:
+  int fd_;
+};
+
+// Pieces written to standard output as they come (a function run by hand).
+class StdoutPieces : public Pieces {
+ public:
+  Status Send(std::string_view piece) override {
+    std::cout << piece << std::flush;
+    return std::cout ? Status::Ok() : Status::Unavailable("standard output is closed");
+  }
+};
+
 // The SDK is the boundary between a function's code and phosd: a handler that throws fails its
 // invocation rather than killing the instance.
-Result<std::string> CallHandler(const Handler& handler, std::string_view request) {
+Result<std::string> CallHandler(const StreamingHandler& handler, std::string_view request, Pieces& out) {
   try {
-    return handler(request);
+    return handler(request, out);
   } catch (const std::exception& e) {
     return Status::Internal(std::string("handler threw: ") + e.what());
   } catch (...) {
@@ -28,9 +50,10 @@ Result<std::string> CallHandler(const Handler& handler, std::string_view request
   }
 }
 
-int ServeStdin(const Handler& handler) {
+int ServeStdin(const StreamingHandler& handler) {
   std::string request((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-  Result<std::string> response = CallHandler(handler, request);
+  StdoutPieces out;
+  Result<std::string> response = CallHandler(handler, request, out);
   if (!response.ok()) {
     std::cerr << response.status().ToString() << "\n";
     return 1;
@@ -42,6 +65,12 @@ int ServeStdin(const Handler& handler) {
 }  // namespace
 
 int Serve(Handler handler) {
+  return Serve(StreamingHandler([handler = std::move(handler)](std::string_view request, Pieces&) {
+    return handler(request);
+  }));
+}
+
+int Serve(StreamingHandler handler) {
   const char* env = std::getenv(invoke::kInvokeFdEnv);
   if (env == nullptr) return ServeStdin(handler);
   int fd = -1;
@@ -99,7 +128,8 @@ int Serve(Handler handler) {
       PHOS_LOG(Error, "fn", "unexpected frame kind {} from phosd", static_cast<int>(frame->kind));
       return 2;
     }
-    Result<std::string> response = CallHandler(handler, frame->payload);
+    ChannelPieces pieces(fd);
+    Result<std::string> response = CallHandler(handler, frame->payload, pieces);
     ++served;
     Status written = response.ok() ? invoke::WriteFrame(fd, invoke::FrameKind::kResponse, *response)
                                    : invoke::WriteFrame(fd, invoke::FrameKind::kError,

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -60,6 +61,25 @@ TEST(ServeTest, ReadyThenRequestsThenExitOnClose) {
   ASSERT_TRUE(thrown.ok());
   EXPECT_EQ(thrown->kind, invoke::FrameKind::kError);
   EXPECT_NE(invoke::DecodeError(thrown->payload).message().find("asked to throw"), std::string::npos);
+  // Pieces, each its own frame, before the last one as the response.
+  ASSERT_TRUE(invoke::WriteFrame(sv[0], invoke::FrameKind::kRequest, "pieces:one,,two,three").ok());
+  std::vector<std::pair<invoke::FrameKind, std::string>> frames;
+  for (int i = 0; i < 3; ++i) {
+    auto f = invoke::ReadFrame(sv[0]);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    frames.emplace_back(f->kind, f->payload);
+  }
+  EXPECT_EQ(frames[0], std::make_pair(invoke::FrameKind::kPiece, std::string("one")));
+  EXPECT_EQ(frames[1], std::make_pair(invoke::FrameKind::kPiece, std::string("two"))) << "an empty piece is not sent";
+  EXPECT_EQ(frames[2], std::make_pair(invoke::FrameKind::kResponse, std::string("three")));
+  ASSERT_TRUE(invoke::WriteFrame(sv[0], invoke::FrameKind::kRequest, "pieces-then-fail:half").ok());
+  auto piece = invoke::ReadFrame(sv[0]);
+  auto after = invoke::ReadFrame(sv[0]);
+  ASSERT_TRUE(piece.ok() && after.ok());
+  EXPECT_EQ(piece->kind, invoke::FrameKind::kPiece);
+  EXPECT_EQ(after->kind, invoke::FrameKind::kError);
+  EXPECT_EQ(invoke::DecodeError(after->payload).message(), "failed after a piece");
+
   ASSERT_TRUE(invoke::WriteFrame(sv[0], invoke::FrameKind::kRequest, std::string(1 << 20, 'x')).ok());
   auto big = invoke::ReadFrame(sv[0]);
   ASSERT_TRUE(big.ok());

@@ -2,8 +2,12 @@
 //   "pid"        answers its process id          "crash"     aborts mid-request
 //   "hang"       never answers                   "fail"      answers an InvalidArgument error
 //   "sleep:MS"   answers "slept" after MS ms     "env:NAME"  answers the variable's value
+//   "pieces:PATH"  sends the piece "first\n", waits (up to a minute) until PATH exists, answers
+//                  "second\n" as the last piece
+//   "piece-then-crash"  sends the piece "first\n", then aborts
 //   anything else is echoed.
 // Arguments: --exit-at-start (exits 3 before serving, a function that cannot start).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -17,7 +21,20 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--exit-at-start") == 0) return 3;
   }
-  return phos::fn::Serve([](std::string_view request) -> phos::Result<std::string> {
+  return phos::fn::Serve([](std::string_view request, phos::fn::Pieces& out) -> phos::Result<std::string> {
+    if (request.substr(0, 7) == "pieces:") {
+      PHOS_RETURN_IF_ERROR(out.Send("first\n"));
+      const std::string path(request.substr(7));
+      struct stat st {};
+      for (int i = 0; i < 60000 && stat(path.c_str(), &st) != 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      return std::string("second\n");
+    }
+    if (request == "piece-then-crash") {
+      PHOS_RETURN_IF_ERROR(out.Send("first\n"));
+      std::abort();
+    }
     if (request == "pid") return std::to_string(getpid());
     if (request == "crash") std::abort();
     if (request == "hang") {

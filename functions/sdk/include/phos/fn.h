@@ -29,4 +29,17 @@ using Handler = std::function<Result<std::string>(std::string_view request)>;
 // broke mid-frame.
 int Serve(Handler handler);
 
+// A response sent in pieces as they are made (a generated token at a time): each Send leaves at
+// once, and phosd forwards it as one HTTP chunk; what the handler returns is the last piece (it
+// may be empty). An error returned after pieces were sent ends the HTTP response early (the
+// client sees it cut short); before any piece, it is the invocation's error as for Handler.
+class Pieces {
+ public:
+  virtual ~Pieces() = default;
+  // An error when the piece could not be sent (phosd went away): the handler should stop.
+  virtual Status Send(std::string_view piece) = 0;
+};
+using StreamingHandler = std::function<Result<std::string>(std::string_view request, Pieces& out)>;
+int Serve(StreamingHandler handler);
+
 }  // namespace phos::fn

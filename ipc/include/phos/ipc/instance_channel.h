@@ -4,7 +4,10 @@
 // Frame: u32 payload length (host byte order: both ends are on one machine), u8 kind, payload.
 //   ready     function -> phosd  once, at the serve loop's first wait (the pre-entry point); empty
 //   request   phosd -> function  the invocation's body
-//   response  function -> phosd  the handler's answer
+//   piece     function -> phosd  a piece of the answer, sent as soon as the handler made it
+//                                (phosd forwards it, e.g. as an HTTP chunk); any number of them
+//                                precede the `response` (the last piece) or `error`
+//   response  function -> phosd  the handler's answer (its last piece, when pieces preceded it)
 //   error     function -> phosd  u8 phos::StatusCode, then the message
 // Fork template protocol (the CPU-state backends of phosd's runtime):
 //   fork      phosd -> template  session variables (EncodeEnv); carries the new instance's end of
@@ -39,8 +42,9 @@ enum class FrameKind : uint8_t {
   kFork = 5,
   kForked = 6,
   kAdopt = 7,
+  kPiece = 8,
 };
-inline constexpr uint8_t kLastFrameKind = static_cast<uint8_t>(FrameKind::kAdopt);
+inline constexpr uint8_t kLastFrameKind = static_cast<uint8_t>(FrameKind::kPiece);
 
 // A frame larger than this is refused by the reader (a corrupt length must not allocate GiBs).
 inline constexpr uint32_t kMaxFramePayload = 256u << 20;

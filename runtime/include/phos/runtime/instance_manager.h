@@ -150,7 +150,15 @@ struct InvokeOutcome {
   // Restored instances' first invocation: touches of buffers outside the speculated read/write
   // sets that validation caught by then (docs/design.md D8); -1 otherwise.
   int64_t speculation_misses = -1;
+  // The function sent pieces before this outcome and they went to the invocation's piece
+  // callback: body is the last piece only, and an error here comes after pieces already sent.
+  bool streamed = false;
 };
+
+// Called on the instance's thread with each piece of a response the function sends in pieces, as
+// it arrives; `head` (mode, stages and waits as far as the first piece, whose arrival is the
+// "first-byte" stage) with the first piece only, null after.
+using PieceCallback = std::function<void(std::string piece, const InvokeOutcome* head)>;
 
 struct FunctionStatus {
   FunctionSpec spec;
@@ -200,6 +208,10 @@ class InstanceManager {
   // for a function that was not deployed is served warm.
   void Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout, RestoreMode mode,
               std::function<void(InvokeOutcome)> done);
+  // The same, with the pieces of a response sent in pieces going to `on_piece` as they arrive
+  // (without it they are gathered into the outcome's body).
+  void Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout, RestoreMode mode,
+              PieceCallback on_piece, std::function<void(InvokeOutcome)> done);
 
   // Fails queued invocations (kStopping), closes every instance's channel, waits for them to
   // exit (killing those past stop_grace), ends their GPU sessions. Idempotent.

@@ -69,6 +69,9 @@ class Responder {
   bool Begin(Response head) const;
   void Chunk(std::string data) const;
   void End() const;
+  // Ends a streamed answer as failed: the connection is closed once the chunks sent are written,
+  // without the last chunk, so the client sees the body cut short.
+  void Abort() const;
 
  private:
   std::shared_ptr<State> state_;

@@ -45,13 +45,13 @@ TEST_F(AttentionTest, RotaryEmbeddingMatchesReference) {
     std::vector<double> expected_q, expected_k;
     for (int t = 0; t < c.n_tokens; ++t) {
       for (int h = 0; h < c.n_heads; ++h) {
-        const auto v = ReferenceRope(&q[(t * c.n_heads + h) * c.head_dim], c.head_dim,
-                                     c.start_pos + t, c.theta);
+        const auto v =
+            ReferenceRope(&q[(t * c.n_heads + h) * c.head_dim], c.head_dim, c.start_pos + t, c.theta);
         expected_q.insert(expected_q.end(), v.begin(), v.end());
       }
       for (int h = 0; h < c.n_kv_heads; ++h) {
-        const auto v = ReferenceRope(&k[(t * c.n_kv_heads + h) * c.head_dim], c.head_dim,
-                                     c.start_pos + t, c.theta);
+        const auto v =
+            ReferenceRope(&k[(t * c.n_kv_heads + h) * c.head_dim], c.head_dim, c.start_pos + t, c.theta);
         expected_k.insert(expected_k.end(), v.begin(), v.end());
       }
     }
@@ -66,13 +66,14 @@ TEST_F(AttentionTest, RotaryEmbeddingMatchesReference) {
 // Attention of query head h of one token at position pos over cache rows 0..pos, as
 // softmax(q k^T / sqrt(d)) v with kv head h / group.
 std::vector<double> ReferenceAttention(const float* q, const std::vector<float>& k_rows,
-                                       const std::vector<float>& v_rows, int n_kv_heads,
-                                       int head_dim, int kv_head, int pos) {
+                                       const std::vector<float>& v_rows, int n_kv_heads, int head_dim,
+                                       int kv_head, int pos) {
   std::vector<double> scores(pos + 1);
   double max_score = -INFINITY;
   for (int p = 0; p <= pos; ++p) {
     double dot = 0;
-    for (int d = 0; d < head_dim; ++d) dot += double(q[d]) * k_rows[(p * n_kv_heads + kv_head) * head_dim + d];
+    for (int d = 0; d < head_dim; ++d)
+      dot += double(q[d]) * k_rows[(p * n_kv_heads + kv_head) * head_dim + d];
     scores[p] = dot / std::sqrt(double(head_dim));
     max_score = std::max(max_score, scores[p]);
   }
@@ -122,8 +123,8 @@ TEST_F(AttentionTest, PrefillThenDecodeMatchesReferenceForEachGqaRatio) {
       shape.head_dim = c.head_dim;
       shape.start_pos = start_pos;
       shape.max_seq = max_seq;
-      ASSERT_TRUE(CausalAttention(dq.get(), dk.get(), dv.get(), k_cache.get(), v_cache.get(),
-                                  dout.get(), shape, DefaultStream())
+      ASSERT_TRUE(CausalAttention(dq.get(), dk.get(), dv.get(), k_cache.get(), v_cache.get(), dout.get(),
+                                  shape, DefaultStream())
                       .ok());
       std::vector<double> expected;
       for (int t = 0; t < n_tokens; ++t) {
@@ -159,8 +160,8 @@ TEST_F(AttentionTest, FirstPositionReturnsItsOwnValue) {
   shape.n_kv_heads = 1;
   shape.head_dim = 3;
   shape.max_seq = 2;
-  ASSERT_TRUE(CausalAttention(dq.get(), dk.get(), dv.get(), k_cache.get(), v_cache.get(),
-                              dout.get(), shape, DefaultStream())
+  ASSERT_TRUE(CausalAttention(dq.get(), dk.get(), dv.get(), k_cache.get(), v_cache.get(), dout.get(), shape,
+                              DefaultStream())
                   .ok());
   EXPECT_EQ(dout.Read(), v);
 }

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstddef>
 #include <random>
 #include <vector>
@@ -15,7 +16,9 @@
 namespace phos::fn::testing {
 
 // The default stream: launches and the synchronous copies below are ordered on it.
-inline cudaStream_t DefaultStream() { return nullptr; }
+inline cudaStream_t DefaultStream() {
+  return nullptr;
+}
 
 class DecoderKernelTest : public ::testing::Test {
  protected:
@@ -64,8 +67,7 @@ class DeviceArray {
 };
 
 // n floats uniform in [lo, hi), the same for a given seed on every run.
-inline std::vector<float> RandomFloats(std::size_t n, unsigned seed, float lo = -2.0f,
-                                       float hi = 2.0f) {
+inline std::vector<float> RandomFloats(std::size_t n, unsigned seed, float lo = -2.0f, float hi = 2.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);
@@ -74,8 +76,8 @@ inline std::vector<float> RandomFloats(std::size_t n, unsigned seed, float lo = 
 }
 
 // Each element of `actual` within abs_tol + rel_tol * |expected| of `expected`.
-inline void ExpectNear(const std::vector<float>& actual, const std::vector<double>& expected,
-                       double abs_tol, double rel_tol) {
+inline void ExpectNear(const std::vector<float>& actual, const std::vector<double>& expected, double abs_tol,
+                       double rel_tol) {
   ASSERT_EQ(actual.size(), expected.size());
   for (std::size_t i = 0; i < actual.size(); ++i) {
     const double tol = abs_tol + rel_tol * std::abs(expected[i]);

@@ -64,8 +64,8 @@ TEST_F(RouterTest, KEqualToTheRowLengthSortsTheWholeRow) {
 }
 
 TEST_F(RouterTest, TiesGoToTheLowerIndexAndEachExpertOnce) {
-  const std::vector<float> logits = {1, 3, 3, 0,  // the two 3s, lower first
-                                     2, 2, 2, 2}; // equal: 0 then 1, equal weights
+  const std::vector<float> logits = {1, 3, 3, 0,   // the two 3s, lower first
+                                     2, 2, 2, 2};  // equal: 0 then 1, equal weights
   const Routed routed = Route(logits, 2, 4, 2);
   EXPECT_EQ(routed.indices, (std::vector<int>{1, 2, 0, 1}));
   EXPECT_EQ(routed.weights, (std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f}));
@@ -74,7 +74,7 @@ TEST_F(RouterTest, TiesGoToTheLowerIndexAndEachExpertOnce) {
 TEST_F(RouterTest, LargeAndInfiniteLogitsGiveFiniteWeights) {
   const float inf = INFINITY;
   const std::vector<float> logits = {1e30f, 1e30f, -1e30f,  // exp(1e30) overflows: subtract the max
-                                     -inf, -inf, -inf};     // nothing to prefer: equal weights
+                                     -inf,  -inf,  -inf};   // nothing to prefer: equal weights
   const Routed routed = Route(logits, 2, 3, 2);
   EXPECT_EQ(routed.indices, (std::vector<int>{0, 1, 0, 1}));
   EXPECT_EQ(routed.weights, (std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f}));

@@ -116,8 +116,8 @@ TEST_F(RowOpsTest, EmbeddingGatherCopiesRowsAndFlagsOutOfRangeIds) {
   const int n_tokens = static_cast<int>(ids.size());
   DeviceArray<float> dtable(table), dout{std::vector<float>(n_tokens * dim, 7.0f)};
   DeviceArray<int> dids(ids), dinvalid{std::vector<int>{0}};
-  ASSERT_TRUE(EmbeddingGather(dtable.get(), dids.get(), dout.get(), n_tokens, vocab, dim,
-                              dinvalid.get(), DefaultStream())
+  ASSERT_TRUE(EmbeddingGather(dtable.get(), dids.get(), dout.get(), n_tokens, vocab, dim, dinvalid.get(),
+                              DefaultStream())
                   .ok());
   const std::vector<float> out = dout.Read();
   for (int t = 0; t < n_tokens; ++t) {
@@ -128,17 +128,17 @@ TEST_F(RowOpsTest, EmbeddingGatherCopiesRowsAndFlagsOutOfRangeIds) {
   }
   EXPECT_EQ(dinvalid.Read()[0], 3);
   // Without a counter the bad rows are still zeros.
-  ASSERT_TRUE(EmbeddingGather(dtable.get(), dids.get(), dout.get(), n_tokens, vocab, dim, nullptr,
-                              DefaultStream())
-                  .ok());
+  ASSERT_TRUE(
+      EmbeddingGather(dtable.get(), dids.get(), dout.get(), n_tokens, vocab, dim, nullptr, DefaultStream())
+          .ok());
   EXPECT_EQ(dout.Read()[3 * dim], 0.0f);
 }
 
 TEST_F(RowOpsTest, ArgmaxTakesTheLowestIndexOnTies) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const std::vector<float> x = {1, 5, 5, 2,   // tie: the first 5
-                                4, 4, 4, 4,   // all equal: index 0
-                                0, 1, 2, 9,   // the last one
+  const std::vector<float> x = {1,   5,      5,   2,        // tie: the first 5
+                                4,   4,      4,   4,        // all equal: index 0
+                                0,   1,      2,   9,        // the last one
                                 nan, -1e30f, nan, -2e30f};  // NaN loses to any number
   DeviceArray<float> dx(x);
   DeviceArray<int> dout{std::vector<int>(4, -1)};

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <iterator>
@@ -36,21 +37,26 @@ CUresult UnloadDecoderKernelModule() {
 extern "C" cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args,
                                         size_t shared_bytes, cudaStream_t stream) {
   Dl_info info{};
-  if (dladdr(func, &info) == 0 || info.dli_sname == nullptr) return cudaErrorInvalidDeviceFunction;
+  if (dladdr(func, &info) == 0 || info.dli_sname == nullptr || info.dli_saddr != func) {
+    return cudaErrorInvalidDeviceFunction;
+  }
   CUfunction function = nullptr;
   if (cuModuleGetFunction(&function, phos::fn::testing::g_module, info.dli_sname) != CUDA_SUCCESS) {
     return cudaErrorInvalidDeviceFunction;
   }
-  const CUresult r = cuLaunchKernel(function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                    static_cast<unsigned>(shared_bytes),
-                                    reinterpret_cast<CUstream>(stream), args, nullptr);
+  const CUresult r =
+      cuLaunchKernel(function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                     static_cast<unsigned>(shared_bytes), reinterpret_cast<CUstream>(stream), args, nullptr);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorLaunchFailure;
 }
 
 extern "C" const char* cudaGetErrorName(cudaError_t e) {
   switch (e) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidDeviceFunction: return "cudaErrorInvalidDeviceFunction";
-    default: return "cudaErrorLaunchFailure";
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidDeviceFunction:
+      return "cudaErrorInvalidDeviceFunction";
+    default:
+      return "cudaErrorLaunchFailure";
   }
 }

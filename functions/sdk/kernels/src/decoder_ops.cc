@@ -43,14 +43,15 @@ Status Launch(void (*kernel)(Params...), long long threads, const char* op, cuda
   // an object of the size the kernel reads.
   std::tuple<Params...> values(args...);
   void* slots[sizeof...(Params)];
-  std::apply([&slots](auto&... v) {
-    int i = 0;
-    ((slots[i++] = &v), ...);
-  }, values);
-  const cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(kernel),
-                                         dim3(static_cast<unsigned>(blocks)),
-                                         dim3(static_cast<unsigned>(kBlockThreads)), slots, 0,
-                                         stream);
+  std::apply(
+      [&slots](auto&... v) {
+        int i = 0;
+        ((slots[i++] = &v), ...);
+      },
+      values);
+  const cudaError_t e =
+      cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)),
+                       dim3(static_cast<unsigned>(kBlockThreads)), slots, 0, stream);
   if (e == cudaSuccess) return Status::Ok();
   return Status::DeviceError(std::string(op) + ": launch: " + cudaGetErrorName(e));
 }
@@ -97,11 +98,10 @@ Status RotaryEmbedding(float* q, float* k, int n_tokens, int n_heads, int n_kv_h
   PHOS_RETURN_IF_ERROR(CheckNotNull(q, kOp, "q"));
   PHOS_RETURN_IF_ERROR(CheckNotNull(k, kOp, "k"));
   long long pairs = 0;
-  PHOS_RETURN_IF_ERROR(CheckedProduct(n_tokens, static_cast<long long>(n_heads) + n_kv_heads, kOp,
-                                      &pairs));
+  PHOS_RETURN_IF_ERROR(CheckedProduct(n_tokens, static_cast<long long>(n_heads) + n_kv_heads, kOp, &pairs));
   PHOS_RETURN_IF_ERROR(CheckedProduct(pairs, head_dim / 2, kOp, &pairs));
-  return Launch(&rotary_embedding, pairs, kOp, stream, q, k, n_tokens, n_heads, n_kv_heads,
-                head_dim, start_pos, theta);
+  return Launch(&rotary_embedding, pairs, kOp, stream, q, k, n_tokens, n_heads, n_kv_heads, head_dim,
+                start_pos, theta);
 }
 
 Status SoftmaxRows(float* x, int rows, int cols, cudaStream_t stream) {
@@ -130,8 +130,8 @@ Status ResidualAdd(const float* a, const float* b, float* out, long long n, cuda
   return Launch(&residual_add, n, kOp, stream, a, b, out, n);
 }
 
-Status EmbeddingGather(const float* table, const int* ids, float* out, int n_tokens, int vocab,
-                       int dim, int* invalid_ids, cudaStream_t stream) {
+Status EmbeddingGather(const float* table, const int* ids, float* out, int n_tokens, int vocab, int dim,
+                       int* invalid_ids, cudaStream_t stream) {
   constexpr const char* kOp = "EmbeddingGather";
   PHOS_RETURN_IF_ERROR(CheckPositive(n_tokens, kOp, "n_tokens"));
   PHOS_RETURN_IF_ERROR(CheckPositive(vocab, kOp, "vocab"));
@@ -142,13 +142,12 @@ Status EmbeddingGather(const float* table, const int* ids, float* out, int n_tok
   long long elements = 0;
   PHOS_RETURN_IF_ERROR(CheckedProduct(n_tokens, dim, kOp, &elements));
   PHOS_RETURN_IF_ERROR(CheckedProduct(vocab, dim, kOp, &elements));
-  return Launch(&embedding_gather, static_cast<long long>(n_tokens) * dim, kOp, stream, table, ids,
-                out, n_tokens, vocab, dim, invalid_ids);
+  return Launch(&embedding_gather, static_cast<long long>(n_tokens) * dim, kOp, stream, table, ids, out,
+                n_tokens, vocab, dim, invalid_ids);
 }
 
-Status CausalAttention(const float* q, const float* k, const float* v, float* k_cache,
-                       float* v_cache, float* out, const AttentionShape& shape,
-                       cudaStream_t stream) {
+Status CausalAttention(const float* q, const float* k, const float* v, float* k_cache, float* v_cache,
+                       float* out, const AttentionShape& shape, cudaStream_t stream) {
   constexpr const char* kOp = "CausalAttention";
   PHOS_RETURN_IF_ERROR(CheckPositive(shape.n_tokens, kOp, "n_tokens"));
   PHOS_RETURN_IF_ERROR(CheckPositive(shape.n_heads, kOp, "n_heads"));
@@ -157,17 +156,20 @@ Status CausalAttention(const float* q, const float* k, const float* v, float* k_
   PHOS_RETURN_IF_ERROR(CheckPositive(shape.max_seq, kOp, "max_seq"));
   if (shape.n_heads % shape.n_kv_heads != 0) {
     return Status::InvalidArgument("CausalAttention: n_heads " + std::to_string(shape.n_heads) +
-                                   " is not a multiple of n_kv_heads " +
-                                   std::to_string(shape.n_kv_heads));
+                                   " is not a multiple of n_kv_heads " + std::to_string(shape.n_kv_heads));
   }
   if (shape.start_pos < 0 || shape.start_pos > shape.max_seq - shape.n_tokens) {
-    return Status::InvalidArgument("CausalAttention: positions " + std::to_string(shape.start_pos) +
-                                   ".." + std::to_string(static_cast<long long>(shape.start_pos) +
-                                                         shape.n_tokens - 1) +
-                                   " do not fit a cache of " + std::to_string(shape.max_seq));
+    return Status::InvalidArgument(
+        "CausalAttention: positions " + std::to_string(shape.start_pos) + ".." +
+        std::to_string(static_cast<long long>(shape.start_pos) + shape.n_tokens - 1) +
+        " do not fit a cache of " + std::to_string(shape.max_seq));
   }
-  for (const auto& [p, name] : {std::pair<const void*, const char*>{q, "q"}, {k, "k"}, {v, "v"},
-                                {k_cache, "k_cache"}, {v_cache, "v_cache"}, {out, "out"}}) {
+  for (const auto& [p, name] : {std::pair<const void*, const char*>{q, "q"},
+                                {k, "k"},
+                                {v, "v"},
+                                {k_cache, "k_cache"},
+                                {v_cache, "v_cache"},
+                                {out, "out"}}) {
     PHOS_RETURN_IF_ERROR(CheckNotNull(p, kOp, name));
   }
   long long cache_elements = 0;
@@ -178,11 +180,11 @@ Status CausalAttention(const float* q, const float* k, const float* v, float* k_
   PHOS_RETURN_IF_ERROR(CheckedProduct(q_elements, shape.head_dim, kOp, &q_elements));
   const long long new_kv = static_cast<long long>(shape.n_tokens) * shape.n_kv_heads * shape.head_dim;
   // Same stream: the attention launch starts after every new key and value is in the cache.
-  PHOS_RETURN_IF_ERROR(Launch(&kv_cache_append, new_kv, kOp, stream, k, v, k_cache, v_cache,
-                              shape.n_tokens, shape.n_kv_heads, shape.head_dim, shape.start_pos));
-  return Launch(&causal_attention, static_cast<long long>(shape.n_tokens) * shape.n_heads, kOp,
-                stream, q, k_cache, v_cache, out, shape.n_tokens, shape.n_heads, shape.n_kv_heads,
-                shape.head_dim, shape.start_pos);
+  PHOS_RETURN_IF_ERROR(Launch(&kv_cache_append, new_kv, kOp, stream, k, v, k_cache, v_cache, shape.n_tokens,
+                              shape.n_kv_heads, shape.head_dim, shape.start_pos));
+  return Launch(&causal_attention, static_cast<long long>(shape.n_tokens) * shape.n_heads, kOp, stream, q,
+                k_cache, v_cache, out, shape.n_tokens, shape.n_heads, shape.n_kv_heads, shape.head_dim,
+                shape.start_pos);
 }
 
 Status ArgmaxRows(const float* x, int rows, int cols, int* out, cudaStream_t stream) {
@@ -194,8 +196,8 @@ Status ArgmaxRows(const float* x, int rows, int cols, int* out, cudaStream_t str
   return Launch(&argmax_rows, rows, kOp, stream, x, rows, cols, out);
 }
 
-Status TopKRouter(const float* logits, int rows, int n_experts, int k, int* indices,
-                  float* weights, cudaStream_t stream) {
+Status TopKRouter(const float* logits, int rows, int n_experts, int k, int* indices, float* weights,
+                  cudaStream_t stream) {
   constexpr const char* kOp = "TopKRouter";
   PHOS_RETURN_IF_ERROR(CheckPositive(rows, kOp, "rows"));
   PHOS_RETURN_IF_ERROR(CheckPositive(n_experts, kOp, "n_experts"));

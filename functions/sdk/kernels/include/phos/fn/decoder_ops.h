@@ -43,8 +43,8 @@ Status ResidualAdd(const float* a, const float* b, float* out, long long n, cuda
 // Token ids come from clients, so an id outside [0, vocab) is flagged, never clamped or read: its
 // row of out is zeros and, when invalid_ids (a device int the caller zeroes) is not null, it is
 // incremented once per such token. A function checks it and rejects the request.
-Status EmbeddingGather(const float* table, const int* ids, float* out, int n_tokens, int vocab,
-                       int dim, int* invalid_ids, cudaStream_t stream);
+Status EmbeddingGather(const float* table, const int* ids, float* out, int n_tokens, int vocab, int dim,
+                       int* invalid_ids, cudaStream_t stream);
 
 // The shape of one layer's causal grouped-query attention step. Token t of this step is at
 // position start_pos + t; start_pos + n_tokens must not exceed max_seq (the cache's capacity).
@@ -62,9 +62,8 @@ struct AttentionShape {
 // rows start_pos.., then writes out [n_tokens, n_heads, head_dim] = softmax(q k^T / sqrt(head_dim))
 // v over positions 0 .. start_pos + t for each token t and head (causal). q [n_tokens, n_heads,
 // head_dim]; out must not alias q or the caches.
-Status CausalAttention(const float* q, const float* k, const float* v, float* k_cache,
-                       float* v_cache, float* out, const AttentionShape& shape,
-                       cudaStream_t stream);
+Status CausalAttention(const float* q, const float* k, const float* v, float* k_cache, float* v_cache,
+                       float* out, const AttentionShape& shape, cudaStream_t stream);
 
 // out[r] = index of the largest x[r, :] (the lowest index on ties; NaN is below every number);
 // x [rows, cols], out [rows] int. Greedy sampling of the next token.
@@ -74,7 +73,7 @@ Status ArgmaxRows(const float* x, int rows, int cols, int* out, cudaStream_t str
 // largest logits' experts in descending order (ties to the lower index), weights [rows, k] the
 // softmax over those k logits (equal to Mixtral's softmax over all experts renormalised over the
 // chosen k). 1 <= k <= n_experts.
-Status TopKRouter(const float* logits, int rows, int n_experts, int k, int* indices,
-                  float* weights, cudaStream_t stream);
+Status TopKRouter(const float* logits, int rows, int n_experts, int k, int* indices, float* weights,
+                  cudaStream_t stream);
 
 }  // namespace phos::fn

@@ -74,8 +74,8 @@ Status Checkpoint::OpenSharded(const std::string& index_path) {
       files_.push_back(std::move(file));
     }
     if (!it->second->Contains(tensor)) {
-      return Status::Corruption("checkpoint index '" + index_path + "' puts tensor '" + tensor + "' in shard '" +
-                                shard_name + "', which has no such tensor");
+      return Status::Corruption("checkpoint index '" + index_path + "' puts tensor '" + tensor +
+                                "' in shard '" + shard_name + "', which has no such tensor");
     }
     file_of_.emplace(tensor, it->second);
   }
@@ -89,7 +89,9 @@ std::vector<std::string> Checkpoint::TensorNames() const {
   return names;
 }
 
-bool Checkpoint::Contains(std::string_view name) const { return file_of_.find(name) != file_of_.end(); }
+bool Checkpoint::Contains(std::string_view name) const {
+  return file_of_.find(name) != file_of_.end();
+}
 
 Result<const SafetensorsFile*> Checkpoint::FileOf(std::string_view name) const {
   auto it = file_of_.find(name);

@@ -22,18 +22,19 @@ Result<DeviceTensor> DeviceTensor::Upload(const SafetensorsFile& file, const Ten
   out.shape_ = tensor.shape;
   const std::string what = "upload tensor '" + tensor.name + "'";
   if (out.byte_size() == 0) return out;
-  PHOS_RETURN_IF_ERROR(Cuda(cudaMalloc(reinterpret_cast<void**>(&out.data_), out.byte_size()), what + ": cudaMalloc"));
+  PHOS_RETURN_IF_ERROR(
+      Cuda(cudaMalloc(reinterpret_cast<void**>(&out.data_), out.byte_size()), what + ": cudaMalloc"));
   const std::span<const std::byte> bytes = file.Bytes(tensor);
   if (tensor.dtype == Dtype::kF32) {
     // Straight from the mapping: no host copy of an fp32 checkpoint.
-    PHOS_RETURN_IF_ERROR(
-        Cuda(cudaMemcpy(out.data_, bytes.data(), out.byte_size(), cudaMemcpyHostToDevice), what + ": cudaMemcpy"));
+    PHOS_RETURN_IF_ERROR(Cuda(cudaMemcpy(out.data_, bytes.data(), out.byte_size(), cudaMemcpyHostToDevice),
+                              what + ": cudaMemcpy"));
     return out;
   }
   std::vector<float> host(out.element_count_);
   ConvertToFloat32(tensor.dtype, bytes, host);
-  PHOS_RETURN_IF_ERROR(
-      Cuda(cudaMemcpy(out.data_, host.data(), out.byte_size(), cudaMemcpyHostToDevice), what + ": cudaMemcpy"));
+  PHOS_RETURN_IF_ERROR(Cuda(cudaMemcpy(out.data_, host.data(), out.byte_size(), cudaMemcpyHostToDevice),
+                            what + ": cudaMemcpy"));
   return out;
 }
 

@@ -27,6 +27,8 @@ float HalfBitsToFloat(uint16_t bits) {
   return std::bit_cast<float>(sign | (static_cast<uint32_t>(float_exponent) << 23) | (fraction << 13));
 }
 
-float Bfloat16BitsToFloat(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+float Bfloat16BitsToFloat(uint16_t bits) {
+  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
 
 }  // namespace phos::fn

@@ -22,14 +22,19 @@ static_assert(std::endian::native == std::endian::little,
 
 std::string_view DtypeName(Dtype dtype) {
   switch (dtype) {
-    case Dtype::kF32: return "F32";
-    case Dtype::kF16: return "F16";
-    case Dtype::kBF16: return "BF16";
+    case Dtype::kF32:
+      return "F32";
+    case Dtype::kF16:
+      return "F16";
+    case Dtype::kBF16:
+      return "BF16";
   }
   return "?";
 }
 
-size_t DtypeSize(Dtype dtype) { return dtype == Dtype::kF32 ? 4 : 2; }
+size_t DtypeSize(Dtype dtype) {
+  return dtype == Dtype::kF32 ? 4 : 2;
+}
 
 uint64_t TensorInfo::element_count() const {
   uint64_t n = 1;
@@ -82,7 +87,8 @@ Result<uint64_t> ParseUnsigned(const std::string& path, const std::string& tenso
   return Corrupt(path, where + " is not a number");
 }
 
-Result<TensorInfo> ParseTensor(const std::string& path, const std::string& name, const nlohmann::json& entry) {
+Result<TensorInfo> ParseTensor(const std::string& path, const std::string& name,
+                               const nlohmann::json& entry) {
   if (!entry.is_object()) return Corrupt(path, "tensor '" + name + "': entry is not an object");
   for (const char* field : {"dtype", "shape", "data_offsets"}) {
     if (!entry.contains(field)) return Corrupt(path, "tensor '" + name + "': missing \"" + field + "\"");
@@ -145,13 +151,15 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size < 8) {
     close(fd);
-    return Corrupt(path, "truncated: " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
+    return Corrupt(path,
+                   "truncated: " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
   }
   void* mapping = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int err = errno;
   close(fd);  // the mapping keeps the file
   if (mapping == MAP_FAILED) return Status::FromErrno(err, "mmap safetensors file '" + path + "'");
-  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile(path, static_cast<const std::byte*>(mapping), size));
+  std::unique_ptr<SafetensorsFile> file(
+      new SafetensorsFile(path, static_cast<const std::byte*>(mapping), size));
   PHOS_RETURN_IF_ERROR(file->ParseHeader());
   return file;
 }
@@ -202,8 +210,9 @@ Status SafetensorsFile::ParseHeader() {
     }
     PHOS_ASSIGN_OR_RETURN(TensorInfo tensor, ParseTensor(path_, name, entry));
     if (tensor.end > data_size_) {
-      return Corrupt(path_, "truncated: tensor '" + name + "' ends at data byte " + std::to_string(tensor.end) +
-                                " but the data area has " + std::to_string(data_size_) + " bytes");
+      return Corrupt(path_, "truncated: tensor '" + name + "' ends at data byte " +
+                                std::to_string(tensor.end) + " but the data area has " +
+                                std::to_string(data_size_) + " bytes");
     }
     tensors_.emplace(name, std::move(tensor));
   }
@@ -217,7 +226,8 @@ Status SafetensorsFile::ParseHeader() {
             [](const TensorInfo* a, const TensorInfo* b) { return a->begin < b->begin; });
   for (size_t i = 1; i < by_offset.size(); ++i) {
     if (by_offset[i]->begin < by_offset[i - 1]->end) {
-      return Corrupt(path_, "tensors '" + by_offset[i - 1]->name + "' and '" + by_offset[i]->name + "' overlap");
+      return Corrupt(path_,
+                     "tensors '" + by_offset[i - 1]->name + "' and '" + by_offset[i]->name + "' overlap");
     }
   }
   return Status::Ok();
@@ -230,7 +240,9 @@ std::vector<std::string> SafetensorsFile::TensorNames() const {
   return names;
 }
 
-bool SafetensorsFile::Contains(std::string_view name) const { return tensors_.find(name) != tensors_.end(); }
+bool SafetensorsFile::Contains(std::string_view name) const {
+  return tensors_.find(name) != tensors_.end();
+}
 
 Result<const TensorInfo*> SafetensorsFile::Tensor(std::string_view name) const {
   auto it = tensors_.find(name);

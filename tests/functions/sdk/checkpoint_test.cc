@@ -2,12 +2,12 @@
 // at something that is not there or not inside the directory.
 #include "phos/fn/checkpoint.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "safetensors_writer.h"
 
@@ -25,8 +25,8 @@ void WriteShard(const std::string& path, const std::vector<std::string>& names, 
   std::string data;
   for (size_t i = 0; i < names.size(); ++i) {
     if (i > 0) header += ",";
-    header += "\"" + names[i] + "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[" + std::to_string(4 * i) +
-              "," + std::to_string(4 * i + 4) + "]}";
+    header += "\"" + names[i] + "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[" +
+              std::to_string(4 * i) + "," + std::to_string(4 * i + 4) + "]}";
     const float v = first_value + static_cast<float>(i);
     data.append(reinterpret_cast<const char*>(&v), sizeof(v));
   }
@@ -122,14 +122,16 @@ TEST_F(CheckpointTest, AMissingShardIsNotFound) {
 TEST_F(CheckpointTest, ATensorItsShardLacksIsRefused) {
   WriteShard(dir_.File("shard.safetensors"), {"a"}, 1);
   WriteIndex(R"({"a":"shard.safetensors","b":"shard.safetensors"})");
-  ExpectRefused(StatusCode::kCorruption, "puts tensor 'b' in shard 'shard.safetensors', which has no such tensor");
+  ExpectRefused(StatusCode::kCorruption,
+                "puts tensor 'b' in shard 'shard.safetensors', which has no such tensor");
 }
 
 TEST_F(CheckpointTest, ShardNamesThatEscapeTheDirectoryAreRefused) {
   for (const std::string shard : {"../model.safetensors", "/etc/passwd", "sub/x.safetensors", "..", ""}) {
     SCOPED_TRACE(shard);
     WriteIndex(R"({"a":")" + shard + R"("})");
-    ExpectRefused(StatusCode::kInvalidArgument, "shard '" + shard + "' of tensor 'a' is not a file name inside");
+    ExpectRefused(StatusCode::kInvalidArgument,
+                  "shard '" + shard + "' of tensor 'a' is not a file name inside");
   }
 }
 

@@ -2,20 +2,22 @@
 // literals or powers of two, never the conversion under test.
 #include "phos/fn/float16.h"
 
+#include <gtest/gtest.h>
+
 #include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "phos/fn/safetensors.h"
 
 namespace phos::fn {
 namespace {
 
-uint32_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
+uint32_t Bits(float f) {
+  return std::bit_cast<uint32_t>(f);
+}
 
 TEST(HalfBitsToFloat, SignedZeros) {
   EXPECT_EQ(Bits(HalfBitsToFloat(0x0000)), 0x00000000u);
@@ -25,8 +27,8 @@ TEST(HalfBitsToFloat, SignedZeros) {
 TEST(HalfBitsToFloat, NormalValues) {
   EXPECT_EQ(HalfBitsToFloat(0x3C00), 1.0f);
   EXPECT_EQ(HalfBitsToFloat(0xC000), -2.0f);
-  EXPECT_EQ(HalfBitsToFloat(0x3555), 0.333251953125f);  // (1 + 341/1024) / 4
-  EXPECT_EQ(HalfBitsToFloat(0x7BFF), 65504.0f);         // the largest finite F16
+  EXPECT_EQ(HalfBitsToFloat(0x3555), 0.333251953125f);        // (1 + 341/1024) / 4
+  EXPECT_EQ(HalfBitsToFloat(0x7BFF), 65504.0f);               // the largest finite F16
   EXPECT_EQ(HalfBitsToFloat(0x0400), std::ldexp(1.0f, -14));  // the smallest normal
 }
 
@@ -50,10 +52,10 @@ TEST(Bfloat16BitsToFloat, EdgeCases) {
   EXPECT_EQ(Bits(Bfloat16BitsToFloat(0x8000)), 0x80000000u);
   EXPECT_EQ(Bfloat16BitsToFloat(0x3F80), 1.0f);
   EXPECT_EQ(Bfloat16BitsToFloat(0xC000), -2.0f);
-  EXPECT_EQ(Bfloat16BitsToFloat(0x3EAB), 0.333984375f);  // (1 + 43/128) / 4
+  EXPECT_EQ(Bfloat16BitsToFloat(0x3EAB), 0.333984375f);             // (1 + 43/128) / 4
   EXPECT_EQ(Bfloat16BitsToFloat(0x7F7F), std::ldexp(255.0f, 120));  // the largest finite BF16
-  EXPECT_EQ(Bfloat16BitsToFloat(0x0080), std::ldexp(1.0f, -126));  // the smallest normal
-  EXPECT_EQ(Bfloat16BitsToFloat(0x0001), std::ldexp(1.0f, -133));  // the smallest subnormal
+  EXPECT_EQ(Bfloat16BitsToFloat(0x0080), std::ldexp(1.0f, -126));   // the smallest normal
+  EXPECT_EQ(Bfloat16BitsToFloat(0x0001), std::ldexp(1.0f, -133));   // the smallest subnormal
   EXPECT_EQ(Bits(Bfloat16BitsToFloat(0x7F80)), 0x7F800000u);
   EXPECT_EQ(Bits(Bfloat16BitsToFloat(0xFF80)), 0xFF800000u);
   EXPECT_EQ(Bits(Bfloat16BitsToFloat(0x7FC0)), 0x7FC00000u);

@@ -1,15 +1,14 @@
 // scripts/make-checkpoint.py read back through Checkpoint: LlamaForCausalLM's tensor names and
 // shapes, config.json, values independent of sharding and fixed by the seed.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "phos/base/subprocess.h"
 #include "phos/fn/checkpoint.h"
@@ -36,14 +35,10 @@ class MakeCheckpointTest : public ::testing::Test {
   std::string Make(const std::string& name, std::vector<std::string> extra) {
     const std::string out = dir_.File(name);
     SpawnOptions o;
-    o.argv = {PHOS_PYTHON3,   PHOS_MAKE_CHECKPOINT_SCRIPT,
-              "--out",        out,
-              "--hidden",     std::to_string(kHidden),
-              "--layers",     "2",
-              "--heads",      std::to_string(kHeads),
-              "--kv-heads",   std::to_string(kKvHeads),
-              "--intermediate", std::to_string(kIntermediate),
-              "--vocab",      std::to_string(kVocab)};
+    o.argv = {PHOS_PYTHON3,     PHOS_MAKE_CHECKPOINT_SCRIPT,   "--out",      out,
+              "--hidden",       std::to_string(kHidden),       "--layers",   "2",
+              "--heads",        std::to_string(kHeads),        "--kv-heads", std::to_string(kKvHeads),
+              "--intermediate", std::to_string(kIntermediate), "--vocab",    std::to_string(kVocab)};
     o.argv.insert(o.argv.end(), extra.begin(), extra.end());
     o.stdin_null = true;
     auto child = Subprocess::Spawn(o);
@@ -107,7 +102,8 @@ TEST_F(MakeCheckpointTest, WritesLlamaTensorsThatShardingDoesNotChange) {
 }
 
 TEST_F(MakeCheckpointTest, WritesTheLlamaConfig) {
-  const std::string dir = Make("config", {"--dtype", "f16", "--tie-word-embeddings", "--rope-theta", "500000"});
+  const std::string dir =
+      Make("config", {"--dtype", "f16", "--tie-word-embeddings", "--rope-theta", "500000"});
   std::ifstream in(dir + "/config.json");
   const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   ASSERT_TRUE(config.is_object());

@@ -2,6 +2,9 @@
 // each asserting that the error names the problem.
 #include "phos/fn/safetensors.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -9,17 +12,14 @@
 #include <string>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "safetensors_writer.h"
 
 namespace phos::fn {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::ScratchDir;
 using testing::SafetensorsBytes;
+using testing::ScratchDir;
 using testing::WriteFileBytes;
 using testing::WriteSafetensors;
 
@@ -49,7 +49,8 @@ class SafetensorsFileTest : public ::testing::Test {
     return SafetensorsFile::Open(path_);
   }
   // Expects opening to fail with `code` and a message holding `what`.
-  void ExpectRefused(const Result<std::unique_ptr<SafetensorsFile>>& r, StatusCode code, const std::string& what) {
+  void ExpectRefused(const Result<std::unique_ptr<SafetensorsFile>>& r, StatusCode code,
+                     const std::string& what) {
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), code) << r.status().ToString();
     EXPECT_THAT(r.status().message(), HasSubstr(what));
@@ -127,7 +128,8 @@ TEST_F(SafetensorsFileTest, ADirectoryIsRefused) {
 
 TEST_F(SafetensorsFileTest, AFileShorterThanTheHeaderLengthIsTruncated) {
   ExpectRefused(OpenBytes(""), StatusCode::kCorruption, "shorter than the 8-byte header length");
-  ExpectRefused(OpenBytes(std::string_view("\x02\x00\x00", 3)), StatusCode::kCorruption, "truncated: 3 bytes");
+  ExpectRefused(OpenBytes(std::string_view("\x02\x00\x00", 3)), StatusCode::kCorruption,
+                "truncated: 3 bytes");
 }
 
 TEST_F(SafetensorsFileTest, AHeaderLongerThanTheFileIsTruncated) {
@@ -154,8 +156,8 @@ TEST_F(SafetensorsFileTest, AHeaderThatIsNotAnObjectIsRefused) {
 TEST_F(SafetensorsFileTest, AnEntryMissingAFieldIsRefused) {
   ExpectRefused(OpenWith(R"({"w":{"shape":[1],"data_offsets":[0,4]}})", Floats({1})), StatusCode::kCorruption,
                 "tensor 'w': missing \"dtype\"");
-  ExpectRefused(OpenWith(R"({"w":{"dtype":"F32","data_offsets":[0,4]}})", Floats({1})), StatusCode::kCorruption,
-                "tensor 'w': missing \"shape\"");
+  ExpectRefused(OpenWith(R"({"w":{"dtype":"F32","data_offsets":[0,4]}})", Floats({1})),
+                StatusCode::kCorruption, "tensor 'w': missing \"shape\"");
   ExpectRefused(OpenWith(R"({"w":{"dtype":"F32","shape":[1]}})", Floats({1})), StatusCode::kCorruption,
                 "tensor 'w': missing \"data_offsets\"");
 }
@@ -174,7 +176,8 @@ TEST_F(SafetensorsFileTest, FieldsOfTheWrongTypeAreRefused) {
                 StatusCode::kCorruption, "\"data_offsets\" end is not a number");
   ExpectRefused(OpenWith(R"({"__metadata__":{"k":1}})"), StatusCode::kCorruption,
                 "\"__metadata__\" entry 'k' is not a string");
-  ExpectRefused(OpenWith(R"({"__metadata__":[]})"), StatusCode::kCorruption, "\"__metadata__\" is not an object");
+  ExpectRefused(OpenWith(R"({"__metadata__":[]})"), StatusCode::kCorruption,
+                "\"__metadata__\" is not an object");
 }
 
 TEST_F(SafetensorsFileTest, AnUnsupportedDtypeIsRefusedNamingTensorAndDtype) {
@@ -185,12 +188,12 @@ TEST_F(SafetensorsFileTest, AnUnsupportedDtypeIsRefusedNamingTensorAndDtype) {
 }
 
 TEST_F(SafetensorsFileTest, NegativeAndFractionalDimensionsAreRefused) {
-  ExpectRefused(OpenWith(R"({"w":{"dtype":"F32","shape":[-1,2],"data_offsets":[0,0]}})"), StatusCode::kCorruption,
-                "tensor 'w': a \"shape\" dimension is negative (-1)");
-  ExpectRefused(OpenWith(R"({"w":{"dtype":"F32","shape":[2.5],"data_offsets":[0,10]}})"), StatusCode::kCorruption,
-                "is not an integer");
-  ExpectRefused(OpenWith(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})"), StatusCode::kCorruption,
-                "\"data_offsets\" begin is negative");
+  ExpectRefused(OpenWith(R"({"w":{"dtype":"F32","shape":[-1,2],"data_offsets":[0,0]}})"),
+                StatusCode::kCorruption, "tensor 'w': a \"shape\" dimension is negative (-1)");
+  ExpectRefused(OpenWith(R"({"w":{"dtype":"F32","shape":[2.5],"data_offsets":[0,10]}})"),
+                StatusCode::kCorruption, "is not an integer");
+  ExpectRefused(OpenWith(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})"),
+                StatusCode::kCorruption, "\"data_offsets\" begin is negative");
 }
 
 TEST_F(SafetensorsFileTest, AnOverflowingShapeProductIsRefused) {
@@ -203,7 +206,8 @@ TEST_F(SafetensorsFileTest, AnOverflowingShapeProductIsRefused) {
 
 TEST_F(SafetensorsFileTest, ASizeThatDisagreesWithTheShapeIsRefused) {
   ExpectRefused(OpenWith(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", Floats({1, 2})),
-                StatusCode::kCorruption, "tensor 'w': data_offsets span 8 bytes but shape [3] of F32 needs 12");
+                StatusCode::kCorruption,
+                "tensor 'w': data_offsets span 8 bytes but shape [3] of F32 needs 12");
 }
 
 TEST_F(SafetensorsFileTest, BeginAfterEndIsRefused) {
@@ -213,7 +217,8 @@ TEST_F(SafetensorsFileTest, BeginAfterEndIsRefused) {
 
 TEST_F(SafetensorsFileTest, OffsetsPastTheDataAreaAreTruncated) {
   ExpectRefused(OpenWith(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", Floats({1})),
-                StatusCode::kCorruption, "truncated: tensor 'w' ends at data byte 8 but the data area has 4 bytes");
+                StatusCode::kCorruption,
+                "truncated: tensor 'w' ends at data byte 8 but the data area has 4 bytes");
 }
 
 TEST_F(SafetensorsFileTest, OverlappingTensorsAreRefused) {

@@ -3,14 +3,14 @@
 // well-formed or hostile.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <string_view>
-
-#include <gtest/gtest.h>
 
 namespace phos::fn::testing {
 

@@ -1,12 +1,12 @@
 // The SDK's DeviceTensor under phosd: a sharded checkpoint with F32, F16 and BF16 tensors,
 // uploaded before the pre-entry point, reads back from the device as the values the bit
 // patterns written here stand for.
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "phosd_fixture.h"
 #include "safetensors_writer.h"
@@ -27,11 +27,10 @@ class WeightsFnTest : public PhosdTest {
     PhosdTest::SetUp();
     if (HasFatalFailure()) return;
     ASSERT_FALSE(model_.path().empty()) << "no scratch directory";
-    fn::testing::WriteSafetensors(
-        model_.File("a.safetensors"),
-        R"({"f32":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},)"
-        R"("bf16":{"dtype":"BF16","shape":[1,2],"data_offsets":[12,16]}})",
-        Bytes<float>({0.5f, -1.25f, 3.0f}) + Bytes<uint16_t>({0x3F80, 0x7F7F}));
+    fn::testing::WriteSafetensors(model_.File("a.safetensors"),
+                                  R"({"f32":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},)"
+                                  R"("bf16":{"dtype":"BF16","shape":[1,2],"data_offsets":[12,16]}})",
+                                  Bytes<float>({0.5f, -1.25f, 3.0f}) + Bytes<uint16_t>({0x3F80, 0x7F7F}));
     // 1, -2, the largest F16 and its smallest subnormal.
     fn::testing::WriteSafetensors(model_.File("b.safetensors"),
                                   R"({"f16":{"dtype":"F16","shape":[2,2],"data_offsets":[0,8]}})",

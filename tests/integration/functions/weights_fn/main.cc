@@ -3,13 +3,13 @@
 // with cudaMemcpy: "<element count> <value> <value> ..." (values as %.9g, exact for a float).
 //
 //   weights_fn --model DIR
+#include <cuda_runtime.h>
+
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <cuda_runtime.h>
 
 #include "phos/base/log.h"
 #include "phos/fn.h"

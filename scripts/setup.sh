@@ -13,6 +13,7 @@ packages=(
   curl libcurl4-openssl-dev
   libprotobuf-dev protobuf-compiler librocksdb-dev libxxhash-dev libzstd-dev liburing-dev
   criu
+  python3  # scripts/make-checkpoint.py (standard library only)
 )
 
 missing=()

@@ -1,0 +1,146 @@
+// scripts/make-checkpoint.py read back through Checkpoint: LlamaForCausalLM's tensor names and
+// shapes, config.json, values independent of sharding and fixed by the seed.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "phos/base/subprocess.h"
+#include "phos/fn/checkpoint.h"
+#include "safetensors_writer.h"
+
+namespace phos::fn {
+namespace {
+
+using testing::ScratchDir;
+
+// A 2-layer model with grouped-query attention (4 query heads over 2 key/value heads).
+constexpr uint64_t kHidden = 64, kHeads = 4, kKvHeads = 2, kIntermediate = 160, kVocab = 97;
+
+class MakeCheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string(PHOS_PYTHON3).empty() || access(PHOS_PYTHON3, X_OK) != 0) {
+      GTEST_SKIP() << "python3 was not found when the build was configured; the script needs it";
+    }
+    ASSERT_FALSE(dir_.path().empty()) << "no scratch directory";
+  }
+
+  // Runs the script into dir_/name; returns the directory.
+  std::string Make(const std::string& name, std::vector<std::string> extra) {
+    const std::string out = dir_.File(name);
+    SpawnOptions o;
+    o.argv = {PHOS_PYTHON3,     PHOS_MAKE_CHECKPOINT_SCRIPT,   "--out",      out,
+              "--hidden",       std::to_string(kHidden),       "--layers",   "2",
+              "--heads",        std::to_string(kHeads),        "--kv-heads", std::to_string(kKvHeads),
+              "--intermediate", std::to_string(kIntermediate), "--vocab",    std::to_string(kVocab)};
+    o.argv.insert(o.argv.end(), extra.begin(), extra.end());
+    o.stdin_null = true;
+    auto child = Subprocess::Spawn(o);
+    EXPECT_TRUE(child.ok()) << child.status().ToString();
+    if (!child.ok()) return out;
+    auto how = child->Wait(std::chrono::seconds(60));
+    EXPECT_TRUE(how.ok() && how->success()) << (how.ok() ? how->ToString() : how.status().ToString());
+    return out;
+  }
+
+  ScratchDir dir_;
+};
+
+// Every tensor LlamaForCausalLM has for 2 layers, with its [out, in] shape.
+std::vector<std::pair<std::string, std::vector<uint64_t>>> LlamaTensors(bool tied) {
+  const uint64_t head_dim = kHidden / kHeads;
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> t = {
+      {"model.embed_tokens.weight", {kVocab, kHidden}}, {"model.norm.weight", {kHidden}}};
+  if (!tied) t.push_back({"lm_head.weight", {kVocab, kHidden}});
+  for (int i = 0; i < 2; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    t.push_back({p + "self_attn.q_proj.weight", {kHeads * head_dim, kHidden}});
+    t.push_back({p + "self_attn.k_proj.weight", {kKvHeads * head_dim, kHidden}});
+    t.push_back({p + "self_attn.v_proj.weight", {kKvHeads * head_dim, kHidden}});
+    t.push_back({p + "self_attn.o_proj.weight", {kHidden, kHeads * head_dim}});
+    t.push_back({p + "mlp.gate_proj.weight", {kIntermediate, kHidden}});
+    t.push_back({p + "mlp.up_proj.weight", {kIntermediate, kHidden}});
+    t.push_back({p + "mlp.down_proj.weight", {kHidden, kIntermediate}});
+    t.push_back({p + "input_layernorm.weight", {kHidden}});
+    t.push_back({p + "post_attention_layernorm.weight", {kHidden}});
+  }
+  return t;
+}
+
+TEST_F(MakeCheckpointTest, WritesLlamaTensorsThatShardingDoesNotChange) {
+  const std::string single = Make("single", {"--dtype", "bf16", "--seed", "7"});
+  const std::string sharded = Make("sharded", {"--dtype", "bf16", "--seed", "7", "--shards", "3"});
+  auto a = Checkpoint::Open(single);
+  auto b = Checkpoint::Open(sharded);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  const auto expected = LlamaTensors(/*tied=*/false);
+  EXPECT_EQ((*a)->TensorNames().size(), expected.size());
+  EXPECT_EQ((*a)->TensorNames(), (*b)->TensorNames());
+  for (const auto& [name, shape] : expected) {
+    SCOPED_TRACE(name);
+    auto tensor = (*a)->Tensor(name);
+    ASSERT_TRUE(tensor.ok()) << tensor.status().ToString();
+    EXPECT_EQ((*tensor)->dtype, Dtype::kBF16);
+    EXPECT_EQ((*tensor)->shape, shape);
+    auto va = (*a)->ReadAsFloat32(name);
+    auto vb = (*b)->ReadAsFloat32(name);
+    ASSERT_TRUE(va.ok() && vb.ok());
+    EXPECT_EQ(*va, *vb);
+    const bool norm = name.ends_with("norm.weight");
+    for (float v : *va) {
+      // Matrices between 2^-11 and 2^-3 in magnitude, RMSNorm weights in [0.5, 2).
+      ASSERT_TRUE(norm ? (v >= 0.5f && v < 2.0f) : (std::fabs(v) >= 0x1p-11f && std::fabs(v) < 0.125f)) << v;
+    }
+  }
+}
+
+TEST_F(MakeCheckpointTest, WritesTheLlamaConfig) {
+  const std::string dir =
+      Make("config", {"--dtype", "f16", "--tie-word-embeddings", "--rope-theta", "500000"});
+  std::ifstream in(dir + "/config.json");
+  const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(config.is_object());
+  EXPECT_EQ(config["architectures"][0], "LlamaForCausalLM");
+  EXPECT_EQ(config["hidden_size"], kHidden);
+  EXPECT_EQ(config["intermediate_size"], kIntermediate);
+  EXPECT_EQ(config["num_hidden_layers"], 2);
+  EXPECT_EQ(config["num_attention_heads"], kHeads);
+  EXPECT_EQ(config["num_key_value_heads"], kKvHeads);
+  EXPECT_EQ(config["vocab_size"], kVocab);
+  EXPECT_EQ(config["rope_theta"], 500000.0);
+  EXPECT_EQ(config["rms_norm_eps"], 1e-5);
+  EXPECT_EQ(config["max_position_embeddings"], 2048);
+  EXPECT_EQ(config["tie_word_embeddings"], true);
+
+  auto ck = Checkpoint::Open(dir);
+  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  EXPECT_FALSE((*ck)->Contains("lm_head.weight"));  // tied: the logits use the embeddings
+  EXPECT_EQ((*ck)->TensorNames().size(), LlamaTensors(/*tied=*/true).size());
+  auto embed = (*ck)->Tensor("model.embed_tokens.weight");
+  ASSERT_TRUE(embed.ok());
+  EXPECT_EQ((*embed)->dtype, Dtype::kF16);
+}
+
+TEST_F(MakeCheckpointTest, TheSeedDecidesTheValues) {
+  auto a = Checkpoint::Open(Make("seed1", {"--dtype", "f32", "--seed", "1"}));
+  auto again = Checkpoint::Open(Make("seed1-again", {"--dtype", "f32", "--seed", "1"}));
+  auto b = Checkpoint::Open(Make("seed2", {"--dtype", "f32", "--seed", "2"}));
+  ASSERT_TRUE(a.ok() && again.ok() && b.ok());
+  const std::string name = "model.layers.1.mlp.down_proj.weight";
+  auto va = (*a)->ReadAsFloat32(name);
+  auto vagain = (*again)->ReadAsFloat32(name);
+  auto vb = (*b)->ReadAsFloat32(name);
+  ASSERT_TRUE(va.ok() && vagain.ok() && vb.ok());
+  EXPECT_EQ(*va, *vagain);
+  EXPECT_NE(*va, *vb);
+}
+
+}  // namespace
+}  // namespace phos::fn

@@ -246,17 +246,26 @@ TEST_F(VmmTest, ReleaseWhileMappedKeepsTheMemoryUntilUnmap) {
   EXPECT_EQ(mem_->UsedBytes(1), 0u);
 }
 
+// A fresh 4 MiB physical allocation, mapped read-write at a reservation of its own.
+struct Mapped {
+  CUmemGenericAllocationHandle handle = 0;
+  CUdeviceptr at = 0;
+};
+Mapped MapFresh(DeviceMemory& mem) {
+  Mapped m;
+  EXPECT_EQ(mem.CreatePhysical(0, 4 * kMiB, &m.handle), CUDA_SUCCESS);
+  EXPECT_EQ(mem.ReserveAddress(4 * kMiB, 0, 0, &m.at), CUDA_SUCCESS);
+  EXPECT_EQ(mem.Map(m.at, 4 * kMiB, 0, m.handle), CUDA_SUCCESS);
+  EXPECT_EQ(mem.SetAccess(m.at, 4 * kMiB, Access::kReadWrite), CUDA_SUCCESS);
+  return m;
+}
+
 // Writes 0x77 over a 4 MiB physical allocation, zeroes it in whole first if `zero` (as a scrub
 // does), releases it, and maps the next allocation of that size (which reuses its slice of the
 // file) where it was. Returns the host page bytes right after the release; *last = the last byte
 // the next allocation reads.
 uint64_t ReleaseAndReuse(DeviceMemory& mem, bool zero, unsigned char* last) {
-  CUmemGenericAllocationHandle h = 0;
-  CUdeviceptr r = 0;
-  EXPECT_EQ(mem.CreatePhysical(0, 4 * kMiB, &h), CUDA_SUCCESS);
-  EXPECT_EQ(mem.ReserveAddress(4 * kMiB, 0, 0, &r), CUDA_SUCCESS);
-  EXPECT_EQ(mem.Map(r, 4 * kMiB, 0, h), CUDA_SUCCESS);
-  EXPECT_EQ(mem.SetAccess(r, 4 * kMiB, Access::kReadWrite), CUDA_SUCCESS);
+  const auto [h, r] = MapFresh(mem);
   std::memset(reinterpret_cast<void*>(r), 0x77, 4 * kMiB);
   if (zero) {
     EXPECT_TRUE(mem.ZeroMapped(r, 4 * kMiB));
@@ -305,12 +314,7 @@ TEST(VmmRetentionTest, PastTheRetainedLimitAZeroedReleaseGivesItsPagesBack) {
 
 TEST(VmmRetentionTest, AWriteAfterTheZeroingUndoesIt) {
   auto mem = Memory(64 * kMiB);
-  CUmemGenericAllocationHandle h = 0;
-  CUdeviceptr r = 0;
-  ASSERT_EQ(mem->CreatePhysical(0, 4 * kMiB, &h), CUDA_SUCCESS);
-  ASSERT_EQ(mem->ReserveAddress(4 * kMiB, 0, 0, &r), CUDA_SUCCESS);
-  ASSERT_EQ(mem->Map(r, 4 * kMiB, 0, h), CUDA_SUCCESS);
-  ASSERT_EQ(mem->SetAccess(r, 4 * kMiB, Access::kReadWrite), CUDA_SUCCESS);
+  const auto [h, r] = MapFresh(*mem);
   ASSERT_TRUE(mem->ZeroMapped(r, 4 * kMiB));
   const unsigned char secret = 0x5a;
   ASSERT_EQ(mem->WriteGuarded(r + 4 * kMiB - 1, &secret, 1), CUDA_SUCCESS);
@@ -322,12 +326,7 @@ TEST(VmmRetentionTest, AWriteAfterTheZeroingUndoesIt) {
 TEST(VmmRetentionTest, AnAllocationTakesThePagesAllocatedAhead) {
   auto mem = Memory(0, /*prefault_bytes=*/8 * kMiB);
   EXPECT_EQ(mem->HostPageBytes(), 8 * kMiB);
-  CUmemGenericAllocationHandle h = 0;
-  CUdeviceptr r = 0;
-  ASSERT_EQ(mem->CreatePhysical(0, 4 * kMiB, &h), CUDA_SUCCESS);
-  ASSERT_EQ(mem->ReserveAddress(4 * kMiB, 0, 0, &r), CUDA_SUCCESS);
-  ASSERT_EQ(mem->Map(r, 4 * kMiB, 0, h), CUDA_SUCCESS);
-  ASSERT_EQ(mem->SetAccess(r, 4 * kMiB, Access::kReadWrite), CUDA_SUCCESS);
+  const CUdeviceptr r = MapFresh(*mem).at;
   std::memset(reinterpret_cast<void*>(r), 0x55, 4 * kMiB);
   EXPECT_EQ(mem->HostPageBytes(), 8 * kMiB) << "the allocation's pages were not those allocated ahead";
 }

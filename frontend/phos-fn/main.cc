@@ -214,9 +214,10 @@ int main(int argc, char** argv) {
     ClientRequest request{.method = "POST", .url = endpoint + "/v1/functions/" + name + "/invoke", .body = data};
     if (timeout_ms > 0) request.headers.emplace_back("X-Phos-Timeout-Ms", std::to_string(timeout_ms));
     if (!restore_mode.empty()) request.headers.emplace_back("X-Phos-Restore-Mode", restore_mode);
+    // An answer in pieces is printed piece by piece as it comes.
+    request.on_body = [](std::string_view piece) { std::cout << piece << std::flush; };
     auto r = Call(request);
     if (!r) return 1;
-    std::cout << r->body << std::flush;
     if (timings) PrintTimings(*r);
     return 0;
   }

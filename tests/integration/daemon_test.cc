@@ -1,6 +1,7 @@
 // phosd's failure handling end to end, with the probe function: each failure gets its HTTP
 // error and the daemon keeps serving afterwards.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "phos/base/subprocess.h"
 #include "phosd_fixture.h"
 
 namespace phos::testing {
@@ -210,10 +212,31 @@ TEST_F(DaemonTest, PiecesOfAnAnswerArriveAsChunksAsTheyAreMade) {
   ASSERT_NE(f, nullptr);
   std::fclose(f);
   ASSERT_TRUE(c.ReadUntil("7\r\nsecond\n\r\n0\r\n\r\n")) << c.received();
-  // Clients that read the whole answer get the pieces joined; phos-fn prints them.
-  CommandResult r = PhosFn({"invoke", "probe", "--data", body});
-  EXPECT_EQ(r.exit_code, 0);
-  EXPECT_EQ(r.out, "first\nsecond\n");
+  // phos-fn prints each piece as it comes: the first before the function has made the second.
+  std::filesystem::remove(go);
+  int out[2];
+  ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+  SpawnOptions options;
+  options.argv = {PHOS_PHOS_FN, "--endpoint", endpoint(), "invoke", "probe", "--data", body};
+  options.fds = {{out[1], 1}};
+  Result<Subprocess> phos_fn = Subprocess::Spawn(options);
+  ASSERT_TRUE(phos_fn.ok()) << phos_fn.status().ToString();
+  close(out[1]);
+  std::string printed;
+  char buf[256];
+  for (ssize_t n; printed.find("first\n") == std::string::npos && (n = read(out[0], buf, sizeof(buf))) > 0;) {
+    printed.append(buf, n);
+  }
+  EXPECT_EQ(printed, "first\n");
+  std::FILE* g = std::fopen(go.c_str(), "w");
+  ASSERT_NE(g, nullptr);
+  std::fclose(g);
+  for (ssize_t n; (n = read(out[0], buf, sizeof(buf))) > 0;) printed.append(buf, n);
+  close(out[0]);
+  Result<ExitStatus> how = phos_fn->Wait(std::chrono::minutes(1));
+  ASSERT_TRUE(how.ok());
+  EXPECT_TRUE(how->success()) << how->ToString();
+  EXPECT_EQ(printed, "first\nsecond\n");
   std::filesystem::remove(go);
   ExpectServing();
 }

@@ -9,8 +9,22 @@
 namespace phos::http {
 namespace {
 
+struct BodySink {
+  CURL* curl;
+  const ClientRequest* request;
+  std::string* body;
+};
+
+// A successful answer's body to the request's on_body when it has one, anything else gathered.
 size_t Append(char* data, size_t size, size_t count, void* out) {
-  static_cast<std::string*>(out)->append(data, size * count);
+  auto* sink = static_cast<BodySink*>(out);
+  long status = 0;
+  curl_easy_getinfo(sink->curl, CURLINFO_RESPONSE_CODE, &status);
+  if (sink->request->on_body && status >= 200 && status < 300) {
+    sink->request->on_body(std::string_view(data, size * count));
+  } else {
+    sink->body->append(data, size * count);
+  }
   return size * count;
 }
 
@@ -63,8 +77,9 @@ Result<ClientResponse> Fetch(const ClientRequest& request) {
   curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, request.method.c_str());
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
+  BodySink sink{c, &request, &response.body};
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Append);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &response.body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, HeaderLine);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &response);
   if (request.method != "GET" && request.method != "HEAD") {

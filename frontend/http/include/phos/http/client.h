@@ -1,6 +1,7 @@
 // A small blocking HTTP client over libcurl, for phos-fn and the integration tests.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -26,6 +27,9 @@ struct ClientRequest {
   std::vector<std::pair<std::string, std::string>> headers;
   // Whole-transfer limit; 0 waits for ever. Default: 0.
   long timeout_ms = 0;
+  // When set, the body of a successful (2xx) answer goes here piece by piece as it arrives (an
+  // answer sent in chunks: each as soon as it came) instead of into ClientResponse::body.
+  std::function<void(std::string_view)> on_body;
 };
 
 // Performs one request. Fails (Unavailable) only when no HTTP answer arrived: connection refused,

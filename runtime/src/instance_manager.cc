@@ -513,7 +513,12 @@ bool InstanceManager::Impl::Handle(const InstanceProcess& proc, const std::strin
   if (!next_frame()) return false;
   const Clock::time_point answered = Clock::now();  // the first byte of the answer
   std::string gathered;  // pieces nobody streams
+  uint64_t answer_bytes = 0;  // the whole answer, streamed or gathered, is capped like one frame
   while (frame->kind == ipc::invoke::FrameKind::kPiece) {
+    answer_bytes += frame->payload.size();
+    if (answer_bytes > ipc::invoke::kMaxFramePayload) {
+      return lost(fmt::format("an answer in pieces longer than {} bytes", ipc::invoke::kMaxFramePayload));
+    }
     if (inv.on_piece) {
       if (!streamed) {
         InvokeOutcome head;
@@ -523,12 +528,14 @@ bool InstanceManager::Impl::Handle(const InstanceProcess& proc, const std::strin
         inv.on_piece(std::move(frame->payload), nullptr);
       }
       streamed = true;
-    } else if (gathered.size() + frame->payload.size() > ipc::invoke::kMaxFramePayload) {
-      return lost(fmt::format("an answer in pieces longer than {} bytes", ipc::invoke::kMaxFramePayload));
     } else {
       gathered += frame->payload;
     }
     if (!next_frame()) return false;
+  }
+  if (frame->kind == ipc::invoke::FrameKind::kResponse &&
+      answer_bytes + frame->payload.size() > ipc::invoke::kMaxFramePayload) {
+    return lost(fmt::format("an answer in pieces longer than {} bytes", ipc::invoke::kMaxFramePayload));
   }
   InvokeOutcome out;
   out.streamed = streamed;

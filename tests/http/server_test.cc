@@ -326,19 +326,33 @@ TEST_F(StreamTest, EachChunkLeavesAsItComesAndTheConnectionServesTheNextRequest)
   EXPECT_EQ(c.received().find("after the end"), std::string::npos);
 }
 
-TEST_F(StreamTest, AStreamLeftUnendedIsEndedAndTheClientReadsItWhole) {
+TEST_F(StreamTest, AStreamLeftUnendedIsCutShort) {
   std::thread handler([this] {
     Responder out = Held();
     out.Begin(Response::Text(200, ""));
     out.Chunk("one ");
     out.Chunk("two");
-    // Every copy goes here without End.
+    // Every copy goes here without End or Abort.
   });
   auto r = Fetch({.url = "http://127.0.0.1:" + std::to_string(server_->port()) + "/stream"});
   handler.join();
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->status, 200);
-  EXPECT_EQ(r->body, "one two");
+  // curl: the transfer closed with data outstanding.
+  EXPECT_FALSE(r.ok()) << "an unended stream read as whole: " << r->body;
+}
+
+TEST_F(StreamTest, AbortClosesTheConnectionWithoutTheLastChunk) {
+  RawClient c(server_->port());
+  c.Send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
+  Responder out = Held();
+  out.Begin(Response::Text(200, ""));
+  out.Chunk("part");
+  out.Abort();
+  out.End();  // ignored: already ended
+  EXPECT_TRUE(c.Closed());
+  const std::string& got = c.received();
+  const size_t body = got.find("\r\n\r\n");
+  ASSERT_NE(body, std::string::npos) << got;
+  EXPECT_EQ(got.substr(body + 4), "4\r\npart\r\n") << "no last chunk after the abort";
 }
 
 TEST(ServerStartTest, BadListenAddressAndBusyPortFail) {

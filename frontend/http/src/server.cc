@@ -74,7 +74,8 @@ struct Responder::State {
   }
   ~State() {
     if (!sent.load()) Deliver(Response::Text(500, "handler did not answer\n"));
-    End();
+    // Nobody said the stream was whole: the client must not take it for whole.
+    End(Hub::Done::Kind::kAbort);
   }
 };
 

@@ -5,6 +5,8 @@
 #include <exception>
 #include <iostream>
 #include <iterator>
+#include <memory>
+#include <mutex>
 
 #include "fork_template.h"
 #include "phos/base/log.h"
@@ -16,16 +18,26 @@ namespace {
 
 namespace invoke = phos::ipc::invoke;
 
-// Pieces written as `piece` frames on the invocation channel.
+// Pieces written as `piece` frames on the invocation channel, until the handler returns: a piece
+// sent after that (from a thread the handler left behind) would start the next request's answer
+// or cut into a frame of it, so it is refused.
 class ChannelPieces : public Pieces {
  public:
   explicit ChannelPieces(int fd) : fd_(fd) {}
   Status Send(std::string_view piece) override {
+    std::lock_guard lock(mu_);
+    if (closed_) return Status::FailedPrecondition("the request this piece belonged to was answered");
     if (piece.empty()) return Status::Ok();  // nothing to forward
     return invoke::WriteFrame(fd_, invoke::FrameKind::kPiece, piece);
   }
+  void Close() {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+  }
 
  private:
+  std::mutex mu_;
+  bool closed_ = false;
   int fd_;
 };
 
@@ -128,8 +140,9 @@ int Serve(StreamingHandler handler) {
       PHOS_LOG(Error, "fn", "unexpected frame kind {} from phosd", static_cast<int>(frame->kind));
       return 2;
     }
-    ChannelPieces pieces(fd);
-    Result<std::string> response = CallHandler(handler, frame->payload, pieces);
+    auto pieces = std::make_shared<ChannelPieces>(fd);
+    Result<std::string> response = CallHandler(handler, frame->payload, *pieces);
+    pieces->Close();
     ++served;
     Status written = response.ok() ? invoke::WriteFrame(fd, invoke::FrameKind::kResponse, *response)
                                    : invoke::WriteFrame(fd, invoke::FrameKind::kError,

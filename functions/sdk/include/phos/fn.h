@@ -36,7 +36,8 @@ int Serve(Handler handler);
 class Pieces {
  public:
   virtual ~Pieces() = default;
-  // An error when the piece could not be sent (phosd went away): the handler should stop.
+  // An error when the piece could not be sent (phosd went away) or the handler has returned (a
+  // Pieces is valid only during the handler's call): the handler should stop.
   virtual Status Send(std::string_view piece) = 0;
 };
 using StreamingHandler = std::function<Result<std::string>(std::string_view request, Pieces& out)>;

@@ -59,7 +59,7 @@ std::string_view ReasonPhrase(int status);
 // Transfer-Encoding: chunked, each Chunk one HTTP chunk as it comes (an empty one is skipped: it
 // would end the body), End the last chunk; the connection then serves its next request. Chunks
 // and End must come in order (from one thread, or ordered by the caller). A streamed answer whose
-// copies are all destroyed before End is ended then.
+// copies are all destroyed before End is aborted (see Abort).
 class Responder {
  public:
   struct State;

@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -82,16 +83,19 @@ Result<GenerateRequest> ParseRequest(std::string_view body, const LlamaConfig& c
                                    " exceeds max_position_embeddings " + std::to_string(config.max_positions));
   }
   r.max_new_tokens = static_cast<int>(max_new);
-  if (auto s = j.find("stream"); s != j.end()) {
-    if (!s->is_boolean()) return Status::InvalidArgument("\"stream\" must be a boolean");
-    r.stream = s->get<bool>();
+  for (auto [key, flag] : {std::pair{"stream", &r.stream}, std::pair{"scores", &r.scores}}) {
+    auto it = j.find(key);
+    if (it == j.end()) continue;
+    if (!it->is_boolean()) return Status::InvalidArgument(std::string("\"") + key + "\" must be a boolean");
+    *flag = it->get<bool>();
   }
   return r;
 }
 
-std::string FormatTokens(const std::vector<int>& tokens) {
+std::string FormatTokens(const std::vector<int>& tokens, const std::vector<float>* scores) {
   nlohmann::json j;
   j["tokens"] = tokens;
+  if (scores != nullptr) j["scores"] = *scores;
   return j.dump();
 }
 

@@ -33,18 +33,19 @@ struct LlamaConfig {
 Result<LlamaConfig> ParseConfig(std::string_view json);
 Result<LlamaConfig> ReadConfig(const std::string& model_dir);
 
-// {"tokens": [ids...], "max_new_tokens": N, "stream": bool}
+// {"tokens": [ids...], "max_new_tokens": N, "stream": bool, "scores": bool}
 struct GenerateRequest {
   std::vector<int> tokens;
   int max_new_tokens = 0;
   bool stream = false;
+  bool scores = false;  // also answer each chosen token's logit (Hugging Face's output_scores)
 };
 
 // InvalidArgument for anything but a non-empty prompt of ids in [0, vocab) with
 // 0 <= max_new_tokens and prompt + max_new_tokens <= max_positions.
 Result<GenerateRequest> ParseRequest(std::string_view body, const LlamaConfig& config);
 
-// {"tokens": [ids...]}
-std::string FormatTokens(const std::vector<int>& tokens);
+// {"tokens": [ids...]}, plus "scores": [logits...] when `scores` is not null.
+std::string FormatTokens(const std::vector<int>& tokens, const std::vector<float>* scores);
 
 }  // namespace phos::llama

@@ -6,8 +6,9 @@
 // "max_new_tokens": N} prefills the prompt in one pass, then decodes one token at a time from the
 // KV cache, taking the argmax of the last position's logits each step; it answers
 // {"tokens": [generated ids...]}. With "stream": true each token also leaves at once as a line
-// {"token": id}. Matrix products are cuBLAS SGEMMs, the rest the SDK's decoder kernels
-// (phos/fn/decoder_ops.h); in phos both are executed by phosd (docs/design.md D1).
+// {"token": id}; with "scores": true the answer also holds each chosen token's logit. Matrix
+// products are cuBLAS SGEMMs, the rest the SDK's decoder kernels (phos/fn/decoder_ops.h); in
+// phos both are executed by phosd (docs/design.md D1).
 //
 //   llama --model DIR
 #include <cstdio>
@@ -103,16 +104,23 @@ class LlamaDecoder {
   Result<std::string> Handle(std::string_view body, phos::fn::Pieces& out) {
     PHOS_ASSIGN_OR_RETURN(phos::llama::GenerateRequest request, phos::llama::ParseRequest(body, config_));
     std::vector<int> generated;
+    std::vector<float> scores;
     std::vector<int> step = request.tokens;  // the tokens of the next forward pass
     int position = 0;
     for (int i = 0; i < request.max_new_tokens; ++i) {
       PHOS_ASSIGN_OR_RETURN(int next, Forward(step, position));
+      if (request.scores) {
+        float score = 0.0f;
+        RETURN_IF_CUDA(cudaMemcpyAsync(&score, logits_.get() + next, sizeof(float), cudaMemcpyDeviceToHost, stream_));
+        RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
+        scores.push_back(score);
+      }
       position += static_cast<int>(step.size());
       generated.push_back(next);
       step = {next};
       if (request.stream) PHOS_RETURN_IF_ERROR(out.Send("{\"token\": " + std::to_string(next) + "}\n"));
     }
-    return phos::llama::FormatTokens(generated) + (request.stream ? "\n" : "");
+    return phos::llama::FormatTokens(generated, request.scores ? &scores : nullptr) + (request.stream ? "\n" : "");
   }
 
  private:

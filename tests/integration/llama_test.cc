@@ -56,6 +56,15 @@ class LlamaTest : public PhosdTest {
   }
 };
 
+std::vector<float> Scores(const std::string& body) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("scores") || !j["scores"].is_array()) {
+    ADD_FAILURE() << "no scores in: " << body;
+    return {};
+  }
+  return j["scores"].get<std::vector<float>>();
+}
+
 std::vector<int> GeneratedTokens(const std::string& body) {
   nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
   if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array()) {
@@ -68,9 +77,11 @@ std::vector<int> GeneratedTokens(const std::string& body) {
 // Each generated token must be the reference's greedy choice given the same prefix, up to fp32
 // rounding: its reference logit is within a small tolerance of the reference's largest. The
 // reference follows the function's tokens, so a near-tie resolved the other way cannot make
-// every later step differ.
+// every later step differ. The random checkpoints' small weights leave the residual stream close
+// to the embeddings, so the tokens alone say little about the layers: the chosen tokens' logits
+// (`scores`, when not empty) must match the reference's too.
 void ExpectGreedyUnderReference(const LlamaReference& reference, std::vector<int> prefix,
-                                const std::vector<int>& generated) {
+                                const std::vector<int>& generated, const std::vector<float>& scores) {
   int exact = 0;
   for (size_t i = 0; i < generated.size(); ++i) {
     SCOPED_TRACE("generated token " + std::to_string(i));
@@ -80,6 +91,9 @@ void ExpectGreedyUnderReference(const LlamaReference& reference, std::vector<int
     ASSERT_LT(generated[i], reference.vocab());
     EXPECT_GE(logits[generated[i]], *best - 1e-4 * (1 + std::abs(*best)));
     exact += generated[i] == best - logits.begin();
+    if (!scores.empty()) {
+      EXPECT_NEAR(scores[i], logits[generated[i]], 1e-5 * (1 + std::abs(logits[generated[i]])));
+    }
     prefix.push_back(generated[i]);
   }
   // Near-ties are rare with random weights: most choices match exactly.
@@ -96,16 +110,18 @@ TEST_F(LlamaTest, GeneratesTheReferenceTokensWithAndWithoutGroupedQueryAttention
     ASSERT_FALSE(HasFatalFailure());
     const std::vector<int> prompt = {3, 17, 5, 42, 9, 0, 30};
     CommandResult invoked =
-        CurlPost("/v1/functions/" + shape.name + "/invoke", R"({"tokens": [3, 17, 5, 42, 9, 0, 30], "max_new_tokens": 8})");
+        CurlPost("/v1/functions/" + shape.name + "/invoke", R"({"tokens": [3, 17, 5, 42, 9, 0, 30], "max_new_tokens": 8, "scores": true})");
     ASSERT_EQ(invoked.exit_code, 0);
     std::vector<int> generated = GeneratedTokens(invoked.out);
     ASSERT_EQ(generated.size(), 8u) << invoked.out;
-    ExpectGreedyUnderReference(reference, prompt, generated);
+    std::vector<float> scores = Scores(invoked.out);
+    ASSERT_EQ(scores.size(), 8u) << invoked.out;
+    ExpectGreedyUnderReference(reference, prompt, generated, scores);
     // A one-token prompt decodes from an empty cache, and the same request gives the same tokens.
     CommandResult again = CurlPost("/v1/functions/" + shape.name + "/invoke", R"({"tokens": [1], "max_new_tokens": 5})");
     std::vector<int> short_generated = GeneratedTokens(again.out);
     ASSERT_EQ(short_generated.size(), 5u) << again.out;
-    ExpectGreedyUnderReference(reference, {1}, short_generated);
+    ExpectGreedyUnderReference(reference, {1}, short_generated, {});
     EXPECT_EQ(CurlPost("/v1/functions/" + shape.name + "/invoke", R"({"tokens": [1], "max_new_tokens": 5})").out,
               again.out);
   }

@@ -1,0 +1,174 @@
+// The llama function end to end: random checkpoints made with scripts/make-checkpoint.py,
+// deployed on phosd over simgpu, invoked over HTTP, and the generated tokens checked against an
+// independent CPU reference (llama_reference.h).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "llama_reference.h"
+#include "phosd_fixture.h"
+
+namespace phos::testing {
+namespace {
+
+// make-checkpoint.py options of one small model; the sizes are odd on purpose.
+struct ModelShape {
+  std::string name;
+  std::vector<std::string> options;
+};
+
+const ModelShape kMultiHead{"llama-mha", {"--hidden", "48", "--layers", "2", "--heads", "4", "--kv-heads", "4",
+                                          "--intermediate", "72", "--vocab", "61", "--dtype", "f32",
+                                          "--max-position-embeddings", "24", "--seed", "3"}};
+// Grouped-query attention (two query heads per kv head), head_dim 10, tied embeddings, F16 in
+// two shards, Llama 3's rope theta.
+const ModelShape kGroupedQuery{"llama-gqa", {"--hidden", "40", "--layers", "3", "--heads", "4", "--kv-heads", "2",
+                                             "--intermediate", "70", "--vocab", "53", "--dtype", "f16",
+                                             "--shards", "2", "--tie-word-embeddings", "--rope-theta", "500000",
+                                             "--max-position-embeddings", "24", "--seed", "11"}};
+
+class LlamaTest : public PhosdTest {
+ protected:
+  // Writes the checkpoint and deploys it as a function named shape.name; returns its directory.
+  std::string MakeAndDeploy(const ModelShape& shape) {
+    std::string dir = ::testing::TempDir() + "phos-llama-" + std::to_string(getpid()) + "-" + shape.name;
+    std::vector<std::string> argv = {"python3", PHOS_MAKE_CHECKPOINT, "--out", dir};
+    argv.insert(argv.end(), shape.options.begin(), shape.options.end());
+    CommandResult made = phos::testing::Run(argv);
+    EXPECT_EQ(made.exit_code, 0) << made.out;
+    CommandResult deployed = PhosFn({"deploy", shape.name, PHOS_LLAMA_FUNCTION, "--", "--model", dir});
+    EXPECT_EQ(deployed.exit_code, 0) << deployed.out;
+    return dir;
+  }
+
+  // The HTTP status code of an invocation.
+  std::string StatusOf(const std::string& function, const std::string& body) {
+    return phos::testing::Run({"curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "--data", body,
+                endpoint() + "/v1/functions/" + function + "/invoke"})
+        .out;
+  }
+};
+
+std::vector<float> Scores(const std::string& body) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("scores") || !j["scores"].is_array()) {
+    ADD_FAILURE() << "no scores in: " << body;
+    return {};
+  }
+  return j["scores"].get<std::vector<float>>();
+}
+
+std::vector<int> GeneratedTokens(const std::string& body) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array()) {
+    ADD_FAILURE() << "not a generate response: " << body;
+    return {};
+  }
+  return j["tokens"].get<std::vector<int>>();
+}
+
+// Each generated token must be the reference's greedy choice given the same prefix, up to fp32
+// rounding: its reference logit is within a small tolerance of the reference's largest. The
+// reference follows the function's tokens, so a near-tie resolved the other way cannot make
+// every later step differ. The random checkpoints' small weights leave the residual stream close
+// to the embeddings, so the tokens alone say little about the layers: the chosen tokens' logits
+// (`scores`, when not empty) must match the reference's too.
+void ExpectGreedyUnderReference(const LlamaReference& reference, std::vector<int> prefix,
+                                const std::vector<int>& generated, const std::vector<float>& scores) {
+  int exact = 0;
+  for (size_t i = 0; i < generated.size(); ++i) {
+    SCOPED_TRACE("generated token " + std::to_string(i));
+    std::vector<double> logits = reference.NextLogits(prefix);
+    const auto best = std::max_element(logits.begin(), logits.end());
+    ASSERT_GE(generated[i], 0);
+    ASSERT_LT(generated[i], reference.vocab());
+    EXPECT_GE(logits[generated[i]], *best - 1e-4 * (1 + std::abs(*best)));
+    exact += generated[i] == best - logits.begin();
+    if (!scores.empty()) {
+      EXPECT_NEAR(scores[i], logits[generated[i]], 1e-5 * (1 + std::abs(logits[generated[i]])));
+    }
+    prefix.push_back(generated[i]);
+  }
+  // Near-ties are rare with random weights: most choices match exactly.
+  EXPECT_GE(exact * 4, static_cast<int>(generated.size()) * 3);
+}
+
+TEST_F(LlamaTest, GeneratesTheReferenceTokensWithAndWithoutGroupedQueryAttention) {
+  for (const ModelShape& shape : {kMultiHead, kGroupedQuery}) {
+    SCOPED_TRACE(shape.name);
+    std::string dir = MakeAndDeploy(shape);
+    ASSERT_FALSE(HasFailure());
+    LlamaReference reference;
+    reference.Load(dir);
+    ASSERT_FALSE(HasFatalFailure());
+    const std::vector<int> prompt = {3, 17, 5, 42, 9, 0, 30};
+    CommandResult invoked =
+        CurlPost("/v1/functions/" + shape.name + "/invoke", R"({"tokens": [3, 17, 5, 42, 9, 0, 30], "max_new_tokens": 8, "scores": true})");
+    ASSERT_EQ(invoked.exit_code, 0);
+    std::vector<int> generated = GeneratedTokens(invoked.out);
+    ASSERT_EQ(generated.size(), 8u) << invoked.out;
+    std::vector<float> scores = Scores(invoked.out);
+    ASSERT_EQ(scores.size(), 8u) << invoked.out;
+    ExpectGreedyUnderReference(reference, prompt, generated, scores);
+    // A one-token prompt decodes from an empty cache, and the same request gives the same tokens.
+    CommandResult again = CurlPost("/v1/functions/" + shape.name + "/invoke", R"({"tokens": [1], "max_new_tokens": 5})");
+    std::vector<int> short_generated = GeneratedTokens(again.out);
+    ASSERT_EQ(short_generated.size(), 5u) << again.out;
+    ExpectGreedyUnderReference(reference, {1}, short_generated, {});
+    EXPECT_EQ(CurlPost("/v1/functions/" + shape.name + "/invoke", R"({"tokens": [1], "max_new_tokens": 5})").out,
+              again.out);
+  }
+}
+
+TEST_F(LlamaTest, StreamSendsOneLinePerTokenThenTheWhole) {
+  MakeAndDeploy(kGroupedQuery);
+  ASSERT_FALSE(HasFailure());
+  CommandResult plain = CurlPost("/v1/functions/llama-gqa/invoke", R"({"tokens": [4, 8, 15], "max_new_tokens": 4})");
+  std::vector<int> expected = GeneratedTokens(plain.out);
+  ASSERT_EQ(expected.size(), 4u) << plain.out;
+  CommandResult streamed =
+      CurlPost("/v1/functions/llama-gqa/invoke", R"({"tokens": [4, 8, 15], "max_new_tokens": 4, "stream": true})");
+  ASSERT_EQ(streamed.exit_code, 0);
+  std::istringstream lines(streamed.out);
+  std::string line;
+  std::vector<int> tokens;
+  for (int i = 0; i < 4 && std::getline(lines, line); ++i) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_TRUE(j.is_object() && j.contains("token")) << line;
+    tokens.push_back(j["token"].get<int>());
+  }
+  EXPECT_EQ(tokens, expected);
+  ASSERT_TRUE(std::getline(lines, line));
+  EXPECT_EQ(GeneratedTokens(line), expected);
+}
+
+TEST_F(LlamaTest, BadRequestsAreClientErrorsAndTheInstanceKeepsServing) {
+  MakeAndDeploy(kMultiHead);
+  ASSERT_FALSE(HasFailure());
+  const std::vector<std::string> bad = {
+      "not json",
+      R"([1, 2])",
+      R"({"tokens": [], "max_new_tokens": 2})",
+      R"({"tokens": [1, "two"], "max_new_tokens": 2})",
+      R"({"tokens": [1, 61], "max_new_tokens": 2})",   // vocab is 61
+      R"({"tokens": [-1], "max_new_tokens": 2})",
+      R"({"tokens": [1, 2]})",
+      R"({"tokens": [1, 2], "max_new_tokens": -1})",
+      R"({"tokens": [1, 2, 3, 4], "max_new_tokens": 21})",  // 25 > max_position_embeddings 24
+      R"({"tokens": [1], "max_new_tokens": 2, "stream": "yes"})",
+  };
+  for (const std::string& body : bad) EXPECT_EQ(StatusOf("llama-mha", body), "400") << body;
+  // The longest request that fits still works after all of them.
+  CommandResult good = CurlPost("/v1/functions/llama-mha/invoke", R"({"tokens": [1, 2, 3, 4], "max_new_tokens": 20})");
+  EXPECT_EQ(GeneratedTokens(good.out).size(), 20u) << good.out;
+}
+
+}  // namespace
+}  // namespace phos::testing

@@ -34,6 +34,11 @@ const ModelShape kGroupedQuery{"llama-gqa", {"--hidden", "40", "--layers", "3", 
                                              "--shards", "2", "--tie-word-embeddings", "--rope-theta", "500000",
                                              "--max-position-embeddings", "24", "--seed", "11"}};
 
+// Four query heads per kv head, head_dim 14 (hidden 112 over 8 heads), BF16 weights.
+const ModelShape kWideGroups{"llama-gqa4", {"--hidden", "112", "--layers", "2", "--heads", "8", "--kv-heads", "2",
+                                            "--intermediate", "90", "--vocab", "67", "--dtype", "bf16",
+                                            "--max-position-embeddings", "24", "--seed", "5"}};
+
 class LlamaTest : public PhosdTest {
  protected:
   // Writes the checkpoint and deploys it as a function named shape.name; returns its directory.
@@ -101,7 +106,7 @@ void ExpectGreedyUnderReference(const LlamaReference& reference, std::vector<int
 }
 
 TEST_F(LlamaTest, GeneratesTheReferenceTokensWithAndWithoutGroupedQueryAttention) {
-  for (const ModelShape& shape : {kMultiHead, kGroupedQuery}) {
+  for (const ModelShape& shape : {kMultiHead, kGroupedQuery, kWideGroups}) {
     SCOPED_TRACE(shape.name);
     std::string dir = MakeAndDeploy(shape);
     ASSERT_FALSE(HasFailure());

@@ -5,7 +5,6 @@
 #include <exception>
 #include <iostream>
 #include <iterator>
-#include <memory>
 #include <mutex>
 
 #include "fork_template.h"
@@ -140,9 +139,9 @@ int Serve(StreamingHandler handler) {
       PHOS_LOG(Error, "fn", "unexpected frame kind {} from phosd", static_cast<int>(frame->kind));
       return 2;
     }
-    auto pieces = std::make_shared<ChannelPieces>(fd);
-    Result<std::string> response = CallHandler(handler, frame->payload, *pieces);
-    pieces->Close();
+    ChannelPieces pieces(fd);
+    Result<std::string> response = CallHandler(handler, frame->payload, pieces);
+    pieces.Close();
     ++served;
     Status written = response.ok() ? invoke::WriteFrame(fd, invoke::FrameKind::kResponse, *response)
                                    : invoke::WriteFrame(fd, invoke::FrameKind::kError,

@@ -142,7 +142,7 @@ void DeviceMemory::FreeIfUnreferenced(PhysicalMap::iterator it) {
 
 bool DeviceMemory::WriteFile(uint64_t at, const void* from, uint64_t bytes) const {
   const auto* src = static_cast<const char*>(from);
-  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const uint64_t end = at + bytes;
   // Which pages are present, a window at a time: mincore on the second mapping reports the
   // file's pages in memory (SEEK_HOLE would scan to the end of the present extent each time).

@@ -226,12 +226,19 @@ class ColdStartBench {
     return Remove(name);
   }
 
+  // Every deploy's sample must be served and teach the first-touch order (issue 18): a deploy
+  // whose sample failed or timed out fails the scenario.
   Status Deploy(const std::string& name, int size_mib, int instances, int max_instances) {
-    return Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "deploy", name, PHOS_MLP_FUNCTION, "--instances",
-                std::to_string(instances), "--max-instances", std::to_string(max_instances), "--sample",
-                kSample, "--", "--size-mib", std::to_string(size_mib), "--layers", std::to_string(kLayers)})
-        .status()
-        .WithContext(fmt::format("deploy {} --instances {}", name, instances));
+    Result<std::string> out =
+        Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "deploy", name, PHOS_MLP_FUNCTION, "--instances",
+             std::to_string(instances), "--max-instances", std::to_string(max_instances), "--sample", kSample, "--",
+             "--size-mib", std::to_string(size_mib), "--layers", std::to_string(kLayers)});
+    const std::string what = fmt::format("deploy {} --instances {}", name, instances);
+    if (!out.ok()) return out.status().WithContext(what);
+    if (out->find("sample request served; first-touch order learned") == std::string::npos) {
+      return Status::Internal(what + ": the sample request was not served: " + *out);
+    }
+    return Status::Ok();
   }
 
   Status Remove(const std::string& name) {

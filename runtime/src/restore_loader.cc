@@ -287,6 +287,8 @@ Status RestoreLoader::Impl::EnqueueLocked(int buffer, size_t chunk, ChunkData da
   if (background) {
     background_bytes_ += c.ref.size;
     ++b.background_in_flight;
+  } else {
+    ++required_in_flight_;
   }
   return Status::Ok();
 }
@@ -314,6 +316,8 @@ void RestoreLoader::Impl::FinishLocked(Copy& copy) {
   if (copy.background) {
     background_bytes_ -= b.chunks[copy.chunk].ref.size;
     --b.background_in_flight;
+  } else {
+    --required_in_flight_;
   }
   ChunkDoneLocked(copy.buffer, copy.chunk);
 }
@@ -325,6 +329,7 @@ void RestoreLoader::Impl::ChunkDoneLocked(int buffer, size_t chunk) {
   loaded_bytes_ += b.chunks[chunk].ref.size;
   if (++b.completed < b.chunks.size()) return;
   b.ready = true;
+  ready_order_.push_back(buffer);
   Unit& u = units_[b.unit];
   if (--u.absent > 0) return;
   UnguardLocked(u);
@@ -377,6 +382,10 @@ void RestoreLoader::Impl::Run() {
     const size_t k = more ? buffers_[b].claimed : 0;
     const bool window_open =
         more && (background_bytes_ == 0 || background_bytes_ + buffers_[b].chunks[k].ref.size <= window_);
+    // Required loads have the link to themselves: the background issues nothing new while a
+    // requirer reads its chunks or its copies are in flight (a copy engine serves copies in the
+    // order they become ready, so a chunk issued now would go between theirs).
+    const bool yielding = requiring_ > 0 || required_in_flight_ > 0;
     if (window_open && priority_ != nullptr && !urgent_ && priority_->Busy()) {
       // A restore a request waits for is loading: nothing new from this one meanwhile.
       lock.unlock();
@@ -384,7 +393,7 @@ void RestoreLoader::Impl::Run() {
       lock.lock();
       continue;
     }
-    if (window_open) {
+    if (window_open && !yielding) {
       const Chunk chunk = buffers_[b].chunks[k];
       lock.unlock();
       auto data = Fetch(chunk);
@@ -406,11 +415,12 @@ void RestoreLoader::Impl::Run() {
       work_.wait(lock);  // a requirer is reading chunks it claimed; it notifies once they are enqueued
       continue;
     }
-    // Sleep on a copy's event: the oldest background one when the window is what holds us back.
+    // Sleep on a copy's event: the oldest required one while yielding to them, else the oldest
+    // background one when the window is what holds us back.
     CUevent wait_on = in_flight_.front().done;
     if (more) {
       for (const Copy& c : in_flight_) {
-        if (c.background) {
+        if (c.background != yielding) {
           wait_on = c.done;
           break;
         }
@@ -435,6 +445,7 @@ Result<CUevent> RestoreLoader::Impl::RequireUnitLocked(int unit, std::unique_loc
   // Reads happen unlocked so that the background stream keeps flowing; the claims keep the
   // background thread off these chunks meanwhile.
   std::vector<ChunkData> data(claims.size());
+  ++requiring_;
   lock.unlock();
   Status read;
   for (size_t i = 0; i < claims.size() && read.ok(); ++i) {
@@ -446,6 +457,7 @@ Result<CUevent> RestoreLoader::Impl::RequireUnitLocked(int unit, std::unique_loc
     }
   }
   lock.lock();
+  --requiring_;  // the copies below (or the failure) take over from here
   if (!read.ok()) {
     for (ChunkData& c : data) Drop(c);
     FailLocked(read);
@@ -519,6 +531,7 @@ RestoreLoaderStats RestoreLoader::Impl::Stats() const {
           .misses = misses_,
           .last_miss = last_miss_,
           .all_resident = ready_units_ == units_.size(),
+          .ready_order = ready_order_,
           .fully_resident_ms = fully_resident_ms_};
 }
 

@@ -174,12 +174,15 @@ class RestoreLoader::Impl {
   std::condition_variable done_;  // Wait: all resident or failed
   std::list<Copy> in_flight_;
   uint64_t background_bytes_ = 0;
+  int requiring_ = 0;           // requirers reading the chunks they claimed
+  int required_in_flight_ = 0;  // copies on the priority stream not yet retired
   size_t ready_units_ = 0;
   std::vector<CUevent> free_events_;
   std::vector<CUevent> all_events_;
   Status failed_;
   bool stop_ = false;
   uint64_t loaded_bytes_ = 0;
+  std::vector<int> ready_order_;
   uint64_t required_ = 0;
   uint64_t misses_ = 0;
   std::string last_miss_;

@@ -276,6 +276,34 @@ TEST_F(RestoreLoaderTest, RequireOfTheLastBufferMakesItReadyBeforeEarlierOnes) {
   for (const Spec& s : specs_) ExpectBytes(s);
 }
 
+// Required loads have the link to themselves: while a required buffer loads, the background
+// stream issues nothing, so every buffer it streams becomes resident after the required one. (A
+// copy engine serves copies as they become ready: chunks issued meanwhile would go between the
+// required buffer's and finish first.) The background is held back by an urgent restore until the
+// Require has enqueued everything, so only the pause can keep it from going first.
+TEST_F(RestoreLoaderTest, BackgroundStreamingPausesWhileARequiredLoadIsPending) {
+  ManyBuffers(9, kChunk, /*reversed_ranks=*/false);
+  specs_.back().size = 16 * kChunk;
+  Layout();
+  CaptureAndMapFresh();
+  LoadPriority priority;
+  priority.BeginUrgent();
+  RestoreLoaderOptions options = Options(kChunk);
+  options.priority = &priority;
+  auto loader = RestoreLoader::Start(options);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  auto ready = (*loader)->Require(8);
+  ASSERT_TRUE(ready.ok()) << ready.status().ToString();
+  ASSERT_NE(*ready, nullptr);
+  priority.EndUrgent();  // the background may stream from here on
+  ASSERT_TRUE((*loader)->Wait().ok()) << (*loader)->status().ToString();
+  const std::vector<int> order = (*loader)->Stats().ready_order;
+  ASSERT_EQ(order.size(), specs_.size());
+  EXPECT_EQ(order.front(), 8) << "a background chunk went between the required buffer's";
+  for (size_t i = 1; i < order.size(); ++i) EXPECT_EQ(order[i], static_cast<int>(i) - 1);  // first-touch order
+  for (const Spec& s : specs_) ExpectBytes(s);
+}
+
 // While a restore a request waits for is loading, a restore nobody waits for (a warm top-up)
 // streams nothing in the background, yet loads what a call of its own requires at once; it
 // streams the rest when the urgent one is done.

@@ -12,7 +12,8 @@
 // first_touch_rank ascending, unranked after, by address; or address order when
 // first_touch_order is false), chunk by chunk from the ChunkSource, on its own stream, keeping at
 // most window_bytes of copies in flight so that the application's transfers and required buffers
-// wait behind a few chunks at most. Require() enqueues what is left of one buffer at once on a
+// wait behind a few chunks at most, and issuing nothing while required loads are pending, so that
+// a request pays for what it reads and not for what streams beside it. Require() enqueues what is left of one buffer at once on a
 // priority stream and returns an event recorded after its last byte, so the caller never blocks
 // (chunks already in a DRAM tier are copied from its pinned slots, no read on the calling
 // thread; others are read through it first).
@@ -112,6 +113,7 @@ struct RestoreLoaderStats {
   uint64_t misses = 0;    // guard faults on buffers not Required: speculation misses
   std::string last_miss;  // what touched it (kernel name, "memcpy", ...) for the last miss
   bool all_resident = false;
+  std::vector<int> ready_order;  // buffers in the order their last byte landed
   double fully_resident_ms = 0;  // from Start to the last buffer ready; 0 until then
 };
 

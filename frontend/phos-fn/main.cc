@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
   invoke->add_option("--timeout-ms", timeout_ms, "Invocation deadline")->check(CLI::PositiveNumber);
   std::string restore_mode;
   invoke->add_option("--restore-mode", restore_mode, "How a new instance is brought up for this invocation")
-      ->check(CLI::IsMember({"auto", "cold-boot", "stop-the-world", "no-pool", "no-order", "phos", "warm"}));
+      ->check(CLI::IsMember({"auto", "cold-boot", "stop-the-world", "eager", "no-pool", "no-order", "phos", "warm"}));
   bool timings = false;
   invoke->add_flag("--timings", timings, "Print the restore mode and stage timings (ms) to stderr");
 

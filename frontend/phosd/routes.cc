@@ -58,6 +58,11 @@ Response InvokeResponse(InvokeOutcome o) {
         r.headers.emplace_back("X-Phos-Stage-" + HeaderWord(wait) + "-Us", std::to_string(us));
       }
       if (o.speculation_misses >= 0) r.headers.emplace_back("X-Phos-Speculation-Misses", std::to_string(o.speculation_misses));
+      // What a restore had brought in when the answer began, of how much: the read set's worth.
+      if (o.loaded_bytes_at_first_byte >= 0) {
+        r.headers.emplace_back("X-Phos-Loaded-Bytes-At-First-Byte", std::to_string(o.loaded_bytes_at_first_byte));
+        r.headers.emplace_back("X-Phos-Snapshot-Bytes", std::to_string(o.snapshot_bytes));
+      }
       return r;
     }
     case InvokeOutcome::Kind::kFunctionError:

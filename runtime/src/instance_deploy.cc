@@ -349,7 +349,7 @@ Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr
                                                       inst.for_request));
     report->restored = true;
   }
-  if (mode == RestoreMode::kStopTheWorld) {
+  if (mode == RestoreMode::kStopTheWorld || mode == RestoreMode::kEager) {
     // Everything copied before the CPU side resumes.
     PHOS_RETURN_IF_ERROR(sessions->WaitPrepared(*token, options_.start_timeout).WithContext("stop-the-world restore"));
   }
@@ -360,7 +360,15 @@ Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr
   return InstanceProcess{spawned.pid, spawned.channel_fd, spawned.log_path};
 }
 
-void InstanceManager::Impl::FillStages(const Invocation& inv, const StartReport& report, Clock::time_point answered,
+InstanceManager::Impl::Answered InstanceManager::Impl::AnswerBegins(const StartReport& report) const {
+  Answered a{.at = Clock::now()};
+  if (report.restored && !report.token.empty() && options_.sessions != nullptr) {
+    a.loaded_bytes = static_cast<int64_t>(options_.sessions->Timeline(report.token).loaded_bytes);
+  }
+  return a;
+}
+
+void InstanceManager::Impl::FillStages(const Invocation& inv, const StartReport& report, const Answered& answered,
                                        InvokeOutcome* out) const {
   out->mode = report.mode;
   auto add = [&](const char* name, Clock::time_point at) {
@@ -378,11 +386,15 @@ void InstanceManager::Impl::FillStages(const Invocation& inv, const StartReport&
     add("lease", t.leased);
     add("cpu-resume", report.ready);
     add("first-launch", t.first_launch);
-    add("first-byte", answered);
+    add("first-byte", answered.at);
     add("resident", t.resident);
-    if (t.restored) out->speculation_misses = static_cast<int64_t>(t.misses);
+    if (t.restored) {
+      out->speculation_misses = static_cast<int64_t>(t.misses);
+      out->loaded_bytes_at_first_byte = answered.loaded_bytes;
+      out->snapshot_bytes = static_cast<int64_t>(t.snapshot_bytes);
+    }
   } else {
-    add("first-byte", answered);
+    add("first-byte", answered.at);
   }
 }
 

@@ -511,7 +511,7 @@ bool InstanceManager::Impl::Handle(const InstanceProcess& proc, const std::strin
   };
   if (!sent.ok()) return lost(sent.message());
   if (!next_frame()) return false;
-  const Clock::time_point answered = Clock::now();  // the first byte of the answer
+  const Answered answered = AnswerBegins(started);  // the first byte of the answer
   std::string gathered;  // pieces nobody streams
   uint64_t answer_bytes = 0;  // the whole answer, streamed or gathered, is capped like one frame
   while (frame->kind == ipc::invoke::FrameKind::kPiece) {

@@ -192,8 +192,15 @@ class InstanceManager::Impl {
   Result<InstanceProcess> MakeProcess(const std::shared_ptr<Function>& f, Instance& inst, RestoreMode mode,
                                       bool learn, Clock::time_point deadline, StartReport* report);
   std::vector<uint64_t> VersionsLocked(const Function& f) const;
-  // The stages of `inv`, brought up as `report` says, answered at `answered`.
-  void FillStages(const Invocation& inv, const StartReport& report, Clock::time_point answered,
+  // What answering began with: when, and for a restored instance the snapshot bytes on the
+  // device then (-1 otherwise).
+  struct Answered {
+    Clock::time_point at;
+    int64_t loaded_bytes = -1;
+  };
+  Answered AnswerBegins(const StartReport& report) const;
+  // The stages of `inv`, brought up as `report` says, whose answer began as `answered` says.
+  void FillStages(const Invocation& inv, const StartReport& report, const Answered& answered,
                   InvokeOutcome* out) const;
 
   InstanceManagerOptions options_;

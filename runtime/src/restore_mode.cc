@@ -6,10 +6,11 @@
 namespace phos::runtime {
 namespace {
 
-constexpr std::array<std::pair<RestoreMode, const char*>, 7> kNames{{
+constexpr std::array<std::pair<RestoreMode, const char*>, 8> kNames{{
     {RestoreMode::kAuto, "auto"},
     {RestoreMode::kColdBoot, "cold-boot"},
     {RestoreMode::kStopTheWorld, "stop-the-world"},
+    {RestoreMode::kEager, "eager"},
     {RestoreMode::kNoPool, "no-pool"},
     {RestoreMode::kNoOrder, "no-order"},
     {RestoreMode::kPhos, "phos"},

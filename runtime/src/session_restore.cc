@@ -223,6 +223,8 @@ SessionTimeline Session::Timeline() const {
       RestoreLoaderStats stats = dl.loader->Stats();
       t.required += stats.required;
       t.misses += stats.misses;
+      t.loaded_bytes += stats.bytes;
+      for (const store::Buffer& b : dl.manifest->buffers) t.snapshot_bytes += b.size;
       all = all && stats.all_resident;
       last_ms = std::max(last_ms, stats.fully_resident_ms);
     }

@@ -133,7 +133,7 @@ Result<std::string> SnapshotSessions::IssueRestoreToken(const std::string& funct
     store::DramTier* dram = Dram();
     plan.source = dram != nullptr ? static_cast<store::ChunkSource*>(dram) : store_;
     plan.dram = dram;
-    plan.stop_the_world = mode == RestoreMode::kStopTheWorld;
+    plan.stop_the_world = mode == RestoreMode::kStopTheWorld || mode == RestoreMode::kEager;
     plan.first_touch_order = mode != RestoreMode::kNoOrder;
     plan.learn_first_touch = learn;
   }

@@ -36,7 +36,7 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr uint64_t kWeightSeed = 42;  // mlp's default --weight-seed
-const char* const kRestoredModes[] = {"cold-boot", "stop-the-world", "no-pool", "no-order", "phos"};
+const char* const kRestoredModes[] = {"cold-boot", "stop-the-world", "eager", "no-pool", "no-order", "phos"};
 
 struct HttpResponse {
   int status = 0;
@@ -276,7 +276,7 @@ std::string MlpRequest(uint64_t seed) {
 // the context is leased and the process resumed (in either order: the lease runs while the process
 // is made) before the first launch, which comes before the first response byte. Stop-the-world
 // copies everything before the CPU side resumes; the other restores load while it runs.
-void ExpectStageHeaders(const HttpResponse& r, const std::string& mode) {
+void ExpectStageHeaders(const HttpResponse& r, const std::string& mode, const mlp::Shape& shape) {
   SCOPED_TRACE("stage headers of " + mode);
   int64_t lease = r.Number("x-phos-stage-lease-us");
   int64_t resume = r.Number("x-phos-stage-cpu-resume-us");
@@ -293,12 +293,25 @@ void ExpectStageHeaders(const HttpResponse& r, const std::string& mode) {
     // Nothing is restored: no loader, no validation.
     EXPECT_FALSE(r.Has("x-phos-stage-resident-us"));
     EXPECT_FALSE(r.Has("x-phos-speculation-misses"));
+    EXPECT_FALSE(r.Has("x-phos-loaded-bytes-at-first-byte"));
     return;
+  }
+  // mlp's answer reads every weight and bias: they were all on the device when it began, and they
+  // are most of the snapshot (the rest: activations of a few KiB).
+  const int64_t snapshot = r.Number("x-phos-snapshot-bytes");
+  const int64_t loaded = r.Number("x-phos-loaded-bytes-at-first-byte");
+  const auto model = static_cast<int64_t>(shape.model_bytes());
+  EXPECT_GE(snapshot, model);
+  EXPECT_LE(snapshot, model + (1 << 20));
+  EXPECT_GE(loaded, model);
+  EXPECT_LE(loaded, snapshot);
+  if (mode == "stop-the-world" || mode == "eager") {
+    EXPECT_EQ(loaded, snapshot);  // all of it before the process resumed
   }
   int64_t resident = r.Number("x-phos-stage-resident-us");
   ASSERT_GE(resident, 0);
   EXPECT_LE(lease, resident);
-  if (mode == "stop-the-world") {
+  if (mode == "stop-the-world" || mode == "eager") {
     EXPECT_LE(resident, resume);
   }
   // mlp's kernels and cuBLAS calls name every buffer they touch in their parameters.
@@ -343,7 +356,7 @@ TEST_F(RestoreTest, MlpGivesTheWarmBytesInEveryRestoreMode) {
       ASSERT_EQ(r.status, 200) << r.body;
       EXPECT_EQ(r.headers["x-phos-restore-mode"], mode);
       EXPECT_EQ(r.body, warm[i]);
-      ExpectStageHeaders(r, mode);
+      ExpectStageHeaders(r, mode, shape);
     }
   }
 }

@@ -72,7 +72,7 @@ TEST_F(TpMlpTest, RestoredInEveryModeGivesTheWarmBytes) {
     ASSERT_EQ(served, "warm") << warm[i];
     ExpectMatchesReference(warm[i], 200 + i);
   }
-  for (const char* mode : {"cold-boot", "stop-the-world", "no-pool", "no-order", "phos"}) {
+  for (const char* mode : {"cold-boot", "stop-the-world", "eager", "no-pool", "no-order", "phos"}) {
     for (int i = 0; i < kRequests; ++i) {
       SCOPED_TRACE(std::string(mode) + " request " + std::to_string(i));
       std::string body = InvokeAs(endpoint(), mode, "{\"seed\": " + std::to_string(200 + i) + ", \"full\": true}", &served);

@@ -73,7 +73,8 @@ TEST_F(RegistryTest, MaxInstancesRoundTripsAndIsValidated) {
 }
 
 TEST(RestoreModeTest, NamesRoundTripAndUnknownNamesAreRefused) {
-  for (RestoreMode m : {RestoreMode::kAuto, RestoreMode::kColdBoot, RestoreMode::kStopTheWorld, RestoreMode::kNoPool,
+  for (RestoreMode m : {RestoreMode::kAuto, RestoreMode::kColdBoot, RestoreMode::kStopTheWorld, RestoreMode::kEager,
+                        RestoreMode::kNoPool,
                         RestoreMode::kNoOrder, RestoreMode::kPhos, RestoreMode::kWarm}) {
     std::optional<RestoreMode> parsed = ParseRestoreMode(RestoreModeName(m));
     ASSERT_TRUE(parsed.has_value()) << RestoreModeName(m);

@@ -73,6 +73,8 @@ struct SessionTimeline {
   Clock::time_point resident;      // every buffer loaded
   uint64_t required = 0;           // buffers a call had to wait for
   uint64_t misses = 0;             // speculation misses caught by validation
+  uint64_t loaded_bytes = 0;       // buffer bytes on the device so far
+  uint64_t snapshot_bytes = 0;     // buffer bytes of the snapshot restored
   bool restored = false;           // the session came from a snapshot
 };
 

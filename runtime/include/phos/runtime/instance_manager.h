@@ -150,6 +150,10 @@ struct InvokeOutcome {
   // Restored instances' first invocation: touches of buffers outside the speculated read/write
   // sets that validation caught by then (docs/design.md D8); -1 otherwise.
   int64_t speculation_misses = -1;
+  // Restored instances' first invocation: bytes of the snapshot's buffers on the device when the
+  // answer's first byte arrived, and the snapshot's buffer bytes (docs/design.md D7); -1 otherwise.
+  int64_t loaded_bytes_at_first_byte = -1;
+  int64_t snapshot_bytes = -1;
   // The function sent pieces before this outcome and they went to the invocation's piece
   // callback: body is the last piece only, and an error here comes after pieces already sent.
   bool streamed = false;

@@ -108,7 +108,7 @@ struct RestoreLoaderOptions {
 
 struct RestoreLoaderStats {
   uint64_t buffers = 0;
-  uint64_t bytes = 0;     // buffer bytes loaded so far
+  uint64_t bytes = 0;     // buffer bytes on the device so far
   uint64_t required = 0;  // Require() calls that found the buffer not yet loaded
   uint64_t misses = 0;    // guard faults on buffers not Required: speculation misses
   std::string last_miss;  // what touched it (kernel name, "memcpy", ...) for the last miss

@@ -55,12 +55,14 @@ constexpr DeviceProfile kH100Pcie5 = {
     .cc_minor = 0,
     .sm_count = 114,           // H100 PCIe: 114 SMs (H100 whitepaper)
     .memory_bytes = 80 * kGiB, // spec
-    // 35 GB/s: nvbandwidth issue #24, host-to-device with copy engines on H100.
-    .h2d_pinned_bps = 35e9,
+    // 55 GB/s: nvbandwidth's host_to_device_memcpy_ce (copy engines, which cuMemcpyHtoDAsync
+    // uses) on 8x H100 PCIe Gen5 x16: 55.3-55.6 GB/s per GPU. (The 35 GB/s of nvbandwidth issue
+    // #24 is its SM-copy test, host_to_device_memcpy_sm.)
+    .h2d_pinned_bps = 55e9,
     // 52.77 GB/s: nvbandwidth issue #24, device-to-host (SM copies).
     .d2h_pinned_bps = 52.77e9,
     // Assumption: ~40% of pinned, as for a100-pcie4.
-    .h2d_pageable_bps = 14e9,
+    .h2d_pageable_bps = 22e9,
     .d2h_pageable_bps = 21e9,
     // Assumption: the PCIe card's HBM2e is specified at 2.0 TB/s (3.35 TB/s is the SXM part);
     // copies reach ~80% of it.

@@ -1,15 +1,11 @@
-#include "llama_config.h"
+#include "phos/decoder/decoder_config.h"
 
 #include <fstream>
 #include <sstream>
-#include <utility>
 
-#include <nlohmann/json.hpp>
+namespace phos::decoder {
 
-namespace phos::llama {
-namespace {
-
-Status ReadInt(const nlohmann::json& j, const char* key, int& out) {
+Status ReadConfigInt(const nlohmann::json& j, const char* key, int& out) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_number_integer()) {
     return Status::InvalidArgument(std::string("config.json: ") + key + " missing or not an integer");
@@ -20,22 +16,19 @@ Status ReadInt(const nlohmann::json& j, const char* key, int& out) {
   return Status::Ok();
 }
 
-}  // namespace
-
-Result<LlamaConfig> ParseConfig(std::string_view json) {
-  nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+Result<DecoderConfig> ParseConfig(const nlohmann::json& j) {
   if (!j.is_object()) return Status::InvalidArgument("config.json is not a JSON object");
-  LlamaConfig c;
-  PHOS_RETURN_IF_ERROR(ReadInt(j, "hidden_size", c.hidden));
-  PHOS_RETURN_IF_ERROR(ReadInt(j, "intermediate_size", c.intermediate));
-  PHOS_RETURN_IF_ERROR(ReadInt(j, "num_hidden_layers", c.layers));
-  PHOS_RETURN_IF_ERROR(ReadInt(j, "num_attention_heads", c.heads));
-  PHOS_RETURN_IF_ERROR(ReadInt(j, "vocab_size", c.vocab));
-  PHOS_RETURN_IF_ERROR(ReadInt(j, "max_position_embeddings", c.max_positions));
+  DecoderConfig c;
+  PHOS_RETURN_IF_ERROR(ReadConfigInt(j, "hidden_size", c.hidden));
+  PHOS_RETURN_IF_ERROR(ReadConfigInt(j, "intermediate_size", c.intermediate));
+  PHOS_RETURN_IF_ERROR(ReadConfigInt(j, "num_hidden_layers", c.layers));
+  PHOS_RETURN_IF_ERROR(ReadConfigInt(j, "num_attention_heads", c.heads));
+  PHOS_RETURN_IF_ERROR(ReadConfigInt(j, "vocab_size", c.vocab));
+  PHOS_RETURN_IF_ERROR(ReadConfigInt(j, "max_position_embeddings", c.max_positions));
   c.kv_heads = c.heads;  // Hugging Face's default: no grouping
-  if (j.contains("num_key_value_heads")) PHOS_RETURN_IF_ERROR(ReadInt(j, "num_key_value_heads", c.kv_heads));
+  if (j.contains("num_key_value_heads")) PHOS_RETURN_IF_ERROR(ReadConfigInt(j, "num_key_value_heads", c.kv_heads));
   c.head_dim = c.hidden / c.heads;
-  if (j.contains("head_dim") && !j["head_dim"].is_null()) PHOS_RETURN_IF_ERROR(ReadInt(j, "head_dim", c.head_dim));
+  if (j.contains("head_dim") && !j["head_dim"].is_null()) PHOS_RETURN_IF_ERROR(ReadConfigInt(j, "head_dim", c.head_dim));
   if (j.contains("rms_norm_eps") && j["rms_norm_eps"].is_number()) c.rms_norm_eps = j["rms_norm_eps"].get<float>();
   if (j.contains("rope_theta") && j["rope_theta"].is_number()) c.rope_theta = j["rope_theta"].get<float>();
   if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean()) {
@@ -48,16 +41,19 @@ Result<LlamaConfig> ParseConfig(std::string_view json) {
   return c;
 }
 
-Result<LlamaConfig> ReadConfig(const std::string& model_dir) {
+Result<nlohmann::json> ReadConfigJson(const std::string& model_dir) {
   const std::string path = model_dir + "/config.json";
   std::ifstream in(path);
   if (!in) return Status::NotFound("cannot read " + path);
   std::stringstream text;
   text << in.rdbuf();
-  return ParseConfig(text.str());
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return Status::InvalidArgument(path + " is not a JSON object");
+  return j;
 }
 
-Result<GenerateRequest> ParseRequest(std::string_view body, const LlamaConfig& config) {
+Result<GenerateRequest> ParseRequest(std::string_view body, const DecoderConfig& config,
+                                     std::span<const RequestFlag> extra_flags) {
   nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return Status::InvalidArgument("the request is not a JSON object");
   auto tokens = j.find("tokens");
@@ -83,20 +79,27 @@ Result<GenerateRequest> ParseRequest(std::string_view body, const LlamaConfig& c
                                    " exceeds max_position_embeddings " + std::to_string(config.max_positions));
   }
   r.max_new_tokens = static_cast<int>(max_new);
-  for (auto [key, flag] : {std::pair{"stream", &r.stream}, std::pair{"scores", &r.scores}}) {
-    auto it = j.find(key);
-    if (it == j.end()) continue;
-    if (!it->is_boolean()) return Status::InvalidArgument(std::string("\"") + key + "\" must be a boolean");
-    *flag = it->get<bool>();
+  const RequestFlag common[] = {{"stream", &r.stream}, {"scores", &r.scores}};
+  for (std::span<const RequestFlag> flags : {std::span<const RequestFlag>(common), extra_flags}) {
+    for (const RequestFlag& flag : flags) {
+      auto it = j.find(flag.key);
+      if (it == j.end()) continue;
+      if (!it->is_boolean()) return Status::InvalidArgument(std::string("\"") + flag.key + "\" must be a boolean");
+      *flag.value = it->get<bool>();
+    }
   }
   return r;
 }
 
-std::string FormatTokens(const std::vector<int>& tokens, const std::vector<float>* scores) {
+nlohmann::json ResponseJson(const Generation& generation, const GenerateRequest& request) {
   nlohmann::json j;
-  j["tokens"] = tokens;
-  if (scores != nullptr) j["scores"] = *scores;
-  return j.dump();
+  j["tokens"] = generation.tokens;
+  if (request.scores) j["scores"] = generation.scores;
+  return j;
 }
 
-}  // namespace phos::llama
+std::string ResponseText(const nlohmann::json& response, const GenerateRequest& request) {
+  return response.dump() + (request.stream ? "\n" : "");
+}
+
+}  // namespace phos::decoder

@@ -10,11 +10,10 @@
 // dense MLP is the shared decoder (phos/decoder/decoder.h).
 //
 //   llama --model DIR
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "phos/base/log.h"
 #include "phos/decoder/decoder.h"
@@ -38,9 +37,12 @@ class DenseMlp final : public phos::decoder::FeedForward {
                    const std::string& prefix) override {
     const uint64_t h = c.hidden, inter = c.intermediate;
     Layer& l = layers_.emplace_back();
-    PHOS_RETURN_IF_ERROR(phos::decoder::UploadTensor(checkpoint, prefix + "mlp.gate_proj.weight", {inter, h}, l.gate));
-    PHOS_RETURN_IF_ERROR(phos::decoder::UploadTensor(checkpoint, prefix + "mlp.up_proj.weight", {inter, h}, l.up));
-    PHOS_RETURN_IF_ERROR(phos::decoder::UploadTensor(checkpoint, prefix + "mlp.down_proj.weight", {h, inter}, l.down));
+    PHOS_RETURN_IF_ERROR(
+        phos::decoder::UploadTensor(checkpoint, prefix + "mlp.gate_proj.weight", {inter, h}, l.gate));
+    PHOS_RETURN_IF_ERROR(
+        phos::decoder::UploadTensor(checkpoint, prefix + "mlp.up_proj.weight", {inter, h}, l.up));
+    PHOS_RETURN_IF_ERROR(
+        phos::decoder::UploadTensor(checkpoint, prefix + "mlp.down_proj.weight", {h, inter}, l.down));
     return Status::Ok();
   }
 
@@ -72,7 +74,8 @@ class DenseMlp final : public phos::decoder::FeedForward {
 Result<std::unique_ptr<Decoder>> LoadLlama(const std::string& model_dir, DenseMlp& mlp) {
   PHOS_ASSIGN_OR_RETURN(nlohmann::json json, phos::decoder::ReadConfigJson(model_dir));
   PHOS_ASSIGN_OR_RETURN(DecoderConfig config, phos::decoder::ParseConfig(json));
-  PHOS_ASSIGN_OR_RETURN(std::unique_ptr<phos::fn::Checkpoint> checkpoint, phos::fn::Checkpoint::Open(model_dir));
+  PHOS_ASSIGN_OR_RETURN(std::unique_ptr<phos::fn::Checkpoint> checkpoint,
+                        phos::fn::Checkpoint::Open(model_dir));
   return Decoder::Load(*checkpoint, config, mlp);
 }
 
@@ -81,7 +84,8 @@ Result<std::unique_ptr<Decoder>> LoadLlama(const std::string& model_dir, DenseMl
 int main(int argc, char** argv) {
   CLI::App app{"llama: greedy generation with a Llama decoder (a phos function)"};
   std::string model_dir;
-  app.add_option("--model", model_dir, "Hugging Face checkpoint directory (config.json, *.safetensors)")->required();
+  app.add_option("--model", model_dir, "Hugging Face checkpoint directory (config.json, *.safetensors)")
+      ->required();
   CLI11_PARSE(app, argc, argv);
 
   DenseMlp mlp;
@@ -92,8 +96,8 @@ int main(int argc, char** argv) {
   }
   Decoder& decoder = **loaded;
   const DecoderConfig& c = decoder.config();
-  PHOS_LOG(Info, "llama", "ready: {} layers, hidden {}, {} heads ({} kv), vocab {}, {} positions", c.layers, c.hidden,
-           c.heads, c.kv_heads, c.vocab, c.max_positions);
+  PHOS_LOG(Info, "llama", "ready: {} layers, hidden {}, {} heads ({} kv), vocab {}, {} positions", c.layers,
+           c.hidden, c.heads, c.kv_heads, c.vocab, c.max_positions);
   return phos::fn::Serve(phos::fn::StreamingHandler(
       [&decoder](std::string_view body, phos::fn::Pieces& out) -> Result<std::string> {
         PHOS_ASSIGN_OR_RETURN(phos::decoder::GenerateRequest request,

@@ -18,10 +18,11 @@ Status BlasStatus(cublasStatus_t s, const char* what) {
   return Status::DeviceError(std::string(what) + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
 }
 
-Status UploadTensor(const fn::Checkpoint& checkpoint, const std::string& name, const std::vector<uint64_t>& shape,
-                    DeviceTensor& out) {
+Status UploadTensor(const fn::Checkpoint& checkpoint, const std::string& name,
+                    const std::vector<uint64_t>& shape, DeviceTensor& out) {
   PHOS_ASSIGN_OR_RETURN(out, DeviceTensor::Upload(checkpoint, name));
-  if (out.shape() != shape) return Status::InvalidArgument(name + " does not have the shape config.json says");
+  if (out.shape() != shape)
+    return Status::InvalidArgument(name + " does not have the shape config.json says");
   return Status::Ok();
 }
 
@@ -39,12 +40,14 @@ Result<std::unique_ptr<Decoder>> Decoder::Load(const fn::Checkpoint& checkpoint,
     PHOS_RETURN_IF_ERROR(UploadTensor(checkpoint, p + "self_attn.v_proj.weight", {kv, h}, l.v));
     PHOS_RETURN_IF_ERROR(UploadTensor(checkpoint, p + "self_attn.o_proj.weight", {h, q}, l.o));
     PHOS_RETURN_IF_ERROR(UploadTensor(checkpoint, p + "input_layernorm.weight", {h}, l.input_norm));
-    PHOS_RETURN_IF_ERROR(UploadTensor(checkpoint, p + "post_attention_layernorm.weight", {h}, l.post_attention_norm));
+    PHOS_RETURN_IF_ERROR(
+        UploadTensor(checkpoint, p + "post_attention_layernorm.weight", {h}, l.post_attention_norm));
     PHOS_RETURN_IF_ERROR(feed_forward.LoadLayer(checkpoint, c, i, p));
   }
   PHOS_RETURN_IF_ERROR(UploadTensor(checkpoint, "model.norm.weight", {h}, d->norm_));
   // Tied embeddings: the logits use the embedding table, as LlamaForCausalLM does.
-  if (!c.tie_word_embeddings) PHOS_RETURN_IF_ERROR(UploadTensor(checkpoint, "lm_head.weight", {vocab, h}, d->lm_head_));
+  if (!c.tie_word_embeddings)
+    PHOS_RETURN_IF_ERROR(UploadTensor(checkpoint, "lm_head.weight", {vocab, h}, d->lm_head_));
   PHOS_RETURN_IF_ERROR(d->AllocateWorkspace());
   PHOS_RETURN_IF_ERROR(feed_forward.AllocateWorkspace(c, c.max_positions));
   return d;
@@ -81,7 +84,8 @@ Status Decoder::AllocateWorkspace() {
 // OP_T.
 Status Decoder::Linear(const DeviceTensor& w, const float* x, float* y, int n, int in, int out) {
   const float one = 1.0f, zero = 0.0f;
-  PHOS_RETURN_IF_BLAS(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w.data(), in, x, in, &zero, y, out));
+  PHOS_RETURN_IF_BLAS(
+      cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w.data(), in, x, in, &zero, y, out));
   return Status::Ok();
 }
 
@@ -93,7 +97,8 @@ Result<Generation> Decoder::Generate(const GenerateRequest& request, fn::Pieces&
     PHOS_ASSIGN_OR_RETURN(int next, Forward(step, position));
     if (request.scores) {
       float score = 0.0f;
-      PHOS_RETURN_IF_CUDA(cudaMemcpyAsync(&score, logits_.get() + next, sizeof(float), cudaMemcpyDeviceToHost, stream_));
+      PHOS_RETURN_IF_CUDA(
+          cudaMemcpyAsync(&score, logits_.get() + next, sizeof(float), cudaMemcpyDeviceToHost, stream_));
       PHOS_RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
       generation.scores.push_back(score);
     }
@@ -109,26 +114,30 @@ Result<int> Decoder::Forward(const std::vector<int>& tokens, int start_pos) {
   const DecoderConfig& c = config_;
   const int n = static_cast<int>(tokens.size());
   const long long hidden_elements = static_cast<long long>(n) * c.hidden;
-  PHOS_RETURN_IF_CUDA(cudaMemcpyAsync(ids_.get(), tokens.data(), n * sizeof(int), cudaMemcpyHostToDevice, stream_));
+  PHOS_RETURN_IF_CUDA(
+      cudaMemcpyAsync(ids_.get(), tokens.data(), n * sizeof(int), cudaMemcpyHostToDevice, stream_));
   // Ids were range-checked by ParseRequest, so no invalid-id counter is needed.
-  PHOS_RETURN_IF_ERROR(fn::EmbeddingGather(embed_.data(), ids_.get(), x_.get(), n, c.vocab, c.hidden, nullptr, stream_));
+  PHOS_RETURN_IF_ERROR(
+      fn::EmbeddingGather(embed_.data(), ids_.get(), x_.get(), n, c.vocab, c.hidden, nullptr, stream_));
   fn::AttentionShape shape{n, c.heads, c.kv_heads, c.head_dim, start_pos, c.max_positions};
   for (int i = 0; i < c.layers; ++i) {
     AttentionLayer& l = layers_[i];
-    PHOS_RETURN_IF_ERROR(fn::RmsNorm(x_.get(), l.input_norm.data(), normed_.get(), n, c.hidden, c.rms_norm_eps, stream_));
+    PHOS_RETURN_IF_ERROR(
+        fn::RmsNorm(x_.get(), l.input_norm.data(), normed_.get(), n, c.hidden, c.rms_norm_eps, stream_));
     PHOS_RETURN_IF_ERROR(Linear(l.q, normed_.get(), q_.get(), n, c.hidden, c.q_dim()));
     PHOS_RETURN_IF_ERROR(Linear(l.k, normed_.get(), k_.get(), n, c.hidden, c.kv_dim()));
     PHOS_RETURN_IF_ERROR(Linear(l.v, normed_.get(), v_.get(), n, c.hidden, c.kv_dim()));
-    PHOS_RETURN_IF_ERROR(
-        fn::RotaryEmbedding(q_.get(), k_.get(), n, c.heads, c.kv_heads, c.head_dim, start_pos, c.rope_theta, stream_));
+    PHOS_RETURN_IF_ERROR(fn::RotaryEmbedding(q_.get(), k_.get(), n, c.heads, c.kv_heads, c.head_dim,
+                                             start_pos, c.rope_theta, stream_));
     PHOS_RETURN_IF_ERROR(fn::CausalAttention(q_.get(), k_.get(), v_.get(), l.k_cache.get(), l.v_cache.get(),
                                              attention_.get(), shape, stream_));
     PHOS_RETURN_IF_ERROR(Linear(l.o, attention_.get(), normed_.get(), n, c.q_dim(), c.hidden));
     PHOS_RETURN_IF_ERROR(fn::ResidualAdd(x_.get(), normed_.get(), x_.get(), hidden_elements, stream_));
-    PHOS_RETURN_IF_ERROR(
-        fn::RmsNorm(x_.get(), l.post_attention_norm.data(), normed_.get(), n, c.hidden, c.rms_norm_eps, stream_));
+    PHOS_RETURN_IF_ERROR(fn::RmsNorm(x_.get(), l.post_attention_norm.data(), normed_.get(), n, c.hidden,
+                                     c.rms_norm_eps, stream_));
     PHOS_RETURN_IF_ERROR(feed_forward_.Apply(*this, i, normed_.get(), feed_forward_out_.get(), n));
-    PHOS_RETURN_IF_ERROR(fn::ResidualAdd(x_.get(), feed_forward_out_.get(), x_.get(), hidden_elements, stream_));
+    PHOS_RETURN_IF_ERROR(
+        fn::ResidualAdd(x_.get(), feed_forward_out_.get(), x_.get(), hidden_elements, stream_));
   }
   // Only the last position's logits choose the next token.
   float* last = x_.get() + static_cast<long long>(n - 1) * c.hidden;

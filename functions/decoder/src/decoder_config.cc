@@ -11,7 +11,8 @@ Status ReadConfigInt(const nlohmann::json& j, const char* key, int& out) {
     return Status::InvalidArgument(std::string("config.json: ") + key + " missing or not an integer");
   }
   const long long v = it->get<long long>();
-  if (v <= 0 || v > (1 << 30)) return Status::InvalidArgument(std::string("config.json: ") + key + " out of range");
+  if (v <= 0 || v > (1 << 30))
+    return Status::InvalidArgument(std::string("config.json: ") + key + " out of range");
   out = static_cast<int>(v);
   return Status::Ok();
 }
@@ -26,18 +27,23 @@ Result<DecoderConfig> ParseConfig(const nlohmann::json& j) {
   PHOS_RETURN_IF_ERROR(ReadConfigInt(j, "vocab_size", c.vocab));
   PHOS_RETURN_IF_ERROR(ReadConfigInt(j, "max_position_embeddings", c.max_positions));
   c.kv_heads = c.heads;  // Hugging Face's default: no grouping
-  if (j.contains("num_key_value_heads")) PHOS_RETURN_IF_ERROR(ReadConfigInt(j, "num_key_value_heads", c.kv_heads));
+  if (j.contains("num_key_value_heads"))
+    PHOS_RETURN_IF_ERROR(ReadConfigInt(j, "num_key_value_heads", c.kv_heads));
   c.head_dim = c.hidden / c.heads;
-  if (j.contains("head_dim") && !j["head_dim"].is_null()) PHOS_RETURN_IF_ERROR(ReadConfigInt(j, "head_dim", c.head_dim));
-  if (j.contains("rms_norm_eps") && j["rms_norm_eps"].is_number()) c.rms_norm_eps = j["rms_norm_eps"].get<float>();
+  if (j.contains("head_dim") && !j["head_dim"].is_null())
+    PHOS_RETURN_IF_ERROR(ReadConfigInt(j, "head_dim", c.head_dim));
+  if (j.contains("rms_norm_eps") && j["rms_norm_eps"].is_number())
+    c.rms_norm_eps = j["rms_norm_eps"].get<float>();
   if (j.contains("rope_theta") && j["rope_theta"].is_number()) c.rope_theta = j["rope_theta"].get<float>();
   if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean()) {
     c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
   }
   if (c.heads % c.kv_heads != 0) {
-    return Status::InvalidArgument("config.json: num_attention_heads is not a multiple of num_key_value_heads");
+    return Status::InvalidArgument(
+        "config.json: num_attention_heads is not a multiple of num_key_value_heads");
   }
-  if (c.head_dim % 2 != 0) return Status::InvalidArgument("config.json: head_dim is odd (rotary needs pairs)");
+  if (c.head_dim % 2 != 0)
+    return Status::InvalidArgument("config.json: head_dim is odd (rotary needs pairs)");
   return c;
 }
 
@@ -71,12 +77,14 @@ Result<GenerateRequest> ParseRequest(std::string_view body, const DecoderConfig&
     r.tokens.push_back(static_cast<int>(id));
   }
   auto n = j.find("max_new_tokens");
-  if (n == j.end() || !n->is_number_integer()) return Status::InvalidArgument("\"max_new_tokens\" must be an integer");
+  if (n == j.end() || !n->is_number_integer())
+    return Status::InvalidArgument("\"max_new_tokens\" must be an integer");
   const long long max_new = n->get<long long>();
   const long long total = static_cast<long long>(r.tokens.size()) + max_new;
   if (max_new < 0 || total > config.max_positions) {
     return Status::InvalidArgument("prompt + max_new_tokens = " + std::to_string(total) +
-                                   " exceeds max_position_embeddings " + std::to_string(config.max_positions));
+                                   " exceeds max_position_embeddings " +
+                                   std::to_string(config.max_positions));
   }
   r.max_new_tokens = static_cast<int>(max_new);
   const RequestFlag common[] = {{"stream", &r.stream}, {"scores", &r.scores}};
@@ -84,7 +92,8 @@ Result<GenerateRequest> ParseRequest(std::string_view body, const DecoderConfig&
     for (const RequestFlag& flag : flags) {
       auto it = j.find(flag.key);
       if (it == j.end()) continue;
-      if (!it->is_boolean()) return Status::InvalidArgument(std::string("\"") + flag.key + "\" must be a boolean");
+      if (!it->is_boolean())
+        return Status::InvalidArgument(std::string("\"") + flag.key + "\" must be a boolean");
       *flag.value = it->get<bool>();
     }
   }

@@ -91,7 +91,8 @@ TEST_F(RouterTest, ScatterAddRowsAddsEachWeightedRowToItsTarget) {
   const std::vector<float> before = RandomFloats(std::size_t(out_rows) * dim, 42);
   DeviceArray<float> dy(y), dw(weights), dout(before);
   DeviceArray<int> dr(rows);
-  ASSERT_TRUE(ScatterAddRows(dy.get(), dr.get(), dw.get(), dout.get(), n, dim, out_rows, DefaultStream()).ok());
+  ASSERT_TRUE(
+      ScatterAddRows(dy.get(), dr.get(), dw.get(), dout.get(), n, dim, out_rows, DefaultStream()).ok());
   std::vector<double> expected(before.begin(), before.end());
   for (int i = 0; i < n; ++i) {
     if (rows[i] >= out_rows) continue;

@@ -226,8 +226,8 @@ Status ScatterAddRows(const float* y, const int* rows, const float* weights, flo
   long long elements = 0;
   PHOS_RETURN_IF_ERROR(CheckedProduct(n, dim, kOp, &elements));
   PHOS_RETURN_IF_ERROR(CheckedProduct(out_rows, dim, kOp, &elements));
-  return Launch(&scatter_add_rows, static_cast<long long>(n) * dim, kOp, stream, y, rows, weights, out, n, dim,
-                out_rows);
+  return Launch(&scatter_add_rows, static_cast<long long>(n) * dim, kOp, stream, y, rows, weights, out, n,
+                dim, out_rows);
 }
 
 }  // namespace phos::fn

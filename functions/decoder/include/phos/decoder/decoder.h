@@ -11,13 +11,13 @@
 // in phos both are executed by phosd (docs/design.md D1).
 #pragma once
 
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
 
 #include "phos/base/status.h"
 #include "phos/decoder/decoder_config.h"
@@ -56,8 +56,8 @@ class DeviceArray {
 
 // Uploads tensor `name` of the checkpoint; InvalidArgument when its shape is not `shape` (what
 // config.json implies).
-Status UploadTensor(const fn::Checkpoint& checkpoint, const std::string& name, const std::vector<uint64_t>& shape,
-                    fn::DeviceTensor& out);
+Status UploadTensor(const fn::Checkpoint& checkpoint, const std::string& name,
+                    const std::vector<uint64_t>& shape, fn::DeviceTensor& out);
 
 class Decoder;
 
@@ -106,7 +106,8 @@ class Decoder {
     DeviceArray<float> k_cache, v_cache;
   };
 
-  Decoder(const DecoderConfig& config, FeedForward& feed_forward) : config_(config), feed_forward_(feed_forward) {}
+  Decoder(const DecoderConfig& config, FeedForward& feed_forward)
+      : config_(config), feed_forward_(feed_forward) {}
   Status AllocateWorkspace();
   // Runs `tokens` at positions start_pos.. through the decoder (appending to the KV cache) and
   // returns the argmax of the last token's logits.

@@ -12,6 +12,18 @@ Result<MoeConfig> ParseMoeConfig(const nlohmann::json& j) {
     return Status::InvalidArgument("config.json: num_experts_per_tok " + std::to_string(c.experts_per_token) +
                                    " exceeds num_local_experts " + std::to_string(c.experts));
   }
+  // MixtralConfig's sliding_window limits attention to that many previous positions; the shared
+  // decoder attends to all of them, which is the same only when the window covers the context.
+  auto window = j.find("sliding_window");
+  if (window != j.end() && !window->is_null()) {
+    int max_positions = 0;
+    PHOS_RETURN_IF_ERROR(decoder::ReadConfigInt(j, "max_position_embeddings", max_positions));
+    if (!window->is_number_integer() || window->get<long long>() < max_positions) {
+      return Status::NotSupported(
+          "config.json: sliding_window " + window->dump() +
+          " shorter than max_position_embeddings (sliding-window attention is not built)");
+    }
+  }
   return c;
 }
 

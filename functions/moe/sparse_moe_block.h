@@ -28,7 +28,8 @@ struct MoeConfig {
   int experts_per_token = 0;  // num_experts_per_tok, 1 <= k <= experts
 };
 
-// InvalidArgument naming a missing or inconsistent field.
+// InvalidArgument naming a missing or inconsistent field; NotSupported for a sliding_window
+// shorter than the context.
 Result<MoeConfig> ParseMoeConfig(const nlohmann::json& config);
 
 // (layer, expert) pairs, sorted.

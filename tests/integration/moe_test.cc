@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -150,15 +151,34 @@ TEST_F(MoeTest, BadRequestsAreClientErrorsAndTheInstanceKeepsServing) {
   EXPECT_FALSE(ReportedExperts(good.out).empty());
 }
 
-// A dense Llama checkpoint is not a mixture of experts: the deploy fails (the function exits
-// before its entry point) and says so, rather than serving something else.
-TEST_F(MoeTest, DeployOfADenseCheckpointFails) {
+// A dense Llama checkpoint is not a mixture of experts, and a sliding attention window shorter
+// than the context is not what the decoder computes: the deploy fails (the function exits before
+// its entry point) rather than serving something else.
+TEST_F(MoeTest, DeployOfACheckpointItCannotComputeFails) {
   const ModelShape dense{"moe-dense",
                          {"--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "2",
                           "--intermediate", "20", "--vocab", "17", "--max-position-embeddings", "8"}};
   std::string dir = MakeCheckpoint(dense);
   ASSERT_FALSE(HasFailure());
   CommandResult deployed = PhosFn({"deploy", dense.name, PHOS_MOE_FUNCTION, "--", "--model", dir});
+  EXPECT_NE(deployed.exit_code, 0) << deployed.out;
+
+  ModelShape windowed = dense;
+  windowed.name = "moe-windowed";
+  windowed.options.insert(windowed.options.end(), {"--experts", "2"});
+  dir = MakeCheckpoint(windowed);
+  ASSERT_FALSE(HasFailure());
+  const std::string config_path = dir + "/config.json";
+  std::ifstream in(config_path);
+  nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(config.is_object());
+  config["sliding_window"] = nullptr;  // null: no window, as Mixtral 8x7B's config.json says
+  std::ofstream(config_path) << config.dump();
+  deployed = PhosFn({"deploy", windowed.name, PHOS_MOE_FUNCTION, "--", "--model", dir});
+  EXPECT_EQ(deployed.exit_code, 0) << deployed.out;
+  config["sliding_window"] = 4;  // shorter than the 8 positions
+  std::ofstream(config_path) << config.dump();
+  deployed = PhosFn({"deploy", windowed.name + "-4", PHOS_MOE_FUNCTION, "--", "--model", dir});
   EXPECT_NE(deployed.exit_code, 0) << deployed.out;
 }
 

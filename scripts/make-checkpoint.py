@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
-"""Writes a random Llama-architecture checkpoint in Hugging Face's layout.
+"""Writes a random Llama- or Mixtral-architecture checkpoint in Hugging Face's layout.
 
-The directory gets config.json (LlamaForCausalLM fields) and either model.safetensors or, with
---shards N > 1, model-0000i-of-0000N.safetensors plus model.safetensors.index.json. Tensor names
-are those LlamaForCausalLM writes. The output is a function of the options and --seed only: each
+The directory gets config.json (LlamaForCausalLM fields; with --experts E, MixtralForCausalLM's)
+and either model.safetensors or, with --shards N > 1, model-0000i-of-0000N.safetensors plus
+model.safetensors.index.json. Tensor names are those LlamaForCausalLM writes, or with --experts
+those MixtralForCausalLM writes: each layer's MLP replaced by a router
+(block_sparse_moe.gate.weight [E, hidden]) and E experts (block_sparse_moe.experts.{j}.w1/w3
+[intermediate, hidden], w2 [hidden, intermediate]), of which each token uses
+--experts-per-token. The output is a function of the options and --seed only: each
 tensor's values come from a generator seeded by the seed and the tensor's name, so the same
 seed gives the same weights whatever the sharding.
 
     scripts/make-checkpoint.py --out /tmp/llama --size-mib 256 --dtype bf16
     scripts/make-checkpoint.py --out /tmp/tiny --hidden 64 --layers 2 --heads 4 --kv-heads 2 \
         --intermediate 160 --vocab 97 --dtype f16 --shards 3
+    scripts/make-checkpoint.py --out /tmp/moe --size-mib 1024 --experts 16 --experts-per-token 2
 
 Python standard library only (numpy is not a dependency of phos). Values are made from random
 bytes by forcing each element's sign-and-exponent byte into a narrow range: matrices get
@@ -65,10 +70,30 @@ def tensor_bytes(seed, name, dtype, elements, norm):
         yield data
 
 
+def feed_forward_tensors(a, p):
+    """A layer's MLP (LlamaMLP) or, with --experts, its sparse mixture of experts (Mixtral's)."""
+    h, inter = a.hidden, a.intermediate
+    if not a.experts:
+        return [
+            (p + "mlp.gate_proj.weight", [inter, h], False),
+            (p + "mlp.up_proj.weight", [inter, h], False),
+            (p + "mlp.down_proj.weight", [h, inter], False),
+        ]
+    block = p + "block_sparse_moe."
+    tensors = [(block + "gate.weight", [a.experts, h], False)]
+    for j in range(a.experts):
+        tensors += [
+            (block + f"experts.{j}.w1.weight", [inter, h], False),
+            (block + f"experts.{j}.w2.weight", [h, inter], False),
+            (block + f"experts.{j}.w3.weight", [inter, h], False),
+        ]
+    return tensors
+
+
 def llama_tensors(a):
-    """(name, shape, is_norm) in the order LlamaForCausalLM lists its parameters."""
+    """(name, shape, is_norm) in the order LlamaForCausalLM (MixtralForCausalLM) lists its parameters."""
     head_dim = a.hidden // a.heads
-    h, q, kv, inter = a.hidden, a.heads * head_dim, a.kv_heads * head_dim, a.intermediate
+    h, q, kv = a.hidden, a.heads * head_dim, a.kv_heads * head_dim
     tensors = [("model.embed_tokens.weight", [a.vocab, h], False)]
     for i in range(a.layers):
         p = f"model.layers.{i}."
@@ -77,9 +102,9 @@ def llama_tensors(a):
             (p + "self_attn.k_proj.weight", [kv, h], False),
             (p + "self_attn.v_proj.weight", [kv, h], False),
             (p + "self_attn.o_proj.weight", [h, q], False),
-            (p + "mlp.gate_proj.weight", [inter, h], False),
-            (p + "mlp.up_proj.weight", [inter, h], False),
-            (p + "mlp.down_proj.weight", [h, inter], False),
+        ]
+        tensors += feed_forward_tensors(a, p)
+        tensors += [
             (p + "input_layernorm.weight", [h], True),
             (p + "post_attention_layernorm.weight", [h], True),
         ]
@@ -112,7 +137,9 @@ def choose_shape(a):
         kv_heads = a.kv_heads or max(1, heads // 4)
         inter = a.intermediate or intermediate_for(hidden)
         head_dim = hidden // heads
-        per_layer = (2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim + 3 * hidden * inter + 2 * hidden) * size
+        # Attention, the MLP or the router and every expert, and the two norms.
+        mlp = 3 * hidden * inter if not a.experts else a.experts * (3 * hidden * inter + hidden)
+        per_layer = (2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim + mlp + 2 * hidden) * size
         embed = embeddings * a.vocab * hidden * size
         layers = max(1, round((target - embed) / per_layer))
         # The widest model that still has a few layers and spends at most half its bytes on
@@ -159,8 +186,8 @@ def split_into_shards(tensors, shards, size):
 
 def write_config(out, a):
     config = {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
+        "architectures": ["MixtralForCausalLM" if a.experts else "LlamaForCausalLM"],
+        "model_type": "mixtral" if a.experts else "llama",
         "hidden_act": "silu",
         "hidden_size": a.hidden,
         "intermediate_size": a.intermediate,
@@ -175,6 +202,9 @@ def write_config(out, a):
         "tie_word_embeddings": a.tie_word_embeddings,
         "torch_dtype": DTYPES[a.dtype][2],
     }
+    if a.experts:
+        config["num_local_experts"] = a.experts
+        config["num_experts_per_tok"] = a.experts_per_token
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
         f.write("\n")
@@ -197,7 +227,18 @@ def parse_args(argv):
     p.add_argument("--rope-theta", type=float, default=10000.0)
     p.add_argument("--max-position-embeddings", type=int, default=2048)
     p.add_argument("--tie-word-embeddings", action="store_true", help="no lm_head.weight: logits use the embeddings")
+    p.add_argument("--experts", type=int, help="num_local_experts: a Mixtral checkpoint with this many experts per layer")
+    p.add_argument("--experts-per-token", type=int, help="num_experts_per_tok (default 2, at most --experts)")
     a = p.parse_args(argv)
+    if a.experts is None:
+        if a.experts_per_token is not None:
+            p.error("--experts-per-token needs --experts")
+    else:
+        if a.experts <= 0:
+            p.error("--experts must be positive")
+        a.experts_per_token = a.experts_per_token or min(2, a.experts)
+        if not 0 < a.experts_per_token <= a.experts:
+            p.error(f"--experts-per-token must be in [1, --experts {a.experts}]")
     if a.size_mib is not None:
         if a.hidden is not None or a.layers is not None:
             p.error("--size-mib chooses --hidden and --layers; give either it or them")
@@ -238,9 +279,10 @@ def main(argv):
         with open(os.path.join(a.out, "model.safetensors.index.json"), "w") as f:
             json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
             f.write("\n")
+    experts = f", {a.experts} experts ({a.experts_per_token} per token)" if a.experts else ""
     print(
         f"{a.out}: hidden {a.hidden}, layers {a.layers}, heads {a.heads}/{a.kv_heads}, "
-        f"intermediate {a.intermediate}, vocab {a.vocab}, {a.dtype}, {total / (1 << 20):.1f} MiB "
+        f"intermediate {a.intermediate}{experts}, vocab {a.vocab}, {a.dtype}, {total / (1 << 20):.1f} MiB "
         f"in {a.shards} file(s)"
     )
 

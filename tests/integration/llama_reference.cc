@@ -1,11 +1,13 @@
 #include "llama_reference.h"
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <sstream>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <numeric>
+#include <sstream>
 
 #include "phos/fn/checkpoint.h"
 
@@ -26,6 +28,8 @@ void LlamaReference::Load(const std::string& dir) {
   theta_ = c["rope_theta"];
   const int layers = c["num_hidden_layers"];
   const bool tied = c.value("tie_word_embeddings", false);
+  experts_ = c.value("num_local_experts", 0);
+  experts_per_token_ = c.value("num_experts_per_tok", 0);
 
   auto checkpoint = fn::Checkpoint::Open(dir);
   ASSERT_TRUE(checkpoint.ok()) << checkpoint.status().ToString();
@@ -49,9 +53,20 @@ void LlamaReference::Load(const std::string& dir) {
     read(p + "self_attn.k_proj.weight", l.k);
     read(p + "self_attn.v_proj.weight", l.v);
     read(p + "self_attn.o_proj.weight", l.o);
-    read(p + "mlp.gate_proj.weight", l.gate);
-    read(p + "mlp.up_proj.weight", l.up);
-    read(p + "mlp.down_proj.weight", l.down);
+    if (experts_ == 0) {
+      read(p + "mlp.gate_proj.weight", l.gate);
+      read(p + "mlp.up_proj.weight", l.up);
+      read(p + "mlp.down_proj.weight", l.down);
+    } else {
+      read(p + "block_sparse_moe.gate.weight", l.router);
+      l.experts.resize(experts_);
+      for (int j = 0; j < experts_; ++j) {
+        const std::string e = p + "block_sparse_moe.experts." + std::to_string(j) + ".";
+        read(e + "w1.weight", l.experts[j].w1);
+        read(e + "w2.weight", l.experts[j].w2);
+        read(e + "w3.weight", l.experts[j].w3);
+      }
+    }
     read(p + "input_layernorm.weight", l.input_norm);
     read(p + "post_attention_layernorm.weight", l.post_attention_norm);
   }
@@ -62,7 +77,8 @@ LlamaReference::Matrix LlamaReference::Linear(const Matrix& w, const Matrix& x, 
   for (int t = 0; t < n; ++t) {
     for (int o = 0; o < out; ++o) {
       double sum = 0;
-      for (int i = 0; i < in; ++i) sum += w[static_cast<size_t>(o) * in + i] * x[static_cast<size_t>(t) * in + i];
+      for (int i = 0; i < in; ++i)
+        sum += w[static_cast<size_t>(o) * in + i] * x[static_cast<size_t>(t) * in + i];
       y[static_cast<size_t>(t) * out + o] = sum;
     }
   }
@@ -97,14 +113,70 @@ void LlamaReference::Rotate(Matrix& x, int n, int heads) const {
   }
 }
 
+LlamaReference::Matrix LlamaReference::SwiGlu(const Matrix& gate, const Matrix& up, const Matrix& down,
+                                              const Matrix& x, int n) const {
+  Matrix g = Linear(gate, x, n, hidden_, intermediate_);
+  Matrix u = Linear(up, x, n, hidden_, intermediate_);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+  return Linear(down, g, n, intermediate_, hidden_);
+}
+
+// MixtralSparseMoeBlock: routing_weights = softmax(router logits) over all experts, the top k of
+// them (torch.topk: the larger first; equal values here to the lower index), divided by their
+// sum; the output is the routing-weighted sum of those experts' outputs.
+LlamaReference::Matrix LlamaReference::SparseMoe(const Layer& layer, int index, const Matrix& x, int n,
+                                                 std::set<std::pair<int, int>>* routed) const {
+  Matrix logits = Linear(layer.router, x, n, hidden_, experts_);
+  Matrix out(static_cast<size_t>(n) * hidden_, 0.0);
+  for (int t = 0; t < n; ++t) {
+    const double* row = &logits[static_cast<size_t>(t) * experts_];
+    const double top = *std::max_element(row, row + experts_);
+    std::vector<double> probabilities(experts_);
+    double total = 0;
+    for (int e = 0; e < experts_; ++e) total += (probabilities[e] = std::exp(row[e] - top));
+    for (double& p : probabilities) p /= total;
+    std::vector<int> order(experts_);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return probabilities[a] > probabilities[b]; });
+    double chosen = 0;
+    for (int j = 0; j < experts_per_token_; ++j) chosen += probabilities[order[j]];
+    const Matrix token(x.begin() + static_cast<long>(t) * hidden_,
+                       x.begin() + static_cast<long>(t + 1) * hidden_);
+    for (int j = 0; j < experts_per_token_; ++j) {
+      const Expert& e = layer.experts[order[j]];
+      const Matrix y = SwiGlu(e.w1, e.w3, e.w2, token, 1);
+      for (int d = 0; d < hidden_; ++d)
+        out[static_cast<size_t>(t) * hidden_ + d] += probabilities[order[j]] / chosen * y[d];
+      if (routed != nullptr) routed->emplace(index, order[j]);
+    }
+  }
+  return out;
+}
+
 std::vector<double> LlamaReference::NextLogits(const std::vector<int>& tokens) const {
+  Matrix x = HiddenStates(tokens, nullptr);
+  Matrix last(x.end() - hidden_, x.end());
+  return Linear(lm_head_, RmsNorm(last, norm_, 1), 1, hidden_, vocab_);
+}
+
+std::set<std::pair<int, int>> LlamaReference::RoutedExperts(const std::vector<int>& tokens) const {
+  std::set<std::pair<int, int>> routed;
+  HiddenStates(tokens, &routed);
+  return routed;
+}
+
+LlamaReference::Matrix LlamaReference::HiddenStates(const std::vector<int>& tokens,
+                                                    std::set<std::pair<int, int>>* routed) const {
   const int n = static_cast<int>(tokens.size());
   const int q_dim = heads_ * head_dim_, kv_dim = kv_heads_ * head_dim_;
   Matrix x(static_cast<size_t>(n) * hidden_);
   for (int t = 0; t < n; ++t) {
-    for (int j = 0; j < hidden_; ++j) x[t * hidden_ + j] = embed_[static_cast<size_t>(tokens[t]) * hidden_ + j];
+    for (int j = 0; j < hidden_; ++j)
+      x[t * hidden_ + j] = embed_[static_cast<size_t>(tokens[t]) * hidden_ + j];
   }
-  for (const Layer& l : layers_) {
+  for (size_t index = 0; index < layers_.size(); ++index) {
+    const Layer& l = layers_[index];
     Matrix normed = RmsNorm(x, l.input_norm, n);
     Matrix q = Linear(l.q, normed, n, hidden_, q_dim);
     Matrix k = Linear(l.k, normed, n, hidden_, kv_dim);
@@ -137,14 +209,11 @@ std::vector<double> LlamaReference::NextLogits(const std::vector<int>& tokens) c
     Matrix o = Linear(l.o, attention, n, q_dim, hidden_);
     for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
     normed = RmsNorm(x, l.post_attention_norm, n);
-    Matrix gate = Linear(l.gate, normed, n, hidden_, intermediate_);
-    Matrix up = Linear(l.up, normed, n, hidden_, intermediate_);
-    for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
-    Matrix down = Linear(l.down, gate, n, intermediate_, hidden_);
+    const Matrix down = experts_ == 0 ? SwiGlu(l.gate, l.up, l.down, normed, n)
+                                      : SparseMoe(l, static_cast<int>(index), normed, n, routed);
     for (size_t i = 0; i < x.size(); ++i) x[i] += down[i];
   }
-  Matrix last(x.end() - hidden_, x.end());
-  return Linear(lm_head_, RmsNorm(last, norm_, 1), 1, hidden_, vocab_);
+  return x;
 }
 
 }  // namespace phos::testing

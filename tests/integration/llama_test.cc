@@ -1,10 +1,6 @@
 // The llama function end to end: random checkpoints made with scripts/make-checkpoint.py,
 // deployed on phosd over simgpu, invoked over HTTP, and the generated tokens checked against an
 // independent CPU reference (llama_reference.h).
-#include <unistd.h>
-
-#include <algorithm>
-#include <cmath>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -12,18 +8,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "decoder_test_support.h"
 #include "llama_reference.h"
-#include "phosd_fixture.h"
 
 namespace phos::testing {
 namespace {
 
-// make-checkpoint.py options of one small model; the sizes are odd on purpose.
-struct ModelShape {
-  std::string name;
-  std::vector<std::string> options;
-};
-
+// Small models; the sizes are odd on purpose.
 const ModelShape kMultiHead{"llama-mha", {"--hidden", "48", "--layers", "2", "--heads", "4", "--kv-heads", "4",
                                           "--intermediate", "72", "--vocab", "61", "--dtype", "f32",
                                           "--max-position-embeddings", "24", "--seed", "3"}};
@@ -39,71 +30,12 @@ const ModelShape kWideGroups{"llama-gqa4", {"--hidden", "112", "--layers", "2", 
                                             "--intermediate", "90", "--vocab", "67", "--dtype", "bf16",
                                             "--max-position-embeddings", "24", "--seed", "5"}};
 
-class LlamaTest : public PhosdTest {
+class LlamaTest : public DecoderFunctionTest {
  protected:
-  // Writes the checkpoint and deploys it as a function named shape.name; returns its directory.
   std::string MakeAndDeploy(const ModelShape& shape) {
-    std::string dir = ::testing::TempDir() + "phos-llama-" + std::to_string(getpid()) + "-" + shape.name;
-    std::vector<std::string> argv = {"python3", PHOS_MAKE_CHECKPOINT, "--out", dir};
-    argv.insert(argv.end(), shape.options.begin(), shape.options.end());
-    CommandResult made = phos::testing::Run(argv);
-    EXPECT_EQ(made.exit_code, 0) << made.out;
-    CommandResult deployed = PhosFn({"deploy", shape.name, PHOS_LLAMA_FUNCTION, "--", "--model", dir});
-    EXPECT_EQ(deployed.exit_code, 0) << deployed.out;
-    return dir;
-  }
-
-  // The HTTP status code of an invocation.
-  std::string StatusOf(const std::string& function, const std::string& body) {
-    return phos::testing::Run({"curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "--data", body,
-                endpoint() + "/v1/functions/" + function + "/invoke"})
-        .out;
+    return DecoderFunctionTest::MakeAndDeploy(shape, PHOS_LLAMA_FUNCTION);
   }
 };
-
-std::vector<float> Scores(const std::string& body) {
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-  if (!j.is_object() || !j.contains("scores") || !j["scores"].is_array()) {
-    ADD_FAILURE() << "no scores in: " << body;
-    return {};
-  }
-  return j["scores"].get<std::vector<float>>();
-}
-
-std::vector<int> GeneratedTokens(const std::string& body) {
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-  if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array()) {
-    ADD_FAILURE() << "not a generate response: " << body;
-    return {};
-  }
-  return j["tokens"].get<std::vector<int>>();
-}
-
-// Each generated token must be the reference's greedy choice given the same prefix, up to fp32
-// rounding: its reference logit is within a small tolerance of the reference's largest. The
-// reference follows the function's tokens, so a near-tie resolved the other way cannot make
-// every later step differ. The random checkpoints' small weights leave the residual stream close
-// to the embeddings, so the tokens alone say little about the layers: the chosen tokens' logits
-// (`scores`, when not empty) must match the reference's too.
-void ExpectGreedyUnderReference(const LlamaReference& reference, std::vector<int> prefix,
-                                const std::vector<int>& generated, const std::vector<float>& scores) {
-  int exact = 0;
-  for (size_t i = 0; i < generated.size(); ++i) {
-    SCOPED_TRACE("generated token " + std::to_string(i));
-    std::vector<double> logits = reference.NextLogits(prefix);
-    const auto best = std::max_element(logits.begin(), logits.end());
-    ASSERT_GE(generated[i], 0);
-    ASSERT_LT(generated[i], reference.vocab());
-    EXPECT_GE(logits[generated[i]], *best - 1e-4 * (1 + std::abs(*best)));
-    exact += generated[i] == best - logits.begin();
-    if (!scores.empty()) {
-      EXPECT_NEAR(scores[i], logits[generated[i]], 1e-5 * (1 + std::abs(logits[generated[i]])));
-    }
-    prefix.push_back(generated[i]);
-  }
-  // Near-ties are rare with random weights: most choices match exactly.
-  EXPECT_GE(exact * 4, static_cast<int>(generated.size()) * 3);
-}
 
 TEST_F(LlamaTest, GeneratesTheReferenceTokensWithAndWithoutGroupedQueryAttention) {
   for (const ModelShape& shape : {kMultiHead, kGroupedQuery, kWideGroups}) {

@@ -1,5 +1,6 @@
-// The mixture-of-experts top-k router on simgpu against a reference written here, and the
-// launcher's shape checks, which reject bad arguments before anything is launched.
+// The mixture-of-experts top-k router and the weighted scatter-add that combines the experts'
+// outputs, on simgpu against references written here, and the launcher's shape checks, which
+// reject bad arguments before anything is launched.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -80,6 +81,27 @@ TEST_F(RouterTest, LargeAndInfiniteLogitsGiveFiniteWeights) {
   EXPECT_EQ(routed.weights, (std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f}));
 }
 
+TEST_F(RouterTest, ScatterAddRowsAddsEachWeightedRowToItsTarget) {
+  // 5 expert outputs of width 37 (more elements than one block) into 9 rows already holding
+  // values, in an order that is not the targets' order; row 9 is past the end and skipped.
+  const int n = 6, dim = 37, out_rows = 9;
+  const std::vector<int> rows = {7, 0, 3, 8, 4, 9};
+  const std::vector<float> weights = {0.25f, 0.75f, 1.0f, 0.5f, 0.125f, 2.0f};
+  const std::vector<float> y = RandomFloats(std::size_t(n) * dim, 41);
+  const std::vector<float> before = RandomFloats(std::size_t(out_rows) * dim, 42);
+  DeviceArray<float> dy(y), dw(weights), dout(before);
+  DeviceArray<int> dr(rows);
+  ASSERT_TRUE(
+      ScatterAddRows(dy.get(), dr.get(), dw.get(), dout.get(), n, dim, out_rows, DefaultStream()).ok());
+  std::vector<double> expected(before.begin(), before.end());
+  for (int i = 0; i < n; ++i) {
+    if (rows[i] >= out_rows) continue;
+    for (int d = 0; d < dim; ++d) expected[rows[i] * dim + d] += double(weights[i]) * y[i * dim + d];
+  }
+  // One fp32 multiply and add per element, of values below 4 in magnitude.
+  ExpectNear(dout.Read(), expected, 1e-6, 1e-6);
+}
+
 // Bad shapes are InvalidArgument without a launch; the pointers need not be valid device memory
 // because nothing reaches the device.
 TEST_F(RouterTest, LauncherRejectsBadShapes) {
@@ -95,6 +117,8 @@ TEST_F(RouterTest, LauncherRejectsBadShapes) {
   EXPECT_EQ(RotaryEmbedding(f, f, 1, 2, 2, 8, -1, 10000.0f, s).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(EmbeddingGather(f, i, f, 1, 0, 4, nullptr, s).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ArgmaxRows(f, 1, 4, nullptr, s).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ScatterAddRows(f, i, f, f, 0, 4, 2, s).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ScatterAddRows(f, nullptr, f, f, 1, 4, 2, s).code(), StatusCode::kInvalidArgument);
   // A negative element count.
   EXPECT_EQ(SiluMul(f, f, f, -1, s).code(), StatusCode::kInvalidArgument);
 

@@ -1,5 +1,6 @@
-// scripts/make-checkpoint.py read back through Checkpoint: LlamaForCausalLM's tensor names and
-// shapes, config.json, values independent of sharding and fixed by the seed.
+// scripts/make-checkpoint.py read back through Checkpoint: LlamaForCausalLM's and
+// MixtralForCausalLM's tensor names and shapes, config.json, values independent of sharding and
+// fixed by the seed, --size-mib counting every expert.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -126,6 +127,72 @@ TEST_F(MakeCheckpointTest, WritesTheLlamaConfig) {
   auto embed = (*ck)->Tensor("model.embed_tokens.weight");
   ASSERT_TRUE(embed.ok());
   EXPECT_EQ((*embed)->dtype, Dtype::kF16);
+}
+
+TEST_F(MakeCheckpointTest, WritesMixtralExpertsInPlaceOfTheMlp) {
+  const std::string dir = Make("mixtral", {"--dtype", "f16", "--experts", "3", "--experts-per-token", "2"});
+  std::ifstream in(dir + "/config.json");
+  const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(config.is_object());
+  EXPECT_EQ(config["architectures"][0], "MixtralForCausalLM");
+  EXPECT_EQ(config["model_type"], "mixtral");
+  EXPECT_EQ(config["num_local_experts"], 3);
+  EXPECT_EQ(config["num_experts_per_tok"], 2);
+  EXPECT_EQ(config["intermediate_size"], kIntermediate);
+
+  auto ck = Checkpoint::Open(dir);
+  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> expected;
+  for (const auto& t : LlamaTensors(/*tied=*/false)) {
+    if (t.first.find(".mlp.") == std::string::npos) expected.push_back(t);
+  }
+  for (int i = 0; i < 2; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".block_sparse_moe.";
+    expected.push_back({p + "gate.weight", {3, kHidden}});
+    for (int j = 0; j < 3; ++j) {
+      const std::string e = p + "experts." + std::to_string(j) + ".";
+      expected.push_back({e + "w1.weight", {kIntermediate, kHidden}});
+      expected.push_back({e + "w2.weight", {kHidden, kIntermediate}});
+      expected.push_back({e + "w3.weight", {kIntermediate, kHidden}});
+    }
+  }
+  EXPECT_EQ((*ck)->TensorNames().size(), expected.size());
+  for (const auto& [name, shape] : expected) {
+    SCOPED_TRACE(name);
+    auto tensor = (*ck)->Tensor(name);
+    ASSERT_TRUE(tensor.ok()) << tensor.status().ToString();
+    EXPECT_EQ((*tensor)->shape, shape);
+  }
+  // The attention weights are the Llama checkpoint's: each tensor's values depend on its name.
+  auto dense = Checkpoint::Open(Make("dense-f16", {"--dtype", "f16"}));
+  ASSERT_TRUE(dense.ok());
+  EXPECT_EQ(*(*ck)->ReadAsFloat32("model.layers.1.self_attn.k_proj.weight"),
+            *(*dense)->ReadAsFloat32("model.layers.1.self_attn.k_proj.weight"));
+}
+
+TEST_F(MakeCheckpointTest, SizeMibCountsEveryExpert) {
+  // --size-mib chooses the shape, so the fixed sizes Make passes are replaced.
+  const std::string out = dir_.File("sized");
+  SpawnOptions o;
+  o.argv = {PHOS_PYTHON3, PHOS_MAKE_CHECKPOINT_SCRIPT,
+            "--out",      out,
+            "--size-mib", "24",
+            "--vocab",    "512",
+            "--experts",  "8",
+            "--dtype",    "bf16"};
+  o.stdin_null = true;
+  auto child = Subprocess::Spawn(o);
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  auto how = child->Wait(std::chrono::seconds(60));
+  ASSERT_TRUE(how.ok() && how->success());
+  auto ck = Checkpoint::Open(out);
+  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  uint64_t bytes = 0;
+  for (const std::string& name : (*ck)->TensorNames()) bytes += (*(*ck)->Bytes(name)).size();
+  // Whole layers of 8 experts, about 8.6 MiB each at hidden 256: within half a layer of the
+  // target. Sized without the experts, the model would have 17 layers (146 MiB).
+  EXPECT_NEAR(static_cast<double>(bytes) / (1 << 20), 24.0, 4.3);
+  EXPECT_TRUE((*ck)->Contains("model.layers.0.block_sparse_moe.experts.7.w2.weight"));
 }
 
 TEST_F(MakeCheckpointTest, TheSeedDecidesTheValues) {

@@ -65,6 +65,7 @@ using kernels::kv_cache_append;
 using kernels::residual_add;
 using kernels::rms_norm;
 using kernels::rotary_embedding;
+using kernels::scatter_add_rows;
 using kernels::silu_mul;
 using kernels::softmax_rows;
 using kernels::topk_router;
@@ -210,6 +211,23 @@ Status TopKRouter(const float* logits, int rows, int n_experts, int k, int* indi
   PHOS_RETURN_IF_ERROR(CheckNotNull(indices, kOp, "indices"));
   PHOS_RETURN_IF_ERROR(CheckNotNull(weights, kOp, "weights"));
   return Launch(&topk_router, rows, kOp, stream, logits, rows, n_experts, k, indices, weights);
+}
+
+Status ScatterAddRows(const float* y, const int* rows, const float* weights, float* out, int n, int dim,
+                      int out_rows, cudaStream_t stream) {
+  constexpr const char* kOp = "ScatterAddRows";
+  PHOS_RETURN_IF_ERROR(CheckPositive(n, kOp, "n"));
+  PHOS_RETURN_IF_ERROR(CheckPositive(dim, kOp, "dim"));
+  PHOS_RETURN_IF_ERROR(CheckPositive(out_rows, kOp, "out_rows"));
+  PHOS_RETURN_IF_ERROR(CheckNotNull(y, kOp, "y"));
+  PHOS_RETURN_IF_ERROR(CheckNotNull(rows, kOp, "rows"));
+  PHOS_RETURN_IF_ERROR(CheckNotNull(weights, kOp, "weights"));
+  PHOS_RETURN_IF_ERROR(CheckNotNull(out, kOp, "out"));
+  long long elements = 0;
+  PHOS_RETURN_IF_ERROR(CheckedProduct(n, dim, kOp, &elements));
+  PHOS_RETURN_IF_ERROR(CheckedProduct(out_rows, dim, kOp, &elements));
+  return Launch(&scatter_add_rows, static_cast<long long>(n) * dim, kOp, stream, y, rows, weights, out, n,
+                dim, out_rows);
 }
 
 }  // namespace phos::fn

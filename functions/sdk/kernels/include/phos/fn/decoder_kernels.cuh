@@ -218,4 +218,18 @@ PHOS_GLOBAL void topk_router(const float* logits, int rows, int n_experts, int k
 }
 PHOS_EXPORT_KERNEL(topk_router);
 
+// out[rows[i], :] += weights[i] * y[i, :] for i < n; y [n, dim], out [out_rows, dim]. One thread
+// per element of y: the rows must be distinct (each of out's elements has one writer), and a
+// row outside [0, out_rows) is skipped rather than written.
+PHOS_GLOBAL void scatter_add_rows(const float* y, const int* rows, const float* weights, float* out, int n,
+                                  int dim, int out_rows) {
+  const long long idx = GlobalThreadIndex();
+  if (idx >= static_cast<long long>(n) * dim) return;
+  const long long i = idx / dim;
+  const int row = rows[i];
+  if (row < 0 || row >= out_rows) return;
+  out[static_cast<long long>(row) * dim + idx % dim] += weights[i] * y[idx];
+}
+PHOS_EXPORT_KERNEL(scatter_add_rows);
+
 }  // namespace phos::fn::kernels

@@ -76,4 +76,11 @@ Status ArgmaxRows(const float* x, int rows, int cols, int* out, cudaStream_t str
 Status TopKRouter(const float* logits, int rows, int n_experts, int k, int* indices, float* weights,
                   cudaStream_t stream);
 
+// out[rows[i], :] += weights[i] * y[i, :] for each of the n rows of y [n, dim] into
+// out [out_rows, dim]: how a mixture of experts adds an expert's outputs for the tokens routed to
+// it, each scaled by its router weight. rows [n] and weights [n] are device memory; the rows must
+// be distinct, and one outside [0, out_rows) is skipped (never written).
+Status ScatterAddRows(const float* y, const int* rows, const float* weights, float* out, int n, int dim,
+                      int out_rows, cudaStream_t stream);
+
 }  // namespace phos::fn

@@ -14,6 +14,7 @@ packages=(
   libprotobuf-dev protobuf-compiler librocksdb-dev libxxhash-dev libzstd-dev liburing-dev
   criu
   python3  # scripts/make-checkpoint.py (standard library only)
+  gnuplot-nox  # bench/coldstart draws the plots in docs/plots
 )
 
 missing=()

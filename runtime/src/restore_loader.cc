@@ -2,6 +2,8 @@
 // Require on the priority stream, retiring copies, and the single all-resident flip.
 #include <fmt/format.h>
 
+#include <bit>
+
 #include "phos/driver/cuda_check.h"
 #include "phos/base/log.h"
 #include "phos/driver/context_scope.h"
@@ -268,12 +270,14 @@ Status RestoreLoader::Impl::EnqueueLocked(int buffer, size_t chunk, ChunkData da
   const Chunk& c = b.chunks[chunk];
   const CUstream stream = background ? background_stream_ : priority_stream_;
   const CUdeviceptr dst = b.address + c.offset;
-  const CUresult res = u.guarded
-                           ? ForEachPiece(dst, data.data(), c.ref.size, granule_,
-                                          [&](CUdeviceptr to, const void* from, size_t n) {
-                                            return d_->phosSimMemcpyHtoDAsyncGuarded(to, from, n, stream);
-                                          })
-                           : d_->cuMemcpyHtoDAsync(dst, data.data(), c.ref.size, stream);
+  // A copy engine finishes the copy it started: a required load issued meanwhile waits for it. The
+  // background's copies are cut in pieces so that this wait is short; required loads go whole.
+  const uint64_t piece = background ? std::min(granule_, background_piece_) : granule_;
+  const CUresult res = ForEachPiece(dst, data.data(), c.ref.size, piece,
+                                    [&](CUdeviceptr to, const void* from, size_t n) {
+                                      return u.guarded ? d_->phosSimMemcpyHtoDAsyncGuarded(to, from, n, stream)
+                                                       : d_->cuMemcpyHtoDAsync(to, from, n, stream);
+                                    });
   Status s =
       driver::CuStatus(res, u.guarded ? "phosSimMemcpyHtoDAsyncGuarded" : "cuMemcpyHtoDAsync", d_->error_text());
   Result<CUevent> done = s.ok() ? TakeEventLocked() : Result<CUevent>(s);
@@ -555,6 +559,9 @@ Result<std::unique_ptr<RestoreLoader>> RestoreLoader::Start(const RestoreLoaderO
     return Status::InvalidArgument("restore loader: dram must be the source itself (or null)");
   }
   if (options.window_bytes == 0) return Status::InvalidArgument("restore loader: window_bytes must be > 0");
+  if (!std::has_single_bit(options.background_piece_bytes)) {
+    return Status::InvalidArgument("restore loader: background_piece_bytes must be a power of two");
+  }
   std::unique_ptr<RestoreLoader> loader(new RestoreLoader(nullptr));
   loader->impl_ = std::make_unique<Impl>(options, &loader->all_resident_);
   PHOS_RETURN_IF_ERROR(loader->impl_->Init(options));

@@ -93,6 +93,7 @@ class RestoreLoader::Impl {
         source_(o.source),
         dram_(o.dram),
         window_(o.window_bytes),
+        background_piece_(o.background_piece_bytes),
         background_(o.background),
         priority_(o.priority),
         urgent_(o.urgent),
@@ -145,6 +146,7 @@ class RestoreLoader::Impl {
   store::ChunkSource* source_;
   store::DramTier* dram_;
   uint64_t window_;
+  uint64_t background_piece_;  // RestoreLoaderOptions::background_piece_bytes
   bool background_;  // stream what nobody asked for (RestoreLoaderOptions::background)
   LoadPriority* priority_;
   bool urgent_;

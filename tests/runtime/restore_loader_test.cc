@@ -227,6 +227,33 @@ TEST_F(RestoreLoaderTest, EveryByteIsBackAfterWait) {
   EXPECT_EQ(*resident, nullptr);
 }
 
+// Background chunks go to the device in pieces (here 4 KiB of 64 KiB chunks, guarded and not):
+// every byte arrives, and a unit is unguarded only once all of its pieces landed.
+TEST_F(RestoreLoaderTest, BackgroundPiecesSmallerThanAChunkDeliverEveryByte) {
+  specs_ = {{.size = 3 * kChunk + 999, .label = "weights", .rank = 0},
+            {.size = 5000, .label = "bias", .rank = 1},
+            {.size = 2 * kChunk, .align = 4096, .label = "kv", .rank = -1}};
+  Layout();
+  CaptureAndMapFresh();
+  for (bool guard : {true, false}) {
+    RestoreLoaderOptions options = Options();
+    options.background_piece_bytes = 4096;
+    options.guard = guard;
+    auto loader = RestoreLoader::Start(options);
+    ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+    ASSERT_TRUE((*loader)->Wait().ok()) << (*loader)->status().ToString();
+    SCOPED_TRACE(guard ? "guarded" : "unguarded");
+    EXPECT_EQ((*loader)->Stats().misses, 0u);
+    for (const Spec& s : specs_) ExpectBytes(s);
+    loader->reset();
+    for (const Spec& s : specs_) {  // the next round starts from zeros
+      ASSERT_EQ(d_->cuMemsetD8(s.address, 0, s.size), CUDA_SUCCESS);
+    }
+    // A memset may return before it ran, and the loader's streams do not wait for the NULL stream.
+    ASSERT_EQ(d_->cuCtxSynchronize(), CUDA_SUCCESS);
+  }
+}
+
 TEST_F(RestoreLoaderTest, StreamsInFirstTouchOrder) {
   ManyBuffers(24, 2 * kChunk, /*reversed_ranks=*/true);
   Layout();
@@ -343,6 +370,11 @@ TEST_F(RestoreLoaderTest, BadOptionsAndIndicesAreRefused) {
   RestoreLoaderOptions zero = Options();
   zero.window_bytes = 0;
   EXPECT_EQ(RestoreLoader::Start(zero).status().code(), StatusCode::kInvalidArgument);
+  for (uint64_t piece : {0ull, 3000ull}) {
+    RestoreLoaderOptions bad_piece = Options();
+    bad_piece.background_piece_bytes = piece;
+    EXPECT_EQ(RestoreLoader::Start(bad_piece).status().code(), StatusCode::kInvalidArgument) << piece;
+  }
   auto loader = RestoreLoader::Start(Options());
   ASSERT_TRUE(loader.ok());
   for (int bad : {-1, 1}) {

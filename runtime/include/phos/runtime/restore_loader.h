@@ -95,6 +95,9 @@ struct RestoreLoaderOptions {
   bool guard = true;
   // Background copy bytes in flight at most. Default: 8 MiB (two 4 MiB chunks).
   uint64_t window_bytes = 8ull << 20;
+  // The background issues each chunk as copies of at most this many bytes (a power of two), so a
+  // required load waits behind one piece at most. Default: 1 MiB (40 us at 25 GB/s).
+  uint64_t background_piece_bytes = 1ull << 20;
   // Stream the buffers nobody asked for in the background. false: only Require and validation
   // (a guard fault) load anything, which shows on-demand loading on its own, whatever the host's
   // speed. Default: true.

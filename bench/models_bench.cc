@@ -41,6 +41,7 @@
 #include <nlohmann/json.hpp>
 
 #include "phos/base/status.h"
+#include "models_bench.h"
 #include "phosd_harness.h"
 #include "report.h"
 
@@ -54,83 +55,7 @@ using phos::bench::HttpResponse;
 using phos::bench::kBoundFloorMs;
 using phos::bench::Median;
 using phos::bench::Percentile;
-
-// Issue 11: llama's first token <= 1.10x the bound and below eager; moe's first response, when the
-// request reads <= 25% of the expert bytes, <= 1.15x its B_read bound and <= 0.5x eager's.
-constexpr double kLlamaVsBound = 1.10;
-constexpr double kLlamaVsEager = 1.0;
-constexpr double kMoeVsBound = 1.15;
-constexpr double kMoeVsEager = 0.5;
-const char* const kModes[] = {"warm", "phos", "eager", "stop-the-world", "cold-boot"};
-
-struct Options {
-  std::vector<int> sizes_mib{256, 1024, 4096};
-  std::vector<int> experts{8, 16};
-  int moe_mib = 1024;
-  std::vector<int> concurrency{1, 4, 16};
-  int concurrency_mib = 128;
-  int concurrency_reps = 5;
-  int disk_mib = 1024;  // the disk-cold case's llama; 0: none
-  int reps = 10;
-  int fresh_reps = 1;
-  int tokens = 4;  // generated per request
-  bool quick = false;
-  std::string report = PHOS_SOURCE_DIR "/docs/benchmarks.md";
-  bool keep_data = false;
-};
-
-struct Sample {
-  double first_byte_ms = 0;  // modelled, from the header
-  double full_ms = 0;        // modelled, from the client's wall time
-  double loaded_mib = -1;    // X-Phos-Loaded-Bytes-At-First-Byte
-  int64_t misses = -1;
-};
-
-struct ModeResult {
-  std::string mode;
-  std::vector<Sample> samples;
-
-  std::vector<double> Values(double Sample::* field) const {
-    std::vector<double> v;
-    for (const Sample& s : samples) v.push_back(s.*field);
-    return v;
-  }
-  double FirstByte() const { return Median(Values(&Sample::first_byte_ms)); }
-};
-
-// One model, measured in every mode.
-struct CaseResult {
-  std::string label;
-  double target_vs_bound = kLlamaVsBound;
-  double target_vs_eager = kLlamaVsEager;
-  std::string read_note;  // how B_read was counted
-  uint64_t snapshot_bytes = 0;
-  uint64_t read_bytes = 0;  // B_read
-  double transfer_ms = 0;   // B_read / W
-  double compute_ms = 0;    // E
-  double bound_ms = 0;
-  std::vector<ModeResult> modes;
-
-  const ModeResult* Find(const std::string& mode) const {
-    for (const ModeResult& m : modes) {
-      if (m.mode == mode) return &m;
-    }
-    return nullptr;
-  }
-  // NaN when either mode was not measured.
-  double Ratio(const std::string& mode, const std::string& to) const {
-    const ModeResult* a = Find(mode);
-    const ModeResult* b = Find(to);
-    return a == nullptr || b == nullptr ? std::nan("") : a->FirstByte() / b->FirstByte();
-  }
-};
-
-// Simultaneous cold starts of different functions on one device.
-struct BurstResult {
-  int n = 0;
-  std::vector<double> first_byte_ms;  // every request of every repetition
-  std::vector<double> utilisation;    // per repetition: bytes loaded / (last resident x W)
-};
+using namespace phos::bench::models;
 
 class Bench {
  public:
@@ -426,119 +351,6 @@ class Bench {
   std::string expected_;
   uint64_t burst_snapshot_bytes_ = 0;
 };
-
-std::string Ms(double v) {
-  return std::isnan(v) ? "—" : fmt::format("{:.1f}", v);
-}
-
-std::string Times(double v) {
-  return std::isnan(v) ? "—" : fmt::format("{:.3f}", v);
-}
-
-bool Met(const CaseResult& r) {
-  const double vs_eager = r.Ratio("phos", "eager");
-  return r.Find("phos")->FirstByte() / r.bound_ms <= r.target_vs_bound &&
-         (r.target_vs_eager >= 1.0 ? vs_eager < r.target_vs_eager : vs_eager <= r.target_vs_eager);
-}
-
-std::string Markdown(const std::vector<CaseResult>& results, const std::string& profile, double scale,
-                     double h2d_bps, const Options& o, const std::string& command) {
-  std::string md = fmt::format(
-      "## Cold starts of real models ({})\n\n"
-      "Command: `{}` (time scale {}; {})\n\n"
-      "One phosd. Each llama is a random fp32 checkpoint (`scripts/make-checkpoint.py --size-mib N --dtype f32 "
-      "--vocab 8192 --max-position-embeddings 64`) deployed with `--instances 1 --max-instances 2` and a sample "
-      "request; each request is `{{\"tokens\": [1, 2, 3, 4], \"max_new_tokens\": {}, \"stream\": true}}`. "
-      "First token = `X-Phos-Stage-First-Byte-Us` / time scale (modelled ms from the request's arrival; the first "
-      "piece is the first token); full = the client's wall time of the whole exchange / time scale. Median and "
-      "p99 (nearest rank: the maximum of fewer than 100) over the repetitions. Bound = max(B_read/W, E) + {} ms: "
-      "B_read = the bytes of the buffers the request's calls name (for llama every buffer: weights, KV cache, "
-      "scratch), W = {:.1f} GB/s (the profile's pinned host-to-device rate), E = warm first token. `loaded` = "
-      "`X-Phos-Loaded-Bytes-At-First-Byte`. Every answer equals the warm one's.\n",
-      profile, command, scale, phos::bench::NowUtc(), o.tokens, kBoundFloorMs, h2d_bps / 1e9);
-  for (const CaseResult& r : results) {
-    md += fmt::format(
-        "\n### {}\n\nsnapshot {:.1f} MiB; B_read {:.1f} MiB{}; B_read/W = {:.1f} ms; E = {:.1f} ms; bound = "
-        "{:.1f} ms\n\n"
-        "| mode | reps | first token median (ms) | p99 | / bound | / eager | full median (ms) | loaded at first "
-        "byte (MiB) | misses |\n|---|---|---|---|---|---|---|---|---|\n",
-        r.label, r.snapshot_bytes / 1048576.0, r.read_bytes / 1048576.0,
-        r.read_note.empty() ? "" : " (" + r.read_note + ")", r.transfer_ms, r.compute_ms, r.bound_ms);
-    for (const ModeResult& m : r.modes) {
-      int64_t misses = -1;
-      for (const Sample& s : m.samples) misses = std::max(misses, s.misses);
-      const double loaded = Median(m.Values(&Sample::loaded_mib));
-      md += fmt::format("| {} | {} | {} | {} | {:.2f} | {:.2f} | {} | {} | {} |\n", m.mode, m.samples.size(),
-                        Ms(m.FirstByte()), Ms(Percentile(m.Values(&Sample::first_byte_ms), 99)),
-                        m.FirstByte() / r.bound_ms, r.Ratio(m.mode, "eager"), Ms(Median(m.Values(&Sample::full_ms))),
-                        loaded >= 0 ? fmt::format("{:.1f}", loaded) : "—", misses >= 0 ? std::to_string(misses) : "—");
-    }
-    md += fmt::format(
-        "\nphos / bound = **{:.2f}** (target ≤ {}); phos / eager = **{:.2f}** (target {} {}); phos / "
-        "no-order = **{}**; phos / stop-the-world = **{}**; phos / cold-boot = **{}**: **{}**\n",
-        r.Find("phos")->FirstByte() / r.bound_ms, r.target_vs_bound, r.Ratio("phos", "eager"),
-        r.target_vs_eager >= 1.0 ? "<" : "≤", r.target_vs_eager, Times(r.Ratio("phos", "no-order")),
-        Times(r.Ratio("phos", "stop-the-world")), Times(r.Ratio("phos", "cold-boot")), Met(r) ? "met" : "missed");
-  }
-  return md;
-}
-
-// The data behind docs/plots (bench/plots.gp): tab-separated, one file per table, named
-// models-<profile>-{modes,read,bursts}.tsv in `dir`.
-Status WritePlotData(const std::string& dir, const std::string& profile, const std::vector<CaseResult>& results,
-                     const std::vector<BurstResult>& bursts) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Status::Internal(fmt::format("create {}: {}", dir, ec.message()));
-  auto open = [&](const std::string& what) { return std::ofstream(fmt::format("{}/models-{}-{}.tsv", dir, profile, what)); };
-  std::ofstream modes = open("modes"), read = open("read"), burst = open("bursts");
-  // modes: one row per case, the median first byte of each mode but warm, then the bound.
-  modes << "case";
-  for (const char* mode : kModes) {
-    if (std::string(mode) != "warm") modes << "\t" << mode;
-  }
-  modes << "\tbound\n";
-  read << "case\tread_mib\tphos_ms\teager_ms\tbound_ms\n";
-  for (const CaseResult& r : results) {
-    modes << "\"" << r.label << "\"";
-    for (const char* mode : kModes) {
-      if (std::string(mode) == "warm") continue;
-      const ModeResult* m = r.Find(mode);
-      modes << (m == nullptr ? std::string("\tNaN") : fmt::format("\t{:.2f}", m->FirstByte()));
-    }
-    modes << fmt::format("\t{:.2f}\n", r.bound_ms);
-    read << fmt::format("\"{}\"\t{:.1f}\t{:.2f}\t{:.2f}\t{:.2f}\n", r.label, r.read_bytes / 1048576.0,
-                        r.Find("phos")->FirstByte(), r.Find("eager")->FirstByte(), r.bound_ms);
-  }
-  burst << "at_once\tfirst_byte_median_ms\tfirst_byte_p99_ms\tlink_utilisation\n";
-  for (const BurstResult& b : bursts) {
-    burst << fmt::format("{}\t{:.2f}\t{:.2f}\t{:.3f}\n", b.n, Median(b.first_byte_ms), Percentile(b.first_byte_ms, 99),
-                         Median(b.utilisation));
-  }
-  if (!modes || !read || !burst) return Status::Internal("cannot write the plot data in " + dir);
-  return Status::Ok();
-}
-
-constexpr double kBurstTarget = 0.90;  // issue 11: 16 simultaneous cold starts >= 90% of the link
-
-std::string BurstMarkdown(const std::vector<BurstResult>& bursts, uint64_t snapshot_bytes, int mib) {
-  std::string md = fmt::format(
-      "\n### Simultaneous cold starts of different functions (one device)\n\n"
-      "N llama functions of {} MiB (snapshot {:.1f} MiB each, own seeds), scaled to zero; N requests sent at "
-      "once, one per function, each restored in phos mode. Link = N x snapshot bytes / (the last request's "
-      "resident stage) / W, median over the repetitions; p99 of first byte over every request.\n\n"
-      "| at once | requests | first byte median (ms) | p99 (ms) | link utilisation |\n|---|---|---|---|---|\n",
-      mib, snapshot_bytes / 1048576.0);
-  for (const BurstResult& b : bursts) {
-    md += fmt::format("| {} | {} | {:.1f} | {:.1f} | {:.0f}% |\n", b.n, b.first_byte_ms.size(), Median(b.first_byte_ms),
-                      Percentile(b.first_byte_ms, 99), 100 * Median(b.utilisation));
-  }
-  const BurstResult& most = bursts.back();
-  md += fmt::format("\n{} at once: link utilisation **{:.0f}%** (target ≥ {:.0f}%): **{}**\n", most.n,
-                    100 * Median(most.utilisation), 100 * kBurstTarget,
-                    Median(most.utilisation) >= kBurstTarget ? "met" : "missed");
-  return md;
-}
 
 }  // namespace
 

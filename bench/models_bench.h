@@ -1,0 +1,105 @@
+// What models_bench measures and reports (bench/models_bench.cc measures, bench/models_report.cc
+// writes the tables and the plots' data): the cases, their modes and samples, and the targets.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "phos/base/status.h"
+#include "phosd_harness.h"
+
+namespace phos::bench::models {
+
+// Issue 11: llama's first token <= 1.10x the bound and below eager; moe's first response, when the
+// request reads <= 25% of the expert bytes, <= 1.15x its B_read bound and <= 0.5x eager's.
+constexpr double kLlamaVsBound = 1.10;
+constexpr double kLlamaVsEager = 1.0;
+constexpr double kMoeVsBound = 1.15;
+constexpr double kMoeVsEager = 0.5;
+const char* const kModes[] = {"warm", "phos", "eager", "stop-the-world", "cold-boot"};
+
+struct Options {
+  std::vector<int> sizes_mib{256, 1024, 4096};
+  std::vector<int> experts{8, 16};
+  int moe_mib = 1024;
+  std::vector<int> concurrency{1, 4, 16};
+  int concurrency_mib = 128;
+  int concurrency_reps = 5;
+  int disk_mib = 1024;  // the disk-cold case's llama; 0: none
+  int reps = 10;
+  int fresh_reps = 1;
+  int tokens = 4;  // generated per request
+  bool quick = false;
+  std::string report = PHOS_SOURCE_DIR "/docs/benchmarks.md";
+  bool keep_data = false;
+};
+
+struct Sample {
+  double first_byte_ms = 0;  // modelled, from the header
+  double full_ms = 0;        // modelled, from the client's wall time
+  double loaded_mib = -1;    // X-Phos-Loaded-Bytes-At-First-Byte
+  int64_t misses = -1;
+};
+
+struct ModeResult {
+  std::string mode;
+  std::vector<Sample> samples;
+
+  std::vector<double> Values(double Sample::* field) const {
+    std::vector<double> v;
+    for (const Sample& s : samples) v.push_back(s.*field);
+    return v;
+  }
+  double FirstByte() const { return Median(Values(&Sample::first_byte_ms)); }
+};
+
+// One model, measured in every mode.
+struct CaseResult {
+  std::string label;
+  double target_vs_bound = kLlamaVsBound;
+  double target_vs_eager = kLlamaVsEager;
+  std::string read_note;  // how B_read was counted
+  uint64_t snapshot_bytes = 0;
+  uint64_t read_bytes = 0;  // B_read
+  double transfer_ms = 0;   // B_read / W
+  double compute_ms = 0;    // E
+  double bound_ms = 0;
+  std::vector<ModeResult> modes;
+
+  const ModeResult* Find(const std::string& mode) const {
+    for (const ModeResult& m : modes) {
+      if (m.mode == mode) return &m;
+    }
+    return nullptr;
+  }
+  // NaN when either mode was not measured.
+  double Ratio(const std::string& mode, const std::string& to) const {
+    const ModeResult* a = Find(mode);
+    const ModeResult* b = Find(to);
+    return a == nullptr || b == nullptr ? std::nan("") : a->FirstByte() / b->FirstByte();
+  }
+};
+
+// Simultaneous cold starts of different functions on one device.
+struct BurstResult {
+  int n = 0;
+  std::vector<double> first_byte_ms;  // every request of every repetition
+  std::vector<double> utilisation;    // per repetition: bytes loaded / (last resident x W)
+};
+
+// Whether a case meets its targets against the bound and eager.
+bool Met(const CaseResult& r);
+// The report's section: one table per case.
+std::string Markdown(const std::vector<CaseResult>& results, const std::string& profile, double scale,
+                     double h2d_bps, const Options& o, const std::string& command);
+constexpr double kBurstTarget = 0.90;  // issue 11: 16 simultaneous cold starts >= 90% of the link
+std::string BurstMarkdown(const std::vector<BurstResult>& bursts, uint64_t snapshot_bytes, int mib);
+// The data behind docs/plots (bench/plots.gp): tab-separated, one file per table, named
+// models-<profile>-{modes,read,bursts}.tsv in `dir`.
+Status WritePlotData(const std::string& dir, const std::string& profile, const std::vector<CaseResult>& results,
+                     const std::vector<BurstResult>& bursts);
+
+}  // namespace phos::bench::models

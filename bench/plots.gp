@@ -6,6 +6,7 @@ if (!exists("dir")) dir = 'docs/plots'
 data(what) = sprintf('%s/models-%s-%s.tsv', dir, profile, what)
 set terminal svg size 900,480 dynamic font 'sans,12' background '#ffffff'
 set datafile separator "\t"
+set key autotitle columnhead  # every table's first row names its columns
 set key top left
 set grid ytics
 
@@ -19,8 +20,7 @@ set style fill solid 0.8 border -1
 set logscale y
 set ylabel 'ms (log scale)'
 set xtics rotate by -20 noenhanced
-plot data('modes') using 2:xtic(1) title columnheader(2), '' using 3 title columnheader(3), \
-     '' using 4 title columnheader(4), '' using 5 title columnheader(5), '' using 6 title 'bound'
+plot data('modes') using 2:xtic(1), '' using 3, '' using 4, '' using 5, '' using 6
 unset logscale y
 unset style data
 
@@ -31,7 +31,7 @@ set xlabel 'bytes the request reads (MiB)'
 set ylabel 'ms'
 set xtics norotate
 set autoscale
-plot data('read') using 2:5 with linespoints title 'bound max(B_{read}/W, E) + 5 ms', \
+plot data('read') using 2:5 smooth unique with linespoints title 'bound max(B_{read}/W, E) + 5 ms', \
      '' using 2:3 with points pt 7 ps 1.2 title 'phos', \
      '' using 2:4 with points pt 5 ps 1.2 title 'eager'
 

@@ -333,6 +333,11 @@ class Bench {
     std::optional<double> first = phos::bench::StageMs(r, "first-byte", scale_);
     if (!first) return Status::Internal(mode + " answer has no first-byte stage");
     s.first_byte_ms = *first;
+    for (auto [stage, field] : {std::pair{"cpu-resume", &Sample::cpu_resume_ms},
+                                std::pair{"first-launch", &Sample::first_launch_ms},
+                                std::pair{"resident", &Sample::resident_ms}}) {
+      if (std::optional<double> ms = phos::bench::StageMs(r, stage, scale_)) s.*field = *ms;
+    }
     s.full_ms = wall_ms / scale_;
     if (auto it = r.headers.find("x-phos-loaded-bytes-at-first-byte"); it != r.headers.end()) {
       s.loaded_mib = std::strtod(it->second.c_str(), nullptr) / (1 << 20);

@@ -41,6 +41,10 @@ struct Sample {
   double first_byte_ms = 0;  // modelled, from the header
   double full_ms = 0;        // modelled, from the client's wall time
   double loaded_mib = -1;    // X-Phos-Loaded-Bytes-At-First-Byte
+  // Where the time went (modelled ms from arrival; NaN when the mode has no such stage).
+  double cpu_resume_ms = std::nan("");
+  double first_launch_ms = std::nan("");
+  double resident_ms = std::nan("");
   int64_t misses = -1;
 };
 

@@ -21,6 +21,15 @@ std::string Times(double v) {
   return std::isnan(v) ? "—" : fmt::format("{:.3f}", v);
 }
 
+// The median of a stage over the samples that went through it; NaN when none did.
+double StageMedian(const ModeResult& m, double Sample::* field) {
+  std::vector<double> v;
+  for (double x : m.Values(field)) {
+    if (!std::isnan(x)) v.push_back(x);
+  }
+  return Median(v);
+}
+
 }  // namespace
 
 bool Met(const CaseResult& r) {
@@ -42,24 +51,26 @@ std::string Markdown(const std::vector<CaseResult>& results, const std::string& 
       "p99 (nearest rank: the maximum of fewer than 100) over the repetitions. Bound = max(B_read/W, E) + {} ms: "
       "B_read = the bytes of the buffers the request's calls name (for llama every buffer: weights, KV cache, "
       "scratch), W = {:.1f} GB/s (the profile's pinned host-to-device rate), E = warm first token. `loaded` = "
-      "`X-Phos-Loaded-Bytes-At-First-Byte`. Every answer equals the warm one's.\n",
+      "`X-Phos-Loaded-Bytes-At-First-Byte`; cpu-resume, first-launch and resident are the restore's stages "
+      "(modelled ms from arrival), which say where the time went. Every answer equals the warm one's.\n",
       profile, command, scale, phos::bench::NowUtc(), o.tokens, kBoundFloorMs, h2d_bps / 1e9);
   for (const CaseResult& r : results) {
     md += fmt::format(
         "\n### {}\n\nsnapshot {:.1f} MiB; B_read {:.1f} MiB{}; B_read/W = {:.1f} ms; E = {:.1f} ms; bound = "
         "{:.1f} ms\n\n"
-        "| mode | reps | first token median (ms) | p99 | / bound | / eager | full median (ms) | loaded at first "
-        "byte (MiB) | misses |\n|---|---|---|---|---|---|---|---|---|\n",
+        "| mode | reps | first token median (ms) | p99 | / bound | / eager | full median (ms) | cpu-resume | "
+        "first-launch | resident | loaded at first byte (MiB) | misses |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         r.label, r.snapshot_bytes / 1048576.0, r.read_bytes / 1048576.0,
         r.read_note.empty() ? "" : " (" + r.read_note + ")", r.transfer_ms, r.compute_ms, r.bound_ms);
     for (const ModeResult& m : r.modes) {
       int64_t misses = -1;
       for (const Sample& s : m.samples) misses = std::max(misses, s.misses);
       const double loaded = Median(m.Values(&Sample::loaded_mib));
-      md += fmt::format("| {} | {} | {} | {} | {:.2f} | {:.2f} | {} | {} | {} |\n", m.mode, m.samples.size(),
+      md += fmt::format("| {} | {} | {} | {} | {:.2f} | {:.2f} | {} | {} | {} | {} | {} | {} |\n", m.mode, m.samples.size(),
                         Ms(m.FirstByte()), Ms(Percentile(m.Values(&Sample::first_byte_ms), 99)),
                         m.FirstByte() / r.bound_ms, r.Ratio(m.mode, "eager"), Ms(Median(m.Values(&Sample::full_ms))),
-                        loaded >= 0 ? fmt::format("{:.1f}", loaded) : "—", misses >= 0 ? std::to_string(misses) : "—");
+                        Ms(StageMedian(m, &Sample::cpu_resume_ms)), Ms(StageMedian(m, &Sample::first_launch_ms)),
+                        Ms(StageMedian(m, &Sample::resident_ms)), loaded >= 0 ? fmt::format("{:.1f}", loaded) : "—", misses >= 0 ? std::to_string(misses) : "—");
     }
     md += fmt::format(
         "\nphos / bound = **{:.2f}** (target ≤ {}); phos / eager = **{:.2f}** (target {} {}); phos / "

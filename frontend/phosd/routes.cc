@@ -58,6 +58,7 @@ Response InvokeResponse(InvokeOutcome o) {
         r.headers.emplace_back("X-Phos-Stage-" + HeaderWord(wait) + "-Us", std::to_string(us));
       }
       if (o.speculation_misses >= 0) r.headers.emplace_back("X-Phos-Speculation-Misses", std::to_string(o.speculation_misses));
+      if (o.modules_loaded >= 0) r.headers.emplace_back("X-Phos-Modules-Loaded", std::to_string(o.modules_loaded));
       return r;
     }
     case InvokeOutcome::Kind::kFunctionError:

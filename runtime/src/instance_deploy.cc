@@ -381,6 +381,7 @@ void InstanceManager::Impl::FillStages(const Invocation& inv, const StartReport&
     add("first-byte", answered);
     add("resident", t.resident);
     if (t.restored) out->speculation_misses = static_cast<int64_t>(t.misses);
+    out->modules_loaded = static_cast<int64_t>(t.modules_loaded);
   } else {
     add("first-byte", answered);
   }

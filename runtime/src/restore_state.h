@@ -83,9 +83,10 @@ class RestoreState {
     std::unordered_map<uint64_t, cublasHandle_t> blas;
     std::unordered_map<uint64_t, int> handle_devices;  // stream, event, cuBLAS vid -> device (>= 1)
     std::unordered_map<uint64_t, std::pair<ncclComm_t, int>> comms;  // vid -> group rank, device
-    // The snapshot's modules, loaded into device 0's context while the CPU side forks, by content
-    // hash (ChunkId bytes): the session uses them when the function sends the same images.
-    std::unordered_map<std::string, CUmodule> modules;
+    // The snapshot's modules in device 0's context, by content hash (ChunkId bytes): kept loaded
+    // there by the function's earlier instance, or loaded while the CPU side forks. The session
+    // uses them when the function sends the same images.
+    ctxpool::ModulesByHash modules;
     uint64_t pooled_blas_vid = 0;
     uint64_t next_handle = 0;
     CUcontext context(int device) const { return group ? group->context(device) : lease->context(); }
@@ -112,6 +113,17 @@ class RestoreState {
   void MarkConnected();
   void MarkFirstLaunch();
 
+  // What the restore did about the snapshot's modules: found them kept loaded in the leased
+  // context (by the function's earlier instance), or loaded them (the preload while the CPU side
+  // forks, or the session when the function sent an image that was not preloaded). Each load
+  // costs the device's module-load time; a first launch after resume waits for it.
+  struct ModuleCounts {
+    uint64_t kept = 0;
+    uint64_t loaded = 0;
+  };
+  ModuleCounts module_counts() const;
+  void NoteModuleLoaded();
+
   // First-touch learning (plan.learn_first_touch): the session notes each buffer a call names,
   // by snapshot index, the first time; TakeFirstTouch() stops it and returns rank per buffer
   // (-1: untouched).
@@ -126,7 +138,9 @@ class RestoreState {
   Status MapBuffers(Prepared& p);
   Status RecreateHandles(Prepared& p);
   Status StartLoaders(Prepared& p);
-  // Loads the snapshot's modules (a module that fails is left to the function's own load).
+  // The snapshot's modules in device 0's context: those the lease kept for the function, the rest
+  // loaded (a module that fails is left to the function's own load). Kept modules the snapshot
+  // does not name (an earlier version's) go to the scrub.
   void PreloadModules(Prepared& p);
 
   const SessionPlan plan_;
@@ -145,6 +159,7 @@ class RestoreState {
   Status status_;
   Prepared prepared_;
   Times times_;
+  ModuleCounts modules_;
   bool learning_ = false;
   std::vector<int32_t> ranks_;
   int32_t next_rank_ = 0;

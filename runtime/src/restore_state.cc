@@ -1,5 +1,7 @@
 #include "restore_state.h"
 
+#include <utility>
+
 #include <fmt/core.h>
 
 #include "phos/base/log.h"
@@ -156,6 +158,7 @@ Status RestoreState::Prepare() {
     std::lock_guard lock(mu_);
     times_.leased = Clock::now();
   }
+  if (s.ok()) TakeKeptModules(p);
   if (s.ok()) s = ReserveSpaces(p);
   if (s.ok() && plan_.manifest != nullptr) {
     s = MapBuffers(p);
@@ -186,8 +189,7 @@ Status RestoreState::Lease(Prepared& p) {
   // A miss waits for the context on its way (a scrub or a creation), as long as that takes: the
   // restore is abandoned (cancel_) if nobody wants it any more.
   // Leased for the function: a context where its earlier instance kept its modules comes first.
-  const std::string owner = plan_.manifest != nullptr ? plan_.manifest->function : std::string();
-  Result<ctxpool::ContextLease> lease = plan_.fresh_context ? pool_->LeaseFresh() : pool_->Lease(&cancel_, owner);
+  Result<ctxpool::ContextLease> lease = plan_.fresh_context ? pool_->LeaseFresh() : pool_->Lease(&cancel_, function());
   if (!lease.ok()) return lease.status().WithContext("restore: lease a context");
   {
     std::lock_guard lock(mu_);
@@ -308,10 +310,20 @@ Status RestoreState::RecreateHandles(Prepared& p) {
   return Status::Ok();
 }
 
+const std::string& RestoreState::function() const {
+  return plan_.function.empty() && plan_.manifest != nullptr ? plan_.manifest->function : plan_.function;
+}
+
+void RestoreState::TakeKeptModules(Prepared& p) {
+  if (!p.lease) return;
+  p.modules = p.lease->TakeKeptModules();
+  std::lock_guard lock(mu_);
+  modules_.kept = p.modules.size();
+}
+
 void RestoreState::PreloadModules(Prepared& p) {
   const store::Manifest& m = *plan_.manifest;
-  ctxpool::ModulesByHash kept;
-  if (p.lease) kept = p.lease->TakeKeptModules();
+  ctxpool::ModulesByHash kept = std::exchange(p.modules, {});
   driver::ContextScope scope(*driver_, p.context(0));
   ModuleCounts counts;
   for (size_t i = 0; i < m.modules.size(); ++i) {
@@ -334,7 +346,7 @@ void RestoreState::PreloadModules(Prepared& p) {
   }
   for (auto& [hash, module] : kept) p.lease->tenant().modules.push_back(module);
   std::lock_guard lock(mu_);
-  modules_.kept += counts.kept;
+  modules_.kept = counts.kept;
   modules_.loaded += counts.loaded;
 }
 

@@ -83,8 +83,8 @@ class RestoreState {
     std::unordered_map<uint64_t, cublasHandle_t> blas;
     std::unordered_map<uint64_t, int> handle_devices;  // stream, event, cuBLAS vid -> device (>= 1)
     std::unordered_map<uint64_t, std::pair<ncclComm_t, int>> comms;  // vid -> group rank, device
-    // The snapshot's modules in device 0's context, by content hash (ChunkId bytes): kept loaded
-    // there by the function's earlier instance, or loaded while the CPU side forks. The session
+    // The function's modules in device 0's context, by content hash (ChunkId bytes): kept loaded
+    // there by its earlier instance, or the snapshot's loaded while the CPU side forks. The session
     // uses them when the function sends the same images.
     ctxpool::ModulesByHash modules;
     uint64_t pooled_blas_vid = 0;
@@ -98,6 +98,8 @@ class RestoreState {
   static void Release(driver::DriverTable& driver, Prepared& p);
 
   const SessionPlan& plan() const { return plan_; }
+  // The function the session runs: the plan's, or its snapshot's (empty: unknown).
+  const std::string& function() const;
 
   // Stage times, filled as they happen (read under the lock).
   struct Times {
@@ -138,6 +140,8 @@ class RestoreState {
   Status MapBuffers(Prepared& p);
   Status RecreateHandles(Prepared& p);
   Status StartLoaders(Prepared& p);
+  // The modules the lease kept loaded for the function, into `p.modules` (single-GPU leases).
+  void TakeKeptModules(Prepared& p);
   // The snapshot's modules in device 0's context: those the lease kept for the function, the rest
   // loaded (a module that fails is left to the function's own load). Kept modules the snapshot
   // does not name (an earlier version's) go to the scrub.

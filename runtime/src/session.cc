@@ -106,6 +106,11 @@ void Session::ReleaseAll() {
 
 void Session::ReleaseModules() {
   ctxpool::ModulesByHash kept = std::exchange(preloaded_modules_, {});
+  if (restore_ == nullptr || restore_->plan().manifest == nullptr) {
+    // Kept from an earlier instance and not sent by this one: no snapshot says they are needed.
+    for (auto& [hash, module] : kept) lease_->tenant().modules.push_back(module);
+    kept.clear();
+  }
   for (auto& [id, m] : modules_) {
     if (m.module == nullptr) continue;
     const bool keep = !modules_owner_.empty() && !m.image.empty() &&

@@ -155,8 +155,9 @@ class Session {
   // Leases the device group (OpenWithGroup sessions), on the executor thread.
   Status LeaseGroup();
   void ReleaseAll();
-  // The lease's part of ReleaseAll for the modules: those of images the owner sent are kept loaded
-  // in the context for its next instance, the rest go to the scrub.
+  // The lease's part of ReleaseAll for the modules: those of images the function sent, and the
+  // snapshot's it did not use, are kept loaded in the context for its next instance; the rest go
+  // to the scrub.
   void ReleaseModules();
   // The pooled cuBLAS handle of session device 0's context.
   cublasHandle_t PooledBlas() const { return lease_ ? lease_->blas_handle() : group_->blas_handle(0); }

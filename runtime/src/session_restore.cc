@@ -82,7 +82,7 @@ Status Session::AdoptRestore() {
   pooled_blas_vid_ = p.pooled_blas_vid;
   next_handle_ = std::max(next_handle_, p.next_handle);
   preloaded_modules_ = std::move(p.modules);
-  modules_owner_ = restore_->plan().manifest != nullptr ? restore_->plan().manifest->function : std::string();
+  modules_owner_ = restore_->function();
   loaders_ = std::move(p.loaders);
   loaders_published_.store(true, std::memory_order_release);
   gating_ = true;  // until the first launch is noted and nothing is left to load or learn

@@ -148,8 +148,8 @@ Result<ContextLease> ContextPool::Lease(const std::atomic<bool>* cancel, const s
       for (auto& [hash, m] : lease.pooled_.kept_modules) lease.tenant_.modules.push_back(m);
       lease.pooled_.kept_modules.clear();
       lease.Return();
-      return unloaded.WithContext(fmt::format("device {}: lease: unload the modules kept for another function",
-                                              options_.device));
+      return unloaded.WithContext(
+          fmt::format("device {}: lease: unload the modules kept for another function", options_.device));
     }
     lease.pooled_.modules_owner = modules_owner;
   }

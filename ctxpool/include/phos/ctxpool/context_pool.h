@@ -180,7 +180,8 @@ class ContextPool {
   // `modules_owner` (a function's name; empty: nobody) picks among ready contexts: first one
   // holding modules kept for that owner, then one holding none; another owner's kept modules are
   // unloaded on the caller's thread before the lease is handed out.
-  Result<ContextLease> Lease(const std::atomic<bool>* cancel = nullptr, const std::string& modules_owner = "");
+  Result<ContextLease> Lease(const std::atomic<bool>* cancel = nullptr,
+                             const std::string& modules_owner = "");
   // A context created now on the caller's thread, whatever is ready and whatever max_contexts says
   // (counted as a miss): what a process without the pool would pay. For the restore modes that
   // measure it (no-pool, stop-the-world, cold-boot). Returned and scrubbed like any lease.
@@ -206,7 +207,8 @@ class ContextPool {
   const PoolOptions& options() const { return options_; }
 
  private:
-  ContextPool(const PoolOptions& options, driver::DriverTable* driver, std::shared_ptr<detail::ContextCore> core);
+  ContextPool(const PoolOptions& options, driver::DriverTable* driver,
+              std::shared_ptr<detail::ContextCore> core);
   const PoolOptions options_;
   driver::DriverTable* driver_;
   std::shared_ptr<detail::ContextCore> core_;

@@ -144,7 +144,6 @@ Result<ContextLease> ContextPool::Lease(const std::atomic<bool>* cancel, const s
     Status unloaded = detail::UnloadKeptModules(*driver_, lease.pooled_);
     if (!unloaded.ok()) {
       // The context goes back to the scrub, which destroys it when its modules cannot be unloaded.
-      lease.tenant_.modules.clear();
       for (auto& [hash, m] : lease.pooled_.kept_modules) lease.tenant_.modules.push_back(m);
       lease.pooled_.kept_modules.clear();
       lease.Return();

@@ -123,14 +123,14 @@ void RestoreState::MarkFirstLaunch() {
   if (times_.first_launch == Clock::time_point{}) times_.first_launch = Clock::now();
 }
 
-RestoreState::ModuleCounts RestoreState::module_counts() const {
+uint64_t RestoreState::modules_loaded() const {
   std::lock_guard lock(mu_);
-  return modules_;
+  return modules_loaded_;
 }
 
 void RestoreState::NoteModuleLoaded() {
   std::lock_guard lock(mu_);
-  ++modules_.loaded;
+  ++modules_loaded_;
 }
 
 bool RestoreState::learning() const {
@@ -317,21 +317,18 @@ const std::string& RestoreState::function() const {
 void RestoreState::TakeKeptModules(Prepared& p) {
   if (!p.lease) return;
   p.modules = p.lease->TakeKeptModules();
-  std::lock_guard lock(mu_);
-  modules_.kept = p.modules.size();
 }
 
 void RestoreState::PreloadModules(Prepared& p) {
   const store::Manifest& m = *plan_.manifest;
   ctxpool::ModulesByHash kept = std::exchange(p.modules, {});
   driver::ContextScope scope(*driver_, p.context(0));
-  ModuleCounts counts;
+  uint64_t loaded = 0;
   for (size_t i = 0; i < m.modules.size(); ++i) {
     std::string hash = m.modules[i].content_hash.ToBytes();
     if (p.modules.contains(hash)) continue;  // the same image twice: one module serves both
     if (auto it = kept.find(hash); it != kept.end()) {
       p.modules.insert(kept.extract(it));
-      ++counts.kept;
       continue;
     }
     uint64_t bytes = 0;
@@ -342,12 +339,11 @@ void RestoreState::PreloadModules(Prepared& p) {
       continue;
     }
     p.modules[hash] = *module;
-    ++counts.loaded;
+    ++loaded;
   }
   for (auto& [hash, module] : kept) p.lease->tenant().modules.push_back(module);
   std::lock_guard lock(mu_);
-  modules_.kept = counts.kept;
-  modules_.loaded += counts.loaded;
+  modules_loaded_ += loaded;
 }
 
 Status RestoreState::StartLoaders(Prepared& p) {

@@ -115,15 +115,11 @@ class RestoreState {
   void MarkConnected();
   void MarkFirstLaunch();
 
-  // What the restore did about the snapshot's modules: found them kept loaded in the leased
-  // context (by the function's earlier instance), or loaded them (the preload while the CPU side
-  // forks, or the session when the function sent an image that was not preloaded). Each load
-  // costs the device's module-load time; a first launch after resume waits for it.
-  struct ModuleCounts {
-    uint64_t kept = 0;
-    uint64_t loaded = 0;
-  };
-  ModuleCounts module_counts() const;
+  // Modules loaded for the session rather than found kept in its context by the function's
+  // earlier instance: by the preload while the CPU side forks, or by the session when the function
+  // sent an image that was not there. Each costs the device's module-load time, which a first
+  // launch after resume waits for.
+  uint64_t modules_loaded() const;
   void NoteModuleLoaded();
 
   // First-touch learning (plan.learn_first_touch): the session notes each buffer a call names,
@@ -163,7 +159,7 @@ class RestoreState {
   Status status_;
   Prepared prepared_;
   Times times_;
-  ModuleCounts modules_;
+  uint64_t modules_loaded_ = 0;
   bool learning_ = false;
   std::vector<int32_t> ranks_;
   int32_t next_rank_ = 0;

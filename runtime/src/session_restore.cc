@@ -217,9 +217,7 @@ SessionTimeline Session::Timeline() const {
   t.prepared = times.prepared;
   t.connected = times.connected;
   t.first_launch = times.first_launch;
-  RestoreState::ModuleCounts modules = restore_->module_counts();
-  t.modules_kept = modules.kept;
-  t.modules_loaded = modules.loaded;
+  t.modules_loaded = restore_->modules_loaded();
   if (loaders_published_.load(std::memory_order_acquire)) {
     bool all = !loaders_.empty();
     double last_ms = 0;

@@ -77,8 +77,7 @@ struct SessionTimeline {
   Clock::time_point resident;      // every buffer loaded
   uint64_t required = 0;           // buffers a call had to wait for
   uint64_t misses = 0;             // speculation misses caught by validation
-  uint64_t modules_kept = 0;       // the snapshot's modules found loaded in the leased context
-  uint64_t modules_loaded = 0;     // modules loaded for the session (preloaded or on arrival)
+  uint64_t modules_loaded = 0;     // modules loaded for the session (not found kept in its context)
   bool restored = false;           // the session came from a snapshot
 };
 

@@ -72,6 +72,7 @@ struct Options {
 struct Sample {
   std::map<std::string, double> stage_ms;  // "lease", "cpu-resume", "first-launch", "first-byte", "resident"
   int64_t misses = -1;
+  int64_t modules_loaded = -1;  // X-Phos-Modules-Loaded: loads on the way to the first launch
 };
 
 struct ModeResult {
@@ -191,6 +192,9 @@ class Bench {
     if (auto it = r.headers.find("x-phos-speculation-misses"); it != r.headers.end()) {
       sample->misses = std::strtoll(it->second.c_str(), nullptr, 10);
     }
+    if (auto it = r.headers.find("x-phos-modules-loaded"); it != r.headers.end()) {
+      sample->modules_loaded = std::strtoll(it->second.c_str(), nullptr, 10);
+    }
     return r;
   }
 
@@ -198,6 +202,7 @@ class Bench {
     std::string line = fmt::format("{:>15} {}/{}:", mode, i, n);
     for (const auto& [stage, ms] : s.stage_ms) line += fmt::format(" {} {:.2f}", stage, ms);
     if (s.misses >= 0) line += fmt::format(" misses {}", s.misses);
+    if (s.modules_loaded >= 0) line += fmt::format(" modules-loaded {}", s.modules_loaded);
     std::printf("%s (modelled ms)\n", line.c_str());
     std::fflush(stdout);
   }

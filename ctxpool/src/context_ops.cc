@@ -95,7 +95,23 @@ Status ScrubPooledContext(driver::DriverTable& driver, const PooledContext& pool
   return Status::Ok();
 }
 
+Status UnloadKeptModules(driver::DriverTable& driver, PooledContext& pooled) {
+  if (pooled.kept_modules.empty()) return Status::Ok();
+  driver::ContextScope scope(driver, pooled.context);
+  if (!scope.ok()) return Status::DeviceError("cuCtxPushCurrent of a pooled context failed");
+  for (auto it = pooled.kept_modules.begin(); it != pooled.kept_modules.end();) {
+    PHOS_CU_RETURN_IF_ERROR(driver.error_text(), driver.cuModuleUnload(it->second));
+    it = pooled.kept_modules.erase(it);
+  }
+  return Status::Ok();
+}
+
 void DestroyPooledContext(driver::DriverTable& driver, const PooledContext& pooled) {
+  if (!pooled.kept_modules.empty()) {
+    PooledContext kept = pooled;
+    Status s = UnloadKeptModules(driver, kept);
+    if (!s.ok()) PHOS_LOG(Warn, "ctxpool", "context {}: kept modules: {}", pooled.id, s.message());
+  }
   if (pooled.blas != nullptr) {
     driver::ContextScope scope(driver, pooled.context);
     Status s = BlasStatus(driver.cublasDestroy(pooled.blas), "cublasDestroy");

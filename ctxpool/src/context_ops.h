@@ -23,8 +23,12 @@ Result<PooledContext> CreatePooledContext(driver::DriverTable& driver, int devic
 Status ScrubPooledContext(driver::DriverTable& driver, const PooledContext& pooled,
                           const TenantResources& tenant, bool zero);
 
-// Destroys the handle and the context (which releases whatever the tenant left). Errors are
-// logged: there is nothing else to do with them.
+// Unloads the modules `pooled` keeps for an owner (PooledContext::kept_modules), each removed from
+// the map once unloaded; the first driver error stops and is returned (the rest stay in the map).
+Status UnloadKeptModules(driver::DriverTable& driver, PooledContext& pooled);
+
+// Destroys the kept modules, the handle and the context (which releases whatever the tenant
+// left). Errors are logged: there is nothing else to do with them.
 void DestroyPooledContext(driver::DriverTable& driver, const PooledContext& pooled);
 
 // A pooled context on each of node devices 0..size-1, then a communicator over them: one

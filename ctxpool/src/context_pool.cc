@@ -19,14 +19,19 @@ constexpr int kKey = 0;
 }  // namespace
 
 ContextLease::ContextLease(std::shared_ptr<detail::ContextCore> core, detail::PooledContext pooled,
-                           int device, std::chrono::nanoseconds waited)
-    : core_(std::move(core)), pooled_(pooled), device_(device), waited_(waited) {}
+                           int device, std::chrono::nanoseconds waited, std::string modules_owner)
+    : core_(std::move(core)),
+      pooled_(std::move(pooled)),
+      device_(device),
+      waited_(waited),
+      modules_owner_(std::move(modules_owner)) {}
 
 ContextLease::ContextLease(ContextLease&& other) noexcept
     : core_(std::move(other.core_)),
       pooled_(std::exchange(other.pooled_, {})),
       device_(other.device_),
       waited_(other.waited_),
+      modules_owner_(std::move(other.modules_owner_)),
       tenant_(std::move(other.tenant_)) {}
 
 ContextLease& ContextLease::operator=(ContextLease&& other) noexcept {
@@ -36,9 +41,26 @@ ContextLease& ContextLease::operator=(ContextLease&& other) noexcept {
     pooled_ = std::exchange(other.pooled_, {});
     device_ = other.device_;
     waited_ = other.waited_;
+    modules_owner_ = std::move(other.modules_owner_);
     tenant_ = std::move(other.tenant_);
   }
   return *this;
+}
+
+ModulesByHash ContextLease::TakeKeptModules() {
+  return std::exchange(pooled_.kept_modules, {});
+}
+
+void ContextLease::KeepModules(const std::string& owner, ModulesByHash modules) {
+  if (owner != pooled_.modules_owner) {
+    // Kept for someone else (never taken by this lessee): they go, whoever keeps modules now.
+    for (auto& [hash, m] : pooled_.kept_modules) tenant_.modules.push_back(m);
+    pooled_.kept_modules.clear();
+    pooled_.modules_owner = owner;
+  }
+  for (auto& [hash, m] : modules) {
+    if (owner.empty() || !pooled_.kept_modules.emplace(hash, m).second) tenant_.modules.push_back(m);
+  }
 }
 
 ContextLease::~ContextLease() {
@@ -51,8 +73,9 @@ void ContextLease::Return() {
   core->Return(kKey, std::exchange(pooled_, {}), std::exchange(tenant_, {}));
 }
 
-ContextPool::ContextPool(const PoolOptions& options, std::shared_ptr<detail::ContextCore> core)
-    : options_(options), core_(std::move(core)) {}
+ContextPool::ContextPool(const PoolOptions& options, driver::DriverTable* driver,
+                         std::shared_ptr<detail::ContextCore> core)
+    : options_(options), driver_(driver), core_(std::move(core)) {}
 
 ContextPool::~ContextPool() {
   core_->Shutdown();
@@ -103,18 +126,38 @@ Result<std::unique_ptr<ContextPool>> ContextPool::Open(const PoolOptions& option
   core->Start(kKey);
   PHOS_LOG(Info, "ctxpool", "device {}: context pool open (min ready {}, max {}, zero on scrub {})",
            options.device, options.min_ready, options.max_contexts, options.zero_on_scrub);
-  return std::unique_ptr<ContextPool>(new ContextPool(options, std::move(core)));
+  return std::unique_ptr<ContextPool>(new ContextPool(options, driver, std::move(core)));
 }
 
-Result<ContextLease> ContextPool::Lease(const std::atomic<bool>* cancel) {
+Result<ContextLease> ContextPool::Lease(const std::atomic<bool>* cancel, const std::string& modules_owner) {
+  // The owner's own modules first; then a context holding none, so that another owner's stay kept.
+  const detail::ContextCore::Rank rank = [&modules_owner](const detail::PooledContext& c) {
+    if (c.kept_modules.empty()) return 1;
+    return c.modules_owner == modules_owner ? 0 : 2;
+  };
   detail::ContextCore::Clock::duration waited{};
-  PHOS_ASSIGN_OR_RETURN(detail::PooledContext pooled, core_->Lease(kKey, cancel, &waited));
-  return ContextLease(core_, pooled, options_.device, std::chrono::duration_cast<std::chrono::nanoseconds>(waited));
+  PHOS_ASSIGN_OR_RETURN(detail::PooledContext pooled, core_->Lease(kKey, cancel, &waited, &rank));
+  ContextLease lease(core_, std::move(pooled), options_.device,
+                     std::chrono::duration_cast<std::chrono::nanoseconds>(waited), modules_owner);
+  if (lease.pooled_.modules_owner != modules_owner) {
+    // Another owner's code is never visible to this lessee.
+    Status unloaded = detail::UnloadKeptModules(*driver_, lease.pooled_);
+    if (!unloaded.ok()) {
+      // The context goes back to the scrub, which destroys it when its modules cannot be unloaded.
+      for (auto& [hash, m] : lease.pooled_.kept_modules) lease.tenant_.modules.push_back(m);
+      lease.pooled_.kept_modules.clear();
+      lease.Return();
+      return unloaded.WithContext(
+          fmt::format("device {}: lease: unload the modules kept for another function", options_.device));
+    }
+    lease.pooled_.modules_owner = modules_owner;
+  }
+  return lease;
 }
 
 Result<ContextLease> ContextPool::LeaseFresh() {
   PHOS_ASSIGN_OR_RETURN(detail::PooledContext pooled, core_->LeaseCreated(kKey));
-  return ContextLease(core_, pooled, options_.device, std::chrono::nanoseconds(0));
+  return ContextLease(core_, std::move(pooled), options_.device, std::chrono::nanoseconds(0), "");
 }
 
 void ContextPool::SetDemand(size_t contexts) { core_->SetDemand(kKey, contexts); }

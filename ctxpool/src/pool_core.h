@@ -129,8 +129,11 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
   // sooner than a creation started now would. With nothing on its way: created on the caller's
   // thread (create_on_miss, below the maximum), else waited for up to lease_timeout (a return, or
   // the refill). `cancel` (may be null) ends any wait once it becomes true. `waited` (may be null)
-  // is set to the time the call waited for an item: zero on a hit.
-  Result<Item> Lease(int key, const std::atomic<bool>* cancel, Clock::duration* waited = nullptr) {
+  // is set to the time the call waited for an item: zero on a hit. `rank` (may be null) orders the
+  // ready items: the lowest (0 at best) is leased, the longest ready of equals first.
+  using Rank = std::function<int(const Item&)>;
+  Result<Item> Lease(int key, const std::atomic<bool>* cancel, Clock::duration* waited = nullptr,
+                     const Rank* rank = nullptr) {
     Clock::time_point start = Clock::now();
     if (waited != nullptr) *waited = Clock::duration::zero();
     std::unique_lock lock(mu_);
@@ -138,7 +141,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
     Slot& slot = slots_[key];  // a key joins the refill when first leased
     if (!slot.ready.empty()) {
       metrics_.hits.Increment();
-      return TakeReadyLocked(slot, start, nullptr);
+      return TakeReadyLocked(slot, start, nullptr, rank);
     }
     metrics_.misses.Increment();
     if (slot.OnItsWay() <= slot.waiting && options_.create_on_miss && slot.Held() < options_.max_held) {
@@ -170,7 +173,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
     if (create && !stopping_ && !cancelled()) {
       return CreateForLeaseLocked(key, start, lock, "lease (miss, created synchronously)", waited);
     }
-    if (!stopping_ && !slot.ready.empty()) return TakeReadyLocked(slot, start, waited);
+    if (!stopping_ && !slot.ready.empty()) return TakeReadyLocked(slot, start, waited, rank);
     metrics_.lease_failures.Increment();
     ChangedLocked();
     if (stopping_) return StoppingStatus();
@@ -325,9 +328,19 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
   }
 
   // `waited`, when not null, gets the time since `start` (the lease missed and waited).
-  Item TakeReadyLocked(Slot& slot, Clock::time_point start, Clock::duration* waited) {
-    Item item = std::move(slot.ready.front());
-    slot.ready.pop_front();
+  Item TakeReadyLocked(Slot& slot, Clock::time_point start, Clock::duration* waited, const Rank* rank) {
+    auto best = slot.ready.begin();
+    if (rank != nullptr) {
+      int best_rank = (*rank)(*best);
+      for (auto it = std::next(best); it != slot.ready.end() && best_rank > 0; ++it) {
+        if (int r = (*rank)(*it); r < best_rank) {
+          best = it;
+          best_rank = r;
+        }
+      }
+    }
+    Item item = std::move(*best);
+    slot.ready.erase(best);
     ++slot.leased;
     metrics_.leases.Increment();
     Clock::duration took = Clock::now() - start;

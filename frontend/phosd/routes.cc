@@ -63,6 +63,7 @@ Response InvokeResponse(InvokeOutcome o) {
         r.headers.emplace_back("X-Phos-Loaded-Bytes-At-First-Byte", std::to_string(o.loaded_bytes_at_first_byte));
         r.headers.emplace_back("X-Phos-Snapshot-Bytes", std::to_string(o.snapshot_bytes));
       }
+      if (o.modules_loaded >= 0) r.headers.emplace_back("X-Phos-Modules-Loaded", std::to_string(o.modules_loaded));
       return r;
     }
     case InvokeOutcome::Kind::kFunctionError:

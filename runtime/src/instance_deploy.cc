@@ -393,6 +393,7 @@ void InstanceManager::Impl::FillStages(const Invocation& inv, const StartReport&
       out->loaded_bytes_at_first_byte = answered.loaded_bytes;
       out->snapshot_bytes = static_cast<int64_t>(t.snapshot_bytes);
     }
+    out->modules_loaded = static_cast<int64_t>(t.modules_loaded);
   } else {
     add("first-byte", answered.at);
   }

@@ -1,5 +1,7 @@
 #include "restore_state.h"
 
+#include <utility>
+
 #include <fmt/core.h>
 
 #include "phos/base/log.h"
@@ -34,7 +36,12 @@ void RestoreState::Release(driver::DriverTable& driver, Prepared& p) {
   for (auto& [vid, h] : p.blas) {
     if (vid != p.pooled_blas_vid) tenant(device_of(vid)).blas_handles.push_back(h);
   }
-  for (auto& [hash, m] : p.modules) tenant(0).modules.push_back(m);
+  if (p.lease) {
+    // Loaded for the function the lease was made for: kept for its next instance.
+    p.lease->KeepModules(p.lease->modules_owner(), std::move(p.modules));
+  } else {
+    for (auto& [hash, m] : p.modules) tenant(0).modules.push_back(m);
+  }
   for (auto& [device, space] : p.spaces) {
     if (space == nullptr) continue;
     if (space->borrowed()) {
@@ -116,6 +123,16 @@ void RestoreState::MarkFirstLaunch() {
   if (times_.first_launch == Clock::time_point{}) times_.first_launch = Clock::now();
 }
 
+uint64_t RestoreState::modules_loaded() const {
+  std::lock_guard lock(mu_);
+  return modules_loaded_;
+}
+
+void RestoreState::NoteModuleLoaded() {
+  std::lock_guard lock(mu_);
+  ++modules_loaded_;
+}
+
 bool RestoreState::learning() const {
   std::lock_guard lock(mu_);
   return learning_;
@@ -141,6 +158,7 @@ Status RestoreState::Prepare() {
     std::lock_guard lock(mu_);
     times_.leased = Clock::now();
   }
+  if (s.ok()) TakeKeptModules(p);
   if (s.ok()) s = ReserveSpaces(p);
   if (s.ok() && plan_.manifest != nullptr) {
     s = MapBuffers(p);
@@ -170,7 +188,8 @@ Status RestoreState::Lease(Prepared& p) {
   }
   // A miss waits for the context on its way (a scrub or a creation), as long as that takes: the
   // restore is abandoned (cancel_) if nobody wants it any more.
-  Result<ctxpool::ContextLease> lease = plan_.fresh_context ? pool_->LeaseFresh() : pool_->Lease(&cancel_);
+  // Leased for the function: a context where its earlier instance kept its modules comes first.
+  Result<ctxpool::ContextLease> lease = plan_.fresh_context ? pool_->LeaseFresh() : pool_->Lease(&cancel_, function());
   if (!lease.ok()) return lease.status().WithContext("restore: lease a context");
   {
     std::lock_guard lock(mu_);
@@ -291,10 +310,27 @@ Status RestoreState::RecreateHandles(Prepared& p) {
   return Status::Ok();
 }
 
+const std::string& RestoreState::function() const {
+  return plan_.function.empty() && plan_.manifest != nullptr ? plan_.manifest->function : plan_.function;
+}
+
+void RestoreState::TakeKeptModules(Prepared& p) {
+  if (!p.lease) return;
+  p.modules = p.lease->TakeKeptModules();
+}
+
 void RestoreState::PreloadModules(Prepared& p) {
   const store::Manifest& m = *plan_.manifest;
+  ctxpool::ModulesByHash kept = std::exchange(p.modules, {});
   driver::ContextScope scope(*driver_, p.context(0));
+  uint64_t loaded = 0;
   for (size_t i = 0; i < m.modules.size(); ++i) {
+    std::string hash = m.modules[i].content_hash.ToBytes();
+    if (p.modules.contains(hash)) continue;  // the same image twice: one module serves both
+    if (auto it = kept.find(hash); it != kept.end()) {
+      p.modules.insert(kept.extract(it));
+      continue;
+    }
     uint64_t bytes = 0;
     Result<CUmodule> module = LoadSnapshotModule(driver_, m, static_cast<int>(i), *plan_.source, &bytes);
     if (!module.ok()) {
@@ -302,8 +338,12 @@ void RestoreState::PreloadModules(Prepared& p) {
                module.status().message());
       continue;
     }
-    p.modules[m.modules[i].content_hash.ToBytes()] = *module;
+    p.modules[hash] = *module;
+    ++loaded;
   }
+  for (auto& [hash, module] : kept) p.lease->tenant().modules.push_back(module);
+  std::lock_guard lock(mu_);
+  modules_loaded_ += loaded;
 }
 
 Status RestoreState::StartLoaders(Prepared& p) {

@@ -83,9 +83,10 @@ class RestoreState {
     std::unordered_map<uint64_t, cublasHandle_t> blas;
     std::unordered_map<uint64_t, int> handle_devices;  // stream, event, cuBLAS vid -> device (>= 1)
     std::unordered_map<uint64_t, std::pair<ncclComm_t, int>> comms;  // vid -> group rank, device
-    // The snapshot's modules, loaded into device 0's context while the CPU side forks, by content
-    // hash (ChunkId bytes): the session uses them when the function sends the same images.
-    std::unordered_map<std::string, CUmodule> modules;
+    // The function's modules in device 0's context, by content hash (ChunkId bytes): kept loaded
+    // there by its earlier instance, or the snapshot's loaded while the CPU side forks. The session
+    // uses them when the function sends the same images.
+    ctxpool::ModulesByHash modules;
     uint64_t pooled_blas_vid = 0;
     uint64_t next_handle = 0;
     CUcontext context(int device) const { return group ? group->context(device) : lease->context(); }
@@ -97,6 +98,8 @@ class RestoreState {
   static void Release(driver::DriverTable& driver, Prepared& p);
 
   const SessionPlan& plan() const { return plan_; }
+  // The function the session runs: the plan's, or its snapshot's (empty: unknown).
+  const std::string& function() const;
 
   // Stage times, filled as they happen (read under the lock).
   struct Times {
@@ -112,6 +115,13 @@ class RestoreState {
   void MarkConnected();
   void MarkFirstLaunch();
 
+  // Modules loaded for the session rather than found kept in its context by the function's
+  // earlier instance: by the preload while the CPU side forks, or by the session when the function
+  // sent an image that was not there. Each costs the device's module-load time, which a first
+  // launch after resume waits for.
+  uint64_t modules_loaded() const;
+  void NoteModuleLoaded();
+
   // First-touch learning (plan.learn_first_touch): the session notes each buffer a call names,
   // by snapshot index, the first time; TakeFirstTouch() stops it and returns rank per buffer
   // (-1: untouched).
@@ -126,7 +136,11 @@ class RestoreState {
   Status MapBuffers(Prepared& p);
   Status RecreateHandles(Prepared& p);
   Status StartLoaders(Prepared& p);
-  // Loads the snapshot's modules (a module that fails is left to the function's own load).
+  // The modules the lease kept loaded for the function, into `p.modules` (single-GPU leases).
+  void TakeKeptModules(Prepared& p);
+  // The snapshot's modules in device 0's context: those the lease kept for the function, the rest
+  // loaded (a module that fails is left to the function's own load). Kept modules the snapshot
+  // does not name (an earlier version's) go to the scrub.
   void PreloadModules(Prepared& p);
 
   const SessionPlan plan_;
@@ -145,6 +159,7 @@ class RestoreState {
   Status status_;
   Prepared prepared_;
   Times times_;
+  uint64_t modules_loaded_ = 0;
   bool learning_ = false;
   std::vector<int32_t> ranks_;
   int32_t next_rank_ = 0;

@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <utility>
+
 #include <fmt/core.h>
 
 #include "phos/base/log.h"
+#include "phos/store/chunk.h"
 
 namespace phos::runtime {
 
@@ -96,13 +99,25 @@ void Session::ReleaseAll() {
     if (released.range_bytes != 0) tenant.address_ranges.push_back({released.range_base, released.range_bytes});
     space_.reset();
   }
-  for (auto& [id, m] : modules_) {
-    if (m.module != nullptr) tenant.modules.push_back(m.module);
-  }
-  for (auto& [hash, module] : preloaded_modules_) tenant.modules.push_back(module);
-  preloaded_modules_.clear();
+  ReleaseModules();
   lease_.reset();
   context_ = nullptr;
+}
+
+void Session::ReleaseModules() {
+  ctxpool::ModulesByHash kept = std::exchange(preloaded_modules_, {});
+  if (restore_ == nullptr || restore_->plan().manifest == nullptr) {
+    // Kept from an earlier instance and not sent by this one: no snapshot says they are needed.
+    for (auto& [hash, module] : kept) lease_->tenant().modules.push_back(module);
+    kept.clear();
+  }
+  for (auto& [id, m] : modules_) {
+    if (m.module == nullptr) continue;
+    const bool keep = !modules_owner_.empty() && !m.image.empty() &&
+                      kept.emplace(store::ChunkId::Of(m.image.data(), m.image.size()).ToBytes(), m.module).second;
+    if (!keep) lease_->tenant().modules.push_back(m.module);
+  }
+  lease_->KeepModules(modules_owner_, std::move(kept));
 }
 
 void Session::Run() {

@@ -155,6 +155,10 @@ class Session {
   // Leases the device group (OpenWithGroup sessions), on the executor thread.
   Status LeaseGroup();
   void ReleaseAll();
+  // The lease's part of ReleaseAll for the modules: those of images the function sent, and the
+  // snapshot's it did not use, are kept loaded in the context for its next instance; the rest go
+  // to the scrub.
+  void ReleaseModules();
   // The pooled cuBLAS handle of session device 0's context.
   cublasHandle_t PooledBlas() const { return lease_ ? lease_->blas_handle() : group_->blas_handle(0); }
 
@@ -270,7 +274,10 @@ class Session {
   std::shared_ptr<RestoreState> restore_;
   ParamMetadataCache* metadata_ = nullptr;
   std::vector<RestoreState::DeviceLoader> loaders_;  // by session device
-  std::unordered_map<std::string, CUmodule> preloaded_modules_;  // by content hash, until used
+  ctxpool::ModulesByHash preloaded_modules_;  // by content hash, until used
+  // The function whose modules the session's context keeps loaded when the session ends (for its
+  // next instance's restore): the restored snapshot's, or the one the session was captured as.
+  std::string modules_owner_;
   std::atomic<bool> loaders_published_{false};     // Timeline() on other threads may read loaders_
   bool gating_ = false;    // restored: until launched, resident and done learning
   bool launched_ = false;  // the first kernel or cuBLAS call was seen

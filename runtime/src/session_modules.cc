@@ -48,6 +48,7 @@ CUresult Session::ModuleChunk(const ipc::ModuleChunkArgs& a, const Call& call) {
       return CUDA_SUCCESS;
     }
   }
+  if (restore_ != nullptr) restore_->NoteModuleLoaded();
   m.load_result = driver_->cuModuleLoadData(&m.module, m.pending.data());
   if (m.load_result != CUDA_SUCCESS) {
     const char* name = nullptr;

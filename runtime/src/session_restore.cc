@@ -82,6 +82,7 @@ Status Session::AdoptRestore() {
   pooled_blas_vid_ = p.pooled_blas_vid;
   next_handle_ = std::max(next_handle_, p.next_handle);
   preloaded_modules_ = std::move(p.modules);
+  modules_owner_ = restore_->function();
   loaders_ = std::move(p.loaders);
   loaders_published_.store(true, std::memory_order_release);
   gating_ = true;  // until the first launch is noted and nothing is left to load or learn
@@ -216,6 +217,7 @@ SessionTimeline Session::Timeline() const {
   t.prepared = times.prepared;
   t.connected = times.connected;
   t.first_launch = times.first_launch;
+  t.modules_loaded = restore_->modules_loaded();
   if (loaders_published_.load(std::memory_order_acquire)) {
     bool all = !loaders_.empty();
     double last_ms = 0;
@@ -343,7 +345,10 @@ Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& fun
     req.va_bytes = va_bytes_;
   }
   req.next_handle = next_handle_;
-  return CaptureGpuState(req, store);
+  Result<uint64_t> version = CaptureGpuState(req, store);
+  // The function's restores need the images just captured: its context keeps them loaded.
+  if (version.ok()) modules_owner_ = function;
+  return version;
 }
 
 }  // namespace phos::runtime

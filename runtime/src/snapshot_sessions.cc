@@ -124,6 +124,7 @@ Result<std::string> SnapshotSessions::IssueRestoreToken(const std::string& funct
                                                         RestoreMode mode, bool learn, int va_slot, int gpus,
                                                         bool urgent) {
   SessionPlan plan;
+  plan.function = function;
   plan.gpus = gpus;
   plan.urgent = urgent;
   if (mode != RestoreMode::kColdBoot) plan.va_slot = va_slot;

@@ -64,6 +64,16 @@ std::unique_ptr<driver::DriverTable> OpenCountingDriver(DriverCounters** counter
     if (r == CUDA_SUCCESS) --g_counters.streams;
     return r;
   };
+  t->cuModuleLoadData = [](CUmodule* m, const void* image) -> CUresult {
+    CUresult r = g_real->cuModuleLoadData(m, image);
+    if (r == CUDA_SUCCESS) ++g_counters.modules;
+    return r;
+  };
+  t->cuModuleUnload = [](CUmodule m) -> CUresult {
+    CUresult r = g_real->cuModuleUnload(m);
+    if (r == CUDA_SUCCESS) --g_counters.modules;
+    return r;
+  };
   *counters = &g_counters;
   return t;
 }

@@ -1,4 +1,4 @@
-// A test-only decorator of the driver table: counts live contexts, cuBLAS handles and streams,
+// A test-only decorator of the driver table: counts live contexts, cuBLAS handles, streams and modules,
 // and fails context or cuBLAS handle creation on demand, by replacing the table's entry points.
 #pragma once
 
@@ -15,6 +15,7 @@ struct DriverCounters {
   std::atomic<int> contexts{0};
   std::atomic<int> blas_handles{0};
   std::atomic<int> streams{0};
+  std::atomic<int> modules{0};  // loaded (cuModuleLoadData) and not unloaded
   // The next this-many cuCtxCreate / cublasCreate calls fail with the codes below.
   std::atomic<int> fail_context_creates{0};
   std::atomic<int> fail_blas_creates{0};

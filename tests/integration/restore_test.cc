@@ -289,6 +289,13 @@ void ExpectStageHeaders(const HttpResponse& r, const std::string& mode, const ml
   EXPECT_LE(lease, launch);
   EXPECT_LE(resume, launch);
   EXPECT_LE(launch, byte);
+  // A context created for the instance (cold-boot, stop-the-world, no-pool) holds no module: each
+  // is loaded before the first launch. A pooled one may keep the function's (no load at all).
+  if (mode == "cold-boot" || mode == "stop-the-world" || mode == "no-pool") {
+    EXPECT_GE(r.Number("x-phos-modules-loaded"), 1);
+  } else {
+    EXPECT_GE(r.Number("x-phos-modules-loaded"), 0);
+  }
   if (mode == "cold-boot") {
     // Nothing is restored: no loader, no validation.
     EXPECT_FALSE(r.Has("x-phos-stage-resident-us"));
@@ -359,6 +366,33 @@ TEST_F(RestoreTest, MlpGivesTheWarmBytesInEveryRestoreMode) {
       ExpectStageHeaders(r, mode, shape);
     }
   }
+}
+
+// Module loading off the restore path (docs/design.md D7): the pooled context the deploy's capture
+// returned, and each instance after it, keeps the function's modules loaded, so a restore loads
+// none before its first launch; a context created for the restore (no-pool) has to load them.
+TEST_F(RestoreTest, RestoresFindTheFunctionsModulesLoadedInThePooledContext) {
+  const mlp::Shape shape = mlp::ShapeForSize(4, 2, 1);
+  // One context for sessions (phosd holds the other for its DRAM tier's pinned arena): every
+  // restore leases the one the capture and the instances before it returned, waiting for its scrub.
+  Phosd& phosd = StartPhosd("1", {"--keep-alive-ms", "50", "--pool-min", "1", "--pool-max", "2"});
+  CommandResult deployed = phosd.PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--instances", "0",
+                                         "--max-instances", "1", "--", "--size-mib", "4", "--layers", "2"});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE("restore " + std::to_string(i));
+    ASSERT_TRUE(phosd.WaitSettled("mlp", 0));
+    HttpResponse r = phosd.Invoke("mlp", MlpRequest(2000 + i), "phos");
+    ASSERT_EQ(r.status, 200) << r.body;
+    ExpectMlpMatchesReference(r.body, shape, 2000 + i);
+    ExpectStageHeaders(r, "phos", shape);
+    EXPECT_EQ(r.Number("x-phos-modules-loaded"), 0);
+  }
+  ASSERT_TRUE(phosd.WaitSettled("mlp", 0));
+  HttpResponse fresh = phosd.Invoke("mlp", MlpRequest(2003), "no-pool");
+  ASSERT_EQ(fresh.status, 200) << fresh.body;
+  ExpectMlpMatchesReference(fresh.body, shape, 2003);
+  EXPECT_GE(fresh.Number("x-phos-modules-loaded"), 1);
 }
 
 // 5: a function deployed before a clean restart is deployed again and served after it.

@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "phos/base/status.h"
@@ -32,6 +34,9 @@ class Registry;
 }  // namespace prometheus
 
 namespace phos::ctxpool {
+
+// Loaded modules by the content hash of their image (store::ChunkId bytes).
+using ModulesByHash = std::unordered_map<std::string, CUmodule>;
 
 struct PoolOptions {
   // Device ordinal the pool's contexts are created on. Default: 0.
@@ -93,6 +98,11 @@ struct PooledContext {
   CUcontext context = nullptr;
   cublasHandle_t blas = nullptr;
   uint64_t id = 0;  // the pool's own serial number, for logs and tests
+  // Modules an earlier tenant left loaded for the next lease of the same owner (a function), so
+  // that its restore does not load them again (docs/design.md D11). A lease for any other owner
+  // finds them unloaded; destroying the context unloads them.
+  std::string modules_owner;
+  ModulesByHash kept_modules;
 };
 using ContextCore = PoolCore<PooledContext, TenantResources>;
 }  // namespace detail
@@ -116,6 +126,16 @@ class ContextLease {
   uint64_t context_id() const { return pooled_.id; }
   // What the tenant made in the context; everything in it is destroyed by the scrub.
   TenantResources& tenant() { return tenant_; }
+  // Whom the lease was made for (ContextPool::Lease's `modules_owner`; empty: nobody's).
+  const std::string& modules_owner() const { return modules_owner_; }
+  // The modules an earlier lease of the same owner kept loaded (KeepModules), moved out: the
+  // lessee now holds them, to keep again or to hand to the scrub (tenant().modules).
+  ModulesByHash TakeKeptModules();
+  // Leaves `modules`, loaded in this context by the tenant, loaded after the return for the next
+  // lease made for `owner`, instead of unloading them in the scrub. A module kept is code a
+  // function sent; no other owner's lease ever sees it (it is unloaded before such a lease is
+  // handed out). With an empty owner, or for an image already kept, the module goes to the scrub.
+  void KeepModules(const std::string& owner, ModulesByHash modules);
   // How long the Lease() that made this lease waited for a context: zero when one was ready
   // (phosd reports it as a request's pool-wait stage).
   std::chrono::nanoseconds waited() const { return waited_; }
@@ -126,12 +146,13 @@ class ContextLease {
  private:
   friend class ContextPool;
   ContextLease(std::shared_ptr<detail::ContextCore> core, detail::PooledContext pooled, int device,
-               std::chrono::nanoseconds waited);
+               std::chrono::nanoseconds waited, std::string modules_owner);
 
   std::shared_ptr<detail::ContextCore> core_;
   detail::PooledContext pooled_;
   int device_ = 0;
   std::chrono::nanoseconds waited_{0};
+  std::string modules_owner_;
   TenantResources tenant_;
 };
 
@@ -156,7 +177,11 @@ class ContextPool {
   // long as that takes; otherwise, below max_contexts, one is created synchronously on the
   // caller's thread (it costs what creation costs), and at the maximum the call waits for a
   // returned context, up to lease_timeout. `cancel` (may be null) ends a wait once it is true.
-  Result<ContextLease> Lease(const std::atomic<bool>* cancel = nullptr);
+  // `modules_owner` (a function's name; empty: nobody) picks among ready contexts: first one
+  // holding modules kept for that owner, then one holding none; another owner's kept modules are
+  // unloaded on the caller's thread before the lease is handed out.
+  Result<ContextLease> Lease(const std::atomic<bool>* cancel = nullptr,
+                             const std::string& modules_owner = "");
   // A context created now on the caller's thread, whatever is ready and whatever max_contexts says
   // (counted as a miss): what a process without the pool would pay. For the restore modes that
   // measure it (no-pool, stop-the-world, cold-boot). Returned and scrubbed like any lease.
@@ -182,8 +207,10 @@ class ContextPool {
   const PoolOptions& options() const { return options_; }
 
  private:
-  ContextPool(const PoolOptions& options, std::shared_ptr<detail::ContextCore> core);
+  ContextPool(const PoolOptions& options, driver::DriverTable* driver,
+              std::shared_ptr<detail::ContextCore> core);
   const PoolOptions options_;
+  driver::DriverTable* driver_;
   std::shared_ptr<detail::ContextCore> core_;
 };
 

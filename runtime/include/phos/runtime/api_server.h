@@ -56,6 +56,10 @@ struct SessionPlan {
   // Devices of the session: more than 1 leases a device group (the function's communicators come
   // from it); the instance range is then shared out between the devices.
   int gpus = 1;
+  // The function the session runs (empty: not known; a snapshot's then stands in): its context is
+  // leased for it, so that the modules its earlier instance kept loaded there serve this one, and
+  // the session keeps its modules there for the next (docs/design.md D7).
+  std::string function;
   // A request waits for this restore: its loader's copies go first, and the background streaming
   // of restores nobody waits for pauses while it loads (LoadPriority, docs/design.md D16).
   bool urgent = false;
@@ -75,6 +79,7 @@ struct SessionTimeline {
   uint64_t misses = 0;             // speculation misses caught by validation
   uint64_t loaded_bytes = 0;       // buffer bytes on the device so far
   uint64_t snapshot_bytes = 0;     // buffer bytes of the snapshot restored
+  uint64_t modules_loaded = 0;     // modules loaded for the session (not found kept in its context)
   bool restored = false;           // the session came from a snapshot
 };
 

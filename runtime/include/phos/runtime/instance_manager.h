@@ -154,6 +154,10 @@ struct InvokeOutcome {
   // answer's first byte arrived, and the snapshot's buffer bytes (docs/design.md D7); -1 otherwise.
   int64_t loaded_bytes_at_first_byte = -1;
   int64_t snapshot_bytes = -1;
+  // Instances brought up for this invocation: modules loaded into the context on the way to its
+  // first launch (0 when the function's earlier instance kept them loaded in the pooled context,
+  // docs/design.md D7); -1 otherwise.
+  int64_t modules_loaded = -1;
   // The function sent pieces before this outcome and they went to the invocation's piece
   // callback: body is the last piece only, and an error here comes after pieces already sent.
   bool streamed = false;

@@ -17,10 +17,12 @@
 //
 //   models_bench [--quick] [--sizes 256,1024,4096] [--experts 8,16] [--moe-mib 1024] [--reps 10]
 //                [--fresh-reps 1] [--tokens 4] [--report PATH | --no-report] [--keep-data]
-// --quick: --sizes 256 --experts 8 --moe-mib 256 --reps 3. Profile: PHOS_SIMGPU_PROFILE (default a100-pcie4); time scale:
-// PHOS_SIMGPU_TIME_SCALE (default 20, as the other end-to-end benchmarks). Fresh-context modes
+// --quick: --sizes 256 --experts 8 --moe-mib 256 --reps 3. Profile: PHOS_SIMGPU_PROFILE (default a100-pcie4);
+// time scale: PHOS_SIMGPU_TIME_SCALE (default 20, as the other end-to-end benchmarks). Fresh-context modes
 // (stop-the-world, cold-boot) pay the profile's context creation (62 s of wall each at scale 20),
 // hence their own repetition count.
+#include "models_bench.h"
+
 #include <fcntl.h>
 #include <fmt/core.h>
 #include <unistd.h>
@@ -34,14 +36,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "phos/base/status.h"
-#include "models_bench.h"
 #include "phosd_harness.h"
 #include "report.h"
 
@@ -68,26 +68,19 @@ class Bench {
     std::printf("\n== %s: checkpoint\n", name.c_str());
     std::fflush(stdout);
     // fp32, so the checkpoint's bytes are the device's; a short context keeps the KV cache small.
-    PHOS_RETURN_IF_ERROR(phos::bench::Run({"python3", PHOS_SOURCE_DIR "/scripts/make-checkpoint.py", "--out", dir,
-                                           "--size-mib", std::to_string(size_mib), "--dtype", "f32", "--vocab",
-                                           "8192", "--max-position-embeddings", "64", "--seed", "11"})
-                             .status());
+    PHOS_RETURN_IF_ERROR(MakeCheckpoint(dir, size_mib, 11, {}));
     std::printf("== %s: deploy\n", name.c_str());
     std::fflush(stdout);
-    PHOS_RETURN_IF_ERROR(phos::bench::Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "deploy", name,
-                                           PHOS_LLAMA_FUNCTION, "--instances", "1", "--max-instances", "2",
-                                           "--sample", Request({5, 6, 7}, false), "--", "--model", dir})
-                             .status());
+    PHOS_RETURN_IF_ERROR(Deploy(name, PHOS_LLAMA_FUNCTION, dir, Request({5, 6, 7}, false), 1, 2));
     PHOS_RETURN_IF_ERROR(d_->WaitSettled(name, std::chrono::seconds(1200)));
-    PHOS_ASSIGN_OR_RETURN(phos::bench::SnapshotSize size, phos::bench::ReadSnapshotSize(d_->data_dir(), name));
+    PHOS_ASSIGN_OR_RETURN(phos::bench::SnapshotSize size,
+                          phos::bench::ReadSnapshotSize(d_->data_dir(), name));
     CaseResult r;
     r.label = fmt::format("llama {} MiB", size_mib);
     r.snapshot_bytes = size.buffer_bytes;
     r.read_bytes = size.buffer_bytes;  // every buffer is named by a call of the first token
     PHOS_RETURN_IF_ERROR(MeasureModes(name, Request({1, 2, 3, 4}, true), &r));
-    PHOS_RETURN_IF_ERROR(phos::bench::Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "rm", name}).status());
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
+    PHOS_RETURN_IF_ERROR(Remove(name, dir));
     return r;
   }
 
@@ -99,22 +92,17 @@ class Bench {
     const std::string dir = work_ + "/" + name;
     std::printf("\n== %s: checkpoint\n", name.c_str());
     std::fflush(stdout);
-    PHOS_RETURN_IF_ERROR(phos::bench::Run({"python3", PHOS_SOURCE_DIR "/scripts/make-checkpoint.py", "--out", dir,
-                                           "--size-mib", std::to_string(o_.moe_mib), "--experts",
-                                           std::to_string(experts), "--experts-per-token", "2", "--dtype", "f32",
-                                           "--vocab", "8192", "--max-position-embeddings", "64", "--seed", "12"})
-                             .status());
+    PHOS_RETURN_IF_ERROR(MakeCheckpoint(dir, o_.moe_mib, 12,
+                                        {"--experts", std::to_string(experts), "--experts-per-token", "2"}));
     PHOS_ASSIGN_OR_RETURN(uint64_t expert_bytes, ExpertBytes(dir));
     std::printf("== %s: deploy\n", name.c_str());
     std::fflush(stdout);
     const std::string request = R"({"tokens": [3], "max_new_tokens": 1, "report_experts": true})";
-    PHOS_RETURN_IF_ERROR(phos::bench::Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "deploy", name,
-                                           PHOS_MOE_FUNCTION, "--instances", "1", "--max-instances", "2",
-                                           "--sample", R"({"tokens": [5], "max_new_tokens": 1})", "--", "--model",
-                                           dir})
-                             .status());
+    PHOS_RETURN_IF_ERROR(
+        Deploy(name, PHOS_MOE_FUNCTION, dir, R"({"tokens": [5], "max_new_tokens": 1})", 1, 2));
     PHOS_RETURN_IF_ERROR(d_->WaitSettled(name, std::chrono::seconds(1200)));
-    PHOS_ASSIGN_OR_RETURN(phos::bench::SnapshotSize size, phos::bench::ReadSnapshotSize(d_->data_dir(), name));
+    PHOS_ASSIGN_OR_RETURN(phos::bench::SnapshotSize size,
+                          phos::bench::ReadSnapshotSize(d_->data_dir(), name));
     CaseResult r;
     r.label = fmt::format("moe {} MiB, {} experts per layer, 2 per token", o_.moe_mib, experts);
     r.target_vs_bound = kMoeVsBound;
@@ -134,9 +122,7 @@ class Bench {
                               100.0 * ran / all_experts);
     r.transfer_ms = static_cast<double>(r.read_bytes) / h2d_bps_ * 1e3;
     r.bound_ms = std::max(r.transfer_ms, r.compute_ms) + kBoundFloorMs;
-    PHOS_RETURN_IF_ERROR(phos::bench::Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "rm", name}).status());
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
+    PHOS_RETURN_IF_ERROR(Remove(name, dir));
     return r;
   }
 
@@ -150,30 +136,25 @@ class Bench {
     const std::string dir = work_ + "/" + name;
     std::printf("\n== %s: checkpoint and deploy\n", name.c_str());
     std::fflush(stdout);
-    PHOS_RETURN_IF_ERROR(phos::bench::Run({"python3", PHOS_SOURCE_DIR "/scripts/make-checkpoint.py", "--out", dir,
-                                           "--size-mib", std::to_string(size_mib), "--dtype", "f32", "--vocab",
-                                           "8192", "--max-position-embeddings", "64", "--seed", "13"})
-                             .status());
-    PHOS_RETURN_IF_ERROR(phos::bench::Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "deploy", name,
-                                           PHOS_LLAMA_FUNCTION, "--instances", "1", "--max-instances", "2",
-                                           "--sample", Request({5, 6, 7}, false), "--", "--model", dir})
-                             .status());
+    PHOS_RETURN_IF_ERROR(MakeCheckpoint(dir, size_mib, 13, {}));
+    PHOS_RETURN_IF_ERROR(Deploy(name, PHOS_LLAMA_FUNCTION, dir, Request({5, 6, 7}, false), 1, 2));
     PHOS_RETURN_IF_ERROR(d_->WaitSettled(name, std::chrono::seconds(1200)));
-    PHOS_ASSIGN_OR_RETURN(phos::bench::SnapshotSize size, phos::bench::ReadSnapshotSize(d_->data_dir(), name));
+    PHOS_ASSIGN_OR_RETURN(phos::bench::SnapshotSize size,
+                          phos::bench::ReadSnapshotSize(d_->data_dir(), name));
     PHOS_ASSIGN_OR_RETURN(double disk_bps, DiskRate(d_->data_dir() + "/store/segments"));
     CaseResult r;
     r.label = fmt::format("llama {} MiB from disk (no DRAM tier)", size_mib);
     r.snapshot_bytes = size.buffer_bytes;
     r.read_bytes = size.buffer_bytes;
     const double rate = std::min(h2d_bps_, disk_bps * scale_);
-    r.read_note = fmt::format("disk {:.2f} GB/s measured, {:.1f} GB/s modelled; rate min(W, disk) = {:.1f} GB/s",
-                              disk_bps / 1e9, disk_bps * scale_ / 1e9, rate / 1e9);
-    PHOS_RETURN_IF_ERROR(MeasureModes(name, Request({1, 2, 3, 4}, true), &r, {"warm", "phos", "no-order", "eager"}));
+    r.read_note =
+        fmt::format("disk {:.2f} GB/s measured, {:.1f} GB/s modelled; rate min(W, disk) = {:.1f} GB/s",
+                    disk_bps / 1e9, disk_bps * scale_ / 1e9, rate / 1e9);
+    PHOS_RETURN_IF_ERROR(
+        MeasureModes(name, Request({1, 2, 3, 4}, true), &r, {"warm", "phos", "no-order", "eager"}));
     r.transfer_ms = static_cast<double>(r.read_bytes) / rate * 1e3;
     r.bound_ms = std::max(r.transfer_ms, r.compute_ms) + kBoundFloorMs;
-    PHOS_RETURN_IF_ERROR(phos::bench::Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "rm", name}).status());
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
+    PHOS_RETURN_IF_ERROR(Remove(name, dir));
     return r;
   }
 
@@ -189,16 +170,10 @@ class Bench {
       const std::string dir = work_ + "/" + name;
       std::printf("\n== %s: checkpoint and deploy\n", name.c_str());
       std::fflush(stdout);
-      PHOS_RETURN_IF_ERROR(phos::bench::Run({"python3", PHOS_SOURCE_DIR "/scripts/make-checkpoint.py", "--out", dir,
-                                             "--size-mib", std::to_string(o_.concurrency_mib), "--dtype", "f32",
-                                             "--vocab", "8192", "--max-position-embeddings", "64", "--seed",
-                                             std::to_string(100 + i)})
-                               .status());
-      PHOS_RETURN_IF_ERROR(phos::bench::Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "deploy", name,
-                                             PHOS_LLAMA_FUNCTION, "--instances", "0", "--max-instances", "1",
-                                             "--sample", Request({5, 6, 7}, false), "--", "--model", dir})
-                               .status());
-      PHOS_ASSIGN_OR_RETURN(phos::bench::SnapshotSize size, phos::bench::ReadSnapshotSize(d_->data_dir(), name));
+      PHOS_RETURN_IF_ERROR(MakeCheckpoint(dir, o_.concurrency_mib, 100 + i, {}));
+      PHOS_RETURN_IF_ERROR(Deploy(name, PHOS_LLAMA_FUNCTION, dir, Request({5, 6, 7}, false), 0, 1));
+      PHOS_ASSIGN_OR_RETURN(phos::bench::SnapshotSize size,
+                            phos::bench::ReadSnapshotSize(d_->data_dir(), name));
       snapshot_bytes = size.buffer_bytes;  // the same shape for every seed
       names.push_back(name);
     }
@@ -226,17 +201,20 @@ class Bench {
         for (int i = 0; i < n; ++i) {
           if (!answers[i].ok()) return answers[i].status();
           const HttpResponse& r = *answers[i];
-          if (r.status != 200) return Status::Internal(fmt::format("burst of {}: HTTP {}: {}", n, r.status, r.body));
+          if (r.status != 200)
+            return Status::Internal(fmt::format("burst of {}: HTTP {}: {}", n, r.status, r.body));
           std::optional<double> first = phos::bench::StageMs(r, "first-byte", scale_);
           std::optional<double> resident = phos::bench::StageMs(r, "resident", scale_);
-          if (!first || !resident) return Status::Internal(fmt::format("burst of {}: no first-byte or resident stage", n));
+          if (!first || !resident)
+            return Status::Internal(fmt::format("burst of {}: no first-byte or resident stage", n));
           b.first_byte_ms.push_back(*first);
           last_resident = std::max(last_resident, *resident);
         }
         const double util = static_cast<double>(snapshot_bytes) * n / (last_resident / 1e3) / h2d_bps_;
         b.utilisation.push_back(util);
-        std::printf("%16s %d/%d: p99 first byte %.1f ms, link %.0f%% (modelled)\n", fmt::format("{} at once", n).c_str(),
-                    rep + 1, o_.concurrency_reps, Percentile(b.first_byte_ms, 99), 100 * util);
+        std::printf("%16s %d/%d: p99 first byte %.1f ms, link %.0f%% (modelled)\n",
+                    fmt::format("{} at once", n).c_str(), rep + 1, o_.concurrency_reps,
+                    Percentile(b.first_byte_ms, 99), 100 * util);
         std::fflush(stdout);
       }
       results.push_back(std::move(b));
@@ -247,6 +225,43 @@ class Bench {
   uint64_t burst_snapshot_bytes() const { return burst_snapshot_bytes_; }
 
  private:
+  // A random fp32 checkpoint (the device's bytes are the checkpoint's) with a short context, which
+  // keeps the KV cache small; `extra` adds options (experts).
+  static Status MakeCheckpoint(const std::string& dir, int size_mib, int seed,
+                               const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"python3",
+                                     PHOS_SOURCE_DIR "/scripts/make-checkpoint.py",
+                                     "--out",
+                                     dir,
+                                     "--size-mib",
+                                     std::to_string(size_mib),
+                                     "--dtype",
+                                     "f32",
+                                     "--vocab",
+                                     "8192",
+                                     "--max-position-embeddings",
+                                     "64",
+                                     "--seed",
+                                     std::to_string(seed)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return phos::bench::Run(args).status();
+  }
+
+  Status Deploy(const std::string& name, const char* executable, const std::string& model_dir,
+                const std::string& sample, int instances, int max_instances) {
+    return phos::bench::Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "deploy", name, executable,
+                             "--instances", std::to_string(instances), "--max-instances",
+                             std::to_string(max_instances), "--sample", sample, "--", "--model", model_dir})
+        .status();
+  }
+
+  Status Remove(const std::string& name, const std::string& dir) {
+    PHOS_RETURN_IF_ERROR(phos::bench::Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "rm", name}).status());
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    return Status::Ok();
+  }
+
   std::string Request(const std::vector<int>& prompt, bool stream) const {
     std::string ids;
     for (int t : prompt) ids += (ids.empty() ? "" : ", ") + std::to_string(t);
@@ -277,7 +292,8 @@ class Bench {
   static Result<nlohmann::json> ReadConfig(const std::string& dir) {
     std::ifstream in(dir + "/config.json");
     nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
-    if (config.is_discarded() || !config.is_object()) return Status::Internal("cannot read " + dir + "/config.json");
+    if (config.is_discarded() || !config.is_object())
+      return Status::Internal("cannot read " + dir + "/config.json");
     return config;
   }
 
@@ -288,7 +304,8 @@ class Bench {
         !config.contains("num_hidden_layers")) {
       return Status::Internal(dir + "/config.json lacks the sizes");
     }
-    return 3 * config["hidden_size"].get<uint64_t>() * config["intermediate_size"].get<uint64_t>() * sizeof(float);
+    return 3 * config["hidden_size"].get<uint64_t>() * config["intermediate_size"].get<uint64_t>() *
+           sizeof(float);
   }
 
   Status MeasureModes(const std::string& name, const std::string& request, CaseResult* r,
@@ -321,9 +338,11 @@ class Bench {
                           phos::bench::Http(d_->endpoint() + "/v1/functions/" + name + "/invoke", request,
                                             {"X-Phos-Restore-Mode: " + mode, "X-Phos-Timeout-Ms: 1200000"}));
     const double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - sent).count();
-    if (r.status != 200) return Status::Internal(fmt::format("{} invoke: HTTP {}: {}", mode, r.status, r.body));
+    if (r.status != 200)
+      return Status::Internal(fmt::format("{} invoke: HTTP {}: {}", mode, r.status, r.body));
     if (r.headers["x-phos-restore-mode"] != mode) {
-      return Status::Internal(fmt::format("asked for {}, served as '{}'", mode, r.headers["x-phos-restore-mode"]));
+      return Status::Internal(
+          fmt::format("asked for {}, served as '{}'", mode, r.headers["x-phos-restore-mode"]));
     }
     if (expected_.empty()) expected_ = r.body;  // warm goes first
     if (r.body != expected_) {
@@ -333,9 +352,9 @@ class Bench {
     std::optional<double> first = phos::bench::StageMs(r, "first-byte", scale_);
     if (!first) return Status::Internal(mode + " answer has no first-byte stage");
     s.first_byte_ms = *first;
-    for (auto [stage, field] : {std::pair{"cpu-resume", &Sample::cpu_resume_ms},
-                                std::pair{"first-launch", &Sample::first_launch_ms},
-                                std::pair{"resident", &Sample::resident_ms}}) {
+    for (auto [stage, field] :
+         {std::pair{"cpu-resume", &Sample::cpu_resume_ms},
+          std::pair{"first-launch", &Sample::first_launch_ms}, std::pair{"resident", &Sample::resident_ms}}) {
       if (std::optional<double> ms = phos::bench::StageMs(r, stage, scale_)) s.*field = *ms;
     }
     s.full_ms = wall_ms / scale_;
@@ -367,10 +386,12 @@ int main(int argc, char** argv) {
   app.add_option("--reps", o.reps, "repetitions of warm, phos and eager")->check(CLI::PositiveNumber);
   app.add_option("--fresh-reps", o.fresh_reps, "repetitions of stop-the-world and cold-boot")
       ->check(CLI::PositiveNumber);
-  app.add_option("--experts", o.experts, "moe: experts per layer, one model each")->delimiter(',')
+  app.add_option("--experts", o.experts, "moe: experts per layer, one model each")
+      ->delimiter(',')
       ->check(CLI::PositiveNumber);
   app.add_option("--moe-mib", o.moe_mib, "moe: model size in MiB")->check(CLI::PositiveNumber);
-  app.add_option("--concurrency", o.concurrency, "simultaneous cold starts, one run each")->delimiter(',')
+  app.add_option("--concurrency", o.concurrency, "simultaneous cold starts, one run each")
+      ->delimiter(',')
       ->check(CLI::PositiveNumber);
   app.add_option("--concurrency-mib", o.concurrency_mib, "size of each function of the bursts")
       ->check(CLI::PositiveNumber);
@@ -411,9 +432,10 @@ int main(int argc, char** argv) {
   const int most = *std::max_element(o.concurrency.begin(), o.concurrency.end());
   const int pool = std::max(2, most);
   const uint64_t burst_mib = static_cast<uint64_t>(most) * o.concurrency_mib * 2;
-  Status status = daemon.Start(
-      "models-bench", {"--pool-min", std::to_string(pool), "--pool-max", std::to_string(pool + 4), "--keep-alive-ms",
-                       "1500", "--dram-mib", std::to_string(std::max<uint64_t>({4096, largest + 512ull, burst_mib}))});
+  Status status =
+      daemon.Start("models-bench", {"--pool-min", std::to_string(pool), "--pool-max",
+                                    std::to_string(pool + 4), "--keep-alive-ms", "1500", "--dram-mib",
+                                    std::to_string(std::max<uint64_t>({4096, largest + 512ull, burst_mib}))});
   if (status.ok()) {
     std::printf("phosd at %s, data %s, log %s\n", daemon.endpoint().c_str(), daemon.data_dir().c_str(),
                 daemon.log_path().c_str());
@@ -452,7 +474,8 @@ int main(int argc, char** argv) {
   if (status.ok() && o.disk_mib > 0) {
     // Disk-cold restores: a daemon of their own without a DRAM tier, so every chunk comes from disk.
     Daemon disk;
-    status = disk.Start("models-bench-disk", {"--pool-min", "2", "--keep-alive-ms", "1500", "--dram-mib", "0"});
+    status =
+        disk.Start("models-bench-disk", {"--pool-min", "2", "--keep-alive-ms", "1500", "--dram-mib", "0"});
     if (status.ok()) status = disk.WaitPoolReady(2, std::chrono::minutes(30));
     Bench disk_bench(o, &disk, disk.data_dir(), scale, h2d);
     if (status.ok()) {
@@ -470,7 +493,8 @@ int main(int argc, char** argv) {
     }
   }
   if (!status.ok()) {
-    std::fprintf(stderr, "models_bench: %s (phosd log: %s)\n", status.ToString().c_str(), daemon.log_path().c_str());
+    std::fprintf(stderr, "models_bench: %s (phosd log: %s)\n", status.ToString().c_str(),
+                 daemon.log_path().c_str());
     return 1;
   }
   const std::string profile = device->config.profile;

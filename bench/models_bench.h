@@ -52,7 +52,7 @@ struct ModeResult {
   std::string mode;
   std::vector<Sample> samples;
 
-  std::vector<double> Values(double Sample::* field) const {
+  std::vector<double> Values(double Sample::*field) const {
     std::vector<double> v;
     for (const Sample& s : samples) v.push_back(s.*field);
     return v;
@@ -103,7 +103,7 @@ constexpr double kBurstTarget = 0.90;  // issue 11: 16 simultaneous cold starts 
 std::string BurstMarkdown(const std::vector<BurstResult>& bursts, uint64_t snapshot_bytes, int mib);
 // The data behind docs/plots (bench/plots.gp): tab-separated, one file per table, named
 // models-<profile>-{modes,read,bursts}.tsv in `dir`.
-Status WritePlotData(const std::string& dir, const std::string& profile, const std::vector<CaseResult>& results,
-                     const std::vector<BurstResult>& bursts);
+Status WritePlotData(const std::string& dir, const std::string& profile,
+                     const std::vector<CaseResult>& results, const std::vector<BurstResult>& bursts);
 
 }  // namespace phos::bench::models

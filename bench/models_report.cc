@@ -22,7 +22,7 @@ std::string Times(double v) {
 }
 
 // The median of a stage over the samples that went through it; NaN when none did.
-double StageMedian(const ModeResult& m, double Sample::* field) {
+double StageMedian(const ModeResult& m, double Sample::*field) {
   std::vector<double> v;
   for (double x : m.Values(field)) {
     if (!std::isnan(x)) v.push_back(x);
@@ -43,14 +43,21 @@ std::string Markdown(const std::vector<CaseResult>& results, const std::string& 
   std::string md = fmt::format(
       "## Cold starts of real models ({})\n\n"
       "Command: `{}` (time scale {}; {})\n\n"
-      "One phosd. Each llama is a random fp32 checkpoint (`scripts/make-checkpoint.py --size-mib N --dtype f32 "
-      "--vocab 8192 --max-position-embeddings 64`) deployed with `--instances 1 --max-instances 2` and a sample "
+      "One phosd. Each llama is a random fp32 checkpoint (`scripts/make-checkpoint.py --size-mib N --dtype "
+      "f32 "
+      "--vocab 8192 --max-position-embeddings 64`) deployed with `--instances 1 --max-instances 2` and a "
+      "sample "
       "request; each request is `{{\"tokens\": [1, 2, 3, 4], \"max_new_tokens\": {}, \"stream\": true}}`. "
-      "First token = `X-Phos-Stage-First-Byte-Us` / time scale (modelled ms from the request's arrival; the first "
-      "piece is the first token); full = the client's wall time of the whole exchange / time scale. Median and "
-      "p99 (nearest rank: the maximum of fewer than 100) over the repetitions. Bound = max(B_read/W, E) + {} ms: "
-      "B_read = the bytes of the buffers the request's calls name (for llama every buffer: weights, KV cache, "
-      "scratch), W = {:.1f} GB/s (the profile's pinned host-to-device rate), E = warm first token. `loaded` = "
+      "First token = `X-Phos-Stage-First-Byte-Us` / time scale (modelled ms from the request's arrival; the "
+      "first "
+      "piece is the first token); full = the client's wall time of the whole exchange / time scale. Median "
+      "and "
+      "p99 (nearest rank: the maximum of fewer than 100) over the repetitions. Bound = max(B_read/W, E) + {} "
+      "ms: "
+      "B_read = the bytes of the buffers the request's calls name (for llama every buffer: weights, KV "
+      "cache, "
+      "scratch), W = {:.1f} GB/s (the profile's pinned host-to-device rate), E = warm first token. `loaded` "
+      "= "
       "`X-Phos-Loaded-Bytes-At-First-Byte`; cpu-resume, first-launch and resident are the restore's stages "
       "(modelled ms from arrival), which say where the time went. Every answer equals the warm one's.\n",
       profile, command, scale, phos::bench::NowUtc(), o.tokens, kBoundFloorMs, h2d_bps / 1e9);
@@ -59,35 +66,41 @@ std::string Markdown(const std::vector<CaseResult>& results, const std::string& 
         "\n### {}\n\nsnapshot {:.1f} MiB; B_read {:.1f} MiB{}; B_read/W = {:.1f} ms; E = {:.1f} ms; bound = "
         "{:.1f} ms\n\n"
         "| mode | reps | first token median (ms) | p99 | / bound | / eager | full median (ms) | cpu-resume | "
-        "first-launch | resident | loaded at first byte (MiB) | misses |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "first-launch | resident | loaded at first byte (MiB) | misses "
+        "|\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         r.label, r.snapshot_bytes / 1048576.0, r.read_bytes / 1048576.0,
         r.read_note.empty() ? "" : " (" + r.read_note + ")", r.transfer_ms, r.compute_ms, r.bound_ms);
     for (const ModeResult& m : r.modes) {
       int64_t misses = -1;
       for (const Sample& s : m.samples) misses = std::max(misses, s.misses);
       const double loaded = Median(m.Values(&Sample::loaded_mib));
-      md += fmt::format("| {} | {} | {} | {} | {:.2f} | {:.2f} | {} | {} | {} | {} | {} | {} |\n", m.mode, m.samples.size(),
-                        Ms(m.FirstByte()), Ms(Percentile(m.Values(&Sample::first_byte_ms), 99)),
-                        m.FirstByte() / r.bound_ms, r.Ratio(m.mode, "eager"), Ms(Median(m.Values(&Sample::full_ms))),
-                        Ms(StageMedian(m, &Sample::cpu_resume_ms)), Ms(StageMedian(m, &Sample::first_launch_ms)),
-                        Ms(StageMedian(m, &Sample::resident_ms)), loaded >= 0 ? fmt::format("{:.1f}", loaded) : "—", misses >= 0 ? std::to_string(misses) : "—");
+      md += fmt::format(
+          "| {} | {} | {} | {} | {:.2f} | {:.2f} | {} | {} | {} | {} | {} | {} |\n", m.mode, m.samples.size(),
+          Ms(m.FirstByte()), Ms(Percentile(m.Values(&Sample::first_byte_ms), 99)), m.FirstByte() / r.bound_ms,
+          r.Ratio(m.mode, "eager"), Ms(Median(m.Values(&Sample::full_ms))),
+          Ms(StageMedian(m, &Sample::cpu_resume_ms)), Ms(StageMedian(m, &Sample::first_launch_ms)),
+          Ms(StageMedian(m, &Sample::resident_ms)), loaded >= 0 ? fmt::format("{:.1f}", loaded) : "—",
+          misses >= 0 ? std::to_string(misses) : "—");
     }
     md += fmt::format(
         "\nphos / bound = **{:.2f}** (target ≤ {}); phos / eager = **{:.2f}** (target {} {}); phos / "
         "no-order = **{}**; phos / stop-the-world = **{}**; phos / cold-boot = **{}**: **{}**\n",
         r.Find("phos")->FirstByte() / r.bound_ms, r.target_vs_bound, r.Ratio("phos", "eager"),
         r.target_vs_eager >= 1.0 ? "<" : "≤", r.target_vs_eager, Times(r.Ratio("phos", "no-order")),
-        Times(r.Ratio("phos", "stop-the-world")), Times(r.Ratio("phos", "cold-boot")), Met(r) ? "met" : "missed");
+        Times(r.Ratio("phos", "stop-the-world")), Times(r.Ratio("phos", "cold-boot")),
+        Met(r) ? "met" : "missed");
   }
   return md;
 }
 
-Status WritePlotData(const std::string& dir, const std::string& profile, const std::vector<CaseResult>& results,
-                     const std::vector<BurstResult>& bursts) {
+Status WritePlotData(const std::string& dir, const std::string& profile,
+                     const std::vector<CaseResult>& results, const std::vector<BurstResult>& bursts) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Status::Internal(fmt::format("create {}: {}", dir, ec.message()));
-  auto open = [&](const std::string& what) { return std::ofstream(fmt::format("{}/models-{}-{}.tsv", dir, profile, what)); };
+  auto open = [&](const std::string& what) {
+    return std::ofstream(fmt::format("{}/models-{}-{}.tsv", dir, profile, what));
+  };
   std::ofstream modes = open("modes"), read = open("read"), burst = open("bursts");
   // modes: one row per case, the median first byte of each mode but warm, then the bound.
   modes << "case";
@@ -109,13 +122,12 @@ Status WritePlotData(const std::string& dir, const std::string& profile, const s
   }
   burst << "at_once\tfirst_byte_median_ms\tfirst_byte_p99_ms\tlink_utilisation\n";
   for (const BurstResult& b : bursts) {
-    burst << fmt::format("{}\t{:.2f}\t{:.2f}\t{:.3f}\n", b.n, Median(b.first_byte_ms), Percentile(b.first_byte_ms, 99),
-                         Median(b.utilisation));
+    burst << fmt::format("{}\t{:.2f}\t{:.2f}\t{:.3f}\n", b.n, Median(b.first_byte_ms),
+                         Percentile(b.first_byte_ms, 99), Median(b.utilisation));
   }
   if (!modes || !read || !burst) return Status::Internal("cannot write the plot data in " + dir);
   return Status::Ok();
 }
-
 
 std::string BurstMarkdown(const std::vector<BurstResult>& bursts, uint64_t snapshot_bytes, int mib) {
   std::string md = fmt::format(
@@ -123,11 +135,12 @@ std::string BurstMarkdown(const std::vector<BurstResult>& bursts, uint64_t snaps
       "N llama functions of {} MiB (snapshot {:.1f} MiB each, own seeds), scaled to zero; N requests sent at "
       "once, one per function, each restored in phos mode. Link = N x snapshot bytes / (the last request's "
       "resident stage) / W, median over the repetitions; p99 of first byte over every request.\n\n"
-      "| at once | requests | first byte median (ms) | p99 (ms) | link utilisation |\n|---|---|---|---|---|\n",
+      "| at once | requests | first byte median (ms) | p99 (ms) | link utilisation "
+      "|\n|---|---|---|---|---|\n",
       mib, snapshot_bytes / 1048576.0);
   for (const BurstResult& b : bursts) {
-    md += fmt::format("| {} | {} | {:.1f} | {:.1f} | {:.0f}% |\n", b.n, b.first_byte_ms.size(), Median(b.first_byte_ms),
-                      Percentile(b.first_byte_ms, 99), 100 * Median(b.utilisation));
+    md += fmt::format("| {} | {} | {:.1f} | {:.1f} | {:.0f}% |\n", b.n, b.first_byte_ms.size(),
+                      Median(b.first_byte_ms), Percentile(b.first_byte_ms, 99), 100 * Median(b.utilisation));
   }
   const BurstResult& most = bursts.back();
   md += fmt::format("\n{} at once: link utilisation **{:.0f}%** (target ≥ {:.0f}%): **{}**\n", most.n,

@@ -318,9 +318,11 @@ class Bench {
       for (int i = 0; i < reps; ++i) {
         PHOS_RETURN_IF_ERROR(d_->WaitSettled(name, std::chrono::seconds(1200)));
         PHOS_ASSIGN_OR_RETURN(Sample s, Invoke(name, m.mode, request));
-        std::printf("%16s %d/%d: first byte %.2f ms, full %.2f ms, loaded %.1f MiB, misses %lld (modelled)\n",
-                    m.mode.c_str(), i + 1, reps, s.first_byte_ms, s.full_ms, s.loaded_mib,
-                    static_cast<long long>(s.misses));
+        std::printf(
+            "%16s %d/%d: first byte %.2f ms, first launch %.2f ms, full %.2f ms, loaded %.1f MiB, misses %lld, "
+            "modules loaded %lld (modelled)\n",
+            m.mode.c_str(), i + 1, reps, s.first_byte_ms, s.first_launch_ms, s.full_ms, s.loaded_mib,
+            static_cast<long long>(s.misses), static_cast<long long>(s.modules_loaded));
         std::fflush(stdout);
         m.samples.push_back(s);
       }
@@ -363,6 +365,9 @@ class Bench {
     }
     if (auto it = r.headers.find("x-phos-speculation-misses"); it != r.headers.end()) {
       s.misses = std::strtoll(it->second.c_str(), nullptr, 10);
+    }
+    if (auto it = r.headers.find("x-phos-modules-loaded"); it != r.headers.end()) {
+      s.modules_loaded = std::strtoll(it->second.c_str(), nullptr, 10);
     }
     return s;
   }

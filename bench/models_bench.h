@@ -46,6 +46,7 @@ struct Sample {
   double first_launch_ms = std::nan("");
   double resident_ms = std::nan("");
   int64_t misses = -1;
+  int64_t modules_loaded = -1;  // X-Phos-Modules-Loaded: 0 when the pooled context kept them
 };
 
 struct ModeResult {

@@ -196,10 +196,10 @@ class ApiServer::Impl {
     return t;
   }
 
-  std::vector<int32_t> TakeFirstTouch(const std::string& token) {
+  LearnedUsage TakeLearnedUsage(const std::string& token) {
     Status s;
     std::shared_ptr<RestoreState> restore = RestoreOf(token, &s);
-    return restore == nullptr ? std::vector<int32_t>{} : restore->TakeFirstTouch();
+    return restore == nullptr ? LearnedUsage{} : restore->TakeLearnedUsage();
   }
 
   Result<uint64_t> CaptureSession(const std::string& token, store::Store& store, const std::string& function,
@@ -484,7 +484,7 @@ Status ApiServer::WaitPrepared(const std::string& token, std::chrono::millisecon
   return impl_->WaitPrepared(token, timeout);
 }
 Result<SessionTimeline> ApiServer::Timeline(const std::string& token) const { return impl_->Timeline(token); }
-std::vector<int32_t> ApiServer::TakeFirstTouch(const std::string& token) { return impl_->TakeFirstTouch(token); }
+LearnedUsage ApiServer::TakeLearnedUsage(const std::string& token) { return impl_->TakeLearnedUsage(token); }
 Result<uint64_t> ApiServer::CaptureSession(const std::string& token, store::Store& store, const std::string& function,
                                            const std::string& device_profile, std::chrono::milliseconds timeout) {
   return impl_->CaptureSession(token, store, function, device_profile, timeout);

@@ -65,6 +65,7 @@ RestoreState::RestoreState(SessionPlan plan, driver::DriverTable* driver, ctxpoo
   if (plan_.learn_first_touch && plan_.manifest != nullptr) {
     learning_ = true;
     ranks_.assign(plan_.manifest->buffers.size(), -1);
+    written_.assign(plan_.manifest->buffers.size(), false);
   }
   if (plan_.manifest != nullptr) EnsureStarted();
 }
@@ -121,17 +122,18 @@ bool RestoreState::learning() const {
   return learning_;
 }
 
-void RestoreState::NoteTouch(int index) {
+void RestoreState::NoteTouch(int index, bool written) {
   std::lock_guard lock(mu_);
-  if (!learning_ || index < 0 || static_cast<size_t>(index) >= ranks_.size() || ranks_[index] >= 0) return;
-  ranks_[index] = next_rank_++;
+  if (!learning_ || index < 0 || static_cast<size_t>(index) >= ranks_.size()) return;
+  if (ranks_[index] < 0) ranks_[index] = next_rank_++;
+  if (written) written_[index] = true;
 }
 
-std::vector<int32_t> RestoreState::TakeFirstTouch() {
+LearnedUsage RestoreState::TakeLearnedUsage() {
   std::lock_guard lock(mu_);
   if (!learning_) return {};
   learning_ = false;
-  return std::move(ranks_);
+  return {.first_touch = std::move(ranks_), .written = std::move(written_)};
 }
 
 Status RestoreState::Prepare() {

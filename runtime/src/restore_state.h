@@ -112,12 +112,12 @@ class RestoreState {
   void MarkConnected();
   void MarkFirstLaunch();
 
-  // First-touch learning (plan.learn_first_touch): the session notes each buffer a call names,
-  // by snapshot index, the first time; TakeFirstTouch() stops it and returns rank per buffer
-  // (-1: untouched).
+  // Learning (plan.learn_first_touch): the session notes each buffer a call names, by snapshot
+  // index, and whether the call's speculated write set names it; TakeLearnedUsage() stops it and
+  // returns each buffer's first-touch rank and whether any call may have written it.
   bool learning() const;
-  void NoteTouch(int index);
-  std::vector<int32_t> TakeFirstTouch();
+  void NoteTouch(int index, bool written);
+  LearnedUsage TakeLearnedUsage();
 
  private:
   Status Prepare();
@@ -147,6 +147,7 @@ class RestoreState {
   Times times_;
   bool learning_ = false;
   std::vector<int32_t> ranks_;
+  std::vector<bool> written_;
   int32_t next_rank_ = 0;
   std::thread worker_;
 };

@@ -174,12 +174,12 @@ CUresult Session::Gate(const ipc::RecordView& record) {
   CUstream stream = nullptr;
   if (loaders_.empty() || (resident && !learning)) return CUDA_SUCCESS;
   if (!Speculate(record, &gate_sets_, &stream)) return CUDA_SUCCESS;
-  auto require = [&](uint64_t base) -> CUresult {
+  auto require = [&](uint64_t base, bool written) -> CUresult {
     // The loader of the device whose memory it is.
     for (RestoreState::DeviceLoader& dl : loaders_) {
       int index = dl.loader->Find(base);
       if (index < 0) continue;
-      if (learning) restore_->NoteTouch(dl.global[index]);
+      if (learning) restore_->NoteTouch(dl.global[index], written);
       if (resident) return CUDA_SUCCESS;
       Result<CUevent> ready = dl.loader->Require(index);
     if (!ready.ok()) {
@@ -191,15 +191,16 @@ CUresult Session::Gate(const ipc::RecordView& record) {
     return CUDA_SUCCESS;  // a buffer the function allocated after its restore
   };
   if (!gate_sets_.complete()) {
-    // More buffers than the sets hold: the call may touch any of them.
+    // More buffers than the sets hold: the call may touch, and write, any of them.
     for (const auto& [base, bytes] : buffers_.buffers()) {
-      if (CUresult r = require(base); r != CUDA_SUCCESS) return r;
+      if (CUresult r = require(base, true); r != CUDA_SUCCESS) return r;
     }
     return CUDA_SUCCESS;
   }
   for (const BufferSet* set : {&gate_sets_.read, &gate_sets_.write}) {
+    const bool written = set == &gate_sets_.write;
     for (const BufferRef& b : set->buffers()) {
-      if (CUresult r = require(b.base); r != CUDA_SUCCESS) return r;
+      if (CUresult r = require(b.base, written); r != CUDA_SUCCESS) return r;
     }
   }
   return CUDA_SUCCESS;

@@ -46,7 +46,8 @@ struct SessionPlan {
   // A context created for this session rather than a pooled one (no-pool, stop-the-world and
   // cold-boot modes measure what the pool saves).
   bool fresh_context = false;
-  // Record the order in which calls first touch the snapshot's buffers, until TakeFirstTouch.
+  // Record the order in which calls first touch the snapshot's buffers, and which of them a
+  // call's speculated write set names, until TakeLearnedUsage.
   bool learn_first_touch = false;
   // The slot of the server's arena of instance ranges (ApiServer::ClaimVaSlot) that the session's
   // address space occupies: a deploy's session allocates there, and a restore of its snapshot
@@ -59,6 +60,14 @@ struct SessionPlan {
   // A request waits for this restore: its loader's copies go first, and the background streaming
   // of restores nobody waits for pauses while it loads (LoadPriority, docs/design.md D16).
   bool urgent = false;
+};
+
+// What a learning restore (SessionPlan::learn_first_touch) saw of the snapshot's buffers, by
+// snapshot buffer index; empty vectors when the session was not learning.
+struct LearnedUsage {
+  std::vector<int32_t> first_touch;  // rank of the first call naming it; -1: none did
+  // A call's speculated write set named it (an incomplete set names every buffer): not read-only.
+  std::vector<bool> written;
 };
 
 // When each stage of a session's start happened (steady clock; a default time point: not yet).
@@ -140,9 +149,9 @@ class ApiServer {
   Status WaitPrepared(const std::string& token, std::chrono::milliseconds timeout);
   // The token's stage times so far. NotFound for an unknown token.
   Result<SessionTimeline> Timeline(const std::string& token) const;
-  // Stops first-touch learning (SessionPlan::learn_first_touch) and returns each snapshot
-  // buffer's rank (-1: not touched); empty when the session was not learning.
-  std::vector<int32_t> TakeFirstTouch(const std::string& token);
+  // Stops learning (SessionPlan::learn_first_touch) and returns what was learned; empty when the
+  // session was not learning.
+  LearnedUsage TakeLearnedUsage(const std::string& token);
   // Deploy (docs/design.md D5, D6): once every call the function sent has executed, quiesces the session's
   // context and captures its buffers, modules and virtual handles into `store` as a new snapshot
   // of `function` (atomic commit). The session stays open; ending it releases the GPU memory.

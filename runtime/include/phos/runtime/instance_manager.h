@@ -55,7 +55,7 @@ class GpuSessions {
   // A token whose session (of `gpus` devices) restores `function`'s snapshot `version` in instance
   // range `va_slot` as `mode` says (kColdBoot: an empty session on a fresh context, no range; version 0: an empty
   // session allocating in the range, as a deploy's does). With `learn`, the session records the
-  // first-touch order for SaveFirstTouch. `urgent`: a request waits for this restore, whose copies
+  // first-touch order and the buffers' access classes for SaveFirstTouch. `urgent`: a request waits for this restore, whose copies
   // then go before those of restores nobody waits for (warm top-ups).
   virtual Result<std::string> IssueRestoreToken(const std::string& function, uint64_t version, RestoreMode mode,
                                                 bool learn, int va_slot, int gpus, bool urgent);
@@ -64,8 +64,9 @@ class GpuSessions {
   virtual SessionTimeline Timeline(const std::string& token);
   // Whether `function`'s snapshot `version` has a recorded first-touch order.
   virtual bool HasFirstTouch(const std::string& function, uint64_t version);
-  // Persists the order the token's session learned with each of `versions` (snapshots of one
-  // function, alike in layout); false when it learned none.
+  // Persists the first-touch order and the access classes (read-only: no call's write set named
+  // the buffer) the token's session learned with each of `versions` (snapshots of one function,
+  // alike in layout); false when it learned none.
   virtual bool SaveFirstTouch(const std::string& token, const std::string& function,
                               const std::vector<uint64_t>& versions);
   // Deletes every snapshot of `function` but `keep` (none: it was removed).

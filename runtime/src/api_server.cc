@@ -155,7 +155,8 @@ class ApiServer::Impl {
       slot_base = arena_ + slot_bytes_ * static_cast<uint64_t>(plan.va_slot);
     }
     int gpus = std::max(plan.gpus, 1);
-    auto restore = std::make_shared<RestoreState>(std::move(plan), driver_, pool_, groups_, &load_priority_, options_.device,
+    auto restore = std::make_shared<RestoreState>(std::move(plan), driver_, pool_, groups_, &load_priority_, &shared_buffers_,
+                                                  options_.device,
                                                   slot_base != 0 ? slot_bytes_ : options_.instance_va_bytes, slot_base);
     std::lock_guard lock(mu_);
     tokens_[token] = {gpus, std::move(restore)};
@@ -436,6 +437,8 @@ class ApiServer::Impl {
   };
   // Orders the restores' copies (urgent ones first); outlives every restore and session below.
   LoadPriority load_priority_;
+  // Read-only buffers shared on the devices (docs/design.md D14); outlives every restore and session.
+  SharedBuffers shared_buffers_;
   std::map<std::string, TokenInfo> tokens_;
   std::set<std::string> ending_;     // sessions being ended (EndSession waits for them)
   std::set<std::string> capturing_;  // sessions being captured (EndSession waits for them)

@@ -333,6 +333,9 @@ void RestoreLoader::Impl::ChunkDoneLocked(int buffer, size_t chunk) {
   Unit& u = units_[b.unit];
   if (--u.absent > 0) return;
   UnguardLocked(u);
+  if (on_ready_) {
+    for (int i : u.buffers) on_ready_(i);
+  }
   if (++ready_units_ < units_.size()) return;
   fully_resident_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - start_).count();
   all_resident_->store(true, std::memory_order_release);

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -28,6 +29,7 @@
 #include "phos/runtime/api_server.h"
 #include "phos/driver/driver_table.h"
 #include "phos/runtime/restore_loader.h"
+#include "phos/runtime/shared_buffers.h"
 #include "phos/runtime/va_allocator.h"
 #include "phos/store/manifest.h"
 
@@ -43,8 +45,10 @@ class RestoreState {
   // outlive the state. `slot_base`: the arena slot (SessionPlan::va_slot) of `va_bytes` at that
   // address, or 0.
   // `priority` (may be null) orders this restore's copies against the server's other restores.
+  // `shares` (may be null: nothing shared) holds the read-only buffers resident on the devices
+  // (docs/design.md D14); it must outlive the state and whatever a session takes from it.
   RestoreState(SessionPlan plan, driver::DriverTable* driver, ctxpool::ContextPool* pool, ctxpool::CommunicatorPool* groups,
-               LoadPriority* priority,
+               LoadPriority* priority, SharedBuffers* shares,
                int device, uint64_t va_bytes, CUdeviceptr slot_base);
   // Joins the preparation; whatever was not adopted by a session is released (the lease's scrub).
   ~RestoreState();
@@ -76,6 +80,16 @@ class RestoreState {
       int device = 0;
     };
     std::vector<Buffer> buffers;  // the session's buffer table
+    // Snapshot buffers mapped read-only from a resident shared allocation: no loader loads them.
+    std::set<int> shared;
+    uint64_t shared_bytes = 0;
+    // Snapshot buffers this restore loads into an allocation it registered as shared: mapped
+    // read-only and handed out once loaded (StartLoaders' on_ready).
+    struct Publish {
+      InstanceAddressSpace::ShareableMapping mapping;
+      std::string content;
+    };
+    std::map<int, Publish> publish;
     std::unordered_map<uint64_t, CUstream> streams;
     std::unordered_map<uint64_t, unsigned> stream_flags;
     std::unordered_map<uint64_t, CUevent> events;
@@ -134,6 +148,7 @@ class RestoreState {
   ctxpool::ContextPool* pool_;
   ctxpool::CommunicatorPool* groups_;
   LoadPriority* priority_;
+  SharedBuffers* shares_;
   int device_;
   uint64_t va_bytes_;
   CUdeviceptr slot_base_;

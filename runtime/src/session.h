@@ -270,6 +270,7 @@ class Session {
   std::shared_ptr<RestoreState> restore_;
   ParamMetadataCache* metadata_ = nullptr;
   std::vector<RestoreState::DeviceLoader> loaders_;  // by session device
+  uint64_t shared_bytes_ = 0;  // snapshot bytes mapped from shared read-only allocations (no loader)
   std::unordered_map<std::string, CUmodule> preloaded_modules_;  // by content hash, until used
   std::atomic<bool> loaders_published_{false};     // Timeline() on other threads may read loaders_
   bool gating_ = false;    // restored: until launched, resident and done learning

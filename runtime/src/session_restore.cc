@@ -83,6 +83,7 @@ Status Session::AdoptRestore() {
   next_handle_ = std::max(next_handle_, p.next_handle);
   preloaded_modules_ = std::move(p.modules);
   loaders_ = std::move(p.loaders);
+  shared_bytes_ = p.shared_bytes;
   loaders_published_.store(true, std::memory_order_release);
   gating_ = true;  // until the first launch is noted and nothing is left to load or learn
   return Status::Ok();
@@ -229,6 +230,10 @@ SessionTimeline Session::Timeline() const {
       all = all && stats.all_resident;
       last_ms = std::max(last_ms, stats.fully_resident_ms);
     }
+    // Shared read-only buffers are resident from the start, and were not copied.
+    t.shared_bytes = shared_bytes_;
+    t.loaded_bytes += shared_bytes_;
+    t.snapshot_bytes += shared_bytes_;
     if (all) {
       t.resident = times.loading + std::chrono::duration_cast<SessionTimeline::Clock::duration>(
                                       std::chrono::duration<double, std::milli>(last_ms));

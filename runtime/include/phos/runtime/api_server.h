@@ -84,6 +84,9 @@ struct SessionTimeline {
   uint64_t misses = 0;             // speculation misses caught by validation
   uint64_t loaded_bytes = 0;       // buffer bytes on the device so far
   uint64_t snapshot_bytes = 0;     // buffer bytes of the snapshot restored
+  // Of loaded_bytes: read-only buffers mapped from an allocation shared with other instances,
+  // copied by none of this restore's loads (docs/design.md D14).
+  uint64_t shared_bytes = 0;
   bool restored = false;           // the session came from a snapshot
 };
 

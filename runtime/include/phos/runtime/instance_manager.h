@@ -155,6 +155,9 @@ struct InvokeOutcome {
   // answer's first byte arrived, and the snapshot's buffer bytes (docs/design.md D7); -1 otherwise.
   int64_t loaded_bytes_at_first_byte = -1;
   int64_t snapshot_bytes = -1;
+  // Of those loaded bytes: read-only buffers mapped from allocations other instances share
+  // (docs/design.md D14), not copied; -1 when not restored.
+  int64_t shared_bytes = -1;
   // The function sent pieces before this outcome and they went to the invocation's piece
   // callback: body is the last piece only, and an error here comes after pieces already sent.
   bool streamed = false;

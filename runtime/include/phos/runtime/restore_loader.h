@@ -43,6 +43,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <mutex>
 #include <memory>
@@ -104,6 +105,9 @@ struct RestoreLoaderOptions {
   bool urgent = false;
   // For logs: "mlp v3 (instance 7)".
   std::string name;
+  // Called with a buffer's index once its last byte landed and it is unguarded (on the loader's
+  // threads, its lock held: it must not call the loader). May be empty.
+  std::function<void(int index)> on_ready;
 };
 
 struct RestoreLoaderStats {

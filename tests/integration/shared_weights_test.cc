@@ -1,0 +1,100 @@
+// Read-only weights shared on the device (docs/design.md D14), end to end: mlp deployed with a
+// sample request (which learns that its weights are read-only), then restored twice while the
+// first restored instance stays alive. The second restore maps the weights from the first's
+// allocation instead of copying them, and both answer exactly as the reference does.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "mlp_model.h"
+#include "phosd_fixture.h"
+
+namespace phos::testing {
+namespace {
+
+constexpr uint64_t kWeightSeed = 42;  // mlp's default --weight-seed
+constexpr int kLayers = 4;
+constexpr size_t kSizeMiB = 32;  // 8 MiB weight matrices: whole granules of their own, shareable
+const mlp::Shape kShape = mlp::ShapeForSize(kSizeMiB, kLayers, 1);
+
+struct Answer {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // names lower-cased
+  std::string body;
+  int64_t Number(const std::string& name) const {
+    auto it = headers.find(name);
+    return it == headers.end() ? -1 : std::stoll(it->second);
+  }
+};
+
+class SharedWeightsTest : public PhosdTest {
+ protected:
+  // POST /invoke with curl -i, forcing restore mode `mode`.
+  Answer Invoke(const std::string& body, const std::string& mode) {
+    CommandResult r = ::phos::testing::Run({"/usr/bin/curl", "-s", "-i", "-X", "POST", "--data-binary", body, "-H",
+                           "X-Phos-Restore-Mode: " + mode, endpoint() + "/v1/functions/mlp/invoke"});
+    Answer a;
+    const size_t end = r.out.find("\r\n\r\n");
+    if (end == std::string::npos) return a;
+    std::istringstream head(r.out.substr(0, end));
+    std::string line;
+    std::getline(head, line);
+    std::sscanf(line.c_str(), "HTTP/%*s %d", &a.status);
+    while (std::getline(head, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      const size_t colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      std::string name = line.substr(0, colon);
+      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+      a.headers[name] = line.substr(std::min(line.size(), colon + 2));
+    }
+    a.body = r.out.substr(end + 4);
+    return a;
+  }
+
+  static void ExpectMatchesReference(const std::string& body, uint64_t seed) {
+    nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << body;
+    const std::vector<float> expected = mlp::Reference(kWeightSeed, kShape, mlp::InputFromSeed(seed, kShape));
+    const std::vector<float> output = j["output"].get<std::vector<float>>();
+    ASSERT_EQ(output.size(), expected.size());
+    for (size_t i = 0; i < output.size(); ++i) ASSERT_NEAR(output[i], expected[i], 1e-4) << "element " << i;
+  }
+};
+
+TEST_F(SharedWeightsTest, ASecondRestoreMapsTheWeightsOfTheFirstInsteadOfCopyingThem) {
+  CommandResult deployed = PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--instances", "0", "--max-instances", "3",
+                                   "--sample", R"({"seed": 1})", "--", "--size-mib", std::to_string(kSizeMiB),
+                                   "--layers", std::to_string(kLayers)});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
+  const int64_t weight_bytes = static_cast<int64_t>(kShape.weight_elements() * sizeof(float)) * kLayers;
+
+  // The first restore after the deploy copies every byte and keeps its weights for others.
+  Answer first = Invoke(R"({"seed": 2, "full": true})", "phos");
+  ASSERT_EQ(first.status, 200) << first.body;
+  ExpectMatchesReference(first.body, 2);
+  EXPECT_EQ(first.Number("x-phos-shared-bytes"), 0);
+
+  // The first instance stays (keep-alive): the second restore maps its weights, read-only.
+  Answer second = Invoke(R"({"seed": 3, "full": true})", "phos");
+  ASSERT_EQ(second.status, 200) << second.body;
+  ExpectMatchesReference(second.body, 3);
+  EXPECT_EQ(second.Number("x-phos-shared-bytes"), weight_bytes);
+  EXPECT_EQ(second.Number("x-phos-snapshot-bytes"), first.Number("x-phos-snapshot-bytes"));
+  // Copied by the second restore at most: what is not the weights (biases, activations).
+  EXPECT_LE(second.Number("x-phos-snapshot-bytes") - second.Number("x-phos-shared-bytes"),
+            second.Number("x-phos-snapshot-bytes") / 10);
+
+  // Each instance answers again, the first one through the read-only mapping it now has too.
+  Answer warm = Invoke(R"({"seed": 4, "full": true})", "warm");
+  ASSERT_EQ(warm.status, 200) << warm.body;
+  ExpectMatchesReference(warm.body, 4);
+}
+
+}  // namespace
+}  // namespace phos::testing

@@ -111,6 +111,7 @@ class RestoreState {
   static void Release(driver::DriverTable& driver, Prepared& p);
 
   const SessionPlan& plan() const { return plan_; }
+  SharedBuffers* shares() const { return shares_; }
 
   // Stage times, filled as they happen (read under the lock).
   struct Times {

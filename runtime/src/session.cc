@@ -137,6 +137,7 @@ void Session::Run() {
     CUresult result = Route(record);
     if (result == CUDA_SUCCESS && gating_) result = Gate(record);
     if (result == CUDA_SUCCESS) result = Execute(record, &reply_len);
+    if (result == CUDA_ERROR_ILLEGAL_ADDRESS && maps_shared_) OnSharedBufferFault();
     if ((record.header.flags & ipc::kFlagReply) != 0) {
       ring_->WriteReply(record.header.seq, result, ring_->reply_payload_for_write(), result == CUDA_SUCCESS ? reply_len : 0);
     } else if (result != CUDA_SUCCESS) {

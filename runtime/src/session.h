@@ -140,6 +140,11 @@ class Session {
 
   Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid);
   void Run();
+  // A call of a session that maps shared read-only buffers failed with an illegal address: its
+  // context is lost (the error is sticky), and the fault may be a write to a shared buffer that
+  // speculation missed (docs/design.md D14). The function's later restores load private copies,
+  // and its process is ended so that the instance is discarded, its invocation failing.
+  void OnSharedBufferFault();
   // session_restore.cc
   // Adopts the restore's preparation (executor thread, before the first call).
   Status AdoptRestore();
@@ -271,6 +276,10 @@ class Session {
   ParamMetadataCache* metadata_ = nullptr;
   std::vector<RestoreState::DeviceLoader> loaders_;  // by session device
   uint64_t shared_bytes_ = 0;  // snapshot bytes mapped from shared read-only allocations (no loader)
+  // Some of the session's buffers are mapped read-only from shared allocations (or will be once
+  // loaded): an illegal address may be a write speculation missed (OnSharedBufferFault).
+  bool maps_shared_ = false;
+  bool shared_fault_seen_ = false;
   std::unordered_map<std::string, CUmodule> preloaded_modules_;  // by content hash, until used
   std::atomic<bool> loaders_published_{false};     // Timeline() on other threads may read loaders_
   bool gating_ = false;    // restored: until launched, resident and done learning

@@ -1,5 +1,8 @@
 // A session's snapshot side (docs/design.md D5, D7, D8): adopting a prepared restore, gating each call on
 // the buffers it may touch while the loader runs, and capturing the session at deploy.
+#include <sys/socket.h>
+
+#include <csignal>
 #include <cstring>
 #include <future>
 
@@ -84,6 +87,7 @@ Status Session::AdoptRestore() {
   preloaded_modules_ = std::move(p.modules);
   loaders_ = std::move(p.loaders);
   shared_bytes_ = p.shared_bytes;
+  maps_shared_ = !p.shared.empty() || !p.publish.empty();
   loaders_published_.store(true, std::memory_order_release);
   gating_ = true;  // until the first launch is noted and nothing is left to load or learn
   return Status::Ok();
@@ -205,6 +209,20 @@ CUresult Session::Gate(const ipc::RecordView& record) {
     }
   }
   return CUDA_SUCCESS;
+}
+
+void Session::OnSharedBufferFault() {
+  if (shared_fault_seen_ || restore_ == nullptr || restore_->shares() == nullptr) return;
+  shared_fault_seen_ = true;
+  const std::string& function = restore_->plan().manifest->function;
+  restore_->shares()->Disable(function);
+  PHOS_LOG(Error, "restore", "pid {} ({}): illegal address with read-only buffers mapped from shared allocations; "
+           "the instance is lost", pid_, function);
+  // The process on the other end of the control socket, as the kernel knows it (the pid the
+  // hello names is the function's word, not to be acted on).
+  ucred peer{};
+  socklen_t len = sizeof(peer);
+  if (getsockopt(control_fd_, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 && peer.pid > 0) kill(peer.pid, SIGKILL);
 }
 
 SessionTimeline Session::Timeline() const {

@@ -1,7 +1,9 @@
 // Read-only weights shared on the device (docs/design.md D14), end to end: mlp deployed with a
 // sample request (which learns that its weights are read-only), then restored twice while the
 // first restored instance stays alive. The second restore maps the weights from the first's
-// allocation instead of copying them, and both answer exactly as the reference does.
+// allocation instead of copying them, and both answer exactly as the reference does. And a write
+// to a shared buffer that speculation missed (indirect_fn's "bump", through a pointer in device
+// memory) costs that instance only: the shared bytes stay intact, later restores copy privately.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -35,9 +37,9 @@ struct Answer {
 class SharedWeightsTest : public PhosdTest {
  protected:
   // POST /invoke with curl -i, forcing restore mode `mode`.
-  Answer Invoke(const std::string& body, const std::string& mode) {
+  Answer Invoke(const std::string& body, const std::string& mode, const std::string& function = "mlp") {
     CommandResult r = ::phos::testing::Run({"/usr/bin/curl", "-s", "-i", "-X", "POST", "--data-binary", body, "-H",
-                           "X-Phos-Restore-Mode: " + mode, endpoint() + "/v1/functions/mlp/invoke"});
+                           "X-Phos-Restore-Mode: " + mode, endpoint() + "/v1/functions/" + function + "/invoke"});
     Answer a;
     const size_t end = r.out.find("\r\n\r\n");
     if (end == std::string::npos) return a;
@@ -94,6 +96,41 @@ TEST_F(SharedWeightsTest, ASecondRestoreMapsTheWeightsOfTheFirstInsteadOfCopying
   Answer warm = Invoke(R"({"seed": 4, "full": true})", "warm");
   ASSERT_EQ(warm.status, 200) << warm.body;
   ExpectMatchesReference(warm.body, 4);
+}
+
+// indirect_fn's data buffers of 2 MiB (a granule each): the sample reads buffer 0 as a kernel
+// parameter, so it is learned read-only and shared by the restores after the first.
+TEST_F(SharedWeightsTest, AWriteSpeculationMissedCostsThatInstanceAndEndsSharing) {
+  constexpr int kElements = 1 << 19;
+  CommandResult deployed = PhosFn({"deploy", "indirect", PHOS_INDIRECT_FUNCTION, "--instances", "0", "--max-instances",
+                                   "4", "--sample", "direct 0 4", "--", "--buffers", "2", "--elements",
+                                   std::to_string(kElements)});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
+  const std::string kIntact = "sum 6.0 first 0.0 1.0 2.0 3.0";  // buffer 0's first four, untouched
+  const int64_t kBufferBytes = int64_t{kElements} * 4;
+
+  Answer first = Invoke("direct 0 4", "phos", "indirect");
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.body, kIntact);
+  Answer second = Invoke("direct 0 4", "phos", "indirect");
+  ASSERT_EQ(second.status, 200) << second.body;
+  EXPECT_EQ(second.body, kIntact);
+  EXPECT_EQ(second.Number("x-phos-shared-bytes"), kBufferBytes);
+
+  // A third instance maps buffer 0 shared too; its bump writes it through the table: the write
+  // faults on the read-only mapping, the instance is lost and its invocation fails.
+  Answer bumped = Invoke("bump 0 4", "phos", "indirect");
+  EXPECT_GE(bumped.status, 500) << bumped.body;
+
+  // The instances still mapping it read what they read before.
+  Answer warm = Invoke("direct 0 4", "warm", "indirect");
+  ASSERT_EQ(warm.status, 200) << warm.body;
+  EXPECT_EQ(warm.body, kIntact);
+  // Restores from now on copy their own, which the function may write.
+  Answer privately = Invoke("bump 0 4", "phos", "indirect");
+  ASSERT_EQ(privately.status, 200) << privately.body;
+  EXPECT_EQ(privately.Number("x-phos-shared-bytes"), 0);
+  EXPECT_EQ(privately.body, "sum 10.0 first 1.0 2.0 3.0 4.0");
 }
 
 }  // namespace

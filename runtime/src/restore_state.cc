@@ -239,12 +239,16 @@ Status RestoreState::MapBuffers(Prepared& p) {
       PHOS_RETURN_IF_ERROR(s.MapSharedAt(b.device_address, b.size, h, shares_, content).WithContext(what));
       p.shared.insert(static_cast<int>(i));
       p.shared_bytes += b.size;
+      p.shared_by_address[b.device_address] = {.content = content, .device = b.device, .physical = s.device()};
       continue;
     }
     PHOS_RETURN_IF_ERROR(s.MapAt(b.device_address, b.size).WithContext(what));
     InstanceAddressSpace::ShareableMapping mapping;
     if (s.RegisterShared(b.device_address, shares_, content, &mapping)) {
-      p.publish[static_cast<int>(i)] = {mapping, content};
+      auto state = std::make_shared<Prepared::PublishState>();
+      p.publish[static_cast<int>(i)] = {mapping, content, state};
+      p.shared_by_address[b.device_address] = {
+          .content = content, .device = b.device, .physical = s.device(), .publish = state};
     }
   }
   if (!p.shared.empty()) {
@@ -364,6 +368,9 @@ Status RestoreState::StartLoaders(Prepared& p) {
         auto it = publish.find(index);
         if (it == publish.end()) return;
         const InstanceAddressSpace::ShareableMapping& sm = it->second.mapping;
+        Prepared::PublishState& state = *it->second.state;
+        std::lock_guard lock(state.mu);
+        if (state.withdrawn) return;  // a call of the session writes it: its own
         // Read-only from now on for this instance too: a write the speculation missed faults here
         // rather than changing what others read.
         const CUresult r = SetDeviceAccess(*driver, sm.address, sm.bytes, sm.device, CU_MEM_ACCESS_FLAGS_PROT_READ);
@@ -372,7 +379,7 @@ Status RestoreState::StartLoaders(Prepared& p) {
                    sm.address, static_cast<int>(r));
           return;
         }
-        shares->MarkResident(sm.device, it->second.content);
+        state.published = shares->MarkResident(sm.device, it->second.content);
       };
     }
     RestoreLoaderOptions options{.driver = driver_,

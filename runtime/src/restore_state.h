@@ -84,12 +84,27 @@ class RestoreState {
     std::set<int> shared;
     uint64_t shared_bytes = 0;
     // Snapshot buffers this restore loads into an allocation it registered as shared: mapped
-    // read-only and handed out once loaded (StartLoaders' on_ready).
+    // read-only and handed out once loaded (StartLoaders' on_ready), unless a call of the session
+    // is to write it first (withdrawn: it stays the session's own).
+    struct PublishState {
+      std::mutex mu;
+      bool published = false;
+      bool withdrawn = false;
+    };
     struct Publish {
       InstanceAddressSpace::ShareableMapping mapping;
       std::string content;
+      std::shared_ptr<PublishState> state;
     };
     std::map<int, Publish> publish;
+    // Both kinds by address, for the session's copy-on-write (Session::CopySharedOnWrite).
+    struct SharedBuffer {
+      std::string content;
+      int device = 0;                        // the session's device whose space maps it
+      int physical = 0;                      // the node's device (SharedBuffers' key)
+      std::shared_ptr<PublishState> publish;  // null: mapped from another instance's allocation
+    };
+    std::map<uint64_t, SharedBuffer> shared_by_address;
     std::unordered_map<uint64_t, CUstream> streams;
     std::unordered_map<uint64_t, unsigned> stream_flags;
     std::unordered_map<uint64_t, CUevent> events;

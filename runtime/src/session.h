@@ -145,6 +145,10 @@ class Session {
   // speculation missed (docs/design.md D14). The function's later restores load private copies,
   // and its process is ended so that the instance is discarded, its invocation failing.
   void OnSharedBufferFault();
+  // Copy-on-write decided before the call (docs/design.md D14): each shared buffer in the gated
+  // call's speculated write set (every one, when the sets are incomplete) becomes the session's
+  // own: withdrawn if it was still loading here and nobody else maps it, else a private copy.
+  CUresult CopySharedOnWrite();
   // session_restore.cc
   // Adopts the restore's preparation (executor thread, before the first call).
   Status AdoptRestore();
@@ -280,6 +284,9 @@ class Session {
   // loaded): an illegal address may be a write speculation missed (OnSharedBufferFault).
   bool maps_shared_ = false;
   bool shared_fault_seen_ = false;
+  // Buffers still mapped (or to be mapped) from shared allocations: a call whose speculated write
+  // set names one gets a private copy first (CopySharedOnWrite), so the gate stays on while any is.
+  std::map<uint64_t, RestoreState::Prepared::SharedBuffer> shared_buffers_;
   std::unordered_map<std::string, CUmodule> preloaded_modules_;  // by content hash, until used
   std::atomic<bool> loaders_published_{false};     // Timeline() on other threads may read loaders_
   bool gating_ = false;    // restored: until launched, resident and done learning

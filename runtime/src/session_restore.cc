@@ -88,6 +88,7 @@ Status Session::AdoptRestore() {
   loaders_ = std::move(p.loaders);
   shared_bytes_ = p.shared_bytes;
   maps_shared_ = !p.shared.empty() || !p.publish.empty();
+  shared_buffers_ = std::move(p.shared_by_address);
   loaders_published_.store(true, std::memory_order_release);
   gating_ = true;  // until the first launch is noted and nothing is left to load or learn
   return Status::Ok();
@@ -171,14 +172,18 @@ CUresult Session::Gate(const ipc::RecordView& record) {
   bool resident = true;
   for (const auto& dl : loaders_) resident = resident && dl.loader->all_resident();
   bool learning = restore_->learning();
-  if (resident && !learning && launched_) {
+  if (resident && !learning && launched_ && shared_buffers_.empty()) {
     gating_ = false;  // the single flag: no call is examined again
     return CUDA_SUCCESS;
   }
   gate_sets_.Clear();
   CUstream stream = nullptr;
-  if (loaders_.empty() || (resident && !learning)) return CUDA_SUCCESS;
+  if (loaders_.empty() || (resident && !learning && shared_buffers_.empty())) return CUDA_SUCCESS;
   if (!Speculate(record, &gate_sets_, &stream)) return CUDA_SUCCESS;
+  if (!shared_buffers_.empty()) {
+    if (CUresult r = CopySharedOnWrite(); r != CUDA_SUCCESS) return r;
+  }
+  if (resident && !learning) return CUDA_SUCCESS;
   auto require = [&](uint64_t base, bool written) -> CUresult {
     // The loader of the device whose memory it is.
     for (RestoreState::DeviceLoader& dl : loaders_) {
@@ -207,6 +212,44 @@ CUresult Session::Gate(const ipc::RecordView& record) {
     for (const BufferRef& b : set->buffers()) {
       if (CUresult r = require(b.base, written); r != CUDA_SUCCESS) return r;
     }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::CopySharedOnWrite() {
+  std::vector<uint64_t> written;
+  if (!gate_sets_.complete()) {
+    for (const auto& [base, sb] : shared_buffers_) written.push_back(base);
+  } else {
+    for (const BufferRef& b : gate_sets_.write.buffers()) {
+      if (shared_buffers_.count(b.base) != 0) written.push_back(b.base);
+    }
+  }
+  SharedBuffers* shares = restore_->shares();
+  for (uint64_t base : written) {
+    auto it = shared_buffers_.find(base);
+    const RestoreState::Prepared::SharedBuffer sb = std::move(it->second);
+    shared_buffers_.erase(it);
+    InstanceAddressSpace* space = SpaceOf(base);
+    if (space == nullptr || shares == nullptr) return CUDA_ERROR_ILLEGAL_STATE;
+    if (sb.publish != nullptr) {
+      std::lock_guard lock(sb.publish->mu);
+      if (!sb.publish->published) {
+        // Still loading here, handed to nobody: it simply stays this session's.
+        sb.publish->withdrawn = true;
+        shares->Withdraw(sb.physical, sb.content);
+        space->ForgetShare(base);
+        continue;
+      }
+    }
+    driver::ContextScope scope(*driver_, group_ ? group_->context(sb.device) : context_);
+    Status s = space->MakePrivate(base);
+    if (!s.ok()) {
+      PHOS_LOG(Error, "restore", "pid {}: copy-on-write of shared buffer {:#x}: {}", pid_, base, s.message());
+      return CUDA_ERROR_ILLEGAL_STATE;
+    }
+    shares->CountPrivateCopy();
+    PHOS_LOG(Info, "restore", "pid {}: a call writes shared read-only buffer {:#x}: private copy made first", pid_, base);
   }
   return CUDA_SUCCESS;
 }

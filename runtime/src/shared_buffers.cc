@@ -28,9 +28,25 @@ bool SharedBuffers::Register(int device, const std::string& content, CUmemGeneri
   return entries_.try_emplace({device, content}, Entry{.handle = handle, .bytes = bytes, .references = 1}).second;
 }
 
-void SharedBuffers::MarkResident(int device, const std::string& content) {
+bool SharedBuffers::MarkResident(int device, const std::string& content) {
   std::lock_guard lock(mu_);
-  if (auto it = entries_.find({device, content}); it != entries_.end()) it->second.resident = true;
+  auto it = entries_.find({device, content});
+  if (it == entries_.end()) return false;
+  it->second.resident = true;
+  return true;
+}
+
+bool SharedBuffers::Withdraw(int device, const std::string& content) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find({device, content});
+  if (it == entries_.end() || it->second.resident) return false;
+  entries_.erase(it);
+  return true;
+}
+
+void SharedBuffers::CountPrivateCopy() {
+  std::lock_guard lock(mu_);
+  ++private_copies_;
 }
 
 bool SharedBuffers::Drop(int device, const std::string& content) {
@@ -65,6 +81,7 @@ SharedBuffers::Stats SharedBuffers::stats() const {
   }
   s.shared_bytes = shared_bytes_;
   s.disabled_functions = disabled_.size();
+  s.private_copies = private_copies_;
   return s;
 }
 

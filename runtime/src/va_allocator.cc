@@ -347,6 +347,57 @@ bool InstanceAddressSpace::RegisterShared(CUdeviceptr address, SharedBuffers* sh
   return true;
 }
 
+void InstanceAddressSpace::ForgetShare(CUdeviceptr address) {
+  if (auto it = mappings_.find(address); it != mappings_.end()) it->second.shares = nullptr;
+}
+
+Status InstanceAddressSpace::MakePrivate(CUdeviceptr address) {
+  auto it = mappings_.find(address);
+  if (it == mappings_.end() || it->second.shares == nullptr) {
+    return Status::NotFound(fmt::format("instance address space: no shared mapping at {:#x}", address));
+  }
+  Mapping& m = it->second;
+  const driver::CuErrorText& text = driver_->error_text();
+  CUmemAllocationProp prop = DeviceMemoryProp(device_);
+  CUmemGenericAllocationHandle copy = 0;
+  PHOS_CU_RETURN_IF_ERROR(text, driver_->cuMemCreate(&copy, m.bytes, &prop, 0));
+  // The copy is made through a staging address of its own, then mapped in place of the shared one.
+  CUdeviceptr staging = 0;
+  CUresult r = driver_->cuMemAddressReserve(&staging, m.bytes, 0, 0, 0);
+  bool mapped = false;
+  if (r == CUDA_SUCCESS) {
+    r = driver_->cuMemMap(staging, m.bytes, 0, copy, 0);
+    mapped = r == CUDA_SUCCESS;
+  }
+  if (r == CUDA_SUCCESS) r = SetDeviceAccess(*driver_, staging, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  if (r == CUDA_SUCCESS) r = driver_->cuCtxSynchronize();
+  if (r == CUDA_SUCCESS) r = driver_->cuMemcpyDtoD(staging, address, m.bytes);
+  if (r == CUDA_SUCCESS) r = driver_->cuCtxSynchronize();
+  if (mapped) driver_->cuMemUnmap(staging, m.bytes);
+  if (staging != 0) driver_->cuMemAddressFree(staging, m.bytes);
+  if (r != CUDA_SUCCESS) {
+    driver_->cuMemRelease(copy);
+    return driver::CuStatus(r, "copy of a shared allocation", text)
+        .WithContext(fmt::format("instance address space: private copy at {:#x}", address));
+  }
+  const bool last = DropShare(m);
+  r = driver_->cuMemUnmap(address, m.bytes);
+  if (r != CUDA_SUCCESS) {
+    driver_->cuMemRelease(copy);
+  } else {
+    if (last) driver_->cuMemRelease(m.handle);
+    m.handle = copy;  // the mapping's from now on, whatever follows
+    r = driver_->cuMemMap(address, m.bytes, 0, copy, 0);
+  }
+  if (r == CUDA_SUCCESS) r = SetDeviceAccess(*driver_, address, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  if (r != CUDA_SUCCESS) {
+    // The instance's buffer is unusable now; its calls fail and its end unmaps what is left.
+    return driver::CuStatus(r, "remap of a private copy", text)
+        .WithContext(fmt::format("instance address space: private copy at {:#x}", address));
+  }
+  return Status::Ok();
+}
+
 Status InstanceAddressSpace::MapSmallAt(CUdeviceptr address, uint64_t bytes) {
   const uint64_t reserved = RoundUp(bytes, kAlignment);
   const CUdeviceptr granule = base_ + (address - base_) / granularity_ * granularity_;

@@ -1,8 +1,9 @@
 // Read-only weights shared on the device (docs/design.md D14), end to end: mlp deployed with a
 // sample request (which learns that its weights are read-only), then restored twice while the
 // first restored instance stays alive. The second restore maps the weights from the first's
-// allocation instead of copying them, and both answer exactly as the reference does. And a write
-// to a shared buffer that speculation missed (indirect_fn's "bump", through a pointer in device
+// allocation instead of copying them, and both answer exactly as the reference does. A call whose
+// speculated write set names a shared buffer gets a private copy first (indirect_fn's "add"); a
+// write to a shared buffer that speculation missed (its "bump", through a pointer in device
 // memory) costs that instance only: the shared bytes stay intact, later restores copy privately.
 #include <algorithm>
 #include <cmath>
@@ -100,14 +101,34 @@ TEST_F(SharedWeightsTest, ASecondRestoreMapsTheWeightsOfTheFirstInsteadOfCopying
 
 // indirect_fn's data buffers of 2 MiB (a granule each): the sample reads buffer 0 as a kernel
 // parameter, so it is learned read-only and shared by the restores after the first.
-TEST_F(SharedWeightsTest, AWriteSpeculationMissedCostsThatInstanceAndEndsSharing) {
-  constexpr int kElements = 1 << 19;
+constexpr int kElements = 1 << 19;
+constexpr int64_t kBufferBytes = int64_t{kElements} * 4;
+const char* const kIntact = "sum 6.0 first 0.0 1.0 2.0 3.0";  // buffer 0's first four, untouched
+const char* const kAddedOne = "sum 10.0 first 1.0 2.0 3.0 4.0";
+
+TEST_F(SharedWeightsTest, ACallThatWritesASharedBufferGetsAPrivateCopyFirst) {
   CommandResult deployed = PhosFn({"deploy", "indirect", PHOS_INDIRECT_FUNCTION, "--instances", "0", "--max-instances",
                                    "4", "--sample", "direct 0 4", "--", "--buffers", "2", "--elements",
                                    std::to_string(kElements)});
   ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
-  const std::string kIntact = "sum 6.0 first 0.0 1.0 2.0 3.0";  // buffer 0's first four, untouched
-  const int64_t kBufferBytes = int64_t{kElements} * 4;
+  // The first restore publishes buffer 0; the second maps it and then writes it: a private copy.
+  ASSERT_EQ(Invoke("direct 0 4", "phos", "indirect").body, kIntact);
+  Answer writer = Invoke("add 0 4", "phos", "indirect");
+  ASSERT_EQ(writer.status, 200) << writer.body;
+  EXPECT_EQ(writer.Number("x-phos-shared-bytes"), kBufferBytes);
+  EXPECT_EQ(writer.body, kAddedOne);
+  // What the others map is intact, and sharing goes on.
+  Answer reader = Invoke("direct 0 4", "phos", "indirect");
+  ASSERT_EQ(reader.status, 200) << reader.body;
+  EXPECT_EQ(reader.Number("x-phos-shared-bytes"), kBufferBytes);
+  EXPECT_EQ(reader.body, kIntact);
+}
+
+TEST_F(SharedWeightsTest, AWriteSpeculationMissedCostsThatInstanceAndEndsSharing) {
+  CommandResult deployed = PhosFn({"deploy", "indirect", PHOS_INDIRECT_FUNCTION, "--instances", "0", "--max-instances",
+                                   "4", "--sample", "direct 0 4", "--", "--buffers", "2", "--elements",
+                                   std::to_string(kElements)});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
 
   Answer first = Invoke("direct 0 4", "phos", "indirect");
   ASSERT_EQ(first.status, 200) << first.body;
@@ -130,7 +151,7 @@ TEST_F(SharedWeightsTest, AWriteSpeculationMissedCostsThatInstanceAndEndsSharing
   Answer privately = Invoke("bump 0 4", "phos", "indirect");
   ASSERT_EQ(privately.status, 200) << privately.body;
   EXPECT_EQ(privately.Number("x-phos-shared-bytes"), 0);
-  EXPECT_EQ(privately.body, "sum 10.0 first 1.0 2.0 3.0 4.0");
+  EXPECT_EQ(privately.body, kAddedOne);
 }
 
 }  // namespace

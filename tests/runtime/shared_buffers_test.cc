@@ -151,6 +151,41 @@ TEST_F(SharedBuffersTest, AMappingThatFailsDropsItsReference) {
   EXPECT_EQ(shares_.stats().references, 1u);
 }
 
+// Copy-on-write: the range that is to write its shared buffer gets a private copy at the same
+// address, with the same bytes, writable; the others keep reading the shared bytes.
+TEST_F(SharedBuffersTest, APrivateCopyReplacesTheSharedMappingAtTheSameAddress) {
+  const uint64_t before = Used();
+  const CUdeviceptr a = LoadAndPublish();
+  const CUdeviceptr b = MapShared();
+  ASSERT_TRUE(second_->MakePrivate(b).ok());
+  EXPECT_EQ(Used() - before, 2 * bytes_);
+  EXPECT_EQ(Read(b), pattern_);
+  ASSERT_EQ(table_->cuMemsetD8(b, 0xab, bytes_), CUDA_SUCCESS);
+  ASSERT_EQ(table_->cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(Read(b), std::vector<unsigned char>(bytes_, 0xab));
+  EXPECT_EQ(Read(a), pattern_);
+  EXPECT_EQ(shares_.stats().references, 1u);
+  EXPECT_EQ(second_->MakePrivate(b).code(), StatusCode::kNotFound) << "private already";
+  ASSERT_TRUE(second_->ZeroAndUnmapAll().ok());
+  EXPECT_EQ(Used() - before, bytes_) << "the copy is freed with its range, the shared one stays";
+}
+
+// An allocation withdrawn while it loads (its instance is to write it) is handed to nobody.
+TEST_F(SharedBuffersTest, AWithdrawnAllocationIsNotHandedOut) {
+  const CUdeviceptr at = first_->base() + 8 * first_->granularity();  // clear of LoadAndPublish's
+  ASSERT_TRUE(first_->MapAt(at, bytes_).ok());
+  InstanceAddressSpace::ShareableMapping mapping;
+  ASSERT_TRUE(first_->RegisterShared(at, &shares_, kContent, &mapping));
+  EXPECT_TRUE(shares_.Withdraw(0, kContent));
+  first_->ForgetShare(at);
+  EXPECT_FALSE(shares_.MarkResident(0, kContent));
+  EXPECT_EQ(shares_.Acquire(0, kContent, bytes_), 0u);
+  EXPECT_EQ(shares_.stats().allocations, 0u);
+  // Resident ones cannot be withdrawn: their instances make private copies instead.
+  LoadAndPublish();
+  EXPECT_FALSE(shares_.Withdraw(0, kContent));
+}
+
 TEST_F(SharedBuffersTest, AFunctionWhoseWriteFaultedStopsSharing) {
   EXPECT_TRUE(shares_.Enabled("llama"));
   shares_.Disable("llama");

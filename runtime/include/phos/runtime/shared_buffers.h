@@ -36,6 +36,7 @@ class SharedBuffers {
     uint64_t references = 0;    // instance mappings of them
     uint64_t shared_bytes = 0;  // bytes restores mapped from a resident allocation instead of copying
     uint64_t disabled_functions = 0;
+    uint64_t private_copies = 0;  // copy-on-write: instances that took a private copy before a write
   };
 
   // The content key of a snapshot buffer: its size and chunk ids.
@@ -48,8 +49,13 @@ class SharedBuffers {
   // `content`'s allocation, the caller holding its first reference. False when `content` has one
   // already: the caller keeps its allocation private.
   bool Register(int device, const std::string& content, CUmemGenericAllocationHandle handle, uint64_t bytes);
-  // Every byte of `content`'s allocation is loaded (and mapped read-only): Acquire hands it out.
-  void MarkResident(int device, const std::string& content);
+  // Every byte of `content`'s allocation is loaded: Acquire hands it out from now on. False when
+  // it is not registered (any more).
+  bool MarkResident(int device, const std::string& content);
+  // The registrant of `content` will write its allocation before it was handed out (copy-on-write
+  // of a buffer still loading): the entry goes, and the allocation is the registrant's own again.
+  // False when it is resident already (then it must make a private copy).
+  bool Withdraw(int device, const std::string& content);
   // Drops one reference. True when it was the last: the entry is gone, and the caller, whose
   // mapping is the last, owns the handle (zeroes, unmaps and releases it).
   bool Drop(int device, const std::string& content);
@@ -57,6 +63,8 @@ class SharedBuffers {
   // A write the speculation missed faulted on a shared mapping of `function`'s: its later restores
   // load private copies (D14's fallback). Counted in Stats.
   void Disable(const std::string& function);
+  // Counts a copy-on-write (an instance's private copy of a shared buffer before a call writes it).
+  void CountPrivateCopy();
   bool Enabled(const std::string& function) const;
 
   Stats stats() const;
@@ -74,6 +82,7 @@ class SharedBuffers {
   std::map<Key, Entry> entries_;
   std::set<std::string> disabled_;
   uint64_t shared_bytes_ = 0;
+  uint64_t private_copies_ = 0;
 };
 
 }  // namespace phos::runtime

@@ -121,6 +121,15 @@ class InstanceAddressSpace {
     int device = 0;
   };
   bool RegisterShared(CUdeviceptr address, SharedBuffers* shares, const std::string& content, ShareableMapping* out);
+  // The shared allocation at `address` was withdrawn before anyone else mapped it
+  // (SharedBuffers::Withdraw): it is this space's own again.
+  void ForgetShare(CUdeviceptr address);
+  // Copy-on-write: the allocation at `address`, mapped from a shared one, becomes a private copy
+  // mapped read-write at the same address, and the shared reference is dropped. Waits for the
+  // context's work (a context of the device must be current): VMM mappings are not
+  // stream-ordered, so what reads the old mapping must be done before it goes. NotFound when
+  // `address` is not a shared mapping.
+  Status MakePrivate(CUdeviceptr address);
   // Frees the allocation that starts at `address`; NotFound otherwise.
   Status Free(CUdeviceptr address);
   // The live allocations, by address.

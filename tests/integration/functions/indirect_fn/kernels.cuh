@@ -27,3 +27,10 @@ PHOS_GLOBAL void bump(float* const* table, int index, int count) {
   if (k < count) table[index][k] += 1.0f;
 }
 PHOS_EXPORT_KERNEL(bump);
+
+// data[k] += 1 for k < count: a write speculation sees (the buffer is a non-const parameter).
+PHOS_GLOBAL void add_one(float* data, int count) {
+  const int k = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (k < count) data[k] += 1.0f;
+}
+PHOS_EXPORT_KERNEL(add_one);

@@ -8,7 +8,8 @@
 // the first COUNT elements of buffer J, found through the table, into the output, and the answer
 // is "sum S first A B C D" (S their sum, then up to four of them, each as %.1f). "direct J COUNT"
 // answers the same, its kernel given buffer J itself; "bump J COUNT" first adds 1 to those
-// elements through the table (a write speculation cannot see), then answers as "direct" does.
+// elements through the table (a write speculation cannot see), "add J COUNT" with buffer J as
+// its kernel's parameter (a write speculation sees), then each answers as "direct" does.
 //
 //   indirect_fn [--buffers N] [--elements M]
 #include <cinttypes>
@@ -37,7 +38,7 @@ Status Cuda(cudaError_t e, const char* what) {
 #define RETURN_IF_CUDA(call) PHOS_RETURN_IF_ERROR(Cuda((call), #call))
 
 struct Request {
-  enum class Kind { kGather, kDirect, kBump } kind = Kind::kGather;
+  enum class Kind { kGather, kDirect, kBump, kAdd } kind = Kind::kGather;
   int index = 0;
   int count = 0;
 };
@@ -48,7 +49,8 @@ Result<Request> ParseRequest(std::string_view body, int buffers, int elements) {
   std::string text(body);
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
   Request r;
-  for (auto [word, kind] : {std::pair{"direct ", Request::Kind::kDirect}, std::pair{"bump ", Request::Kind::kBump}}) {
+  for (auto [word, kind] : {std::pair{"direct ", Request::Kind::kDirect}, std::pair{"bump ", Request::Kind::kBump},
+                            std::pair{"add ", Request::Kind::kAdd}}) {
     if (text.rfind(word, 0) == 0) {
       text.erase(0, std::string(word).size());
       r.kind = kind;
@@ -106,6 +108,10 @@ class IndirectFn {
         float* const* table = table_;
         void* args[] = {&table, &index, &count};
         RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&bump), dim3(blocks), dim3(256), args, 0, stream_));
+      } else if (request.kind == Request::Kind::kAdd) {
+        float* data = data_[static_cast<size_t>(index)];
+        void* args[] = {&data, &count};
+        RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&add_one), dim3(blocks), dim3(256), args, 0, stream_));
       }
       const float* data = data_[static_cast<size_t>(index)];
       void* args[] = {&data, &count, &out};

@@ -25,7 +25,8 @@ CUmemGenericAllocationHandle SharedBuffers::Acquire(int device, const std::strin
 bool SharedBuffers::Register(int device, const std::string& content, CUmemGenericAllocationHandle handle,
                              uint64_t bytes) {
   std::lock_guard lock(mu_);
-  return entries_.try_emplace({device, content}, Entry{.handle = handle, .bytes = bytes, .references = 1}).second;
+  return entries_.try_emplace({device, content}, Entry{.handle = handle, .bytes = bytes, .references = 1})
+      .second;
 }
 
 bool SharedBuffers::MarkResident(int device, const std::string& content) {
@@ -61,8 +62,10 @@ bool SharedBuffers::Drop(int device, const std::string& content) {
 void SharedBuffers::Disable(const std::string& function) {
   std::lock_guard lock(mu_);
   if (disabled_.insert(function).second) {
-    PHOS_LOG(Warn, "restore", "{}: a write missed by speculation faulted on its read-only weights; its restores "
-             "load private copies from now on", function);
+    PHOS_LOG(Warn, "restore",
+             "{}: a write missed by speculation faulted on its read-only weights; its restores "
+             "load private copies from now on",
+             function);
   }
 }
 

@@ -113,24 +113,21 @@ TEST_F(VmmReadOnlyTest, HostToDeviceCopyIntoItFaults) {
   PinnedBuffer source;
   PHOS_ASSERT_CU(source.Allocate(bytes_));
   FillPattern(source.get(), bytes_, kSeed + 1);
-  ExpectWriteFaultsAndLeavesTheBytes([&](CUstream stream) {
-    return cuMemcpyHtoDAsync(read_only_.get(), source.get(), bytes_, stream);
-  });
+  ExpectWriteFaultsAndLeavesTheBytes(
+      [&](CUstream stream) { return cuMemcpyHtoDAsync(read_only_.get(), source.get(), bytes_, stream); });
 }
 
 TEST_F(VmmReadOnlyTest, DeviceToDeviceCopyIntoItFaults) {
   DeviceBuffer other;
   PHOS_ASSERT_CU(other.Allocate(bytes_));
   PHOS_ASSERT_CU(cuMemsetD8(other.get(), 0x5a, bytes_));
-  ExpectWriteFaultsAndLeavesTheBytes([&](CUstream stream) {
-    return cuMemcpyDtoDAsync(read_only_.get(), other.get(), bytes_, stream);
-  });
+  ExpectWriteFaultsAndLeavesTheBytes(
+      [&](CUstream stream) { return cuMemcpyDtoDAsync(read_only_.get(), other.get(), bytes_, stream); });
 }
 
 TEST_F(VmmReadOnlyTest, MemsetOfItFaults) {
-  ExpectWriteFaultsAndLeavesTheBytes([&](CUstream stream) {
-    return cuMemsetD32Async(read_only_.get(), 0xdeadbeefu, bytes_ / 4, stream);
-  });
+  ExpectWriteFaultsAndLeavesTheBytes(
+      [&](CUstream stream) { return cuMemsetD32Async(read_only_.get(), 0xdeadbeefu, bytes_ / 4, stream); });
 }
 
 TEST_F(VmmReadOnlyTest, KernelWritingItFaults) {

@@ -5,14 +5,14 @@
 // speculated write set names a shared buffer gets a private copy first (indirect_fn's "add"); a
 // write to a shared buffer that speculation missed (its "bump", through a pointer in device
 // memory) costs that instance only: the shared bytes stay intact, later restores copy privately.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "mlp_model.h"
 #include "phosd_fixture.h"
@@ -39,8 +39,9 @@ class SharedWeightsTest : public PhosdTest {
  protected:
   // POST /invoke with curl -i, forcing restore mode `mode`.
   Answer Invoke(const std::string& body, const std::string& mode, const std::string& function = "mlp") {
-    CommandResult r = ::phos::testing::Run({"/usr/bin/curl", "-s", "-i", "-X", "POST", "--data-binary", body, "-H",
-                           "X-Phos-Restore-Mode: " + mode, endpoint() + "/v1/functions/" + function + "/invoke"});
+    CommandResult r = ::phos::testing::Run({"/usr/bin/curl", "-s", "-i", "-X", "POST", "--data-binary", body,
+                                            "-H", "X-Phos-Restore-Mode: " + mode,
+                                            endpoint() + "/v1/functions/" + function + "/invoke"});
     Answer a;
     const size_t end = r.out.find("\r\n\r\n");
     if (end == std::string::npos) return a;
@@ -71,9 +72,9 @@ class SharedWeightsTest : public PhosdTest {
 };
 
 TEST_F(SharedWeightsTest, ASecondRestoreMapsTheWeightsOfTheFirstInsteadOfCopyingThem) {
-  CommandResult deployed = PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--instances", "0", "--max-instances", "3",
-                                   "--sample", R"({"seed": 1})", "--", "--size-mib", std::to_string(kSizeMiB),
-                                   "--layers", std::to_string(kLayers)});
+  CommandResult deployed = PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--instances", "0", "--max-instances",
+                                   "3", "--sample", R"({"seed": 1})", "--", "--size-mib",
+                                   std::to_string(kSizeMiB), "--layers", std::to_string(kLayers)});
   ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
   const int64_t weight_bytes = static_cast<int64_t>(kShape.weight_elements() * sizeof(float)) * kLayers;
 
@@ -107,9 +108,9 @@ const char* const kIntact = "sum 6.0 first 0.0 1.0 2.0 3.0";  // buffer 0's firs
 const char* const kAddedOne = "sum 10.0 first 1.0 2.0 3.0 4.0";
 
 TEST_F(SharedWeightsTest, ACallThatWritesASharedBufferGetsAPrivateCopyFirst) {
-  CommandResult deployed = PhosFn({"deploy", "indirect", PHOS_INDIRECT_FUNCTION, "--instances", "0", "--max-instances",
-                                   "4", "--sample", "direct 0 4", "--", "--buffers", "2", "--elements",
-                                   std::to_string(kElements)});
+  CommandResult deployed =
+      PhosFn({"deploy", "indirect", PHOS_INDIRECT_FUNCTION, "--instances", "0", "--max-instances", "4",
+              "--sample", "direct 0 4", "--", "--buffers", "2", "--elements", std::to_string(kElements)});
   ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
   // The first restore publishes buffer 0; the second maps it and then writes it: a private copy.
   ASSERT_EQ(Invoke("direct 0 4", "phos", "indirect").body, kIntact);
@@ -125,9 +126,9 @@ TEST_F(SharedWeightsTest, ACallThatWritesASharedBufferGetsAPrivateCopyFirst) {
 }
 
 TEST_F(SharedWeightsTest, AWriteSpeculationMissedCostsThatInstanceAndEndsSharing) {
-  CommandResult deployed = PhosFn({"deploy", "indirect", PHOS_INDIRECT_FUNCTION, "--instances", "0", "--max-instances",
-                                   "4", "--sample", "direct 0 4", "--", "--buffers", "2", "--elements",
-                                   std::to_string(kElements)});
+  CommandResult deployed =
+      PhosFn({"deploy", "indirect", PHOS_INDIRECT_FUNCTION, "--instances", "0", "--max-instances", "4",
+              "--sample", "direct 0 4", "--", "--buffers", "2", "--elements", std::to_string(kElements)});
   ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
 
   Answer first = Invoke("direct 0 4", "phos", "indirect");

@@ -3,10 +3,10 @@
 // kept while any range maps it, zeroed and freed with the last.
 #include "phos/runtime/shared_buffers.h"
 
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "phos/runtime/va_allocator.h"
 
@@ -64,7 +64,8 @@ class SharedBuffersTest : public ::testing::Test {
     EXPECT_EQ(mapping.address, at);
     EXPECT_EQ(shares_.Acquire(0, kContent, bytes_), 0u) << "still loading: not handed out";
     EXPECT_EQ(table_->cuMemcpyHtoD(at, pattern_.data(), bytes_), CUDA_SUCCESS);
-    EXPECT_EQ(SetDeviceAccess(*table_, at, mapping.bytes, mapping.device, CU_MEM_ACCESS_FLAGS_PROT_READ), CUDA_SUCCESS);
+    EXPECT_EQ(SetDeviceAccess(*table_, at, mapping.bytes, mapping.device, CU_MEM_ACCESS_FLAGS_PROT_READ),
+              CUDA_SUCCESS);
     shares_.MarkResident(0, kContent);
     return at;
   }

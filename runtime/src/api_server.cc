@@ -155,9 +155,9 @@ class ApiServer::Impl {
       slot_base = arena_ + slot_bytes_ * static_cast<uint64_t>(plan.va_slot);
     }
     int gpus = std::max(plan.gpus, 1);
-    auto restore = std::make_shared<RestoreState>(std::move(plan), driver_, pool_, groups_, &load_priority_, &shared_buffers_,
-                                                  options_.device,
-                                                  slot_base != 0 ? slot_bytes_ : options_.instance_va_bytes, slot_base);
+    auto restore = std::make_shared<RestoreState>(
+        std::move(plan), driver_, pool_, groups_, &load_priority_, &shared_buffers_, options_.device,
+        slot_base != 0 ? slot_bytes_ : options_.instance_va_bytes, slot_base);
     std::lock_guard lock(mu_);
     tokens_[token] = {gpus, std::move(restore)};
     return token;

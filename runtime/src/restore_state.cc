@@ -51,8 +51,8 @@ void RestoreState::Release(driver::DriverTable& driver, Prepared& p) {
 }
 
 RestoreState::RestoreState(SessionPlan plan, driver::DriverTable* driver, ctxpool::ContextPool* pool,
-                           ctxpool::CommunicatorPool* groups, LoadPriority* priority, SharedBuffers* shares, int device,
-                           uint64_t va_bytes, CUdeviceptr slot_base)
+                           ctxpool::CommunicatorPool* groups, LoadPriority* priority, SharedBuffers* shares,
+                           int device, uint64_t va_bytes, CUdeviceptr slot_base)
     : plan_(std::move(plan)),
       driver_(driver),
       pool_(pool),
@@ -227,8 +227,9 @@ Status RestoreState::MapBuffers(Prepared& p) {
     p.buffers.push_back({b.device_address, b.size, b.device});
     InstanceAddressSpace& s = *space->second;
     // Only a buffer with whole granules of its own can be mapped from another allocation.
-    const bool shareable = may_share && b.access_class == store::AccessClass::kReadOnly && b.size >= s.granularity() &&
-                           s.Contains(b.device_address) && (b.device_address - s.base()) % s.granularity() == 0;
+    const bool shareable = may_share && b.access_class == store::AccessClass::kReadOnly &&
+                           b.size >= s.granularity() && s.Contains(b.device_address) &&
+                           (b.device_address - s.base()) % s.granularity() == 0;
     if (!shareable) {
       PHOS_RETURN_IF_ERROR(s.MapAt(b.device_address, b.size).WithContext(what));
       continue;
@@ -239,7 +240,8 @@ Status RestoreState::MapBuffers(Prepared& p) {
       PHOS_RETURN_IF_ERROR(s.MapSharedAt(b.device_address, b.size, h, shares_, content).WithContext(what));
       p.shared.insert(static_cast<int>(i));
       p.shared_bytes += b.size;
-      p.shared_by_address[b.device_address] = {.content = content, .device = b.device, .physical = s.device()};
+      p.shared_by_address[b.device_address] = {
+          .content = content, .device = b.device, .physical = s.device()};
       continue;
     }
     PHOS_RETURN_IF_ERROR(s.MapAt(b.device_address, b.size).WithContext(what));
@@ -252,8 +254,8 @@ Status RestoreState::MapBuffers(Prepared& p) {
     }
   }
   if (!p.shared.empty()) {
-    PHOS_LOG(Info, "restore", "{} v{}: {} read-only buffers ({} bytes) mapped from shared allocations", m.function,
-             m.version, p.shared.size(), p.shared_bytes);
+    PHOS_LOG(Info, "restore", "{} v{}: {} read-only buffers ({} bytes) mapped from shared allocations",
+             m.function, m.version, p.shared.size(), p.shared_bytes);
   }
   return Status::Ok();
 }
@@ -373,7 +375,8 @@ Status RestoreState::StartLoaders(Prepared& p) {
         if (state.withdrawn) return;  // a call of the session writes it: its own
         // Read-only from now on for this instance too: a write the speculation missed faults here
         // rather than changing what others read.
-        const CUresult r = SetDeviceAccess(*driver, sm.address, sm.bytes, sm.device, CU_MEM_ACCESS_FLAGS_PROT_READ);
+        const CUresult r =
+            SetDeviceAccess(*driver, sm.address, sm.bytes, sm.device, CU_MEM_ACCESS_FLAGS_PROT_READ);
         if (r != CUDA_SUCCESS) {
           PHOS_LOG(Warn, "restore", "shared allocation at {:#x} not made read-only (CUresult {}): not shared",
                    sm.address, static_cast<int>(r));

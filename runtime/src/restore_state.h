@@ -6,6 +6,10 @@
 // session adopts the result when the function connects. Private to the API server.
 #pragma once
 
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <nccl.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -19,15 +23,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include <cublas_v2.h>
-#include <cuda.h>
-#include <nccl.h>
-
 #include "phos/base/status.h"
 #include "phos/ctxpool/communicator_pool.h"
 #include "phos/ctxpool/context_pool.h"
-#include "phos/runtime/api_server.h"
 #include "phos/driver/driver_table.h"
+#include "phos/runtime/api_server.h"
 #include "phos/runtime/restore_loader.h"
 #include "phos/runtime/shared_buffers.h"
 #include "phos/runtime/va_allocator.h"
@@ -47,9 +47,9 @@ class RestoreState {
   // `priority` (may be null) orders this restore's copies against the server's other restores.
   // `shares` (may be null: nothing shared) holds the read-only buffers resident on the devices
   // (docs/design.md D14); it must outlive the state and whatever a session takes from it.
-  RestoreState(SessionPlan plan, driver::DriverTable* driver, ctxpool::ContextPool* pool, ctxpool::CommunicatorPool* groups,
-               LoadPriority* priority, SharedBuffers* shares,
-               int device, uint64_t va_bytes, CUdeviceptr slot_base);
+  RestoreState(SessionPlan plan, driver::DriverTable* driver, ctxpool::ContextPool* pool,
+               ctxpool::CommunicatorPool* groups, LoadPriority* priority, SharedBuffers* shares, int device,
+               uint64_t va_bytes, CUdeviceptr slot_base);
   // Joins the preparation; whatever was not adopted by a session is released (the lease's scrub).
   ~RestoreState();
   RestoreState(const RestoreState&) = delete;
@@ -100,8 +100,8 @@ class RestoreState {
     // Both kinds by address, for the session's copy-on-write (Session::CopySharedOnWrite).
     struct SharedBuffer {
       std::string content;
-      int device = 0;                        // the session's device whose space maps it
-      int physical = 0;                      // the node's device (SharedBuffers' key)
+      int device = 0;                         // the session's device whose space maps it
+      int physical = 0;                       // the node's device (SharedBuffers' key)
       std::shared_ptr<PublishState> publish;  // null: mapped from another instance's allocation
     };
     std::map<uint64_t, SharedBuffer> shared_by_address;

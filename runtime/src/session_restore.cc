@@ -1,16 +1,15 @@
 // A session's snapshot side (docs/design.md D5, D7, D8): adopting a prepared restore, gating each call on
 // the buffers it may touch while the loader runs, and capturing the session at deploy.
+#include <fmt/core.h>
 #include <sys/socket.h>
 
 #include <csignal>
 #include <cstring>
 #include <future>
 
-#include <fmt/core.h>
-
 #include "phos/base/log.h"
-#include "phos/ipc/nccl_types.h"
 #include "phos/driver/context_scope.h"
+#include "phos/ipc/nccl_types.h"
 #include "phos/runtime/snapshot_capture.h"
 #include "phos/store/store.h"
 #include "restore_state.h"
@@ -192,10 +191,10 @@ CUresult Session::Gate(const ipc::RecordView& record) {
       if (learning) restore_->NoteTouch(dl.global[index], written);
       if (resident) return CUDA_SUCCESS;
       Result<CUevent> ready = dl.loader->Require(index);
-    if (!ready.ok()) {
-      PHOS_LOG_EVERY_SEC(Error, "restore", 1, "pid {}: {}", pid_, ready.status().message());
-      return CUDA_ERROR_ILLEGAL_STATE;
-    }
+      if (!ready.ok()) {
+        PHOS_LOG_EVERY_SEC(Error, "restore", 1, "pid {}: {}", pid_, ready.status().message());
+        return CUDA_ERROR_ILLEGAL_STATE;
+      }
       return *ready == nullptr ? CUDA_SUCCESS : driver_->cuStreamWaitEvent(stream, *ready, 0);
     }
     return CUDA_SUCCESS;  // a buffer the function allocated after its restore
@@ -249,7 +248,8 @@ CUresult Session::CopySharedOnWrite() {
       return CUDA_ERROR_ILLEGAL_STATE;
     }
     shares->CountPrivateCopy();
-    PHOS_LOG(Info, "restore", "pid {}: a call writes shared read-only buffer {:#x}: private copy made first", pid_, base);
+    PHOS_LOG(Info, "restore", "pid {}: a call writes shared read-only buffer {:#x}: private copy made first",
+             pid_, base);
   }
   return CUDA_SUCCESS;
 }
@@ -259,13 +259,16 @@ void Session::OnSharedBufferFault() {
   shared_fault_seen_ = true;
   const std::string& function = restore_->plan().manifest->function;
   restore_->shares()->Disable(function);
-  PHOS_LOG(Error, "restore", "pid {} ({}): illegal address with read-only buffers mapped from shared allocations; "
-           "the instance is lost", pid_, function);
+  PHOS_LOG(Error, "restore",
+           "pid {} ({}): illegal address with read-only buffers mapped from shared allocations; "
+           "the instance is lost",
+           pid_, function);
   // The process on the other end of the control socket, as the kernel knows it (the pid the
   // hello names is the function's word, not to be acted on).
   ucred peer{};
   socklen_t len = sizeof(peer);
-  if (getsockopt(control_fd_, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 && peer.pid > 0) kill(peer.pid, SIGKILL);
+  if (getsockopt(control_fd_, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 && peer.pid > 0)
+    kill(peer.pid, SIGKILL);
 }
 
 SessionTimeline Session::Timeline() const {

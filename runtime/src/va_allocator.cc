@@ -209,8 +209,8 @@ Status InstanceAddressSpace::ZeroAndUnmapAll() {
       ++it;
     } else if (DropShare(m)) {
       Status s = driver::CuStatus(
-          SetDeviceAccess(*driver_, it->first, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), "cuMemSetAccess",
-          text);
+          SetDeviceAccess(*driver_, it->first, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE),
+          "cuMemSetAccess", text);
       if (first.ok() && !s.ok()) first = s.WithContext(fmt::format("shared mapping {:#x}", it->first));
       ++it;
     } else {
@@ -298,8 +298,9 @@ Status InstanceAddressSpace::MapAt(CUdeviceptr address, uint64_t bytes) {
   return Status::Ok();
 }
 
-Status InstanceAddressSpace::MapSharedAt(CUdeviceptr address, uint64_t bytes, CUmemGenericAllocationHandle handle,
-                                         SharedBuffers* shares, const std::string& content) {
+Status InstanceAddressSpace::MapSharedAt(CUdeviceptr address, uint64_t bytes,
+                                         CUmemGenericAllocationHandle handle, SharedBuffers* shares,
+                                         const std::string& content) {
   const driver::CuErrorText& text = driver_->error_text();
   const uint64_t reserved = RoundUp(bytes, granularity_);
   auto fail = [&](Status s) {
@@ -310,14 +311,17 @@ Status InstanceAddressSpace::MapSharedAt(CUdeviceptr address, uint64_t bytes, CU
   };
   if (bytes < granularity_ || !Contains(address) || reserved > base_ + range_bytes_ - address ||
       (address - base_) % granularity_ != 0) {
-    return fail(Status::InvalidArgument(fmt::format("[{:#x}, +{}) is not whole granules of the range", address, bytes)));
+    return fail(Status::InvalidArgument(
+        fmt::format("[{:#x}, +{}) is not whole granules of the range", address, bytes)));
   }
-  if (!TakeRange(address, reserved)) return fail(Status::AlreadyExists(fmt::format("[{:#x}, +{}) is taken", address, reserved)));
+  if (!TakeRange(address, reserved))
+    return fail(Status::AlreadyExists(fmt::format("[{:#x}, +{}) is taken", address, reserved)));
   if (CUresult r = driver_->cuMemMap(address, reserved, 0, handle, 0); r != CUDA_SUCCESS) {
     GiveRange(address, reserved);
     return fail(driver::CuStatus(r, "cuMemMap", text));
   }
-  if (CUresult r = SetDeviceAccess(*driver_, address, reserved, device_, CU_MEM_ACCESS_FLAGS_PROT_READ); r != CUDA_SUCCESS) {
+  if (CUresult r = SetDeviceAccess(*driver_, address, reserved, device_, CU_MEM_ACCESS_FLAGS_PROT_READ);
+      r != CUDA_SUCCESS) {
     driver_->cuMemUnmap(address, reserved);
     GiveRange(address, reserved);
     return fail(driver::CuStatus(r, "cuMemSetAccess", text));
@@ -332,8 +336,8 @@ Status InstanceAddressSpace::MapSharedAt(CUdeviceptr address, uint64_t bytes, CU
   return Status::Ok();
 }
 
-bool InstanceAddressSpace::RegisterShared(CUdeviceptr address, SharedBuffers* shares, const std::string& content,
-                                          ShareableMapping* out) {
+bool InstanceAddressSpace::RegisterShared(CUdeviceptr address, SharedBuffers* shares,
+                                          const std::string& content, ShareableMapping* out) {
   auto live = live_.find(address);
   auto it = mappings_.find(address);
   if (live == live_.end() || live->second.mapping != address || it == mappings_.end() || it->second.shared ||
@@ -369,7 +373,8 @@ Status InstanceAddressSpace::MakePrivate(CUdeviceptr address) {
     r = driver_->cuMemMap(staging, m.bytes, 0, copy, 0);
     mapped = r == CUDA_SUCCESS;
   }
-  if (r == CUDA_SUCCESS) r = SetDeviceAccess(*driver_, staging, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  if (r == CUDA_SUCCESS)
+    r = SetDeviceAccess(*driver_, staging, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
   if (r == CUDA_SUCCESS) r = driver_->cuCtxSynchronize();
   if (r == CUDA_SUCCESS) r = driver_->cuMemcpyDtoD(staging, address, m.bytes);
   if (r == CUDA_SUCCESS) r = driver_->cuCtxSynchronize();
@@ -389,7 +394,8 @@ Status InstanceAddressSpace::MakePrivate(CUdeviceptr address) {
     m.handle = copy;  // the mapping's from now on, whatever follows
     r = driver_->cuMemMap(address, m.bytes, 0, copy, 0);
   }
-  if (r == CUDA_SUCCESS) r = SetDeviceAccess(*driver_, address, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  if (r == CUDA_SUCCESS)
+    r = SetDeviceAccess(*driver_, address, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
   if (r != CUDA_SUCCESS) {
     // The instance's buffer is unusable now; its calls fail and its end unmaps what is left.
     return driver::CuStatus(r, "remap of a private copy", text)
@@ -453,9 +459,12 @@ AddressSpaceRelease InstanceAddressSpace::Release() {
     if (m.shares != nullptr) {
       // The scrub zeroes what it is handed: only a last reference, made writable; others unmapped now.
       const bool last = DropShare(m);
-      const CUresult r = last ? SetDeviceAccess(*driver_, address, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
-                              : driver_->cuMemUnmap(address, m.bytes);
-      if (r != CUDA_SUCCESS) PHOS_LOG(Warn, "runtime", "instance address space: shared mapping {:#x}: CUresult {}", address, static_cast<int>(r));
+      const CUresult r =
+          last ? SetDeviceAccess(*driver_, address, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+               : driver_->cuMemUnmap(address, m.bytes);
+      if (r != CUDA_SUCCESS)
+        PHOS_LOG(Warn, "runtime", "instance address space: shared mapping {:#x}: CUresult {}", address,
+                 static_cast<int>(r));
       if (!last) continue;
     }
     out.mappings.push_back({address, m.bytes, m.handle});

@@ -1,14 +1,14 @@
 // The first vertical slice end to end: phosd on simgpu, the mlp function deployed with phos-fn,
 // invoked with phos-fn and with plain curl, its outputs checked against the CPU reference.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "mlp_model.h"
 #include "phosd_fixture.h"
@@ -101,11 +101,12 @@ TEST_F(MlpTest, TheDeploySaysWhatBecameOfItsSampleRequest) {
 // host-to-device copy, each layer's output by its GEMM and bias kernel).
 TEST_F(MlpTest, TheSampleRequestLearnsWhichBuffersAreReadOnly) {
   constexpr int kLayers = 4;
-  CommandResult served = PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--sample", R"({"seed": 1})", "--", "--size-mib",
-                                 "16", "--layers", std::to_string(kLayers)});
+  CommandResult served = PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--sample", R"({"seed": 1})", "--",
+                                 "--size-mib", "16", "--layers", std::to_string(kLayers)});
   ASSERT_EQ(served.exit_code, 0) << served.out;
   // phos-snapshot opens the store read-only beside the running phosd.
-  CommandResult inspect = ::phos::testing::Run({PHOS_SNAPSHOT_TOOL, "--store", data_dir() + "/store", "inspect", "mlp"});
+  CommandResult inspect =
+      ::phos::testing::Run({PHOS_SNAPSHOT_TOOL, "--store", data_dir() + "/store", "inspect", "mlp"});
   ASSERT_EQ(inspect.exit_code, 0) << inspect.out;
   static const std::regex kBuffer(R"(^\s*buffer\s+\d+\s+\S+\s+(\d+) B\s.*rank\s+-?\d+\s+(\S+)\s)");
   int weights_read_only = 0;

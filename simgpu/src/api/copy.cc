@@ -24,7 +24,8 @@ CUresult Classify(Driver& driver, CUdeviceptr ptr, size_t bytes, Access needed, 
   bool in_device_range = ptr >= memory.base() && ptr < memory.base() + memory.size();
   if (in_device_range) {
     if (!memory.CheckRange(ptr, bytes, needed)) {
-      if (needed != Access::kReadWrite || !memory.CheckRange(ptr, bytes, Access::kRead)) return CUDA_ERROR_INVALID_VALUE;
+      if (needed != Access::kReadWrite || !memory.CheckRange(ptr, bytes, Access::kRead))
+        return CUDA_ERROR_INVALID_VALUE;
       side->read_only = true;
     }
     side->device = true;
@@ -39,8 +40,8 @@ CUresult Classify(Driver& driver, CUdeviceptr ptr, size_t bytes, Access needed, 
 // bytes stay as they were, and the context is left in the sticky CUDA_ERROR_ILLEGAL_ADDRESS state
 // (the op's error makes it sticky, as a faulting kernel's does).
 CUresult WriteToReadOnlyFault(const char* what, CUdeviceptr dst, uint64_t bytes) {
-  PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1, "{} writes [{:#x}, +{} bytes), mapped read-only: illegal address", what, dst,
-                     bytes);
+  PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1, "{} writes [{:#x}, +{} bytes), mapped read-only: illegal address",
+                     what, dst, bytes);
   return CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 

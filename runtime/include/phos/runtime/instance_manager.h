@@ -53,10 +53,10 @@ class GpuSessions {
   // when the token has no session (the function made no CUDA call: it has no GPU state).
   virtual Result<uint64_t> Capture(const std::string& token, const std::string& function);
   // A token whose session (of `gpus` devices) restores `function`'s snapshot `version` in instance
-  // range `va_slot` as `mode` says (kColdBoot: an empty session on a fresh context, no range; version 0: an empty
-  // session allocating in the range, as a deploy's does). With `learn`, the session records the
-  // first-touch order and the buffers' access classes for SaveFirstTouch. `urgent`: a request waits for this restore, whose copies
-  // then go before those of restores nobody waits for (warm top-ups).
+  // range `va_slot` as `mode` says (kColdBoot: an empty session on a fresh context, no range; version 0: an
+  // empty session allocating in the range, as a deploy's does). With `learn`, the session records the
+  // first-touch order and the buffers' access classes for SaveFirstTouch. `urgent`: a request waits for this
+  // restore, whose copies then go before those of restores nobody waits for (warm top-ups).
   virtual Result<std::string> IssueRestoreToken(const std::string& function, uint64_t version, RestoreMode mode,
                                                 bool learn, int va_slot, int gpus, bool urgent);
   // Blocks until the token's restore is prepared (stop-the-world: all copied).

@@ -43,10 +43,10 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <functional>
 #include <cstdint>
-#include <mutex>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 

@@ -109,8 +109,8 @@ class InstanceAddressSpace {
   // `handle`, `content`'s resident allocation in `shares`, whose reference the caller took
   // (SharedBuffers::Acquire): unmapping it drops that reference instead of releasing the memory.
   // On error the reference is dropped.
-  Status MapSharedAt(CUdeviceptr address, uint64_t bytes, CUmemGenericAllocationHandle handle, SharedBuffers* shares,
-                     const std::string& content);
+  Status MapSharedAt(CUdeviceptr address, uint64_t bytes, CUmemGenericAllocationHandle handle,
+                     SharedBuffers* shares, const std::string& content);
   // Registers the allocation at `address` (MapAt's, a granule or more, not yet loaded) as
   // `content`'s shared allocation (SharedBuffers::Register); its mapping's bytes and handle, for
   // the caller to map it read-only once loaded. False when it cannot be shared (sub-allocated, or
@@ -120,7 +120,8 @@ class InstanceAddressSpace {
     uint64_t bytes = 0;
     int device = 0;
   };
-  bool RegisterShared(CUdeviceptr address, SharedBuffers* shares, const std::string& content, ShareableMapping* out);
+  bool RegisterShared(CUdeviceptr address, SharedBuffers* shares, const std::string& content,
+                      ShareableMapping* out);
   // The shared allocation at `address` was withdrawn before anyone else mapped it
   // (SharedBuffers::Withdraw): it is this space's own again.
   void ForgetShare(CUdeviceptr address);

@@ -12,14 +12,14 @@
 // its kernel's parameter (a write speculation sees), then each answers as "direct" does.
 //
 //   indirect_fn [--buffers N] [--elements M]
+#include <cuda_runtime.h>
+
+#include <CLI/CLI.hpp>
 #include <cinttypes>
 #include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <cuda_runtime.h>
 
 #include "kernels.cuh"
 #include "phos/base/log.h"
@@ -49,8 +49,9 @@ Result<Request> ParseRequest(std::string_view body, int buffers, int elements) {
   std::string text(body);
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
   Request r;
-  for (auto [word, kind] : {std::pair{"direct ", Request::Kind::kDirect}, std::pair{"bump ", Request::Kind::kBump},
-                            std::pair{"add ", Request::Kind::kAdd}}) {
+  for (auto [word, kind] :
+       {std::pair{"direct ", Request::Kind::kDirect}, std::pair{"bump ", Request::Kind::kBump},
+        std::pair{"add ", Request::Kind::kAdd}}) {
     if (text.rfind(word, 0) == 0) {
       text.erase(0, std::string(word).size());
       r.kind = kind;
@@ -102,21 +103,24 @@ class IndirectFn {
     if (request.kind == Request::Kind::kGather) {
       const float* const* table = table_;
       void* args[] = {&table, &index, &count, &out};
-      RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&gather), dim3(blocks), dim3(256), args, 0, stream_));
+      RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&gather), dim3(blocks), dim3(256), args,
+                                      0, stream_));
     } else {
       if (request.kind == Request::Kind::kBump) {
         float* const* table = table_;
         void* args[] = {&table, &index, &count};
-        RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&bump), dim3(blocks), dim3(256), args, 0, stream_));
+        RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&bump), dim3(blocks), dim3(256), args,
+                                        0, stream_));
       } else if (request.kind == Request::Kind::kAdd) {
         float* data = data_[static_cast<size_t>(index)];
         void* args[] = {&data, &count};
-        RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&add_one), dim3(blocks), dim3(256), args, 0, stream_));
+        RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&add_one), dim3(blocks), dim3(256),
+                                        args, 0, stream_));
       }
       const float* data = data_[static_cast<size_t>(index)];
       void* args[] = {&data, &count, &out};
-      RETURN_IF_CUDA(
-          cudaLaunchKernel(reinterpret_cast<const void*>(&copy_direct), dim3(blocks), dim3(256), args, 0, stream_));
+      RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&copy_direct), dim3(blocks), dim3(256),
+                                      args, 0, stream_));
     }
     RETURN_IF_CUDA(cudaMemcpyAsync(host_out_, out_, static_cast<size_t>(count) * sizeof(float), cudaMemcpyDeviceToHost,
                                    stream_));

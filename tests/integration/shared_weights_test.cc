@@ -5,15 +5,18 @@
 // speculated write set names a shared buffer gets a private copy first (indirect_fn's "add"); a
 // write to a shared buffer that speculation missed (its "bump", through a pointer in device
 // memory) costs that instance only: the shared bytes stay intact, later restores copy privately.
+// llama's second instance maps nine tenths of its weights or more.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
+#include "decoder_test_support.h"
 #include "mlp_model.h"
 #include "phosd_fixture.h"
 
@@ -35,30 +38,35 @@ struct Answer {
   }
 };
 
+// POST /v1/functions/FUNCTION/invoke at `endpoint` with curl -i, forcing restore mode `mode`.
+Answer InvokeAt(const std::string& endpoint, const std::string& function, const std::string& body,
+                const std::string& mode) {
+  CommandResult r = ::phos::testing::Run({"/usr/bin/curl", "-s", "-i", "-X", "POST", "--data-binary", body,
+                                          "-H", "X-Phos-Restore-Mode: " + mode,
+                                          endpoint + "/v1/functions/" + function + "/invoke"});
+  Answer a;
+  const size_t end = r.out.find("\r\n\r\n");
+  if (end == std::string::npos) return a;
+  std::istringstream head(r.out.substr(0, end));
+  std::string line;
+  std::getline(head, line);
+  std::sscanf(line.c_str(), "HTTP/%*s %d", &a.status);
+  while (std::getline(head, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(0, colon);
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    a.headers[name] = line.substr(std::min(line.size(), colon + 2));
+  }
+  a.body = r.out.substr(end + 4);
+  return a;
+}
+
 class SharedWeightsTest : public PhosdTest {
  protected:
-  // POST /invoke with curl -i, forcing restore mode `mode`.
   Answer Invoke(const std::string& body, const std::string& mode, const std::string& function = "mlp") {
-    CommandResult r = ::phos::testing::Run({"/usr/bin/curl", "-s", "-i", "-X", "POST", "--data-binary", body,
-                                            "-H", "X-Phos-Restore-Mode: " + mode,
-                                            endpoint() + "/v1/functions/" + function + "/invoke"});
-    Answer a;
-    const size_t end = r.out.find("\r\n\r\n");
-    if (end == std::string::npos) return a;
-    std::istringstream head(r.out.substr(0, end));
-    std::string line;
-    std::getline(head, line);
-    std::sscanf(line.c_str(), "HTTP/%*s %d", &a.status);
-    while (std::getline(head, line)) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      const size_t colon = line.find(':');
-      if (colon == std::string::npos) continue;
-      std::string name = line.substr(0, colon);
-      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-      a.headers[name] = line.substr(std::min(line.size(), colon + 2));
-    }
-    a.body = r.out.substr(end + 4);
-    return a;
+    return InvokeAt(endpoint(), function, body, mode);
   }
 
   static void ExpectMatchesReference(const std::string& body, uint64_t seed) {
@@ -153,6 +161,38 @@ TEST_F(SharedWeightsTest, AWriteSpeculationMissedCostsThatInstanceAndEndsSharing
   ASSERT_EQ(privately.status, 200) << privately.body;
   EXPECT_EQ(privately.Number("x-phos-shared-bytes"), 0);
   EXPECT_EQ(privately.body, kAddedOne);
+}
+
+// llama with matrices of whole granules (hidden 768): a second instance maps the weights of the
+// first, so it adds at most a tenth of them to device memory (what it copies: the small norms and
+// key/value projections packed into shared granules, and its activations), and answers the same.
+class SharedLlamaTest : public DecoderFunctionTest {};
+
+TEST_F(SharedLlamaTest, ASecondInstanceCopiesAtMostATenthOfItsWeights) {
+  const ModelShape shape{"llama-shared",
+                         {"--hidden", "768", "--layers", "2", "--vocab", "4000", "--dtype", "f32"}};
+  const std::string dir = MakeCheckpoint(shape);
+  ASSERT_FALSE(HasFailure());
+  CommandResult deployed =
+      PhosFn({"deploy", shape.name, PHOS_LLAMA_FUNCTION, "--instances", "0", "--max-instances", "3",
+              "--sample", R"({"tokens": [1, 2, 3], "max_new_tokens": 2})", "--", "--model", dir});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
+  const std::string request = R"({"tokens": [5, 6, 7], "max_new_tokens": 4})";
+  Answer first = InvokeAt(endpoint(), shape.name, request, "phos");
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.Number("x-phos-shared-bytes"), 0);
+  Answer second = InvokeAt(endpoint(), shape.name, request, "phos");
+  ASSERT_EQ(second.status, 200) << second.body;
+  EXPECT_EQ(GeneratedTokens(second.body), GeneratedTokens(first.body));
+  // The checkpoint's weights: every tensor, fp32.
+  uint64_t weight_bytes = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".safetensors") weight_bytes += entry.file_size();
+  }
+  ASSERT_GT(weight_bytes, 0u);
+  EXPECT_GE(second.Number("x-phos-shared-bytes"), static_cast<int64_t>(weight_bytes * 9 / 10))
+      << "of " << weight_bytes << " weight bytes";
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

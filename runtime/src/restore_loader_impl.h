@@ -153,7 +153,7 @@ class RestoreLoader::Impl {
   bool counted_urgent_ = false;        // counted in priority_ until resident, failed or destroyed
   std::atomic<bool> stopping_{false};  // the destructor began (ends a wait in priority_)
   std::atomic<bool>* all_resident_;
-  std::function<void(int)> on_ready_;  // RestoreLoaderOptions::on_ready
+  std::function<bool(int, bool)> on_ready_;  // RestoreLoaderOptions::on_ready
   std::chrono::steady_clock::time_point start_;
   std::string snapshot_;
   std::string name_;

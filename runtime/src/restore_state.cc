@@ -364,25 +364,36 @@ Status RestoreState::StartLoaders(Prepared& p) {
       dl.manifest->buffers.push_back(m.buffers[i]);
       dl.global.push_back(static_cast<int>(i));
     }
-    std::function<void(int)> on_ready;
+    std::function<bool(int, bool)> on_ready;
     if (!publish.empty()) {
-      on_ready = [driver = driver_, shares = shares_, publish = std::move(publish)](int index) {
+      on_ready = [driver = driver_, shares = shares_, publish = std::move(publish)](int index, bool clean) {
         auto it = publish.find(index);
-        if (it == publish.end()) return;
+        if (it == publish.end()) return false;
         const InstanceAddressSpace::ShareableMapping& sm = it->second.mapping;
         Prepared::PublishState& state = *it->second.state;
         std::lock_guard lock(state.mu);
-        if (state.withdrawn) return;  // a call of the session writes it: its own
-        // Read-only from now on for this instance too: a write the speculation missed faults here
-        // rather than changing what others read.
+        if (state.withdrawn) return false;  // a call of the session writes it: its own
+        if (!clean) {
+          // Something the function ran touched a buffer before it was loaded: it may have written
+          // this one, so it is not handed to anybody.
+          state.withdrawn = true;
+          shares->Withdraw(sm.device, it->second.content);
+          PHOS_LOG(Info, "restore", "allocation at {:#x} not shared: a speculation miss while it loaded",
+                   sm.address);
+          return false;
+        }
+        // From guarded straight to read-only, for this instance too: nothing can have written it
+        // since its bytes landed, and a write the speculation misses from now on faults here rather
+        // than changing what others read.
         const CUresult r =
             SetDeviceAccess(*driver, sm.address, sm.bytes, sm.device, CU_MEM_ACCESS_FLAGS_PROT_READ);
         if (r != CUDA_SUCCESS) {
           PHOS_LOG(Warn, "restore", "shared allocation at {:#x} not made read-only (CUresult {}): not shared",
                    sm.address, static_cast<int>(r));
-          return;
+          return false;
         }
         state.published = shares->MarkResident(sm.device, it->second.content);
+        return true;
       };
     }
     RestoreLoaderOptions options{.driver = driver_,

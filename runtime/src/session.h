@@ -140,8 +140,8 @@ class Session {
 
   Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid);
   void Run();
-  // A call of a session that maps shared read-only buffers failed with an illegal address: its
-  // context is lost (the error is sticky), and the fault may be a write to a shared buffer that
+  // A call of a session that maps shared read-only buffers failed, its context in the sticky
+  // illegal-address state: the context is lost, and the fault may be a write to a shared buffer that
   // speculation missed (docs/design.md D14). The function's later restores load private copies,
   // and its process is ended so that the instance is discarded, its invocation failing.
   void OnSharedBufferFault();

@@ -50,10 +50,12 @@ void SharedBuffers::CountPrivateCopy() {
   ++private_copies_;
 }
 
-bool SharedBuffers::Drop(int device, const std::string& content) {
+bool SharedBuffers::Drop(int device, const std::string& content, CUmemGenericAllocationHandle handle) {
   std::lock_guard lock(mu_);
   auto it = entries_.find({device, content});
-  if (it == entries_.end()) return true;  // not registered: the caller's own
+  // Not registered (withdrawn; the content may have been registered again since, by another
+  // allocation): the caller's own.
+  if (it == entries_.end() || it->second.handle != handle) return true;
   if (--it->second.references > 0) return false;
   entries_.erase(it);
   return true;

@@ -182,7 +182,7 @@ Status InstanceAddressSpace::MapPhysical(CUdeviceptr address, uint64_t bytes, bo
 
 bool InstanceAddressSpace::DropShare(Mapping& m) const {
   if (m.shares == nullptr) return true;
-  const bool last = m.shares->Drop(device_, m.content);
+  const bool last = m.shares->Drop(device_, m.content, m.handle);
   m.shares = nullptr;
   return last;
 }
@@ -306,7 +306,7 @@ Status InstanceAddressSpace::MapSharedAt(CUdeviceptr address, uint64_t bytes,
   auto fail = [&](Status s) {
     // The memory is still mapped by the instances that hold the other references, unless they
     // all went meanwhile: then this reference was the last, and the handle is this space's.
-    if (shares->Drop(device_, content)) driver_->cuMemRelease(handle);
+    if (shares->Drop(device_, content, handle)) driver_->cuMemRelease(handle);
     return s.WithContext(fmt::format("instance address space: shared allocation at {:#x}", address));
   };
   if (bytes < granularity_ || !Contains(address) || reserved > base_ + range_bytes_ - address ||

@@ -56,9 +56,10 @@ class SharedBuffers {
   // of a buffer still loading): the entry goes, and the allocation is the registrant's own again.
   // False when it is resident already (then it must make a private copy).
   bool Withdraw(int device, const std::string& content);
-  // Drops one reference. True when it was the last: the entry is gone, and the caller, whose
-  // mapping is the last, owns the handle (zeroes, unmaps and releases it).
-  bool Drop(int device, const std::string& content);
+  // Drops one reference to `content`'s allocation `handle`. True when it was the last: the entry
+  // is gone, and the caller, whose mapping is the last, owns the handle (zeroes, unmaps and
+  // releases it); true as well when `handle` is not (any more) the registered one (withdrawn).
+  bool Drop(int device, const std::string& content, CUmemGenericAllocationHandle handle);
 
   // A write the speculation missed faulted on a shared mapping of `function`'s: its later restores
   // load private copies (D14's fallback). Counted in Stats.

@@ -156,7 +156,8 @@ class ApiServer::Impl {
     }
     int gpus = std::max(plan.gpus, 1);
     auto restore = std::make_shared<RestoreState>(
-        std::move(plan), driver_, pool_, groups_, &load_priority_, &shared_buffers_, options_.device,
+        std::move(plan), driver_, pool_, groups_, &load_priority_,
+        options_.share_read_only_buffers ? &shared_buffers_ : nullptr, options_.device,
         slot_base != 0 ? slot_bytes_ : options_.instance_va_bytes, slot_base);
     std::lock_guard lock(mu_);
     tokens_[token] = {gpus, std::move(restore)};

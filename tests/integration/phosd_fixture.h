@@ -39,6 +39,9 @@ class PhosdTest : public ::testing::Test {
   // phosd's --data-dir (its snapshot store is in <data_dir>/store).
   const std::string& data_dir() const { return data_dir_; }
 
+  // More phosd flags; a test's constructor sets them.
+  std::vector<std::string> phosd_flags_;
+
  private:
   std::string data_dir_;
   std::string endpoint_;

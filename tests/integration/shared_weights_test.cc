@@ -163,6 +163,25 @@ TEST_F(SharedWeightsTest, AWriteSpeculationMissedCostsThatInstanceAndEndsSharing
   EXPECT_EQ(privately.body, kAddedOne);
 }
 
+// phosd --share-weights false: every restore copies its own, as before.
+class UnsharedWeightsTest : public SharedWeightsTest {
+ protected:
+  UnsharedWeightsTest() { phosd_flags_ = {"--share-weights", "false"}; }
+};
+
+TEST_F(UnsharedWeightsTest, EveryRestoreCopiesItsOwnWhenSharingIsOff) {
+  CommandResult deployed = PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--instances", "0", "--max-instances",
+                                   "3", "--sample", R"({"seed": 1})", "--", "--size-mib",
+                                   std::to_string(kSizeMiB), "--layers", std::to_string(kLayers)});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
+  for (uint64_t seed : {2, 3}) {
+    Answer a = Invoke("{\"seed\": " + std::to_string(seed) + ", \"full\": true}", "phos");
+    ASSERT_EQ(a.status, 200) << a.body;
+    ExpectMatchesReference(a.body, seed);
+    EXPECT_EQ(a.Number("x-phos-shared-bytes"), 0);
+  }
+}
+
 // llama with matrices of whole granules (hidden 768): a second instance maps the weights of the
 // first, so it adds at most a tenth of them to device memory (what it copies: the small norms and
 // key/value projections packed into shared granules, and its activations), and answers the same.

@@ -117,6 +117,9 @@ struct ApiServerOptions {
   // come back at their addresses only if nobody else can have been given them meanwhile, and one
   // process (phosd) holds every session's memory. 0: none (snapshots are refused). Default: 32.
   int va_slots = 32;
+  // Restores map read-only buffers from one allocation per device and content, shared by every
+  // instance (docs/design.md D14); false: each instance copies its own. Default: true.
+  bool share_read_only_buffers = true;
   // What time it is for token expiry (IssueToken's `unclaimed_for`): tests pass a clock they move
   // themselves, and then sweep with ExpireUnclaimedTokens instead of waiting for the acceptor.
   // Default: std::chrono::steady_clock::now.

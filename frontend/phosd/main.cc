@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   uint64_t dram_mib = 4096;
   std::string cpu_state = "fork";
   long long keep_alive_ms = 60000;
+  bool share_weights = true;
   long long start_timeout_ms = 60000;
   app.add_option("--listen", listen, "HOST:PORT for the HTTP API (port 0 picks one)")->capture_default_str();
   app.add_option("--data-dir", data_dir, "Directory for functions.json, logs/ and gpu.sock")->required();
@@ -85,6 +86,10 @@ int main(int argc, char** argv) {
                  "Time an instance gets to reach its entry point (a stop-the-world restore: to be copied) before it is "
                  "ended (device time: on simgpu, times its time scale)")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--share-weights", share_weights,
+                 "Map read-only buffers of restored instances from one allocation per device and content instead "
+                 "of copying each instance's (docs/design.md D14)")
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -158,6 +163,7 @@ int main(int argc, char** argv) {
   api_options.socket_path = data_dir + "/gpu.sock";
   api_options.context_pool = pool->get();
   api_options.device_groups = groups.get();
+  api_options.share_read_only_buffers = share_weights;
   auto api = phos::runtime::ApiServer::Start(api_options, driver->get());
   if (!api.ok()) return Fail(api.status().WithContext("phosd"));
   // Snapshots: the store, a DRAM tier made when the first snapshot needs it (its pinned arena lives

@@ -62,6 +62,7 @@ Response InvokeResponse(InvokeOutcome o) {
       if (o.loaded_bytes_at_first_byte >= 0) {
         r.headers.emplace_back("X-Phos-Loaded-Bytes-At-First-Byte", std::to_string(o.loaded_bytes_at_first_byte));
         r.headers.emplace_back("X-Phos-Snapshot-Bytes", std::to_string(o.snapshot_bytes));
+        r.headers.emplace_back("X-Phos-Shared-Bytes", std::to_string(std::max<int64_t>(o.shared_bytes, 0)));
       }
       if (o.modules_loaded >= 0) r.headers.emplace_back("X-Phos-Modules-Loaded", std::to_string(o.modules_loaded));
       return r;

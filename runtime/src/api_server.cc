@@ -155,8 +155,10 @@ class ApiServer::Impl {
       slot_base = arena_ + slot_bytes_ * static_cast<uint64_t>(plan.va_slot);
     }
     int gpus = std::max(plan.gpus, 1);
-    auto restore = std::make_shared<RestoreState>(std::move(plan), driver_, pool_, groups_, &load_priority_, options_.device,
-                                                  slot_base != 0 ? slot_bytes_ : options_.instance_va_bytes, slot_base);
+    auto restore = std::make_shared<RestoreState>(
+        std::move(plan), driver_, pool_, groups_, &load_priority_,
+        options_.share_read_only_buffers ? &shared_buffers_ : nullptr, options_.device,
+        slot_base != 0 ? slot_bytes_ : options_.instance_va_bytes, slot_base);
     std::lock_guard lock(mu_);
     tokens_[token] = {gpus, std::move(restore)};
     return token;
@@ -196,10 +198,10 @@ class ApiServer::Impl {
     return t;
   }
 
-  std::vector<int32_t> TakeFirstTouch(const std::string& token) {
+  LearnedUsage TakeLearnedUsage(const std::string& token) {
     Status s;
     std::shared_ptr<RestoreState> restore = RestoreOf(token, &s);
-    return restore == nullptr ? std::vector<int32_t>{} : restore->TakeFirstTouch();
+    return restore == nullptr ? LearnedUsage{} : restore->TakeLearnedUsage();
   }
 
   Result<uint64_t> CaptureSession(const std::string& token, store::Store& store, const std::string& function,
@@ -436,6 +438,8 @@ class ApiServer::Impl {
   };
   // Orders the restores' copies (urgent ones first); outlives every restore and session below.
   LoadPriority load_priority_;
+  // Read-only buffers shared on the devices (docs/design.md D14); outlives every restore and session.
+  SharedBuffers shared_buffers_;
   std::map<std::string, TokenInfo> tokens_;
   std::set<std::string> ending_;     // sessions being ended (EndSession waits for them)
   std::set<std::string> capturing_;  // sessions being captured (EndSession waits for them)
@@ -484,7 +488,7 @@ Status ApiServer::WaitPrepared(const std::string& token, std::chrono::millisecon
   return impl_->WaitPrepared(token, timeout);
 }
 Result<SessionTimeline> ApiServer::Timeline(const std::string& token) const { return impl_->Timeline(token); }
-std::vector<int32_t> ApiServer::TakeFirstTouch(const std::string& token) { return impl_->TakeFirstTouch(token); }
+LearnedUsage ApiServer::TakeLearnedUsage(const std::string& token) { return impl_->TakeLearnedUsage(token); }
 Result<uint64_t> ApiServer::CaptureSession(const std::string& token, store::Store& store, const std::string& function,
                                            const std::string& device_profile, std::chrono::milliseconds timeout) {
   return impl_->CaptureSession(token, store, function, device_profile, timeout);

@@ -392,6 +392,7 @@ void InstanceManager::Impl::FillStages(const Invocation& inv, const StartReport&
       out->speculation_misses = static_cast<int64_t>(t.misses);
       out->loaded_bytes_at_first_byte = answered.loaded_bytes;
       out->snapshot_bytes = static_cast<int64_t>(t.snapshot_bytes);
+      out->shared_bytes = static_cast<int64_t>(t.shared_bytes);
     }
     out->modules_loaded = static_cast<int64_t>(t.modules_loaded);
   } else {

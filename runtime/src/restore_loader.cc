@@ -336,6 +336,12 @@ void RestoreLoader::Impl::ChunkDoneLocked(int buffer, size_t chunk) {
   ready_order_.push_back(buffer);
   Unit& u = units_[b.unit];
   if (--u.absent > 0) return;
+  if (on_ready_) {
+    bool access_set = false;
+    for (int i : u.buffers) access_set = on_ready_(i, misses_ == 0) || access_set;
+    // Its new access replaced the guard (simgpu drops a guard that cuMemSetAccess covers).
+    if (access_set) u.guarded = false;
+  }
   UnguardLocked(u);
   if (++ready_units_ < units_.size()) return;
   fully_resident_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - start_).count();

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <list>
 #include <mutex>
 #include <string>
@@ -98,6 +99,7 @@ class RestoreLoader::Impl {
         priority_(o.priority),
         urgent_(o.urgent),
         all_resident_(all_resident),
+        on_ready_(o.on_ready),
         start_(std::chrono::steady_clock::now()) {
     snapshot_ = fmt::format("{} v{}", manifest_->function, manifest_->version);
     name_ = o.name.empty() ? snapshot_ : o.name;
@@ -153,6 +155,7 @@ class RestoreLoader::Impl {
   bool counted_urgent_ = false;        // counted in priority_ until resident, failed or destroyed
   std::atomic<bool> stopping_{false};  // the destructor began (ends a wait in priority_)
   std::atomic<bool>* all_resident_;
+  std::function<bool(int, bool)> on_ready_;  // RestoreLoaderOptions::on_ready
   std::chrono::steady_clock::time_point start_;
   std::string snapshot_;
   std::string name_;

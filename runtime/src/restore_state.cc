@@ -58,13 +58,14 @@ void RestoreState::Release(driver::DriverTable& driver, Prepared& p) {
 }
 
 RestoreState::RestoreState(SessionPlan plan, driver::DriverTable* driver, ctxpool::ContextPool* pool,
-                           ctxpool::CommunicatorPool* groups, LoadPriority* priority, int device, uint64_t va_bytes,
-                           CUdeviceptr slot_base)
+                           ctxpool::CommunicatorPool* groups, LoadPriority* priority, SharedBuffers* shares,
+                           int device, uint64_t va_bytes, CUdeviceptr slot_base)
     : plan_(std::move(plan)),
       driver_(driver),
       pool_(pool),
       groups_(groups),
       priority_(priority),
+      shares_(shares),
       device_(device),
       va_bytes_(va_bytes),
       slot_base_(slot_base) {
@@ -72,6 +73,7 @@ RestoreState::RestoreState(SessionPlan plan, driver::DriverTable* driver, ctxpoo
   if (plan_.learn_first_touch && plan_.manifest != nullptr) {
     learning_ = true;
     ranks_.assign(plan_.manifest->buffers.size(), -1);
+    written_.assign(plan_.manifest->buffers.size(), false);
   }
   if (plan_.manifest != nullptr) EnsureStarted();
 }
@@ -138,17 +140,18 @@ bool RestoreState::learning() const {
   return learning_;
 }
 
-void RestoreState::NoteTouch(int index) {
+void RestoreState::NoteTouch(int index, bool written) {
   std::lock_guard lock(mu_);
-  if (!learning_ || index < 0 || static_cast<size_t>(index) >= ranks_.size() || ranks_[index] >= 0) return;
-  ranks_[index] = next_rank_++;
+  if (!learning_ || index < 0 || static_cast<size_t>(index) >= ranks_.size()) return;
+  if (ranks_[index] < 0) ranks_[index] = next_rank_++;
+  if (written) written_[index] = true;
 }
 
-std::vector<int32_t> RestoreState::TakeFirstTouch() {
+LearnedUsage RestoreState::TakeLearnedUsage() {
   std::lock_guard lock(mu_);
   if (!learning_) return {};
   learning_ = false;
-  return std::move(ranks_);
+  return {.first_touch = std::move(ranks_), .written = std::move(written_)};
 }
 
 Status RestoreState::Prepare() {
@@ -228,6 +231,10 @@ Status RestoreState::MapBuffers(Prepared& p) {
         "the snapshot's range [{:#x}, +{}) is not the instance range slot the restore was given ({:#x})",
         m.va_base, m.va_bytes, slot_base_));
   }
+  // Read-only buffers are shared (docs/design.md D14), except by the learning restore (the classes
+  // are not known yet) and by the modes that copy everything (the baselines that do not share).
+  const bool may_share =
+      shares_ != nullptr && !plan_.learn_first_touch && !plan_.stop_the_world && shares_->Enabled(m.function);
   for (size_t i = 0; i < m.buffers.size(); ++i) {
     const store::Buffer& b = m.buffers[i];
     auto space = p.spaces.find(b.device);
@@ -235,10 +242,39 @@ Status RestoreState::MapBuffers(Prepared& p) {
       return Status::Corruption(
           fmt::format("buffer {} is on device {}, not one of the session's", i, b.device));
     }
-    PHOS_RETURN_IF_ERROR(
-        space->second->MapAt(b.device_address, b.size)
-            .WithContext(fmt::format("map buffer {} ({}) at {:#x}", i, b.label, b.device_address)));
+    const std::string what = fmt::format("map buffer {} ({}) at {:#x}", i, b.label, b.device_address);
     p.buffers.push_back({b.device_address, b.size, b.device});
+    InstanceAddressSpace& s = *space->second;
+    // Only a buffer with whole granules of its own can be mapped from another allocation.
+    const bool shareable = may_share && b.access_class == store::AccessClass::kReadOnly &&
+                           b.size >= s.granularity() && s.Contains(b.device_address) &&
+                           (b.device_address - s.base()) % s.granularity() == 0;
+    if (!shareable) {
+      PHOS_RETURN_IF_ERROR(s.MapAt(b.device_address, b.size).WithContext(what));
+      continue;
+    }
+    const std::string content = SharedBuffers::ContentKey(b);
+    const uint64_t reserved = (b.size + s.granularity() - 1) / s.granularity() * s.granularity();
+    if (CUmemGenericAllocationHandle h = shares_->Acquire(s.device(), content, reserved); h != 0) {
+      PHOS_RETURN_IF_ERROR(s.MapSharedAt(b.device_address, b.size, h, shares_, content).WithContext(what));
+      p.shared.insert(static_cast<int>(i));
+      p.shared_bytes += b.size;
+      p.shared_by_address[b.device_address] = {
+          .content = content, .device = b.device, .physical = s.device()};
+      continue;
+    }
+    PHOS_RETURN_IF_ERROR(s.MapAt(b.device_address, b.size).WithContext(what));
+    InstanceAddressSpace::ShareableMapping mapping;
+    if (s.RegisterShared(b.device_address, shares_, content, &mapping)) {
+      auto state = std::make_shared<Prepared::PublishState>();
+      p.publish[static_cast<int>(i)] = {mapping, content, state};
+      p.shared_by_address[b.device_address] = {
+          .content = content, .device = b.device, .physical = s.device(), .publish = state};
+    }
+  }
+  if (!p.shared.empty()) {
+    PHOS_LOG(Info, "restore", "{} v{}: {} read-only buffers ({} bytes) mapped from shared allocations",
+             m.function, m.version, p.shared.size(), p.shared_bytes);
   }
   return Status::Ok();
 }
@@ -358,10 +394,47 @@ Status RestoreState::StartLoaders(Prepared& p) {
     DeviceLoader& dl = p.loaders[device];
     dl.manifest = std::make_unique<store::Manifest>(m);
     dl.manifest->buffers.clear();
+    // Published once loaded: by loader index.
+    std::map<int, Prepared::Publish> publish;
     for (size_t i = 0; i < m.buffers.size(); ++i) {
-      if (m.buffers[i].device != device) continue;
+      if (m.buffers[i].device != device || p.shared.count(static_cast<int>(i)) != 0) continue;
+      if (auto it = p.publish.find(static_cast<int>(i)); it != p.publish.end()) {
+        publish[static_cast<int>(dl.global.size())] = it->second;
+      }
       dl.manifest->buffers.push_back(m.buffers[i]);
       dl.global.push_back(static_cast<int>(i));
+    }
+    std::function<bool(int, bool)> on_ready;
+    if (!publish.empty()) {
+      on_ready = [driver = driver_, shares = shares_, publish = std::move(publish)](int index, bool clean) {
+        auto it = publish.find(index);
+        if (it == publish.end()) return false;
+        const InstanceAddressSpace::ShareableMapping& sm = it->second.mapping;
+        Prepared::PublishState& state = *it->second.state;
+        std::lock_guard lock(state.mu);
+        if (state.withdrawn) return false;  // a call of the session writes it: its own
+        if (!clean) {
+          // Something the function ran touched a buffer before it was loaded: it may have written
+          // this one, so it is not handed to anybody.
+          state.withdrawn = true;
+          shares->Withdraw(sm.device, it->second.content);
+          PHOS_LOG(Info, "restore", "allocation at {:#x} not shared: a speculation miss while it loaded",
+                   sm.address);
+          return false;
+        }
+        // From guarded straight to read-only, for this instance too: nothing can have written it
+        // since its bytes landed, and a write the speculation misses from now on faults here rather
+        // than changing what others read.
+        const CUresult r =
+            SetDeviceAccess(*driver, sm.address, sm.bytes, sm.device, CU_MEM_ACCESS_FLAGS_PROT_READ);
+        if (r != CUDA_SUCCESS) {
+          PHOS_LOG(Warn, "restore", "shared allocation at {:#x} not made read-only (CUresult {}): not shared",
+                   sm.address, static_cast<int>(r));
+          return false;
+        }
+        state.published = shares->MarkResident(sm.device, it->second.content);
+        return true;
+      };
     }
     RestoreLoaderOptions options{.driver = driver_,
                                  .context = p.context(device),
@@ -371,7 +444,8 @@ Status RestoreState::StartLoaders(Prepared& p) {
                                  .first_touch_order = plan_.first_touch_order,
                                  .priority = priority_,
                                  .urgent = plan_.urgent,
-                                 .name = fmt::format("{} v{} device {}", m.function, m.version, device)};
+                                 .name = fmt::format("{} v{} device {}", m.function, m.version, device),
+                                 .on_ready = std::move(on_ready)};
     PHOS_ASSIGN_OR_RETURN(dl.loader, RestoreLoader::Start(options));
   }
   if (plan_.stop_the_world) {

@@ -6,6 +6,10 @@
 // session adopts the result when the function connects. Private to the API server.
 #pragma once
 
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <nccl.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -13,21 +17,19 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
-#include <cublas_v2.h>
-#include <cuda.h>
-#include <nccl.h>
-
 #include "phos/base/status.h"
 #include "phos/ctxpool/communicator_pool.h"
 #include "phos/ctxpool/context_pool.h"
-#include "phos/runtime/api_server.h"
 #include "phos/driver/driver_table.h"
+#include "phos/runtime/api_server.h"
 #include "phos/runtime/restore_loader.h"
+#include "phos/runtime/shared_buffers.h"
 #include "phos/runtime/va_allocator.h"
 #include "phos/store/manifest.h"
 
@@ -43,9 +45,11 @@ class RestoreState {
   // outlive the state. `slot_base`: the arena slot (SessionPlan::va_slot) of `va_bytes` at that
   // address, or 0.
   // `priority` (may be null) orders this restore's copies against the server's other restores.
-  RestoreState(SessionPlan plan, driver::DriverTable* driver, ctxpool::ContextPool* pool, ctxpool::CommunicatorPool* groups,
-               LoadPriority* priority,
-               int device, uint64_t va_bytes, CUdeviceptr slot_base);
+  // `shares` (may be null: nothing shared) holds the read-only buffers resident on the devices
+  // (docs/design.md D14); it must outlive the state and whatever a session takes from it.
+  RestoreState(SessionPlan plan, driver::DriverTable* driver, ctxpool::ContextPool* pool,
+               ctxpool::CommunicatorPool* groups, LoadPriority* priority, SharedBuffers* shares, int device,
+               uint64_t va_bytes, CUdeviceptr slot_base);
   // Joins the preparation; whatever was not adopted by a session is released (the lease's scrub).
   ~RestoreState();
   RestoreState(const RestoreState&) = delete;
@@ -76,6 +80,31 @@ class RestoreState {
       int device = 0;
     };
     std::vector<Buffer> buffers;  // the session's buffer table
+    // Snapshot buffers mapped read-only from a resident shared allocation: no loader loads them.
+    std::set<int> shared;
+    uint64_t shared_bytes = 0;
+    // Snapshot buffers this restore loads into an allocation it registered as shared: mapped
+    // read-only and handed out once loaded (StartLoaders' on_ready), unless a call of the session
+    // is to write it first (withdrawn: it stays the session's own).
+    struct PublishState {
+      std::mutex mu;
+      bool published = false;
+      bool withdrawn = false;
+    };
+    struct Publish {
+      InstanceAddressSpace::ShareableMapping mapping;
+      std::string content;
+      std::shared_ptr<PublishState> state;
+    };
+    std::map<int, Publish> publish;
+    // Both kinds by address, for the session's copy-on-write (Session::CopySharedOnWrite).
+    struct SharedBuffer {
+      std::string content;
+      int device = 0;                         // the session's device whose space maps it
+      int physical = 0;                       // the node's device (SharedBuffers' key)
+      std::shared_ptr<PublishState> publish;  // null: mapped from another instance's allocation
+    };
+    std::map<uint64_t, SharedBuffer> shared_by_address;
     std::unordered_map<uint64_t, CUstream> streams;
     std::unordered_map<uint64_t, unsigned> stream_flags;
     std::unordered_map<uint64_t, CUevent> events;
@@ -100,6 +129,7 @@ class RestoreState {
   const SessionPlan& plan() const { return plan_; }
   // The function the session runs: the plan's, or its snapshot's (empty: unknown).
   const std::string& function() const;
+  SharedBuffers* shares() const { return shares_; }
 
   // Stage times, filled as they happen (read under the lock).
   struct Times {
@@ -122,12 +152,12 @@ class RestoreState {
   uint64_t modules_loaded() const;
   void NoteModuleLoaded();
 
-  // First-touch learning (plan.learn_first_touch): the session notes each buffer a call names,
-  // by snapshot index, the first time; TakeFirstTouch() stops it and returns rank per buffer
-  // (-1: untouched).
+  // Learning (plan.learn_first_touch): the session notes each buffer a call names, by snapshot
+  // index, and whether the call's speculated write set names it; TakeLearnedUsage() stops it and
+  // returns each buffer's first-touch rank and whether any call may have written it.
   bool learning() const;
-  void NoteTouch(int index);
-  std::vector<int32_t> TakeFirstTouch();
+  void NoteTouch(int index, bool written);
+  LearnedUsage TakeLearnedUsage();
 
  private:
   Status Prepare();
@@ -148,6 +178,7 @@ class RestoreState {
   ctxpool::ContextPool* pool_;
   ctxpool::CommunicatorPool* groups_;
   LoadPriority* priority_;
+  SharedBuffers* shares_;
   int device_;
   uint64_t va_bytes_;
   CUdeviceptr slot_base_;
@@ -162,6 +193,7 @@ class RestoreState {
   uint64_t modules_loaded_ = 0;
   bool learning_ = false;
   std::vector<int32_t> ranks_;
+  std::vector<bool> written_;
   int32_t next_rank_ = 0;
   std::thread worker_;
 };

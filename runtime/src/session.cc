@@ -152,6 +152,12 @@ void Session::Run() {
     CUresult result = Route(record);
     if (result == CUDA_SUCCESS && gating_) result = Gate(record);
     if (result == CUDA_SUCCESS) result = Execute(record, &reply_len);
+    // The fault may surface as another call's error (a lookup in the failed context): any failure
+    // of such a session asks the context whether it is in the sticky state.
+    if (result != CUDA_SUCCESS && maps_shared_ && !shared_fault_seen_ &&
+        (result == CUDA_ERROR_ILLEGAL_ADDRESS || driver_->cuCtxSynchronize() == CUDA_ERROR_ILLEGAL_ADDRESS)) {
+      OnSharedBufferFault();
+    }
     if ((record.header.flags & ipc::kFlagReply) != 0) {
       ring_->WriteReply(record.header.seq, result, ring_->reply_payload_for_write(), result == CUDA_SUCCESS ? reply_len : 0);
     } else if (result != CUDA_SUCCESS) {

@@ -140,6 +140,15 @@ class Session {
 
   Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid);
   void Run();
+  // A call of a session that maps shared read-only buffers failed, its context in the sticky
+  // illegal-address state: the context is lost, and the fault may be a write to a shared buffer that
+  // speculation missed (docs/design.md D14). The function's later restores load private copies,
+  // and its process is ended so that the instance is discarded, its invocation failing.
+  void OnSharedBufferFault();
+  // Copy-on-write decided before the call (docs/design.md D14): each shared buffer in the gated
+  // call's speculated write set (every one, when the sets are incomplete) becomes the session's
+  // own: withdrawn if it was still loading here and nobody else maps it, else a private copy.
+  CUresult CopySharedOnWrite();
   // session_restore.cc
   // Adopts the restore's preparation (executor thread, before the first call).
   Status AdoptRestore();
@@ -274,6 +283,14 @@ class Session {
   std::shared_ptr<RestoreState> restore_;
   ParamMetadataCache* metadata_ = nullptr;
   std::vector<RestoreState::DeviceLoader> loaders_;  // by session device
+  uint64_t shared_bytes_ = 0;  // snapshot bytes mapped from shared read-only allocations (no loader)
+  // Some of the session's buffers are mapped read-only from shared allocations (or will be once
+  // loaded): an illegal address may be a write speculation missed (OnSharedBufferFault).
+  bool maps_shared_ = false;
+  bool shared_fault_seen_ = false;
+  // Buffers still mapped (or to be mapped) from shared allocations: a call whose speculated write
+  // set names one gets a private copy first (CopySharedOnWrite), so the gate stays on while any is.
+  std::map<uint64_t, RestoreState::Prepared::SharedBuffer> shared_buffers_;
   ctxpool::ModulesByHash preloaded_modules_;  // by content hash, until used
   // The function whose modules the session's context keeps loaded when the session ends (for its
   // next instance's restore): the restored snapshot's, or the one the session was captured as.

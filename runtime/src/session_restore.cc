@@ -1,13 +1,15 @@
 // A session's snapshot side (docs/design.md D5, D7, D8): adopting a prepared restore, gating each call on
 // the buffers it may touch while the loader runs, and capturing the session at deploy.
+#include <fmt/core.h>
+#include <sys/socket.h>
+
+#include <csignal>
 #include <cstring>
 #include <future>
 
-#include <fmt/core.h>
-
 #include "phos/base/log.h"
-#include "phos/ipc/nccl_types.h"
 #include "phos/driver/context_scope.h"
+#include "phos/ipc/nccl_types.h"
 #include "phos/runtime/snapshot_capture.h"
 #include "phos/store/store.h"
 #include "restore_state.h"
@@ -84,6 +86,9 @@ Status Session::AdoptRestore() {
   preloaded_modules_ = std::move(p.modules);
   modules_owner_ = restore_->function();
   loaders_ = std::move(p.loaders);
+  shared_bytes_ = p.shared_bytes;
+  maps_shared_ = !p.shared.empty() || !p.publish.empty();
+  shared_buffers_ = std::move(p.shared_by_address);
   loaders_published_.store(true, std::memory_order_release);
   gating_ = true;  // until the first launch is noted and nothing is left to load or learn
   return Status::Ok();
@@ -167,43 +172,104 @@ CUresult Session::Gate(const ipc::RecordView& record) {
   bool resident = true;
   for (const auto& dl : loaders_) resident = resident && dl.loader->all_resident();
   bool learning = restore_->learning();
-  if (resident && !learning && launched_) {
+  if (resident && !learning && launched_ && shared_buffers_.empty()) {
     gating_ = false;  // the single flag: no call is examined again
     return CUDA_SUCCESS;
   }
   gate_sets_.Clear();
   CUstream stream = nullptr;
-  if (loaders_.empty() || (resident && !learning)) return CUDA_SUCCESS;
+  if (loaders_.empty() || (resident && !learning && shared_buffers_.empty())) return CUDA_SUCCESS;
   if (!Speculate(record, &gate_sets_, &stream)) return CUDA_SUCCESS;
-  auto require = [&](uint64_t base) -> CUresult {
+  if (!shared_buffers_.empty()) {
+    if (CUresult r = CopySharedOnWrite(); r != CUDA_SUCCESS) return r;
+  }
+  if (resident && !learning) return CUDA_SUCCESS;
+  auto require = [&](uint64_t base, bool written) -> CUresult {
     // The loader of the device whose memory it is.
     for (RestoreState::DeviceLoader& dl : loaders_) {
       int index = dl.loader->Find(base);
       if (index < 0) continue;
-      if (learning) restore_->NoteTouch(dl.global[index]);
+      if (learning) restore_->NoteTouch(dl.global[index], written);
       if (resident) return CUDA_SUCCESS;
       Result<CUevent> ready = dl.loader->Require(index);
-    if (!ready.ok()) {
-      PHOS_LOG_EVERY_SEC(Error, "restore", 1, "pid {}: {}", pid_, ready.status().message());
-      return CUDA_ERROR_ILLEGAL_STATE;
-    }
+      if (!ready.ok()) {
+        PHOS_LOG_EVERY_SEC(Error, "restore", 1, "pid {}: {}", pid_, ready.status().message());
+        return CUDA_ERROR_ILLEGAL_STATE;
+      }
       return *ready == nullptr ? CUDA_SUCCESS : driver_->cuStreamWaitEvent(stream, *ready, 0);
     }
     return CUDA_SUCCESS;  // a buffer the function allocated after its restore
   };
   if (!gate_sets_.complete()) {
-    // More buffers than the sets hold: the call may touch any of them.
+    // More buffers than the sets hold: the call may touch, and write, any of them.
     for (const auto& [base, bytes] : buffers_.buffers()) {
-      if (CUresult r = require(base); r != CUDA_SUCCESS) return r;
+      if (CUresult r = require(base, true); r != CUDA_SUCCESS) return r;
     }
     return CUDA_SUCCESS;
   }
   for (const BufferSet* set : {&gate_sets_.read, &gate_sets_.write}) {
+    const bool written = set == &gate_sets_.write;
     for (const BufferRef& b : set->buffers()) {
-      if (CUresult r = require(b.base); r != CUDA_SUCCESS) return r;
+      if (CUresult r = require(b.base, written); r != CUDA_SUCCESS) return r;
     }
   }
   return CUDA_SUCCESS;
+}
+
+CUresult Session::CopySharedOnWrite() {
+  std::vector<uint64_t> written;
+  if (!gate_sets_.complete()) {
+    for (const auto& [base, sb] : shared_buffers_) written.push_back(base);
+  } else {
+    for (const BufferRef& b : gate_sets_.write.buffers()) {
+      if (shared_buffers_.count(b.base) != 0) written.push_back(b.base);
+    }
+  }
+  SharedBuffers* shares = restore_->shares();
+  for (uint64_t base : written) {
+    auto it = shared_buffers_.find(base);
+    const RestoreState::Prepared::SharedBuffer sb = std::move(it->second);
+    shared_buffers_.erase(it);
+    InstanceAddressSpace* space = SpaceOf(base);
+    if (space == nullptr || shares == nullptr) return CUDA_ERROR_ILLEGAL_STATE;
+    if (sb.publish != nullptr) {
+      std::lock_guard lock(sb.publish->mu);
+      if (!sb.publish->published) {
+        // Still loading here, handed to nobody: it simply stays this session's.
+        sb.publish->withdrawn = true;
+        shares->Withdraw(sb.physical, sb.content);
+        space->ForgetShare(base);
+        continue;
+      }
+    }
+    driver::ContextScope scope(*driver_, group_ ? group_->context(sb.device) : context_);
+    Status s = space->MakePrivate(base);
+    if (!s.ok()) {
+      PHOS_LOG(Error, "restore", "pid {}: copy-on-write of shared buffer {:#x}: {}", pid_, base, s.message());
+      return CUDA_ERROR_ILLEGAL_STATE;
+    }
+    shares->CountPrivateCopy();
+    PHOS_LOG(Info, "restore", "pid {}: a call writes shared read-only buffer {:#x}: private copy made first",
+             pid_, base);
+  }
+  return CUDA_SUCCESS;
+}
+
+void Session::OnSharedBufferFault() {
+  if (shared_fault_seen_ || restore_ == nullptr || restore_->shares() == nullptr) return;
+  shared_fault_seen_ = true;
+  const std::string& function = restore_->plan().manifest->function;
+  restore_->shares()->Disable(function);
+  PHOS_LOG(Error, "restore",
+           "pid {} ({}): illegal address with read-only buffers mapped from shared allocations; "
+           "the instance is lost",
+           pid_, function);
+  // The process on the other end of the control socket, as the kernel knows it (the pid the
+  // hello names is the function's word, not to be acted on).
+  ucred peer{};
+  socklen_t len = sizeof(peer);
+  if (getsockopt(control_fd_, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 && peer.pid > 0)
+    kill(peer.pid, SIGKILL);
 }
 
 SessionTimeline Session::Timeline() const {
@@ -230,6 +296,10 @@ SessionTimeline Session::Timeline() const {
       all = all && stats.all_resident;
       last_ms = std::max(last_ms, stats.fully_resident_ms);
     }
+    // Shared read-only buffers are resident from the start, and were not copied.
+    t.shared_bytes = shared_bytes_;
+    t.loaded_bytes += shared_bytes_;
+    t.snapshot_bytes += shared_bytes_;
     if (all) {
       t.resident = times.loading + std::chrono::duration_cast<SessionTimeline::Clock::duration>(
                                       std::chrono::duration<double, std::milli>(last_ms));

@@ -95,11 +95,14 @@ void SnapshotSessions::CarryOverOrder(const std::string& function, uint64_t vers
   Result<store::Manifest> now = store_->LoadManifest(function, version);
   if (!old.ok() || !now.ok() || !Ranked(*old) || old->buffers.size() != now->buffers.size()) return;
   std::vector<int32_t> ranks;
+  std::vector<store::AccessClass> classes;
   for (size_t i = 0; i < old->buffers.size(); ++i) {
     if (old->buffers[i].size != now->buffers[i].size) return;
     ranks.push_back(old->buffers[i].first_touch_rank);
+    classes.push_back(old->buffers[i].access_class);
   }
   Status s = store_->SetFirstTouchOrder(function, version, ranks);
+  if (s.ok()) s = store_->SetAccessClasses(function, version, classes);
   if (!s.ok()) PHOS_LOG(Warn, "snapshots", "{} v{}: first-touch order of v{} not carried over: {}", function, version, previous, s.message());
 }
 
@@ -157,13 +160,28 @@ bool SnapshotSessions::HasFirstTouch(const std::string& function, uint64_t versi
 
 bool SnapshotSessions::SaveFirstTouch(const std::string& token, const std::string& function,
                                       const std::vector<uint64_t>& versions) {
-  std::vector<int32_t> ranks = server_->TakeFirstTouch(token);
+  LearnedUsage usage = server_->TakeLearnedUsage(token);
+  const std::vector<int32_t>& ranks = usage.first_touch;
   if (ranks.empty()) return false;
   int touched = 0;
-  for (int32_t r : ranks) touched += r >= 0 ? 1 : 0;
+  int read_only = 0;
+  std::vector<store::AccessClass> classes;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    touched += ranks[i] >= 0 ? 1 : 0;
+    // A buffer no call named is not known to be read-only: a later request may write it.
+    store::AccessClass c = store::AccessClass::kUnknown;
+    if (i < usage.written.size() && usage.written[i]) {
+      c = store::AccessClass::kReadWrite;
+    } else if (ranks[i] >= 0) {
+      c = store::AccessClass::kReadOnly;
+      ++read_only;
+    }
+    classes.push_back(c);
+  }
   bool saved = false;
   for (uint64_t version : versions) {
     Status s = store_->SetFirstTouchOrder(function, version, ranks);
+    if (s.ok()) s = store_->SetAccessClasses(function, version, classes);
     if (!s.ok()) {
       PHOS_LOG(Warn, "snapshots", "{} v{}: learned first-touch order not saved: {}", function, version, s.message());
       continue;
@@ -173,8 +191,8 @@ bool SnapshotSessions::SaveFirstTouch(const std::string& token, const std::strin
       std::lock_guard lock(mu_);
       manifests_.erase({function, version});  // reloaded with the order on the next restore
     }
-    PHOS_LOG(Info, "snapshots", "{} v{}: first-touch order learned ({} of {} buffers touched)", function, version,
-             touched, ranks.size());
+    PHOS_LOG(Info, "snapshots", "{} v{}: first-touch order learned ({} of {} buffers touched, {} read-only)",
+             function, version, touched, ranks.size(), read_only);
   }
   return saved;
 }

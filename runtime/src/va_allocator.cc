@@ -60,6 +60,15 @@ void GiveBack(std::map<uint64_t, uint64_t>& free, uint64_t at, uint64_t bytes) {
 
 }  // namespace
 
+CUresult SetDeviceAccess(driver::DriverTable& driver, CUdeviceptr address, uint64_t bytes, int device,
+                         CUmemAccess_flags flags) {
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device;
+  access.flags = flags;
+  return driver.cuMemSetAccess(address, bytes, &access, 1);
+}
+
 CUmemAllocationProp DeviceMemoryProp(int device) {
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -156,11 +165,8 @@ Status InstanceAddressSpace::MapPhysical(CUdeviceptr address, uint64_t bytes, bo
     driver_->cuMemRelease(handle);
     return driver::CuStatus(r, "cuMemMap", text);
   }
-  CUmemAccessDesc access{};
-  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  access.location.id = device_;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  if (CUresult r = driver_->cuMemSetAccess(address, bytes, &access, 1); r != CUDA_SUCCESS) {
+  if (CUresult r = SetDeviceAccess(*driver_, address, bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+      r != CUDA_SUCCESS) {
     driver_->cuMemUnmap(address, bytes);
     driver_->cuMemRelease(handle);
     return driver::CuStatus(r, "cuMemSetAccess", text);
@@ -174,11 +180,19 @@ Status InstanceAddressSpace::MapPhysical(CUdeviceptr address, uint64_t bytes, bo
   return Status::Ok();
 }
 
+bool InstanceAddressSpace::DropShare(Mapping& m) const {
+  if (m.shares == nullptr) return true;
+  const bool last = m.shares->Drop(device_, m.content, m.handle);
+  m.shares = nullptr;
+  return last;
+}
+
 void InstanceAddressSpace::UnmapPhysical(CUdeviceptr address) {
   auto it = mappings_.find(address);
+  const bool owned = DropShare(it->second);
   const driver::CuErrorText& text = driver_->error_text();
   Status s = driver::CuStatus(driver_->cuMemUnmap(address, it->second.bytes), "cuMemUnmap", text);
-  if (s.ok()) s = driver::CuStatus(driver_->cuMemRelease(it->second.handle), "cuMemRelease", text);
+  if (s.ok() && owned) s = driver::CuStatus(driver_->cuMemRelease(it->second.handle), "cuMemRelease", text);
   if (!s.ok()) PHOS_LOG(Warn, "runtime", "instance address space: mapping {:#x}: {}", address, s.message());
   GiveRange(address, it->second.bytes);
   mappings_.erase(it);
@@ -187,6 +201,25 @@ void InstanceAddressSpace::UnmapPhysical(CUdeviceptr address) {
 Status InstanceAddressSpace::ZeroAndUnmapAll() {
   const driver::CuErrorText& text = driver_->error_text();
   Status first = driver::CuStatus(driver_->cuCtxSynchronize(), "cuCtxSynchronize", text);
+  // Shared read-only allocations other instances still map are left as they are; the last
+  // mapping's are made writable to be zeroed like the rest.
+  for (auto it = mappings_.begin(); it != mappings_.end();) {
+    Mapping& m = it->second;
+    if (m.shares == nullptr) {
+      ++it;
+    } else if (DropShare(m)) {
+      Status s = driver::CuStatus(
+          SetDeviceAccess(*driver_, it->first, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE),
+          "cuMemSetAccess", text);
+      if (first.ok() && !s.ok()) first = s.WithContext(fmt::format("shared mapping {:#x}", it->first));
+      ++it;
+    } else {
+      Status s = driver::CuStatus(driver_->cuMemUnmap(it->first, m.bytes), "cuMemUnmap", text);
+      if (first.ok() && !s.ok()) first = s.WithContext(fmt::format("shared mapping {:#x}", it->first));
+      GiveRange(it->first, m.bytes);
+      it = mappings_.erase(it);
+    }
+  }
   for (const auto& [address, m] : mappings_) {
     Status s = driver::CuStatus(driver_->cuMemsetD8(address, 0, m.bytes), "cuMemsetD8", text);
     if (first.ok() && !s.ok()) first = s.WithContext(fmt::format("zero mapping {:#x}", address));
@@ -265,6 +298,112 @@ Status InstanceAddressSpace::MapAt(CUdeviceptr address, uint64_t bytes) {
   return Status::Ok();
 }
 
+Status InstanceAddressSpace::MapSharedAt(CUdeviceptr address, uint64_t bytes,
+                                         CUmemGenericAllocationHandle handle, SharedBuffers* shares,
+                                         const std::string& content) {
+  const driver::CuErrorText& text = driver_->error_text();
+  const uint64_t reserved = RoundUp(bytes, granularity_);
+  auto fail = [&](Status s) {
+    // The memory is still mapped by the instances that hold the other references, unless they
+    // all went meanwhile: then this reference was the last, and the handle is this space's.
+    if (shares->Drop(device_, content, handle)) driver_->cuMemRelease(handle);
+    return s.WithContext(fmt::format("instance address space: shared allocation at {:#x}", address));
+  };
+  if (bytes < granularity_ || !Contains(address) || reserved > base_ + range_bytes_ - address ||
+      (address - base_) % granularity_ != 0) {
+    return fail(Status::InvalidArgument(
+        fmt::format("[{:#x}, +{}) is not whole granules of the range", address, bytes)));
+  }
+  if (!TakeRange(address, reserved))
+    return fail(Status::AlreadyExists(fmt::format("[{:#x}, +{}) is taken", address, reserved)));
+  if (CUresult r = driver_->cuMemMap(address, reserved, 0, handle, 0); r != CUDA_SUCCESS) {
+    GiveRange(address, reserved);
+    return fail(driver::CuStatus(r, "cuMemMap", text));
+  }
+  if (CUresult r = SetDeviceAccess(*driver_, address, reserved, device_, CU_MEM_ACCESS_FLAGS_PROT_READ);
+      r != CUDA_SUCCESS) {
+    driver_->cuMemUnmap(address, reserved);
+    GiveRange(address, reserved);
+    return fail(driver::CuStatus(r, "cuMemSetAccess", text));
+  }
+  Mapping m;
+  m.bytes = reserved;
+  m.handle = handle;
+  m.shares = shares;
+  m.content = content;
+  mappings_.emplace(address, std::move(m));
+  live_.emplace(address, Live{bytes, reserved, address});
+  return Status::Ok();
+}
+
+bool InstanceAddressSpace::RegisterShared(CUdeviceptr address, SharedBuffers* shares,
+                                          const std::string& content, ShareableMapping* out) {
+  auto live = live_.find(address);
+  auto it = mappings_.find(address);
+  if (live == live_.end() || live->second.mapping != address || it == mappings_.end() || it->second.shared ||
+      it->second.shares != nullptr) {
+    return false;
+  }
+  if (!shares->Register(device_, content, it->second.handle, it->second.bytes)) return false;
+  it->second.shares = shares;
+  it->second.content = content;
+  *out = {.address = address, .bytes = it->second.bytes, .device = device_};
+  return true;
+}
+
+void InstanceAddressSpace::ForgetShare(CUdeviceptr address) {
+  if (auto it = mappings_.find(address); it != mappings_.end()) it->second.shares = nullptr;
+}
+
+Status InstanceAddressSpace::MakePrivate(CUdeviceptr address) {
+  auto it = mappings_.find(address);
+  if (it == mappings_.end() || it->second.shares == nullptr) {
+    return Status::NotFound(fmt::format("instance address space: no shared mapping at {:#x}", address));
+  }
+  Mapping& m = it->second;
+  const driver::CuErrorText& text = driver_->error_text();
+  CUmemAllocationProp prop = DeviceMemoryProp(device_);
+  CUmemGenericAllocationHandle copy = 0;
+  PHOS_CU_RETURN_IF_ERROR(text, driver_->cuMemCreate(&copy, m.bytes, &prop, 0));
+  // The copy is made through a staging address of its own, then mapped in place of the shared one.
+  CUdeviceptr staging = 0;
+  CUresult r = driver_->cuMemAddressReserve(&staging, m.bytes, 0, 0, 0);
+  bool mapped = false;
+  if (r == CUDA_SUCCESS) {
+    r = driver_->cuMemMap(staging, m.bytes, 0, copy, 0);
+    mapped = r == CUDA_SUCCESS;
+  }
+  if (r == CUDA_SUCCESS)
+    r = SetDeviceAccess(*driver_, staging, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  if (r == CUDA_SUCCESS) r = driver_->cuCtxSynchronize();
+  if (r == CUDA_SUCCESS) r = driver_->cuMemcpyDtoD(staging, address, m.bytes);
+  if (r == CUDA_SUCCESS) r = driver_->cuCtxSynchronize();
+  if (mapped) driver_->cuMemUnmap(staging, m.bytes);
+  if (staging != 0) driver_->cuMemAddressFree(staging, m.bytes);
+  if (r != CUDA_SUCCESS) {
+    driver_->cuMemRelease(copy);
+    return driver::CuStatus(r, "copy of a shared allocation", text)
+        .WithContext(fmt::format("instance address space: private copy at {:#x}", address));
+  }
+  const bool last = DropShare(m);
+  r = driver_->cuMemUnmap(address, m.bytes);
+  if (r != CUDA_SUCCESS) {
+    driver_->cuMemRelease(copy);
+  } else {
+    if (last) driver_->cuMemRelease(m.handle);
+    m.handle = copy;  // the mapping's from now on, whatever follows
+    r = driver_->cuMemMap(address, m.bytes, 0, copy, 0);
+  }
+  if (r == CUDA_SUCCESS)
+    r = SetDeviceAccess(*driver_, address, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  if (r != CUDA_SUCCESS) {
+    // The instance's buffer is unusable now; its calls fail and its end unmaps what is left.
+    return driver::CuStatus(r, "remap of a private copy", text)
+        .WithContext(fmt::format("instance address space: private copy at {:#x}", address));
+  }
+  return Status::Ok();
+}
+
 Status InstanceAddressSpace::MapSmallAt(CUdeviceptr address, uint64_t bytes) {
   const uint64_t reserved = RoundUp(bytes, kAlignment);
   const CUdeviceptr granule = base_ + (address - base_) / granularity_ * granularity_;
@@ -316,7 +455,20 @@ AddressSpaceState InstanceAddressSpace::Save() const {
 AddressSpaceRelease InstanceAddressSpace::Release() {
   AddressSpaceRelease out;
   if (released_) return out;
-  for (const auto& [address, m] : mappings_) out.mappings.push_back({address, m.bytes, m.handle});
+  for (auto& [address, m] : mappings_) {
+    if (m.shares != nullptr) {
+      // The scrub zeroes what it is handed: only a last reference, made writable; others unmapped now.
+      const bool last = DropShare(m);
+      const CUresult r =
+          last ? SetDeviceAccess(*driver_, address, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+               : driver_->cuMemUnmap(address, m.bytes);
+      if (r != CUDA_SUCCESS)
+        PHOS_LOG(Warn, "runtime", "instance address space: shared mapping {:#x}: CUresult {}", address,
+                 static_cast<int>(r));
+      if (!last) continue;
+    }
+    out.mappings.push_back({address, m.bytes, m.handle});
+  }
   if (!borrowed_) {
     out.range_base = base_;
     out.range_bytes = range_bytes_;

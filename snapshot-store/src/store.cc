@@ -152,29 +152,60 @@ Result<Manifest> StoreImpl::LoadManifest(const std::string& function, uint64_t v
   return manifest;
 }
 
-Status StoreImpl::SetFirstTouchOrder(const std::string& function, uint64_t version,
-                                     const std::vector<int32_t>& ranks) {
+Status StoreImpl::AnnotateBuffers(const std::string& function, uint64_t version,
+                                  const std::string& what_learned,
+                                  const std::function<Status(Manifest&, const std::string& what)>& annotate) {
   PHOS_RETURN_IF_ERROR(Writable());
   // Under meta_mu_: a concurrent DeleteVersion must not be undone by this rewrite.
   std::lock_guard lock(meta_mu_);
   PHOS_ASSIGN_OR_RETURN(Manifest manifest, LoadManifest(function, version));
   const std::string what = fmt::format("snapshot '{}' v{}", function, version);
-  if (ranks.size() != manifest.buffers.size()) {
-    return Status::InvalidArgument(fmt::format("{}: first-touch order has {} ranks for {} buffers", what,
-                                               ranks.size(), manifest.buffers.size()));
-  }
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (ranks[i] < -1) {
-      return Status::InvalidArgument(fmt::format("{}: buffer {} has first-touch rank {} (-1 is untouched)", what,
-                                                 i, ranks[i]));
-    }
-    manifest.buffers[i].first_touch_rank = ranks[i];
-  }
+  PHOS_RETURN_IF_ERROR(annotate(manifest, what));
   rocksdb::WriteBatch batch;
   batch.Put(ManifestKey(function, version), EncodeManifest(manifest));
   PHOS_RETURN_IF_ERROR(WriteSynced(&batch));
-  PHOS_LOG(Info, "store", "recorded the first-touch order of {} ({} buffers)", what, ranks.size());
+  PHOS_LOG(Info, "store", "recorded the {} of {} ({} buffers)", what_learned, what, manifest.buffers.size());
   return Status::Ok();
+}
+
+Status StoreImpl::SetFirstTouchOrder(const std::string& function, uint64_t version,
+                                     const std::vector<int32_t>& ranks) {
+  return AnnotateBuffers(
+      function, version, "first-touch order", [&](Manifest& manifest, const std::string& what) {
+        if (ranks.size() != manifest.buffers.size()) {
+          return Status::InvalidArgument(fmt::format("{}: first-touch order has {} ranks for {} buffers",
+                                                     what, ranks.size(), manifest.buffers.size()));
+        }
+        for (size_t i = 0; i < ranks.size(); ++i) {
+          if (ranks[i] < -1) {
+            return Status::InvalidArgument(
+                fmt::format("{}: buffer {} has first-touch rank {} (-1 is untouched)", what, i, ranks[i]));
+          }
+          manifest.buffers[i].first_touch_rank = ranks[i];
+        }
+        return Status::Ok();
+      });
+}
+
+Status StoreImpl::SetAccessClasses(const std::string& function, uint64_t version,
+                                   const std::vector<AccessClass>& classes) {
+  return AnnotateBuffers(
+      function, version, "access classes", [&](Manifest& manifest, const std::string& what) {
+        if (classes.size() != manifest.buffers.size()) {
+          return Status::InvalidArgument(fmt::format("{}: {} access classes for {} buffers", what,
+                                                     classes.size(), manifest.buffers.size()));
+        }
+        for (size_t i = 0; i < classes.size(); ++i) {
+          const auto value = static_cast<int32_t>(classes[i]);
+          if (value < static_cast<int32_t>(AccessClass::kUnknown) ||
+              value > static_cast<int32_t>(AccessClass::kScratch)) {
+            return Status::InvalidArgument(
+                fmt::format("{}: buffer {} has access class {}, not one defined", what, i, value));
+          }
+          manifest.buffers[i].access_class = classes[i];
+        }
+        return Status::Ok();
+      });
 }
 
 Status StoreImpl::DeleteVersion(const std::string& function, uint64_t version) {

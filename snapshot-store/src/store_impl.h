@@ -4,6 +4,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -60,6 +61,8 @@ class StoreImpl final : public Store {
   Result<Manifest> LoadManifest(const std::string& function, uint64_t version) override;
   Status SetFirstTouchOrder(const std::string& function, uint64_t version,
                             const std::vector<int32_t>& ranks) override;
+  Status SetAccessClasses(const std::string& function, uint64_t version,
+                          const std::vector<AccessClass>& classes) override;
   Status DeleteVersion(const std::string& function, uint64_t version) override;
   Result<GcStats> CollectGarbage() override;
   Result<CompactionStats> CompactSegments() override;
@@ -75,6 +78,10 @@ class StoreImpl final : public Store {
   friend class WriterImpl;
 
   Status Writable() const;
+  // Rewrites a committed manifest in place in one synced write after `annotate` changed what
+  // was learned about its buffers (never its chunks); `annotate` returns an error to abort.
+  Status AnnotateBuffers(const std::string& function, uint64_t version, const std::string& what_learned,
+                         const std::function<Status(Manifest&, const std::string& what)>& annotate);
   Result<std::optional<ChunkLocation>> GetLocation(const ChunkId& id);
   // Creates a new segment registered as in use by a writer (GC leaves it alone).
   Result<std::unique_ptr<SegmentWriter>> NewSegment();

@@ -1,11 +1,14 @@
 // The first vertical slice end to end: phosd on simgpu, the mlp function deployed with phos-fn,
 // invoked with phos-fn and with plain curl, its outputs checked against the CPU reference.
+#include <gtest/gtest.h>
+
 #include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "mlp_model.h"
 #include "phosd_fixture.h"
@@ -91,6 +94,35 @@ TEST_F(MlpTest, TheDeploySaysWhatBecameOfItsSampleRequest) {
   CommandResult good = PhosFn({"invoke", "mlp-bad-sample", "--data", R"({"seed": 3})"});
   ASSERT_EQ(good.exit_code, 0) << good.out;
   ExpectMatchesReference(good.out, 3, false);
+}
+
+// The sample request's calls also say which buffers are read-only (docs/design.md D14): no call's
+// speculated write set names the weights and biases; the activations are written (the input by a
+// host-to-device copy, each layer's output by its GEMM and bias kernel).
+TEST_F(MlpTest, TheSampleRequestLearnsWhichBuffersAreReadOnly) {
+  constexpr int kLayers = 4;
+  CommandResult served = PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--sample", R"({"seed": 1})", "--",
+                                 "--size-mib", "16", "--layers", std::to_string(kLayers)});
+  ASSERT_EQ(served.exit_code, 0) << served.out;
+  // phos-snapshot opens the store read-only beside the running phosd.
+  CommandResult inspect =
+      ::phos::testing::Run({PHOS_SNAPSHOT_TOOL, "--store", data_dir() + "/store", "inspect", "mlp"});
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.out;
+  static const std::regex kBuffer(R"(^\s*buffer\s+\d+\s+\S+\s+(\d+) B\s.*rank\s+-?\d+\s+(\S+)\s)");
+  int weights_read_only = 0;
+  std::map<std::string, int> classes;
+  std::istringstream lines(inspect.out);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, kBuffer)) continue;
+    ++classes[m[2]];
+    // The weight matrices are the large buffers; biases and activations are one row each.
+    if (std::stoull(m[1]) > 4096 && m[2] == "read-only") ++weights_read_only;
+  }
+  EXPECT_EQ(weights_read_only, kLayers) << inspect.out;
+  EXPECT_EQ(classes["read-only"], 2 * kLayers) << "weights and biases\n" << inspect.out;
+  EXPECT_EQ(classes["read-write"], 2) << "the activations\n" << inspect.out;
+  EXPECT_EQ(classes.size(), 2u) << inspect.out;
 }
 
 TEST_F(MlpTest, BadRequestIsAClientErrorAndTheFunctionKeepsServing) {

@@ -43,9 +43,10 @@ void PhosdTest::SetUp() {
   data_dir_ = tmpl;
   int port = FreePort();
   endpoint_ = "http://127.0.0.1:" + std::to_string(port);
-  Result<Subprocess> phosd =
-      Subprocess::Spawn({.argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir",
-                                  data_dir_, "--gpu", "sim"}});
+  std::vector<std::string> argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir",
+                                   data_dir_, "--gpu", "sim"};
+  argv.insert(argv.end(), phosd_flags_.begin(), phosd_flags_.end());
+  Result<Subprocess> phosd = Subprocess::Spawn({.argv = argv});
   ASSERT_TRUE(phosd.ok()) << phosd.status().ToString();
   phosd_.emplace(std::move(phosd).value());
   // Ready when /healthz answers.

@@ -36,6 +36,11 @@ class PhosdTest : public ::testing::Test {
   CommandResult PhosFn(const std::vector<std::string>& args);
   // curl -s -X POST --data <body> <endpoint><path>; the response body.
   CommandResult CurlPost(const std::string& path, const std::string& body);
+  // phosd's --data-dir (its snapshot store is in <data_dir>/store).
+  const std::string& data_dir() const { return data_dir_; }
+
+  // More phosd flags; a test's constructor sets them.
+  std::vector<std::string> phosd_flags_;
 
  private:
   std::string data_dir_;

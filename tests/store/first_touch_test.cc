@@ -1,5 +1,6 @@
-// Store::SetFirstTouchOrder: the first-touch order learned after a commit is written into the
-// committed manifest in place, without touching its chunks, and is refused for bad input.
+// Store::SetFirstTouchOrder and Store::SetAccessClasses: what is learned about a snapshot's buffers
+// after a commit (first-touch order, access classes) is written into the committed manifest in
+// place, without touching its chunks, and is refused for bad input.
 #include <gtest/gtest.h>
 
 #include "phos/store/store.h"
@@ -45,6 +46,16 @@ class FirstTouchTest : public ::testing::Test {
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     if (m.ok()) {
       for (const auto& b : m->buffers) out.push_back(b.first_touch_rank);
+    }
+    return out;
+  }
+
+  std::vector<AccessClass> Classes(const std::string& function, uint64_t version) {
+    std::vector<AccessClass> out;
+    auto m = store_->LoadManifest(function, version);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    if (m.ok()) {
+      for (const auto& b : m->buffers) out.push_back(b.access_class);
     }
     return out;
   }
@@ -146,6 +157,55 @@ TEST_F(FirstTouchTest, InspectShowsTheRanks) {
   EXPECT_NE(out.find("rank   7"), std::string::npos) << out;
   EXPECT_NE(out.find("rank  -1"), std::string::npos) << out;
   EXPECT_NE(out.find("rank   0"), std::string::npos) << out;
+}
+
+constexpr AccessClass kRO = AccessClass::kReadOnly;
+constexpr AccessClass kRW = AccessClass::kReadWrite;
+constexpr AccessClass kUnknown = AccessClass::kUnknown;
+
+TEST_F(FirstTouchTest, AccessClassesRoundTripBesideTheRanks) {
+  const uint64_t v = CommitThreeBuffers("mlp");
+  const Manifest before = store_->LoadManifest("mlp", v).value();
+  ASSERT_EQ(Classes("mlp", v), (std::vector<AccessClass>{kUnknown, kUnknown, kUnknown}));
+  ASSERT_TRUE(store_->SetFirstTouchOrder("mlp", v, {1, -1, 0}).ok());
+  ASSERT_TRUE(store_->SetAccessClasses("mlp", v, {kRO, kRW, kRO}).ok());
+  store_.reset();
+  store_ = OpenStore(false);
+  EXPECT_EQ(Classes("mlp", v), (std::vector<AccessClass>{kRO, kRW, kRO}));
+  EXPECT_EQ(Ranks("mlp", v), (std::vector<int32_t>{1, -1, 0}));  // one annotation keeps the other
+  Manifest after = store_->LoadManifest("mlp", v).value();
+  for (auto& b : after.buffers) {
+    b.first_touch_rank = -1;
+    b.access_class = kUnknown;
+  }
+  EXPECT_EQ(after, before);  // chunks and everything else as committed
+  EXPECT_TRUE(store_->CheckConsistency().ok());
+}
+
+TEST_F(FirstTouchTest, AccessClassesRefuseBadInput) {
+  const uint64_t v = CommitThreeBuffers("mlp");
+  Status s = store_->SetAccessClasses("mlp", v, {kRO, kRW});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("2 access classes for 3 buffers"), std::string::npos) << s.ToString();
+  s = store_->SetAccessClasses("mlp", v, {kRO, static_cast<AccessClass>(9), kRW});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("buffer 1"), std::string::npos) << s.ToString();
+  EXPECT_EQ(store_->SetAccessClasses("mlp", v + 1, {kRO, kRO, kRO}).code(), StatusCode::kNotFound);
+  EXPECT_EQ(Classes("mlp", v), (std::vector<AccessClass>{kUnknown, kUnknown, kUnknown}));  // nothing written
+  store_.reset();
+  store_ = OpenStore(true);
+  EXPECT_EQ(store_->SetAccessClasses("mlp", v, {kRO, kRO, kRO}).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(FirstTouchTest, InspectShowsTheAccessClasses) {
+  const uint64_t v = CommitThreeBuffers("mlp");
+  ASSERT_TRUE(store_->SetAccessClasses("mlp", v, {kRO, kRW, kUnknown}).ok());
+  store_.reset();
+  testing::ToolRun run = testing::RunTool(PHOS_SNAPSHOT_TOOL, {"--store", dir_.path(), "inspect", "mlp"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("read-only  buffer0"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("read-write  buffer1"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("unknown  buffer2"), std::string::npos) << run.output;
 }
 
 }  // namespace

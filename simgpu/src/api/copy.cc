@@ -2,29 +2,47 @@
 
 #include <cstring>
 
+#include "phos/base/log.h"
+
 namespace phos::sim {
 namespace {
 
 struct Side {
   bool device = false;
-  bool pinned = false;  // host side only
+  bool pinned = false;     // host side only
+  bool read_only = false;  // device memory mapped readable only (a write faults when it runs)
 };
 
 // Decides whether [ptr, ptr + bytes) is device memory (and accessible as `needed`) or host
 // memory. A range that starts inside the device address space but is not valid device memory
-// is an error, not host memory: it names freed or unmapped device memory.
+// is an error, not host memory: it names freed or unmapped device memory. A destination mapped
+// read-only (cuMemSetAccess with CU_MEM_ACCESS_FLAGS_PROT_READ) is accepted and marked: a GPU's
+// driver does not check access rights when it enqueues, the engine's write faults when it runs.
 CUresult Classify(Driver& driver, CUdeviceptr ptr, size_t bytes, Access needed, Side* side) {
   DeviceMemory& memory = driver.memory();
   if (ptr == 0) return CUDA_ERROR_INVALID_VALUE;
   bool in_device_range = ptr >= memory.base() && ptr < memory.base() + memory.size();
   if (in_device_range) {
-    if (!memory.CheckRange(ptr, bytes, needed)) return CUDA_ERROR_INVALID_VALUE;
+    if (!memory.CheckRange(ptr, bytes, needed)) {
+      if (needed != Access::kReadWrite || !memory.CheckRange(ptr, bytes, Access::kRead))
+        return CUDA_ERROR_INVALID_VALUE;
+      side->read_only = true;
+    }
     side->device = true;
     return CUDA_SUCCESS;
   }
   side->device = false;
   side->pinned = driver.host_memory().IsPinned(reinterpret_cast<const void*>(ptr), bytes);
   return CUDA_SUCCESS;
+}
+
+// What a GPU does when a copy or memset reaches memory mapped read-only: the write faults, the
+// bytes stay as they were, and the context is left in the sticky CUDA_ERROR_ILLEGAL_ADDRESS state
+// (the op's error makes it sticky, as a faulting kernel's does).
+CUresult WriteToReadOnlyFault(const char* what, CUdeviceptr dst, uint64_t bytes) {
+  PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1, "{} writes [{:#x}, +{} bytes), mapped read-only: illegal address",
+                     what, dst, bytes);
+  return CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
 }  // namespace
@@ -62,7 +80,8 @@ CUresult EnqueueCopy(Driver& driver, Stream& stream, CUdeviceptr dst, CUdevicept
   void* d = reinterpret_cast<void*>(dst);
   const void* s = reinterpret_cast<const void*>(src);
   op.what = "memcpy";
-  op.work = [d, s, bytes]() {
+  op.work = [d, s, bytes, read_only = to.read_only]() {
+    if (read_only) return WriteToReadOnlyFault("memcpy", reinterpret_cast<CUdeviceptr>(d), bytes);
     std::memcpy(d, s, bytes);
     return CUDA_SUCCESS;
   };
@@ -107,7 +126,9 @@ CUresult EnqueueMemset(Driver& driver, Stream& stream, CUdeviceptr dst, uint32_t
   if (dst % element_size != 0) return CUDA_ERROR_INVALID_VALUE;
   size_t bytes = count * element_size;
   if (bytes / element_size != count) return CUDA_ERROR_INVALID_VALUE;
-  if (!driver.memory().CheckRange(dst, bytes, Access::kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
+  Side to;
+  if (CUresult r = Classify(driver, dst, bytes, Access::kReadWrite, &to); r != CUDA_SUCCESS) return r;
+  if (!to.device) return CUDA_ERROR_INVALID_VALUE;
 
   Op op;
   op.engine = Engine::kCompute;
@@ -115,7 +136,9 @@ CUresult EnqueueMemset(Driver& driver, Stream& stream, CUdeviceptr dst, uint32_t
   op.cost_seconds = bytes / driver.config().profile->d2d_bps;
   op.what = "memset";
   auto* p = reinterpret_cast<unsigned char*>(dst);
-  if (value == 0) {
+  if (to.read_only) {
+    op.work = [dst, bytes]() { return WriteToReadOnlyFault("memset", dst, bytes); };
+  } else if (value == 0) {
     // VMM memory is zeroed through its memfd without faulting its pages in, and marked zeroed
     // (DeviceMemory::ZeroMapped); elsewhere the bytes are written.
     DeviceMemory* memory = &driver.memory();

@@ -24,14 +24,16 @@ inline CBLAS_TRANSPOSE ToCblas(cublasOperation_t op) {
   return Transposed(op) ? CblasTrans : CblasNoTrans;
 }
 
-// Checks `ranges` now (CUBLAS_STATUS_INVALID_VALUE, logged, when one is not device memory) and
-// enqueues a compute op of `blocks` blocks that checks them again when it runs, then calls
-// `run(first, end)` on contiguous block ranges across the device's compute workers.
+// Checks `ranges` now (CUBLAS_STATUS_INVALID_VALUE, logged, when one is not readable device
+// memory) and enqueues a compute op of `blocks` blocks that checks them again, writes included,
+// when it runs (an output mapped read-only faults there: sticky CUDA_ERROR_ILLEGAL_ADDRESS, as on
+// a GPU), then calls `run(first, end)` on contiguous block ranges across the device's compute
+// workers.
 template <typename Run>
 cublasStatus_t EnqueueBlasOp(DeviceAccess& device, const ContextRef& ctx, Stream& stream, const char* routine,
                              std::shared_ptr<const OperandRanges> ranges, uint64_t blocks, uint64_t bytes,
                              Run run) {
-  if (const OperandRange* bad = ranges->FirstInvalid(device)) {
+  if (const OperandRange* bad = ranges->FirstInvalid(device, /*readable_only=*/true)) {
     PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1, "{}: {}: CUBLAS_STATUS_INVALID_VALUE", routine,
                        OperandRanges::Describe(*bad));
     return CUBLAS_STATUS_INVALID_VALUE;

@@ -30,9 +30,10 @@ bool OperandRanges::AddVector(const char* what, const void* base, int64_t count,
   return AddMatrix(what, base, 0, 1, count, inc < 0 ? -inc : inc, element_size, access);
 }
 
-const OperandRange* OperandRanges::FirstInvalid(const DeviceAccess& device) const {
+const OperandRange* OperandRanges::FirstInvalid(const DeviceAccess& device, bool readable_only) const {
   for (const OperandRange& r : ranges_) {
-    if (!device.CheckRange(r.ptr, r.bytes, r.access, /*device=*/nullptr)) return &r;
+    const Access needed = readable_only ? Access::kRead : r.access;
+    if (!device.CheckRange(r.ptr, r.bytes, needed, /*device=*/nullptr)) return &r;
   }
   return nullptr;
 }

@@ -31,8 +31,10 @@ class OperandRanges {
   bool AddVector(const char* what, const void* base, int64_t count, int64_t inc, uint64_t element_size,
                  Access access);
 
-  // The first range that is not device memory granting its access, or nullptr.
-  const OperandRange* FirstInvalid(const DeviceAccess& device) const;
+  // The first range that is not device memory granting its access, or nullptr. With
+  // `readable_only`, a range to be written need only be readable: what the enqueue checks, since a
+  // GPU's write to memory mapped read-only faults when the kernel runs, not when it is enqueued.
+  const OperandRange* FirstInvalid(const DeviceAccess& device, bool readable_only = false) const;
   // "operand A: [0x..., +N bytes) is not device memory ..." for logs.
   static std::string Describe(const OperandRange& range);
 

@@ -46,7 +46,8 @@ struct SessionPlan {
   // A context created for this session rather than a pooled one (no-pool, stop-the-world and
   // cold-boot modes measure what the pool saves).
   bool fresh_context = false;
-  // Record the order in which calls first touch the snapshot's buffers, until TakeFirstTouch.
+  // Record the order in which calls first touch the snapshot's buffers, and which of them a
+  // call's speculated write set names, until TakeLearnedUsage.
   bool learn_first_touch = false;
   // The slot of the server's arena of instance ranges (ApiServer::ClaimVaSlot) that the session's
   // address space occupies: a deploy's session allocates there, and a restore of its snapshot
@@ -65,6 +66,14 @@ struct SessionPlan {
   bool urgent = false;
 };
 
+// What a learning restore (SessionPlan::learn_first_touch) saw of the snapshot's buffers, by
+// snapshot buffer index; empty vectors when the session was not learning.
+struct LearnedUsage {
+  std::vector<int32_t> first_touch;  // rank of the first call naming it; -1: none did
+  // A call's speculated write set named it (an incomplete set names every buffer): not read-only.
+  std::vector<bool> written;
+};
+
 // When each stage of a session's start happened (steady clock; a default time point: not yet).
 struct SessionTimeline {
   using Clock = std::chrono::steady_clock;
@@ -80,6 +89,9 @@ struct SessionTimeline {
   uint64_t loaded_bytes = 0;       // buffer bytes on the device so far
   uint64_t snapshot_bytes = 0;     // buffer bytes of the snapshot restored
   uint64_t modules_loaded = 0;     // modules loaded for the session (not found kept in its context)
+  // Of loaded_bytes: read-only buffers mapped from an allocation shared with other instances,
+  // copied by none of this restore's loads (docs/design.md D14).
+  uint64_t shared_bytes = 0;
   bool restored = false;           // the session came from a snapshot
 };
 
@@ -110,6 +122,9 @@ struct ApiServerOptions {
   // come back at their addresses only if nobody else can have been given them meanwhile, and one
   // process (phosd) holds every session's memory. 0: none (snapshots are refused). Default: 32.
   int va_slots = 32;
+  // Restores map read-only buffers from one allocation per device and content, shared by every
+  // instance (docs/design.md D14); false: each instance copies its own. Default: true.
+  bool share_read_only_buffers = true;
   // What time it is for token expiry (IssueToken's `unclaimed_for`): tests pass a clock they move
   // themselves, and then sweep with ExpireUnclaimedTokens instead of waiting for the acceptor.
   // Default: std::chrono::steady_clock::now.
@@ -145,9 +160,9 @@ class ApiServer {
   Status WaitPrepared(const std::string& token, std::chrono::milliseconds timeout);
   // The token's stage times so far. NotFound for an unknown token.
   Result<SessionTimeline> Timeline(const std::string& token) const;
-  // Stops first-touch learning (SessionPlan::learn_first_touch) and returns each snapshot
-  // buffer's rank (-1: not touched); empty when the session was not learning.
-  std::vector<int32_t> TakeFirstTouch(const std::string& token);
+  // Stops learning (SessionPlan::learn_first_touch) and returns what was learned; empty when the
+  // session was not learning.
+  LearnedUsage TakeLearnedUsage(const std::string& token);
   // Deploy (docs/design.md D5, D6): once every call the function sent has executed, quiesces the session's
   // context and captures its buffers, modules and virtual handles into `store` as a new snapshot
   // of `function` (atomic commit). The session stays open; ending it releases the GPU memory.

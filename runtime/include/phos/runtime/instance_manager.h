@@ -53,10 +53,10 @@ class GpuSessions {
   // when the token has no session (the function made no CUDA call: it has no GPU state).
   virtual Result<uint64_t> Capture(const std::string& token, const std::string& function);
   // A token whose session (of `gpus` devices) restores `function`'s snapshot `version` in instance
-  // range `va_slot` as `mode` says (kColdBoot: an empty session on a fresh context, no range; version 0: an empty
-  // session allocating in the range, as a deploy's does). With `learn`, the session records the
-  // first-touch order for SaveFirstTouch. `urgent`: a request waits for this restore, whose copies
-  // then go before those of restores nobody waits for (warm top-ups).
+  // range `va_slot` as `mode` says (kColdBoot: an empty session on a fresh context, no range; version 0: an
+  // empty session allocating in the range, as a deploy's does). With `learn`, the session records the
+  // first-touch order and the buffers' access classes for SaveFirstTouch. `urgent`: a request waits for this
+  // restore, whose copies then go before those of restores nobody waits for (warm top-ups).
   virtual Result<std::string> IssueRestoreToken(const std::string& function, uint64_t version, RestoreMode mode,
                                                 bool learn, int va_slot, int gpus, bool urgent);
   // Blocks until the token's restore is prepared (stop-the-world: all copied).
@@ -64,8 +64,9 @@ class GpuSessions {
   virtual SessionTimeline Timeline(const std::string& token);
   // Whether `function`'s snapshot `version` has a recorded first-touch order.
   virtual bool HasFirstTouch(const std::string& function, uint64_t version);
-  // Persists the order the token's session learned with each of `versions` (snapshots of one
-  // function, alike in layout); false when it learned none.
+  // Persists the first-touch order and the access classes (read-only: no call's write set named
+  // the buffer) the token's session learned with each of `versions` (snapshots of one function,
+  // alike in layout); false when it learned none.
   virtual bool SaveFirstTouch(const std::string& token, const std::string& function,
                               const std::vector<uint64_t>& versions);
   // Deletes every snapshot of `function` but `keep` (none: it was removed).
@@ -158,6 +159,9 @@ struct InvokeOutcome {
   // first launch (0 when the function's earlier instance kept them loaded in the pooled context,
   // docs/design.md D7); -1 otherwise.
   int64_t modules_loaded = -1;
+  // Of those loaded bytes: read-only buffers mapped from allocations other instances share
+  // (docs/design.md D14), not copied; -1 when not restored.
+  int64_t shared_bytes = -1;
   // The function sent pieces before this outcome and they went to the invocation's piece
   // callback: body is the last piece only, and an error here comes after pieces already sent.
   bool streamed = false;

@@ -44,8 +44,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <mutex>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,11 @@ struct RestoreLoaderOptions {
   bool urgent = false;
   // For logs: "mlp v3 (instance 7)".
   std::string name;
+  // Called with a buffer's index once its last byte landed, before its unit is unguarded (on the
+  // loader's threads, its lock held: it must not call the loader), with `clean`: no speculation
+  // miss so far, so nothing the function ran touched a guarded buffer. Returns true when it set
+  // the buffer's access itself (cuMemSetAccess; the unit is then not unguarded). May be empty.
+  std::function<bool(int index, bool clean)> on_ready;
 };
 
 struct RestoreLoaderStats {

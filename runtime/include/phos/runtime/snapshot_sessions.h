@@ -7,8 +7,9 @@
 //   those the instance manager keeps (RetainOnly) are deleted.
 // - IssueRestoreToken: a SessionPlan for the mode (runtime/restore_mode.h) over the cached
 //   manifest, chunks through the DRAM tier.
-// - First-touch order: a restored session learns it (SessionPlan::learn_first_touch) and
-//   SaveFirstTouch persists it with the snapshot (Store::SetFirstTouchOrder).
+// - First-touch order and access classes: a restored session learns them
+//   (SessionPlan::learn_first_touch) and SaveFirstTouch persists them with the snapshot
+//   (Store::SetFirstTouchOrder, Store::SetAccessClasses).
 #pragma once
 
 #include <chrono>
@@ -72,7 +73,8 @@ class SnapshotSessions final : public GpuSessions {
   store::DramTier* Dram();
   void Pin(const store::Manifest& manifest);
   void Unpin(const std::string& function, uint64_t version);
-  // The previous snapshot's order, when `manifest`'s buffers match it in number and size.
+  // The previous snapshot's order and access classes, when `manifest`'s buffers match it in
+  // number and size.
   void CarryOverOrder(const std::string& function, uint64_t version);
 
 

@@ -21,10 +21,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "phos/base/status.h"
 #include "phos/driver/driver_table.h"
+#include "phos/runtime/shared_buffers.h"
 
 namespace phos::runtime {
 
@@ -73,6 +75,9 @@ struct AddressSpaceRelease {
 
 // Device memory as phos maps it with the VMM calls: pinned, on `device`.
 CUmemAllocationProp DeviceMemoryProp(int device);
+// cuMemSetAccess of [address, + bytes) for `device` with `flags` (CU_MEM_ACCESS_FLAGS_PROT_*).
+CUresult SetDeviceAccess(driver::DriverTable& driver, CUdeviceptr address, uint64_t bytes, int device,
+                         CUmemAccess_flags flags);
 // The driver's granularity for that memory (`flag`: minimum or recommended).
 Result<uint64_t> DeviceMemoryGranularity(driver::DriverTable& driver, int device, CUmemAllocationGranularity_flags flag);
 
@@ -99,6 +104,33 @@ class InstanceAddressSpace {
   // or, for a granule or more, at an address that is not granule-aligned, or not 256-byte aligned;
   // AlreadyExists when any of it is taken.
   Status MapAt(CUdeviceptr address, uint64_t bytes);
+  // Read-only buffers shared between instances (docs/design.md D14, shared_buffers.h). An
+  // allocation of `bytes` at `address` (granule-aligned, a granule or more) mapped read-only from
+  // `handle`, `content`'s resident allocation in `shares`, whose reference the caller took
+  // (SharedBuffers::Acquire): unmapping it drops that reference instead of releasing the memory.
+  // On error the reference is dropped.
+  Status MapSharedAt(CUdeviceptr address, uint64_t bytes, CUmemGenericAllocationHandle handle,
+                     SharedBuffers* shares, const std::string& content);
+  // Registers the allocation at `address` (MapAt's, a granule or more, not yet loaded) as
+  // `content`'s shared allocation (SharedBuffers::Register); its mapping's bytes and handle, for
+  // the caller to map it read-only once loaded. False when it cannot be shared (sub-allocated, or
+  // the content has an allocation already): it stays private.
+  struct ShareableMapping {
+    CUdeviceptr address = 0;
+    uint64_t bytes = 0;
+    int device = 0;
+  };
+  bool RegisterShared(CUdeviceptr address, SharedBuffers* shares, const std::string& content,
+                      ShareableMapping* out);
+  // The shared allocation at `address` was withdrawn before anyone else mapped it
+  // (SharedBuffers::Withdraw): it is this space's own again.
+  void ForgetShare(CUdeviceptr address);
+  // Copy-on-write: the allocation at `address`, mapped from a shared one, becomes a private copy
+  // mapped read-write at the same address, and the shared reference is dropped. Waits for the
+  // context's work (a context of the device must be current): VMM mappings are not
+  // stream-ordered, so what reads the old mapping must be done before it goes. NotFound when
+  // `address` is not a shared mapping.
+  Status MakePrivate(CUdeviceptr address);
   // Frees the allocation that starts at `address`; NotFound otherwise.
   Status Free(CUdeviceptr address);
   // The live allocations, by address.
@@ -115,6 +147,7 @@ class InstanceAddressSpace {
   CUdeviceptr base() const { return base_; }
   uint64_t range_bytes() const { return range_bytes_; }
   uint64_t granularity() const { return granularity_; }
+  int device() const { return device_; }
   bool Contains(CUdeviceptr address) const { return address >= base_ && address - base_ < range_bytes_; }
   size_t allocation_count() const { return live_.size(); }
   // Granule-rounded mappings currently held (shared granules and large allocations).
@@ -127,6 +160,10 @@ class InstanceAddressSpace {
     CUmemGenericAllocationHandle handle = 0;
     bool shared = false;                  // a granule of sub-allocations
     std::map<uint64_t, uint64_t> free;    // shared: free offset -> length inside the granule
+    // A read-only buffer's allocation registered in `shares` as `content`: unmapping drops a
+    // reference, and only the last one zeroes and releases the memory.
+    SharedBuffers* shares = nullptr;
+    std::string content;
   };
   struct Live {
     uint64_t bytes = 0;          // as asked
@@ -138,6 +175,9 @@ class InstanceAddressSpace {
   // Creates, maps and opens a physical allocation of `bytes` at `address` (a free VA range).
   Status MapPhysical(CUdeviceptr address, uint64_t bytes, bool shared);
   void UnmapPhysical(CUdeviceptr address);
+  // For a mapping of a shared allocation: drops its reference; true when the memory is this
+  // space's to zero and release (a private mapping, or the last reference).
+  bool DropShare(Mapping& m) const;
   // Takes [address, address + bytes) out of the free VA ranges; false if any of it is not free.
   bool TakeRange(CUdeviceptr address, uint64_t bytes);
   void GiveRange(CUdeviceptr address, uint64_t bytes);

@@ -139,6 +139,13 @@ class Store : public ChunkSource {
   // NotFound for an unknown function or version; FailedPrecondition when open read-only.
   virtual Status SetFirstTouchOrder(const std::string& function, uint64_t version,
                                     const std::vector<int32_t>& ranks) = 0;
+  // Records how each buffer is used after entry, learned like the first-touch order (from the
+  // speculated write sets of a sample request's calls): classes[i] becomes buffers[i].access_class.
+  // Read-only buffers may be mapped read-only from one physical allocation shared by every
+  // instance that restores them (docs/design.md D14). Rewritten in place like SetFirstTouchOrder,
+  // with its errors; InvalidArgument also for a value that is not an AccessClass.
+  virtual Status SetAccessClasses(const std::string& function, uint64_t version,
+                                  const std::vector<AccessClass>& classes) = 0;
   // Removes a version; its chunks no other snapshot references are freed by the next GC.
   virtual Status DeleteVersion(const std::string& function, uint64_t version) = 0;
   virtual Result<GcStats> CollectGarbage() = 0;

@@ -6,16 +6,20 @@
 // holding j * 1000 + k; a table buffer holding the N buffers' device addresses; an output buffer.
 // A request is two decimals, "J COUNT" (0 <= J < N, 1 <= COUNT <= M): the gather kernel copies
 // the first COUNT elements of buffer J, found through the table, into the output, and the answer
-// is "sum S first A B C D" (S their sum, then up to four of them, each as %.1f).
+// is "sum S first A B C D" (S their sum, then up to four of them, each as %.1f). "direct J COUNT"
+// answers the same, its kernel given buffer J itself; "bump J COUNT" first adds 1 to those
+// elements through the table (a write speculation cannot see), "add J COUNT" with buffer J as
+// its kernel's parameter (a write speculation sees), then each answers as "direct" does.
 //
 //   indirect_fn [--buffers N] [--elements M]
+#include <cuda_runtime.h>
+
+#include <CLI/CLI.hpp>
 #include <cinttypes>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <cuda_runtime.h>
 
 #include "kernels.cuh"
 #include "phos/base/log.h"
@@ -34,6 +38,7 @@ Status Cuda(cudaError_t e, const char* what) {
 #define RETURN_IF_CUDA(call) PHOS_RETURN_IF_ERROR(Cuda((call), #call))
 
 struct Request {
+  enum class Kind { kGather, kDirect, kBump, kAdd } kind = Kind::kGather;
   int index = 0;
   int count = 0;
 };
@@ -44,6 +49,14 @@ Result<Request> ParseRequest(std::string_view body, int buffers, int elements) {
   std::string text(body);
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
   Request r;
+  for (auto [word, kind] :
+       {std::pair{"direct ", Request::Kind::kDirect}, std::pair{"bump ", Request::Kind::kBump},
+        std::pair{"add ", Request::Kind::kAdd}}) {
+    if (text.rfind(word, 0) == 0) {
+      text.erase(0, std::string(word).size());
+      r.kind = kind;
+    }
+  }
   int consumed = 0;
   if (std::sscanf(text.c_str(), "%d %d%n", &r.index, &r.count, &consumed) != 2 ||
       static_cast<size_t>(consumed) != text.size() || text.empty() || text[0] == ' ') {
@@ -83,13 +96,32 @@ class IndirectFn {
 
   Result<std::string> Handle(std::string_view body) {
     PHOS_ASSIGN_OR_RETURN(Request request, ParseRequest(body, buffers_, elements_));
-    const float* const* table = table_;
     int index = request.index;
     int count = request.count;
     float* out = out_;
-    void* args[] = {&table, &index, &count, &out};
     const unsigned blocks = static_cast<unsigned>((count + 255) / 256);
-    RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&gather), dim3(blocks), dim3(256), args, 0, stream_));
+    if (request.kind == Request::Kind::kGather) {
+      const float* const* table = table_;
+      void* args[] = {&table, &index, &count, &out};
+      RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&gather), dim3(blocks), dim3(256), args,
+                                      0, stream_));
+    } else {
+      if (request.kind == Request::Kind::kBump) {
+        float* const* table = table_;
+        void* args[] = {&table, &index, &count};
+        RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&bump), dim3(blocks), dim3(256), args,
+                                        0, stream_));
+      } else if (request.kind == Request::Kind::kAdd) {
+        float* data = data_[static_cast<size_t>(index)];
+        void* args[] = {&data, &count};
+        RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&add_one), dim3(blocks), dim3(256),
+                                        args, 0, stream_));
+      }
+      const float* data = data_[static_cast<size_t>(index)];
+      void* args[] = {&data, &count, &out};
+      RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&copy_direct), dim3(blocks), dim3(256),
+                                      args, 0, stream_));
+    }
     RETURN_IF_CUDA(cudaMemcpyAsync(host_out_, out_, static_cast<size_t>(count) * sizeof(float), cudaMemcpyDeviceToHost,
                                    stream_));
     RETURN_IF_CUDA(cudaStreamSynchronize(stream_));

@@ -13,14 +13,20 @@
 // first piece is the first token) divided by the time scale, i.e. modelled ms from the request's
 // arrival in phosd. Full response: the HTTP exchange's wall time at the client over the time scale.
 // Each answer is compared with the warm instance's (tokens are deterministic). Before each cold
-// start the previous extra instance has ended and a scrubbed pooled context is ready.
+// start the previous extra instance has ended and a scrubbed pooled context is ready. The main
+// daemon shares no weights between instances, so each restore pays for its own.
 //
-//   models_bench [--quick] [--sizes 256,1024,4096] [--experts 8,16] [--moe-mib 1024] [--reps 10]
-//                [--fresh-reps 1] [--tokens 4] [--report PATH | --no-report] [--keep-data]
-// --quick: --sizes 256 --experts 8 --moe-mib 256 --reps 3. Profile: PHOS_SIMGPU_PROFILE (default a100-pcie4);
-// time scale: PHOS_SIMGPU_TIME_SCALE (default 20, as the other end-to-end benchmarks). Fresh-context modes
-// (stop-the-world, cold-boot) pay the profile's context creation (62 s of wall each at scale 20),
-// hence their own repetition count.
+// Also measured, each in the same run: simultaneous cold starts of different functions (link
+// utilisation, p99); a second instance while the first runs, in a daemon that shares read-only
+// weights (docs/design.md D14); restores from disk, in a daemon without a DRAM tier.
+//
+//   models_bench [--quick] [--sizes 256,1024,4096] [--experts 8,16] [--moe-mib 1024]
+//                [--concurrency 1,4,16] [--concurrency-mib 128] [--second-mib 1024] [--disk-mib 1024]
+//                [--reps 10] [--fresh-reps 1] [--tokens 4] [--report PATH | --no-report] [--keep-data]
+// --quick: 256 MiB models, 8 experts, bursts of 1 and 4, 3 repetitions. Profile: PHOS_SIMGPU_PROFILE
+// (default a100-pcie4); time scale: PHOS_SIMGPU_TIME_SCALE (default 20, as the other end-to-end
+// benchmarks). Fresh-context modes (stop-the-world, cold-boot) pay the profile's context creation
+// (62 s of wall each at scale 20), hence their own repetition count (0 skips them).
 #include "models_bench.h"
 
 #include <fcntl.h>
@@ -154,6 +160,55 @@ class Bench {
         MeasureModes(name, Request({1, 2, 3, 4}, true), &r, {"warm", "phos", "no-order", "eager"}));
     r.transfer_ms = static_cast<double>(r.read_bytes) / rate * 1e3;
     r.bound_ms = std::max(r.transfer_ms, r.compute_ms) + kBoundFloorMs;
+    PHOS_RETURN_IF_ERROR(Remove(name, dir));
+    return r;
+  }
+
+  // This daemon shares read-only weights between instances (docs/design.md D14). llama of
+  // `size_mib`, scaled to zero; each repetition restores a first instance, then at once a second
+  // one while the first is still there: the second maps the first's weights.
+  Result<SecondInstanceResult> SecondInstance(int size_mib) {
+    const std::string name = fmt::format("llama-second-{}", size_mib);
+    const std::string dir = work_ + "/" + name;
+    std::printf("\n== %s: checkpoint and deploy\n", name.c_str());
+    std::fflush(stdout);
+    PHOS_RETURN_IF_ERROR(MakeCheckpoint(dir, size_mib, 14, {}));
+    PHOS_RETURN_IF_ERROR(Deploy(name, PHOS_LLAMA_FUNCTION, dir, Request({5, 6, 7}, false), 0, 2));
+    PHOS_ASSIGN_OR_RETURN(phos::bench::SnapshotSize size, phos::bench::ReadSnapshotSize(d_->data_dir(), name));
+    SecondInstanceResult r{.size_mib = size_mib, .snapshot_bytes = size.buffer_bytes};
+    PHOS_ASSIGN_OR_RETURN(r.weight_bytes, WeightBytes(dir));
+    const std::string request = Request({1, 2, 3, 4}, true);
+    const std::string url = d_->endpoint() + "/v1/functions/" + name + "/invoke";
+    const std::vector<std::string> headers = {"X-Phos-Restore-Mode: phos", "X-Phos-Timeout-Ms: 1200000"};
+    for (int rep = 0; rep < o_.second_reps; ++rep) {
+      PHOS_RETURN_IF_ERROR(d_->WaitInstances(
+          name, [](const phos::bench::InstanceCounts& c) { return c.total() == 0 && c.ending == 0; },
+          std::chrono::seconds(600), "scaled to zero"));
+      PHOS_RETURN_IF_ERROR(d_->WaitPoolReady(2, std::chrono::minutes(30)));
+      PHOS_ASSIGN_OR_RETURN(HttpResponse first, phos::bench::Http(url, request, headers));
+      PHOS_ASSIGN_OR_RETURN(HttpResponse second, phos::bench::Http(url, request, headers));
+      for (const HttpResponse* h : {&first, &second}) {
+        if (h->status != 200) return Status::Internal(fmt::format("{}: HTTP {}: {}", name, h->status, h->body));
+      }
+      if (second.body != first.body) {
+        return Status::Internal(fmt::format("the second instance answered {} where the first answered {}",
+                                            second.body, first.body));
+      }
+      std::optional<double> t1 = phos::bench::StageMs(first, "first-byte", scale_);
+      std::optional<double> t2 = phos::bench::StageMs(second, "first-byte", scale_);
+      auto shared = second.headers.find("x-phos-shared-bytes");
+      if (!t1 || !t2 || shared == second.headers.end()) {
+        return Status::Internal(name + ": an answer lacks its first-byte stage or X-Phos-Shared-Bytes");
+      }
+      const double shared_bytes = std::strtod(shared->second.c_str(), nullptr);
+      r.first_ms.push_back(*t1);
+      r.second_ms.push_back(*t2);
+      r.shared_mib.push_back(shared_bytes / 1048576.0);
+      r.added_mib.push_back((static_cast<double>(r.snapshot_bytes) - shared_bytes) / 1048576.0);
+      std::printf("%16s %d/%d: first %.2f ms, second %.2f ms, second shared %.1f MiB (modelled)\n", "second instance",
+                  rep + 1, o_.second_reps, *t1, *t2, r.shared_mib.back());
+      std::fflush(stdout);
+    }
     PHOS_RETURN_IF_ERROR(Remove(name, dir));
     return r;
   }
@@ -297,6 +352,23 @@ class Bench {
     return config;
   }
 
+  // The checkpoint's tensor bytes in fp32 (the device's): the safetensors files' sizes, less their
+  // headers, for an fp32 checkpoint.
+  static Result<uint64_t> WeightBytes(const std::string& dir) {
+    uint64_t bytes = 0;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      if (entry.path().extension() != ".safetensors") continue;
+      std::ifstream in(entry.path(), std::ios::binary);
+      uint64_t header = 0;
+      in.read(reinterpret_cast<char*>(&header), sizeof(header));
+      if (!in) return Status::Internal("cannot read " + entry.path().string());
+      bytes += entry.file_size() - sizeof(header) - header;
+    }
+    if (bytes == 0) return Status::Internal("no tensors in " + dir);
+    return bytes;
+  }
+
   // One expert's device bytes: w1, w3 [intermediate, hidden] and w2 [hidden, intermediate] in fp32.
   static Result<uint64_t> ExpertBytes(const std::string& dir) {
     PHOS_ASSIGN_OR_RETURN(nlohmann::json config, ReadConfig(dir));
@@ -315,6 +387,7 @@ class Bench {
       ModeResult m{mode, {}};
       const bool fresh = m.mode == "stop-the-world" || m.mode == "cold-boot";
       const int reps = fresh ? o_.fresh_reps : o_.reps;
+      if (reps == 0) continue;
       for (int i = 0; i < reps; ++i) {
         PHOS_RETURN_IF_ERROR(d_->WaitSettled(name, std::chrono::seconds(1200)));
         PHOS_ASSIGN_OR_RETURN(Sample s, Invoke(name, m.mode, request));
@@ -389,8 +462,8 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", o.quick, "one size (256 MiB), 3 repetitions");
   app.add_option("--sizes", o.sizes_mib, "llama sizes in MiB")->delimiter(',')->check(CLI::PositiveNumber);
   app.add_option("--reps", o.reps, "repetitions of warm, phos and eager")->check(CLI::PositiveNumber);
-  app.add_option("--fresh-reps", o.fresh_reps, "repetitions of stop-the-world and cold-boot")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--fresh-reps", o.fresh_reps, "repetitions of stop-the-world and cold-boot (0: skip them)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--experts", o.experts, "moe: experts per layer, one model each")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
@@ -401,6 +474,7 @@ int main(int argc, char** argv) {
   app.add_option("--concurrency-mib", o.concurrency_mib, "size of each function of the bursts")
       ->check(CLI::PositiveNumber);
   app.add_option("--disk-mib", o.disk_mib, "disk-cold case: llama size in MiB (0: none)");
+  app.add_option("--second-mib", o.second_mib, "second-instance case: llama size in MiB (0: none)");
   app.add_option("--tokens", o.tokens, "tokens generated per request")->check(CLI::PositiveNumber);
   app.add_option("--report", o.report, "markdown file whose section to replace");
   bool no_report = false;
@@ -416,6 +490,8 @@ int main(int argc, char** argv) {
     if (app.count("--concurrency") == 0) o.concurrency = {1, 4};
     o.concurrency_reps = 2;
     if (app.count("--disk-mib") == 0) o.disk_mib = 256;
+    if (app.count("--second-mib") == 0) o.second_mib = 256;
+    o.second_reps = 2;
   }
 
   setenv("PHOS_SIMGPU_TIME_SCALE", "20", /*overwrite=*/0);
@@ -432,14 +508,16 @@ int main(int argc, char** argv) {
   const double h2d = device->profile.h2d_pinned_bps;
 
   Daemon daemon;
-  // The pool fills to the largest burst while the single cold starts are measured (a context's
+  // Sharing off: every restore here is a first instance, which pays for its weights (the second
+  // instance's case has a daemon of its own). The pool fills to the largest burst while the single cold starts are measured (a context's
   // creation is modelled device time, not host work).
   const int most = *std::max_element(o.concurrency.begin(), o.concurrency.end());
   const int pool = std::max(2, most);
   const uint64_t burst_mib = static_cast<uint64_t>(most) * o.concurrency_mib * 2;
   Status status =
       daemon.Start("models-bench", {"--pool-min", std::to_string(pool), "--pool-max",
-                                    std::to_string(pool + 4), "--keep-alive-ms", "1500", "--dram-mib",
+                                    std::to_string(pool + 4), "--keep-alive-ms", "1500", "--share-weights", "false",
+                                    "--dram-mib",
                                     std::to_string(std::max<uint64_t>({4096, largest + 512ull, burst_mib}))});
   if (status.ok()) {
     std::printf("phosd at %s, data %s, log %s\n", daemon.endpoint().c_str(), daemon.data_dir().c_str(),
@@ -476,6 +554,27 @@ int main(int argc, char** argv) {
     }
   }
   daemon.Stop();
+  std::optional<SecondInstanceResult> second;
+  if (status.ok() && o.second_mib > 0) {
+    // Sharing on: a daemon of its own (the main one measures first instances, sharing off).
+    Daemon shared;
+    status = shared.Start("models-bench-shared", {"--pool-min", "2", "--keep-alive-ms", "1500"});
+    if (status.ok()) status = shared.WaitPoolReady(2, std::chrono::minutes(30));
+    Bench shared_bench(o, &shared, shared.data_dir(), scale, h2d);
+    if (status.ok()) {
+      Result<SecondInstanceResult> r = shared_bench.SecondInstance(o.second_mib);
+      if (r.ok()) {
+        second = std::move(*r);
+      } else {
+        status = r.status().WithContext("second instance");
+      }
+    }
+    shared.Stop();
+    if (!o.keep_data) {
+      std::error_code ec;
+      std::filesystem::remove_all(shared.data_dir(), ec);
+    }
+  }
   if (status.ok() && o.disk_mib > 0) {
     // Disk-cold restores: a daemon of their own without a DRAM tier, so every chunk comes from disk.
     Daemon disk;
@@ -505,6 +604,7 @@ int main(int argc, char** argv) {
   const std::string profile = device->config.profile;
   std::string md = Markdown(results, profile, scale, h2d, o, phos::bench::CommandLine(argc, argv));
   md += BurstMarkdown(bursts, bench.burst_snapshot_bytes(), o.concurrency_mib);
+  if (second) md += SecondInstanceMarkdown(*second);
   std::printf("\n%s", md.c_str());
   if (!o.report.empty()) {
     phos::bench::WriteSection(o.report, "models-" + profile, md);
@@ -520,5 +620,6 @@ int main(int argc, char** argv) {
   bool met = true;
   for (const CaseResult& r : results) met = met && Met(r);
   met = met && (bursts.back().n < 16 || Median(bursts.back().utilisation) >= kBurstTarget);
+  met = met && (!second || Met(*second));
   return met ? 0 : 1;
 }

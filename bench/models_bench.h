@@ -28,7 +28,9 @@ struct Options {
   std::vector<int> concurrency{1, 4, 16};
   int concurrency_mib = 128;
   int concurrency_reps = 5;
-  int disk_mib = 1024;  // the disk-cold case's llama; 0: none
+  int disk_mib = 1024;    // the disk-cold case's llama; 0: none
+  int second_mib = 1024;  // the second-instance case's llama; 0: none
+  int second_reps = 5;
   int reps = 10;
   int fresh_reps = 1;
   int tokens = 4;  // generated per request
@@ -87,6 +89,21 @@ struct CaseResult {
     return a == nullptr || b == nullptr ? std::nan("") : a->FirstByte() / b->FirstByte();
   }
 };
+
+// A second instance restored while the first runs, mapping the first's read-only weights.
+struct SecondInstanceResult {
+  int size_mib = 0;
+  uint64_t snapshot_bytes = 0;
+  std::vector<double> first_ms, second_ms;  // first byte of the first and of the second instance
+  std::vector<double> shared_mib;           // X-Phos-Shared-Bytes of the second
+  std::vector<double> added_mib;            // snapshot bytes the second copied to the device
+  uint64_t weight_bytes = 0;                // the checkpoint's tensors in fp32
+};
+// Issue 11: the second adds <= 10% of its weight bytes to device memory, first byte <= 0.3x.
+constexpr double kSecondAddedTarget = 0.10;
+constexpr double kSecondLatencyTarget = 0.30;
+bool Met(const SecondInstanceResult& r);
+std::string SecondInstanceMarkdown(const SecondInstanceResult& r);
 
 // Simultaneous cold starts of different functions on one device.
 struct BurstResult {

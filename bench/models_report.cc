@@ -149,4 +149,26 @@ std::string BurstMarkdown(const std::vector<BurstResult>& bursts, uint64_t snaps
   return md;
 }
 
+bool Met(const SecondInstanceResult& r) {
+  return Median(r.added_mib) * 1048576.0 <= kSecondAddedTarget * r.weight_bytes &&
+         Median(r.second_ms) / Median(r.first_ms) <= kSecondLatencyTarget;
+}
+
+std::string SecondInstanceMarkdown(const SecondInstanceResult& r) {
+  const double added = Median(r.added_mib), weights = r.weight_bytes / 1048576.0;
+  const double ratio = Median(r.second_ms) / Median(r.first_ms);
+  return fmt::format(
+      "\n### A second instance while the first runs (read-only weights shared on the device)\n\n"
+      "llama {} MiB (snapshot {:.1f} MiB, weights {:.1f} MiB) in a daemon that shares read-only buffers; scaled to "
+      "zero, then per repetition a phos restore (the first instance) and at once a second one. The second maps the "
+      "first's weights (`X-Phos-Shared-Bytes`); what it adds to device memory = snapshot − shared bytes.\n\n"
+      "| reps | first instance first byte (ms) | second (ms) | second / first | shared (MiB) | added (MiB) | added / "
+      "weights |\n|---|---|---|---|---|---|---|\n"
+      "| {} | {:.1f} | {:.1f} | {:.2f} | {:.1f} | {:.1f} | {:.1f}% |\n\n"
+      "second / first = **{:.2f}** (target ≤ {}); added / weights = **{:.1f}%** (target ≤ {:.0f}%): **{}**\n",
+      r.size_mib, r.snapshot_bytes / 1048576.0, weights, r.first_ms.size(), Median(r.first_ms), Median(r.second_ms),
+      ratio, Median(r.shared_mib), added, 100 * added / weights, ratio, kSecondLatencyTarget, 100 * added / weights,
+      100 * kSecondAddedTarget, Met(r) ? "met" : "missed");
+}
+
 }  // namespace phos::bench::models

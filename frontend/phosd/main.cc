@@ -182,7 +182,8 @@ int main(int argc, char** argv) {
   phos::runtime::SnapshotSessions sessions(
       api->get(), store->get(), make_dram,
       {.device_profile = device_name,
-       .capture_timeout = device_time(phos::runtime::SnapshotSessionsOptions{}.capture_timeout)});
+       .capture_timeout = device_time(phos::runtime::SnapshotSessionsOptions{}.capture_timeout),
+       .metrics_registry = metrics});
 
   std::unique_ptr<phos::runtime::CpuStateBackend> cpu_backend;
   if (cpu_state == "criu") {

@@ -8,9 +8,11 @@
 // {"tokens": [generated ids...]}. With "stream": true each token also leaves at once as a line
 // {"token": id}; with "scores": true the answer also holds each chosen token's logit. Matrix
 // products are cuBLAS SGEMMs, the rest the SDK's decoder kernels (phos/fn/decoder_ops.h); in
-// phos both are executed by phosd (docs/design.md D1).
+// phos both are executed by phosd (docs/design.md D1). With --adapter, a PEFT LoRA adapter is
+// added unmerged after the q and v projections (lora.h), leaving the base weights' buffers as the
+// checkpoint wrote them.
 //
-//   llama --model DIR
+//   llama --model DIR [--adapter ADAPTER_DIR]
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -21,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include "llama_config.h"
+#include "lora.h"
 #include "phos/base/log.h"
 #include "phos/fn.h"
 #include "phos/fn/checkpoint.h"
@@ -33,6 +36,7 @@ using phos::Result;
 using phos::Status;
 using phos::fn::DeviceTensor;
 using phos::llama::LlamaConfig;
+using phos::llama::LoraTarget;
 
 Status Cuda(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return Status::Ok();
@@ -68,7 +72,8 @@ class DeviceBuffer {
 
 class LlamaDecoder {
  public:
-  Status Load(const std::string& model_dir) {
+  // `adapter_dir` empty: the base model alone.
+  Status Load(const std::string& model_dir, const std::string& adapter_dir) {
     PHOS_ASSIGN_OR_RETURN(config_, phos::llama::ReadConfig(model_dir));
     PHOS_ASSIGN_OR_RETURN(std::unique_ptr<phos::fn::Checkpoint> checkpoint, phos::fn::Checkpoint::Open(model_dir));
     const LlamaConfig& c = config_;
@@ -96,6 +101,9 @@ class LlamaDecoder {
     PHOS_RETURN_IF_ERROR(upload("model.norm.weight", {h}, norm_));
     // Tied embeddings: the logits use the embedding table, as LlamaForCausalLM does.
     if (!c.tie_word_embeddings) PHOS_RETURN_IF_ERROR(upload("lm_head.weight", {vocab, h}, lm_head_));
+    if (!adapter_dir.empty()) {
+      PHOS_ASSIGN_OR_RETURN(adapter_, phos::llama::LoraAdapter::Load(adapter_dir, c));
+    }
     return AllocateWorkspace();
   }
 
@@ -166,11 +174,14 @@ class LlamaDecoder {
     // Ids were range-checked by ParseRequest, so no invalid-id counter is needed.
     PHOS_RETURN_IF_ERROR(phos::fn::EmbeddingGather(embed_.data(), ids_, x_.get(), n, c.vocab, c.hidden, nullptr, stream_));
     phos::fn::AttentionShape shape{n, c.heads, c.kv_heads, c.head_dim, start_pos, c.max_positions};
-    for (Layer& l : layers_) {
+    for (int i = 0; i < c.layers; ++i) {
+      Layer& l = layers_[i];
       PHOS_RETURN_IF_ERROR(phos::fn::RmsNorm(x_.get(), l.input_norm.data(), normed_.get(), n, c.hidden, c.rms_norm_eps, stream_));
       PHOS_RETURN_IF_ERROR(Linear(l.q, normed_.get(), q_.get(), n, c.hidden, c.q_dim()));
+      if (adapter_) PHOS_RETURN_IF_ERROR(adapter_->Apply(blas_, i, LoraTarget::kQuery, normed_.get(), q_.get(), n));
       PHOS_RETURN_IF_ERROR(Linear(l.k, normed_.get(), k_.get(), n, c.hidden, c.kv_dim()));
       PHOS_RETURN_IF_ERROR(Linear(l.v, normed_.get(), v_.get(), n, c.hidden, c.kv_dim()));
+      if (adapter_) PHOS_RETURN_IF_ERROR(adapter_->Apply(blas_, i, LoraTarget::kValue, normed_.get(), v_.get(), n));
       PHOS_RETURN_IF_ERROR(phos::fn::RotaryEmbedding(q_.get(), k_.get(), n, c.heads, c.kv_heads, c.head_dim, start_pos,
                                                      c.rope_theta, stream_));
       PHOS_RETURN_IF_ERROR(phos::fn::CausalAttention(q_.get(), k_.get(), v_.get(), l.k_cache, l.v_cache,
@@ -201,6 +212,7 @@ class LlamaDecoder {
   LlamaConfig config_;
   DeviceTensor embed_, norm_, lm_head_;
   std::vector<Layer> layers_;
+  std::unique_ptr<phos::llama::LoraAdapter> adapter_;  // null: no --adapter
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   // Activations for up to max_position_embeddings tokens, [tokens, width] row-major.
@@ -212,13 +224,15 @@ class LlamaDecoder {
 
 int main(int argc, char** argv) {
   CLI::App app{"llama: greedy generation with a Llama decoder (a phos function)"};
-  std::string model_dir;
+  std::string model_dir, adapter_dir;
   app.add_option("--model", model_dir, "Hugging Face checkpoint directory (config.json, *.safetensors)")->required();
+  app.add_option("--adapter", adapter_dir, "PEFT LoRA adapter directory (adapter_config.json, adapter_model.safetensors)");
   CLI11_PARSE(app, argc, argv);
 
   LlamaDecoder decoder;
-  if (Status s = decoder.Load(model_dir); !s.ok()) {
-    PHOS_LOG(Error, "llama", "loading {} failed: {}", model_dir, s.ToString());
+  if (Status s = decoder.Load(model_dir, adapter_dir); !s.ok()) {
+    PHOS_LOG(Error, "llama", "loading {}{} failed: {}", model_dir, adapter_dir.empty() ? "" : " with " + adapter_dir,
+             s.ToString());
     return 1;
   }
   const LlamaConfig& c = decoder.config();

@@ -16,8 +16,10 @@ std::string ShapeText(const std::vector<uint64_t>& shape) {
   return out + "]";
 }
 
-Status Refuse(const std::string& what) {
-  return Status::NotSupported("adapter_config.json: " + what + " is not supported (docs/functions.md)");
+// `what` is not supported; `instead` says what is.
+Status Refuse(const std::string& what, const std::string& instead = "") {
+  return Status::NotSupported("adapter_config.json: " + what + " is not supported (" +
+                              (instead.empty() ? "" : instead + "; ") + "docs/functions.md)");
 }
 
 // A field that PEFT writes with a default meaning "off": absent, null, false, or an empty list or
@@ -38,7 +40,7 @@ Result<LoraConfig> ParseLoraConfig(std::string_view json) {
   nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return Status::InvalidArgument("adapter_config.json is not a JSON object");
   if (auto it = j.find("peft_type"); it != j.end() && *it != "LORA") {
-    return Refuse("peft_type " + it->dump() + " (only LORA)");
+    return Refuse("peft_type " + it->dump(), "LORA is");
   }
   LoraConfig c;
   auto r = j.find("r");
@@ -54,14 +56,14 @@ Result<LoraConfig> ParseLoraConfig(std::string_view json) {
   auto targets = j.find("target_modules");
   if (targets == j.end()) return Status::InvalidArgument("adapter_config.json: target_modules missing");
   // PEFT reads a string as a regular expression over module paths; only explicit names are read here.
-  if (!targets->is_array()) return Refuse("target_modules " + targets->dump() + " (give a list of names)");
+  if (!targets->is_array()) return Refuse("target_modules " + targets->dump(), "a list of module names is");
   for (const auto& t : *targets) {
     if (t == "q_proj") {
       c.query = true;
     } else if (t == "v_proj") {
       c.value = true;
     } else {
-      return Refuse("target module " + t.dump() + " (q_proj and v_proj are)");
+      return Refuse("target module " + t.dump(), "q_proj and v_proj are");
     }
   }
   if (!c.query && !c.value) return Status::InvalidArgument("adapter_config.json: target_modules is empty");

@@ -14,7 +14,8 @@ Status Cuda(cudaError_t e, const char* what) {
 
 }  // namespace
 
-Result<std::unique_ptr<LoraAdapter>> LoraAdapter::Load(const std::string& adapter_dir, const LlamaConfig& model) {
+Result<std::unique_ptr<LoraAdapter>> LoraAdapter::Load(const std::string& adapter_dir,
+                                                       const LlamaConfig& model) {
   const auto in_dir = [&](Status s) { return s.WithContext("adapter " + adapter_dir); };
   Result<LoraConfig> config = ReadLoraConfig(adapter_dir);
   if (!config.ok()) return in_dir(config.status());
@@ -35,12 +36,14 @@ Result<std::unique_ptr<LoraAdapter>> LoraAdapter::Load(const std::string& adapte
     host.insert(host.end(), values->begin(), values->end());
   }
   adapter->weight_elements_ = host.size();
-  PHOS_RETURN_IF_ERROR(Cuda(cudaMalloc(reinterpret_cast<void**>(&adapter->weights_), adapter->weight_bytes()),
-                            "cudaMalloc"));
   PHOS_RETURN_IF_ERROR(
-      Cuda(cudaMemcpy(adapter->weights_, host.data(), adapter->weight_bytes(), cudaMemcpyHostToDevice), "cudaMemcpy"));
+      Cuda(cudaMalloc(reinterpret_cast<void**>(&adapter->weights_), adapter->weight_bytes()), "cudaMalloc"));
+  PHOS_RETURN_IF_ERROR(
+      Cuda(cudaMemcpy(adapter->weights_, host.data(), adapter->weight_bytes(), cudaMemcpyHostToDevice),
+           "cudaMemcpy"));
   const size_t intermediate = static_cast<size_t>(model.max_positions) * config->rank * sizeof(float);
-  PHOS_RETURN_IF_ERROR(Cuda(cudaMalloc(reinterpret_cast<void**>(&adapter->intermediate_), intermediate), "cudaMalloc"));
+  PHOS_RETURN_IF_ERROR(
+      Cuda(cudaMalloc(reinterpret_cast<void**>(&adapter->intermediate_), intermediate), "cudaMalloc"));
   return adapter;
 }
 
@@ -49,8 +52,10 @@ LoraAdapter::~LoraAdapter() {
   cudaFree(intermediate_);
 }
 
-Status LoraAdapter::Apply(cublasHandle_t blas, int layer, LoraTarget target, const float* x, float* y, int n) {
-  if (layer < 0 || layer >= model_.layers) return Status::InvalidArgument("lora adapter: no layer " + std::to_string(layer));
+Status LoraAdapter::Apply(cublasHandle_t blas, int layer, LoraTarget target, const float* x, float* y,
+                          int n) {
+  if (layer < 0 || layer >= model_.layers)
+    return Status::InvalidArgument("lora adapter: no layer " + std::to_string(layer));
   if (n <= 0 || n > model_.max_positions) return Status::InvalidArgument("lora adapter: bad token count");
   const Offsets at = At(layer, target);
   if (at.a == kAbsent) return Status::Ok();
@@ -60,15 +65,16 @@ Status LoraAdapter::Apply(cublasHandle_t blas, int layer, LoraTarget target, con
   // Row-major [rows, cols] is column-major [cols, rows], so a row-major product y = x M^T is
   // cuBLAS's y^T = op_T(M) x^T, as the decoder's projections are computed.
   // intermediate [n, r] = x [n, hidden] A^T, A [r, hidden].
-  cublasStatus_t s = cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, r, n, hidden, &one, weights_ + at.a, hidden, x,
-                                 hidden, &zero, intermediate_, r);
+  cublasStatus_t s = cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, r, n, hidden, &one, weights_ + at.a, hidden,
+                                 x, hidden, &zero, intermediate_, r);
   // y [n, out] += scale · intermediate [n, r] B^T, B [out, r].
   if (s == CUBLAS_STATUS_SUCCESS) {
-    s = cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, r, &scale, weights_ + at.b, r, intermediate_, r, &one, y,
-                    out);
+    s = cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, r, &scale, weights_ + at.b, r, intermediate_, r,
+                    &one, y, out);
   }
   if (s != CUBLAS_STATUS_SUCCESS) {
-    return Status::DeviceError("lora adapter: cublasSgemm: cuBLAS status " + std::to_string(static_cast<int>(s)));
+    return Status::DeviceError("lora adapter: cublasSgemm: cuBLAS status " +
+                               std::to_string(static_cast<int>(s)));
   }
   return Status::Ok();
 }

@@ -10,12 +10,12 @@
 //   PHOS_RETURN_IF_ERROR(adapter->Apply(blas, layer, LoraTarget::kQuery, x, y, tokens));
 #pragma once
 
+#include <cublas_v2.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <cublas_v2.h>
 
 #include "llama_config.h"
 #include "lora_config.h"

@@ -2,10 +2,9 @@
 
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 namespace phos::llama {
 namespace {
@@ -34,7 +33,9 @@ Status RequireOff(const nlohmann::json& j, const char* key) {
 
 }  // namespace
 
-std::string_view LoraTargetName(LoraTarget target) { return target == LoraTarget::kQuery ? "q_proj" : "v_proj"; }
+std::string_view LoraTargetName(LoraTarget target) {
+  return target == LoraTarget::kQuery ? "q_proj" : "v_proj";
+}
 
 Result<LoraConfig> ParseLoraConfig(std::string_view json) {
   nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
@@ -44,7 +45,8 @@ Result<LoraConfig> ParseLoraConfig(std::string_view json) {
   }
   LoraConfig c;
   auto r = j.find("r");
-  if (r == j.end() || !r->is_number_integer() || r->get<long long>() <= 0 || r->get<long long>() > (1 << 20)) {
+  if (r == j.end() || !r->is_number_integer() || r->get<long long>() <= 0 ||
+      r->get<long long>() > (1 << 20)) {
     return Status::InvalidArgument("adapter_config.json: r missing or not a positive integer");
   }
   c.rank = static_cast<int>(r->get<long long>());
@@ -114,15 +116,16 @@ Status CheckLoraTensors(const fn::SafetensorsFile& file, const LoraConfig& lora,
     }
     PHOS_ASSIGN_OR_RETURN(const fn::TensorInfo* t, file.Tensor(m.name));
     if (t->shape != m.shape) {
-      return Status::InvalidArgument(file.path() + ": " + m.name + " has shape " + ShapeText(t->shape) +
-                                     ", the model needs " + ShapeText(m.shape) +
-                                     " (an adapter for another model, or r other than adapter_config.json's)");
+      return Status::InvalidArgument(
+          file.path() + ": " + m.name + " has shape " + ShapeText(t->shape) + ", the model needs " +
+          ShapeText(m.shape) + " (an adapter for another model, or r other than adapter_config.json's)");
     }
   }
   for (const std::string& name : file.TensorNames()) {
     if (!expected.contains(name)) {
-      return Status::InvalidArgument(file.path() + ": unexpected tensor " + name +
-                                     " (only lora_A and lora_B of the targeted q_proj/v_proj of each layer are applied)");
+      return Status::InvalidArgument(
+          file.path() + ": unexpected tensor " + name +
+          " (only lora_A and lora_B of the targeted q_proj/v_proj of each layer are applied)");
     }
   }
   return Status::Ok();

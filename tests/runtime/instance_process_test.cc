@@ -1,12 +1,12 @@
 // What the instance manager reads back from a function's log (runtime/src/instance_process.h).
+#include "instance_process.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
-
-#include "instance_process.h"
 
 namespace phos::runtime {
 namespace {
@@ -20,7 +20,8 @@ class LastLogLineTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove(path_); }
 
   const std::string path_ =
-      (std::filesystem::temp_directory_path() / ("phos-last-log-line-" + std::to_string(getpid()) + ".log")).string();
+      (std::filesystem::temp_directory_path() / ("phos-last-log-line-" + std::to_string(getpid()) + ".log"))
+          .string();
 };
 
 TEST_F(LastLogLineTest, TheLastNonEmptyLine) {

@@ -4,9 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "phos/fn/safetensors.h"
 #include "safetensors_writer.h"
@@ -18,13 +17,20 @@ using fn::testing::ScratchDir;
 
 // The fields PEFT writes for a plain LoRA on q_proj and v_proj.
 nlohmann::json PlainConfig() {
-  return {{"peft_type", "LORA"},      {"r", 4},
-          {"lora_alpha", 16},         {"target_modules", {"q_proj", "v_proj"}},
-          {"bias", "none"},           {"fan_in_fan_out", false},
-          {"use_dora", false},        {"use_rslora", false},
-          {"modules_to_save", nullptr}, {"layers_to_transform", nullptr},
-          {"rank_pattern", nlohmann::json::object()}, {"alpha_pattern", nlohmann::json::object()},
-          {"lora_dropout", 0.05},     {"task_type", "CAUSAL_LM"}};
+  return {{"peft_type", "LORA"},
+          {"r", 4},
+          {"lora_alpha", 16},
+          {"target_modules", {"q_proj", "v_proj"}},
+          {"bias", "none"},
+          {"fan_in_fan_out", false},
+          {"use_dora", false},
+          {"use_rslora", false},
+          {"modules_to_save", nullptr},
+          {"layers_to_transform", nullptr},
+          {"rank_pattern", nlohmann::json::object()},
+          {"alpha_pattern", nlohmann::json::object()},
+          {"lora_dropout", 0.05},
+          {"task_type", "CAUSAL_LM"}};
 }
 
 // hidden 8, q_dim 8, kv_dim 4 (two query heads per kv head), one layer.
@@ -60,7 +66,12 @@ TEST(LoraConfigTest, PlainLoraParsesWithPeftScaling) {
 
 TEST(LoraConfigTest, MalformedFieldsAreInvalidArguments) {
   const std::pair<std::string, nlohmann::json> cases[] = {
-      {"r", 0}, {"r", -2}, {"r", 2.5}, {"r", "8"}, {"lora_alpha", "16"}, {"lora_alpha", nullptr},
+      {"r", 0},
+      {"r", -2},
+      {"r", 2.5},
+      {"r", "8"},
+      {"lora_alpha", "16"},
+      {"lora_alpha", nullptr},
       {"target_modules", nlohmann::json::array()},
   };
   for (const auto& [key, value] : cases) {
@@ -125,7 +136,8 @@ TEST(LoraConfigTest, MatricesFollowPeftNamesAndTheModelShape) {
 class LoraTensorsTest : public ::testing::Test {
  protected:
   // A safetensors file of F32 tensors {name: shape}, zero-filled.
-  std::unique_ptr<fn::SafetensorsFile> Write(const std::vector<std::pair<std::string, std::vector<uint64_t>>>& tensors) {
+  std::unique_ptr<fn::SafetensorsFile> Write(
+      const std::vector<std::pair<std::string, std::vector<uint64_t>>>& tensors) {
     nlohmann::json header = nlohmann::json::object();
     uint64_t offset = 0;
     for (const auto& [name, shape] : tensors) {
@@ -148,8 +160,10 @@ class LoraTensorsTest : public ::testing::Test {
 
 TEST_F(LoraTensorsTest, ExactlyTheTargetedMatricesOfTheirShapesPass) {
   LoraConfig lora{.rank = 2, .alpha = 4, .query = true, .value = true};
-  auto file = Write({{q_ + "lora_A.weight", {2, 8}}, {q_ + "lora_B.weight", {8, 2}},
-                     {v_ + "lora_A.weight", {2, 8}}, {v_ + "lora_B.weight", {4, 2}}});
+  auto file = Write({{q_ + "lora_A.weight", {2, 8}},
+                     {q_ + "lora_B.weight", {8, 2}},
+                     {v_ + "lora_A.weight", {2, 8}},
+                     {v_ + "lora_B.weight", {4, 2}}});
   ASSERT_NE(file, nullptr);
   EXPECT_TRUE(CheckLoraTensors(*file, lora, TinyModel()).ok());
 }
@@ -163,8 +177,10 @@ TEST_F(LoraTensorsTest, MissingExtraAndMisshapenTensorsAreNamed) {
   };
   const Case cases[] = {
       {{{q_ + "lora_A.weight", {2, 8}}}, "q_proj.lora_B.weight missing"},
-      {{{q_ + "lora_A.weight", {2, 8}}, {q_ + "lora_B.weight", {8, 3}}}, "has shape [8, 3], the model needs [8, 2]"},
-      {{{q_ + "lora_A.weight", {2, 6}}, {q_ + "lora_B.weight", {8, 2}}}, "has shape [2, 6], the model needs [2, 8]"},
+      {{{q_ + "lora_A.weight", {2, 8}}, {q_ + "lora_B.weight", {8, 3}}},
+       "has shape [8, 3], the model needs [8, 2]"},
+      {{{q_ + "lora_A.weight", {2, 6}}, {q_ + "lora_B.weight", {8, 2}}},
+       "has shape [2, 6], the model needs [2, 8]"},
       {{{q_ + "lora_A.weight", {16}}, {q_ + "lora_B.weight", {8, 2}}}, "has shape [16]"},
       // v_proj is not in target_modules: its matrices would be silently ignored.
       {{{q_ + "lora_A.weight", {2, 8}}, {q_ + "lora_B.weight", {8, 2}}, {v_ + "lora_A.weight", {2, 8}}},

@@ -43,9 +43,11 @@ void PhosdTest::SetUp() {
   data_dir_ = tmpl;
   int port = FreePort();
   endpoint_ = "http://127.0.0.1:" + std::to_string(port);
-  Result<Subprocess> phosd =
-      Subprocess::Spawn({.argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir",
-                                  data_dir_, "--gpu", "sim"}});
+  std::vector<std::string> argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir",
+                                   data_dir_, "--gpu", "sim"};
+  std::vector<std::string> extra = ExtraPhosdArgs();
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  Result<Subprocess> phosd = Subprocess::Spawn({.argv = std::move(argv)});
   ASSERT_TRUE(phosd.ok()) << phosd.status().ToString();
   phosd_.emplace(std::move(phosd).value());
   // Ready when /healthz answers.

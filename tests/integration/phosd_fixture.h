@@ -29,6 +29,8 @@ class PhosdTest : public ::testing::Test {
  protected:
   void SetUp() override;
   void TearDown() override;
+  // Options phosd is started with besides --listen, --data-dir and --gpu.
+  virtual std::vector<std::string> ExtraPhosdArgs() const { return {}; }
 
   // "http://127.0.0.1:<port>"
   const std::string& endpoint() const { return endpoint_; }

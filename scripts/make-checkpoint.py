@@ -16,6 +16,15 @@ seed gives the same weights whatever the sharding.
         --intermediate 160 --vocab 97 --dtype f16 --shards 3
     scripts/make-checkpoint.py --out /tmp/moe --size-mib 1024 --experts 16 --experts-per-token 2
 
+With --adapter-out DIR it also (or, without --out, only) writes a random LoRA adapter for that
+shape in PEFT's layout: adapter_config.json and adapter_model.safetensors holding
+base_model.model.model.layers.{i}.self_attn.{q,v}_proj.lora_{A,B}.weight. B is random rather
+than PEFT's initial zeros, so the adapter changes the model as a trained one does:
+
+    scripts/make-checkpoint.py --adapter-out /tmp/tiny-lora --hidden 64 --layers 2 --heads 4 \
+        --kv-heads 2 --intermediate 160 --vocab 97 --rank 8 --alpha 16 --targets q_proj,v_proj \
+        --adapter-seed 1
+
 Python standard library only (numpy is not a dependency of phos). Values are made from random
 bytes by forcing each element's sign-and-exponent byte into a narrow range: matrices get
 magnitudes between 2^-11 and 2^-3, RMSNorm weights between 0.5 and 2. That is fast enough for
@@ -149,7 +158,7 @@ def choose_shape(a):
     a.hidden, a.layers, a.heads, a.kv_heads, a.intermediate = choice
 
 
-def write_safetensors(path, entries, a):
+def write_safetensors(path, entries, a, seed=None):
     """Writes one .safetensors file holding `entries` ((name, shape, is_norm) triples)."""
     size = DTYPES[a.dtype][1]
     header = {"__metadata__": {"format": "pt"}}
@@ -164,7 +173,7 @@ def write_safetensors(path, entries, a):
         f.write(struct.pack("<Q", len(text)))
         f.write(text)
         for name, shape, norm in entries:
-            for chunk in tensor_bytes(a.seed, name, a.dtype, elements(shape), norm):
+            for chunk in tensor_bytes(a.seed if seed is None else seed, name, a.dtype, elements(shape), norm):
                 f.write(chunk)
     return offset
 
@@ -210,9 +219,54 @@ def write_config(out, a):
         f.write("\n")
 
 
+LORA_TARGETS = ("q_proj", "v_proj")
+
+
+def lora_tensors(a):
+    """(name, shape, is_norm) of a PEFT LoRA adapter: A [r, hidden] and B [out, r] per target and layer."""
+    head_dim = a.hidden // a.heads
+    width = {"q_proj": a.heads * head_dim, "v_proj": a.kv_heads * head_dim}
+    tensors = []
+    for i in range(a.layers):
+        for target in LORA_TARGETS:
+            if target not in a.targets:
+                continue
+            p = f"base_model.model.model.layers.{i}.self_attn.{target}."
+            tensors += [(p + "lora_A.weight", [a.rank, a.hidden], False), (p + "lora_B.weight", [width[target], a.rank], False)]
+    return tensors
+
+
+def write_adapter(out, a):
+    """adapter_config.json with the fields PEFT writes for a plain LoRA, and adapter_model.safetensors."""
+    os.makedirs(out, exist_ok=True)
+    config = {
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "base_model_name_or_path": a.out or "",
+        "r": a.rank,
+        "lora_alpha": a.alpha,
+        "lora_dropout": 0.0,
+        "target_modules": a.targets,
+        "bias": "none",
+        "fan_in_fan_out": False,
+        "use_dora": False,
+        "use_rslora": False,
+        "modules_to_save": None,
+        "layers_to_transform": None,
+        "rank_pattern": {},
+        "alpha_pattern": {},
+        "inference_mode": True,
+    }
+    with open(os.path.join(out, "adapter_config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+        f.write("\n")
+    total = write_safetensors(os.path.join(out, "adapter_model.safetensors"), lora_tensors(a), a, a.adapter_seed)
+    print(f"{out}: LoRA r {a.rank}, alpha {a.alpha:g}, {','.join(a.targets)}, {a.dtype}, {total} bytes")
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", required=True, help="directory to write (created if missing)")
+    p.add_argument("--out", help="checkpoint directory to write (created if missing)")
     p.add_argument("--hidden", type=int, help="hidden_size (default 256)")
     p.add_argument("--layers", type=int, help="num_hidden_layers (default 2)")
     p.add_argument("--heads", type=int, help="num_attention_heads (default hidden / 64)")
@@ -229,7 +283,19 @@ def parse_args(argv):
     p.add_argument("--tie-word-embeddings", action="store_true", help="no lm_head.weight: logits use the embeddings")
     p.add_argument("--experts", type=int, help="num_local_experts: a Mixtral checkpoint with this many experts per layer")
     p.add_argument("--experts-per-token", type=int, help="num_experts_per_tok (default 2, at most --experts)")
+    p.add_argument("--adapter-out", help="also write a random LoRA adapter for the shape to this directory")
+    p.add_argument("--rank", type=int, default=8, help="the adapter's r (default 8)")
+    p.add_argument("--alpha", type=float, default=16.0, help="the adapter's lora_alpha (default 16)")
+    p.add_argument("--targets", default="q_proj,v_proj", help="comma-separated target_modules: q_proj, v_proj")
+    p.add_argument("--adapter-seed", type=int, default=1, help="seed of the adapter's values (default 1)")
     a = p.parse_args(argv)
+    if a.out is None and a.adapter_out is None:
+        p.error("give --out, --adapter-out or both")
+    a.targets = a.targets.split(",")
+    if not a.targets or any(t not in LORA_TARGETS for t in a.targets):
+        p.error(f"--targets takes a comma-separated subset of {','.join(LORA_TARGETS)}")
+    if a.rank <= 0:
+        p.error("--rank must be positive")
     if a.experts is None:
         if a.experts_per_token is not None:
             p.error("--experts-per-token needs --experts")
@@ -262,6 +328,10 @@ def parse_args(argv):
 
 def main(argv):
     a = parse_args(argv)
+    if a.adapter_out is not None:
+        write_adapter(a.adapter_out, a)
+    if a.out is None:
+        return
     tensors = llama_tensors(a)
     if a.shards > len(tensors):
         sys.exit(f"make-checkpoint: --shards {a.shards} exceeds the {len(tensors)} tensors")

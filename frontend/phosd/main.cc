@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   size_t group_max = 2;
   int group_size = 0;
   uint64_t dram_mib = 4096;
+  int instance_ranges = phos::runtime::ApiServerOptions{}.va_slots;
   std::string cpu_state = "fork";
   long long keep_alive_ms = 60000;
   bool share_weights = true;
@@ -74,6 +75,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--dram-mib", dram_mib, "Pinned DRAM tier for snapshots (MiB; allocated as snapshots fill it)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--instance-ranges", instance_ranges,
+                 "Instance ranges reserved for snapshots; each deployed function takes max_instances + 1")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--cpu-state", cpu_state, "Where deployed functions' CPU state is kept: fork (a parked template) or criu")
@@ -164,6 +169,7 @@ int main(int argc, char** argv) {
   api_options.context_pool = pool->get();
   api_options.device_groups = groups.get();
   api_options.share_read_only_buffers = share_weights;
+  api_options.va_slots = instance_ranges;
   auto api = phos::runtime::ApiServer::Start(api_options, driver->get());
   if (!api.ok()) return Fail(api.status().WithContext("phosd"));
   // Snapshots: the store, a DRAM tier made when the first snapshot needs it (its pinned arena lives
@@ -188,7 +194,8 @@ int main(int argc, char** argv) {
   phos::runtime::SnapshotSessions sessions(
       api->get(), store->get(), make_dram,
       {.device_profile = device_name,
-       .capture_timeout = device_time(phos::runtime::SnapshotSessionsOptions{}.capture_timeout)});
+       .capture_timeout = device_time(phos::runtime::SnapshotSessionsOptions{}.capture_timeout),
+       .metrics_registry = metrics});
 
   std::unique_ptr<phos::runtime::CpuStateBackend> cpu_backend;
   if (cpu_state == "criu") {

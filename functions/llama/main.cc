@@ -7,14 +7,17 @@
 // KV cache, taking the argmax of the last position's logits each step; it answers
 // {"tokens": [generated ids...]}. With "stream": true each token also leaves at once as a line
 // {"token": id}; with "scores": true the answer also holds each chosen token's logit. All but the
-// dense MLP is the shared decoder (phos/decoder/decoder.h).
+// dense MLP is the shared decoder (phos/decoder/decoder.h). With --adapter, a PEFT LoRA adapter
+// is added unmerged after the q and v projections (lora.h), leaving the base weights' buffers as
+// the checkpoint wrote them.
 //
-//   llama --model DIR
+//   llama --model DIR [--adapter ADAPTER_DIR]
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "lora.h"
 #include "phos/base/log.h"
 #include "phos/decoder/decoder.h"
 #include "phos/fn.h"
@@ -79,22 +82,38 @@ Result<std::unique_ptr<Decoder>> LoadLlama(const std::string& model_dir, DenseMl
   return Decoder::Load(*checkpoint, config, mlp);
 }
 
+// The base, then (with `adapter_dir`) the adapter: it is uploaded after everything the base
+// allocates, so every fine-tune of one base lays the base's buffers out alike.
+Status Load(const std::string& model_dir, const std::string& adapter_dir, DenseMlp& mlp,
+            std::unique_ptr<Decoder>& decoder, std::unique_ptr<phos::llama::LoraAdapter>& adapter) {
+  PHOS_ASSIGN_OR_RETURN(decoder, LoadLlama(model_dir, mlp));
+  if (adapter_dir.empty()) return Status::Ok();
+  PHOS_ASSIGN_OR_RETURN(adapter, phos::llama::LoraAdapter::Load(adapter_dir, decoder->config()));
+  decoder->set_projection_adapter(adapter.get());
+  return Status::Ok();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"llama: greedy generation with a Llama decoder (a phos function)"};
-  std::string model_dir;
+  std::string model_dir, adapter_dir;
   app.add_option("--model", model_dir, "Hugging Face checkpoint directory (config.json, *.safetensors)")
       ->required();
+  app.add_option("--adapter", adapter_dir,
+                 "PEFT LoRA adapter directory (adapter_config.json, adapter_model.safetensors)");
   CLI11_PARSE(app, argc, argv);
 
+  // Declared before the decoder, which uses both until it is destroyed.
   DenseMlp mlp;
-  Result<std::unique_ptr<Decoder>> loaded = LoadLlama(model_dir, mlp);
-  if (!loaded.ok()) {
-    PHOS_LOG(Error, "llama", "loading {} failed: {}", model_dir, loaded.status().ToString());
+  std::unique_ptr<phos::llama::LoraAdapter> adapter;
+  std::unique_ptr<Decoder> loaded;
+  if (Status s = Load(model_dir, adapter_dir, mlp, loaded, adapter); !s.ok()) {
+    PHOS_LOG(Error, "llama", "loading {}{} failed: {}", model_dir,
+             adapter_dir.empty() ? "" : " with " + adapter_dir, s.ToString());
     return 1;
   }
-  Decoder& decoder = **loaded;
+  Decoder& decoder = *loaded;
   const DecoderConfig& c = decoder.config();
   PHOS_LOG(Info, "llama", "ready: {} layers, hidden {}, {} heads ({} kv), vocab {}, {} positions", c.layers,
            c.hidden, c.heads, c.kv_heads, c.vocab, c.max_positions);

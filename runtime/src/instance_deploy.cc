@@ -284,7 +284,10 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
   }
   Result<ipc::invoke::Frame> hello = ipc::invoke::ReadFrame(proc.channel_fd);
   if (!hello.ok() || hello->kind != ipc::invoke::FrameKind::kReady) {
-    return fail(Status::Unavailable("the function failed before its entry point"), "run to the entry point");
+    // What the function said last is usually why (a bad model directory, say): the deploy answers it.
+    std::string said = LastLogLine(proc.log_path);
+    return fail(Status::Unavailable("the function failed before its entry point" + (said.empty() ? "" : ": " + said)),
+                "run to the entry point");
   }
   Result<uint64_t> version = sessions.Capture(token, spec.name);
   if (!version.ok() && version.status().code() != StatusCode::kNotFound) {

@@ -54,6 +54,25 @@ Result<InstanceProcess> SpawnInstanceProcess(
   return process;
 }
 
+std::string LastLogLine(const std::string& log_path) {
+  constexpr off_t kTailBytes = 4096;
+  int fd = open(log_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  const off_t size = lseek(fd, 0, SEEK_END);
+  const off_t from = size > kTailBytes ? size - kTailBytes : 0;
+  std::string tail(static_cast<size_t>(size - from), '\0');
+  const ssize_t n = size > 0 ? pread(fd, tail.data(), tail.size(), from) : 0;
+  close(fd);
+  tail.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r' || tail.back() == ' ')) tail.pop_back();
+  std::string line = tail.substr(tail.rfind('\n') == std::string::npos ? 0 : tail.rfind('\n') + 1);
+  // A function writes what it likes: only printable ASCII goes on into a JSON answer.
+  for (char& c : line) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return line;
+}
+
 std::string EndInstanceProcess(pid_t pid, std::chrono::milliseconds grace) {
   // A forked instance makes itself its group's leader right after its fork; killed before that, it
   // has no group yet, and Subprocess signals the process itself as well.

@@ -25,6 +25,11 @@ struct InstanceProcess {
 Result<InstanceProcess> SpawnInstanceProcess(const FunctionSpec& spec, const std::string& logs_dir,
                                              const std::vector<std::pair<std::string, std::string>>& extra_env);
 
+// The last non-empty line of a function's log (at most its last 4 KiB; bytes other than printable
+// ASCII as '?'), or "" when there is none: why a function that exited before its entry point did,
+// for the deploy's answer.
+std::string LastLogLine(const std::string& log_path);
+
 // Waits up to `grace` for the process to exit on its own, then kills its process group, reaps
 // it, and returns a description of how it ended (ExitStatus::ToString: "exited with code 0",
 // "killed by signal 6 (Aborted)"). The pid must be a child of this process (spawned here, or an

@@ -6,6 +6,7 @@
 
 #include "phos/base/log.h"
 #include "phos/store/manifest.h"
+#include "store_metrics.h"
 
 namespace phos::runtime {
 namespace {
@@ -23,7 +24,9 @@ bool Ranked(const store::Manifest& m) {
 
 SnapshotSessions::SnapshotSessions(ApiServer* server, store::Store* store, DramTierFactory make_dram,
                                    SnapshotSessionsOptions options)
-    : server_(server), store_(store), make_dram_(std::move(make_dram)), options_(std::move(options)) {}
+    : server_(server), store_(store), make_dram_(std::move(make_dram)), options_(std::move(options)) {
+  if (options_.metrics_registry != nullptr) metrics_ = std::make_unique<StoreMetrics>(options_.metrics_registry);
+}
 
 SnapshotSessions::~SnapshotSessions() = default;
 
@@ -46,6 +49,7 @@ Result<uint64_t> SnapshotSessions::Capture(const std::string& token, const std::
   CarryOverOrder(function, version);
   PHOS_ASSIGN_OR_RETURN(std::shared_ptr<const store::Manifest> manifest, Manifest(function, version));
   Pin(*manifest);
+  if (metrics_ != nullptr) metrics_->Refresh(*store_, Dram());
   uint64_t bytes = 0;
   for (const store::Buffer& b : manifest->buffers) bytes += b.size;
   PHOS_LOG(Info, "snapshots", "{} v{} captured: {} buffers, {} bytes, {} modules{}", function, version,
@@ -121,6 +125,7 @@ void SnapshotSessions::RetainOnly(const std::string& function, const std::vector
   }
   Result<store::GcStats> gc = store_->CollectGarbage();
   if (!gc.ok()) PHOS_LOG(Warn, "snapshots", "garbage collection: {}", gc.status().message());
+  if (metrics_ != nullptr) metrics_->Refresh(*store_, Dram());
 }
 
 Result<std::string> SnapshotSessions::IssueRestoreToken(const std::string& function, uint64_t version,

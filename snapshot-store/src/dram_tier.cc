@@ -280,7 +280,10 @@ DramTierStats DramTier::Stats() const {
   for (const Slot& s : slots_) {
     if (s.state != SlotState::kResident) continue;
     ++out.resident_chunks;
-    if (s.pins > 0) ++out.pinned_chunks;
+    if (s.pins > 0) {
+      ++out.pinned_chunks;
+      out.pinned_bytes += s.size;
+    }
     if (s.leases > 0) ++out.leased_chunks;
   }
   return out;

@@ -9,10 +9,14 @@
 
 namespace phos::testing {
 
-std::string DecoderFunctionTest::MakeCheckpoint(const ModelShape& shape) {
-  std::string dir = ::testing::TempDir() + "phos-decoder-" + std::to_string(getpid()) + "-" + shape.name;
-  std::vector<std::string> argv = {"python3", PHOS_MAKE_CHECKPOINT, "--out", dir};
+std::string DecoderFunctionTest::MakeCheckpoint(const ModelShape& shape, const std::string& out_option,
+                                                const std::string& name,
+                                                const std::vector<std::string>& extra) {
+  std::string dir = ::testing::TempDir() + "phos-decoder-" + std::to_string(getpid()) + "-" +
+                    (name.empty() ? shape.name : name);
+  std::vector<std::string> argv = {"python3", PHOS_MAKE_CHECKPOINT, out_option, dir};
   argv.insert(argv.end(), shape.options.begin(), shape.options.end());
+  argv.insert(argv.end(), extra.begin(), extra.end());
   CommandResult made = phos::testing::Run(argv);
   EXPECT_EQ(made.exit_code, 0) << made.out;
   return dir;

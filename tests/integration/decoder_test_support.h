@@ -19,8 +19,11 @@ struct ModelShape {
 
 class DecoderFunctionTest : public PhosdTest {
  protected:
-  // Writes the checkpoint into a temporary directory named after shape.name and returns it.
-  std::string MakeCheckpoint(const ModelShape& shape);
+  // Runs make-checkpoint.py with shape.options plus `extra`, writing through `out_option` (--out
+  // for a checkpoint, --adapter-out for a LoRA adapter of that shape) into a temporary directory
+  // named `name` (shape.name when empty); returns the directory. Failures are test failures.
+  std::string MakeCheckpoint(const ModelShape& shape, const std::string& out_option = "--out",
+                             const std::string& name = "", const std::vector<std::string>& extra = {});
 
   // Writes the checkpoint and deploys `function` (an executable) over it as shape.name; returns
   // the checkpoint's directory. Failures are test failures (check HasFailure).

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "phos/fn/checkpoint.h"
+#include "phos/fn/safetensors.h"
 
 namespace phos::testing {
 
@@ -69,6 +70,37 @@ void LlamaReference::Load(const std::string& dir) {
     }
     read(p + "input_layernorm.weight", l.input_norm);
     read(p + "post_attention_layernorm.weight", l.post_attention_norm);
+  }
+}
+
+void LlamaReference::MergeAdapter(const std::string& dir) {
+  std::ifstream in(dir + "/adapter_config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json c = nlohmann::json::parse(text.str());
+  const int r = c["r"];
+  const double scale = c["lora_alpha"].get<double>() / r;
+  auto file = fn::SafetensorsFile::Open(dir + "/adapter_model.safetensors");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  for (const std::string target : c["target_modules"]) {
+    ASSERT_TRUE(target == "q_proj" || target == "v_proj") << target;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const std::string p = "base_model.model.model.layers." + std::to_string(i) + ".self_attn." + target;
+      auto a = (*file)->ReadAsFloat32(p + ".lora_A.weight");  // [r, hidden]
+      auto b = (*file)->ReadAsFloat32(p + ".lora_B.weight");  // [out, r]
+      ASSERT_TRUE(a.ok() && b.ok()) << p;
+      Matrix& w = target == "q_proj" ? layers_[i].q : layers_[i].v;  // [out, hidden]
+      const size_t out = w.size() / hidden_;
+      ASSERT_EQ(a->size(), static_cast<size_t>(r) * hidden_);
+      ASSERT_EQ(b->size(), out * r);
+      for (size_t o = 0; o < out; ++o) {
+        for (int j = 0; j < hidden_; ++j) {
+          double ba = 0;
+          for (int k = 0; k < r; ++k) ba += double{(*b)[o * r + k]} * (*a)[static_cast<size_t>(k) * hidden_ + j];
+          w[o * hidden_ + j] += scale * ba;
+        }
+      }
+    }
   }
 }
 

@@ -19,6 +19,12 @@ class LlamaReference {
   // bad directory (check HasFatalFailure).
   void Load(const std::string& dir);
 
+  // Adds a PEFT LoRA adapter (adapter_config.json, adapter_model.safetensors in `dir`) to the
+  // loaded weights the way PEFT's merge_and_unload does, W += (lora_alpha / r) B A for each of
+  // q_proj and v_proj it targets: merged, where the function applies it unmerged. Fails the
+  // current test on a bad directory.
+  void MergeAdapter(const std::string& dir);
+
   // The logits after the last of `tokens` (at positions 0 .. size - 1).
   std::vector<double> NextLogits(const std::vector<int>& tokens) const;
   // The (layer, expert) pairs the tokens at positions 0 .. size - 1 route to; empty for a dense

@@ -45,8 +45,9 @@ void PhosdTest::SetUp() {
   endpoint_ = "http://127.0.0.1:" + std::to_string(port);
   std::vector<std::string> argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir",
                                    data_dir_, "--gpu", "sim"};
-  argv.insert(argv.end(), phosd_flags_.begin(), phosd_flags_.end());
-  Result<Subprocess> phosd = Subprocess::Spawn({.argv = argv});
+  std::vector<std::string> extra = ExtraPhosdArgs();
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  Result<Subprocess> phosd = Subprocess::Spawn({.argv = std::move(argv)});
   ASSERT_TRUE(phosd.ok()) << phosd.status().ToString();
   phosd_.emplace(std::move(phosd).value());
   // Ready when /healthz answers.

@@ -29,6 +29,8 @@ class PhosdTest : public ::testing::Test {
  protected:
   void SetUp() override;
   void TearDown() override;
+  // Options phosd is started with besides --listen, --data-dir and --gpu.
+  virtual std::vector<std::string> ExtraPhosdArgs() const { return {}; }
 
   // "http://127.0.0.1:<port>"
   const std::string& endpoint() const { return endpoint_; }
@@ -38,9 +40,6 @@ class PhosdTest : public ::testing::Test {
   CommandResult CurlPost(const std::string& path, const std::string& body);
   // phosd's --data-dir (its snapshot store is in <data_dir>/store).
   const std::string& data_dir() const { return data_dir_; }
-
-  // More phosd flags; a test's constructor sets them.
-  std::vector<std::string> phosd_flags_;
 
  private:
   std::string data_dir_;

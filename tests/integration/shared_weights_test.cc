@@ -166,7 +166,7 @@ TEST_F(SharedWeightsTest, AWriteSpeculationMissedCostsThatInstanceAndEndsSharing
 // phosd --share-weights false: every restore copies its own, as before.
 class UnsharedWeightsTest : public SharedWeightsTest {
  protected:
-  UnsharedWeightsTest() { phosd_flags_ = {"--share-weights", "false"}; }
+  std::vector<std::string> ExtraPhosdArgs() const override { return {"--share-weights", "false"}; }
 };
 
 TEST_F(UnsharedWeightsTest, EveryRestoreCopiesItsOwnWhenSharingIsOff) {

@@ -94,6 +94,7 @@ TEST(DramTierTest, PinnedChunksAreNeverEvictedAndSharedOnesStayUntilBothUnpin) {
   ASSERT_TRUE(tier->Pin("s1", {r[0], r[1]}).ok());
   ASSERT_TRUE(tier->Pin("s2", {r[1], r[2], r[1]}).ok());  // r1 shared; duplicates count once
   EXPECT_EQ(tier->Stats().pinned_chunks, 3u);
+  EXPECT_EQ(tier->Stats().pinned_bytes, 3u * kSlot);
   EXPECT_EQ(tier->Pin("s1", {r[3]}).code(), StatusCode::kAlreadyExists);
 
   // All three slots pinned: a read still works, around the tier.

@@ -125,8 +125,16 @@ Result<int> Decoder::Forward(const std::vector<int>& tokens, int start_pos) {
     PHOS_RETURN_IF_ERROR(
         fn::RmsNorm(x_.get(), l.input_norm.data(), normed_.get(), n, c.hidden, c.rms_norm_eps, stream_));
     PHOS_RETURN_IF_ERROR(Linear(l.q, normed_.get(), q_.get(), n, c.hidden, c.q_dim()));
+    if (projection_adapter_ != nullptr) {
+      PHOS_RETURN_IF_ERROR(
+          projection_adapter_->AfterProjection(*this, i, Projection::kQuery, normed_.get(), q_.get(), n));
+    }
     PHOS_RETURN_IF_ERROR(Linear(l.k, normed_.get(), k_.get(), n, c.hidden, c.kv_dim()));
     PHOS_RETURN_IF_ERROR(Linear(l.v, normed_.get(), v_.get(), n, c.hidden, c.kv_dim()));
+    if (projection_adapter_ != nullptr) {
+      PHOS_RETURN_IF_ERROR(
+          projection_adapter_->AfterProjection(*this, i, Projection::kValue, normed_.get(), v_.get(), n));
+    }
     PHOS_RETURN_IF_ERROR(fn::RotaryEmbedding(q_.get(), k_.get(), n, c.heads, c.kv_heads, c.head_dim,
                                              start_pos, c.rope_theta, stream_));
     PHOS_RETURN_IF_ERROR(fn::CausalAttention(q_.get(), k_.get(), v_.get(), l.k_cache.get(), l.v_cache.get(),

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -207,6 +208,54 @@ TEST_F(MakeCheckpointTest, TheSeedDecidesTheValues) {
   ASSERT_TRUE(va.ok() && vagain.ok() && vb.ok());
   EXPECT_EQ(*va, *vagain);
   EXPECT_NE(*va, *vb);
+}
+
+// --adapter-out: PEFT's files and tensor names for the targets asked, B not zero, and values fixed
+// by --adapter-seed alone (fine-tunes of one base differ only in it).
+TEST_F(MakeCheckpointTest, WritesAPeftLoraAdapter) {
+  const std::string adapter = dir_.File("adapter");
+  Make("base", {"--dtype", "f32", "--seed", "1", "--adapter-out", adapter, "--rank", "3", "--alpha", "6", "--targets",
+                "v_proj", "--adapter-seed", "5"});
+  std::ifstream config_file(adapter + "/adapter_config.json");
+  nlohmann::json config = nlohmann::json::parse(config_file, nullptr, false);
+  ASSERT_TRUE(config.is_object());
+  EXPECT_EQ(config["peft_type"], "LORA");
+  EXPECT_EQ(config["r"], 3);
+  EXPECT_EQ(config["lora_alpha"], 6.0);
+  EXPECT_EQ(config["target_modules"], nlohmann::json({"v_proj"}));
+  EXPECT_EQ(config["use_dora"], false);
+  auto file = SafetensorsFile::Open(adapter + "/adapter_model.safetensors");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  const uint64_t kv_dim = kKvHeads * (kHidden / kHeads);
+  std::vector<std::string> names;
+  for (int i = 0; i < 2; ++i) {
+    const std::string p = "base_model.model.model.layers." + std::to_string(i) + ".self_attn.v_proj.";
+    names.push_back(p + "lora_A.weight");
+    names.push_back(p + "lora_B.weight");
+    auto a = (*file)->Tensor(p + "lora_A.weight");
+    auto b = (*file)->Tensor(p + "lora_B.weight");
+    ASSERT_TRUE(a.ok() && b.ok()) << p;
+    EXPECT_EQ((*a)->shape, (std::vector<uint64_t>{3, kHidden}));
+    EXPECT_EQ((*b)->shape, (std::vector<uint64_t>{kv_dim, 3}));
+    auto values = (*file)->ReadAsFloat32(p + "lora_B.weight");
+    ASSERT_TRUE(values.ok());
+    EXPECT_TRUE(std::all_of(values->begin(), values->end(), [](float v) { return v != 0.0f; }));
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ((*file)->TensorNames(), names);
+
+  // Another base seed, the same adapter; another adapter seed, another adapter.
+  const std::string same = dir_.File("same-adapter"), other = dir_.File("other-adapter");
+  Make("unused-base", {"--dtype", "f32", "--seed", "2", "--adapter-out", same, "--rank", "3", "--alpha", "6",
+                       "--targets", "v_proj", "--adapter-seed", "5"});
+  Make("unused-base-2", {"--dtype", "f32", "--adapter-out", other, "--rank", "3", "--alpha", "6", "--targets",
+                         "v_proj", "--adapter-seed", "6"});
+  auto same_file = SafetensorsFile::Open(same + "/adapter_model.safetensors");
+  auto other_file = SafetensorsFile::Open(other + "/adapter_model.safetensors");
+  ASSERT_TRUE(same_file.ok() && other_file.ok());
+  const std::string b0 = "base_model.model.model.layers.0.self_attn.v_proj.lora_B.weight";
+  EXPECT_EQ(*(*same_file)->ReadAsFloat32(b0), *(*file)->ReadAsFloat32(b0));
+  EXPECT_NE(*(*other_file)->ReadAsFloat32(b0), *(*file)->ReadAsFloat32(b0));
 }
 
 }  // namespace

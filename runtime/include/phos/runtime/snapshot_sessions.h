@@ -20,6 +20,8 @@
 #include <string>
 #include <utility>
 
+#include <prometheus/registry.h>
+
 #include "phos/runtime/api_server.h"
 #include "phos/runtime/instance_manager.h"
 #include "phos/store/dram_tier.h"
@@ -32,7 +34,12 @@ struct SnapshotSessionsOptions {
   std::string device_profile;
   // How long a capture waits for the function's calls to drain. Default: 60 s.
   std::chrono::milliseconds capture_timeout{60000};
+  // Where the store's and DRAM tier's sizes are published as gauges (store_metrics.h), refreshed
+  // after each capture and each drop of versions. Default: null, none published.
+  std::shared_ptr<prometheus::Registry> metrics_registry;
 };
+
+class StoreMetrics;
 
 class SnapshotSessions final : public GpuSessions {
  public:
@@ -84,6 +91,7 @@ class SnapshotSessions final : public GpuSessions {
   std::once_flag dram_once_;
   std::unique_ptr<store::DramTier> dram_;
   SnapshotSessionsOptions options_;
+  std::unique_ptr<StoreMetrics> metrics_;  // null without options_.metrics_registry
   std::mutex mu_;
   std::map<Key, std::shared_ptr<const store::Manifest>> manifests_;
 };

@@ -103,6 +103,7 @@ struct DramTierStats {
   uint64_t capacity_slots = 0;
   uint64_t resident_chunks = 0;
   uint64_t pinned_chunks = 0;  // resident chunks held by at least one Pin
+  uint64_t pinned_bytes = 0;   // their sizes: a chunk pinned by several snapshots counts once
   uint64_t leased_chunks = 0;  // resident chunks with live leases
 };
 

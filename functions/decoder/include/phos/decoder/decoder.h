@@ -2,7 +2,8 @@
 // (RMSNorm, q/k/v/o projections, rotary embedding, grouped-query attention over a KV cache,
 // residual), the final norm and logits, the workspace, and the greedy token loop. The layer's
 // feed-forward half is a FeedForward the function supplies: llama's dense MLP, moe's router
-// and experts.
+// and experts. A function may also supply a ProjectionAdapter, which changes the q and v
+// projections' outputs (llama's LoRA adapter).
 //
 // Every checkpoint tensor is its own device buffer (DeviceTensor), uploaded before the entry
 // point so it is in the snapshot, in the order a forward pass reads them (the embeddings, then
@@ -76,6 +77,21 @@ class FeedForward {
   virtual Status Apply(Decoder& decoder, int layer, const float* x, float* out, int n) = 0;
 };
 
+// The attention projections a ProjectionAdapter is called after.
+enum class Projection { kQuery, kValue };
+
+// A term a function adds to the q and v projections' outputs without touching their weights
+// (llama's LoRA adapter), so the base's device buffers stay the checkpoint's bytes.
+class ProjectionAdapter {
+ public:
+  virtual ~ProjectionAdapter() = default;
+  // Called right after the decoder's y = x W^T for `projection` of `layer`, before the rotary
+  // embedding: may add to y [n, q_dim or kv_dim] from x [n, hidden], enqueued on
+  // decoder.stream(); x and y do not overlap.
+  virtual Status AfterProjection(Decoder& decoder, int layer, Projection projection, const float* x, float* y,
+                                 int n) = 0;
+};
+
 class Decoder {
  public:
   // Uploads the checkpoint's tensors (the feed-forward ones through `feed_forward`, which must
@@ -86,6 +102,10 @@ class Decoder {
   ~Decoder();
   Decoder(const Decoder&) = delete;
   Decoder& operator=(const Decoder&) = delete;
+
+  // `adapter` (which must outlive the decoder; null: none) is applied from the next forward
+  // pass on. Set after Load, so what Load allocates lies where it would without one.
+  void set_projection_adapter(ProjectionAdapter* adapter) { projection_adapter_ = adapter; }
 
   const DecoderConfig& config() const { return config_; }
   cudaStream_t stream() const { return stream_; }
@@ -115,6 +135,7 @@ class Decoder {
 
   const DecoderConfig config_;
   FeedForward& feed_forward_;
+  ProjectionAdapter* projection_adapter_ = nullptr;
   fn::DeviceTensor embed_, norm_, lm_head_;
   std::vector<AttentionLayer> layers_;
   cudaStream_t stream_ = nullptr;

@@ -74,8 +74,10 @@ int main(int argc, char** argv) {
   app.add_option("--group-max", group_max, "Most device groups of one size, leased or not")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--dram-mib", dram_mib, "Pinned DRAM tier for snapshots (MiB; allocated as snapshots fill it)")
-      ->check(CLI::PositiveNumber)
+  app.add_option("--dram-mib", dram_mib,
+                 "Pinned DRAM tier for snapshots (MiB; allocated as snapshots fill it; 0: none, restores read the "
+                 "store's disk)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--instance-ranges", instance_ranges,
                  "Instance ranges reserved for snapshots; each deployed function takes max_instances + 1")
@@ -192,7 +194,7 @@ int main(int argc, char** argv) {
   char device_name[128] = {};
   (*driver)->cuDeviceGetName(device_name, sizeof(device_name) - 1, 0);
   phos::runtime::SnapshotSessions sessions(
-      api->get(), store->get(), make_dram,
+      api->get(), store->get(), dram_mib > 0 ? phos::runtime::SnapshotSessions::DramTierFactory(make_dram) : nullptr,
       {.device_profile = device_name,
        .capture_timeout = device_time(phos::runtime::SnapshotSessionsOptions{}.capture_timeout),
        .metrics_registry = metrics});

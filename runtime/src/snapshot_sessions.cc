@@ -32,7 +32,10 @@ SnapshotSessions::~SnapshotSessions() = default;
 
 store::DramTier* SnapshotSessions::Dram() {
   std::call_once(dram_once_, [this] {
-    if (!make_dram_) return;
+    if (!make_dram_) {
+      PHOS_LOG(Info, "snapshots", "no DRAM tier: restores read the store");
+      return;
+    }
     Result<std::unique_ptr<store::DramTier>> made = make_dram_();
     if (!made.ok()) {
       PHOS_LOG(Warn, "snapshots", "no DRAM tier, restores read the store: {}", made.status().message());

@@ -396,6 +396,25 @@ TEST_F(RestoreTest, RestoresFindTheFunctionsModulesLoadedInThePooledContext) {
 }
 
 // 5: a function deployed before a clean restart is deployed again and served after it.
+// phosd --dram-mib 0: no DRAM tier, so every restore reads its chunks from the store's disk, and
+// still answers what the warm instance answers.
+TEST_F(RestoreTest, WithoutADramTierRestoresReadTheStore) {
+  const mlp::Shape shape = mlp::ShapeForSize(4, 2, 1);
+  Phosd& phosd = StartPhosd("1", {"--keep-alive-ms", "100", "--dram-mib", "0"});
+  CommandResult deployed = phosd.PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--instances", "1", "--max-instances",
+                                         "2", "--", "--size-mib", "4", "--layers", "2"});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
+  for (const char* mode : {"phos", "eager"}) {
+    SCOPED_TRACE(mode);
+    ASSERT_TRUE(phosd.WaitSettled("mlp", 1));
+    HttpResponse r = phosd.Invoke("mlp", MlpRequest(3000), mode);
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.headers["x-phos-restore-mode"], mode);
+    ExpectMlpMatchesReference(r.body, shape, 3000);
+  }
+  EXPECT_NE(phosd.Log().find("no DRAM tier"), std::string::npos) << "the log says restores read the store";
+}
+
 TEST_F(RestoreTest, DeployedFunctionIsServedAfterACleanRestart) {
   const mlp::Shape shape = mlp::ShapeForSize(16, 4, 1);
   {

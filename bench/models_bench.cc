@@ -43,6 +43,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -174,7 +175,8 @@ class Bench {
     std::fflush(stdout);
     PHOS_RETURN_IF_ERROR(MakeCheckpoint(dir, size_mib, 14, {}));
     PHOS_RETURN_IF_ERROR(Deploy(name, PHOS_LLAMA_FUNCTION, dir, Request({5, 6, 7}, false), 0, 2));
-    PHOS_ASSIGN_OR_RETURN(phos::bench::SnapshotSize size, phos::bench::ReadSnapshotSize(d_->data_dir(), name));
+    PHOS_ASSIGN_OR_RETURN(phos::bench::SnapshotSize size,
+                          phos::bench::ReadSnapshotSize(d_->data_dir(), name));
     SecondInstanceResult r{.size_mib = size_mib, .snapshot_bytes = size.buffer_bytes};
     PHOS_ASSIGN_OR_RETURN(r.weight_bytes, WeightBytes(dir));
     const std::string request = Request({1, 2, 3, 4}, true);
@@ -188,7 +190,8 @@ class Bench {
       PHOS_ASSIGN_OR_RETURN(HttpResponse first, phos::bench::Http(url, request, headers));
       PHOS_ASSIGN_OR_RETURN(HttpResponse second, phos::bench::Http(url, request, headers));
       for (const HttpResponse* h : {&first, &second}) {
-        if (h->status != 200) return Status::Internal(fmt::format("{}: HTTP {}: {}", name, h->status, h->body));
+        if (h->status != 200)
+          return Status::Internal(fmt::format("{}: HTTP {}: {}", name, h->status, h->body));
       }
       if (second.body != first.body) {
         return Status::Internal(fmt::format("the second instance answered {} where the first answered {}",
@@ -205,11 +208,81 @@ class Bench {
       r.second_ms.push_back(*t2);
       r.shared_mib.push_back(shared_bytes / 1048576.0);
       r.added_mib.push_back((static_cast<double>(r.snapshot_bytes) - shared_bytes) / 1048576.0);
-      std::printf("%16s %d/%d: first %.2f ms, second %.2f ms, second shared %.1f MiB (modelled)\n", "second instance",
-                  rep + 1, o_.second_reps, *t1, *t2, r.shared_mib.back());
+      std::printf("%16s %d/%d: first %.2f ms, second %.2f ms, second shared %.1f MiB (modelled)\n",
+                  "second instance", rep + 1, o_.second_reps, *t1, *t2, r.shared_mib.back());
       std::fflush(stdout);
     }
     PHOS_RETURN_IF_ERROR(Remove(name, dir));
+    return r;
+  }
+
+  // o_.finetunes LoRA adapters of one base, each deployed as a function (scaled to zero); the store
+  // and DRAM tier gauges after every deploy; then 4 of them restored to run at once, one first and
+  // three while it runs, each mapping the base the first registered (this daemon shares weights).
+  Result<FineTunesResult> FineTunes() {
+    FineTunesResult r{
+        .n = o_.finetunes, .base_mib = o_.finetune_base_mib, .running = std::min(4, o_.finetunes)};
+    const std::string base = work_ + "/base";
+    std::printf("\n== %d fine-tunes of a %d MiB base: checkpoints\n", r.n, r.base_mib);
+    std::fflush(stdout);
+    PHOS_RETURN_IF_ERROR(MakeCheckpoint(base, r.base_mib, 15, {}));
+    PHOS_ASSIGN_OR_RETURN(r.base_bytes, WeightBytes(base));
+    std::vector<std::string> names;
+    for (int i = 0; i < r.n; ++i) {
+      const std::string name = fmt::format("finetune-{}", i);
+      const std::string adapter = work_ + "/" + name;
+      PHOS_RETURN_IF_ERROR(
+          MakeCheckpoint("", r.base_mib, 15,
+                         {"--adapter-out", adapter, "--rank", "8", "--adapter-seed", std::to_string(i)}));
+      if (i == 0) {
+        PHOS_ASSIGN_OR_RETURN(r.adapter_bytes, WeightBytes(adapter));
+      }
+      std::printf("== %s: deploy\n", name.c_str());
+      std::fflush(stdout);
+      PHOS_RETURN_IF_ERROR(
+          Deploy(name, PHOS_LLAMA_FUNCTION, base, Request({5, 6, 7}, false), 0, 1, {"--adapter", adapter}));
+      names.push_back(name);
+    }
+    PHOS_ASSIGN_OR_RETURN(std::string metrics, d_->Metrics());
+    PHOS_ASSIGN_OR_RETURN(r.store_unique, phos::bench::MetricValue(metrics, "phos_store_unique_bytes"));
+    PHOS_ASSIGN_OR_RETURN(r.store_logical, phos::bench::MetricValue(metrics, "phos_store_logical_bytes"));
+    PHOS_ASSIGN_OR_RETURN(r.dram_pinned, phos::bench::MetricValue(metrics, "phos_dram_tier_pinned_bytes"));
+    for (const std::string& name : names) {
+      PHOS_RETURN_IF_ERROR(d_->WaitInstances(
+          name, [](const phos::bench::InstanceCounts& c) { return c.total() == 0 && c.ending == 0; },
+          std::chrono::seconds(600), "scaled to zero"));
+    }
+    PHOS_RETURN_IF_ERROR(d_->WaitPoolReady(r.running, std::chrono::minutes(30)));
+    const std::string request = Request({1, 2, 3, 4}, false);
+    const std::vector<std::string> headers = {"X-Phos-Restore-Mode: phos", "X-Phos-Timeout-Ms: 1200000"};
+    auto url = [&](int i) { return d_->endpoint() + "/v1/functions/" + names[i] + "/invoke"; };
+    std::vector<Result<HttpResponse>> answers;
+    answers.push_back(phos::bench::Http(url(0), request, headers));
+    std::vector<Result<HttpResponse>> rest(r.running - 1, Status::Internal("not sent"));
+    std::vector<std::thread> threads;
+    for (int i = 1; i < r.running; ++i) {
+      threads.emplace_back([&, i] { rest[i - 1] = phos::bench::Http(url(i), request, headers); });
+    }
+    for (std::thread& t : threads) t.join();
+    for (Result<HttpResponse>& a : rest) answers.push_back(std::move(a));
+    for (Result<HttpResponse>& a : answers) {
+      if (!a.ok()) return a.status();
+      if (a->status != 200)
+        return Status::Internal(fmt::format("fine-tune: HTTP {}: {}", a->status, a->body));
+      auto shared = a->headers.find("x-phos-shared-bytes");
+      auto snapshot = a->headers.find("x-phos-snapshot-bytes");
+      if (shared == a->headers.end() || snapshot == a->headers.end()) {
+        return Status::Internal("a fine-tune's answer lacks X-Phos-Shared-Bytes or X-Phos-Snapshot-Bytes");
+      }
+      const double s = std::strtod(shared->second.c_str(), nullptr);
+      r.shared_mib.push_back(s / 1048576.0);
+      r.added_mib.push_back((std::strtod(snapshot->second.c_str(), nullptr) - s) / 1048576.0);
+    }
+    std::printf(
+        "%16s: store %.1f MiB unique of %.1f MiB named, DRAM tier %.1f MiB; %d running added %.1f MiB\n",
+        "fine-tunes", r.store_unique / 1048576.0, r.store_logical / 1048576.0, r.dram_pinned / 1048576.0,
+        r.running, std::accumulate(r.added_mib.begin(), r.added_mib.end(), 0.0));
+    std::fflush(stdout);
     return r;
   }
 
@@ -282,12 +355,13 @@ class Bench {
  private:
   // A random fp32 checkpoint (the device's bytes are the checkpoint's) with a short context, which
   // keeps the KV cache small; `extra` adds options (experts).
+  // A random fp32 checkpoint (the device's bytes are the checkpoint's) with a short context, which
+  // keeps the KV cache small; `extra` adds options (experts; `--adapter-out DIR` with no `dir`
+  // writes only an adapter for the shape).
   static Status MakeCheckpoint(const std::string& dir, int size_mib, int seed,
                                const std::vector<std::string>& extra) {
     std::vector<std::string> args = {"python3",
                                      PHOS_SOURCE_DIR "/scripts/make-checkpoint.py",
-                                     "--out",
-                                     dir,
                                      "--size-mib",
                                      std::to_string(size_mib),
                                      "--dtype",
@@ -298,16 +372,32 @@ class Bench {
                                      "64",
                                      "--seed",
                                      std::to_string(seed)};
+    if (!dir.empty()) args.insert(args.end(), {"--out", dir});
     args.insert(args.end(), extra.begin(), extra.end());
     return phos::bench::Run(args).status();
   }
 
+  // `function_args` follow the model directory on the function's command line.
   Status Deploy(const std::string& name, const char* executable, const std::string& model_dir,
-                const std::string& sample, int instances, int max_instances) {
-    return phos::bench::Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "deploy", name, executable,
-                             "--instances", std::to_string(instances), "--max-instances",
-                             std::to_string(max_instances), "--sample", sample, "--", "--model", model_dir})
-        .status();
+                const std::string& sample, int instances, int max_instances,
+                const std::vector<std::string>& function_args = {}) {
+    std::vector<std::string> args = {PHOS_PHOS_FN,
+                                     "--endpoint",
+                                     d_->endpoint(),
+                                     "deploy",
+                                     name,
+                                     executable,
+                                     "--instances",
+                                     std::to_string(instances),
+                                     "--max-instances",
+                                     std::to_string(max_instances),
+                                     "--sample",
+                                     sample,
+                                     "--",
+                                     "--model",
+                                     model_dir};
+    args.insert(args.end(), function_args.begin(), function_args.end());
+    return phos::bench::Run(args).status();
   }
 
   Status Remove(const std::string& name, const std::string& dir) {
@@ -392,7 +482,8 @@ class Bench {
         PHOS_RETURN_IF_ERROR(d_->WaitSettled(name, std::chrono::seconds(1200)));
         PHOS_ASSIGN_OR_RETURN(Sample s, Invoke(name, m.mode, request));
         std::printf(
-            "%16s %d/%d: first byte %.2f ms, first launch %.2f ms, full %.2f ms, loaded %.1f MiB, misses %lld, "
+            "%16s %d/%d: first byte %.2f ms, first launch %.2f ms, full %.2f ms, loaded %.1f MiB, misses "
+            "%lld, "
             "modules loaded %lld (modelled)\n",
             m.mode.c_str(), i + 1, reps, s.first_byte_ms, s.first_launch_ms, s.full_ms, s.loaded_mib,
             static_cast<long long>(s.misses), static_cast<long long>(s.modules_loaded));
@@ -475,6 +566,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--disk-mib", o.disk_mib, "disk-cold case: llama size in MiB (0: none)");
   app.add_option("--second-mib", o.second_mib, "second-instance case: llama size in MiB (0: none)");
+  app.add_option("--finetunes", o.finetunes, "LoRA fine-tunes of one base (0: none)");
+  app.add_option("--finetune-base-mib", o.finetune_base_mib, "the fine-tunes' base model in MiB")
+      ->check(CLI::PositiveNumber);
   app.add_option("--tokens", o.tokens, "tokens generated per request")->check(CLI::PositiveNumber);
   app.add_option("--report", o.report, "markdown file whose section to replace");
   bool no_report = false;
@@ -492,6 +586,8 @@ int main(int argc, char** argv) {
     if (app.count("--disk-mib") == 0) o.disk_mib = 256;
     if (app.count("--second-mib") == 0) o.second_mib = 256;
     o.second_reps = 2;
+    if (app.count("--finetunes") == 0) o.finetunes = 4;
+    if (app.count("--finetune-base-mib") == 0) o.finetune_base_mib = 256;
   }
 
   setenv("PHOS_SIMGPU_TIME_SCALE", "20", /*overwrite=*/0);
@@ -509,16 +605,15 @@ int main(int argc, char** argv) {
 
   Daemon daemon;
   // Sharing off: every restore here is a first instance, which pays for its weights (the second
-  // instance's case has a daemon of its own). The pool fills to the largest burst while the single cold starts are measured (a context's
-  // creation is modelled device time, not host work).
+  // instance's case has a daemon of its own). The pool fills to the largest burst while the single cold
+  // starts are measured (a context's creation is modelled device time, not host work).
   const int most = *std::max_element(o.concurrency.begin(), o.concurrency.end());
   const int pool = std::max(2, most);
   const uint64_t burst_mib = static_cast<uint64_t>(most) * o.concurrency_mib * 2;
-  Status status =
-      daemon.Start("models-bench", {"--pool-min", std::to_string(pool), "--pool-max",
-                                    std::to_string(pool + 4), "--keep-alive-ms", "1500", "--share-weights", "false",
-                                    "--dram-mib",
-                                    std::to_string(std::max<uint64_t>({4096, largest + 512ull, burst_mib}))});
+  Status status = daemon.Start("models-bench",
+                               {"--pool-min", std::to_string(pool), "--pool-max", std::to_string(pool + 4),
+                                "--keep-alive-ms", "1500", "--share-weights", "false", "--dram-mib",
+                                std::to_string(std::max<uint64_t>({4096, largest + 512ull, burst_mib}))});
   if (status.ok()) {
     std::printf("phosd at %s, data %s, log %s\n", daemon.endpoint().c_str(), daemon.data_dir().c_str(),
                 daemon.log_path().c_str());
@@ -555,18 +650,32 @@ int main(int argc, char** argv) {
   }
   daemon.Stop();
   std::optional<SecondInstanceResult> second;
-  if (status.ok() && o.second_mib > 0) {
-    // Sharing on: a daemon of its own (the main one measures first instances, sharing off).
+  std::optional<FineTunesResult> finetunes;
+  if (status.ok() && (o.second_mib > 0 || o.finetunes > 0)) {
+    // Sharing on: a daemon of its own (the main one measures first instances, sharing off), with
+    // room for every fine-tune (a function takes max_instances + 1 instance ranges).
     Daemon shared;
-    status = shared.Start("models-bench-shared", {"--pool-min", "2", "--keep-alive-ms", "1500"});
+    status =
+        shared.Start("models-bench-shared",
+                     {"--pool-min", "4", "--pool-max", std::to_string(o.finetunes + 4), "--instance-ranges",
+                      std::to_string(2 * o.finetunes + 8), "--keep-alive-ms", "1500", "--dram-mib",
+                      std::to_string(std::max(4096, 2 * std::max(o.finetune_base_mib, o.second_mib)))});
     if (status.ok()) status = shared.WaitPoolReady(2, std::chrono::minutes(30));
     Bench shared_bench(o, &shared, shared.data_dir(), scale, h2d);
-    if (status.ok()) {
+    if (status.ok() && o.second_mib > 0) {
       Result<SecondInstanceResult> r = shared_bench.SecondInstance(o.second_mib);
       if (r.ok()) {
         second = std::move(*r);
       } else {
         status = r.status().WithContext("second instance");
+      }
+    }
+    if (status.ok() && o.finetunes > 0) {
+      Result<FineTunesResult> r = shared_bench.FineTunes();
+      if (r.ok()) {
+        finetunes = std::move(*r);
+      } else {
+        status = r.status().WithContext("fine-tunes");
       }
     }
     shared.Stop();
@@ -605,6 +714,7 @@ int main(int argc, char** argv) {
   std::string md = Markdown(results, profile, scale, h2d, o, phos::bench::CommandLine(argc, argv));
   md += BurstMarkdown(bursts, bench.burst_snapshot_bytes(), o.concurrency_mib);
   if (second) md += SecondInstanceMarkdown(*second);
+  if (finetunes) md += FineTunesMarkdown(*finetunes);
   std::printf("\n%s", md.c_str());
   if (!o.report.empty()) {
     phos::bench::WriteSection(o.report, "models-" + profile, md);
@@ -621,5 +731,6 @@ int main(int argc, char** argv) {
   for (const CaseResult& r : results) met = met && Met(r);
   met = met && (bursts.back().n < 16 || Median(bursts.back().utilisation) >= kBurstTarget);
   met = met && (!second || Met(*second));
+  met = met && (!finetunes || Met(*finetunes));
   return met ? 0 : 1;
 }

@@ -31,6 +31,8 @@ struct Options {
   int disk_mib = 1024;    // the disk-cold case's llama; 0: none
   int second_mib = 1024;  // the second-instance case's llama; 0: none
   int second_reps = 5;
+  int finetunes = 32;  // LoRA fine-tunes of one base; 0: none
+  int finetune_base_mib = 1024;
   int reps = 10;
   int fresh_reps = 1;
   int tokens = 4;  // generated per request
@@ -104,6 +106,24 @@ constexpr double kSecondAddedTarget = 0.10;
 constexpr double kSecondLatencyTarget = 0.30;
 bool Met(const SecondInstanceResult& r);
 std::string SecondInstanceMarkdown(const SecondInstanceResult& r);
+
+// Fine-tunes of one base: LoRA adapters deployed as functions of their own.
+struct FineTunesResult {
+  int n = 0;
+  int base_mib = 0;
+  uint64_t base_bytes = 0;         // the base checkpoint's tensors (fp32)
+  uint64_t adapter_bytes = 0;      // one adapter's tensors
+  double store_unique = 0;         // phos_store_unique_bytes after every deploy
+  double store_logical = 0;        // phos_store_logical_bytes: what the snapshots name
+  double dram_pinned = 0;          // phos_dram_tier_pinned_bytes
+  int running = 0;                 // fine-tunes restored to run at once
+  std::vector<double> shared_mib;  // X-Phos-Shared-Bytes of each, the first first
+  std::vector<double> added_mib;   // snapshot bytes each copied to the device
+};
+// Issue 11: store and DRAM tier <= 1.1x (base + adapters); running ones hold the base once.
+constexpr double kFineTuneStoreTarget = 1.10;
+bool Met(const FineTunesResult& r);
+std::string FineTunesMarkdown(const FineTunesResult& r);
 
 // Simultaneous cold starts of different functions on one device.
 struct BurstResult {

@@ -146,7 +146,7 @@ class ColdStartBench {
     r->compute_ms = Median(warm);
     std::printf("E (warm first byte, median of %d) %.2f ms; bound max(B/W, E) + %.0f ms = %.1f ms\n",
                 kWarmReps, r->compute_ms, kBoundFloorMs,
-                std::max(r->transfer_ms, r->compute_ms) + kBoundFloorMs);
+                phos::bench::BoundMs(r->transfer_ms, r->compute_ms));
     std::fflush(stdout);
     return Status::Ok();
   }

@@ -94,7 +94,7 @@ std::vector<double> ScenarioResult::Stage(const std::string& stage) const {
 
 double SizeResult::Bound(const ScenarioResult& s) const {
   if (s.scenario == 'c') return s.burst * transfer_ms + compute_ms + kBoundFloorMs;
-  return std::max(transfer_ms, compute_ms) + kBoundFloorMs;
+  return BoundMs(transfer_ms, compute_ms);
 }
 
 std::vector<std::string> MissedTargets(const SizeResult& size, const ScenarioResult& s) {

@@ -128,7 +128,7 @@ class Bench {
     r.read_note = fmt::format("{} of {} experts ran ({:.1f}% of the expert bytes)", ran, all_experts,
                               100.0 * ran / all_experts);
     r.transfer_ms = static_cast<double>(r.read_bytes) / h2d_bps_ * 1e3;
-    r.bound_ms = std::max(r.transfer_ms, r.compute_ms) + kBoundFloorMs;
+    r.bound_ms = phos::bench::BoundMs(r.transfer_ms, r.compute_ms);
     PHOS_RETURN_IF_ERROR(Remove(name, dir));
     return r;
   }
@@ -160,7 +160,7 @@ class Bench {
     PHOS_RETURN_IF_ERROR(
         MeasureModes(name, Request({1, 2, 3, 4}, true), &r, {"warm", "phos", "no-order", "eager"}));
     r.transfer_ms = static_cast<double>(r.read_bytes) / rate * 1e3;
-    r.bound_ms = std::max(r.transfer_ms, r.compute_ms) + kBoundFloorMs;
+    r.bound_ms = phos::bench::BoundMs(r.transfer_ms, r.compute_ms);
     PHOS_RETURN_IF_ERROR(Remove(name, dir));
     return r;
   }
@@ -494,7 +494,7 @@ class Bench {
     }
     r->transfer_ms = static_cast<double>(r->read_bytes) / h2d_bps_ * 1e3;
     r->compute_ms = r->Find("warm")->FirstByte();
-    r->bound_ms = std::max(r->transfer_ms, r->compute_ms) + kBoundFloorMs;
+    r->bound_ms = phos::bench::BoundMs(r->transfer_ms, r->compute_ms);
     return Status::Ok();
   }
 

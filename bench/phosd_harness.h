@@ -3,6 +3,7 @@
 // reference, the snapshot's size read from the store, and the statistics they report.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -25,6 +26,11 @@ using Clock = std::chrono::steady_clock;
 constexpr uint64_t kMlpWeightSeed = 42;
 // docs/design.md, "The bound": the bound's fixed floor, in modelled milliseconds.
 constexpr double kBoundFloorMs = 5.0;
+// The bound of a restore whose first response moves its bytes in `transfer_ms` (B / W) and
+// computes for `compute_ms` (E): max(B / W, E) + floor, modelled ms.
+inline double BoundMs(double transfer_ms, double compute_ms) {
+  return std::max(transfer_ms, compute_ms) + kBoundFloorMs;
+}
 
 // Runs argv without a shell; its standard output, or an error naming the program with what it
 // printed.

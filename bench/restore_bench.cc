@@ -148,7 +148,7 @@ class Bench {
       r.modes.push_back(std::move(m));
     }
     r.compute_ms = r.Find("warm")->Latency();
-    r.bound_ms = std::max(r.transfer_ms, r.compute_ms) + kBoundFloorMs;
+    r.bound_ms = phos::bench::BoundMs(r.transfer_ms, r.compute_ms);
     PHOS_RETURN_IF_ERROR(Run({PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "rm", name}).status());
     return r;
   }

@@ -354,7 +354,8 @@ Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr
   }
   if (mode == RestoreMode::kStopTheWorld || mode == RestoreMode::kEager) {
     // Everything copied before the CPU side resumes.
-    PHOS_RETURN_IF_ERROR(sessions->WaitPrepared(*token, options_.start_timeout).WithContext("stop-the-world restore"));
+    PHOS_RETURN_IF_ERROR(sessions->WaitPrepared(*token, options_.start_timeout)
+                             .WithContext(fmt::format("{} restore", RestoreModeName(mode))));
   }
   std::vector<std::pair<std::string, std::string>> env = {{"PHOS_GPU_SOCKET", sessions->SocketPath()},
                                                            {"PHOS_INSTANCE_TOKEN", *token}};

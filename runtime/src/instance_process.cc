@@ -59,9 +59,13 @@ std::string LastLogLine(const std::string& log_path) {
   int fd = open(log_path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return "";
   const off_t size = lseek(fd, 0, SEEK_END);
+  if (size <= 0) {  // empty, or not a file lseek can measure
+    close(fd);
+    return "";
+  }
   const off_t from = size > kTailBytes ? size - kTailBytes : 0;
   std::string tail(static_cast<size_t>(size - from), '\0');
-  const ssize_t n = size > 0 ? pread(fd, tail.data(), tail.size(), from) : 0;
+  const ssize_t n = pread(fd, tail.data(), tail.size(), from);
   close(fd);
   tail.resize(n > 0 ? static_cast<size_t>(n) : 0);
   while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r' || tail.back() == ' ')) tail.pop_back();

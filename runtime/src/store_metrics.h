@@ -1,6 +1,7 @@
 // What the snapshot store and its DRAM tier hold, as gauges in the registry phosd serves at
-// GET /metrics (docs/architecture.md "Metrics"): the bytes every snapshot names, the bytes stored
-// once after chunk dedup, the disk's segment bytes, and the bytes the DRAM tier keeps pinned.
+// GET /metrics (README.md lists them): the bytes every snapshot names, the bytes stored once after
+// chunk dedup, the disk's segment bytes, the snapshots, and the bytes and chunks the DRAM tier
+// keeps pinned.
 // Refreshed by SnapshotSessions whenever a snapshot is captured or versions are dropped, the only
 // events that change them (so a scrape reads gauges, never the store).
 #pragma once

@@ -395,7 +395,6 @@ TEST_F(RestoreTest, RestoresFindTheFunctionsModulesLoadedInThePooledContext) {
   EXPECT_GE(fresh.Number("x-phos-modules-loaded"), 1);
 }
 
-// 5: a function deployed before a clean restart is deployed again and served after it.
 // phosd --dram-mib 0: no DRAM tier, so every restore reads its chunks from the store's disk, and
 // still answers what the warm instance answers.
 TEST_F(RestoreTest, WithoutADramTierRestoresReadTheStore) {
@@ -415,6 +414,7 @@ TEST_F(RestoreTest, WithoutADramTierRestoresReadTheStore) {
   EXPECT_NE(phosd.Log().find("no DRAM tier"), std::string::npos) << "the log says restores read the store";
 }
 
+// 5: a function deployed before a clean restart is deployed again and served after it.
 TEST_F(RestoreTest, DeployedFunctionIsServedAfterACleanRestart) {
   const mlp::Shape shape = mlp::ShapeForSize(16, 4, 1);
   {

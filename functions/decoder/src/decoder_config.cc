@@ -80,10 +80,12 @@ Result<GenerateRequest> ParseRequest(std::string_view body, const DecoderConfig&
   if (n == j.end() || !n->is_number_integer())
     return Status::InvalidArgument("\"max_new_tokens\" must be an integer");
   const long long max_new = n->get<long long>();
-  const long long total = static_cast<long long>(r.tokens.size()) + max_new;
-  if (max_new < 0 || total > config.max_positions) {
-    return Status::InvalidArgument("prompt + max_new_tokens = " + std::to_string(total) +
-                                   " exceeds max_position_embeddings " +
+  if (max_new < 0) return Status::InvalidArgument("\"max_new_tokens\" must not be negative");
+  // Compared without adding, so that no max_new_tokens can overflow the sum.
+  const long long prompt = static_cast<long long>(r.tokens.size());
+  if (max_new > config.max_positions - prompt) {
+    return Status::InvalidArgument("prompt (" + std::to_string(prompt) + ") + max_new_tokens (" +
+                                   std::to_string(max_new) + ") exceeds max_position_embeddings " +
                                    std::to_string(config.max_positions));
   }
   r.max_new_tokens = static_cast<int>(max_new);

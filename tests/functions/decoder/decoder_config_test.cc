@@ -95,6 +95,8 @@ TEST(DecoderConfigTest, RejectsBadRequests) {
            R"({"tokens": [1]})",
            R"({"tokens": [1], "max_new_tokens": -1})",
            R"({"tokens": [1, 2], "max_new_tokens": 23})",  // 25 > max_position_embeddings 24
+           R"({"tokens": [1, 2], "max_new_tokens": 9223372036854775807})",  // the sum would overflow
+           R"({"tokens": [1], "max_new_tokens": 18446744073709551615})",
            R"({"tokens": [1], "max_new_tokens": 1, "scores": 1})",
        }) {
     EXPECT_EQ(ParseRequest(body, config).status().code(), StatusCode::kInvalidArgument) << body;

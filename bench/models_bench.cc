@@ -619,15 +619,23 @@ int main(int argc, char** argv) {
                 daemon.log_path().c_str());
     status = daemon.WaitPoolReady(2, std::chrono::minutes(30));
   }
+  // A case that fails is reported as such and the others still run; a daemon that does not start
+  // ends its cases.
+  std::vector<std::string> failures;
+  auto failed = [&](const Status& s, const std::string& what) {
+    failures.push_back(what + ": " + s.ToString());
+    std::fprintf(stderr, "models_bench: %s\n", failures.back().c_str());
+  };
   std::vector<CaseResult> results;
   Bench bench(o, &daemon, daemon.data_dir(), scale, h2d);
+  if (!status.ok()) failed(status, "phosd");
   for (int size : o.sizes_mib) {
     if (!status.ok()) break;
     Result<CaseResult> r = bench.Llama(size);
     if (r.ok()) {
       results.push_back(std::move(*r));
     } else {
-      status = r.status().WithContext(fmt::format("llama {} MiB", size));
+      failed(r.status(), fmt::format("llama {} MiB", size));
     }
   }
   for (int experts : o.experts) {
@@ -636,7 +644,7 @@ int main(int argc, char** argv) {
     if (r.ok()) {
       results.push_back(std::move(*r));
     } else {
-      status = r.status().WithContext(fmt::format("moe with {} experts", experts));
+      failed(r.status(), fmt::format("moe with {} experts", experts));
     }
   }
   std::vector<BurstResult> bursts;
@@ -645,13 +653,13 @@ int main(int argc, char** argv) {
     if (b.ok()) {
       bursts = std::move(*b);
     } else {
-      status = b.status().WithContext("simultaneous cold starts");
+      failed(b.status(), "simultaneous cold starts");
     }
   }
   daemon.Stop();
   std::optional<SecondInstanceResult> second;
   std::optional<FineTunesResult> finetunes;
-  if (status.ok() && (o.second_mib > 0 || o.finetunes > 0)) {
+  if (o.second_mib > 0 || o.finetunes > 0) {
     // Sharing on: a daemon of its own (the main one measures first instances, sharing off), with
     // room for every fine-tune (a function takes max_instances + 1 instance ranges).
     Daemon shared;
@@ -661,13 +669,14 @@ int main(int argc, char** argv) {
                       std::to_string(2 * o.finetunes + 8), "--keep-alive-ms", "1500", "--dram-mib",
                       std::to_string(std::max(4096, 2 * std::max(o.finetune_base_mib, o.second_mib)))});
     if (status.ok()) status = shared.WaitPoolReady(2, std::chrono::minutes(30));
+    if (!status.ok()) failed(status, "phosd sharing weights");
     Bench shared_bench(o, &shared, shared.data_dir(), scale, h2d);
     if (status.ok() && o.second_mib > 0) {
       Result<SecondInstanceResult> r = shared_bench.SecondInstance(o.second_mib);
       if (r.ok()) {
         second = std::move(*r);
       } else {
-        status = r.status().WithContext("second instance");
+        failed(r.status(), "second instance");
       }
     }
     if (status.ok() && o.finetunes > 0) {
@@ -675,7 +684,7 @@ int main(int argc, char** argv) {
       if (r.ok()) {
         finetunes = std::move(*r);
       } else {
-        status = r.status().WithContext("fine-tunes");
+        failed(r.status(), "fine-tunes");
       }
     }
     shared.Stop();
@@ -684,19 +693,20 @@ int main(int argc, char** argv) {
       std::filesystem::remove_all(shared.data_dir(), ec);
     }
   }
-  if (status.ok() && o.disk_mib > 0) {
+  if (o.disk_mib > 0) {
     // Disk-cold restores: a daemon of their own without a DRAM tier, so every chunk comes from disk.
     Daemon disk;
     status =
         disk.Start("models-bench-disk", {"--pool-min", "2", "--keep-alive-ms", "1500", "--dram-mib", "0"});
     if (status.ok()) status = disk.WaitPoolReady(2, std::chrono::minutes(30));
+    if (!status.ok()) failed(status, "phosd without a DRAM tier");
     Bench disk_bench(o, &disk, disk.data_dir(), scale, h2d);
     if (status.ok()) {
       Result<CaseResult> r = disk_bench.DiskCold(o.disk_mib);
       if (r.ok()) {
         results.push_back(std::move(*r));
       } else {
-        status = r.status().WithContext("disk-cold restores");
+        failed(r.status(), "disk-cold restores");
       }
     }
     disk.Stop();
@@ -705,16 +715,15 @@ int main(int argc, char** argv) {
       std::filesystem::remove_all(disk.data_dir(), ec);
     }
   }
-  if (!status.ok()) {
-    std::fprintf(stderr, "models_bench: %s (phosd log: %s)\n", status.ToString().c_str(),
-                 daemon.log_path().c_str());
-    return 1;
-  }
   const std::string profile = device->config.profile;
   std::string md = Markdown(results, profile, scale, h2d, o, phos::bench::CommandLine(argc, argv));
-  md += BurstMarkdown(bursts, bench.burst_snapshot_bytes(), o.concurrency_mib);
+  if (!bursts.empty()) md += BurstMarkdown(bursts, bench.burst_snapshot_bytes(), o.concurrency_mib);
   if (second) md += SecondInstanceMarkdown(*second);
   if (finetunes) md += FineTunesMarkdown(*finetunes);
+  if (!failures.empty()) {
+    md += "\n### Cases that failed in this run\n\n";
+    for (const std::string& f : failures) md += "- " + f + "\n";
+  }
   std::printf("\n%s", md.c_str());
   if (!o.report.empty()) {
     phos::bench::WriteSection(o.report, "models-" + profile, md);
@@ -729,7 +738,8 @@ int main(int argc, char** argv) {
   }
   bool met = true;
   for (const CaseResult& r : results) met = met && Met(r);
-  met = met && (bursts.back().n < 16 || Median(bursts.back().utilisation) >= kBurstTarget);
+  met = met && failures.empty();
+  met = met && (bursts.empty() || bursts.back().n < 16 || Median(bursts.back().utilisation) >= kBurstTarget);
   met = met && (!second || Met(*second));
   met = met && (!finetunes || Met(*finetunes));
   return met ? 0 : 1;

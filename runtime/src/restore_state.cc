@@ -50,6 +50,7 @@ void RestoreState::Release(driver::DriverTable& driver, Prepared& p) {
       if (!s.ok()) PHOS_LOG(Warn, "restore", "instance range not scrubbed: {}", s.message());
       continue;
     }
+    driver::ContextScope scope(driver, p.context(device));  // Release waits for the context's work
     AddressSpaceRelease released = space->Release();
     for (const auto& m : released.mappings) tenant(device).mappings.push_back({m.base, m.bytes, m.handle});
     if (released.range_bytes != 0) tenant(device).address_ranges.push_back({released.range_base, released.range_bytes});
@@ -145,6 +146,11 @@ void RestoreState::NoteTouch(int index, bool written) {
   if (!learning_ || index < 0 || static_cast<size_t>(index) >= ranks_.size()) return;
   if (ranks_[index] < 0) ranks_[index] = next_rank_++;
   if (written) written_[index] = true;
+}
+
+void RestoreState::NoteEveryBufferWritten() {
+  std::lock_guard lock(mu_);
+  if (learning_) written_.assign(written_.size(), true);
 }
 
 LearnedUsage RestoreState::TakeLearnedUsage() {
@@ -268,8 +274,11 @@ Status RestoreState::MapBuffers(Prepared& p) {
     if (s.RegisterShared(b.device_address, shares_, content, &mapping)) {
       auto state = std::make_shared<Prepared::PublishState>();
       p.publish[static_cast<int>(i)] = {mapping, content, state};
-      p.shared_by_address[b.device_address] = {
-          .content = content, .device = b.device, .physical = s.device(), .publish = state};
+      p.shared_by_address[b.device_address] = {.content = content,
+                                               .device = b.device,
+                                               .physical = s.device(),
+                                               .handle = mapping.handle,
+                                               .publish = state};
     }
   }
   if (!p.shared.empty()) {
@@ -417,7 +426,7 @@ Status RestoreState::StartLoaders(Prepared& p) {
           // Something the function ran touched a buffer before it was loaded: it may have written
           // this one, so it is not handed to anybody.
           state.withdrawn = true;
-          shares->Withdraw(sm.device, it->second.content);
+          shares->Withdraw(sm.device, it->second.content, sm.handle);
           PHOS_LOG(Info, "restore", "allocation at {:#x} not shared: a speculation miss while it loaded",
                    sm.address);
           return false;
@@ -430,9 +439,22 @@ Status RestoreState::StartLoaders(Prepared& p) {
         if (r != CUDA_SUCCESS) {
           PHOS_LOG(Warn, "restore", "shared allocation at {:#x} not made read-only (CUresult {}): not shared",
                    sm.address, static_cast<int>(r));
+          state.withdrawn = true;
+          shares->Withdraw(sm.device, it->second.content, sm.handle);
           return false;
         }
-        state.published = shares->MarkResident(sm.device, it->second.content);
+        state.published = shares->MarkResident(sm.device, it->second.content, sm.handle);
+        if (!state.published) {
+          // No longer registered: handed to nobody, so this instance's own, and its writes (which
+          // the session's copy-on-write then lets through) must not fault.
+          state.withdrawn = true;
+          const CUresult rw =
+              SetDeviceAccess(*driver, sm.address, sm.bytes, sm.device, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+          if (rw != CUDA_SUCCESS) {
+            PHOS_LOG(Warn, "restore", "allocation at {:#x} not made writable again (CUresult {})", sm.address,
+                     static_cast<int>(rw));
+          }
+        }
         return true;
       };
     }

@@ -102,6 +102,7 @@ class RestoreState {
       std::string content;
       int device = 0;                         // the session's device whose space maps it
       int physical = 0;                       // the node's device (SharedBuffers' key)
+      CUmemGenericAllocationHandle handle = 0;  // registered by this restore (with `publish`)
       std::shared_ptr<PublishState> publish;  // null: mapped from another instance's allocation
     };
     std::map<uint64_t, SharedBuffer> shared_by_address;
@@ -157,6 +158,8 @@ class RestoreState {
   // returns each buffer's first-touch rank and whether any call may have written it.
   bool learning() const;
   void NoteTouch(int index, bool written);
+  // A call that could not be analysed ran: it may have written any buffer.
+  void NoteEveryBufferWritten();
   LearnedUsage TakeLearnedUsage();
 
  private:

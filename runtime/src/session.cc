@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "phos/base/log.h"
+#include "phos/driver/context_scope.h"
 #include "phos/store/chunk.h"
 
 namespace phos::runtime {
@@ -94,6 +95,7 @@ void Session::ReleaseAll() {
   if (space_ != nullptr) {
     // The scrub zeroes whole mappings (sub-allocations share them), unmaps and releases them, then
     // frees the range: the next tenant can never reach these addresses' old bytes.
+    driver::ContextScope scope(*driver_, context_);  // Release waits for the context's work
     AddressSpaceRelease released = space_->Release();
     for (const auto& m : released.mappings) tenant.mappings.push_back({m.base, m.bytes, m.handle});
     if (released.range_bytes != 0) tenant.address_ranges.push_back({released.range_base, released.range_bytes});
@@ -153,9 +155,10 @@ void Session::Run() {
     if (result == CUDA_SUCCESS && gating_) result = Gate(record);
     if (result == CUDA_SUCCESS) result = Execute(record, &reply_len);
     // The fault may surface as another call's error (a lookup in the failed context): any failure
-    // of such a session asks the context whether it is in the sticky state.
+    // of such a session asks the context whether it is in the sticky state. A query, not a
+    // synchronize: one bad call must not make the executor wait for all the work queued.
     if (result != CUDA_SUCCESS && maps_shared_ && !shared_fault_seen_ &&
-        (result == CUDA_ERROR_ILLEGAL_ADDRESS || driver_->cuCtxSynchronize() == CUDA_ERROR_ILLEGAL_ADDRESS)) {
+        (result == CUDA_ERROR_ILLEGAL_ADDRESS || driver_->cuStreamQuery(nullptr) == CUDA_ERROR_ILLEGAL_ADDRESS)) {
       OnSharedBufferFault();
     }
     if ((record.header.flags & ipc::kFlagReply) != 0) {

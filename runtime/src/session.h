@@ -148,16 +148,19 @@ class Session {
   // Copy-on-write decided before the call (docs/design.md D14): each shared buffer in the gated
   // call's speculated write set (every one, when the sets are incomplete) becomes the session's
   // own: withdrawn if it was still loading here and nobody else maps it, else a private copy.
-  CUresult CopySharedOnWrite();
+  // `all`: the call may write any buffer (its sets overflowed, or it could not be analysed).
+  CUresult CopySharedOnWrite(bool all);
   // session_restore.cc
   // Adopts the restore's preparation (executor thread, before the first call).
   Status AdoptRestore();
   // Before a call of a restoring (or learning) session: its buffers jump the load queue and the
   // call's stream waits for them; first touches are noted.
   CUresult Gate(const ipc::RecordView& record);
-  // The read/write set of `record` and the stream it runs on; false for calls that name no device
-  // memory or do not decode (Execute refuses those).
-  bool Speculate(const ipc::RecordView& record, AccessSets* sets, CUstream* stream);
+  // The read/write set of `record` and the stream it runs on (kSets); kNone for calls that name no
+  // device memory or do not decode (Execute refuses those); kUnknown for a launch that runs but
+  // whose parameters cannot be analysed (it may touch, and write, any buffer).
+  enum class Speculation { kNone, kSets, kUnknown };
+  Speculation Speculate(const ipc::RecordView& record, AccessSets* sets, CUstream* stream);
   Result<uint64_t> CaptureNow(store::Store& store, const std::string& function, const std::string& device_profile);
   // A task the executor runs when its ring is empty (Capture).
   void RunPendingTask();

@@ -142,6 +142,16 @@ CUresult Session::AllocateBuffer(uint64_t bytes, CUdeviceptr* out) {
 CUresult Session::FreeBuffer(CUdeviceptr base) {
   InstanceAddressSpace* space = SpaceOf(base);
   if (space == nullptr) return driver_->cuMemFree(base);
+  if (auto it = shared_buffers_.find(base); it != shared_buffers_.end()) {
+    // A shared buffer freed: nothing of it may outlive the mapping. Its loader must not publish
+    // it (withdrawn, under the lock its on_ready holds), and a buffer allocated later at the same
+    // address is the session's own, not a shared one to copy on write.
+    if (const auto& publish = it->second.publish; publish != nullptr) {
+      std::lock_guard lock(publish->mu);
+      publish->withdrawn = true;
+    }
+    shared_buffers_.erase(it);
+  }
   // cudaFree synchronises with the device: nothing queued may still use the bytes that the
   // address space may hand out again at once.
   if (CUresult r = driver_->cuCtxSynchronize(); r != CUDA_SUCCESS) return r;

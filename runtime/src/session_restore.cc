@@ -94,72 +94,75 @@ Status Session::AdoptRestore() {
   return Status::Ok();
 }
 
-bool Session::Speculate(const ipc::RecordView& record, AccessSets* sets, CUstream* stream) {
+Session::Speculation Session::Speculate(const ipc::RecordView& record, AccessSets* sets, CUstream* stream) {
   switch (static_cast<Op>(record.header.opcode)) {
     case Op::kLaunch: {
       ipc::LaunchArgs a;
-      if (!DecodeRecord(record, &a)) return false;
+      if (!DecodeRecord(record, &a)) return Speculation::kNone;
       auto it = functions_.find(a.function);
-      if (it == functions_.end() || it->second.meta == nullptr) return false;
-      if (record.header.length - sizeof(a) < a.param_bytes) return false;
+      if (it == functions_.end()) return Speculation::kNone;
+      if (record.header.length - sizeof(a) < a.param_bytes) return Speculation::kNone;
       Result<CUstream> s = StreamOf(a.stream);
-      if (!s.ok()) return false;
+      if (!s.ok()) return Speculation::kNone;
       *stream = *s;
+      // A kernel whose parameters are not known, or not understood, runs all the same.
+      if (it->second.meta == nullptr) return Speculation::kUnknown;
       std::span<const uint8_t> params(record.payload + sizeof(a), a.param_bytes);
-      return SpeculateLaunch(*it->second.meta, params, buffers_, sets).ok();
+      return SpeculateLaunch(*it->second.meta, params, buffers_, sets).ok() ? Speculation::kSets
+                                                                             : Speculation::kUnknown;
     }
     case Op::kMemcpyHtoD:
     case Op::kMemcpyDtoH:
     case Op::kMemcpyDtoD: {
       ipc::CopyArgs a;
-      if (!DecodeRecord(record, &a)) return false;
+      if (!DecodeRecord(record, &a)) return Speculation::kNone;
       Result<CUstream> s = StreamOf(a.stream);
-      if (!s.ok()) return false;
+      if (!s.ok()) return Speculation::kNone;
       *stream = *s;
       Op op = static_cast<Op>(record.header.opcode);
       uint64_t dst = op == Op::kMemcpyDtoH ? kHostSide : a.dst;
       uint64_t src = op == Op::kMemcpyHtoD ? kHostSide : a.src;
       SpeculateCopy(buffers_, dst, src, a.bytes, sets);
-      return true;
+      return Speculation::kSets;
     }
     case Op::kMemset: {
       ipc::MemsetArgs a;
-      if (!DecodeRecord(record, &a)) return false;
+      if (!DecodeRecord(record, &a)) return Speculation::kNone;
       Result<CUstream> s = StreamOf(a.stream);
-      if (!s.ok()) return false;
+      if (!s.ok()) return Speculation::kNone;
       *stream = *s;
       SpeculateMemset(buffers_, a.dst, a.bytes, sets);
-      return true;
+      return Speculation::kSets;
     }
     case Op::kBlasGemm:
     case Op::kBlasSgemv: {
       bool gemm = static_cast<Op>(record.header.opcode) == Op::kBlasGemm;
       ipc::GemmArgs g;
       ipc::GemvArgs v;
-      if (gemm ? !DecodeRecord(record, &g) : !DecodeRecord(record, &v)) return false;
+      if (gemm ? !DecodeRecord(record, &g) : !DecodeRecord(record, &v)) return Speculation::kNone;
       auto it = blas_.find(gemm ? g.handle : v.handle);
-      if (it == blas_.end()) return false;
+      if (it == blas_.end()) return Speculation::kNone;
       cudaStream_t s = nullptr;
-      if (driver_->cublasGetStream(it->second.handle, &s) != CUBLAS_STATUS_SUCCESS) return false;
+      if (driver_->cublasGetStream(it->second.handle, &s) != CUBLAS_STATUS_SUCCESS) return Speculation::kNone;
       *stream = reinterpret_cast<CUstream>(s);
       BlasOperands ops = gemm ? GemmOperands(g, BlasElementBytes(g.a_type), BlasElementBytes(g.b_type),
                                              BlasElementBytes(g.c_type))
                               : GemvOperands(v);
       SpeculateBlas(buffers_, ops, sets);
-      return true;
+      return Speculation::kSets;
     }
     case Op::kNcclCollective: {
       // The send buffer is read, the receive buffer written (and read where not covered).
       ipc::NcclCollectiveArgs a;
-      if (!DecodeRecord(record, &a)) return false;
+      if (!DecodeRecord(record, &a)) return Speculation::kNone;
       Result<CUstream> s = StreamOf(a.stream);
-      if (!s.ok()) return false;
+      if (!s.ok()) return Speculation::kNone;
       *stream = *s;
       SpeculateCopy(buffers_, a.recv, a.send, a.count * ipc::NcclTypeBytes(a.datatype), sets);
-      return true;
+      return Speculation::kSets;
     }
     default:
-      return false;
+      return Speculation::kNone;
   }
 }
 
@@ -179,9 +182,19 @@ CUresult Session::Gate(const ipc::RecordView& record) {
   gate_sets_.Clear();
   CUstream stream = nullptr;
   if (loaders_.empty() || (resident && !learning && shared_buffers_.empty())) return CUDA_SUCCESS;
-  if (!Speculate(record, &gate_sets_, &stream)) return CUDA_SUCCESS;
+  const Speculation speculation = Speculate(record, &gate_sets_, &stream);
+  if (speculation == Speculation::kNone) return CUDA_SUCCESS;
+  if (speculation == Speculation::kUnknown) {
+    // A call that cannot be analysed may write anything: every shared buffer is copied first,
+    // and a learning restore counts every buffer written (none of them is known read-only).
+    if (!shared_buffers_.empty()) {
+      if (CUresult r = CopySharedOnWrite(/*all=*/true); r != CUDA_SUCCESS) return r;
+    }
+    if (learning) restore_->NoteEveryBufferWritten();
+    return CUDA_SUCCESS;
+  }
   if (!shared_buffers_.empty()) {
-    if (CUresult r = CopySharedOnWrite(); r != CUDA_SUCCESS) return r;
+    if (CUresult r = CopySharedOnWrite(/*all=*/!gate_sets_.complete()); r != CUDA_SUCCESS) return r;
   }
   if (resident && !learning) return CUDA_SUCCESS;
   auto require = [&](uint64_t base, bool written) -> CUresult {
@@ -216,9 +229,9 @@ CUresult Session::Gate(const ipc::RecordView& record) {
   return CUDA_SUCCESS;
 }
 
-CUresult Session::CopySharedOnWrite() {
+CUresult Session::CopySharedOnWrite(bool all) {
   std::vector<uint64_t> written;
-  if (!gate_sets_.complete()) {
+  if (all) {
     for (const auto& [base, sb] : shared_buffers_) written.push_back(base);
   } else {
     for (const BufferRef& b : gate_sets_.write.buffers()) {
@@ -235,9 +248,12 @@ CUresult Session::CopySharedOnWrite() {
     if (sb.publish != nullptr) {
       std::lock_guard lock(sb.publish->mu);
       if (!sb.publish->published) {
-        // Still loading here, handed to nobody: it simply stays this session's.
-        sb.publish->withdrawn = true;
-        shares->Withdraw(sb.physical, sb.content);
+        // Still loading here (or withdrawn already), handed to nobody: it simply stays this
+        // session's. Withdrawn once only: the content may be another allocation's by now.
+        if (!sb.publish->withdrawn) {
+          sb.publish->withdrawn = true;
+          shares->Withdraw(sb.physical, sb.content, sb.handle);
+        }
         space->ForgetShare(base);
         continue;
       }

@@ -29,18 +29,28 @@ bool SharedBuffers::Register(int device, const std::string& content, CUmemGeneri
       .second;
 }
 
-bool SharedBuffers::MarkResident(int device, const std::string& content) {
+bool SharedBuffers::MarkResident(int device, const std::string& content, CUmemGenericAllocationHandle handle) {
   std::lock_guard lock(mu_);
   auto it = entries_.find({device, content});
-  if (it == entries_.end()) return false;
+  if (it == entries_.end() || it->second.handle != handle) return false;
   it->second.resident = true;
   return true;
 }
 
-bool SharedBuffers::Withdraw(int device, const std::string& content) {
+bool SharedBuffers::Withdraw(int device, const std::string& content, CUmemGenericAllocationHandle handle) {
   std::lock_guard lock(mu_);
   auto it = entries_.find({device, content});
-  if (it == entries_.end() || it->second.resident) return false;
+  // Withdrawn already, and the content registered again since by another allocation: that one's.
+  if (it == entries_.end() || it->second.handle != handle || it->second.resident) return false;
+  entries_.erase(it);
+  return true;
+}
+
+bool SharedBuffers::ClaimSole(int device, const std::string& content, CUmemGenericAllocationHandle handle) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find({device, content});
+  if (it == entries_.end() || it->second.handle != handle) return true;
+  if (it->second.references > 1) return false;
   entries_.erase(it);
   return true;
 }

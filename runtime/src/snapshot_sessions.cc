@@ -168,6 +168,9 @@ bool SnapshotSessions::HasFirstTouch(const std::string& function, uint64_t versi
 
 bool SnapshotSessions::SaveFirstTouch(const std::string& token, const std::string& function,
                                       const std::vector<uint64_t>& versions) {
+  // Misses: a call touched a buffer its speculated sets did not name, so the sets this session
+  // saw do not tell which buffers were written: none is classed read-only.
+  const bool missed = Timeline(token).misses > 0;
   LearnedUsage usage = server_->TakeLearnedUsage(token);
   const std::vector<int32_t>& ranks = usage.first_touch;
   if (ranks.empty()) return false;
@@ -180,7 +183,7 @@ bool SnapshotSessions::SaveFirstTouch(const std::string& token, const std::strin
     store::AccessClass c = store::AccessClass::kUnknown;
     if (i < usage.written.size() && usage.written[i]) {
       c = store::AccessClass::kReadWrite;
-    } else if (ranks[i] >= 0) {
+    } else if (ranks[i] >= 0 && !missed) {
       c = store::AccessClass::kReadOnly;
       ++read_only;
     }

@@ -1,5 +1,6 @@
 #include "phos/runtime/va_allocator.h"
 
+#include <algorithm>
 #include <iterator>
 
 #include <fmt/core.h>
@@ -187,12 +188,39 @@ bool InstanceAddressSpace::DropShare(Mapping& m) const {
   return last;
 }
 
+Status InstanceAddressSpace::ZeroAndRelease(CUmemGenericAllocationHandle handle, uint64_t bytes) {
+  const driver::CuErrorText& text = driver_->error_text();
+  // Zeroed through a staging address of its own: the handle is mapped nowhere else of this space.
+  CUdeviceptr staging = 0;
+  CUresult r = driver_->cuMemAddressReserve(&staging, bytes, 0, 0, 0);
+  bool mapped = false;
+  if (r == CUDA_SUCCESS) {
+    r = driver_->cuMemMap(staging, bytes, 0, handle, 0);
+    mapped = r == CUDA_SUCCESS;
+  }
+  if (r == CUDA_SUCCESS) r = SetDeviceAccess(*driver_, staging, bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  if (r == CUDA_SUCCESS) r = driver_->cuMemsetD8(staging, 0, bytes);
+  // The memset must be done before the memory goes.
+  if (r == CUDA_SUCCESS) r = driver_->cuCtxSynchronize();
+  if (mapped) driver_->cuMemUnmap(staging, bytes);
+  if (staging != 0) driver_->cuMemAddressFree(staging, bytes);
+  // Released even when it could not be zeroed: kept, it would be lost to the device for good.
+  const CUresult released = driver_->cuMemRelease(handle);
+  if (r != CUDA_SUCCESS) return driver::CuStatus(r, "zero of a shared allocation", text);
+  return driver::CuStatus(released, "cuMemRelease", text);
+}
+
 void InstanceAddressSpace::UnmapPhysical(CUdeviceptr address) {
   auto it = mappings_.find(address);
+  // The last mapping of a shared read-only allocation zeroes it: other instances' bytes.
+  const bool shared = it->second.shares != nullptr;
   const bool owned = DropShare(it->second);
   const driver::CuErrorText& text = driver_->error_text();
   Status s = driver::CuStatus(driver_->cuMemUnmap(address, it->second.bytes), "cuMemUnmap", text);
-  if (s.ok() && owned) s = driver::CuStatus(driver_->cuMemRelease(it->second.handle), "cuMemRelease", text);
+  if (s.ok() && owned) {
+    s = shared ? ZeroAndRelease(it->second.handle, it->second.bytes)
+               : driver::CuStatus(driver_->cuMemRelease(it->second.handle), "cuMemRelease", text);
+  }
   if (!s.ok()) PHOS_LOG(Warn, "runtime", "instance address space: mapping {:#x}: {}", address, s.message());
   GiveRange(address, it->second.bytes);
   mappings_.erase(it);
@@ -306,7 +334,10 @@ Status InstanceAddressSpace::MapSharedAt(CUdeviceptr address, uint64_t bytes,
   auto fail = [&](Status s) {
     // The memory is still mapped by the instances that hold the other references, unless they
     // all went meanwhile: then this reference was the last, and the handle is this space's.
-    if (shares->Drop(device_, content, handle)) driver_->cuMemRelease(handle);
+    if (shares->Drop(device_, content, handle)) {
+      if (Status z = ZeroAndRelease(handle, reserved); !z.ok())
+        PHOS_LOG(Warn, "runtime", "instance address space: shared allocation for {:#x}: {}", address, z.message());
+    }
     return s.WithContext(fmt::format("instance address space: shared allocation at {:#x}", address));
   };
   if (bytes < granularity_ || !Contains(address) || reserved > base_ + range_bytes_ - address ||
@@ -347,7 +378,7 @@ bool InstanceAddressSpace::RegisterShared(CUdeviceptr address, SharedBuffers* sh
   if (!shares->Register(device_, content, it->second.handle, it->second.bytes)) return false;
   it->second.shares = shares;
   it->second.content = content;
-  *out = {.address = address, .bytes = it->second.bytes, .device = device_};
+  *out = {.address = address, .bytes = it->second.bytes, .device = device_, .handle = it->second.handle};
   return true;
 }
 
@@ -362,6 +393,14 @@ Status InstanceAddressSpace::MakePrivate(CUdeviceptr address) {
   }
   Mapping& m = it->second;
   const driver::CuErrorText& text = driver_->error_text();
+  if (m.shares->ClaimSole(device_, m.content, m.handle)) {
+    // Nobody else maps it: it becomes this space's own where it is, no copy needed.
+    m.shares = nullptr;
+    return driver::CuStatus(
+               SetDeviceAccess(*driver_, address, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE),
+               "cuMemSetAccess", text)
+        .WithContext(fmt::format("instance address space: allocation at {:#x} made writable", address));
+  }
   CUmemAllocationProp prop = DeviceMemoryProp(device_);
   CUmemGenericAllocationHandle copy = 0;
   PHOS_CU_RETURN_IF_ERROR(text, driver_->cuMemCreate(&copy, m.bytes, &prop, 0));
@@ -385,12 +424,17 @@ Status InstanceAddressSpace::MakePrivate(CUdeviceptr address) {
     return driver::CuStatus(r, "copy of a shared allocation", text)
         .WithContext(fmt::format("instance address space: private copy at {:#x}", address));
   }
+  // The others may all have gone while the copy was made: then this was the last reference, and
+  // the shared bytes are zeroed before the memory goes.
   const bool last = DropShare(m);
   r = driver_->cuMemUnmap(address, m.bytes);
   if (r != CUDA_SUCCESS) {
     driver_->cuMemRelease(copy);
   } else {
-    if (last) driver_->cuMemRelease(m.handle);
+    if (last) {
+      if (Status z = ZeroAndRelease(m.handle, m.bytes); !z.ok())
+        PHOS_LOG(Warn, "runtime", "instance address space: shared allocation at {:#x}: {}", address, z.message());
+    }
     m.handle = copy;  // the mapping's from now on, whatever follows
     r = driver_->cuMemMap(address, m.bytes, 0, copy, 0);
   }
@@ -455,6 +499,15 @@ AddressSpaceState InstanceAddressSpace::Save() const {
 AddressSpaceRelease InstanceAddressSpace::Release() {
   AddressSpaceRelease out;
   if (released_) return out;
+  // Other instances' shared mappings are unmapped here, not by the scrub: what this space's work
+  // still reads of them must be done first (VMM mappings are not stream-ordered).
+  const bool unmaps_shared =
+      std::any_of(mappings_.begin(), mappings_.end(), [](const auto& am) { return am.second.shares != nullptr; });
+  if (unmaps_shared) {
+    if (CUresult r = driver_->cuCtxSynchronize(); r != CUDA_SUCCESS)
+      PHOS_LOG(Warn, "runtime", "instance address space: cuCtxSynchronize before unmapping shared mappings: CUresult {}",
+               static_cast<int>(r));
+  }
   for (auto& [address, m] : mappings_) {
     if (m.shares != nullptr) {
       // The scrub zeroes what it is handed: only a last reference, made writable; others unmapped now.

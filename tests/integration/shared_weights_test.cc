@@ -133,6 +133,24 @@ TEST_F(SharedWeightsTest, ACallThatWritesASharedBufferGetsAPrivateCopyFirst) {
   EXPECT_EQ(reader.body, kIntact);
 }
 
+// A shared buffer the function frees is gone from the session's shared buffers: the buffer it
+// allocates next at the same address is its own, written without a copy-on-write.
+TEST_F(SharedWeightsTest, ABufferAllocatedWhereASharedOneWasFreedIsTheFunctionsOwn) {
+  CommandResult deployed =
+      PhosFn({"deploy", "indirect", PHOS_INDIRECT_FUNCTION, "--instances", "0", "--max-instances", "4",
+              "--sample", "direct 0 4", "--", "--buffers", "2", "--elements", std::to_string(kElements)});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
+  ASSERT_EQ(Invoke("direct 0 4", "phos", "indirect").body, kIntact);
+  Answer renewed = Invoke("renew 0 4", "phos", "indirect");
+  ASSERT_EQ(renewed.status, 200) << renewed.body;
+  EXPECT_EQ(renewed.Number("x-phos-shared-bytes"), kBufferBytes);
+  EXPECT_EQ(renewed.body, "sum 0.0 first 0.0 0.0 0.0 0.0");
+  // The first instance's allocation was untouched by the free.
+  Answer reader = Invoke("direct 0 4", "phos", "indirect");
+  ASSERT_EQ(reader.status, 200) << reader.body;
+  EXPECT_EQ(reader.body, kIntact);
+}
+
 TEST_F(SharedWeightsTest, AWriteSpeculationMissedCostsThatInstanceAndEndsSharing) {
   CommandResult deployed =
       PhosFn({"deploy", "indirect", PHOS_INDIRECT_FUNCTION, "--instances", "0", "--max-instances", "4",

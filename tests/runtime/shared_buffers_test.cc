@@ -66,7 +66,7 @@ class SharedBuffersTest : public ::testing::Test {
     EXPECT_EQ(table_->cuMemcpyHtoD(at, pattern_.data(), bytes_), CUDA_SUCCESS);
     EXPECT_EQ(SetDeviceAccess(*table_, at, mapping.bytes, mapping.device, CU_MEM_ACCESS_FLAGS_PROT_READ),
               CUDA_SUCCESS);
-    shares_.MarkResident(0, kContent);
+    EXPECT_TRUE(shares_.MarkResident(0, kContent, mapping.handle));
     return at;
   }
   // What a later restore does: maps the resident allocation read-only at its own address.
@@ -177,14 +177,54 @@ TEST_F(SharedBuffersTest, AWithdrawnAllocationIsNotHandedOut) {
   ASSERT_TRUE(first_->MapAt(at, bytes_).ok());
   InstanceAddressSpace::ShareableMapping mapping;
   ASSERT_TRUE(first_->RegisterShared(at, &shares_, kContent, &mapping));
-  EXPECT_TRUE(shares_.Withdraw(0, kContent));
+  EXPECT_TRUE(shares_.Withdraw(0, kContent, mapping.handle));
   first_->ForgetShare(at);
-  EXPECT_FALSE(shares_.MarkResident(0, kContent));
+  EXPECT_FALSE(shares_.MarkResident(0, kContent, mapping.handle));
   EXPECT_EQ(shares_.Acquire(0, kContent, bytes_), 0u);
   EXPECT_EQ(shares_.stats().allocations, 0u);
   // Resident ones cannot be withdrawn: their instances make private copies instead.
   LoadAndPublish();
-  EXPECT_FALSE(shares_.Withdraw(0, kContent));
+  EXPECT_FALSE(shares_.Withdraw(0, kContent, mapping.handle));
+  EXPECT_EQ(shares_.stats().allocations, 1u);
+}
+
+// A withdrawn allocation's registrant withdrawing again (or publishing) after another allocation
+// registered the same content leaves that one registered: it is the other instance's.
+TEST_F(SharedBuffersTest, AWithdrawOfAnotherAllocationsContentChangesNothing) {
+  const CUdeviceptr at = first_->base() + 8 * first_->granularity();
+  ASSERT_TRUE(first_->MapAt(at, bytes_).ok());
+  InstanceAddressSpace::ShareableMapping withdrawn;
+  ASSERT_TRUE(first_->RegisterShared(at, &shares_, kContent, &withdrawn));
+  ASSERT_TRUE(shares_.Withdraw(0, kContent, withdrawn.handle));
+  first_->ForgetShare(at);
+  // Another instance registers the content and loads it.
+  const CUdeviceptr other = second_->base();
+  ASSERT_TRUE(second_->MapAt(other, bytes_).ok());
+  InstanceAddressSpace::ShareableMapping registered;
+  ASSERT_TRUE(second_->RegisterShared(other, &shares_, kContent, &registered));
+  ASSERT_NE(registered.handle, withdrawn.handle);
+  EXPECT_FALSE(shares_.Withdraw(0, kContent, withdrawn.handle));
+  EXPECT_FALSE(shares_.MarkResident(0, kContent, withdrawn.handle));
+  EXPECT_EQ(shares_.stats().allocations, 1u) << "the other instance's registration stays";
+  EXPECT_EQ(shares_.Acquire(0, kContent, bytes_), 0u) << "and is not resident before its own load";
+  EXPECT_TRUE(shares_.MarkResident(0, kContent, registered.handle));
+  EXPECT_EQ(shares_.Acquire(0, kContent, bytes_), registered.handle);
+}
+
+// Copy-on-write with no other instance mapping the allocation: it is made writable where it is.
+TEST_F(SharedBuffersTest, TheSoleMappingOfASharedAllocationIsMadeWritableWithoutACopy) {
+  const uint64_t before = Used();
+  const CUdeviceptr a = LoadAndPublish();
+  ASSERT_TRUE(first_->MakePrivate(a).ok());
+  EXPECT_EQ(Used() - before, bytes_) << "no copy made";
+  EXPECT_EQ(Read(a), pattern_);
+  ASSERT_EQ(table_->cuMemsetD8(a, 0xcd, bytes_), CUDA_SUCCESS);
+  ASSERT_EQ(table_->cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(Read(a), std::vector<unsigned char>(bytes_, 0xcd));
+  EXPECT_EQ(shares_.stats().allocations, 0u) << "not handed out any more";
+  EXPECT_EQ(shares_.Acquire(0, kContent, bytes_), 0u);
+  ASSERT_TRUE(first_->ZeroAndUnmapAll().ok());
+  EXPECT_EQ(Used(), before);
 }
 
 TEST_F(SharedBuffersTest, AFunctionWhoseWriteFaultedStopsSharing) {

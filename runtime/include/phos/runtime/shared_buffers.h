@@ -49,17 +49,25 @@ class SharedBuffers {
   // `content`'s allocation, the caller holding its first reference. False when `content` has one
   // already: the caller keeps its allocation private.
   bool Register(int device, const std::string& content, CUmemGenericAllocationHandle handle, uint64_t bytes);
-  // Every byte of `content`'s allocation is loaded: Acquire hands it out from now on. False when
-  // it is not registered (any more).
-  bool MarkResident(int device, const std::string& content);
-  // The registrant of `content` will write its allocation before it was handed out (copy-on-write
-  // of a buffer still loading): the entry goes, and the allocation is the registrant's own again.
-  // False when it is resident already (then it must make a private copy).
-  bool Withdraw(int device, const std::string& content);
+  // Every byte of `content`'s allocation `handle` is loaded: Acquire hands it out from now on.
+  // False when `handle` is not (any more) the registered one.
+  bool MarkResident(int device, const std::string& content, CUmemGenericAllocationHandle handle);
+  // The registrant of `content`'s allocation `handle` will write it before it was handed out
+  // (copy-on-write of a buffer still loading): the entry goes, and the allocation is the
+  // registrant's own again. False, changing nothing, when it is resident already (then it must
+  // make a private copy) or `handle` is not the registered one (withdrawn before, and the content
+  // registered since by another allocation, which stays registered).
+  bool Withdraw(int device, const std::string& content, CUmemGenericAllocationHandle handle);
   // Drops one reference to `content`'s allocation `handle`. True when it was the last: the entry
   // is gone, and the caller, whose mapping is the last, owns the handle (zeroes, unmaps and
   // releases it); true as well when `handle` is not (any more) the registered one (withdrawn).
   bool Drop(int device, const std::string& content, CUmemGenericAllocationHandle handle);
+
+  // Copy-on-write with the caller's reference to `content`'s allocation `handle` the only one:
+  // the entry goes and the allocation is the caller's own, to write in place (true; true as well
+  // when `handle` is not (any more) the registered one). False, changing nothing, while other
+  // instances hold references: the caller must make a private copy.
+  bool ClaimSole(int device, const std::string& content, CUmemGenericAllocationHandle handle);
 
   // A write the speculation missed faulted on a shared mapping of `function`'s: its later restores
   // load private copies (D14's fallback). Counted in Stats.

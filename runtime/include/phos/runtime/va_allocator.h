@@ -119,6 +119,7 @@ class InstanceAddressSpace {
     CUdeviceptr address = 0;
     uint64_t bytes = 0;
     int device = 0;
+    CUmemGenericAllocationHandle handle = 0;  // the registered allocation (SharedBuffers' identity of it)
   };
   bool RegisterShared(CUdeviceptr address, SharedBuffers* shares, const std::string& content,
                       ShareableMapping* out);
@@ -126,7 +127,8 @@ class InstanceAddressSpace {
   // (SharedBuffers::Withdraw): it is this space's own again.
   void ForgetShare(CUdeviceptr address);
   // Copy-on-write: the allocation at `address`, mapped from a shared one, becomes a private copy
-  // mapped read-write at the same address, and the shared reference is dropped. Waits for the
+  // mapped read-write at the same address, and the shared reference is dropped; when no other
+  // instance maps it, it is made read-write where it is instead (no copy). Waits for the
   // context's work (a context of the device must be current): VMM mappings are not
   // stream-ordered, so what reads the old mapping must be done before it goes. NotFound when
   // `address` is not a shared mapping.
@@ -136,7 +138,9 @@ class InstanceAddressSpace {
   // The live allocations, by address.
   AddressSpaceState Save() const;
   // Hands every mapping and the range to the caller (the context pool's scrub zeroes, unmaps,
-  // releases and frees them); the space is empty and inert afterwards.
+  // releases and frees them); the space is empty and inert afterwards. Mappings of shared
+  // allocations other instances still map are unmapped here, after waiting for the context's work
+  // (a context of the device must be current).
   AddressSpaceRelease Release();
 
   // Zeroes every mapping (a context of the device must be current; it waits for the device), then
@@ -174,7 +178,12 @@ class InstanceAddressSpace {
   InstanceAddressSpace(driver::DriverTable* driver, CUdeviceptr base, uint64_t range_bytes, uint64_t granularity, int device);
   // Creates, maps and opens a physical allocation of `bytes` at `address` (a free VA range).
   Status MapPhysical(CUdeviceptr address, uint64_t bytes, bool shared);
+  // Unmaps and releases the mapping at `address`; the last mapping of a shared allocation zeroes
+  // it first (a context of the device must be current for that).
   void UnmapPhysical(CUdeviceptr address);
+  // Zeroes `bytes` of `handle`, mapped nowhere in this space (through a staging mapping, waiting
+  // for it), then releases it: how the last reference to a shared allocation ends it (D14).
+  Status ZeroAndRelease(CUmemGenericAllocationHandle handle, uint64_t bytes);
   // For a mapping of a shared allocation: drops its reference; true when the memory is this
   // space's to zero and release (a private mapping, or the last reference).
   bool DropShare(Mapping& m) const;

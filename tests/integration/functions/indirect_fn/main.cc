@@ -9,7 +9,9 @@
 // is "sum S first A B C D" (S their sum, then up to four of them, each as %.1f). "direct J COUNT"
 // answers the same, its kernel given buffer J itself; "bump J COUNT" first adds 1 to those
 // elements through the table (a write speculation cannot see), "add J COUNT" with buffer J as
-// its kernel's parameter (a write speculation sees), then each answers as "direct" does.
+// its kernel's parameter (a write speculation sees), "renew J COUNT" frees buffer J, allocates it
+// again (the same size: the address space hands the same address back) and zeroes it, then each
+// answers as "direct" does.
 //
 //   indirect_fn [--buffers N] [--elements M]
 #include <cuda_runtime.h>
@@ -38,7 +40,7 @@ Status Cuda(cudaError_t e, const char* what) {
 #define RETURN_IF_CUDA(call) PHOS_RETURN_IF_ERROR(Cuda((call), #call))
 
 struct Request {
-  enum class Kind { kGather, kDirect, kBump, kAdd } kind = Kind::kGather;
+  enum class Kind { kGather, kDirect, kBump, kAdd, kRenew } kind = Kind::kGather;
   int index = 0;
   int count = 0;
 };
@@ -51,7 +53,7 @@ Result<Request> ParseRequest(std::string_view body, int buffers, int elements) {
   Request r;
   for (auto [word, kind] :
        {std::pair{"direct ", Request::Kind::kDirect}, std::pair{"bump ", Request::Kind::kBump},
-        std::pair{"add ", Request::Kind::kAdd}}) {
+        std::pair{"add ", Request::Kind::kAdd}, std::pair{"renew ", Request::Kind::kRenew}}) {
     if (text.rfind(word, 0) == 0) {
       text.erase(0, std::string(word).size());
       r.kind = kind;
@@ -111,6 +113,13 @@ class IndirectFn {
         void* args[] = {&table, &index, &count};
         RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&bump), dim3(blocks), dim3(256), args,
                                         0, stream_));
+      } else if (request.kind == Request::Kind::kRenew) {
+        const size_t bytes = static_cast<size_t>(elements_) * sizeof(float);
+        float*& data = data_[static_cast<size_t>(index)];
+        RETURN_IF_CUDA(cudaFree(data));
+        RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&data), bytes));
+        RETURN_IF_CUDA(cudaMemsetAsync(data, 0, bytes, stream_));
+        RETURN_IF_CUDA(cudaMemcpyAsync(table_ + index, &data, sizeof(float*), cudaMemcpyHostToDevice, stream_));
       } else if (request.kind == Request::Kind::kAdd) {
         float* data = data_[static_cast<size_t>(index)];
         void* args[] = {&data, &count};

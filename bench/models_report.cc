@@ -61,6 +61,11 @@ std::string Markdown(const std::vector<CaseResult>& results, const std::string& 
       "`X-Phos-Loaded-Bytes-At-First-Byte`; cpu-resume, first-launch and resident are the restore's stages "
       "(modelled ms from arrival), which say where the time went. Every answer equals the warm one's.\n",
       profile, command, scale, phos::bench::NowUtc(), o.tokens, kBoundFloorMs, h2d_bps / 1e9);
+  md += fmt::format(
+      "\nPlots (`bench/coldstart` draws them from this run's tables): [first response by mode]"
+      "(plots/first-response-{0}.svg), [latency against bytes read](plots/latency-vs-bytes-read-{0}.svg), "
+      "[simultaneous cold starts](plots/concurrency-{0}.svg).\n",
+      profile);
   for (const CaseResult& r : results) {
     md += fmt::format(
         "\n### {}\n\nsnapshot {:.1f} MiB; B_read {:.1f} MiB{}; B_read/W = {:.1f} ms; E = {:.1f} ms; bound = "

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 namespace phos::testing {
@@ -42,6 +43,20 @@ std::vector<float> Scores(const std::string& body) {
     return {};
   }
   return j["scores"].get<std::vector<float>>();
+}
+
+StreamedAnswer ParseStreamed(const std::string& out, size_t count) {
+  StreamedAnswer answer;
+  std::istringstream lines(out);
+  std::string line;
+  while (answer.tokens.size() < count && std::getline(lines, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    EXPECT_TRUE(j.is_object() && j.contains("token")) << line;
+    if (!j.is_object() || !j.contains("token")) return answer;
+    answer.tokens.push_back(j["token"].get<int>());
+  }
+  EXPECT_TRUE(std::getline(lines, answer.last_line)) << "no whole answer after the tokens: " << out;
+  return answer;
 }
 
 std::vector<int> GeneratedTokens(const std::string& body) {

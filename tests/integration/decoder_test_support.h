@@ -37,6 +37,13 @@ class DecoderFunctionTest : public PhosdTest {
 std::vector<int> GeneratedTokens(const std::string& body);
 std::vector<float> Scores(const std::string& body);
 
+// A streamed answer: the `count` lines {"token": id} first, then the whole answer's line.
+struct StreamedAnswer {
+  std::vector<int> tokens;
+  std::string last_line;
+};
+StreamedAnswer ParseStreamed(const std::string& out, size_t count);
+
 // Each generated token must be the reference's greedy choice given the same prefix, up to fp32
 // rounding: its reference logit is within a small tolerance of the reference's largest. The
 // reference follows the function's tokens, so a near-tie resolved the other way cannot make

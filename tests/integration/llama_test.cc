@@ -86,17 +86,9 @@ TEST_F(LlamaTest, StreamSendsOneLinePerTokenThenTheWhole) {
   CommandResult streamed =
       CurlPost("/v1/functions/llama-gqa/invoke", R"({"tokens": [4, 8, 15], "max_new_tokens": 4, "stream": true})");
   ASSERT_EQ(streamed.exit_code, 0);
-  std::istringstream lines(streamed.out);
-  std::string line;
-  std::vector<int> tokens;
-  for (int i = 0; i < 4 && std::getline(lines, line); ++i) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    ASSERT_TRUE(j.is_object() && j.contains("token")) << line;
-    tokens.push_back(j["token"].get<int>());
-  }
-  EXPECT_EQ(tokens, expected);
-  ASSERT_TRUE(std::getline(lines, line));
-  EXPECT_EQ(GeneratedTokens(line), expected);
+  const StreamedAnswer answer = ParseStreamed(streamed.out, 4);
+  EXPECT_EQ(answer.tokens, expected);
+  EXPECT_EQ(GeneratedTokens(answer.last_line), expected);
 }
 
 TEST_F(LlamaTest, BadRequestsAreClientErrorsAndTheInstanceKeepsServing) {

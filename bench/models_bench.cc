@@ -694,10 +694,12 @@ int main(int argc, char** argv) {
     }
   }
   if (o.disk_mib > 0) {
-    // Disk-cold restores: a daemon of their own without a DRAM tier, so every chunk comes from disk.
+    // Disk-cold restores: a daemon of their own without a DRAM tier, so every chunk comes from disk;
+    // no sharing, so that each restore is a first instance.
     Daemon disk;
     status =
-        disk.Start("models-bench-disk", {"--pool-min", "2", "--keep-alive-ms", "1500", "--dram-mib", "0"});
+        disk.Start("models-bench-disk", {"--pool-min", "2", "--keep-alive-ms", "1500", "--dram-mib", "0",
+                                         "--share-weights", "false"});
     if (status.ok()) status = disk.WaitPoolReady(2, std::chrono::minutes(30));
     if (!status.ok()) failed(status, "phosd without a DRAM tier");
     Bench disk_bench(o, &disk, disk.data_dir(), scale, h2d);

@@ -45,6 +45,20 @@ std::vector<float> Scores(const std::string& body) {
   return j["scores"].get<std::vector<float>>();
 }
 
+std::vector<std::string> BadDecoderRequests() {
+  return {
+      "not json",
+      R"([1, 2])",
+      R"({"tokens": [], "max_new_tokens": 2})",
+      R"({"tokens": [1, "two"], "max_new_tokens": 2})",
+      R"({"tokens": [1, 61], "max_new_tokens": 2})",  // vocab is 61
+      R"({"tokens": [-1], "max_new_tokens": 2})",
+      R"({"tokens": [1, 2]})",
+      R"({"tokens": [1, 2], "max_new_tokens": -1})",
+      R"({"tokens": [1, 2, 3, 4], "max_new_tokens": 21})",  // 25 > max_position_embeddings 24
+  };
+}
+
 StreamedAnswer ParseStreamed(const std::string& out, size_t count) {
   StreamedAnswer answer;
   std::istringstream lines(out);

@@ -37,6 +37,10 @@ class DecoderFunctionTest : public PhosdTest {
 std::vector<int> GeneratedTokens(const std::string& body);
 std::vector<float> Scores(const std::string& body);
 
+// Requests every decoder function must answer with 400, for the test shapes (vocab 61,
+// max_position_embeddings 24).
+std::vector<std::string> BadDecoderRequests();
+
 // A streamed answer: the `count` lines {"token": id} first, then the whole answer's line.
 struct StreamedAnswer {
   std::vector<int> tokens;

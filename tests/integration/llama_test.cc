@@ -94,18 +94,10 @@ TEST_F(LlamaTest, StreamSendsOneLinePerTokenThenTheWhole) {
 TEST_F(LlamaTest, BadRequestsAreClientErrorsAndTheInstanceKeepsServing) {
   MakeAndDeploy(kMultiHead);
   ASSERT_FALSE(HasFailure());
-  const std::vector<std::string> bad = {
-      "not json",
-      R"([1, 2])",
-      R"({"tokens": [], "max_new_tokens": 2})",
-      R"({"tokens": [1, "two"], "max_new_tokens": 2})",
-      R"({"tokens": [1, 61], "max_new_tokens": 2})",   // vocab is 61
-      R"({"tokens": [-1], "max_new_tokens": 2})",
-      R"({"tokens": [1, 2]})",
-      R"({"tokens": [1, 2], "max_new_tokens": -1})",
-      R"({"tokens": [1, 2, 3, 4], "max_new_tokens": 21})",  // 25 > max_position_embeddings 24
+  std::vector<std::string> bad = BadDecoderRequests();
+  bad.insert(bad.end(), {
       R"({"tokens": [1], "max_new_tokens": 2, "stream": "yes"})",
-  };
+  });
   for (const std::string& body : bad) EXPECT_EQ(StatusOf("llama-mha", body), "400") << body;
   // The longest request that fits still works after all of them.
   CommandResult good = CurlPost("/v1/functions/llama-mha/invoke", R"({"tokens": [1, 2, 3, 4], "max_new_tokens": 20})");

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <thread>
 
+#include "../../testing/wait_until.h"
 #include "phos/fn.h"
 
 int main(int argc, char** argv) {
@@ -26,9 +27,7 @@ int main(int argc, char** argv) {
       PHOS_RETURN_IF_ERROR(out.Send("first\n"));
       const std::string path(request.substr(7));
       struct stat st {};
-      for (int i = 0; i < 60000 && stat(path.c_str(), &st) != 0; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
+      phos::testing::WaitUntil([&] { return stat(path.c_str(), &st) == 0; });  // the test's hook
       return std::string("second\n");
     }
     if (request == "piece-then-crash") {

@@ -22,7 +22,10 @@
 //
 //   models_bench [--quick] [--sizes 256,1024,4096] [--experts 8,16] [--moe-mib 1024]
 //                [--concurrency 1,4,16] [--concurrency-mib 128] [--second-mib 1024] [--disk-mib 1024]
+//                [--finetunes 32] [--finetune-base-mib 1024] [--cases llama,moe,bursts,second,finetunes,disk]
 //                [--reps 10] [--fresh-reps 1] [--tokens 4] [--report PATH | --no-report] [--keep-data]
+// --cases: run only these cases (default all); a run of some cases prints its results and leaves
+// the report alone, whose section holds a whole run.
 // --quick: 256 MiB models, 8 experts, bursts of 1 and 4, 3 repetitions. Profile: PHOS_SIMGPU_PROFILE
 // (default a100-pcie4); time scale: PHOS_SIMGPU_TIME_SCALE (default 20, as the other end-to-end
 // benchmarks). Fresh-context modes (stop-the-world, cold-boot) pay the profile's context creation
@@ -573,9 +576,13 @@ int main(int argc, char** argv) {
   app.add_option("--report", o.report, "markdown file whose section to replace");
   bool no_report = false;
   app.add_flag("--no-report", no_report, "print only");
+  std::vector<std::string> cases;
+  app.add_option("--cases", cases, "run only these cases (the report is then left alone)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"llama", "moe", "bursts", "second", "finetunes", "disk"}));
   app.add_flag("--keep-data", o.keep_data, "keep phosd's data directory");
   CLI11_PARSE(app, argc, argv);
-  if (no_report) o.report.clear();
+  if (no_report || !cases.empty()) o.report.clear();
   if (o.quick) {
     if (app.count("--sizes") == 0) o.sizes_mib = {256};
     if (app.count("--reps") == 0) o.reps = 3;
@@ -589,9 +596,18 @@ int main(int argc, char** argv) {
     if (app.count("--finetunes") == 0) o.finetunes = 4;
     if (app.count("--finetune-base-mib") == 0) o.finetune_base_mib = 256;
   }
+  auto runs = [&](const char* name) { return cases.empty() || std::find(cases.begin(), cases.end(), name) != cases.end(); };
+  if (!runs("llama")) o.sizes_mib.clear();
+  if (!runs("moe")) o.experts.clear();
+  if (!runs("bursts")) o.concurrency.clear();
+  if (!runs("second")) o.second_mib = 0;
+  if (!runs("finetunes")) o.finetunes = 0;
+  if (!runs("disk")) o.disk_mib = 0;
 
   setenv("PHOS_SIMGPU_TIME_SCALE", "20", /*overwrite=*/0);
-  const int largest = std::max(*std::max_element(o.sizes_mib.begin(), o.sizes_mib.end()), o.moe_mib);
+  int largest = std::max({o.second_mib, o.finetune_base_mib * (o.finetunes > 0), o.disk_mib,
+                          o.moe_mib * !o.experts.empty()});
+  for (int size : o.sizes_mib) largest = std::max(largest, size);
   // Host pages for two instances of the largest model and a spare (the simulator's host work must
   // not stand in for the modelled device: docs/benchmarks.md, issue 18's section).
   setenv("PHOS_SIMGPU_PREFAULT", fmt::format("{}M", largest * 3).c_str(), /*overwrite=*/0);
@@ -607,14 +623,18 @@ int main(int argc, char** argv) {
   // Sharing off: every restore here is a first instance, which pays for its weights (the second
   // instance's case has a daemon of its own). The pool fills to the largest burst while the single cold
   // starts are measured (a context's creation is modelled device time, not host work).
-  const int most = *std::max_element(o.concurrency.begin(), o.concurrency.end());
+  const int most = o.concurrency.empty() ? 0 : *std::max_element(o.concurrency.begin(), o.concurrency.end());
   const int pool = std::max(2, most);
+  const bool main_cases = !o.sizes_mib.empty() || !o.experts.empty() || most > 0;
   const uint64_t burst_mib = static_cast<uint64_t>(most) * o.concurrency_mib * 2;
-  Status status = daemon.Start("models-bench",
-                               {"--pool-min", std::to_string(pool), "--pool-max", std::to_string(pool + 4),
-                                "--keep-alive-ms", "1500", "--share-weights", "false", "--dram-mib",
-                                std::to_string(std::max<uint64_t>({4096, largest + 512ull, burst_mib}))});
-  if (status.ok()) {
+  Status status = Status::Ok();
+  if (main_cases) {
+    status = daemon.Start("models-bench",
+                          {"--pool-min", std::to_string(pool), "--pool-max", std::to_string(pool + 4),
+                           "--keep-alive-ms", "1500", "--share-weights", "false", "--dram-mib",
+                           std::to_string(std::max<uint64_t>({4096, largest + 512ull, burst_mib}))});
+  }
+  if (main_cases && status.ok()) {
     std::printf("phosd at %s, data %s, log %s\n", daemon.endpoint().c_str(), daemon.data_dir().c_str(),
                 daemon.log_path().c_str());
     status = daemon.WaitPoolReady(2, std::chrono::minutes(30));
@@ -648,7 +668,7 @@ int main(int argc, char** argv) {
     }
   }
   std::vector<BurstResult> bursts;
-  if (status.ok()) {
+  if (status.ok() && most > 0) {
     Result<std::vector<BurstResult>> b = bench.Bursts();
     if (b.ok()) {
       bursts = std::move(*b);
@@ -656,16 +676,18 @@ int main(int argc, char** argv) {
       failed(b.status(), "simultaneous cold starts");
     }
   }
-  daemon.Stop();
+  if (main_cases) daemon.Stop();
   std::optional<SecondInstanceResult> second;
   std::optional<FineTunesResult> finetunes;
   if (o.second_mib > 0 || o.finetunes > 0) {
     // Sharing on: a daemon of its own (the main one measures first instances, sharing off), with
-    // room for every fine-tune (a function takes max_instances + 1 instance ranges).
+    // room for every fine-tune (a function takes max_instances + 1 instance ranges). The pool holds
+    // what runs at once, not a context per fine-tune: a deploy waits until the pool has a context
+    // for each free range or is at its maximum, and each creation is 62 s of wall at scale 20.
     Daemon shared;
     status =
         shared.Start("models-bench-shared",
-                     {"--pool-min", "4", "--pool-max", std::to_string(o.finetunes + 4), "--instance-ranges",
+                     {"--pool-min", "4", "--pool-max", "8", "--instance-ranges",
                       std::to_string(2 * o.finetunes + 8), "--keep-alive-ms", "1500", "--dram-mib",
                       std::to_string(std::max(4096, 2 * std::max(o.finetune_base_mib, o.second_mib)))});
     if (status.ok()) status = shared.WaitPoolReady(2, std::chrono::minutes(30));

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <strings.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -9,9 +10,7 @@
 
 #include <cerrno>
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
-#include <openssl/crypto.h>
 
 #include "phos/http/digest.h"
 
@@ -92,7 +91,8 @@ Result<std::string> ReadTokenFile(const std::string& path) {
     got += static_cast<size_t>(n);
   }
   close(fd);
-  if (got > kMaxTokenFileBytes) return Status::InvalidArgument("token file " + path + " is larger than 4 KiB");
+  if (got > kMaxTokenFileBytes)
+    return Status::InvalidArgument("token file " + path + " is larger than 4 KiB");
   text.resize(got);
   std::string_view token = Trim(text);
   if (token.empty()) return Status::InvalidArgument("token file " + path + " is empty");

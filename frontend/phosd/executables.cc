@@ -115,7 +115,8 @@ Result<std::string> Executables::Resolve(const std::string& path) const {
 
 Result<std::string> Executables::ArtifactPath(std::string_view hash) const {
   if (!runtime::IsSha256Hex(hash)) {
-    return Status::InvalidArgument("artifact '" + std::string(hash) + "' is not a SHA-256 (64 lowercase hex digits)");
+    return Status::InvalidArgument("artifact '" + std::string(hash) +
+                                   "' is not a SHA-256 (64 lowercase hex digits)");
   }
   std::string path = options_.artifacts_dir + "/" + std::string(hash);
   if (access(path.c_str(), F_OK) != 0) {
@@ -127,7 +128,8 @@ Result<std::string> Executables::ArtifactPath(std::string_view hash) const {
 Result<std::string> Executables::StoreArtifact(std::string_view bytes, std::string_view expected_hash) const {
   if (bytes.empty()) return Status::InvalidArgument("an artifact may not be empty");
   if (bytes.size() > options_.max_artifact_bytes) {
-    return Status::InvalidArgument("artifact of " + std::to_string(bytes.size()) + " bytes is larger than the " +
+    return Status::InvalidArgument("artifact of " + std::to_string(bytes.size()) +
+                                   " bytes is larger than the " +
                                    std::to_string(options_.max_artifact_bytes >> 20) + " MiB limit");
   }
   if (!expected_hash.empty() && !runtime::IsSha256Hex(expected_hash)) {
@@ -156,7 +158,8 @@ Result<std::string> Executables::StoreArtifact(std::string_view bytes, std::stri
   if (written.ok() && fchmod(fd, 0500) != 0) written = Status::FromErrno(errno, "chmod artifact " + hash);
   if (written.ok() && fsync(fd) != 0) written = Status::FromErrno(errno, "fsync artifact " + hash);
   close(fd);
-  if (written.ok() && rename(tmp, path.c_str()) != 0) written = Status::FromErrno(errno, "rename artifact " + hash);
+  if (written.ok() && rename(tmp, path.c_str()) != 0)
+    written = Status::FromErrno(errno, "rename artifact " + hash);
   if (!written.ok()) {
     unlink(tmp);
     return written;

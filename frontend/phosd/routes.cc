@@ -2,6 +2,7 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <cctype>
 #include <charconv>
 #include <functional>
 #include <optional>
@@ -34,7 +35,8 @@ Status AddRoute(http::Router* router, const RouteOptions& options, Access access
                       handler = std::move(handler)](Request req, Responder out) {
                        std::string invoke_token_sha256;
                        if (access == Access::kInvoke) {
-                         std::optional<runtime::FunctionSpec> spec = manager->Spec(std::string(req.Param("name")));
+                         std::optional<runtime::FunctionSpec> spec =
+                             manager->Spec(std::string(req.Param("name")));
                          if (spec) invoke_token_sha256 = spec->invoke_token_sha256;
                        }
                        if (auto refused = policy->Check(req, access, invoke_token_sha256)) {
@@ -189,8 +191,11 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
   // Upload an executable: the body is its bytes, X-Phos-Artifact-Hash (optional) their SHA-256.
   // Answered (201) with {"artifact": "<sha256>"} once it is stored; a deploy may then name it.
   PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/artifacts", [executables](Request req, Responder out, bool) {
-    const std::string* expected = req.Header("X-Phos-Artifact-Hash");
-    executables->StoreArtifactAsync(std::move(req.body), expected != nullptr ? *expected : "",
+    // Hex digits in either case, as sha256sum and other tools print them.
+    std::string expected;
+    if (const std::string* header = req.Header("X-Phos-Artifact-Hash")) expected = *header;
+    for (char& c : expected) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    executables->StoreArtifactAsync(std::move(req.body), std::move(expected),
                                     [out](Result<std::string> stored) {
       if (!stored.ok()) {
         return out.Send(Error(stored.status().code() == StatusCode::kInvalidArgument ? 400 : 500,

@@ -7,7 +7,8 @@ namespace phos::runtime {
 Result<ucred> PeerCredentials(int fd) {
   ucred peer{};
   socklen_t size = sizeof(peer);
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0) return Status::FromErrno(errno, "SO_PEERCRED");
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0)
+    return Status::FromErrno(errno, "SO_PEERCRED");
   return peer;
 }
 

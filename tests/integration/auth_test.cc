@@ -1,6 +1,7 @@
 // Who may call what, end to end (docs/design.md, "Who may call what"): the admin token on admin
 // routes, per-function invoke tokens, redacted listings, the listener's address, and deploys that
 // can name only files under a functions directory or uploaded artifacts.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,11 +9,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "../testing/wait_until.h"
 #include "mlp_model.h"
@@ -86,9 +85,8 @@ TEST_F(AuthTest, AdminRoutesNeedTheAdminTokenAndInvokeTokensGuardTheirFunction) 
   ASSERT_EQ(stat((data_dir() + "/gpu.sock").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0660u);
 
-  const nlohmann::json probe = {{"name", "probe"},
-                                {"executable", PHOS_PROBE_FN},
-                                {"env", {{"PROBE_SECRET", "hunter2"}}}};
+  const nlohmann::json probe = {
+      {"name", "probe"}, {"executable", PHOS_PROBE_FN}, {"env", {{"PROBE_SECRET", "hunter2"}}}};
   // Every admin route: 401 without a token or with a malformed one, 403 with a wrong one.
   const std::vector<std::pair<std::vector<std::string>, std::string>> admin_calls = {
       {{"-X", "POST", "--data-binary", probe.dump()}, "/v1/functions"},
@@ -114,7 +112,8 @@ TEST_F(AuthTest, AdminRoutesNeedTheAdminTokenAndInvokeTokensGuardTheirFunction) 
 
   // With the token: deployed. Its invoke token is "let-me-in" (the spec holds its SHA-256 only).
   nlohmann::json guarded = probe;
-  CommandResult digest = ::phos::testing::Run({"/bin/sh", "-c", "printf %s let-me-in | sha256sum | cut -d' ' -f1"});
+  CommandResult digest =
+      ::phos::testing::Run({"/bin/sh", "-c", "printf %s let-me-in | sha256sum | cut -d' ' -f1"});
   ASSERT_EQ(digest.exit_code, 0);
   guarded["invoke_token_sha256"] = digest.out.substr(0, 64);
   Answer deployed = Deploy(guarded, AdminHeader());
@@ -122,17 +121,19 @@ TEST_F(AuthTest, AdminRoutesNeedTheAdminTokenAndInvokeTokensGuardTheirFunction) 
 
   const std::string invoke = endpoint() + "/v1/functions/probe/invoke";
   ExpectAuthRefusal(Curl({"-X", "POST", "--data-binary", "hello"}, invoke), 401, "invoke without a token");
-  ExpectAuthRefusal(Curl({"-X", "POST", "--data-binary", "hello", "-H", "Authorization: Bearer let-me-out"}, invoke),
-                    403, "invoke with a wrong token");
-  Answer served = Curl({"-X", "POST", "--data-binary", "hello", "-H", "Authorization: Bearer let-me-in"}, invoke);
+  ExpectAuthRefusal(
+      Curl({"-X", "POST", "--data-binary", "hello", "-H", "Authorization: Bearer let-me-out"}, invoke), 403,
+      "invoke with a wrong token");
+  Answer served =
+      Curl({"-X", "POST", "--data-binary", "hello", "-H", "Authorization: Bearer let-me-in"}, invoke);
   EXPECT_EQ(served.status, 200) << served.body;
   EXPECT_EQ(served.body, "hello");
   // The admin token passes too; phos-fn sends the invoke token of its --token-file.
   EXPECT_EQ(CurlPost("/v1/functions/probe/invoke", "admin").out, "admin");
   const std::string token_file = data_dir() + "/probe.token";
   std::ofstream(token_file) << "let-me-in\n";
-  CommandResult by_file = ::phos::testing::Run({PHOS_PHOS_FN, "--endpoint", endpoint(), "--token-file", token_file, "invoke", "probe",
-                               "--data", "from-file"});
+  CommandResult by_file = ::phos::testing::Run({PHOS_PHOS_FN, "--endpoint", endpoint(), "--token-file",
+                                                token_file, "invoke", "probe", "--data", "from-file"});
   EXPECT_EQ(by_file.exit_code, 0);
   EXPECT_EQ(by_file.out, "from-file");
 
@@ -168,13 +169,15 @@ TEST_F(AuthTest, DeploysNameOnlyFunctionsDirectoryFilesOrUploadedArtifacts) {
   // The /bin/sh deploy: refused before anything runs.
   const std::string marker = "/tmp/phosd-auth-id-" + std::to_string(getpid());
   fs::remove(marker);
-  Answer sh = Deploy({{"name", "sh"}, {"executable", "/bin/sh"}, {"args", {"-c", "id > " + marker}}}, AdminHeader());
+  Answer sh =
+      Deploy({{"name", "sh"}, {"executable", "/bin/sh"}, {"args", {"-c", "id > " + marker}}}, AdminHeader());
   EXPECT_EQ(sh.status, 400) << sh.body;
   EXPECT_NE(sh.body.find("not under a functions directory"), std::string::npos) << sh.body;
   // A link in a functions directory to a file outside it, and ".." out of one.
   fs::create_symlink("/bin/sh", functions_dir_ + "/sh");
-  Answer linked = Deploy({{"name", "sh"}, {"executable", functions_dir_ + "/sh"}, {"args", {"-c", "id > " + marker}}},
-                         AdminHeader());
+  Answer linked =
+      Deploy({{"name", "sh"}, {"executable", functions_dir_ + "/sh"}, {"args", {"-c", "id > " + marker}}},
+             AdminHeader());
   EXPECT_EQ(linked.status, 400) << linked.body;
   Answer dotdot = Deploy({{"name", "sh"}, {"executable", functions_dir_ + "/../../bin/sh"}}, AdminHeader());
   EXPECT_EQ(dotdot.status, 400) << dotdot.body;
@@ -187,9 +190,10 @@ TEST_F(AuthTest, DeploysNameOnlyFunctionsDirectoryFilesOrUploadedArtifacts) {
   // An artifact whose hash does not match its bytes is refused, and not stored.
   const std::string bytes_file = data_dir() + "/upload";
   std::ofstream(bytes_file) << "#!/bin/sh\nexit 0\n";
-  Answer mismatch = Curl({"-X", "POST", "--data-binary", "@" + bytes_file, "-H", "X-Phos-Artifact-Hash: " +
-                          std::string(64, 'a'), "-H", "Authorization: Bearer " + admin_token()},
-                         endpoint() + "/v1/artifacts");
+  Answer mismatch =
+      Curl({"-X", "POST", "--data-binary", "@" + bytes_file, "-H",
+            "X-Phos-Artifact-Hash: " + std::string(64, 'a'), "-H", "Authorization: Bearer " + admin_token()},
+           endpoint() + "/v1/artifacts");
   EXPECT_EQ(mismatch.status, 400) << mismatch.body;
   EXPECT_NE(mismatch.body.find("mismatch"), std::string::npos) << mismatch.body;
   EXPECT_TRUE(fs::is_empty(data_dir() + "/artifacts"));
@@ -202,8 +206,8 @@ TEST_F(AuthTest, DeploysNameOnlyFunctionsDirectoryFilesOrUploadedArtifacts) {
 
   // mlp, uploaded (it is in the build's functions directory, but deployed as an artifact), then
   // invoked: the answer matches the CPU reference.
-  CommandResult uploaded = PhosFn({"deploy", "mlp-artifact", PHOS_MLP_FUNCTION, "--upload", "--", "--size-mib", "16",
-                                   "--layers", "4"});
+  CommandResult uploaded = PhosFn(
+      {"deploy", "mlp-artifact", PHOS_MLP_FUNCTION, "--upload", "--", "--size-mib", "16", "--layers", "4"});
   ASSERT_EQ(uploaded.exit_code, 0) << uploaded.out;
   EXPECT_NE(uploaded.out.find("as artifact "), std::string::npos) << uploaded.out;
   nlohmann::json listed = nlohmann::json::parse(Curl(AdminHeader(), endpoint() + "/v1/functions").body);
@@ -253,15 +257,17 @@ class PhosdStartTest : public ::testing::Test {
   // Starts phosd on loopback, waits for /healthz, stops it: the admin token it used.
   std::string StartAndStop() {
     const int port = FreePort();
-    Result<Subprocess> phosd = Subprocess::Spawn(
-        {.argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir", dir_ + "/data", "--gpu",
-                  "sim", "--pool-min", "0"}});
+    Result<Subprocess> phosd =
+        Subprocess::Spawn({.argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir",
+                                    dir_ + "/data", "--gpu", "sim", "--pool-min", "0"}});
     if (!phosd.ok()) {
       ADD_FAILURE() << phosd.status().ToString();
       return "";
     }
     const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/healthz";
-    EXPECT_TRUE(WaitUntil([&] { return ::phos::testing::Run({"/usr/bin/curl", "-sf", url}).exit_code == 0; }));
+    EXPECT_TRUE(WaitUntil([&] {
+      return ::phos::testing::Run({"/usr/bin/curl", "-sf", url}).exit_code == 0;
+    }));
     std::string token = AdminToken(dir_ + "/data");
     Result<ExitStatus> how = phosd->Stop(kPhosdStopGrace, SIGTERM);
     EXPECT_TRUE(how.ok() && how->success());

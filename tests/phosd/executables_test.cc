@@ -61,10 +61,10 @@ TEST_F(ExecutablesTest, FilesUnderTheFunctionsDirectoryResolveToTheirRealPath) {
 }
 
 TEST_F(ExecutablesTest, NothingElseOnTheHostResolves) {
-  for (const std::string& path : {std::string("/bin/sh"), root_ + "/functions/../functions-other/evil",
-                                  root_ + "/functions-other/evil", root_ + "/functions/missing",
-                                  root_ + "/functions/data", root_ + "/functions/sub", std::string("functions/fn"),
-                                  std::string("")}) {
+  for (const std::string& path :
+       {std::string("/bin/sh"), root_ + "/functions/../functions-other/evil", root_ + "/functions-other/evil",
+        root_ + "/functions/missing", root_ + "/functions/data", root_ + "/functions/sub",
+        std::string("functions/fn"), std::string("")}) {
     Result<std::string> r = executables_->Resolve(path);
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << path;
   }
@@ -97,7 +97,8 @@ TEST_F(ExecutablesTest, ArtifactsAreStoredByContentAndChecked) {
   EXPECT_EQ(executables_->StoreArtifact(bytes, "").value(), hash);
   // Nothing but the artifacts themselves is left in the directory (no temporary files).
   size_t files = 0;
-  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(executables_->options().artifacts_dir)) ++files;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(executables_->options().artifacts_dir))
+    ++files;
   EXPECT_EQ(files, 1u);
 }
 
@@ -109,7 +110,8 @@ TEST_F(ExecutablesTest, BadArtifactsAreRefused) {
   EXPECT_EQ(executables_->ArtifactPath(http::Sha256Hex(bytes)).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(executables_->StoreArtifact(bytes, "not-a-hash").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(executables_->StoreArtifact("", "").status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(executables_->StoreArtifact(std::string(1025, 'x'), "").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(executables_->StoreArtifact(std::string(1025, 'x'), "").status().code(),
+            StatusCode::kInvalidArgument);
   for (const char* name : {"../../functions/fn", "ABCDEF", "", "/etc/passwd"}) {
     EXPECT_EQ(executables_->ArtifactPath(name).status().code(), StatusCode::kInvalidArgument) << name;
   }
@@ -126,7 +128,8 @@ TEST_F(ExecutablesTest, UploadsAreStoredOnTheirOwnThread) {
 
 TEST(ExecutablesOpenTest, NeedsAnExistingFunctionsDirectory) {
   EXPECT_FALSE(Executables::Open({.functions_dirs = {}, .artifacts_dir = "/tmp/x"}).ok());
-  EXPECT_FALSE(Executables::Open({.functions_dirs = {"/nonexistent-phos-dir"}, .artifacts_dir = "/tmp/phos-a"}).ok());
+  EXPECT_FALSE(
+      Executables::Open({.functions_dirs = {"/nonexistent-phos-dir"}, .artifacts_dir = "/tmp/phos-a"}).ok());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Who may connect to the API server's socket: its file mode, whatever the umask, and the
 // connecting process's uid (SO_PEERCRED), checked before its hello is read.
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -8,8 +9,6 @@
 
 #include <cstring>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "phos/ipc/control.h"
 #include "phos/ipc/wire.h"

@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,12 +18,34 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "phos/store/store.h"
 
 namespace phos::bench {
+namespace {
+
+// The admin token of every phosd this process starts (each finds it in its data directory's
+// admin.token): made once, sent by Http and, through PHOS_TOKEN, by every phos-fn it runs.
+const std::string& AdminToken() {
+  static const std::string token = [] {
+    unsigned char bytes[32] = {};
+    size_t got = 0;
+    while (got < sizeof(bytes)) {
+      ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+      if (n > 0) got += static_cast<size_t>(n);
+    }
+    std::string hex;
+    for (unsigned char b : bytes) hex += fmt::format("{:02x}", b);
+    setenv("PHOS_TOKEN", hex.c_str(), 1);
+    return hex;
+  }();
+  return token;
+}
+
+}  // namespace
 
 Result<std::string> Run(const std::vector<std::string>& args) {
   // Standard error too: what a failed command says is the error's reason.
@@ -42,7 +65,8 @@ Result<HttpResponse> Http(const std::string& url, const std::optional<std::strin
                           const std::vector<std::string>& headers) {
   // --max-time: longer than any deadline the benchmarks give phosd, so a request phosd never
   // answers fails the run instead of hanging it.
-  std::vector<std::string> args = {"/usr/bin/curl", "-s", "-i", "--max-time", "900"};
+  std::vector<std::string> args = {"/usr/bin/curl", "-s", "-i", "--max-time", "900", "-H",
+                                   "Authorization: Bearer " + AdminToken()};
   for (const std::string& h : headers) args.insert(args.end(), {"-H", h});
   if (body) args.insert(args.end(), {"-X", "POST", "--data-binary", *body});
   args.push_back(url);
@@ -170,13 +194,23 @@ Status Daemon::Start(const std::string& label, const std::vector<std::string>& e
   if (mkdtemp(tmpl.data()) == nullptr) return Status::FromErrno(errno, "mkdtemp " + tmpl);
   data_dir_ = tmpl;
   log_path_ = data_dir_ + "/phosd.log";
+  {
+    std::ofstream token(data_dir_ + "/admin.token");
+    token << AdminToken() << "\n";
+    if (!token) return Status::IoError("write " + data_dir_ + "/admin.token");
+  }
+  std::filesystem::permissions(data_dir_ + "/admin.token", std::filesystem::perms::owner_read |
+                                                               std::filesystem::perms::owner_write);
   PHOS_ASSIGN_OR_RETURN(int port, FreePort());
   endpoint_ = fmt::format("http://127.0.0.1:{}", port);
   std::vector<std::string> args = {PHOS_PHOSD, "--gpu", "sim", "--data-dir", data_dir_, "--listen",
                                    fmt::format("127.0.0.1:{}", port), "--invoke-timeout-ms", "600000",
                                    // A stop-the-world restore creates a context (62 s of wall at
                                    // scale 20) before its process may start.
-                                   "--start-timeout-ms", "600000"};
+                                   "--start-timeout-ms", "600000",
+                                   // The functions the benchmarks deploy are built beside phosd.
+                                   "--functions-dir",
+                                   std::filesystem::path(PHOS_PHOSD).parent_path().string()};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   SpawnOptions spawn;
   spawn.argv = std::move(args);

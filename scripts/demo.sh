@@ -31,7 +31,7 @@ data_dir=$(mktemp -d /tmp/phos-demo-XXXXXX)
 port=$(( 20000 + RANDOM % 20000 ))
 endpoint="http://127.0.0.1:$port"
 PHOS_SIMGPU_TIME_SCALE=1 "$build_dir/bin/phosd" --listen "127.0.0.1:$port" --data-dir "$data_dir" --gpu sim \
-  --keep-alive-ms 100 >"$data_dir/phosd.log" 2>&1 &
+  --functions-dir "$build_dir/bin/functions" --keep-alive-ms 100 >"$data_dir/phosd.log" 2>&1 &
 phosd_pid=$!
 cleanup() {
   kill "$phosd_pid" 2>/dev/null || true
@@ -48,7 +48,8 @@ for _ in $(seq 200); do
   sleep 0.1
 done
 echo "context pool ready: $(curl -s "$endpoint/metrics" | grep -o 'phos_ctxpool_contexts{device="0",state="ready"} [0-9]*' | grep -o '[0-9]*$') context(s)"
-phos_fn=("$build_dir/bin/phos-fn" --endpoint "$endpoint")
+# The admin token phosd made at its first start: deploys need it.
+phos_fn=("$build_dir/bin/phos-fn" --endpoint "$endpoint" --token-file "$data_dir/admin.token")
 model_mib=${PHOS_DEMO_MODEL_MIB:-256}
 # One warm instance, room for one more: each restore below gets the free instance range. The
 # sample request records the order in which the function first touches its buffers.

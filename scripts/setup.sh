@@ -12,6 +12,7 @@ packages=(
   libuv1-dev libhttp-parser-dev libcli11-dev nlohmann-json3-dev prometheus-cpp-dev
   curl libcurl4-openssl-dev
   libprotobuf-dev protobuf-compiler librocksdb-dev libxxhash-dev libzstd-dev liburing-dev
+  libssl-dev  # SHA-256 of artifacts and tokens, constant-time token comparison (libcrypto)
   criu
   python3  # scripts/make-checkpoint.py (standard library only)
   gnuplot-nox  # bench/coldstart draws the plots in docs/plots

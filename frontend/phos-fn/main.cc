@@ -1,13 +1,15 @@
 // phos-fn: the command line client of phosd's HTTP API.
 //   phos-fn [--endpoint URL] deploy NAME EXECUTABLE [--instances N] [--max-instances N] [--gpus N]
-//                                   [--sample STRING | @FILE] [--sample-timeout-ms N]
-//                                   [-- ARGS...]
+//                                   [--sample STRING | @FILE] [--sample-timeout-ms N] [--upload]
+//                                   [--invoke-token-sha256 HEX] [-- ARGS...]
 //   phos-fn [--endpoint URL] invoke NAME [--data STRING | --data @FILE] [--timeout-ms N]
 //                                   [--restore-mode MODE] [--timings]
 //   phos-fn [--endpoint URL] ls [--json]
 //   phos-fn [--endpoint URL] rm NAME
 //   phos-fn [--endpoint URL] run [--gpus N] -- PROGRAM [ARGS...]
-// Default endpoint: $PHOS_ENDPOINT, else http://127.0.0.1:7070.
+// Default endpoint: $PHOS_ENDPOINT, else http://127.0.0.1:7070. Every call bears the token of
+// --token-file FILE, else $PHOS_TOKEN (Authorization: Bearer): the admin token for deploy, rm, run
+// and an unredacted ls; a function's invoke token (or the admin token) for invoke.
 #include <unistd.h>
 
 #include <cstdio>
@@ -21,14 +23,19 @@
 #include <nlohmann/json.hpp>
 
 #include "phos/http/client.h"
+#include "phos/http/digest.h"
 
 namespace {
 
 using phos::http::ClientRequest;
 using phos::http::ClientResponse;
 
+// The bearer token every call carries; empty: none.
+std::string g_token;
+
 // The response on success (2xx); otherwise prints why to stderr and returns nothing.
 std::optional<ClientResponse> Call(ClientRequest request) {
+  if (!g_token.empty()) request.headers.emplace_back("Authorization", "Bearer " + g_token);
   auto response = phos::http::Fetch(request);
   if (!response.ok()) {
     std::cerr << "phos-fn: " << response.status().message() << "\n";
@@ -79,18 +86,59 @@ int Run(const std::string& endpoint, int gpus, const std::vector<std::string>& p
   return 127;
 }
 
-// "@FILE" becomes the file's bytes; false (said on stderr) when it cannot be read.
-bool ReadAtFile(std::string* value) {
-  if (value->empty() || value->front() != '@') return true;
-  std::ifstream in(value->substr(1), std::ios::binary);
+// The bytes of `path`; false (said on stderr) when it cannot be read.
+bool ReadFile(const std::string& path, std::string* bytes) {
+  std::ifstream in(path, std::ios::binary);
   if (!in) {
-    std::cerr << "phos-fn: cannot read " << value->substr(1) << "\n";
+    std::cerr << "phos-fn: cannot read " << path << "\n";
     return false;
   }
   std::stringstream ss;
   ss << in.rdbuf();
-  *value = ss.str();
+  *bytes = ss.str();
   return true;
+}
+
+// "@FILE" becomes the file's bytes; false (said on stderr) when it cannot be read.
+bool ReadAtFile(std::string* value) {
+  if (value->empty() || value->front() != '@') return true;
+  return ReadFile(value->substr(1), value);
+}
+
+// --token-file's first word, else $PHOS_TOKEN; false (said on stderr) when the file cannot be read.
+bool LoadToken(const std::string& token_file) {
+  if (token_file.empty()) {
+    const char* env = std::getenv("PHOS_TOKEN");
+    g_token = env != nullptr ? env : "";
+    return true;
+  }
+  std::string text;
+  if (!ReadFile(token_file, &text)) return false;
+  std::istringstream words(text);
+  words >> g_token;
+  if (g_token.empty()) {
+    std::cerr << "phos-fn: " << token_file << " holds no token\n";
+    return false;
+  }
+  return true;
+}
+
+// Uploads `executable` (POST /v1/artifacts, with its SHA-256 for phosd to check); its hash, or
+// nothing (said on stderr).
+std::optional<std::string> Upload(const std::string& endpoint, const std::string& executable) {
+  std::string bytes;
+  if (!ReadFile(executable, &bytes)) return std::nullopt;
+  const std::string hash = phos::http::Sha256Hex(bytes);
+  auto r = Call({.method = "POST", .url = endpoint + "/v1/artifacts", .body = std::move(bytes),
+                 .headers = {{"Content-Type", "application/octet-stream"}, {"X-Phos-Artifact-Hash", hash}}});
+  if (!r) return std::nullopt;
+  nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+  if (j.is_discarded() || !j.contains("artifact") || !j["artifact"].is_string() || j["artifact"] != hash) {
+    std::cerr << "phos-fn: unexpected artifact answer: " << r->body << "\n";
+    return std::nullopt;
+  }
+  std::cout << "uploaded " << executable << " as artifact " << hash << "\n";
+  return hash;
 }
 
 // "mode phos  lease 0.412 ms  cpu-resume 1.020 ms ..." from the X-Phos-* response headers.
@@ -138,6 +186,10 @@ int main(int argc, char** argv) {
   const char* env_endpoint = std::getenv("PHOS_ENDPOINT");
   std::string endpoint = env_endpoint != nullptr ? env_endpoint : "http://127.0.0.1:7070";
   app.add_option("--endpoint", endpoint, "phosd's URL (default: $PHOS_ENDPOINT or http://127.0.0.1:7070)");
+  std::string token_file;
+  app.add_option("--token-file", token_file,
+                 "File holding the token calls bear (phosd's admin.token, or a function's invoke token); "
+                 "default: $PHOS_TOKEN");
 
   std::string name;
   std::string executable;
@@ -162,6 +214,13 @@ int main(int argc, char** argv) {
   long sample_timeout_ms = 0;
   deploy->add_option("--sample-timeout-ms", sample_timeout_ms, "The sample request's deadline (default: phosd's)")
       ->check(CLI::PositiveNumber);
+  bool upload = false;
+  deploy->add_flag("--upload", upload,
+                   "Upload the executable to phosd (an artifact it keeps, by SHA-256) instead of naming its path, "
+                   "which must then lie under one of phosd's --functions-dir");
+  std::string invoke_token_sha256;
+  deploy->add_option("--invoke-token-sha256", invoke_token_sha256,
+                     "SHA-256 (hex) of the token invocations of this function must bear (default: invoke is open)");
   deploy->add_option("args", extra, "Arguments for the function (after --)");
 
   std::string data;
@@ -190,15 +249,20 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
+  if (!LoadToken(token_file)) return 1;
 
   if (*deploy) {
     if (!ReadAtFile(&sample)) return 1;
-    nlohmann::json spec = {{"name", name},
-                           {"executable", std::filesystem::absolute(executable).lexically_normal().string()},
-                           {"args", extra},
-                           {"instances", instances},
-                           {"gpus", gpus},
+    nlohmann::json spec = {{"name", name}, {"args", extra}, {"instances", instances}, {"gpus", gpus},
                            {"max_instances", max_instances}};
+    if (upload) {
+      std::optional<std::string> artifact = Upload(endpoint, executable);
+      if (!artifact) return 1;
+      spec["artifact"] = *artifact;
+    } else {
+      spec["executable"] = std::filesystem::absolute(executable).lexically_normal().string();
+    }
+    if (!invoke_token_sha256.empty()) spec["invoke_token_sha256"] = invoke_token_sha256;
     if (!sample.empty()) spec["sample_request"] = sample;
     ClientRequest request{.method = "POST", .url = endpoint + "/v1/functions", .body = spec.dump(),
                           .headers = {{"Content-Type", "application/json"}}};

@@ -1,9 +1,12 @@
 // phosd: the daemon. Wires the driver table, the context and device-group pools, the API server
 // (GPU sessions on <data-dir>/gpu.sock), the snapshot store (<data-dir>/store) with its DRAM tier,
-// the CPU-state backend, the instance manager and the HTTP API together; SIGINT/SIGTERM stop it
+// the CPU-state backend, the instance manager and the HTTP API with its access policy (the admin
+// token, <data-dir>/admin.token unless --admin-token-file) together; SIGINT/SIGTERM stop it
 // cleanly (exit 0).
+#include <grp.h>
 #include <signal.h>
 
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -24,6 +27,8 @@
 #include "phos/runtime/snapshot_sessions.h"
 #include "phos/store/dram_tier.h"
 #include "phos/store/store.h"
+#include "access.h"
+#include "executables.h"
 #include "routes.h"
 
 namespace {
@@ -31,6 +36,23 @@ namespace {
 int Fail(const phos::Status& status) {
   PHOS_LOG(Error, "phosd", "{}", status.ToString());
   return 1;
+}
+
+// "UID" or "FIRST-LAST" (--allow-peer-uid).
+phos::Result<std::pair<uid_t, uid_t>> ParseUidRange(const std::string& text) {
+  auto number = [](std::string_view s, uid_t* out) {
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+    return !s.empty() && ec == std::errc() && end == s.data() + s.size();
+  };
+  const size_t dash = text.find('-');
+  uid_t first = 0;
+  uid_t last = 0;
+  bool ok = dash == std::string::npos
+                ? number(text, &first) && number(text, &last)
+                : number(std::string_view(text).substr(0, dash), &first) &&
+                      number(std::string_view(text).substr(dash + 1), &last) && first <= last;
+  if (!ok) return phos::Status::InvalidArgument("--allow-peer-uid '" + text + "': expected UID or FIRST-LAST");
+  return std::pair<uid_t, uid_t>(first, last);
 }
 
 }  // namespace
@@ -53,7 +75,26 @@ int main(int argc, char** argv) {
   long long keep_alive_ms = 60000;
   bool share_weights = true;
   long long start_timeout_ms = 60000;
-  app.add_option("--listen", listen, "HOST:PORT for the HTTP API (port 0 picks one)")->capture_default_str();
+  std::string admin_token_file;
+  std::vector<std::string> functions_dirs;
+  uint64_t max_artifact_mib = phos::phosd::ExecutablesOptions{}.max_artifact_bytes >> 20;
+  std::string socket_group;
+  std::vector<std::string> allow_peer_uids;
+  app.add_option("--listen", listen,
+                 "HOST:PORT for the HTTP API (port 0 picks one); an address other than loopback needs "
+                 "--admin-token-file")
+      ->capture_default_str();
+  app.add_option("--admin-token-file", admin_token_file,
+                 "File holding the admin token (mode 0600, not empty); default: <data-dir>/admin.token, made at "
+                 "first start");
+  app.add_option("--functions-dir", functions_dirs,
+                 "Directory whose executables deploys may name (repeatable); default: <data-dir>/functions");
+  app.add_option("--max-artifact-mib", max_artifact_mib, "Largest executable POST /v1/artifacts accepts (MiB)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--socket-group", socket_group, "Group given gpu.sock (mode 0660); default: phosd's");
+  app.add_option("--allow-peer-uid", allow_peer_uids,
+                 "UID or FIRST-LAST allowed to connect to gpu.sock besides root and phosd's own (repeatable)");
   app.add_option("--data-dir", data_dir, "Directory for functions.json, logs/ and gpu.sock")->required();
   app.add_option("--gpu", gpu, "sim, cuda or auto (cuda when a driver loads)")
       ->check(CLI::IsMember({"sim", "cuda", "auto"}))
@@ -122,6 +163,40 @@ int main(int argc, char** argv) {
   if (ec) return Fail(phos::Status::IoError("create data dir " + data_dir + ": " + ec.message()));
   data_dir = std::filesystem::absolute(data_dir).string();
 
+  // Who may call what (docs/design.md, "Who may call what"): an admin API reachable from the
+  // network only with a token the operator placed on purpose, not one generated unseen.
+  auto host_port = phos::http::ParseHostPort(listen);
+  if (!host_port.ok()) return Fail(host_port.status().WithContext("phosd: --listen"));
+  if (!phos::phosd::IsLoopbackHost(host_port->first) && admin_token_file.empty()) {
+    return Fail(phos::Status::InvalidArgument("phosd: --listen " + listen +
+                                              " is not a loopback address: give --admin-token-file too"));
+  }
+  auto admin_token = admin_token_file.empty() ? phos::phosd::LoadOrCreateAdminToken(data_dir)
+                                              : phos::phosd::ReadTokenFile(admin_token_file);
+  if (!admin_token.ok()) return Fail(admin_token.status().WithContext("phosd: admin token"));
+  const phos::phosd::AccessPolicy access(*admin_token);
+  if (functions_dirs.empty()) {
+    functions_dirs.push_back(data_dir + "/functions");
+    std::filesystem::create_directories(functions_dirs.back(), ec);
+    if (ec) return Fail(phos::Status::IoError("create " + functions_dirs.back() + ": " + ec.message()));
+  }
+  auto executables = phos::phosd::Executables::Open({.functions_dirs = functions_dirs,
+                                                     .artifacts_dir = data_dir + "/artifacts",
+                                                     .max_artifact_bytes = max_artifact_mib << 20});
+  if (!executables.ok()) return Fail(executables.status().WithContext("phosd: --functions-dir"));
+  gid_t gpu_socket_group = static_cast<gid_t>(-1);
+  if (!socket_group.empty()) {
+    const group* g = getgrnam(socket_group.c_str());
+    if (g == nullptr) return Fail(phos::Status::InvalidArgument("phosd: --socket-group: no group " + socket_group));
+    gpu_socket_group = g->gr_gid;
+  }
+  std::vector<std::pair<uid_t, uid_t>> peer_uids;
+  for (const std::string& text : allow_peer_uids) {
+    auto range = ParseUidRange(text);
+    if (!range.ok()) return Fail(range.status());
+    peer_uids.push_back(*range);
+  }
+
   phos::driver::DriverTableOptions driver_options;
   auto kind = phos::driver::ParseGpuKind(gpu);
   if (!kind.ok()) return Fail(kind.status());
@@ -168,6 +243,8 @@ int main(int argc, char** argv) {
 
   phos::runtime::ApiServerOptions api_options;
   api_options.socket_path = data_dir + "/gpu.sock";
+  api_options.socket_group = gpu_socket_group;
+  api_options.allowed_peer_uids = peer_uids;
   api_options.context_pool = pool->get();
   api_options.device_groups = groups.get();
   api_options.share_read_only_buffers = share_weights;
@@ -225,10 +302,16 @@ int main(int argc, char** argv) {
   if (!manager.ok()) return Fail(manager.status().WithContext("phosd"));
 
   phos::http::Router router;
-  phos::Status routed = phos::phosd::AddRoutes(&router, manager->get(), &sessions, metrics);
+  phos::Status routed = phos::phosd::AddRoutes(&router, {.manager = manager->get(),
+                                                         .sessions = &sessions,
+                                                         .access = &access,
+                                                         .executables = executables->get(),
+                                                         .metrics = metrics});
   if (!routed.ok()) return Fail(routed);
   phos::http::ServerOptions http_options;
   http_options.listen = listen;
+  // An artifact upload is one body.
+  http_options.max_body_bytes = std::max<size_t>(http_options.max_body_bytes, max_artifact_mib << 20);
   auto server = phos::http::Server::Start(http_options, std::move(router));
   if (!server.ok()) return Fail(server.status().WithContext("phosd"));
   PHOS_LOG(Info, "phosd", "serving http://{} (data dir {})", listen, data_dir);
@@ -241,6 +324,7 @@ int main(int argc, char** argv) {
   (*manager)->Shutdown();    // end instances and their GPU sessions
   (*server)->Stop();
   server->reset();
+  executables->reset();  // after the server: uploads already received are still stored whole
   manager->reset();
   cpu_backend.reset();  // the parked templates
   api->reset();

@@ -2,7 +2,10 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <cctype>
 #include <charconv>
+#include <functional>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -16,8 +19,64 @@ using http::Responder;
 using http::Response;
 using runtime::InvokeOutcome;
 
+// A route's handler; `admin` says whether the caller bore the admin token.
+using Handler = std::function<void(Request request, Responder responder, bool admin)>;
+
 Response Error(int status, const std::string& message) {
   return Response::Json(status, nlohmann::json{{"error", message}}.dump() + "\n");
+}
+
+// Adds a route that first checks what `access` asks of the caller. Every phosd route is added
+// through here, and `access` has no default: a new route states who may call it.
+Status AddRoute(http::Router* router, const RouteOptions& options, Access access, std::string method,
+                std::string pattern, Handler handler) {
+  return router->Add(std::move(method), std::move(pattern),
+                     [access, policy = options.access, manager = options.manager,
+                      handler = std::move(handler)](Request req, Responder out) {
+                       std::string invoke_token_sha256;
+                       if (access == Access::kInvoke) {
+                         std::optional<runtime::FunctionSpec> spec =
+                             manager->Spec(std::string(req.Param("name")));
+                         if (spec) invoke_token_sha256 = spec->invoke_token_sha256;
+                       }
+                       if (auto refused = policy->Check(req, access, invoke_token_sha256)) {
+                         return out.Send(std::move(*refused));
+                       }
+                       const bool admin = access == Access::kAdmin || policy->IsAdmin(req);
+                       handler(std::move(req), std::move(out), admin);
+                     });
+}
+
+// A spec as GET /v1/functions shows it to a caller without the admin token: environment values
+// (where secrets go) replaced by "***", and no invoke token digest.
+void Redact(nlohmann::json* spec) {
+  if (auto env = spec->find("env"); env != spec->end() && env->is_object()) {
+    for (auto& [key, value] : env->items()) value = "***";
+  }
+  spec->erase("invoke_token_sha256");
+}
+
+// A deploy body naming "artifact" instead of "executable" gets the stored artifact's path as its
+// executable. False (with the answer in *error) for a bad or unknown artifact.
+bool ResolveArtifact(const Executables& executables, nlohmann::json* body, Response* error) {
+  auto artifact = body->find("artifact");
+  if (artifact == body->end()) return true;
+  if (!artifact->is_string()) {
+    *error = Error(400, "field 'artifact' must be a string (the hash POST /v1/artifacts answered)");
+    return false;
+  }
+  if (body->contains("executable")) {
+    *error = Error(400, "a function spec names 'executable' or 'artifact', not both");
+    return false;
+  }
+  Result<std::string> path = executables.ArtifactPath(artifact->get<std::string>());
+  if (!path.ok()) {
+    *error = Error(path.status().code() == StatusCode::kNotFound ? 404 : 400, path.status().message());
+    return false;
+  }
+  (*body)["executable"] = *path;
+  body->erase("artifact");
+  return true;
 }
 
 int StatusFor(const Status& s) {
@@ -106,25 +165,54 @@ nlohmann::json DeployAnswer(const std::string& spec_json, const runtime::DeployO
 
 }  // namespace
 
-Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtime::GpuSessions* sessions,
-                 std::shared_ptr<prometheus::Registry> metrics) {
-  PHOS_RETURN_IF_ERROR(router->Add("GET", "/healthz", [](Request, Responder out) {
+Status AddRoutes(http::Router* router, RouteOptions options) {
+  if (options.manager == nullptr || options.access == nullptr || options.executables == nullptr) {
+    return Status::InvalidArgument("phosd routes need an instance manager, an access policy and executables");
+  }
+  runtime::InstanceManager* manager = options.manager;
+  runtime::GpuSessions* sessions = options.sessions;
+  const Executables* executables = options.executables;
+  auto add = [&](Access access, std::string method, std::string pattern, Handler handler) {
+    return AddRoute(router, options, access, std::move(method), std::move(pattern), std::move(handler));
+  };
+
+  PHOS_RETURN_IF_ERROR(add(Access::kOpen, "GET", "/healthz", [](Request, Responder out, bool) {
     out.Send(Response::Text(200, "ok\n"));
   }));
 
-  PHOS_RETURN_IF_ERROR(router->Add("GET", "/metrics", [metrics = std::move(metrics)](Request, Responder out) {
+  // Open: load balancers and Prometheus scrape it without a token. It names the deployed functions.
+  PHOS_RETURN_IF_ERROR(add(Access::kOpen, "GET", "/metrics", [metrics = options.metrics](Request, Responder out, bool) {
     Response r =
         Response::Text(200, metrics != nullptr ? prometheus::TextSerializer().Serialize(metrics->Collect()) : "");
     r.content_type = "text/plain; version=0.0.4";
     out.Send(std::move(r));
   }));
 
+  // Upload an executable: the body is its bytes, X-Phos-Artifact-Hash (optional) their SHA-256.
+  // Answered (201) with {"artifact": "<sha256>"} once it is stored; a deploy may then name it.
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/artifacts", [executables](Request req, Responder out, bool) {
+    // Hex digits in either case, as sha256sum and other tools print them.
+    std::string expected;
+    if (const std::string* header = req.Header("X-Phos-Artifact-Hash")) expected = *header;
+    for (char& c : expected) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    executables->StoreArtifactAsync(std::move(req.body), std::move(expected),
+                                    [out](Result<std::string> stored) {
+      if (!stored.ok()) {
+        return out.Send(Error(stored.status().code() == StatusCode::kInvalidArgument ? 400 : 500,
+                              stored.status().message()));
+      }
+      out.Send(Response::Json(201, nlohmann::json{{"artifact", *stored}}.dump() + "\n"));
+    });
+  }));
+
   // Deploy: answered once the function's snapshots are committed (or it failed to get there). The
-  // body is a function spec, plus an optional "sample_request" (a string) to record the order in
-  // which the function first touches its buffers; X-Phos-Timeout-Ms is the sample's deadline. The
-  // answer (201) is the spec with "sample": {"ok", "first_touch_learned", "error"} when a sample
-  // ran, and "contexts_ready".
-  PHOS_RETURN_IF_ERROR(router->Add("POST", "/v1/functions", [manager](Request req, Responder out) {
+  // body is a function spec (naming an "executable" under a functions directory, or an uploaded
+  // "artifact"), plus an optional "sample_request" (a string) to record the order in which the
+  // function first touches its buffers; X-Phos-Timeout-Ms is the sample's deadline. The answer
+  // (201) is the spec with "sample": {"ok", "first_touch_learned", "error"} when a sample ran, and
+  // "contexts_ready".
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/functions", [manager, executables](Request req, Responder out,
+                                                                                            bool) {
     std::chrono::milliseconds sample_timeout;
     if (Response bad; !ParseTimeout(req, &sample_timeout, &bad)) return out.Send(std::move(bad));
     nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
@@ -135,9 +223,14 @@ Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtim
         sample = it->get<std::string>();
         body.erase(it);
       }
+      if (Response bad; !ResolveArtifact(*executables, &body, &bad)) return out.Send(std::move(bad));
     }
     Result<runtime::FunctionSpec> spec = runtime::ParseFunctionSpecJson(body.is_object() ? body.dump() : req.body);
     if (!spec.ok()) return out.Send(Error(400, spec.status().message()));
+    // The file instances will run is the one checked: its real path, no link left to retarget.
+    Result<std::string> executable = executables->Resolve(spec->executable);
+    if (!executable.ok()) return out.Send(Error(400, executable.status().message()));
+    spec->executable = *executable;
     manager->Deploy(*spec, std::move(sample), sample_timeout,
                     [out, json = runtime::FunctionSpecToJson(*spec)](runtime::DeployOutcome outcome) {
       const Status& deployed = outcome.status;
@@ -151,10 +244,12 @@ Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtim
     });
   }));
 
-  PHOS_RETURN_IF_ERROR(router->Add("GET", "/v1/functions", [manager](Request, Responder out) {
+  // Open, but environment values are shown only to the admin token's bearer (Redact).
+  PHOS_RETURN_IF_ERROR(add(Access::kOpen, "GET", "/v1/functions", [manager](Request, Responder out, bool admin) {
     nlohmann::json list = nlohmann::json::array();
     for (const runtime::FunctionStatus& f : manager->List()) {
       nlohmann::json j = nlohmann::json::parse(runtime::FunctionSpecToJson(f.spec));
+      if (!admin) Redact(&j);
       j["state"] = {{"starting", f.starting}, {"idle", f.idle}, {"busy", f.busy}, {"ending", f.ending},
                     {"queued", f.queued}};
       list.push_back(std::move(j));
@@ -162,14 +257,15 @@ Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtim
     out.Send(Response::Json(200, nlohmann::json{{"functions", list}}.dump() + "\n"));
   }));
 
-  PHOS_RETURN_IF_ERROR(router->Add("DELETE", "/v1/functions/{name}", [manager](Request req, Responder out) {
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "DELETE", "/v1/functions/{name}", [manager](Request req, Responder out,
+                                                                                       bool) {
     Status removed = manager->Remove(std::string(req.Param("name")));
     if (!removed.ok()) return out.Send(Error(StatusFor(removed), removed.message()));
     out.Send(Response::Json(200, nlohmann::json{{"removed", req.Param("name")}}.dump() + "\n"));
   }));
 
   PHOS_RETURN_IF_ERROR(
-      router->Add("POST", "/v1/functions/{name}/invoke", [manager](Request req, Responder out) {
+      add(Access::kInvoke, "POST", "/v1/functions/{name}/invoke", [manager](Request req, Responder out, bool) {
         std::chrono::milliseconds timeout;
         if (Response bad; !ParseTimeout(req, &timeout, &bad)) return out.Send(std::move(bad));
         runtime::RestoreMode mode = runtime::RestoreMode::kAuto;
@@ -203,8 +299,8 @@ Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtim
       }));
 
   // Body: empty, or {"gpus": N} (1 to the node's device count; default 1) for a program that uses
-  // several devices.
-  PHOS_RETURN_IF_ERROR(router->Add("POST", "/v1/sessions", [sessions](Request req, Responder out) {
+  // several devices. Admin: a session token runs GPU work in phosd.
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/sessions", [sessions](Request req, Responder out, bool) {
     if (sessions == nullptr) return out.Send(Error(503, "this phosd has no GPU sessions"));
     int gpus = 1;
     if (!req.body.empty()) {

@@ -1,19 +1,32 @@
-// phosd's HTTP API: binds the routes of docs/remoting.md to the instance manager.
+// phosd's HTTP API: binds the routes of docs/remoting.md to the instance manager, each with the
+// access it asks of its caller (access.h).
 #pragma once
 
 #include <prometheus/registry.h>
 
 #include <memory>
 
+#include "access.h"
+#include "executables.h"
 #include "phos/http/server.h"
 #include "phos/runtime/instance_manager.h"
 
 namespace phos::phosd {
 
-// GET /metrics serves `metrics` (where the pools and the instance manager registered theirs) in
-// the Prometheus text format; nullptr answers an empty page. `sessions` may be nullptr (POST
-// /v1/sessions then answers 503). `manager` and `sessions` must outlive the server.
-Status AddRoutes(http::Router* router, runtime::InstanceManager* manager, runtime::GpuSessions* sessions,
-                 std::shared_ptr<prometheus::Registry> metrics = nullptr);
+struct RouteOptions {
+  // Required; must outlive the server.
+  runtime::InstanceManager* manager = nullptr;
+  // POST /v1/sessions answers 503 without them. Default: nullptr.
+  runtime::GpuSessions* sessions = nullptr;
+  // Who may call what. Required; must outlive the server.
+  const AccessPolicy* access = nullptr;
+  // The executables deploys may name, and the artifact store. Required; must outlive the server.
+  const Executables* executables = nullptr;
+  // Served by GET /metrics (where the pools and the instance manager registered theirs) in the
+  // Prometheus text format; nullptr answers an empty page. Default: nullptr.
+  std::shared_ptr<prometheus::Registry> metrics;
+};
+
+Status AddRoutes(http::Router* router, RouteOptions options);
 
 }  // namespace phos::phosd

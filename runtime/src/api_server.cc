@@ -3,10 +3,12 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <cstring>
 #include <condition_variable>
@@ -22,6 +24,7 @@
 #include "phos/ctxpool/context_pool.h"
 #include "phos/ctxpool/communicator_pool.h"
 #include "phos/ipc/control.h"
+#include "phos/runtime/peer_policy.h"
 #include "restore_state.h"
 #include "session.h"
 
@@ -31,7 +34,11 @@ class ApiServer::Impl {
  public:
 
   Impl(const ApiServerOptions& options, driver::DriverTable* driver, int listen_fd, int wake_fd)
-      : options_(options), driver_(driver), listen_fd_(listen_fd), wake_fd_(wake_fd) {}
+      : options_(options), driver_(driver), listen_fd_(listen_fd), peers_(geteuid()), wake_fd_(wake_fd) {
+    for (const auto& [first, last] : options.allowed_peer_uids) peers_.AllowUids(first, last);
+  }
+
+  PeerPolicy& peers() { return peers_; }
 
   // The pool sessions lease from: the caller's, or a private one.
   Status OpenContextPool() {
@@ -350,6 +357,12 @@ class ApiServer::Impl {
   void Accept() {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) return;
+    // Before anything is read: a process of another user may not even send a hello.
+    Result<ucred> peer = PeerCredentials(fd);
+    if (!peer.ok()) return Refuse(fd, 1, peer.status().message());
+    if (!peers_.Allowed(*peer)) {
+      return Refuse(fd, 1, fmt::format("peer uid {} (pid {}) may not open GPU sessions", peer->uid, peer->pid));
+    }
     // A client that connects and never says hello must not hold up the acceptor.
     timeval tv{1, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -427,6 +440,7 @@ class ApiServer::Impl {
   std::unique_ptr<ctxpool::CommunicatorPool> own_groups_;
   ctxpool::CommunicatorPool* groups_ = nullptr;
   int listen_fd_;
+  PeerPolicy peers_;
   int wake_fd_;
   std::atomic<bool> stop_{false};
   std::thread acceptor_;
@@ -464,6 +478,14 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& opti
   if (!options.clock) return Status::InvalidArgument("ApiServer needs a clock (ApiServerOptions::clock)");
   PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuInit(0));
   PHOS_ASSIGN_OR_RETURN(int listen_fd, ipc::ListenSeqpacket(options.socket_path));
+  // Who may connect is the socket file's mode and group, set here whatever the umask was.
+  if (chmod(options.socket_path.c_str(), options.socket_mode) != 0 ||
+      (options.socket_group != static_cast<gid_t>(-1) &&
+       chown(options.socket_path.c_str(), static_cast<uid_t>(-1), options.socket_group) != 0)) {
+    Status s = Status::FromErrno(errno, "set the mode and group of " + options.socket_path);
+    close(listen_fd);
+    return s;
+  }
   int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd < 0) {
     close(listen_fd);
@@ -499,6 +521,7 @@ void ApiServer::ReleaseVaSlot(int slot) { impl_->ReleaseVaSlot(slot); }
 size_t ApiServer::session_count() const { return impl_->session_count(); }
 void ApiServer::SetContextDemand(size_t contexts) { impl_->SetContextDemand(contexts); }
 bool ApiServer::WaitForContexts(std::chrono::milliseconds timeout) { return impl_->WaitForContexts(timeout); }
+void ApiServer::AllowPeerUids(uid_t first, uid_t last) { impl_->peers().AllowUids(first, last); }
 const std::string& ApiServer::socket_path() const { return impl_->options().socket_path; }
 int ApiServer::device_count() const { return impl_->device_count(); }
 

@@ -187,6 +187,13 @@ std::vector<FunctionStatus> InstanceManager::Impl::List() const {
   return out;
 }
 
+std::optional<FunctionSpec> InstanceManager::Impl::Spec(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = functions_.find(name);
+  if (it == functions_.end()) return std::nullopt;
+  return it->second->spec;
+}
+
 void InstanceManager::Impl::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
                                    RestoreMode mode, PieceCallback on_piece, std::function<void(InvokeOutcome)> done) {
   if (timeout.count() <= 0) timeout = options_.invoke_timeout;
@@ -580,6 +587,7 @@ void InstanceManager::Deploy(const FunctionSpec& spec, std::string sample_reques
 }
 Status InstanceManager::Remove(const std::string& name) { return impl_->Remove(name); }
 std::vector<FunctionStatus> InstanceManager::List() const { return impl_->List(); }
+std::optional<FunctionSpec> InstanceManager::Spec(const std::string& name) const { return impl_->Spec(name); }
 void InstanceManager::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
                              std::function<void(InvokeOutcome)> done) {
   impl_->Invoke(name, std::move(request), timeout, RestoreMode::kAuto, nullptr, std::move(done));

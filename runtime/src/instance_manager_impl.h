@@ -111,6 +111,7 @@ class InstanceManager::Impl {
               std::function<void(DeployOutcome)> done);
   Status Remove(const std::string& name);
   std::vector<FunctionStatus> List() const;
+  std::optional<FunctionSpec> Spec(const std::string& name) const;
   void Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout, RestoreMode mode,
               PieceCallback on_piece, std::function<void(InvokeOutcome)> done);
   void Shutdown();

@@ -37,8 +37,11 @@ bool ValidName(std::string_view name) {
 nlohmann::json ToJson(const FunctionSpec& spec) {
   nlohmann::json env = nlohmann::json::object();
   for (const auto& [k, v] : spec.env) env[k] = v;
-  return {{"name", spec.name}, {"executable", spec.executable}, {"args", spec.args}, {"env", env},
-          {"instances", spec.instances}, {"gpus", spec.gpus}, {"max_instances", spec.max_instances}};
+  nlohmann::json j = {{"name", spec.name},           {"executable", spec.executable}, {"args", spec.args},
+                      {"env", env},                 {"instances", spec.instances},   {"gpus", spec.gpus},
+                      {"max_instances", spec.max_instances}};
+  if (!spec.invoke_token_sha256.empty()) j["invoke_token_sha256"] = spec.invoke_token_sha256;
+  return j;
 }
 
 Result<FunctionSpec> FromJson(const nlohmann::json& j) {
@@ -78,10 +81,22 @@ Result<FunctionSpec> FromJson(const nlohmann::json& j) {
     if (!n->is_number_integer()) return Status::InvalidArgument("field 'max_instances' must be an integer");
     spec.max_instances = n->get<int>();
   }
+  if (auto t = j.find("invoke_token_sha256"); t != j.end()) {
+    if (!t->is_string()) return Status::InvalidArgument("field 'invoke_token_sha256' must be a string");
+    spec.invoke_token_sha256 = t->get<std::string>();
+  }
   return spec;
 }
 
 }  // namespace
+
+bool IsSha256Hex(std::string_view text) {
+  if (text.size() != 64) return false;
+  for (char c : text) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
 
 Status ValidateFunctionSpec(const FunctionSpec& spec) {
   if (!ValidName(spec.name)) {
@@ -113,6 +128,10 @@ Status ValidateFunctionSpec(const FunctionSpec& spec) {
   if (spec.gpus < 1 || spec.gpus > kMaxGpus) {
     return Status::InvalidArgument("function '" + spec.name + "': gpus must be 1.." + std::to_string(kMaxGpus) +
                                    ", not " + std::to_string(spec.gpus));
+  }
+  if (!spec.invoke_token_sha256.empty() && !IsSha256Hex(spec.invoke_token_sha256)) {
+    return Status::InvalidArgument("function '" + spec.name +
+                                   "': invoke_token_sha256 must be a SHA-256 as 64 lowercase hex digits");
   }
   return Status::Ok();
 }
@@ -158,7 +177,8 @@ Status SaveFunctionRegistry(const std::string& path, const std::vector<FunctionS
   for (const FunctionSpec& spec : specs) j["functions"].push_back(ToJson(spec));
   std::string text = j.dump(2) + "\n";
   std::string tmp = path + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // 0600: specs hold their functions' environments, secrets included.
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Status::FromErrno(errno, "create " + tmp);
   size_t done = 0;
   while (done < text.size()) {

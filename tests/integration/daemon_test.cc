@@ -28,6 +28,8 @@ class DaemonTest : public PhosdTest {
   std::string Status(const std::string& path, const std::string& body, std::vector<std::string> extra = {}) {
     std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
                                      "--data-binary", body};
+    std::vector<std::string> admin = AdminHeader();
+    argv.insert(argv.end(), admin.begin(), admin.end());
     argv.insert(argv.end(), extra.begin(), extra.end());
     argv.push_back(endpoint() + path);
     return ::phos::testing::Run(argv).out;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "../testing/wait_until.h"
@@ -28,6 +29,15 @@ int FreePort() {
   return ntohs(addr.sin_port);
 }
 
+std::string BuildBinDir() { return std::filesystem::path(PHOS_PHOSD).parent_path().string(); }
+
+std::string AdminToken(const std::string& data_dir) {
+  std::ifstream in(data_dir + "/admin.token");
+  std::string token;
+  in >> token;
+  return token;
+}
+
 CommandResult Run(const std::vector<std::string>& args) {
   Result<CommandOutput> run = RunCommand({.argv = args}, std::nullopt);
   if (!run.ok()) {
@@ -44,7 +54,7 @@ void PhosdTest::SetUp() {
   int port = FreePort();
   endpoint_ = "http://127.0.0.1:" + std::to_string(port);
   std::vector<std::string> argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir",
-                                   data_dir_, "--gpu", "sim"};
+                                   data_dir_, "--gpu", "sim", "--functions-dir", BuildBinDir()};
   std::vector<std::string> extra = ExtraPhosdArgs();
   argv.insert(argv.end(), extra.begin(), extra.end());
   Result<Subprocess> phosd = Subprocess::Spawn({.argv = std::move(argv)});
@@ -55,6 +65,8 @@ void PhosdTest::SetUp() {
     return ::phos::testing::Run({"/usr/bin/curl", "-sf", endpoint_ + "/healthz"}).exit_code == 0;
   });
   ASSERT_TRUE(healthy) << "phosd did not become healthy at " << endpoint_;
+  admin_token_ = AdminToken(data_dir_);
+  ASSERT_FALSE(admin_token_.empty()) << "phosd made no " << data_dir_ << "/admin.token";
 }
 
 void PhosdTest::TearDown() {
@@ -69,13 +81,16 @@ void PhosdTest::TearDown() {
 }
 
 CommandResult PhosdTest::PhosFn(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {PHOS_PHOS_FN, "--endpoint", endpoint_};
+  std::vector<std::string> argv = {PHOS_PHOS_FN, "--endpoint", endpoint_, "--token-file", data_dir_ + "/admin.token"};
   argv.insert(argv.end(), args.begin(), args.end());
   return ::phos::testing::Run(argv);
 }
 
 CommandResult PhosdTest::CurlPost(const std::string& path, const std::string& body) {
-  return ::phos::testing::Run({"/usr/bin/curl", "-s", "-X", "POST", "--data", body, endpoint_ + path});
+  return ::phos::testing::Run({"/usr/bin/curl", "-s", "-H", "Authorization: Bearer " + admin_token_, "-X", "POST",
+                               "--data", body, endpoint_ + path});
 }
+
+std::vector<std::string> PhosdTest::AdminHeader() const { return {"-H", "Authorization: Bearer " + admin_token_}; }
 
 }  // namespace phos::testing

@@ -105,7 +105,8 @@ class Phosd {
     std::string listen = "127.0.0.1:" + std::to_string(FreePort());
     endpoint_ = "http://" + listen;
     SpawnOptions options;
-    options.argv = {PHOS_PHOSD, "--listen", listen, "--data-dir", data_dir_, "--gpu", "sim"};
+    options.argv = {PHOS_PHOSD, "--listen", listen, "--data-dir", data_dir_, "--gpu", "sim",
+                    "--functions-dir", BuildBinDir()};
     options.argv.insert(options.argv.end(), flags_.begin(), flags_.end());
     options.env = {{"PHOS_SIMGPU_TIME_SCALE", time_scale_}};
     options.stdout_file = log_path_;
@@ -130,7 +131,8 @@ class Phosd {
   }
 
   CommandResult PhosFn(const std::vector<std::string>& args) const {
-    std::vector<std::string> argv = {PHOS_PHOS_FN, "--endpoint", endpoint_};
+    std::vector<std::string> argv = {PHOS_PHOS_FN, "--endpoint", endpoint_, "--token-file",
+                                     data_dir_ + "/admin.token"};
     argv.insert(argv.end(), args.begin(), args.end());
     return Run(argv);
   }
@@ -657,8 +659,8 @@ TEST_F(RestoreTest, DeployOfAFunctionThatExitsBeforeItsEntryPointFails) {
   CommandResult early = phosd.PhosFn({"deploy", "early", PHOS_INDIRECT_FUNCTION, "--", "--buffers", "0"});
   EXPECT_NE(early.exit_code, 0) << early.out;
   EXPECT_FALSE(phosd.Listed("early").is_object()) << "a function that failed to deploy is listed";
-  // /bin/false never reaches an entry point either.
-  CommandResult never = phosd.PhosFn({"deploy", "never", "/bin/false"});
+  // /bin/false (uploaded: it is in no functions directory) never reaches an entry point either.
+  CommandResult never = phosd.PhosFn({"deploy", "never", "/bin/false", "--upload"});
   EXPECT_NE(never.exit_code, 0) << never.out;
   EXPECT_FALSE(phosd.Listed("never").is_object()) << "a function that failed to deploy is listed";
   // Neither left a snapshot, and neither comes back after a restart.

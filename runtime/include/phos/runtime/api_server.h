@@ -5,12 +5,15 @@
 // names is checked.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "phos/base/status.h"
@@ -98,6 +101,15 @@ struct SessionTimeline {
 struct ApiServerOptions {
   // Unix SOCK_SEQPACKET socket to listen on (phosd's gpu.sock); replaced if it exists. Required.
   std::string socket_path;
+  // The socket file's mode, set once it is bound (the umask does not decide it). Default: 0660.
+  mode_t socket_mode = 0660;
+  // The group the socket file is given (chown), so that function users in it may connect;
+  // -1: phosd's own. Default: -1.
+  gid_t socket_group = static_cast<gid_t>(-1);
+  // Peer uids (SO_PEERCRED, checked on every connection) accepted besides root and phosd's own:
+  // inclusive ranges, the users functions run as. More may be allowed later (AllowPeerUids).
+  // Default: none.
+  std::vector<std::pair<uid_t, uid_t>> allowed_peer_uids;
   // Each session's ring: record bytes (a power of two) and reply-area bytes.
   // Default: ipc::Ring::kDefaultDataBytes, ipc::Ring::kDefaultReplyBytes.
   size_t ring_bytes = ipc::Ring::kDefaultDataBytes;
@@ -181,6 +193,9 @@ class ApiServer {
   void SetContextDemand(size_t contexts);
   // Until the context pool has nothing left to make or scrub (or `timeout`): whether it got there.
   bool WaitForContexts(std::chrono::milliseconds timeout);
+  // Accepts connections from the uids first..last (inclusive) from now on (ApiServerOptions::
+  // allowed_peer_uids): the users functions are given as they are made.
+  void AllowPeerUids(uid_t first, uid_t last);
   // Sessions currently open.
   size_t session_count() const;
   const std::string& socket_path() const;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -209,6 +210,8 @@ class InstanceManager {
   // instances once their current request is answered. NotFound for an unknown name.
   Status Remove(const std::string& name);
   std::vector<FunctionStatus> List() const;
+  // The spec of the function `name`, or nothing when there is none.
+  std::optional<FunctionSpec> Spec(const std::string& name) const;
 
   // Runs `request` on an instance of `name`; `done` is called exactly once, from a manager
   // thread (or the caller's, for an unknown function). timeout 0 = options.invoke_timeout.

@@ -27,6 +27,10 @@ struct FunctionSpec {
   // one instance range (and snapshot) per instance it may run at once, plus a spare one
   // (InstanceRanges). Default: 0.
   int max_instances = 0;
+  // SHA-256 (64 lowercase hex digits) of the token an invocation must bear (Authorization: Bearer);
+  // only the digest is kept, so the registry holds no usable secret. Empty: invoke is open to
+  // whoever reaches phosd's listener. Default: empty.
+  std::string invoke_token_sha256;
 };
 
 // spec.max_instances, or spec.instances when it is 0; at least 1.
@@ -40,12 +44,16 @@ inline int MaxInstances(const FunctionSpec& spec) {
 // scrubbed (docs/design.md D16).
 inline int InstanceRanges(const FunctionSpec& spec) { return MaxInstances(spec) + 1; }
 
+// True when `text` is 64 lowercase hex digits: a SHA-256 as sha256sum prints it.
+bool IsSha256Hex(std::string_view text);
+
 // Checks name, executable (absolute, exists, executable), environment names, instance and GPU
 // counts against phos's limits (not against the node's devices: see InstanceManager::Register).
 Status ValidateFunctionSpec(const FunctionSpec& spec);
 
 // The request body of POST /v1/functions: {"name", "executable", "args": [...], "env": {...},
-// "instances", "gpus", "max_instances"}; "gpus" and "max_instances" may be absent (1: registries written before it load). Fails with
+// "instances", "gpus", "max_instances", "invoke_token_sha256"}; "gpus", "max_instances" and
+// "invoke_token_sha256" may be absent (1: registries written before it load). Fails with
 // InvalidArgument naming the bad field.
 Result<FunctionSpec> ParseFunctionSpecJson(std::string_view json);
 std::string FunctionSpecToJson(const FunctionSpec& spec);

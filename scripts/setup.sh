@@ -13,6 +13,7 @@ packages=(
   curl libcurl4-openssl-dev
   libprotobuf-dev protobuf-compiler librocksdb-dev libxxhash-dev libzstd-dev liburing-dev
   criu
+  bubblewrap  # phosd --sandbox: each function in its own namespaces (docs/design.md, Sandbox)
   python3  # scripts/make-checkpoint.py (standard library only)
   gnuplot-nox  # bench/coldstart draws the plots in docs/plots
 )

@@ -21,6 +21,7 @@
 #include "phos/driver/driver_table.h"
 #include "phos/runtime/cpu_state.h"
 #include "phos/runtime/instance_manager.h"
+#include "phos/runtime/sandbox.h"
 #include "phos/runtime/snapshot_sessions.h"
 #include "phos/store/dram_tier.h"
 #include "phos/store/store.h"
@@ -53,6 +54,8 @@ int main(int argc, char** argv) {
   long long keep_alive_ms = 60000;
   bool share_weights = true;
   long long start_timeout_ms = 60000;
+  std::string sandbox_mode = "auto";
+  std::string sandbox_ids = "200000-299999";
   app.add_option("--listen", listen, "HOST:PORT for the HTTP API (port 0 picks one)")->capture_default_str();
   app.add_option("--data-dir", data_dir, "Directory for functions.json, logs/ and gpu.sock")->required();
   app.add_option("--gpu", gpu, "sim, cuda or auto (cuda when a driver loads)")
@@ -97,6 +100,15 @@ int main(int argc, char** argv) {
   app.add_option("--share-weights", share_weights,
                  "Map read-only buffers of restored instances from one allocation per device and content instead "
                  "of copying each instance's (docs/design.md D14)")
+      ->capture_default_str();
+  app.add_option("--sandbox", sandbox_mode,
+                 "Run each function as its own uid in its own namespaces with its cgroup limits (docs/design.md, "
+                 "Sandbox): on, off, or auto (on when this machine allows it; the log says why not)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  app.add_option("--sandbox-ids", sandbox_ids,
+                 "FIRST-LAST: host uids/gids of sandboxed functions; FIRST is gpu.sock's group, each function "
+                 "runs as one of the others")
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -174,6 +186,17 @@ int main(int argc, char** argv) {
   api_options.va_slots = instance_ranges;
   auto api = phos::runtime::ApiServer::Start(api_options, driver->get());
   if (!api.ok()) return Fail(api.status().WithContext("phosd"));
+  phos::runtime::SandboxOptions sandbox_options;
+  sandbox_options.data_dir = data_dir;
+  auto mode = phos::runtime::ParseSandboxMode(sandbox_mode);
+  if (!mode.ok()) return Fail(mode.status());
+  sandbox_options.mode = *mode;
+  auto ids = phos::runtime::SandboxIds::Parse(sandbox_ids);
+  if (!ids.ok()) return Fail(ids.status().WithContext("--sandbox-ids"));
+  sandbox_options.ids = *ids;
+  // After the API server: the sandbox gives gpu.sock its group and binds it into a trial sandbox.
+  auto sandbox = phos::runtime::Sandbox::Open(sandbox_options);
+  if (!sandbox.ok()) return Fail(sandbox.status().WithContext("phosd"));
   // Snapshots: the store, a DRAM tier made when the first snapshot needs it (its pinned arena lives
   // in a context leased for phosd's lifetime), and where deployed functions' CPU state is kept.
   phos::store::StoreOptions store_options;
@@ -218,6 +241,7 @@ int main(int argc, char** argv) {
   manager_options.invoke_timeout = device_time(std::chrono::milliseconds(invoke_timeout_ms));
   manager_options.sessions = &sessions;
   manager_options.cpu_state = cpu_backend.get();
+  manager_options.sandbox = sandbox->get();
   manager_options.keep_alive = std::chrono::milliseconds(keep_alive_ms);
   manager_options.metrics_registry = metrics;
   manager_options.start_timeout = device_time(std::chrono::milliseconds(start_timeout_ms));
@@ -243,6 +267,7 @@ int main(int argc, char** argv) {
   server->reset();
   manager->reset();
   cpu_backend.reset();  // the parked templates
+  sandbox->reset();     // the functions' cgroups
   api->reset();
   groups.reset();
   pool->reset();

@@ -262,7 +262,8 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
   }
   std::string token = *issued;
   Result<InstanceProcess> spawned = SpawnInstanceProcess(
-      spec, logs_dir_, {{"PHOS_GPU_SOCKET", sessions.SocketPath()}, {"PHOS_INSTANCE_TOKEN", token}});
+      spec, logs_dir_, {{"PHOS_GPU_SOCKET", sessions.SocketPath()}, {"PHOS_INSTANCE_TOKEN", token}},
+      options_.sandbox);
   if (!spawned.ok()) {
     sessions.EndSession(token);
     sessions.ReleaseVaSlot(slot.va_slot);
@@ -341,7 +342,7 @@ Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr
         }
         env = {{"PHOS_GPU_SOCKET", sessions->SocketPath()}, {"PHOS_INSTANCE_TOKEN", *token}};
       }
-      return SpawnInstanceProcess(spec, logs_dir_, env);
+      return SpawnInstanceProcess(spec, logs_dir_, env, options_.sandbox);
     }
   }
   if (slot.version == 0) {

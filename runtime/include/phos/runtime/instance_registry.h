@@ -2,6 +2,7 @@
 // in <data-dir>/functions.json so a restarted phosd knows its functions.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -27,6 +28,17 @@ struct FunctionSpec {
   // one instance range (and snapshot) per instance it may run at once, plus a spare one
   // (InstanceRanges). Default: 0.
   int max_instances = 0;
+  // The sandboxed instance may open network connections (the host's network); otherwise it has
+  // a network namespace of its own with only a loopback device. Default: false.
+  bool network = false;
+  // cgroup limits of all the function's processes together (template and instances); 0: none.
+  // memory_mib: 1..1048576 (1 TiB); pids: 1..65536; cpu_millis: CPU time per second of wall
+  // time, 1..1048576 (1000 = one core). Default: 0 (no limit).
+  struct Limits {
+    int64_t memory_mib = 0;
+    int64_t pids = 0;
+    int64_t cpu_millis = 0;
+  } limits;
 };
 
 // spec.max_instances, or spec.instances when it is 0; at least 1.
@@ -45,7 +57,8 @@ inline int InstanceRanges(const FunctionSpec& spec) { return MaxInstances(spec) 
 Status ValidateFunctionSpec(const FunctionSpec& spec);
 
 // The request body of POST /v1/functions: {"name", "executable", "args": [...], "env": {...},
-// "instances", "gpus", "max_instances"}; "gpus" and "max_instances" may be absent (1: registries written before it load). Fails with
+// "instances", "gpus", "max_instances", "network", "limits": {"memory_mib", "pids", "cpu_millis"}};
+// every field but "name" and "executable" may be absent (1: registries written before it load). Fails with
 // InvalidArgument naming the bad field.
 Result<FunctionSpec> ParseFunctionSpecJson(std::string_view json);
 std::string FunctionSpecToJson(const FunctionSpec& spec);

@@ -36,6 +36,9 @@ void InstanceManager::Impl::Deploy(const FunctionSpec& spec, std::string sample_
       refused = Status::FailedPrecondition("phosd is shutting down");
     } else if (functions_.count(spec.name) != 0) {
       refused = Status::AlreadyExists("function '" + spec.name + "' is already registered");
+    } else if (options_.sandbox != nullptr &&
+               !(refused = options_.sandbox->PrepareFunction(spec)).ok()) {  // its cgroup, before any process
+      refused = refused.WithContext("register function '" + spec.name + "'");
     } else {
       std::shared_ptr<Function> f = AddLocked(spec);
       refused = SaveLocked();
@@ -46,6 +49,7 @@ void InstanceManager::Impl::Deploy(const FunctionSpec& spec, std::string sample_
         return;
       }
       functions_.erase(spec.name);
+      if (options_.sandbox != nullptr) options_.sandbox->RemoveFunction(spec.name);
       refused = refused.WithContext("register function '" + spec.name + "'");
     }
   }

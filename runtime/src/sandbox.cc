@@ -69,18 +69,20 @@ Result<SandboxMode> ParseSandboxMode(std::string_view text) {
 
 std::vector<std::string> Sandbox::SandboxArgv(const SandboxOptions& options, const FunctionSpec& spec, uid_t uid,
                                               gid_t group) {
+  // Neither --die-with-parent (its parent-death signal follows the phosd thread that spawned the
+  // sandbox, which ends long before the function) nor --new-session (the whole sandbox stays in the
+  // process group phosd ends it by; the function gets no terminal: stdin is /dev/null, output a file).
   std::vector<std::string> argv = {options.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-                                   "--unshare-cgroup-try",
-                                   // The sandbox ends with the process phosd started (its first bwrap).
-                                   "--die-with-parent", "--new-session"};
+                                   "--unshare-cgroup-try"};
   if (!spec.network) argv.push_back("--unshare-net");
-  // What setpriv needs to become the function's user; it drops them all itself.
+  // What setpriv needs to become the function's user, and nothing else (bubblewrap applies the
+  // options in order); setpriv then drops these too.
+  argv.insert(argv.end(), {"--cap-drop", "ALL"});
   for (const char* cap : {"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"}) {
     argv.insert(argv.end(), {"--cap-add", cap});
   }
   const std::string socket = options.data_dir + "/gpu.sock";
-  argv.insert(argv.end(), {"--cap-drop", "ALL",
-                           // The host's files, read-only; then what is hidden or private on top.
+  argv.insert(argv.end(), {// The host's files, read-only; then what is hidden or private on top.
                            "--ro-bind", "/", "/", "--tmpfs", options.data_dir, "--bind", socket, socket,
                            // Its executable even when phosd keeps it in the data directory.
                            "--ro-bind", spec.executable, spec.executable, "--dev", "/dev", "--proc", "/proc",

@@ -191,6 +191,13 @@ int main(int argc, char** argv) {
   auto mode = phos::runtime::ParseSandboxMode(sandbox_mode);
   if (!mode.ok()) return Fail(mode.status());
   sandbox_options.mode = *mode;
+  // A CRIU dump of a sandbox would take bubblewrap and its namespaces: not supported together.
+  if (cpu_state == "criu" && sandbox_options.mode == phos::runtime::SandboxMode::kOn)
+    return Fail(phos::Status::InvalidArgument("phosd: --sandbox on does not work with --cpu-state criu"));
+  if (cpu_state == "criu" && sandbox_options.mode == phos::runtime::SandboxMode::kAuto) {
+    PHOS_LOG(Warn, "phosd", "--cpu-state criu: functions are not sandboxed");
+    sandbox_options.mode = phos::runtime::SandboxMode::kOff;
+  }
   auto ids = phos::runtime::SandboxIds::Parse(sandbox_ids);
   if (!ids.ok()) return Fail(ids.status().WithContext("--sandbox-ids"));
   sandbox_options.ids = *ids;

@@ -83,11 +83,15 @@ std::vector<std::string> Sandbox::SandboxArgv(const SandboxOptions& options, con
   }
   const std::string socket = options.data_dir + "/gpu.sock";
   argv.insert(argv.end(), {// The host's files, read-only; then what is hidden or private on top.
-                           "--ro-bind", "/", "/", "--tmpfs", options.data_dir, "--bind", socket, socket,
+                           "--ro-bind", "/", "/", "--tmpfs", options.data_dir,
                            // Its executable even when phosd keeps it in the data directory.
                            "--ro-bind", spec.executable, spec.executable, "--dev", "/dev", "--proc", "/proc",
                            // The private scratch directory (TMPDIR), gone with the sandbox.
                            "--perms", "1777", "--tmpfs", "/run", "--setenv", "TMPDIR", "/run", "--chdir", "/run",
+                           // The socket where the function's uid reaches it (a mount point: not
+                           // to be removed or replaced from inside).
+                           // bubblewrap makes missing parents 0700: the directory is made first.
+                           "--perms", "0755", "--dir", "/run/phos", "--bind", socket, kSocketInside,
                            "--", options.setpriv, "--reuid=" + std::to_string(uid), "--regid=" + std::to_string(uid),
                            "--groups=" + std::to_string(group), "--no-new-privs", "--inh-caps=-all",
                            "--bounding-set=-all", "--"});

@@ -79,6 +79,12 @@ class Sandbox {
   const std::string& why_off() const { return why_off_; }
   const SandboxIds& ids() const { return options_.ids; }
 
+  // Where functions find gpu.sock (PHOS_GPU_SOCKET): inside the sandbox at kSocketInside, whatever
+  // the data directory's ancestors let the function's uid traverse; `host_path` when off.
+  static constexpr const char* kSocketInside = "/run/phos/gpu.sock";
+  std::string SocketPathForFunctions(const std::string& host_path) const {
+    return enabled_ ? kSocketInside : host_path;
+  }
   // Creates (again) the function's cgroup with its spec's limits; no-op when off.
   Status PrepareFunction(const FunctionSpec& spec);
   // Kills what runs in the function's cgroup and removes it; no-op when off.

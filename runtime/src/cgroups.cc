@@ -1,8 +1,8 @@
 #include "cgroups.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,7 +45,8 @@ Status WriteFile(const std::string& path, const std::string& value) {
   ssize_t n = write(fd, value.data(), value.size());
   int write_errno = errno;
   close(fd);
-  if (n != static_cast<ssize_t>(value.size())) return Status::FromErrno(write_errno, "write '" + value + "' to " + path);
+  if (n != static_cast<ssize_t>(value.size()))
+    return Status::FromErrno(write_errno, "write '" + value + "' to " + path);
   return Status::Ok();
 }
 
@@ -117,8 +118,10 @@ Result<CgroupLayout> DetectCgroupLayout(const std::string& mountinfo_path) {
   return layout;
 }
 
-Result<std::unique_ptr<FunctionCgroups>> FunctionCgroups::Open(const CgroupLayout& layout, const std::string& parent) {
-  if (!layout.complete()) return Status::NotSupported("cgroups: controllers missing (" + layout.Describe() + ")");
+Result<std::unique_ptr<FunctionCgroups>> FunctionCgroups::Open(const CgroupLayout& layout,
+                                                               const std::string& parent) {
+  if (!layout.complete())
+    return Status::NotSupported("cgroups: controllers missing (" + layout.Describe() + ")");
   if (parent.empty() || parent.find('/') != std::string::npos)
     return Status::InvalidArgument("cgroups: bad parent group name '" + parent + "'");
   std::unique_ptr<FunctionCgroups> groups(new FunctionCgroups(layout, parent));
@@ -133,7 +136,8 @@ Result<std::unique_ptr<FunctionCgroups>> FunctionCgroups::Open(const CgroupLayou
   for (const CgroupLayout::Controller* c : {&layout.memory, &layout.pids, &layout.cpu}) {
     if (!c->v2) continue;
     for (const std::string& dir : {c->mount, c->mount + "/" + parent}) {
-      PHOS_RETURN_IF_ERROR(WriteFile(dir + "/cgroup.subtree_control", "+memory +pids +cpu").WithContext("cgroups"));
+      PHOS_RETURN_IF_ERROR(
+          WriteFile(dir + "/cgroup.subtree_control", "+memory +pids +cpu").WithContext("cgroups"));
     }
     break;
   }
@@ -150,36 +154,43 @@ std::vector<std::string> FunctionCgroups::Directories(const std::string& functio
   return dirs;
 }
 
-Result<std::vector<std::string>> FunctionCgroups::Create(const std::string& function, const CgroupLimits& limits) {
+Result<std::vector<std::string>> FunctionCgroups::Create(const std::string& function,
+                                                         const CgroupLimits& limits) {
   if (function.empty() || function.find('/') != std::string::npos || function == "." || function == "..")
     return Status::InvalidArgument("cgroups: bad function name '" + function + "'");
   PHOS_RETURN_IF_ERROR(Remove(function));
   std::vector<std::string> join;
   for (const std::string& dir : Directories(function)) {
-    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::FromErrno(errno, "cgroups: create " + dir);
+    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+      return Status::FromErrno(errno, "cgroups: create " + dir);
     join.push_back(dir + "/cgroup.procs");
   }
-  auto group_of = [&](const CgroupLayout::Controller& c) { return c.mount + "/" + parent_ + "/" + function + "/"; };
+  auto group_of = [&](const CgroupLayout::Controller& c) {
+    return c.mount + "/" + parent_ + "/" + function + "/";
+  };
   const std::string memory = group_of(layout_.memory);
   if (limits.memory_bytes > 0) {
     const std::string bytes = std::to_string(limits.memory_bytes);
     if (layout_.memory.v2) {
       PHOS_RETURN_IF_ERROR(WriteFile(memory + "memory.max", bytes));
       // Swap would let a function past its limit instead of being killed at it.
-      if (fs::exists(memory + "memory.swap.max")) PHOS_RETURN_IF_ERROR(WriteFile(memory + "memory.swap.max", "0"));
+      if (fs::exists(memory + "memory.swap.max"))
+        PHOS_RETURN_IF_ERROR(WriteFile(memory + "memory.swap.max", "0"));
     } else {
       PHOS_RETURN_IF_ERROR(WriteFile(memory + "memory.limit_in_bytes", bytes));
       if (fs::exists(memory + "memory.memsw.limit_in_bytes"))
         PHOS_RETURN_IF_ERROR(WriteFile(memory + "memory.memsw.limit_in_bytes", bytes));
     }
   }
-  if (limits.pids > 0) PHOS_RETURN_IF_ERROR(WriteFile(group_of(layout_.pids) + "pids.max", std::to_string(limits.pids)));
+  if (limits.pids > 0)
+    PHOS_RETURN_IF_ERROR(WriteFile(group_of(layout_.pids) + "pids.max", std::to_string(limits.pids)));
   if (limits.cpu_millis > 0) {
     // Milliseconds per second = microseconds per period / (period / 1000 us).
     const int64_t quota = limits.cpu_millis * (kCpuPeriodMicros / 1000);
     const std::string cpu = group_of(layout_.cpu);
     if (layout_.cpu.v2) {
-      PHOS_RETURN_IF_ERROR(WriteFile(cpu + "cpu.max", std::to_string(quota) + " " + std::to_string(kCpuPeriodMicros)));
+      PHOS_RETURN_IF_ERROR(
+          WriteFile(cpu + "cpu.max", std::to_string(quota) + " " + std::to_string(kCpuPeriodMicros)));
     } else {
       PHOS_RETURN_IF_ERROR(WriteFile(cpu + "cpu.cfs_period_us", std::to_string(kCpuPeriodMicros)));
       PHOS_RETURN_IF_ERROR(WriteFile(cpu + "cpu.cfs_quota_us", std::to_string(quota)));

@@ -66,7 +66,8 @@ class FunctionCgroups {
   std::vector<std::string> Directories(const std::string& function) const;
 
  private:
-  FunctionCgroups(CgroupLayout layout, std::string parent) : layout_(std::move(layout)), parent_(std::move(parent)) {}
+  FunctionCgroups(CgroupLayout layout, std::string parent)
+      : layout_(std::move(layout)), parent_(std::move(parent)) {}
 
   CgroupLayout layout_;
   std::string parent_;

@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <charconv>
+#include <cstdio>
 #include <filesystem>
 
 #include "cgroups.h"
@@ -51,7 +51,8 @@ Result<SandboxIds> SandboxIds::Parse(std::string_view text) {
   PHOS_ASSIGN_OR_RETURN(uid_t first, ParseId(text.substr(0, dash)));
   PHOS_ASSIGN_OR_RETURN(uid_t last, ParseId(text.substr(dash + 1)));
   if (last <= first)
-    return Status::InvalidArgument("sandbox ids: '" + std::string(text) + "' needs at least two ids, first < last");
+    return Status::InvalidArgument("sandbox ids: '" + std::string(text) +
+                                   "' needs at least two ids, first < last");
   return SandboxIds{first, last};
 }
 
@@ -67,8 +68,8 @@ Result<SandboxMode> ParseSandboxMode(std::string_view text) {
   return Status::InvalidArgument("--sandbox must be auto, on or off, not '" + std::string(text) + "'");
 }
 
-std::vector<std::string> Sandbox::SandboxArgv(const SandboxOptions& options, const FunctionSpec& spec, uid_t uid,
-                                              gid_t group) {
+std::vector<std::string> Sandbox::SandboxArgv(const SandboxOptions& options, const FunctionSpec& spec,
+                                              uid_t uid, gid_t group) {
   // Neither --die-with-parent (its parent-death signal follows the phosd thread that spawned the
   // sandbox, which ends long before the function) nor --new-session (the whole sandbox stays in the
   // process group phosd ends it by; the function gets no terminal: stdin is /dev/null, output a file).
@@ -82,19 +83,20 @@ std::vector<std::string> Sandbox::SandboxArgv(const SandboxOptions& options, con
     argv.insert(argv.end(), {"--cap-add", cap});
   }
   const std::string socket = options.data_dir + "/gpu.sock";
-  argv.insert(argv.end(), {// The host's files, read-only; then what is hidden or private on top.
-                           "--ro-bind", "/", "/", "--tmpfs", options.data_dir,
-                           // Its executable even when phosd keeps it in the data directory.
-                           "--ro-bind", spec.executable, spec.executable, "--dev", "/dev", "--proc", "/proc",
-                           // The private scratch directory (TMPDIR), gone with the sandbox.
-                           "--perms", "1777", "--tmpfs", "/run", "--setenv", "TMPDIR", "/run", "--chdir", "/run",
-                           // The socket where the function's uid reaches it (a mount point: not
-                           // to be removed or replaced from inside).
-                           // bubblewrap makes missing parents 0700: the directory is made first.
-                           "--perms", "0755", "--dir", "/run/phos", "--bind", socket, kSocketInside,
-                           "--", options.setpriv, "--reuid=" + std::to_string(uid), "--regid=" + std::to_string(uid),
-                           "--groups=" + std::to_string(group), "--no-new-privs", "--inh-caps=-all",
-                           "--bounding-set=-all", "--"});
+  argv.insert(argv.end(),
+              {// The host's files, read-only; then what is hidden or private on top.
+               "--ro-bind", "/", "/", "--tmpfs", options.data_dir,
+               // Its executable even when phosd keeps it in the data directory.
+               "--ro-bind", spec.executable, spec.executable, "--dev", "/dev", "--proc", "/proc",
+               // The private scratch directory (TMPDIR), gone with the sandbox.
+               "--perms", "1777", "--tmpfs", "/run", "--setenv", "TMPDIR", "/run", "--chdir", "/run",
+               // The socket where the function's uid reaches it (a mount point: not
+               // to be removed or replaced from inside).
+               // bubblewrap makes missing parents 0700: the directory is made first.
+               "--perms", "0755", "--dir", "/run/phos", "--bind", socket, kSocketInside, "--",
+               options.setpriv, "--reuid=" + std::to_string(uid), "--regid=" + std::to_string(uid),
+               "--groups=" + std::to_string(group), "--no-new-privs", "--inh-caps=-all",
+               "--bounding-set=-all", "--"});
   return argv;
 }
 
@@ -113,8 +115,8 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Open(const SandboxOptions& options) {
     return sandbox;
   }
   sandbox->enabled_ = true;
-  PHOS_LOG(Info, "sandbox", "on: functions run as uids {}-{} (bubblewrap), gpu.sock group {}", options.ids.first + 1,
-           options.ids.last, options.ids.first);
+  PHOS_LOG(Info, "sandbox", "on: functions run as uids {}-{} (bubblewrap), gpu.sock group {}",
+           options.ids.first + 1, options.ids.last, options.ids.first);
   return sandbox;
 }
 
@@ -134,13 +136,15 @@ Status Sandbox::Probe() {
   if (!layout.complete()) return Status::NotSupported("cgroup controllers missing: " + layout.Describe());
   // One parent group per data directory: a restarted phosd finds its predecessor's groups.
   char parent[32];
-  std::snprintf(parent, sizeof(parent), "phos-%016llx", static_cast<unsigned long long>(Fnv1a(options_.data_dir)));
+  std::snprintf(parent, sizeof(parent), "phos-%016llx",
+                static_cast<unsigned long long>(Fnv1a(options_.data_dir)));
   PHOS_ASSIGN_OR_RETURN(cgroups_, FunctionCgroups::Open(layout, parent));
   // Sandboxed functions reach gpu.sock through its group (SandboxIds), not through its mode.
   const std::string socket = options_.data_dir + "/gpu.sock";
   if (chown(socket.c_str(), static_cast<uid_t>(-1), options_.ids.socket_group()) != 0 ||
       chmod(socket.c_str(), 0660) != 0) {
-    return Status::FromErrno(errno, "sandbox: give " + socket + " to group " + std::to_string(options_.ids.socket_group()));
+    return Status::FromErrno(
+        errno, "sandbox: give " + socket + " to group " + std::to_string(options_.ids.socket_group()));
   }
   // A trial sandbox with everything a function gets.
   FunctionSpec trial{.name = "sandbox-probe", .executable = "/bin/true"};
@@ -153,7 +157,8 @@ Status Sandbox::Probe() {
   if (!ran->status.success()) {
     std::string said = ran->output.substr(0, 300);
     while (!said.empty() && said.back() == '\n') said.pop_back();
-    return Status::Unavailable("trial sandbox (" + options_.bwrap + ") " + ran->status.ToString() + ": " + said);
+    return Status::Unavailable("trial sandbox (" + options_.bwrap + ") " + ran->status.ToString() + ": " +
+                               said);
   }
   return Status::Ok();
 }

@@ -1,21 +1,21 @@
 // Sandboxed functions (phosd --sandbox on) end to end, with the sandbox probe function: what a
 // function must not be able to do fails, what it may do works, and its cgroup limits hold.
+#include "phos/runtime/sandbox.h"
+
 #include <arpa/inet.h>
-#include <netinet/in.h>
 #include <dirent.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include "phos/runtime/sandbox.h"
 #include "phosd_fixture.h"
 
 namespace phos::testing {
@@ -25,7 +25,8 @@ namespace {
 std::string WhyNoSandbox() {
   if (geteuid() != 0) return "not root: phosd cannot give functions their own uid";
   CommandResult trial = Run({"bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "/bin/true"});
-  if (trial.exit_code != 0) return "bubblewrap cannot make a sandbox here (exit " + std::to_string(trial.exit_code) + ")";
+  if (trial.exit_code != 0)
+    return "bubblewrap cannot make a sandbox here (exit " + std::to_string(trial.exit_code) + ")";
   return "";
 }
 

@@ -2,6 +2,7 @@
 // point into it), and once against this machine's own hierarchies.
 #include "cgroups.h"
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,8 +10,6 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-
-#include <gtest/gtest.h>
 
 namespace phos::runtime {
 namespace {
@@ -27,8 +26,9 @@ std::string Slurp(const std::string& path) {
 class CgroupsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::path(::testing::TempDir()) / ("phos-cgroups-" + std::to_string(getpid()) + "-" +
-                                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root_ =
+        fs::path(::testing::TempDir()) / ("phos-cgroups-" + std::to_string(getpid()) + "-" +
+                                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(root_);
     fs::create_directories(root_);
   }
@@ -38,8 +38,8 @@ class CgroupsTest : public ::testing::Test {
   std::string Mount(const std::string& dir, const std::string& fstype, const std::string& super,
                     const std::string& mount_root = "/") {
     fs::create_directories(root_ / dir);
-    return "40 31 0:38 " + mount_root + " " + (root_ / dir).string() + " rw,relatime shared:9 - " + fstype + " " +
-           fstype + " " + super + "\n";
+    return "40 31 0:38 " + mount_root + " " + (root_ / dir).string() + " rw,relatime shared:9 - " + fstype +
+           " " + fstype + " " + super + "\n";
   }
   std::string WriteMountinfo(const std::string& text) {
     std::string path = (root_ / "mountinfo").string();
@@ -117,7 +117,8 @@ TEST_F(CgroupsTest, V2GroupsShareOneDirectoryAndTheParentEnablesTheControllers) 
   ASSERT_TRUE(groups.ok()) << groups.status().ToString();
   EXPECT_EQ(Slurp((root_ / "unified/cgroup.subtree_control").string()), "+memory +pids +cpu");
   EXPECT_EQ(Slurp((root_ / "unified/phos-test/cgroup.subtree_control").string()), "+memory +pids +cpu");
-  Result<std::vector<std::string>> join = (*groups)->Create("mlp", {.memory_bytes = 1 << 20, .cpu_millis = 250});
+  Result<std::vector<std::string>> join =
+      (*groups)->Create("mlp", {.memory_bytes = 1 << 20, .cpu_millis = 250});
   ASSERT_TRUE(join.ok()) << join.status().ToString();
   EXPECT_EQ(*join, std::vector<std::string>{(root_ / "unified/phos-test/mlp/cgroup.procs").string()});
   EXPECT_EQ(Slurp((root_ / "unified/phos-test/mlp/memory.max").string()), "1048576");

@@ -2,11 +2,11 @@
 // function is started with (what it sees, what it does not).
 #include "phos/runtime/sandbox.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace phos::runtime {
 namespace {
@@ -59,9 +59,9 @@ TEST(SandboxArgvTest, HidesTheDataDirectoryButItsSocketAndDropsToTheFunctionsUse
     EXPECT_NE(std::find(argv.begin(), argv.end(), ns), argv.end()) << ns;
   }
   EXPECT_TRUE(HasSequence(argv, {"--ro-bind", "/", "/", "--tmpfs", "/var/lib/phos"}));
-  EXPECT_TRUE(HasSequence(argv, {"--tmpfs", "/run", "--setenv", "TMPDIR", "/run", "--chdir", "/run", "--perms",
-                                 "0755", "--dir", "/run/phos", "--bind", "/var/lib/phos/gpu.sock",
-                                 Sandbox::kSocketInside}));
+  EXPECT_TRUE(HasSequence(
+      argv, {"--tmpfs", "/run", "--setenv", "TMPDIR", "/run", "--chdir", "/run", "--perms", "0755", "--dir",
+             "/run/phos", "--bind", "/var/lib/phos/gpu.sock", Sandbox::kSocketInside}));
   EXPECT_TRUE(HasSequence(argv, {"--ro-bind", "/opt/fns/mlp", "/opt/fns/mlp"}));
   EXPECT_TRUE(HasSequence(argv, {"--dev", "/dev", "--proc", "/proc"}));
   EXPECT_TRUE(HasSequence(argv, {"--perms", "1777", "--tmpfs", "/run"}));
@@ -70,8 +70,8 @@ TEST(SandboxArgvTest, HidesTheDataDirectoryButItsSocketAndDropsToTheFunctionsUse
   auto add = std::find(argv.begin(), argv.end(), "--cap-add");
   ASSERT_NE(drop, argv.end());
   EXPECT_LT(drop, add);
-  EXPECT_TRUE(HasSequence(argv, {"setpriv", "--reuid=200123", "--regid=200123", "--groups=200000", "--no-new-privs",
-                                 "--inh-caps=-all", "--bounding-set=-all", "--"}));
+  EXPECT_TRUE(HasSequence(argv, {"setpriv", "--reuid=200123", "--regid=200123", "--groups=200000",
+                                 "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"}));
 }
 
 TEST(SandboxArgvTest, TheNetworkIsSharedOnlyWhenTheSpecAllowsIt) {
@@ -97,7 +97,9 @@ TEST(SandboxTest, OffConfinesNothing) {
 
 TEST(SandboxTest, OnFailsWithTheReasonWhenItCannotSandbox) {
   // A bubblewrap that is not there: auto turns the sandbox off, on refuses to start.
-  SandboxOptions options{.mode = SandboxMode::kOn, .data_dir = "/", .bwrap = "/nonexistent/bwrap",
+  SandboxOptions options{.mode = SandboxMode::kOn,
+                         .data_dir = "/",
+                         .bwrap = "/nonexistent/bwrap",
                          .mountinfo = "/nonexistent/mountinfo"};
   Result<std::unique_ptr<Sandbox>> on = Sandbox::Open(options);
   ASSERT_FALSE(on.ok());

@@ -28,7 +28,9 @@
 
 namespace {
 
-std::string Failed(int error) { return std::string("failed: ") + std::strerror(error); }
+std::string Failed(int error) {
+  return std::string("failed: ") + std::strerror(error);
+}
 
 long Number(std::string_view text) {
   long value = -1;
@@ -104,7 +106,8 @@ int main() {
     if (request.rfind("read:", 0) == 0) return Read(std::string(arg("read:")));
     if (request.rfind("connect:", 0) == 0) return Connect(Number(arg("connect:")));
     if (request.rfind("kill:", 0) == 0) {
-      return kill(static_cast<pid_t>(Number(arg("kill:"))), 0) == 0 ? std::string("signalled") : Failed(errno);
+      return kill(static_cast<pid_t>(Number(arg("kill:"))), 0) == 0 ? std::string("signalled")
+                                                                    : Failed(errno);
     }
     if (request.rfind("alloc:", 0) == 0) return Allocate(Number(arg("alloc:")));
     if (request.rfind("fork:", 0) == 0) return Fork(Number(arg("fork:")));

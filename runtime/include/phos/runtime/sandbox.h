@@ -68,9 +68,9 @@ class FunctionCgroups;
 class Sandbox {
  public:
   // Opened once phosd's gpu.sock exists (it gets the socket group, mode 0660, and the trial
-  // sandbox binds it). kOff: a sandbox that confines nothing. kAuto: the same when this machine cannot sandbox (not
-  // root, no bwrap or setpriv, a trial sandbox fails, cgroup controllers missing), with the reason
-  // logged. kOn: that reason as an error.
+  // sandbox binds it). kOff: a sandbox that confines nothing. kAuto: the same when this machine cannot
+  // sandbox (not root, no bwrap or setpriv, a trial sandbox fails, cgroup controllers missing), with the
+  // reason logged. kOn: that reason as an error.
   static Result<std::unique_ptr<Sandbox>> Open(const SandboxOptions& options);
   ~Sandbox();
 
@@ -95,8 +95,8 @@ class Sandbox {
 
   // The bubblewrap and setpriv arguments that run `spec` as `uid` with the socket group `group`
   // (everything before the function's own argv); public for its tests.
-  static std::vector<std::string> SandboxArgv(const SandboxOptions& options, const FunctionSpec& spec, uid_t uid,
-                                              gid_t group);
+  static std::vector<std::string> SandboxArgv(const SandboxOptions& options, const FunctionSpec& spec,
+                                              uid_t uid, gid_t group);
 
  private:
   explicit Sandbox(SandboxOptions options);

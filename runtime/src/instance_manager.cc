@@ -83,13 +83,10 @@ Status InstanceManager::Impl::Open() {
   std::lock_guard lock(mu_);
   for (FunctionSpec& spec : specs) {
     Status valid = Validate(spec);
+    if (valid.ok() && options_.sandbox != nullptr) valid = options_.sandbox->PrepareFunction(spec);
     if (!valid.ok()) {
       // Kept registered (the executable may come back); its instances will fail to start.
       PHOS_LOG(Warn, "instances", "registered function: {}", valid.ToString());
-    }
-    if (options_.sandbox != nullptr) {
-      Status prepared = options_.sandbox->PrepareFunction(spec);
-      if (!prepared.ok()) PHOS_LOG(Warn, "instances", "registered function: {}", prepared.ToString());
     }
     std::shared_ptr<Function> f = AddLocked(spec);
     // Snapshots and templates do not outlive phosd's processes: deployed again.

@@ -14,6 +14,7 @@ packages=(
   libprotobuf-dev protobuf-compiler librocksdb-dev libxxhash-dev libzstd-dev liburing-dev
   libssl-dev  # SHA-256 of artifacts and tokens, constant-time token comparison (libcrypto)
   criu
+  bubblewrap  # phosd --sandbox: each function in its own namespaces (docs/design.md, Sandbox)
   python3  # scripts/make-checkpoint.py (standard library only)
   gnuplot-nox  # bench/coldstart draws the plots in docs/plots
 )

@@ -155,7 +155,7 @@ Result<std::string> Executables::StoreArtifact(std::string_view bytes, std::stri
     if (n < 0) written = Status::FromErrno(errno, "write artifact " + hash);
     if (n > 0) rest.remove_prefix(static_cast<size_t>(n));
   }
-  if (written.ok() && fchmod(fd, 0500) != 0) written = Status::FromErrno(errno, "chmod artifact " + hash);
+  if (written.ok() && fchmod(fd, 0555) != 0) written = Status::FromErrno(errno, "chmod artifact " + hash);
   if (written.ok() && fsync(fd) != 0) written = Status::FromErrno(errno, "fsync artifact " + hash);
   close(fd);
   if (written.ok() && rename(tmp, path.c_str()) != 0)

@@ -24,6 +24,7 @@
 #include "phos/driver/driver_table.h"
 #include "phos/runtime/cpu_state.h"
 #include "phos/runtime/instance_manager.h"
+#include "phos/runtime/sandbox.h"
 #include "phos/runtime/snapshot_sessions.h"
 #include "phos/store/dram_tier.h"
 #include "phos/store/store.h"
@@ -80,6 +81,8 @@ int main(int argc, char** argv) {
   uint64_t max_artifact_mib = phos::phosd::ExecutablesOptions{}.max_artifact_bytes >> 20;
   std::string socket_group;
   std::vector<std::string> allow_peer_uids;
+  std::string sandbox_mode = "auto";
+  std::string sandbox_ids = "200000-299999";
   app.add_option("--listen", listen,
                  "HOST:PORT for the HTTP API (port 0 picks one); an address other than loopback needs "
                  "--admin-token-file")
@@ -138,6 +141,15 @@ int main(int argc, char** argv) {
   app.add_option("--share-weights", share_weights,
                  "Map read-only buffers of restored instances from one allocation per device and content instead "
                  "of copying each instance's (docs/design.md D14)")
+      ->capture_default_str();
+  app.add_option("--sandbox", sandbox_mode,
+                 "Run each function as its own uid in its own namespaces with its cgroup limits (docs/design.md, "
+                 "Sandbox): on, off, or auto (on when this machine allows it; the log says why not)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  app.add_option("--sandbox-ids", sandbox_ids,
+                 "FIRST-LAST: host uids/gids of sandboxed functions; FIRST is gpu.sock's group, each function "
+                 "runs as one of the others")
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -251,6 +263,33 @@ int main(int argc, char** argv) {
   api_options.va_slots = instance_ranges;
   auto api = phos::runtime::ApiServer::Start(api_options, driver->get());
   if (!api.ok()) return Fail(api.status().WithContext("phosd"));
+  phos::runtime::SandboxOptions sandbox_options;
+  sandbox_options.data_dir = data_dir;
+  auto mode = phos::runtime::ParseSandboxMode(sandbox_mode);
+  if (!mode.ok()) return Fail(mode.status());
+  sandbox_options.mode = *mode;
+  // A CRIU dump of a sandbox would take bubblewrap and its namespaces: not supported together.
+  if (cpu_state == "criu" && sandbox_options.mode == phos::runtime::SandboxMode::kOn)
+    return Fail(phos::Status::InvalidArgument("phosd: --sandbox on does not work with --cpu-state criu"));
+  if (cpu_state == "criu" && sandbox_options.mode == phos::runtime::SandboxMode::kAuto) {
+    PHOS_LOG(Warn, "phosd", "--cpu-state criu: functions are not sandboxed");
+    sandbox_options.mode = phos::runtime::SandboxMode::kOff;
+  }
+  auto ids = phos::runtime::SandboxIds::Parse(sandbox_ids);
+  if (!ids.ok()) return Fail(ids.status().WithContext("--sandbox-ids"));
+  sandbox_options.ids = *ids;
+  // After the API server: the sandbox gives gpu.sock its group and binds it into a trial sandbox.
+  auto sandbox = phos::runtime::Sandbox::Open(sandbox_options);
+  if (!sandbox.ok()) return Fail(sandbox.status().WithContext("phosd"));
+  if ((*sandbox)->enabled()) {
+    // Sandboxed functions reach gpu.sock through the sandbox's group and connect as their own uids.
+    if (!socket_group.empty()) {
+      return Fail(phos::Status::InvalidArgument(
+          "phosd: --socket-group does not go with a sandbox: gpu.sock's group is the first of --sandbox-ids "
+          "(--sandbox off to choose it)"));
+    }
+    (*api)->AllowPeerUids(ids->first, ids->last);
+  }
   // Snapshots: the store, a DRAM tier made when the first snapshot needs it (its pinned arena lives
   // in a context leased for phosd's lifetime), and where deployed functions' CPU state is kept.
   phos::store::StoreOptions store_options;
@@ -295,6 +334,7 @@ int main(int argc, char** argv) {
   manager_options.invoke_timeout = device_time(std::chrono::milliseconds(invoke_timeout_ms));
   manager_options.sessions = &sessions;
   manager_options.cpu_state = cpu_backend.get();
+  manager_options.sandbox = sandbox->get();
   manager_options.keep_alive = std::chrono::milliseconds(keep_alive_ms);
   manager_options.metrics_registry = metrics;
   manager_options.start_timeout = device_time(std::chrono::milliseconds(start_timeout_ms));
@@ -327,6 +367,7 @@ int main(int argc, char** argv) {
   executables->reset();  // after the server: uploads already received are still stored whole
   manager->reset();
   cpu_backend.reset();  // the parked templates
+  sandbox->reset();     // the functions' cgroups
   api->reset();
   groups.reset();
   pool->reset();

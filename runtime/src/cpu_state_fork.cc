@@ -6,6 +6,9 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 
 #include "cpu_state_internal.h"
 #include "instance_process.h"
@@ -13,6 +16,19 @@
 #include "phos/runtime/cpu_state.h"
 
 namespace phos::runtime {
+namespace {
+
+// The pid (in phosd's PID namespace) of the process a pidfd refers to; <= 0 when it has ended or
+// the descriptor is no pidfd.
+pid_t PidOfPidfd(int pidfd) {
+  std::ifstream info("/proc/self/fdinfo/" + std::to_string(pidfd));
+  for (std::string line; std::getline(info, line);) {
+    if (line.rfind("Pid:", 0) == 0) return static_cast<pid_t>(std::strtol(line.c_str() + 4, nullptr, 10));
+  }
+  return 0;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<ForkTemplateBackend>> ForkTemplateBackend::Create(const ForkTemplateOptions& options) {
   PHOS_RETURN_IF_ERROR(cpu_state_internal::BecomeSubreaper());
@@ -89,7 +105,12 @@ Result<SpawnedProcess> ForkTemplateBackend::Spawn(const CpuStateRef& ref,
                            std::to_string(options_.fork_timeout.count()) +
                            " ms; the template is no longer used");
   }
-  Result<ipc::invoke::Frame> answer = ipc::invoke::ReadFrame(t->process.channel_fd);
+  int pidfd = -1;
+  Result<ipc::invoke::Frame> answer = ipc::invoke::ReadFrame(t->process.channel_fd, nullptr, &pidfd);
+  // A sandboxed template lives in a PID namespace of its own: the pid it names is the instance's
+  // there, and phosd's is read from the pidfd that comes with it.
+  const pid_t own_pid = pidfd >= 0 ? PidOfPidfd(pidfd) : 0;
+  if (pidfd >= 0) close(pidfd);
   if (!answer.ok()) {
     close(sv[0]);
     return Status::Unavailable("fork " + who + ": " + answer.status().message());
@@ -110,6 +131,13 @@ Result<SpawnedProcess> ForkTemplateBackend::Spawn(const CpuStateRef& ref,
                               std::to_string(static_cast<int>(answer->kind)) + " '" + text +
                               "' instead of forked <pid>; the template is no longer used");
   }
+  if (own_pid <= 0) {
+    close(sv[0]);
+    shutdown(t->process.channel_fd, SHUT_RDWR);
+    return Status::Corruption("fork " + who + ": the forked frame came without a pidfd of a live instance; the "
+                              "template is no longer used");
+  }
+  pid = own_pid;
   PHOS_LOG(Info, "cpu-state", "{} forked instance pid {}", who, pid);
   return SpawnedProcess{pid, sv[0], t->process.log_path};
 }

@@ -36,6 +36,9 @@ void InstanceManager::Impl::Deploy(const FunctionSpec& spec, std::string sample_
       refused = Status::FailedPrecondition("phosd is shutting down");
     } else if (functions_.count(spec.name) != 0) {
       refused = Status::AlreadyExists("function '" + spec.name + "' is already registered");
+    } else if (options_.sandbox != nullptr &&
+               !(refused = options_.sandbox->PrepareFunction(spec)).ok()) {  // its cgroup, before any process
+      refused = refused.WithContext("register function '" + spec.name + "'");
     } else {
       std::shared_ptr<Function> f = AddLocked(spec);
       refused = SaveLocked();
@@ -46,6 +49,7 @@ void InstanceManager::Impl::Deploy(const FunctionSpec& spec, std::string sample_
         return;
       }
       functions_.erase(spec.name);
+      if (options_.sandbox != nullptr) options_.sandbox->RemoveFunction(spec.name);
       refused = refused.WithContext("register function '" + spec.name + "'");
     }
   }
@@ -262,7 +266,8 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
   }
   std::string token = *issued;
   Result<InstanceProcess> spawned = SpawnInstanceProcess(
-      spec, logs_dir_, {{"PHOS_GPU_SOCKET", sessions.SocketPath()}, {"PHOS_INSTANCE_TOKEN", token}});
+      spec, logs_dir_, {{"PHOS_GPU_SOCKET", GpuSocketForFunctions()}, {"PHOS_INSTANCE_TOKEN", token}},
+      options_.sandbox);
   if (!spawned.ok()) {
     sessions.EndSession(token);
     sessions.ReleaseVaSlot(slot.va_slot);
@@ -339,9 +344,9 @@ Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr
           // Device groups come from their pool in every mode (no fresh-group variant).
           *token = sessions->IssueToken(spec.gpus);
         }
-        env = {{"PHOS_GPU_SOCKET", sessions->SocketPath()}, {"PHOS_INSTANCE_TOKEN", *token}};
+        env = {{"PHOS_GPU_SOCKET", GpuSocketForFunctions()}, {"PHOS_INSTANCE_TOKEN", *token}};
       }
-      return SpawnInstanceProcess(spec, logs_dir_, env);
+      return SpawnInstanceProcess(spec, logs_dir_, env, options_.sandbox);
     }
   }
   if (slot.version == 0) {
@@ -357,7 +362,7 @@ Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr
     PHOS_RETURN_IF_ERROR(sessions->WaitPrepared(*token, options_.start_timeout)
                              .WithContext(fmt::format("{} restore", RestoreModeName(mode))));
   }
-  std::vector<std::pair<std::string, std::string>> env = {{"PHOS_GPU_SOCKET", sessions->SocketPath()},
+  std::vector<std::pair<std::string, std::string>> env = {{"PHOS_GPU_SOCKET", GpuSocketForFunctions()},
                                                            {"PHOS_INSTANCE_TOKEN", *token}};
   if (slot.version != 0) env.emplace_back(kSnapshotEnv, std::to_string(slot.version));
   PHOS_ASSIGN_OR_RETURN(SpawnedProcess spawned, options_.cpu_state->Spawn(slot.cpu, env));

@@ -83,6 +83,7 @@ Status InstanceManager::Impl::Open() {
   std::lock_guard lock(mu_);
   for (FunctionSpec& spec : specs) {
     Status valid = Validate(spec);
+    if (valid.ok() && options_.sandbox != nullptr) valid = options_.sandbox->PrepareFunction(spec);
     if (!valid.ok()) {
       // Kept registered (the executable may come back); its instances will fail to start.
       PHOS_LOG(Warn, "instances", "registered function: {}", valid.ToString());
@@ -114,10 +115,13 @@ Status InstanceManager::Impl::Register(const FunctionSpec& spec) {
   if (functions_.count(spec.name) != 0) {
     return Status::AlreadyExists("function '" + spec.name + "' is already registered");
   }
+  // Its cgroup (with the spec's limits) before any process of it runs.
+  if (options_.sandbox != nullptr) PHOS_RETURN_IF_ERROR(options_.sandbox->PrepareFunction(spec));
   std::shared_ptr<Function> f = AddLocked(spec);
   Status saved = SaveLocked();
   if (!saved.ok()) {
     functions_.erase(spec.name);
+    if (options_.sandbox != nullptr) options_.sandbox->RemoveFunction(spec.name);
     return saved.WithContext("register function '" + spec.name + "'");
   }
   PHOS_LOG(Info, "instances", "registered '{}' ({}, {} instance(s))", spec.name, spec.executable, spec.instances);
@@ -162,6 +166,8 @@ Status InstanceManager::Impl::Remove(const std::string& name) {
   }
   ReleaseSlots(free_slots);
   if (SnapshotsEnabled()) options_.sessions->RetainOnly(name, {});
+  // Whatever of it still runs (a template, instances ending) is killed with its cgroup.
+  if (options_.sandbox != nullptr) options_.sandbox->RemoveFunction(name);
   PHOS_LOG(Info, "instances", "removed '{}'", name);
   return Status::Ok();
 }

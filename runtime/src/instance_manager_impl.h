@@ -120,6 +120,11 @@ class InstanceManager::Impl {
   bool SnapshotsEnabled() const {
     return options_.cpu_state != nullptr && options_.sessions != nullptr && options_.sessions->SupportsSnapshots();
   }
+  // PHOS_GPU_SOCKET of function processes: where a sandboxed one finds gpu.sock.
+  std::string GpuSocketForFunctions() const {
+    const std::string host = options_.sessions->SocketPath();
+    return options_.sandbox != nullptr ? options_.sandbox->SocketPathForFunctions(host) : host;
+  }
   // Adds the function (not persisted); the caller holds mu_.
   std::shared_ptr<Function> AddLocked(const FunctionSpec& spec);
 

@@ -1,21 +1,62 @@
 #include "instance_process.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 
 #include "phos/base/subprocess.h"
 #include "phos/ipc/instance_channel.h"
 
 namespace phos::runtime {
+namespace {
+
+// An instance forked by a sandboxed template: a child of its sandbox's PID-namespace init, which
+// reaps it, not of phosd. It is signalled (its group too) and waited for through a pidfd; how it
+// ended is not phosd's to know.
+std::string EndSandboxedInstance(pid_t pid, std::chrono::milliseconds grace) {
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) return errno == ESRCH ? "ended in its sandbox" : "not reachable: " + std::string(strerror(errno));
+  // Only a process of another PID namespace: a pid of phosd's own that is not its child is no
+  // instance (one that ended and whose pid was taken again), and is left alone.
+  std::error_code ec;
+  if (std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/ns/pid", ec) ==
+          std::filesystem::read_symlink("/proc/self/ns/pid", ec) ||
+      ec) {
+    close(pidfd);
+    return "not reapable: pid " + std::to_string(pid) + " is no child of phosd";
+  }
+  auto ended_within = [pidfd](int ms) {
+    pollfd p{pidfd, POLLIN, 0};
+    int ready;
+    do {
+      ready = poll(&p, 1, ms);
+    } while (ready < 0 && errno == EINTR);
+    return ready > 0;
+  };
+  std::string how = "ended in its sandbox";
+  if (!ended_within(static_cast<int>(grace.count()))) {
+    kill(-pid, SIGKILL);
+    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+    how = ended_within(-1) ? "killed in its sandbox" : "not waited for: " + std::string(strerror(errno));
+  }
+  close(pidfd);
+  return how;
+}
+
+}  // namespace
 
 Result<InstanceProcess> SpawnInstanceProcess(
     const FunctionSpec& spec, const std::string& logs_dir,
-    const std::vector<std::pair<std::string, std::string>>& extra_env) {
+    const std::vector<std::pair<std::string, std::string>>& extra_env, const Sandbox* sandbox) {
   static std::atomic<uint64_t> spawn_counter{0};
   // The pid is known only after the spawn: the log is written under a temporary name, renamed after.
   std::string tmp_log = logs_dir + "/" + spec.name + "-spawning-" + std::to_string(getpid()) + "-" +
@@ -38,6 +79,14 @@ Result<InstanceProcess> SpawnInstanceProcess(
   options.stderr_to_stdout = true;
   // Its own group: the whole group is killed when the instance is discarded.
   options.own_process_group = true;
+  if (sandbox != nullptr) {
+    Status confined = sandbox->Confine(spec, &options);
+    if (!confined.ok()) {
+      close(sv[0]);
+      close(sv[1]);
+      return confined;
+    }
+  }
   Result<Subprocess> child = Subprocess::Spawn(options);
   close(sv[1]);
   if (!child.ok()) {
@@ -81,7 +130,7 @@ std::string EndInstanceProcess(pid_t pid, std::chrono::milliseconds grace) {
   // A forked instance makes itself its group's leader right after its fork; killed before that, it
   // has no group yet, and Subprocess signals the process itself as well.
   Result<Subprocess> process = Subprocess::Adopt(pid, /*leads_group=*/true);
-  if (!process.ok()) return "not reapable: " + process.status().message();
+  if (!process.ok()) return EndSandboxedInstance(pid, grace);
   Result<ExitStatus> how = process->Stop(grace, /*first_signal=*/0);
   if (!how.ok()) return "not reapable: " + how.status().message();
   return how->ToString();

@@ -10,6 +10,7 @@
 
 #include "phos/base/status.h"
 #include "phos/runtime/instance_registry.h"
+#include "phos/runtime/sandbox.h"
 
 namespace phos::runtime {
 
@@ -21,9 +22,12 @@ struct InstanceProcess {
 
 // Spawns `spec` in its own process group with the function's end of a fresh socketpair as
 // PHOS_INVOKE_FD, stdin from /dev/null, stdout and stderr appended to
-// <logs_dir>/<name>-<pid>.log, and phosd's environment plus spec.env plus `extra_env`.
+// <logs_dir>/<name>-<pid>.log, and phosd's environment plus spec.env plus `extra_env`; in the
+// function's sandbox when `sandbox` is given (and on). The pid is then that of the sandbox's
+// first process, which ends with the function (bubblewrap's --die-with-parent and PID namespace).
 Result<InstanceProcess> SpawnInstanceProcess(const FunctionSpec& spec, const std::string& logs_dir,
-                                             const std::vector<std::pair<std::string, std::string>>& extra_env);
+                                             const std::vector<std::pair<std::string, std::string>>& extra_env,
+                                             const Sandbox* sandbox = nullptr);
 
 // The last non-empty line of a function's log (at most its last 4 KiB; bytes other than printable
 // ASCII as '?'), or "" when there is none: why a function that exited before its entry point did,

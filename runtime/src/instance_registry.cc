@@ -22,6 +22,11 @@ constexpr int kMaxInstances = 64;
 // wire format carries. Whether the node has that many is checked against its driver when the
 // function is registered (InstanceManager).
 constexpr int kMaxGpus = ipc::kMaxNcclRanks;
+// Bounds of a spec's cgroup limits: far above any real function, low enough that no product in
+// the cgroup files' units (bytes, microseconds) wraps.
+constexpr int64_t kMaxMemoryMib = int64_t{1} << 20;
+constexpr int64_t kMaxPids = 65536;
+constexpr int64_t kMaxCpuMillis = int64_t{1} << 20;
 constexpr size_t kMaxRegistryBytes = 16u << 20;
 
 bool ValidName(std::string_view name) {
@@ -37,11 +42,45 @@ bool ValidName(std::string_view name) {
 nlohmann::json ToJson(const FunctionSpec& spec) {
   nlohmann::json env = nlohmann::json::object();
   for (const auto& [k, v] : spec.env) env[k] = v;
-  nlohmann::json j = {{"name", spec.name},           {"executable", spec.executable}, {"args", spec.args},
-                      {"env", env},                 {"instances", spec.instances},   {"gpus", spec.gpus},
-                      {"max_instances", spec.max_instances}};
+  nlohmann::json j = {{"name", spec.name},
+                      {"executable", spec.executable},
+                      {"args", spec.args},
+                      {"env", env},
+                      {"instances", spec.instances},
+                      {"gpus", spec.gpus},
+                      {"max_instances", spec.max_instances},
+                      {"network", spec.network},
+                      {"limits",
+                       {{"memory_mib", spec.limits.memory_mib},
+                        {"pids", spec.limits.pids},
+                        {"cpu_millis", spec.limits.cpu_millis}}}};
   if (!spec.invoke_token_sha256.empty()) j["invoke_token_sha256"] = spec.invoke_token_sha256;
   return j;
+}
+
+// `limits` of a spec: an object of the three integer fields, each absent or in range.
+Status LimitsFromJson(const nlohmann::json& j, FunctionSpec::Limits* limits) {
+  if (!j.is_object()) return Status::InvalidArgument("field 'limits' must be an object");
+  struct Field {
+    const char* name;
+    int64_t most;
+    int64_t* value;
+  };
+  const Field fields[] = {{"memory_mib", kMaxMemoryMib, &limits->memory_mib},
+                          {"pids", kMaxPids, &limits->pids},
+                          {"cpu_millis", kMaxCpuMillis, &limits->cpu_millis}};
+  for (const auto& [key, value] : j.items()) {
+    const Field* field = nullptr;
+    for (const Field& f : fields) field = key == f.name ? &f : field;
+    if (field == nullptr) return Status::InvalidArgument("field 'limits': unknown limit '" + key + "'");
+    // Checked as JSON numbers first: a huge or negative number never reaches a cgroup file.
+    if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > field->most) {
+      return Status::InvalidArgument("field 'limits': '" + key + "' must be an integer 0.." +
+                                     std::to_string(field->most));
+    }
+    *field->value = value.get<int64_t>();
+  }
+  return Status::Ok();
 }
 
 Result<FunctionSpec> FromJson(const nlohmann::json& j) {
@@ -85,6 +124,11 @@ Result<FunctionSpec> FromJson(const nlohmann::json& j) {
     if (!t->is_string()) return Status::InvalidArgument("field 'invoke_token_sha256' must be a string");
     spec.invoke_token_sha256 = t->get<std::string>();
   }
+  if (auto n = j.find("network"); n != j.end()) {
+    if (!n->is_boolean()) return Status::InvalidArgument("field 'network' must be true or false");
+    spec.network = n->get<bool>();
+  }
+  if (auto limits = j.find("limits"); limits != j.end()) PHOS_RETURN_IF_ERROR(LimitsFromJson(*limits, &spec.limits));
   return spec;
 }
 
@@ -132,6 +176,13 @@ Status ValidateFunctionSpec(const FunctionSpec& spec) {
   if (!spec.invoke_token_sha256.empty() && !IsSha256Hex(spec.invoke_token_sha256)) {
     return Status::InvalidArgument("function '" + spec.name +
                                    "': invoke_token_sha256 must be a SHA-256 as 64 lowercase hex digits");
+  }
+  const FunctionSpec::Limits& l = spec.limits;
+  if (l.memory_mib < 0 || l.memory_mib > kMaxMemoryMib || l.pids < 0 || l.pids > kMaxPids || l.cpu_millis < 0 ||
+      l.cpu_millis > kMaxCpuMillis) {
+    return Status::InvalidArgument("function '" + spec.name + "': limits out of range (memory_mib 0.." +
+                                   std::to_string(kMaxMemoryMib) + ", pids 0.." + std::to_string(kMaxPids) +
+                                   ", cpu_millis 0.." + std::to_string(kMaxCpuMillis) + ")");
   }
   return Status::Ok();
 }

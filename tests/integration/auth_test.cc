@@ -216,7 +216,7 @@ TEST_F(AuthTest, DeploysNameOnlyFunctionsDirectoryFilesOrUploadedArtifacts) {
   EXPECT_EQ(fs::path(executable).parent_path(), fs::canonical(data_dir() + "/artifacts")) << executable;
   struct stat st {};
   ASSERT_EQ(stat(executable.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0500u);
+  EXPECT_EQ(st.st_mode & 0777, 0555u);
 
   CommandResult invoked = CurlPost("/v1/functions/mlp-artifact/invoke", R"({"seed": 7})");
   nlohmann::json j = nlohmann::json::parse(invoked.out, nullptr, false);

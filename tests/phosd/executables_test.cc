@@ -88,7 +88,7 @@ TEST_F(ExecutablesTest, ArtifactsAreStoredByContentAndChecked) {
   ASSERT_TRUE(path.ok()) << path.status().ToString();
   struct stat st {};
   ASSERT_EQ(stat(path->c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0500u);
+  EXPECT_EQ(st.st_mode & 0777, 0555u);
   EXPECT_EQ(static_cast<size_t>(st.st_size), bytes.size());
   // Deploys may name it.
   Result<std::string> resolved = executables_->Resolve(*path);

@@ -72,6 +72,38 @@ TEST_F(RegistryTest, MaxInstancesRoundTripsAndIsValidated) {
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(RegistryTest, NetworkAndLimitsRoundTripAndAreValidated) {
+  auto parsed = ParseFunctionSpecJson(
+      R"({"name": "web", "executable": "/bin/true", "network": true,
+          "limits": {"memory_mib": 512, "pids": 64, "cpu_millis": 1500}})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_TRUE(parsed->network);
+  EXPECT_EQ(parsed->limits.memory_mib, 512);
+  EXPECT_EQ(parsed->limits.pids, 64);
+  EXPECT_EQ(parsed->limits.cpu_millis, 1500);
+  std::string path = dir_ + "/functions.json";
+  ASSERT_TRUE(SaveFunctionRegistry(path, {*parsed}).ok());
+  auto loaded = LoadFunctionRegistry(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_TRUE((*loaded)[0].network);
+  EXPECT_EQ((*loaded)[0].limits.memory_mib, 512);
+  EXPECT_EQ((*loaded)[0].limits.cpu_millis, 1500);
+  // Absent: no network, no limits.
+  auto plain = ParseFunctionSpecJson(R"({"name": "x", "executable": "/bin/true"})");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->network);
+  EXPECT_EQ(plain->limits.memory_mib, 0);
+  for (const char* bad : {R"("network": 1)", R"("limits": 5)", R"("limits": {"memory_mib": -1})",
+                          R"("limits": {"pids": 65537})", R"("limits": {"cpu_millis": 1.5})",
+                          R"("limits": {"memory_mib": 18446744073709551615})", R"("limits": {"swap": 1})"}) {
+    auto refused = ParseFunctionSpecJson(std::string(R"({"name": "x", "executable": "/bin/true", )") + bad + "}");
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  FunctionSpec spec{"big", "/bin/true", {}, {}, 1};
+  spec.limits.memory_mib = (int64_t{1} << 20) + 1;  // a registry edited by hand
+  EXPECT_EQ(ValidateFunctionSpec(spec).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(RestoreModeTest, NamesRoundTripAndUnknownNamesAreRefused) {
   for (RestoreMode m : {RestoreMode::kAuto, RestoreMode::kColdBoot, RestoreMode::kStopTheWorld, RestoreMode::kEager,
                         RestoreMode::kNoPool,

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -175,8 +176,14 @@ Result<ForkOutcome> HandleFork(int template_fd, std::string_view payload, int pa
     if (answer.ok()) {
       PHOS_LOG(Info, "fn", "template pid {} forked instance pid {}", getpid(), instance);
       close(pid_pipe[0]);
-      PHOS_RETURN_IF_ERROR(
-          invoke::WriteFrame(template_fd, invoke::FrameKind::kForked, std::to_string(instance)));
+      // In a sandbox's PID namespace the pid means nothing to phosd: a pidfd of the instance
+      // goes with it, from which phosd reads the pid in its own namespace.
+      int pidfd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(instance), 0));
+      Status sent = pidfd >= 0 ? invoke::WriteFrameWithFd(template_fd, invoke::FrameKind::kForked,
+                                                          std::to_string(instance), pidfd)
+                               : invoke::WriteFrame(template_fd, invoke::FrameKind::kForked, std::to_string(instance));
+      if (pidfd >= 0) close(pidfd);
+      PHOS_RETURN_IF_ERROR(sent);
       return outcome;
     }
   }

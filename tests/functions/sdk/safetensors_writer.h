@@ -3,6 +3,8 @@
 // well-formed or hostile.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -19,6 +21,8 @@ class ScratchDir {
   ScratchDir() {
     std::string tmpl = (std::filesystem::temp_directory_path() / "phos-weights-XXXXXX").string();
     if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
+    // mkdtemp makes it 0700; a sandboxed function reading it runs as its own uid.
+    if (!path_.empty()) chmod(path_.c_str(), 0755);
   }
   ~ScratchDir() {
     std::error_code ec;

@@ -19,6 +19,7 @@
 #include "phos/runtime/cpu_state.h"
 #include "phos/runtime/instance_registry.h"
 #include "phos/runtime/restore_mode.h"
+#include "phos/runtime/sandbox.h"
 
 namespace prometheus {
 class Registry;
@@ -103,6 +104,9 @@ struct InstanceManagerOptions {
   // captures its GPU and CPU state) and instances are restored from that; without, they are
   // spawned. Must outlive the manager. Default: nullptr.
   CpuStateBackend* cpu_state = nullptr;
+  // Where function processes are confined (each function's cgroup is made at registration and
+  // removed with the function); nullptr: not at all. Must outlive the manager. Default: nullptr.
+  Sandbox* sandbox = nullptr;
   // How long an instance started for an invocation beyond the warm count stays idle before it
   // ends. Default: 60 s.
   std::chrono::milliseconds keep_alive{60000};

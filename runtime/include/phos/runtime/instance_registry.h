@@ -2,6 +2,7 @@
 // in <data-dir>/functions.json so a restarted phosd knows its functions.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -31,6 +32,17 @@ struct FunctionSpec {
   // only the digest is kept, so the registry holds no usable secret. Empty: invoke is open to
   // whoever reaches phosd's listener. Default: empty.
   std::string invoke_token_sha256;
+  // The sandboxed instance may open network connections (the host's network); otherwise it has
+  // a network namespace of its own with only a loopback device. Default: false.
+  bool network = false;
+  // cgroup limits of all the function's processes together (template and instances); 0: none.
+  // memory_mib: 1..1048576 (1 TiB); pids: 1..65536; cpu_millis: CPU time per second of wall
+  // time, 1..1048576 (1000 = one core). Default: 0 (no limit).
+  struct Limits {
+    int64_t memory_mib = 0;
+    int64_t pids = 0;
+    int64_t cpu_millis = 0;
+  } limits;
 };
 
 // spec.max_instances, or spec.instances when it is 0; at least 1.
@@ -52,8 +64,9 @@ bool IsSha256Hex(std::string_view text);
 Status ValidateFunctionSpec(const FunctionSpec& spec);
 
 // The request body of POST /v1/functions: {"name", "executable", "args": [...], "env": {...},
-// "instances", "gpus", "max_instances", "invoke_token_sha256"}; "gpus", "max_instances" and
-// "invoke_token_sha256" may be absent (1: registries written before it load). Fails with
+// "instances", "gpus", "max_instances", "invoke_token_sha256", "network", "limits": {"memory_mib",
+// "pids", "cpu_millis"}}; every field but "name" and "executable" may be absent (1: registries
+// written before it load). Fails with
 // InvalidArgument naming the bad field.
 Result<FunctionSpec> ParseFunctionSpecJson(std::string_view json);
 std::string FunctionSpecToJson(const FunctionSpec& spec);

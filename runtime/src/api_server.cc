@@ -1,5 +1,6 @@
 #include "phos/runtime/api_server.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -49,10 +50,14 @@ class ApiServer::Impl {
     uint64_t one = 1;
     [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
     if (acceptor_.joinable()) acceptor_.join();
+    std::map<uint64_t, std::thread> openers;
     {
       std::lock_guard lock(mu_);
+      for (auto& [token, cancel] : opening_) cancel->store(true);
+      openers.swap(openers_);
       reaper_cv_.notify_all();
     }
+    for (auto& [id, t] : openers) t.join();
     if (reaper_.joinable()) reaper_.join();
     std::map<std::string, std::unique_ptr<Session>> sessions;
     {
@@ -225,7 +230,7 @@ class ApiServer::Impl {
     return version;
   }
 
-  // Returns once the token's session is gone, whichever thread ends it (the acceptor ends a
+  // Returns once the token's session is gone, whichever thread ends it (the reaper ends a
   // session whose control socket closed): the caller may hand the session's instance range to
   // the next instance right after.
   void EndSession(const std::string& token) {
@@ -237,7 +242,9 @@ class ApiServer::Impl {
         info = std::move(t->second);
         tokens_.erase(t);
       }
-      ended_cv_.wait(lock, [&] { return capturing_.count(token) == 0; });
+      // A session still opening is cancelled and waited for: it must not come up after this.
+      if (auto o = opening_.find(token); o != opening_.end()) o->second->store(true);
+      ended_cv_.wait(lock, [&] { return capturing_.count(token) == 0 && opening_.count(token) == 0; });
       auto it = sessions_.find(token);
       if (it == sessions_.end()) {
         ended_cv_.wait(lock, [&] { return ending_.count(token) == 0; });
@@ -293,9 +300,16 @@ class ApiServer::Impl {
   }
 
  private:
+  // The acceptor only accepts, reads hellos that have arrived and notices closed control sockets:
+  // nothing it does waits. A hello that does not come within options_.hello_timeout, or a
+  // connection beyond options_.max_pending_hellos, is refused; what opening a session waits for
+  // (a pooled context, a created one, a restore) happens on that session's opener thread.
   void Loop() {
     while (!stop_) {
+      JoinFinishedOpeners();
       std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+      for (const Greeting& g : greeting_) fds.push_back({g.fd, POLLIN, 0});
+      const size_t first_session = fds.size();
       std::vector<std::string> tokens;
       {
         std::lock_guard lock(mu_);
@@ -305,23 +319,63 @@ class ApiServer::Impl {
           tokens.push_back(token);
         }
       }
-      if (poll(fds.data(), fds.size(), 1000) < 0) continue;
+      if (poll(fds.data(), fds.size(), PollTimeoutMs()) < 0) continue;
       ExpireUnclaimedTokens();
       if ((fds[1].revents & POLLIN) != 0) {
         uint64_t v;
         [[maybe_unused]] ssize_t n = read(wake_fd_, &v, sizeof(v));
       }
+      // Hellos that arrived, and connections whose time to say hello is up.
+      const auto now = std::chrono::steady_clock::now();
+      std::vector<Greeting> waiting;
+      for (size_t i = 0; i < greeting_.size(); ++i) {
+        if (fds[2 + i].revents != 0) {
+          ReadHello(greeting_[i].fd);
+        } else if (greeting_[i].deadline <= now) {
+          Refuse(greeting_[i].fd, 1, fmt::format("no hello within {} ms", options_.hello_timeout.count()));
+        } else {
+          waiting.push_back(greeting_[i]);
+        }
+      }
+      greeting_.swap(waiting);
       // A readable or hung-up control socket of an open session: the frontend closed it (the
       // protocol sends nothing after the hello) or sent garbage; either way the session ends, on
       // the reaper: its scrub (zeroing a range of gigabytes) must not hold up the next accept.
-      for (size_t i = 2; i < fds.size(); ++i) {
+      for (size_t i = first_session; i < fds.size(); ++i) {
         if (fds[i].revents != 0) {
           PHOS_LOG(Info, "runtime", "control socket of a session closed; ending it");
           std::lock_guard lock(mu_);
-          if (closed_.insert(tokens[i - 2]).second) reaper_cv_.notify_all();
+          if (closed_.insert(tokens[i - first_session]).second) reaper_cv_.notify_all();
         }
       }
-      if ((fds[0].revents & POLLIN) != 0) Accept();
+      if ((fds[0].revents & POLLIN) != 0) AcceptPending();
+    }
+    for (const Greeting& g : greeting_) close(g.fd);
+    greeting_.clear();
+  }
+
+  // Until the earliest hello deadline, at most a second (token expiry).
+  int PollTimeoutMs() const {
+    auto wait = std::chrono::milliseconds(1000);
+    const auto now = std::chrono::steady_clock::now();
+    for (const Greeting& g : greeting_) {
+      wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(g.deadline - now));
+    }
+    return static_cast<int>(std::max<int64_t>(wait.count(), 0));
+  }
+
+  // Every connection waiting in the backlog, each to greeting_ (or refused over the cap).
+  void AcceptPending() {
+    while (true) {
+      int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) return;
+      if (greeting_.size() >= options_.max_pending_hellos) {
+        PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "GPU session refused: {} connections have not said hello yet",
+                           greeting_.size());
+        close(fd);
+        continue;
+      }
+      greeting_.push_back({fd, std::chrono::steady_clock::now() + options_.hello_timeout});
     }
   }
 
@@ -340,19 +394,17 @@ class ApiServer::Impl {
     }
   }
 
+  // Rate-limited: a peer that reconnects in a loop must not fill the log.
   void Refuse(int fd, int32_t status, const std::string& why) {
-    PHOS_LOG(Warn, "runtime", "GPU session refused: {}", why);
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "GPU session refused: {}", why);
     ipc::Answer answer = ipc::MakeAnswer(status, why, 0);
     SendDatagram(fd, &answer, sizeof(answer)).IgnoreError();
     close(fd);
   }
 
-  void Accept() {
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) return;
-    // A client that connects and never says hello must not hold up the acceptor.
-    timeval tv{1, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  // A hello has arrived on `fd` (non-blocking): checked, then the session is opened on its own
+  // thread.
+  void ReadHello(int fd) {
     alignas(8) uint8_t buf[sizeof(ipc::Hello)];
     int passed = -1;
     Result<size_t> n = ipc::ReceiveDatagram(fd, buf, sizeof(buf), &passed);
@@ -362,60 +414,108 @@ class ApiServer::Impl {
     if (Status s = ipc::CheckHello(buf, *n, &token); !s.ok()) return Refuse(fd, 1, s.message());
     ipc::Hello hello;
     std::memcpy(&hello, buf, sizeof(hello));
-    int gpus = 1;
-    std::shared_ptr<RestoreState> restore;
+    Opening opening{.fd = fd, .token = token, .pid = hello.pid, .cancel = std::make_shared<std::atomic<bool>>(false)};
     {
       std::lock_guard lock(mu_);
       auto it = tokens_.find(token);
       if (it == tokens_.end()) return Refuse(fd, 1, "unknown instance token");
-      if (sessions_.count(token) != 0) return Refuse(fd, 1, "instance token already has a GPU session");
-      gpus = it->second.gpus;
-      restore = it->second.restore;
+      if (sessions_.count(token) != 0 || opening_.count(token) != 0) {
+        return Refuse(fd, 1, "instance token already has a GPU session");
+      }
+      opening.gpus = it->second.gpus;
+      opening.restore = it->second.restore;
+      opening_[token] = opening.cancel;
+      const uint64_t id = ++next_opener_;
+      openers_[id] = std::thread([this, id, opening = std::move(opening)]() mutable {
+        Open(std::move(opening));
+        std::lock_guard done(mu_);
+        finished_openers_.push_back(id);
+      });
     }
-    if (gpus > 1 && groups_ == nullptr) {
-      return Refuse(fd, 999, fmt::format("a session of {} GPUs needs device groups, and this phosd has none (no NCCL)", gpus));
-    }
-    Result<std::unique_ptr<ipc::Ring>> ring = ipc::Ring::Create(options_.ring_bytes, options_.reply_bytes);
-    if (!ring.ok()) return Refuse(fd, 999, ring.status().message());
-    int ring_fd = (*ring)->fd();
-    uint64_t ring_bytes = (*ring)->mapped_bytes();
-    Result<std::unique_ptr<Session>> session = Status::Internal("unset");
-    if (restore != nullptr) {
-      // The restore was started with the token (or starts now); the session's executor adopts it.
-      restore->EnsureStarted();
-      uint64_t va_bytes = restore->plan().va_slot >= 0 ? slot_bytes_ : options_.instance_va_bytes;
-      session = Session::OpenRestored(driver_, std::move(restore), &metadata_, options_.device, va_bytes,
-                                      std::move(*ring), token, fd, hello.pid);
-    } else if (gpus > 1) {
-      // The group is leased by the session's executor (it may have to wait for the refill).
-      session = Session::OpenWithGroup(driver_, groups_, gpus, std::move(*ring), token, fd, hello.pid);
-    } else {
-      Result<ctxpool::ContextLease> lease = pool_->Lease();
-      if (!lease.ok()) return Refuse(fd, 999, lease.status().WithContext("GPU session").message());
-      session = Session::Open(driver_, std::move(*lease), options_.device, options_.instance_va_bytes, std::move(*ring), token,
-                              fd, hello.pid);
-    }
-    if (!session.ok()) return Refuse(fd, 999, session.status().message());
-    // Registered before the answer: once the frontend has its ring, EndSession(token) must find
-    // the session.
+  }
+
+  void JoinFinishedOpeners() {
+    std::vector<std::thread> done;
     {
       std::lock_guard lock(mu_);
-      sessions_[token] = std::move(*session);
+      for (uint64_t id : finished_openers_) {
+        auto it = openers_.find(id);
+        if (it == openers_.end()) continue;
+        done.push_back(std::move(it->second));
+        openers_.erase(it);
+      }
+      finished_openers_.clear();
+    }
+    for (std::thread& t : done) t.join();
+  }
+
+  // A session being opened by its opener thread.
+  struct Opening {
+    int fd = -1;
+    std::string token;
+    int pid = 0;
+    int gpus = 1;
+    std::shared_ptr<RestoreState> restore;
+    std::shared_ptr<std::atomic<bool>> cancel;  // EndSession of the token, or the server stopping
+  };
+
+  // The opener thread of one session: leases or creates its context (or adopts its restore),
+  // registers it and answers the frontend with its ring.
+  void Open(Opening o) {
+    Status opened = OpenSession(o);
+    {
+      std::lock_guard lock(mu_);
+      opening_.erase(o.token);
+    }
+    ended_cv_.notify_all();
+    if (!opened.ok()) Refuse(o.fd, opened.code() == StatusCode::kNotFound ? 1 : 999, opened.message());
+  }
+
+  Status OpenSession(Opening& o) {
+    if (o.gpus > 1 && groups_ == nullptr) {
+      return Status::FailedPrecondition(
+          fmt::format("a session of {} GPUs needs device groups, and this phosd has none (no NCCL)", o.gpus));
+    }
+    PHOS_ASSIGN_OR_RETURN(std::unique_ptr<ipc::Ring> ring, ipc::Ring::Create(options_.ring_bytes, options_.reply_bytes));
+    int ring_fd = ring->fd();
+    uint64_t ring_bytes = ring->mapped_bytes();
+    Result<std::unique_ptr<Session>> session = Status::Internal("unset");
+    if (o.restore != nullptr) {
+      // The restore was started with the token (or starts now); the session's executor adopts it.
+      o.restore->EnsureStarted();
+      uint64_t va_bytes = o.restore->plan().va_slot >= 0 ? slot_bytes_ : options_.instance_va_bytes;
+      session = Session::OpenRestored(driver_, std::move(o.restore), &metadata_, options_.device, va_bytes, std::move(ring),
+                                      o.token, o.fd, o.pid);
+    } else if (o.gpus > 1) {
+      // The group is leased by the session's executor (it may have to wait for the refill).
+      session = Session::OpenWithGroup(driver_, groups_, o.gpus, std::move(ring), o.token, o.fd, o.pid);
+    } else {
+      Result<ctxpool::ContextLease> lease = pool_->Lease(o.cancel.get());
+      if (!lease.ok()) return lease.status().WithContext("GPU session");
+      session = Session::Open(driver_, std::move(*lease), options_.device, options_.instance_va_bytes, std::move(ring),
+                              o.token, o.fd, o.pid);
+    }
+    if (!session.ok()) return session.status();
+    const int fd = o.fd;
+    o.fd = -1;  // the session owns it now
+    // Registered before the answer: once the frontend has its ring, EndSession(token) must find
+    // the session. A token ended (or a server stopped) meanwhile gets no session.
+    {
+      std::lock_guard lock(mu_);
+      if (o.cancel->load() || tokens_.count(o.token) == 0) {
+        o.fd = dup(fd);  // refused below; the session closes its own copy
+        session->reset();
+        return Status::NotFound("the instance ended while its GPU session was opening");
+      }
+      sessions_[o.token] = std::move(*session);
     }
     ipc::Answer answer = ipc::MakeAnswer(0, "", ring_bytes);
     if (Status s = ipc::SendDatagram(fd, &answer, sizeof(answer), ring_fd); !s.ok()) {
-      PHOS_LOG(Warn, "runtime", "answer to pid {} failed: {}", hello.pid, s.message());
-      std::unique_ptr<Session> unanswered;
-      {
-        std::lock_guard lock(mu_);
-        auto it = sessions_.find(token);
-        if (it != sessions_.end()) {
-          unanswered = std::move(it->second);
-          sessions_.erase(it);
-        }
-      }
-      // the session (and the socket it owns) goes away here, outside the lock
+      PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "answer to pid {} failed: {}", o.pid, s.message());
+      std::lock_guard lock(mu_);
+      if (closed_.insert(o.token).second) reaper_cv_.notify_all();  // the reaper ends it
     }
+    return Status::Ok();
   }
 
   ApiServerOptions options_;
@@ -430,7 +530,18 @@ class ApiServer::Impl {
   int wake_fd_;
   std::atomic<bool> stop_{false};
   std::thread acceptor_;
+  // Connections that have not said hello yet, with when they must have (acceptor thread only).
+  struct Greeting {
+    int fd;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  std::vector<Greeting> greeting_;
   mutable std::mutex mu_;
+  // Sessions being opened, by token: their opener's cancel flag (EndSession sets it).
+  std::map<std::string, std::shared_ptr<std::atomic<bool>>> opening_;
+  std::map<uint64_t, std::thread> openers_;  // by opener id; joined by the acceptor once finished
+  std::vector<uint64_t> finished_openers_;
+  uint64_t next_opener_ = 0;
   struct TokenInfo {
     int gpus = 1;
     std::shared_ptr<RestoreState> restore;  // set for tokens issued with a SessionPlan
@@ -464,6 +575,12 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& opti
   if (!options.clock) return Status::InvalidArgument("ApiServer needs a clock (ApiServerOptions::clock)");
   PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuInit(0));
   PHOS_ASSIGN_OR_RETURN(int listen_fd, ipc::ListenSeqpacket(options.socket_path));
+  // The acceptor takes every connection waiting and stops at EAGAIN: it never blocks in accept.
+  if (fcntl(listen_fd, F_SETFL, fcntl(listen_fd, F_GETFL) | O_NONBLOCK) != 0) {
+    Status s = Status::FromErrno(errno, "fcntl(O_NONBLOCK) on " + options.socket_path);
+    close(listen_fd);
+    return s;
+  }
   int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd < 0) {
     close(listen_fd);

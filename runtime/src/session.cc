@@ -18,13 +18,16 @@ Session::Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, s
 Result<std::unique_ptr<Session>> Session::Open(driver::DriverTable* driver, ctxpool::ContextLease lease, int device,
                                                uint64_t va_bytes, std::unique_ptr<ipc::Ring> ring, std::string token,
                                                int control_fd, int pid) {
-  std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid));
-  s->base_device_ = device;
-  s->va_bytes_ = va_bytes;
-  PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuDeviceGetCount(&s->device_count_));
+  // Every check before the session exists: a factory that fails leaves control_fd to the caller.
+  int device_count = 0;
+  PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuDeviceGetCount(&device_count));
   if (lease.device() != device) {
     return Status::InvalidArgument(fmt::format("session on device {} given a context of device {}", device, lease.device()));
   }
+  std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid));
+  s->base_device_ = device;
+  s->va_bytes_ = va_bytes;
+  s->device_count_ = device_count;
   // A pooled context (docs/design.md D11): created ahead of time, current on no thread; only the executor
   // thread makes it current.
   s->context_ = lease.context();

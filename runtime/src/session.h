@@ -75,6 +75,8 @@ class Session {
                                                        ParamMetadataCache* metadata, int device, uint64_t va_bytes,
                                                        std::unique_ptr<ipc::Ring> ring, std::string token,
                                                        int control_fd, int pid);
+  // Each factory owns control_fd once it returns a session (closed when the session ends); one
+  // that fails leaves it to the caller.
   // Stops the executor and releases everything the session holds.
   ~Session();
 

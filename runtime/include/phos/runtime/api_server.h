@@ -98,6 +98,11 @@ struct SessionTimeline {
 struct ApiServerOptions {
   // Unix SOCK_SEQPACKET socket to listen on (phosd's gpu.sock); replaced if it exists. Required.
   std::string socket_path;
+  // How long a connection may take to send its hello before it is refused; and how many
+  // connections may be waiting to (more are closed at once, logged rate-limited). Neither holds up
+  // anyone else's session: the acceptor never waits for a peer. Default: 5 s, 64.
+  std::chrono::milliseconds hello_timeout{5000};
+  size_t max_pending_hellos = 64;
   // Each session's ring: record bytes (a power of two) and reply-area bytes.
   // Default: ipc::Ring::kDefaultDataBytes, ipc::Ring::kDefaultReplyBytes.
   size_t ring_bytes = ipc::Ring::kDefaultDataBytes;

@@ -1,0 +1,170 @@
+// The API server's acceptor against peers that do not play along: connections that never say
+// hello, more of them than the server keeps, and hellos whose session waits for a context. None
+// of them may hold up another peer's session.
+#include "phos/runtime/api_server.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "../testing/wait_until.h"
+
+#include "phos/ctxpool/context_pool.h"
+#include "phos/ipc/control.h"
+
+namespace phos::runtime {
+namespace {
+
+using ::phos::testing::WaitUntil;
+
+class ApiServerAcceptTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto table = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});
+    ASSERT_TRUE(table.ok()) << table.status().ToString();
+    table_ = std::move(*table);
+    path_ = "/tmp/phos-api-accept-test-" + std::to_string(getpid()) + ".sock";
+  }
+  void TearDown() override {
+    server_.reset();  // before the pool it leases from
+    pool_.reset();
+  }
+
+  void Start(ApiServerOptions options) {
+    options.socket_path = path_;
+    options.ring_bytes = 1u << 20;
+    options.reply_bytes = 256u << 10;
+    auto server = ApiServer::Start(options, table_.get());
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(*server);
+  }
+
+  int Connect() {
+    auto sock = ipc::ConnectSeqpacket(path_);
+    EXPECT_TRUE(sock.ok()) << sock.status().ToString();
+    return sock.ok() ? *sock : -1;
+  }
+
+  static Status SendHello(int sock, const std::string& token) {
+    ipc::Hello h = ipc::MakeHello(token, getpid());
+    return ipc::SendDatagram(sock, &h, sizeof(h));
+  }
+
+  // Waits for the server's answer on `sock`; the ring fd, if any, into *ring_fd.
+  static Status ReadAnswer(int sock, int* ring_fd) {
+    ipc::Answer a;
+    auto n = ipc::ReceiveDatagram(sock, &a, sizeof(a), ring_fd);
+    if (!n.ok()) return n.status();
+    return ipc::CheckAnswer(&a, *n);
+  }
+
+  // Nothing has arrived on `sock` yet (and it is still open).
+  static bool Unanswered(int sock) {
+    char byte;
+    return recv(sock, &byte, 1, MSG_DONTWAIT | MSG_PEEK) < 0 && errno == EAGAIN;
+  }
+
+  std::unique_ptr<driver::DriverTable> table_;
+  std::unique_ptr<ctxpool::ContextPool> pool_;
+  std::unique_ptr<ApiServer> server_;
+  std::string path_;
+};
+
+TEST_F(ApiServerAcceptTest, SilentConnectionsDoNotDelayAnotherSession) {
+  // Deadlines far away: the silent connections are all still waiting when the real hello comes.
+  Start({.hello_timeout = std::chrono::minutes(10), .max_pending_hellos = 64});
+  std::vector<int> silent;
+  for (int i = 0; i < 30; ++i) silent.push_back(Connect());
+  const std::string token = server_->IssueToken();
+  int sock = Connect();
+  ASSERT_TRUE(SendHello(sock, token).ok());
+  int ring_fd = -1;
+  ASSERT_TRUE(ReadAnswer(sock, &ring_fd).ok());
+  EXPECT_GE(ring_fd, 0);
+  EXPECT_EQ(server_->session_count(), 1u);
+  // Answered while every silent connection is still waiting for its own deadline.
+  for (int fd : silent) EXPECT_TRUE(Unanswered(fd));
+  for (int fd : silent) close(fd);
+  close(ring_fd);
+  server_->EndSession(token);
+  close(sock);
+}
+
+TEST_F(ApiServerAcceptTest, AConnectionWithoutAHelloIsRefusedAtItsDeadline) {
+  Start({.hello_timeout = std::chrono::milliseconds(50)});
+  int sock = Connect();
+  int ring_fd = -1;
+  Status s = ReadAnswer(sock, &ring_fd);  // blocks until the server gives up on the hello
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("no hello within 50 ms"), std::string::npos) << s.message();
+  EXPECT_LT(ring_fd, 0);
+  close(sock);
+}
+
+TEST_F(ApiServerAcceptTest, ConnectionsBeyondTheCapAreClosed) {
+  Start({.hello_timeout = std::chrono::minutes(10), .max_pending_hellos = 4});
+  std::vector<int> silent;
+  for (int i = 0; i < 4; ++i) silent.push_back(Connect());
+  int extra = Connect();
+  // The fifth is closed without an answer; the four keep waiting.
+  char byte;
+  ASSERT_TRUE(WaitUntil([&] { return recv(extra, &byte, 1, MSG_DONTWAIT) == 0; }));
+  for (int fd : silent) EXPECT_TRUE(Unanswered(fd));
+  // Once one of them says hello, there is room again.
+  const std::string token = server_->IssueToken();
+  ASSERT_TRUE(SendHello(silent[0], token).ok());
+  int ring_fd = -1;
+  ASSERT_TRUE(ReadAnswer(silent[0], &ring_fd).ok());
+  int later = Connect();
+  EXPECT_TRUE(Unanswered(later));
+  close(later);
+  close(extra);
+  close(ring_fd);
+  server_->EndSession(token);
+  for (int fd : silent) close(fd);
+}
+
+TEST_F(ApiServerAcceptTest, ASessionWaitingForAContextHoldsUpNobodyAndEndsOnRequest) {
+  auto pool = ctxpool::ContextPool::Open({.min_ready = 0, .max_contexts = 1}, table_.get());
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  pool_ = std::move(*pool);
+  Start({.context_pool = pool_.get()});
+  // The only context, held by a first session.
+  const std::string first = server_->IssueToken();
+  int first_sock = Connect();
+  ASSERT_TRUE(SendHello(first_sock, first).ok());
+  int first_ring = -1;
+  ASSERT_TRUE(ReadAnswer(first_sock, &first_ring).ok());
+  // A second session waits for it: its lease is a miss that waits.
+  const std::string second = server_->IssueToken();
+  int second_sock = Connect();
+  ASSERT_TRUE(SendHello(second_sock, second).ok());
+  ASSERT_TRUE(WaitUntil([&] { return pool_->Stats().miss_waits == 1; }));
+  // Meanwhile the acceptor answers others: an unknown token is refused at once.
+  int third_sock = Connect();
+  ASSERT_TRUE(SendHello(third_sock, ipc::NewToken()).ok());
+  int third_ring = -1;
+  Status third = ReadAnswer(third_sock, &third_ring);
+  EXPECT_NE(third.message().find("unknown instance token"), std::string::npos) << third.message();
+  EXPECT_TRUE(Unanswered(second_sock));
+  EXPECT_EQ(pool_->Stats().lease_failures, 0u);  // still waiting
+  // Ending the waiting session cancels its lease; it gets a refusal, never a session.
+  server_->EndSession(second);
+  int second_ring = -1;
+  Status refused = ReadAnswer(second_sock, &second_ring);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_LT(second_ring, 0);
+  EXPECT_EQ(server_->session_count(), 1u);
+  close(first_ring);
+  server_->EndSession(first);
+  for (int fd : {first_sock, second_sock, third_sock}) close(fd);
+}
+
+}  // namespace
+}  // namespace phos::runtime

@@ -265,7 +265,10 @@ class Session {
   // Communicators over session `devices` (rank i on devices[i]) from the group's: its own ranks
   // when the devices are the whole group in order, else a split of it (owned).
   Status GroupComms(const std::vector<int>& devices, std::vector<uint64_t>* vids);
+  // Aborts what a function may have left half-entered, then waits for the group's contexts.
   void ReleaseNccl();
+  // A collective was enqueued on `comm`: counted by rank when it is a rank of the group's own.
+  void CountCollective(ncclComm_t comm);
   uint64_t NewHandle() { return next_handle_ += 16; }
 
   driver::DriverTable* driver_;
@@ -337,6 +340,9 @@ class Session {
   std::unordered_map<uint64_t, NcclComm> comms_;
   std::unordered_map<std::string, NcclRendezvous> rendezvous_;
   int nccl_group_depth_ = 0;
+  // Collectives enqueued on each rank of the group's communicator (empty: none): ranks that differ
+  // at the end mean one was left half-entered (ReleaseNccl).
+  std::vector<uint64_t> group_collectives_;
   std::vector<std::function<ncclResult_t()>> nccl_queued_;
 };
 

@@ -76,6 +76,7 @@ struct DriverTableOptions {
 
 #define PHOS_NCCL_ENTRY_POINTS(X)                                                                \
   X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommInitAll) X(ncclCommSplit) X(ncclCommDestroy)  \
+  X(ncclCommAbort)                                                                               \
   X(ncclCommCount) X(ncclCommUserRank) X(ncclAllReduce) X(ncclBroadcast) X(ncclAllGather)         \
   X(ncclReduceScatter) X(ncclGroupStart) X(ncclGroupEnd)
 

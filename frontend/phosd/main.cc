@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <prometheus/registry.h>
@@ -22,6 +24,7 @@
 #include "phos/runtime/cpu_state.h"
 #include "phos/runtime/instance_manager.h"
 #include "phos/runtime/snapshot_sessions.h"
+#include "phos/runtime/trusted_modules.h"
 #include "phos/store/dram_tier.h"
 #include "phos/store/store.h"
 #include "routes.h"
@@ -98,6 +101,13 @@ int main(int argc, char** argv) {
                  "Map read-only buffers of restored instances from one allocation per device and content instead "
                  "of copying each instance's (docs/design.md D14)")
       ->capture_default_str();
+  // The build puts every simgpu module image in lib/modules beside bin/ (cmake/PhosModules.cmake).
+  std::vector<std::string> trusted_module_dirs = {
+      (std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "lib" / "modules").string()};
+  app.add_option("--trusted-modules-dir", trusted_module_dirs,
+                 "Directories of the simgpu module images (*.simgpu.so) a function may load; any other image a "
+                 "function sends is refused (docs/design.md D17)")
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -172,6 +182,11 @@ int main(int argc, char** argv) {
   api_options.device_groups = groups.get();
   api_options.share_read_only_buffers = share_weights;
   api_options.va_slots = instance_ranges;
+  if ((*driver)->kind() == phos::driver::GpuKind::kSim) {
+    auto trusted = phos::runtime::TrustedModules::FromDirectories(trusted_module_dirs);
+    if (!trusted.ok()) return Fail(trusted.status().WithContext("phosd: --trusted-modules-dir"));
+    api_options.trusted_modules = std::move(*trusted);
+  }
   auto api = phos::runtime::ApiServer::Start(api_options, driver->get());
   if (!api.ok()) return Fail(api.status().WithContext("phosd"));
   // Snapshots: the store, a DRAM tier made when the first snapshot needs it (its pinned arena lives

@@ -471,6 +471,10 @@ class ApiServer::Impl {
     if (!opened.ok()) Refuse(o.fd, opened.code() == StatusCode::kNotFound ? 1 : 999, opened.message());
   }
 
+  SessionLimits Limits() const {
+    return {.trusted_modules = options_.trusted_modules, .module_bytes = options_.session_module_bytes};
+  }
+
   Status OpenSession(Opening& o) {
     if (o.gpus > 1 && groups_ == nullptr) {
       return Status::FailedPrecondition(
@@ -485,15 +489,15 @@ class ApiServer::Impl {
       o.restore->EnsureStarted();
       uint64_t va_bytes = o.restore->plan().va_slot >= 0 ? slot_bytes_ : options_.instance_va_bytes;
       session = Session::OpenRestored(driver_, std::move(o.restore), &metadata_, options_.device, va_bytes, std::move(ring),
-                                      o.token, o.fd, o.pid);
+                                      o.token, o.fd, o.pid, Limits());
     } else if (o.gpus > 1) {
       // The group is leased by the session's executor (it may have to wait for the refill).
-      session = Session::OpenWithGroup(driver_, groups_, o.gpus, std::move(ring), o.token, o.fd, o.pid);
+      session = Session::OpenWithGroup(driver_, groups_, o.gpus, std::move(ring), o.token, o.fd, o.pid, Limits());
     } else {
       Result<ctxpool::ContextLease> lease = pool_->Lease(o.cancel.get());
       if (!lease.ok()) return lease.status().WithContext("GPU session");
       session = Session::Open(driver_, std::move(*lease), options_.device, options_.instance_va_bytes, std::move(ring),
-                              o.token, o.fd, o.pid);
+                              o.token, o.fd, o.pid, Limits());
     }
     if (!session.ok()) return session.status();
     const int fd = o.fd;

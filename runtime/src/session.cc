@@ -12,19 +12,25 @@
 
 namespace phos::runtime {
 
-Session::Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid)
-    : driver_(driver), ring_(std::move(ring)), token_(std::move(token)), control_fd_(control_fd), pid_(pid) {}
+Session::Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid,
+                 SessionLimits limits)
+    : driver_(driver),
+      limits_(std::move(limits)),
+      ring_(std::move(ring)),
+      token_(std::move(token)),
+      control_fd_(control_fd),
+      pid_(pid) {}
 
 Result<std::unique_ptr<Session>> Session::Open(driver::DriverTable* driver, ctxpool::ContextLease lease, int device,
                                                uint64_t va_bytes, std::unique_ptr<ipc::Ring> ring, std::string token,
-                                               int control_fd, int pid) {
+                                               int control_fd, int pid, SessionLimits limits) {
   // Every check before the session exists: a factory that fails leaves control_fd to the caller.
   int device_count = 0;
   PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuDeviceGetCount(&device_count));
   if (lease.device() != device) {
     return Status::InvalidArgument(fmt::format("session on device {} given a context of device {}", device, lease.device()));
   }
-  std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid));
+  std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid, std::move(limits)));
   s->base_device_ = device;
   s->va_bytes_ = va_bytes;
   s->device_count_ = device_count;
@@ -39,10 +45,10 @@ Result<std::unique_ptr<Session>> Session::Open(driver::DriverTable* driver, ctxp
 
 Result<std::unique_ptr<Session>> Session::OpenWithGroup(driver::DriverTable* driver, ctxpool::CommunicatorPool* groups, int gpus,
                                                         std::unique_ptr<ipc::Ring> ring, std::string token,
-                                                        int control_fd, int pid) {
+                                                        int control_fd, int pid, SessionLimits limits) {
   if (groups == nullptr) return Status::FailedPrecondition(fmt::format("a session of {} GPUs needs device groups (NCCL)", gpus));
   if (gpus < 2) return Status::InvalidArgument(fmt::format("a device group session needs at least 2 GPUs, not {}", gpus));
-  std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid));
+  std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid, std::move(limits)));
   s->groups_ = groups;
   s->device_count_ = gpus;
   // The lease may wait for the refill (tens of seconds on the a100 profile): on the executor, so

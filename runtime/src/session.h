@@ -30,6 +30,7 @@
 #include "phos/runtime/param_metadata.h"
 #include "phos/runtime/restore_loader.h"
 #include "phos/runtime/speculation.h"
+#include "phos/runtime/trusted_modules.h"
 #include "phos/runtime/va_allocator.h"
 #include "restore_state.h"
 #include "session_ops.h"
@@ -39,6 +40,15 @@ class Store;
 }
 
 namespace phos::runtime {
+
+// What one session may load and hold, whatever its function process sends (docs/design.md D17).
+struct SessionLimits {
+  // The simgpu module images the session may load (null: any; fatbins go to NVIDIA's driver,
+  // which runs no host code of theirs, and are not checked).
+  std::shared_ptr<const TrustedModules> trusted_modules;
+  // Bytes of module images the session may hold, loaded or arriving.
+  uint64_t module_bytes = 2ull << 30;
+};
 
 // Bytes per element of the cudaDataType values GemmEx accepts here; 0 for anything else
 // (session_blas.cc).
@@ -55,7 +65,7 @@ class Session {
   // allocation (0: cuMemAlloc); its mappings and range go to the lease's scrub at the end.
   static Result<std::unique_ptr<Session>> Open(driver::DriverTable* driver, ctxpool::ContextLease lease, int device,
                                                uint64_t va_bytes, std::unique_ptr<ipc::Ring> ring, std::string token,
-                                               int control_fd, int pid);
+                                               int control_fd, int pid, SessionLimits limits);
   // A session of `gpus` (>= 2) devices: before executing its first call, the executor leases a
   // device group of that size from `groups` (which must outlive the session) and runs session
   // device d in the group's context d; ncclCommInitAll / ncclCommInitRank get the group's
@@ -64,7 +74,7 @@ class Session {
   // CUDA_ERROR_NO_DEVICE, logged.
   static Result<std::unique_ptr<Session>> OpenWithGroup(driver::DriverTable* driver, ctxpool::CommunicatorPool* groups, int gpus,
                                                         std::unique_ptr<ipc::Ring> ring, std::string token,
-                                                        int control_fd, int pid);
+                                                        int control_fd, int pid, SessionLimits limits);
   // A single-GPU session that starts from `restore` (session_restore.cc): before executing its
   // first call, the executor waits for the restore's preparation and adopts its context, address
   // space, buffers, virtual handles and loader; until every buffer is resident, each call's
@@ -74,7 +84,7 @@ class Session {
   static Result<std::unique_ptr<Session>> OpenRestored(driver::DriverTable* driver, std::shared_ptr<RestoreState> restore,
                                                        ParamMetadataCache* metadata, int device, uint64_t va_bytes,
                                                        std::unique_ptr<ipc::Ring> ring, std::string token,
-                                                       int control_fd, int pid);
+                                                       int control_fd, int pid, SessionLimits limits);
   // Each factory owns control_fd once it returns a session (closed when the session ends); one
   // that fails leaves it to the caller.
   // Stops the executor and releases everything the session holds.
@@ -140,7 +150,8 @@ class Session {
     int device = 0;
   };
 
-  Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid);
+  Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid,
+          SessionLimits limits);
   void Run();
   // A call of a session that maps shared read-only buffers failed, its context in the sticky
   // illegal-address state: the context is lost, and the fault may be a write to a shared buffer that
@@ -215,6 +226,8 @@ class Session {
   CUresult EventElapsedTime(const ipc::StreamEventArgs& a, const Call& call);
   // session_modules.cc
   CUresult ModuleChunk(const ipc::ModuleChunkArgs& a, const Call& call);
+  // Loads the complete image m.pending in the current context, if the session may load it.
+  CUresult LoadModuleImage(Module& m);
   CUresult FunctionGet(const ipc::FunctionGetArgs& a, const Call& call);
   CUresult Launch(const ipc::LaunchArgs& a, const Call& call);
   // session_blas.cc
@@ -272,6 +285,7 @@ class Session {
   uint64_t NewHandle() { return next_handle_ += 16; }
 
   driver::DriverTable* driver_;
+  const SessionLimits limits_;
   std::unique_ptr<ipc::Ring> ring_;
   std::string token_;
   int control_fd_;

@@ -115,6 +115,10 @@ class DriverTable {
   // (simgpu only; null elsewhere): how a restore loads a buffer that stays guarded until ready.
   using SimMemcpyHtoDAsyncGuardedFn = CUresult (*)(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream);
   SimMemcpyHtoDAsyncGuardedFn phosSimMemcpyHtoDAsyncGuarded = nullptr;
+  // cuModuleLoadData told the image's size (simgpu only; null elsewhere): what the API server
+  // loads a received simgpu image with, so the ELF reader never reads past it.
+  using SimModuleLoadDataSizedFn = CUresult (*)(CUmodule* module, const void* image, size_t bytes);
+  SimModuleLoadDataSizedFn phosSimModuleLoadDataSized = nullptr;
   // simgpu's configuration (phos/simgpu/simgpu.h); null on NVIDIA's driver.
   decltype(&::phosSimGetConfig) phosSimGetConfig = nullptr;
 

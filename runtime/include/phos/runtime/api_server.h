@@ -31,6 +31,8 @@ struct Manifest;
 
 namespace phos::runtime {
 
+class TrustedModules;
+
 // How a single-GPU session starts (IssueToken). The default: an empty session on a pooled context.
 struct SessionPlan {
   // The snapshot to restore (docs/design.md D7); null: the session starts empty.
@@ -103,6 +105,12 @@ struct ApiServerOptions {
   // anyone else's session: the acceptor never waits for a peer. Default: 5 s, 64.
   std::chrono::milliseconds hello_timeout{5000};
   size_t max_pending_hellos = 64;
+  // The simgpu module images sessions may load (runtime/trusted_modules.h): phosd passes the
+  // images the build made; an image not among them is refused, its kernels fail to launch. null:
+  // any image loads (an embedding that trusts its function processes). Default: null.
+  std::shared_ptr<const TrustedModules> trusted_modules;
+  // Bytes of module images one session may hold. Default: 2 GiB.
+  uint64_t session_module_bytes = 2ull << 30;
   // Each session's ring: record bytes (a power of two) and reply-area bytes.
   // Default: ipc::Ring::kDefaultDataBytes, ipc::Ring::kDefaultReplyBytes.
   size_t ring_bytes = ipc::Ring::kDefaultDataBytes;

@@ -150,7 +150,9 @@ void Session::Run() {
   while (!stop_.load(std::memory_order_relaxed)) {
     Result<bool> next = ring_->Peek(&record);
     if (!next.ok()) {
-      PHOS_LOG(Error, "runtime", "session for pid {}: {}; closing its ring", pid_, next.status().message());
+      // One line per session, and at most one a second: a tenant opening sessions to send bad
+      // records must not fill the log.
+      PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "session for pid {}: {}; closing its ring", pid_, next.status().message());
       ring_->Close();
       return;
     }

@@ -101,6 +101,11 @@ int main(int argc, char** argv) {
                  "Map read-only buffers of restored instances from one allocation per device and content instead "
                  "of copying each instance's (docs/design.md D14)")
       ->capture_default_str();
+  uint64_t session_device_mib = 0;
+  app.add_option("--session-device-mib", session_device_mib,
+                 "Device memory one function instance may hold, on all its devices (MiB; 0: what the devices have)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   // The build puts every simgpu module image in lib/modules beside bin/ (cmake/PhosModules.cmake).
   std::vector<std::string> trusted_module_dirs = {
       (std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "lib" / "modules").string()};
@@ -182,6 +187,7 @@ int main(int argc, char** argv) {
   api_options.device_groups = groups.get();
   api_options.share_read_only_buffers = share_weights;
   api_options.va_slots = instance_ranges;
+  api_options.session_device_bytes = session_device_mib << 20;
   if ((*driver)->kind() == phos::driver::GpuKind::kSim) {
     auto trusted = phos::runtime::TrustedModules::FromDirectories(trusted_module_dirs);
     if (!trusted.ok()) return Fail(trusted.status().WithContext("phosd: --trusted-modules-dir"));

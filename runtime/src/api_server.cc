@@ -472,7 +472,11 @@ class ApiServer::Impl {
   }
 
   SessionLimits Limits() const {
-    return {.trusted_modules = options_.trusted_modules, .module_bytes = options_.session_module_bytes};
+    return {.trusted_modules = options_.trusted_modules,
+            .module_bytes = options_.session_module_bytes,
+            .modules = options_.session_modules,
+            .device_bytes = options_.session_device_bytes,
+            .handles = options_.session_handles};
   }
 
   Status OpenSession(Opening& o) {

@@ -184,6 +184,13 @@ void Session::Run() {
   }
 }
 
+bool Session::HandleRoom(const char* what) {
+  const size_t held = streams_.size() + events_.size() + blas_.size() + comms_.size();
+  if (held < limits_.handles) return true;
+  PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {} refused: the session holds {} handles, its limit", pid_, what, held);
+  return false;
+}
+
 bool Session::Owns(uint64_t ptr, uint64_t bytes, const char* what) {
   Status s = buffers_.Check(ptr, bytes, what);
   if (s.ok()) return true;

@@ -46,8 +46,14 @@ struct SessionLimits {
   // The simgpu module images the session may load (null: any; fatbins go to NVIDIA's driver,
   // which runs no host code of theirs, and are not checked).
   std::shared_ptr<const TrustedModules> trusted_modules;
-  // Bytes of module images the session may hold, loaded or arriving.
+  // Bytes of module images the session may hold, loaded or arriving, and how many modules.
   uint64_t module_bytes = 2ull << 30;
+  size_t modules = 1024;
+  // Device memory the session may hold, on all its devices together (a restored snapshot's
+  // buffers count); 0: what the devices have.
+  uint64_t device_bytes = 0;
+  // Streams, events, cuBLAS handles and communicators the session may hold together.
+  size_t handles = 4096;
 };
 
 // Bytes per element of the cudaDataType values GemmEx accepts here; 0 for anything else
@@ -248,6 +254,9 @@ class Session {
   CUresult NcclGroupEnd(const NoArgs& a, const Call& call);
   CUresult NcclCollective(const ipc::NcclCollectiveArgs& a, const Call& call);
 
+  // Whether the session may make one more stream, event, cuBLAS handle or communicator (logged
+  // when not).
+  bool HandleRoom(const char* what);
   // Rejects (and logs) a range this session does not own.
   bool Owns(uint64_t ptr, uint64_t bytes, const char* what);
   Result<CUstream> StreamOf(uint64_t vid) const;

@@ -17,9 +17,12 @@ CUresult Session::ModuleChunk(const ipc::ModuleChunkArgs& a, const Call& call) {
   if (m.module != nullptr || m.load_result != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;  // already loaded
   if (m.total_bytes == 0) {
     // module_bytes_ never exceeds the limit, so the subtraction cannot wrap.
-    if (a.total_bytes == 0 || a.total_bytes > ipc::kMaxModuleBytes || a.total_bytes > limits_.module_bytes - module_bytes_) {
-      PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: module of {} bytes refused (limits: {} per module, {} per session, {} held)",
-                         pid_, a.total_bytes, ipc::kMaxModuleBytes, limits_.module_bytes, module_bytes_);
+    if (a.total_bytes == 0 || a.total_bytes > ipc::kMaxModuleBytes || a.total_bytes > limits_.module_bytes - module_bytes_ ||
+        modules_.size() > limits_.modules) {
+      PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: module of {} bytes refused (limits: {} per module, {} and {} modules per "
+                         "session; {} bytes in {} held)",
+                         pid_, a.total_bytes, ipc::kMaxModuleBytes, limits_.module_bytes, limits_.modules, module_bytes_,
+                         modules_.size() - 1);
       modules_.erase(a.module_id);
       return CUDA_ERROR_INVALID_VALUE;
     }

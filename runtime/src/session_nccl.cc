@@ -108,6 +108,7 @@ Status Session::GroupComms(const std::vector<int>& devices, std::vector<uint64_t
 
 CUresult Session::NcclInitAll(const ipc::NcclInitAllArgs& a, const Call& call) {
   if (a.ndev <= 0 || a.ndev > ipc::kMaxNcclRanks) return Answer(ncclInvalidArgument);
+  if (!HandleRoom(call.name)) return Answer(ncclSystemError);
   std::vector<int> devices(a.devices, a.devices + a.ndev);
   std::vector<uint64_t> vids;
   if (Status s = GroupComms(devices, &vids); !s.ok()) {
@@ -127,6 +128,7 @@ CUresult Session::NcclInitRank(const ipc::NcclInitRankArgs& a, const Call& call)
              group_->size());
     return Answer(ncclInvalidArgument);
   }
+  if (!HandleRoom(call.name)) return Answer(ncclSystemError);
   std::string key(reinterpret_cast<const char*>(a.id), sizeof(a.id));
   NcclRendezvous& rv = rendezvous_[key];
   if (rv.devices.empty()) {
@@ -160,6 +162,7 @@ CUresult Session::NcclInitRank(const ipc::NcclInitRankArgs& a, const Call& call)
 CUresult Session::NcclSplit(const ipc::NcclSplitArgs& a, const Call& call) {
   auto it = comms_.find(a.comm);
   if (it == comms_.end() || it->second.comm == nullptr) return Answer(ncclInvalidArgument);
+  if (!HandleRoom(call.name)) return Answer(ncclSystemError);
   ncclComm_t parent = it->second.comm;
   int device = it->second.device;
   uint64_t vid = a.color == NCCL_SPLIT_NOCOLOR ? 0 : NewHandle();

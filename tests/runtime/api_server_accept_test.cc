@@ -1,12 +1,13 @@
-// The API server's acceptor against peers that do not play along: connections that never say
-// hello, more of them than the server keeps, and hellos whose session waits for a context. None
-// of them may hold up another peer's session.
+// The API server against peers that do not play along: connections that never say hello, more of
+// them than the server keeps, hellos whose session waits for a context (none of them may hold up
+// another peer's session), and sessions that ask for more than their limits.
 #include "phos/runtime/api_server.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -164,6 +165,58 @@ TEST_F(ApiServerAcceptTest, ASessionWaitingForAContextHoldsUpNobodyAndEndsOnRequ
   close(first_ring);
   server_->EndSession(first);
   for (int fd : {first_sock, second_sock, third_sock}) close(fd);
+}
+
+TEST_F(ApiServerAcceptTest, ASessionGetsNoMoreThanItsLimits) {
+  Start({.session_modules = 1, .session_device_bytes = 1u << 20, .session_handles = 2});
+  const std::string token = server_->IssueToken();
+  int sock = Connect();
+  ASSERT_TRUE(SendHello(sock, token).ok());
+  int ring_fd = -1;
+  ASSERT_TRUE(ReadAnswer(sock, &ring_fd).ok());
+  auto ring = ipc::Ring::Attach(ring_fd);
+  ASSERT_TRUE(ring.ok());
+  uint64_t seq = 0;
+  auto alive = [] { return true; };
+  auto call = [&](ipc::Op op, const void* args, size_t bytes, const void* tail = nullptr, size_t tail_bytes = 0,
+                  uint64_t* reply = nullptr) {
+    const uint64_t s = ++seq;
+    EXPECT_TRUE((*ring)->Write(op, ipc::kFlagReply, s, args, bytes, tail, tail_bytes, alive).ok());
+    EXPECT_TRUE((*ring)->WaitCompleted(s, alive).ok());
+    if (reply != nullptr) std::memcpy(reply, (*ring)->reply_payload(), sizeof(*reply));
+    return (*ring)->reply_header().result;
+  };
+  // Device memory: 1 MiB in all, whatever the pieces; a size that would wrap the sum is refused.
+  ipc::SizeArgs half{512u << 10};
+  uint64_t first = 0;
+  ASSERT_EQ(call(ipc::Op::kMemAlloc, &half, sizeof(half), nullptr, 0, &first), CUDA_SUCCESS);
+  ASSERT_EQ(call(ipc::Op::kMemAlloc, &half, sizeof(half)), CUDA_SUCCESS);
+  ipc::SizeArgs one{1};
+  EXPECT_EQ(call(ipc::Op::kMemAlloc, &one, sizeof(one)), CUDA_ERROR_OUT_OF_MEMORY);
+  ipc::SizeArgs wrapping{~uint64_t{0}};
+  EXPECT_EQ(call(ipc::Op::kMemAlloc, &wrapping, sizeof(wrapping)), CUDA_ERROR_OUT_OF_MEMORY);
+  ipc::PointerArgs free_first{first};
+  ASSERT_EQ(call(ipc::Op::kMemFree, &free_first, sizeof(free_first)), CUDA_SUCCESS);
+  EXPECT_EQ(call(ipc::Op::kMemAlloc, &one, sizeof(one)), CUDA_SUCCESS);  // room again
+  // Handles: two streams and events together.
+  ipc::FlagsArgs flags{0, 0};
+  uint64_t stream = 0;
+  ASSERT_EQ(call(ipc::Op::kStreamCreate, &flags, sizeof(flags), nullptr, 0, &stream), CUDA_SUCCESS);
+  ASSERT_EQ(call(ipc::Op::kEventCreate, &flags, sizeof(flags)), CUDA_SUCCESS);
+  EXPECT_EQ(call(ipc::Op::kStreamCreate, &flags, sizeof(flags)), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(call(ipc::Op::kEventCreate, &flags, sizeof(flags)), CUDA_ERROR_OUT_OF_MEMORY);
+  ipc::HandleArgs destroy{stream};
+  ASSERT_EQ(call(ipc::Op::kStreamDestroy, &destroy, sizeof(destroy)), CUDA_SUCCESS);
+  EXPECT_EQ(call(ipc::Op::kEventCreate, &flags, sizeof(flags)), CUDA_SUCCESS);
+  // Modules: one; the second is refused at its first chunk.
+  const uint8_t byte = 0;
+  ipc::ModuleChunkArgs module{.module_id = 1, .total_bytes = 1, .offset = 0, .is_fatbin = 0, .pad = 0};
+  EXPECT_EQ(call(ipc::Op::kModuleChunk, &module, sizeof(module), &byte, 1), CUDA_SUCCESS);  // loads or not: held
+  module.module_id = 2;
+  EXPECT_EQ(call(ipc::Op::kModuleChunk, &module, sizeof(module), &byte, 1), CUDA_ERROR_INVALID_VALUE);
+  ring->reset();
+  server_->EndSession(token);
+  close(sock);
 }
 
 }  // namespace

@@ -109,8 +109,14 @@ struct ApiServerOptions {
   // images the build made; an image not among them is refused, its kernels fail to launch. null:
   // any image loads (an embedding that trusts its function processes). Default: null.
   std::shared_ptr<const TrustedModules> trusted_modules;
-  // Bytes of module images one session may hold. Default: 2 GiB.
+  // What one session may hold, whatever its function sends (beyond, the call fails as the
+  // driver's would: out of memory): module image bytes and modules; device memory on all its
+  // devices (0: what the devices have); streams, events, cuBLAS handles and communicators
+  // together. Defaults: 2 GiB, 1024, 0, 4096.
   uint64_t session_module_bytes = 2ull << 30;
+  size_t session_modules = 1024;
+  uint64_t session_device_bytes = 0;
+  size_t session_handles = 4096;
   // Each session's ring: record bytes (a power of two) and reply-area bytes.
   // Default: ipc::Ring::kDefaultDataBytes, ipc::Ring::kDefaultReplyBytes.
   size_t ring_bytes = ipc::Ring::kDefaultDataBytes;

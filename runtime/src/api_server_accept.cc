@@ -176,6 +176,7 @@ SessionLimits ApiServer::Impl::Limits() const {
           .module_bytes = options_.session_module_bytes,
           .modules = options_.session_modules,
           .device_bytes = options_.session_device_bytes,
+          .buffers = options_.session_buffers,
           .handles = options_.session_handles};
 }
 

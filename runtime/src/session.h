@@ -50,8 +50,9 @@ struct SessionLimits {
   uint64_t module_bytes = 2ull << 30;
   size_t modules = 1024;
   // Device memory the session may hold, on all its devices together (a restored snapshot's
-  // buffers count); 0: what the devices have.
+  // buffers count); 0: what the devices have. And how many buffers.
   uint64_t device_bytes = 0;
+  size_t buffers = size_t{1} << 20;
   // Streams, events, cuBLAS handles and communicators the session may hold together.
   size_t handles = 4096;
 };

@@ -168,7 +168,7 @@ TEST_F(ApiServerAcceptTest, ASessionWaitingForAContextHoldsUpNobodyAndEndsOnRequ
 }
 
 TEST_F(ApiServerAcceptTest, ASessionGetsNoMoreThanItsLimits) {
-  Start({.session_modules = 1, .session_device_bytes = 1u << 20, .session_handles = 2});
+  Start({.session_modules = 1, .session_device_bytes = 1u << 20, .session_buffers = 3, .session_handles = 2});
   const std::string token = server_->IssueToken();
   int sock = Connect();
   ASSERT_TRUE(SendHello(sock, token).ok());
@@ -198,6 +198,9 @@ TEST_F(ApiServerAcceptTest, ASessionGetsNoMoreThanItsLimits) {
   ipc::PointerArgs free_first{first};
   ASSERT_EQ(call(ipc::Op::kMemFree, &free_first, sizeof(free_first)), CUDA_SUCCESS);
   EXPECT_EQ(call(ipc::Op::kMemAlloc, &one, sizeof(one)), CUDA_SUCCESS);  // room again
+  // Buffers: three at most, however small.
+  EXPECT_EQ(call(ipc::Op::kMemAlloc, &one, sizeof(one)), CUDA_SUCCESS);
+  EXPECT_EQ(call(ipc::Op::kMemAlloc, &one, sizeof(one)), CUDA_ERROR_OUT_OF_MEMORY);
   // Handles: two streams and events together.
   ipc::FlagsArgs flags{0, 0};
   uint64_t stream = 0;

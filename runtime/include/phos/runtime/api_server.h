@@ -111,11 +111,12 @@ struct ApiServerOptions {
   std::shared_ptr<const TrustedModules> trusted_modules;
   // What one session may hold, whatever its function sends (beyond, the call fails as the
   // driver's would: out of memory): module image bytes and modules; device memory on all its
-  // devices (0: what the devices have); streams, events, cuBLAS handles and communicators
-  // together. Defaults: 2 GiB, 1024, 0, 4096.
+  // devices (0: what the devices have) and buffers; streams, events, cuBLAS handles and
+  // communicators together. Defaults: 2 GiB, 1024, 0, 2^20, 4096.
   uint64_t session_module_bytes = 2ull << 30;
   size_t session_modules = 1024;
   uint64_t session_device_bytes = 0;
+  size_t session_buffers = size_t{1} << 20;
   size_t session_handles = 4096;
   // Each session's ring: record bytes (a power of two) and reply-area bytes.
   // Default: ipc::Ring::kDefaultDataBytes, ipc::Ring::kDefaultReplyBytes.

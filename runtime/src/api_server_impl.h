@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -101,10 +102,29 @@ class ApiServer::Impl {
   std::string IssueToken(int gpus, std::chrono::milliseconds unclaimed_for = std::chrono::milliseconds::zero()) {
     std::string token = ipc::NewToken();
     std::lock_guard lock(mu_);
+    if (unclaimed_for.count() > 0) ForgetOldestUnclaimedLocked(options_.max_unclaimed_tokens - 1);
     TokenInfo& info = tokens_[token];
     info.gpus = std::max(gpus, 1);
     if (unclaimed_for.count() > 0) info.expires = options_.clock() + unclaimed_for;
     return token;
+  }
+
+  // Tokens that may expire and have no session yet, oldest first forgotten until at most `keep`
+  // are left: however fast they are asked for, they hold a bounded amount of memory. Requires mu_.
+  void ForgetOldestUnclaimedLocked(size_t keep) {
+    std::vector<std::map<std::string, TokenInfo>::iterator> unclaimed;
+    for (auto it = tokens_.begin(); it != tokens_.end(); ++it) {
+      const bool expiring = it->second.expires != std::chrono::steady_clock::time_point{};
+      if (expiring && sessions_.count(it->first) == 0 && opening_.count(it->first) == 0 && ending_.count(it->first) == 0) {
+        unclaimed.push_back(it);
+      }
+    }
+    if (unclaimed.size() <= keep) return;
+    std::sort(unclaimed.begin(), unclaimed.end(), [](const auto& a, const auto& b) { return a->second.expires < b->second.expires; });
+    const size_t forget = unclaimed.size() - keep;
+    for (size_t i = 0; i < forget; ++i) tokens_.erase(unclaimed[i]);
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "{} unclaimed session token(s) forgotten: at most {} wait to be used", forget,
+                       options_.max_unclaimed_tokens);
   }
 
   // Forgets tokens whose time to be claimed passed with no session (the acceptor, each second).

@@ -167,6 +167,28 @@ TEST_F(ApiServerAcceptTest, ASessionWaitingForAContextHoldsUpNobodyAndEndsOnRequ
   for (int fd : {first_sock, second_sock, third_sock}) close(fd);
 }
 
+TEST_F(ApiServerAcceptTest, UnclaimedTokensAreBounded) {
+  Start({.max_unclaimed_tokens = 2});
+  const std::string oldest = server_->IssueToken(1, std::chrono::minutes(10));
+  const std::string older = server_->IssueToken(1, std::chrono::minutes(10));
+  const std::string forever = server_->IssueToken(1);  // not one that expires: not counted
+  const std::string newest = server_->IssueToken(1, std::chrono::minutes(10));
+  for (const std::string& token : {oldest, older, forever, newest}) {
+    int sock = Connect();
+    ASSERT_TRUE(SendHello(sock, token).ok());
+    int ring_fd = -1;
+    Status s = ReadAnswer(sock, &ring_fd);
+    if (token == oldest) {
+      EXPECT_NE(s.message().find("unknown instance token"), std::string::npos) << s.message();
+    } else {
+      EXPECT_TRUE(s.ok()) << s.message();
+      close(ring_fd);
+      server_->EndSession(token);
+    }
+    close(sock);
+  }
+}
+
 TEST_F(ApiServerAcceptTest, ASessionGetsNoMoreThanItsLimits) {
   Start({.session_modules = 1, .session_device_bytes = 1u << 20, .session_buffers = 3, .session_handles = 2});
   const std::string token = server_->IssueToken();

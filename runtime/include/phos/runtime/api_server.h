@@ -105,6 +105,9 @@ struct ApiServerOptions {
   // anyone else's session: the acceptor never waits for a peer. Default: 5 s, 64.
   std::chrono::milliseconds hello_timeout{5000};
   size_t max_pending_hellos = 64;
+  // Tokens issued with a time to be claimed (IssueToken's `unclaimed_for`) that may wait unused
+  // at once; issuing one more forgets the one closest to expiring. Default: 1024.
+  size_t max_unclaimed_tokens = 1024;
   // The simgpu module images sessions may load (runtime/trusted_modules.h): phosd passes the
   // images the build made; an image not among them is refused, its kernels fail to launch. null:
   // any image loads (an embedding that trusts its function processes). Default: null.

@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev
   libuv1-dev libhttp-parser-dev libcli11-dev nlohmann-json3-dev prometheus-cpp-dev
-  curl libcurl4-openssl-dev
+  curl libcurl4-openssl-dev libssl-dev
   libprotobuf-dev protobuf-compiler librocksdb-dev libxxhash-dev libzstd-dev liburing-dev
   libssl-dev  # SHA-256 of artifacts and tokens, constant-time token comparison (libcrypto)
   criu

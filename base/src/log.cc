@@ -1,5 +1,6 @@
 #include "phos/base/log.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -120,8 +121,46 @@ bool Enabled(Level level, std::string_view subsys) {
   return listed != f->exclude;
 }
 
+std::string EscapeControl(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    switch (c) {
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      default:
+        break;
+    }
+    if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 void Write(Level level, std::string_view subsys, const char* file, int line, std::string_view message) {
-  Logger()->log(ToSpdlog(level), "[{}] [{}:{}] {}", subsys, Basename(file), line, message);
+  const bool clean = std::none_of(message.begin(), message.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return byte < 0x20 || byte == 0x7f || c == '\\';
+  });
+  if (clean) {
+    Logger()->log(ToSpdlog(level), "[{}] [{}:{}] {}", subsys, Basename(file), line, message);
+  } else {
+    Logger()->log(ToSpdlog(level), "[{}] [{}:{}] {}", subsys, Basename(file), line, EscapeControl(message));
+  }
 }
 
 bool RateLimiter::Admit(std::chrono::seconds period) {

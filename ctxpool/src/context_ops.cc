@@ -158,6 +158,9 @@ Result<PooledGroup> CreateDeviceGroup(driver::DriverTable& driver, int size) {
 Status ScrubDeviceGroup(driver::DriverTable& driver, const PooledGroup& group,
                         const std::vector<TenantResources>& tenants, bool zero) {
   static const TenantResources kNothing;
+  for (ncclComm_t comm : group.comms) {
+    if (comm == nullptr) return Status::FailedPrecondition(fmt::format("device group {}: its communicator was aborted", group.id));
+  }
   for (size_t d = 0; d < group.contexts.size(); ++d) {
     const TenantResources& tenant = d < tenants.size() ? tenants[d] : kNothing;
     PHOS_RETURN_IF_ERROR(

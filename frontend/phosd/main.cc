@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <prometheus/registry.h>
@@ -26,6 +28,7 @@
 #include "phos/runtime/instance_manager.h"
 #include "phos/runtime/sandbox.h"
 #include "phos/runtime/snapshot_sessions.h"
+#include "phos/runtime/trusted_modules.h"
 #include "phos/store/dram_tier.h"
 #include "phos/store/store.h"
 #include "access.h"
@@ -151,6 +154,18 @@ int main(int argc, char** argv) {
                  "FIRST-LAST: host uids/gids of sandboxed functions; FIRST is gpu.sock's group, each function "
                  "runs as one of the others")
       ->capture_default_str();
+  uint64_t session_device_mib = 0;
+  app.add_option("--session-device-mib", session_device_mib,
+                 "Device memory one function instance may hold, on all its devices (MiB; 0: what the devices have)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  // The build puts every simgpu module image in lib/modules beside bin/ (cmake/PhosModules.cmake).
+  std::vector<std::string> trusted_module_dirs = {
+      (std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "lib" / "modules").string()};
+  app.add_option("--trusted-modules-dir", trusted_module_dirs,
+                 "Directories of the simgpu module images (*.simgpu.so) a function may load; any other image a "
+                 "function sends is refused (docs/design.md D17)")
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -261,6 +276,12 @@ int main(int argc, char** argv) {
   api_options.device_groups = groups.get();
   api_options.share_read_only_buffers = share_weights;
   api_options.va_slots = instance_ranges;
+  api_options.session_device_bytes = session_device_mib << 20;
+  if ((*driver)->kind() == phos::driver::GpuKind::kSim) {
+    auto trusted = phos::runtime::TrustedModules::FromDirectories(trusted_module_dirs);
+    if (!trusted.ok()) return Fail(trusted.status().WithContext("phosd: --trusted-modules-dir"));
+    api_options.trusted_modules = std::move(*trusted);
+  }
   auto api = phos::runtime::ApiServer::Start(api_options, driver->get());
   if (!api.ok()) return Fail(api.status().WithContext("phosd"));
   phos::runtime::SandboxOptions sandbox_options;

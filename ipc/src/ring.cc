@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -60,11 +61,18 @@ Result<std::unique_ptr<Ring>> Ring::Create(size_t data_bytes, size_t reply_bytes
   if (reply_bytes < kMinReplyBytes || reply_bytes % 4096 != 0) {
     return Status::InvalidArgument(fmt::format("reply area {} is not a multiple of 4096 of at least 64 KiB", reply_bytes));
   }
-  int fd = memfd_create("phos-ring", MFD_CLOEXEC);
+  int fd = memfd_create("phos-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return Status::FromErrno(errno, "memfd_create(phos-ring)");
   size_t total = kHeaderBytes + data_bytes + reply_bytes;
   if (ftruncate(fd, static_cast<off_t>(total)) != 0) {
     Status s = Status::FromErrno(errno, "ftruncate(phos-ring)");
+    close(fd);
+    return s;
+  }
+  // The peer gets this fd: a peer that could shrink the file would make the server's next touch
+  // of the lost pages a SIGBUS. Sealed before anyone else sees it, and the seals themselves too.
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    Status s = Status::FromErrno(errno, "fcntl(phos-ring, F_ADD_SEALS)");
     close(fd);
     return s;
   }
@@ -185,7 +193,9 @@ Status Ring::WaitCompleted(uint64_t seq, const std::function<bool()>& alive) {
 }
 
 Result<bool> Ring::Peek(RecordView* view) {
-  uint64_t consumed = header_->consumed.load(std::memory_order_relaxed);
+  // The consumer's offset is its own (consumed_): the shared copy is only published for the
+  // producer, which may rewrite it.
+  uint64_t consumed = consumed_;
   uint64_t produced = header_->produced.load(std::memory_order_acquire);
   while (true) {
     if (produced == consumed) return false;
@@ -202,6 +212,7 @@ Result<bool> Ring::Peek(RecordView* view) {
         return Status::Corruption(fmt::format("ring padding of {} bytes where {} remain before the end", h.length, to_end));
       }
       consumed += to_end;
+      consumed_ = consumed;
       header_->consumed.store(consumed, std::memory_order_release);
       continue;
     }
@@ -220,15 +231,15 @@ Result<bool> Ring::Peek(RecordView* view) {
 
 void Ring::Release(const RecordView& view) {
   uint64_t size = sizeof(RecordHeader) + AlignUp(view.header.length, kRecordAlign);
-  header_->consumed.store(header_->consumed.load(std::memory_order_relaxed) + size, std::memory_order_seq_cst);
+  consumed_ += size;
+  header_->consumed.store(consumed_, std::memory_order_seq_cst);
   WakeClient();
 }
 
 void Ring::WakeClient() {
   if (header_->client_waiting.load(std::memory_order_seq_cst) == 0) return;
   // Only when what the client waits for has happened (see RingHeader::client_wait_seq).
-  uint64_t free_bytes = data_bytes_ - (header_->produced.load(std::memory_order_seq_cst) -
-                                       header_->consumed.load(std::memory_order_seq_cst));
+  uint64_t free_bytes = data_bytes_ - (header_->produced.load(std::memory_order_seq_cst) - consumed_);
   bool space_ready = free_bytes >= header_->client_wait_free.load(std::memory_order_seq_cst);
   bool seq_ready = header_->completed_seq.load(std::memory_order_seq_cst) >=
                    header_->client_wait_seq.load(std::memory_order_seq_cst);
@@ -240,12 +251,12 @@ void Ring::WakeClient() {
 
 void Ring::WaitForWork(int timeout_ms) {
   for (int i = 0; i < kSpinIterations; ++i) {
-    if (header_->produced.load(std::memory_order_acquire) != header_->consumed.load(std::memory_order_relaxed)) return;
+    if (header_->produced.load(std::memory_order_acquire) != consumed_) return;
     CpuRelax();
   }
   uint32_t word = header_->server_futex.load(std::memory_order_seq_cst);
   header_->server_sleeping.store(1, std::memory_order_seq_cst);
-  if (header_->produced.load(std::memory_order_seq_cst) == header_->consumed.load(std::memory_order_relaxed)) {
+  if (header_->produced.load(std::memory_order_seq_cst) == consumed_) {
     FutexWait(&header_->server_futex, word, timeout_ms);
   }
   header_->server_sleeping.store(0, std::memory_order_relaxed);

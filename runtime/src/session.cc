@@ -12,19 +12,28 @@
 
 namespace phos::runtime {
 
-Session::Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid)
-    : driver_(driver), ring_(std::move(ring)), token_(std::move(token)), control_fd_(control_fd), pid_(pid) {}
+Session::Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid,
+                 SessionLimits limits)
+    : driver_(driver),
+      limits_(std::move(limits)),
+      ring_(std::move(ring)),
+      token_(std::move(token)),
+      control_fd_(control_fd),
+      pid_(pid) {}
 
 Result<std::unique_ptr<Session>> Session::Open(driver::DriverTable* driver, ctxpool::ContextLease lease, int device,
                                                uint64_t va_bytes, std::unique_ptr<ipc::Ring> ring, std::string token,
-                                               int control_fd, int pid) {
-  std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid));
-  s->base_device_ = device;
-  s->va_bytes_ = va_bytes;
-  PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuDeviceGetCount(&s->device_count_));
+                                               int control_fd, int pid, SessionLimits limits) {
+  // Every check before the session exists: a factory that fails leaves control_fd to the caller.
+  int device_count = 0;
+  PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuDeviceGetCount(&device_count));
   if (lease.device() != device) {
     return Status::InvalidArgument(fmt::format("session on device {} given a context of device {}", device, lease.device()));
   }
+  std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid, std::move(limits)));
+  s->base_device_ = device;
+  s->va_bytes_ = va_bytes;
+  s->device_count_ = device_count;
   // A pooled context (docs/design.md D11): created ahead of time, current on no thread; only the executor
   // thread makes it current.
   s->context_ = lease.context();
@@ -36,10 +45,10 @@ Result<std::unique_ptr<Session>> Session::Open(driver::DriverTable* driver, ctxp
 
 Result<std::unique_ptr<Session>> Session::OpenWithGroup(driver::DriverTable* driver, ctxpool::CommunicatorPool* groups, int gpus,
                                                         std::unique_ptr<ipc::Ring> ring, std::string token,
-                                                        int control_fd, int pid) {
+                                                        int control_fd, int pid, SessionLimits limits) {
   if (groups == nullptr) return Status::FailedPrecondition(fmt::format("a session of {} GPUs needs device groups (NCCL)", gpus));
   if (gpus < 2) return Status::InvalidArgument(fmt::format("a device group session needs at least 2 GPUs, not {}", gpus));
-  std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid));
+  std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid, std::move(limits)));
   s->groups_ = groups;
   s->device_count_ = gpus;
   // The lease may wait for the refill (tens of seconds on the a100 profile): on the executor, so
@@ -141,7 +150,9 @@ void Session::Run() {
   while (!stop_.load(std::memory_order_relaxed)) {
     Result<bool> next = ring_->Peek(&record);
     if (!next.ok()) {
-      PHOS_LOG(Error, "runtime", "session for pid {}: {}; closing its ring", pid_, next.status().message());
+      // One line per session, and at most one a second: a tenant opening sessions to send bad
+      // records must not fill the log.
+      PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "session for pid {}: {}; closing its ring", pid_, next.status().message());
       ring_->Close();
       return;
     }
@@ -171,6 +182,13 @@ void Session::Run() {
     ring_->Release(record);
     ring_->Complete(seq);
   }
+}
+
+bool Session::HandleRoom(const char* what) {
+  const size_t held = streams_.size() + events_.size() + blas_.size() + comms_.size();
+  if (held < limits_.handles) return true;
+  PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {} refused: the session holds {} handles, its limit", pid_, what, held);
+  return false;
 }
 
 bool Session::Owns(uint64_t ptr, uint64_t bytes, const char* what) {

@@ -30,6 +30,7 @@
 #include "phos/runtime/param_metadata.h"
 #include "phos/runtime/restore_loader.h"
 #include "phos/runtime/speculation.h"
+#include "phos/runtime/trusted_modules.h"
 #include "phos/runtime/va_allocator.h"
 #include "restore_state.h"
 #include "session_ops.h"
@@ -39,6 +40,22 @@ class Store;
 }
 
 namespace phos::runtime {
+
+// What one session may load and hold, whatever its function process sends (docs/design.md D17).
+struct SessionLimits {
+  // The simgpu module images the session may load (null: any; fatbins go to NVIDIA's driver,
+  // which runs no host code of theirs, and are not checked).
+  std::shared_ptr<const TrustedModules> trusted_modules;
+  // Bytes of module images the session may hold, loaded or arriving, and how many modules.
+  uint64_t module_bytes = 2ull << 30;
+  size_t modules = 1024;
+  // Device memory the session may hold, on all its devices together (a restored snapshot's
+  // buffers count); 0: what the devices have. And how many buffers.
+  uint64_t device_bytes = 0;
+  size_t buffers = size_t{1} << 20;
+  // Streams, events, cuBLAS handles and communicators the session may hold together.
+  size_t handles = 4096;
+};
 
 // Bytes per element of the cudaDataType values GemmEx accepts here; 0 for anything else
 // (session_blas.cc).
@@ -55,7 +72,7 @@ class Session {
   // allocation (0: cuMemAlloc); its mappings and range go to the lease's scrub at the end.
   static Result<std::unique_ptr<Session>> Open(driver::DriverTable* driver, ctxpool::ContextLease lease, int device,
                                                uint64_t va_bytes, std::unique_ptr<ipc::Ring> ring, std::string token,
-                                               int control_fd, int pid);
+                                               int control_fd, int pid, SessionLimits limits);
   // A session of `gpus` (>= 2) devices: before executing its first call, the executor leases a
   // device group of that size from `groups` (which must outlive the session) and runs session
   // device d in the group's context d; ncclCommInitAll / ncclCommInitRank get the group's
@@ -64,7 +81,7 @@ class Session {
   // CUDA_ERROR_NO_DEVICE, logged.
   static Result<std::unique_ptr<Session>> OpenWithGroup(driver::DriverTable* driver, ctxpool::CommunicatorPool* groups, int gpus,
                                                         std::unique_ptr<ipc::Ring> ring, std::string token,
-                                                        int control_fd, int pid);
+                                                        int control_fd, int pid, SessionLimits limits);
   // A single-GPU session that starts from `restore` (session_restore.cc): before executing its
   // first call, the executor waits for the restore's preparation and adopts its context, address
   // space, buffers, virtual handles and loader; until every buffer is resident, each call's
@@ -74,7 +91,9 @@ class Session {
   static Result<std::unique_ptr<Session>> OpenRestored(driver::DriverTable* driver, std::shared_ptr<RestoreState> restore,
                                                        ParamMetadataCache* metadata, int device, uint64_t va_bytes,
                                                        std::unique_ptr<ipc::Ring> ring, std::string token,
-                                                       int control_fd, int pid);
+                                                       int control_fd, int pid, SessionLimits limits);
+  // Each factory owns control_fd once it returns a session (closed when the session ends); one
+  // that fails leaves it to the caller.
   // Stops the executor and releases everything the session holds.
   ~Session();
 
@@ -138,7 +157,8 @@ class Session {
     int device = 0;
   };
 
-  Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid);
+  Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid,
+          SessionLimits limits);
   void Run();
   // A call of a session that maps shared read-only buffers failed, its context in the sticky
   // illegal-address state: the context is lost, and the fault may be a write to a shared buffer that
@@ -213,6 +233,8 @@ class Session {
   CUresult EventElapsedTime(const ipc::StreamEventArgs& a, const Call& call);
   // session_modules.cc
   CUresult ModuleChunk(const ipc::ModuleChunkArgs& a, const Call& call);
+  // Loads the complete image m.pending in the current context, if the session may load it.
+  CUresult LoadModuleImage(Module& m);
   CUresult FunctionGet(const ipc::FunctionGetArgs& a, const Call& call);
   CUresult Launch(const ipc::LaunchArgs& a, const Call& call);
   // session_blas.cc
@@ -233,6 +255,9 @@ class Session {
   CUresult NcclGroupEnd(const NoArgs& a, const Call& call);
   CUresult NcclCollective(const ipc::NcclCollectiveArgs& a, const Call& call);
 
+  // Whether the session may make one more stream, event, cuBLAS handle or communicator (logged
+  // when not).
+  bool HandleRoom(const char* what);
   // Rejects (and logs) a range this session does not own.
   bool Owns(uint64_t ptr, uint64_t bytes, const char* what);
   Result<CUstream> StreamOf(uint64_t vid) const;
@@ -263,10 +288,14 @@ class Session {
   // Communicators over session `devices` (rank i on devices[i]) from the group's: its own ranks
   // when the devices are the whole group in order, else a split of it (owned).
   Status GroupComms(const std::vector<int>& devices, std::vector<uint64_t>* vids);
+  // Aborts what a function may have left half-entered, then waits for the group's contexts.
   void ReleaseNccl();
+  // A collective was enqueued on `comm`: counted by rank when it is a rank of the group's own.
+  void CountCollective(ncclComm_t comm);
   uint64_t NewHandle() { return next_handle_ += 16; }
 
   driver::DriverTable* driver_;
+  const SessionLimits limits_;
   std::unique_ptr<ipc::Ring> ring_;
   std::string token_;
   int control_fd_;
@@ -335,6 +364,9 @@ class Session {
   std::unordered_map<uint64_t, NcclComm> comms_;
   std::unordered_map<std::string, NcclRendezvous> rendezvous_;
   int nccl_group_depth_ = 0;
+  // Collectives enqueued on each rank of the group's communicator (empty: none): ranks that differ
+  // at the end mean one was left half-entered (ReleaseNccl).
+  std::vector<uint64_t> group_collectives_;
   std::vector<std::function<ncclResult_t()>> nccl_queued_;
 };
 

@@ -53,6 +53,7 @@ uint64_t VectorBytes(int64_t n, int64_t inc, uint64_t elem) {
 // are created as the function asks. (Device 0's only: the pooled handle of another device's
 // context would not serve this one.)
 CUresult Session::BlasCreate(const NoArgs&, const Call& call) {
+  if (!HandleRoom(call.name)) return static_cast<CUresult>(CUBLAS_STATUS_ALLOC_FAILED);
   cublasHandle_t h = pooled_blas_vid_ == 0 && route_device_ == 0 ? PooledBlas() : nullptr;
   if (h == nullptr) {
     cublasStatus_t s = driver_->cublasCreate(&h);

@@ -118,7 +118,11 @@ CUresult Session::FunctionOn(Function& fn, int device, CUfunction* out) {
   CUmodule& module = m->second.on_device[device];
   // The record's context (the device's) is current: the module loads there.
   if (module == nullptr) {
-    if (CUresult r = driver_->cuModuleLoadData(&module, m->second.image.data()); r != CUDA_SUCCESS) {
+    const std::vector<uint8_t>& image = m->second.image;  // loaded on device 0: trusted, and its size known
+    CUresult r = !m->second.is_fatbin && driver_->phosSimModuleLoadDataSized != nullptr
+                     ? driver_->phosSimModuleLoadDataSized(&module, image.data(), image.size())
+                     : driver_->cuModuleLoadData(&module, image.data());
+    if (r != CUDA_SUCCESS) {
       m->second.on_device.erase(device);
       return r;
     }

@@ -9,12 +9,6 @@
 #include "session.h"
 
 namespace phos::runtime {
-namespace {
-
-// All module images of one session together: the most a function may make the server hold.
-constexpr uint64_t kMaxSessionModuleBytes = 2ull << 30;
-
-}  // namespace
 
 CUresult Session::ModuleChunk(const ipc::ModuleChunkArgs& a, const Call& call) {
   if (a.module_id == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -22,8 +16,13 @@ CUresult Session::ModuleChunk(const ipc::ModuleChunkArgs& a, const Call& call) {
   Module& m = modules_[a.module_id];
   if (m.module != nullptr || m.load_result != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;  // already loaded
   if (m.total_bytes == 0) {
-    if (a.total_bytes == 0 || a.total_bytes > ipc::kMaxModuleBytes || module_bytes_ + a.total_bytes > kMaxSessionModuleBytes) {
-      PHOS_LOG(Warn, "runtime", "pid {}: module of {} bytes refused (limit {} per module)", pid_, a.total_bytes, ipc::kMaxModuleBytes);
+    // module_bytes_ never exceeds the limit, so the subtraction cannot wrap.
+    if (a.total_bytes == 0 || a.total_bytes > ipc::kMaxModuleBytes || a.total_bytes > limits_.module_bytes - module_bytes_ ||
+        modules_.size() > limits_.modules) {
+      PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: module of {} bytes refused (limits: {} per module, {} and {} modules per "
+                         "session; {} bytes in {} held)",
+                         pid_, a.total_bytes, ipc::kMaxModuleBytes, limits_.module_bytes, limits_.modules, module_bytes_,
+                         modules_.size() - 1);
       modules_.erase(a.module_id);
       return CUDA_ERROR_INVALID_VALUE;
     }
@@ -49,18 +48,39 @@ CUresult Session::ModuleChunk(const ipc::ModuleChunkArgs& a, const Call& call) {
     }
   }
   if (restore_ != nullptr) restore_->NoteModuleLoaded();
-  m.load_result = driver_->cuModuleLoadData(&m.module, m.pending.data());
+  m.load_result = LoadModuleImage(m);
   if (m.load_result != CUDA_SUCCESS) {
     const char* name = nullptr;
     driver_->cuGetErrorName(m.load_result, &name);
-    PHOS_LOG(Warn, "runtime", "pid {}: {} module {} ({} bytes) did not load: {}; its kernels fail to launch with cudaErrorNoKernelImageForDevice",
-             pid_, m.is_fatbin ? "fatbin" : "simgpu", a.module_id, m.total_bytes, name != nullptr ? name : "?");
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1,
+                       "pid {}: {} module {} ({} bytes) did not load: {}; its kernels fail to launch with "
+                       "cudaErrorNoKernelImageForDevice",
+                       pid_, m.is_fatbin ? "fatbin" : "simgpu", a.module_id, m.total_bytes, name != nullptr ? name : "?");
     m.module = nullptr;
+    // Nothing is kept of an image that did not load: its bytes count no more against the session.
+    module_bytes_ -= m.total_bytes;
+    m.pending = {};
+    return CUDA_SUCCESS;
   }
   m.image = std::move(m.pending);
   m.pending = {};
   // A module that fails to load is recorded, not reported: CUDA reports it at the launch.
   return CUDA_SUCCESS;
+}
+
+CUresult Session::LoadModuleImage(Module& m) {
+  if (m.is_fatbin) return driver_->cuModuleLoadData(&m.module, m.pending.data());
+  // A simgpu image is a shared object dlopened in this process: only one phosd trusts is loaded
+  // (docs/design.md D17), and the loader is told its size.
+  if (limits_.trusted_modules != nullptr && !limits_.trusted_modules->Contains(m.pending.data(), m.pending.size())) {
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: a simgpu module image of {} bytes refused: it is not one phosd trusts",
+                       pid_, m.pending.size());
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  if (driver_->phosSimModuleLoadDataSized != nullptr) {
+    return driver_->phosSimModuleLoadDataSized(&m.module, m.pending.data(), m.pending.size());
+  }
+  return driver_->cuModuleLoadData(&m.module, m.pending.data());
 }
 
 CUresult Session::FunctionGet(const ipc::FunctionGetArgs& a, const Call& call) {
@@ -85,7 +105,7 @@ CUresult Session::FunctionGet(const ipc::FunctionGetArgs& a, const Call& call) {
   }
   if (r != CUDA_SUCCESS) {
     CUresult out = failed_module ? CUDA_ERROR_NO_BINARY_FOR_GPU : CUDA_ERROR_NOT_FOUND;
-    PHOS_LOG(Warn, "runtime", "pid {}: kernel {} not found in the session's modules{}", pid_, name,
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: kernel {} not found in the session's modules{}", pid_, name,
              failed_module ? " (a module of its registration failed to load on this device)" : "");
     return out;
   }

@@ -10,8 +10,10 @@
 // own group calls never nest inside a function's.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
-#include <fmt/core.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "phos/base/log.h"
 #include "phos/ipc/nccl_types.h"
@@ -106,6 +108,7 @@ Status Session::GroupComms(const std::vector<int>& devices, std::vector<uint64_t
 
 CUresult Session::NcclInitAll(const ipc::NcclInitAllArgs& a, const Call& call) {
   if (a.ndev <= 0 || a.ndev > ipc::kMaxNcclRanks) return Answer(ncclInvalidArgument);
+  if (!HandleRoom(call.name)) return Answer(ncclSystemError);
   std::vector<int> devices(a.devices, a.devices + a.ndev);
   std::vector<uint64_t> vids;
   if (Status s = GroupComms(devices, &vids); !s.ok()) {
@@ -125,6 +128,7 @@ CUresult Session::NcclInitRank(const ipc::NcclInitRankArgs& a, const Call& call)
              group_->size());
     return Answer(ncclInvalidArgument);
   }
+  if (!HandleRoom(call.name)) return Answer(ncclSystemError);
   std::string key(reinterpret_cast<const char*>(a.id), sizeof(a.id));
   NcclRendezvous& rv = rendezvous_[key];
   if (rv.devices.empty()) {
@@ -158,6 +162,7 @@ CUresult Session::NcclInitRank(const ipc::NcclInitRankArgs& a, const Call& call)
 CUresult Session::NcclSplit(const ipc::NcclSplitArgs& a, const Call& call) {
   auto it = comms_.find(a.comm);
   if (it == comms_.end() || it->second.comm == nullptr) return Answer(ncclInvalidArgument);
+  if (!HandleRoom(call.name)) return Answer(ncclSystemError);
   ncclComm_t parent = it->second.comm;
   int device = it->second.device;
   uint64_t vid = a.color == NCCL_SPLIT_NOCOLOR ? 0 : NewHandle();
@@ -231,7 +236,7 @@ CUresult Session::NcclCollective(const ipc::NcclCollectiveArgs& a, const Call& c
   if (stream_device < 0) stream_device = comm.device;  // the default stream: the communicator's device's
   Result<CUstream> stream = StreamOf(a.stream);
   if (!stream.ok() || stream_device != comm.device) return CUDA_ERROR_INVALID_HANDLE;
-  auto run = [this, a, comm, kind, stream = *stream]() {
+  auto enqueue = [this, a, comm, kind, stream = *stream]() {
     if (Result<CUcontext> ctx = ContextOn(comm.device); ctx.ok()) driver_->cuCtxSetCurrent(*ctx);
     auto s = reinterpret_cast<cudaStream_t>(stream);
     auto type = static_cast<ncclDataType_t>(a.datatype);
@@ -246,6 +251,11 @@ CUresult Session::NcclCollective(const ipc::NcclCollectiveArgs& a, const Call& c
         return driver_->ncclReduceScatter(send, recv, a.count, type, op, comm.comm, s);
     }
     return ncclInvalidArgument;
+  };
+  auto run = [this, enqueue, comm]() {
+    ncclResult_t r = enqueue();
+    if (r == ncclSuccess) CountCollective(comm.comm);
+    return r;
   };
   if (nccl_group_depth_ > 0) {
     nccl_queued_.push_back(std::move(run));
@@ -271,15 +281,38 @@ ncclResult_t Session::NcclFlushGroup() {
   return r;
 }
 
+void Session::CountCollective(ncclComm_t comm) {
+  for (int rank = 0; rank < group_->size(); ++rank) {
+    if (group_->comm(rank) != comm) continue;
+    group_collectives_.resize(group_->size(), 0);
+    ++group_collectives_[rank];
+  }
+}
+
 void Session::ReleaseNccl() {
-  if (comms_.empty() || !group_) return;  // only device group sessions have communicators
-  // Collectives still in flight finish before the function's splits go.
+  if (!group_) return;  // only device group sessions have communicators
+  // The function may have left a collective half-entered (some ranks called it, then the process
+  // exited): the streams of the ranks that did would wait for the others for ever, and with them
+  // this end and the group's scrub. Its own communicators are aborted (a collective that every
+  // rank joined runs to its end regardless), and the group's too when its ranks did not call the
+  // same number of collectives; only then are the contexts waited for.
+  for (auto& [vid, c] : comms_) {
+    if (c.owned && c.comm != nullptr) driver_->ncclCommAbort(c.comm);
+  }
+  const bool uneven = std::adjacent_find(group_collectives_.begin(), group_collectives_.end(),
+                                         std::not_equal_to<>()) != group_collectives_.end();
+  if (uneven) {
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1,
+                       "pid {}: a collective was left half-entered ({} collectives by rank); device group {}'s "
+                       "communicator is aborted and the group made anew",
+                       pid_, fmt::join(group_collectives_, "/"), group_->group_id());
+    for (int rank = 0; rank < group_->size(); ++rank) driver_->ncclCommAbort(group_->comm(rank));
+    group_->ForgetCommunicator();
+  }
+  group_collectives_.clear();
   for (int d = 0; d < group_->size(); ++d) {
     driver_->cuCtxSetCurrent(group_->context(d));
     driver_->cuCtxSynchronize();
-  }
-  for (auto& [vid, c] : comms_) {
-    if (c.owned && c.comm != nullptr) driver_->ncclCommDestroy(c.comm);
   }
   comms_.clear();
   rendezvous_.clear();

@@ -9,6 +9,7 @@ CUresult Session::DeviceSynchronize(const NoArgs&, const Call&) {
 }
 
 CUresult Session::StreamCreate(const ipc::FlagsArgs& a, const Call& call) {
+  if (!HandleRoom(call.name)) return CUDA_ERROR_OUT_OF_MEMORY;
   CUstream s = nullptr;
   CUresult r = driver_->cuStreamCreate(&s, a.flags);
   if (r != CUDA_SUCCESS) return r;
@@ -47,6 +48,7 @@ CUresult Session::StreamWaitEvent(const ipc::StreamEventArgs& a, const Call&) {
 }
 
 CUresult Session::EventCreate(const ipc::FlagsArgs& a, const Call& call) {
+  if (!HandleRoom(call.name)) return CUDA_ERROR_OUT_OF_MEMORY;
   CUevent e = nullptr;
   CUresult r = driver_->cuEventCreate(&e, a.flags);
   if (r != CUDA_SUCCESS) return r;

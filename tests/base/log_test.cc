@@ -1,5 +1,8 @@
 #include "phos/base/log.h"
 
+#include <algorithm>
+#include <string>
+
 #include <gtest/gtest.h>
 
 namespace phos::log {
@@ -54,6 +57,22 @@ TEST(LogTest, LineCarriesSubsystemFileAndLine) {
   std::string out = testing::internal::GetCapturedStderr();
   EXPECT_NE(out.find("[test] [log_test.cc:" + std::to_string(line) + "] value 1 and two"), std::string::npos) << out;
   EXPECT_EQ(out.find("hidden"), std::string::npos) << out;
+}
+
+TEST(LogTest, ControlCharactersCannotForgeALine) {
+  EXPECT_EQ(EscapeControl("plain name"), "plain name");
+  EXPECT_EQ(EscapeControl("k\n[error] forged"), "k\\n[error] forged");
+  EXPECT_EQ(EscapeControl(std::string("a\0b\x1b[31m\t\r\x7f", 11)), "a\\x00b\\x1b[31m\\t\\r\\x7f");
+  // A backslash is doubled: a peer cannot spell an escape that reads as one the logger made.
+  EXPECT_EQ(EscapeControl("a\\nb"), "a\\\\nb");
+
+  Configure(Level::Trace, "");
+  testing::internal::CaptureStderr();
+  PHOS_LOG(Info, "test", "kernel {} refused", "evil\n[2026-01-01] [error] [runtime] forged");
+  std::string out = testing::internal::GetCapturedStderr();
+  Configure(Level::Info, "");
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  EXPECT_NE(out.find("evil\\n[2026-01-01]"), std::string::npos) << out;
 }
 
 }  // namespace

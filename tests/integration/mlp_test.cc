@@ -10,14 +10,12 @@
 #include <thread>
 #include <vector>
 
+#include "mlp_expect.h"
 #include "mlp_model.h"
 #include "phosd_fixture.h"
 
 namespace phos::testing {
 namespace {
-
-constexpr uint64_t kWeightSeed = 42;  // mlp's default --weight-seed
-const mlp::Shape kShape = mlp::ShapeForSize(16, 4, 1);
 
 class MlpTest : public PhosdTest {
  protected:
@@ -28,25 +26,6 @@ class MlpTest : public PhosdTest {
   }
 };
 
-// Checks a response against the reference for input seed `seed`.
-void ExpectMatchesReference(const std::string& body, uint64_t seed, bool full) {
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-  ASSERT_FALSE(j.is_discarded()) << body;
-  std::vector<float> expected = mlp::Reference(kWeightSeed, kShape, mlp::InputFromSeed(seed, kShape));
-  double expected_sum = 0;
-  for (float v : expected) expected_sum += v;
-  int expected_argmax = static_cast<int>(std::max_element(expected.begin(), expected.end()) - expected.begin());
-  ASSERT_TRUE(j.contains("checksum") && j.contains("argmax")) << body;
-  EXPECT_NEAR(j["checksum"].get<double>(), expected_sum, 1e-3 * (1 + std::abs(expected_sum)));
-  EXPECT_EQ(j["argmax"][0].get<int>(), expected_argmax);
-  if (full) {
-    ASSERT_TRUE(j.contains("output")) << body;
-    std::vector<float> output = j["output"].get<std::vector<float>>();
-    ASSERT_EQ(output.size(), expected.size());
-    for (size_t i = 0; i < output.size(); ++i) ASSERT_NEAR(output[i], expected[i], 1e-4) << "element " << i;
-  }
-}
-
 TEST_F(MlpTest, DeployInvokeWithPhosFnAndCurl) {
   Deploy(1);
   CommandResult listed = PhosFn({"ls", "--json"});
@@ -55,7 +34,7 @@ TEST_F(MlpTest, DeployInvokeWithPhosFnAndCurl) {
 
   CommandResult invoked = PhosFn({"invoke", "mlp", "--data", R"({"seed": 7, "full": true})"});
   ASSERT_EQ(invoked.exit_code, 0) << invoked.out;
-  ExpectMatchesReference(invoked.out, 7, /*full=*/true);
+  ExpectMlpMatchesReference(invoked.out, 7, /*full=*/true);
 
   CommandResult curl = CurlPost("/v1/functions/mlp/invoke", R"({"seed": 7, "full": true})");
   ASSERT_EQ(curl.exit_code, 0);
@@ -75,7 +54,7 @@ TEST_F(MlpTest, SixteenConcurrentInvocationsOverTwoInstances) {
   for (auto& t : threads) t.join();
   for (int i = 0; i < 16; ++i) {
     SCOPED_TRACE("invocation " + std::to_string(i));
-    ExpectMatchesReference(bodies[i], 100 + i, /*full=*/false);
+    ExpectMlpMatchesReference(bodies[i], 100 + i, /*full=*/false);
   }
 }
 
@@ -93,7 +72,7 @@ TEST_F(MlpTest, TheDeploySaysWhatBecameOfItsSampleRequest) {
   // The function serves anyway.
   CommandResult good = PhosFn({"invoke", "mlp-bad-sample", "--data", R"({"seed": 3})"});
   ASSERT_EQ(good.exit_code, 0) << good.out;
-  ExpectMatchesReference(good.out, 3, false);
+  ExpectMlpMatchesReference(good.out, 3, false);
 }
 
 // The sample request's calls also say which buffers are read-only (docs/design.md D14): no call's
@@ -131,7 +110,7 @@ TEST_F(MlpTest, BadRequestIsAClientErrorAndTheFunctionKeepsServing) {
   EXPECT_NE(bad.exit_code, 0);
   CommandResult good = PhosFn({"invoke", "mlp", "--data", R"({"seed": 3})"});
   ASSERT_EQ(good.exit_code, 0);
-  ExpectMatchesReference(good.out, 3, false);
+  ExpectMlpMatchesReference(good.out, 3, false);
 }
 
 }  // namespace

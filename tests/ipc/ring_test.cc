@@ -1,5 +1,6 @@
 #include "phos/ipc/ring.h"
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -218,6 +219,53 @@ TEST(RingTest, ClosedRingStopsAWaitingProducer) {
   Status s = ring->WaitCompleted(1, kAlive);
   closer.join();
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+}
+
+TEST(RingTest, PeerCannotResizeTheRing) {
+  auto ring = MustCreate();
+  // What the function process receives: the same file through another descriptor.
+  int peer_fd = dup(ring->fd());
+  ASSERT_GE(peer_fd, 0);
+  const int seals = fcntl(peer_fd, F_GET_SEALS);
+  EXPECT_EQ(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  EXPECT_NE(ftruncate(peer_fd, 4096), 0);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(ftruncate(peer_fd, static_cast<off_t>(ring->mapped_bytes()) * 2), 0);
+  EXPECT_NE(fcntl(peer_fd, F_ADD_SEALS, F_SEAL_WRITE), 0);  // no seal can be added or removed either
+  close(peer_fd);
+  // The consumer still reads every page.
+  uint64_t v = 7;
+  ASSERT_TRUE(ring->Write(Op::kMemFree, 0, 1, &v, sizeof(v), nullptr, 0, kAlive).ok());
+  RecordView view;
+  auto got = ring->Peek(&view);
+  ASSERT_TRUE(got.ok() && *got);
+}
+
+TEST(RingTest, ConsumerIgnoresAProducerRewritingItsOffset) {
+  auto ring = MustCreate();
+  uint64_t v = 1;
+  ASSERT_TRUE(ring->Write(Op::kMemFree, 0, 1, &v, sizeof(v), nullptr, 0, kAlive).ok());
+  RecordView view;
+  auto got = ring->Peek(&view);
+  ASSERT_TRUE(got.ok() && *got);
+  ring->Release(view);
+  const uint64_t released = ring->header()->consumed.load();
+  // A hostile producer moves the shared consumer offset back to replay a record, then forward
+  // past what it published: the consumer keeps its own count and sees an empty ring.
+  ring->header()->consumed.store(0);
+  got = ring->Peek(&view);
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(*got);
+  ring->header()->consumed.store(released + 4096);
+  got = ring->Peek(&view);
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(*got);
+  // The next record written from the true offset is read, once.
+  ring->header()->consumed.store(released);
+  ASSERT_TRUE(ring->Write(Op::kMemFree, 0, 2, &v, sizeof(v), nullptr, 0, kAlive).ok());
+  got = ring->Peek(&view);
+  ASSERT_TRUE(got.ok() && *got);
+  EXPECT_EQ(view.header.seq, 2u);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nccl.h>
@@ -275,6 +276,80 @@ TEST_F(ApiServerTest, NcclCommInitAllIsBoundedByTheSessionsDevices) {
   EXPECT_EQ((*ring)->reply_header().length, 2 * sizeof(uint64_t));
   server_->EndSession(token);
   close(sock);
+}
+
+// A tenant that enters an all-reduce on one rank of two and leaves: the rank that entered waits
+// for the other for ever, unless ending the session aborts the collective. The session ends, the
+// next session on a device group gets correct collectives, and the server stops.
+TEST_F(ApiServerTest, AHalfEnteredCollectiveDoesNotOutliveItsSession) {
+  constexpr size_t kCount = 256;
+  auto group_session = [&](const std::string& token, int* sock, std::unique_ptr<ipc::Ring>* ring,
+                           uint64_t comms[2], uint64_t bufs[2]) {
+    int fd = -1;
+    ASSERT_TRUE(Hello(token, ipc::kWireVersion, sock, &fd).ok());
+    auto attached = ipc::Ring::Attach(fd);
+    ASSERT_TRUE(attached.ok()) << attached.status().ToString();
+    *ring = std::move(*attached);
+    seq_ = 0;
+    ipc::NcclInitAllArgs init{};
+    init.ndev = 2;
+    init.devices[0] = 0;
+    init.devices[1] = 1;
+    ASSERT_EQ(Call(**ring, ipc::Op::kNcclCommInitAll, &init, sizeof(init)), ncclSuccess);
+    std::memcpy(comms, (*ring)->reply_payload(), 2 * sizeof(uint64_t));
+    for (int d = 0; d < 2; ++d) {
+      ipc::DeviceArgs device{d, 0};
+      ASSERT_EQ(Call(**ring, ipc::Op::kSetDevice, &device, sizeof(device)), CUDA_SUCCESS);
+      ipc::SizeArgs alloc{kCount * sizeof(float)};
+      ASSERT_EQ(Call(**ring, ipc::Op::kMemAlloc, &alloc, sizeof(alloc), &bufs[d]), CUDA_SUCCESS);
+    }
+  };
+  auto all_reduce = [&](ipc::Ring& ring, uint64_t comm, uint64_t buf) {
+    ipc::NcclCollectiveArgs a{.comm = comm, .stream = 0, .send = buf, .recv = buf, .count = kCount,
+                              .kind = static_cast<int32_t>(ipc::NcclCollectiveKind::kAllReduce),
+                              .datatype = ncclFloat32, .op = ncclSum, .root = 0};
+    return Call(ring, ipc::Op::kNcclCollective, &a, sizeof(a));
+  };
+
+  const std::string half = server_->IssueToken(2);
+  int half_sock = -1;
+  std::unique_ptr<ipc::Ring> half_ring;
+  uint64_t comms[2] = {}, bufs[2] = {};
+  ASSERT_NO_FATAL_FAILURE(group_session(half, &half_sock, &half_ring, comms, bufs));
+  ASSERT_EQ(all_reduce(*half_ring, comms[0], bufs[0]), CUDA_SUCCESS);  // rank 0 only, then gone
+  half_ring.reset();
+  close(half_sock);
+  server_->EndSession(half);  // returns: the collective was aborted
+  EXPECT_EQ(server_->session_count(), 0u);
+
+  // A well-behaved tenant on a device group: every rank's all-reduce adds up.
+  const std::string good = server_->IssueToken(2);
+  int good_sock = -1;
+  std::unique_ptr<ipc::Ring> ring;
+  ASSERT_NO_FATAL_FAILURE(group_session(good, &good_sock, &ring, comms, bufs));
+  for (int d = 0; d < 2; ++d) {
+    std::vector<float> values(kCount, static_cast<float>(d + 1));
+    ipc::CopyArgs copy{.dst = bufs[d], .src = 0, .bytes = kCount * sizeof(float), .stream = 0};
+    const uint64_t seq = ++seq_;
+    auto alive = [] { return true; };
+    ASSERT_TRUE(ring->Write(ipc::Op::kMemcpyHtoD, ipc::kFlagReply, seq, &copy, sizeof(copy), values.data(),
+                            copy.bytes, alive).ok());
+    ASSERT_TRUE(ring->WaitCompleted(seq, alive).ok());
+    ASSERT_EQ(ring->reply_header().result, CUDA_SUCCESS);
+  }
+  ASSERT_EQ(all_reduce(*ring, comms[0], bufs[0]), CUDA_SUCCESS);
+  ASSERT_EQ(all_reduce(*ring, comms[1], bufs[1]), CUDA_SUCCESS);
+  for (int d = 0; d < 2; ++d) {
+    ipc::CopyArgs copy{.dst = 0, .src = bufs[d], .bytes = kCount * sizeof(float), .stream = 0};
+    ASSERT_EQ(Call(*ring, ipc::Op::kMemcpyDtoH, &copy, sizeof(copy)), CUDA_SUCCESS);
+    std::vector<float> out(kCount);
+    std::memcpy(out.data(), ring->reply_payload(), copy.bytes);
+    EXPECT_EQ(out, std::vector<float>(kCount, 3.0f)) << "device " << d;
+  }
+  ring.reset();
+  server_->EndSession(good);
+  close(good_sock);
+  server_.reset();  // stops: nothing of the first tenant is left to wait for
 }
 
 // The extents of a GEMM or GEMV come from the peer's numbers: ones that overflow or make no sense

@@ -33,6 +33,16 @@ PHOS_SIM_API CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* ima
   return RegisterModule(*d, ctx, std::move(loaded), module);
 }
 
+PHOS_SIM_API CUresult phosSimModuleLoadDataSized(CUmodule* module, const void* image, size_t bytes) {
+  if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Driver* d = nullptr;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Module> loaded;
+  if (CUresult r = Module::LoadSized(image, bytes, &loaded); r != CUDA_SUCCESS) return r;
+  return RegisterModule(*d, ctx, std::move(loaded), module);
+}
+
 PHOS_SIM_API CUresult CUDAAPI cuModuleLoad(CUmodule* module, const char* fname) {
   if (module == nullptr || fname == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Driver* d = nullptr;

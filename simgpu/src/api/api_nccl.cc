@@ -116,6 +116,11 @@ PHOS_SIM_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return comms == nullptr ? NoCommunicator() : comms->Destroy(comm);
 }
 
+PHOS_SIM_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  CommRegistry* comms = Comms();
+  return comms == nullptr ? NoCommunicator() : comms->Abort(comm);
+}
+
 PHOS_SIM_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
   std::shared_ptr<RankComm> rank;
   if (ncclResult_t r = FindAny(comm, &rank); r != ncclSuccess) return r;

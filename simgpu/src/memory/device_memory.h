@@ -209,11 +209,13 @@ class DeviceMemory {
   bool CanWriteGuarded(CUdeviceptr dst, uint64_t bytes) const;
 
   // ---- Zeroing ----
-  // Zeroes [dst, dst + bytes) when it lies in one read-write VMM mapping and no guarded range,
-  // without faulting the mapping's pages in: present pages through the memfd's second mapping,
-  // the others punched out of the memfd (they read as zeros). What a memset of 0 does without
-  // allocating host pages the next load would find absent. False (nothing done) for any other
-  // range; the caller then writes the zeros itself.
+  // Zeroes [dst, dst + bytes) when it lies in one read-write VMM mapping or one linear allocation,
+  // and no guarded range, without faulting pages in: a mapping's present pages through the memfd's
+  // second mapping, the others punched out of the memfd (they read as zeros); a linear
+  // allocation's whole pages dropped (its private anonymous pages then read as zeros), only the
+  // partial pages at its ends written. What a memset of 0 does (the pool's scrub of a tenant's
+  // gigabytes among them) without allocating host pages. False (nothing done) for any other range;
+  // the caller then writes the zeros itself.
   bool ZeroMapped(CUdeviceptr dst, uint64_t bytes) const;
 
  private:

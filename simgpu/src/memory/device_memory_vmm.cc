@@ -317,6 +317,17 @@ bool DeviceMemory::ZeroMapped(CUdeviceptr dst, uint64_t bytes) const {
   // Shared: the memory cannot be freed or unmapped under the zeroing.
   std::shared_lock lock(mu_);
   if (bytes == 0 || dst + bytes < dst) return false;
+  if (auto linear = LinearContaining(dst); linear != linear_.end()) {
+    if (dst + bytes > linear->first + linear->second.reserved || GuardTable::Global().Overlaps(dst, bytes)) return false;
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    const uint64_t first = (dst + page - 1) / page * page;
+    const uint64_t end = (dst + bytes) / page * page;
+    if (first >= end) return false;  // within a page or two: the caller's memset is cheaper
+    if (madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED) != 0) return false;
+    std::memset(reinterpret_cast<void*>(dst), 0, first - dst);
+    std::memset(reinterpret_cast<void*>(end), 0, dst + bytes - end);
+    return true;
+  }
   auto mapping = MappingContaining(dst);
   if (mapping == mappings_.end() || mapping->second.access != Access::kReadWrite ||
       dst + bytes > mapping->first + mapping->second.size) {

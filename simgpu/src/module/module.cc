@@ -130,6 +130,15 @@ CUresult Module::Load(const void* image, std::shared_ptr<Module>* out) {
   return LoadImage(static_cast<const unsigned char*>(image), 0, out);
 }
 
+CUresult Module::LoadSized(const void* image, size_t size, std::shared_ptr<Module>* out) {
+  if (image == nullptr || out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (size == 0 || size > kMaxModuleImageSize) {
+    PHOS_LOG(Warn, "simgpu", "module load: an image of {} bytes is not a module", size);
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  return LoadImage(static_cast<const unsigned char*>(image), size, out);
+}
+
 CUresult Module::LoadFile(const char* path, std::shared_ptr<Module>* out) {
   if (path == nullptr || out == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const int fd = open(path, O_RDONLY | O_CLOEXEC);

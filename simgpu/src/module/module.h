@@ -110,6 +110,10 @@ class Module {
   // simgpu module of this ABI version, including unreadable or truncated memory:
   // CUDA_ERROR_INVALID_IMAGE. Each call loads a separate instance, even of identical bytes.
   static CUresult Load(const void* image, std::shared_ptr<Module>* out);
+  // The same for an image of `size` bytes (phosSimModuleLoadDataSized): no part of it the ELF
+  // headers name may lie past that size (CUDA_ERROR_INVALID_IMAGE), so nothing beyond the buffer
+  // is read.
+  static CUresult LoadSized(const void* image, size_t size, std::shared_ptr<Module>* out);
   // Loads a module file (cuModuleLoad). CUDA_ERROR_FILE_NOT_FOUND when it cannot be opened.
   static CUresult LoadFile(const char* path, std::shared_ptr<Module>* out);
 

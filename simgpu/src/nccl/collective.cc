@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "nccl/comm.h"
@@ -66,7 +67,7 @@ class Collective {
   // Gates never released (a rank never reached the collective: its context failed, or every
   // rank's communicator was destroyed first) open when their HeldTask goes.
   ~Collective() {
-    if (!ran_.load()) {
+    if (!ran_.load() && !abandoned_.load()) {
       PHOS_LOG(Warn, "simgpu", "nccl: {} abandoned: {} of {} ranks reached it; nothing was moved",
                KindName(args_.kind), arrived_.load(), nranks_);
     }
@@ -82,10 +83,24 @@ class Collective {
 
   // Called by each rank's arrival op when its stream reached the collective.
   void Arrive() {
-    if (arrived_.fetch_add(1) + 1 < nranks_) return;
+    if (arrived_.fetch_add(1) + 1 < nranks_ || abandoned_.load()) return;
     const CUresult result = Execute();
     ran_.store(true);
     for (Part& p : parts_) p.gate->Release(result);
+  }
+
+  bool ran() const { return ran_.load(); }
+
+  // ncclCommAbort: the ranks that reached it, or will, go on without it. A gate a rank's call is
+  // still setting (EnqueueCollective sets it after the group's mutex) opens when the collective
+  // goes, with the last arrival op that holds it.
+  void Abandon() {
+    if (ran_.load() || abandoned_.exchange(true)) return;
+    PHOS_LOG(Warn, "simgpu", "nccl: {} aborted: {} of {} ranks reached it; nothing was moved", KindName(args_.kind),
+             arrived_.load(), nranks_);
+    for (Part& p : parts_) {
+      if (p.gate) p.gate->Release();
+    }
   }
 
  private:
@@ -153,7 +168,17 @@ class Collective {
   std::vector<Part> parts_;  // written by each rank's call before its arrival op is released
   std::atomic<int> arrived_{0};
   std::atomic<bool> ran_{false};
+  std::atomic<bool> abandoned_{false};
 };
+
+void AbandonCollectives(CommGroup& group) {
+  std::lock_guard lock(group.mu);
+  for (const std::weak_ptr<Collective>& weak : group.unfinished) {
+    if (std::shared_ptr<Collective> c = weak.lock()) c->Abandon();
+  }
+  group.unfinished.clear();
+  group.open_collectives.clear();
+}
 
 namespace {
 
@@ -225,6 +250,12 @@ ncclResult_t EnqueueCollective(CommRegistry& comms, ncclComm_t comm, const Colle
     std::shared_ptr<Collective>& open = group.open_collectives[seq];
     if (!open) {
       open = std::make_shared<Collective>(devices, args, nranks);
+      // Those that are over leave the list as new ones join it: it stays as long as what is in flight.
+      std::erase_if(group.unfinished, [](const std::weak_ptr<Collective>& w) {
+        std::shared_ptr<Collective> c = w.lock();
+        return c == nullptr || c->ran();
+      });
+      group.unfinished.push_back(open);
     } else if (!open->Matches(args)) {
       return Fail(
           ncclInvalidArgument,

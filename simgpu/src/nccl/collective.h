@@ -44,4 +44,10 @@ struct CollectiveArgs {
 ncclResult_t EnqueueCollective(CommRegistry& comms, ncclComm_t comm, const CollectiveArgs& args,
                                cudaStream_t stream);
 
+struct CommGroup;
+
+// Every collective of `group` that has not run is abandoned: its ranks' gates open (work behind
+// it on their streams goes on), and an arrival still to come moves nothing. ncclCommAbort.
+void AbandonCollectives(CommGroup& group);
+
 }  // namespace phos::sim::nccl

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <set>
 
+#include "nccl/collective.h"
 #include "nccl/errors.h"
 
 namespace phos::sim::nccl {
@@ -68,6 +69,14 @@ ncclResult_t CommRegistry::Find(ncclComm_t comm, std::shared_ptr<RankComm>* out)
 ncclResult_t CommRegistry::Destroy(ncclComm_t comm) {
   std::shared_ptr<RankComm> found;
   if (ncclResult_t r = FindAny(comm, &found); r != ncclSuccess) return r;
+  handles_.Remove(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t CommRegistry::Abort(ncclComm_t comm) {
+  std::shared_ptr<RankComm> found;
+  if (ncclResult_t r = FindAny(comm, &found); r != ncclSuccess) return r;
+  AbandonCollectives(*found->group);
   handles_.Remove(comm);
   return ncclSuccess;
 }

@@ -39,6 +39,8 @@ struct CommGroup {
   std::vector<uint64_t> next_collective;
   // Collectives some but not all ranks have joined, by sequence number.
   std::map<uint64_t, std::shared_ptr<Collective>> open_collectives;
+  // Every collective not known to be over: what ncclCommAbort abandons (AbandonCollectives).
+  std::vector<std::weak_ptr<Collective>> unfinished;
 
   // ncclCommSplit, likewise by sequence; guarded by the CommRegistry's mutex.
   std::vector<uint64_t> next_split;
@@ -107,6 +109,11 @@ class CommRegistry {
   // The live rank, whatever its context's state (queries and destroy).
   ncclResult_t FindAny(ncclComm_t comm, std::shared_ptr<RankComm>* out) const;
   ncclResult_t Destroy(ncclComm_t comm);
+  // ncclCommAbort: abandons every collective of the communicator that has not run (each rank's
+  // stream goes on past it; nothing is moved, logged), then destroys the rank. The other ranks
+  // stay live: a caller ending a communicator whose ranks may be half-way through a collective
+  // aborts each of them, and no wait on any of their streams is left hanging.
+  ncclResult_t Abort(ncclComm_t comm);
 
   // ncclCommInitRank: binds to the current context (or, with none current, device 0's primary
   // context, which is what the CUDA runtime would use), joins the rendezvous `id` names and

@@ -349,5 +349,30 @@ TEST_F(DeviceMemoryTest, ConcurrentAllocateFreeAndCheck) {
   EXPECT_EQ(mem_->UsedBytes(0), 0u);
 }
 
+// Zeroing a linear allocation (the pool's scrub of what a tenant allocated) drops its whole pages
+// instead of writing them: an allocation the tenant never touched costs no host memory to zero.
+TEST_F(DeviceMemoryTest, ZeroingALinearAllocationFaultsNoPageIn) {
+  const uint64_t len = 256 * kMiB;
+  CUdeviceptr p = 0;
+  ASSERT_EQ(mem_->Allocate(0, 1, len, &p), CUDA_SUCCESS);
+  auto* bytes = reinterpret_cast<unsigned char*>(p);
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  // A few pages the tenant wrote, and an unaligned range whose partial pages are written.
+  std::memset(bytes, 0xab, 4 * page);
+  std::memset(bytes + len - 3 * page, 0xcd, 3 * page);
+  ASSERT_TRUE(mem_->ZeroMapped(p + 100, len - 200));
+  EXPECT_LE(ResidentPagesIn(p, len), 2u);  // at most the two partial pages at the ends
+  EXPECT_EQ(bytes[99], 0xab);
+  EXPECT_EQ(bytes[100], 0);
+  EXPECT_EQ(bytes[2 * page], 0);
+  EXPECT_EQ(bytes[len - 101], 0);
+  EXPECT_EQ(bytes[len - 100], 0xcd);
+  EXPECT_EQ(bytes[len / 2], 0);
+  // Outside an allocation, or past its end: not done, the caller writes.
+  EXPECT_FALSE(mem_->ZeroMapped(p, len + kGiB));
+  EXPECT_EQ(mem_->Free(p), CUDA_SUCCESS);
+  EXPECT_FALSE(mem_->ZeroMapped(p, page));
+}
+
 }  // namespace
 }  // namespace phos::sim

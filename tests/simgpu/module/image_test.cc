@@ -77,6 +77,35 @@ TEST(SimModuleImageTest, TruncatedImageIsInvalidImage) {
   EXPECT_EQ(LoadGuarded(bytes), CUDA_SUCCESS);  // the same placement, whole
 }
 
+// An image received with its size (phosSimModuleLoadDataSized): nothing past the size is read,
+// even when the memory behind it is readable and holds the rest of a valid image.
+TEST(SimModuleImageTest, SizedLoadReadsNothingPastTheSize) {
+  const std::vector<unsigned char> bytes = ReadFileBytes(PHOS_TEST_MODULE);
+  std::shared_ptr<Module> module;
+  for (size_t keep : {size_t{0}, size_t{16}, sizeof(Elf64_Ehdr), bytes.size() / 2, bytes.size() - 1}) {
+    SCOPED_TRACE(keep);
+    EXPECT_EQ(Module::LoadSized(bytes.data(), keep, &module), CUDA_ERROR_INVALID_IMAGE);
+    EXPECT_EQ(module, nullptr);
+  }
+  EXPECT_EQ(Module::LoadSized(bytes.data(), kMaxModuleImageSize + 1, &module), CUDA_ERROR_INVALID_IMAGE);
+  EXPECT_EQ(Module::LoadSized(nullptr, bytes.size(), &module), CUDA_ERROR_INVALID_VALUE);
+  // The unsized load of the same buffer measures the whole image from its headers and loads it.
+  ASSERT_EQ(Module::Load(bytes.data(), &module), CUDA_SUCCESS);
+  module.reset();
+  ASSERT_EQ(Module::LoadSized(bytes.data(), bytes.size(), &module), CUDA_SUCCESS);
+  EXPECT_FALSE(module->kernels().empty());
+  // A section table moved past the size, within the buffer: refused.
+  std::vector<unsigned char> moved = bytes;
+  moved.resize(bytes.size() * 2);
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, moved.data(), sizeof(eh));
+  std::memcpy(moved.data() + bytes.size(), moved.data() + eh.e_shoff, uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr));
+  eh.e_shoff = bytes.size();
+  std::memcpy(moved.data(), &eh, sizeof(eh));
+  module.reset();
+  EXPECT_EQ(Module::LoadSized(moved.data(), bytes.size(), &module), CUDA_ERROR_INVALID_IMAGE);
+}
+
 TEST(SimModuleImageTest, TruncatedFileIsInvalidImage) {
   const std::vector<unsigned char> bytes = ReadFileBytes(PHOS_TEST_MODULE);
   const std::string path = TempPath("truncated.simgpu.so");

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <string_view>
 
 #include <fmt/core.h>
@@ -22,8 +23,13 @@ enum class Level { Trace = 0, Debug, Info, Warn, Error, Off };
 
 // True when a message at `level` for `subsys` would be written.
 bool Enabled(Level level, std::string_view subsys);
-// Writes one line: "[time] [level] [subsys] [file:line] message".
+// Writes one line: "[time] [level] [subsys] [file:line] message". Control characters in the
+// message are escaped (EscapeControl): messages carry strings a function process sent (kernel
+// names, errors), and a newline among them must not forge a log line.
 void Write(Level level, std::string_view subsys, const char* file, int line, std::string_view message);
+// `text` with every byte below 0x20 and 0x7f spelled out ("\\n", "\\t", "\\x01"), and backslashes
+// doubled so that an escape cannot be forged either; other bytes unchanged.
+std::string EscapeControl(std::string_view text);
 // Overrides the environment (tests, daemons with flags). Subsystem syntax as PHOS_LOG_SUBSYS.
 void Configure(Level level, std::string_view subsys_filter);
 // Parses "info", "warn", ... Returns false for an unknown name.

@@ -22,6 +22,7 @@
 #include <cuda.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -85,6 +86,10 @@ class DeviceGroupLease {
   // Rank `rank` of the group's communicator, bound to context(rank).
   ncclComm_t comm(int rank) const { return group_.comms[rank]; }
   TenantResources& tenant(int device) { return tenants_[device]; }
+  // The lessee aborted the group's communicator (ncclCommAbort on every rank: its tenant left a
+  // collective half-entered): the group is destroyed on return instead of scrubbed, and the
+  // refill makes a new one.
+  void ForgetCommunicator() { std::fill(group_.comms.begin(), group_.comms.end(), nullptr); }
   uint64_t group_id() const { return group_.id; }
   void Return();
   bool valid() const { return core_ != nullptr; }

@@ -76,6 +76,7 @@ struct DriverTableOptions {
 
 #define PHOS_NCCL_ENTRY_POINTS(X)                                                                \
   X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommInitAll) X(ncclCommSplit) X(ncclCommDestroy)  \
+  X(ncclCommAbort)                                                                               \
   X(ncclCommCount) X(ncclCommUserRank) X(ncclAllReduce) X(ncclBroadcast) X(ncclAllGather)         \
   X(ncclReduceScatter) X(ncclGroupStart) X(ncclGroupEnd)
 
@@ -114,6 +115,10 @@ class DriverTable {
   // (simgpu only; null elsewhere): how a restore loads a buffer that stays guarded until ready.
   using SimMemcpyHtoDAsyncGuardedFn = CUresult (*)(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream);
   SimMemcpyHtoDAsyncGuardedFn phosSimMemcpyHtoDAsyncGuarded = nullptr;
+  // cuModuleLoadData told the image's size (simgpu only; null elsewhere): what the API server
+  // loads a received simgpu image with, so the ELF reader never reads past it.
+  using SimModuleLoadDataSizedFn = CUresult (*)(CUmodule* module, const void* image, size_t bytes);
+  SimModuleLoadDataSizedFn phosSimModuleLoadDataSized = nullptr;
   // simgpu's configuration (phos/simgpu/simgpu.h); null on NVIDIA's driver.
   decltype(&::phosSimGetConfig) phosSimGetConfig = nullptr;
 

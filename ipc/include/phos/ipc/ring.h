@@ -6,7 +6,10 @@
 // filling the rest. Waiting is a brief spin, then a futex on a header word, so neither side
 // makes a system call while the other keeps up. Everything the consumer reads from the ring is
 // validated against sizes it fixed itself (Attach keeps the sizes it was given, not the peer's
-// header), so a broken or malicious frontend can make its own calls fail, never the server.
+// header), so a broken or malicious frontend can make its own calls fail, never the server. The
+// memfd is sealed against shrinking and growing before it is handed over (a truncated ring would
+// make the server's next read a SIGBUS), and the consumer keeps its own offset rather than
+// reading back the shared one: each header field it reads is read once, then checked, then used.
 #pragma once
 
 #include <atomic>
@@ -117,6 +120,9 @@ class Ring {
   RingHeader* header_;
   uint8_t* data_;
   uint8_t* reply_;
+  // Bytes the consumer has released: its own count, never read back from the shared header
+  // (the producer can write there).
+  uint64_t consumed_ = 0;
 };
 
 // The largest fixed-size records, at phos's rank limit, fit the smallest ring: an

@@ -34,6 +34,8 @@ struct Manifest;
 
 namespace phos::runtime {
 
+class TrustedModules;
+
 // How a single-GPU session starts (IssueToken). The default: an empty session on a pooled context.
 struct SessionPlan {
   // The snapshot to restore (docs/design.md D7); null: the session starts empty.
@@ -110,6 +112,27 @@ struct ApiServerOptions {
   // inclusive ranges, the users functions run as. More may be allowed later (AllowPeerUids).
   // Default: none.
   std::vector<std::pair<uid_t, uid_t>> allowed_peer_uids;
+  // How long a connection may take to send its hello before it is refused; and how many
+  // connections may be waiting to (more are closed at once, logged rate-limited). Neither holds up
+  // anyone else's session: the acceptor never waits for a peer. Default: 5 s, 64.
+  std::chrono::milliseconds hello_timeout{5000};
+  size_t max_pending_hellos = 64;
+  // Tokens issued with a time to be claimed (IssueToken's `unclaimed_for`) that may wait unused
+  // at once; issuing one more forgets the one closest to expiring. Default: 1024.
+  size_t max_unclaimed_tokens = 1024;
+  // The simgpu module images sessions may load (runtime/trusted_modules.h): phosd passes the
+  // images the build made; an image not among them is refused, its kernels fail to launch. null:
+  // any image loads (an embedding that trusts its function processes). Default: null.
+  std::shared_ptr<const TrustedModules> trusted_modules;
+  // What one session may hold, whatever its function sends (beyond, the call fails as the
+  // driver's would: out of memory): module image bytes and modules; device memory on all its
+  // devices (0: what the devices have) and buffers; streams, events, cuBLAS handles and
+  // communicators together. Defaults: 2 GiB, 1024, 0, 2^20, 4096.
+  uint64_t session_module_bytes = 2ull << 30;
+  size_t session_modules = 1024;
+  uint64_t session_device_bytes = 0;
+  size_t session_buffers = size_t{1} << 20;
+  size_t session_handles = 4096;
   // Each session's ring: record bytes (a power of two) and reply-area bytes.
   // Default: ipc::Ring::kDefaultDataBytes, ipc::Ring::kDefaultReplyBytes.
   size_t ring_bytes = ipc::Ring::kDefaultDataBytes;

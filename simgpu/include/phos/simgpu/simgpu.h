@@ -112,6 +112,12 @@ CUresult phosSimWriteGuarded(CUdeviceptr dst, const void* src, size_t bytes);
  * freed or unmapped before the copy runs fails it with a sticky CUDA_ERROR_ILLEGAL_ADDRESS. */
 CUresult phosSimMemcpyHtoDAsyncGuarded(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream);
 
+/* cuModuleLoadData for an image of `bytes` bytes: the loader reads nothing past them (an image
+ * whose ELF headers name anything beyond is CUDA_ERROR_INVALID_IMAGE). What a server loading
+ * images it received should call: cuModuleLoadData, given no size, measures the image from its
+ * own headers. */
+CUresult phosSimModuleLoadDataSized(CUmodule* module, const void* image, size_t bytes);
+
 #ifdef __cplusplus
 }
 #endif

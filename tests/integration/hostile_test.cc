@@ -1,0 +1,255 @@
+// A hostile tenant against a real phosd: every kind of malformed control frame and ring record, a
+// truncated ring, silent peers, another session's pointers and handles, a half-entered collective
+// and an untrusted module image, while a well-behaved tenant (mlp, deployed and invoked through
+// phosd) keeps getting answers that match the CPU reference. phosd stops on SIGTERM afterwards
+// (the fixture's TearDown checks it).
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <cuda.h>
+#include <nccl.h>
+#include <nlohmann/json.hpp>
+
+#include "../testing/wait_until.h"
+#include "mlp_expect.h"
+#include "phos/ipc/control.h"
+#include "phos/ipc/ring.h"
+#include "phosd_fixture.h"
+
+namespace phos::testing {
+namespace {
+
+const std::function<bool()> kAlive = [] { return true; };
+
+// One GPU session opened on phosd's gpu.sock with a token from POST /v1/sessions, driven by hand.
+struct HostileSession {
+  int sock = -1;
+  std::unique_ptr<ipc::Ring> ring;
+  uint64_t seq = 0;
+
+  ~HostileSession() {
+    ring.reset();
+    if (sock >= 0) close(sock);
+  }
+  // Sends one record and waits for its answer; -1 when the session was closed instead.
+  int32_t Call(ipc::Op op, const void* args, size_t args_bytes, const void* tail = nullptr, size_t tail_bytes = 0,
+               uint64_t* reply = nullptr) {
+    const uint64_t s = ++seq;
+    if (!ring->Write(op, ipc::kFlagReply, s, args, args_bytes, tail, tail_bytes, kAlive).ok()) return -1;
+    if (!ring->WaitCompleted(s, kAlive).ok()) return -1;
+    if (reply != nullptr) std::memcpy(reply, ring->reply_payload(), sizeof(*reply));
+    return ring->reply_header().result;
+  }
+  uint64_t Malloc(uint64_t bytes) {
+    ipc::SizeArgs a{bytes};
+    uint64_t ptr = 0;
+    return Call(ipc::Op::kMemAlloc, &a, sizeof(a), nullptr, 0, &ptr) == CUDA_SUCCESS ? ptr : 0;
+  }
+  bool closed() const { return ring->header()->closed.load() != 0; }
+  // Writes a record header of the producer's choosing where the next record goes, and publishes
+  // `published` bytes of it.
+  void WriteRaw(const ipc::RecordHeader& header, uint64_t published) {
+    auto* data = reinterpret_cast<uint8_t*>(ring->header()) + 4096;
+    const uint64_t produced = ring->header()->produced.load();
+    std::memcpy(data + (produced & (ipc::Ring::kDefaultDataBytes - 1)), &header, sizeof(header));
+    ring->header()->produced.store(produced + published);
+    ring->header()->server_futex.fetch_add(1);
+    ipc::FutexWakeAll(&ring->header()->server_futex);
+  }
+};
+
+class HostileTest : public PhosdTest {
+ protected:
+  std::string GpuSocket() const { return data_dir() + "/gpu.sock"; }
+
+  std::string NewToken(int gpus) {
+    CommandResult r = CurlPost("/v1/sessions", "{\"gpus\": " + std::to_string(gpus) + "}");
+    nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    EXPECT_TRUE(!j.is_discarded() && j.contains("token")) << r.out;
+    return j.is_discarded() || !j.contains("token") ? "" : j["token"].get<std::string>();
+  }
+
+  int Connect() {
+    auto sock = ipc::ConnectSeqpacket(GpuSocket());
+    EXPECT_TRUE(sock.ok()) << sock.status().ToString();
+    return sock.ok() ? *sock : -1;
+  }
+
+  // A session of `gpus` devices; null (with a test failure) when phosd refused it.
+  std::unique_ptr<HostileSession> Open(int gpus = 1) {
+    auto s = std::make_unique<HostileSession>();
+    s->sock = Connect();
+    ipc::Hello hello = ipc::MakeHello(NewToken(gpus), getpid());
+    EXPECT_TRUE(ipc::SendDatagram(s->sock, &hello, sizeof(hello)).ok());
+    ipc::Answer answer;
+    int ring_fd = -1;
+    auto n = ipc::ReceiveDatagram(s->sock, &answer, sizeof(answer), &ring_fd);
+    if (!n.ok() || !ipc::CheckAnswer(&answer, *n).ok()) {
+      ADD_FAILURE() << "session refused";
+      return nullptr;
+    }
+    auto ring = ipc::Ring::Attach(ring_fd);
+    if (!ring.ok()) {
+      ADD_FAILURE() << ring.status().ToString();
+      return nullptr;
+    }
+    s->ring = std::move(*ring);
+    return s;
+  }
+
+  // The well-behaved tenant: an invocation of mlp answers as the CPU reference does.
+  void ExpectGoodTenantServed(uint64_t seed) {
+    CommandResult r = CurlPost("/v1/functions/mlp/invoke", "{\"seed\": " + std::to_string(seed) + "}");
+    ASSERT_EQ(r.exit_code, 0);
+    ExpectMlpMatchesReference(r.out, seed, /*full=*/false);
+  }
+};
+
+TEST_F(HostileTest, PhosdKeepsServingOthersWhateverATenantSends) {
+  CommandResult deployed = PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--", "--size-mib", "16", "--layers", "4"});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
+  ASSERT_NO_FATAL_FAILURE(ExpectGoodTenantServed(1));
+
+  // Silent peers: connections that never say hello, and a session that says nothing after it.
+  std::vector<int> silent;
+  for (int i = 0; i < 16; ++i) silent.push_back(Connect());
+  std::unique_ptr<HostileSession> quiet = Open();
+  ASSERT_NE(quiet, nullptr);
+  ASSERT_NO_FATAL_FAILURE(ExpectGoodTenantServed(2));
+
+  // Truncated and malformed control frames.
+  {
+    int sock = Connect();
+    const char partial[10] = {'O', 'L', 'L', 'E', 'H'};
+    ASSERT_TRUE(ipc::SendDatagram(sock, partial, sizeof(partial)).ok());
+    ipc::Answer answer;
+    int fd = -1;
+    auto n = ipc::ReceiveDatagram(sock, &answer, sizeof(answer), &fd);
+    EXPECT_TRUE(!n.ok() || !ipc::CheckAnswer(&answer, *n).ok());
+    EXPECT_LT(fd, 0);
+    close(sock);
+    sock = Connect();
+    ipc::Hello forged = ipc::MakeHello(ipc::NewToken(), getpid());  // a token phosd never issued
+    ASSERT_TRUE(ipc::SendDatagram(sock, &forged, sizeof(forged)).ok());
+    n = ipc::ReceiveDatagram(sock, &answer, sizeof(answer), &fd);
+    ASSERT_TRUE(n.ok());
+    EXPECT_FALSE(ipc::CheckAnswer(&answer, *n).ok());
+    close(sock);
+  }
+
+  // A truncated ring: the file is sealed, the session goes on.
+  {
+    std::unique_ptr<HostileSession> s = Open();
+    ASSERT_NE(s, nullptr);
+    EXPECT_NE(ftruncate(s->ring->fd(), 4096), 0);
+    EXPECT_EQ(errno, EPERM);
+    EXPECT_NE(s->Malloc(4096), 0u);
+  }
+
+  // Another session's pointers and handles.
+  std::unique_ptr<HostileSession> victim = Open();
+  std::unique_ptr<HostileSession> thief = Open();
+  ASSERT_TRUE(victim != nullptr && thief != nullptr);
+  const uint64_t secret = victim->Malloc(4096);
+  ASSERT_NE(secret, 0u);
+  uint64_t victim_stream = 0;
+  ipc::FlagsArgs flags{0, 0};
+  ASSERT_EQ(victim->Call(ipc::Op::kStreamCreate, &flags, sizeof(flags), nullptr, 0, &victim_stream), CUDA_SUCCESS);
+  ipc::CopyArgs steal{.dst = 0, .src = secret, .bytes = 4096, .stream = 0};
+  EXPECT_EQ(thief->Call(ipc::Op::kMemcpyDtoH, &steal, sizeof(steal)), CUDA_ERROR_INVALID_VALUE);
+  ipc::MemsetArgs scribble{.dst = secret, .bytes = 4096, .stream = 0, .value = 0xff, .pad = 0};
+  EXPECT_EQ(thief->Call(ipc::Op::kMemset, &scribble, sizeof(scribble)), CUDA_ERROR_INVALID_VALUE);
+  ipc::HandleArgs foreign{victim_stream};
+  EXPECT_NE(thief->Call(ipc::Op::kStreamSynchronize, &foreign, sizeof(foreign)), CUDA_SUCCESS);
+  EXPECT_NE(thief->Call(ipc::Op::kStreamDestroy, &foreign, sizeof(foreign)), CUDA_SUCCESS);
+  ipc::PointerArgs free_secret{secret};
+  EXPECT_EQ(thief->Call(ipc::Op::kMemFree, &free_secret, sizeof(free_secret)), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(victim->Call(ipc::Op::kMemFree, &free_secret, sizeof(free_secret)), CUDA_SUCCESS);  // still its own
+
+  // Records that do not decode: the wrong size for the call, then an opcode no call has (the
+  // session ends), lengths past the ring, a producer offset outside it.
+  {
+    std::unique_ptr<HostileSession> s = Open();
+    ASSERT_NE(s, nullptr);
+    uint64_t short_args = 4096;
+    EXPECT_EQ(s->Call(ipc::Op::kMemcpyDtoH, &short_args, sizeof(short_args)), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_FALSE(s->closed());
+    s->WriteRaw({0x7fff, ipc::kFlagReply, 0, ++s->seq}, sizeof(ipc::RecordHeader));
+    EXPECT_TRUE(WaitUntil([&] { return s->closed(); }));
+  }
+  {
+    std::unique_ptr<HostileSession> s = Open();
+    ASSERT_NE(s, nullptr);
+    s->WriteRaw({static_cast<uint16_t>(ipc::Op::kMemset), ipc::kFlagReply, 1u << 30, ++s->seq},
+                sizeof(ipc::RecordHeader) + 16);
+    EXPECT_TRUE(WaitUntil([&] { return s->closed(); }));
+  }
+  {
+    std::unique_ptr<HostileSession> s = Open();
+    ASSERT_NE(s, nullptr);
+    s->WriteRaw({static_cast<uint16_t>(ipc::Op::kMemFree), ipc::kFlagReply, 8, ++s->seq}, uint64_t{1} << 40);
+    EXPECT_TRUE(WaitUntil([&] { return s->closed(); }));
+  }
+  ASSERT_NO_FATAL_FAILURE(ExpectGoodTenantServed(3));
+
+  // An untrusted module image: refused before it reaches the driver, its kernels never register.
+  {
+    std::ifstream in(PHOS_TEST_MODULE, std::ios::binary);
+    std::vector<uint8_t> image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_GT(image.size(), 4096u);
+    image[image.size() / 2] ^= 1;
+    std::unique_ptr<HostileSession> s = Open();
+    ASSERT_NE(s, nullptr);
+    const size_t chunk = s->ring->max_payload() - sizeof(ipc::ModuleChunkArgs);
+    for (size_t offset = 0; offset < image.size(); offset += chunk) {
+      ipc::ModuleChunkArgs a{.module_id = 1, .total_bytes = image.size(), .offset = offset, .is_fatbin = 0, .pad = 0};
+      ASSERT_EQ(s->Call(ipc::Op::kModuleChunk, &a, sizeof(a), image.data() + offset,
+                        std::min(chunk, image.size() - offset)),
+                CUDA_SUCCESS);
+    }
+    const std::string name = "_Z7vec_addPKfS0_Pfi";
+    ipc::FunctionGetArgs get{.module_id = 1, .name_bytes = static_cast<uint32_t>(name.size()), .pad = 0};
+    EXPECT_EQ(s->Call(ipc::Op::kFunctionGet, &get, sizeof(get), name.data(), name.size()),
+              CUDA_ERROR_NO_BINARY_FOR_GPU);
+  }
+
+  // A half-entered collective: an all-reduce on one rank of two, then the tenant goes.
+  {
+    std::unique_ptr<HostileSession> s = Open(2);
+    ASSERT_NE(s, nullptr);
+    ipc::NcclInitAllArgs init{};
+    init.ndev = 2;
+    init.devices[0] = 0;
+    init.devices[1] = 1;
+    ASSERT_EQ(s->Call(ipc::Op::kNcclCommInitAll, &init, sizeof(init)), ncclSuccess);
+    uint64_t comms[2];
+    std::memcpy(comms, s->ring->reply_payload(), sizeof(comms));
+    const uint64_t buf = s->Malloc(1024);
+    ASSERT_NE(buf, 0u);
+    ipc::NcclCollectiveArgs reduce{.comm = comms[0], .stream = 0, .send = buf, .recv = buf, .count = 256,
+                                   .kind = static_cast<int32_t>(ipc::NcclCollectiveKind::kAllReduce),
+                                   .datatype = ncclFloat32, .op = ncclSum, .root = 0};
+    ASSERT_EQ(s->Call(ipc::Op::kNcclCollective, &reduce, sizeof(reduce)), CUDA_SUCCESS);
+  }  // closed: phosd ends the session, aborting the collective
+
+  // Everyone else is still served, and new sessions still open.
+  ASSERT_NO_FATAL_FAILURE(ExpectGoodTenantServed(4));
+  std::unique_ptr<HostileSession> later = Open();
+  ASSERT_NE(later, nullptr);
+  EXPECT_NE(later->Malloc(4096), 0u);
+  for (int fd : silent) close(fd);
+}
+
+}  // namespace
+}  // namespace phos::testing

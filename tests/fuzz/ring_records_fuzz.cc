@@ -5,10 +5,11 @@
 // payload, foreign pointers and handles, sizes that wrap. The executor must answer every record
 // (or close the ring) and keep serving well-formed calls after refusing bad ones.
 //
-// Input: records of [u8 opcode][u8 patch][u16 length][length bytes]. `patch` bit 0 overwrites the
-// payload's first 8 bytes with the session's last allocated device pointer plus the low 16 bits
-// of what was there, bit 1 the next 8 bytes with the last virtual handle it was given (streams,
-// events, cuBLAS handles), so that records reach the handlers' checks past "no such buffer".
+// Input: records of [u8 opcode][u8 patch][u16 length][length bytes]. `patch` bits 0 and 1
+// overwrite the payload's first and second 8-byte words with the session's last allocated device
+// pointer plus the low 16 bits of what was there, bits 2 and 3 with the last virtual handle it was
+// given (streams, events, cuBLAS handles), so that records reach the handlers' checks past "no
+// such buffer".
 //
 // Device-group sessions (NCCL) are left out: a collective entered on one rank of two waits for
 // the other by design; bounding that wait is the session's end-of-life work, not a parser's.
@@ -99,6 +100,19 @@ struct Tenant {
     return true;
   }
 
+  // Points the payload's first two words at what the session gave this tenant (see the top).
+  void Patch(uint8_t patch, std::vector<uint8_t>* payload) const {
+    for (size_t word = 0; word < 2; ++word) {
+      if (payload->size() < 8 * (word + 1)) return;
+      uint8_t* at = payload->data() + 8 * word;
+      uint64_t value;
+      std::memcpy(&value, at, 8);
+      if ((patch >> word) & 1) value = last_pointer + (value & 0xffff);
+      if ((patch >> (word + 2)) & 1) value = last_handle;
+      std::memcpy(at, &value, 8);
+    }
+  }
+
   // Sends one record and waits for its answer; false when the session closed the ring.
   bool Call(uint16_t op, const std::vector<uint8_t>& payload, int32_t* result) {
     const auto deadline = std::chrono::steady_clock::now() + kRecordDeadline;
@@ -143,13 +157,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const uint16_t length = in.Take<uint16_t>() % 4096;
     auto bytes = in.TakeBytes(length);
     std::vector<uint8_t> payload(bytes.begin(), bytes.end());
-    if ((patch & 1) != 0 && payload.size() >= 8) {
-      uint64_t word;
-      std::memcpy(&word, payload.data(), 8);
-      word = tenant.last_pointer + (word & 0xffff);
-      std::memcpy(payload.data(), &word, 8);
-    }
-    if ((patch & 2) != 0 && payload.size() >= 16) std::memcpy(payload.data() + 8, &tenant.last_handle, 8);
+    tenant.Patch(patch, &payload);
     int32_t result = 0;
     open = tenant.Call(op, payload, &result);
     if (!open || result != 0) continue;

@@ -11,6 +11,10 @@
 // given (streams, events, cuBLAS handles), so that records reach the handlers' checks past "no
 // such buffer".
 //
+// Module images are kept one byte short of complete: simgpu's cuModuleLoadData reads an image
+// without being told its size (the module-trust change of issue 12 replaces that load), so the
+// target fuzzes the chunk bookkeeping (ids, offsets, totals, limits) but never the load itself.
+//
 // Device-group sessions (NCCL) are left out: a collective entered on one rank of two waits for
 // the other by design; bounding that wait is the session's end-of-life work, not a parser's.
 #include <sys/socket.h>
@@ -21,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,6 +86,7 @@ struct Tenant {
   uint64_t seq = 0;
   uint64_t last_pointer = 0;
   uint64_t last_handle = 0;
+  std::map<uint64_t, uint64_t> module_totals;  // module id -> the smallest total announced for it
 
   bool Open(runtime::ApiServer& api) {
     token = api.IssueToken();
@@ -110,6 +116,23 @@ struct Tenant {
       if ((patch >> word) & 1) value = last_pointer + (value & 0xffff);
       if ((patch >> (word + 2)) & 1) value = last_handle;
       std::memcpy(at, &value, 8);
+    }
+  }
+
+  // Cuts the chunk so that its module's image never completes (see the top): the bytes received
+  // stay below every total announced for the module id, whichever of them the session took.
+  void KeepModuleIncomplete(std::vector<uint8_t>* payload) {
+    if (payload->size() < sizeof(ipc::ModuleChunkArgs)) return;
+    ipc::ModuleChunkArgs args;
+    std::memcpy(&args, payload->data(), sizeof(args));
+    auto [it, first] = module_totals.emplace(args.module_id, args.total_bytes);
+    if (!first && args.total_bytes < it->second) it->second = args.total_bytes;
+    const uint64_t limit = it->second;
+    const uint64_t tail = payload->size() - sizeof(args);
+    if (args.offset >= limit) {
+      payload->resize(sizeof(args));
+    } else if (tail >= limit - args.offset) {
+      payload->resize(sizeof(args) + (limit - args.offset - 1));
     }
   }
 
@@ -158,6 +181,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto bytes = in.TakeBytes(length);
     std::vector<uint8_t> payload(bytes.begin(), bytes.end());
     tenant.Patch(patch, &payload);
+    if (op == static_cast<uint16_t>(ipc::Op::kModuleChunk)) tenant.KeepModuleIncomplete(&payload);
     int32_t result = 0;
     open = tenant.Call(op, payload, &result);
     if (!open || result != 0) continue;

@@ -73,6 +73,8 @@ Server& TheServer() {
       std::abort();
     }
     s->api = std::move(*api);
+    // The server lives as long as the process; its socket file should not outlive it.
+    std::atexit([] { unlink(TheServer().api->socket_path().c_str()); });
     return s;
   }();
   return *server;

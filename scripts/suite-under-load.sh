@@ -22,7 +22,7 @@ echo "load: ${#load[@]} x yes > /dev/null"
 
 for run in $(seq "$runs"); do
   start=$(date +%s)
-  if ! (cd "$build_dir" && ctest -j2 --output-on-failure --timeout 300 -LE '^(long|gpu)$' "$@" \
+  if ! (cd "$build_dir" && ctest -j2 --output-on-failure --timeout 300 -LE '^(long|gpu|fuzz)$' "$@" \
           > "ctest-under-load-$run.log" 2>&1); then
     echo "run $run/$runs: FAILED after $(($(date +%s) - start)) s; see $build_dir/ctest-under-load-$run.log"
     grep -E '^\s*[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception)' \

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -133,8 +134,16 @@ Result<Frame> ReadFrameKeepingFd(int fd, bool* closed, int* passed_fd) {
   }
   Frame frame;
   frame.kind = static_cast<FrameKind>(kind);
-  frame.payload.resize(length);
-  PHOS_RETURN_IF_ERROR(ReadAll(fd, frame.payload.data(), length, nullptr, nullptr));
+  // The payload grows as its bytes arrive: a length the peer claims but never sends costs at most
+  // one piece, not the claimed size.
+  constexpr size_t kPiece = 1u << 20;
+  size_t have = 0;
+  while (have < length) {
+    const size_t piece = std::min<size_t>(length - have, kPiece);
+    frame.payload.resize(have + piece);
+    PHOS_RETURN_IF_ERROR(ReadAll(fd, frame.payload.data() + have, piece, nullptr, nullptr));
+    have += piece;
+  }
   return frame;
 }
 

@@ -47,6 +47,19 @@ uint64_t VectorBytes(int64_t n, int64_t inc, uint64_t elem) {
   return bytes;
 }
 
+// The enumerations a record names, checked against cuBLAS's values before they are cast: an
+// out-of-range value in the enum type is undefined behaviour, and cuBLAS refuses it anyway.
+bool IsBlasOperation(int32_t op) { return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C || op == CUBLAS_OP_CONJG; }
+bool IsBlasMathMode(int32_t mode) {
+  const int32_t base = mode & ~int32_t{CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION};
+  return base >= CUBLAS_DEFAULT_MATH && base <= CUBLAS_TF32_TENSOR_OP_MATH;
+}
+bool IsBlasComputeType(int32_t type) { return type >= CUBLAS_COMPUTE_16F && type <= CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT; }
+bool IsBlasGemmAlgo(int32_t algo) {
+  return (algo >= CUBLAS_GEMM_DEFAULT && algo <= CUBLAS_GEMM_ALGO23) ||
+         (algo >= CUBLAS_GEMM_DEFAULT_TENSOR_OP && algo <= CUBLAS_GEMM_ALGO15_TENSOR_OP);
+}
+
 }  // namespace
 
 // The first handle is the pooled one, created with the context (docs/design.md D11); later ones
@@ -95,6 +108,7 @@ CUresult Session::BlasSetStream(const ipc::StreamEventArgs& a, const Call&) {
 CUresult Session::BlasSetMathMode(const ipc::BlasModeArgs& a, const Call&) {
   auto it = blas_.find(a.handle);
   if (it == blas_.end()) return static_cast<CUresult>(CUBLAS_STATUS_NOT_INITIALIZED);
+  if (!IsBlasMathMode(a.mode)) return static_cast<CUresult>(CUBLAS_STATUS_INVALID_VALUE);
   return static_cast<CUresult>(driver_->cublasSetMathMode(it->second.handle, static_cast<cublasMath_t>(a.mode)));
 }
 
@@ -105,7 +119,8 @@ CUresult Session::Gemm(const ipc::GemmArgs& a, const Call&) {
   if (it == blas_.end()) return CUDA_ERROR_INVALID_HANDLE;
   cublasHandle_t handle = it->second.handle;
   uint64_t ea = BlasElementBytes(a.a_type), eb = BlasElementBytes(a.b_type), ec = BlasElementBytes(a.c_type);
-  if (ea == 0 || eb == 0 || ec == 0 || a.batch < 0 || a.m < 0 || a.n < 0 || a.k < 0) {
+  if (ea == 0 || eb == 0 || ec == 0 || a.batch < 0 || a.m < 0 || a.n < 0 || a.k < 0 || !IsBlasOperation(a.trans_a) ||
+      !IsBlasOperation(a.trans_b) || !IsBlasComputeType(a.compute_type) || !IsBlasGemmAlgo(a.algo)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   bool ta = a.trans_a != CUBLAS_OP_N, tb = a.trans_b != CUBLAS_OP_N;
@@ -145,7 +160,7 @@ CUresult Session::Gemv(const ipc::GemvArgs& a, const Call&) {
   auto it = blas_.find(a.handle);
   if (it == blas_.end()) return CUDA_ERROR_INVALID_HANDLE;
   cublasHandle_t handle = it->second.handle;
-  if (a.m < 0 || a.n < 0 || a.incx == 0 || a.incy == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (a.m < 0 || a.n < 0 || a.incx == 0 || a.incy == 0 || !IsBlasOperation(a.trans)) return CUDA_ERROR_INVALID_VALUE;
   bool t = a.trans != CUBLAS_OP_N;
   int64_t x_len = t ? a.m : a.n, y_len = t ? a.n : a.m;
   if (a.m > 0 && a.n > 0) {

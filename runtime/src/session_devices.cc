@@ -71,6 +71,9 @@ CUresult Session::DeviceGetCount(const NoArgs&, const Call& call) {
 
 CUresult Session::DeviceGetAttribute(const ipc::AttributeArgs& a, const Call& call) {
   int v = 0;
+  // Not a CUdevice_attribute at all: refused here, since such a value in the enum type is already
+  // undefined behaviour on the way to the driver.
+  if (a.attribute < 0 || a.attribute >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = driver_->cuDeviceGetAttribute(&v, static_cast<CUdevice_attribute>(a.attribute), PhysicalDevice(a.device));
   call.Reply(int32_t{v});
   return r;
@@ -135,7 +138,8 @@ CUresult Session::FunctionOn(Function& fn, int device, CUfunction* out) {
 }
 
 void Session::ReleaseDevices() {
-  for (auto& [device, ctx] : device_contexts_) {
+  for (auto& [bound_device, ctx] : device_contexts_) {
+    const auto device = bound_device;  // a plain variable: clang 14 cannot capture a binding
     driver_->cuCtxSetCurrent(ctx);
     driver_->cuCtxSynchronize();
     std::erase_if(blas_, [&](const auto& entry) {

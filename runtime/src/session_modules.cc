@@ -30,7 +30,8 @@ CUresult Session::ModuleChunk(const ipc::ModuleChunkArgs& a, const Call& call) {
     m.is_fatbin = a.is_fatbin != 0;
     module_bytes_ += a.total_bytes;
     module_order_.push_back(a.module_id);
-    m.pending.reserve(a.total_bytes);
+    // No reserve(total_bytes): the image grows as its chunks arrive, so a size the peer claims
+    // but never sends holds no memory.
   }
   if (a.offset != m.pending.size() || bytes > m.total_bytes - m.pending.size()) return CUDA_ERROR_INVALID_VALUE;
   m.pending.insert(m.pending.end(), call.tail.begin(), call.tail.end());

@@ -113,20 +113,50 @@ void SpeculateMemset(const BufferTable& table, uint64_t dst, uint64_t bytes, Acc
   AddRange(table, dst, bytes, /*write=*/true, /*dense=*/true, sets);
 }
 
+namespace {
+// The extent of an operand whose arithmetic wraps (hostile sizes; the call itself is refused by
+// its handler): every buffer from its pointer up, never a wrapped, smaller range that would leave
+// buffers it may touch out of the sets.
+OperandRange Unbounded(uint64_t ptr) { return {ptr, UINT64_MAX, false}; }
+}  // namespace
+
 OperandRange MatrixRange(uint64_t ptr, int64_t rows, int64_t cols, int64_t ld, uint64_t elem_bytes,
                          int64_t batch, int64_t stride) {
   if (rows <= 0 || cols <= 0 || batch <= 0 || ld < rows) return {ptr, 0, false};
-  uint64_t one = static_cast<uint64_t>((cols - 1) * ld + rows) * elem_bytes;
-  uint64_t span = batch == 1 ? one : one + static_cast<uint64_t>((batch - 1) * stride) * elem_bytes;
-  bool dense_one = ld == rows || cols == 1;
-  bool dense = dense_one && (batch == 1 || stride == rows * cols);
+  int64_t elems = 0;  // of one matrix: (cols - 1) * ld + rows
+  uint64_t one = 0;
+  if (__builtin_mul_overflow(cols - 1, ld, &elems) || __builtin_add_overflow(elems, rows, &elems) ||
+      __builtin_mul_overflow(static_cast<uint64_t>(elems), elem_bytes, &one)) {
+    return Unbounded(ptr);
+  }
+  uint64_t span = one;
+  if (batch != 1) {
+    int64_t gap = 0;  // elements from the first matrix to the last
+    uint64_t gap_bytes = 0;
+    if (stride < 0 || __builtin_mul_overflow(batch - 1, stride, &gap) ||
+        __builtin_mul_overflow(static_cast<uint64_t>(gap), elem_bytes, &gap_bytes) ||
+        __builtin_add_overflow(one, gap_bytes, &span)) {
+      return Unbounded(ptr);
+    }
+  }
+  int64_t matrix = 0;
+  const bool dense_one = ld == rows || cols == 1;
+  const bool dense = dense_one && (batch == 1 || (!__builtin_mul_overflow(rows, cols, &matrix) && stride == matrix));
   return {ptr, span, dense};
 }
 
 OperandRange VectorRange(uint64_t ptr, int64_t n, int64_t inc, uint64_t elem_bytes) {
   if (n <= 0 || inc == 0) return {ptr, 0, false};
-  int64_t step = inc < 0 ? -inc : inc;
-  return {ptr, static_cast<uint64_t>(1 + (n - 1) * step) * elem_bytes, step == 1 || n == 1};
+  int64_t step = 0;
+  int64_t elems = 0;  // 1 + (n - 1) * |inc|
+  uint64_t bytes = 0;
+  if (__builtin_sub_overflow(int64_t{0}, inc, &step) || __builtin_mul_overflow(n - 1, inc < 0 ? step : inc, &elems) ||
+      __builtin_add_overflow(elems, 1, &elems) ||
+      __builtin_mul_overflow(static_cast<uint64_t>(elems), elem_bytes, &bytes)) {
+    return Unbounded(ptr);
+  }
+  if (inc > 0) step = inc;
+  return {ptr, bytes, step == 1 || n == 1};
 }
 
 void SpeculateBlas(const BufferTable& table, const BlasOperands& operands, AccessSets* sets) {

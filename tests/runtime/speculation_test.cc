@@ -349,6 +349,27 @@ TEST_F(SpeculationTest, BatchedGemmAndGemvExtents) {
   EXPECT_EQ(VectorRange(kB, 4, -3, 4).bytes, 40u);
 }
 
+TEST_F(SpeculationTest, ExtentsThatWrapNameEveryBufferFromTheirPointer) {
+  // A batch stride whose product overflows, a negative stride, a vector increment of INT64_MIN:
+  // the span is unbounded (never a wrapped small one) and not dense.
+  for (OperandRange r : {MatrixRange(kA, 16, 16, 16, 4, 3, INT64_MAX), MatrixRange(kA, 16, 16, 16, 4, 2, -256),
+                         MatrixRange(kA, 2, INT64_MAX, INT64_MAX, 4), VectorRange(kA, 3, INT64_MIN, 4),
+                         VectorRange(kA, INT64_MAX, 2, 8)}) {
+    EXPECT_EQ(r.ptr, kA);
+    EXPECT_EQ(r.bytes, UINT64_MAX);
+    EXPECT_FALSE(r.dense);
+  }
+  // Such an operand reaches every buffer at or past its pointer.
+  ipc::GemmArgs g{};
+  g.trans_a = g.trans_b = CUBLAS_OP_N;
+  g.m = g.n = g.k = 16, g.lda = g.ldb = g.ldc = 16, g.batch = 3;
+  g.a = kA, g.b = kA, g.c = kA, g.stride_a = g.stride_b = g.stride_c = INT64_MAX;
+  SpeculateBlas(table_, GemmOperands(g, 4, 4, 4), &sets_);
+  EXPECT_TRUE(sets_.write.Contains(kA));
+  EXPECT_TRUE(sets_.write.Contains(kB));
+  EXPECT_TRUE(sets_.write.Contains(kC));
+}
+
 #ifdef PHOS_SPECULATION_TEST_MODULE
 TEST(ParamMetadataCacheTest, LayoutComesFromTheDriverTable) {
   auto driver = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});

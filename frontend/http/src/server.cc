@@ -5,7 +5,6 @@
 #include <uv.h>
 
 #include <atomic>
-#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -14,9 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include <http_parser.h>
-
 #include "phos/base/log.h"
+#include "phos/http/request_parser.h"
 #include "phos/http/server.h"
 
 namespace phos::http {
@@ -123,18 +121,12 @@ class Server::Impl {
     uint64_t id = 0;
     uv_tcp_t tcp{};
     uv_timer_t idle{};
-    http_parser parser{};
+    std::unique_ptr<RequestParser> parser;
     int open_handles = 2;
     int writes = 0;  // uv_write calls not yet completed
     bool closing = false;
     bool reading = false;
     bool read_error = false;   // parsing stopped for good
-    // Parse state of the request being received.
-    Request current;
-    std::string field;
-    bool in_value = false;
-    size_t header_bytes = 0;
-    int limit_status = 0;      // 413 or 431 when a limit stopped the parser
     // Answer state.
     std::deque<Pending> pending;
     bool in_flight = false;
@@ -142,16 +134,7 @@ class Server::Impl {
     bool in_flight_keep_alive = true;
   };
 
-  Impl(ServerOptions options, Router router) : options_(std::move(options)), router_(std::move(router)) {
-    http_parser_settings_init(&settings_);
-    settings_.on_message_begin = OnMessageBegin;
-    settings_.on_url = OnUrl;
-    settings_.on_header_field = OnHeaderField;
-    settings_.on_header_value = OnHeaderValue;
-    settings_.on_headers_complete = OnHeadersComplete;
-    settings_.on_body = OnBody;
-    settings_.on_message_complete = OnMessageComplete;
-  }
+  Impl(ServerOptions options, Router router) : options_(std::move(options)), router_(std::move(router)) {}
 
   Status Listen() {
     PHOS_ASSIGN_OR_RETURN(auto host_port, ParseHostPort(options_.listen));
@@ -246,8 +229,9 @@ class Server::Impl {
     uv_timer_init(&self->loop_, &conn->idle);
     conn->tcp.data = conn;
     conn->idle.data = conn;
-    conn->parser.data = conn;
-    http_parser_init(&conn->parser, HTTP_REQUEST);
+    conn->parser = std::make_unique<RequestParser>(
+        RequestParser::Limits{.max_header_bytes = self->options_.max_header_bytes,
+                              .max_body_bytes = self->options_.max_body_bytes});
     self->connections_[conn->id] = conn;
     if (uv_accept(listener, reinterpret_cast<uv_stream_t*>(&conn->tcp)) != 0) {
       self->Close(conn);
@@ -299,11 +283,11 @@ class Server::Impl {
     }
     if (nread == 0) return;
     self->ArmIdle(conn);
-    size_t parsed = http_parser_execute(&conn->parser, &self->settings_, buf->base, nread);
-    auto err = HTTP_PARSER_ERRNO(&conn->parser);
-    if (err != HPE_OK || parsed != static_cast<size_t>(nread)) {
-      int status = conn->limit_status != 0 ? conn->limit_status : err == HPE_HEADER_OVERFLOW ? 431 : 400;
-      PHOS_LOG(Debug, "http", "connection {}: {} ({})", conn->id, status, http_errno_description(err));
+    std::vector<ParsedRequest> parsed;
+    const int status = conn->parser->Feed(buf->base, static_cast<size_t>(nread), &parsed);
+    for (ParsedRequest& r : parsed) conn->pending.push_back({std::move(r.request), r.keep_alive, 0});
+    if (status != 0) {
+      PHOS_LOG(Debug, "http", "connection {}: {} ({})", conn->id, status, conn->parser->error_description());
       conn->read_error = true;
       self->StopReading(conn);
       Pending p;
@@ -311,6 +295,11 @@ class Server::Impl {
       conn->pending.push_back(std::move(p));
       self->Dispatch(conn);
       return;
+    }
+    if (conn->parser->stopped()) {
+      // Nothing after a "Connection: close" request is read.
+      conn->read_error = true;
+      self->StopReading(conn);
     }
     if (conn->pending.size() >= self->options_.max_pipelined) self->StopReading(conn);
     self->Dispatch(conn);
@@ -437,102 +426,8 @@ class Server::Impl {
     if (--conn->open_handles == 0) delete conn;
   }
 
-  // ---- http_parser callbacks (loop thread) ----
-
-  static Connection* Conn(http_parser* p) { return static_cast<Connection*>(p->data); }
-
-  static int CountHeader(Connection* conn, size_t len) {
-    conn->header_bytes += len;
-    if (conn->header_bytes > conn->server->options_.max_header_bytes) {
-      conn->limit_status = 431;
-      return -1;
-    }
-    return 0;
-  }
-
-  void CommitHeader(Connection* conn) {
-    if (!conn->in_value) return;
-    conn->in_value = false;
-    conn->current.headers.back().first = std::move(conn->field);
-    conn->field.clear();
-  }
-
-  static int OnMessageBegin(http_parser* p) {
-    Connection* conn = Conn(p);
-    conn->current = Request{};
-    conn->field.clear();
-    conn->in_value = false;
-    conn->header_bytes = 0;
-    return 0;
-  }
-
-  static int OnUrl(http_parser* p, const char* at, size_t len) {
-    Connection* conn = Conn(p);
-    conn->current.path.append(at, len);
-    return CountHeader(conn, len);
-  }
-
-  static int OnHeaderField(http_parser* p, const char* at, size_t len) {
-    Connection* conn = Conn(p);
-    conn->server->CommitHeader(conn);
-    conn->field.append(at, len);
-    return CountHeader(conn, len + 4);  // ": " and CRLF
-  }
-
-  static int OnHeaderValue(http_parser* p, const char* at, size_t len) {
-    Connection* conn = Conn(p);
-    if (!conn->in_value) {
-      conn->in_value = true;
-      conn->current.headers.emplace_back();
-    }
-    conn->current.headers.back().second.append(at, len);
-    return CountHeader(conn, len);
-  }
-
-  static int OnHeadersComplete(http_parser* p) {
-    Connection* conn = Conn(p);
-    conn->server->CommitHeader(conn);
-    Request& r = conn->current;
-    r.method = http_method_str(static_cast<http_method>(p->method));
-    size_t q = r.path.find('?');
-    if (q != std::string::npos) {
-      r.query = r.path.substr(q + 1);
-      r.path.resize(q);
-    }
-    if (p->content_length != ULLONG_MAX && p->content_length > conn->server->options_.max_body_bytes) {
-      conn->limit_status = 413;
-      return -1;
-    }
-    return 0;
-  }
-
-  static int OnBody(http_parser* p, const char* at, size_t len) {
-    Connection* conn = Conn(p);
-    if (conn->current.body.size() + len > conn->server->options_.max_body_bytes) {
-      conn->limit_status = 413;
-      return -1;
-    }
-    conn->current.body.append(at, len);
-    return 0;
-  }
-
-  static int OnMessageComplete(http_parser* p) {
-    Connection* conn = Conn(p);
-    Pending pending;
-    pending.request = std::move(conn->current);
-    pending.keep_alive = http_should_keep_alive(p) != 0;
-    conn->pending.push_back(std::move(pending));
-    if (!conn->pending.back().keep_alive) {
-      // Nothing after a "Connection: close" request is read.
-      conn->read_error = true;
-      conn->server->StopReading(conn);
-    }
-    return 0;
-  }
-
   ServerOptions options_;
   Router router_;
-  http_parser_settings settings_{};
   uv_loop_t loop_{};
   bool loop_ready_ = false;
   uv_tcp_t listener_{};

@@ -43,6 +43,7 @@ uint64_t TensorInfo::element_count() const {
 }
 
 void ConvertToFloat32(Dtype dtype, std::span<const std::byte> bytes, std::span<float> out) {
+  if (out.empty()) return;  // a tensor with a 0 dimension: no data, and memcpy may not take null
   switch (dtype) {
     case Dtype::kF32:
       std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));

@@ -1,0 +1,215 @@
+// Ring records fed to a session's executor (runtime/src/session*.cc) over simgpu: each input is
+// one tenant. It opens a single-GPU session of an API server the way a function process does (the
+// control socket's hello, the ring's memfd), writes the records the input describes, waits for
+// each answer and ends the session. A record may be anything: a bad opcode, a short or long
+// payload, foreign pointers and handles, sizes that wrap. The executor must answer every record
+// (or close the ring) and keep serving well-formed calls after refusing bad ones.
+//
+// Input: records of [u8 opcode][u8 patch][u16 length][length bytes]. `patch` bits 0 and 1
+// overwrite the payload's first and second 8-byte words with the session's last allocated device
+// pointer plus the low 16 bits of what was there, bits 2 and 3 with the last virtual handle it was
+// given (streams, events, cuBLAS handles), so that records reach the handlers' checks past "no
+// such buffer".
+//
+// Module images are kept one byte short of complete: simgpu's cuModuleLoadData reads an image
+// without being told its size (the module-trust change of issue 12 replaces that load), so the
+// target fuzzes the chunk bookkeeping (ids, offsets, totals, limits) but never the load itself.
+//
+// Device-group sessions (NCCL) are left out: a collective entered on one rank of two waits for
+// the other by design; bounding that wait is the session's end-of-life work, not a parser's.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fuzz_input.h"
+#include "phos/driver/driver_table.h"
+#include "phos/ipc/control.h"
+#include "phos/ipc/ring.h"
+#include "phos/runtime/api_server.h"
+
+namespace {
+
+using namespace phos;
+
+// How long one record may take before the executor counts as stuck (a finding, not a pass).
+constexpr auto kRecordDeadline = std::chrono::seconds(30);
+
+struct Server {
+  std::unique_ptr<driver::DriverTable> driver;
+  std::unique_ptr<runtime::ApiServer> api;
+};
+
+Server& TheServer() {
+  static Server* server = [] {
+    // A small simulated device: what a record allocates stays in RAM, and the scrub is quick.
+    setenv("PHOS_SIMGPU_PROFILE", "ci", 0);
+    setenv("PHOS_SIMGPU_TIME_SCALE", "1", 0);
+    setenv("PHOS_SIMGPU_MEMORY", "256M", 0);
+    setenv("PHOS_LOG_LEVEL", "error", 0);
+    auto* s = new Server;
+    auto driver = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});
+    if (!driver.ok()) {
+      std::fprintf(stderr, "driver: %s\n", driver.status().ToString().c_str());
+      std::abort();
+    }
+    s->driver = std::move(*driver);
+    runtime::ApiServerOptions options{.socket_path = "/tmp/phos-ring-fuzz-" + std::to_string(getpid()) + ".sock",
+                                      .ring_bytes = 1u << 20,
+                                      .reply_bytes = 256u << 10};
+    options.instance_va_bytes = 1ull << 30;
+    options.va_slots = 0;
+    auto api = runtime::ApiServer::Start(options, s->driver.get());
+    if (!api.ok()) {
+      std::fprintf(stderr, "api server: %s\n", api.status().ToString().c_str());
+      std::abort();
+    }
+    s->api = std::move(*api);
+    // The server lives as long as the process; its socket file should not outlive it.
+    std::atexit([] { unlink(TheServer().api->socket_path().c_str()); });
+    return s;
+  }();
+  return *server;
+}
+
+// A tenant's session: the control socket and the ring, as the frontend holds them.
+struct Tenant {
+  std::string token;
+  int sock = -1;
+  std::unique_ptr<ipc::Ring> ring;
+  uint64_t seq = 0;
+  uint64_t last_pointer = 0;
+  uint64_t last_handle = 0;
+  std::map<uint64_t, uint64_t> module_totals;  // module id -> the smallest total announced for it
+
+  bool Open(runtime::ApiServer& api) {
+    token = api.IssueToken();
+    auto connected = ipc::ConnectSeqpacket(api.socket_path());
+    if (!connected.ok()) return false;
+    sock = *connected;
+    ipc::Hello hello = ipc::MakeHello(token, getpid());
+    if (!ipc::SendDatagram(sock, &hello, sizeof(hello)).ok()) return false;
+    ipc::Answer answer;
+    int ring_fd = -1;
+    auto n = ipc::ReceiveDatagram(sock, &answer, sizeof(answer), &ring_fd);
+    if (!n.ok() || !ipc::CheckAnswer(&answer, *n).ok() || ring_fd < 0) return false;
+    auto attached = ipc::Ring::Attach(ring_fd);
+    close(ring_fd);
+    if (!attached.ok()) return false;
+    ring = std::move(*attached);
+    return true;
+  }
+
+  // Points the payload's first two words at what the session gave this tenant (see the top).
+  void Patch(uint8_t patch, std::vector<uint8_t>* payload) const {
+    for (size_t word = 0; word < 2; ++word) {
+      if (payload->size() < 8 * (word + 1)) return;
+      uint8_t* at = payload->data() + 8 * word;
+      uint64_t value;
+      std::memcpy(&value, at, 8);
+      if ((patch >> word) & 1) value = last_pointer + (value & 0xffff);
+      if ((patch >> (word + 2)) & 1) value = last_handle;
+      std::memcpy(at, &value, 8);
+    }
+  }
+
+  // Cuts the chunk so that its module's image never completes (see the top): the bytes received
+  // stay below every total announced for the module id, whichever of them the session took.
+  void KeepModuleIncomplete(std::vector<uint8_t>* payload) {
+    if (payload->size() < sizeof(ipc::ModuleChunkArgs)) return;
+    ipc::ModuleChunkArgs args;
+    std::memcpy(&args, payload->data(), sizeof(args));
+    auto [it, first] = module_totals.emplace(args.module_id, args.total_bytes);
+    if (!first && args.total_bytes < it->second) it->second = args.total_bytes;
+    const uint64_t limit = it->second;
+    const uint64_t tail = payload->size() - sizeof(args);
+    if (args.offset >= limit) {
+      payload->resize(sizeof(args));
+    } else if (tail >= limit - args.offset) {
+      payload->resize(sizeof(args) + (limit - args.offset - 1));
+    }
+  }
+
+  // Sends one record and waits for its answer; false when the session closed the ring.
+  bool Call(uint16_t op, const std::vector<uint8_t>& payload, int32_t* result) {
+    const auto deadline = std::chrono::steady_clock::now() + kRecordDeadline;
+    auto alive = [&] { return std::chrono::steady_clock::now() < deadline; };
+    const uint64_t s = ++seq;
+    Status written = ring->Write(static_cast<ipc::Op>(op), ipc::kFlagReply, s, payload.data(), payload.size(), nullptr,
+                                 0, alive);
+    if (!written.ok()) return Closed(written, op);
+    Status waited = ring->WaitCompleted(s, alive);
+    if (!waited.ok()) return Closed(waited, op);
+    *result = ring->reply_header().result;
+    return true;
+  }
+
+  bool Closed(const Status& status, uint16_t op) {
+    if (ring->header()->closed.load() != 0) return false;
+    std::fprintf(stderr, "session stuck on opcode %u: %s\n", op, status.ToString().c_str());
+    std::abort();
+  }
+
+  void Close(runtime::ApiServer& api) {
+    api.EndSession(token);
+    if (sock >= 0) close(sock);
+  }
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  Server& server = TheServer();
+  Tenant tenant;
+  if (!tenant.Open(*server.api)) {
+    std::fprintf(stderr, "could not open a session\n");
+    std::abort();
+  }
+  fuzz::FuzzInput in(data, size);
+  bool open = true;
+  while (open && !in.empty()) {
+    // One opcode past the table: an unknown opcode ends the session's ring, which must be clean.
+    const uint16_t op = in.Take<uint8_t>() % (static_cast<uint16_t>(ipc::Op::kOpCount) + 1);
+    const uint8_t patch = in.Take<uint8_t>();
+    const uint16_t length = in.Take<uint16_t>() % 4096;
+    auto bytes = in.TakeBytes(length);
+    std::vector<uint8_t> payload(bytes.begin(), bytes.end());
+    tenant.Patch(patch, &payload);
+    if (op == static_cast<uint16_t>(ipc::Op::kModuleChunk)) tenant.KeepModuleIncomplete(&payload);
+    int32_t result = 0;
+    open = tenant.Call(op, payload, &result);
+    if (!open || result != 0) continue;
+    uint64_t reply;
+    std::memcpy(&reply, tenant.ring->reply_payload(), sizeof(reply));
+    switch (static_cast<ipc::Op>(op)) {
+      case ipc::Op::kMemAlloc:
+        tenant.last_pointer = reply;
+        break;
+      case ipc::Op::kStreamCreate:
+      case ipc::Op::kEventCreate:
+      case ipc::Op::kBlasCreate:
+        tenant.last_handle = reply;
+        break;
+      default:
+        break;
+    }
+  }
+  if (open) {
+    // Whatever came before, a well-formed call is still served.
+    int32_t result = -1;
+    if (!tenant.Call(static_cast<uint16_t>(ipc::Op::kDeviceGetCount), {}, &result) || result != 0) {
+      std::fprintf(stderr, "a well-formed call failed after the input's records (result %d)\n", result);
+      std::abort();
+    }
+  }
+  tenant.Close(*server.api);
+  return 0;
+}

@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "instance_manager_impl.h"
+#include "phos/base/fault_point.h"
 #include "phos/base/log.h"
 #include "phos/ipc/instance_channel.h"
 
@@ -295,6 +296,7 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
   }
   // NotFound: the function made no CUDA call, so there is no GPU state; the CPU state is all.
   slot.version = version.ok() ? *version : 0;
+  FaultPoint("deploy-captured");  // the snapshot committed, the CPU state not yet kept
   sessions.EndSession(token);  // the GPU memory goes back: the snapshot holds it now
   Result<CpuStateRef> captured = options_.cpu_state->Capture({proc.pid, proc.channel_fd, proc.log_path});
   if (!captured.ok()) {

@@ -9,7 +9,10 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "../testing/wait_until.h"
@@ -41,13 +44,23 @@ void PhosdTest::SetUp() {
   char tmpl[] = "/tmp/phosd-test-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   data_dir_ = tmpl;
+  log_path_ = data_dir_ + ".log";
+  PrepareDataDir();
+  if (HasFatalFailure() || IsSkipped()) return;
+  StartPhosd();
+}
+
+void PhosdTest::StartPhosd() {
   int port = FreePort();
   endpoint_ = "http://127.0.0.1:" + std::to_string(port);
-  std::vector<std::string> argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir",
-                                   data_dir_, "--gpu", "sim"};
+  SpawnOptions options;
+  options.argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir", data_dir_, "--gpu", "sim"};
   std::vector<std::string> extra = ExtraPhosdArgs();
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  Result<Subprocess> phosd = Subprocess::Spawn({.argv = std::move(argv)});
+  options.argv.insert(options.argv.end(), extra.begin(), extra.end());
+  options.env = phosd_env_;
+  options.stdout_file = log_path_;
+  options.stderr_to_stdout = true;
+  Result<Subprocess> phosd = Subprocess::Spawn(options);
   ASSERT_TRUE(phosd.ok()) << phosd.status().ToString();
   phosd_.emplace(std::move(phosd).value());
   // Ready when /healthz answers.
@@ -57,6 +70,19 @@ void PhosdTest::SetUp() {
   ASSERT_TRUE(healthy) << "phosd did not become healthy at " << endpoint_;
 }
 
+int PhosdTest::RestartPhosd(int signal) {
+  Result<ExitStatus> how = phosd_->Stop(kPhosdStopGrace, signal);
+  phosd_.reset();
+  EXPECT_TRUE(how.ok()) << how.status().ToString();
+  StartPhosd();
+  return how.ok() ? how->ShellCode() : -1;
+}
+
+std::string PhosdTest::PhosdLog() const {
+  std::ifstream in(log_path_);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 void PhosdTest::TearDown() {
   if (phosd_) {
     Result<ExitStatus> how = phosd_->Stop(kPhosdStopGrace, SIGTERM);
@@ -64,8 +90,11 @@ void PhosdTest::TearDown() {
                                             << (how.ok() ? how->ToString() : how.status().ToString());
     phosd_.reset();
   }
+  if (HasFailure()) std::printf("phosd's log:\n%s\n", PhosdLog().c_str());
+  ReleaseDataDir();
   std::error_code ec;
   std::filesystem::remove_all(data_dir_, ec);
+  std::filesystem::remove(log_path_, ec);
 }
 
 CommandResult PhosdTest::PhosFn(const std::vector<std::string>& args) {

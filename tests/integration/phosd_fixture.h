@@ -6,6 +6,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "phos/base/subprocess.h"
@@ -31,6 +32,18 @@ class PhosdTest : public ::testing::Test {
   void TearDown() override;
   // Options phosd is started with besides --listen, --data-dir and --gpu.
   virtual std::vector<std::string> ExtraPhosdArgs() const { return {}; }
+  // Called once the data directory exists, before phosd first starts on it (a test mounts a small
+  // file system there), and after phosd stopped for good, before the directory is removed.
+  virtual void PrepareDataDir() {}
+  virtual void ReleaseDataDir() {}
+
+  // Stops phosd with `signal` (SIGKILL: at once, whatever it was doing) and starts it again on the
+  // same data directory, with phosd_env_ as it is now. phosd's exit code as Run reports it.
+  int RestartPhosd(int signal);
+  // The running phosd's process id.
+  pid_t phosd_pid() const { return phosd_->pid(); }
+  // What phosd has logged so far (every start's standard output and error).
+  std::string PhosdLog() const;
 
   // "http://127.0.0.1:<port>"
   const std::string& endpoint() const { return endpoint_; }
@@ -41,8 +54,14 @@ class PhosdTest : public ::testing::Test {
   // phosd's --data-dir (its snapshot store is in <data_dir>/store).
   const std::string& data_dir() const { return data_dir_; }
 
+  // Variables phosd is started with on top of the test's environment (read at each start).
+  std::vector<std::pair<std::string, std::string>> phosd_env_;
+
  private:
+  void StartPhosd();
+
   std::string data_dir_;
+  std::string log_path_;  // beside the data directory, which may be a file system of its own
   std::string endpoint_;
   std::optional<Subprocess> phosd_;
 };

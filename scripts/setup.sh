@@ -15,6 +15,7 @@ packages=(
   criu
   python3  # scripts/make-checkpoint.py (standard library only)
   gnuplot-nox  # bench/coldstart draws the plots in docs/plots
+  wrk  # bench/load.sh: warm invokes under load
 )
 
 missing=()

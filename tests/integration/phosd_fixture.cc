@@ -7,12 +7,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <thread>
 
 #include "../testing/wait_until.h"
@@ -29,6 +32,46 @@ int FreePort() {
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   close(fd);
   return ntohs(addr.sin_port);
+}
+
+// `curl -i` output: status line, headers, blank line, body.
+HttpResponse ParseCurl(const std::string& out) {
+  HttpResponse r;
+  size_t end = out.find("\r\n\r\n");
+  if (end == std::string::npos) return r;
+  std::istringstream head(out.substr(0, end));
+  std::string line;
+  std::getline(head, line);
+  std::sscanf(line.c_str(), "HTTP/%*s %d", &r.status);
+  while (std::getline(head, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(0, colon);
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    size_t value = line.find_first_not_of(' ', colon + 1);
+    r.headers[name] = value == std::string::npos ? "" : line.substr(value);
+  }
+  r.body = out.substr(end + 4);
+  return r;
+}
+
+// Processes started with PHOS_GPU_SOCKET pointing into `data_dir`: the function templates and
+// instances of a phosd on that directory (forked instances inherit the template's environment).
+std::vector<pid_t> FunctionProcessesOf(const std::string& data_dir) {
+  const std::string needle = "PHOS_GPU_SOCKET=" + data_dir + "/gpu.sock";
+  std::vector<pid_t> pids;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "environ", std::ios::binary);
+    std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string stat;
+    std::ifstream(entry.path() / "stat") >> stat >> stat >> stat;  // pid, comm, state
+    if (stat == "Z") continue;                                     // exited, not yet reaped
+    if (env.find(needle + '\0') != std::string::npos) pids.push_back(std::stoi(name));
+  }
+  return pids;
 }
 
 CommandResult Run(const std::vector<std::string>& args) {

@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/types.h>
+
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -25,6 +28,26 @@ struct CommandResult {
 CommandResult Run(const std::vector<std::string>& argv);
 // A loopback port the kernel just handed out (phosd binds it again at once).
 int FreePort();
+
+struct HttpResponse {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // names lower-cased
+  std::string body;
+
+  // The header's value as an integer; -1 when absent.
+  int64_t Number(const std::string& name) const {
+    auto it = headers.find(name);
+    return it == headers.end() ? -1 : std::stoll(it->second);
+  }
+  bool Has(const std::string& name) const { return headers.count(name) != 0; }
+};
+
+// `curl -i` output: status line, headers, blank line, body.
+HttpResponse ParseCurl(const std::string& out);
+
+// Processes started with PHOS_GPU_SOCKET pointing into `data_dir`: the function templates and
+// instances of a phosd on that directory (forked instances inherit the template's environment).
+std::vector<pid_t> FunctionProcessesOf(const std::string& data_dir);
 
 class PhosdTest : public ::testing::Test {
  protected:

@@ -8,9 +8,16 @@
 
 namespace phos::fault_fn {
 
-// Byte k of the device buffer: a pattern whose every byte of a MiB differs from its neighbours,
-// so a chunk restored at the wrong offset or left zero changes the fingerprint.
-inline unsigned char Pattern(size_t k) { return static_cast<unsigned char>((k * 131 + (k >> 12) * 7 + 3) & 0xff); }
+// Byte k of the device buffer: splitmix64 of its 8-byte word, so that the store cannot compress
+// the snapshot (a disk-full test sizes it against the file system) and a chunk restored at the
+// wrong offset, or left zero, changes the fingerprint.
+inline unsigned char Pattern(size_t k) {
+  uint64_t x = (static_cast<uint64_t>(k) >> 3) + 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return static_cast<unsigned char>(x >> ((k & 7) * 8));
+}
 
 // The answer to "sum": "bytes <n> fnv1a <hash as 16 hex digits>".
 inline std::string Fingerprint(const unsigned char* data, size_t n) {

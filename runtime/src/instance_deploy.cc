@@ -105,6 +105,7 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
       orphans = std::move(slots);
       if (!callbacks.empty() && !f->removed) {
         // A deploy someone asked for: the function is not registered unless it deploys.
+        PHOS_LOG(Warn, "instances", "deploy of '{}' failed; not registered: {}", name, outcome.message());
         if (auto it = functions_.find(name); it != functions_.end() && it->second == f) functions_.erase(it);
         f->removed = true;
         f->cv.notify_all();

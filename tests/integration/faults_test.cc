@@ -335,9 +335,15 @@ class DiskFullTest : public FaultsTest {
 TEST_F(DiskFullTest, ADeployOnAFullDiskFailsCleanlyAndSucceedsOnceThereIsRoom) {
   const std::vector<std::string> deploy = {"deploy", "big", PHOS_FAULT_FUNCTION, "--", "--mib", "32"};
   const Footprint baseline = Measure();
-  CommandResult full = PhosFn(deploy);
-  EXPECT_NE(full.exit_code, 0) << full.out;
-  EXPECT_NE(PhosdLog().find("No space left on device"), std::string::npos) << "the store's error is logged";
+  std::vector<std::string> argv = {PHOS_PHOS_FN, "--endpoint", endpoint()};
+  argv.insert(argv.end(), deploy.begin(), deploy.end());
+  Result<CommandOutput> full = RunCommand({.argv = argv, .stderr_to_stdout = true}, std::nullopt);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  EXPECT_FALSE(full->status.success());
+  EXPECT_NE(full->output.find("HTTP 502"), std::string::npos) << full->output;
+  EXPECT_NE(full->output.find("write segment"), std::string::npos) << full->output;
+  EXPECT_NE(full->output.find("No space left on device"), std::string::npos) << full->output;
+  EXPECT_NE(PhosdLog().find("deploy of 'big' failed; not registered"), std::string::npos) << "phosd logs it";
   EXPECT_FALSE(Listed("big"));
   ExpectStoreVerifies();
   EXPECT_EQ(::phos::testing::Run({PHOS_SNAPSHOT_TOOL, "--store", data_dir() + "/store", "ls"}).out, "");

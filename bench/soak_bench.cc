@@ -97,7 +97,15 @@ class Soak {
     }
     PHOS_RETURN_IF_ERROR(phos::bench::Run(args).status());
     functions_.push_back(f);
-    return d_->WaitSettled(f.name, std::chrono::seconds(600));
+    return Settled(f);
+  }
+
+  // Until `f` runs its warm instances only, all idle.
+  Status Settled(const Function& f) {
+    return d_->WaitInstances(
+        f.name,
+        [&f](const phos::bench::InstanceCounts& c) { return c.total() == f.warm && c.busy == 0 && c.ending == 0; },
+        std::chrono::seconds(600), fmt::format("{} warm instance(s) of {}", f.warm, f.name));
   }
 
   static std::string LlamaRequest(int prompt) {
@@ -160,11 +168,7 @@ class Soak {
   }
 
   Status Settle() {
-    for (const Function& f : functions_) {
-      PHOS_RETURN_IF_ERROR(d_->WaitInstances(
-          f.name, [&f](const phos::bench::InstanceCounts& c) { return c.total() == f.warm && c.busy == 0 && c.ending == 0; },
-          std::chrono::seconds(600), fmt::format("{} warm instance(s) of {}", f.warm, f.name)));
-    }
+    for (const Function& f : functions_) PHOS_RETURN_IF_ERROR(Settled(f));
     return Status::Ok();
   }
 

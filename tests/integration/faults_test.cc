@@ -4,6 +4,7 @@
 // caller, a correct answer on retry (fault_fn's fingerprint of its device buffer), the function
 // still listed, the store verifying clean, and phosd's descriptors, threads, function processes
 // and device memory back where they were.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
 
@@ -11,13 +12,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "../testing/wait_until.h"
 #include "fault_fn.h"
@@ -52,8 +51,8 @@ struct Footprint {
 size_t EntriesIn(const std::string& dir) {
   std::error_code ec;
   size_t n = 0;
-  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
-       it.increment(ec)) {
+  for (auto it = std::filesystem::directory_iterator(dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
     ++n;
   }
   return n;
@@ -64,7 +63,8 @@ class FaultsTest : public PhosdTest {
   // Extra instances of forced restores end soon after their request.
   std::vector<std::string> ExtraPhosdArgs() const override { return {"--keep-alive-ms", "100"}; }
 
-  HttpResponse Invoke(const std::string& function, const std::string& body, std::vector<std::string> headers = {}) {
+  HttpResponse Invoke(const std::string& function, const std::string& body,
+                      std::vector<std::string> headers = {}) {
     std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-i", "-X", "POST", "--data-binary", body};
     for (const std::string& h : headers) argv.insert(argv.end(), {"-H", h});
     argv.push_back(endpoint() + "/v1/functions/" + function + "/invoke");
@@ -73,12 +73,14 @@ class FaultsTest : public PhosdTest {
   // The JSON error of an answer ("" when it has none).
   static std::string ErrorOf(const HttpResponse& r) {
     nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
-    return j.is_object() && j.contains("error") && j["error"].is_string() ? j["error"].get<std::string>() : "";
+    return j.is_object() && j.contains("error") && j["error"].is_string() ? j["error"].get<std::string>()
+                                                                          : "";
   }
 
   void DeployFaultFn(const std::string& name, const std::vector<std::string>& fn_args = {}) {
-    std::vector<std::string> args = {"deploy", name, PHOS_FAULT_FUNCTION, "--instances", "1", "--max-instances",
-                                     "2", "--", "--mib", std::to_string(kMib)};
+    std::vector<std::string> args = {
+        "deploy", name,    PHOS_FAULT_FUNCTION, "--instances", "1", "--max-instances", "2",
+        "--",     "--mib", std::to_string(kMib)};
     args.insert(args.end(), fn_args.begin(), fn_args.end());
     CommandResult r = PhosFn(args);
     ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -92,8 +94,8 @@ class FaultsTest : public PhosdTest {
     EXPECT_EQ(r.body, expected_) << mode;
   }
   bool Listed(const std::string& function) {
-    nlohmann::json j = nlohmann::json::parse(::phos::testing::Run({"/usr/bin/curl", "-s", endpoint() + "/v1/functions"}).out,
-                                             nullptr, false);
+    nlohmann::json j = nlohmann::json::parse(
+        ::phos::testing::Run({"/usr/bin/curl", "-s", endpoint() + "/v1/functions"}).out, nullptr, false);
     if (j.is_discarded() || !j.contains("functions")) return false;
     for (const auto& f : j["functions"]) {
       if (f.value("name", "") == function) return true;
@@ -103,8 +105,8 @@ class FaultsTest : public PhosdTest {
   // Until `function` runs exactly `instances` instances, all idle.
   bool WaitSettled(const std::string& function, int instances) {
     return WaitUntil([&] {
-      nlohmann::json j = nlohmann::json::parse(::phos::testing::Run({"/usr/bin/curl", "-s", endpoint() + "/v1/functions"}).out,
-                                               nullptr, false);
+      nlohmann::json j = nlohmann::json::parse(
+          ::phos::testing::Run({"/usr/bin/curl", "-s", endpoint() + "/v1/functions"}).out, nullptr, false);
       if (j.is_discarded() || !j.contains("functions")) return false;
       for (const auto& f : j["functions"]) {
         if (f.value("name", "") != function || !f.contains("state")) continue;
@@ -153,7 +155,8 @@ class FaultsTest : public PhosdTest {
   }
 
   void ExpectStoreVerifies() {
-    CommandResult verify = ::phos::testing::Run({PHOS_SNAPSHOT_TOOL, "--store", data_dir() + "/store", "verify"});
+    CommandResult verify =
+        ::phos::testing::Run({PHOS_SNAPSHOT_TOOL, "--store", data_dir() + "/store", "verify"});
     EXPECT_EQ(verify.exit_code, 0) << verify.out;
     EXPECT_EQ(verify.out.find("BAD"), std::string::npos) << verify.out;
   }
@@ -196,8 +199,9 @@ TEST_F(FaultsTest, AFunctionCrashingAtEachStageIsReplacedByAFreshInstance) {
     const char* request;
     const char* mode;
   };
-  for (Case c : {Case{"crash:restore", "phos"}, Case{"crash:restore", "no-order"}, Case{"crash:response", "phos"},
-                 Case{"crash:response", "eager"}, Case{"crash:response", "warm"}, Case{"crash:restore", "warm"}}) {
+  for (Case c :
+       {Case{"crash:restore", "phos"}, Case{"crash:restore", "no-order"}, Case{"crash:response", "phos"},
+        Case{"crash:response", "eager"}, Case{"crash:response", "warm"}, Case{"crash:restore", "warm"}}) {
     SCOPED_TRACE(std::string(c.request) + " on a " + c.mode + " instance");
     HttpResponse r = Invoke("ff", c.request, {std::string("X-Phos-Restore-Mode: ") + c.mode});
     EXPECT_EQ(r.status, 502) << r.body;
@@ -210,8 +214,9 @@ TEST_F(FaultsTest, AFunctionCrashingAtEachStageIsReplacedByAFreshInstance) {
   // chunk and the connection closes (curl reports the transfer cut).
   for (const char* mode : {"warm", "phos"}) {
     SCOPED_TRACE(std::string("crash:stream on a ") + mode + " instance");
-    CommandResult cut = ::phos::testing::Run({"/usr/bin/curl", "-s", "-i", "--raw", "-X", "POST", "--data-binary", "crash:stream", "-H",
-                             std::string("X-Phos-Restore-Mode: ") + mode, endpoint() + "/v1/functions/ff/invoke"});
+    CommandResult cut = ::phos::testing::Run(
+        {"/usr/bin/curl", "-s", "-i", "--raw", "-X", "POST", "--data-binary", "crash:stream", "-H",
+         std::string("X-Phos-Restore-Mode: ") + mode, endpoint() + "/v1/functions/ff/invoke"});
     EXPECT_NE(cut.exit_code, 0) << cut.out;
     HttpResponse r = ParseCurl(cut.out);
     EXPECT_EQ(r.status, 200) << cut.out;
@@ -231,7 +236,8 @@ TEST_F(FaultsTest, AFunctionThatNeverAnswersTimesOutAndIsEnded) {
   const Footprint baseline = Baseline("ff");
   for (const char* mode : {"warm", "phos"}) {
     SCOPED_TRACE(mode);
-    HttpResponse r = Invoke("ff", "hang", {"X-Phos-Timeout-Ms: 300", std::string("X-Phos-Restore-Mode: ") + mode});
+    HttpResponse r =
+        Invoke("ff", "hang", {"X-Phos-Timeout-Ms: 300", std::string("X-Phos-Restore-Mode: ") + mode});
     EXPECT_EQ(r.status, 504) << r.body;
     EXPECT_NE(ErrorOf(r).find("did not answer before the deadline"), std::string::npos) << r.body;
     ExpectCorrectAnswer("ff");
@@ -246,20 +252,22 @@ TEST_F(FaultsTest, AFunctionCrashingBeforeItsEntryPointFailsItsDeploy) {
   DeployFaultFn("ff");
   const Footprint baseline = Baseline("ff");
   Result<CommandOutput> early =
-      RunCommand({.argv = {PHOS_PHOS_FN, "--endpoint", endpoint(), "deploy", "early", PHOS_FAULT_FUNCTION, "--",
-                           "--crash-before-entry"},
+      RunCommand({.argv = {PHOS_PHOS_FN, "--endpoint", endpoint(), "deploy", "early", PHOS_FAULT_FUNCTION,
+                           "--", "--crash-before-entry"},
                   .stderr_to_stdout = true},
                  std::nullopt);
   ASSERT_TRUE(early.ok()) << early.status().ToString();
   EXPECT_FALSE(early->status.success());
   EXPECT_NE(early->output.find("HTTP 502"), std::string::npos) << early->output;
-  EXPECT_NE(early->output.find("the function failed before its entry point: fault_fn: crashing before the entry "
-                               "point as asked"),
-            std::string::npos)
+  EXPECT_NE(
+      early->output.find("the function failed before its entry point: fault_fn: crashing before the entry "
+                         "point as asked"),
+      std::string::npos)
       << early->output;
   EXPECT_FALSE(Listed("early"));
-  EXPECT_EQ(::phos::testing::Run({PHOS_SNAPSHOT_TOOL, "--store", data_dir() + "/store", "ls"}).out.find("early"),
-            std::string::npos);
+  EXPECT_EQ(
+      ::phos::testing::Run({PHOS_SNAPSHOT_TOOL, "--store", data_dir() + "/store", "ls"}).out.find("early"),
+      std::string::npos);
   ExpectBackTo(baseline, "ff");
   ExpectCorrectAnswer("ff");
   ExpectStoreVerifies();
@@ -275,8 +283,8 @@ class DeviceOutOfMemoryTest : public FaultsTest {
 };
 
 TEST_F(DeviceOutOfMemoryTest, ARestoreOutOfDeviceMemoryFailsClearlyAndARetryOnABiggerDeviceWorks) {
-  const std::vector<std::string> big = {"deploy", "big", PHOS_FAULT_FUNCTION, "--instances", "1",
-                                        "--max-instances", "2", "--", "--mib", "24"};
+  const std::vector<std::string> big = {
+      "deploy", "big", PHOS_FAULT_FUNCTION, "--instances", "1", "--max-instances", "2", "--", "--mib", "24"};
   CommandResult deployed = PhosFn(big);
   ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
   const std::string expected = fault_fn::ExpectedFingerprint(24);
@@ -363,7 +371,9 @@ TEST_F(DiskFullTest, ADeployOnAFullDiskFailsCleanlyAndSucceedsOnceThereIsRoom) {
 // answers.
 TEST_F(FaultsTest, KillInsideADeploysCommitLeavesTheStoreCleanAndTheFunctionDeployable) {
   RestartPausingAt("store-commit");
-  std::thread deploy([this] { PhosFn({"deploy", "ff", PHOS_FAULT_FUNCTION, "--", "--mib", std::to_string(kMib)}); });
+  std::thread deploy([this] {
+    PhosFn({"deploy", "ff", PHOS_FAULT_FUNCTION, "--", "--mib", std::to_string(kMib)});
+  });
   KillAtFaultPoint("store-commit");
   deploy.join();
   ExpectStoreVerifies();
@@ -380,8 +390,8 @@ TEST_F(FaultsTest, KillInsideADeploysCommitLeavesTheStoreCleanAndTheFunctionDepl
 // phosd answers in every restore mode from a store that verifies.
 TEST_F(FaultsTest, KillInsideARestoreThenRestartAnswersCorrectly) {
   // No warm instance: the restart's redeploy restores nothing, the request's restore pauses.
-  CommandResult deployed = PhosFn({"deploy", "ff", PHOS_FAULT_FUNCTION, "--instances", "0", "--", "--mib",
-                                   std::to_string(kMib)});
+  CommandResult deployed =
+      PhosFn({"deploy", "ff", PHOS_FAULT_FUNCTION, "--instances", "0", "--", "--mib", std::to_string(kMib)});
   ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
   RestartPausingAt("restore-load");
   ASSERT_TRUE(WaitSettled("ff", 0));

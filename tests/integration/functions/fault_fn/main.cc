@@ -57,7 +57,8 @@ class FaultFn {
       return Status::InvalidArgument("unknown request '" + std::string(request) + "'");
     }
     std::vector<unsigned char> host(bytes_);
-    PHOS_RETURN_IF_ERROR(Cuda(cudaMemcpy(host.data(), device_, bytes_, cudaMemcpyDeviceToHost), "cudaMemcpy back"));
+    PHOS_RETURN_IF_ERROR(
+        Cuda(cudaMemcpy(host.data(), device_, bytes_, cudaMemcpyDeviceToHost), "cudaMemcpy back"));
     if (request == "crash:response") std::abort();
     return phos::fault_fn::Fingerprint(host.data(), host.size());
   }

@@ -101,6 +101,8 @@ class Daemon {
 
   const std::string& endpoint() const { return endpoint_; }
   const std::string& data_dir() const { return data_dir_; }
+  // phosd's process id; -1 when it is not running.
+  pid_t pid() const { return phosd_ ? phosd_->pid() : -1; }
   const std::string& log_path() const { return log_path_; }
 
  private:

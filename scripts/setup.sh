@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev
   libuv1-dev libhttp-parser-dev libcli11-dev nlohmann-json3-dev prometheus-cpp-dev
-  curl libcurl4-openssl-dev libssl-dev
+  curl libcurl4-openssl-dev
   libprotobuf-dev protobuf-compiler librocksdb-dev libxxhash-dev libzstd-dev liburing-dev
   libssl-dev  # SHA-256 of artifacts and tokens, constant-time token comparison (libcrypto)
   criu
@@ -18,6 +18,7 @@ packages=(
   python3  # scripts/make-checkpoint.py (standard library only)
   gnuplot-nox  # bench/coldstart draws the plots in docs/plots
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang with libFuzzer and the ASan/UBSan runtimes
+  wrk  # bench/load.sh: warm invokes under load
 )
 
 missing=()

@@ -95,6 +95,14 @@ Status ScrubPooledContext(driver::DriverTable& driver, const PooledContext& pool
   return Status::Ok();
 }
 
+Result<uint64_t> DeviceMemoryUsed(driver::DriverTable& driver, const PooledContext& pooled) {
+  driver::ContextScope scope(driver, pooled.context);
+  if (!scope.ok()) return Status::DeviceError("cuCtxPushCurrent of a pooled context failed");
+  size_t free = 0, total = 0;
+  PHOS_CU_RETURN_IF_ERROR(driver.error_text(), driver.cuMemGetInfo(&free, &total));
+  return static_cast<uint64_t>(total - free);
+}
+
 Status UnloadKeptModules(driver::DriverTable& driver, PooledContext& pooled) {
   if (pooled.kept_modules.empty()) return Status::Ok();
   driver::ContextScope scope(driver, pooled.context);

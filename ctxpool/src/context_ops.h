@@ -23,6 +23,10 @@ Result<PooledContext> CreatePooledContext(driver::DriverTable& driver, int devic
 Status ScrubPooledContext(driver::DriverTable& driver, const PooledContext& pooled,
                           const TenantResources& tenant, bool zero);
 
+// The bytes of device memory in use on `pooled`'s device (cuMemGetInfo's total less free), read
+// with its context current.
+Result<uint64_t> DeviceMemoryUsed(driver::DriverTable& driver, const PooledContext& pooled);
+
 // Unloads the modules `pooled` keeps for an owner (PooledContext::kept_modules), each removed from
 // the map once unloaded; the first driver error stops and is returned (the rest stay in the map).
 Status UnloadKeptModules(driver::DriverTable& driver, PooledContext& pooled);

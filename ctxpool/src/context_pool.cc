@@ -1,6 +1,7 @@
 #include "phos/ctxpool/context_pool.h"
 
 #include <fmt/core.h>
+#include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
 #include <utility>
@@ -110,14 +111,36 @@ Result<std::unique_ptr<ContextPool>> ContextPool::Open(const PoolOptions& option
                                        .zero_on_scrub = options.zero_on_scrub,
                                        .create_on_miss = true};
   int device = options.device;
+  if (registry == nullptr) registry = std::make_shared<prometheus::Registry>();
+  // Read where a context is current anyway: once the scrub has freed what a tenant left, the
+  // reading is what the device holds without it (a leak across tenants shows as growth).
+  prometheus::Gauge& memory_used = prometheus::BuildGauge()
+                                        .Name("phos_device_memory_used_bytes")
+                                        .Help("Device memory in use, read when the pool last created or scrubbed "
+                                              "a context.")
+                                        .Register(*registry)
+                                        .Add({{"device", std::to_string(device)}});
+  auto read_memory = [driver, gauge = &memory_used](const detail::PooledContext& pooled) {
+    if (Result<uint64_t> used = detail::DeviceMemoryUsed(*driver, pooled); used.ok()) {
+      gauge->Set(static_cast<double>(*used));
+    }
+  };
   detail::PoolOps<detail::PooledContext, TenantResources> ops{
-      .create = [driver, device](int) { return detail::CreatePooledContext(*driver, device); },
-      .scrub = [driver](const detail::PooledContext& pooled, const TenantResources& tenant,
-                        bool zero) { return detail::ScrubPooledContext(*driver, pooled, tenant, zero); },
+      .create =
+          [driver, device, read_memory](int) {
+            Result<detail::PooledContext> created = detail::CreatePooledContext(*driver, device);
+            if (created.ok()) read_memory(*created);
+            return created;
+          },
+      .scrub =
+          [driver, read_memory](const detail::PooledContext& pooled, const TenantResources& tenant, bool zero) {
+            Status scrubbed = detail::ScrubPooledContext(*driver, pooled, tenant, zero);
+            if (scrubbed.ok()) read_memory(pooled);
+            return scrubbed;
+          },
       .destroy =
           [driver](const detail::PooledContext& pooled) { detail::DestroyPooledContext(*driver, pooled); },
       .describe = [](int) { return std::string("pooled context"); }};
-  if (registry == nullptr) registry = std::make_shared<prometheus::Registry>();
   auto core = std::make_shared<detail::ContextCore>(
       std::move(core_options), std::move(ops), std::move(registry),
       detail::PoolMetricNames{.prefix = "phos_ctxpool",

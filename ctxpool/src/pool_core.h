@@ -458,14 +458,19 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
       lock.lock();
       --slot.scrubbing;
       metrics_.scrub_seconds.Observe(seconds);
-      if (scrubbed.ok() && !stopping_) {
+      // A fresh lease (LeaseCreated) is made beyond max_held: what comes back over the bound is
+      // destroyed, or every fresh lease would leave the pool one item (and its device memory) larger.
+      const bool over_bound = slot.Held() >= options_.max_held;
+      if (scrubbed.ok() && !stopping_ && !over_bound) {
         metrics_.scrubs.Increment();
         slot.ready.push_back(std::move(dirty.item));
         ChangedLocked();
         ready_cv_.notify_all();
         continue;
       }
-      if (!scrubbed.ok()) {
+      if (scrubbed.ok()) {
+        metrics_.scrubs.Increment();
+      } else {
         metrics_.scrub_failures.Increment();
         PHOS_LOG(Warn, "ctxpool", "{}: {} {} failed its scrub and is destroyed: {}", options_.name,
                  ops_.describe(dirty.key), dirty.item.id, scrubbed.message());

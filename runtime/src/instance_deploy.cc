@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "instance_manager_impl.h"
+#include "phos/base/fault_point.h"
 #include "phos/base/log.h"
 #include "phos/ipc/instance_channel.h"
 
@@ -108,6 +109,7 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
       orphans = std::move(slots);
       if (!callbacks.empty() && !f->removed) {
         // A deploy someone asked for: the function is not registered unless it deploys.
+        PHOS_LOG(Warn, "instances", "deploy of '{}' failed; not registered: {}", name, outcome.message());
         if (auto it = functions_.find(name); it != functions_.end() && it->second == f) functions_.erase(it);
         f->removed = true;
         f->cv.notify_all();
@@ -300,6 +302,7 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
   }
   // NotFound: the function made no CUDA call, so there is no GPU state; the CPU state is all.
   slot.version = version.ok() ? *version : 0;
+  FaultPoint("deploy-captured");  // the snapshot committed, the CPU state not yet kept
   sessions.EndSession(token);  // the GPU memory goes back: the snapshot holds it now
   Result<CpuStateRef> captured = options_.cpu_state->Capture({proc.pid, proc.channel_fd, proc.log_path});
   if (!captured.ok()) {

@@ -402,7 +402,10 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
     std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(100));
     PHOS_LOG(Error, "instances", "{} failed before its ready frame ({}); {}; log: {}", who,
              hello.ok() ? "unexpected frame" : hello.status().ToString(), how, proc.log_path);
-    fail_first(InvokeOutcome::Kind::kInstanceLost, "the function instance failed to start: " + how);
+    // What the function said last is usually why (a cold boot out of device memory, say).
+    std::string said = LastLogLine(proc.log_path);
+    fail_first(InvokeOutcome::Kind::kInstanceLost,
+               "the function instance failed to start: " + how + (said.empty() ? "" : ": " + said));
     return false;
   }
   report.ready = Clock::now();
@@ -549,6 +552,20 @@ bool InstanceManager::Impl::Handle(const InstanceProcess& proc, const std::strin
   if (frame->kind == ipc::invoke::FrameKind::kResponse &&
       answer_bytes + frame->payload.size() > ipc::invoke::kMaxFramePayload) {
     return lost(fmt::format("an answer in pieces longer than {} bytes", ipc::invoke::kMaxFramePayload));
+  }
+  if (frame->kind == ipc::invoke::FrameKind::kError && report != nullptr && report->restored &&
+      !report->token.empty()) {
+    // A restore that loads while the process runs can fail after it resumed (the device out of
+    // memory): every call of the instance then fails, and so does the function. The caller hears
+    // why, and the instance is not kept to fail the next request too.
+    Status restored = options_.sessions->WaitPrepared(report->token, std::chrono::milliseconds(0));
+    if (!restored.ok() && restored.code() != StatusCode::kTimeout) {
+      std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(0));
+      PHOS_LOG(Warn, "instances", "{} discarded, its restore failed ({}): {}", who, how, restored.message());
+      return fail(InvokeOutcome::Kind::kInstanceLost,
+                  fmt::format("no instance could be started: {} restore: {}", RestoreModeName(started.mode),
+                              restored.message()));
+    }
   }
   InvokeOutcome out;
   out.streamed = streamed;

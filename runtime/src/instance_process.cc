@@ -25,15 +25,6 @@ namespace {
 std::string EndSandboxedInstance(pid_t pid, std::chrono::milliseconds grace) {
   int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
   if (pidfd < 0) return errno == ESRCH ? "ended in its sandbox" : "not reachable: " + std::string(strerror(errno));
-  // Only a process of another PID namespace: a pid of phosd's own that is not its child is no
-  // instance (one that ended and whose pid was taken again), and is left alone.
-  std::error_code ec;
-  if (std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/ns/pid", ec) ==
-          std::filesystem::read_symlink("/proc/self/ns/pid", ec) ||
-      ec) {
-    close(pidfd);
-    return "not reapable: pid " + std::to_string(pid) + " is no child of phosd";
-  }
   auto ended_within = [pidfd](int ms) {
     pollfd p{pidfd, POLLIN, 0};
     int ready;
@@ -42,6 +33,18 @@ std::string EndSandboxedInstance(pid_t pid, std::chrono::milliseconds grace) {
     } while (ready < 0 && errno == EINTR);
     return ready > 0;
   };
+  // Only a process of another PID namespace: a pid of phosd's own that is not its child is no
+  // instance (one that ended and whose pid was taken again), and is left alone. The process may
+  // end (and its /proc entry go) while this is checked: the pidfd still tells.
+  std::error_code theirs_ec, ours_ec;
+  const std::filesystem::path theirs = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/ns/pid", theirs_ec);
+  const std::filesystem::path ours = std::filesystem::read_symlink("/proc/self/ns/pid", ours_ec);
+  if (theirs_ec || ours_ec || theirs == ours) {
+    const bool ended = ended_within(0);
+    close(pidfd);
+    if (ended) return "ended in its sandbox";
+    return "not reapable: pid " + std::to_string(pid) + " is no child of phosd";
+  }
   std::string how = "ended in its sandbox";
   if (!ended_within(static_cast<int>(grace.count()))) {
     kill(-pid, SIGKILL);

@@ -4,6 +4,7 @@
 
 #include <bit>
 
+#include "phos/base/fault_point.h"
 #include "phos/driver/cuda_check.h"
 #include "phos/base/log.h"
 #include "phos/driver/context_scope.h"
@@ -331,6 +332,7 @@ void RestoreLoader::Impl::ChunkDoneLocked(int buffer, size_t chunk) {
   if (b.done[chunk]) return;  // written from the CPU by a copy-engine miss first
   b.done[chunk] = true;
   loaded_bytes_ += b.chunks[chunk].ref.size;
+  FaultPoint("restore-load");  // a chunk on the device, the restore not done
   if (++b.completed < b.chunks.size()) return;
   b.ready = true;
   ready_order_.push_back(buffer);

@@ -137,6 +137,13 @@ Sandbox::~Sandbox() {
   if (cgroups_ != nullptr) cgroups_->RemoveAll();
 }
 
+std::string Sandbox::CgroupParent(std::string_view canonical_data_dir) {
+  char parent[32];
+  std::snprintf(parent, sizeof(parent), "phos-%016llx",
+                static_cast<unsigned long long>(Fnv1a(canonical_data_dir)));
+  return parent;
+}
+
 Status Sandbox::Probe() {
   if (geteuid() != 0) return Status::FailedPrecondition("phosd is not root (it sets each function's uid)");
   if (options_.data_dir.empty()) return Status::InvalidArgument("sandbox: no data directory");
@@ -145,11 +152,7 @@ Status Sandbox::Probe() {
   if (ec) return Status::IoError("sandbox: data directory: " + ec.message());
   PHOS_ASSIGN_OR_RETURN(CgroupLayout layout, DetectCgroupLayout(options_.mountinfo));
   if (!layout.complete()) return Status::NotSupported("cgroup controllers missing: " + layout.Describe());
-  // One parent group per data directory: a restarted phosd finds its predecessor's groups.
-  char parent[32];
-  std::snprintf(parent, sizeof(parent), "phos-%016llx",
-                static_cast<unsigned long long>(Fnv1a(options_.data_dir)));
-  PHOS_ASSIGN_OR_RETURN(cgroups_, FunctionCgroups::Open(layout, parent));
+  PHOS_ASSIGN_OR_RETURN(cgroups_, FunctionCgroups::Open(layout, CgroupParent(options_.data_dir)));
   // Sandboxed functions reach gpu.sock through its group (SandboxIds), not through its mode.
   const std::string socket = options_.data_dir + "/gpu.sock";
   if (chown(socket.c_str(), static_cast<uid_t>(-1), options_.ids.socket_group()) != 0 ||

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "phos/base/fault_point.h"
 #include "phos/base/log.h"
 #include "phos/store/aligned_buffer.h"
 #include "store_impl.h"
@@ -182,6 +183,7 @@ Result<uint64_t> StoreImpl::Commit(std::unique_ptr<SnapshotWriter> writer) {
   // Barrier: chunk bytes (and the segment files' names) are durable before any metadata
   // points at them.
   PHOS_RETURN_IF_ERROR(w->SyncSegments().WithContext(what));
+  FaultPoint("store-commit");  // chunks written and synced, nothing indexed yet
 
   std::lock_guard lock(meta_mu_);
   rocksdb::WriteBatch batch;

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "phos/base/fault_point.h"
 #include "phos/base/log.h"
 #include "phos/store/aligned_buffer.h"
 #include "store_impl.h"
@@ -85,6 +86,7 @@ Result<GcStats> StoreImpl::CollectGarbage() {
     }
   }
   if (batch.Count() > 0) PHOS_RETURN_IF_ERROR(WriteSynced(&batch).WithContext("gc"));
+  FaultPoint("store-gc");  // chunks unindexed, their segment files not yet deleted
   // Only after the index no longer points into them may segment files go.
   PHOS_ASSIGN_OR_RETURN(std::vector<uint64_t> on_disk, SegmentFilesOnDisk());
   std::vector<uint64_t> dead;

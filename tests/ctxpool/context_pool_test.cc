@@ -128,6 +128,24 @@ TEST_F(ContextPoolTest, FreshLeaseCreatesAContextEvenWithReadyOnes) {
   EXPECT_EQ(pool->Stats().hits, 1u);
 }
 
+// A fresh lease is made beyond max_contexts; returned, it is scrubbed and destroyed rather than
+// kept, or each fresh lease (a cold-boot, stop-the-world or no-pool restore) would leave the pool
+// one context larger for good.
+TEST_F(ContextPoolTest, AFreshLeaseBeyondTheMaximumIsDestroyedWhenReturned) {
+  auto pool = Open({.min_ready = 1, .max_contexts = 1});
+  ASSERT_TRUE(pool->WaitIdle(5s));
+  for (int i = 0; i < 3; ++i) {
+    Result<ContextLease> fresh = pool->LeaseFresh();
+    ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+    fresh->Return();
+    ASSERT_TRUE(pool->WaitIdle(5s));
+    PoolStats m = pool->Stats();
+    EXPECT_EQ(m.destroyed, static_cast<uint64_t>(i + 1));
+    EXPECT_EQ(m.ready, 1u) << "the pool holds its maximum, not one more per fresh lease";
+    EXPECT_EQ(m.scrub_failures, 0u);
+  }
+}
+
 TEST_F(ContextPoolTest, MaximumIsNeverExceededAndAMissAtTheMaximumWaitsForAReturn) {
   auto pool = Open({.min_ready = 2, .max_contexts = 2, .lease_timeout = 5000ms});
   ASSERT_TRUE(pool->WaitIdle(10s));

@@ -7,13 +7,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <thread>
 
 #include "../testing/wait_until.h"
+#include "phos/runtime/sandbox.h"
 
 namespace phos::testing {
 
@@ -38,6 +44,53 @@ std::string AdminToken(const std::string& data_dir) {
   return token;
 }
 
+// `curl -i` output: status line, headers, blank line, body.
+HttpResponse ParseCurl(const std::string& out) {
+  HttpResponse r;
+  size_t end = out.find("\r\n\r\n");
+  if (end == std::string::npos) return r;
+  std::istringstream head(out.substr(0, end));
+  std::string line;
+  std::getline(head, line);
+  std::sscanf(line.c_str(), "HTTP/%*s %d", &r.status);
+  while (std::getline(head, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(0, colon);
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    size_t value = line.find_first_not_of(' ', colon + 1);
+    r.headers[name] = value == std::string::npos ? "" : line.substr(value);
+  }
+  r.body = out.substr(end + 4);
+  return r;
+}
+
+// The function templates and instances of a phosd on `data_dir`: unsandboxed, the processes
+// started with PHOS_GPU_SOCKET pointing into it (forked instances inherit the template's
+// environment); sandboxed, the processes in its functions' cgroups.
+std::vector<pid_t> FunctionProcessesOf(const std::string& data_dir) {
+  const std::string needle = "PHOS_GPU_SOCKET=" + data_dir + "/gpu.sock";
+  std::error_code ec;
+  const std::string cgroup = "/" + phos::runtime::Sandbox::CgroupParent(std::filesystem::canonical(data_dir, ec).string()) + "/";
+  std::vector<pid_t> pids;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string stat;
+    std::ifstream(entry.path() / "stat") >> stat >> stat >> stat;  // pid, comm, state
+    if (stat == "Z") continue;                                     // exited, not yet reaped
+    std::ifstream in(entry.path() / "environ", std::ios::binary);
+    std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ifstream groups_in(entry.path() / "cgroup");
+    std::string groups((std::istreambuf_iterator<char>(groups_in)), std::istreambuf_iterator<char>());
+    if (env.find(needle + '\0') != std::string::npos || (!ec && groups.find(cgroup) != std::string::npos)) {
+      pids.push_back(std::stoi(name));
+    }
+  }
+  return pids;
+}
+
 CommandResult Run(const std::vector<std::string>& args) {
   Result<CommandOutput> run = RunCommand({.argv = args}, std::nullopt);
   if (!run.ok()) {
@@ -51,13 +104,24 @@ void PhosdTest::SetUp() {
   char tmpl[] = "/tmp/phosd-test-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   data_dir_ = tmpl;
+  log_path_ = data_dir_ + ".log";
+  PrepareDataDir();
+  if (HasFatalFailure() || IsSkipped()) return;
+  StartPhosd();
+}
+
+void PhosdTest::StartPhosd() {
   int port = FreePort();
   endpoint_ = "http://127.0.0.1:" + std::to_string(port);
-  std::vector<std::string> argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir",
-                                   data_dir_, "--gpu", "sim", "--functions-dir", BuildBinDir()};
+  SpawnOptions options;
+  options.argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir", data_dir_, "--gpu", "sim",
+                  "--functions-dir", BuildBinDir()};
   std::vector<std::string> extra = ExtraPhosdArgs();
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  Result<Subprocess> phosd = Subprocess::Spawn({.argv = std::move(argv)});
+  options.argv.insert(options.argv.end(), extra.begin(), extra.end());
+  options.env = phosd_env_;
+  options.stdout_file = log_path_;
+  options.stderr_to_stdout = true;
+  Result<Subprocess> phosd = Subprocess::Spawn(options);
   ASSERT_TRUE(phosd.ok()) << phosd.status().ToString();
   phosd_.emplace(std::move(phosd).value());
   // Ready when /healthz answers.
@@ -69,6 +133,19 @@ void PhosdTest::SetUp() {
   ASSERT_FALSE(admin_token_.empty()) << "phosd made no " << data_dir_ << "/admin.token";
 }
 
+int PhosdTest::RestartPhosd(int signal) {
+  Result<ExitStatus> how = phosd_->Stop(kPhosdStopGrace, signal);
+  phosd_.reset();
+  EXPECT_TRUE(how.ok()) << how.status().ToString();
+  StartPhosd();
+  return how.ok() ? how->ShellCode() : -1;
+}
+
+std::string PhosdTest::PhosdLog() const {
+  std::ifstream in(log_path_);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 void PhosdTest::TearDown() {
   if (phosd_) {
     Result<ExitStatus> how = phosd_->Stop(kPhosdStopGrace, SIGTERM);
@@ -76,9 +153,14 @@ void PhosdTest::TearDown() {
                                             << (how.ok() ? how->ToString() : how.status().ToString());
     phosd_.reset();
   }
+  if (HasFailure()) std::printf("phosd's log:\n%s\n", PhosdLog().c_str());
+  ReleaseDataDir();
   std::error_code ec;
   std::filesystem::remove_all(data_dir_, ec);
+  std::filesystem::remove(log_path_, ec);
 }
+
+bool PhosdTest::Sandboxed() const { return PhosdLog().find("] on: functions run as uids") != std::string::npos; }
 
 CommandResult PhosdTest::PhosFn(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {PHOS_PHOS_FN, "--endpoint", endpoint_, "--token-file", data_dir_ + "/admin.token"};

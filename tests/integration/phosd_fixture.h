@@ -3,9 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/types.h>
+
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "phos/base/subprocess.h"
@@ -30,12 +34,46 @@ std::string BuildBinDir();
 // The admin token phosd keeps in `data_dir` (made at its first start); empty when there is none.
 std::string AdminToken(const std::string& data_dir);
 
+struct HttpResponse {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // names lower-cased
+  std::string body;
+
+  // The header's value as an integer; -1 when absent.
+  int64_t Number(const std::string& name) const {
+    auto it = headers.find(name);
+    return it == headers.end() ? -1 : std::stoll(it->second);
+  }
+  bool Has(const std::string& name) const { return headers.count(name) != 0; }
+};
+
+// `curl -i` output: status line, headers, blank line, body.
+HttpResponse ParseCurl(const std::string& out);
+
+// Processes started with PHOS_GPU_SOCKET pointing into `data_dir`: the function templates and
+// instances of a phosd on that directory (forked instances inherit the template's environment).
+std::vector<pid_t> FunctionProcessesOf(const std::string& data_dir);
+
 class PhosdTest : public ::testing::Test {
  protected:
   void SetUp() override;
   void TearDown() override;
   // Options phosd is started with besides --listen, --data-dir, --gpu and --functions-dir.
   virtual std::vector<std::string> ExtraPhosdArgs() const { return {}; }
+  // Called once the data directory exists, before phosd first starts on it (a test mounts a small
+  // file system there), and after phosd stopped for good, before the directory is removed.
+  virtual void PrepareDataDir() {}
+  virtual void ReleaseDataDir() {}
+
+  // Stops phosd with `signal` (SIGKILL: at once, whatever it was doing) and starts it again on the
+  // same data directory, with phosd_env_ as it is now. phosd's exit code as Run reports it.
+  int RestartPhosd(int signal);
+  // The running phosd's process id.
+  pid_t phosd_pid() const { return phosd_->pid(); }
+  // What phosd has logged so far (every start's standard output and error).
+  std::string PhosdLog() const;
+  // Whether phosd runs its functions sandboxed (it says so in its log when it starts).
+  bool Sandboxed() const;
 
   // "http://127.0.0.1:<port>"
   const std::string& endpoint() const { return endpoint_; }
@@ -50,8 +88,14 @@ class PhosdTest : public ::testing::Test {
   // phosd's --data-dir (its snapshot store is in <data_dir>/store).
   const std::string& data_dir() const { return data_dir_; }
 
+  // Variables phosd is started with on top of the test's environment (read at each start).
+  std::vector<std::pair<std::string, std::string>> phosd_env_;
+
  private:
+  void StartPhosd();
+
   std::string data_dir_;
+  std::string log_path_;  // beside the data directory, which may be a file system of its own
   std::string endpoint_;
   std::string admin_token_;
   std::optional<Subprocess> phosd_;

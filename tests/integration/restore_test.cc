@@ -38,59 +38,6 @@ using std::chrono::milliseconds;
 constexpr uint64_t kWeightSeed = 42;  // mlp's default --weight-seed
 const char* const kRestoredModes[] = {"cold-boot", "stop-the-world", "eager", "no-pool", "no-order", "phos"};
 
-struct HttpResponse {
-  int status = 0;
-  std::map<std::string, std::string> headers;  // names lower-cased
-  std::string body;
-
-  // The header's value as an integer; -1 when absent.
-  int64_t Number(const std::string& name) const {
-    auto it = headers.find(name);
-    return it == headers.end() ? -1 : std::stoll(it->second);
-  }
-  bool Has(const std::string& name) const { return headers.count(name) != 0; }
-};
-
-// `curl -i` output: status line, headers, blank line, body.
-HttpResponse ParseCurl(const std::string& out) {
-  HttpResponse r;
-  size_t end = out.find("\r\n\r\n");
-  if (end == std::string::npos) return r;
-  std::istringstream head(out.substr(0, end));
-  std::string line;
-  std::getline(head, line);
-  std::sscanf(line.c_str(), "HTTP/%*s %d", &r.status);
-  while (std::getline(head, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string name = line.substr(0, colon);
-    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-    size_t value = line.find_first_not_of(' ', colon + 1);
-    r.headers[name] = value == std::string::npos ? "" : line.substr(value);
-  }
-  r.body = out.substr(end + 4);
-  return r;
-}
-
-// Processes started with PHOS_GPU_SOCKET pointing into `data_dir`: the function templates and
-// instances of a phosd on that directory (forked instances inherit the template's environment).
-std::vector<pid_t> FunctionProcessesOf(const std::string& data_dir) {
-  const std::string needle = "PHOS_GPU_SOCKET=" + data_dir + "/gpu.sock";
-  std::vector<pid_t> pids;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "environ", std::ios::binary);
-    std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::string stat;
-    std::ifstream(entry.path() / "stat") >> stat >> stat >> stat;  // pid, comm, state
-    if (stat == "Z") continue;                                     // exited, not yet reaped
-    if (env.find(needle + '\0') != std::string::npos) pids.push_back(std::stoi(name));
-  }
-  return pids;
-}
-
 // One phosd on `data_dir`, stdout and stderr appended to `log_path`, with PHOS_SIMGPU_TIME_SCALE
 // set to `time_scale` (the profile comes from the test's environment).
 class Phosd {
@@ -427,6 +374,7 @@ TEST_F(RestoreTest, DeployedFunctionIsServedAfterACleanRestart) {
     HttpResponse r = phosd.Invoke("mlp", MlpRequest(5));
     ASSERT_EQ(r.status, 200) << r.body;
     ExpectMlpMatchesReference(r.body, shape, 5);
+    EXPECT_FALSE(FunctionProcessesOf(data_dir_).empty()) << "the function's processes are not found";
     EXPECT_EQ(phosd.Stop(SIGTERM), 0) << "phosd did not exit cleanly on SIGTERM";
   }
   ExpectFunctionProcessesGone(::phos::testing::kPatience);

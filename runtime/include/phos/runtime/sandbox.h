@@ -93,6 +93,10 @@ class Sandbox {
   // it in the function's sandbox; no change when off. PrepareFunction must have succeeded.
   Status Confine(const FunctionSpec& spec, SpawnOptions* options) const;
 
+  // The parent cgroup of every function of the phosd on `data_dir` (canonical path): one per data
+  // directory, so a restarted phosd finds its predecessor's groups.
+  static std::string CgroupParent(std::string_view canonical_data_dir);
+
   // The bubblewrap and setpriv arguments that run `spec` as `uid` with the socket group `group`
   // (everything before the function's own argv); public for its tests.
   static std::vector<std::string> SandboxArgv(const SandboxOptions& options, const FunctionSpec& spec,

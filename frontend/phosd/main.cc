@@ -82,6 +82,8 @@ int main(int argc, char** argv) {
   std::string admin_token_file;
   std::vector<std::string> functions_dirs;
   uint64_t max_artifact_mib = phos::phosd::ExecutablesOptions{}.max_artifact_bytes >> 20;
+  uint64_t max_body_mib = phos::http::ServerOptions{}.max_body_bytes >> 20;
+  size_t max_connections = phos::http::ServerOptions{}.max_connections;
   std::string socket_group;
   std::vector<std::string> allow_peer_uids;
   std::string sandbox_mode = "auto";
@@ -96,6 +98,14 @@ int main(int argc, char** argv) {
   app.add_option("--functions-dir", functions_dirs,
                  "Directory whose executables deploys may name (repeatable); default: <data-dir>/functions");
   app.add_option("--max-artifact-mib", max_artifact_mib, "Largest executable POST /v1/artifacts accepts (MiB)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--max-body-mib", max_body_mib,
+                 "Largest request body of every route but POST /v1/artifacts (MiB); also what one "
+                 "connection's pipelined requests may hold")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--max-connections", max_connections, "HTTP connections open at once; more are answered 503")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--socket-group", socket_group, "Group given gpu.sock (mode 0660); default: phosd's");
@@ -371,8 +381,8 @@ int main(int argc, char** argv) {
   if (!routed.ok()) return Fail(routed);
   phos::http::ServerOptions http_options;
   http_options.listen = listen;
-  // An artifact upload is one body.
-  http_options.max_body_bytes = std::max<size_t>(http_options.max_body_bytes, max_artifact_mib << 20);
+  http_options.max_body_bytes = max_body_mib << 20;  // POST /v1/artifacts has its own (routes.cc)
+  http_options.max_connections = max_connections;
   auto server = phos::http::Server::Start(http_options, std::move(router));
   if (!server.ok()) return Fail(server.status().WithContext("phosd"));
   PHOS_LOG(Info, "phosd", "serving http://{} (data dir {})", listen, data_dir);

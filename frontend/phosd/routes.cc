@@ -28,8 +28,9 @@ Response Error(int status, const std::string& message) {
 
 // Adds a route that first checks what `access` asks of the caller. Every phosd route is added
 // through here, and `access` has no default: a new route states who may call it.
+// `max_body_bytes` as Router::Add takes it: 0 for the server's limit.
 Status AddRoute(http::Router* router, const RouteOptions& options, Access access, std::string method,
-                std::string pattern, Handler handler) {
+                std::string pattern, Handler handler, size_t max_body_bytes = 0) {
   return router->Add(std::move(method), std::move(pattern),
                      [access, policy = options.access, manager = options.manager,
                       handler = std::move(handler)](Request req, Responder out) {
@@ -44,7 +45,8 @@ Status AddRoute(http::Router* router, const RouteOptions& options, Access access
                        }
                        const bool admin = access == Access::kAdmin || policy->IsAdmin(req);
                        handler(std::move(req), std::move(out), admin);
-                     });
+                     },
+                     max_body_bytes);
 }
 
 // A spec as GET /v1/functions shows it to a caller without the admin token: environment values
@@ -172,8 +174,9 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
   runtime::InstanceManager* manager = options.manager;
   runtime::GpuSessions* sessions = options.sessions;
   const Executables* executables = options.executables;
-  auto add = [&](Access access, std::string method, std::string pattern, Handler handler) {
-    return AddRoute(router, options, access, std::move(method), std::move(pattern), std::move(handler));
+  auto add = [&](Access access, std::string method, std::string pattern, Handler handler, size_t max_body_bytes = 0) {
+    return AddRoute(router, options, access, std::move(method), std::move(pattern), std::move(handler),
+                    max_body_bytes);
   };
 
   PHOS_RETURN_IF_ERROR(add(Access::kOpen, "GET", "/healthz", [](Request, Responder out, bool) {
@@ -203,7 +206,7 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
       }
       out.Send(Response::Json(201, nlohmann::json{{"artifact", *stored}}.dump() + "\n"));
     });
-  }));
+  }, executables->options().max_artifact_bytes));
 
   // Deploy: answered once the function's snapshots are committed (or it failed to get there). The
   // body is a function spec (naming an "executable" under a functions directory, or an uploaded

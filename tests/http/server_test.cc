@@ -127,6 +127,10 @@ class ServerTest : public ::testing::Test {
       }).detach();
     }).ok());
     ASSERT_TRUE(router.Add("GET", "/forgotten", [](Request, Responder) {}).ok());
+    // A route with a larger body limit than the server's.
+    ASSERT_TRUE(router.Add("POST", "/upload", [](Request r, Responder out) {
+      out.Send(Response::Text(200, "got " + std::to_string(r.body.size())));
+    }, 10000).ok());
     ServerOptions options;
     options.listen = "127.0.0.1:0";
     options.max_header_bytes = 1024;
@@ -210,6 +214,48 @@ TEST_F(ServerTest, OversizeChunkedBodyGets413) {
   EXPECT_EQ(r.rfind("HTTP/1.1 413", 0), 0u) << r;
 }
 
+TEST_F(ServerTest, ARouteWithItsOwnBodyLimitTakesMoreThanTheServersAndNoMoreThanItsOwn) {
+  RawClient fits(server_->port());
+  fits.Send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 9000\r\n\r\n" + std::string(9000, 'u'));
+  std::string r = fits.ReadResponses(1);
+  EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+  EXPECT_NE(r.find("got 9000"), std::string::npos) << r;
+
+  RawClient chunked(server_->port());
+  std::string chunk(6000, 'z');
+  chunked.Send("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1770\r\n" + chunk +
+               "\r\n1770\r\n" + chunk + "\r\n0\r\n\r\n");
+  EXPECT_EQ(chunked.ReadResponses(1).rfind("HTTP/1.1 413", 0), 0u) << chunked.received();
+
+  // The server's limit still holds on the other routes.
+  RawClient echo(server_->port());
+  echo.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 9000\r\n\r\n");
+  EXPECT_EQ(echo.ReadResponses(1).rfind("HTTP/1.1 413", 0), 0u) << echo.received();
+}
+
+// Bodies parsed ahead of the handlers pause reading at the server's body limit; once answered,
+// reading resumes and every request is served, in order.
+TEST_F(ServerTest, PipelinedBodiesAtTheLimitAreAllServedInOrder) {
+  RawClient c(server_->port());
+  std::string requests = "GET /slow/50 HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (char tag : {'a', 'b', 'c'}) {
+    requests += "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\n\r\n" + std::string(4096, tag);
+  }
+  std::thread sender([&c, requests] { c.Send(requests); });
+  std::string r = c.ReadResponses(4);
+  sender.join();
+  EXPECT_EQ(Count(r, "HTTP/1.1 200"), 4) << r.substr(0, 200);
+  size_t a = r.find(std::string(4096, 'a'));
+  size_t b = r.find(std::string(4096, 'b'));
+  size_t d = r.find(std::string(4096, 'c'));
+  ASSERT_NE(a, std::string::npos);
+  ASSERT_NE(b, std::string::npos);
+  ASSERT_NE(d, std::string::npos);
+  EXPECT_LT(r.find("slept 50"), a);
+  EXPECT_LT(a, b);
+  EXPECT_LT(b, d);
+}
+
 TEST_F(ServerTest, UnknownRoute404WrongMethod405) {
   RawClient c(server_->port());
   c.Send("GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\nGET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -244,6 +290,46 @@ TEST_F(ServerTest, ServesAfterBadClientsAndThroughLibcurl) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->body, std::string(4000, 'q'));
+}
+
+// Past max_connections a connection is told 503 and closed; the open ones keep being served, and
+// once one closes a new connection is served again.
+TEST(ServerConnectionsTest, OneConnectionPastTheLimitGets503AndTheOthersAreServed) {
+  Router router;
+  ASSERT_TRUE(router.Add("POST", "/echo", [](Request r, Responder out) {
+    out.Send(Response::Text(200, r.body));
+  }).ok());
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.max_connections = 2;
+  auto server = Server::Start(options, std::move(router));
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const uint16_t port = (*server)->port();
+  auto echo = [](RawClient& c, const std::string& text) {
+    c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(text.size()) + "\r\n\r\n" + text);
+    return c.ReadUntil(text);
+  };
+  auto first = std::make_unique<RawClient>(port);
+  RawClient second(port);
+  // Answered: both are open in the server's count.
+  ASSERT_TRUE(echo(*first, "one"));
+  ASSERT_TRUE(echo(second, "two"));
+  {
+    RawClient third(port);
+    EXPECT_TRUE(third.Closed());
+    EXPECT_EQ(third.received().rfind("HTTP/1.1 503", 0), 0u) << third.received();
+    EXPECT_NE(third.received().find("too many connections"), std::string::npos) << third.received();
+  }
+  EXPECT_TRUE(echo(second, "still two"));
+  first.reset();
+  // The server sees the close on its loop; a connection made before that is refused, so retry.
+  bool served = false;
+  for (int attempt = 0; attempt < 100 && !served; ++attempt) {
+    RawClient again(port);
+    served = echo(again, "four");
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(served);
 }
 
 TEST_F(ServerTest, IdleConnectionIsClosed) {

@@ -60,7 +60,10 @@ class AuthTest : public PhosdTest {
   }
   ~AuthTest() override { fs::remove_all(functions_dir_); }
   // A functions directory of the test's own besides the build's: for links that point outside.
-  std::vector<std::string> ExtraPhosdArgs() const override { return {"--functions-dir", functions_dir_}; }
+  // Bodies of 1 MiB at most, but artifacts up to --max-artifact-mib's default (256 MiB).
+  std::vector<std::string> ExtraPhosdArgs() const override {
+    return {"--functions-dir", functions_dir_, "--max-body-mib", "1"};
+  }
 
   std::vector<std::string> Bearer(const std::string& token) const {
     return {"-H", "Authorization: Bearer " + token};
@@ -204,8 +207,10 @@ TEST_F(AuthTest, DeploysNameOnlyFunctionsDirectoryFilesOrUploadedArtifacts) {
                        AdminHeader());
   EXPECT_EQ(both.status, 400) << both.body;
 
-  // mlp, uploaded (it is in the build's functions directory, but deployed as an artifact), then
-  // invoked: the answer matches the CPU reference.
+  // mlp, uploaded (it is in the build's functions directory, but deployed as an artifact; larger
+  // than --max-body-mib, which the artifacts route does not take), then invoked: the answer
+  // matches the CPU reference.
+  ASSERT_GT(fs::file_size(PHOS_MLP_FUNCTION), uintmax_t{1} << 20);
   CommandResult uploaded = PhosFn(
       {"deploy", "mlp-artifact", PHOS_MLP_FUNCTION, "--upload", "--", "--size-mib", "16", "--layers", "4"});
   ASSERT_EQ(uploaded.exit_code, 0) << uploaded.out;
@@ -228,6 +233,12 @@ TEST_F(AuthTest, DeploysNameOnlyFunctionsDirectoryFilesOrUploadedArtifacts) {
   EXPECT_NEAR(j["checksum"].get<double>(), expected_sum, 1e-3 * (1 + std::abs(expected_sum)));
   EXPECT_EQ(j["argmax"][0].get<int>(),
             static_cast<int>(std::max_element(expected.begin(), expected.end()) - expected.begin()));
+
+  // Any other route takes bodies of --max-body-mib at most.
+  const std::string big_file = data_dir() + "/big-request";
+  std::ofstream(big_file) << std::string((1 << 20) + 1, ' ');
+  Answer too_big = Curl({"-X", "POST", "--data-binary", "@" + big_file}, endpoint() + "/v1/functions/mlp-artifact/invoke");
+  EXPECT_EQ(too_big.status, 413) << too_big.body;
 }
 
 // phosd started by the test itself: how it treats its listener and its token file.

@@ -17,6 +17,7 @@ struct RequestParser::Impl {
   std::string field;
   bool in_value = false;
   size_t header_bytes = 0;
+  size_t body_limit = 0;  // of the request being received, once its headers are in
   int limit_status = 0;  // 413 or 431 when a limit stopped the parser
   bool stopped = false;
   const char* error = "";
@@ -82,7 +83,13 @@ struct RequestParser::Impl {
       r.query = r.path.substr(q + 1);
       r.path.resize(q);
     }
-    if (p->content_length != ULLONG_MAX && p->content_length > self->limits.max_body_bytes) {
+    self->body_limit = self->limits.max_body_bytes;
+    if (self->limits.body_limit_for) {
+      if (size_t route_limit = self->limits.body_limit_for(r.method, r.path); route_limit != 0) {
+        self->body_limit = route_limit;
+      }
+    }
+    if (p->content_length != ULLONG_MAX && p->content_length > self->body_limit) {
       self->limit_status = 413;
       return -1;
     }
@@ -91,7 +98,7 @@ struct RequestParser::Impl {
 
   static int OnBody(http_parser* p, const char* at, size_t len) {
     Impl* self = Of(p);
-    if (self->current.body.size() + len > self->limits.max_body_bytes) {
+    if (len > self->body_limit - self->current.body.size()) {
       self->limit_status = 413;
       return -1;
     }
@@ -115,7 +122,7 @@ struct RequestParser::Impl {
 };
 
 RequestParser::RequestParser(Limits limits) : impl_(std::make_unique<Impl>()) {
-  impl_->limits = limits;
+  impl_->limits = std::move(limits);
   http_parser_settings_init(&impl_->settings);
   impl_->settings.on_message_begin = Impl::OnMessageBegin;
   impl_->settings.on_url = Impl::OnUrl;

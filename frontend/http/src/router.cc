@@ -81,11 +81,11 @@ std::string_view ReasonPhrase(int status) {
   }
 }
 
-Status Router::Add(std::string method, std::string pattern, Handler handler) {
+Status Router::Add(std::string method, std::string pattern, Handler handler, size_t max_body_bytes) {
   if (method.empty() || pattern.empty() || pattern.front() != '/') {
     return Status::InvalidArgument("route '" + method + " " + pattern + "': pattern must start with '/'");
   }
-  Route route{std::move(method), {}, std::move(handler)};
+  Route route{std::move(method), {}, std::move(handler), max_body_bytes};
   for (std::string_view segment : SplitPath(pattern)) {
     bool has_brace = segment.find_first_of("{}") != std::string_view::npos;
     if (has_brace && !IsParam(segment)) {
@@ -123,6 +123,7 @@ Router::Match Router::Find(std::string_view method, std::string_view path) const
       match.kind = MatchKind::kFound;
       match.handler = &route.handler;
       match.params = std::move(params);
+      match.max_body_bytes = route.max_body_bytes;
       return match;
     }
     match.kind = MatchKind::kWrongMethod;

@@ -129,6 +129,7 @@ class Server::Impl {
     bool read_error = false;   // parsing stopped for good
     // Answer state.
     std::deque<Pending> pending;
+    size_t pending_body_bytes = 0;  // of the requests in `pending`
     bool in_flight = false;
     uint64_t in_flight_req = 0;
     bool in_flight_keep_alive = true;
@@ -222,6 +223,10 @@ class Server::Impl {
       PHOS_LOG(Warn, "http", "accept failed: {}", uv_strerror(status));
       return;
     }
+    if (self->connections_.size() >= self->options_.max_connections) {
+      RefuseConnection(self, listener);
+      return;
+    }
     auto* conn = new Connection;
     conn->server = self;
     conn->id = ++self->next_conn_id_;
@@ -229,9 +234,13 @@ class Server::Impl {
     uv_timer_init(&self->loop_, &conn->idle);
     conn->tcp.data = conn;
     conn->idle.data = conn;
-    conn->parser = std::make_unique<RequestParser>(
-        RequestParser::Limits{.max_header_bytes = self->options_.max_header_bytes,
-                              .max_body_bytes = self->options_.max_body_bytes});
+    conn->parser = std::make_unique<RequestParser>(RequestParser::Limits{
+        .max_header_bytes = self->options_.max_header_bytes,
+        .max_body_bytes = self->options_.max_body_bytes,
+        .body_limit_for = [router = &self->router_](std::string_view method, std::string_view path) {
+          Router::Match match = router->Find(method, path);
+          return match.kind == Router::MatchKind::kFound ? match.max_body_bytes : 0;
+        }});
     self->connections_[conn->id] = conn;
     if (uv_accept(listener, reinterpret_cast<uv_stream_t*>(&conn->tcp)) != 0) {
       self->Close(conn);
@@ -240,6 +249,21 @@ class Server::Impl {
     uv_tcp_nodelay(&conn->tcp, 1);
     self->StartReading(conn);
     self->ArmIdle(conn);
+  }
+
+  // One connection past max_connections: accepted only to be told 503 and closed, so the client
+  // sees why (the listen backlog would leave it waiting).
+  static void RefuseConnection(Impl* self, uv_stream_t* listener) {
+    auto* refused = new uv_tcp_t;
+    uv_tcp_init(&self->loop_, refused);
+    auto close = [](uv_handle_t* h) { delete reinterpret_cast<uv_tcp_t*>(h); };
+    if (uv_accept(listener, reinterpret_cast<uv_stream_t*>(refused)) == 0) {
+      static const std::string kBusy = Serialize(Response::Text(503, "too many connections\n"), true);
+      uv_buf_t buf = uv_buf_init(const_cast<char*>(kBusy.data()), static_cast<unsigned>(kBusy.size()));
+      uv_try_write(reinterpret_cast<uv_stream_t*>(refused), &buf, 1);  // best effort: it is closed anyway
+    }
+    uv_close(reinterpret_cast<uv_handle_t*>(refused), close);
+    PHOS_LOG_EVERY_SEC(Warn, "http", 10, "refused a connection: {} are open (the limit)", self->connections_.size());
   }
 
   void ArmIdle(Connection* conn) {
@@ -285,7 +309,10 @@ class Server::Impl {
     self->ArmIdle(conn);
     std::vector<ParsedRequest> parsed;
     const int status = conn->parser->Feed(buf->base, static_cast<size_t>(nread), &parsed);
-    for (ParsedRequest& r : parsed) conn->pending.push_back({std::move(r.request), r.keep_alive, 0});
+    for (ParsedRequest& r : parsed) {
+      conn->pending_body_bytes += r.request.body.size();
+      conn->pending.push_back({std::move(r.request), r.keep_alive, 0});
+    }
     if (status != 0) {
       PHOS_LOG(Debug, "http", "connection {}: {} ({})", conn->id, status, conn->parser->error_description());
       conn->read_error = true;
@@ -301,7 +328,7 @@ class Server::Impl {
       conn->read_error = true;
       self->StopReading(conn);
     }
-    if (conn->pending.size() >= self->options_.max_pipelined) self->StopReading(conn);
+    if (self->HoldsEnoughAhead(conn)) self->StopReading(conn);
     self->Dispatch(conn);
   }
 
@@ -310,10 +337,12 @@ class Server::Impl {
     while (!conn->closing && !conn->in_flight && !conn->pending.empty()) {
       Pending p = std::move(conn->pending.front());
       conn->pending.pop_front();
+      conn->pending_body_bytes -= p.request.body.size();
       if (p.error_status != 0) {
         std::string reason(ReasonPhrase(p.error_status));
         Write(conn, Serialize(Response::Text(p.error_status, reason + "\n"), true), true);
         conn->pending.clear();
+        conn->pending_body_bytes = 0;
         return;
       }
       conn->in_flight = true;
@@ -335,10 +364,16 @@ class Server::Impl {
         p.request.params = std::move(match.params);
         (*match.handler)(std::move(p.request), responder);
       }
-      if (conn->reading == false && !conn->read_error && conn->pending.size() < options_.max_pipelined) {
+      if (conn->reading == false && !conn->read_error && !HoldsEnoughAhead(conn)) {
         StartReading(conn);
       }
     }
+  }
+
+  // Requests parsed ahead of the handlers: reading pauses at max_pipelined of them, or once their
+  // bodies hold max_body_bytes.
+  bool HoldsEnoughAhead(const Connection* conn) const {
+    return conn->pending.size() >= options_.max_pipelined || conn->pending_body_bytes >= options_.max_body_bytes;
   }
 
   static void OnDone(uv_async_t* handle) {

@@ -82,8 +82,9 @@ using Handler = std::function<void(Request request, Responder responder)>;
 // Routes "METHOD /path/{param}/..." patterns; a segment "{x}" matches one non-empty segment.
 class Router {
  public:
-  // Fails on a malformed pattern or a duplicate (method, pattern).
-  Status Add(std::string method, std::string pattern, Handler handler);
+  // Fails on a malformed pattern or a duplicate (method, pattern). `max_body_bytes` is the route's
+  // own limit on a request body (more is 413), in place of the server's; 0 keeps the server's.
+  Status Add(std::string method, std::string pattern, Handler handler, size_t max_body_bytes = 0);
 
   enum class MatchKind { kFound, kNoRoute, kWrongMethod };
   struct Match {
@@ -91,6 +92,7 @@ class Router {
     const Handler* handler = nullptr;
     std::vector<std::pair<std::string, std::string>> params;
     std::string allow;  // for kWrongMethod: the methods the path accepts, "GET, POST"
+    size_t max_body_bytes = 0;  // for kFound: the route's body limit, 0 for the server's
   };
   Match Find(std::string_view method, std::string_view path) const;
 
@@ -99,6 +101,7 @@ class Router {
     std::string method;
     std::vector<std::string> segments;
     Handler handler;
+    size_t max_body_bytes = 0;
   };
   std::vector<Route> routes_;
 };
@@ -109,8 +112,12 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:7070";
   // Limit on the request line plus all headers; more is answered 431. Default: 16 KiB.
   size_t max_header_bytes = 16 * 1024;
-  // Limit on a request body after de-chunking; more is answered 413. Default: 64 MiB.
+  // Limit on a request body after de-chunking, for routes without their own (Router::Add); more
+  // is answered 413. A connection reads no further while the bodies of requests parsed ahead of
+  // its handlers (pipelining) hold this much. Default: 64 MiB.
   size_t max_body_bytes = 64 * 1024 * 1024;
+  // Connections open at once; one more is answered 503 and closed. Default: 1024.
+  size_t max_connections = 1024;
   // A connection with no request in progress and no bytes received for this long is closed.
   // Default: 60000 ms.
   uint32_t idle_timeout_ms = 60000;

@@ -104,7 +104,8 @@ CUresult Session::SetDevice(const ipc::DeviceArgs& a, const Call& call) {
   if (PhysicalDevice(a.device) < 0) return CUDA_ERROR_INVALID_DEVICE;
   Result<CUcontext> ctx = ContextOn(a.device);
   if (!ctx.ok()) {
-    PHOS_LOG(Warn, "runtime", "pid {}: {}({}): {}", pid_, call.name, a.device, ctx.status().message());
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {}({}): {}", pid_, call.name, a.device,
+                       ctx.status().message());
     return CUDA_ERROR_INVALID_DEVICE;
   }
   device_ = a.device;

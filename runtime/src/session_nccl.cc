@@ -112,7 +112,7 @@ CUresult Session::NcclInitAll(const ipc::NcclInitAllArgs& a, const Call& call) {
   std::vector<int> devices(a.devices, a.devices + a.ndev);
   std::vector<uint64_t> vids;
   if (Status s = GroupComms(devices, &vids); !s.ok()) {
-    PHOS_LOG(Warn, "runtime", "pid {}: {} refused: {}", pid_, call.name, s.message());
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {} refused: {}", pid_, call.name, s.message());
     return Answer(FromStatus(s));
   }
   std::memcpy(call.reply, vids.data(), vids.size() * sizeof(uint64_t));
@@ -121,11 +121,12 @@ CUresult Session::NcclInitAll(const ipc::NcclInitAllArgs& a, const Call& call) {
 }
 
 CUresult Session::NcclInitRank(const ipc::NcclInitRankArgs& a, const Call& call) {
-  if (a.nranks <= 0 || a.nranks > ipc::kMaxNcclRanks || a.rank < 0 || a.rank >= a.nranks) return Answer(ncclInvalidArgument);
+  if (a.nranks <= 0 || a.nranks > ipc::kMaxNcclRanks || a.rank < 0 || a.rank >= a.nranks)
+    return Answer(ncclInvalidArgument);
   // The wire allows phos's limit; the session has the devices of its group.
   if (a.nranks > group_->size()) {
-    PHOS_LOG(Warn, "runtime", "pid {}: {} of {} ranks refused: the session has {} devices", pid_, call.name, a.nranks,
-             group_->size());
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {} of {} ranks refused: the session has {} devices", pid_,
+                       call.name, a.nranks, group_->size());
     return Answer(ncclInvalidArgument);
   }
   if (!HandleRoom(call.name)) return Answer(ncclSystemError);
@@ -136,8 +137,9 @@ CUresult Session::NcclInitRank(const ipc::NcclInitRankArgs& a, const Call& call)
     rv.comms.assign(a.nranks, 0);
   }
   if (static_cast<int>(rv.devices.size()) != a.nranks || rv.devices[a.rank] != -1) {
-    PHOS_LOG(Warn, "runtime", "pid {}: {}: rank {} of {} does not fit its unique id's rendezvous", pid_, call.name, a.rank,
-             a.nranks);
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1,
+                       "pid {}: {}: rank {} of {} does not fit its unique id's rendezvous", pid_, call.name,
+                       a.rank, a.nranks);
     return Answer(ncclInvalidUsage);
   }
   // The rank lives on the caller's current device, as NCCL takes it from cudaGetDevice.
@@ -152,7 +154,7 @@ CUresult Session::NcclInitRank(const ipc::NcclInitRankArgs& a, const Call& call)
   NcclRendezvous done = std::move(rv);
   rendezvous_.erase(key);
   if (Status s = GroupComms(done.devices, &done.comms); !s.ok()) {
-    PHOS_LOG(Warn, "runtime", "pid {}: {} refused: {}", pid_, call.name, s.message());
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {} refused: {}", pid_, call.name, s.message());
     for (uint64_t c : done.comms) comms_.erase(c);
     return Answer(FromStatus(s));
   }
@@ -205,6 +207,10 @@ CUresult Session::NcclCollective(const ipc::NcclCollectiveArgs& a, const Call& c
   NcclComm comm = it->second;
   size_t elem = ipc::NcclTypeBytes(a.datatype);
   if (elem == 0 || a.root < 0) return CUDA_ERROR_INVALID_VALUE;
+  // Only the built-in reductions: a peer's number must not reach the driver as an operation.
+  const bool reduces = a.kind == static_cast<int32_t>(ipc::NcclCollectiveKind::kAllReduce) ||
+                       a.kind == static_cast<int32_t>(ipc::NcclCollectiveKind::kReduceScatter);
+  if (reduces && (a.op < 0 || a.op >= ncclNumOps)) return CUDA_ERROR_INVALID_VALUE;
   int nranks = 0, rank = 0;
   if (driver_->ncclCommCount(comm.comm, &nranks) != ncclSuccess || driver_->ncclCommUserRank(comm.comm, &rank) != ncclSuccess) {
     return CUDA_ERROR_INVALID_HANDLE;
@@ -214,12 +220,14 @@ CUresult Session::NcclCollective(const ipc::NcclCollectiveArgs& a, const Call& c
   uint64_t bytes = 0, all_ranks = 0;
   if (__builtin_mul_overflow(static_cast<uint64_t>(a.count), elem, &bytes) ||
       __builtin_mul_overflow(bytes, static_cast<uint64_t>(nranks), &all_ranks)) {
-    PHOS_LOG(Warn, "runtime", "pid {}: {} of {} elements refused: the size overflows", pid_, call.name, a.count);
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {} of {} elements refused: the size overflows", pid_,
+                       call.name, a.count);
     return CUDA_ERROR_INVALID_VALUE;
   }
   uint64_t send_bytes = bytes, recv_bytes = bytes;
   switch (kind) {
-    case ipc::NcclCollectiveKind::kAllReduce: break;
+    case ipc::NcclCollectiveKind::kAllReduce:
+      break;
     case ipc::NcclCollectiveKind::kBroadcast:
       if (rank != a.root) send_bytes = 0;  // NCCL reads the send buffer on the root only
       break;

@@ -337,6 +337,23 @@ TEST_F(ApiServerTest, AHalfEnteredCollectiveDoesNotOutliveItsSession) {
     ASSERT_TRUE(ring->WaitCompleted(seq, alive).ok());
     ASSERT_EQ(ring->reply_header().result, CUDA_SUCCESS);
   }
+  // A reduction or element type outside NCCL's built-in ones is refused before it reaches NCCL
+  // (it would otherwise enter the collective on one rank).
+  for (auto [datatype, op] :
+       {std::pair{int32_t{ncclFloat32}, int32_t{ncclNumOps}}, std::pair{int32_t{ncclFloat32}, -1},
+        std::pair{int32_t{99}, int32_t{ncclSum}}}) {
+    ipc::NcclCollectiveArgs bad{.comm = comms[0],
+                                .stream = 0,
+                                .send = bufs[0],
+                                .recv = bufs[0],
+                                .count = kCount,
+                                .kind = static_cast<int32_t>(ipc::NcclCollectiveKind::kAllReduce),
+                                .datatype = datatype,
+                                .op = op,
+                                .root = 0};
+    EXPECT_EQ(Call(*ring, ipc::Op::kNcclCollective, &bad, sizeof(bad)), CUDA_ERROR_INVALID_VALUE)
+        << "datatype " << datatype << ", op " << op;
+  }
   ASSERT_EQ(all_reduce(*ring, comms[0], bufs[0]), CUDA_SUCCESS);
   ASSERT_EQ(all_reduce(*ring, comms[1], bufs[1]), CUDA_SUCCESS);
   for (int d = 0; d < 2; ++d) {

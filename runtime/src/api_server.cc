@@ -62,6 +62,9 @@ Result<uint64_t> ApiServer::CaptureSession(const std::string& token, store::Stor
 }
 void ApiServer::EndSession(const std::string& token) { impl_->EndSession(token); }
 Result<int> ApiServer::ClaimVaSlot() { return impl_->ClaimVaSlot(); }
+void ApiServer::SetFunctionQuota(const std::string& function, SessionQuota quota) {
+  impl_->SetFunctionQuota(function, quota);
+}
 void ApiServer::ReleaseVaSlot(int slot) { impl_->ReleaseVaSlot(slot); }
 size_t ApiServer::session_count() const { return impl_->session_count(); }
 void ApiServer::SetContextDemand(size_t contexts) { impl_->SetContextDemand(contexts); }

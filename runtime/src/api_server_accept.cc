@@ -181,13 +181,27 @@ void ApiServer::Impl::Open(Opening o) {
   if (!opened.ok()) Refuse(o.fd, opened.code() == StatusCode::kNotFound ? 1 : 999, opened.message());
 }
 
-SessionLimits ApiServer::Impl::Limits() const {
-  return {.trusted_modules = options_.trusted_modules,
-          .module_bytes = options_.session_module_bytes,
-          .modules = options_.session_modules,
-          .device_bytes = options_.session_device_bytes,
-          .buffers = options_.session_buffers,
-          .handles = options_.session_handles};
+SessionLimits ApiServer::Impl::Limits(const std::string& function) const {
+  SessionLimits limits{.trusted_modules = options_.trusted_modules,
+                       .module_bytes = options_.session_module_bytes,
+                       .modules = options_.session_modules,
+                       .device_bytes = options_.session_device_bytes,
+                       .buffers = options_.session_buffers,
+                       .handles = options_.session_handles};
+  std::lock_guard lock(mu_);
+  auto it = quotas_.find(function);
+  if (function.empty() || it == quotas_.end()) return limits;
+  const SessionQuota& quota = it->second;
+  // The smaller of two limits where 0 is none (device_bytes) or the server's (the quota's).
+  auto narrow = [](auto server, auto function_limit) {
+    if (function_limit == 0) return server;
+    return server == 0 ? function_limit : std::min<decltype(server)>(server, function_limit);
+  };
+  limits.device_bytes = narrow(limits.device_bytes, quota.device_bytes);
+  limits.buffers = narrow(limits.buffers, quota.buffers);
+  limits.handles = narrow(limits.handles, quota.handles);
+  limits.module_bytes = narrow(limits.module_bytes, quota.module_bytes);
+  return limits;
 }
 
 Status ApiServer::Impl::OpenSession(Opening& o) {
@@ -203,16 +217,17 @@ Status ApiServer::Impl::OpenSession(Opening& o) {
     // The restore was started with the token (or starts now); the session's executor adopts it.
     o.restore->EnsureStarted();
     uint64_t va_bytes = o.restore->plan().va_slot >= 0 ? slot_bytes_ : options_.instance_va_bytes;
+    SessionLimits limits = Limits(o.restore->plan().function);
     session = Session::OpenRestored(driver_, std::move(o.restore), &metadata_, options_.device, va_bytes, std::move(ring),
-                                    o.token, o.fd, o.pid, Limits());
+                                    o.token, o.fd, o.pid, std::move(limits));
   } else if (o.gpus > 1) {
     // The group is leased by the session's executor (it may have to wait for the refill).
-    session = Session::OpenWithGroup(driver_, groups_, o.gpus, std::move(ring), o.token, o.fd, o.pid, Limits());
+    session = Session::OpenWithGroup(driver_, groups_, o.gpus, std::move(ring), o.token, o.fd, o.pid, Limits(""));
   } else {
     Result<ctxpool::ContextLease> lease = pool_->Lease(o.cancel.get());
     if (!lease.ok()) return lease.status().WithContext("GPU session");
     session = Session::Open(driver_, std::move(*lease), options_.device, options_.instance_va_bytes, std::move(ring),
-                            o.token, o.fd, o.pid, Limits());
+                            o.token, o.fd, o.pid, Limits(""));
   }
   if (!session.ok()) return session.status();
   const int fd = o.fd;

@@ -174,6 +174,15 @@ class ApiServer::Impl {
                                            slots_taken_.size()));
   }
 
+  void SetFunctionQuota(const std::string& function, SessionQuota quota) {
+    std::lock_guard lock(mu_);
+    if (quota.device_bytes == 0 && quota.buffers == 0 && quota.handles == 0 && quota.module_bytes == 0) {
+      quotas_.erase(function);
+    } else {
+      quotas_[function] = quota;
+    }
+  }
+
   void ReleaseVaSlot(int slot) {
     std::lock_guard lock(mu_);
     if (slot >= 0 && static_cast<size_t>(slot) < slots_taken_.size()) slots_taken_[slot] = false;
@@ -365,7 +374,9 @@ class ApiServer::Impl {
   // registers it and answers the frontend with its ring.
   void Open(Opening o);
 
-  SessionLimits Limits() const;
+  // The limits of a session of `function` ("": of no known function): the server's, narrowed by
+  // the function's quota.
+  SessionLimits Limits(const std::string& function) const;
 
   Status OpenSession(Opening& o);
 
@@ -405,6 +416,7 @@ class ApiServer::Impl {
   // Read-only buffers shared on the devices (docs/design.md D14); outlives every restore and session.
   SharedBuffers shared_buffers_;
   std::map<std::string, TokenInfo> tokens_;
+  std::map<std::string, SessionQuota> quotas_;  // by function
   std::set<std::string> ending_;     // sessions being ended (EndSession waits for them)
   std::set<std::string> capturing_;  // sessions being captured (EndSession waits for them)
   std::set<std::string> closed_;     // control socket closed: the reaper ends them

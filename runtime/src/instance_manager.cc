@@ -68,6 +68,7 @@ std::shared_ptr<Function> InstanceManager::Impl::AddLocked(const FunctionSpec& s
   auto f = std::make_shared<Function>();
   f->spec = spec;
   functions_[spec.name] = f;
+  if (options_.sessions != nullptr) options_.sessions->SetFunctionLimits(spec.name, spec.limits);
   return f;
 }
 
@@ -146,6 +147,7 @@ Status InstanceManager::Impl::Remove(const std::string& name) {
       return saved.WithContext("remove function '" + name + "'");
     }
     f->removed = true;
+    if (options_.sessions != nullptr) options_.sessions->SetFunctionLimits(name, {});
     orphans.swap(f->queue);
     for (auto it = f->slots.begin(); it != f->slots.end();) {
       if (it->holder == 0) {

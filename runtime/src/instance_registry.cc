@@ -27,6 +27,22 @@ constexpr int kMaxGpus = ipc::kMaxNcclRanks;
 constexpr int64_t kMaxMemoryMib = int64_t{1} << 20;
 constexpr int64_t kMaxPids = 65536;
 constexpr int64_t kMaxCpuMillis = int64_t{1} << 20;
+
+// The fields of "limits", each 0..most.
+struct LimitField {
+  const char* name;
+  int64_t most;
+  int64_t FunctionSpec::Limits::*value;
+};
+constexpr LimitField kLimitFields[] = {
+    {"memory_mib", kMaxMemoryMib, &FunctionSpec::Limits::memory_mib},
+    {"pids", kMaxPids, &FunctionSpec::Limits::pids},
+    {"cpu_millis", kMaxCpuMillis, &FunctionSpec::Limits::cpu_millis},
+    {"device_mib", int64_t{1} << 20, &FunctionSpec::Limits::device_mib},  // 1 TiB
+    {"buffers", int64_t{1} << 20, &FunctionSpec::Limits::buffers},
+    {"handles", int64_t{1} << 20, &FunctionSpec::Limits::handles},
+    {"module_mib", int64_t{1} << 20, &FunctionSpec::Limits::module_mib},
+};
 constexpr size_t kMaxRegistryBytes = 16u << 20;
 
 bool ValidName(std::string_view name) {
@@ -49,36 +65,26 @@ nlohmann::json ToJson(const FunctionSpec& spec) {
                       {"instances", spec.instances},
                       {"gpus", spec.gpus},
                       {"max_instances", spec.max_instances},
-                      {"network", spec.network},
-                      {"limits",
-                       {{"memory_mib", spec.limits.memory_mib},
-                        {"pids", spec.limits.pids},
-                        {"cpu_millis", spec.limits.cpu_millis}}}};
+                      {"network", spec.network}};
+  nlohmann::json& limits = j["limits"] = nlohmann::json::object();
+  for (const LimitField& f : kLimitFields) limits[f.name] = spec.limits.*f.value;
   if (!spec.invoke_token_sha256.empty()) j["invoke_token_sha256"] = spec.invoke_token_sha256;
   return j;
 }
 
-// `limits` of a spec: an object of the three integer fields, each absent or in range.
+// `limits` of a spec: an object of integer fields (kLimitFields), each absent or in range.
 Status LimitsFromJson(const nlohmann::json& j, FunctionSpec::Limits* limits) {
   if (!j.is_object()) return Status::InvalidArgument("field 'limits' must be an object");
-  struct Field {
-    const char* name;
-    int64_t most;
-    int64_t* value;
-  };
-  const Field fields[] = {{"memory_mib", kMaxMemoryMib, &limits->memory_mib},
-                          {"pids", kMaxPids, &limits->pids},
-                          {"cpu_millis", kMaxCpuMillis, &limits->cpu_millis}};
   for (const auto& [key, value] : j.items()) {
-    const Field* field = nullptr;
-    for (const Field& f : fields) field = key == f.name ? &f : field;
+    const LimitField* field = nullptr;
+    for (const LimitField& f : kLimitFields) field = key == f.name ? &f : field;
     if (field == nullptr) return Status::InvalidArgument("field 'limits': unknown limit '" + key + "'");
     // Checked as JSON numbers first: a huge or negative number never reaches a cgroup file.
     if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > field->most) {
       return Status::InvalidArgument("field 'limits': '" + key + "' must be an integer 0.." +
                                      std::to_string(field->most));
     }
-    *field->value = value.get<int64_t>();
+    limits->*field->value = value.get<int64_t>();
   }
   return Status::Ok();
 }
@@ -177,12 +183,12 @@ Status ValidateFunctionSpec(const FunctionSpec& spec) {
     return Status::InvalidArgument("function '" + spec.name +
                                    "': invoke_token_sha256 must be a SHA-256 as 64 lowercase hex digits");
   }
-  const FunctionSpec::Limits& l = spec.limits;
-  if (l.memory_mib < 0 || l.memory_mib > kMaxMemoryMib || l.pids < 0 || l.pids > kMaxPids || l.cpu_millis < 0 ||
-      l.cpu_millis > kMaxCpuMillis) {
-    return Status::InvalidArgument("function '" + spec.name + "': limits out of range (memory_mib 0.." +
-                                   std::to_string(kMaxMemoryMib) + ", pids 0.." + std::to_string(kMaxPids) +
-                                   ", cpu_millis 0.." + std::to_string(kMaxCpuMillis) + ")");
+  for (const LimitField& f : kLimitFields) {
+    const int64_t value = spec.limits.*f.value;
+    if (value < 0 || value > f.most) {
+      return Status::InvalidArgument("function '" + spec.name + "': limit " + f.name + " must be 0.." +
+                                     std::to_string(f.most) + ", not " + std::to_string(value));
+    }
   }
   return Status::Ok();
 }

@@ -251,5 +251,25 @@ TEST_F(HostileTest, PhosdKeepsServingOthersWhateverATenantSends) {
   for (int fd : silent) close(fd);
 }
 
+// The device memory a function's sessions may hold comes from its spec: mlp's 16 MiB of weights do
+// not fit in 8 MiB (its deploy fails before the entry point, with a clear error) and fit in 64.
+TEST_F(HostileTest, AFunctionsDeviceMemoryLimitComesFromItsSpec) {
+  auto deploy = [&](const std::string& name, int device_mib) {
+    nlohmann::json spec = {{"name", name},
+                           {"executable", PHOS_MLP_FUNCTION},
+                           {"args", {"--size-mib", "16", "--layers", "4"}},
+                           {"limits", {{"device_mib", device_mib}}}};
+    return nlohmann::json::parse(CurlPost("/v1/functions", spec.dump()).out, nullptr, false);
+  };
+  nlohmann::json capped = deploy("capped", 8);
+  ASSERT_TRUE(capped.is_object()) << capped;
+  ASSERT_TRUE(capped.contains("error")) << capped;
+  EXPECT_NE(capped["error"].get<std::string>().find("before its entry point"), std::string::npos) << capped;
+  nlohmann::json roomy = deploy("mlp", 64);
+  ASSERT_TRUE(roomy.is_object() && !roomy.contains("error")) << roomy;
+  EXPECT_EQ(roomy["limits"]["device_mib"], 64);
+  ASSERT_NO_FATAL_FAILURE(ExpectGoodTenantServed(5));
+}
+
 }  // namespace
 }  // namespace phos::testing

@@ -65,6 +65,30 @@ class ApiServerAcceptTest : public ::testing::Test {
     return ipc::CheckAnswer(&a, *n);
   }
 
+  // A session of `token` as its function would open it: the control socket (*sock) and the ring.
+  std::unique_ptr<ipc::Ring> OpenSession(const std::string& token, int* sock) {
+    *sock = Connect();
+    EXPECT_TRUE(SendHello(*sock, token).ok());
+    int ring_fd = -1;
+    Status answered = ReadAnswer(*sock, &ring_fd);
+    EXPECT_TRUE(answered.ok()) << answered.message();
+    if (!answered.ok()) return nullptr;
+    auto ring = ipc::Ring::Attach(ring_fd);
+    EXPECT_TRUE(ring.ok()) << ring.status().ToString();
+    return ring.ok() ? std::move(*ring) : nullptr;
+  }
+
+  // One call on `ring` and its result; its first reply word into *reply.
+  CUresult Call(ipc::Ring& ring, ipc::Op op, const void* args, size_t bytes, const void* tail = nullptr,
+                size_t tail_bytes = 0, uint64_t* reply = nullptr) {
+    auto alive = [] { return true; };
+    const uint64_t s = ++seq_;
+    EXPECT_TRUE(ring.Write(op, ipc::kFlagReply, s, args, bytes, tail, tail_bytes, alive).ok());
+    EXPECT_TRUE(ring.WaitCompleted(s, alive).ok());
+    if (reply != nullptr) std::memcpy(reply, ring.reply_payload(), sizeof(*reply));
+    return static_cast<CUresult>(ring.reply_header().result);
+  }
+
   // Nothing has arrived on `sock` yet (and it is still open).
   static bool Unanswered(int sock) {
     char byte;
@@ -75,6 +99,7 @@ class ApiServerAcceptTest : public ::testing::Test {
   std::unique_ptr<ctxpool::ContextPool> pool_;
   std::unique_ptr<ApiServer> server_;
   std::string path_;
+  uint64_t seq_ = 0;
 };
 
 TEST_F(ApiServerAcceptTest, SilentConnectionsDoNotDelayAnotherSession) {
@@ -192,22 +217,11 @@ TEST_F(ApiServerAcceptTest, UnclaimedTokensAreBounded) {
 TEST_F(ApiServerAcceptTest, ASessionGetsNoMoreThanItsLimits) {
   Start({.session_modules = 1, .session_device_bytes = 1u << 20, .session_buffers = 3, .session_handles = 2});
   const std::string token = server_->IssueToken();
-  int sock = Connect();
-  ASSERT_TRUE(SendHello(sock, token).ok());
-  int ring_fd = -1;
-  ASSERT_TRUE(ReadAnswer(sock, &ring_fd).ok());
-  auto ring = ipc::Ring::Attach(ring_fd);
-  ASSERT_TRUE(ring.ok());
-  uint64_t seq = 0;
-  auto alive = [] { return true; };
+  int sock = -1;
+  std::unique_ptr<ipc::Ring> ring = OpenSession(token, &sock);
+  ASSERT_NE(ring, nullptr);
   auto call = [&](ipc::Op op, const void* args, size_t bytes, const void* tail = nullptr, size_t tail_bytes = 0,
-                  uint64_t* reply = nullptr) {
-    const uint64_t s = ++seq;
-    EXPECT_TRUE((*ring)->Write(op, ipc::kFlagReply, s, args, bytes, tail, tail_bytes, alive).ok());
-    EXPECT_TRUE((*ring)->WaitCompleted(s, alive).ok());
-    if (reply != nullptr) std::memcpy(reply, (*ring)->reply_payload(), sizeof(*reply));
-    return (*ring)->reply_header().result;
-  };
+                  uint64_t* reply = nullptr) { return Call(*ring, op, args, bytes, tail, tail_bytes, reply); };
   // Device memory: 1 MiB in all, whatever the pieces; a size that would wrap the sum is refused.
   ipc::SizeArgs half{512u << 10};
   uint64_t first = 0;
@@ -239,9 +253,37 @@ TEST_F(ApiServerAcceptTest, ASessionGetsNoMoreThanItsLimits) {
   EXPECT_EQ(call(ipc::Op::kModuleChunk, &module, sizeof(module), &byte, 1), CUDA_SUCCESS);  // loads or not: held
   module.module_id = 2;
   EXPECT_EQ(call(ipc::Op::kModuleChunk, &module, sizeof(module), &byte, 1), CUDA_ERROR_INVALID_VALUE);
-  ring->reset();
+  ring.reset();
   server_->EndSession(token);
   close(sock);
+}
+
+// A function's quota narrows the server's limits for the sessions that name it, never widens
+// them, and leaves other functions' sessions alone.
+TEST_F(ApiServerAcceptTest, AFunctionsQuotaNarrowsTheLimitsOfItsSessionsOnly) {
+  Start({.session_buffers = 3});
+  server_->SetFunctionQuota("small", {.buffers = 1});
+  server_->SetFunctionQuota("greedy", {.buffers = 100});
+  const ipc::SizeArgs one{1};
+  // How many one-byte buffers a session of `function` gets (at most 5 tried).
+  auto buffers_of = [&](const std::string& function) {
+    SessionPlan plan;
+    plan.function = function;
+    const std::string token = server_->IssueToken(std::move(plan));
+    int sock = -1;
+    std::unique_ptr<ipc::Ring> ring = OpenSession(token, &sock);
+    int held = 0;
+    while (ring != nullptr && held < 5 && Call(*ring, ipc::Op::kMemAlloc, &one, sizeof(one)) == CUDA_SUCCESS) ++held;
+    ring.reset();
+    server_->EndSession(token);
+    close(sock);
+    return held;
+  };
+  EXPECT_EQ(buffers_of("small"), 1);
+  EXPECT_EQ(buffers_of("greedy"), 3);  // the server's limit still holds
+  EXPECT_EQ(buffers_of("other"), 3);
+  server_->SetFunctionQuota("small", {});  // forgotten
+  EXPECT_EQ(buffers_of("small"), 3);
 }
 
 }  // namespace

@@ -71,6 +71,15 @@ struct SessionPlan {
   bool urgent = false;
 };
 
+// What the sessions of one function may hold, below the server's own limits (ApiServerOptions's
+// session_* fields): each the smaller of the two; 0 keeps the server's.
+struct SessionQuota {
+  uint64_t device_bytes = 0;
+  size_t buffers = 0;
+  size_t handles = 0;
+  uint64_t module_bytes = 0;
+};
+
 // What a learning restore (SessionPlan::learn_first_touch) saw of the snapshot's buffers, by
 // snapshot buffer index; empty vectors when the session was not learning.
 struct LearnedUsage {
@@ -208,6 +217,9 @@ class ApiServer {
   // Ends the token's session, if any, releasing its context, memory, streams, events, modules and
   // handles, and forgets the token. Unknown tokens are ignored.
   void EndSession(const std::string& token);
+  // The quota of the sessions of `function` (those whose SessionPlan names it) opened from now on;
+  // an all-zero quota forgets the function's.
+  void SetFunctionQuota(const std::string& function, SessionQuota quota);
   // A free slot of the arena of instance ranges, now the caller's (a deployed function's snapshot
   // lives there). Unavailable when every slot is taken or there is no arena.
   Result<int> ClaimVaSlot();

@@ -38,6 +38,9 @@ class GpuSessions {
   // for a while. Default: IssueToken.
   virtual std::string IssueExternalToken(int gpus) { return IssueToken(gpus); }
   virtual void EndSession(const std::string& token) = 0;
+  // What the GPU sessions of `function` may hold from now on (its spec's device_mib, buffers,
+  // handles and module_mib; all 0 when it is removed). Default: nothing (no limits to narrow).
+  virtual void SetFunctionLimits(const std::string& /*function*/, const FunctionSpec::Limits& /*limits*/) {}
   // The path instances connect to (PHOS_GPU_SOCKET).
   virtual std::string SocketPath() const = 0;
   // The devices a session may use: the node's, as its driver counts them. A function asking for

@@ -38,10 +38,18 @@ struct FunctionSpec {
   // cgroup limits of all the function's processes together (template and instances); 0: none.
   // memory_mib: 1..1048576 (1 TiB); pids: 1..65536; cpu_millis: CPU time per second of wall
   // time, 1..1048576 (1000 = one core). Default: 0 (no limit).
+  // And what each of its GPU sessions may hold (a deploy's and every instance's): device_mib of
+  // device memory (a restored snapshot's buffers count), buffers, handles (streams, events,
+  // cuBLAS handles, communicators) and module_mib of module images; 0: phosd's own limit, which
+  // is also the most any function gets (docs/design.md D17). Default: 0.
   struct Limits {
     int64_t memory_mib = 0;
     int64_t pids = 0;
     int64_t cpu_millis = 0;
+    int64_t device_mib = 0;
+    int64_t buffers = 0;
+    int64_t handles = 0;
+    int64_t module_mib = 0;
   } limits;
 };
 
@@ -65,7 +73,8 @@ Status ValidateFunctionSpec(const FunctionSpec& spec);
 
 // The request body of POST /v1/functions: {"name", "executable", "args": [...], "env": {...},
 // "instances", "gpus", "max_instances", "invoke_token_sha256", "network", "limits": {"memory_mib",
-// "pids", "cpu_millis"}}; every field but "name" and "executable" may be absent (1: registries
+// "pids", "cpu_millis", "device_mib", "buffers", "handles", "module_mib"}}; every field but "name"
+// and "executable" may be absent (1: registries
 // written before it load). Fails with
 // InvalidArgument naming the bad field.
 Result<FunctionSpec> ParseFunctionSpecJson(std::string_view json);

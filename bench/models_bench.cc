@@ -647,7 +647,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "models_bench: %s\n", failures.back().c_str());
   };
   std::vector<CaseResult> results;
-  Bench bench(o, &daemon, daemon.data_dir(), scale, h2d);
+  Bench bench(o, &daemon, daemon.work_dir(), scale, h2d);
   if (!status.ok()) failed(status, "phosd");
   for (int size : o.sizes_mib) {
     if (!status.ok()) break;

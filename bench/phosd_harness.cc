@@ -194,6 +194,9 @@ Status Daemon::Start(const std::string& label, const std::vector<std::string>& e
   if (mkdtemp(tmpl.data()) == nullptr) return Status::FromErrno(errno, "mkdtemp " + tmpl);
   data_dir_ = tmpl;
   log_path_ = data_dir_ + "/phosd.log";
+  if (std::error_code ec; !std::filesystem::create_directory(work_dir(), ec) || ec) {
+    return Status::IoError("mkdir " + work_dir() + (ec ? ": " + ec.message() : ": exists"));
+  }
   {
     std::ofstream token(data_dir_ + "/admin.token");
     token << AdminToken() << "\n";

@@ -101,6 +101,9 @@ class Daemon {
 
   const std::string& endpoint() const { return endpoint_; }
   const std::string& data_dir() const { return data_dir_; }
+  // Where a benchmark puts files its functions read (checkpoints): <data dir>-work, beside the
+  // data directory, which a sandboxed function cannot see. Made by Start.
+  std::string work_dir() const { return data_dir_ + "-work"; }
   // phosd's process id; -1 when it is not running.
   pid_t pid() const { return phosd_ ? phosd_->pid() : -1; }
   const std::string& log_path() const { return log_path_; }

@@ -228,7 +228,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "soak: %s\n", s.ToString().c_str());
     return 1;
   }
-  Soak soak(&d, d.data_dir(), seed);
+  Soak soak(&d, d.work_dir(), seed);
   const std::vector<Function> functions = {
       {.name = "mlp-4", .size_mib = 4, .layers = 2, .warm = 1},
       {.name = "mlp-16", .size_mib = 16, .layers = 4, .warm = 1},

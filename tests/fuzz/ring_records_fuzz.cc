@@ -11,9 +11,10 @@
 // given (streams, events, cuBLAS handles), so that records reach the handlers' checks past "no
 // such buffer".
 //
-// Module images are kept one byte short of complete: simgpu's cuModuleLoadData reads an image
-// without being told its size (the module-trust change of issue 12 replaces that load), so the
-// target fuzzes the chunk bookkeeping (ids, offsets, totals, limits) but never the load itself.
+// Module images may complete: the server trusts no image (docs/design.md D17), so a completed
+// one is refused by its digest before it reaches the driver, as any tenant's own image is. The
+// target fuzzes the chunk bookkeeping (ids, offsets, totals, limits) and that refusal; loading
+// the build's own trusted images is what every integration test does.
 //
 // Device-group sessions (NCCL) are left out: a collective entered on one rank of two waits for
 // the other by design; bounding that wait is the session's end-of-life work, not a parser's.
@@ -25,7 +26,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +35,7 @@
 #include "phos/ipc/control.h"
 #include "phos/ipc/ring.h"
 #include "phos/runtime/api_server.h"
+#include "phos/runtime/trusted_modules.h"
 
 namespace {
 
@@ -67,6 +68,9 @@ Server& TheServer() {
                                       .reply_bytes = 256u << 10};
     options.instance_va_bytes = 1ull << 30;
     options.va_slots = 0;
+    auto none_trusted = runtime::TrustedModules::FromDirectories({});
+    if (!none_trusted.ok()) std::abort();
+    options.trusted_modules = std::move(*none_trusted);
     auto api = runtime::ApiServer::Start(options, s->driver.get());
     if (!api.ok()) {
       std::fprintf(stderr, "api server: %s\n", api.status().ToString().c_str());
@@ -88,7 +92,6 @@ struct Tenant {
   uint64_t seq = 0;
   uint64_t last_pointer = 0;
   uint64_t last_handle = 0;
-  std::map<uint64_t, uint64_t> module_totals;  // module id -> the smallest total announced for it
 
   bool Open(runtime::ApiServer& api) {
     token = api.IssueToken();
@@ -118,23 +121,6 @@ struct Tenant {
       if ((patch >> word) & 1) value = last_pointer + (value & 0xffff);
       if ((patch >> (word + 2)) & 1) value = last_handle;
       std::memcpy(at, &value, 8);
-    }
-  }
-
-  // Cuts the chunk so that its module's image never completes (see the top): the bytes received
-  // stay below every total announced for the module id, whichever of them the session took.
-  void KeepModuleIncomplete(std::vector<uint8_t>* payload) {
-    if (payload->size() < sizeof(ipc::ModuleChunkArgs)) return;
-    ipc::ModuleChunkArgs args;
-    std::memcpy(&args, payload->data(), sizeof(args));
-    auto [it, first] = module_totals.emplace(args.module_id, args.total_bytes);
-    if (!first && args.total_bytes < it->second) it->second = args.total_bytes;
-    const uint64_t limit = it->second;
-    const uint64_t tail = payload->size() - sizeof(args);
-    if (args.offset >= limit) {
-      payload->resize(sizeof(args));
-    } else if (tail >= limit - args.offset) {
-      payload->resize(sizeof(args) + (limit - args.offset - 1));
     }
   }
 
@@ -183,7 +169,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto bytes = in.TakeBytes(length);
     std::vector<uint8_t> payload(bytes.begin(), bytes.end());
     tenant.Patch(patch, &payload);
-    if (op == static_cast<uint16_t>(ipc::Op::kModuleChunk)) tenant.KeepModuleIncomplete(&payload);
     int32_t result = 0;
     open = tenant.Call(op, payload, &result);
     if (!open || result != 0) continue;

@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
   long long keep_alive_ms = 60000;
   bool share_weights = true;
   long long start_timeout_ms = 60000;
+  uint64_t function_log_mib = phos::runtime::InstanceManagerOptions{}.max_log_bytes >> 20;
   std::string admin_token_file;
   std::vector<std::string> functions_dirs;
   uint64_t max_artifact_mib = phos::phosd::ExecutablesOptions{}.max_artifact_bytes >> 20;
@@ -107,6 +108,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-connections", max_connections, "HTTP connections open at once; more are answered 503")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--function-log-mib", function_log_mib,
+                 "Size past which a function's log (logs/<name>-<pid>.log) is cut, its earlier part kept as "
+                 "<log>.1; 0: never")
       ->capture_default_str();
   app.add_option("--socket-group", socket_group, "Group given gpu.sock (mode 0660); default: phosd's");
   app.add_option("--allow-peer-uid", allow_peer_uids,
@@ -366,6 +371,7 @@ int main(int argc, char** argv) {
   manager_options.sessions = &sessions;
   manager_options.cpu_state = cpu_backend.get();
   manager_options.sandbox = sandbox->get();
+  manager_options.max_log_bytes = function_log_mib << 20;
   manager_options.keep_alive = std::chrono::milliseconds(keep_alive_ms);
   manager_options.metrics_registry = metrics;
   manager_options.start_timeout = device_time(std::chrono::milliseconds(start_timeout_ms));

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "instance_manager_impl.h"
+#include "phos/base/log.h"
 
 namespace phos::runtime {
 
@@ -89,6 +90,7 @@ void InstanceManager::Impl::PublishDemandLocked() {
 // ---- supervisor ----
 
 void InstanceManager::Impl::Supervise() {
+  Clock::time_point next_log_sweep{};
   std::unique_lock lock(mu_);
   while (!stopping_) {
     Clock::time_point now = Clock::now();
@@ -152,6 +154,16 @@ void InstanceManager::Impl::Supervise() {
       continue;
     }
     if (NeedsStartLocked(now)) continue;
+    if (options_.max_log_bytes > 0 && now >= next_log_sweep) {
+      next_log_sweep = now + std::chrono::seconds(1);
+      lock.unlock();
+      const int cut = BoundFunctionLogs(logs_dir_, options_.max_log_bytes);
+      if (cut > 0) {
+        PHOS_LOG(Info, "instances", "{} function log(s) past {} MiB cut", cut, options_.max_log_bytes >> 20);
+      }
+      lock.lock();
+      continue;
+    }
     supervisor_cv_.wait_until(lock, wake);
   }
   JoinFinishedLocked();

@@ -129,6 +129,36 @@ std::string LastLogLine(const std::string& log_path) {
   return line;
 }
 
+int BoundFunctionLogs(const std::string& logs_dir, uint64_t max_bytes) {
+  namespace fs = std::filesystem;
+  int cut = 0;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(logs_dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const fs::path& log = it->path();
+    std::error_code size_ec;
+    if (log.extension() != ".log" || !it->is_regular_file(size_ec) || it->file_size(size_ec) <= max_bytes ||
+        size_ec) {
+      continue;
+    }
+    const fs::path previous = log.string() + ".1";
+    std::error_code copy_ec;
+    fs::copy_file(log, previous, fs::copy_options::overwrite_existing, copy_ec);
+    if (truncate(log.c_str(), 0) != 0) continue;  // gone meanwhile: nothing to bound
+    if (int fd = open(log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC); fd >= 0) {
+      const std::string line = "[phosd] this log reached its limit of " + std::to_string(max_bytes >> 20) +
+                               " MiB and was cut here; " +
+                               (copy_ec ? "what came before is lost (" + copy_ec.message() + ")"
+                                        : "what came before is in " + previous.filename().string()) +
+                               "\n";
+      ssize_t ignored = write(fd, line.data(), line.size());
+      (void)ignored;
+      close(fd);
+    }
+    ++cut;
+  }
+  return cut;
+}
+
 std::string EndInstanceProcess(pid_t pid, std::chrono::milliseconds grace) {
   // A forked instance makes itself its group's leader right after its fork; killed before that, it
   // has no group yet, and Subprocess signals the process itself as well.

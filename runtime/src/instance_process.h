@@ -34,6 +34,12 @@ Result<InstanceProcess> SpawnInstanceProcess(const FunctionSpec& spec, const std
 // for the deploy's answer.
 std::string LastLogLine(const std::string& log_path);
 
+// Keeps the functions' logs (<logs_dir>/*.log) below about `max_bytes` each: a larger one is copied
+// to <log>.1 (replacing the previous part), emptied in place (its writers append, so they go on
+// at its start) and begun with a line saying so. A function writing faster than the sweeps come
+// overshoots by what it writes in between. Returns how many logs were cut.
+int BoundFunctionLogs(const std::string& logs_dir, uint64_t max_bytes);
+
 // Waits up to `grace` for the process to exit on its own, then kills its process group, reaps
 // it, and returns a description of how it ended (ExitStatus::ToString: "exited with code 0",
 // "killed by signal 6 (Aborted)"). The pid must be a child of this process (spawned here, or an

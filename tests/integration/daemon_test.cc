@@ -267,9 +267,9 @@ TEST_F(DaemonTest, AnAnswerInPiecesCutShortByACrashIsNotMadeToLookWhole) {
 
 TEST_F(DaemonTest, CrashGives502AndAFreshInstanceServesNext) {
   Deploy(1);
-  std::string before = CurlPost("/v1/functions/probe/invoke", "pid").out;
+  std::string before = CurlPost("/v1/functions/probe/invoke", "instance").out;
   EXPECT_EQ(Status("/v1/functions/probe/invoke", "crash"), "502");
-  std::string after = CurlPost("/v1/functions/probe/invoke", "pid").out;
+  std::string after = CurlPost("/v1/functions/probe/invoke", "instance").out;
   EXPECT_FALSE(after.empty());
   EXPECT_NE(after, before);
   ExpectServing();

@@ -1,6 +1,8 @@
-// What the instance manager reads back from a function's log (runtime/src/instance_process.h).
+// What the instance manager reads back from a function's log, and how it bounds the logs
+// (runtime/src/instance_process.h).
 #include "instance_process.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -38,6 +40,42 @@ TEST_F(LastLogLineTest, OnlyPrintableAsciiAndOnlyTheTail) {
   EXPECT_EQ(LastLogLine(Log("x\nbad \xff\xfe\tbyte\x01\n")), "bad ???byte?");
   // A line longer than the 4 KiB read is cut at its start, not read whole.
   EXPECT_EQ(LastLogLine(Log("first\n" + std::string(10000, 'a'))), std::string(4096, 'a'));
+}
+
+// A log past the limit is cut: its bytes move to <log>.1, it starts again with a line saying so, and
+// a writer appending to it (as a function's stdout does) goes on at its new start. Smaller logs
+// and files that are not logs are left alone.
+TEST(BoundFunctionLogsTest, ALogPastTheLimitIsCutAndItsWriterGoesOnAtItsStart) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("phos-bound-logs-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string big = (dir / "fn-1.log").string();
+  const std::string small = (dir / "fn-2.log").string();
+  const std::string other = (dir / "notes.txt").string();
+  const std::string flood(3u << 20, 'x');
+  int writer = open(big.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  ASSERT_GE(writer, 0);
+  ASSERT_EQ(write(writer, flood.data(), flood.size()), static_cast<ssize_t>(flood.size()));
+  std::ofstream(small) << "a few lines\n";
+  std::ofstream(other) << flood;
+
+  EXPECT_EQ(BoundFunctionLogs(dir.string(), 2u << 20), 1);
+  EXPECT_EQ(fs::file_size(big + ".1"), flood.size());
+  EXPECT_EQ(LastLogLine(big),
+            "[phosd] this log reached its limit of 2 MiB and was cut here; what came before is in fn-1.log.1");
+  const uintmax_t marker = fs::file_size(big);
+  EXPECT_LT(marker, 200u);
+  ASSERT_EQ(write(writer, "after\n", 6), 6);
+  close(writer);
+  EXPECT_EQ(fs::file_size(big), marker + 6) << "the writer went on at the log's new end";
+  EXPECT_EQ(LastLogLine(big), "after");
+  EXPECT_EQ(fs::file_size(small), 12u);
+  EXPECT_EQ(fs::file_size(other), flood.size());
+  EXPECT_FALSE(fs::exists(small + ".1"));
+  // Below the limit now: nothing more to cut.
+  EXPECT_EQ(BoundFunctionLogs(dir.string(), 2u << 20), 0);
+  fs::remove_all(dir);
 }
 
 }  // namespace

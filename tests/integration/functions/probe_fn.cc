@@ -1,5 +1,8 @@
 // A test function whose behaviour each request chooses:
 //   "pid"        answers its process id          "crash"     aborts mid-request
+//   "instance"   answers a random number drawn at its first call, the same for the process's
+//                life (a pid is no identity: sandboxed instances live in PID namespaces of their
+//                own, where two of them may have the same one)
 //   "hang"       never answers                   "fail"      answers an InvalidArgument error
 //   "sleep:MS"   answers "slept" after MS ms     "env:NAME"  answers the variable's value
 //   "pieces:PATH"  sends the piece "first\n", waits (up to a minute) until PATH exists, answers
@@ -13,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <thread>
 
 #include "../../testing/wait_until.h"
@@ -35,6 +39,10 @@ int main(int argc, char** argv) {
       std::abort();
     }
     if (request == "pid") return std::to_string(getpid());
+    if (request == "instance") {
+      static const std::string id = std::to_string(std::random_device()());
+      return id;
+    }
     if (request == "crash") std::abort();
     if (request == "hang") {
       while (true) std::this_thread::sleep_for(std::chrono::hours(1));

@@ -113,6 +113,10 @@ struct InstanceManagerOptions {
   // How long an instance started for an invocation beyond the warm count stays idle before it
   // ends. Default: 60 s.
   std::chrono::milliseconds keep_alive{60000};
+  // Each function log (logs/<name>-<pid>.log, the function's stdout and stderr) is cut to a fresh
+  // start past this size, its earlier part kept as <log>.1 (BoundFunctionLogs, about once a
+  // second); 0: never cut. Default: 64 MiB.
+  uint64_t max_log_bytes = uint64_t{64} << 20;
   // Where the manager registers its metrics: phos_invocations_total{mode}, the histograms
   // phos_invocation_stage_seconds{mode,stage} (time from arrival to each stage),
   // phos_invocation_wait_seconds{mode,wait} (InvokeOutcome::waits) and phos_instance_retire_seconds

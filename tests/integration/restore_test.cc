@@ -432,12 +432,12 @@ TEST_F(RestoreTest, KillDuringDeployLeavesNoPartialSnapshot) {
 
 // ---- indirect_fn: reads through a pointer table the speculation cannot see ----
 
-// 16 data buffers of 4 MB: at time scale 4 on the ci profile, loading them takes ~300 ms of wall
+// 16 data buffers of 4 MB: at time scale 40 on the ci profile, loading them takes ~300 ms of wall
 // time, while a restored instance's first launch comes ~20 ms after its lease. The sample request
 // touches buffer 0 only, so the loader brings the last data buffer in among the last.
 constexpr int kBuffers = 16;
 constexpr int kElements = 1000000;
-const char* const kIndirectScale = "4";
+const char* const kIndirectScale = "40";
 
 // indirect_fn's answer for "J COUNT": buffer j element k holds j * 1000 + k.
 std::string IndirectAnswer(int j, int count) {

@@ -458,8 +458,7 @@ int Main(int argc, char** argv) {
   std::string md = ColdStartMarkdown(results, info);
   std::printf("\n%s", md.c_str());
   if (!o.report.empty()) WriteSection(o.report, std::string("coldstart-") + config.profile, md);
-  std::error_code ec;
-  std::filesystem::remove_all(daemon.data_dir(), ec);
+  daemon.RemoveDirectories();
   return met ? 0 : 1;
 }
 

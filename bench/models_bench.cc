@@ -692,7 +692,7 @@ int main(int argc, char** argv) {
                       std::to_string(std::max(4096, 2 * std::max(o.finetune_base_mib, o.second_mib)))});
     if (status.ok()) status = shared.WaitPoolReady(2, std::chrono::minutes(30));
     if (!status.ok()) failed(status, "phosd sharing weights");
-    Bench shared_bench(o, &shared, shared.data_dir(), scale, h2d);
+    Bench shared_bench(o, &shared, shared.work_dir(), scale, h2d);
     if (status.ok() && o.second_mib > 0) {
       Result<SecondInstanceResult> r = shared_bench.SecondInstance(o.second_mib);
       if (r.ok()) {
@@ -710,10 +710,7 @@ int main(int argc, char** argv) {
       }
     }
     shared.Stop();
-    if (!o.keep_data) {
-      std::error_code ec;
-      std::filesystem::remove_all(shared.data_dir(), ec);
-    }
+    if (!o.keep_data) shared.RemoveDirectories();
   }
   if (o.disk_mib > 0) {
     // Disk-cold restores: a daemon of their own without a DRAM tier, so every chunk comes from disk;
@@ -724,7 +721,7 @@ int main(int argc, char** argv) {
                                          "--share-weights", "false"});
     if (status.ok()) status = disk.WaitPoolReady(2, std::chrono::minutes(30));
     if (!status.ok()) failed(status, "phosd without a DRAM tier");
-    Bench disk_bench(o, &disk, disk.data_dir(), scale, h2d);
+    Bench disk_bench(o, &disk, disk.work_dir(), scale, h2d);
     if (status.ok()) {
       Result<CaseResult> r = disk_bench.DiskCold(o.disk_mib);
       if (r.ok()) {
@@ -734,10 +731,7 @@ int main(int argc, char** argv) {
       }
     }
     disk.Stop();
-    if (!o.keep_data) {
-      std::error_code ec;
-      std::filesystem::remove_all(disk.data_dir(), ec);
-    }
+    if (!o.keep_data) disk.RemoveDirectories();
   }
   const std::string profile = device->config.profile;
   std::string md = Markdown(results, profile, scale, h2d, o, phos::bench::CommandLine(argc, argv));
@@ -756,10 +750,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "models_bench: %s\n", s.ToString().c_str());
     }
   }
-  if (!o.keep_data) {
-    std::error_code ec;
-    std::filesystem::remove_all(daemon.data_dir(), ec);
-  }
+  if (!o.keep_data) daemon.RemoveDirectories();
   bool met = true;
   for (const CaseResult& r : results) met = met && Met(r);
   met = met && failures.empty();

@@ -189,6 +189,13 @@ Result<double> MetricValue(std::string_view metrics_text, std::string_view name,
   return total;
 }
 
+void Daemon::RemoveDirectories() {
+  Stop();
+  std::error_code ec;
+  std::filesystem::remove_all(data_dir_, ec);
+  std::filesystem::remove_all(work_dir(), ec);
+}
+
 Status Daemon::Start(const std::string& label, const std::vector<std::string>& extra_args) {
   std::string tmpl = "/tmp/phos-" + label + "-XXXXXX";
   if (mkdtemp(tmpl.data()) == nullptr) return Status::FromErrno(errno, "mkdtemp " + tmpl);

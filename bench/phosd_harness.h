@@ -104,6 +104,8 @@ class Daemon {
   // Where a benchmark puts files its functions read (checkpoints): <data dir>-work, beside the
   // data directory, which a sandboxed function cannot see. Made by Start.
   std::string work_dir() const { return data_dir_ + "-work"; }
+  // Removes the data and work directories (phosd stopped first).
+  void RemoveDirectories();
   // phosd's process id; -1 when it is not running.
   pid_t pid() const { return phosd_ ? phosd_->pid() : -1; }
   const std::string& log_path() const { return log_path_; }

@@ -5,6 +5,7 @@
 // cleanly (exit 0).
 #include <grp.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <charconv>
 #include <cstdio>
@@ -59,6 +60,24 @@ phos::Result<std::pair<uid_t, uid_t>> ParseUidRange(const std::string& text) {
   return std::pair<uid_t, uid_t>(first, last);
 }
 
+// HTTP connections phosd may hold open: `wanted`, raising the soft open-file limit to the hard one
+// first, and lowered (logged) so that 512 descriptors stay for gpu.sock sessions, instance
+// channels, logs and the store whatever HTTP clients do.
+size_t ConnectionsTheFileLimitAllows(size_t wanted) {
+  constexpr rlim_t kReserve = 512;
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0) return wanted;
+  if (files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &files) != 0) getrlimit(RLIMIT_NOFILE, &files);
+  }
+  if (files.rlim_cur == RLIM_INFINITY || files.rlim_cur >= wanted + kReserve) return wanted;
+  const size_t allowed = files.rlim_cur > 2 * kReserve ? files.rlim_cur - kReserve : files.rlim_cur / 2;
+  PHOS_LOG(Warn, "phosd", "--max-connections {} lowered to {}: the open-file limit is {}", wanted, allowed,
+           files.rlim_cur);
+  return allowed;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -98,20 +117,24 @@ int main(int argc, char** argv) {
                  "first start");
   app.add_option("--functions-dir", functions_dirs,
                  "Directory whose executables deploys may name (repeatable); default: <data-dir>/functions");
+  // MiB options are bounded: shifted into bytes, a larger one would wrap.
   app.add_option("--max-artifact-mib", max_artifact_mib, "Largest executable POST /v1/artifacts accepts (MiB)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   app.add_option("--max-body-mib", max_body_mib,
                  "Largest request body of every route but POST /v1/artifacts (MiB); also what one "
                  "connection's pipelined requests may hold")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  app.add_option("--max-connections", max_connections, "HTTP connections open at once; more are answered 503")
-      ->check(CLI::PositiveNumber)
+  app.add_option("--max-connections", max_connections,
+                 "HTTP connections open at once; more are answered 503 (at most what the open-file limit "
+                 "leaves after a reserve for phosd's own descriptors)")
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   app.add_option("--function-log-mib", function_log_mib,
                  "Size past which a function's log (logs/<name>-<pid>.log) is cut, its earlier part kept as "
                  "<log>.1; 0: never")
+      ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   app.add_option("--socket-group", socket_group, "Group given gpu.sock (mode 0660); default: phosd's");
   app.add_option("--allow-peer-uid", allow_peer_uids,
@@ -388,7 +411,7 @@ int main(int argc, char** argv) {
   phos::http::ServerOptions http_options;
   http_options.listen = listen;
   http_options.max_body_bytes = max_body_mib << 20;  // POST /v1/artifacts has its own (routes.cc)
-  http_options.max_connections = max_connections;
+  http_options.max_connections = ConnectionsTheFileLimitAllows(max_connections);
   auto server = phos::http::Server::Start(http_options, std::move(router));
   if (!server.ok()) return Fail(server.status().WithContext("phosd"));
   PHOS_LOG(Info, "phosd", "serving http://{} (data dir {})", listen, data_dir);

@@ -28,9 +28,15 @@ Response Error(int status, const std::string& message) {
 
 // Adds a route that first checks what `access` asks of the caller. Every phosd route is added
 // through here, and `access` has no default: a new route states who may call it.
-// `max_body_bytes` as Router::Add takes it: 0 for the server's limit.
+// `max_body_bytes` as Router::Add takes it: 0 for the server's limit. A route's own limit applies
+// to the callers its access admits (judged from the headers, before the body is read): an
+// unauthenticated upload is held to the server's limit, then refused.
 Status AddRoute(http::Router* router, const RouteOptions& options, Access access, std::string method,
                 std::string pattern, Handler handler, size_t max_body_bytes = 0) {
+  http::Router::BodyLimitApplies admitted;
+  if (max_body_bytes != 0 && access == Access::kAdmin) {
+    admitted = [policy = options.access](const Request& head) { return policy->IsAdmin(head); };
+  }
   return router->Add(std::move(method), std::move(pattern),
                      [access, policy = options.access, manager = options.manager,
                       handler = std::move(handler)](Request req, Responder out) {
@@ -46,7 +52,7 @@ Status AddRoute(http::Router* router, const RouteOptions& options, Access access
                        const bool admin = access == Access::kAdmin || policy->IsAdmin(req);
                        handler(std::move(req), std::move(out), admin);
                      },
-                     max_body_bytes);
+                     max_body_bytes, std::move(admitted));
 }
 
 // A spec as GET /v1/functions shows it to a caller without the admin token: environment values

@@ -46,6 +46,9 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& opti
 }
 
 std::string ApiServer::IssueToken(int gpus) { return impl_->IssueToken(gpus); }
+std::string ApiServer::IssueToken(int gpus, const std::string& function) {
+  return impl_->IssueToken(gpus, std::chrono::milliseconds::zero(), function);
+}
 std::string ApiServer::IssueToken(SessionPlan plan) { return impl_->IssueToken(std::move(plan)); }
 std::string ApiServer::IssueToken(int gpus, std::chrono::milliseconds unclaimed_for) {
   return impl_->IssueToken(gpus, unclaimed_for);

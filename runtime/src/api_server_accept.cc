@@ -144,6 +144,7 @@ void ApiServer::Impl::ReadHello(int fd) {
     }
     opening.gpus = it->second.gpus;
     opening.restore = it->second.restore;
+    opening.function = it->second.function;
     opening_[token] = opening.cancel;
     const uint64_t id = ++next_opener_;
     openers_[id] = std::thread([this, id, opening = std::move(opening)]() mutable {
@@ -192,15 +193,15 @@ SessionLimits ApiServer::Impl::Limits(const std::string& function) const {
   auto it = quotas_.find(function);
   if (function.empty() || it == quotas_.end()) return limits;
   const SessionQuota& quota = it->second;
-  // The smaller of two limits where 0 is none (device_bytes) or the server's (the quota's).
-  auto narrow = [](auto server, auto function_limit) {
-    if (function_limit == 0) return server;
-    return server == 0 ? function_limit : std::min<decltype(server)>(server, function_limit);
+  // A function's limit (0: none of its own) lowers the server's, never raises it; the server's
+  // device_bytes of 0 is no limit at all, its other limits of 0 allow nothing.
+  auto lower = [](auto server, auto function_limit) {
+    return function_limit == 0 ? server : std::min<decltype(server)>(server, function_limit);
   };
-  limits.device_bytes = narrow(limits.device_bytes, quota.device_bytes);
-  limits.buffers = narrow(limits.buffers, quota.buffers);
-  limits.handles = narrow(limits.handles, quota.handles);
-  limits.module_bytes = narrow(limits.module_bytes, quota.module_bytes);
+  limits.device_bytes = limits.device_bytes == 0 ? quota.device_bytes : lower(limits.device_bytes, quota.device_bytes);
+  limits.buffers = lower(limits.buffers, quota.buffers);
+  limits.handles = lower(limits.handles, quota.handles);
+  limits.module_bytes = lower(limits.module_bytes, quota.module_bytes);
   return limits;
 }
 
@@ -217,17 +218,16 @@ Status ApiServer::Impl::OpenSession(Opening& o) {
     // The restore was started with the token (or starts now); the session's executor adopts it.
     o.restore->EnsureStarted();
     uint64_t va_bytes = o.restore->plan().va_slot >= 0 ? slot_bytes_ : options_.instance_va_bytes;
-    SessionLimits limits = Limits(o.restore->plan().function);
     session = Session::OpenRestored(driver_, std::move(o.restore), &metadata_, options_.device, va_bytes, std::move(ring),
-                                    o.token, o.fd, o.pid, std::move(limits));
+                                    o.token, o.fd, o.pid, Limits(o.function));
   } else if (o.gpus > 1) {
     // The group is leased by the session's executor (it may have to wait for the refill).
-    session = Session::OpenWithGroup(driver_, groups_, o.gpus, std::move(ring), o.token, o.fd, o.pid, Limits(""));
+    session = Session::OpenWithGroup(driver_, groups_, o.gpus, std::move(ring), o.token, o.fd, o.pid, Limits(o.function));
   } else {
     Result<ctxpool::ContextLease> lease = pool_->Lease(o.cancel.get());
     if (!lease.ok()) return lease.status().WithContext("GPU session");
     session = Session::Open(driver_, std::move(*lease), options_.device, options_.instance_va_bytes, std::move(ring),
-                            o.token, o.fd, o.pid, Limits(""));
+                            o.token, o.fd, o.pid, Limits(o.function));
   }
   if (!session.ok()) return session.status();
   const int fd = o.fd;

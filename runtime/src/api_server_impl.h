@@ -104,12 +104,14 @@ class ApiServer::Impl {
     groups_ = own_groups_.get();
   }
 
-  std::string IssueToken(int gpus, std::chrono::milliseconds unclaimed_for = std::chrono::milliseconds::zero()) {
+  std::string IssueToken(int gpus, std::chrono::milliseconds unclaimed_for = std::chrono::milliseconds::zero(),
+                         std::string function = "") {
     std::string token = ipc::NewToken();
     std::lock_guard lock(mu_);
     if (unclaimed_for.count() > 0) ForgetOldestUnclaimedLocked(options_.max_unclaimed_tokens - 1);
     TokenInfo& info = tokens_[token];
     info.gpus = std::max(gpus, 1);
+    info.function = std::move(function);
     if (unclaimed_for.count() > 0) info.expires = options_.clock() + unclaimed_for;
     return token;
   }
@@ -195,12 +197,13 @@ class ApiServer::Impl {
       slot_base = arena_ + slot_bytes_ * static_cast<uint64_t>(plan.va_slot);
     }
     int gpus = std::max(plan.gpus, 1);
+    std::string function = plan.function;
     auto restore = std::make_shared<RestoreState>(
         std::move(plan), driver_, pool_, groups_, &load_priority_,
         options_.share_read_only_buffers ? &shared_buffers_ : nullptr, options_.device,
         slot_base != 0 ? slot_bytes_ : options_.instance_va_bytes, slot_base);
     std::lock_guard lock(mu_);
-    tokens_[token] = {gpus, std::move(restore)};
+    tokens_[token] = {.gpus = gpus, .restore = std::move(restore), .function = std::move(function)};
     return token;
   }
 
@@ -367,6 +370,7 @@ class ApiServer::Impl {
     int pid = 0;
     int gpus = 1;
     std::shared_ptr<RestoreState> restore;
+    std::string function;
     std::shared_ptr<std::atomic<bool>> cancel;  // EndSession of the token, or the server stopping
   };
 
@@ -409,6 +413,7 @@ class ApiServer::Impl {
   struct TokenInfo {
     int gpus = 1;
     std::shared_ptr<RestoreState> restore;  // set for tokens issued with a SessionPlan
+    std::string function;                   // whose limits the session gets ("": the server's)
     std::chrono::steady_clock::time_point expires{};  // unclaimed by then: forgotten; {}: never
   };
   // Orders the restores' copies (urgent ones first); outlives every restore and session below.

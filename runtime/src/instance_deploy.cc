@@ -49,7 +49,7 @@ void InstanceManager::Impl::Deploy(const FunctionSpec& spec, std::string sample_
         PHOS_LOG(Info, "instances", "deploying '{}' ({})", spec.name, spec.executable);
         return;
       }
-      functions_.erase(spec.name);
+      ForgetLocked(spec.name);
       if (options_.sandbox != nullptr) options_.sandbox->RemoveFunction(spec.name);
       refused = refused.WithContext("register function '" + spec.name + "'");
     }
@@ -110,7 +110,7 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
       if (!callbacks.empty() && !f->removed) {
         // A deploy someone asked for: the function is not registered unless it deploys.
         PHOS_LOG(Warn, "instances", "deploy of '{}' failed; not registered: {}", name, outcome.message());
-        if (auto it = functions_.find(name); it != functions_.end() && it->second == f) functions_.erase(it);
+        if (auto it = functions_.find(name); it != functions_.end() && it->second == f) ForgetLocked(name);
         f->removed = true;
         f->cv.notify_all();
         SaveLocked().IgnoreError();
@@ -345,7 +345,7 @@ Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr
           PHOS_ASSIGN_OR_RETURN(*token, sessions->IssueRestoreToken(spec.name, 0, RestoreMode::kColdBoot, false, -1, 1, false));
         } else {
           // Device groups come from their pool in every mode (no fresh-group variant).
-          *token = sessions->IssueToken(spec.gpus);
+          *token = sessions->IssueToken(spec.gpus, spec.name);
         }
         env = {{"PHOS_GPU_SOCKET", GpuSocketForFunctions()}, {"PHOS_INSTANCE_TOKEN", *token}};
       }
@@ -353,7 +353,7 @@ Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr
     }
   }
   if (slot.version == 0) {
-    *token = sessions->IssueToken(spec.gpus);
+    *token = sessions->IssueToken(spec.gpus, spec.name);
   } else {
     PHOS_ASSIGN_OR_RETURN(*token,
                           sessions->IssueRestoreToken(spec.name, slot.version, mode, learn, slot.va_slot, spec.gpus,

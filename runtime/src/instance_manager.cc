@@ -72,6 +72,11 @@ std::shared_ptr<Function> InstanceManager::Impl::AddLocked(const FunctionSpec& s
   return f;
 }
 
+void InstanceManager::Impl::ForgetLocked(const std::string& name) {
+  functions_.erase(name);
+  if (options_.sessions != nullptr) options_.sessions->SetFunctionLimits(name, {});
+}
+
 Status InstanceManager::Impl::Open() {
   std::error_code ec;
   logs_dir_ = options_.data_dir + "/logs";
@@ -121,7 +126,7 @@ Status InstanceManager::Impl::Register(const FunctionSpec& spec) {
   std::shared_ptr<Function> f = AddLocked(spec);
   Status saved = SaveLocked();
   if (!saved.ok()) {
-    functions_.erase(spec.name);
+    ForgetLocked(spec.name);
     if (options_.sandbox != nullptr) options_.sandbox->RemoveFunction(spec.name);
     return saved.WithContext("register function '" + spec.name + "'");
   }

@@ -127,6 +127,9 @@ class InstanceManager::Impl {
   }
   // Adds the function (not persisted); the caller holds mu_.
   std::shared_ptr<Function> AddLocked(const FunctionSpec& spec);
+  // Undoes AddLocked for a function whose registration or deploy failed (the registry entry and
+  // its sessions' limits).
+  void ForgetLocked(const std::string& name);
 
   // ---- supervisor and capacity (instance_capacity.cc) ----
   void Supervise();

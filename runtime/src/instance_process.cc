@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <vector>
 
 #include "phos/base/subprocess.h"
 #include "phos/ipc/instance_channel.h"
@@ -129,6 +131,28 @@ std::string LastLogLine(const std::string& log_path) {
   return line;
 }
 
+namespace {
+
+// The last `keep` bytes of `from` (fewer when it is shorter) into `to`, replaced. A function may
+// make its log sparse and huge (it shares the open file and may seek): only a bounded tail is
+// ever copied.
+Status CopyTail(const std::string& from, const std::string& to, uint64_t keep) {
+  std::ifstream in(from, std::ios::binary);
+  if (!in) return Status::IoError("open " + from);
+  in.seekg(0, std::ios::end);
+  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  in.seekg(static_cast<std::streamoff>(size > keep ? size - keep : 0));
+  std::ofstream out(to, std::ios::binary | std::ios::trunc);
+  if (!out) return Status::IoError("open " + to);
+  std::vector<char> buffer(1 << 20);
+  while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
+    out.write(buffer.data(), in.gcount());
+  }
+  return out ? Status::Ok() : Status::IoError("write " + to);
+}
+
+}  // namespace
+
 int BoundFunctionLogs(const std::string& logs_dir, uint64_t max_bytes) {
   namespace fs = std::filesystem;
   int cut = 0;
@@ -141,14 +165,14 @@ int BoundFunctionLogs(const std::string& logs_dir, uint64_t max_bytes) {
       continue;
     }
     const fs::path previous = log.string() + ".1";
-    std::error_code copy_ec;
-    fs::copy_file(log, previous, fs::copy_options::overwrite_existing, copy_ec);
+    const Status copied = CopyTail(log.string(), previous.string(), max_bytes);
     if (truncate(log.c_str(), 0) != 0) continue;  // gone meanwhile: nothing to bound
     if (int fd = open(log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC); fd >= 0) {
-      const std::string line = "[phosd] this log reached its limit of " + std::to_string(max_bytes >> 20) +
+      const std::string line = "[phosd] this log passed its limit of " + std::to_string(max_bytes >> 20) +
                                " MiB and was cut here; " +
-                               (copy_ec ? "what came before is lost (" + copy_ec.message() + ")"
-                                        : "what came before is in " + previous.filename().string()) +
+                               (copied.ok() ? "its last " + std::to_string(max_bytes >> 20) + " MiB before the cut are in " +
+                                                  previous.filename().string()
+                                            : "what came before is lost (" + copied.message() + ")") +
                                "\n";
       ssize_t ignored = write(fd, line.data(), line.size());
       (void)ignored;

@@ -34,10 +34,11 @@ Result<InstanceProcess> SpawnInstanceProcess(const FunctionSpec& spec, const std
 // for the deploy's answer.
 std::string LastLogLine(const std::string& log_path);
 
-// Keeps the functions' logs (<logs_dir>/*.log) below about `max_bytes` each: a larger one is copied
-// to <log>.1 (replacing the previous part), emptied in place (its writers append, so they go on
-// at its start) and begun with a line saying so. A function writing faster than the sweeps come
-// overshoots by what it writes in between. Returns how many logs were cut.
+// Keeps the functions' logs (<logs_dir>/*.log) below about `max_bytes` each: a larger one has its
+// last `max_bytes` copied to <log>.1 (replacing the previous part), is emptied in place (its
+// writers append, so they go on at its start) and begins again with a line saying so. Output
+// written between the copy and the cut is lost, and a function writing faster than the sweeps
+// come overshoots by what it writes in between. Returns how many logs were cut.
 int BoundFunctionLogs(const std::string& logs_dir, uint64_t max_bytes);
 
 // Waits up to `grace` for the process to exit on its own, then kills its process group, reaps

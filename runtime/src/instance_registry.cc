@@ -38,10 +38,10 @@ constexpr LimitField kLimitFields[] = {
     {"memory_mib", kMaxMemoryMib, &FunctionSpec::Limits::memory_mib},
     {"pids", kMaxPids, &FunctionSpec::Limits::pids},
     {"cpu_millis", kMaxCpuMillis, &FunctionSpec::Limits::cpu_millis},
-    {"device_mib", int64_t{1} << 20, &FunctionSpec::Limits::device_mib},  // 1 TiB
-    {"buffers", int64_t{1} << 20, &FunctionSpec::Limits::buffers},
-    {"handles", int64_t{1} << 20, &FunctionSpec::Limits::handles},
-    {"module_mib", int64_t{1} << 20, &FunctionSpec::Limits::module_mib},
+    {"session_device_mib", int64_t{1} << 20, &FunctionSpec::Limits::session_device_mib},  // 1 TiB
+    {"session_buffers", int64_t{1} << 20, &FunctionSpec::Limits::session_buffers},
+    {"session_handles", int64_t{1} << 20, &FunctionSpec::Limits::session_handles},
+    {"session_module_mib", int64_t{1} << 20, &FunctionSpec::Limits::session_module_mib},
 };
 constexpr size_t kMaxRegistryBytes = 16u << 20;
 
@@ -66,8 +66,12 @@ nlohmann::json ToJson(const FunctionSpec& spec) {
                       {"gpus", spec.gpus},
                       {"max_instances", spec.max_instances},
                       {"network", spec.network}};
+  // Limits of 0 are left out: a registry whose functions set none loads in a phosd that knows
+  // fewer limit names.
   nlohmann::json& limits = j["limits"] = nlohmann::json::object();
-  for (const LimitField& f : kLimitFields) limits[f.name] = spec.limits.*f.value;
+  for (const LimitField& f : kLimitFields) {
+    if (spec.limits.*f.value != 0) limits[f.name] = spec.limits.*f.value;
+  }
   if (!spec.invoke_token_sha256.empty()) j["invoke_token_sha256"] = spec.invoke_token_sha256;
   return j;
 }

@@ -207,10 +207,8 @@ CUresult Session::NcclCollective(const ipc::NcclCollectiveArgs& a, const Call& c
   NcclComm comm = it->second;
   size_t elem = ipc::NcclTypeBytes(a.datatype);
   if (elem == 0 || a.root < 0) return CUDA_ERROR_INVALID_VALUE;
-  // Only the built-in reductions: a peer's number must not reach the driver as an operation.
-  const bool reduces = a.kind == static_cast<int32_t>(ipc::NcclCollectiveKind::kAllReduce) ||
-                       a.kind == static_cast<int32_t>(ipc::NcclCollectiveKind::kReduceScatter);
-  if (reduces && (a.op < 0 || a.op >= ncclNumOps)) return CUDA_ERROR_INVALID_VALUE;
+  // A peer's number must not reach the driver as an operation.
+  if (!ipc::NcclReductionAllowed(a.kind, a.op)) return CUDA_ERROR_INVALID_VALUE;
   int nranks = 0, rank = 0;
   if (driver_->ncclCommCount(comm.comm, &nranks) != ncclSuccess || driver_->ncclCommUserRank(comm.comm, &rank) != ncclSuccess) {
     return CUDA_ERROR_INVALID_HANDLE;

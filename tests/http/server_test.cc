@@ -127,10 +127,10 @@ class ServerTest : public ::testing::Test {
       }).detach();
     }).ok());
     ASSERT_TRUE(router.Add("GET", "/forgotten", [](Request, Responder) {}).ok());
-    // A route with a larger body limit than the server's.
+    // A route with a larger body limit than the server's, for requests that bear X-Trusted.
     ASSERT_TRUE(router.Add("POST", "/upload", [](Request r, Responder out) {
       out.Send(Response::Text(200, "got " + std::to_string(r.body.size())));
-    }, 10000).ok());
+    }, 10000, [](const Request& head) { return head.Header("X-Trusted") != nullptr; }).ok());
     ServerOptions options;
     options.listen = "127.0.0.1:0";
     options.max_header_bytes = 1024;
@@ -214,18 +214,24 @@ TEST_F(ServerTest, OversizeChunkedBodyGets413) {
   EXPECT_EQ(r.rfind("HTTP/1.1 413", 0), 0u) << r;
 }
 
-TEST_F(ServerTest, ARouteWithItsOwnBodyLimitTakesMoreThanTheServersAndNoMoreThanItsOwn) {
+TEST_F(ServerTest, ARouteWithItsOwnBodyLimitTakesMoreThanTheServersFromTheRequestsItAdmits) {
   RawClient fits(server_->port());
-  fits.Send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 9000\r\n\r\n" + std::string(9000, 'u'));
+  fits.Send("POST /upload HTTP/1.1\r\nHost: x\r\nX-Trusted: 1\r\nContent-Length: 9000\r\n\r\n" +
+            std::string(9000, 'u'));
   std::string r = fits.ReadResponses(1);
   EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
   EXPECT_NE(r.find("got 9000"), std::string::npos) << r;
 
   RawClient chunked(server_->port());
   std::string chunk(6000, 'z');
-  chunked.Send("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1770\r\n" + chunk +
+  chunked.Send("POST /upload HTTP/1.1\r\nHost: x\r\nX-Trusted: 1\r\nTransfer-Encoding: chunked\r\n\r\n1770\r\n" + chunk +
                "\r\n1770\r\n" + chunk + "\r\n0\r\n\r\n");
   EXPECT_EQ(chunked.ReadResponses(1).rfind("HTTP/1.1 413", 0), 0u) << chunked.received();
+
+  // A request the route's limit does not apply to gets the server's, before its body is read.
+  RawClient untrusted(server_->port());
+  untrusted.Send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 9000\r\n\r\n");
+  EXPECT_EQ(untrusted.ReadResponses(1).rfind("HTTP/1.1 413", 0), 0u) << untrusted.received();
 
   // The server's limit still holds on the other routes.
   RawClient echo(server_->port());
@@ -233,18 +239,22 @@ TEST_F(ServerTest, ARouteWithItsOwnBodyLimitTakesMoreThanTheServersAndNoMoreThan
   EXPECT_EQ(echo.ReadResponses(1).rfind("HTTP/1.1 413", 0), 0u) << echo.received();
 }
 
-// Bodies parsed ahead of the handlers pause reading at the server's body limit; once answered,
-// reading resumes and every request is served, in order.
-TEST_F(ServerTest, PipelinedBodiesAtTheLimitAreAllServedInOrder) {
+// Bodies parsed ahead of the handlers pause reading at the server's body limit; once they are
+// answered, reading resumes: a request sent after the first answers arrived is served too, and
+// every answer comes in order.
+TEST_F(ServerTest, PipelinedBodiesAtTheLimitAreServedInOrderAndReadingResumes) {
   RawClient c(server_->port());
   std::string requests = "GET /slow/50 HTTP/1.1\r\nHost: x\r\n\r\n";
   for (char tag : {'a', 'b', 'c'}) {
     requests += "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\n\r\n" + std::string(4096, tag);
   }
   std::thread sender([&c, requests] { c.Send(requests); });
-  std::string r = c.ReadResponses(4);
+  ASSERT_TRUE(c.ReadUntil("slept 50"));
   sender.join();
-  EXPECT_EQ(Count(r, "HTTP/1.1 200"), 4) << r.substr(0, 200);
+  c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nlater");
+  std::string r = c.ReadResponses(5);
+  EXPECT_NE(r.find("later"), std::string::npos) << "the request sent after the pause was not read";
+  EXPECT_EQ(Count(r, "HTTP/1.1 200"), 5) << r.substr(0, 200);
   size_t a = r.find(std::string(4096, 'a'));
   size_t b = r.find(std::string(4096, 'b'));
   size_t d = r.find(std::string(4096, 'c'));
@@ -254,6 +264,7 @@ TEST_F(ServerTest, PipelinedBodiesAtTheLimitAreAllServedInOrder) {
   EXPECT_LT(r.find("slept 50"), a);
   EXPECT_LT(a, b);
   EXPECT_LT(b, d);
+  EXPECT_LT(d, r.find("later"));
 }
 
 TEST_F(ServerTest, UnknownRoute404WrongMethod405) {

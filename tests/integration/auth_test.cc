@@ -234,6 +234,14 @@ TEST_F(AuthTest, DeploysNameOnlyFunctionsDirectoryFilesOrUploadedArtifacts) {
   EXPECT_EQ(j["argmax"][0].get<int>(),
             static_cast<int>(std::max_element(expected.begin(), expected.end()) - expected.begin()));
 
+  // An upload without the admin token is held to --max-body-mib before its body is read, and a
+  // small one is refused for want of the token.
+  Answer anonymous_big = Curl({"-X", "POST", "--data-binary", std::string("@") + PHOS_MLP_FUNCTION},
+                              endpoint() + "/v1/artifacts");
+  EXPECT_EQ(anonymous_big.status, 413) << anonymous_big.body;
+  Answer anonymous_small = Curl({"-X", "POST", "--data-binary", "@" + bytes_file}, endpoint() + "/v1/artifacts");
+  EXPECT_EQ(anonymous_small.status, 401) << anonymous_small.body;
+
   // Any other route takes bodies of --max-body-mib at most.
   const std::string big_file = data_dir() + "/big-request";
   std::ofstream(big_file) << std::string((1 << 20) + 1, ' ');

@@ -258,16 +258,17 @@ TEST_F(HostileTest, AFunctionsDeviceMemoryLimitComesFromItsSpec) {
     nlohmann::json spec = {{"name", name},
                            {"executable", PHOS_MLP_FUNCTION},
                            {"args", {"--size-mib", "16", "--layers", "4"}},
-                           {"limits", {{"device_mib", device_mib}}}};
+                           {"limits", {{"session_device_mib", device_mib}}}};
     return nlohmann::json::parse(CurlPost("/v1/functions", spec.dump()).out, nullptr, false);
   };
   nlohmann::json capped = deploy("capped", 8);
   ASSERT_TRUE(capped.is_object()) << capped;
   ASSERT_TRUE(capped.contains("error")) << capped;
   EXPECT_NE(capped["error"].get<std::string>().find("before its entry point"), std::string::npos) << capped;
+  EXPECT_NE(capped["error"].get<std::string>().find("cudaErrorMemoryAllocation"), std::string::npos) << capped;
   nlohmann::json roomy = deploy("mlp", 64);
   ASSERT_TRUE(roomy.is_object() && !roomy.contains("error")) << roomy;
-  EXPECT_EQ(roomy["limits"]["device_mib"], 64);
+  EXPECT_EQ(roomy["limits"]["session_device_mib"], 64);
   ASSERT_NO_FATAL_FAILURE(ExpectGoodTenantServed(5));
 }
 

@@ -24,7 +24,7 @@ using Kind = InvokeOutcome::Kind;
 
 class FakeSessions : public GpuSessions {
  public:
-  std::string IssueToken(int gpus) override {
+  std::string IssueToken(int gpus, const std::string& /*function*/) override {
     std::lock_guard lock(mu_);
     last_gpus_ = gpus;
     std::string token = "token" + std::to_string(++issued_);

@@ -42,7 +42,8 @@ TEST_F(LastLogLineTest, OnlyPrintableAsciiAndOnlyTheTail) {
   EXPECT_EQ(LastLogLine(Log("first\n" + std::string(10000, 'a'))), std::string(4096, 'a'));
 }
 
-// A log past the limit is cut: its bytes move to <log>.1, it starts again with a line saying so, and
+// A log past the limit is cut: its last `max_bytes` go to <log>.1, it starts again with a line
+// saying so, and
 // a writer appending to it (as a function's stdout does) goes on at its new start. Smaller logs
 // and files that are not logs are left alone.
 TEST(BoundFunctionLogsTest, ALogPastTheLimitIsCutAndItsWriterGoesOnAtItsStart) {
@@ -53,7 +54,8 @@ TEST(BoundFunctionLogsTest, ALogPastTheLimitIsCutAndItsWriterGoesOnAtItsStart) {
   const std::string big = (dir / "fn-1.log").string();
   const std::string small = (dir / "fn-2.log").string();
   const std::string other = (dir / "notes.txt").string();
-  const std::string flood(3u << 20, 'x');
+  std::string flood(3u << 20, 'x');
+  flood.replace(flood.size() - 4, 4, "tail");
   int writer = open(big.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   ASSERT_GE(writer, 0);
   ASSERT_EQ(write(writer, flood.data(), flood.size()), static_cast<ssize_t>(flood.size()));
@@ -61,9 +63,11 @@ TEST(BoundFunctionLogsTest, ALogPastTheLimitIsCutAndItsWriterGoesOnAtItsStart) {
   std::ofstream(other) << flood;
 
   EXPECT_EQ(BoundFunctionLogs(dir.string(), 2u << 20), 1);
-  EXPECT_EQ(fs::file_size(big + ".1"), flood.size());
+  EXPECT_EQ(fs::file_size(big + ".1"), uintmax_t{2} << 20) << "the last 2 MiB, no more";
+  EXPECT_EQ(LastLogLine(big + ".1"), std::string(4092, 'x') + "tail");  // its last 4 KiB
   EXPECT_EQ(LastLogLine(big),
-            "[phosd] this log reached its limit of 2 MiB and was cut here; what came before is in fn-1.log.1");
+            "[phosd] this log passed its limit of 2 MiB and was cut here; its last 2 MiB before the cut are in "
+            "fn-1.log.1");
   const uintmax_t marker = fs::file_size(big);
   EXPECT_LT(marker, 200u);
   ASSERT_EQ(write(writer, "after\n", 6), 6);

@@ -75,8 +75,8 @@ TEST_F(RegistryTest, MaxInstancesRoundTripsAndIsValidated) {
 TEST_F(RegistryTest, NetworkAndLimitsRoundTripAndAreValidated) {
   auto parsed = ParseFunctionSpecJson(
       R"({"name": "web", "executable": "/bin/true", "network": true,
-          "limits": {"memory_mib": 512, "pids": 64, "cpu_millis": 1500, "device_mib": 2048, "buffers": 100,
-                     "handles": 16, "module_mib": 64}})");
+          "limits": {"memory_mib": 512, "pids": 64, "cpu_millis": 1500, "session_device_mib": 2048,
+                     "session_buffers": 100, "session_handles": 16, "session_module_mib": 64}})");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_TRUE(parsed->network);
   EXPECT_EQ(parsed->limits.memory_mib, 512);
@@ -89,10 +89,10 @@ TEST_F(RegistryTest, NetworkAndLimitsRoundTripAndAreValidated) {
   EXPECT_TRUE((*loaded)[0].network);
   EXPECT_EQ((*loaded)[0].limits.memory_mib, 512);
   EXPECT_EQ((*loaded)[0].limits.cpu_millis, 1500);
-  EXPECT_EQ((*loaded)[0].limits.device_mib, 2048);
-  EXPECT_EQ((*loaded)[0].limits.buffers, 100);
-  EXPECT_EQ((*loaded)[0].limits.handles, 16);
-  EXPECT_EQ((*loaded)[0].limits.module_mib, 64);
+  EXPECT_EQ((*loaded)[0].limits.session_device_mib, 2048);
+  EXPECT_EQ((*loaded)[0].limits.session_buffers, 100);
+  EXPECT_EQ((*loaded)[0].limits.session_handles, 16);
+  EXPECT_EQ((*loaded)[0].limits.session_module_mib, 64);
   // Absent: no network, no limits.
   auto plain = ParseFunctionSpecJson(R"({"name": "x", "executable": "/bin/true"})");
   ASSERT_TRUE(plain.ok());
@@ -101,7 +101,7 @@ TEST_F(RegistryTest, NetworkAndLimitsRoundTripAndAreValidated) {
   for (const char* bad : {R"("network": 1)", R"("limits": 5)", R"("limits": {"memory_mib": -1})",
                           R"("limits": {"pids": 65537})", R"("limits": {"cpu_millis": 1.5})",
                           R"("limits": {"memory_mib": 18446744073709551615})", R"("limits": {"swap": 1})",
-                          R"("limits": {"device_mib": 1048577})", R"("limits": {"handles": -2})"}) {
+                          R"("limits": {"session_device_mib": 1048577})", R"("limits": {"session_handles": -2})"}) {
     auto refused = ParseFunctionSpecJson(std::string(R"({"name": "x", "executable": "/bin/true", )") + bad + "}");
     EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad;
   }

@@ -28,7 +28,7 @@ using Kind = InvokeOutcome::Kind;
 // scrub of its instance range) can be held by the test.
 class SnapshotFake : public GpuSessions {
  public:
-  std::string IssueToken(int) override { return NewToken(); }
+  std::string IssueToken(int, const std::string&) override { return NewToken(); }
   void EndSession(const std::string& token) override {
     std::unique_lock lock(mu_);
     ++ending_;

@@ -85,7 +85,7 @@ struct RequestParser::Impl {
     }
     self->body_limit = self->limits.max_body_bytes;
     if (self->limits.body_limit_for) {
-      if (size_t route_limit = self->limits.body_limit_for(r.method, r.path); route_limit != 0) {
+      if (size_t route_limit = self->limits.body_limit_for(r); route_limit != 0) {
         self->body_limit = route_limit;
       }
     }

@@ -81,11 +81,12 @@ std::string_view ReasonPhrase(int status) {
   }
 }
 
-Status Router::Add(std::string method, std::string pattern, Handler handler, size_t max_body_bytes) {
+Status Router::Add(std::string method, std::string pattern, Handler handler, size_t max_body_bytes,
+                   BodyLimitApplies applies) {
   if (method.empty() || pattern.empty() || pattern.front() != '/') {
     return Status::InvalidArgument("route '" + method + " " + pattern + "': pattern must start with '/'");
   }
-  Route route{std::move(method), {}, std::move(handler), max_body_bytes};
+  Route route{std::move(method), {}, std::move(handler), max_body_bytes, std::move(applies)};
   for (std::string_view segment : SplitPath(pattern)) {
     bool has_brace = segment.find_first_of("{}") != std::string_view::npos;
     if (has_brace && !IsParam(segment)) {
@@ -124,6 +125,7 @@ Router::Match Router::Find(std::string_view method, std::string_view path) const
       match.handler = &route.handler;
       match.params = std::move(params);
       match.max_body_bytes = route.max_body_bytes;
+      if (route.body_limit_applies) match.body_limit_applies = &route.body_limit_applies;
       return match;
     }
     match.kind = MatchKind::kWrongMethod;

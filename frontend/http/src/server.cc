@@ -220,7 +220,7 @@ class Server::Impl {
   static void OnConnection(uv_stream_t* listener, int status) {
     auto* self = static_cast<Impl*>(listener->data);
     if (status < 0) {
-      PHOS_LOG(Warn, "http", "accept failed: {}", uv_strerror(status));
+      PHOS_LOG_EVERY_SEC(Warn, "http", 1, "accept failed: {}", uv_strerror(status));
       return;
     }
     if (self->connections_.size() >= self->options_.max_connections) {
@@ -237,9 +237,11 @@ class Server::Impl {
     conn->parser = std::make_unique<RequestParser>(RequestParser::Limits{
         .max_header_bytes = self->options_.max_header_bytes,
         .max_body_bytes = self->options_.max_body_bytes,
-        .body_limit_for = [router = &self->router_](std::string_view method, std::string_view path) {
-          Router::Match match = router->Find(method, path);
-          return match.kind == Router::MatchKind::kFound ? match.max_body_bytes : 0;
+        .body_limit_for = [router = &self->router_](const Request& head) -> size_t {
+          Router::Match match = router->Find(head.method, head.path);
+          if (match.kind != Router::MatchKind::kFound) return 0;
+          if (match.body_limit_applies != nullptr && !(*match.body_limit_applies)(head)) return 0;
+          return match.max_body_bytes;
         }});
     self->connections_[conn->id] = conn;
     if (uv_accept(listener, reinterpret_cast<uv_stream_t*>(&conn->tcp)) != 0) {

@@ -42,9 +42,7 @@ ncclResult_t Collective(ipc::NcclCollectiveKind kind, const void* send, void* re
                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   if (comm == nullptr) return ncclInvalidArgument;
   if (ipc::NcclTypeBytes(type) == 0 || root < 0) return ncclInvalidArgument;
-  bool reduces = kind == ipc::NcclCollectiveKind::kAllReduce || kind == ipc::NcclCollectiveKind::kReduceScatter;
-  // Built-in reductions only: ncclRedOpCreatePreMulSum is not remoted.
-  if (reduces && (op < 0 || op >= ncclNumOps)) return ncclInvalidArgument;
+  if (!ipc::NcclReductionAllowed(static_cast<int32_t>(kind), op)) return ncclInvalidArgument;
   ipc::NcclCollectiveArgs a{Id(comm), Id(stream), Id(send), Id(recv), count, static_cast<int32_t>(kind),
                             static_cast<int32_t>(type), static_cast<int32_t>(op), root};
   return QueueResult(Remote(ipc::Op::kNcclCollective, &a, sizeof(a), false));

@@ -1,10 +1,12 @@
-// NCCL data types as both ends of the wire size them: the frontend checks a collective's type
-// before queueing it, the API server sizes its buffers from it.
+// NCCL data types and reductions as both ends of the wire check them: the frontend before
+// queueing a collective, the API server before it reaches NCCL (and sizes buffers from the type).
 #pragma once
 
 #include <nccl.h>
 
 #include <cstdint>
+
+#include "phos/ipc/wire.h"
 
 namespace phos::ipc {
 
@@ -25,6 +27,15 @@ inline uint64_t NcclTypeBytes(int32_t type) {
     case ncclFloat64: return 8;
     default: return 0;
   }
+}
+
+// Whether a collective of `kind` (NcclCollectiveKind) may name reduction `op`: any op for the
+// collectives that reduce nothing, only NCCL's built-in ones for all-reduce and reduce-scatter
+// (ncclRedOpCreatePreMulSum is not remoted).
+inline bool NcclReductionAllowed(int32_t kind, int32_t op) {
+  const bool reduces = kind == static_cast<int32_t>(NcclCollectiveKind::kAllReduce) ||
+                       kind == static_cast<int32_t>(NcclCollectiveKind::kReduceScatter);
+  return !reduces || (op >= 0 && op < ncclNumOps);
 }
 
 }  // namespace phos::ipc

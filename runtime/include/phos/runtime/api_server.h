@@ -71,13 +71,13 @@ struct SessionPlan {
   bool urgent = false;
 };
 
-// What the sessions of one function may hold, below the server's own limits (ApiServerOptions's
-// session_* fields): each the smaller of the two; 0 keeps the server's.
+// What each session of one function may hold, below the server's own limits (ApiServerOptions's
+// session_* fields): each the smaller of the two. A field of 0 keeps the server's. Default: 0.
 struct SessionQuota {
-  uint64_t device_bytes = 0;
-  size_t buffers = 0;
-  size_t handles = 0;
-  uint64_t module_bytes = 0;
+  uint64_t device_bytes = 0;  // device memory, on all the session's devices together
+  size_t buffers = 0;         // device allocations
+  size_t handles = 0;         // streams, events, cuBLAS handles and communicators together
+  uint64_t module_bytes = 0;  // module images, loaded or arriving
 };
 
 // What a learning restore (SessionPlan::learn_first_touch) saw of the snapshot's buffers, by
@@ -189,6 +189,8 @@ class ApiServer {
   // NCCL communicators come from it). More GPUs than the node has: the session's calls fail
   // (CUDA_ERROR_NO_DEVICE, logged). Callers validate `gpus` against device_count().
   std::string IssueToken(int gpus = 1);
+  // The same, for a session of `function`: its quota (SetFunctionQuota) narrows the limits.
+  std::string IssueToken(int gpus, const std::string& function);
   // The same, forgotten unless a frontend connects with it within `unclaimed_for` (a token handed
   // to a program outside phosd's instances, POST /v1/sessions, must not be valid for ever).
   std::string IssueToken(int gpus, std::chrono::milliseconds unclaimed_for);
@@ -217,8 +219,8 @@ class ApiServer {
   // Ends the token's session, if any, releasing its context, memory, streams, events, modules and
   // handles, and forgets the token. Unknown tokens are ignored.
   void EndSession(const std::string& token);
-  // The quota of the sessions of `function` (those whose SessionPlan names it) opened from now on;
-  // an all-zero quota forgets the function's.
+  // The quota of the sessions of `function` (tokens issued for it: IssueToken(gpus, function), or
+  // a SessionPlan naming it) opened from now on; an all-zero quota forgets the function's.
   void SetFunctionQuota(const std::string& function, SessionQuota quota);
   // A free slot of the arena of instance ranges, now the caller's (a deployed function's snapshot
   // lives there). Unavailable when every slot is taken or there is no arena.

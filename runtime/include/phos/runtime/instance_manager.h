@@ -33,13 +33,14 @@ namespace phos::runtime {
 class GpuSessions {
  public:
   virtual ~GpuSessions() = default;
-  virtual std::string IssueToken(int gpus) = 0;
+  // A session token for an instance of `function` (whose limits its session gets) on `gpus` devices.
+  virtual std::string IssueToken(int gpus, const std::string& function) = 0;
   // A token for a program outside the instance manager (POST /v1/sessions): forgotten if unused
   // for a while. Default: IssueToken.
-  virtual std::string IssueExternalToken(int gpus) { return IssueToken(gpus); }
+  virtual std::string IssueExternalToken(int gpus) { return IssueToken(gpus, ""); }
   virtual void EndSession(const std::string& token) = 0;
-  // What the GPU sessions of `function` may hold from now on (its spec's device_mib, buffers,
-  // handles and module_mib; all 0 when it is removed). Default: nothing (no limits to narrow).
+  // What each GPU session of `function` may hold from now on (its spec's session_* limits; all 0
+  // when it is removed). Default: nothing (no limits to narrow).
   virtual void SetFunctionLimits(const std::string& /*function*/, const FunctionSpec::Limits& /*limits*/) {}
   // The path instances connect to (PHOS_GPU_SOCKET).
   virtual std::string SocketPath() const = 0;

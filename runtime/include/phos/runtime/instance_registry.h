@@ -38,18 +38,19 @@ struct FunctionSpec {
   // cgroup limits of all the function's processes together (template and instances); 0: none.
   // memory_mib: 1..1048576 (1 TiB); pids: 1..65536; cpu_millis: CPU time per second of wall
   // time, 1..1048576 (1000 = one core). Default: 0 (no limit).
-  // And what each of its GPU sessions may hold (a deploy's and every instance's): device_mib of
-  // device memory (a restored snapshot's buffers count), buffers, handles (streams, events,
-  // cuBLAS handles, communicators) and module_mib of module images; 0: phosd's own limit, which
-  // is also the most any function gets (docs/design.md D17). Default: 0.
+  // And what EACH of its GPU sessions (a deploy's, every instance's) may hold: session_device_mib
+  // of device memory (a restored snapshot's buffers count), session_buffers, session_handles
+  // (streams, events, cuBLAS handles, communicators) and session_module_mib of module images,
+  // each 0..1048576; 0: phosd's own limit, which is also the most any function gets
+  // (docs/design.md D15). Default: 0.
   struct Limits {
     int64_t memory_mib = 0;
     int64_t pids = 0;
     int64_t cpu_millis = 0;
-    int64_t device_mib = 0;
-    int64_t buffers = 0;
-    int64_t handles = 0;
-    int64_t module_mib = 0;
+    int64_t session_device_mib = 0;
+    int64_t session_buffers = 0;
+    int64_t session_handles = 0;
+    int64_t session_module_mib = 0;
   } limits;
 };
 
@@ -73,8 +74,8 @@ Status ValidateFunctionSpec(const FunctionSpec& spec);
 
 // The request body of POST /v1/functions: {"name", "executable", "args": [...], "env": {...},
 // "instances", "gpus", "max_instances", "invoke_token_sha256", "network", "limits": {"memory_mib",
-// "pids", "cpu_millis", "device_mib", "buffers", "handles", "module_mib"}}; every field but "name"
-// and "executable" may be absent (1: registries
+// "pids", "cpu_millis", "session_device_mib", "session_buffers", "session_handles",
+// "session_module_mib"}}; every field but "name" and "executable" may be absent (1: registries
 // written before it load). Fails with
 // InvalidArgument naming the bad field.
 Result<FunctionSpec> ParseFunctionSpecJson(std::string_view json);

@@ -51,15 +51,17 @@ class SnapshotSessions final : public GpuSessions {
   SnapshotSessions(ApiServer* server, store::Store* store, DramTierFactory make_dram, SnapshotSessionsOptions options);
   ~SnapshotSessions() override;
 
-  std::string IssueToken(int gpus) override { return server_->IssueToken(gpus); }
+  std::string IssueToken(int gpus, const std::string& function) override {
+    return server_->IssueToken(gpus, function);
+  }
   // Unused after ten minutes (a program may compute a while before its first CUDA call), forgotten.
   std::string IssueExternalToken(int gpus) override { return server_->IssueToken(gpus, std::chrono::minutes(10)); }
   void EndSession(const std::string& token) override { server_->EndSession(token); }
   void SetFunctionLimits(const std::string& function, const FunctionSpec::Limits& limits) override {
-    server_->SetFunctionQuota(function, {.device_bytes = static_cast<uint64_t>(limits.device_mib) << 20,
-                                         .buffers = static_cast<size_t>(limits.buffers),
-                                         .handles = static_cast<size_t>(limits.handles),
-                                         .module_bytes = static_cast<uint64_t>(limits.module_mib) << 20});
+    server_->SetFunctionQuota(function, {.device_bytes = static_cast<uint64_t>(limits.session_device_mib) << 20,
+                                         .buffers = static_cast<size_t>(limits.session_buffers),
+                                         .handles = static_cast<size_t>(limits.session_handles),
+                                         .module_bytes = static_cast<uint64_t>(limits.session_module_mib) << 20});
   }
   std::string SocketPath() const override { return server_->socket_path(); }
   int DeviceCount() const override { return server_->device_count(); }

@@ -28,9 +28,9 @@ class RequestParser {
   struct Limits {
     size_t max_header_bytes = 16 * 1024;         // request line plus headers; more is 431
     size_t max_body_bytes = 64 * 1024 * 1024;    // after de-chunking; more is 413
-    // The body limit of one request by its method and path (known once its headers are in), in
+    // The body limit of one request by its request line and headers (`head`: no body yet), in
     // place of max_body_bytes; 0 keeps max_body_bytes. Unset: max_body_bytes for every request.
-    std::function<size_t(std::string_view method, std::string_view path)> body_limit_for;
+    std::function<size_t(const Request& head)> body_limit_for;
   };
   explicit RequestParser(Limits limits);
   ~RequestParser();

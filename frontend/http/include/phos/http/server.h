@@ -82,9 +82,14 @@ using Handler = std::function<void(Request request, Responder responder)>;
 // Routes "METHOD /path/{param}/..." patterns; a segment "{x}" matches one non-empty segment.
 class Router {
  public:
+  // Which requests of a route get its own body limit, judged from the request line and headers
+  // alone (before any byte of the body is read); the others get the server's.
+  using BodyLimitApplies = std::function<bool(const Request& head)>;
   // Fails on a malformed pattern or a duplicate (method, pattern). `max_body_bytes` is the route's
-  // own limit on a request body (more is 413), in place of the server's; 0 keeps the server's.
-  Status Add(std::string method, std::string pattern, Handler handler, size_t max_body_bytes = 0);
+  // own limit on a request body (more is 413), in place of the server's, for the requests
+  // `applies` accepts (unset: all of them); 0 keeps the server's.
+  Status Add(std::string method, std::string pattern, Handler handler, size_t max_body_bytes = 0,
+             BodyLimitApplies applies = {});
 
   enum class MatchKind { kFound, kNoRoute, kWrongMethod };
   struct Match {
@@ -93,6 +98,7 @@ class Router {
     std::vector<std::pair<std::string, std::string>> params;
     std::string allow;  // for kWrongMethod: the methods the path accepts, "GET, POST"
     size_t max_body_bytes = 0;  // for kFound: the route's body limit, 0 for the server's
+    const BodyLimitApplies* body_limit_applies = nullptr;  // for kFound: unset, or to which requests
   };
   Match Find(std::string_view method, std::string_view path) const;
 
@@ -102,6 +108,7 @@ class Router {
     std::vector<std::string> segments;
     Handler handler;
     size_t max_body_bytes = 0;
+    BodyLimitApplies body_limit_applies;
   };
   std::vector<Route> routes_;
 };
@@ -116,7 +123,8 @@ struct ServerOptions {
   // is answered 413. A connection reads no further while the bodies of requests parsed ahead of
   // its handlers (pipelining) hold this much. Default: 64 MiB.
   size_t max_body_bytes = 64 * 1024 * 1024;
-  // Connections open at once; one more is answered 503 and closed. Default: 1024.
+  // Connections open at once; one more is answered 503 (best effort: written once, without
+  // waiting for the client to read it) and closed. Default: 1024.
   size_t max_connections = 1024;
   // A connection with no request in progress and no bytes received for this long is closed.
   // Default: 60000 ms.

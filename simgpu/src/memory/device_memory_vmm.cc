@@ -260,15 +260,11 @@ CUresult DeviceMemory::SetAccess(CUdeviceptr ptr, uint64_t size, Access access) 
   std::unique_lock lock(mu_);
   MappingMap::iterator it;
   if (!WholeMappings(ptr, size, &it)) return CUDA_ERROR_INVALID_VALUE;
-  // The new protection replaces a guard's.
-  GuardTable::Global().Forget(ptr, size);
+  // The new protection replaces a guard's, in one step for an access that faults meanwhile
+  // (a restore's kernel reading a buffer that turns read-only as its last byte lands).
+  // WholeMappings made sure the range is contiguous: one mprotect covers its mappings.
+  if (CUresult r = GuardTable::Global().Reprotect(ptr, size, Protection(access)); r != CUDA_SUCCESS) return r;
   for (CUdeviceptr at = ptr; at < ptr + size; ++it) {
-    if (mprotect(reinterpret_cast<void*>(at), it->second.size, Protection(access)) != 0) {
-      const int err = errno;
-      PHOS_LOG(Warn, "simgpu", "setting access of [{:#x}, {:#x}): {}", at, at + it->second.size,
-               std::system_category().message(err));
-      return CUDA_ERROR_OUT_OF_MEMORY;
-    }
     it->second.access = access;
     if (access == Access::kReadWrite) physical_.at(it->second.handle).zeroed.store(false);
     at += it->second.size;

@@ -108,14 +108,36 @@ bool GuardTable::UnguardContaining(uintptr_t address) {
 }
 
 void GuardTable::Forget(uintptr_t start, uint64_t len) {
-  const uintptr_t end = start + len;
   std::lock_guard lock(mu_);
+  ForgetLocked(start, len);
+}
+
+void GuardTable::ForgetLocked(uintptr_t start, uint64_t len) {
   if (count_ == 0) return;
+  const uintptr_t end = start + len;
   const size_t n = high_water_.load(std::memory_order_relaxed);
   for (size_t i = 0; i < n; ++i) {
     const uintptr_t s = slots_[i].start.load(std::memory_order_relaxed);
     if (s != 0 && s < end && start < slots_[i].end.load(std::memory_order_relaxed)) Clear(slots_[i]);
   }
+}
+
+CUresult GuardTable::Reprotect(uintptr_t start, uint64_t len, int prot) {
+  std::lock_guard lock(mu_);
+  if (reprotect_hook_ != nullptr) reprotect_hook_(reprotect_hook_user_, start, len);
+  const bool ok = mprotect(reinterpret_cast<void*>(start), len, prot) == 0;
+  const int err = errno;
+  ForgetLocked(start, len);
+  if (ok) return CUDA_SUCCESS;
+  PHOS_LOG(Warn, "simgpu", "setting access of [{:#x}, {:#x}): {}", start, start + len,
+           std::system_category().message(err));
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void GuardTable::SetReprotectHookForTesting(ReprotectHook hook, void* user) {
+  std::lock_guard lock(mu_);
+  reprotect_hook_ = hook;
+  reprotect_hook_user_ = user;
 }
 
 bool GuardTable::Contains(uintptr_t address) const {

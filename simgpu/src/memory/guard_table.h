@@ -8,8 +8,8 @@
 // anonymous mappings, VMM mappings are shared memfd mappings; neither loses data when its
 // protection changes.
 //
-// Process-wide (simulated devices share one address space). Guard, Unguard and Forget are
-// serialised by a mutex; Contains is lock-free and async-signal-safe, for the fault handler.
+// Process-wide (simulated devices share one address space). Guard, Unguard, Forget and Reprotect
+// are serialised by a mutex; Contains is lock-free and async-signal-safe, for the fault handler.
 #pragma once
 
 #include <cuda.h>
@@ -44,9 +44,18 @@ class GuardTable {
   // Unguards the guarded range containing address, if any; false when there is none.
   bool UnguardContaining(uintptr_t address);
   // Forgets, without touching protections, every guarded range overlapping [start, start + len):
-  // its memory is being freed, unmapped or given other access rights, which replace the
-  // protection; a later allocation at the same address starts unguarded.
+  // its memory is being freed or unmapped; a later allocation at the same address starts
+  // unguarded.
   void Forget(uintptr_t start, uint64_t len);
+  // Gives [start, start + len) (page-aligned start) the protection `prot` (PROT_*), which replaces
+  // the guard of every guarded range overlapping it. The protection is applied before the guards
+  // are forgotten, under the mutex: an access that faults meanwhile is a guard fault, whose
+  // service waits for the change and then runs the access again under the new protection (as
+  // Unguard makes pages accessible before clearing their slot), instead of an access to memory
+  // that is inaccessible and unguarded, which fails as an illegal address. The guards go even if
+  // mprotect fails (the protection is unknown then; keeping a guard would let a later unguard make
+  // the range read-write). CUDA_ERROR_OUT_OF_MEMORY when mprotect failed.
+  CUresult Reprotect(uintptr_t start, uint64_t len, int prot);
 
   // Whether address lies in a guarded range. Lock-free and async-signal-safe; a range being
   // guarded or unguarded concurrently may or may not be seen.
@@ -56,6 +65,11 @@ class GuardTable {
   // The guarded range containing address (under the mutex).
   bool FindContaining(uintptr_t address, uintptr_t* start, uint64_t* bytes);
   size_t size();
+
+  // Tests only: called by Reprotect (under the mutex) just before it applies the new protection,
+  // so that a test can fault on the range at that moment.
+  using ReprotectHook = void (*)(void* user, uintptr_t start, uint64_t bytes);
+  void SetReprotectHookForTesting(ReprotectHook hook, void* user);
 
  private:
   // A free slot has start 0. Writers publish end before start and clear start before end, so a
@@ -68,12 +82,15 @@ class GuardTable {
   // mu_ held.
   Slot* FindSlot(uintptr_t address);
   void Clear(Slot& slot);
+  void ForgetLocked(uintptr_t start, uint64_t len);
 
   std::mutex mu_;
   size_t count_ = 0;
   // Slots in use all lie below it, so Contains scans only that far.
   std::atomic<size_t> high_water_{0};
   std::array<Slot, kCapacity> slots_;
+  ReprotectHook reprotect_hook_ = nullptr;  // mu_
+  void* reprotect_hook_user_ = nullptr;
 };
 
 // Writes bytes into device memory whatever its protection, without making it accessible to

@@ -265,11 +265,12 @@ TEST_F(ApiServerAcceptTest, AFunctionsQuotaNarrowsTheLimitsOfItsSessionsOnly) {
   server_->SetFunctionQuota("small", {.buffers = 1});
   server_->SetFunctionQuota("greedy", {.buffers = 100});
   const ipc::SizeArgs one{1};
-  // How many one-byte buffers a session of `function` gets (at most 5 tried).
-  auto buffers_of = [&](const std::string& function) {
+  // How many one-byte buffers a session of `function` gets (at most 5 tried), its token issued
+  // with a restore plan naming the function or (`planned` false) with the function alone.
+  auto buffers_of = [&](const std::string& function, bool planned = true) {
     SessionPlan plan;
     plan.function = function;
-    const std::string token = server_->IssueToken(std::move(plan));
+    const std::string token = planned ? server_->IssueToken(std::move(plan)) : server_->IssueToken(1, function);
     int sock = -1;
     std::unique_ptr<ipc::Ring> ring = OpenSession(token, &sock);
     int held = 0;
@@ -280,6 +281,7 @@ TEST_F(ApiServerAcceptTest, AFunctionsQuotaNarrowsTheLimitsOfItsSessionsOnly) {
     return held;
   };
   EXPECT_EQ(buffers_of("small"), 1);
+  EXPECT_EQ(buffers_of("small", /*planned=*/false), 1);
   EXPECT_EQ(buffers_of("greedy"), 3);  // the server's limit still holds
   EXPECT_EQ(buffers_of("other"), 3);
   server_->SetFunctionQuota("small", {});  // forgotten

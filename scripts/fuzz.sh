@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of tests/fuzz (clang, ASan + UBSan, in build-fuzz), runs each for
 # a while, prints executions and crashes per target, and writes the table to docs/reliability.md
-# ("Fuzzing"). Usage: scripts/fuzz.sh [--time SECONDS] [target...]   (default: 60 s, every target)
+# ("Fuzzing"). Usage: scripts/fuzz.sh [--time SECONDS | --runs N] [target...]
+# (default: 60 s, every target; --runs: until N inputs ran, however long that takes — the long run)
 #
 # What a run finds (crash-*, leak-*, timeout-*, oom-* inputs) lands in
 # build-fuzz/tests/fuzz/work/<target>/; new coverage in .../work/<target>/corpus. A crashing input,
@@ -10,17 +11,24 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=60
+runs=0
 targets=()
 while (($#)); do
   case $1 in
     --time) seconds=$2; shift 2 ;;
     --time=*) seconds=${1#--time=}; shift ;;
+    --runs) runs=$2; shift 2 ;;
+    --runs=*) runs=${1#--runs=}; shift ;;
     -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
 if ! [[ $seconds =~ ^[0-9]+$ ]] || ((seconds == 0)); then
   echo "fuzz: --time takes a whole number of seconds, not '$seconds'" >&2
+  exit 2
+fi
+if ! [[ $runs =~ ^[0-9]+$ ]]; then
+  echo "fuzz: --runs takes a whole number of inputs, not '$runs'" >&2
   exit 2
 fi
 all=()
@@ -48,13 +56,19 @@ failed=0
 for t in "${targets[@]}"; do
   work=$build_dir/tests/fuzz/work/$t
   mkdir -p "$work/corpus"
-  args=(-max_total_time="$seconds" -print_final_stats=1 -timeout=60 -artifact_prefix="$work/")
+  if ((runs > 0)); then
+    args=(-runs="$runs" -print_final_stats=1 -timeout=60 -artifact_prefix="$work/")
+  else
+    args=(-max_total_time="$seconds" -print_final_stats=1 -timeout=60 -artifact_prefix="$work/")
+  fi
   [[ -f tests/fuzz/$t.dict ]] && args+=(-dict="tests/fuzz/$t.dict")
   command="$build_dir/bin/fuzz_$t ${args[*]} $work/corpus tests/fuzz/corpus/$t"
   before=$(find "$work" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
-  echo "fuzz: $t for ${seconds} s"
+  if ((runs > 0)); then echo "fuzz: $t for $runs inputs"; else echo "fuzz: $t for ${seconds} s"; fi
   status=0
+  started=$(date +%s)
   "$build_dir/bin/fuzz_$t" "${args[@]}" "$work/corpus" "tests/fuzz/corpus/$t" >"$work/last.log" 2>&1 || status=$?
+  elapsed=$(($(date +%s) - started))
   after=$(find "$work" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
   # libFuzzer's final statistics; "Done N runs" when it ended by the clock without them.
   execs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$work/last.log" | tail -1)
@@ -66,7 +80,7 @@ for t in "${targets[@]}"; do
     failed=1
     echo "fuzz: $t: $crashes crash(es); see $work/last.log" >&2
   fi
-  printf '%s\t%s\t%s\t%s\t%s\n' "$t" "$seconds" "$execs" "$crashes" "$command" >>"$results"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$t" "$elapsed" "$execs" "$crashes" "$command" >>"$results"
 done
 
 printf '\n%-16s %8s %14s %8s\n' target seconds executions crashes

@@ -20,11 +20,21 @@ sanitizer=""
 ctest_args=()
 while (($#)); do
   case $1 in
-    --sanitize) sanitizer=${2-}; shift $(($# >= 2 ? 2 : 1)) ;;
+    --sanitize)
+      if (($# < 2)); then echo "test: --sanitize takes address, undefined or thread" >&2; exit 2; fi
+      sanitizer=$2; shift 2 ;;
     --sanitize=*) sanitizer=${1#--sanitize=}; shift ;;
     *) ctest_args+=("$1"); shift ;;
   esac
 done
+
+case $sanitizer in
+  '') ;;
+  address) short=asan ;;
+  undefined) short=ubsan ;;
+  thread) short=tsan ;;
+  *) echo "test: --sanitize takes address, undefined or thread, not '$sanitizer'" >&2; exit 2 ;;
+esac
 
 scripts/setup.sh
 if [[ -z $sanitizer ]]; then
@@ -36,17 +46,11 @@ if [[ -z $sanitizer ]]; then
   exit
 fi
 
-case $sanitizer in
-  address) short=asan ;;
-  undefined) short=ubsan ;;
-  thread) short=tsan ;;
-  *) echo "test: --sanitize takes address, undefined or thread, not '$sanitizer'" >&2; exit 2 ;;
-esac
 supp=$PWD/scripts/sanitizers
 # Suppression files hold only entries with a written reason (see each file).
 case $sanitizer in
   address)
-    # detect_leaks: LeakSanitizer runs at every process's exit (exit code 23 on a leak).
+    # detect_leaks: LeakSanitizer runs at every process's exit (a leak makes its exit code 1).
     # allow_user_segv_handler: simgpu's fault guard installs its own SIGSEGV/SIGBUS handler (device
     # memory guarded by mprotect) and hands every fault it does not own back to ASan's.
     export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1:allow_user_segv_handler=1:suppressions=$supp/address.supp"

@@ -1,6 +1,7 @@
 include(GoogleTest)
 
 # phos_add_gtest(NAME name SOURCES ... LIBS ... LABELS ... [ENV VAR=value ...] [TIMEOUT s])
+# (TIMEOUT: seconds in a plain build, multiplied by PHOS_TEST_TIMEOUT_SCALE in a sanitizer build.)
 # One GoogleTest executable; each test case becomes a CTest test carrying the given labels
 # (the component's label first, plus 'long' or 'gpu' where they apply) and environment.
 function(phos_add_gtest)
@@ -8,6 +9,7 @@ function(phos_add_gtest)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
+  math(EXPR T_TIMEOUT "${T_TIMEOUT} * ${PHOS_TEST_TIMEOUT_SCALE}")
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE GTest::gtest GTest::gtest_main ${T_LIBS})
   gtest_discover_tests(${T_NAME}

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <forward_list>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -43,6 +45,15 @@ Filter MakeFilter(Level level, std::string_view subsys) {
 
 std::mutex g_mu;
 std::atomic<const Filter*> g_filter{nullptr};
+
+// Every filter made so far, under g_mu: readers hold a filter without locks, so one replaced by
+// Configure stays alive (and owned, not leaked) for the rest of the process. Never destroyed:
+// logging may run during static destruction.
+const Filter* KeepFilter(Filter filter) {
+  static auto* filters = new std::forward_list<Filter>;
+  filters->push_front(std::move(filter));
+  return &filters->front();
+}
 std::shared_ptr<spdlog::logger> g_logger;
 
 spdlog::logger* Logger() {
@@ -68,8 +79,7 @@ const Filter* CurrentFilter() {
   Level level = Level::Info;
   if (const char* env = std::getenv("PHOS_LOG_LEVEL")) ParseLevel(env, &level);
   const char* subsys = std::getenv("PHOS_LOG_SUBSYS");
-  // Filters live for the whole process: readers hold them without locks.
-  f = new Filter(MakeFilter(level, subsys ? subsys : ""));
+  f = KeepFilter(MakeFilter(level, subsys ? subsys : ""));
   g_filter.store(f, std::memory_order_release);
   return f;
 }
@@ -109,7 +119,7 @@ bool ParseLevel(std::string_view name, Level* level) {
 
 void Configure(Level level, std::string_view subsys_filter) {
   std::lock_guard lock(g_mu);
-  g_filter.store(new Filter(MakeFilter(level, subsys_filter)), std::memory_order_release);
+  g_filter.store(KeepFilter(MakeFilter(level, subsys_filter)), std::memory_order_release);
 }
 
 bool Enabled(Level level, std::string_view subsys) {

@@ -298,5 +298,31 @@ TEST_F(DaemonTest, SixteenConcurrentOverTwoInstances) {
   EXPECT_EQ(Status("/v1/functions/probe/invoke", "x"), "404");
 }
 
+// The fixture's check of phosd's and the functions' logs (TearDown) finds a report of each
+// sanitizer by its summary line, and only a sanitizer's.
+TEST(SanitizerReportTest, FindsEachSanitizersReportAndNothingElse) {
+  const std::string path = ::testing::TempDir() + "sanitizer_report_test.log";
+  auto write = [&](const std::string& text) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+  };
+  write("I1124 [phosd.cc:12] listening\nSUMMARY: 3 functions\nthe SUMMARY: line of a tenant\n");
+  EXPECT_EQ(SanitizerReport(path), "");
+  const std::string asan =
+      "==42==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x602\n    #0 0x4f in Parse x.cc:3\n"
+      "SUMMARY: AddressSanitizer: heap-buffer-overflow x.cc:3 in Parse";
+  write("I1124 [phosd.cc:12] listening\n" + asan + "\nShadow bytes around the buggy address:\n");
+  EXPECT_EQ(SanitizerReport(path), "I1124 [phosd.cc:12] listening\n" + asan);
+  write("x.cc:7:3: runtime error: signed integer overflow\nSUMMARY: UndefinedBehaviorSanitizer: "
+        "undefined-behavior x.cc:7:3\n");
+  EXPECT_NE(SanitizerReport(path).find("runtime error: signed integer overflow"), std::string::npos);
+  write("WARNING: ThreadSanitizer: data race (pid=7)\nSUMMARY: ThreadSanitizer: data race y.cc:9 in Run");
+  EXPECT_NE(SanitizerReport(path).find("data race (pid=7)"), std::string::npos);
+  std::remove(path.c_str());
+  EXPECT_EQ(SanitizerReport(path), "");  // no log at all
+}
+
 }  // namespace
 }  // namespace phos::testing

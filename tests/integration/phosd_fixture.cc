@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "../testing/wait_until.h"
@@ -91,6 +92,28 @@ std::vector<pid_t> FunctionProcessesOf(const std::string& data_dir) {
   return pids;
 }
 
+std::string SanitizerReport(const std::string& log_path) {
+  std::ifstream in(log_path, std::ios::binary);
+  std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Every sanitizer ends a report with "SUMMARY: <Name>Sanitizer: ...".
+  constexpr std::string_view kSummary = "SUMMARY: ";
+  constexpr std::string_view kSanitizer = "Sanitizer:";
+  size_t summary = log.find(kSummary);
+  for (; summary != std::string::npos; summary = log.find(kSummary, summary + 1)) {
+    size_t name_end = log.find_first_of(" \n", summary + kSummary.size());
+    if (name_end != std::string::npos && name_end >= summary + kSummary.size() + kSanitizer.size() &&
+        log.compare(name_end - kSanitizer.size(), kSanitizer.size(), kSanitizer) == 0) {
+      break;
+    }
+  }
+  if (summary == std::string::npos) return "";
+  // The report itself: the lines before its summary (a stack or two fit in 16 KiB).
+  constexpr size_t kReportBytes = 16 * 1024;
+  size_t start = summary > kReportBytes ? log.find('\n', summary - kReportBytes) + 1 : 0;
+  size_t end = log.find('\n', summary);
+  return log.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
 CommandResult Run(const std::vector<std::string>& args) {
   Result<CommandOutput> run = RunCommand({.argv = args}, std::nullopt);
   if (!run.ok()) {
@@ -153,9 +176,19 @@ void PhosdTest::TearDown() {
                                             << (how.ok() ? how->ToString() : how.status().ToString());
     phosd_.reset();
   }
+  // In a sanitizer build (scripts/test.sh --sanitize), a report in phosd or in a function process
+  // goes to its standard error, that is to these logs: it fails the test that caused it.
+  std::vector<std::string> logs = {log_path_};
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(data_dir_ + "/logs", ec)) {
+    logs.push_back(entry.path().string());
+  }
+  for (const std::string& path : logs) {
+    std::string report = SanitizerReport(path);
+    EXPECT_TRUE(report.empty()) << "a sanitizer report in " << path << ":\n" << report;
+  }
   if (HasFailure()) std::printf("phosd's log:\n%s\n", PhosdLog().c_str());
   ReleaseDataDir();
-  std::error_code ec;
   std::filesystem::remove_all(data_dir_, ec);
   std::filesystem::remove(log_path_, ec);
 }

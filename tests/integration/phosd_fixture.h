@@ -54,6 +54,10 @@ HttpResponse ParseCurl(const std::string& out);
 // instances of a phosd on that directory (forked instances inherit the template's environment).
 std::vector<pid_t> FunctionProcessesOf(const std::string& data_dir);
 
+// The first sanitizer report (AddressSanitizer, LeakSanitizer, UndefinedBehaviorSanitizer,
+// ThreadSanitizer) in the log file at `log_path`, up to its SUMMARY line; empty when there is none.
+std::string SanitizerReport(const std::string& log_path);
+
 class PhosdTest : public ::testing::Test {
  protected:
   void SetUp() override;

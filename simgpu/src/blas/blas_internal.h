@@ -5,6 +5,7 @@
 #include <cublas_v2.h>
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include "blas/operand_ranges.h"
@@ -13,8 +14,14 @@
 
 namespace phos::sim::blas {
 
-inline bool ValidOperation(cublasOperation_t op) {
-  return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C;
+// Read through its bytes: a C caller may pass any integer, and loading a C++ enum object that
+// holds none of the enumeration's values is undefined (UBSan, -fsanitize=enum, reported it for
+// an operation of 7), so nothing reads `op` as a cublasOperation_t before this check.
+inline bool ValidOperation(const cublasOperation_t& op) {
+  int value = 0;
+  static_assert(sizeof value == sizeof op);
+  std::memcpy(&value, &op, sizeof value);
+  return value == CUBLAS_OP_N || value == CUBLAS_OP_T || value == CUBLAS_OP_C;
 }
 // For real data CUBLAS_OP_C is CUBLAS_OP_T.
 inline bool Transposed(cublasOperation_t op) {

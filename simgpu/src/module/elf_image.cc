@@ -53,11 +53,17 @@ class Extent {
 CUresult MeasureElfImage(const unsigned char* image, size_t known_size, ImageFile* file, size_t* size) {
   Extent extent(known_size);
   if (!extent.Add(0, 1, sizeof(Elf64_Ehdr))) return Reject("shorter than an ELF header");
-  if (CUresult r = file->CopyIn(image, 0, sizeof(Elf64_Ehdr)); r != CUDA_SUCCESS) return r;
+  // The magic byte by byte before the rest of the header: without a known size, an image that is
+  // not ELF (PTX text, any string) may end before a header's 64 bytes, and nothing past its first
+  // byte that differs from the magic is read.
+  for (uint64_t i = 0; i < SELFMAG; ++i) {
+    if (CUresult r = file->CopyIn(image, i, 1); r != CUDA_SUCCESS) return r;
+    if (image[i] != static_cast<unsigned char>(ELFMAG[i])) return Reject("no ELF magic");
+  }
+  if (CUresult r = file->CopyIn(image, SELFMAG, sizeof(Elf64_Ehdr) - SELFMAG); r != CUDA_SUCCESS) return r;
   Elf64_Ehdr eh;
   memcpy(&eh, image, sizeof eh);
 
-  if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) return Reject("no ELF magic");
   if (eh.e_ident[EI_CLASS] != ELFCLASS64) return Reject("not a 64-bit ELF object");
   if (eh.e_ident[EI_DATA] != ELFDATA2LSB) return Reject("not little-endian");
   if (eh.e_ident[EI_VERSION] != EV_CURRENT || eh.e_version != EV_CURRENT)

@@ -24,8 +24,8 @@ namespace {
 using testing::GuardedBytes;
 using testing::ReadFileBytes;
 
-CUresult LoadGuarded(const std::vector<unsigned char>& bytes) {
-  GuardedBytes guarded(bytes);
+CUresult LoadGuarded(const std::vector<unsigned char>& bytes, size_t guard_bytes = 0) {
+  GuardedBytes guarded(bytes, guard_bytes);
   std::shared_ptr<Module> module;
   const CUresult result = Module::Load(guarded.data(), &module);
   EXPECT_EQ(module == nullptr, result != CUDA_SUCCESS);
@@ -71,7 +71,7 @@ TEST(SimModuleImageTest, TruncatedImageIsInvalidImage) {
   ASSERT_GT(bytes.size(), 4096u);
   for (size_t keep : {size_t{16}, sizeof(Elf64_Ehdr), size_t{1000}, bytes.size() / 2, bytes.size() - 1}) {
     SCOPED_TRACE(keep);
-    EXPECT_EQ(LoadGuarded(std::vector<unsigned char>(bytes.begin(), bytes.begin() + keep)),
+    EXPECT_EQ(LoadGuarded(std::vector<unsigned char>(bytes.begin(), bytes.begin() + keep), bytes.size()),
               CUDA_ERROR_INVALID_IMAGE);
   }
   EXPECT_EQ(LoadGuarded(bytes), CUDA_SUCCESS);  // the same placement, whole

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -21,15 +22,19 @@ inline std::vector<unsigned char> ReadFileBytes(const std::string& path) {
   return std::vector<unsigned char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// Bytes placed at the very end of a readable mapping, followed by an inaccessible page: reading
-// one byte past them faults, as reading past a truncated image at the end of its mapping would.
+// Bytes placed at the very end of a readable mapping, followed by at least `guard_bytes` (and
+// at least a page) of inaccessible memory: reading past them faults, as reading past a truncated
+// image at the end of its mapping would. A truncated image's headers may point anywhere in the
+// whole image: a guard as long as the whole image makes each of those reads fault, whatever is
+// mapped after the guard.
 class GuardedBytes {
  public:
-  explicit GuardedBytes(const std::vector<unsigned char>& bytes) {
+  explicit GuardedBytes(const std::vector<unsigned char>& bytes, size_t guard_bytes = 0) {
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     readable_ = (bytes.size() + page - 1) / page * page;
     if (readable_ == 0) readable_ = page;
-    length_ = readable_ + page;
+    const size_t guard = std::max(page, (guard_bytes + page - 1) / page * page);
+    length_ = readable_ + guard;
     base_ = static_cast<unsigned char*>(
         mmap(nullptr, length_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     if (base_ == MAP_FAILED) {
@@ -37,7 +42,7 @@ class GuardedBytes {
       ADD_FAILURE() << "mmap failed";
       return;
     }
-    mprotect(base_ + readable_, page, PROT_NONE);
+    mprotect(base_ + readable_, guard, PROT_NONE);
     data_ = base_ + readable_ - bytes.size();
     if (!bytes.empty()) std::memcpy(data_, bytes.data(), bytes.size());
   }

@@ -78,6 +78,10 @@ Result<Request> ParseRequest(std::string_view body, int buffers, int elements) {
 class IndirectFn {
  public:
   IndirectFn(int buffers, int elements) : buffers_(buffers), elements_(elements) {}
+  // Pinned host memory is the process's own: released at exit like any allocation.
+  ~IndirectFn() { cudaFreeHost(host_out_); }
+  IndirectFn(const IndirectFn&) = delete;
+  IndirectFn& operator=(const IndirectFn&) = delete;
 
   Status Init() {
     RETURN_IF_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));

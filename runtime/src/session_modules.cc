@@ -70,17 +70,17 @@ CUresult Session::ModuleChunk(const ipc::ModuleChunkArgs& a, const Call& call) {
 }
 
 CUresult Session::LoadModuleImage(Module& m) {
-  if (m.is_fatbin) return driver_->cuModuleLoadData(&m.module, m.pending.data());
-  // A simgpu image is a shared object dlopened in this process: only one phosd trusts is loaded
-  // (docs/design.md D17), and the loader is told its size.
+  // NVIDIA's driver parses a fatbin and runs no host code of it. simgpu dlopens in this process
+  // whatever it is given, whatever the tenant's flag says: on simgpu every image must be one phosd
+  // trusts (docs/design.md D17), and the loader is told its size.
+  const bool simulated = driver_->phosSimModuleLoadDataSized != nullptr;
+  if (m.is_fatbin && !simulated) return driver_->cuModuleLoadData(&m.module, m.pending.data());
   if (limits_.trusted_modules != nullptr && !limits_.trusted_modules->Contains(m.pending.data(), m.pending.size())) {
     PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: a simgpu module image of {} bytes refused: it is not one phosd trusts",
                        pid_, m.pending.size());
     return CUDA_ERROR_INVALID_IMAGE;
   }
-  if (driver_->phosSimModuleLoadDataSized != nullptr) {
-    return driver_->phosSimModuleLoadDataSized(&m.module, m.pending.data(), m.pending.size());
-  }
+  if (simulated) return driver_->phosSimModuleLoadDataSized(&m.module, m.pending.data(), m.pending.size());
   return driver_->cuModuleLoadData(&m.module, m.pending.data());
 }
 

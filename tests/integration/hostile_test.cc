@@ -203,8 +203,10 @@ TEST_F(HostileTest, PhosdKeepsServingOthersWhateverATenantSends) {
   }
   ASSERT_NO_FATAL_FAILURE(ExpectGoodTenantServed(3));
 
-  // An untrusted module image: refused before it reaches the driver, its kernels never register.
-  {
+  // An untrusted module image: refused before it reaches the driver, its kernels never register;
+  // flagged as a fatbin too (simgpu would dlopen it all the same).
+  for (const uint32_t is_fatbin : {0u, 1u}) {
+    SCOPED_TRACE(is_fatbin ? "flagged as a fatbin" : "as a simgpu image");
     std::ifstream in(PHOS_TEST_MODULE, std::ios::binary);
     std::vector<uint8_t> image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     ASSERT_GT(image.size(), 4096u);
@@ -213,7 +215,8 @@ TEST_F(HostileTest, PhosdKeepsServingOthersWhateverATenantSends) {
     ASSERT_NE(s, nullptr);
     const size_t chunk = s->ring->max_payload() - sizeof(ipc::ModuleChunkArgs);
     for (size_t offset = 0; offset < image.size(); offset += chunk) {
-      ipc::ModuleChunkArgs a{.module_id = 1, .total_bytes = image.size(), .offset = offset, .is_fatbin = 0, .pad = 0};
+      ipc::ModuleChunkArgs a{
+          .module_id = 1, .total_bytes = image.size(), .offset = offset, .is_fatbin = is_fatbin, .pad = 0};
       ASSERT_EQ(s->Call(ipc::Op::kModuleChunk, &a, sizeof(a), image.data() + offset,
                         std::min(chunk, image.size() - offset)),
                 CUDA_SUCCESS);

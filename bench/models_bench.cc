@@ -606,11 +606,11 @@ int main(int argc, char** argv) {
 
   setenv("PHOS_SIMGPU_TIME_SCALE", "20", /*overwrite=*/0);
   int largest = std::max({o.second_mib, o.finetune_base_mib * (o.finetunes > 0), o.disk_mib,
-                          o.moe_mib * !o.experts.empty()});
+                          o.moe_mib * !o.experts.empty(), o.concurrency_mib * !o.concurrency.empty()});
   for (int size : o.sizes_mib) largest = std::max(largest, size);
   // Host pages for two instances of the largest model and a spare (the simulator's host work must
   // not stand in for the modelled device: docs/benchmarks.md, issue 18's section).
-  setenv("PHOS_SIMGPU_PREFAULT", fmt::format("{}M", largest * 3).c_str(), /*overwrite=*/0);
+  if (largest > 0) setenv("PHOS_SIMGPU_PREFAULT", fmt::format("{}M", largest * 3).c_str(), /*overwrite=*/0);
   Result<phos::bench::SimDevice> device = phos::bench::OpenSimDevice();
   if (!device.ok()) {
     std::fprintf(stderr, "models_bench: %s\n", device.status().ToString().c_str());

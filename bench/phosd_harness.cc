@@ -7,7 +7,6 @@
 #include <fmt/core.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "phos/ipc/control.h"
 #include "phos/store/store.h"
 
 namespace phos::bench {
@@ -31,14 +31,7 @@ namespace {
 // admin.token): made once, sent by Http and, through PHOS_TOKEN, by every phos-fn it runs.
 const std::string& AdminToken() {
   static const std::string token = [] {
-    unsigned char bytes[32] = {};
-    size_t got = 0;
-    while (got < sizeof(bytes)) {
-      ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
-      if (n > 0) got += static_cast<size_t>(n);
-    }
-    std::string hex;
-    for (unsigned char b : bytes) hex += fmt::format("{:02x}", b);
+    std::string hex = phos::ipc::NewToken(32);
     setenv("PHOS_TOKEN", hex.c_str(), 1);
     return hex;
   }();

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include <fmt/core.h>
 
@@ -167,15 +168,15 @@ Status CheckAnswer(const void* data, size_t len) {
   return Status::Ok();
 }
 
-std::string NewToken() {
-  unsigned char bytes[16];
+std::string NewToken(size_t bytes) {
+  std::vector<unsigned char> random(bytes);
   size_t got = 0;
-  while (got < sizeof(bytes)) {
-    ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+  while (got < random.size()) {
+    ssize_t n = getrandom(random.data() + got, random.size() - got, 0);
     if (n > 0) got += static_cast<size_t>(n);
   }
   std::string out;
-  for (unsigned char b : bytes) out += fmt::format("{:02x}", b);
+  for (unsigned char b : random) out += fmt::format("{:02x}", b);
   return out;
 }
 

@@ -21,7 +21,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -41,8 +40,6 @@ namespace {
 
 using namespace phos;
 
-// How long one record may take before the executor counts as stuck (a finding, not a pass).
-constexpr auto kRecordDeadline = std::chrono::seconds(30);
 
 struct Server {
   std::unique_ptr<driver::DriverTable> driver;
@@ -126,8 +123,9 @@ struct Tenant {
 
   // Sends one record and waits for its answer; false when the session closed the ring.
   bool Call(uint16_t op, const std::vector<uint8_t>& payload, int32_t* result) {
-    const auto deadline = std::chrono::steady_clock::now() + kRecordDeadline;
-    auto alive = [&] { return std::chrono::steady_clock::now() < deadline; };
+    // A session stuck on a record is a finding: libFuzzer's -timeout (ctest's, replaying the
+    // corpus) ends the run on it.
+    auto alive = [] { return true; };
     const uint64_t s = ++seq;
     Status written = ring->Write(static_cast<ipc::Op>(op), ipc::kFlagReply, s, payload.data(), payload.size(), nullptr,
                                  0, alive);

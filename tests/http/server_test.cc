@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../testing/wait_until.h"
 #include "phos/http/client.h"
 #include "phos/http/server.h"
 
@@ -333,14 +334,11 @@ TEST(ServerConnectionsTest, OneConnectionPastTheLimitGets503AndTheOthersAreServe
   }
   EXPECT_TRUE(echo(second, "still two"));
   first.reset();
-  // The server sees the close on its loop; a connection made before that is refused, so retry.
-  bool served = false;
-  for (int attempt = 0; attempt < 100 && !served; ++attempt) {
+  // The server sees the close on its loop; a connection made before that is refused, so retried.
+  EXPECT_TRUE(::phos::testing::WaitUntil([&] {
     RawClient again(port);
-    served = echo(again, "four");
-    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_TRUE(served);
+    return echo(again, "four");
+  }));
 }
 
 TEST_F(ServerTest, IdleConnectionIsClosed) {

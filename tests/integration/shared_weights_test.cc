@@ -28,44 +28,18 @@ constexpr int kLayers = 4;
 constexpr size_t kSizeMiB = 32;  // 8 MiB weight matrices: whole granules of their own, shareable
 const mlp::Shape kShape = mlp::ShapeForSize(kSizeMiB, kLayers, 1);
 
-struct Answer {
-  int status = 0;
-  std::map<std::string, std::string> headers;  // names lower-cased
-  std::string body;
-  int64_t Number(const std::string& name) const {
-    auto it = headers.find(name);
-    return it == headers.end() ? -1 : std::stoll(it->second);
-  }
-};
-
 // POST /v1/functions/FUNCTION/invoke at `endpoint` with curl -i, forcing restore mode `mode`.
-Answer InvokeAt(const std::string& endpoint, const std::string& function, const std::string& body,
-                const std::string& mode) {
+HttpResponse InvokeAt(const std::string& endpoint, const std::string& function, const std::string& body,
+                      const std::string& mode) {
   CommandResult r = ::phos::testing::Run({"/usr/bin/curl", "-s", "-i", "-X", "POST", "--data-binary", body,
                                           "-H", "X-Phos-Restore-Mode: " + mode,
                                           endpoint + "/v1/functions/" + function + "/invoke"});
-  Answer a;
-  const size_t end = r.out.find("\r\n\r\n");
-  if (end == std::string::npos) return a;
-  std::istringstream head(r.out.substr(0, end));
-  std::string line;
-  std::getline(head, line);
-  std::sscanf(line.c_str(), "HTTP/%*s %d", &a.status);
-  while (std::getline(head, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string name = line.substr(0, colon);
-    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-    a.headers[name] = line.substr(std::min(line.size(), colon + 2));
-  }
-  a.body = r.out.substr(end + 4);
-  return a;
+  return ParseCurl(r.out);
 }
 
 class SharedWeightsTest : public PhosdTest {
  protected:
-  Answer Invoke(const std::string& body, const std::string& mode, const std::string& function = "mlp") {
+  HttpResponse Invoke(const std::string& body, const std::string& mode, const std::string& function = "mlp") {
     return InvokeAt(endpoint(), function, body, mode);
   }
 
@@ -87,13 +61,13 @@ TEST_F(SharedWeightsTest, ASecondRestoreMapsTheWeightsOfTheFirstInsteadOfCopying
   const int64_t weight_bytes = static_cast<int64_t>(kShape.weight_elements() * sizeof(float)) * kLayers;
 
   // The first restore after the deploy copies every byte and keeps its weights for others.
-  Answer first = Invoke(R"({"seed": 2, "full": true})", "phos");
+  HttpResponse first = Invoke(R"({"seed": 2, "full": true})", "phos");
   ASSERT_EQ(first.status, 200) << first.body;
   ExpectMatchesReference(first.body, 2);
   EXPECT_EQ(first.Number("x-phos-shared-bytes"), 0);
 
   // The first instance stays (keep-alive): the second restore maps its weights, read-only.
-  Answer second = Invoke(R"({"seed": 3, "full": true})", "phos");
+  HttpResponse second = Invoke(R"({"seed": 3, "full": true})", "phos");
   ASSERT_EQ(second.status, 200) << second.body;
   ExpectMatchesReference(second.body, 3);
   EXPECT_EQ(second.Number("x-phos-shared-bytes"), weight_bytes);
@@ -103,7 +77,7 @@ TEST_F(SharedWeightsTest, ASecondRestoreMapsTheWeightsOfTheFirstInsteadOfCopying
             second.Number("x-phos-snapshot-bytes") / 10);
 
   // Each instance answers again, the first one through the read-only mapping it now has too.
-  Answer warm = Invoke(R"({"seed": 4, "full": true})", "warm");
+  HttpResponse warm = Invoke(R"({"seed": 4, "full": true})", "warm");
   ASSERT_EQ(warm.status, 200) << warm.body;
   ExpectMatchesReference(warm.body, 4);
 }
@@ -122,12 +96,12 @@ TEST_F(SharedWeightsTest, ACallThatWritesASharedBufferGetsAPrivateCopyFirst) {
   ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
   // The first restore publishes buffer 0; the second maps it and then writes it: a private copy.
   ASSERT_EQ(Invoke("direct 0 4", "phos", "indirect").body, kIntact);
-  Answer writer = Invoke("add 0 4", "phos", "indirect");
+  HttpResponse writer = Invoke("add 0 4", "phos", "indirect");
   ASSERT_EQ(writer.status, 200) << writer.body;
   EXPECT_EQ(writer.Number("x-phos-shared-bytes"), kBufferBytes);
   EXPECT_EQ(writer.body, kAddedOne);
   // What the others map is intact, and sharing goes on.
-  Answer reader = Invoke("direct 0 4", "phos", "indirect");
+  HttpResponse reader = Invoke("direct 0 4", "phos", "indirect");
   ASSERT_EQ(reader.status, 200) << reader.body;
   EXPECT_EQ(reader.Number("x-phos-shared-bytes"), kBufferBytes);
   EXPECT_EQ(reader.body, kIntact);
@@ -141,12 +115,12 @@ TEST_F(SharedWeightsTest, ABufferAllocatedWhereASharedOneWasFreedIsTheFunctionsO
               "--sample", "direct 0 4", "--", "--buffers", "2", "--elements", std::to_string(kElements)});
   ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
   ASSERT_EQ(Invoke("direct 0 4", "phos", "indirect").body, kIntact);
-  Answer renewed = Invoke("renew 0 4", "phos", "indirect");
+  HttpResponse renewed = Invoke("renew 0 4", "phos", "indirect");
   ASSERT_EQ(renewed.status, 200) << renewed.body;
   EXPECT_EQ(renewed.Number("x-phos-shared-bytes"), kBufferBytes);
   EXPECT_EQ(renewed.body, "sum 0.0 first 0.0 0.0 0.0 0.0");
   // The first instance's allocation was untouched by the free.
-  Answer reader = Invoke("direct 0 4", "phos", "indirect");
+  HttpResponse reader = Invoke("direct 0 4", "phos", "indirect");
   ASSERT_EQ(reader.status, 200) << reader.body;
   EXPECT_EQ(reader.body, kIntact);
 }
@@ -157,25 +131,25 @@ TEST_F(SharedWeightsTest, AWriteSpeculationMissedCostsThatInstanceAndEndsSharing
               "--sample", "direct 0 4", "--", "--buffers", "2", "--elements", std::to_string(kElements)});
   ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
 
-  Answer first = Invoke("direct 0 4", "phos", "indirect");
+  HttpResponse first = Invoke("direct 0 4", "phos", "indirect");
   ASSERT_EQ(first.status, 200) << first.body;
   EXPECT_EQ(first.body, kIntact);
-  Answer second = Invoke("direct 0 4", "phos", "indirect");
+  HttpResponse second = Invoke("direct 0 4", "phos", "indirect");
   ASSERT_EQ(second.status, 200) << second.body;
   EXPECT_EQ(second.body, kIntact);
   EXPECT_EQ(second.Number("x-phos-shared-bytes"), kBufferBytes);
 
   // A third instance maps buffer 0 shared too; its bump writes it through the table: the write
   // faults on the read-only mapping, the instance is lost and its invocation fails.
-  Answer bumped = Invoke("bump 0 4", "phos", "indirect");
+  HttpResponse bumped = Invoke("bump 0 4", "phos", "indirect");
   EXPECT_GE(bumped.status, 500) << bumped.body;
 
   // The instances still mapping it read what they read before.
-  Answer warm = Invoke("direct 0 4", "warm", "indirect");
+  HttpResponse warm = Invoke("direct 0 4", "warm", "indirect");
   ASSERT_EQ(warm.status, 200) << warm.body;
   EXPECT_EQ(warm.body, kIntact);
   // Restores from now on copy their own, which the function may write.
-  Answer privately = Invoke("bump 0 4", "phos", "indirect");
+  HttpResponse privately = Invoke("bump 0 4", "phos", "indirect");
   ASSERT_EQ(privately.status, 200) << privately.body;
   EXPECT_EQ(privately.Number("x-phos-shared-bytes"), 0);
   EXPECT_EQ(privately.body, kAddedOne);
@@ -193,7 +167,7 @@ TEST_F(UnsharedWeightsTest, EveryRestoreCopiesItsOwnWhenSharingIsOff) {
                                    std::to_string(kSizeMiB), "--layers", std::to_string(kLayers)});
   ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
   for (uint64_t seed : {2, 3}) {
-    Answer a = Invoke("{\"seed\": " + std::to_string(seed) + ", \"full\": true}", "phos");
+    HttpResponse a = Invoke("{\"seed\": " + std::to_string(seed) + ", \"full\": true}", "phos");
     ASSERT_EQ(a.status, 200) << a.body;
     ExpectMatchesReference(a.body, seed);
     EXPECT_EQ(a.Number("x-phos-shared-bytes"), 0);
@@ -215,10 +189,10 @@ TEST_F(SharedLlamaTest, ASecondInstanceCopiesAtMostATenthOfItsWeights) {
               "--sample", R"({"tokens": [1, 2, 3], "max_new_tokens": 2})", "--", "--model", dir});
   ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
   const std::string request = R"({"tokens": [5, 6, 7], "max_new_tokens": 4})";
-  Answer first = InvokeAt(endpoint(), shape.name, request, "phos");
+  HttpResponse first = InvokeAt(endpoint(), shape.name, request, "phos");
   ASSERT_EQ(first.status, 200) << first.body;
   EXPECT_EQ(first.Number("x-phos-shared-bytes"), 0);
-  Answer second = InvokeAt(endpoint(), shape.name, request, "phos");
+  HttpResponse second = InvokeAt(endpoint(), shape.name, request, "phos");
   ASSERT_EQ(second.status, 200) << second.body;
   EXPECT_EQ(GeneratedTokens(second.body), GeneratedTokens(first.body));
   // The checkpoint's weights: every tensor, fp32.

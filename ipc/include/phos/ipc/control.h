@@ -28,7 +28,7 @@ Answer MakeAnswer(int32_t status, std::string_view message, uint64_t ring_bytes,
 // Checks a received answer's size, magic and version; returns the server's refusal as an error.
 Status CheckAnswer(const void* data, size_t len);
 
-// A fresh 128-bit token in hex, from getrandom(2).
-std::string NewToken();
+// A fresh token of `bytes` random bytes (128 bits by default) in hex, from getrandom(2).
+std::string NewToken(size_t bytes = 16);
 
 }  // namespace phos::ipc

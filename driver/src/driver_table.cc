@@ -73,6 +73,7 @@ Status DriverTable::Resolve(GpuKind kind, const std::string& driver, const std::
   PHOS_SIM_GUARD_ENTRY_POINTS(PHOS_RESOLVE_OPTIONAL)
   PHOS_RESOLVE_OPTIONAL(phosSimMemcpyHtoDAsyncGuarded)
   PHOS_RESOLVE_OPTIONAL(phosSimGetConfig)
+  PHOS_RESOLVE_OPTIONAL(phosSimGetStats)
   PHOS_RESOLVE_OPTIONAL(phosSimModuleLoadDataSized)
 #undef PHOS_RESOLVE_OPTIONAL
   if (phosSimGuardRange == nullptr || phosSimUnguardRange == nullptr || phosSimSetGuardHandler == nullptr ||

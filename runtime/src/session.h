@@ -264,9 +264,11 @@ class Session {
   // The session device of the stream, event or cuBLAS handle `vid`; -1 when it names none.
   int HandleDevice(uint64_t vid) const;
   // Device memory for cudaMalloc / cudaFree: from the instance address space of the record's
-  // device when it has one, else cuMemAlloc / cuMemFree.
+  // device when it has one, else cuMemAlloc / cuMemFree. What is freed is zeroed first (the
+  // driver may give it to another tenant's allocation in this process as it is), after the
+  // device's work, as cudaFree synchronises.
   CUresult AllocateBuffer(uint64_t bytes, CUdeviceptr* out);
-  CUresult FreeBuffer(CUdeviceptr base);
+  CUresult FreeBuffer(CUdeviceptr base, uint64_t bytes);
   // The session's address space holding `address` (any device), or null.
   InstanceAddressSpace* SpaceOf(uint64_t address) const;
   // Zeroes and unmaps the borrowed ranges now (their slot goes to the next instance at once).

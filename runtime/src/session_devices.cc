@@ -170,10 +170,8 @@ void Session::ReleaseDevices() {
   // They are zeroed first, as the pool's scrub would (the addresses go back to the driver).
   if (!device_contexts_.empty()) {
     driver_->cuCtxSetCurrent(context_);
-    for (auto& [base, bytes] : buffers_.buffers()) driver_->cuMemsetD8Async(base, 0, bytes, nullptr);
-    driver_->cuCtxSynchronize();
     for (uint64_t base : buffers_.Bases()) {
-      FreeBuffer(base);
+      FreeBuffer(base, buffers_.buffers().at(base));
       buffers_.Erase(base).IgnoreError();
     }
     buffer_devices_.clear();

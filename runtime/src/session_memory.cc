@@ -23,7 +23,7 @@ CUresult Session::MemAlloc(const ipc::SizeArgs& a, const Call& call) {
   CUresult r = AllocateBuffer(a.bytes, &ptr);
   if (r != CUDA_SUCCESS) return r;
   if (!buffers_.Insert(ptr, a.bytes).ok()) {
-    FreeBuffer(ptr);
+    FreeBuffer(ptr, a.bytes);
     return CUDA_ERROR_UNKNOWN;
   }
   if (route_device_ != 0) buffer_devices_[ptr] = route_device_;
@@ -33,12 +33,14 @@ CUresult Session::MemAlloc(const ipc::SizeArgs& a, const Call& call) {
 
 CUresult Session::MemFree(const ipc::PointerArgs& a, const Call& call) {
   if (a.ptr == 0) return CUDA_SUCCESS;
+  auto held = buffers_.buffers().find(a.ptr);
+  const uint64_t bytes = held == buffers_.buffers().end() ? 0 : held->second;
   if (!buffers_.Contains(a.ptr, 0) || !buffers_.Erase(a.ptr).ok()) {
     PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {} of {:#x} refused: not a buffer of this session", pid_, call.name, a.ptr);
     return CUDA_ERROR_INVALID_VALUE;
   }
   buffer_devices_.erase(a.ptr);
-  return FreeBuffer(a.ptr);
+  return FreeBuffer(a.ptr, bytes);
 }
 
 CUresult Session::MemcpyHtoD(const ipc::CopyArgs& a, const Call& call) {
@@ -150,9 +152,14 @@ CUresult Session::AllocateBuffer(uint64_t bytes, CUdeviceptr* out) {
   return CUDA_SUCCESS;
 }
 
-CUresult Session::FreeBuffer(CUdeviceptr base) {
+CUresult Session::FreeBuffer(CUdeviceptr base, uint64_t bytes) {
   InstanceAddressSpace* space = SpaceOf(base);
-  if (space == nullptr) return driver_->cuMemFree(base);
+  if (space == nullptr) {
+    // A memset of device memory may still run when cuMemsetD8 returns: done before the free.
+    if (CUresult r = driver_->cuMemsetD8(base, 0, bytes); r != CUDA_SUCCESS) return r;
+    if (CUresult r = driver_->cuCtxSynchronize(); r != CUDA_SUCCESS) return r;
+    return driver_->cuMemFree(base);
+  }
   if (auto it = shared_buffers_.find(base); it != shared_buffers_.end()) {
     // A shared buffer freed: nothing of it may outlive the mapping. Its loader must not publish
     // it (withdrawn, under the lock its on_ready holds), and a buffer allocated later at the same
@@ -164,7 +171,7 @@ CUresult Session::FreeBuffer(CUdeviceptr base) {
     shared_buffers_.erase(it);
   }
   // cudaFree synchronises with the device: nothing queued may still use the bytes that the
-  // address space may hand out again at once.
+  // address space may hand out again at once (and zeroes, when the memory goes back).
   if (CUresult r = driver_->cuCtxSynchronize(); r != CUDA_SUCCESS) return r;
   Status s = space->Free(base);
   if (!s.ok()) PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: cudaFree: {}", pid_, s.message());

@@ -136,7 +136,7 @@ Result<std::unique_ptr<InstanceAddressSpace>> InstanceAddressSpace::Restore(driv
 
 InstanceAddressSpace::~InstanceAddressSpace() {
   if (released_) return;
-  while (!mappings_.empty()) UnmapPhysical(mappings_.begin()->first);
+  while (!mappings_.empty()) UnmapPhysical(mappings_.begin()->first, /*zeroed=*/false);
   if (borrowed_) return;
   Status s = driver::CuStatus(driver_->cuMemAddressFree(base_, range_bytes_), "cuMemAddressFree", driver_->error_text());
   if (!s.ok()) PHOS_LOG(Warn, "runtime", "instance address space {:#x}: {}", base_, s.message());
@@ -210,12 +210,20 @@ Status InstanceAddressSpace::ZeroAndRelease(CUmemGenericAllocationHandle handle,
   return driver::CuStatus(released, "cuMemRelease", text);
 }
 
-void InstanceAddressSpace::UnmapPhysical(CUdeviceptr address) {
+void InstanceAddressSpace::UnmapPhysical(CUdeviceptr address, bool zeroed) {
   auto it = mappings_.find(address);
   // The last mapping of a shared read-only allocation zeroes it: other instances' bytes.
   const bool shared = it->second.shares != nullptr;
   const bool owned = DropShare(it->second);
   const driver::CuErrorText& text = driver_->error_text();
+  if (owned && !shared && !zeroed) {
+    // A memset of device memory may still run when cuMemsetD8 returns: done before the unmap.
+    Status z = driver::CuStatus(driver_->cuMemsetD8(address, 0, it->second.bytes), "cuMemsetD8", text);
+    if (z.ok()) z = driver::CuStatus(driver_->cuCtxSynchronize(), "cuCtxSynchronize", text);
+    if (!z.ok())
+      PHOS_LOG(Warn, "runtime", "instance address space: mapping {:#x} released without zeroing: {}", address,
+               z.message());
+  }
   Status s = driver::CuStatus(driver_->cuMemUnmap(address, it->second.bytes), "cuMemUnmap", text);
   if (s.ok() && owned) {
     s = shared ? ZeroAndRelease(it->second.handle, it->second.bytes)
@@ -248,14 +256,17 @@ Status InstanceAddressSpace::ZeroAndUnmapAll() {
       it = mappings_.erase(it);
     }
   }
+  bool zeroed = true;
   for (const auto& [address, m] : mappings_) {
     Status s = driver::CuStatus(driver_->cuMemsetD8(address, 0, m.bytes), "cuMemsetD8", text);
+    zeroed = zeroed && s.ok();
     if (first.ok() && !s.ok()) first = s.WithContext(fmt::format("zero mapping {:#x}", address));
   }
   // A memset of device memory may still run when cuMemsetD8 returns: it must be done before unmap.
   Status synced = driver::CuStatus(driver_->cuCtxSynchronize(), "cuCtxSynchronize", text);
+  zeroed = zeroed && synced.ok();
   if (first.ok()) first = synced;
-  while (!mappings_.empty()) UnmapPhysical(mappings_.begin()->first);
+  while (!mappings_.empty()) UnmapPhysical(mappings_.begin()->first, zeroed);
   live_.clear();
   return first;
 }
@@ -485,7 +496,7 @@ Status InstanceAddressSpace::Free(CUdeviceptr address) {
     const bool empty = m.free.size() == 1 && m.free.begin()->second == m.bytes;
     if (!empty) return Status::Ok();
   }
-  UnmapPhysical(live.mapping);
+  UnmapPhysical(live.mapping, /*zeroed=*/false);
   return Status::Ok();
 }
 

@@ -232,6 +232,48 @@ TEST_F(VaAllocatorTest, OutOfMemoryIsACleanError) {
   EXPECT_EQ(space->Allocate(0).status().code(), StatusCode::kInvalidArgument);
 }
 
+// Memory that goes back to the driver has been zeroed: a GPU's driver may give it to the next
+// allocation in the process (another tenant's) as it is. simgpu counts every release that was not.
+TEST_F(VaAllocatorTest, WhatIsFreedOrDestroyedIsZeroedBeforeItGoesBackToTheDriver) {
+  ASSERT_NE(table_->phosSimGetStats, nullptr);
+  auto unzeroed = [&] {
+    PhosSimStats stats{};
+    EXPECT_EQ(table_->phosSimGetStats(0, &stats), CUDA_SUCCESS);
+    return stats.released_unzeroed_bytes;
+  };
+  // The count itself: memory written and released as it is.
+  {
+    auto space = Space();
+    ASSERT_NE(space, nullptr);
+    auto p = space->Allocate(2 * kMiB);
+    ASSERT_TRUE(p.ok());
+    ASSERT_EQ(table_->cuMemsetD8(*p, 0x5a, 2 * kMiB), CUDA_SUCCESS);
+    ASSERT_EQ(table_->cuCtxSynchronize(), CUDA_SUCCESS);
+    const uint64_t counted = unzeroed();
+    AddressSpaceRelease r = space->Release();
+    ASSERT_EQ(r.mappings.size(), 1u);
+    EXPECT_EQ(table_->cuMemUnmap(r.mappings[0].base, r.mappings[0].bytes), CUDA_SUCCESS);
+    EXPECT_EQ(table_->cuMemRelease(r.mappings[0].handle), CUDA_SUCCESS);
+    EXPECT_EQ(table_->cuMemAddressFree(r.range_base, r.range_bytes), CUDA_SUCCESS);
+    EXPECT_EQ(unzeroed(), counted + r.mappings[0].bytes);
+  }
+  const uint64_t before = unzeroed();
+  auto space = Space();
+  ASSERT_NE(space, nullptr);
+  std::vector<uint8_t> secret(3 * kMiB, 0x5a);
+  auto large = space->Allocate(secret.size());
+  auto small = space->Allocate(100);
+  auto kept = space->Allocate(secret.size());
+  ASSERT_TRUE(large.ok() && small.ok() && kept.ok());
+  for (CUdeviceptr p : {*large, *kept}) ASSERT_EQ(table_->cuMemcpyHtoD(p, secret.data(), secret.size()), CUDA_SUCCESS);
+  ASSERT_EQ(table_->cuMemcpyHtoD(*small, secret.data(), 100), CUDA_SUCCESS);
+  ASSERT_TRUE(space->Free(*large).ok());
+  ASSERT_TRUE(space->Free(*small).ok());  // the last allocation of its granule: the granule goes
+  EXPECT_EQ(unzeroed(), before);
+  space.reset();  // what is still mapped goes with the space
+  EXPECT_EQ(unzeroed(), before);
+}
+
 TEST_F(VaAllocatorTest, ReleaseHandsEveryMappingOver) {
   auto space = Space();
   ASSERT_NE(space, nullptr);

@@ -56,10 +56,13 @@ PHOS_SIM_API CUresult phosSimGetStats(CUdevice device, PhosSimStats* out) {
   Device* dev = d->device(device);
   if (dev == nullptr) return CUDA_ERROR_INVALID_DEVICE;
   ExecutorStats now = dev->executor->stats();
+  const uint64_t released_unzeroed = d->memory().ReleasedUnzeroedBytes(device);
   ExecutorStats base;
+  uint64_t released_unzeroed_base = 0;
   {
     std::lock_guard lock(dev->stats_mu);
     base = dev->stats_base;
+    released_unzeroed_base = dev->released_unzeroed_base;
   }
   PhosSimStats s{};
   for (int e = 0; e < kEngineCount; ++e) {
@@ -75,6 +78,7 @@ PHOS_SIM_API CUresult phosSimGetStats(CUdevice device, PhosSimStats* out) {
   s.d2d_bytes = now.engine(Engine::kCompute).bytes - base.engine(Engine::kCompute).bytes;
   s.kernels = now.kernels_run - base.kernels_run;
   s.guard_faults = now.guard_faults - base.guard_faults;
+  s.released_unzeroed_bytes = released_unzeroed - released_unzeroed_base;
   *out = s;
   return CUDA_SUCCESS;
 }
@@ -86,6 +90,7 @@ PHOS_SIM_API CUresult phosSimResetStats(CUdevice device) {
   if (dev == nullptr) return CUDA_ERROR_INVALID_DEVICE;
   std::lock_guard lock(dev->stats_mu);
   dev->stats_base = dev->executor->stats();
+  dev->released_unzeroed_base = d->memory().ReleasedUnzeroedBytes(device);
   return CUDA_SUCCESS;
 }
 

@@ -49,6 +49,7 @@ struct Device {
   // phosSimResetStats moves.
   std::mutex stats_mu;
   ExecutorStats stats_base;
+  uint64_t released_unzeroed_base = 0;  // DeviceMemory::ReleasedUnzeroedBytes at the last reset
 
   // The primary context (cuDevicePrimaryCtxRetain): created on first retain, destroyed when the
   // last retain is released.

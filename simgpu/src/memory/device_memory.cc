@@ -100,6 +100,7 @@ DeviceMemory::DeviceMemory(const DeviceMemoryOptions& options, CUdeviceptr base,
       memfd_(memfd),
       retained_bytes_(options.retained_bytes),
       used_(options.device_capacity.size(), 0),
+      released_unzeroed_(options.device_capacity.size(), 0),
       va_(base, options.va_size),
       file_space_(0, options.va_size) {
 #if defined(PHOS_SIM_TSAN)
@@ -231,6 +232,12 @@ uint64_t DeviceMemory::UsedBytes(int device) const {
   if (!ValidDevice(device)) return 0;
   std::shared_lock lock(mu_);
   return used_[device];
+}
+
+uint64_t DeviceMemory::ReleasedUnzeroedBytes(int device) const {
+  if (!ValidDevice(device)) return 0;
+  std::shared_lock lock(mu_);
+  return released_unzeroed_[device];
 }
 
 // ---- Queries ----

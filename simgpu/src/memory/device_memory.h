@@ -152,6 +152,10 @@ class DeviceMemory {
   CUresult Info(int device, uint64_t* free, uint64_t* total) const;
   // Bytes charged to `device` (linear and physical allocations); 0 for an unknown device.
   uint64_t UsedBytes(int device) const;
+  // Bytes of `device`'s physical allocations (cuMemCreate) released since the start that may hold
+  // bytes written (mapped writable, or copied into) since they were last zeroed in whole: what a
+  // GPU's driver may hand to the next allocation in the process as it is. 0 for an unknown device.
+  uint64_t ReleasedUnzeroedBytes(int device) const;
   // Bytes of host pages behind physical memory (live, kept for reuse, or allocated ahead), once
   // the allocation ahead (DeviceMemoryOptions::prefault_bytes) has finished.
   uint64_t HostPageBytes();
@@ -302,6 +306,7 @@ class DeviceMemory {
 
   mutable std::shared_mutex mu_;
   std::vector<uint64_t> used_;
+  std::vector<uint64_t> released_unzeroed_;  // per device, ReleasedUnzeroedBytes
   uint64_t used_physical_ = 0;  // bytes of live physical allocations, all devices
   RangeAllocator va_;
   RangeAllocator file_space_;

@@ -122,6 +122,7 @@ void DeviceMemory::FreeIfUnreferenced(PhysicalMap::iterator it) {
   const Physical& physical = it->second;
   if (physical.mappings > 0 || !physical.released) return;
   used_physical_ -= physical.size;
+  if (!physical.zeroed.load()) released_unzeroed_[physical.device] += physical.size;
   // The file's present pages beyond the live allocations' are those kept from released ones and
   // allocated ahead (give or take the live ones' holes): past the limit, this slice's go back to
   // the kernel, as do those of memory released without being zeroed.

@@ -121,6 +121,8 @@ class DriverTable {
   SimModuleLoadDataSizedFn phosSimModuleLoadDataSized = nullptr;
   // simgpu's configuration (phos/simgpu/simgpu.h); null on NVIDIA's driver.
   decltype(&::phosSimGetConfig) phosSimGetConfig = nullptr;
+  // simgpu's device counters (phos/simgpu/simgpu.h); null on NVIDIA's driver.
+  decltype(&::phosSimGetStats) phosSimGetStats = nullptr;
 
  private:
   DriverTable() = default;

@@ -133,7 +133,9 @@ class InstanceAddressSpace {
   // stream-ordered, so what reads the old mapping must be done before it goes. NotFound when
   // `address` is not a shared mapping.
   Status MakePrivate(CUdeviceptr address);
-  // Frees the allocation that starts at `address`; NotFound otherwise.
+  // Frees the allocation that starts at `address`; NotFound otherwise. Memory that goes back to
+  // the driver is zeroed first (a context of the device must be current; it waits for the
+  // device): the driver may hand it to another tenant's allocation in this process as it is.
   Status Free(CUdeviceptr address);
   // The live allocations, by address.
   AddressSpaceState Save() const;
@@ -178,9 +180,10 @@ class InstanceAddressSpace {
   InstanceAddressSpace(driver::DriverTable* driver, CUdeviceptr base, uint64_t range_bytes, uint64_t granularity, int device);
   // Creates, maps and opens a physical allocation of `bytes` at `address` (a free VA range).
   Status MapPhysical(CUdeviceptr address, uint64_t bytes, bool shared);
-  // Unmaps and releases the mapping at `address`; the last mapping of a shared allocation zeroes
-  // it first (a context of the device must be current for that).
-  void UnmapPhysical(CUdeviceptr address);
+  // Unmaps and releases the mapping at `address`, zeroing what is released first unless `zeroed`
+  // says the caller did (a context of the device must be current for that; it waits for the
+  // device). Released unzeroed when the zeroing fails, logged: kept, it would be lost for good.
+  void UnmapPhysical(CUdeviceptr address, bool zeroed);
   // Zeroes `bytes` of `handle`, mapped nowhere in this space (through a staging mapping, waiting
   // for it), then releases it: how the last reference to a shared allocation ends it (D14).
   Status ZeroAndRelease(CUmemGenericAllocationHandle handle, uint64_t bytes);

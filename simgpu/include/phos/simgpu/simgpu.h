@@ -53,6 +53,10 @@ typedef struct PhosSimStats {
   unsigned long long d2d_bytes;      /* device-to-device copies and memsets */
   unsigned long long kernels;
   unsigned long long guard_faults;   /* touches of guarded ranges served by the guard handler */
+  /* Physical allocations (cuMemCreate) released that may hold bytes written since they were last
+   * zeroed in whole: on a GPU, memory the driver may hand to the process's next allocation as it
+   * is (simgpu hands it back zeroed). */
+  unsigned long long released_unzeroed_bytes;
 } PhosSimStats;
 
 CUresult phosSimGetStats(CUdevice device, PhosSimStats* stats);

@@ -608,9 +608,13 @@ int main(int argc, char** argv) {
   int largest = std::max({o.second_mib, o.finetune_base_mib * (o.finetunes > 0), o.disk_mib,
                           o.moe_mib * !o.experts.empty(), o.concurrency_mib * !o.concurrency.empty()});
   for (int size : o.sizes_mib) largest = std::max(largest, size);
-  // Host pages for two instances of the largest model and a spare (the simulator's host work must
-  // not stand in for the modelled device: docs/benchmarks.md, issue 18's section).
-  if (largest > 0) setenv("PHOS_SIMGPU_PREFAULT", fmt::format("{}M", largest * 3).c_str(), /*overwrite=*/0);
+  // Host pages for two instances of the largest model and a spare, or for the largest burst of
+  // simultaneous cold starts (the simulator's host work must not stand in for the modelled device:
+  // docs/benchmarks.md, issue 18's section).
+  const int most = o.concurrency.empty() ? 0 : *std::max_element(o.concurrency.begin(), o.concurrency.end());
+  const uint64_t burst_mib = static_cast<uint64_t>(most) * o.concurrency_mib * 2;
+  const uint64_t prefault_mib = std::max<uint64_t>(static_cast<uint64_t>(largest) * 3, burst_mib);
+  if (prefault_mib > 0) setenv("PHOS_SIMGPU_PREFAULT", fmt::format("{}M", prefault_mib).c_str(), /*overwrite=*/0);
   Result<phos::bench::SimDevice> device = phos::bench::OpenSimDevice();
   if (!device.ok()) {
     std::fprintf(stderr, "models_bench: %s\n", device.status().ToString().c_str());
@@ -623,10 +627,8 @@ int main(int argc, char** argv) {
   // Sharing off: every restore here is a first instance, which pays for its weights (the second
   // instance's case has a daemon of its own). The pool fills to the largest burst while the single cold
   // starts are measured (a context's creation is modelled device time, not host work).
-  const int most = o.concurrency.empty() ? 0 : *std::max_element(o.concurrency.begin(), o.concurrency.end());
   const int pool = std::max(2, most);
   const bool main_cases = !o.sizes_mib.empty() || !o.experts.empty() || most > 0;
-  const uint64_t burst_mib = static_cast<uint64_t>(most) * o.concurrency_mib * 2;
   Status status = Status::Ok();
   if (main_cases) {
     status = daemon.Start("models-bench",

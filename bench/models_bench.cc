@@ -608,13 +608,6 @@ int main(int argc, char** argv) {
   int largest = std::max({o.second_mib, o.finetune_base_mib * (o.finetunes > 0), o.disk_mib,
                           o.moe_mib * !o.experts.empty(), o.concurrency_mib * !o.concurrency.empty()});
   for (int size : o.sizes_mib) largest = std::max(largest, size);
-  // Host pages for two instances of the largest model and a spare, or for the largest burst of
-  // simultaneous cold starts (the simulator's host work must not stand in for the modelled device:
-  // docs/benchmarks.md, issue 18's section).
-  const int most = o.concurrency.empty() ? 0 : *std::max_element(o.concurrency.begin(), o.concurrency.end());
-  const uint64_t burst_mib = static_cast<uint64_t>(most) * o.concurrency_mib * 2;
-  const uint64_t prefault_mib = std::max<uint64_t>(static_cast<uint64_t>(largest) * 3, burst_mib);
-  if (prefault_mib > 0) setenv("PHOS_SIMGPU_PREFAULT", fmt::format("{}M", prefault_mib).c_str(), /*overwrite=*/0);
   Result<phos::bench::SimDevice> device = phos::bench::OpenSimDevice();
   if (!device.ok()) {
     std::fprintf(stderr, "models_bench: %s\n", device.status().ToString().c_str());
@@ -622,6 +615,14 @@ int main(int argc, char** argv) {
   }
   const double scale = device->config.time_scale;
   const double h2d = device->profile.h2d_pinned_bps;
+  // Host pages for two instances of the largest model and a spare GiB, or for the largest burst of
+  // simultaneous cold starts (the simulator's host work must not stand in for the modelled device:
+  // docs/benchmarks.md, issue 18's section). Set after this process's own simgpu is open: the
+  // pages are phosd's, and a second copy here would take as much host memory again.
+  const int most = o.concurrency.empty() ? 0 : *std::max_element(o.concurrency.begin(), o.concurrency.end());
+  const uint64_t burst_mib = static_cast<uint64_t>(most) * o.concurrency_mib * 2;
+  const uint64_t prefault_mib = std::max<uint64_t>(static_cast<uint64_t>(largest) * 2 + 1024, burst_mib);
+  if (largest > 0) setenv("PHOS_SIMGPU_PREFAULT", fmt::format("{}M", prefault_mib).c_str(), /*overwrite=*/0);
 
   Daemon daemon;
   // Sharing off: every restore here is a first instance, which pays for its weights (the second

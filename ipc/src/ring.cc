@@ -278,6 +278,9 @@ void Ring::Close() {
   header_->closed.store(1, std::memory_order_seq_cst);
   header_->client_futex.fetch_add(1, std::memory_order_seq_cst);
   FutexWakeAll(&header_->client_futex);
+  // And the executor, asleep in WaitForWork: a session's end must not wait out its sleep.
+  header_->server_futex.fetch_add(1, std::memory_order_seq_cst);
+  FutexWakeAll(&header_->server_futex);
 }
 
 }  // namespace phos::ipc

@@ -221,6 +221,25 @@ TEST(RingTest, ClosedRingStopsAWaitingProducer) {
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);
 }
 
+TEST(RingTest, CloseWakesASleepingServer) {
+  auto ring = MustCreate();
+  // Far longer than any scheduling delay: a wait that ends well before it was woken.
+  constexpr int kServerWaitMs = 120000;
+  std::atomic<bool> stop{false};
+  std::thread server([&] {
+    while (!stop.load()) ring->WaitForWork(kServerWaitMs);
+  });
+  bool asleep = WaitUntil([&] { return ring->header()->server_sleeping.load() != 0; });
+  auto start = std::chrono::steady_clock::now();
+  stop.store(true);
+  ring->Close();  // what a session's end does before it joins its executor
+  server.join();
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(asleep) << "the server never went to sleep";
+  // Woken, not timed out: a timed-out wait would have taken the whole kServerWaitMs.
+  EXPECT_LT(elapsed, std::chrono::milliseconds(kServerWaitMs / 2));
+}
+
 TEST(RingTest, PeerCannotResizeTheRing) {
   auto ring = MustCreate();
   // What the function process receives: the same file through another descriptor.

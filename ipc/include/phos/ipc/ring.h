@@ -105,7 +105,7 @@ class Ring {
   // Writes the reply of record `seq` (result plus up to reply_capacity() bytes).
   void WriteReply(uint64_t seq, int32_t result, const void* data, size_t len);
   uint8_t* reply_payload_for_write() { return reply_ + sizeof(ReplyHeader); }
-  // Marks the session closed and wakes the frontend.
+  // Marks the session closed and wakes both sides (a waiting frontend, a sleeping executor).
   void Close();
 
  private:

@@ -10,9 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -47,6 +49,60 @@ std::vector<pid_t> PidsOfUid(uid_t uid) {
   }
   if (proc != nullptr) closedir(proc);
   return pids;
+}
+
+// The directory of the cgroup that `pid` is in for the cpu controller, as this (root cgroup
+// namespace) process sees it: the group's path from /proc/PID/cgroup under the hierarchy's mount
+// from /proc/self/mountinfo (a v1 hierarchy whose options name cpu, else the unified one). "" when
+// not found.
+std::string CpuGroupDir(pid_t pid) {
+  auto has_cpu = [](const std::string& list) {
+    std::stringstream items(list);
+    for (std::string item; std::getline(items, item, ',');) {
+      if (item == "cpu") return true;
+    }
+    return false;
+  };
+  std::string group;
+  bool v2 = false;
+  std::ifstream cgroups("/proc/" + std::to_string(pid) + "/cgroup");
+  for (std::string line; std::getline(cgroups, line);) {
+    const size_t first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    if (has_cpu(controllers)) {
+      group = line.substr(second + 1);
+      v2 = false;
+      break;
+    }
+    if (line.rfind("0::", 0) == 0) {
+      group = line.substr(3);
+      v2 = true;
+    }
+  }
+  if (group.empty()) return "";
+  std::ifstream mounts("/proc/self/mountinfo");
+  for (std::string line; std::getline(mounts, line);) {
+    std::stringstream fields(line);
+    std::vector<std::string> f;
+    for (std::string field; fields >> field;) f.push_back(field);
+    auto dash = std::find(f.begin(), f.end(), "-");
+    if (f.size() < 5 || dash == f.end() || f.end() - dash < 4 || f[3] != "/") continue;
+    const std::string& fstype = dash[1];
+    if ((v2 && fstype == "cgroup2") || (!v2 && fstype == "cgroup" && has_cpu(dash[3]))) return f[4] + group;
+  }
+  return "";
+}
+
+// One counter of a cgroup's cpu.stat ("nr_throttled 3" lines); -1 when absent.
+long CpuStat(const std::string& dir, const std::string& key) {
+  std::ifstream stat(dir + "/cpu.stat");
+  for (std::string name; stat >> name;) {
+    long value = -1;
+    stat >> value;
+    if (name == key) return value;
+  }
+  return -1;
 }
 
 class SandboxTest : public PhosdTest {
@@ -141,6 +197,22 @@ TEST_F(SandboxTest, ItsPidsLimitStopsAForkBomb) {
   EXPECT_EQ(answer.rfind("forked ", 0), 0u) << answer;
   EXPECT_NE(answer.find("; failed: Resource temporarily unavailable"), std::string::npos) << answer;
   EXPECT_EQ(Invoke("probe", "after"), "after");
+}
+
+// Counted, not timed: a group held to 10% of a CPU that spends 300 ms of CPU time is throttled in
+// some of the 100 ms periods it spans, and the kernel counts each.
+TEST_F(SandboxTest, ItsCpuLimitThrottlesItsInstances) {
+  Deploy("probe", {{"limits", {{"cpu_millis", 100}}}});
+  const std::vector<pid_t> pids = PidsOfUid(runtime::SandboxIds{}.ForFunction("probe"));
+  ASSERT_FALSE(pids.empty());
+  const std::string dir = CpuGroupDir(pids.front());
+  ASSERT_FALSE(dir.empty()) << "no cpu cgroup found for pid " << pids.front();
+  ASSERT_NE(dir.find("/probe"), std::string::npos) << dir << ": not the function's group";
+  const long before = CpuStat(dir, "nr_throttled");
+  ASSERT_GE(before, 0) << dir << "/cpu.stat";
+  EXPECT_EQ(Invoke("probe", "spin:300"), "spun");
+  EXPECT_GT(CpuStat(dir, "nr_throttled"), before) << dir;
+  for (pid_t pid : PidsOfUid(runtime::SandboxIds{}.ForFunction("probe"))) EXPECT_EQ(CpuGroupDir(pid), dir) << pid;
 }
 
 TEST_F(SandboxTest, LimitsOutOfRangeAreRefused) {

@@ -8,6 +8,7 @@
 //   "alloc:MIB"       allocates and touches MIB MiB, answers "allocated" (or is killed first)
 //   "fork:N"          forks N children (each waits for its parent to go), answers
 //                     "forked K of N" and, when a fork failed, "; failed: <errno text>"
+//   "spin:MS"         burns MS milliseconds of its own CPU time, answers "spun"
 //   anything else is echoed.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -19,6 +20,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -96,6 +98,21 @@ std::string Fork(long n) {
   return error == 0 ? answer : answer + "; " + Failed(error);
 }
 
+// CPU time, not wall time: a throttled process takes longer to spend it, which is the point.
+std::string Spin(long ms) {
+  auto cpu_ms = [] {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return t.tv_sec * 1000 + t.tv_nsec / 1000000;
+  };
+  const long until = cpu_ms() + ms;
+  volatile unsigned long sink = 0;
+  while (cpu_ms() < until) {
+    for (int i = 0; i < 100000; ++i) sink = sink + static_cast<unsigned long>(i);
+  }
+  return "spun";
+}
+
 }  // namespace
 
 int main() {
@@ -111,6 +128,7 @@ int main() {
     }
     if (request.rfind("alloc:", 0) == 0) return Allocate(Number(arg("alloc:")));
     if (request.rfind("fork:", 0) == 0) return Fork(Number(arg("fork:")));
+    if (request.rfind("spin:", 0) == 0) return Spin(Number(arg("spin:")));
     return std::string(request);
   });
 }

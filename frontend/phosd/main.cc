@@ -314,7 +314,7 @@ int main(int argc, char** argv) {
   api_options.device_groups = groups.get();
   api_options.share_read_only_buffers = share_weights;
   api_options.va_slots = instance_ranges;
-  api_options.session_device_bytes = session_device_mib << 20;
+  api_options.session_limits.device_bytes = session_device_mib << 20;
   if ((*driver)->kind() == phos::driver::GpuKind::kSim) {
     auto trusted = phos::runtime::TrustedModules::FromDirectories(trusted_module_dirs);
     if (!trusted.ok()) return Fail(trusted.status().WithContext("phosd: --trusted-modules-dir"));

@@ -182,13 +182,8 @@ void ApiServer::Impl::Open(Opening o) {
   if (!opened.ok()) Refuse(o.fd, opened.code() == StatusCode::kNotFound ? 1 : 999, opened.message());
 }
 
-SessionLimits ApiServer::Impl::Limits(const std::string& function) const {
-  SessionLimits limits{.trusted_modules = options_.trusted_modules,
-                       .module_bytes = options_.session_module_bytes,
-                       .modules = options_.session_modules,
-                       .device_bytes = options_.session_device_bytes,
-                       .buffers = options_.session_buffers,
-                       .handles = options_.session_handles};
+SessionRules ApiServer::Impl::Limits(const std::string& function) const {
+  SessionRules limits{options_.session_limits, options_.trusted_modules};
   std::lock_guard lock(mu_);
   auto it = quotas_.find(function);
   if (function.empty() || it == quotas_.end()) return limits;

@@ -13,7 +13,7 @@
 namespace phos::runtime {
 
 Session::Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid,
-                 SessionLimits limits)
+                 SessionRules limits)
     : driver_(driver),
       limits_(std::move(limits)),
       ring_(std::move(ring)),
@@ -23,7 +23,7 @@ Session::Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, s
 
 Result<std::unique_ptr<Session>> Session::Open(driver::DriverTable* driver, ctxpool::ContextLease lease, int device,
                                                uint64_t va_bytes, std::unique_ptr<ipc::Ring> ring, std::string token,
-                                               int control_fd, int pid, SessionLimits limits) {
+                                               int control_fd, int pid, SessionRules limits) {
   // Every check before the session exists: a factory that fails leaves control_fd to the caller.
   int device_count = 0;
   PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuDeviceGetCount(&device_count));
@@ -45,7 +45,7 @@ Result<std::unique_ptr<Session>> Session::Open(driver::DriverTable* driver, ctxp
 
 Result<std::unique_ptr<Session>> Session::OpenWithGroup(driver::DriverTable* driver, ctxpool::CommunicatorPool* groups, int gpus,
                                                         std::unique_ptr<ipc::Ring> ring, std::string token,
-                                                        int control_fd, int pid, SessionLimits limits) {
+                                                        int control_fd, int pid, SessionRules limits) {
   if (groups == nullptr) return Status::FailedPrecondition(fmt::format("a session of {} GPUs needs device groups (NCCL)", gpus));
   if (gpus < 2) return Status::InvalidArgument(fmt::format("a device group session needs at least 2 GPUs, not {}", gpus));
   std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid, std::move(limits)));

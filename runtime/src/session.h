@@ -41,20 +41,11 @@ class Store;
 
 namespace phos::runtime {
 
-// What one session may load and hold, whatever its function process sends (docs/design.md D17).
-struct SessionLimits {
-  // The simgpu module images the session may load (null: any; fatbins go to NVIDIA's driver,
-  // which runs no host code of theirs, and are not checked).
+// What one session may load and hold: its limits (api_server.h) and the module images it may
+// load (null: any; fatbins go to NVIDIA's driver, which runs no host code of theirs, and are not
+// checked).
+struct SessionRules : SessionLimits {
   std::shared_ptr<const TrustedModules> trusted_modules;
-  // Bytes of module images the session may hold, loaded or arriving, and how many modules.
-  uint64_t module_bytes = 2ull << 30;
-  size_t modules = 1024;
-  // Device memory the session may hold, on all its devices together (a restored snapshot's
-  // buffers count); 0: what the devices have. And how many buffers.
-  uint64_t device_bytes = 0;
-  size_t buffers = size_t{1} << 20;
-  // Streams, events, cuBLAS handles and communicators the session may hold together.
-  size_t handles = 4096;
 };
 
 // Bytes per element of the cudaDataType values GemmEx accepts here; 0 for anything else
@@ -72,7 +63,7 @@ class Session {
   // allocation (0: cuMemAlloc); its mappings and range go to the lease's scrub at the end.
   static Result<std::unique_ptr<Session>> Open(driver::DriverTable* driver, ctxpool::ContextLease lease, int device,
                                                uint64_t va_bytes, std::unique_ptr<ipc::Ring> ring, std::string token,
-                                               int control_fd, int pid, SessionLimits limits);
+                                               int control_fd, int pid, SessionRules limits);
   // A session of `gpus` (>= 2) devices: before executing its first call, the executor leases a
   // device group of that size from `groups` (which must outlive the session) and runs session
   // device d in the group's context d; ncclCommInitAll / ncclCommInitRank get the group's
@@ -81,7 +72,7 @@ class Session {
   // CUDA_ERROR_NO_DEVICE, logged.
   static Result<std::unique_ptr<Session>> OpenWithGroup(driver::DriverTable* driver, ctxpool::CommunicatorPool* groups, int gpus,
                                                         std::unique_ptr<ipc::Ring> ring, std::string token,
-                                                        int control_fd, int pid, SessionLimits limits);
+                                                        int control_fd, int pid, SessionRules limits);
   // A single-GPU session that starts from `restore` (session_restore.cc): before executing its
   // first call, the executor waits for the restore's preparation and adopts its context, address
   // space, buffers, virtual handles and loader; until every buffer is resident, each call's
@@ -91,7 +82,7 @@ class Session {
   static Result<std::unique_ptr<Session>> OpenRestored(driver::DriverTable* driver, std::shared_ptr<RestoreState> restore,
                                                        ParamMetadataCache* metadata, int device, uint64_t va_bytes,
                                                        std::unique_ptr<ipc::Ring> ring, std::string token,
-                                                       int control_fd, int pid, SessionLimits limits);
+                                                       int control_fd, int pid, SessionRules limits);
   // Each factory owns control_fd once it returns a session (closed when the session ends); one
   // that fails leaves it to the caller.
   // Stops the executor and releases everything the session holds.
@@ -158,7 +149,7 @@ class Session {
   };
 
   Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid,
-          SessionLimits limits);
+          SessionRules limits);
   void Run();
   // A call of a session that maps shared read-only buffers failed, its context in the sticky
   // illegal-address state: the context is lost, and the fault may be a write to a shared buffer that
@@ -297,7 +288,7 @@ class Session {
   uint64_t NewHandle() { return next_handle_ += 16; }
 
   driver::DriverTable* driver_;
-  const SessionLimits limits_;
+  const SessionRules limits_;
   std::unique_ptr<ipc::Ring> ring_;
   std::string token_;
   int control_fd_;

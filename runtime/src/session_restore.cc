@@ -25,7 +25,7 @@ using ipc::Op;
 Result<std::unique_ptr<Session>> Session::OpenRestored(driver::DriverTable* driver, std::shared_ptr<RestoreState> restore,
                                                        ParamMetadataCache* metadata, int device, uint64_t va_bytes,
                                                        std::unique_ptr<ipc::Ring> ring, std::string token,
-                                                       int control_fd, int pid, SessionLimits limits) {
+                                                       int control_fd, int pid, SessionRules limits) {
   if (restore == nullptr || metadata == nullptr) return Status::InvalidArgument("restored session without its restore");
   int device_count = restore->plan().gpus;  // a group's devices
   if (device_count <= 1) {

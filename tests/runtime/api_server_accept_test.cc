@@ -215,7 +215,7 @@ TEST_F(ApiServerAcceptTest, UnclaimedTokensAreBounded) {
 }
 
 TEST_F(ApiServerAcceptTest, ASessionGetsNoMoreThanItsLimits) {
-  Start({.session_modules = 1, .session_device_bytes = 1u << 20, .session_buffers = 3, .session_handles = 2});
+  Start({.session_limits = {.modules = 1, .device_bytes = 1u << 20, .buffers = 3, .handles = 2}});
   const std::string token = server_->IssueToken();
   int sock = -1;
   std::unique_ptr<ipc::Ring> ring = OpenSession(token, &sock);
@@ -261,7 +261,7 @@ TEST_F(ApiServerAcceptTest, ASessionGetsNoMoreThanItsLimits) {
 // A function's quota narrows the server's limits for the sessions that name it, never widens
 // them, and leaves other functions' sessions alone.
 TEST_F(ApiServerAcceptTest, AFunctionsQuotaNarrowsTheLimitsOfItsSessionsOnly) {
-  Start({.session_buffers = 3});
+  Start({.session_limits = {.buffers = 3}});
   server_->SetFunctionQuota("small", {.buffers = 1});
   server_->SetFunctionQuota("greedy", {.buffers = 100});
   const ipc::SizeArgs one{1};

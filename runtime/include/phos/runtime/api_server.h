@@ -71,8 +71,22 @@ struct SessionPlan {
   bool urgent = false;
 };
 
+// What one session may hold, whatever its function process sends (docs/design.md D17); beyond,
+// the call fails as the driver's would (out of memory).
+struct SessionLimits {
+  // Bytes of module images, loaded or arriving, and how many modules.
+  uint64_t module_bytes = 2ull << 30;
+  size_t modules = 1024;
+  // Device memory on all the session's devices together (a restored snapshot's buffers count);
+  // 0: what the devices have. And how many buffers.
+  uint64_t device_bytes = 0;
+  size_t buffers = size_t{1} << 20;
+  // Streams, events, cuBLAS handles and communicators together.
+  size_t handles = 4096;
+};
+
 // What each session of one function may hold, below the server's own limits (ApiServerOptions's
-// session_* fields): each the smaller of the two. A field of 0 keeps the server's. Default: 0.
+// session_limits): each the smaller of the two. A field of 0 keeps the server's. Default: 0.
 struct SessionQuota {
   uint64_t device_bytes = 0;  // device memory, on all the session's devices together
   size_t buffers = 0;         // device allocations
@@ -133,15 +147,9 @@ struct ApiServerOptions {
   // images the build made; an image not among them is refused, its kernels fail to launch. null:
   // any image loads (an embedding that trusts its function processes). Default: null.
   std::shared_ptr<const TrustedModules> trusted_modules;
-  // What one session may hold, whatever its function sends (beyond, the call fails as the
-  // driver's would: out of memory): module image bytes and modules; device memory on all its
-  // devices (0: what the devices have) and buffers; streams, events, cuBLAS handles and
-  // communicators together. Defaults: 2 GiB, 1024, 0, 2^20, 4096.
-  uint64_t session_module_bytes = 2ull << 30;
-  size_t session_modules = 1024;
-  uint64_t session_device_bytes = 0;
-  size_t session_buffers = size_t{1} << 20;
-  size_t session_handles = 4096;
+  // What one session may hold, whatever its function sends; each function's SessionQuota may
+  // lower it (SetFunctionQuota).
+  SessionLimits session_limits;
   // Each session's ring: record bytes (a power of two) and reply-area bytes.
   // Default: ipc::Ring::kDefaultDataBytes, ipc::Ring::kDefaultReplyBytes.
   size_t ring_bytes = ipc::Ring::kDefaultDataBytes;

@@ -19,6 +19,8 @@ constexpr double kLlamaVsBound = 1.10;
 constexpr double kLlamaVsEager = 1.0;
 constexpr double kMoeVsBound = 1.15;
 constexpr double kMoeVsEager = 0.5;
+// And in every case, phos's first launch comes <= 0.5 ms (modelled) after its CPU state resumed.
+constexpr double kFirstLaunchAfterResumeMs = 0.5;
 const char* const kModes[] = {"warm", "phos", "eager", "stop-the-world", "cold-boot"};
 
 struct Options {

@@ -164,7 +164,16 @@ TEST(CgroupsOnThisMachine, ALimitHoldsAndRemoveEndsTheGroupsProcesses) {
   int forked = -1;
   ASSERT_EQ(read(result_pipe[0], &forked, sizeof(forked)), static_cast<ssize_t>(sizeof(forked)));
   close(result_pipe[0]);
-  EXPECT_EQ(forked, 3);  // the child itself and three more make the limit of 4
+  // The group holds its limit of 4 tasks: the child and its forks, and whatever threads a runtime
+  // adds to them (ThreadSanitizer's own thread), so the forks number 3 or fewer.
+  EXPECT_GE(forked, 1);
+  EXPECT_LE(forked, 3);
+  long tasks = -1;
+  for (const std::string& procs : *join) {
+    std::ifstream current(fs::path(procs).parent_path() / "pids.current");
+    if (current) current >> tasks;
+  }
+  EXPECT_EQ(tasks, 4);
 
   EXPECT_TRUE((*groups)->Remove("fn").ok());
   int status = 0;

@@ -120,8 +120,8 @@ TEST(ForkTemplateTest, TemplateWithAThreadOfItsOwnIsRefused) {
     Result<SpawnedProcess> spawned = (*backend)->Spawn(*ref, SessionEnv("t"));
     ASSERT_FALSE(spawned.ok());
     EXPECT_EQ(spawned.status().code(), StatusCode::kFailedPrecondition);
-    EXPECT_NE(spawned.status().message().find("the function has 2 threads at its entry point"),
-              std::string::npos)
+    // 2, or 3 where ThreadSanitizer started its own thread with the function's.
+    EXPECT_NE(spawned.status().message().find(" threads at its entry point"), std::string::npos)
         << spawned.status().message();
   }
   EXPECT_TRUE((*backend)->Release(*ref).ok());

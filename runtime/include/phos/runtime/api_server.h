@@ -71,6 +71,24 @@ struct SessionPlan {
   bool urgent = false;
 };
 
+// ThreadSanitizer confines mmap to its application ranges, so simgpu built with it reserves 512
+// GiB of device address space rather than 8 TiB (simgpu/src/memory/device_memory.h): the instance
+// ranges shrink to fit it.
+#if defined(__SANITIZE_THREAD__)
+#define PHOS_RUNTIME_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define PHOS_RUNTIME_TSAN 1
+#endif
+#endif
+#if defined(PHOS_RUNTIME_TSAN)
+inline constexpr uint64_t kDefaultInstanceVaBytes = 8ull << 30;
+inline constexpr int kDefaultVaSlots = 16;
+#else
+inline constexpr uint64_t kDefaultInstanceVaBytes = 64ull << 30;
+inline constexpr int kDefaultVaSlots = 32;
+#endif
+
 // What one session may hold, whatever its function process sends (docs/design.md D17); beyond,
 // the call fails as the driver's would (out of memory).
 struct SessionLimits {
@@ -168,12 +186,14 @@ struct ApiServerOptions {
   // Address space each single-GPU session reserves on its first cudaMalloc: the session's device-0
   // allocations are carved out of it (runtime/va_allocator.h), so that they can be mapped back at
   // the same addresses on restore. 0: sessions allocate with cuMemAlloc instead. Allocations on
-  // other devices and in device-group sessions always use cuMemAlloc. Default: 64 GiB.
-  uint64_t instance_va_bytes = 64ull << 30;
+  // other devices and in device-group sessions always use cuMemAlloc. Default: 64 GiB (8 GiB in a
+  // ThreadSanitizer build, whose simulated devices have 512 GiB of address space in all).
+  uint64_t instance_va_bytes = kDefaultInstanceVaBytes;
   // Instance ranges reserved together at start for snapshots (ClaimVaSlot): a snapshot's buffers
   // come back at their addresses only if nobody else can have been given them meanwhile, and one
-  // process (phosd) holds every session's memory. 0: none (snapshots are refused). Default: 32.
-  int va_slots = 32;
+  // process (phosd) holds every session's memory. 0: none (snapshots are refused). Default: 32 (16
+  // in a ThreadSanitizer build).
+  int va_slots = kDefaultVaSlots;
   // Restores map read-only buffers from one allocation per device and content, shared by every
   // instance (docs/design.md D14); false: each instance copies its own. Default: true.
   bool share_read_only_buffers = true;

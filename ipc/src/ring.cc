@@ -256,7 +256,10 @@ void Ring::WaitForWork(int timeout_ms) {
   }
   uint32_t word = header_->server_futex.load(std::memory_order_seq_cst);
   header_->server_sleeping.store(1, std::memory_order_seq_cst);
-  if (header_->produced.load(std::memory_order_seq_cst) == consumed_) {
+  // Close() marks the ring closed before it moves the word: a close that came before the word was
+  // read is seen here, one after it makes the wait return at once.
+  if (header_->produced.load(std::memory_order_seq_cst) == consumed_ &&
+      header_->closed.load(std::memory_order_seq_cst) == 0) {
     FutexWait(&header_->server_futex, word, timeout_ms);
   }
   header_->server_sleeping.store(0, std::memory_order_relaxed);

@@ -240,6 +240,16 @@ TEST(RingTest, CloseWakesASleepingServer) {
   EXPECT_LT(elapsed, std::chrono::milliseconds(kServerWaitMs / 2));
 }
 
+// The close that lands between the executor's last look for work and its sleep: the sleep must not
+// start (it would last its whole timeout, and a session's end with it).
+TEST(RingTest, WaitForWorkOnAClosedRingReturnsAtOnce) {
+  auto ring = MustCreate();
+  ring->Close();
+  auto start = std::chrono::steady_clock::now();
+  ring->WaitForWork(120000);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+}
+
 TEST(RingTest, PeerCannotResizeTheRing) {
   auto ring = MustCreate();
   // What the function process receives: the same file through another descriptor.

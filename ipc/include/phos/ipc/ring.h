@@ -98,7 +98,8 @@ class Ring {
   Result<bool> Peek(RecordView* view);
   // Releases the record returned by the last Peek (and wakes a producer waiting for space).
   void Release(const RecordView& view);
-  // Sleeps until there may be a record, or timeout_ms passes. Spins briefly first.
+  // Sleeps until there may be a record, the ring is closed, or timeout_ms passes. Spins briefly
+  // first.
   void WaitForWork(int timeout_ms);
   // Publishes completion of `seq`; wakes the frontend when it waits.
   void Complete(uint64_t seq);

@@ -2,6 +2,7 @@
 // snapshot and keep its CPU state; and the making of restored instances in each restore mode.
 #include <unistd.h>
 
+#include <algorithm>
 #include <future>
 
 #include <fmt/core.h>
@@ -68,6 +69,24 @@ void InstanceManager::Impl::StartDeployLocked(const std::shared_ptr<Function>& f
   owner->thread = std::thread([this, f, owner, sample = std::move(sample_request), sample_timeout]() mutable {
     RunDeploy(f, owner, std::move(sample), sample_timeout);
   });
+}
+
+bool InstanceManager::Impl::WaitForContextsUnlessStopping(std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  constexpr std::chrono::milliseconds kSlice(100);
+  const auto deadline = Clock::now() + timeout;
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto slice = std::min(left, kSlice);
+    const auto started = Clock::now();
+    if (options_.sessions->WaitForContexts(std::max(slice, std::chrono::milliseconds(0)))) return true;
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return false;
+    }
+    // Out of time, or answered before its slice was up: the pool has nothing on its way.
+    if (left <= kSlice || Clock::now() - started < slice) return false;
+  }
 }
 
 void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_ptr<Instance> owner,
@@ -149,7 +168,7 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
   if (restores) {
     // Answered once a cold start of it can find its context ready: the pool makes them from the
     // moment the deploy began (PublishDemandLocked); a creation takes what it takes.
-    report.contexts_ready = options_.sessions->WaitForContexts(options_.start_timeout);
+    report.contexts_ready = WaitForContextsUnlessStopping(options_.start_timeout);
     if (!report.contexts_ready) {
       PHOS_LOG(Warn, "instances", "'{}' deployed; the context pool is still short of what its restores may lease", name);
     }

@@ -79,6 +79,23 @@ class SnapshotFake : public GpuSessions {
     std::lock_guard lock(mu_);
     demands_.push_back(contexts);
   }
+  // A pool that is still making contexts while StarveContexts(true): each wait takes its whole
+  // timeout and fails.
+  bool WaitForContexts(std::chrono::milliseconds timeout) override {
+    std::unique_lock lock(mu_);
+    ++context_waits_;
+    cv_.notify_all();
+    return cv_.wait_for(lock, timeout, [&] { return !starve_contexts_; });
+  }
+  void StarveContexts(bool starve) {
+    std::lock_guard lock(mu_);
+    starve_contexts_ = starve;
+    cv_.notify_all();
+  }
+  int context_waits() {
+    std::lock_guard lock(mu_);
+    return context_waits_;
+  }
 
   void HoldEnds(bool hold) {
     std::lock_guard lock(mu_);
@@ -117,6 +134,8 @@ class SnapshotFake : public GpuSessions {
   int next_slot_ = 0;
   uint64_t versions_ = 0;
   bool learned_ = false;
+  bool starve_contexts_ = false;
+  int context_waits_ = 0;
   std::vector<int> restored_slots_;
   std::vector<size_t> demands_;
 };
@@ -193,6 +212,23 @@ TEST_F(InstanceRestoreTest, AFunctionGetsARangeForEachInstanceItMayRunAndASpare)
   ASSERT_TRUE(WaitUntil([&] { return Status().idle == 1; }));
   // The warm instance holds one range: two are left for restores, and the pool is told so.
   EXPECT_TRUE(WaitUntil([&] { return !sessions_.demands().empty() && sessions_.demands().back() == 2; }));
+}
+
+// Shutdown joins the deploy's thread: a deploy waiting for a pool that takes its time (minutes on
+// the a100 profile) must not hold phosd's stop up for its start timeout. Without the fix this test
+// hangs until ctest's timeout.
+TEST_F(InstanceRestoreTest, ShutdownDoesNotWaitForADeploysContexts) {
+  options_.start_timeout = std::chrono::hours(1);
+  Open();
+  sessions_.StarveContexts(true);
+  std::promise<DeployOutcome> p;
+  FunctionSpec spec{"probe", PHOS_PROBE_FN, {}, {}, 1};
+  manager_->Deploy(spec, "", 0ms, [&p](DeployOutcome o) { p.set_value(std::move(o)); });
+  ASSERT_TRUE(WaitUntil([&] { return sessions_.context_waits() > 0; })) << "the deploy never waited for contexts";
+  manager_->Shutdown();
+  DeployOutcome outcome = p.get_future().get();
+  EXPECT_TRUE(outcome.status.ok()) << outcome.status.ToString();  // deployed; its contexts were not ready
+  EXPECT_FALSE(outcome.contexts_ready);
 }
 
 TEST_F(InstanceRestoreTest, EndingAnInstanceNeverHoldsUpAnotherRequestsRestore) {

@@ -155,10 +155,21 @@ CUresult Session::AllocateBuffer(uint64_t bytes, CUdeviceptr* out) {
 CUresult Session::FreeBuffer(CUdeviceptr base, uint64_t bytes) {
   InstanceAddressSpace* space = SpaceOf(base);
   if (space == nullptr) {
-    // A memset of device memory may still run when cuMemsetD8 returns: done before the free.
-    if (CUresult r = driver_->cuMemsetD8(base, 0, bytes); r != CUDA_SUCCESS) return r;
-    if (CUresult r = driver_->cuCtxSynchronize(); r != CUDA_SUCCESS) return r;
-    return driver_->cuMemFree(base);
+    // A memset of device memory may still run when cuMemsetD8 returns: done before the free. The
+    // buffer is freed even when zeroing failed (it is no longer the session's to free later), as
+    // InstanceAddressSpace::UnmapPhysical does; the first error is the answer.
+    CUresult zeroed = driver_->cuMemsetD8(base, 0, bytes);
+    const char* step = "cuMemsetD8";
+    if (zeroed == CUDA_SUCCESS) {
+      zeroed = driver_->cuCtxSynchronize();
+      step = "cuCtxSynchronize";
+    }
+    if (zeroed != CUDA_SUCCESS) {
+      PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: buffer {:#x} ({} bytes) freed without zeroing it: {}", pid_, base,
+                         bytes, driver::CuStatus(zeroed, step, driver_->error_text()).message());
+    }
+    const CUresult freed = driver_->cuMemFree(base);
+    return zeroed != CUDA_SUCCESS ? zeroed : freed;
   }
   if (auto it = shared_buffers_.find(base); it != shared_buffers_.end()) {
     // A shared buffer freed: nothing of it may outlive the mapping. Its loader must not publish

@@ -55,12 +55,14 @@ PHOS_SIM_API CUresult phosSimGetStats(CUdevice device, PhosSimStats* out) {
   if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
   Device* dev = d->device(device);
   if (dev == nullptr) return CUDA_ERROR_INVALID_DEVICE;
-  ExecutorStats now = dev->executor->stats();
-  const uint64_t released_unzeroed = d->memory().ReleasedUnzeroedBytes(device);
-  ExecutorStats base;
-  uint64_t released_unzeroed_base = 0;
+  // Read under the lock phosSimResetStats takes: a reset between reading the counters and their
+  // baselines would make the differences wrap.
+  ExecutorStats now, base;
+  uint64_t released_unzeroed = 0, released_unzeroed_base = 0;
   {
     std::lock_guard lock(dev->stats_mu);
+    now = dev->executor->stats();
+    released_unzeroed = d->memory().ReleasedUnzeroedBytes(device);
     base = dev->stats_base;
     released_unzeroed_base = dev->released_unzeroed_base;
   }

@@ -182,22 +182,22 @@ void ApiServer::Impl::Open(Opening o) {
   if (!opened.ok()) Refuse(o.fd, opened.code() == StatusCode::kNotFound ? 1 : 999, opened.message());
 }
 
-SessionRules ApiServer::Impl::Limits(const std::string& function) const {
-  SessionRules limits{options_.session_limits, options_.trusted_modules};
+SessionRules ApiServer::Impl::Rules(const std::string& function) const {
+  SessionRules rules{options_.session_limits, options_.trusted_modules};
   std::lock_guard lock(mu_);
   auto it = quotas_.find(function);
-  if (function.empty() || it == quotas_.end()) return limits;
+  if (function.empty() || it == quotas_.end()) return rules;
   const SessionQuota& quota = it->second;
   // A function's limit (0: none of its own) lowers the server's, never raises it; the server's
   // device_bytes of 0 is no limit at all, its other limits of 0 allow nothing.
   auto lower = [](auto server, auto function_limit) {
     return function_limit == 0 ? server : std::min<decltype(server)>(server, function_limit);
   };
-  limits.device_bytes = limits.device_bytes == 0 ? quota.device_bytes : lower(limits.device_bytes, quota.device_bytes);
-  limits.buffers = lower(limits.buffers, quota.buffers);
-  limits.handles = lower(limits.handles, quota.handles);
-  limits.module_bytes = lower(limits.module_bytes, quota.module_bytes);
-  return limits;
+  rules.device_bytes = rules.device_bytes == 0 ? quota.device_bytes : lower(rules.device_bytes, quota.device_bytes);
+  rules.buffers = lower(rules.buffers, quota.buffers);
+  rules.handles = lower(rules.handles, quota.handles);
+  rules.module_bytes = lower(rules.module_bytes, quota.module_bytes);
+  return rules;
 }
 
 Status ApiServer::Impl::OpenSession(Opening& o) {
@@ -214,15 +214,15 @@ Status ApiServer::Impl::OpenSession(Opening& o) {
     o.restore->EnsureStarted();
     uint64_t va_bytes = o.restore->plan().va_slot >= 0 ? slot_bytes_ : options_.instance_va_bytes;
     session = Session::OpenRestored(driver_, std::move(o.restore), &metadata_, options_.device, va_bytes, std::move(ring),
-                                    o.token, o.fd, o.pid, Limits(o.function));
+                                    o.token, o.fd, o.pid, Rules(o.function));
   } else if (o.gpus > 1) {
     // The group is leased by the session's executor (it may have to wait for the refill).
-    session = Session::OpenWithGroup(driver_, groups_, o.gpus, std::move(ring), o.token, o.fd, o.pid, Limits(o.function));
+    session = Session::OpenWithGroup(driver_, groups_, o.gpus, std::move(ring), o.token, o.fd, o.pid, Rules(o.function));
   } else {
     Result<ctxpool::ContextLease> lease = pool_->Lease(o.cancel.get());
     if (!lease.ok()) return lease.status().WithContext("GPU session");
     session = Session::Open(driver_, std::move(*lease), options_.device, options_.instance_va_bytes, std::move(ring),
-                            o.token, o.fd, o.pid, Limits(o.function));
+                            o.token, o.fd, o.pid, Rules(o.function));
   }
   if (!session.ok()) return session.status();
   const int fd = o.fd;

@@ -380,7 +380,7 @@ class ApiServer::Impl {
 
   // The limits of a session of `function` ("": of no known function): the server's, narrowed by
   // the function's quota.
-  SessionRules Limits(const std::string& function) const;
+  SessionRules Rules(const std::string& function) const;
 
   Status OpenSession(Opening& o);
 

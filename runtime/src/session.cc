@@ -13,9 +13,9 @@
 namespace phos::runtime {
 
 Session::Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid,
-                 SessionRules limits)
+                 SessionRules rules)
     : driver_(driver),
-      limits_(std::move(limits)),
+      rules_(std::move(rules)),
       ring_(std::move(ring)),
       token_(std::move(token)),
       control_fd_(control_fd),
@@ -23,14 +23,14 @@ Session::Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, s
 
 Result<std::unique_ptr<Session>> Session::Open(driver::DriverTable* driver, ctxpool::ContextLease lease, int device,
                                                uint64_t va_bytes, std::unique_ptr<ipc::Ring> ring, std::string token,
-                                               int control_fd, int pid, SessionRules limits) {
+                                               int control_fd, int pid, SessionRules rules) {
   // Every check before the session exists: a factory that fails leaves control_fd to the caller.
   int device_count = 0;
   PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuDeviceGetCount(&device_count));
   if (lease.device() != device) {
     return Status::InvalidArgument(fmt::format("session on device {} given a context of device {}", device, lease.device()));
   }
-  std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid, std::move(limits)));
+  std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid, std::move(rules)));
   s->base_device_ = device;
   s->va_bytes_ = va_bytes;
   s->device_count_ = device_count;
@@ -45,10 +45,10 @@ Result<std::unique_ptr<Session>> Session::Open(driver::DriverTable* driver, ctxp
 
 Result<std::unique_ptr<Session>> Session::OpenWithGroup(driver::DriverTable* driver, ctxpool::CommunicatorPool* groups, int gpus,
                                                         std::unique_ptr<ipc::Ring> ring, std::string token,
-                                                        int control_fd, int pid, SessionRules limits) {
+                                                        int control_fd, int pid, SessionRules rules) {
   if (groups == nullptr) return Status::FailedPrecondition(fmt::format("a session of {} GPUs needs device groups (NCCL)", gpus));
   if (gpus < 2) return Status::InvalidArgument(fmt::format("a device group session needs at least 2 GPUs, not {}", gpus));
-  std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid, std::move(limits)));
+  std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid, std::move(rules)));
   s->groups_ = groups;
   s->device_count_ = gpus;
   // The lease may wait for the refill (tens of seconds on the a100 profile): on the executor, so
@@ -186,7 +186,7 @@ void Session::Run() {
 
 bool Session::HandleRoom(const char* what) {
   const size_t held = streams_.size() + events_.size() + blas_.size() + comms_.size();
-  if (held < limits_.handles) return true;
+  if (held < rules_.handles) return true;
   PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {} refused: the session holds {} handles, its limit", pid_, what, held);
   return false;
 }

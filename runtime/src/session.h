@@ -63,7 +63,7 @@ class Session {
   // allocation (0: cuMemAlloc); its mappings and range go to the lease's scrub at the end.
   static Result<std::unique_ptr<Session>> Open(driver::DriverTable* driver, ctxpool::ContextLease lease, int device,
                                                uint64_t va_bytes, std::unique_ptr<ipc::Ring> ring, std::string token,
-                                               int control_fd, int pid, SessionRules limits);
+                                               int control_fd, int pid, SessionRules rules);
   // A session of `gpus` (>= 2) devices: before executing its first call, the executor leases a
   // device group of that size from `groups` (which must outlive the session) and runs session
   // device d in the group's context d; ncclCommInitAll / ncclCommInitRank get the group's
@@ -72,7 +72,7 @@ class Session {
   // CUDA_ERROR_NO_DEVICE, logged.
   static Result<std::unique_ptr<Session>> OpenWithGroup(driver::DriverTable* driver, ctxpool::CommunicatorPool* groups, int gpus,
                                                         std::unique_ptr<ipc::Ring> ring, std::string token,
-                                                        int control_fd, int pid, SessionRules limits);
+                                                        int control_fd, int pid, SessionRules rules);
   // A single-GPU session that starts from `restore` (session_restore.cc): before executing its
   // first call, the executor waits for the restore's preparation and adopts its context, address
   // space, buffers, virtual handles and loader; until every buffer is resident, each call's
@@ -82,7 +82,7 @@ class Session {
   static Result<std::unique_ptr<Session>> OpenRestored(driver::DriverTable* driver, std::shared_ptr<RestoreState> restore,
                                                        ParamMetadataCache* metadata, int device, uint64_t va_bytes,
                                                        std::unique_ptr<ipc::Ring> ring, std::string token,
-                                                       int control_fd, int pid, SessionRules limits);
+                                                       int control_fd, int pid, SessionRules rules);
   // Each factory owns control_fd once it returns a session (closed when the session ends); one
   // that fails leaves it to the caller.
   // Stops the executor and releases everything the session holds.
@@ -149,7 +149,7 @@ class Session {
   };
 
   Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid,
-          SessionRules limits);
+          SessionRules rules);
   void Run();
   // A call of a session that maps shared read-only buffers failed, its context in the sticky
   // illegal-address state: the context is lost, and the fault may be a write to a shared buffer that
@@ -288,7 +288,7 @@ class Session {
   uint64_t NewHandle() { return next_handle_ += 16; }
 
   driver::DriverTable* driver_;
-  const SessionRules limits_;
+  const SessionRules rules_;
   std::unique_ptr<ipc::Ring> ring_;
   std::string token_;
   int control_fd_;

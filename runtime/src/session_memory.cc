@@ -9,12 +9,12 @@ namespace phos::runtime {
 
 CUresult Session::MemAlloc(const ipc::SizeArgs& a, const Call& call) {
   const uint64_t held = buffers_.total_bytes();
-  if (limits_.device_bytes != 0 && (held >= limits_.device_bytes || a.bytes > limits_.device_bytes - held)) {
+  if (rules_.device_bytes != 0 && (held >= rules_.device_bytes || a.bytes > rules_.device_bytes - held)) {
     PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {} of {} bytes refused: the session holds {} of its {} bytes", pid_,
-                       call.name, a.bytes, held, limits_.device_bytes);
+                       call.name, a.bytes, held, rules_.device_bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  if (buffers_.buffers().size() >= limits_.buffers) {
+  if (buffers_.buffers().size() >= rules_.buffers) {
     PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {} refused: the session holds {} buffers, its limit", pid_, call.name,
                        buffers_.buffers().size());
     return CUDA_ERROR_OUT_OF_MEMORY;

@@ -17,11 +17,11 @@ CUresult Session::ModuleChunk(const ipc::ModuleChunkArgs& a, const Call& call) {
   if (m.module != nullptr || m.load_result != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;  // already loaded
   if (m.total_bytes == 0) {
     // module_bytes_ never exceeds the limit, so the subtraction cannot wrap.
-    if (a.total_bytes == 0 || a.total_bytes > ipc::kMaxModuleBytes || a.total_bytes > limits_.module_bytes - module_bytes_ ||
-        modules_.size() > limits_.modules) {
+    if (a.total_bytes == 0 || a.total_bytes > ipc::kMaxModuleBytes || a.total_bytes > rules_.module_bytes - module_bytes_ ||
+        modules_.size() > rules_.modules) {
       PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: module of {} bytes refused (limits: {} per module, {} and {} modules per "
                          "session; {} bytes in {} held)",
-                         pid_, a.total_bytes, ipc::kMaxModuleBytes, limits_.module_bytes, limits_.modules, module_bytes_,
+                         pid_, a.total_bytes, ipc::kMaxModuleBytes, rules_.module_bytes, rules_.modules, module_bytes_,
                          modules_.size() - 1);
       modules_.erase(a.module_id);
       return CUDA_ERROR_INVALID_VALUE;
@@ -75,7 +75,7 @@ CUresult Session::LoadModuleImage(Module& m) {
   // trusts (docs/design.md D17), and the loader is told its size.
   const bool simulated = driver_->phosSimModuleLoadDataSized != nullptr;
   if (m.is_fatbin && !simulated) return driver_->cuModuleLoadData(&m.module, m.pending.data());
-  if (limits_.trusted_modules != nullptr && !limits_.trusted_modules->Contains(m.pending.data(), m.pending.size())) {
+  if (rules_.trusted_modules != nullptr && !rules_.trusted_modules->Contains(m.pending.data(), m.pending.size())) {
     PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: a simgpu module image of {} bytes refused: it is not one phosd trusts",
                        pid_, m.pending.size());
     return CUDA_ERROR_INVALID_IMAGE;

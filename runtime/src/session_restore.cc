@@ -25,14 +25,14 @@ using ipc::Op;
 Result<std::unique_ptr<Session>> Session::OpenRestored(driver::DriverTable* driver, std::shared_ptr<RestoreState> restore,
                                                        ParamMetadataCache* metadata, int device, uint64_t va_bytes,
                                                        std::unique_ptr<ipc::Ring> ring, std::string token,
-                                                       int control_fd, int pid, SessionRules limits) {
+                                                       int control_fd, int pid, SessionRules rules) {
   if (restore == nullptr || metadata == nullptr) return Status::InvalidArgument("restored session without its restore");
   int device_count = restore->plan().gpus;  // a group's devices
   if (device_count <= 1) {
     PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuDeviceGetCount(&device_count));
   }
   // Every check before the session exists: a factory that fails leaves control_fd to the caller.
-  std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid, std::move(limits)));
+  std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid, std::move(rules)));
   s->base_device_ = device;
   s->va_bytes_ = va_bytes;
   s->metadata_ = metadata;

@@ -88,6 +88,7 @@ inline constexpr int kDefaultVaSlots = 16;
 inline constexpr uint64_t kDefaultInstanceVaBytes = 64ull << 30;
 inline constexpr int kDefaultVaSlots = 32;
 #endif
+#undef PHOS_RUNTIME_TSAN
 
 // What one session may hold, whatever its function process sends (docs/design.md D17); beyond,
 // the call fails as the driver's would (out of memory).

@@ -71,7 +71,9 @@ void ApiServer::SetFunctionQuota(const std::string& function, SessionQuota quota
 void ApiServer::ReleaseVaSlot(int slot) { impl_->ReleaseVaSlot(slot); }
 size_t ApiServer::session_count() const { return impl_->session_count(); }
 void ApiServer::SetContextDemand(size_t contexts) { impl_->SetContextDemand(contexts); }
-bool ApiServer::WaitForContexts(std::chrono::milliseconds timeout) { return impl_->WaitForContexts(timeout); }
+bool ApiServer::WaitForContexts(std::chrono::milliseconds timeout, const std::function<bool()>& stopping) {
+  return impl_->WaitForContexts(timeout, stopping);
+}
 void ApiServer::AllowPeerUids(uid_t first, uid_t last) { impl_->peers().AllowUids(first, last); }
 const std::string& ApiServer::socket_path() const { return impl_->options().socket_path; }
 int ApiServer::device_count() const { return impl_->device_count(); }

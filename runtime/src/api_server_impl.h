@@ -315,13 +315,17 @@ class ApiServer::Impl {
 
   // Until the pool has the demand ready, or nothing is on its way (a creation or a scrub) and the
   // refill has nothing left it can do (at its maximum, or after a failed creation).
-  bool WaitForContexts(std::chrono::milliseconds timeout) {
+  bool WaitForContexts(std::chrono::milliseconds timeout, const std::function<bool()>& stopping) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     const size_t demand = demand_.load();
     auto met = [demand](const ctxpool::PoolStats& s) { return s.ready >= demand; };
     while (true) {
+      if (stopping && stopping()) return met(pool_->Stats());
+      // With a `stopping` to look at, in slices: the pool does not know of it.
+      auto until = deadline;
+      if (stopping) until = std::min(until, std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
       if (pool_->WaitUntil([&](const ctxpool::PoolStats& s) { return met(s) || (s.creating == 0 && s.scrubbing == 0); },
-                           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now())) &&
+                           std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now())) &&
           met(pool_->Stats())) {
         return true;
       }

@@ -2,7 +2,6 @@
 // snapshot and keep its CPU state; and the making of restored instances in each restore mode.
 #include <unistd.h>
 
-#include <algorithm>
 #include <future>
 
 #include <fmt/core.h>
@@ -69,25 +68,6 @@ void InstanceManager::Impl::StartDeployLocked(const std::shared_ptr<Function>& f
   owner->thread = std::thread([this, f, owner, sample = std::move(sample_request), sample_timeout]() mutable {
     RunDeploy(f, owner, std::move(sample), sample_timeout);
   });
-}
-
-bool InstanceManager::Impl::WaitForContextsUnlessStopping(std::chrono::milliseconds timeout) {
-  using Clock = std::chrono::steady_clock;
-  constexpr std::chrono::milliseconds kSlice(100);
-  const auto deadline = Clock::now() + timeout;
-  while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    const auto slice = std::min(left, kSlice);
-    const auto started = Clock::now();
-    if (options_.sessions->WaitForContexts(std::max(slice, std::chrono::milliseconds(0)))) return true;
-    {
-      std::lock_guard lock(mu_);
-      if (stopping_) return false;
-    }
-    // Out of time, or answered well before its slice was up (WaitForContexts returns at once when
-    // the pool has nothing on its way; a slice that ran out took about all of it).
-    if (left <= kSlice || Clock::now() - started < slice / 2) return false;
-  }
 }
 
 void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_ptr<Instance> owner,
@@ -169,7 +149,11 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
   if (restores) {
     // Answered once a cold start of it can find its context ready: the pool makes them from the
     // moment the deploy began (PublishDemandLocked); a creation takes what it takes.
-    report.contexts_ready = WaitForContextsUnlessStopping(options_.start_timeout);
+    // Given up when phosd stops: Shutdown joins this thread, and a pool may take minutes to fill.
+    report.contexts_ready = options_.sessions->WaitForContexts(options_.start_timeout, [this] {
+      std::lock_guard lock(mu_);
+      return stopping_;
+    });
     if (!report.contexts_ready) {
       PHOS_LOG(Warn, "instances", "'{}' deployed; the context pool is still short of what its restores may lease", name);
     }

@@ -55,7 +55,7 @@ bool GpuSessions::HasFirstTouch(const std::string&, uint64_t) { return true; }
 bool GpuSessions::SaveFirstTouch(const std::string&, const std::string&, const std::vector<uint64_t>&) { return false; }
 void GpuSessions::RetainOnly(const std::string&, const std::vector<uint64_t>&) {}
 void GpuSessions::SetContextDemand(size_t) {}
-bool GpuSessions::WaitForContexts(std::chrono::milliseconds) { return true; }
+bool GpuSessions::WaitForContexts(std::chrono::milliseconds, const std::function<bool()>&) { return true; }
 
 // ---- the manager ----
 

@@ -178,9 +178,6 @@ class InstanceManager::Impl {
   // Starts the deploy thread of `f` (deploy kDeploying); the caller holds mu_.
   void StartDeployLocked(const std::shared_ptr<Function>& f, std::string sample_request,
                          std::chrono::milliseconds sample_timeout = std::chrono::milliseconds(0));
-  // GpuSessions::WaitForContexts in slices of 100 ms, given up when phosd stops: Shutdown joins the
-  // deploy's thread, and a pool may take minutes to fill. Whether the contexts came.
-  bool WaitForContextsUnlessStopping(std::chrono::milliseconds timeout);
   void RunDeploy(std::shared_ptr<Function> f, std::shared_ptr<Instance> thread_owner, std::string sample_request,
                  std::chrono::milliseconds sample_timeout);
   // Runs the deploy's sample request on a restored instance (sample_ran, sample, first_touch_learned).

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -221,23 +222,26 @@ TEST(RingTest, ClosedRingStopsAWaitingProducer) {
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);
 }
 
+// A wait that only a wake can end (kForever ms is some 24 days): the test returning at all is the
+// assertion, and a regression hangs until ctest's timeout rather than reading a clock.
+constexpr int kForever = std::numeric_limits<int>::max();
+
 TEST(RingTest, CloseWakesASleepingServer) {
   auto ring = MustCreate();
-  // Far longer than any scheduling delay: a wait that ends well before it was woken.
-  constexpr int kServerWaitMs = 120000;
   std::atomic<bool> stop{false};
+  std::atomic<int> wakes{0};
   std::thread server([&] {
-    while (!stop.load()) ring->WaitForWork(kServerWaitMs);
+    while (!stop.load()) {
+      ring->WaitForWork(kForever);
+      ++wakes;
+    }
   });
   bool asleep = WaitUntil([&] { return ring->header()->server_sleeping.load() != 0; });
-  auto start = std::chrono::steady_clock::now();
   stop.store(true);
   ring->Close();  // what a session's end does before it joins its executor
   server.join();
-  auto elapsed = std::chrono::steady_clock::now() - start;
   ASSERT_TRUE(asleep) << "the server never went to sleep";
-  // Woken, not timed out: a timed-out wait would have taken the whole kServerWaitMs.
-  EXPECT_LT(elapsed, std::chrono::milliseconds(kServerWaitMs / 2));
+  EXPECT_GE(wakes.load(), 1);
 }
 
 // The close that lands between the executor's last look for work and its sleep: the sleep must not
@@ -245,9 +249,8 @@ TEST(RingTest, CloseWakesASleepingServer) {
 TEST(RingTest, WaitForWorkOnAClosedRingReturnsAtOnce) {
   auto ring = MustCreate();
   ring->Close();
-  auto start = std::chrono::steady_clock::now();
-  ring->WaitForWork(120000);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  ring->WaitForWork(kForever);  // returns: nothing else could wake it
+  EXPECT_NE(ring->header()->closed.load(), 0u);
 }
 
 TEST(RingTest, PeerCannotResizeTheRing) {

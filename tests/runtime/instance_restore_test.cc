@@ -79,13 +79,20 @@ class SnapshotFake : public GpuSessions {
     std::lock_guard lock(mu_);
     demands_.push_back(contexts);
   }
-  // A pool that is still making contexts while StarveContexts(true): each wait takes its whole
-  // timeout and fails.
-  bool WaitForContexts(std::chrono::milliseconds timeout) override {
+  // A pool that is still making contexts while StarveContexts(true): the wait lasts until then or
+  // until `stopping` says so (looked at every 10 ms, as a pool's wait would). `timeout` is the
+  // test's, an hour.
+  bool WaitForContexts(std::chrono::milliseconds, const std::function<bool()>& stopping) override {
     std::unique_lock lock(mu_);
     ++context_waits_;
     cv_.notify_all();
-    return cv_.wait_for(lock, timeout, [&] { return !starve_contexts_; });
+    while (starve_contexts_) {
+      lock.unlock();
+      if (stopping && stopping()) return false;
+      lock.lock();
+      cv_.wait_for(lock, 10ms);
+    }
+    return true;
   }
   void StarveContexts(bool starve) {
     std::lock_guard lock(mu_);

@@ -257,8 +257,9 @@ class ApiServer {
   void ReleaseVaSlot(int slot);
   // The context pool's demand (ctxpool::ContextPool::SetDemand): restores that may lease at once.
   void SetContextDemand(size_t contexts);
-  // Until the context pool has nothing left to make or scrub (or `timeout`): whether it got there.
-  bool WaitForContexts(std::chrono::milliseconds timeout);
+  // Until the context pool has nothing left to make or scrub, `timeout` passes or `stopping` (if
+  // given; looked at every 100 ms) says so: whether it got there.
+  bool WaitForContexts(std::chrono::milliseconds timeout, const std::function<bool()>& stopping);
   // Accepts connections from the uids first..last (inclusive) from now on (ApiServerOptions::
   // allowed_peer_uids): the users functions are given as they are made.
   void AllowPeerUids(uid_t first, uid_t last);

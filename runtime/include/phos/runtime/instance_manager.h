@@ -83,8 +83,9 @@ class GpuSessions {
   // that many ready (or on their way). Default: ignored.
   virtual void SetContextDemand(size_t contexts);
   // Until the context pool holds what SetContextDemand asked for, or cannot make more (at its
-  // maximum, or after a failed creation), or `timeout` passes: whether it got there.
-  virtual bool WaitForContexts(std::chrono::milliseconds timeout);
+  // maximum, or after a failed creation), or `timeout` passes, or `stopping` (if given) says so:
+  // whether it got there.
+  virtual bool WaitForContexts(std::chrono::milliseconds timeout, const std::function<bool()>& stopping);
 };
 
 struct InstanceManagerOptions {

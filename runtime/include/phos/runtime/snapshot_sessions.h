@@ -79,7 +79,9 @@ class SnapshotSessions final : public GpuSessions {
                       const std::vector<uint64_t>& versions) override;
   void RetainOnly(const std::string& function, const std::vector<uint64_t>& keep) override;
   void SetContextDemand(size_t contexts) override { server_->SetContextDemand(contexts); }
-  bool WaitForContexts(std::chrono::milliseconds timeout) override { return server_->WaitForContexts(timeout); }
+  bool WaitForContexts(std::chrono::milliseconds timeout, const std::function<bool()>& stopping) override {
+    return server_->WaitForContexts(timeout, stopping);
+  }
 
  private:
   using Key = std::pair<std::string, uint64_t>;

@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
 
   // The pool: one context made ahead; each lease is returned and scrubbed before the next, so
   // every lease is a hit, as on a daemon whose pool keeps up with its sessions.
-  auto pool = phos::ctxpool::ContextPool::Open({.min_ready = 1, .max_contexts = 1}, &d);
+  auto pool = phos::ctxpool::ContextPool::Open({.min_ready = 1, .max_contexts = 1}, *driver);
   if (!pool.ok()) {
     std::fprintf(stderr, "ctxpool_bench: %s\n", pool.status().ToString().c_str());
     return 1;

@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::string sock = "/tmp/phos-remoting-bench-" + std::to_string(getpid()) + ".sock";
-  auto server = phos::runtime::ApiServer::Start({.socket_path = sock}, table->get());
+  auto server = phos::runtime::ApiServer::Start({.socket_path = sock}, *table);
   if (!server.ok()) {
     std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
     return 1;

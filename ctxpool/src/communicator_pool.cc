@@ -58,7 +58,7 @@ CommunicatorPool::~CommunicatorPool() {
 }
 
 Result<std::unique_ptr<CommunicatorPool>> CommunicatorPool::Open(
-    const CommunicatorPoolOptions& options, driver::DriverTable* driver,
+    const CommunicatorPoolOptions& options, std::shared_ptr<driver::DriverTable> driver,
     std::shared_ptr<prometheus::Registry> registry) {
   if (driver == nullptr) return Status::InvalidArgument("communicator pool needs a driver table");
   if (!driver->has_nccl())

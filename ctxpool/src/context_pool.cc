@@ -74,16 +74,16 @@ void ContextLease::Return() {
   core->Return(kKey, std::exchange(pooled_, {}), std::exchange(tenant_, {}));
 }
 
-ContextPool::ContextPool(const PoolOptions& options, driver::DriverTable* driver,
+ContextPool::ContextPool(const PoolOptions& options, std::shared_ptr<driver::DriverTable> driver,
                          std::shared_ptr<detail::ContextCore> core)
-    : options_(options), driver_(driver), core_(std::move(core)) {}
+    : options_(options), driver_(std::move(driver)), core_(std::move(core)) {}
 
 ContextPool::~ContextPool() {
   core_->Shutdown();
 }
 
 Result<std::unique_ptr<ContextPool>> ContextPool::Open(const PoolOptions& options,
-                                                       driver::DriverTable* driver,
+                                                       std::shared_ptr<driver::DriverTable> driver,
                                                        std::shared_ptr<prometheus::Registry> registry) {
   if (driver == nullptr) return Status::InvalidArgument("context pool needs a driver table");
   if (options.max_contexts == 0)

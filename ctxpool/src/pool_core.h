@@ -100,6 +100,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore<Item, Tenant>> {
     changed_cv_.notify_all();
     // A creation in flight may take seconds (3.1 s for a context on a100-pcie4, times the time
     // scale on simgpu): shutdown does not wait for it; the refill thread destroys what it made.
+    // It holds the core, whose ops hold what they use (the driver table), so nothing it touches
+    // goes away under it.
     if (refill_thread_.joinable()) refill_busy ? refill_thread_.detach() : refill_thread_.join();
     if (scrub_thread_.joinable()) scrub_thread_.join();
     std::unique_lock lock(mu_);

@@ -140,8 +140,8 @@ Status DriverTable::ResolveNccl(const std::string& library, bool require) {
   return Status::Ok();
 }
 
-Result<std::unique_ptr<DriverTable>> DriverTable::Open(const DriverTableOptions& options) {
-  std::unique_ptr<DriverTable> table(new DriverTable());
+Result<std::shared_ptr<DriverTable>> DriverTable::Open(const DriverTableOptions& options) {
+  std::shared_ptr<DriverTable> table(new DriverTable());
   std::string sim = options.simgpu_library.empty() ? DefaultSimgpuLibrary() : options.simgpu_library;
   if (options.gpu == GpuKind::kCuda) {
     PHOS_RETURN_IF_ERROR(table->Resolve(GpuKind::kCuda, options.cuda_library, options.cublas_library, options.require_cublas)

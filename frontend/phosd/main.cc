@@ -286,7 +286,7 @@ int main(int argc, char** argv) {
   pool_options.lease_timeout = device_time(pool_options.lease_timeout);
   // Every component registers its metrics here; GET /metrics serves them.
   auto metrics = std::make_shared<prometheus::Registry>();
-  auto pool = phos::ctxpool::ContextPool::Open(pool_options, driver->get(), metrics);
+  auto pool = phos::ctxpool::ContextPool::Open(pool_options, *driver, metrics);
   if (!pool.ok()) return Fail(pool.status().WithContext("phosd: context pool"));
 
   // Device groups for functions of several GPUs: made in the background (a 2-device group is ~36 s
@@ -299,7 +299,7 @@ int main(int argc, char** argv) {
          .min_ready = group_min,
          .max_groups = group_max,
          .lease_timeout = device_time(phos::ctxpool::CommunicatorPoolOptions{}.lease_timeout)},
-        driver->get(), metrics);
+        *driver, metrics);
     if (!opened.ok()) return Fail(opened.status().WithContext("phosd: communicator pool"));
     groups = std::move(*opened);
   } else {
@@ -320,7 +320,7 @@ int main(int argc, char** argv) {
     if (!trusted.ok()) return Fail(trusted.status().WithContext("phosd: --trusted-modules-dir"));
     api_options.trusted_modules = std::move(*trusted);
   }
-  auto api = phos::runtime::ApiServer::Start(api_options, driver->get());
+  auto api = phos::runtime::ApiServer::Start(api_options, *driver);
   if (!api.ok()) return Fail(api.status().WithContext("phosd"));
   phos::runtime::SandboxOptions sandbox_options;
   sandbox_options.data_dir = data_dir;

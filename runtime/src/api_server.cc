@@ -12,7 +12,8 @@ namespace phos::runtime {
 ApiServer::ApiServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ApiServer::~ApiServer() = default;
 
-Result<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& options, driver::DriverTable* driver) {
+Result<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& options,
+                                                    std::shared_ptr<driver::DriverTable> driver) {
   if (driver == nullptr) return Status::InvalidArgument("ApiServer needs a driver table");
   if (!options.clock) return Status::InvalidArgument("ApiServer needs a clock (ApiServerOptions::clock)");
   PHOS_CU_RETURN_IF_ERROR(driver->error_text(), driver->cuInit(0));
@@ -36,7 +37,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& opti
     close(listen_fd);
     return Status::FromErrno(errno, "eventfd");
   }
-  auto impl = std::make_unique<Impl>(options, driver, listen_fd, wake_fd);
+  auto impl = std::make_unique<Impl>(options, std::move(driver), listen_fd, wake_fd);
   if (Status s = impl->OpenContextPool(); !s.ok()) return s.WithContext("API server");
   if (Status s = impl->ReserveArena(); !s.ok()) return s.WithContext("API server: instance ranges for snapshots");
   impl->OpenDeviceGroups();

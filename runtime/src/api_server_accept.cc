@@ -213,15 +213,15 @@ Status ApiServer::Impl::OpenSession(Opening& o) {
     // The restore was started with the token (or starts now); the session's executor adopts it.
     o.restore->EnsureStarted();
     uint64_t va_bytes = o.restore->plan().va_slot >= 0 ? slot_bytes_ : options_.instance_va_bytes;
-    session = Session::OpenRestored(driver_, std::move(o.restore), &metadata_, options_.device, va_bytes, std::move(ring),
+    session = Session::OpenRestored(driver_.get(), std::move(o.restore), &metadata_, options_.device, va_bytes, std::move(ring),
                                     o.token, o.fd, o.pid, Rules(o.function));
   } else if (o.gpus > 1) {
     // The group is leased by the session's executor (it may have to wait for the refill).
-    session = Session::OpenWithGroup(driver_, groups_, o.gpus, std::move(ring), o.token, o.fd, o.pid, Rules(o.function));
+    session = Session::OpenWithGroup(driver_.get(), groups_, o.gpus, std::move(ring), o.token, o.fd, o.pid, Rules(o.function));
   } else {
     Result<ctxpool::ContextLease> lease = pool_->Lease(o.cancel.get());
     if (!lease.ok()) return lease.status().WithContext("GPU session");
-    session = Session::Open(driver_, std::move(*lease), options_.device, options_.instance_va_bytes, std::move(ring),
+    session = Session::Open(driver_.get(), std::move(*lease), options_.device, options_.instance_va_bytes, std::move(ring),
                             o.token, o.fd, o.pid, Rules(o.function));
   }
   if (!session.ok()) return session.status();

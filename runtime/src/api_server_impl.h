@@ -34,8 +34,8 @@ namespace phos::runtime {
 class ApiServer::Impl {
  public:
 
-  Impl(const ApiServerOptions& options, driver::DriverTable* driver, int listen_fd, int wake_fd)
-      : options_(options), driver_(driver), listen_fd_(listen_fd), peers_(geteuid()), wake_fd_(wake_fd) {
+  Impl(const ApiServerOptions& options, std::shared_ptr<driver::DriverTable> driver, int listen_fd, int wake_fd)
+      : options_(options), driver_(std::move(driver)), listen_fd_(listen_fd), peers_(geteuid()), wake_fd_(wake_fd) {
     for (const auto& [first, last] : options.allowed_peer_uids) peers_.AllowUids(first, last);
   }
 
@@ -199,7 +199,7 @@ class ApiServer::Impl {
     int gpus = std::max(plan.gpus, 1);
     std::string function = plan.function;
     auto restore = std::make_shared<RestoreState>(
-        std::move(plan), driver_, pool_, groups_, &load_priority_,
+        std::move(plan), driver_.get(), pool_, groups_, &load_priority_,
         options_.share_read_only_buffers ? &shared_buffers_ : nullptr, options_.device,
         slot_base != 0 ? slot_bytes_ : options_.instance_va_bytes, slot_base);
     std::lock_guard lock(mu_);
@@ -390,7 +390,7 @@ class ApiServer::Impl {
 
 
   ApiServerOptions options_;
-  driver::DriverTable* driver_;
+  std::shared_ptr<driver::DriverTable> driver_;
   // Declared before the sessions: destroyed after them (leases may outlive a pool, but need not).
   std::unique_ptr<ctxpool::ContextPool> own_pool_;
   ctxpool::ContextPool* pool_ = nullptr;

@@ -13,6 +13,7 @@
 #include "cpu_state_internal.h"
 #include "instance_process.h"
 #include "phos/base/log.h"
+#include "phos/base/subprocess.h"
 #include "phos/runtime/cpu_state.h"
 
 namespace phos::runtime {
@@ -110,7 +111,7 @@ Result<SpawnedProcess> ForkTemplateBackend::Spawn(const CpuStateRef& ref,
   // A sandboxed template lives in a PID namespace of its own: the pid it names is the instance's
   // there, and phosd's is read from the pidfd that comes with it.
   const pid_t own_pid = pidfd >= 0 ? PidOfPidfd(pidfd) : 0;
-  if (pidfd >= 0) close(pidfd);
+  if (pidfd >= 0) ClosePidfd(pidfd);
   if (!answer.ok()) {
     close(sv[0]);
     return Status::Unavailable("fork " + who + ": " + answer.status().message());

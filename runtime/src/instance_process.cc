@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,7 +24,7 @@ namespace {
 // reaps it, not of phosd. It is signalled (its group too) and waited for through a pidfd; how it
 // ended is not phosd's to know.
 std::string EndSandboxedInstance(pid_t pid, std::chrono::milliseconds grace) {
-  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  int pidfd = PidfdOpen(pid);
   if (pidfd < 0) return errno == ESRCH ? "ended in its sandbox" : "not reachable: " + std::string(strerror(errno));
   auto ended_within = [pidfd](int ms) {
     pollfd p{pidfd, POLLIN, 0};
@@ -43,17 +42,17 @@ std::string EndSandboxedInstance(pid_t pid, std::chrono::milliseconds grace) {
   const std::filesystem::path ours = std::filesystem::read_symlink("/proc/self/ns/pid", ours_ec);
   if (theirs_ec || ours_ec || theirs == ours) {
     const bool ended = ended_within(0);
-    close(pidfd);
+    ClosePidfd(pidfd);
     if (ended) return "ended in its sandbox";
     return "not reapable: pid " + std::to_string(pid) + " is no child of phosd";
   }
   std::string how = "ended in its sandbox";
   if (!ended_within(static_cast<int>(grace.count()))) {
     kill(-pid, SIGKILL);
-    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+    PidfdSendSignal(pidfd, SIGKILL);
     how = ended_within(-1) ? "killed in its sandbox" : "not waited for: " + std::string(strerror(errno));
   }
-  close(pidfd);
+  ClosePidfd(pidfd);
   return how;
 }
 

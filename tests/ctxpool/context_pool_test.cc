@@ -44,12 +44,12 @@ class ContextPoolTest : public ::testing::Test {
 
   std::unique_ptr<ContextPool> Open(PoolOptions options,
                                     std::shared_ptr<prometheus::Registry> registry = nullptr) {
-    auto pool = ContextPool::Open(options, driver_.get(), std::move(registry));
+    auto pool = ContextPool::Open(options, driver_, std::move(registry));
     EXPECT_TRUE(pool.ok()) << pool.status().ToString();
     return pool.ok() ? std::move(*pool) : nullptr;
   }
 
-  std::unique_ptr<driver::DriverTable> driver_;
+  std::shared_ptr<driver::DriverTable> driver_;
   DriverCounters* counters_ = nullptr;
   int base_contexts_ = 0;
   int base_handles_ = 0;
@@ -203,12 +203,12 @@ TEST_F(ContextPoolTest, LeaseHitsMakeNoDriverCallAndAreTimed) {
 }
 
 TEST_F(ContextPoolTest, BadOptionsAreRefused) {
-  EXPECT_EQ(ContextPool::Open({.max_contexts = 0}, driver_.get()).status().code(),
+  EXPECT_EQ(ContextPool::Open({.max_contexts = 0}, driver_).status().code(),
             StatusCode::kInvalidArgument);
-  auto too_many = ContextPool::Open({.min_ready = 5, .max_contexts = 2}, driver_.get());
+  auto too_many = ContextPool::Open({.min_ready = 5, .max_contexts = 2}, driver_);
   ASSERT_FALSE(too_many.ok());
   EXPECT_NE(too_many.status().message().find("min_ready (5) exceeds max_contexts (2)"), std::string::npos);
-  auto no_device = ContextPool::Open({.device = 42}, driver_.get());
+  auto no_device = ContextPool::Open({.device = 42}, driver_);
   ASSERT_FALSE(no_device.ok());
   EXPECT_NE(no_device.status().message().find("device 42 does not exist"), std::string::npos);
   EXPECT_FALSE(ContextPool::Open({}, nullptr).ok());

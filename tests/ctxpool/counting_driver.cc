@@ -12,8 +12,8 @@ driver::DriverTable* g_real = nullptr;  // undecorated entry points of the same 
 
 }  // namespace
 
-std::unique_ptr<driver::DriverTable> OpenCountingDriver(DriverCounters** counters) {
-  static std::unique_ptr<driver::DriverTable> real = [] {
+std::shared_ptr<driver::DriverTable> OpenCountingDriver(DriverCounters** counters) {
+  static std::shared_ptr<driver::DriverTable> real = [] {
     auto t = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});
     if (!t.ok()) {
       ADD_FAILURE() << t.status().ToString();
@@ -24,7 +24,7 @@ std::unique_ptr<driver::DriverTable> OpenCountingDriver(DriverCounters** counter
   g_real = real.get();
   auto opened = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});
   if (!opened.ok()) return nullptr;
-  std::unique_ptr<driver::DriverTable> t = std::move(*opened);
+  std::shared_ptr<driver::DriverTable> t = std::move(*opened);
   t->cuCtxCreate = [](CUcontext* ctx, CUctxCreateParams* params, unsigned int flags,
                       CUdevice dev) -> CUresult {
     if (g_counters.fail_context_creates.load() > 0) {

@@ -24,6 +24,6 @@ struct DriverCounters {
 
 // A simgpu driver table whose creation and destruction entry points count into (and fail as
 // told by) the returned counters. One decorated table per process: the counters are global.
-std::unique_ptr<driver::DriverTable> OpenCountingDriver(DriverCounters** counters);
+std::shared_ptr<driver::DriverTable> OpenCountingDriver(DriverCounters** counters);
 
 }  // namespace phos::ctxpool::testing

@@ -62,7 +62,7 @@ class DeviceGroupTest : public ::testing::Test {
   }
 
   std::unique_ptr<CommunicatorPool> Open(CommunicatorPoolOptions options) {
-    auto pool = CommunicatorPool::Open(options, driver_.get());
+    auto pool = CommunicatorPool::Open(options, driver_);
     EXPECT_TRUE(pool.ok()) << pool.status().ToString();
     return pool.ok() ? std::move(*pool) : nullptr;
   }
@@ -81,7 +81,7 @@ class DeviceGroupTest : public ::testing::Test {
     return ptr;
   }
 
-  std::unique_ptr<driver::DriverTable> driver_;
+  std::shared_ptr<driver::DriverTable> driver_;
 };
 
 TEST_F(DeviceGroupTest, GroupIsMadeInTheBackgroundAndItsCommunicatorRunsOnItsContexts) {
@@ -226,11 +226,11 @@ TEST_F(DeviceGroupTest, GroupLargerThanTheNodeOrEmptyIsRefused) {
 }
 
 TEST_F(DeviceGroupTest, BadOptionsAreRefused) {
-  EXPECT_EQ(CommunicatorPool::Open({.initial_group_size = 3}, driver_.get()).status().code(),
+  EXPECT_EQ(CommunicatorPool::Open({.initial_group_size = 3}, driver_).status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(CommunicatorPool::Open({.min_ready = 3, .max_groups = 2}, driver_.get()).status().code(),
+  EXPECT_EQ(CommunicatorPool::Open({.min_ready = 3, .max_groups = 2}, driver_).status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(CommunicatorPool::Open({.max_groups = 0}, driver_.get()).status().code(),
+  EXPECT_EQ(CommunicatorPool::Open({.max_groups = 0}, driver_).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(CommunicatorPool::Open({}, nullptr).status().code(), StatusCode::kInvalidArgument);
 }
@@ -256,7 +256,7 @@ TEST_F(DeviceGroupTest, CancelledLeaseStopsWaiting) {
 
 TEST_F(DeviceGroupTest, MetricsAsPrometheusText) {
   auto registry = std::make_shared<prometheus::Registry>();
-  auto pool = CommunicatorPool::Open({.min_ready = 0}, driver_.get(), registry);
+  auto pool = CommunicatorPool::Open({.min_ready = 0}, driver_, registry);
   ASSERT_TRUE(pool.ok()) << pool.status().ToString();
   std::string text = prometheus::TextSerializer().Serialize(registry->Collect());
   EXPECT_NE(text.find("# TYPE phos_devgroup_leases_total counter"), std::string::npos) << text;

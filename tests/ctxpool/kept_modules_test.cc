@@ -48,14 +48,14 @@ class KeptModulesTest : public ::testing::Test {
 
   int LiveModules() const { return counters_->modules.load() - modules_before_; }
 
-  std::unique_ptr<driver::DriverTable> driver_;
+  std::shared_ptr<driver::DriverTable> driver_;
   testing::DriverCounters* counters_ = nullptr;
   std::string image_;
   int modules_before_ = 0;
 };
 
 TEST_F(KeptModulesTest, TheOwnersNextLeaseGetsThemBackWithoutALoad) {
-  auto pool = ContextPool::Open({.min_ready = 1, .max_contexts = 1}, driver_.get());
+  auto pool = ContextPool::Open({.min_ready = 1, .max_contexts = 1}, driver_);
   ASSERT_TRUE(pool.ok());
   CUmodule module = nullptr;
   uint64_t context = 0;
@@ -86,7 +86,7 @@ TEST_F(KeptModulesTest, TheOwnersNextLeaseGetsThemBackWithoutALoad) {
 }
 
 TEST_F(KeptModulesTest, AnotherOwnersLeaseNeverSeesThemAndTheyAreUnloadedFirst) {
-  auto pool = ContextPool::Open({.min_ready = 1, .max_contexts = 1}, driver_.get());
+  auto pool = ContextPool::Open({.min_ready = 1, .max_contexts = 1}, driver_);
   ASSERT_TRUE(pool.ok());
   CUmodule module = nullptr;
   {
@@ -112,7 +112,7 @@ TEST_F(KeptModulesTest, AnotherOwnersLeaseNeverSeesThemAndTheyAreUnloadedFirst) 
 }
 
 TEST_F(KeptModulesTest, ALeasePrefersItsOwnersContextThenOneKeepingNothing) {
-  auto pool = ContextPool::Open({.min_ready = 2, .max_contexts = 2}, driver_.get());
+  auto pool = ContextPool::Open({.min_ready = 2, .max_contexts = 2}, driver_);
   ASSERT_TRUE(pool.ok());
   uint64_t keeping = 0, empty = 0;
   {
@@ -143,7 +143,7 @@ TEST_F(KeptModulesTest, ALeasePrefersItsOwnersContextThenOneKeepingNothing) {
 }
 
 TEST_F(KeptModulesTest, ModulesWithoutAnOwnerOrTwiceKeptGoToTheScrub) {
-  auto pool = ContextPool::Open({.min_ready = 1, .max_contexts = 1}, driver_.get());
+  auto pool = ContextPool::Open({.min_ready = 1, .max_contexts = 1}, driver_);
   ASSERT_TRUE(pool.ok());
   {
     Result<ContextLease> lease = (*pool)->Lease();

@@ -26,7 +26,7 @@ TEST(ContextPoolOutOfMemoryTest, ExhaustedDeviceKeepsLeasingAndScrubGivesTheMemo
   auto driver = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});
   ASSERT_TRUE(driver.ok());
   driver::DriverTable& d = **driver;
-  auto pool = ContextPool::Open({.min_ready = 2, .max_contexts = 3}, &d);
+  auto pool = ContextPool::Open({.min_ready = 2, .max_contexts = 3}, *driver);
   ASSERT_TRUE(pool.ok());
   ASSERT_TRUE((*pool)->WaitIdle(10s));
 

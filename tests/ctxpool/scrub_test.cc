@@ -50,13 +50,13 @@ class ScrubTest : public ::testing::TestWithParam<bool> {
     }
   }
 
-  std::unique_ptr<driver::DriverTable> driver_;
+  std::shared_ptr<driver::DriverTable> driver_;
   testing::DriverCounters* counters_ = nullptr;
 };
 
 TEST_P(ScrubTest, NextTenantNeverSeesThePattern) {
   auto pool =
-      ContextPool::Open({.min_ready = 1, .max_contexts = 1, .zero_on_scrub = GetParam()}, driver_.get());
+      ContextPool::Open({.min_ready = 1, .max_contexts = 1, .zero_on_scrub = GetParam()}, driver_);
   ASSERT_TRUE(pool.ok());
   uint64_t a_context;
   {
@@ -95,7 +95,7 @@ INSTANTIATE_TEST_SUITE_P(ZeroOnScrub, ScrubTest, ::testing::Bool(),
 class ScrubStateTest : public ScrubTest {};
 
 TEST_F(ScrubStateTest, TenantStreamsEventsHandlesAndModesAreGone) {
-  auto pool = ContextPool::Open({.min_ready = 1, .max_contexts = 1}, driver_.get());
+  auto pool = ContextPool::Open({.min_ready = 1, .max_contexts = 1}, driver_);
   ASSERT_TRUE(pool.ok());
   driver::DriverTable& d = *driver_;
   int streams_before = counters_->streams.load();
@@ -136,7 +136,7 @@ TEST_F(ScrubStateTest, TenantStreamsEventsHandlesAndModesAreGone) {
 }
 
 TEST_F(ScrubStateTest, ContextThatFailsItsScrubIsDestroyedNotReused) {
-  auto pool = ContextPool::Open({.min_ready = 1, .max_contexts = 1}, driver_.get());
+  auto pool = ContextPool::Open({.min_ready = 1, .max_contexts = 1}, driver_);
   ASSERT_TRUE(pool.ok());
   int contexts_before = counters_->contexts.load();
   uint64_t first;
@@ -162,7 +162,7 @@ TEST_F(ScrubStateTest, ContextThatFailsItsScrubIsDestroyedNotReused) {
 
 TEST_F(ScrubStateTest, ChurnOfAThousandLeasesLeaksNothing) {
   int contexts_at_open = counters_->contexts.load(), handles_at_open = counters_->blas_handles.load();
-  auto pool = ContextPool::Open({.min_ready = 2, .max_contexts = 4}, driver_.get());
+  auto pool = ContextPool::Open({.min_ready = 2, .max_contexts = 4}, driver_);
   ASSERT_TRUE(pool.ok());
   ASSERT_TRUE((*pool)->WaitIdle(10s));
   driver::DriverTable& d = *driver_;

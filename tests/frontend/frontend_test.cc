@@ -25,7 +25,7 @@ class FrontendTest : public ::testing::Test {
   static void SetUpTestSuite() {
     auto table = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});
     ASSERT_TRUE(table.ok()) << table.status().ToString();
-    table_ = std::move(*table).release();
+    table_ = std::move(*table);
     socket_ = "/tmp/phos-frontend-test-" + std::to_string(getpid()) + ".sock";
     auto server = ApiServer::Start({.socket_path = socket_}, table_);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
@@ -51,7 +51,7 @@ class FrontendTest : public ::testing::Test {
     return code;
   }
 
-  static inline driver::DriverTable* table_ = nullptr;
+  static inline std::shared_ptr<driver::DriverTable> table_;
   static inline ApiServer* server_ = nullptr;
   static inline std::string socket_;
 };

@@ -42,7 +42,7 @@ using namespace phos;
 
 
 struct Server {
-  std::unique_ptr<driver::DriverTable> driver;
+  std::shared_ptr<driver::DriverTable> driver;
   std::unique_ptr<runtime::ApiServer> api;
 };
 
@@ -68,7 +68,7 @@ Server& TheServer() {
     auto none_trusted = runtime::TrustedModules::FromDirectories({});
     if (!none_trusted.ok()) std::abort();
     options.trusted_modules = std::move(*none_trusted);
-    auto api = runtime::ApiServer::Start(options, s->driver.get());
+    auto api = runtime::ApiServer::Start(options, s->driver);
     if (!api.ok()) {
       std::fprintf(stderr, "api server: %s\n", api.status().ToString().c_str());
       std::abort();

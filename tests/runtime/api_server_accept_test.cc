@@ -41,7 +41,7 @@ class ApiServerAcceptTest : public ::testing::Test {
     options.socket_path = path_;
     options.ring_bytes = 1u << 20;
     options.reply_bytes = 256u << 10;
-    auto server = ApiServer::Start(options, table_.get());
+    auto server = ApiServer::Start(options, table_);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
   }
@@ -95,7 +95,7 @@ class ApiServerAcceptTest : public ::testing::Test {
     return recv(sock, &byte, 1, MSG_DONTWAIT | MSG_PEEK) < 0 && errno == EAGAIN;
   }
 
-  std::unique_ptr<driver::DriverTable> table_;
+  std::shared_ptr<driver::DriverTable> table_;
   std::unique_ptr<ctxpool::ContextPool> pool_;
   std::unique_ptr<ApiServer> server_;
   std::string path_;
@@ -157,7 +157,7 @@ TEST_F(ApiServerAcceptTest, ConnectionsBeyondTheCapAreClosed) {
 }
 
 TEST_F(ApiServerAcceptTest, ASessionWaitingForAContextHoldsUpNobodyAndEndsOnRequest) {
-  auto pool = ctxpool::ContextPool::Open({.min_ready = 0, .max_contexts = 1}, table_.get());
+  auto pool = ctxpool::ContextPool::Open({.min_ready = 0, .max_contexts = 1}, table_);
   ASSERT_TRUE(pool.ok()) << pool.status().ToString();
   pool_ = std::move(*pool);
   Start({.context_pool = pool_.get()});

@@ -42,7 +42,7 @@ class ApiServerPeerTest : public ::testing::Test {
     ApiServerOptions options{.socket_path = path_, .ring_bytes = 1u << 20, .reply_bytes = 256u << 10};
     options.socket_mode = mode;
     options.va_slots = 0;
-    auto server = ApiServer::Start(options, table_.get());
+    auto server = ApiServer::Start(options, table_);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
   }
@@ -90,7 +90,7 @@ class ApiServerPeerTest : public ::testing::Test {
     return message;
   }
 
-  std::unique_ptr<driver::DriverTable> table_;
+  std::shared_ptr<driver::DriverTable> table_;
   std::unique_ptr<ApiServer> server_;
   std::string path_;
 };

@@ -29,7 +29,7 @@ class ApiServerTest : public ::testing::Test {
     path_ = "/tmp/phos-api-server-test-" + std::to_string(getpid()) + ".sock";
     ApiServerOptions options{.socket_path = path_, .ring_bytes = 1u << 20, .reply_bytes = 256u << 10};
     options.clock = [this] { return now_.load(); };
-    auto server = ApiServer::Start(options, table_.get());
+    auto server = ApiServer::Start(options, table_);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
   }
@@ -63,7 +63,7 @@ class ApiServerTest : public ::testing::Test {
   // The server's clock for token expiry: moves only when a test moves it.
   std::atomic<std::chrono::steady_clock::time_point> now_{std::chrono::steady_clock::time_point{} +
                                                           std::chrono::hours(1)};
-  std::unique_ptr<driver::DriverTable> table_;
+  std::shared_ptr<driver::DriverTable> table_;
   std::unique_ptr<ApiServer> server_;
   std::string path_;
   uint64_t seq_ = 0;  // of the calls Call sent (one ring per test)
@@ -193,12 +193,12 @@ TEST_F(ApiServerTest, UnknownOpcodeClosesTheRingWithAnError) {
 }
 
 TEST_F(ApiServerTest, SessionsLeaseTheirContextFromThePoolAndReturnItForTheScrub) {
-  auto pool = ctxpool::ContextPool::Open({.min_ready = 1, .max_contexts = 2}, table_.get());
+  auto pool = ctxpool::ContextPool::Open({.min_ready = 1, .max_contexts = 2}, table_);
   ASSERT_TRUE(pool.ok()) << pool.status().ToString();
   ASSERT_TRUE((*pool)->WaitIdle(std::chrono::seconds(10)));
   server_.reset();
   auto server = ApiServer::Start(
-      {.socket_path = path_, .ring_bytes = 1u << 20, .reply_bytes = 256u << 10, .context_pool = pool->get()}, table_.get());
+      {.socket_path = path_, .ring_bytes = 1u << 20, .reply_bytes = 256u << 10, .context_pool = pool->get()}, table_);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   server_ = std::move(*server);
   for (int round = 1; round <= 2; ++round) {

@@ -179,7 +179,7 @@ class RestoreLoaderTest : public ::testing::Test {
 #endif
   }
 
-  std::unique_ptr<driver::DriverTable> d_;
+  std::shared_ptr<driver::DriverTable> d_;
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
   CUcontext fresh_ = nullptr;

@@ -79,7 +79,7 @@ class SharedBuffersTest : public ::testing::Test {
   }
 
   static constexpr const char* kContent = "3 chunks: a, b, c";
-  std::unique_ptr<driver::DriverTable> table_;
+  std::shared_ptr<driver::DriverTable> table_;
   CUcontext context_ = nullptr;
   SharedBuffers shares_;
   std::unique_ptr<InstanceAddressSpace> first_;

@@ -113,7 +113,7 @@ class SnapshotCaptureTest : public ::testing::Test {
     return got == base;
   }
 
-  std::unique_ptr<driver::DriverTable> d_;
+  std::shared_ptr<driver::DriverTable> d_;
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
   CUcontext fresh_ = nullptr;

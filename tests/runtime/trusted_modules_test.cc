@@ -65,7 +65,7 @@ TEST_F(TrustedModulesTest, ASessionLoadsOnlyTrustedImages) {
   const std::string path = "/tmp/phos-trusted-modules-test-" + std::to_string(getpid()) + ".sock";
   auto server = ApiServer::Start({.socket_path = path, .trusted_modules = *trusted, .ring_bytes = 1u << 20,
                                   .reply_bytes = 256u << 10},
-                                 table->get());
+                                 *table);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   const std::string token = (*server)->IssueToken();
   auto sock = ipc::ConnectSeqpacket(path);

@@ -35,7 +35,7 @@ class VaAllocatorTest : public ::testing::Test {
     return space.ok() ? std::move(*space) : nullptr;
   }
 
-  std::unique_ptr<driver::DriverTable> table_;
+  std::shared_ptr<driver::DriverTable> table_;
   CUcontext context_ = nullptr;
 };
 

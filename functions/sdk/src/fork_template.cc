@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 #include <string>
 
 #include "phos/base/log.h"
+#include "phos/base/subprocess.h"
 #include "phos/ipc/instance_channel.h"
 
 namespace phos::fn::detail {
@@ -178,11 +178,11 @@ Result<ForkOutcome> HandleFork(int template_fd, std::string_view payload, int pa
       close(pid_pipe[0]);
       // In a sandbox's PID namespace the pid means nothing to phosd: a pidfd of the instance
       // goes with it, from which phosd reads the pid in its own namespace.
-      int pidfd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(instance), 0));
+      int pidfd = PidfdOpen(static_cast<pid_t>(instance));
       Status sent = pidfd >= 0 ? invoke::WriteFrameWithFd(template_fd, invoke::FrameKind::kForked,
                                                           std::to_string(instance), pidfd)
                                : invoke::WriteFrame(template_fd, invoke::FrameKind::kForked, std::to_string(instance));
-      if (pidfd >= 0) close(pidfd);
+      if (pidfd >= 0) ClosePidfd(pidfd);
       PHOS_RETURN_IF_ERROR(sent);
       return outcome;
     }

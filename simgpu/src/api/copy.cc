@@ -82,7 +82,9 @@ CUresult EnqueueCopy(Driver& driver, Stream& stream, CUdeviceptr dst, CUdevicept
   op.what = "memcpy";
   op.work = [d, s, bytes, read_only = to.read_only]() {
     if (read_only) return WriteToReadOnlyFault("memcpy", reinterpret_cast<CUdeviceptr>(d), bytes);
-    std::memcpy(d, s, bytes);
+    // The ranges may overlap (a tenant's cuMemcpyDtoD within one buffer): CUDA leaves the result
+    // undefined, simgpu gives memmove's rather than undefined behaviour in the host process.
+    std::memmove(d, s, bytes);
     return CUDA_SUCCESS;
   };
   uint64_t seq = stream.Enqueue(std::move(op));

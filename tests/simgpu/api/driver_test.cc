@@ -1,6 +1,7 @@
 // simgpu behaviours beyond the CUDA contract that phos relies on: the phosSim* extensions,
 // stable device addresses, sticky kernel faults, handle hygiene. (The CUDA contract itself is
 // pinned down by tests/conformance.)
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <thread>
@@ -246,6 +247,26 @@ TEST_F(DriverTest, CopiesRefuseNonDeviceAddressesOnTheirDeviceSides) {
   EXPECT_EQ(cuMemcpy(reinterpret_cast<CUdeviceptr>(other.data()), host_ptr, 64), CUDA_SUCCESS);
   EXPECT_EQ(other[63], 1);
   EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+}
+
+TEST_F(DriverTest, OverlappingCopiesWithinABufferMoveTheBytes) {
+  // A tenant may copy a buffer onto itself shifted: no undefined behaviour in the host process
+  // (the sanitizer builds report memcpy's), and the bytes land as memmove would put them.
+  constexpr size_t kBytes = 256;
+  std::vector<unsigned char> host(kBytes);
+  for (size_t i = 0; i < kBytes; ++i) host[i] = static_cast<unsigned char>(i * 7 + 1);
+  CUdeviceptr buffer = 0;
+  ASSERT_EQ(cuMemAlloc(&buffer, kBytes), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyHtoD(buffer, host.data(), kBytes), CUDA_SUCCESS);
+  std::vector<unsigned char> expected = host;
+  std::memmove(expected.data() + 6, expected.data(), 64);   // forwards over itself
+  std::memmove(expected.data() + 100, expected.data() + 130, 90);  // backwards over itself
+  ASSERT_EQ(cuMemcpyDtoD(buffer + 6, buffer, 64), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoDAsync(buffer + 100, buffer + 130, 90, nullptr), CUDA_SUCCESS);
+  std::vector<unsigned char> got(kBytes, 0);
+  ASSERT_EQ(cuMemcpyDtoH(got.data(), buffer, kBytes), CUDA_SUCCESS);
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(cuMemFree(buffer), CUDA_SUCCESS);
 }
 
 TEST_F(DriverTest, PrimaryContextStateFollowsRetainAndRelease) {

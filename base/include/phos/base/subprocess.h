@@ -135,4 +135,14 @@ struct CommandOutput {
 // killed with its group, and the result is Timeout carrying the output so far.
 Result<CommandOutput> RunCommand(SpawnOptions options, std::optional<std::chrono::milliseconds> timeout);
 
+// The pidfd system calls (Linux >= 5.3), for processes that are no children of the caller too (an
+// instance in a sandbox's PID namespace): -1 with errno on failure.
+int PidfdOpen(pid_t pid);
+int PidfdSendSignal(int pidfd, int signal);
+// Closes a descriptor from PidfdOpen. Every pidfd is closed here: ThreadSanitizer does not see a
+// pidfd made (it is a raw system call), so it takes the close for a race with whichever thread
+// last used that descriptor number, and its suppressions name this function
+// (scripts/sanitizers/thread.supp).
+void ClosePidfd(int pidfd);
+
 }  // namespace phos

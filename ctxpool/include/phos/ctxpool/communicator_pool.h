@@ -107,11 +107,12 @@ class CommunicatorPool {
  public:
   // Checks the options and starts the refill and scrub threads; does not wait for any group.
   // FailedPrecondition when the driver table has no NCCL; InvalidArgument for bad options or an
-  // initial group larger than the node. `driver` must outlive the pool and every lease. The pool's
+  // initial group larger than the node. The pool holds `driver` as long as it uses it (past
+  // its own end while a creation it left running finishes, and past every lease). The pool's
   // metrics (phos_devgroup_*, summed over group sizes) are registered in `registry`, or in a
   // registry of the pool's own when it is null.
   static Result<std::unique_ptr<CommunicatorPool>> Open(
-      const CommunicatorPoolOptions& options, driver::DriverTable* driver,
+      const CommunicatorPoolOptions& options, std::shared_ptr<driver::DriverTable> driver,
       std::shared_ptr<prometheus::Registry> registry = nullptr);
   // Stops the threads and destroys every group held; leases out destroy theirs when returned.
   ~CommunicatorPool();

@@ -159,12 +159,13 @@ class ContextLease {
 class ContextPool {
  public:
   // Initialises the driver (cuInit), checks the options and starts the background refill and
-  // scrub threads. Open does not wait for the first contexts. `driver` must outlive the pool and
-  // every lease. The pool's metrics (phos_ctxpool_*, labelled device="N") are registered in
+  // scrub threads. Open does not wait for the first contexts. The pool holds `driver` as long as
+  // it uses it: past its own end while a creation it left running finishes, and past every lease. The pool's metrics (phos_ctxpool_*, labelled device="N") are registered in
   // `registry`, or in a registry of the pool's own when it is null. One pool per device and
   // registry: two pools of one device in one registry would share their series, and each would
   // overwrite the other's held-now gauges.
-  static Result<std::unique_ptr<ContextPool>> Open(const PoolOptions& options, driver::DriverTable* driver,
+  static Result<std::unique_ptr<ContextPool>> Open(const PoolOptions& options,
+                                                   std::shared_ptr<driver::DriverTable> driver,
                                                    std::shared_ptr<prometheus::Registry> registry = nullptr);
   // Stops refill and scrubbing and destroys every context the pool holds; leases still out
   // destroy theirs when returned.
@@ -207,10 +208,10 @@ class ContextPool {
   const PoolOptions& options() const { return options_; }
 
  private:
-  ContextPool(const PoolOptions& options, driver::DriverTable* driver,
+  ContextPool(const PoolOptions& options, std::shared_ptr<driver::DriverTable> driver,
               std::shared_ptr<detail::ContextCore> core);
   const PoolOptions options_;
-  driver::DriverTable* driver_;
+  std::shared_ptr<driver::DriverTable> driver_;
   std::shared_ptr<detail::ContextCore> core_;
 };
 

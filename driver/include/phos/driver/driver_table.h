@@ -82,7 +82,7 @@ struct DriverTableOptions {
 
 class DriverTable {
  public:
-  static Result<std::unique_ptr<DriverTable>> Open(const DriverTableOptions& options);
+  static Result<std::shared_ptr<DriverTable>> Open(const DriverTableOptions& options);
   ~DriverTable();
   DriverTable(const DriverTable&) = delete;
   DriverTable& operator=(const DriverTable&) = delete;

@@ -206,8 +206,10 @@ struct ApiServerOptions {
 
 class ApiServer {
  public:
-  // Initialises the driver (cuInit) and starts listening. `driver` must outlive the server.
-  static Result<std::unique_ptr<ApiServer>> Start(const ApiServerOptions& options, driver::DriverTable* driver);
+  // Initialises the driver (cuInit) and starts listening. The server (and any pool it opens) holds
+  // `driver` for as long as it is used.
+  static Result<std::unique_ptr<ApiServer>> Start(const ApiServerOptions& options,
+                                                  std::shared_ptr<driver::DriverTable> driver);
   // Ends every session and stops listening.
   ~ApiServer();
   ApiServer(const ApiServer&) = delete;

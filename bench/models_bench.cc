@@ -211,6 +211,12 @@ class Bench {
       r.second_ms.push_back(*t2);
       r.shared_mib.push_back(shared_bytes / 1048576.0);
       r.added_mib.push_back((static_cast<double>(r.snapshot_bytes) - shared_bytes) / 1048576.0);
+      for (int i = 0; i < 2; ++i) {
+        for (const char* stage : kSecondStages) {
+          std::optional<double> ms = phos::bench::StageMs(i == 0 ? first : second, stage, scale_);
+          if (ms) r.stage_ms[i][stage].push_back(*ms);
+        }
+      }
       std::printf("%16s %d/%d: first %.2f ms, second %.2f ms, second shared %.1f MiB (modelled)\n",
                   "second instance", rep + 1, o_.second_reps, *t1, *t2, r.shared_mib.back());
       std::fflush(stdout);
@@ -328,7 +334,7 @@ class Bench {
           });
         }
         for (std::thread& t : threads) t.join();
-        double last_resident = 0;
+        double last_resident = 0, first_lease = 1e300, last_lease = 0, last_cpu_resume = 0;
         for (int i = 0; i < n; ++i) {
           if (!answers[i].ok()) return answers[i].status();
           const HttpResponse& r = *answers[i];
@@ -340,9 +346,22 @@ class Bench {
             return Status::Internal(fmt::format("burst of {}: no first-byte or resident stage", n));
           b.first_byte_ms.push_back(*first);
           last_resident = std::max(last_resident, *resident);
+          if (std::optional<double> lease = phos::bench::StageMs(r, "lease", scale_)) {
+            first_lease = std::min(first_lease, *lease);
+            last_lease = std::max(last_lease, *lease);
+          }
+          if (std::optional<double> resumed = phos::bench::StageMs(r, "cpu-resume", scale_)) {
+            last_cpu_resume = std::max(last_cpu_resume, *resumed);
+          }
         }
-        const double util = static_cast<double>(snapshot_bytes) * n / (last_resident / 1e3) / h2d_bps_;
+        const double link_ms = static_cast<double>(snapshot_bytes) * n / h2d_bps_ * 1e3;
+        const double util = link_ms / last_resident;
         b.utilisation.push_back(util);
+        b.first_lease_ms.push_back(first_lease);
+        b.last_lease_ms.push_back(last_lease);
+        b.last_cpu_resume_ms.push_back(last_cpu_resume);
+        b.last_resident_ms.push_back(last_resident);
+        b.link_ms.push_back(link_ms);
         std::printf("%16s %d/%d: p99 first byte %.1f ms, link %.0f%% (modelled)\n",
                     fmt::format("{} at once", n).c_str(), rep + 1, o_.concurrency_reps,
                     Percentile(b.first_byte_ms, 99), 100 * util);

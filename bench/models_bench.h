@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -102,7 +103,13 @@ struct SecondInstanceResult {
   std::vector<double> shared_mib;           // X-Phos-Shared-Bytes of the second
   std::vector<double> added_mib;            // snapshot bytes the second copied to the device
   uint64_t weight_bytes = 0;                // the checkpoint's tensors in fp32
+  // Where each instance's time went: the restore's stages and waits (kSecondStages) per
+  // repetition, [0] the first instance's, [1] the second's.
+  std::map<std::string, std::vector<double>> stage_ms[2];
 };
+// The X-Phos-Stage-* headers the second-instance case breaks its first bytes into.
+inline constexpr const char* kSecondStages[] = {"range-wait", "pool-wait", "lease", "cpu-resume", "first-launch",
+                                                "first-byte"};
 // Issue 11: the second adds <= 10% of its weight bytes to device memory, first byte <= 0.3x.
 constexpr double kSecondAddedTarget = 0.10;
 constexpr double kSecondLatencyTarget = 0.30;
@@ -132,6 +139,9 @@ struct BurstResult {
   int n = 0;
   std::vector<double> first_byte_ms;  // every request of every repetition
   std::vector<double> utilisation;    // per repetition: bytes loaded / (last resident x W)
+  // Where each repetition's time went (modelled ms from the requests' arrival): the earliest and
+  // the last lease of a context, the last CPU resume, the last resident, and the bytes' time at W.
+  std::vector<double> first_lease_ms, last_lease_ms, last_cpu_resume_ms, last_resident_ms, link_ms;
 };
 
 // Whether a case meets its targets against the bound and eager.

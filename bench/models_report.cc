@@ -152,13 +152,18 @@ std::string BurstMarkdown(const std::vector<BurstResult>& bursts, uint64_t snaps
       "\n### Simultaneous cold starts of different functions (one device)\n\n"
       "N llama functions of {} MiB (snapshot {:.1f} MiB each, own seeds), scaled to zero; N requests sent at "
       "once, one per function, each restored in phos mode. Link = N x snapshot bytes / (the last request's "
-      "resident stage) / W, median over the repetitions; p99 of first byte over every request.\n\n"
-      "| at once | requests | first byte median (ms) | p99 (ms) | link utilisation "
-      "|\n|---|---|---|---|---|\n",
+      "resident stage) / W, median over the repetitions; p99 of first byte over every request. Where the "
+      "time went (medians over the repetitions, modelled ms from the requests' arrival): the earliest and "
+      "the last context lease, the last CPU resume, the last resident stage, and what the bytes take at W "
+      "alone.\n\n"
+      "| at once | requests | first byte median (ms) | p99 (ms) | link utilisation | leases (first–last) "
+      "| last cpu-resume | last resident | bytes at W |\n|---|---|---|---|---|---|---|---|---|\n",
       mib, snapshot_bytes / 1048576.0);
   for (const BurstResult& b : bursts) {
-    md += fmt::format("| {} | {} | {:.1f} | {:.1f} | {:.0f}% |\n", b.n, b.first_byte_ms.size(),
-                      Median(b.first_byte_ms), Percentile(b.first_byte_ms, 99), 100 * Median(b.utilisation));
+    md += fmt::format("| {} | {} | {:.1f} | {:.1f} | {:.0f}% | {:.2f}–{:.2f} | {:.2f} | {:.2f} | {:.2f} |\n", b.n,
+                      b.first_byte_ms.size(), Median(b.first_byte_ms), Percentile(b.first_byte_ms, 99),
+                      100 * Median(b.utilisation), Median(b.first_lease_ms), Median(b.last_lease_ms),
+                      Median(b.last_cpu_resume_ms), Median(b.last_resident_ms), Median(b.link_ms));
   }
   const BurstResult& most = bursts.back();
   md += fmt::format("\n{} at once: link utilisation **{:.0f}%** (target ≥ {:.0f}%): **{}**\n", most.n,
@@ -175,6 +180,21 @@ bool Met(const SecondInstanceResult& r) {
 std::string SecondInstanceMarkdown(const SecondInstanceResult& r) {
   const double added = Median(r.added_mib), weights = r.weight_bytes / 1048576.0;
   const double ratio = Median(r.second_ms) / Median(r.first_ms);
+  // Where the time went: medians of the stages (times from arrival) and waits (durations).
+  std::string stages =
+      "\nWhere each instance's time went (medians, modelled ms; range-wait and pool-wait are durations, the "
+      "others times from the request's arrival):\n\n| instance |";
+  for (const char* stage : kSecondStages) stages += fmt::format(" {} |", stage);
+  stages += "\n|---|";
+  for (size_t i = 0; i < std::size(kSecondStages); ++i) stages += "---|";
+  for (int i = 0; i < 2; ++i) {
+    stages += i == 0 ? "\n| first |" : "\n| second |";
+    for (const char* stage : kSecondStages) {
+      auto it = r.stage_ms[i].find(stage);
+      stages += it == r.stage_ms[i].end() || it->second.empty() ? " – |" : fmt::format(" {:.2f} |", Median(it->second));
+    }
+  }
+  stages += "\n";
   return fmt::format(
       "\n### A second instance while the first runs (read-only weights shared on the device)\n\n"
       "llama {} MiB (snapshot {:.1f} MiB, weights {:.1f} MiB) in a daemon that shares read-only buffers; "
@@ -189,7 +209,8 @@ std::string SecondInstanceMarkdown(const SecondInstanceResult& r) {
       "second / first = **{:.2f}** (target ≤ {}); added / weights = **{:.1f}%** (target ≤ {:.0f}%): **{}**\n",
       r.size_mib, r.snapshot_bytes / 1048576.0, weights, r.first_ms.size(), Median(r.first_ms),
       Median(r.second_ms), ratio, Median(r.shared_mib), added, 100 * added / weights, ratio,
-      kSecondLatencyTarget, 100 * added / weights, 100 * kSecondAddedTarget, Met(r) ? "met" : "missed");
+      kSecondLatencyTarget, 100 * added / weights, 100 * kSecondAddedTarget, Met(r) ? "met" : "missed") +
+         stages;
 }
 
 bool Met(const FineTunesResult& r) {

@@ -1,6 +1,7 @@
 // Copy engines and host memory kinds. phos restores buffers (H2D) while checkpoint or migration
 // traffic leaves the device (D2H), stages everything through pinned memory because pageable
 // copies are slower, and must still get correct data from an application's pageable buffers.
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -13,6 +14,19 @@ using CopyTest = DriverTest;
 
 constexpr std::size_t kCopyBytes = 64 * kMiB;
 constexpr int kRepetitions = 3;
+
+#if __has_include("phos/simgpu/simgpu.h")
+#include "phos/simgpu/simgpu.h"
+
+// Copies simgpu could not pace at the modelled rate because the host's memcpy was slower (a
+// loaded host, a sanitizer build): their wall time shows the host, not the device model.
+uint64_t HostBoundCopies() {
+  PhosSimStats stats{};
+  return phosSimGetStats(0, &stats) == CUDA_SUCCESS ? stats.host_bound_ops : 0;
+}
+#else
+uint64_t HostBoundCopies() { return 0; }  // NVIDIA's driver: the device paces every copy
+#endif
 
 // One engine per direction: a short D2H copy enqueued after a long H2D copy, on another stream,
 // does not wait for it, so it ends first on the device. The order of the two ends (event times)
@@ -65,24 +79,32 @@ TEST_F(CopyTest, PinnedHostToDeviceIsFasterThanPageable) {
   FillPattern(pageable.data(), kCopyBytes, 3);
   FillPattern(pinned.get(), kCopyBytes, 3);
 
-  // The fastest of several attempts each: a loaded host slows single copies, not all of them.
+  // The fastest of several attempts each that the device model paced: a loaded host slows single
+  // copies, not all of them, and a copy the host could not keep pace with shows the host's memcpy.
   constexpr int kAttempts = 2 * kRepetitions;
+  auto fastest_paced = [&](const void* source, double* ms) -> CUresult {
+    *ms = -1;
+    for (int i = 0; i < kAttempts; ++i) {
+      const uint64_t host_bound = HostBoundCopies();
+      double attempt = 0;
+      CUresult r = MinWallMs(1, [&] {
+        if (CUresult c = cuMemcpyHtoD(device.get(), source, kCopyBytes); c != CUDA_SUCCESS) return c;
+        return cuCtxSynchronize();
+      }, &attempt);
+      if (r != CUDA_SUCCESS) return r;
+      if (HostBoundCopies() == host_bound && (*ms < 0 || attempt < *ms)) *ms = attempt;
+    }
+    return CUDA_SUCCESS;
+  };
   double pinned_ms = 0;
   double pageable_ms = 0;
-  PHOS_ASSERT_CU(MinWallMs(
-      kAttempts,
-      [&] {
-        if (CUresult r = cuMemcpyHtoD(device.get(), pinned.get(), kCopyBytes); r != CUDA_SUCCESS) return r;
-        return cuCtxSynchronize();
-      },
-      &pinned_ms));
-  PHOS_ASSERT_CU(MinWallMs(
-      kAttempts,
-      [&] {
-        if (CUresult r = cuMemcpyHtoD(device.get(), pageable.data(), kCopyBytes); r != CUDA_SUCCESS) return r;
-        return cuCtxSynchronize();
-      },
-      &pageable_ms));
+  PHOS_ASSERT_CU(fastest_paced(pinned.get(), &pinned_ms));
+  PHOS_ASSERT_CU(fastest_paced(pageable.data(), &pageable_ms));
+  if (pinned_ms < 0 || pageable_ms < 0) {
+    GTEST_SKIP() << "the host could not keep pace with the modelled link in any attempt of "
+                 << (pinned_ms < 0 ? "the pinned" : "the pageable")
+                 << " copy: the comparison would measure the host's memcpy";
+  }
   EXPECT_LT(pinned_ms, pageable_ms) << "pinned " << pinned_ms << " ms, pageable " << pageable_ms << " ms";
 }
 

@@ -13,15 +13,17 @@ driver::DriverTable* g_real = nullptr;  // undecorated entry points of the same 
 }  // namespace
 
 std::shared_ptr<driver::DriverTable> OpenCountingDriver(DriverCounters** counters) {
-  static std::shared_ptr<driver::DriverTable> real = [] {
+  // Never destroyed: a pool's refill left creating at the pool's end may still call through it
+  // (the counting entry points below) while the process exits.
+  static driver::DriverTable* real = [] {
     auto t = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});
     if (!t.ok()) {
       ADD_FAILURE() << t.status().ToString();
       std::abort();
     }
-    return std::move(*t);
-  }();
-  g_real = real.get();
+    return new std::shared_ptr<driver::DriverTable>(std::move(*t));
+  }()->get();
+  g_real = real;
   auto opened = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});
   if (!opened.ok()) return nullptr;
   std::shared_ptr<driver::DriverTable> t = std::move(*opened);

@@ -65,9 +65,14 @@ class FaultsTest : public PhosdTest {
 
   HttpResponse Invoke(const std::string& function, const std::string& body,
                       std::vector<std::string> headers = {}) {
+    return InvokeAt(endpoint(), function, body, std::move(headers));
+  }
+  // At the phosd of `at` (a thread's request outliving a restart goes to the phosd it was meant for).
+  static HttpResponse InvokeAt(const std::string& at, const std::string& function, const std::string& body,
+                               std::vector<std::string> headers = {}) {
     std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-i", "-X", "POST", "--data-binary", body};
     for (const std::string& h : headers) argv.insert(argv.end(), {"-H", h});
-    argv.push_back(endpoint() + "/v1/functions/" + function + "/invoke");
+    argv.push_back(at + "/v1/functions/" + function + "/invoke");
     return ParseCurl(::phos::testing::Run(argv).out);
   }
   // The JSON error of an answer ("" when it has none).
@@ -376,8 +381,8 @@ TEST_F(DiskFullTest, ADeployOnAFullDiskFailsCleanlyAndSucceedsOnceThereIsRoom) {
 // answers.
 TEST_F(FaultsTest, KillInsideADeploysCommitLeavesTheStoreCleanAndTheFunctionDeployable) {
   RestartPausingAt("store-commit");
-  std::thread deploy([this] {
-    PhosFn({"deploy", "ff", PHOS_FAULT_FUNCTION, "--", "--mib", std::to_string(kMib)});
+  std::thread deploy([argv = PhosFnCommand({"deploy", "ff", PHOS_FAULT_FUNCTION, "--", "--mib", std::to_string(kMib)})] {
+    ::phos::testing::Run(argv);
   });
   KillAtFaultPoint("store-commit");
   deploy.join();
@@ -401,7 +406,7 @@ TEST_F(FaultsTest, KillInsideARestoreThenRestartAnswersCorrectly) {
   RestartPausingAt("restore-load");
   ASSERT_TRUE(WaitSettled("ff", 0));
   HttpResponse cut;
-  std::thread invoke([&] { cut = Invoke("ff", "sum", {"X-Phos-Restore-Mode: phos"}); });
+  std::thread invoke([&, at = endpoint()] { cut = InvokeAt(at, "ff", "sum", {"X-Phos-Restore-Mode: phos"}); });
   KillAtFaultPoint("restore-load");
   invoke.join();
   EXPECT_NE(cut.status, 200) << "answered although phosd was killed mid-restore";

@@ -195,10 +195,14 @@ void PhosdTest::TearDown() {
 
 bool PhosdTest::Sandboxed() const { return PhosdLog().find("] on: functions run as uids") != std::string::npos; }
 
-CommandResult PhosdTest::PhosFn(const std::vector<std::string>& args) {
+std::vector<std::string> PhosdTest::PhosFnCommand(const std::vector<std::string>& args) const {
   std::vector<std::string> argv = {PHOS_PHOS_FN, "--endpoint", endpoint_, "--token-file", data_dir_ + "/admin.token"};
   argv.insert(argv.end(), args.begin(), args.end());
-  return ::phos::testing::Run(argv);
+  return argv;
+}
+
+CommandResult PhosdTest::PhosFn(const std::vector<std::string>& args) {
+  return ::phos::testing::Run(PhosFnCommand(args));
 }
 
 CommandResult PhosdTest::CurlPost(const std::string& path, const std::string& body) {

@@ -83,6 +83,9 @@ class PhosdTest : public ::testing::Test {
   const std::string& endpoint() const { return endpoint_; }
   // phos-fn --endpoint <endpoint> --token-file <data_dir>/admin.token args...
   CommandResult PhosFn(const std::vector<std::string>& args);
+  // The phos-fn command line PhosFn runs, for a thread that must reach this phosd even if the
+  // test restarts it meanwhile (a restart changes the endpoint).
+  std::vector<std::string> PhosFnCommand(const std::vector<std::string>& args) const;
   // curl -s -X POST --data <body> <endpoint><path> with the admin token; the response body.
   CommandResult CurlPost(const std::string& path, const std::string& body);
   // curl's arguments that send the admin token: {"-H", "Authorization: Bearer <token>"}.

@@ -61,6 +61,11 @@ int RunCrashWriter(const std::string& dir, uint64_t seed) {
       }
       (*w)->manifest().cpu_state.location = fmt::format("buffers={}", buffers);
       if (s.ok()) s = (*store)->Commit(std::move(*w)).status();
+      // One line per commit on standard output: how the harness knows the writer is under way.
+      if (s.ok()) {
+        std::fputs("committed\n", stdout);
+        std::fflush(stdout);
+      }
     } else if (op < 8) {
       auto versions = (*store)->ListVersions(function);
       if (versions.ok() && !versions->empty()) s = (*store)->DeleteVersion(function, versions->front());

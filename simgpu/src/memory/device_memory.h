@@ -159,6 +159,10 @@ class DeviceMemory {
   // Bytes of host pages behind physical memory (live, kept for reuse, or allocated ahead), once
   // the allocation ahead (DeviceMemoryOptions::prefault_bytes) has finished.
   uint64_t HostPageBytes();
+  // Whether physical memory has a second mapping (not under ThreadSanitizer, which lacks the
+  // address space). Without one, nothing tells which pages are present: zeroing punches every
+  // page out, and a zeroed release keeps none.
+  bool HasSecondMapping() const { return alias_ != nullptr; }
 
   // ---- VMM (cuMemAddressReserve ... cuMemSetAccess) ----
   // Reserves `size` bytes (a multiple of kGranularity) aligned to `alignment` (0 = kGranularity;

@@ -294,7 +294,8 @@ std::unique_ptr<DeviceMemory> Memory(uint64_t retained_bytes, uint64_t prefault_
 TEST(VmmRetentionTest, AZeroedReleaseKeepsItsPagesForTheNext) {
   auto mem = Memory(64 * kMiB);
   unsigned char last = 1;
-  EXPECT_EQ(ReleaseAndReuse(*mem, /*zero=*/true, &last), 4 * kMiB);
+  // Without a second mapping (ThreadSanitizer builds) the zeroing itself gives the pages back.
+  EXPECT_EQ(ReleaseAndReuse(*mem, /*zero=*/true, &last), mem->HasSecondMapping() ? 4 * kMiB : 0u);
   EXPECT_EQ(last, 0);
 }
 

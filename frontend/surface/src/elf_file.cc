@@ -203,8 +203,19 @@ Result<ElfFile> Read(Elf* elf) {
   out.machine = ehdr.e_machine;
   out.type = ehdr.e_type;
 
-  size_t phnum = 0;
+  // libelf counts only the headers the file holds: fewer than the ELF header says is a file cut
+  // short (or a lying header).
+  size_t phnum = 0, shnum = 0;
   if (elf_getphdrnum(elf, &phnum) != 0) return ElfError("program headers");
+  if (elf_getshdrnum(elf, &shnum) != 0) return ElfError("section headers");
+  if (ehdr.e_phnum != PN_XNUM && phnum != ehdr.e_phnum) {
+    return Status::Corruption("holds " + std::to_string(phnum) + " of the " + std::to_string(ehdr.e_phnum) +
+                              " program headers its ELF header announces (cut short?)");
+  }
+  if (ehdr.e_shoff != 0 && (shnum == 0 || (ehdr.e_shnum != 0 && shnum != ehdr.e_shnum))) {
+    return Status::Corruption("holds " + std::to_string(shnum) + " of the section headers its ELF header announces " +
+                              "(cut short?)");
+  }
   for (size_t i = 0; i < phnum; ++i) {
     GElf_Phdr phdr;
     if (gelf_getphdr(elf, static_cast<int>(i), &phdr) == nullptr) return ElfError("program header");
@@ -216,6 +227,7 @@ Result<ElfFile> Read(Elf* elf) {
   Sections sections;
   Elf_Scn* dynamic_scn = nullptr;
   GElf_Shdr dynamic_shdr{};
+  elf_errno();  // clears the last error: the loop below ends on a null section either way
   for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
     GElf_Shdr shdr;
     if (gelf_getshdr(scn, &shdr) == nullptr) return ElfError("section header");
@@ -230,6 +242,7 @@ Result<ElfFile> Read(Elf* elf) {
       dynamic_shdr = shdr;
     }
   }
+  if (elf_errno() != 0) return Status::Corruption("section headers: unreadable");
   if (out.sections.empty() && phnum != 0) {
     return Status::InvalidArgument("has no section headers (stripped of them): its symbols cannot be listed");
   }

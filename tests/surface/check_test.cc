@@ -9,16 +9,19 @@ namespace phos::surface {
 namespace {
 
 using testing::Lines;
-using testing::ReadText;
 using testing::Ran;
+using testing::ReadText;
 using testing::RunTool;
 using testing::ScratchDir;
 using testing::WriteText;
 
-Ran Check(const std::string& program) { return RunTool({PHOS_PHOS_FN, "check", program}); }
+Ran Check(const std::string& program) {
+  return RunTool({PHOS_PHOS_FN, "check", program});
+}
 
 // The program run as phos-fn run runs it, standard error included.
-Ran OnPhosLibraries(std::vector<std::string> argv, std::vector<std::pair<std::string, std::string>> env = {}) {
+Ran OnPhosLibraries(std::vector<std::string> argv,
+                    std::vector<std::pair<std::string, std::string>> env = {}) {
   env.emplace_back("LD_LIBRARY_PATH", PHOS_FRONTEND_LIB_DIR);
   return RunTool(std::move(argv), std::move(env), /*with_stderr=*/true);
 }
@@ -28,7 +31,9 @@ std::string LastLine(const std::string& out) {
   return lines.empty() ? "" : lines.back();
 }
 
-bool Has(const std::string& out, const std::string& what) { return out.find(what) != std::string::npos; }
+bool Has(const std::string& out, const std::string& what) {
+  return out.find(what) != std::string::npos;
+}
 
 TEST(CheckTest, AProgramUsingServedFunctionsRuns) {
   Ran r = Check(PHOS_PLAIN_CUDA_PROGRAM);
@@ -94,7 +99,8 @@ TEST(CheckTest, ImportsOfTheLibrariesAProgramLoadsCount) {
   // The import is the helper's, found through the program's $ORIGIN run path.
   bool helper_line = false;
   for (const std::string& line : Lines(r.out)) {
-    if (Has(line, "lacks    cudaGraphCreate") && Has(line, "check_helper/libcheck_helper.so")) helper_line = true;
+    if (Has(line, "lacks    cudaGraphCreate") && Has(line, "check_helper/libcheck_helper.so"))
+      helper_line = true;
   }
   EXPECT_TRUE(helper_line) << r.out;
   EXPECT_TRUE(Has(r.out, "loads; these calls fail: cudaGraphCreate")) << r.out;
@@ -120,7 +126,9 @@ TEST(CheckTest, AStrippedStaticRuntimeIsKnownByItsKernels) {
   EXPECT_FALSE(Has(plain.out, "cannot be redirected")) << plain.out;  // nothing left to tell
   WriteText(dir / "fatbin", std::string(64, '\0'));
   const std::string with_kernels = dir / "with_kernels";
-  ASSERT_EQ(RunTool({"objcopy", "--add-section", ".nv_fatbin=" + (dir / "fatbin"), stripped, with_kernels}).exit_code, 0);
+  ASSERT_EQ(RunTool({"objcopy", "--add-section", ".nv_fatbin=" + (dir / "fatbin"), stripped, with_kernels})
+                .exit_code,
+            0);
   Ran r = Check(with_kernels);
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_TRUE(Has(r.out, "holds CUDA kernels (.nv_fatbin) but imports no __cudaRegisterFatBinary")) << r.out;
@@ -138,7 +146,8 @@ TEST(CheckTest, ALibraryPhosHasNoneOfYetAnswersOutsidePhosd) {
     if (w.size() >= 3 && w[0] == "libcublasLt.so.13") nvidia = w[2];
   }
   ASSERT_FALSE(nvidia.empty());
-  EXPECT_TRUE(Has(r.out, "loads; these calls fail: cublasLtCreate (answered by " + nvidia + ", outside phosd)"))
+  EXPECT_TRUE(
+      Has(r.out, "loads; these calls fail: cublasLtCreate (answered by " + nvidia + ", outside phosd)"))
       << r.out;
 }
 
@@ -147,7 +156,8 @@ TEST(CheckTest, ARefusedFunctionIsACallThatFailsWithItsError) {
   // with one more refusal shows the wording.
   Result<SurfaceSources> sources = SurfaceSources::WithLibrariesIn(PHOS_FRONTEND_LIB_DIR);
   ASSERT_TRUE(sources.ok()) << sources.status().ToString();
-  std::string refusals = std::string(sources->refusals) + "cudaMalloc\trefused\tcudaErrorNotSupported\ta test's\n";
+  std::string refusals =
+      std::string(sources->refusals) + "cudaMalloc\trefused\tcudaErrorNotSupported\ta test's\n";
   sources->refusals = refusals;
   Result<Surface> surface = Surface::Build(*sources);
   ASSERT_TRUE(surface.ok()) << surface.status().ToString();
@@ -172,7 +182,8 @@ TEST(CheckTest, PartialSupportIsServedWithItsNote) {
   ASSERT_TRUE(report.ok());
   ASSERT_EQ(report->verdict(), Verdict::kRuns);  // phos-fn imports no CUDA function
   CheckReport with_host_alloc = *report;
-  with_host_alloc.imports.push_back({"cudaHostAlloc", "prog", false, true, surface->Lookup("cudaHostAlloc", 0), ""});
+  with_host_alloc.imports.push_back(
+      {"cudaHostAlloc", "prog", false, true, surface->Lookup("cudaHostAlloc", 0), ""});
   EXPECT_EQ(with_host_alloc.verdict(), Verdict::kRuns);
   const std::string out = FormatReport(with_host_alloc, *surface);
   EXPECT_TRUE(Has(out, "  served   cudaHostAlloc")) << out;
@@ -182,7 +193,9 @@ TEST(CheckTest, PartialSupportIsServedWithItsNote) {
 
 TEST(CheckTest, WhatCannotBeReadIsAnErrorNotAVerdict) {
   ScratchDir dir;
-  WriteText(dir / "garbage", "\x7f" "ELF garbage that is no ELF file at all");
+  WriteText(dir / "garbage",
+            "\x7f"
+            "ELF garbage that is no ELF file at all");
   Ran garbage = RunTool({PHOS_PHOS_FN, "check", dir / "garbage"}, {}, /*with_stderr=*/true);
   EXPECT_EQ(garbage.exit_code, 2) << garbage.out;
   EXPECT_TRUE(Has(garbage.out, dir / "garbage")) << garbage.out;

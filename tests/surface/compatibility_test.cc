@@ -1,7 +1,6 @@
 // docs/compatibility.md: the committed doc is what the build makes of it now, and its counts are
 // those nm gives for the built libraries against NVIDIA's committed lists.
 #include "phos/surface/compatibility_table.h"
-
 #include "surface_test_support.h"
 
 namespace phos::surface {
@@ -17,15 +16,16 @@ constexpr const char* kDoc = PHOS_SOURCE_DIR "/docs/compatibility.md";
 TEST(CompatibilityTest, TheCommittedDocIsWhatTheBuildMakes) {
   testing::Ran table = RunTool({PHOS_PHOS_FN, "check", "--table"});
   ASSERT_EQ(table.exit_code, 0);
-  EXPECT_TRUE(table.out == ReadText(kDoc))
-      << "docs/compatibility.md is stale (phos's exports, NVIDIA's lists or refused.tsv changed): refresh it with "
-         "scripts/compatibility.sh";
+  EXPECT_TRUE(table.out == ReadText(kDoc)) << "docs/compatibility.md is stale (phos's exports, NVIDIA's "
+                                              "lists or refused.tsv changed): refresh it with "
+                                              "scripts/compatibility.sh";
 }
 
 // The doc's summary row of a library: served, refused, lacks, total.
 std::vector<size_t> SummaryRow(const std::string& doc, const Library& library) {
   for (const std::string& line : Lines(doc)) {
-    if (!line.starts_with("| " + std::string(library.title) + " | `" + std::string(library.soname) + "`")) continue;
+    if (!line.starts_with("| " + std::string(library.title) + " | `" + std::string(library.soname) + "`"))
+      continue;
     std::vector<size_t> numbers;
     size_t end = line.size() - 1;  // the closing '|'
     for (int cell = 0; cell < 4; ++cell) {
@@ -42,8 +42,8 @@ TEST(CompatibilityTest, CountsAreNmsOfTheBuiltLibraries) {
   const std::string doc = ReadText(kDoc);
   for (const Library& library : Libraries()) {
     SCOPED_TRACE(library.soname);
-    std::vector<std::string> list =
-        Lines(ReadText(std::string(PHOS_SOURCE_DIR "/frontend/surface/nvidia/") + std::string(library.name) + ".txt"));
+    std::vector<std::string> list = Lines(ReadText(std::string(PHOS_SOURCE_DIR "/frontend/surface/nvidia/") +
+                                                   std::string(library.name) + ".txt"));
     ASSERT_FALSE(list.empty());
     const std::set<std::string> nvidia(list.begin() + 1, list.end());
     size_t exported = 0;

@@ -32,7 +32,8 @@ struct Readelf {
 
 std::string Bracketed(const std::string& line) {
   const size_t open = line.find('['), close = line.rfind(']');
-  return open == std::string::npos || close == std::string::npos ? "" : line.substr(open + 1, close - open - 1);
+  return open == std::string::npos || close == std::string::npos ? ""
+                                                                 : line.substr(open + 1, close - open - 1);
 }
 
 Readelf ReadWithReadelf(const std::string& path) {
@@ -60,7 +61,8 @@ Readelf ReadWithReadelf(const std::string& path) {
   }
   for (const std::string& line : Lines(RunTool({"readelf", "-r", "-W", path}).out)) {
     std::vector<std::string> w = Words(line);
-    if (w.size() >= 5 && w[2].starts_with("R_") && w[2] != "R_X86_64_JUMP_SLOT" && w[2] != "R_AARCH64_JUMP_SLOT") {
+    if (w.size() >= 5 && w[2].starts_with("R_") && w[2] != "R_X86_64_JUMP_SLOT" &&
+        w[2] != "R_AARCH64_JUMP_SLOT") {
       r.bound_at_load.insert(WithoutVersion(w[4]));
     }
   }
@@ -95,15 +97,17 @@ void ExpectSameAsBinutils(const std::string& path) {
 }
 
 TEST(ElfFileTest, ProgramsAndLibrariesReadAsBinutilsReadThem) {
-  for (const char* path : {PHOS_PLAIN_CUDA_PROGRAM, PHOS_CHECK_LACKING, PHOS_CHECK_LACKING_NOW, PHOS_CHECK_HELPER,
-                           PHOS_CHECK_WITH_HELPER, PHOS_FRONTEND_LIB_DIR "/libcudart.so.13",
-                           PHOS_FRONTEND_LIB_DIR "/libcublas.so.13", PHOS_PHOS_FN}) {
+  for (const char* path :
+       {PHOS_PLAIN_CUDA_PROGRAM, PHOS_CHECK_LACKING, PHOS_CHECK_LACKING_NOW, PHOS_CHECK_HELPER,
+        PHOS_CHECK_WITH_HELPER, PHOS_FRONTEND_LIB_DIR "/libcudart.so.13",
+        PHOS_FRONTEND_LIB_DIR "/libcublas.so.13", PHOS_PHOS_FN}) {
     ExpectSameAsBinutils(path);
   }
 }
 
 TEST(ElfFileTest, LazyAndLoadTimeBindingOfAnImport) {
-  for (auto [path, at_load] : {std::pair{PHOS_CHECK_LACKING, false}, std::pair{PHOS_CHECK_LACKING_NOW, true}}) {
+  for (auto [path, at_load] :
+       {std::pair{PHOS_CHECK_LACKING, false}, std::pair{PHOS_CHECK_LACKING_NOW, true}}) {
     Result<ElfFile> elf = ReadElfFile(path);
     ASSERT_TRUE(elf.ok()) << elf.status().ToString();
     auto it = std::find_if(elf->imports.begin(), elf->imports.end(),

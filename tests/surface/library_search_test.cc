@@ -39,17 +39,19 @@ TEST(LibrarySearchTest, RpathOfTheChainThenEnvironmentThenRunpathThenCacheThenDe
   // The needing library has an RPATH and no RUNPATH: its RPATH, then its loader's, first.
   std::vector<SearchScope> chain = {{"/lib/dir", {"$ORIGIN/own", "/own2"}, {}},
                                     {"/exe/dir", {"${ORIGIN}/exe-rpath"}, {"/exe-runpath"}}};
-  EXPECT_EQ(CandidatePaths("libz.so.1", chain, Environment()),
-            (std::vector<std::string>{"/lib/dir/own/libz.so.1", "/own2/libz.so.1", "/exe/dir/exe-rpath/libz.so.1",
-                                      "/env1/libz.so.1", "/env2/libz.so.1", "/cache/x86_64/libz.so.1",
-                                      "/cache/i386/libz.so.1", "/default/libz.so.1"}));
+  EXPECT_EQ(
+      CandidatePaths("libz.so.1", chain, Environment()),
+      (std::vector<std::string>{"/lib/dir/own/libz.so.1", "/own2/libz.so.1", "/exe/dir/exe-rpath/libz.so.1",
+                                "/env1/libz.so.1", "/env2/libz.so.1", "/cache/x86_64/libz.so.1",
+                                "/cache/i386/libz.so.1", "/default/libz.so.1"}));
 }
 
 TEST(LibrarySearchTest, ARunpathTurnsOffEveryRpath) {
   std::vector<SearchScope> chain = {{"/lib/dir", {"/ignored-own-rpath"}, {"$ORIGIN/../run"}},
                                     {"/exe/dir", {"/ignored-exe-rpath"}, {}}};
   EXPECT_EQ(CandidatePaths("libq.so", chain, Environment()),
-            (std::vector<std::string>{"/env1/libq.so", "/env2/libq.so", "/lib/dir/../run/libq.so", "/default/libq.so"}));
+            (std::vector<std::string>{"/env1/libq.so", "/env2/libq.so", "/lib/dir/../run/libq.so",
+                                      "/default/libq.so"}));
 }
 
 TEST(LibrarySearchTest, OnlyTheNeedingFilesRunpathCounts) {
@@ -66,7 +68,8 @@ TEST(LibrarySearchTest, TokensOtherThanOriginAndEmptyEntriesAreSkipped) {
 }
 
 TEST(LibrarySearchTest, ANameWithASlashIsItsOwnPath) {
-  EXPECT_EQ(CandidatePaths("./libq.so", {{"/o", {"/r"}, {}}}, Environment()), (std::vector<std::string>{"./libq.so"}));
+  EXPECT_EQ(CandidatePaths("./libq.so", {{"/o", {"/r"}, {}}}, Environment()),
+            (std::vector<std::string>{"./libq.so"}));
 }
 
 TEST(LibrarySearchTest, ThisMachinesCacheHoldsTheCLibrary) {

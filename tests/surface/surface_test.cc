@@ -19,10 +19,12 @@ constexpr size_t kCudart = 0, kCublas = 1, kCublasLt = 2, kNccl = 3, kDriver = 4
 SurfaceSources Small(std::string_view refusals) {
   SurfaceSources s;
   s.nvidia = {"# test toolkit: cudart\ncudaFree\ncudaHostAlloc\ncudaMalloc\ncudaMemcpy\n",
-              "# test toolkit: cublas\ncublasCreate_v2\ncublasSgemm_v2\n", "# test toolkit: cublasLt\ncublasLtCreate\n",
-              "# test toolkit: nccl\nncclAllReduce\n", "# test toolkit: driver\ncuInit\ncuMemAlloc_v2\n"};
+              "# test toolkit: cublas\ncublasCreate_v2\ncublasSgemm_v2\n",
+              "# test toolkit: cublasLt\ncublasLtCreate\n", "# test toolkit: nccl\nncclAllReduce\n",
+              "# test toolkit: driver\ncuInit\ncuMemAlloc_v2\n"};
   s.refusals = refusals;
-  s.phos_exports[kCudart] = std::vector<std::string>{"cudaMalloc", "cudaFree", "cudaHostAlloc", "__phosRemoteCall"};
+  s.phos_exports[kCudart] =
+      std::vector<std::string>{"cudaMalloc", "cudaFree", "cudaHostAlloc", "__phosRemoteCall"};
   s.phos_files[kCudart] = "libphos-cudart.so";
   s.phos_exports[kCublas] = std::vector<std::string>{"cublasCreate_v2"};
   s.phos_files[kCublas] = "libphos-cublas.so";
@@ -32,9 +34,10 @@ SurfaceSources Small(std::string_view refusals) {
 }
 
 TEST(SurfaceTest, StatesFromTheThreeSources) {
-  Result<Surface> s = Surface::Build(Small("# comment\n"
-                                           "cudaFree\trefused\tcudaErrorNotSupported\tnever frees\n"
-                                           "cudaHostAlloc\tpartial\tcudaErrorNotSupported\tmapped memory\n"));
+  Result<Surface> s =
+      Surface::Build(Small("# comment\n"
+                           "cudaFree\trefused\tcudaErrorNotSupported\tnever frees\n"
+                           "cudaHostAlloc\tpartial\tcudaErrorNotSupported\tmapped memory\n"));
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->Lookup("cudaMalloc", kCudart).state, State::kServed);
   EXPECT_TRUE(s->Lookup("cudaMalloc", kCudart).error.empty());
@@ -88,8 +91,9 @@ TEST(SurfaceTest, ARefusalOfAFunctionPhosDoesNotExportIsAnError) {
                  "refused.tsv:1: cudaMemcpy is not exported by libphos-cudart.so");
   ExpectRejected("cublasLtCreate\trefused\tCUBLAS_STATUS_NOT_SUPPORTED\tx\n",
                  "cublasLtCreate is not exported by phos (it has no libcublasLt.so.13)");
-  ExpectRejected("\ncudaFree\tpartial\tcudaErrorInvalidValue\tx\nncclAllReduce\tpartial\tncclInvalidUsage\tx\n",
-                 "refused.tsv:3: ncclAllReduce is not exported by libphos-nccl.so");
+  ExpectRejected(
+      "\ncudaFree\tpartial\tcudaErrorInvalidValue\tx\nncclAllReduce\tpartial\tncclInvalidUsage\tx\n",
+      "refused.tsv:3: ncclAllReduce is not exported by libphos-nccl.so");
 }
 
 TEST(SurfaceTest, MalformedRefusalsAreErrorsNamingTheLine) {
@@ -129,9 +133,8 @@ std::vector<std::pair<std::string, std::string>> CommittedRefusals() {
 
 // NVIDIA's list of a library, read from the source tree.
 std::set<std::string> CommittedNvidiaList(size_t library) {
-  std::vector<std::string> lines =
-      Lines(ReadText(std::string(PHOS_SOURCE_DIR "/frontend/surface/nvidia/") + std::string(Libraries()[library].name) +
-                     ".txt"));
+  std::vector<std::string> lines = Lines(ReadText(std::string(PHOS_SOURCE_DIR "/frontend/surface/nvidia/") +
+                                                  std::string(Libraries()[library].name) + ".txt"));
   return {lines.begin() + (lines.empty() ? 0 : 1), lines.end()};
 }
 
@@ -144,7 +147,8 @@ TEST(SurfaceTest, EveryCommittedRefusalIsExportedByItsLibrary) {
     bool exported = false;
     for (size_t i = 0; i < kLibraryCount; ++i) {
       if (CommittedNvidiaList(i).count(symbol) == 0) continue;
-      const std::string phos_library = std::string(PHOS_FRONTEND_LIB_DIR "/") + std::string(Libraries()[i].soname);
+      const std::string phos_library =
+          std::string(PHOS_FRONTEND_LIB_DIR "/") + std::string(Libraries()[i].soname);
       exported = std::filesystem::exists(phos_library) && NmExports(phos_library).count(symbol) != 0;
     }
     EXPECT_TRUE(exported) << symbol << " is in refused.tsv but exported by none of phos's libraries";

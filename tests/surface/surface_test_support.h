@@ -3,7 +3,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-
 #include <stdlib.h>
 
 #include <algorithm>
@@ -53,7 +52,9 @@ inline std::vector<std::string> Words(const std::string& line) {
   return words;
 }
 
-inline std::string WithoutVersion(std::string name) { return name.substr(0, name.find('@')); }
+inline std::string WithoutVersion(std::string name) {
+  return name.substr(0, name.find('@'));
+}
 
 // The functions `nm -D --defined-only` lists for `path` (types T, W, i), without versions.
 inline std::set<std::string> NmExports(const std::string& path) {

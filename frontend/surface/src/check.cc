@@ -1,14 +1,13 @@
 #include "phos/surface/check.h"
 
 #include <elf.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
 #include <filesystem>
 #include <set>
 #include <tuple>
-
-#include <fmt/format.h>
 
 #include "phos/surface/elf_file.h"
 
@@ -30,8 +29,8 @@ std::string Origin(const std::string& path) {
 }
 
 // The file the loader takes for `needed` from `objects[requester]`; nullopt when none fits.
-std::optional<Loaded> FindLibrary(const std::string& needed, size_t requester, const std::vector<Loaded>& objects,
-                                  const LoaderEnvironment& env) {
+std::optional<Loaded> FindLibrary(const std::string& needed, size_t requester,
+                                  const std::vector<Loaded>& objects, const LoaderEnvironment& env) {
   std::vector<SearchScope> chain;
   for (std::optional<size_t> i = requester; i; i = objects[*i].parent) {
     const ElfFile& elf = objects[*i].elf;
@@ -69,14 +68,15 @@ std::string StaticRuntimeEvidence(const Loaded& object, const Surface& surface) 
   const std::vector<std::string>& cudart = surface.NvidiaFunctions(kCudart);
   std::vector<std::string> defined;
   for (const std::vector<std::string>* list : {&object.elf.exports, &object.elf.static_functions}) {
-    std::set_intersection(list->begin(), list->end(), cudart.begin(), cudart.end(), std::back_inserter(defined));
+    std::set_intersection(list->begin(), list->end(), cudart.begin(), cudart.end(),
+                          std::back_inserter(defined));
   }
   if (!defined.empty()) {
     std::sort(defined.begin(), defined.end());
     defined.erase(std::unique(defined.begin(), defined.end()), defined.end());
     const bool malloc = std::binary_search(defined.begin(), defined.end(), "cudaMalloc");
-    return fmt::format("{} defines {} of the CUDA runtime's functions itself ({})", object.path, defined.size(),
-                       malloc ? "cudaMalloc among them" : defined.front());
+    return fmt::format("{} defines {} of the CUDA runtime's functions itself ({})", object.path,
+                       defined.size(), malloc ? "cudaMalloc among them" : defined.front());
   }
   // Stripped: kernels (.nv_fatbin) registered with no imported __cudaRegisterFatBinary.
   const auto& sections = object.elf.sections;
@@ -85,7 +85,8 @@ std::string StaticRuntimeEvidence(const Loaded& object, const Surface& surface) 
   const bool registers = std::any_of(imports.begin(), imports.end(),
                                      [](const ElfImport& i) { return i.name == "__cudaRegisterFatBinary"; });
   if (kernels && !registers) {
-    return fmt::format("{} holds CUDA kernels (.nv_fatbin) but imports no __cudaRegisterFatBinary", object.path);
+    return fmt::format("{} holds CUDA kernels (.nv_fatbin) but imports no __cudaRegisterFatBinary",
+                       object.path);
   }
   return "";
 }
@@ -106,9 +107,12 @@ Verdict CheckReport::verdict() const {
   return calls_fail ? Verdict::kCallsFail : Verdict::kRuns;
 }
 
-int ExitCode(Verdict verdict) { return verdict == Verdict::kRuns ? 0 : 1; }
+int ExitCode(Verdict verdict) {
+  return verdict == Verdict::kRuns ? 0 : 1;
+}
 
-Result<CheckReport> CheckProgram(const std::string& program, const Surface& surface, const LoaderEnvironment& env) {
+Result<CheckReport> CheckProgram(const std::string& program, const Surface& surface,
+                                 const LoaderEnvironment& env) {
   PHOS_ASSIGN_OR_RETURN(ElfFile elf, ReadElfFile(program));
   if (elf.type != ET_EXEC && elf.type != ET_DYN) {
     return Status::InvalidArgument(program + ": not an executable or shared library (ELF type " +
@@ -136,15 +140,16 @@ Result<CheckReport> CheckProgram(const std::string& program, const Surface& surf
         if (std::optional<Loaded> nvidia = FindLibrary(name, i, objects, env)) {
           answered_by[index] = nvidia->path;
         } else {
-          report.missing_libraries.push_back(
-              fmt::format("{} (needed by {}; phos has none yet, and the loader finds no other)", name, objects[i].path));
+          report.missing_libraries.push_back(fmt::format(
+              "{} (needed by {}; phos has none yet, and the loader finds no other)", name, objects[i].path));
         }
         continue;
       }
       if (std::optional<size_t> other = OtherVersionOf(name)) {
-        report.not_redirected.push_back(fmt::format("{} needs {}, and phos stands in for {} only: rebuild it against "
-                                                    "the CUDA toolkit phos serves",
-                                                    objects[i].path, name, Libraries()[*other].soname));
+        report.not_redirected.push_back(
+            fmt::format("{} needs {}, and phos stands in for {} only: rebuild it against "
+                        "the CUDA toolkit phos serves",
+                        objects[i].path, name, Libraries()[*other].soname));
         continue;
       }
       std::optional<Loaded> library = FindLibrary(name, i, objects, env);
@@ -159,9 +164,10 @@ Result<CheckReport> CheckProgram(const std::string& program, const Surface& surf
   for (const Loaded& object : objects) {
     report.objects.push_back(object.path);
     if (std::string evidence = StaticRuntimeEvidence(object, surface); !evidence.empty()) {
-      report.not_redirected.push_back(evidence + ": it links the CUDA runtime statically, so its CUDA calls cannot "
-                                                 "be redirected to phosd; rebuild it with `nvcc -cudart shared` "
-                                                 "(or link libcudart.so)");
+      report.not_redirected.push_back(evidence +
+                                      ": it links the CUDA runtime statically, so its CUDA calls cannot "
+                                      "be redirected to phosd; rebuild it with `nvcc -cudart shared` "
+                                      "(or link libcudart.so)");
     }
     for (const ElfImport& import : object.elf.imports) {
       std::optional<size_t> library = surface.LibraryOf(import.name);
@@ -180,9 +186,10 @@ std::string FormatReport(const CheckReport& report, const Surface& surface) {
   std::string out;
   std::set<std::string> importers;
   for (const CheckedImport& i : report.imports) importers.insert(i.object);
-  out += fmt::format("{}: {} CUDA function import{} in {} of {} file{} (the program and the libraries it loads)\n",
-                     report.program, report.imports.size(), report.imports.size() == 1 ? "" : "s", importers.size(),
-                     report.objects.size(), report.objects.size() == 1 ? "" : "s");
+  out += fmt::format(
+      "{}: {} CUDA function import{} in {} of {} file{} (the program and the libraries it loads)\n",
+      report.program, report.imports.size(), report.imports.size() == 1 ? "" : "s", importers.size(),
+      report.objects.size(), report.objects.size() == 1 ? "" : "s");
 
   std::vector<std::string> missing = report.missing_libraries;
   std::vector<std::string> failing;
@@ -209,12 +216,12 @@ std::string FormatReport(const CheckReport& report, const Surface& surface) {
         missing.push_back(i.function);
       } else {
         detail += "; bound at its first call";
-        failing.push_back(fmt::format("{} (missing: the first call ends the process, \"symbol lookup error\")",
-                                      i.function));
+        failing.push_back(fmt::format(
+            "{} (missing: the first call ends the process, \"symbol lookup error\")", i.function));
       }
     }
-    out += fmt::format("  {:<8} {:<40} {:<13} {}{}\n", StateName(s.state), i.function, Libraries()[s.library].title,
-                       i.object, detail.empty() ? "" : "  " + detail);
+    out += fmt::format("  {:<8} {:<40} {:<13} {}{}\n", StateName(s.state), i.function,
+                       Libraries()[s.library].title, i.object, detail.empty() ? "" : "  " + detail);
   }
 
   auto join = [](const std::vector<std::string>& items) {
@@ -224,7 +231,8 @@ std::string FormatReport(const CheckReport& report, const Surface& surface) {
   };
   for (const std::string& why : report.not_redirected) out += "cannot be redirected: " + why + "\n";
   if (!missing.empty()) out += "will not load: missing " + join(missing) + "\n";
-  if (!failing.empty()) out += (missing.empty() ? "loads; these calls fail: " : "these calls fail too: ") + join(failing) + "\n";
+  if (!failing.empty())
+    out += (missing.empty() ? "loads; these calls fail: " : "these calls fail too: ") + join(failing) + "\n";
   if (report.verdict() == Verdict::kRuns) out += "runs\n";
   return out;
 }

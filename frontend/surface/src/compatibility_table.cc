@@ -8,9 +8,15 @@ StateCounts CountStates(const Surface& surface, size_t library) {
   StateCounts counts;
   for (const std::string& function : surface.NvidiaFunctions(library)) {
     switch (surface.Lookup(function, library).state) {
-      case State::kServed: ++counts.served; break;
-      case State::kRefused: ++counts.refused; break;
-      case State::kLacks: ++counts.lacks; break;
+      case State::kServed:
+        ++counts.served;
+        break;
+      case State::kRefused:
+        ++counts.refused;
+        break;
+      case State::kLacks:
+        ++counts.lacks;
+        break;
     }
   }
   return counts;

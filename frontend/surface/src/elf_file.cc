@@ -8,9 +8,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <optional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string_view>
 
 namespace phos::surface {
@@ -35,7 +35,9 @@ class FileDescriptor {
   int fd_;
 };
 
-Status ElfError(std::string_view what) { return Status::Corruption(std::string(what) + ": " + elf_errmsg(-1)); }
+Status ElfError(std::string_view what) {
+  return Status::Corruption(std::string(what) + ": " + elf_errmsg(-1));
+}
 
 // The section's data converted to `type` (the kind its header says it holds), or an error when
 // it is missing, of another kind, or lies outside the file (which libelf checks).
@@ -58,10 +60,14 @@ size_t EntryCount(Elf* elf, const Elf_Data* data, Elf_Type type) {
 // machine; any other relocation against a symbol is applied when the file loads.
 std::optional<uint32_t> JumpSlotType(uint16_t machine) {
   switch (machine) {
-    case EM_X86_64: return R_X86_64_JUMP_SLOT;
-    case EM_386: return R_386_JMP_SLOT;
-    case EM_AARCH64: return R_AARCH64_JUMP_SLOT;
-    default: return std::nullopt;  // unknown: every import is taken as bound at load
+    case EM_X86_64:
+      return R_X86_64_JUMP_SLOT;
+    case EM_386:
+      return R_386_JMP_SLOT;
+    case EM_AARCH64:
+      return R_AARCH64_JUMP_SLOT;
+    default:
+      return std::nullopt;  // unknown: every import is taken as bound at load
   }
 }
 
@@ -89,8 +95,8 @@ Status ReadDynamic(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, ElfFile* out, 
     GElf_Dyn dyn;
     if (gelf_getdyn(data, static_cast<int>(i), &dyn) == nullptr) return ElfError(".dynamic entry");
     if (dyn.d_tag == DT_NULL) break;
-    const bool is_string = dyn.d_tag == DT_NEEDED || dyn.d_tag == DT_SONAME || dyn.d_tag == DT_RPATH ||
-                           dyn.d_tag == DT_RUNPATH;
+    const bool is_string =
+        dyn.d_tag == DT_NEEDED || dyn.d_tag == DT_SONAME || dyn.d_tag == DT_RPATH || dyn.d_tag == DT_RUNPATH;
     if (is_string) {
       const char* s = elf_strptr(elf, shdr.sh_link, dyn.d_un.d_val);
       if (s == nullptr) return Status::Corruption(".dynamic names a string outside its string table");
@@ -122,7 +128,8 @@ Result<SymbolTable> OpenSymbols(Elf* elf, size_t index, std::string_view what) {
 }
 
 // Which dynamic symbols (by index) a relocation refers to other than through a PLT slot.
-Result<std::vector<bool>> SymbolsBoundAtLoad(Elf* elf, const Sections& sections, size_t symbol_count, uint16_t machine) {
+Result<std::vector<bool>> SymbolsBoundAtLoad(Elf* elf, const Sections& sections, size_t symbol_count,
+                                             uint16_t machine) {
   std::vector<bool> at_load(symbol_count, false);
   const std::optional<uint32_t> jump_slot = JumpSlotType(machine);
   for (size_t index : sections.relocations) {
@@ -131,7 +138,8 @@ Result<std::vector<bool>> SymbolsBoundAtLoad(Elf* elf, const Sections& sections,
     if (scn == nullptr || gelf_getshdr(scn, &shdr) == nullptr) return ElfError("relocation section");
     if (shdr.sh_link != sections.dynsym) continue;  // relocations of another symbol table
     const bool rela = shdr.sh_type == SHT_RELA;
-    PHOS_ASSIGN_OR_RETURN(Elf_Data * data, SectionData(scn, shdr, rela ? ELF_T_RELA : ELF_T_REL, "relocation section"));
+    PHOS_ASSIGN_OR_RETURN(Elf_Data * data,
+                          SectionData(scn, shdr, rela ? ELF_T_RELA : ELF_T_REL, "relocation section"));
     const size_t count = EntryCount(elf, data, rela ? ELF_T_RELA : ELF_T_REL);
     for (size_t i = 0; i < count; ++i) {
       GElf_Xword info = 0;
@@ -154,7 +162,8 @@ Result<std::vector<bool>> SymbolsBoundAtLoad(Elf* elf, const Sections& sections,
 
 Status ReadDynamicSymbols(Elf* elf, const Sections& sections, bool bind_now, ElfFile* out) {
   PHOS_ASSIGN_OR_RETURN(SymbolTable table, OpenSymbols(elf, sections.dynsym, ".dynsym"));
-  PHOS_ASSIGN_OR_RETURN(std::vector<bool> at_load, SymbolsBoundAtLoad(elf, sections, table.count, out->machine));
+  PHOS_ASSIGN_OR_RETURN(std::vector<bool> at_load,
+                        SymbolsBoundAtLoad(elf, sections, table.count, out->machine));
   for (size_t i = 1; i < table.count; ++i) {
     GElf_Sym sym;
     if (gelf_getsym(table.data, static_cast<int>(i), &sym) == nullptr) return ElfError(".dynsym entry");
@@ -191,7 +200,8 @@ Status ReadStaticFunctions(Elf* elf, size_t index, ElfFile* out) {
 template <typename T, typename Key>
 void SortUnique(std::vector<T>* v, Key key) {
   std::sort(v->begin(), v->end(), [&](const T& a, const T& b) { return key(a) < key(b); });
-  v->erase(std::unique(v->begin(), v->end(), [&](const T& a, const T& b) { return key(a) == key(b); }), v->end());
+  v->erase(std::unique(v->begin(), v->end(), [&](const T& a, const T& b) { return key(a) == key(b); }),
+           v->end());
 }
 
 Result<ElfFile> Read(Elf* elf) {
@@ -213,8 +223,8 @@ Result<ElfFile> Read(Elf* elf) {
                               " program headers its ELF header announces (cut short?)");
   }
   if (ehdr.e_shoff != 0 && (shnum == 0 || (ehdr.e_shnum != 0 && shnum != ehdr.e_shnum))) {
-    return Status::Corruption("holds " + std::to_string(shnum) + " of the section headers its ELF header announces " +
-                              "(cut short?)");
+    return Status::Corruption("holds " + std::to_string(shnum) +
+                              " of the section headers its ELF header announces " + "(cut short?)");
   }
   for (size_t i = 0; i < phnum; ++i) {
     GElf_Phdr phdr;

@@ -28,7 +28,8 @@ std::vector<std::string_view> Fields(std::string_view line) {
   size_t start = 0;
   while (true) {
     size_t end = line.find('\t', start);
-    fields.push_back(line.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+    fields.push_back(
+        line.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
     if (end == std::string_view::npos) return fields;
     start = end + 1;
   }
@@ -49,9 +50,12 @@ const std::array<Library, kLibraryCount>& Libraries() {
 
 std::string_view StateName(State state) {
   switch (state) {
-    case State::kServed: return "served";
-    case State::kRefused: return "refused";
-    case State::kLacks: return "lacks";
+    case State::kServed:
+      return "served";
+    case State::kRefused:
+      return "refused";
+    case State::kLacks:
+      return "lacks";
   }
   return "?";
 }
@@ -121,13 +125,14 @@ Result<Surface> Surface::Build(const SurfaceSources& sources) {
     for (size_t i = 0; i < kLibraryCount && !library; ++i) {
       if (Contains(s.nvidia_[i], f[0])) library = i;
     }
-    if (!library) return Status::Corruption(where + ": " + std::string(f[0]) + " is no function of NVIDIA's lists");
+    if (!library)
+      return Status::Corruption(where + ": " + std::string(f[0]) + " is no function of NVIDIA's lists");
     // A refusal of a function phos does not export would be a lie in every table made from it.
     if (!Contains(s.phos_exports_[*library], f[0])) {
       const std::string& file = s.phos_files_[*library];
-      return Status::Corruption(where + ": " + std::string(f[0]) + " is not exported by " +
-                                (file.empty() ? "phos (it has no " + std::string(Libraries()[*library].soname) + ")"
-                                              : file));
+      return Status::Corruption(
+          where + ": " + std::string(f[0]) + " is not exported by " +
+          (file.empty() ? "phos (it has no " + std::string(Libraries()[*library].soname) + ")" : file));
     }
     Refusal r{f[1] == "partial", std::string(f[2]), std::string(f[3])};
     if (!s.refusals_.emplace(std::string(f[0]), std::move(r)).second) {

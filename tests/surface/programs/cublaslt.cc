@@ -1,8 +1,8 @@
 // A program using cuBLASLt, for which phos has no library yet: the loader finds NVIDIA's, which
 // answers outside phosd.
-#include <cstdio>
-
 #include <cublasLt.h>
+
+#include <cstdio>
 
 int main() {
   cublasLtHandle_t handle;

@@ -1,10 +1,10 @@
 // A CUDA program importing a function phos lacks (cudaGraphCreate), which it calls only when
 // asked ("call"): linked lazily, it loads on phos's libraries and ends at that call; linked with
 // -z now, the loader refuses it before main.
+#include <cuda_runtime.h>
+
 #include <cstdio>
 #include <cstring>
-
-#include <cuda_runtime.h>
 
 int main(int argc, char** argv) {
   std::printf("started\n");

@@ -1,8 +1,8 @@
 // A CUDA program with the CUDA runtime linked in statically (libcudart_static.a, nvcc's default):
 // it defines cudaMalloc itself, so LD_LIBRARY_PATH cannot put phos's library in its place.
-#include <cstdio>
-
 #include <cuda_runtime.h>
+
+#include <cstdio>
 
 int main() {
   void* p = nullptr;

@@ -55,7 +55,8 @@ struct CheckReport {
 
 // Reads `program` and the libraries it loads. An error when `program` itself cannot be read as
 // an ELF file; a library that cannot be read is skipped as the loader skips it.
-Result<CheckReport> CheckProgram(const std::string& program, const Surface& surface, const LoaderEnvironment& env);
+Result<CheckReport> CheckProgram(const std::string& program, const Surface& surface,
+                                 const LoaderEnvironment& env);
 
 // The report as phos-fn check prints it: one line per import, then the verdict ("runs",
 // "will not load: missing X", "loads; these calls fail: Y", ...) as the last lines.

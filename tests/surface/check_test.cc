@@ -51,7 +51,8 @@ TEST(CheckTest, ALazilyBoundMissingFunctionLoadsAndFailsAtItsCall) {
   Ran r = Check(PHOS_CHECK_LACKING);
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_TRUE(Has(r.out, "  lacks    cudaGraphCreate ")) << r.out;
-  EXPECT_TRUE(Has(r.out, "loads; these calls fail: cudaGraphCreate (missing")) << r.out;
+  EXPECT_EQ(LastLine(r.out), "loads; these calls fail: cudaGraphCreate (missing)");
+  EXPECT_TRUE(Has(r.out, "bound lazily: its first call ends the process")) << r.out;
   EXPECT_FALSE(Has(r.out, "will not load")) << r.out;
 
   // The loader agrees: the program starts, and ends where it calls the function.
@@ -146,9 +147,10 @@ TEST(CheckTest, ALibraryPhosHasNoneOfYetAnswersOutsidePhosd) {
     if (w.size() >= 3 && w[0] == "libcublasLt.so.13") nvidia = w[2];
   }
   ASSERT_FALSE(nvidia.empty());
-  EXPECT_TRUE(
-      Has(r.out, "loads; these calls fail: cublasLtCreate (answered by " + nvidia + ", outside phosd)"))
-      << r.out;
+  EXPECT_TRUE(Has(r.out, "NVIDIA's " + nvidia + " answers it, outside phosd")) << r.out;
+  EXPECT_EQ(LastLine(r.out),
+            "loads; these calls fail: cublasLtCreate (NVIDIA's, outside phosd), cublasLtDestroy (NVIDIA's, "
+            "outside phosd)");
 }
 
 TEST(CheckTest, ARefusedFunctionIsACallThatFailsWithItsError) {

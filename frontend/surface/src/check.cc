@@ -207,17 +207,16 @@ std::string FormatReport(const CheckReport& report, const Surface& surface) {
                             : fmt::format("not exported by {}", file);
       if (!i.answered_by.empty()) {
         detail += fmt::format("; NVIDIA's {} answers it, outside phosd", i.answered_by);
-        failing.push_back(fmt::format("{} (answered by {}, outside phosd)", i.function, i.answered_by));
+        failing.push_back(fmt::format("{} (NVIDIA's, outside phosd)", i.function));
       } else if (i.weak) {
         detail += "; a weak import: its address is null";
-        failing.push_back(fmt::format("{} (missing: its address is null)", i.function));
+        failing.push_back(fmt::format("{} (missing, null)", i.function));
       } else if (i.bound_at_load) {
         detail += "; bound when the program loads";
         missing.push_back(i.function);
       } else {
-        detail += "; bound at its first call";
-        failing.push_back(fmt::format(
-            "{} (missing: the first call ends the process, \"symbol lookup error\")", i.function));
+        detail += "; bound lazily: its first call ends the process (\"symbol lookup error\")";
+        failing.push_back(fmt::format("{} (missing)", i.function));
       }
     }
     out += fmt::format("  {:<8} {:<40} {:<13} {}{}\n", StateName(s.state), i.function,

@@ -49,7 +49,8 @@ std::string CompatibilityTable(const Surface& surface) {
     const Library& l = Libraries()[i];
     const StateCounts c = CountStates(surface, i);
     out += fmt::format("\n## {} (`{}`)\n\n", l.title, l.soname);
-    out += fmt::format("NVIDIA's list: {}.\n", surface.NvidiaOrigin(i));
+    out += fmt::format("NVIDIA's list (`frontend/surface/nvidia/{}.txt`): `{}`.\n", l.name,
+                       surface.NvidiaOrigin(i));
     out += fmt::format("Served {}, refused {}, lacks {} of {}.\n\n", c.served, c.refused, c.lacks, c.total());
     out += "| function | state | note |\n|---|---|---|\n";
     for (const std::string& function : surface.NvidiaFunctions(i)) {

@@ -135,6 +135,15 @@ TEST(CheckTest, AStrippedStaticRuntimeIsKnownByItsKernels) {
   EXPECT_TRUE(Has(r.out, "holds CUDA kernels (.nv_fatbin) but imports no __cudaRegisterFatBinary")) << r.out;
 }
 
+TEST(CheckTest, AnotherCudaVersionsRuntimeCannotBeRedirected) {
+  Ran r = Check(PHOS_CHECK_OTHER_CUDA_PROGRAM);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, "cannot be redirected: " PHOS_CHECK_OTHER_CUDA_PROGRAM
+                         " needs libcudart.so.12, and phos stands in for libcudart.so.13 only"))
+      << r.out;
+  EXPECT_FALSE(Has(r.out, "loads;")) << r.out;
+}
+
 TEST(CheckTest, ALibraryPhosHasNoneOfYetAnswersOutsidePhosd) {
   Ran r = Check(PHOS_CHECK_CUBLASLT);
   EXPECT_EQ(r.exit_code, 1) << r.out;

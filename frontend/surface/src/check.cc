@@ -127,7 +127,7 @@ Result<CheckReport> CheckProgram(const std::string& program, const Surface& surf
   std::set<std::string, std::less<>> loaded;
   std::array<std::string, kLibraryCount> answered_by;  // NVIDIA's library found where phos has none
   for (size_t i = 0; i < objects.size(); ++i) {
-    if (!objects[i].elf.soname.empty()) loaded.insert(objects[i].elf.soname);
+    if (i == 0 && !objects[0].elf.soname.empty()) loaded.insert(objects[0].elf.soname);
     const std::vector<std::string> needed = objects[i].elf.needed;
     for (const std::string& name : needed) {
       if (!loaded.insert(name).second) continue;
@@ -157,6 +157,7 @@ Result<CheckReport> CheckProgram(const std::string& program, const Surface& surf
         report.missing_libraries.push_back(fmt::format("{} (needed by {})", name, objects[i].path));
         continue;
       }
+      if (!library->elf.soname.empty()) loaded.insert(library->elf.soname);
       objects.push_back(std::move(*library));
     }
   }
@@ -228,10 +229,16 @@ std::string FormatReport(const CheckReport& report, const Surface& surface) {
     for (const std::string& item : items) s += (s.empty() ? "" : ", ") + item;
     return s;
   };
-  for (const std::string& why : report.not_redirected) out += "cannot be redirected: " + why + "\n";
+  // A program whose CUDA calls do not reach phos's libraries at all has that to fix first: what
+  // its imports would do on them is moot until then.
+  if (!report.not_redirected.empty()) {
+    for (const std::string& why : report.not_redirected) out += "cannot be redirected: " + why + "\n";
+    return out;
+  }
   if (!missing.empty()) out += "will not load: missing " + join(missing) + "\n";
-  if (!failing.empty())
+  if (!failing.empty()) {
     out += (missing.empty() ? "loads; these calls fail: " : "these calls fail too: ") + join(failing) + "\n";
+  }
   if (report.verdict() == Verdict::kRuns) out += "runs\n";
   return out;
 }

@@ -212,7 +212,7 @@ void PrintDeployReport(const std::string& body) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"phos-fn: deploy, invoke and list phos functions"};
+  CLI::App app{"phos-fn: deploy, invoke and list phos functions; run and check unmodified CUDA programs"};
   app.require_subcommand(1);
   const char* env_endpoint = std::getenv("PHOS_ENDPOINT");
   std::string endpoint = env_endpoint != nullptr ? env_endpoint : "http://127.0.0.1:7070";

@@ -13,6 +13,7 @@ packages=(
   curl libcurl4-openssl-dev
   libprotobuf-dev protobuf-compiler librocksdb-dev libxxhash-dev libzstd-dev liburing-dev
   libssl-dev  # SHA-256 of artifacts and tokens, constant-time token comparison (libcrypto)
+  libelf-dev  # phos-fn check reads programs' and libraries' dynamic symbols (frontend/surface)
   criu
   bubblewrap  # phosd --sandbox: each function in its own namespaces (docs/design.md, Sandbox)
   python3  # scripts/make-checkpoint.py (standard library only)

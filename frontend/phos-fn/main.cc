@@ -7,9 +7,11 @@
 //   phos-fn [--endpoint URL] ls [--json]
 //   phos-fn [--endpoint URL] rm NAME
 //   phos-fn [--endpoint URL] run [--gpus N] -- PROGRAM [ARGS...]
+//   phos-fn check PROGRAM | --table
 // Default endpoint: $PHOS_ENDPOINT, else http://127.0.0.1:7070. Every call bears the token of
 // --token-file FILE, else $PHOS_TOKEN (Authorization: Bearer): the admin token for deploy, rm, run
-// and an unredacted ls; a function's invoke token (or the admin token) for invoke.
+// and an unredacted ls; a function's invoke token (or the admin token) for invoke. check talks to
+// no phosd: it reads PROGRAM and phos's libraries (docs/compatibility.md).
 #include <unistd.h>
 
 #include <cstdio>
@@ -24,6 +26,8 @@
 
 #include "phos/http/client.h"
 #include "phos/http/digest.h"
+#include "phos/surface/check.h"
+#include "phos/surface/compatibility_table.h"
 
 namespace {
 
@@ -97,6 +101,33 @@ bool ReadFile(const std::string& path, std::string* bytes) {
   ss << in.rdbuf();
   *bytes = ss.str();
   return true;
+}
+
+// `phos-fn check`: whether PROGRAM runs on phos's libraries (0), or what stops it (1); or the
+// table of docs/compatibility.md. 2 when PROGRAM or phos's libraries cannot be read.
+int Check(const std::string& program, bool table) {
+  namespace surface = phos::surface;
+  phos::Result<surface::Surface> s = surface::Surface::Load(FrontendLibDir());
+  if (!s.ok()) {
+    std::cerr << "phos-fn: check: " << s.status().message() << "\n";
+    return 2;
+  }
+  if (table) {
+    std::cout << surface::CompatibilityTable(*s);
+    return 0;
+  }
+  phos::Result<surface::LoaderEnvironment> env = surface::LoaderEnvironment::FromProcess();
+  if (!env.ok()) {
+    std::cerr << "phos-fn: check: the loader's library cache: " << env.status().message() << "\n";
+    return 2;
+  }
+  phos::Result<surface::CheckReport> report = surface::CheckProgram(program, *s, *env);
+  if (!report.ok()) {
+    std::cerr << "phos-fn: check: " << report.status().message() << "\n";
+    return 2;
+  }
+  std::cout << surface::FormatReport(*report, *s);
+  return surface::ExitCode(report->verdict());
 }
 
 // "@FILE" becomes the file's bytes; false (said on stderr) when it cannot be read.
@@ -181,7 +212,7 @@ void PrintDeployReport(const std::string& body) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"phos-fn: deploy, invoke and list phos functions"};
+  CLI::App app{"phos-fn: deploy, invoke and list phos functions; run and check unmodified CUDA programs"};
   app.require_subcommand(1);
   const char* env_endpoint = std::getenv("PHOS_ENDPOINT");
   std::string endpoint = env_endpoint != nullptr ? env_endpoint : "http://127.0.0.1:7070";
@@ -247,7 +278,21 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 8));
   run->add_option("program", extra, "PROGRAM [ARGS...] (after --)")->required();
 
+  std::string program;
+  bool table = false;
+  auto* check = app.add_subcommand("check", "Whether an unmodified CUDA program runs on phos's libraries (phos-fn run): "
+                                            "each CUDA function it imports, served, refused or lacking");
+  check->add_option("program", program, "The program (an ELF executable or library)");
+  check->add_flag("--table", table, "Print docs/compatibility.md: every function of NVIDIA's libraries and its state");
+
   CLI11_PARSE(app, argc, argv);
+  if (*check) {
+    if (table == !program.empty()) {
+      std::cerr << "phos-fn: check: give a PROGRAM or --table\n";
+      return 2;
+    }
+    return Check(program, table);
+  }
   while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
   if (!LoadToken(token_file)) return 1;
 

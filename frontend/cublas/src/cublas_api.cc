@@ -40,6 +40,7 @@ cublasStatus_t BlasStatus(int result) {
 // Async calls answer with a CUresult (only ever a failure to queue).
 cublasStatus_t QueueStatus(int result) { return result == 0 ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED; }
 
+// Each use is a row of frontend/surface/refused.tsv (docs/compatibility.md, phos-fn check).
 cublasStatus_t NotSupported(const char* call, const char* why) {
   static std::mutex mu;
   static std::set<std::string> logged;

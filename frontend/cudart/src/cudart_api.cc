@@ -29,6 +29,8 @@ cudaError_t Return(CUresult result) { return Return(static_cast<cudaError_t>(res
 
 int ThreadDevice() { return t_device; }
 
+// Each refusal (and each partial support, below) is a row of frontend/surface/refused.tsv, which
+// docs/compatibility.md and phos-fn check read.
 cudaError_t NotSupported(const char* call, const char* why) {
   static std::mutex mu;
   static std::set<std::string> logged;
@@ -240,7 +242,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 cudaError_t cudaStreamQuery(cudaStream_t stream) { return Return(HandleCall(ipc::Op::kStreamQuery, StreamId(stream))); }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
-  if (flags != 0) return Return(cudaErrorInvalidValue);
+  if (flags != 0) return Return(cudaErrorInvalidValue);  // refused.tsv: cudaEventWaitExternal
   ipc::StreamEventArgs a{StreamId(stream), reinterpret_cast<uintptr_t>(event)};
   return Return(Client::Get().Call(ipc::Op::kStreamWaitEvent, &a, sizeof(a), nullptr, 0, false));
 }

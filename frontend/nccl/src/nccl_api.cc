@@ -122,7 +122,8 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   if (comm == nullptr || newcomm == nullptr || (color < 0 && color != NCCL_SPLIT_NOCOLOR)) return ncclInvalidArgument;
-  // A configuration (blocking, CTAs, ...) would be phosd's to honour on its pooled communicators.
+  // A configuration (blocking, CTAs, ...) would be phosd's to honour on its pooled communicators
+  // (a row of frontend/surface/refused.tsv).
   if (config != nullptr) return ncclInvalidUsage;
   ipc::NcclSplitArgs a{Id(comm), color, key};
   uint64_t id = 0;

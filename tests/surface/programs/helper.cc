@@ -1,0 +1,8 @@
+// A program's own library (libcheck_helper.so, found through the program's $ORIGIN run path)
+// importing a function phos lacks: phos-fn check reads the libraries a program loads too.
+#include <cuda_runtime.h>
+
+extern "C" int CheckHelperMakeGraph() {
+  cudaGraph_t graph;
+  return static_cast<int>(cudaGraphCreate(&graph, 0));
+}

@@ -82,6 +82,15 @@ std::array<OpHandler, kOpSlots> Session::BuildOpTable() {
   at(Op::kDriverGetVersion) = Bind<NoArgs, &Session::DriverGetVersion>({.name = "cudaDriverGetVersion"});
   at(Op::kSetDevice) = Bind<ipc::DeviceArgs, &Session::SetDevice>(
       {.name = "cudaSetDevice", .placement = Placement::kOwnChoice});
+  at(Op::kDeviceGetProperties) =
+      Bind<ipc::DeviceArgs, &Session::DeviceGetProperties>({.name = "cudaGetDeviceProperties"});
+  at(Op::kMemGetInfo) = Bind<NoArgs, &Session::MemGetInfo>({.name = "cudaMemGetInfo"});
+  at(Op::kDeviceReset) = Bind<NoArgs, &Session::DeviceReset>({.name = "cudaDeviceReset"});
+  at(Op::kDeviceCanAccessPeer) =
+      Bind<ipc::PeerArgs, &Session::DeviceCanAccessPeer>({.name = "cudaDeviceCanAccessPeer"});
+  at(Op::kDeviceEnablePeer) = Bind<ipc::PeerArgs, &Session::DeviceEnablePeer>({.name = "cudaDeviceEnablePeerAccess"});
+  at(Op::kDeviceDisablePeer) =
+      Bind<ipc::PeerArgs, &Session::DeviceDisablePeer>({.name = "cudaDeviceDisablePeerAccess"});
 
   // Memory (session_memory.cc).
   at(Op::kMemAlloc) = Bind<ipc::SizeArgs, &Session::MemAlloc>({.name = "cudaMalloc"});

@@ -197,9 +197,6 @@ class Session {
 
   // Handlers: session_devices.cc
   CUresult DeviceGetCount(const NoArgs& a, const Call& call);
-  CUresult DeviceGetAttribute(const ipc::AttributeArgs& a, const Call& call);
-  CUresult DeviceGetName(const ipc::DeviceArgs& a, const Call& call);
-  CUresult DeviceTotalMem(const ipc::DeviceArgs& a, const Call& call);
   CUresult DriverGetVersion(const NoArgs& a, const Call& call);
   CUresult SetDevice(const ipc::DeviceArgs& a, const Call& call);
   // Every attribute, the name, UUID and memory of one device, for the frontend's cache.

@@ -71,30 +71,6 @@ CUresult Session::DeviceGetCount(const NoArgs&, const Call& call) {
   return CUDA_SUCCESS;
 }
 
-CUresult Session::DeviceGetAttribute(const ipc::AttributeArgs& a, const Call& call) {
-  int v = 0;
-  // Not a CUdevice_attribute at all: refused here, since such a value in the enum type is already
-  // undefined behaviour on the way to the driver.
-  if (a.attribute < 0 || a.attribute >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = driver_->cuDeviceGetAttribute(&v, static_cast<CUdevice_attribute>(a.attribute), PhysicalDevice(a.device));
-  call.Reply(int32_t{v});
-  return r;
-}
-
-CUresult Session::DeviceGetName(const ipc::DeviceArgs& a, const Call& call) {
-  char name[256] = {};
-  CUresult r = driver_->cuDeviceGetName(name, sizeof(name) - 1, PhysicalDevice(a.device));
-  call.Reply(name);
-  return r;
-}
-
-CUresult Session::DeviceTotalMem(const ipc::DeviceArgs& a, const Call& call) {
-  size_t bytes = 0;
-  CUresult r = driver_->cuDeviceTotalMem(&bytes, PhysicalDevice(a.device));
-  call.Reply(uint64_t{bytes});
-  return r;
-}
-
 CUresult Session::DriverGetVersion(const NoArgs&, const Call& call) {
   int v = 0;
   CUresult r = driver_->cuDriverGetVersion(&v);

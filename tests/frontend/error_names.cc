@@ -1,11 +1,11 @@
 // Prints cudaGetErrorName and cudaGetErrorString of every value from -100 to 12000 and a few far
 // ones, one per line: built against NVIDIA's libcudart, frontend_test runs it with NVIDIA's library
 // and with phos's in its place and compares the two outputs.
+#include <cuda_runtime_api.h>
+
 #include <climits>
 #include <cstdio>
 #include <initializer_list>
-
-#include <cuda_runtime_api.h>
 
 namespace {
 

@@ -2,9 +2,9 @@
 // it expects: every attribute answers, every property agrees with its attribute and with the limits
 // the programming guide gives for its compute capability (the program checks that itself), and
 // the figures are those NVIDIA documents for the A100 80GB PCIe the ci profile models.
-#include <string>
-
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "../integration/phosd_fixture.h"
 
@@ -19,13 +19,14 @@ TEST_F(TransparencyTest, APlainProgramSeesEveryAttributeAndPropertyOfTheDevice) 
   EXPECT_NE(r.out.find("device report: 2 device(s), 137 attributes each, all "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
   // CUDA C++ Programming Guide (compute capability 8.0), A100 whitepaper, A100 80GB PCIe brief.
-  for (const char* line : {"  cudaDevAttrComputeCapabilityMajor = 8\n", "  cudaDevAttrMultiProcessorCount = 108\n",
-                           "  cudaDevAttrMaxSharedMemoryPerMultiprocessor = 167936\n",
-                           "  cudaDevAttrMaxSharedMemoryPerBlockOptin = 166912\n",
-                           "  cudaDevAttrMaxSharedMemoryPerBlock = 49152\n", "  cudaDevAttrL2CacheSize = 41943040\n",
-                           "  cudaDevAttrClockRate = 1410000\n", "  prop.regsPerBlock = 65536\n",
-                           "  prop.totalConstMem = 65536\n", "  prop.gpuPciDeviceID = 548737246\n",
-                           "  prop.name = \"phos simgpu CI device (a100-pcie4 link)\"\n"}) {
+  for (const char* line :
+       {"  cudaDevAttrComputeCapabilityMajor = 8\n", "  cudaDevAttrMultiProcessorCount = 108\n",
+        "  cudaDevAttrMaxSharedMemoryPerMultiprocessor = 167936\n",
+        "  cudaDevAttrMaxSharedMemoryPerBlockOptin = 166912\n",
+        "  cudaDevAttrMaxSharedMemoryPerBlock = 49152\n", "  cudaDevAttrL2CacheSize = 41943040\n",
+        "  cudaDevAttrClockRate = 1410000\n", "  prop.regsPerBlock = 65536\n",
+        "  prop.totalConstMem = 65536\n", "  prop.gpuPciDeviceID = 548737246\n",
+        "  prop.name = \"phos simgpu CI device (a100-pcie4 link)\"\n"}) {
     EXPECT_NE(r.out.find(line), std::string::npos) << "missing: " << line;
   }
 }
@@ -41,11 +42,12 @@ TEST_F(H100TransparencyTest, OnTheH100ProfileTheProgramSeesAnH100) {
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
   // Programming guide (compute capability 9.0), H100 whitepaper, H100 PCIe product brief.
-  for (const char* line : {"  prop.name = \"NVIDIA H100 PCIe\"\n", "  cudaDevAttrComputeCapabilityMajor = 9\n",
-                           "  cudaDevAttrMultiProcessorCount = 114\n",
-                           "  cudaDevAttrMaxSharedMemoryPerMultiprocessor = 233472\n",
-                           "  cudaDevAttrMaxSharedMemoryPerBlockOptin = 232448\n", "  cudaDevAttrL2CacheSize = 52428800\n",
-                           "  prop.gpuPciDeviceID = 590418142\n"}) {
+  for (const char* line :
+       {"  prop.name = \"NVIDIA H100 PCIe\"\n", "  cudaDevAttrComputeCapabilityMajor = 9\n",
+        "  cudaDevAttrMultiProcessorCount = 114\n",
+        "  cudaDevAttrMaxSharedMemoryPerMultiprocessor = 233472\n",
+        "  cudaDevAttrMaxSharedMemoryPerBlockOptin = 232448\n", "  cudaDevAttrL2CacheSize = 52428800\n",
+        "  prop.gpuPciDeviceID = 590418142\n"}) {
     EXPECT_NE(r.out.find(line), std::string::npos) << "missing: " << line;
   }
 }

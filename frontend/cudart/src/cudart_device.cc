@@ -44,15 +44,16 @@ struct DeviceState {
 };
 
 std::mutex g_mu;
-std::optional<int> g_count;               // the session's devices
-std::map<int, DeviceState> g_devices;    // by session device, for valid ordinals only
+std::optional<int> g_count;            // the session's devices
+std::map<int, DeviceState> g_devices;  // by session device, for valid ordinals only
 
 CUresult CountLocked(int* count) {
   if (!g_count) {
     int n = 0;
     // A query, not a synchronising call: an earlier asynchronous error stays pending.
-    CUresult r = Client::Get().Call(ipc::Op::kDeviceGetCount, nullptr, 0, nullptr, 0, true, &n, sizeof(n), nullptr,
-                                    /*take_async_error=*/false);
+    CUresult r =
+        Client::Get().Call(ipc::Op::kDeviceGetCount, nullptr, 0, nullptr, 0, true, &n, sizeof(n), nullptr,
+                           /*take_async_error=*/false);
     if (r != CUDA_SUCCESS) return r;
     g_count = n;
   }
@@ -76,8 +77,9 @@ CUresult PropertiesLocked(int device, const ipc::DeviceProperties** out) {
     ipc::DeviceProperties p{};
     ipc::DeviceArgs a{device, 0};
     size_t n = 0;
-    CUresult r = Client::Get().Call(ipc::Op::kDeviceGetProperties, &a, sizeof(a), nullptr, 0, true, &p, sizeof(p), &n,
-                                    /*take_async_error=*/false);
+    CUresult r =
+        Client::Get().Call(ipc::Op::kDeviceGetProperties, &a, sizeof(a), nullptr, 0, true, &p, sizeof(p), &n,
+                           /*take_async_error=*/false);
     if (r != CUDA_SUCCESS) return r;
     if (n != sizeof(p)) return CUDA_ERROR_UNKNOWN;
     p.name[sizeof(p.name) - 1] = '\0';
@@ -115,7 +117,9 @@ void FillProperties(const ipc::DeviceProperties& p, cudaDeviceProp* prop) {
   prop->totalGlobalMem = p.total_memory;
   auto a = [&p](CUdevice_attribute attribute) { return Attribute(p, attribute); };
   auto u = [&p](CUdevice_attribute attribute) { return static_cast<unsigned>(Attribute(p, attribute)); };
-  auto bytes = [&p](CUdevice_attribute attribute) { return static_cast<size_t>(static_cast<unsigned>(Attribute(p, attribute))); };
+  auto bytes = [&p](CUdevice_attribute attribute) {
+    return static_cast<size_t>(static_cast<unsigned>(Attribute(p, attribute)));
+  };
   prop->sharedMemPerBlock = bytes(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
   prop->regsPerBlock = a(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
   prop->warpSize = a(CU_DEVICE_ATTRIBUTE_WARP_SIZE);
@@ -202,7 +206,8 @@ void FillProperties(const ipc::DeviceProperties& p, cudaDeviceProp* prop) {
   prop->canUseHostPointerForRegisteredMem = a(CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM);
   prop->cooperativeLaunch = a(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH);
   prop->sharedMemPerBlockOptin = bytes(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
-  prop->pageableMemoryAccessUsesHostPageTables = a(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES);
+  prop->pageableMemoryAccessUsesHostPageTables =
+      a(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES);
   prop->directManagedMemAccessFromHost = a(CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST);
   prop->maxBlocksPerMultiProcessor = a(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
   prop->accessPolicyMaxWindowSize = a(CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE);
@@ -323,7 +328,8 @@ cudaError_t cudaDeviceGetPCIBusId(char* pciBusId, int len, int device) {
   // NVIDIA's form: four hexadecimal digits of domain, upper case.
   char text[32];
   std::snprintf(text, sizeof(text), "%04X:%02X:%02X.0", Attribute(*p, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID),
-                Attribute(*p, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID), Attribute(*p, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID));
+                Attribute(*p, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID),
+                Attribute(*p, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID));
   const size_t n = std::min(std::strlen(text), static_cast<size_t>(len) - 1);
   std::memcpy(pciBusId, text, n);
   pciBusId[n] = '\0';
@@ -341,7 +347,8 @@ cudaError_t cudaDeviceGetByPCIBusId(int* device, const char* pciBusId) {
   for (int d = 0; d < count; ++d) {
     const ipc::DeviceProperties* p = nullptr;
     if (CUresult r = phos::frontend::PropertiesLocked(d, &p); r != CUDA_SUCCESS) return Return(r);
-    if (want.function == 0 && static_cast<unsigned>(Attribute(*p, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)) == want.domain &&
+    if (want.function == 0 &&
+        static_cast<unsigned>(Attribute(*p, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)) == want.domain &&
         static_cast<unsigned>(Attribute(*p, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)) == want.bus &&
         static_cast<unsigned>(Attribute(*p, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)) == want.device) {
       *device = d;
@@ -374,7 +381,8 @@ cudaError_t cudaChooseDevice(int* device, const cudaDeviceProp* prop) {
 
 // The device's runtime state is made here; its context, by phosd, on the first call that needs it.
 cudaError_t cudaInitDevice(int device, unsigned int deviceFlags, unsigned int flags) {
-  if ((flags & ~static_cast<unsigned>(cudaInitDeviceFlagsAreValid)) != 0) return Return(cudaErrorInvalidValue);
+  if ((flags & ~static_cast<unsigned>(cudaInitDeviceFlagsAreValid)) != 0)
+    return Return(cudaErrorInvalidValue);
   const bool set_flags = (flags & cudaInitDeviceFlagsAreValid) != 0;
   if (set_flags && !phos::frontend::ValidDeviceFlags(deviceFlags)) return Return(cudaErrorInvalidValue);
   std::lock_guard lock(g_mu);
@@ -429,7 +437,8 @@ cudaError_t cudaDeviceSetLimit(cudaLimit limit, size_t value) {
       break;
     case cudaLimitDevRuntimeSyncDepth:
       // cudaDeviceSetLimit: only below compute capability 9.0, and up to the launch depth of 24.
-      if (Attribute(*p, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) >= 9) return Return(cudaErrorUnsupportedLimit);
+      if (Attribute(*p, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) >= 9)
+        return Return(cudaErrorUnsupportedLimit);
       if (value > phos::frontend::kMaxSyncDepth) return Return(cudaErrorInvalidValue);
       break;
     case cudaLimitDevRuntimePendingLaunchCount:
@@ -468,7 +477,8 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   if (free == nullptr || total == nullptr) return Return(cudaErrorInvalidValue);
   ipc::MemInfo info{};
   size_t n = 0;
-  CUresult r = Client::Get().Call(ipc::Op::kMemGetInfo, nullptr, 0, nullptr, 0, true, &info, sizeof(info), &n);
+  CUresult r =
+      Client::Get().Call(ipc::Op::kMemGetInfo, nullptr, 0, nullptr, 0, true, &info, sizeof(info), &n);
   if (r == CUDA_SUCCESS && n != sizeof(info)) r = CUDA_ERROR_UNKNOWN;
   if (r != CUDA_SUCCESS) return Return(r);
   *free = info.free_bytes;
@@ -493,8 +503,8 @@ cudaError_t cudaDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevi
   if (canAccessPeer == nullptr) return Return(cudaErrorInvalidValue);
   ipc::PeerArgs a{device, peerDevice, 0, 0};
   int32_t can = 0;
-  CUresult r = Client::Get().Call(ipc::Op::kDeviceCanAccessPeer, &a, sizeof(a), nullptr, 0, true, &can, sizeof(can),
-                                  nullptr, /*take_async_error=*/false);
+  CUresult r = Client::Get().Call(ipc::Op::kDeviceCanAccessPeer, &a, sizeof(a), nullptr, 0, true, &can,
+                                  sizeof(can), nullptr, /*take_async_error=*/false);
   if (r != CUDA_SUCCESS) return Return(r);
   *canAccessPeer = can;
   return cudaSuccess;

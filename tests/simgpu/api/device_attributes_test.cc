@@ -6,14 +6,14 @@
 //
 // simgpu is configured once per process, so each profile is checked in a process of its own (a
 // death test re-executes this binary); the child prints every mismatch and exits with their count.
+#include <cuda.h>
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <ostream>
 #include <set>
 #include <string>
-
-#include <cuda.h>
-#include <gtest/gtest.h>
 
 #include "device/profile.h"
 #include "phos/simgpu/simgpu.h"
@@ -28,30 +28,57 @@ struct Card {
   const char* name;  // cuDeviceGetName
   int cc_major, cc_minor;
   int sms;
-  int shared_per_sm;     // bytes
-  int shared_optin;      // bytes per block with the opt-in
+  int shared_per_sm;  // bytes
+  int shared_optin;   // bytes per block with the opt-in
   int l2_bytes;
-  int clock_khz;         // boost
+  int clock_khz;  // boost
   int memory_clock_khz;
-  int pci_device_id;     // of the card; vendor 0x10de
+  int pci_device_id;  // of the card; vendor 0x10de
   int pci_subsystem_id;
 };
 
 // Programming guide, 8.0: 164 KB shared memory per SM, 163 KB per block with the opt-in. A100
 // whitepaper: 108 SMs, 40 MB L2. A100 80GB PCIe product brief: 1410 MHz boost, HBM2e at 1512 MHz,
 // device id 0x20B5, subsystem 0x1533.
-constexpr Card kA100{"a100-pcie4", "NVIDIA A100 80GB PCIe", 8, 0, 108, 164 * 1024, 163 * 1024, 40 * 1024 * 1024,
-                     1410000, 1512000, 0x20B5, 0x1533};
+constexpr Card kA100{.profile = "a100-pcie4",
+                     .name = "NVIDIA A100 80GB PCIe",
+                     .cc_major = 8,
+                     .cc_minor = 0,
+                     .sms = 108,
+                     .shared_per_sm = 164 * 1024,
+                     .shared_optin = 163 * 1024,
+                     .l2_bytes = 40 * 1024 * 1024,
+                     .clock_khz = 1410000,
+                     .memory_clock_khz = 1512000,
+                     .pci_device_id = 0x20B5,
+                     .pci_subsystem_id = 0x1533};
 // The ci profile is the A100 with shorter creation costs and its own name.
-constexpr Card kCi{"ci", "phos simgpu CI device (a100-pcie4 link)", 8, 0, 108, 164 * 1024, 163 * 1024,
-                   40 * 1024 * 1024, 1410000, 1512000, 0x20B5, 0x1533};
+constexpr Card MakeCi() {
+  Card card = kA100;
+  card.profile = "ci";
+  card.name = "phos simgpu CI device (a100-pcie4 link)";
+  return card;
+}
+constexpr Card kCi = MakeCi();
 // Programming guide, 9.0: 228 KB per SM, 227 KB per block with the opt-in. H100 whitepaper: the
 // PCIe card has 114 SMs and 50 MB L2. H100 PCIe product brief: 1755 MHz boost, device id 0x2331,
 // subsystem 0x1626; HBM2e at 1593 MHz (2.0 TB/s over 5120 bits).
-constexpr Card kH100{"h100-pcie5", "NVIDIA H100 PCIe", 9, 0, 114, 228 * 1024, 227 * 1024, 50 * 1024 * 1024,
-                     1755000, 1593000, 0x2331, 0x1626};
+constexpr Card kH100{.profile = "h100-pcie5",
+                     .name = "NVIDIA H100 PCIe",
+                     .cc_major = 9,
+                     .cc_minor = 0,
+                     .sms = 114,
+                     .shared_per_sm = 228 * 1024,
+                     .shared_optin = 227 * 1024,
+                     .l2_bytes = 50 * 1024 * 1024,
+                     .clock_khz = 1755000,
+                     .memory_clock_khz = 1593000,
+                     .pci_device_id = 0x2331,
+                     .pci_subsystem_id = 0x1626};
 
-void PrintTo(const Card& card, std::ostream* os) { *os << card.profile; }
+void PrintTo(const Card& card, std::ostream* os) {
+  *os << card.profile;
+}
 
 int g_failures = 0;
 
@@ -70,7 +97,8 @@ int Attr(CUdevice_attribute a, CUdevice dev = 0) {
 
 void ExpectAttr(CUdevice_attribute a, int want, const char* what) {
   const int got = Attr(a);
-  Expect(got == want, std::string(what) + ": " + std::to_string(got) + ", documented " + std::to_string(want));
+  Expect(got == want,
+         std::string(what) + ": " + std::to_string(got) + ", documented " + std::to_string(want));
 }
 
 // Runs in the child: configures simgpu with `card`'s profile and checks everything; returns the
@@ -86,11 +114,12 @@ int CheckProfile(const Card& card) {
     for (int a = 1; a < CU_DEVICE_ATTRIBUTE_MAX; ++a) {
       int v = 0;
       CUresult r = cuDeviceGetAttribute(&v, static_cast<CUdevice_attribute>(a), dev);
-      Expect(r == CUDA_SUCCESS, "device " + std::to_string(dev) + " attribute " + std::to_string(a) + ": result " +
-                                    std::to_string(r));
+      Expect(r == CUDA_SUCCESS, "device " + std::to_string(dev) + " attribute " + std::to_string(a) +
+                                    ": result " + std::to_string(r));
     }
   }
-  for (int a : {0, static_cast<int>(CU_DEVICE_ATTRIBUTE_MAX), static_cast<int>(CU_DEVICE_ATTRIBUTE_MAX) + 1, -1, 100000}) {
+  for (int a : {0, static_cast<int>(CU_DEVICE_ATTRIBUTE_MAX), static_cast<int>(CU_DEVICE_ATTRIBUTE_MAX) + 1,
+                -1, 100000}) {
     int v = 0;
     Expect(cuDeviceGetAttribute(&v, static_cast<CUdevice_attribute>(a), 0) == CUDA_ERROR_INVALID_VALUE,
            "value " + std::to_string(a) + " outside the enumeration is CUDA_ERROR_INVALID_VALUE");
@@ -107,14 +136,18 @@ int CheckProfile(const Card& card) {
   ExpectAttr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, card.cc_major, "compute capability major");
   ExpectAttr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, card.cc_minor, "compute capability minor");
   ExpectAttr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, card.sms, "multiprocessors");
-  ExpectAttr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, card.shared_per_sm, "shared memory per SM");
-  ExpectAttr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, card.shared_optin, "opt-in shared memory");
+  ExpectAttr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, card.shared_per_sm,
+             "shared memory per SM");
+  ExpectAttr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, card.shared_optin,
+             "opt-in shared memory");
   ExpectAttr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, card.l2_bytes, "L2");
   ExpectAttr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE, card.clock_khz, "clock");
   ExpectAttr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, card.memory_clock_khz, "memory clock");
   ExpectAttr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, 5120, "memory bus");
-  ExpectAttr(CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID, (card.pci_device_id << 16) | 0x10DE, "PCI device and vendor id");
-  ExpectAttr(CU_DEVICE_ATTRIBUTE_GPU_PCI_SUBSYSTEM_ID, (card.pci_subsystem_id << 16) | 0x10DE, "PCI subsystem id");
+  ExpectAttr(CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID, (card.pci_device_id << 16) | 0x10DE,
+             "PCI device and vendor id");
+  ExpectAttr(CU_DEVICE_ATTRIBUTE_GPU_PCI_SUBSYSTEM_ID, (card.pci_subsystem_id << 16) | 0x10DE,
+             "PCI subsystem id");
   // The same for compute capability 8.0 and 9.0 (programming guide).
   ExpectAttr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 48 * 1024, "shared memory per block");
   ExpectAttr(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, 1024, "reserved shared memory per block");

@@ -60,9 +60,7 @@ static_assert(sizeof(ReplyHeader) == 16);
 enum class Op : uint16_t {
   kPad = 0,               // filler to the end of the ring; no payload meaning
   kDeviceGetCount,        // -> i32
-  kDeviceGetAttribute,    // AttributeArgs -> i32
-  kDeviceGetName,         // DeviceArgs -> char[256]
-  kDeviceTotalMem,        // DeviceArgs -> u64
+  kDeviceGetProperties,   // DeviceArgs -> DeviceProperties: every attribute, name, UUID, memory
   kDriverGetVersion,      // -> i32
   kMemAlloc,              // SizeArgs -> u64 device pointer
   kMemFree,               // PointerArgs
@@ -105,7 +103,6 @@ enum class Op : uint16_t {
   kNcclGroupEnd,
   kNcclCollective,        // NcclCollectiveArgs
   // Devices as a whole (runtime/src/session_devices.cc).
-  kDeviceGetProperties,   // DeviceArgs -> DeviceProperties: every attribute, name, UUID, memory
   kMemGetInfo,            // -> MemInfo, of the current device as the session may use it
   kDeviceReset,           // frees what the session made on the current device
   kDeviceCanAccessPeer,   // PeerArgs -> i32
@@ -137,7 +134,6 @@ struct DeviceProperties {
   uint64_t total_memory;
 };
 static_assert(sizeof(PeerArgs) == 16 && sizeof(MemInfo) == 16 && sizeof(DeviceProperties) == 1560);
-struct AttributeArgs { int32_t attribute; int32_t device; };
 struct SizeArgs { uint64_t bytes; };
 struct PointerArgs { uint64_t ptr; };
 struct FlagsArgs { uint32_t flags; uint32_t pad; };

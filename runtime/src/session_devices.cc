@@ -4,7 +4,9 @@
 // the context pool and the others created when first used. Each record runs in the right one: a call naming a stream, event or
 // cuBLAS handle in the context of the device that handle was created on (as CUDA ties streams to
 // devices), any other call in the session's current device's. Modules arrive once and are loaded
-// into another device's context when a kernel is first launched there.
+// into another device's context when a kernel is first launched there. The calls about a device as
+// a whole live here too: its properties in one record, memory information, reset and peer access
+// between the session's devices.
 #include <algorithm>
 #include <cstring>
 #include <vector>

@@ -5,6 +5,9 @@
 //                 synchronisation (remoted: ring record, no reply; direct: cuLaunchKernel)
 //   sync call     p50/p99 µs of cudaStreamQuery on an idle stream (remoted: a full round trip
 //                 through the ring and the server's executor; direct: cuStreamQuery)
+//   device        µs of the first cudaGetDeviceProperties (one record from phosd), p50 µs of later
+//                 ones and of cudaDeviceGetAttribute (answered from the frontend's copy); direct:
+//                 every cuDeviceGetAttribute plus name, UUID and memory, and one cuDeviceGetAttribute
 //
 // The parent process runs the API server; the remoted client is this executable re-run as a
 // child (--client) with PHOS_GPU_SOCKET / PHOS_INSTANCE_TOKEN, linked to libphos-cudart.
@@ -46,6 +49,9 @@ struct Numbers {
   double launch_us = 0;
   double sync_p50_us = 0;
   double sync_p99_us = 0;
+  double properties_first_us = 0;  // remoted only: the call that fetches the device's record
+  double properties_p50_us = 0;
+  double attribute_p50_us = 0;
 };
 
 double Micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
@@ -55,6 +61,22 @@ void Percentiles(std::vector<double>& v, Numbers* n) {
   n->sync_p50_us = v[v.size() / 2];
   n->sync_p99_us = v[v.size() * 99 / 100];
 }
+
+// The median µs of `calls` runs of `call`.
+template <typename F>
+double MedianMicros(int calls, F call) {
+  std::vector<double> lat(calls);
+  for (int i = 0; i < calls; ++i) {
+    auto s = Clock::now();
+    call(i);
+    lat[i] = Micros(Clock::now() - s);
+  }
+  std::sort(lat.begin(), lat.end());
+  return lat[lat.size() / 2];
+}
+
+// An attribute for call i: every one of the enumeration in turn.
+CUdevice_attribute AttributeOf(int i) { return static_cast<CUdevice_attribute>(1 + i % (CU_DEVICE_ATTRIBUTE_MAX - 1)); }
 
 std::vector<char> ReadModule() {
   std::ifstream file(PHOS_BENCH_MODULE, std::ios::binary);
@@ -84,7 +106,16 @@ int Client(long launches) {
     lat[i] = Micros(Clock::now() - s);
   }
   Percentiles(lat, &n);
-  std::printf("%.6f %.6f %.6f %.6f\n", n.submit_us, n.launch_us, n.sync_p50_us, n.sync_p99_us);
+  cudaDeviceProp prop;
+  auto t0 = Clock::now();
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return 1;
+  n.properties_first_us = Micros(Clock::now() - t0);
+  n.properties_p50_us = MedianMicros(kSyncCalls, [&](int) { cudaGetDeviceProperties(&prop, 0); });
+  int value = 0;
+  n.attribute_p50_us = MedianMicros(
+      kSyncCalls, [&](int i) { cudaDeviceGetAttribute(&value, static_cast<cudaDeviceAttr>(AttributeOf(i)), 0); });
+  std::printf("%.6f %.6f %.6f %.6f %.6f %.6f %.6f\n", n.submit_us, n.launch_us, n.sync_p50_us, n.sync_p99_us,
+              n.properties_first_us, n.properties_p50_us, n.attribute_p50_us);
   return 0;
 }
 
@@ -114,6 +145,21 @@ bool Direct(phos::driver::DriverTable& d, long launches, Numbers* n) {
     lat[i] = Micros(Clock::now() - s);
   }
   Percentiles(lat, n);
+  // What cudaGetDeviceProperties asks of a driver: every attribute, the name, UUID and memory.
+  n->properties_p50_us = MedianMicros(kSyncCalls / 10, [&](int) {
+    int value = 0;
+    for (int a = 1; a < CU_DEVICE_ATTRIBUTE_MAX; ++a) d.cuDeviceGetAttribute(&value, static_cast<CUdevice_attribute>(a), dev);
+    char name[256];
+    CUuuid uuid;
+    size_t bytes = 0;
+    d.cuDeviceGetName(name, sizeof(name), dev);
+    d.cuDeviceGetUuid(&uuid, dev);
+    d.cuDeviceTotalMem(&bytes, dev);
+  });
+  n->attribute_p50_us = MedianMicros(kSyncCalls, [&](int i) {
+    int value = 0;
+    d.cuDeviceGetAttribute(&value, AttributeOf(i), dev);
+  });
   d.cuModuleUnload(module);
   d.cuCtxDestroy(ctx);
   return true;
@@ -161,8 +207,9 @@ int main(int argc, char** argv) {
   Numbers remote;
   auto out = phos::RunCommand(std::move(client), std::chrono::minutes(10));
   if (!out.ok() || !out->status.success() ||
-      std::sscanf(out->output.c_str(), "%lf %lf %lf %lf", &remote.submit_us, &remote.launch_us, &remote.sync_p50_us,
-                  &remote.sync_p99_us) != 4) {
+      std::sscanf(out->output.c_str(), "%lf %lf %lf %lf %lf %lf %lf", &remote.submit_us, &remote.launch_us,
+                  &remote.sync_p50_us, &remote.sync_p99_us, &remote.properties_first_us, &remote.properties_p50_us,
+                  &remote.attribute_p50_us) != 7) {
     std::fprintf(stderr, "remoted client failed: %s\n",
                  out.ok() ? (out->status.ToString() + ": " + out->output).c_str() : out.status().ToString().c_str());
     return 1;
@@ -178,11 +225,16 @@ int main(int argc, char** argv) {
       "| async launch, µs per call until the last launch returned (caller's cost) | {:.3f} | {:.3f} | {:.2f} | | |\n"
       "| async launch, µs per call (amortised over {} + 1 sync) | {:.3f} | {:.3f} | {:.2f} | ≤ {:.0f} | {} |\n"
       "| sync round trip (cudaStreamQuery), p50 µs | {:.2f} | {:.2f} | {:.1f} | ≤ {:.0f} | {} |\n"
-      "| sync round trip (cudaStreamQuery), p99 µs | {:.2f} | {:.2f} | {:.1f} | | |\n",
+      "| sync round trip (cudaStreamQuery), p99 µs | {:.2f} | {:.2f} | {:.1f} | | |\n"
+      "| cudaGetDeviceProperties, first call (one record from phosd), µs | {:.2f} | | | | |\n"
+      "| cudaGetDeviceProperties, later calls (the frontend's copy), p50 µs | {:.3f} | {:.3f} | {:.2f} | | |\n"
+      "| cudaDeviceGetAttribute (the frontend's copy), p50 µs | {:.3f} | {:.3f} | {:.2f} | | |\n",
       remote.submit_us, direct.submit_us, remote.submit_us / direct.submit_us, launches, remote.launch_us, direct.launch_us, remote.launch_us / direct.launch_us, kLaunchTarget,
       remote.launch_us <= kLaunchTarget ? "met" : "**missed**", remote.sync_p50_us, direct.sync_p50_us,
       remote.sync_p50_us / direct.sync_p50_us, kSyncTarget, remote.sync_p50_us <= kSyncTarget ? "met" : "**missed**",
-      remote.sync_p99_us, direct.sync_p99_us, remote.sync_p99_us / direct.sync_p99_us);
+      remote.sync_p99_us, direct.sync_p99_us, remote.sync_p99_us / direct.sync_p99_us, remote.properties_first_us,
+      remote.properties_p50_us, direct.properties_p50_us, remote.properties_p50_us / direct.properties_p50_us,
+      remote.attribute_p50_us, direct.attribute_p50_us, remote.attribute_p50_us / direct.attribute_p50_us);
   std::printf("| measure | remoted | direct simgpu | ratio | target | |\n|---|---|---|---|---|---|\n%s", rows.c_str());
   if (!report.empty()) {
     std::string md = fmt::format(
@@ -190,7 +242,9 @@ int main(int argc, char** argv) {
         "Command: `{}` (profile {}, time scale {}; {})\n\n"
         "Remoted: a client process on libphos-cudart, the API server in the benchmark process, one "
         "shared-memory ring. Direct: the same calls on simgpu through the driver table in-process. "
-        "Empty kernel, 1x1 grid; the ci profile's 4 µs modelled launch is scaled by the time scale.\n\n"
+        "Empty kernel, 1x1 grid; the ci profile's 4 µs modelled launch is scaled by the time scale. "
+        "Device queries: direct is what a driver is asked for them (every attribute, the name, UUID and "
+        "memory for cudaGetDeviceProperties; one attribute), remoted the frontend after its one record.\n\n"
         "| measure | remoted | direct simgpu | ratio | target | |\n|---|---|---|---|---|---|\n{}\n",
         phos::bench::CommandLine(argc, argv), std::getenv("PHOS_SIMGPU_PROFILE"), std::getenv("PHOS_SIMGPU_TIME_SCALE"),
         phos::bench::NowUtc(), rows);

@@ -197,11 +197,21 @@ class Session {
 
   // Handlers: session_devices.cc
   CUresult DeviceGetCount(const NoArgs& a, const Call& call);
-  CUresult DeviceGetAttribute(const ipc::AttributeArgs& a, const Call& call);
-  CUresult DeviceGetName(const ipc::DeviceArgs& a, const Call& call);
-  CUresult DeviceTotalMem(const ipc::DeviceArgs& a, const Call& call);
   CUresult DriverGetVersion(const NoArgs& a, const Call& call);
   CUresult SetDevice(const ipc::DeviceArgs& a, const Call& call);
+  // Every attribute, the name, UUID and memory of one device, for the frontend's cache.
+  CUresult DeviceGetProperties(const ipc::DeviceArgs& a, const Call& call);
+  // The current device's memory as this session may use it: the driver's figures, bounded by the
+  // session's device memory limit (what it holds counted against it).
+  CUresult MemGetInfo(const NoArgs& a, const Call& call);
+  // cudaDeviceReset of the current device: waits for its work (and a restore still loading its
+  // buffers), then destroys the cuBLAS handles, events and streams made on it, frees its buffers
+  // and disables the peer access it enabled or granted. Modules stay loaded: the function's kernels
+  // launch again after a reset, as its runtime registers them anew on CUDA.
+  CUresult DeviceReset(const NoArgs& a, const Call& call);
+  CUresult DeviceCanAccessPeer(const ipc::PeerArgs& a, const Call& call);
+  CUresult DeviceEnablePeer(const ipc::PeerArgs& a, const Call& call);
+  CUresult DeviceDisablePeer(const ipc::PeerArgs& a, const Call& call);
   // session_memory.cc
   CUresult MemAlloc(const ipc::SizeArgs& a, const Call& call);
   CUresult MemFree(const ipc::PointerArgs& a, const Call& call);
@@ -270,6 +280,12 @@ class Session {
   // The node device of session device `device`; -1 when the node has no such device.
   int PhysicalDevice(int device) const;
   Result<CUcontext> ContextOn(int device);
+  // The context of session device `peer` for a peer-access call of the record's device, whose
+  // context is current again on return (creating the peer's context makes it current).
+  Result<CUcontext> PeerContext(int peer);
+  // Disables the peer access the function enabled from `device` (any device: -1) or to it; at
+  // the end of the session every one, before the contexts go back.
+  CUresult DisablePeers(int device);
   // The kernel in the context of session device `device` (loading its module there first).
   CUresult FunctionOn(Function& fn, int device, CUfunction* out);
   void ReleaseDevices();
@@ -352,6 +368,9 @@ class Session {
   int route_device_ = 0;  // the device the record being executed runs on
   std::unordered_map<int, CUcontext> device_contexts_;  // session device >= 1 -> its context
   std::unordered_map<uint64_t, int> buffer_devices_;    // buffer base -> device (>= 1)
+  // Peer access the function enabled, (device, peer) -> whether this session enabled it in the
+  // driver (false: it was already, by the device group's communicator, and stays so).
+  std::map<std::pair<int, int>, bool> peers_;
 
   // NCCL (session_nccl.cc).
   std::unordered_map<uint64_t, NcclComm> comms_;

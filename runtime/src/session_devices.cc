@@ -4,8 +4,12 @@
 // the context pool and the others created when first used. Each record runs in the right one: a call naming a stream, event or
 // cuBLAS handle in the context of the device that handle was created on (as CUDA ties streams to
 // devices), any other call in the session's current device's. Modules arrive once and are loaded
-// into another device's context when a kernel is first launched there.
+// into another device's context when a kernel is first launched there. The calls about a device as
+// a whole live here too: its properties in one record, memory information, reset and peer access
+// between the session's devices.
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "phos/base/log.h"
 #include "session.h"
@@ -69,30 +73,6 @@ CUresult Session::DeviceGetCount(const NoArgs&, const Call& call) {
   return CUDA_SUCCESS;
 }
 
-CUresult Session::DeviceGetAttribute(const ipc::AttributeArgs& a, const Call& call) {
-  int v = 0;
-  // Not a CUdevice_attribute at all: refused here, since such a value in the enum type is already
-  // undefined behaviour on the way to the driver.
-  if (a.attribute < 0 || a.attribute >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = driver_->cuDeviceGetAttribute(&v, static_cast<CUdevice_attribute>(a.attribute), PhysicalDevice(a.device));
-  call.Reply(int32_t{v});
-  return r;
-}
-
-CUresult Session::DeviceGetName(const ipc::DeviceArgs& a, const Call& call) {
-  char name[256] = {};
-  CUresult r = driver_->cuDeviceGetName(name, sizeof(name) - 1, PhysicalDevice(a.device));
-  call.Reply(name);
-  return r;
-}
-
-CUresult Session::DeviceTotalMem(const ipc::DeviceArgs& a, const Call& call) {
-  size_t bytes = 0;
-  CUresult r = driver_->cuDeviceTotalMem(&bytes, PhysicalDevice(a.device));
-  call.Reply(uint64_t{bytes});
-  return r;
-}
-
 CUresult Session::DriverGetVersion(const NoArgs&, const Call& call) {
   int v = 0;
   CUresult r = driver_->cuDriverGetVersion(&v);
@@ -110,6 +90,165 @@ CUresult Session::SetDevice(const ipc::DeviceArgs& a, const Call& call) {
   }
   device_ = a.device;
   return CUDA_SUCCESS;
+}
+
+CUresult Session::DeviceGetProperties(const ipc::DeviceArgs& a, const Call& call) {
+  static_assert(CU_DEVICE_ATTRIBUTE_MAX <= ipc::kDeviceAttributeSlots, "the wire record holds every attribute");
+  const int physical = PhysicalDevice(a.device);
+  if (physical < 0) return CUDA_ERROR_INVALID_DEVICE;
+  ipc::DeviceProperties p{};
+  for (uint32_t i = 0; i < ipc::kDeviceAttributeSlots; ++i) {
+    p.results[i] = CUDA_ERROR_INVALID_VALUE;  // slots that are no attribute (0, MAX and beyond)
+    if (i == 0 || i >= CU_DEVICE_ATTRIBUTE_MAX) continue;
+    int value = 0;
+    p.results[i] = driver_->cuDeviceGetAttribute(&value, static_cast<CUdevice_attribute>(i), physical);
+    p.attributes[i] = p.results[i] == CUDA_SUCCESS ? value : 0;
+  }
+  if (CUresult r = driver_->cuDeviceGetName(p.name, sizeof(p.name) - 1, physical); r != CUDA_SUCCESS) return r;
+  CUuuid uuid{};
+  if (CUresult r = driver_->cuDeviceGetUuid(&uuid, physical); r != CUDA_SUCCESS) return r;
+  static_assert(sizeof(uuid.bytes) == sizeof(p.uuid));
+  std::memcpy(p.uuid, uuid.bytes, sizeof(p.uuid));
+  size_t bytes = 0;
+  if (CUresult r = driver_->cuDeviceTotalMem(&bytes, physical); r != CUDA_SUCCESS) return r;
+  p.total_memory = bytes;
+  call.Reply(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::MemGetInfo(const NoArgs&, const Call& call) {
+  size_t free_bytes = 0, total_bytes = 0;
+  if (CUresult r = driver_->cuMemGetInfo(&free_bytes, &total_bytes); r != CUDA_SUCCESS) return r;
+  ipc::MemInfo info{free_bytes, total_bytes};
+  if (rules_.device_bytes != 0) {
+    const uint64_t held = buffers_.total_bytes();
+    info.total_bytes = std::min<uint64_t>(info.total_bytes, rules_.device_bytes);
+    info.free_bytes = std::min<uint64_t>(info.free_bytes, held >= rules_.device_bytes ? 0 : rules_.device_bytes - held);
+  }
+  call.Reply(info);
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::DeviceReset(const NoArgs&, const Call& call) {
+  const int device = route_device_;
+  CUresult first = CUDA_SUCCESS;
+  auto note = [&first](CUresult r) {
+    if (first == CUDA_SUCCESS) first = r;
+  };
+  // A restore still loading this device's buffers finishes first: its copies write into them.
+  if (static_cast<size_t>(device) < loaders_.size() && loaders_[device].loader != nullptr) {
+    if (Status s = loaders_[device].loader->Wait(); !s.ok()) {
+      PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {}: the restore failed: {}", pid_, call.name, s.message());
+    }
+  }
+  note(driver_->cuCtxSynchronize());
+  auto on_device = [device](const auto& handles) {
+    std::vector<uint64_t> vids;
+    for (const auto& [vid, h] : handles) {
+      if (h.device == device) vids.push_back(vid);
+    }
+    return vids;
+  };
+  // cuBLAS handles first: they may name the streams. Their cublasStatus_t is not this call's.
+  for (uint64_t vid : on_device(blas_)) {
+    if (CUresult r = BlasDestroy(ipc::HandleArgs{vid}, call); r != CUDA_SUCCESS) {
+      PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {}: cuBLAS handle {} not destroyed (status {})", pid_, call.name,
+                         vid, static_cast<int>(r));
+    }
+  }
+  for (uint64_t vid : on_device(events_)) note(EventDestroy(ipc::HandleArgs{vid}, call));
+  for (uint64_t vid : on_device(streams_)) note(StreamDestroy(ipc::HandleArgs{vid}, call));
+  for (uint64_t base : buffers_.Bases()) {
+    auto owner = buffer_devices_.find(base);
+    if ((owner == buffer_devices_.end() ? 0 : owner->second) == device) note(MemFree(ipc::PointerArgs{base}, call));
+  }
+  note(DisablePeers(device));
+  return first;
+}
+
+CUresult Session::DeviceCanAccessPeer(const ipc::PeerArgs& a, const Call& call) {
+  const int device = PhysicalDevice(a.device), peer = PhysicalDevice(a.peer);
+  if (device < 0 || peer < 0) return CUDA_ERROR_INVALID_DEVICE;
+  int can = 0;
+  CUresult r = driver_->cuDeviceCanAccessPeer(&can, device, peer);
+  call.Reply(int32_t{can});
+  return r;
+}
+
+Result<CUcontext> Session::PeerContext(int peer) {
+  Result<CUcontext> own = ContextOn(route_device_);
+  Result<CUcontext> other = ContextOn(peer);
+  if (!own.ok()) return own.status();
+  if (CUresult r = driver_->cuCtxSetCurrent(*own); r != CUDA_SUCCESS) {
+    return driver::CuStatus(r, "cuCtxSetCurrent", driver_->error_text());
+  }
+  return other;
+}
+
+CUresult Session::DeviceEnablePeer(const ipc::PeerArgs& a, const Call& call) {
+  if (a.flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  const int device = route_device_;
+  if (PhysicalDevice(a.peer) < 0) return CUDA_ERROR_INVALID_DEVICE;
+  int can = 0;
+  if (CUresult r = driver_->cuDeviceCanAccessPeer(&can, PhysicalDevice(device), PhysicalDevice(a.peer));
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  // cudaDeviceEnablePeerAccess's answer when cudaDeviceCanAccessPeer says no (itself included).
+  if (can == 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (peers_.count({device, a.peer}) != 0) return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  Result<CUcontext> peer = PeerContext(a.peer);
+  if (!peer.ok()) {
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {}({}): {}", pid_, call.name, a.peer, peer.status().message());
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  CUresult r = driver_->cuCtxEnablePeerAccess(*peer, 0);
+  if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) return r;
+  peers_[{device, a.peer}] = r == CUDA_SUCCESS;
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::DeviceDisablePeer(const ipc::PeerArgs& a, const Call& call) {
+  if (PhysicalDevice(a.peer) < 0) return CUDA_ERROR_INVALID_DEVICE;
+  auto it = peers_.find({route_device_, a.peer});
+  if (it == peers_.end()) return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+  const bool ours = it->second;
+  peers_.erase(it);
+  if (!ours) return CUDA_SUCCESS;
+  Result<CUcontext> peer = PeerContext(a.peer);
+  if (!peer.ok()) {
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {}({}): {}", pid_, call.name, a.peer, peer.status().message());
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  return driver_->cuCtxDisablePeerAccess(*peer);
+}
+
+CUresult Session::DisablePeers(int device) {
+  CUresult first = CUDA_SUCCESS;
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    const auto [from, to] = it->first;
+    if (device >= 0 && from != device && to != device) {
+      ++it;
+      continue;
+    }
+    if (it->second) {
+      Result<CUcontext> own = ContextOn(from);
+      Result<CUcontext> peer = ContextOn(to);
+      CUresult r = !own.ok() || !peer.ok() ? CUDA_ERROR_INVALID_CONTEXT : driver_->cuCtxSetCurrent(*own);
+      if (r == CUDA_SUCCESS) r = driver_->cuCtxDisablePeerAccess(*peer);
+      if (r != CUDA_SUCCESS) {
+        PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: peer access {} -> {} not disabled: {}", pid_, from, to,
+                           driver::CuStatus(r, "cuCtxDisablePeerAccess", driver_->error_text()).message());
+        if (first == CUDA_SUCCESS) first = r;
+      }
+    }
+    it = peers_.erase(it);
+  }
+  // The record's own context is current again for whatever follows.
+  if (device >= 0) {
+    if (Result<CUcontext> own = ContextOn(route_device_); own.ok()) driver_->cuCtxSetCurrent(*own);
+  }
+  return first;
 }
 
 CUresult Session::FunctionOn(Function& fn, int device, CUfunction* out) {

@@ -75,13 +75,18 @@ std::array<OpHandler, kOpSlots> Session::BuildOpTable() {
 
   // Devices (session_devices.cc).
   at(Op::kDeviceGetCount) = Bind<NoArgs, &Session::DeviceGetCount>({.name = "cudaGetDeviceCount"});
-  at(Op::kDeviceGetAttribute) =
-      Bind<ipc::AttributeArgs, &Session::DeviceGetAttribute>({.name = "cudaDeviceGetAttribute"});
-  at(Op::kDeviceGetName) = Bind<ipc::DeviceArgs, &Session::DeviceGetName>({.name = "cuDeviceGetName"});
-  at(Op::kDeviceTotalMem) = Bind<ipc::DeviceArgs, &Session::DeviceTotalMem>({.name = "cuDeviceTotalMem"});
+  at(Op::kDeviceGetProperties) =
+      Bind<ipc::DeviceArgs, &Session::DeviceGetProperties>({.name = "cudaGetDeviceProperties"});
   at(Op::kDriverGetVersion) = Bind<NoArgs, &Session::DriverGetVersion>({.name = "cudaDriverGetVersion"});
   at(Op::kSetDevice) = Bind<ipc::DeviceArgs, &Session::SetDevice>(
       {.name = "cudaSetDevice", .placement = Placement::kOwnChoice});
+  at(Op::kMemGetInfo) = Bind<NoArgs, &Session::MemGetInfo>({.name = "cudaMemGetInfo"});
+  at(Op::kDeviceReset) = Bind<NoArgs, &Session::DeviceReset>({.name = "cudaDeviceReset"});
+  at(Op::kDeviceCanAccessPeer) =
+      Bind<ipc::PeerArgs, &Session::DeviceCanAccessPeer>({.name = "cudaDeviceCanAccessPeer"});
+  at(Op::kDeviceEnablePeer) = Bind<ipc::PeerArgs, &Session::DeviceEnablePeer>({.name = "cudaDeviceEnablePeerAccess"});
+  at(Op::kDeviceDisablePeer) =
+      Bind<ipc::PeerArgs, &Session::DeviceDisablePeer>({.name = "cudaDeviceDisablePeerAccess"});
 
   // Memory (session_memory.cc).
   at(Op::kMemAlloc) = Bind<ipc::SizeArgs, &Session::MemAlloc>({.name = "cudaMalloc"});

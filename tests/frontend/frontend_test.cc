@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -62,6 +63,10 @@ TEST_F(FrontendTest, AsyncErrorSurfacesAtTheNextSynchronisingCall) { EXPECT_EQ(R
 
 TEST_F(FrontendTest, VirtualHandlesAreStableAndChecked) { EXPECT_EQ(RunClient({"handles"}), 0); }
 
+TEST_F(FrontendTest, DeviceQueriesFlagsLimitsPeersAndResetAnswerAsTheDevice) {
+  EXPECT_EQ(RunClient({"device"}), 0);
+}
+
 TEST_F(FrontendTest, UnknownTokenIsRefused) {
   PipedProcess p({PHOS_REMOTE_CLIENT, PHOS_TEST_MODULE, "no-session"}, Env(std::string(32, 'a')));
   EXPECT_EQ(p.ReadLine(), "cudaErrorNoDevice");
@@ -110,6 +115,33 @@ TEST_F(FrontendTest, PlainCudaProgramRunsOnTheFrontendLibraries) {
   EXPECT_EQ(p.Wait(), 0);
   EXPECT_NE(line.find("correct"), std::string::npos) << line;
   server_->EndSession(token);
+}
+
+// Naming an error needs no session: the program runs with NVIDIA's libcudart (no GPU either) and
+// then with phos's, and prints the same name and text for every value, a value that is no
+// cudaError_t included ("unrecognized error code").
+TEST(FrontendErrorNamesTest, EveryErrorIsNamedAsNvidiasRuntimeNamesIt) {
+  auto run = [](const std::string& library_dir) {
+    SpawnOptions options;
+    options.argv = {PHOS_CUDA_ERROR_NAMES};
+    options.env = {{"LD_LIBRARY_PATH", library_dir}};
+    Result<CommandOutput> out = RunCommand(options, std::chrono::seconds(60));
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    return out.ok() ? out->output : std::string();
+  };
+  const std::string nvidia = run(PHOS_CUDA_LIB_DIR);
+  const std::string phos = run(PHOS_FRONTEND_LIB_DIR);
+  ASSERT_NE(nvidia.find("\tcudaErrorApiFailureBase\t"), std::string::npos) << "NVIDIA's runtime did not run";
+  std::istringstream want(nvidia), got(phos);
+  std::string want_line, got_line;
+  int lines = 0, differences = 0;
+  while (std::getline(want, want_line)) {
+    ++lines;
+    if (!std::getline(got, got_line)) got_line = "(missing)";
+    if (got_line != want_line && ++differences <= 10) ADD_FAILURE() << "NVIDIA: " << want_line << "\nphos:   " << got_line;
+  }
+  EXPECT_EQ(differences, 0);
+  EXPECT_GT(lines, 12000);
 }
 
 }  // namespace

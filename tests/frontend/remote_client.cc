@@ -10,9 +10,11 @@
 #include <iostream>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cublas_v2.h>
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include "kernels.cuh"
@@ -213,6 +215,200 @@ int LaunchMany(int count) {
   return g_failures;
 }
 
+
+// The device family against the ci profile's documented figures (an A100 80GB PCIe: CUDA C++
+// Programming Guide for compute capability 8.0, A100 whitepaper and product brief, NVIDIA's
+// developer forum for the L2 persistence limits).
+int Device() {
+  int count = 0;
+  OK(cudaGetDeviceCount(&count));
+  EXPECT(count == 1);
+  cudaDeviceProp prop;
+  std::memset(&prop, 0x5a, sizeof(prop));
+  OK(cudaGetDeviceProperties(&prop, 0));
+  EXPECT(std::strcmp(prop.name, "phos simgpu CI device (a100-pcie4 link)") == 0);
+  EXPECT(prop.major == 8 && prop.minor == 0);
+  EXPECT(prop.multiProcessorCount == 108);
+  EXPECT(prop.sharedMemPerBlock == 48 * 1024);
+  EXPECT(prop.sharedMemPerBlockOptin == 163 * 1024);
+  EXPECT(prop.sharedMemPerMultiprocessor == 164 * 1024);
+  EXPECT(prop.reservedSharedMemPerBlock == 1024);
+  EXPECT(prop.regsPerBlock == 65536 && prop.regsPerMultiprocessor == 65536);
+  EXPECT(prop.totalConstMem == 65536);
+  EXPECT(prop.memPitch == 2147483647);
+  EXPECT(prop.warpSize == 32 && prop.maxThreadsPerBlock == 1024 && prop.maxThreadsPerMultiProcessor == 2048);
+  EXPECT(prop.maxThreadsDim[0] == 1024 && prop.maxThreadsDim[1] == 1024 && prop.maxThreadsDim[2] == 64);
+  EXPECT(prop.maxGridSize[0] == 2147483647 && prop.maxGridSize[1] == 65535 && prop.maxGridSize[2] == 65535);
+  EXPECT(prop.maxBlocksPerMultiProcessor == 32);
+  EXPECT(prop.l2CacheSize == 40 * 1024 * 1024);
+  EXPECT(prop.persistingL2CacheMaxSize == 31457280 && prop.accessPolicyMaxWindowSize == 134213632);
+  EXPECT(prop.memoryBusWidth == 5120);
+  EXPECT(prop.textureAlignment == 512);
+  EXPECT(prop.maxTexture1D == 131072 && prop.maxTexture2D[0] == 131072 && prop.maxTexture2D[1] == 65536);
+  EXPECT(prop.maxTexture3D[0] == 16384 && prop.maxTexture3D[2] == 16384);
+  EXPECT(prop.maxTexture2DLayered[2] == 2048 && prop.maxTextureCubemapLayered[1] == 2046);
+  EXPECT(prop.gpuPciDeviceID == 0x20B510DEu && prop.gpuPciSubsystemID == 0x153310DEu);
+  EXPECT(prop.pciDomainID == 0 && prop.pciBusID == 0x17 && prop.pciDeviceID == 0);
+  EXPECT(prop.unifiedAddressing == 1 && prop.concurrentKernels == 1 && prop.ECCEnabled == 1);
+  EXPECT(prop.managedMemory == 0 && prop.cooperativeLaunch == 0 && prop.memoryPoolsSupported == 0);
+  EXPECT(prop.hostNumaId == -1);
+  EXPECT(prop.totalGlobalMem > (1ull << 30));
+  bool uuid_set = false;
+  for (char b : prop.uuid.bytes) uuid_set = uuid_set || b != 0;
+  EXPECT(uuid_set);
+  for (unsigned char b : prop.luid) EXPECT(b == 0);  // Windows only
+  for (int r : prop.reserved) EXPECT(r == 0);
+
+  // Every attribute answers, in agreement with the properties; nothing else does.
+  for (int a = 1; a < CU_DEVICE_ATTRIBUTE_MAX; ++a) {
+    int v = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&v, static_cast<cudaDeviceAttr>(a), 0);
+    if (e != cudaSuccess) std::fprintf(stderr, "attribute %d: %s\n", a, cudaGetErrorName(e));
+    EXPECT(e == cudaSuccess);
+  }
+  int v = 0;
+  OK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+  EXPECT(static_cast<size_t>(v) == prop.sharedMemPerBlockOptin);
+  OK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxRegistersPerMultiprocessor, 0));
+  EXPECT(v == prop.regsPerMultiprocessor);
+  for (int a : {0, static_cast<int>(CU_DEVICE_ATTRIBUTE_MAX), -1, 4096}) {
+    EXPECT(cudaDeviceGetAttribute(&v, static_cast<cudaDeviceAttr>(a), 0) == cudaErrorInvalidValue);
+  }
+  EXPECT(cudaDeviceGetAttribute(&v, cudaDevAttrWarpSize, 1) == cudaErrorInvalidDevice);
+  EXPECT(cudaDeviceGetAttribute(&v, cudaDevAttrWarpSize, -1) == cudaErrorInvalidDevice);
+  EXPECT(cudaDeviceGetAttribute(nullptr, cudaDevAttrWarpSize, 0) == cudaErrorInvalidValue);
+  EXPECT(cudaGetDeviceProperties(&prop, 1) == cudaErrorInvalidDevice);
+  EXPECT(cudaGetDeviceProperties(nullptr, 0) == cudaErrorInvalidValue);
+
+  // PCI bus ids, both ways, in NVIDIA's forms.
+  char bus[32];
+  OK(cudaDeviceGetPCIBusId(bus, sizeof(bus), 0));
+  EXPECT(std::strcmp(bus, "0000:17:00.0") == 0);
+  OK(cudaDeviceGetPCIBusId(bus, 5, 0));
+  EXPECT(std::strcmp(bus, "0000") == 0);
+  EXPECT(cudaDeviceGetPCIBusId(bus, 0, 0) == cudaErrorInvalidValue);
+  EXPECT(cudaDeviceGetPCIBusId(bus, sizeof(bus), 3) == cudaErrorInvalidDevice);
+  for (const char* id : {"0000:17:00.0", "0000:17:00", "17:00.0", "0:17:0.0"}) {
+    int device = -1;
+    OK(cudaDeviceGetByPCIBusId(&device, id));
+    EXPECT(device == 0);
+  }
+  int device = -1;
+  EXPECT(cudaDeviceGetByPCIBusId(&device, "0000:18:00.0") == cudaErrorInvalidDevice);
+  EXPECT(cudaDeviceGetByPCIBusId(&device, "0000:17:00.1") == cudaErrorInvalidDevice);
+  EXPECT(cudaDeviceGetByPCIBusId(&device, "bus seventeen") == cudaErrorInvalidValue);
+  EXPECT(cudaDeviceGetByPCIBusId(&device, "0000:17:00.0 trailing") == cudaErrorInvalidValue);
+  EXPECT(cudaDeviceGetByPCIBusId(&device, "0000:100:00.0") == cudaErrorInvalidValue);
+  EXPECT(cudaDeviceGetByPCIBusId(nullptr, "0000:17:00.0") == cudaErrorInvalidValue);
+  EXPECT(cudaDeviceGetByPCIBusId(&device, nullptr) == cudaErrorInvalidValue);
+  cudaDeviceProp want{};
+  want.major = 8;
+  OK(cudaChooseDevice(&device, &want));
+  EXPECT(device == 0);
+  EXPECT(cudaChooseDevice(&device, nullptr) == cudaErrorInvalidValue);
+
+  // Flags, kept per device; one scheduling policy at most.
+  unsigned flags = 99;
+  OK(cudaGetDeviceFlags(&flags));
+  EXPECT(flags == cudaDeviceScheduleAuto);
+  OK(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync | cudaDeviceSyncMemops));
+  OK(cudaGetDeviceFlags(&flags));
+  EXPECT(flags == (cudaDeviceScheduleBlockingSync | cudaDeviceSyncMemops));
+  EXPECT(cudaSetDeviceFlags(cudaDeviceScheduleSpin | cudaDeviceScheduleYield) == cudaErrorInvalidValue);
+  EXPECT(cudaSetDeviceFlags(0x100) == cudaErrorInvalidValue);
+  EXPECT(cudaGetDeviceFlags(nullptr) == cudaErrorInvalidValue);
+  OK(cudaInitDevice(0, cudaDeviceScheduleSpin, cudaInitDeviceFlagsAreValid));
+  OK(cudaGetDeviceFlags(&flags));
+  EXPECT(flags == cudaDeviceScheduleSpin);
+  EXPECT(cudaInitDevice(1, 0, 0) == cudaErrorInvalidDevice);
+  EXPECT(cudaInitDevice(0, 0, 2) == cudaErrorInvalidValue);
+  int least = 7, greatest = 7;
+  OK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  EXPECT(least == 0 && greatest == 0);  // streams have no priorities here
+  OK(cudaDeviceGetStreamPriorityRange(nullptr, nullptr));
+
+  // Limits: the runtime's defaults, what the device refuses, what it clamps.
+  size_t limit = 0;
+  const std::pair<cudaLimit, size_t> defaults[] = {
+      {cudaLimitStackSize, 1024}, {cudaLimitPrintfFifoSize, 1 << 20}, {cudaLimitMallocHeapSize, 8 << 20},
+      {cudaLimitDevRuntimeSyncDepth, 2}, {cudaLimitDevRuntimePendingLaunchCount, 2048},
+      {cudaLimitPersistingL2CacheSize, 0}};
+  for (const auto& [which, value] : defaults) {
+    OK(cudaDeviceGetLimit(&limit, which));
+    EXPECT(limit == value);
+  }
+  OK(cudaDeviceSetLimit(cudaLimitStackSize, 4096));
+  OK(cudaDeviceGetLimit(&limit, cudaLimitStackSize));
+  EXPECT(limit == 4096);
+  EXPECT(cudaDeviceSetLimit(cudaLimitStackSize, 1 << 20) == cudaErrorInvalidValue);  // over 512 KiB
+  EXPECT(cudaDeviceSetLimit(cudaLimitMallocHeapSize, prop.totalGlobalMem + 1) == cudaErrorMemoryAllocation);
+  EXPECT(cudaDeviceSetLimit(cudaLimitDevRuntimeSyncDepth, 25) == cudaErrorInvalidValue);
+  OK(cudaDeviceSetLimit(cudaLimitDevRuntimeSyncDepth, 4));  // compute capability 8.0 has it
+  OK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 1ull << 30));
+  OK(cudaDeviceGetLimit(&limit, cudaLimitPersistingL2CacheSize));
+  EXPECT(limit == 31457280);
+  OK(cudaDeviceSetLimit(cudaLimitMaxL2FetchGranularity, 1000));
+  OK(cudaDeviceGetLimit(&limit, cudaLimitMaxL2FetchGranularity));
+  EXPECT(limit == 128);
+  EXPECT(cudaDeviceSetLimit(static_cast<cudaLimit>(99), 1) == cudaErrorUnsupportedLimit);
+  EXPECT(cudaDeviceGetLimit(&limit, static_cast<cudaLimit>(-1)) == cudaErrorUnsupportedLimit);
+  EXPECT(cudaDeviceGetLimit(nullptr, cudaLimitStackSize) == cudaErrorInvalidValue);
+
+  // Memory information follows the session's allocations.
+  size_t free_before = 0, total = 0, free_after = 0;
+  OK(cudaMemGetInfo(&free_before, &total));
+  EXPECT(total > 0 && free_before <= total && total <= prop.totalGlobalMem);
+  EXPECT(cudaMemGetInfo(nullptr, &total) == cudaErrorInvalidValue);
+  float* kept = nullptr;
+  OK(cudaMalloc(reinterpret_cast<void**>(&kept), 64 << 20));
+  OK(cudaMemGetInfo(&free_after, &total));
+  EXPECT(free_after + (64 << 20) <= free_before);
+
+  // One device: no peer.
+  int can = 7;
+  OK(cudaDeviceCanAccessPeer(&can, 0, 0));
+  EXPECT(can == 0);
+  EXPECT(cudaDeviceCanAccessPeer(&can, 0, 1) == cudaErrorInvalidDevice);
+  EXPECT(cudaDeviceCanAccessPeer(nullptr, 0, 0) == cudaErrorInvalidValue);
+  EXPECT(cudaDeviceEnablePeerAccess(0, 0) == cudaErrorInvalidDevice);
+  EXPECT(cudaDeviceEnablePeerAccess(1, 0) == cudaErrorInvalidDevice);
+  EXPECT(cudaDeviceDisablePeerAccess(0) == cudaErrorPeerAccessNotEnabled);
+  cudaGetLastError();
+
+  // Reset: what the process made on the device is gone, limits are back to their defaults, flags
+  // stay, and the device (kernels included) works again.
+  cudaStream_t stream = nullptr;
+  cudaEvent_t event = nullptr;
+  OK(cudaStreamCreate(&stream));
+  OK(cudaEventCreate(&event));
+  OK(cudaDeviceReset());
+  EXPECT(cudaFree(kept) == cudaErrorInvalidValue);
+  EXPECT(cudaStreamSynchronize(stream) == cudaErrorInvalidResourceHandle);
+  EXPECT(cudaEventQuery(event) == cudaErrorInvalidResourceHandle);
+  cudaGetLastError();
+  OK(cudaDeviceGetLimit(&limit, cudaLimitStackSize));
+  EXPECT(limit == 1024);
+  OK(cudaGetDeviceFlags(&flags));
+  EXPECT(flags == cudaDeviceScheduleSpin);
+  OK(cudaMemGetInfo(&free_after, &total));
+  EXPECT(free_after == free_before);
+  const int n = 1000;
+  float* a = nullptr;
+  OK(cudaMalloc(reinterpret_cast<void**>(&a), n * sizeof(float)));
+  OK(LaunchFill(a, 4.5f, n, nullptr));
+  std::vector<float> back(n, 0.f);
+  OK(cudaMemcpy(back.data(), a, n * sizeof(float), cudaMemcpyDeviceToHost));
+  EXPECT(back[0] == 4.5f && back[n - 1] == 4.5f);
+  OK(cudaFree(a));
+
+  int version = 0;
+  OK(cudaRuntimeGetVersion(&version));
+  EXPECT(version == CUDART_VERSION);
+  OK(cudaDriverGetVersion(&version));
+  EXPECT(version >= 13000);
+  return g_failures;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -231,6 +427,7 @@ int main(int argc, char** argv) {
   if (mode == "roundtrip") return RoundTrip();
   if (mode == "async-error") return AsyncError();
   if (mode == "handles") return Handles();
+  if (mode == "device") return Device();
   if (mode == "owner") return Owner();
   if (mode == "attacker" && argc > 3) return Attacker(argv[3]);
   if (mode == "launch-many" && argc > 3) return LaunchMany(std::atoi(argv[3]));

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -407,6 +409,146 @@ TEST_F(ApiServerTest, BlasExtentsThatOverflowOrMakeNoSenseAreRefused) {
   EXPECT_EQ(call(ipc::Op::kBlasSgemv, &gemv, sizeof(gemv)), CUDA_ERROR_INVALID_VALUE);  // x spans 8 GiB
   // The session still serves well-formed calls.
   EXPECT_EQ(call(ipc::Op::kBlasGemm, &gemm, sizeof(gemm)), CUDA_SUCCESS);
+  server_->EndSession(token);
+  close(sock);
+}
+
+
+// kDeviceGetProperties: one record carries every attribute of a device, and records that do not
+// name a device of the session, or are not of the call's size, are refused. The ci profile models
+// an A100 80GB PCIe: the figures below are NVIDIA's (programming guide for compute capability 8.0,
+// A100 whitepaper and product brief).
+TEST_F(ApiServerTest, DevicePropertiesComeInOneRecordAndHostileRecordsAreRefused) {
+  std::string token = server_->IssueToken();
+  int sock = -1, fd = -1;
+  ASSERT_TRUE(Hello(token, ipc::kWireVersion, &sock, &fd).ok());
+  auto ring = ipc::Ring::Attach(fd);
+  ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+  auto call = [&](ipc::Op op, const void* payload, size_t bytes) { return Call(**ring, op, payload, bytes); };
+  auto properties = [&](int device, ipc::DeviceProperties* out) {
+    ipc::DeviceArgs a{device, 0};
+    int32_t r = call(ipc::Op::kDeviceGetProperties, &a, sizeof(a));
+    if (r == CUDA_SUCCESS) {
+      EXPECT_EQ((*ring)->reply_header().length, sizeof(*out));
+      std::memcpy(out, (*ring)->reply_payload(), sizeof(*out));
+    }
+    return r;
+  };
+  ipc::DeviceProperties p{};
+  ASSERT_EQ(properties(0, &p), CUDA_SUCCESS);
+  EXPECT_STREQ(p.name, "phos simgpu CI device (a100-pcie4 link)");
+  for (int a = 1; a < CU_DEVICE_ATTRIBUTE_MAX; ++a) EXPECT_EQ(p.results[a], CUDA_SUCCESS) << "attribute " << a;
+  EXPECT_EQ(p.results[0], CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(p.results[CU_DEVICE_ATTRIBUTE_MAX], CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(p.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR], 8);
+  EXPECT_EQ(p.attributes[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT], 108);
+  EXPECT_EQ(p.attributes[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK], 48 * 1024);
+  EXPECT_EQ(p.attributes[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN], 163 * 1024);
+  EXPECT_EQ(p.attributes[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR], 164 * 1024);
+  EXPECT_EQ(p.attributes[CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE], 40 * 1024 * 1024);
+  EXPECT_EQ(p.attributes[CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID], 0x20B510DE);
+  // The single attribute calls of the driver say the same.
+  size_t total = 0;
+  ASSERT_EQ(table_->cuDeviceTotalMem(&total, 0), CUDA_SUCCESS);
+  EXPECT_EQ(p.total_memory, total);
+  CUuuid uuid{};
+  ASSERT_EQ(table_->cuDeviceGetUuid(&uuid, 0), CUDA_SUCCESS);
+  EXPECT_EQ(std::memcmp(p.uuid, uuid.bytes, sizeof(p.uuid)), 0);
+  // The second device (this test's node has two) is another slot with its own UUID.
+  ipc::DeviceProperties q{};
+  ASSERT_EQ(properties(1, &q), CUDA_SUCCESS);
+  EXPECT_NE(q.attributes[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID], p.attributes[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID]);
+  EXPECT_NE(std::memcmp(p.uuid, q.uuid, sizeof(p.uuid)), 0);
+  // Devices the session does not have.
+  for (int device : {2, -1, INT32_MIN, INT32_MAX}) EXPECT_EQ(properties(device, &q), CUDA_ERROR_INVALID_DEVICE) << device;
+  // Records of the wrong size.
+  uint8_t junk[sizeof(ipc::DeviceArgs) + 8] = {};
+  EXPECT_EQ(call(ipc::Op::kDeviceGetProperties, junk, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(call(ipc::Op::kDeviceGetProperties, junk, 4), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(call(ipc::Op::kDeviceGetProperties, junk, sizeof(junk)), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(call(ipc::Op::kMemGetInfo, junk, 8), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(call(ipc::Op::kDeviceReset, junk, 8), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(call(ipc::Op::kDeviceCanAccessPeer, junk, sizeof(ipc::PeerArgs) - 4), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(call(ipc::Op::kDeviceEnablePeer, junk, sizeof(ipc::PeerArgs) + 4), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(call(ipc::Op::kDeviceDisablePeer, junk, 0), CUDA_ERROR_INVALID_VALUE);
+  // The session still serves.
+  ASSERT_EQ(properties(0, &q), CUDA_SUCCESS);
+  EXPECT_EQ(std::memcmp(&p, &q, sizeof(p)), 0);
+  server_->EndSession(token);
+  close(sock);
+}
+
+// Peer access between the session's two devices: once per direction, with the runtime's errors for
+// a device that is none of the session's, itself, or flags that are not 0.
+TEST_F(ApiServerTest, PeerAccessIsCheckedAndEnabledOncePerDirection) {
+  std::string token = server_->IssueToken();
+  int sock = -1, fd = -1;
+  ASSERT_TRUE(Hello(token, ipc::kWireVersion, &sock, &fd).ok());
+  auto ring = ipc::Ring::Attach(fd);
+  ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+  auto peer = [&](ipc::Op op, int device, int other, uint32_t flags = 0, uint64_t* reply = nullptr) {
+    ipc::PeerArgs a{device, other, flags, 0};
+    return Call(**ring, op, &a, sizeof(a), reply);
+  };
+  uint64_t can = 7;
+  ASSERT_EQ(peer(ipc::Op::kDeviceCanAccessPeer, 0, 1, 0, &can), CUDA_SUCCESS);
+  EXPECT_EQ(static_cast<int32_t>(can), 1);
+  ASSERT_EQ(peer(ipc::Op::kDeviceCanAccessPeer, 1, 1, 0, &can), CUDA_SUCCESS);
+  EXPECT_EQ(static_cast<int32_t>(can), 0);
+  EXPECT_EQ(peer(ipc::Op::kDeviceCanAccessPeer, 0, 2), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(peer(ipc::Op::kDeviceCanAccessPeer, INT32_MIN, 0), CUDA_ERROR_INVALID_DEVICE);
+  // The session's current device is 0.
+  EXPECT_EQ(peer(ipc::Op::kDeviceEnablePeer, 0, 1, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(peer(ipc::Op::kDeviceEnablePeer, 0, 0), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(peer(ipc::Op::kDeviceEnablePeer, 0, 9), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(peer(ipc::Op::kDeviceDisablePeer, 0, 1), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+  EXPECT_EQ(peer(ipc::Op::kDeviceEnablePeer, 0, 1), CUDA_SUCCESS);
+  EXPECT_EQ(peer(ipc::Op::kDeviceEnablePeer, 0, 1), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+  EXPECT_EQ(peer(ipc::Op::kDeviceDisablePeer, 0, 1), CUDA_SUCCESS);
+  EXPECT_EQ(peer(ipc::Op::kDeviceDisablePeer, 0, 1), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+  EXPECT_EQ(peer(ipc::Op::kDeviceDisablePeer, 0, -3), CUDA_ERROR_INVALID_DEVICE);
+  // Left enabled: the session's end disables it before the contexts go back.
+  EXPECT_EQ(peer(ipc::Op::kDeviceEnablePeer, 0, 1), CUDA_SUCCESS);
+  server_->EndSession(token);
+  close(sock);
+}
+
+// cudaMemGetInfo is what the session may still allocate; cudaDeviceReset frees what it made on
+// the device, after which its old pointers are no longer the session's.
+TEST_F(ApiServerTest, MemoryInformationFollowsTheSessionLimitAndResetFreesItsBuffers) {
+  server_.reset();
+  ApiServerOptions options{.socket_path = path_, .ring_bytes = 1u << 20, .reply_bytes = 256u << 10};
+  options.session_limits.device_bytes = 64ull << 20;
+  auto server = ApiServer::Start(options, table_);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  server_ = std::move(*server);
+  std::string token = server_->IssueToken();
+  int sock = -1, fd = -1;
+  ASSERT_TRUE(Hello(token, ipc::kWireVersion, &sock, &fd).ok());
+  auto ring = ipc::Ring::Attach(fd);
+  ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+  auto info = [&]() {
+    ipc::MemInfo m{};
+    EXPECT_EQ(Call(**ring, ipc::Op::kMemGetInfo, nullptr, 0), CUDA_SUCCESS);
+    std::memcpy(&m, (*ring)->reply_payload(), sizeof(m));
+    return m;
+  };
+  EXPECT_EQ(info().total_bytes, 64ull << 20);
+  EXPECT_EQ(info().free_bytes, 64ull << 20);
+  uint64_t a = 0, b = 0;
+  ipc::SizeArgs alloc{16ull << 20};
+  ASSERT_EQ(Call(**ring, ipc::Op::kMemAlloc, &alloc, sizeof(alloc), &a), CUDA_SUCCESS);
+  ASSERT_EQ(Call(**ring, ipc::Op::kMemAlloc, &alloc, sizeof(alloc), &b), CUDA_SUCCESS);
+  EXPECT_EQ(info().free_bytes, 32ull << 20);
+  ASSERT_EQ(Call(**ring, ipc::Op::kDeviceReset, nullptr, 0), CUDA_SUCCESS);
+  EXPECT_EQ(info().free_bytes, 64ull << 20);
+  ipc::PointerArgs old{a};
+  EXPECT_EQ(Call(**ring, ipc::Op::kMemFree, &old, sizeof(old)), CUDA_ERROR_INVALID_VALUE);
+  ipc::MemsetArgs memset{.dst = b, .bytes = 64, .stream = 0, .value = 1, .pad = 0};
+  EXPECT_EQ(Call(**ring, ipc::Op::kMemset, &memset, sizeof(memset)), CUDA_ERROR_INVALID_VALUE);
+  // The device is usable again after it.
+  ASSERT_EQ(Call(**ring, ipc::Op::kMemAlloc, &alloc, sizeof(alloc), &a), CUDA_SUCCESS);
+  EXPECT_EQ(info().free_bytes, 48ull << 20);
   server_->EndSession(token);
   close(sock);
 }

@@ -44,6 +44,9 @@ TEST(SessionOpsTest, ArgumentRecordSizesAreTheWireStructs) {
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCollective))->record_bytes,
             sizeof(ipc::NcclCollectiveArgs));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kDeviceGetCount))->record_bytes, 0u);
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kDeviceGetProperties))->record_bytes, sizeof(ipc::DeviceArgs));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kDeviceEnablePeer))->record_bytes, sizeof(ipc::PeerArgs));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kDeviceReset))->record_bytes, 0u);
 }
 
 TEST(SessionOpsTest, ExactRecordsDecodeOnlyAtTheirSize) {

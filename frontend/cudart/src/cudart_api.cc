@@ -1,5 +1,5 @@
-// Errors, device queries, streams, events and synchronisation of the frontend CUDA runtime.
-#include <cstring>
+// The last error, versions, the current device, streams, events and synchronisation of the
+// frontend CUDA runtime.
 #include <mutex>
 #include <set>
 #include <string>
@@ -58,61 +58,9 @@ CUresult CreateHandle(ipc::Op op, unsigned flags, uint64_t* out) {
   return Client::Get().Call(op, &a, sizeof(a), nullptr, 0, true, out, sizeof(*out));
 }
 
-struct ErrorName {
-  cudaError_t error;
-  const char* name;
-  const char* text;
-};
-
-#define PHOS_ERR(e, text) {e, #e, text}
-constexpr ErrorName kErrors[] = {
-    PHOS_ERR(cudaSuccess, "no error"),
-    PHOS_ERR(cudaErrorInvalidValue, "invalid argument"),
-    PHOS_ERR(cudaErrorMemoryAllocation, "out of memory"),
-    PHOS_ERR(cudaErrorInitializationError, "initialization error"),
-    PHOS_ERR(cudaErrorCudartUnloading, "driver shutting down"),
-    PHOS_ERR(cudaErrorInvalidConfiguration, "invalid configuration argument"),
-    PHOS_ERR(cudaErrorInvalidDevicePointer, "invalid device pointer"),
-    PHOS_ERR(cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy"),
-    PHOS_ERR(cudaErrorMissingConfiguration, "__global__ function call is not configured"),
-    PHOS_ERR(cudaErrorNoDevice, "no CUDA-capable device is detected"),
-    PHOS_ERR(cudaErrorInvalidDevice, "invalid device ordinal"),
-    PHOS_ERR(cudaErrorInvalidKernelImage, "device kernel image is invalid"),
-    PHOS_ERR(cudaErrorDeviceUninitialized, "invalid device context"),
-    PHOS_ERR(cudaErrorNoKernelImageForDevice, "no kernel image is available for execution on the device"),
-    PHOS_ERR(cudaErrorInvalidResourceHandle, "invalid resource handle"),
-    PHOS_ERR(cudaErrorSymbolNotFound, "named symbol not found"),
-    PHOS_ERR(cudaErrorNotReady, "device not ready"),
-    PHOS_ERR(cudaErrorIllegalAddress, "an illegal memory access was encountered"),
-    PHOS_ERR(cudaErrorLaunchOutOfResources, "too many resources requested for launch"),
-    PHOS_ERR(cudaErrorLaunchFailure, "unspecified launch failure"),
-    PHOS_ERR(cudaErrorInvalidDeviceFunction, "invalid device function"),
-    PHOS_ERR(cudaErrorNotSupported, "operation not supported"),
-    PHOS_ERR(cudaErrorDevicesUnavailable, "CUDA-capable device(s) is/are busy or unavailable"),
-    PHOS_ERR(cudaErrorUnknown, "unknown error"),
-};
-#undef PHOS_ERR
-
-const ErrorName* FindError(cudaError_t error) {
-  for (const ErrorName& e : kErrors) {
-    if (e.error == error) return &e;
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 extern "C" {
-
-const char* cudaGetErrorName(cudaError_t error) {
-  const ErrorName* e = FindError(error);
-  return e != nullptr ? e->name : "cudaErrorUnknown";
-}
-
-const char* cudaGetErrorString(cudaError_t error) {
-  const ErrorName* e = FindError(error);
-  return e != nullptr ? e->text : "unrecognized error code";
-}
 
 cudaError_t cudaGetLastError(void) {
   cudaError_t e = t_last_error;
@@ -141,7 +89,7 @@ cudaError_t cudaGetDeviceCount(int* count) {
   if (count == nullptr) return Return(cudaErrorInvalidValue);
   *count = 0;
   // A session sees the node's devices, its device 0 being the one phosd chose for it.
-  return Return(Client::Get().Call(ipc::Op::kDeviceGetCount, nullptr, 0, nullptr, 0, true, count, sizeof(*count)));
+  return Return(phos::frontend::SessionDeviceCount(count));
 }
 
 cudaError_t cudaGetDevice(int* device) {
@@ -158,64 +106,6 @@ cudaError_t cudaSetDevice(int device) {
   CUresult r = Client::Get().Call(ipc::Op::kSetDevice, &a, sizeof(a), nullptr, 0, true, nullptr, 0, nullptr, false);
   if (r != CUDA_SUCCESS) return Return(r == CUDA_ERROR_INVALID_DEVICE ? cudaErrorInvalidDevice : static_cast<cudaError_t>(r));
   t_device = device;
-  return cudaSuccess;
-}
-
-cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
-  if (value == nullptr) return Return(cudaErrorInvalidValue);
-  if (device < 0) return Return(cudaErrorInvalidDevice);
-  // cudaDeviceAttr and CUdevice_attribute share their values.
-  ipc::AttributeArgs a{static_cast<int32_t>(attr), device};
-  return Return(Client::Get().Call(ipc::Op::kDeviceGetAttribute, &a, sizeof(a), nullptr, 0, true, value, sizeof(*value)));
-}
-
-cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
-  if (prop == nullptr) return Return(cudaErrorInvalidValue);
-  if (device < 0) return Return(cudaErrorInvalidDevice);
-  std::memset(prop, 0, sizeof(*prop));
-  Client& c = Client::Get();
-  ipc::DeviceArgs d{device, 0};
-  if (CUresult r = c.Call(ipc::Op::kDeviceGetName, &d, sizeof(d), nullptr, 0, true, prop->name, sizeof(prop->name) - 1);
-      r != CUDA_SUCCESS) {
-    return Return(r);
-  }
-  uint64_t total = 0;
-  if (CUresult r = c.Call(ipc::Op::kDeviceTotalMem, &d, sizeof(d), nullptr, 0, true, &total, sizeof(total)); r != CUDA_SUCCESS) {
-    return Return(r);
-  }
-  prop->totalGlobalMem = total;
-  struct Field {
-    cudaDeviceAttr attr;
-    int* out;
-  };
-  const Field fields[] = {
-      {cudaDevAttrComputeCapabilityMajor, &prop->major},
-      {cudaDevAttrComputeCapabilityMinor, &prop->minor},
-      {cudaDevAttrMultiProcessorCount, &prop->multiProcessorCount},
-      {cudaDevAttrMaxThreadsPerBlock, &prop->maxThreadsPerBlock},
-      {cudaDevAttrMaxBlockDimX, &prop->maxThreadsDim[0]},
-      {cudaDevAttrMaxBlockDimY, &prop->maxThreadsDim[1]},
-      {cudaDevAttrMaxBlockDimZ, &prop->maxThreadsDim[2]},
-      {cudaDevAttrMaxGridDimX, &prop->maxGridSize[0]},
-      {cudaDevAttrMaxGridDimY, &prop->maxGridSize[1]},
-      {cudaDevAttrMaxGridDimZ, &prop->maxGridSize[2]},
-      {cudaDevAttrWarpSize, &prop->warpSize},
-      {cudaDevAttrMaxThreadsPerMultiProcessor, &prop->maxThreadsPerMultiProcessor},
-      {cudaDevAttrL2CacheSize, &prop->l2CacheSize},
-      {cudaDevAttrGlobalMemoryBusWidth, &prop->memoryBusWidth},
-      {cudaDevAttrPciBusId, &prop->pciBusID},
-      {cudaDevAttrPciDeviceId, &prop->pciDeviceID},
-      {cudaDevAttrConcurrentKernels, &prop->concurrentKernels},
-      {cudaDevAttrUnifiedAddressing, &prop->unifiedAddressing},
-      {cudaDevAttrAsyncEngineCount, &prop->asyncEngineCount},
-  };
-  for (const Field& f : fields) {
-    ipc::AttributeArgs a{static_cast<int32_t>(f.attr), device};
-    // Attributes the device does not report (CUDA_ERROR_NOT_SUPPORTED on simgpu) stay 0.
-    CUresult r = c.Call(ipc::Op::kDeviceGetAttribute, &a, sizeof(a), nullptr, 0, true, f.out, sizeof(int));
-    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_SUPPORTED && r != CUDA_ERROR_INVALID_VALUE) return Return(r);
-    if (r != CUDA_SUCCESS) *f.out = 0;
-  }
   return cudaSuccess;
 }
 

@@ -21,6 +21,7 @@ int __phosForkChild(const char* token) {
   setenv("PHOS_INSTANCE_TOKEN", token, 1);
   phos::frontend::Client::Get().DropInheritedSession();
   phos::frontend::ForgetSessionKernels();
+  phos::frontend::ForgetSessionDevices();
   return 0;
 }
 

@@ -23,6 +23,12 @@ inline uint64_t StreamId(cudaStream_t stream) { return reinterpret_cast<uintptr_
 bool IsDevicePointer(const void* ptr);
 // The device allocations this process holds (cudart_memory.cc).
 size_t LiveDeviceAllocations();
+// Forgets the allocations made on session device `device`, which cudaDeviceReset freed.
+void ForgetDeviceAllocations(int device);
+// The session's device count, asked once (cudart_device.cc).
+CUresult SessionDeviceCount(int* count);
+// Forgets what the session told about its devices: a forked child's session may have others.
+void ForgetSessionDevices();
 // Forgets the server's kernel handles, which belong to the session that issued them (cudart_launch.cc).
 void ForgetSessionKernels();
 

@@ -18,7 +18,11 @@ namespace phos::frontend {
 namespace {
 
 std::mutex g_mu;
-std::map<uintptr_t, size_t> g_device;  // this process's device allocations: base -> bytes
+struct Allocation {
+  size_t bytes;
+  int device;  // the session device it was made on
+};
+std::map<uintptr_t, Allocation> g_device;  // this process's device allocations, by base
 std::set<void*> g_host;                // cudaMallocHost memory
 
 }  // namespace
@@ -29,12 +33,17 @@ bool IsDevicePointer(const void* ptr) {
   auto it = g_device.upper_bound(p);
   if (it == g_device.begin()) return false;
   --it;
-  return p < it->first + it->second;
+  return p < it->first + it->second.bytes;
 }
 
 size_t LiveDeviceAllocations() {
   std::lock_guard lock(g_mu);
   return g_device.size();
+}
+
+void ForgetDeviceAllocations(int device) {
+  std::lock_guard lock(g_mu);
+  std::erase_if(g_device, [device](const auto& entry) { return entry.second.device == device; });
 }
 
 }  // namespace phos::frontend
@@ -135,7 +144,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   if (r != CUDA_SUCCESS) return Return(r == CUDA_ERROR_OUT_OF_MEMORY ? cudaErrorMemoryAllocation : static_cast<cudaError_t>(r));
   *ptr = reinterpret_cast<void*>(out);
   std::lock_guard lock(g_mu);
-  g_device[out] = size;
+  g_device[out] = {size, phos::frontend::ThreadDevice()};
   return cudaSuccess;
 }
 

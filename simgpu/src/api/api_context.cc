@@ -1,4 +1,4 @@
-// Contexts and the per-thread current-context stack.
+// Contexts, the per-thread current-context stack and peer access between contexts.
 #include "api/driver.h"
 
 using namespace phos::sim;
@@ -96,6 +96,40 @@ PHOS_SIM_API CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
   if (ctx == nullptr) return r;
   *device = ctx->device->ordinal;
   return CUDA_SUCCESS;
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevice peerDev) {
+  if (canAccessPeer == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Driver* d = nullptr;
+  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
+  if (d->device(dev) == nullptr || d->device(peerDev) == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  // Kernels and copies of any device reach every device's memory (one address space on the host);
+  // a device is not its own peer.
+  *canAccessPeer = dev != peerDev ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags) {
+  Driver* d = nullptr;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
+  if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Context> peer = d->contexts.Find(peerContext);
+  if (!peer || peer == ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  // cuDeviceCanAccessPeer says 0 for a context's own device.
+  if (peer->device == ctx->device) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+  std::lock_guard lock(ctx->peers_mu);
+  return ctx->peers.insert(peer->id).second ? CUDA_SUCCESS : CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+}
+
+PHOS_SIM_API CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peerContext) {
+  Driver* d = nullptr;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Context> peer = d->contexts.Find(peerContext);
+  if (!peer) return CUDA_ERROR_INVALID_CONTEXT;
+  std::lock_guard lock(ctx->peers_mu);
+  return ctx->peers.erase(peer->id) == 1 ? CUDA_SUCCESS : CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
 }
 
 PHOS_SIM_API CUresult CUDAAPI cuCtxSynchronize(void) {

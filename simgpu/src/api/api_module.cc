@@ -5,8 +5,16 @@ using namespace phos::sim;
 
 namespace {
 
-// CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK without the opt-in carve-out.
-constexpr unsigned kMaxSharedMemoryPerBlock = 48 << 10;
+// What the device's profile accepts as a launch shape (the attributes cuDeviceGetAttribute reports).
+LaunchLimits LimitsOf(const DeviceProfile& p) {
+  LaunchLimits limits;
+  for (int i = 0; i < 3; ++i) {
+    limits.max_block[i] = static_cast<unsigned>(p.max_block_dim[i]);
+    limits.max_grid[i] = static_cast<unsigned>(p.max_grid_dim[i]);
+  }
+  limits.max_threads_per_block = static_cast<unsigned>(p.max_threads_per_block);
+  return limits;
+}
 
 CUresult RegisterModule(Driver& d, const std::shared_ptr<Context>& ctx, std::shared_ptr<Module> module,
                         CUmodule* out) {
@@ -106,10 +114,12 @@ PHOS_SIM_API CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX
   std::shared_ptr<FunctionObject> function = d->functions.Find(f);
   if (!function || function->ctx != ctx) return CUDA_ERROR_INVALID_HANDLE;
   LaunchGeometry geometry{{gridDimX, gridDimY, gridDimZ}, {blockDimX, blockDimY, blockDimZ}};
-  if (CUresult r = CheckLaunchGeometry(geometry); r != CUDA_SUCCESS) return r;
+  const DeviceProfile& profile = *ctx->device->profile;
+  if (CUresult r = CheckLaunchGeometry(geometry, LimitsOf(profile)); r != CUDA_SUCCESS) return r;
   // Kernels compiled for simgpu cannot declare shared memory (phos/kernel.h rejects it at compile
-  // time), so dynamic shared memory is accepted up to the device's limit and never used.
-  if (sharedMemBytes > kMaxSharedMemoryPerBlock) return CUDA_ERROR_INVALID_VALUE;
+  // time), so dynamic shared memory is accepted up to the device's limit without the opt-in (there
+  // is no cuFuncSetAttribute to opt in) and never used.
+  if (sharedMemBytes > static_cast<unsigned>(profile.shared_memory_per_block)) return CUDA_ERROR_INVALID_VALUE;
   std::shared_ptr<Stream> stream;
   if (CUresult r = ResolveStream(ctx, hStream, &stream); r != CUDA_SUCCESS) return r;
 
@@ -118,7 +128,7 @@ PHOS_SIM_API CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX
 
   Op op;
   op.engine = Engine::kCompute;
-  op.cost_seconds = ctx->device->profile->kernel_launch_s;
+  op.cost_seconds = profile.kernel_launch_s;
   op.blocks = function->kernel->block_count(geometry);
   op.what = function->kernel->name().c_str();
   op.run_blocks = [module = function->module, kernel = function->kernel, geometry, args](uint64_t first,

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <cuda.h>
@@ -63,6 +64,10 @@ struct Context {
   Device* device = nullptr;
   bool primary = false;
   std::unique_ptr<ExecContext> exec;
+  // The peer contexts (by id) whose memory this one enabled access to (cuCtxEnablePeerAccess).
+  // Access is not gated on it: every device's memory lies in one address space.
+  std::mutex peers_mu;
+  std::unordered_set<uint64_t> peers;
 };
 
 struct StreamObject {

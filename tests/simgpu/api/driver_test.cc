@@ -284,3 +284,63 @@ TEST_F(DriverTest, PrimaryContextStateFollowsRetainAndRelease) {
 }
 
 }  // namespace
+
+namespace {
+
+// Peer access between contexts of the two devices: the answers cuda.h documents.
+TEST_F(DriverTest, PeerAccessIsEnabledOncePerContextPairAndDisabledOnce) {
+  int can = -1;
+  ASSERT_EQ(cuDeviceCanAccessPeer(&can, 0, 1), CUDA_SUCCESS);
+  EXPECT_EQ(can, 1);
+  ASSERT_EQ(cuDeviceCanAccessPeer(&can, 1, 0), CUDA_SUCCESS);
+  EXPECT_EQ(can, 1);
+  ASSERT_EQ(cuDeviceCanAccessPeer(&can, 0, 0), CUDA_SUCCESS);
+  EXPECT_EQ(can, 0);  // a device is not its own peer
+  EXPECT_EQ(cuDeviceCanAccessPeer(&can, 0, 2), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cuDeviceCanAccessPeer(&can, -1, 0), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cuDeviceCanAccessPeer(nullptr, 0, 1), CUDA_ERROR_INVALID_VALUE);
+
+  CUcontext peer = nullptr, same_device = nullptr;
+  ASSERT_EQ(cuCtxCreate(&peer, nullptr, 0, 1), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxCreate(&same_device, nullptr, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSetCurrent(ctx_), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxEnablePeerAccess(peer, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuCtxDisablePeerAccess(peer), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+  EXPECT_EQ(cuCtxEnablePeerAccess(peer, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxEnablePeerAccess(peer, 0), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+  EXPECT_EQ(cuCtxEnablePeerAccess(ctx_, 0), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(cuCtxEnablePeerAccess(same_device, 0), CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
+  EXPECT_EQ(cuCtxEnablePeerAccess(reinterpret_cast<CUcontext>(0x5eed), 0), CUDA_ERROR_INVALID_CONTEXT);
+  // Unidirectional: the peer's own direction is separate.
+  ASSERT_EQ(cuCtxSetCurrent(peer), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxDisablePeerAccess(ctx_), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+  ASSERT_EQ(cuCtxSetCurrent(ctx_), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxDisablePeerAccess(peer), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxDisablePeerAccess(peer), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+  EXPECT_EQ(cuCtxDestroy(same_device), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxDestroy(peer), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSetCurrent(ctx_), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxDisablePeerAccess(peer), CUDA_ERROR_INVALID_CONTEXT);  // destroyed
+}
+
+// cuLaunchKernel takes its limits from the device's profile: dynamic shared memory up to the 48 KiB
+// a block has without the opt-in (there is no cuFuncSetAttribute to opt in).
+TEST_F(DriverTest, LaunchSharedMemoryIsBoundedByTheProfile) {
+  std::vector<char> image = ReadFile(PHOS_FAULTS_MODULE);
+  ASSERT_FALSE(image.empty());
+  CUmodule module = nullptr;
+  ASSERT_EQ(cuModuleLoadData(&module, image.data()), CUDA_SUCCESS);
+  CUfunction add_one = nullptr;
+  ASSERT_EQ(cuModuleGetFunction(&add_one, module, "_Z7add_onePKiPii"), CUDA_SUCCESS);
+  CUdeviceptr in = 0, out = 0;
+  int n = 0;  // touches nothing
+  void* params[] = {&in, &out, &n};
+  EXPECT_EQ(cuLaunchKernel(add_one, 1, 1, 1, 1, 1, 1, 48 << 10, nullptr, params, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuLaunchKernel(add_one, 1, 1, 1, 1, 1, 1, (48 << 10) + 1, nullptr, params, nullptr),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuLaunchKernel(add_one, 1, 1, 1, 1025, 1, 1, 0, nullptr, params, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(cuModuleUnload(module), CUDA_SUCCESS);
+}
+
+}  // namespace

@@ -52,6 +52,8 @@ struct DriverTableOptions {
 #define PHOS_DRIVER_ENTRY_POINTS(X)                                                              \
   X(cuInit) X(cuGetErrorName) X(cuGetErrorString) X(cuDriverGetVersion) X(cuDeviceGet)           \
   X(cuDeviceGetCount) X(cuDeviceGetAttribute) X(cuDeviceGetName) X(cuDeviceTotalMem)            \
+  X(cuDeviceGetUuid) X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess)                          \
+  X(cuCtxDisablePeerAccess)                                                                      \
   X(cuCtxCreate) X(cuCtxDestroy) X(cuCtxSetCurrent) X(cuCtxPushCurrent) X(cuCtxPopCurrent)       \
   X(cuCtxSynchronize) X(cuMemAlloc)                                                              \
   X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemGetAddressRange) X(cuMemcpyHtoD)       \

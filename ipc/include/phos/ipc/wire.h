@@ -10,7 +10,7 @@
 namespace phos::ipc {
 
 inline constexpr uint32_t kWireMagic = 0x534f4850;  // "PHOS" little-endian
-inline constexpr uint32_t kWireVersion = 4;
+inline constexpr uint32_t kWireVersion = 5;
 inline constexpr size_t kTokenChars = 32;        // 128-bit token, hex
 inline constexpr size_t kAnswerMessageChars = 200;
 
@@ -60,9 +60,7 @@ static_assert(sizeof(ReplyHeader) == 16);
 enum class Op : uint16_t {
   kPad = 0,               // filler to the end of the ring; no payload meaning
   kDeviceGetCount,        // -> i32
-  kDeviceGetAttribute,    // AttributeArgs -> i32
-  kDeviceGetName,         // DeviceArgs -> char[256]
-  kDeviceTotalMem,        // DeviceArgs -> u64
+  kDeviceGetProperties,   // DeviceArgs -> DeviceProperties: every attribute, name, UUID, memory
   kDriverGetVersion,      // -> i32
   kMemAlloc,              // SizeArgs -> u64 device pointer
   kMemFree,               // PointerArgs
@@ -104,6 +102,12 @@ enum class Op : uint16_t {
   kNcclGroupStart,
   kNcclGroupEnd,
   kNcclCollective,        // NcclCollectiveArgs
+  // Devices as a whole (runtime/src/session_devices.cc).
+  kMemGetInfo,            // -> MemInfo, of the current device as the session may use it
+  kDeviceReset,           // frees what the session made on the current device
+  kDeviceCanAccessPeer,   // PeerArgs -> i32
+  kDeviceEnablePeer,      // PeerArgs (device: the current one; flags)
+  kDeviceDisablePeer,     // PeerArgs (device: the current one)
   kOpCount
 };
 
@@ -114,7 +118,22 @@ inline constexpr uint32_t kMaxParams = 1024;
 inline constexpr uint64_t kMaxModuleBytes = 1ull << 30;
 
 struct DeviceArgs { int32_t device; uint32_t pad; };
-struct AttributeArgs { int32_t attribute; int32_t device; };
+struct PeerArgs { int32_t device; int32_t peer; uint32_t flags; uint32_t pad; };
+struct MemInfo { uint64_t free_bytes; uint64_t total_bytes; };
+
+// Reply to kDeviceGetProperties: what cudaGetDeviceProperties and cudaDeviceGetAttribute answer
+// from, fetched once per device by the frontend. Slots are CUdevice_attribute values (CUDA 13
+// uses 1-147); a slot the driver does not answer holds its error.
+inline constexpr uint32_t kDeviceAttributeSlots = 160;
+inline constexpr size_t kDeviceNameBytes = 256;
+struct DeviceProperties {
+  int32_t attributes[kDeviceAttributeSlots];
+  int32_t results[kDeviceAttributeSlots];  // CUresult of each attribute (0: answered)
+  char name[kDeviceNameBytes];             // NUL-terminated
+  uint8_t uuid[16];
+  uint64_t total_memory;
+};
+static_assert(sizeof(PeerArgs) == 16 && sizeof(MemInfo) == 16 && sizeof(DeviceProperties) == 1560);
 struct SizeArgs { uint64_t bytes; };
 struct PointerArgs { uint64_t ptr; };
 struct FlagsArgs { uint32_t flags; uint32_t pad; };

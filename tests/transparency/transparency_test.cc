@@ -1,0 +1,63 @@
+// device_report, a program that knows nothing of phos, runs under `phos-fn run` and finds the device
+// it expects: every attribute answers, every property agrees with its attribute and with the limits
+// the programming guide gives for its compute capability (the program checks that itself), and
+// the figures are those NVIDIA documents for the A100 80GB PCIe the ci profile models.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "../integration/phosd_fixture.h"
+
+namespace phos::testing {
+namespace {
+
+class TransparencyTest : public PhosdTest {};
+
+TEST_F(TransparencyTest, APlainProgramSeesEveryAttributeAndPropertyOfTheDevice) {
+  CommandResult r = PhosFn({"run", "--", PHOS_DEVICE_REPORT});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("device report: 2 device(s), 137 attributes each, all "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
+  // CUDA C++ Programming Guide (compute capability 8.0), A100 whitepaper, A100 80GB PCIe brief.
+  for (const char* line :
+       {"  cudaDevAttrComputeCapabilityMajor = 8\n", "  cudaDevAttrMultiProcessorCount = 108\n",
+        "  cudaDevAttrMaxSharedMemoryPerMultiprocessor = 167936\n",
+        "  cudaDevAttrMaxSharedMemoryPerBlockOptin = 166912\n",
+        "  cudaDevAttrMaxSharedMemoryPerBlock = 49152\n", "  cudaDevAttrL2CacheSize = 41943040\n",
+        "  cudaDevAttrClockRate = 1410000\n", "  prop.regsPerBlock = 65536\n",
+        "  prop.totalConstMem = 65536\n", "  prop.gpuPciDeviceID = 548737246\n",
+        "  prop.name = \"phos simgpu CI device (a100-pcie4 link)\"\n"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << "missing: " << line;
+  }
+}
+
+// phosd on the h100-pcie5 profile (its contexts cost what an H100's do: a few seconds).
+class H100TransparencyTest : public PhosdTest {
+ protected:
+  H100TransparencyTest() { phosd_env_ = {{"PHOS_SIMGPU_PROFILE", "h100-pcie5"}}; }
+};
+
+TEST_F(H100TransparencyTest, OnTheH100ProfileTheProgramSeesAnH100) {
+  CommandResult r = PhosFn({"run", "--", PHOS_DEVICE_REPORT});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
+  // Programming guide (compute capability 9.0), H100 whitepaper, H100 PCIe product brief.
+  for (const char* line :
+       {"  prop.name = \"NVIDIA H100 PCIe\"\n", "  cudaDevAttrComputeCapabilityMajor = 9\n",
+        "  cudaDevAttrMultiProcessorCount = 114\n",
+        "  cudaDevAttrMaxSharedMemoryPerMultiprocessor = 233472\n",
+        "  cudaDevAttrMaxSharedMemoryPerBlockOptin = 232448\n", "  cudaDevAttrL2CacheSize = 52428800\n",
+        "  prop.gpuPciDeviceID = 590418142\n"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << "missing: " << line;
+  }
+}
+
+TEST_F(TransparencyTest, WithoutPhosdTheProgramFindsNoDevice) {
+  // With NVIDIA's library and no GPU the program fails: what it printed under phosd came from phos.
+  CommandResult r = ::phos::testing::Run({PHOS_DEVICE_REPORT});
+  if (r.exit_code == 0) GTEST_SKIP() << "a CUDA driver is present on this host";
+  EXPECT_NE(r.exit_code, 0);
+}
+
+}  // namespace
+}  // namespace phos::testing

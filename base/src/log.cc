@@ -11,6 +11,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "phos/base/strings.h"
+
 namespace phos::log {
 namespace {
 
@@ -20,18 +22,6 @@ struct Filter {
   std::vector<std::string> subsystems;  // empty and !exclude: show all
 };
 
-std::vector<std::string> SplitCommas(std::string_view s) {
-  std::vector<std::string> out;
-  while (!s.empty()) {
-    size_t comma = s.find(',');
-    std::string_view item = s.substr(0, comma);
-    if (!item.empty()) out.emplace_back(item);
-    if (comma == std::string_view::npos) break;
-    s.remove_prefix(comma + 1);
-  }
-  return out;
-}
-
 Filter MakeFilter(Level level, std::string_view subsys) {
   Filter f;
   f.level = level;
@@ -39,7 +29,7 @@ Filter MakeFilter(Level level, std::string_view subsys) {
     f.exclude = true;
     subsys.remove_prefix(1);
   }
-  f.subsystems = SplitCommas(subsys);
+  for (std::string_view name : Split(subsys, ",", EmptyPieces::kSkip)) f.subsystems.emplace_back(name);
   return f;
 }
 

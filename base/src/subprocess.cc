@@ -15,6 +15,8 @@
 #include <map>
 #include <string_view>
 
+#include "phos/base/unique_fd.h"
+
 extern char** environ;
 
 namespace phos {
@@ -22,23 +24,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Closes the descriptors it holds when it goes out of scope.
-class FdCloser {
- public:
-  FdCloser() = default;
-  FdCloser(const FdCloser&) = delete;
-  FdCloser& operator=(const FdCloser&) = delete;
-  ~FdCloser() {
-    for (int fd : fds_) close(fd);
-  }
-  int Add(int fd) {
-    fds_.push_back(fd);
-    return fd;
-  }
-
- private:
-  std::vector<int> fds_;
-};
+// Descriptors a spawn opens for itself, closed on every return path.
+using OwnedFds = std::vector<UniqueFd>;
 
 // The posix_spawn attribute and file-action objects, destroyed on every return path.
 class SpawnObjects {
@@ -87,7 +74,7 @@ std::vector<char*> Pointers(std::vector<std::string>& strings) {
 }
 
 // The descriptors the child gets, with stdout_file and stderr_to_stdout resolved into mappings.
-Result<std::vector<FdMapping>> ChildDescriptors(const SpawnOptions& options, FdCloser* closer) {
+Result<std::vector<FdMapping>> ChildDescriptors(const SpawnOptions& options, OwnedFds* owned) {
   std::vector<FdMapping> fds = options.fds;
   auto maps_to = [&fds](int child_fd) {
     return std::find_if(fds.begin(), fds.end(),
@@ -109,7 +96,7 @@ Result<std::vector<FdMapping>> ChildDescriptors(const SpawnOptions& options, FdC
       return Status::InvalidArgument("spawn: both stdout_file and a descriptor 1 given");
     int fd = open(options.stdout_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) return Status::FromErrno(errno, "open " + options.stdout_file);
-    fds.push_back({closer->Add(fd), STDOUT_FILENO});
+    fds.push_back({owned->emplace_back(fd).get(), STDOUT_FILENO});
   }
   if (options.stderr_to_stdout) {
     if (maps_to(STDERR_FILENO) != fds.end())
@@ -137,8 +124,8 @@ std::string ExitStatus::ToString() const {
 Result<Subprocess> Subprocess::Spawn(const SpawnOptions& options) {
   if (options.argv.empty() || options.argv[0].empty()) return Status::InvalidArgument("spawn: empty argv");
   const std::string& program = options.argv[0];
-  FdCloser closer;
-  Result<std::vector<FdMapping>> fds = ChildDescriptors(options, &closer);
+  OwnedFds owned;
+  Result<std::vector<FdMapping>> fds = ChildDescriptors(options, &owned);
   if (!fds.ok()) return fds.status().WithContext("spawn '" + program + "'");
   int max_target = STDERR_FILENO;
   for (const FdMapping& m : *fds) max_target = std::max(max_target, m.child_fd);
@@ -157,7 +144,7 @@ Result<Subprocess> Subprocess::Spawn(const SpawnOptions& options) {
       return Status::FromErrno(errno, "spawn '" + program + "': descriptor " + std::to_string(m.parent_fd) +
                                           " for the child's " + std::to_string(m.child_fd));
     }
-    posix_spawn_file_actions_adddup2(&spawn.actions, closer.Add(copy), m.child_fd);
+    posix_spawn_file_actions_adddup2(&spawn.actions, owned.emplace_back(copy).get(), m.child_fd);
   }
   for (int fd = STDERR_FILENO + 1; fd <= max_target; ++fd) {
     bool mapped =
@@ -348,10 +335,10 @@ Result<CommandOutput> RunCommand(SpawnOptions options, std::optional<std::chrono
   const std::string program = options.argv.empty() ? "" : options.argv[0];
   if (!options.stdout_file.empty())
     return Status::InvalidArgument("run '" + program + "': stdout_file given");
-  FdCloser closer;
+  OwnedFds owned;
   int out_fd = memfd_create("phos-command-output", MFD_CLOEXEC);
   if (out_fd < 0) return Status::FromErrno(errno, "run '" + program + "': memfd_create");
-  options.fds.push_back({closer.Add(out_fd), STDOUT_FILENO});
+  options.fds.push_back({owned.emplace_back(out_fd).get(), STDOUT_FILENO});
   PHOS_ASSIGN_OR_RETURN(Subprocess child, Subprocess::Spawn(options));
   Result<ExitStatus> ended = timeout ? child.Wait(*timeout) : child.Wait();
   bool timed_out = !ended.ok() && ended.status().code() == StatusCode::kTimeout;

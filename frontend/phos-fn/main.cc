@@ -28,6 +28,7 @@
 #include "phos/http/digest.h"
 #include "phos/surface/check.h"
 #include "phos/surface/compatibility_table.h"
+#include "phos/surface/library_search.h"
 
 namespace {
 
@@ -77,11 +78,7 @@ int Run(const std::string& endpoint, int gpus, const std::vector<std::string>& p
   }
   setenv("PHOS_GPU_SOCKET", j["gpu_socket"].get<std::string>().c_str(), 1);
   setenv("PHOS_INSTANCE_TOKEN", j["token"].get<std::string>().c_str(), 1);
-  std::string lib_path = FrontendLibDir();
-  if (const char* old = std::getenv("LD_LIBRARY_PATH"); old != nullptr && *old != '\0') {
-    lib_path += ":" + std::string(old);
-  }
-  setenv("LD_LIBRARY_PATH", lib_path.c_str(), 1);
+  setenv("LD_LIBRARY_PATH", phos::surface::RunLibraryPath(FrontendLibDir()).c_str(), 1);
   std::vector<char*> argv;
   for (const std::string& a : program) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -104,29 +101,28 @@ bool ReadFile(const std::string& path, std::string* bytes) {
 }
 
 // `phos-fn check`: whether PROGRAM runs on phos's libraries (0), or what stops it (1); or the
-// table of docs/compatibility.md. 2 when PROGRAM or phos's libraries cannot be read.
+// table of docs/compatibility.md. 2 when PROGRAM or phos's libraries cannot be read, or the
+// loader's cache and search path cannot be learnt.
 int Check(const std::string& program, bool table) {
   namespace surface = phos::surface;
-  phos::Result<surface::Surface> s = surface::Surface::Load(FrontendLibDir());
-  if (!s.ok()) {
-    std::cerr << "phos-fn: check: " << s.status().message() << "\n";
+  auto fail = [](const phos::Status& status) {
+    std::cerr << "phos-fn: check: " << status.message() << "\n";
     return 2;
-  }
+  };
+  phos::Result<surface::Surface> s = surface::Surface::Load(FrontendLibDir());
+  if (!s.ok()) return fail(s.status());
   if (table) {
     std::cout << surface::CompatibilityTable(*s);
     return 0;
   }
-  phos::Result<surface::LoaderEnvironment> env = surface::LoaderEnvironment::FromProcess();
-  if (!env.ok()) {
-    std::cerr << "phos-fn: check: the loader's library cache: " << env.status().message() << "\n";
-    return 2;
-  }
-  phos::Result<surface::CheckReport> report = surface::CheckProgram(program, *s, *env);
-  if (!report.ok()) {
-    std::cerr << "phos-fn: check: " << report.status().message() << "\n";
-    return 2;
-  }
-  std::cout << surface::FormatReport(*report, *s);
+  // The program run finds: execvp searches PATH for a name without a slash.
+  phos::Result<std::string> path = surface::FindProgram(program, std::getenv("PATH"));
+  if (!path.ok()) return fail(path.status());
+  phos::Result<surface::LoaderEnvironment> env = surface::LoaderEnvironment::ForPhosRun(FrontendLibDir());
+  if (!env.ok()) return fail(env.status().WithContext("the loader's library search"));
+  phos::Result<surface::CheckReport> report = surface::CheckProgram(*path, *s, *env);
+  if (!report.ok()) return fail(report.status());
+  std::cout << surface::FormatReport(*report);
   return surface::ExitCode(report->verdict());
 }
 
@@ -282,7 +278,9 @@ int main(int argc, char** argv) {
   bool table = false;
   auto* check = app.add_subcommand("check", "Whether an unmodified CUDA program runs on phos's libraries (phos-fn run): "
                                             "each CUDA function it imports, served, refused or lacking");
-  check->add_option("program", program, "The program (an ELF executable or library)");
+  check->add_option("program", program,
+                    "The program (an ELF executable or library; a name without a slash is looked up in PATH, as "
+                    "run does)");
   check->add_flag("--table", table, "Print docs/compatibility.md: every function of NVIDIA's libraries and its state");
 
   CLI11_PARSE(app, argc, argv);

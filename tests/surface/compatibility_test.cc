@@ -59,17 +59,5 @@ TEST(CompatibilityTest, CountsAreNmsOfTheBuiltLibraries) {
   }
 }
 
-TEST(CompatibilityTest, EveryFunctionOfEveryLibraryHasItsRow) {
-  const std::string doc = ReadText(kDoc);
-  Result<Surface> s = Surface::Load(PHOS_FRONTEND_LIB_DIR);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
-  for (size_t i = 0; i < kLibraryCount; ++i) {
-    for (const std::string& f : s->NvidiaFunctions(i)) {
-      const std::string row = "| `" + f + "` | " + std::string(StateName(s->Lookup(f, i).state)) + " |";
-      EXPECT_NE(doc.find(row), std::string::npos) << row;
-    }
-  }
-}
-
 }  // namespace
 }  // namespace phos::surface

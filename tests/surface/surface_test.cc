@@ -23,13 +23,10 @@ SurfaceSources Small(std::string_view refusals) {
               "# test toolkit: cublasLt\ncublasLtCreate\n", "# test toolkit: nccl\nncclAllReduce\n",
               "# test toolkit: driver\ncuInit\ncuMemAlloc_v2\n"};
   s.refusals = refusals;
-  s.phos_exports[kCudart] =
-      std::vector<std::string>{"cudaMalloc", "cudaFree", "cudaHostAlloc", "__phosRemoteCall"};
-  s.phos_files[kCudart] = "libphos-cudart.so";
-  s.phos_exports[kCublas] = std::vector<std::string>{"cublasCreate_v2"};
-  s.phos_files[kCublas] = "libphos-cublas.so";
-  s.phos_exports[kNccl] = std::vector<std::string>{};
-  s.phos_files[kNccl] = "libphos-nccl.so";
+  s.phos[kCudart] = PhosLibrary{"/phos/lib/frontend/libphos-cudart.so",
+                                {"cudaMalloc", "cudaFree", "cudaHostAlloc", "__phosRemoteCall"}};
+  s.phos[kCublas] = PhosLibrary{"/phos/lib/frontend/libphos-cublas.so", {"cublasCreate_v2"}};
+  s.phos[kNccl] = PhosLibrary{"/phos/lib/frontend/libphos-nccl.so", {}};
   return s;
 }
 
@@ -56,7 +53,9 @@ TEST(SurfaceTest, StatesFromTheThreeSources) {
   EXPECT_EQ(s->Lookup("cublasSgemm_v2", kCublas).state, State::kLacks);
   EXPECT_EQ(s->Lookup("cublasLtCreate", kCublasLt).state, State::kLacks);  // no library at all
   EXPECT_EQ(s->Lookup("cuInit", kDriver).state, State::kLacks);
-  EXPECT_EQ(s->PhosFile(kCublasLt), "");
+  EXPECT_FALSE(s->Phos(kCublasLt));
+  ASSERT_TRUE(s->Phos(kCudart));
+  EXPECT_EQ(s->Phos(kCudart)->file(), "libphos-cudart.so");
   EXPECT_EQ(s->NvidiaOrigin(kCudart), "test toolkit: cudart");
   EXPECT_EQ(s->NvidiaFunctions(kDriver), (std::vector<std::string>{"cuInit", "cuMemAlloc_v2"}));
 }
@@ -149,7 +148,7 @@ TEST(SurfaceTest, EveryCommittedRefusalIsExportedByItsLibrary) {
       if (CommittedNvidiaList(i).count(symbol) == 0) continue;
       const std::string phos_library =
           std::string(PHOS_FRONTEND_LIB_DIR "/") + std::string(Libraries()[i].soname);
-      exported = std::filesystem::exists(phos_library) && NmExports(phos_library).count(symbol) != 0;
+      exported |= std::filesystem::exists(phos_library) && NmExports(phos_library).count(symbol) != 0;
     }
     EXPECT_TRUE(exported) << symbol << " is in refused.tsv but exported by none of phos's libraries";
   }
@@ -174,9 +173,15 @@ TEST(SurfaceTest, EveryCudaNamedExportOfPhosIsNvidias) {
 TEST(SurfaceTest, LoadReadsTheLibrariesUnderNvidiasSonames) {
   Result<Surface> s = Surface::Load(PHOS_FRONTEND_LIB_DIR);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
-  EXPECT_EQ(s->PhosFile(kCudart), "libphos-cudart.so");
-  EXPECT_EQ(s->PhosFile(kCublas), "libphos-cublas.so");
-  EXPECT_EQ(s->PhosFile(kNccl), "libphos-nccl.so");
+  for (auto [library, file] :
+       {std::pair{kCudart, "libphos-cudart.so"}, std::pair{kCublas, "libphos-cublas.so"},
+        std::pair{kNccl, "libphos-nccl.so"}}) {
+    ASSERT_TRUE(s->Phos(library)) << file;
+    EXPECT_EQ(s->Phos(library)->path,
+              std::filesystem::canonical(std::string(PHOS_FRONTEND_LIB_DIR "/") + file));
+  }
+  EXPECT_FALSE(s->Phos(kCublasLt));
+  EXPECT_FALSE(s->Phos(kDriver));
   EXPECT_EQ(s->Lookup("cudaMalloc", kCudart).state, State::kServed);
   EXPECT_EQ(s->Lookup("cudaGraphCreate", kCudart).state, State::kLacks);
 

@@ -3,26 +3,11 @@
 #include <charconv>
 #include <strings.h>
 
+#include "phos/base/strings.h"
 #include "phos/http/server.h"
 
 namespace phos::http {
 namespace {
-
-std::vector<std::string_view> SplitPath(std::string_view path) {
-  std::vector<std::string_view> out;
-  size_t pos = 0;
-  while (pos < path.size()) {
-    if (path[pos] == '/') {
-      ++pos;
-      continue;
-    }
-    size_t end = path.find('/', pos);
-    if (end == std::string_view::npos) end = path.size();
-    out.push_back(path.substr(pos, end - pos));
-    pos = end;
-  }
-  return out;
-}
 
 bool IsParam(std::string_view segment) {
   return segment.size() > 2 && segment.front() == '{' && segment.back() == '}';
@@ -87,7 +72,7 @@ Status Router::Add(std::string method, std::string pattern, Handler handler, siz
     return Status::InvalidArgument("route '" + method + " " + pattern + "': pattern must start with '/'");
   }
   Route route{std::move(method), {}, std::move(handler), max_body_bytes, std::move(applies)};
-  for (std::string_view segment : SplitPath(pattern)) {
+  for (std::string_view segment : Split(pattern, "/", EmptyPieces::kSkip)) {
     bool has_brace = segment.find_first_of("{}") != std::string_view::npos;
     if (has_brace && !IsParam(segment)) {
       return Status::InvalidArgument("route '" + pattern + "': malformed parameter segment '" +
@@ -106,7 +91,8 @@ Status Router::Add(std::string method, std::string pattern, Handler handler, siz
 
 Router::Match Router::Find(std::string_view method, std::string_view path) const {
   Match match;
-  std::vector<std::string_view> parts = SplitPath(path);
+  // Empty segments do not count: "/v1//functions/" is "/v1/functions".
+  std::vector<std::string_view> parts = Split(path, "/", EmptyPieces::kSkip);
   for (const Route& route : routes_) {
     if (route.segments.size() != parts.size()) continue;
     std::vector<std::pair<std::string, std::string>> params;

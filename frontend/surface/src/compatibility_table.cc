@@ -2,8 +2,17 @@
 
 #include <fmt/format.h>
 
-namespace phos::surface {
+#include <array>
 
+namespace phos::surface {
+namespace {
+
+struct StateCounts {
+  size_t served = 0, refused = 0, lacks = 0;
+  size_t total() const { return served + refused + lacks; }
+};
+
+// The states of NVIDIA's functions of `library`.
 StateCounts CountStates(const Surface& surface, size_t library) {
   StateCounts counts;
   for (const std::string& function : surface.NvidiaFunctions(library)) {
@@ -22,6 +31,26 @@ StateCounts CountStates(const Surface& surface, size_t library) {
   return counts;
 }
 
+// What a program importing a function phos lacks of this library gets: the same as phos-fn check
+// says of such an import.
+std::string WhatLackingMeans(const Surface& surface, size_t library) {
+  const Library& l = Libraries()[library];
+  if (!surface.Phos(library)) {
+    return fmt::format(
+        "phos has no `{}` yet: under `phos-fn run` the loader goes on to NVIDIA's, whose functions run "
+        "outside phosd; where the loader finds none, the program does not load.",
+        l.soname);
+  }
+  return fmt::format(
+      "A program importing a function that `{}` lacks does not load when the import is bound at load (`-z "
+      "now`, "
+      "`LD_BIND_NOW`, its address taken), ends at its first call when it is bound lazily, and finds a null "
+      "address when the import is weak.",
+      surface.Phos(library)->file());
+}
+
+}  // namespace
+
 std::string CompatibilityTable(const Surface& surface) {
   std::string out =
       "# CUDA compatibility\n\n"
@@ -34,24 +63,26 @@ std::string CompatibilityTable(const Surface& surface) {
       "- **served**: phos's library exports the function and it works; a note names the argument\n"
       "  values it refuses, with the error it returns for them.\n"
       "- **refused**: phos's library exports the function, and it always returns the error shown.\n"
-      "- **lacks**: phos's library does not export it (or phos has no such library yet): a program\n"
-      "  importing it does not load, or ends at its first call when the import is bound lazily.\n\n"
+      "- **lacks**: phos's library does not export it, or phos has no such library yet; each\n"
+      "  library's section says what that does to a program importing it.\n\n"
       "| library | NVIDIA's | phos's | served | refused | lacks | total |\n"
       "|---|---|---|--:|--:|--:|--:|\n";
+  std::array<StateCounts, kLibraryCount> counts;
   for (size_t i = 0; i < kLibraryCount; ++i) {
     const Library& l = Libraries()[i];
-    const StateCounts c = CountStates(surface, i);
-    const std::string& file = surface.PhosFile(i);
+    const StateCounts& c = counts[i] = CountStates(surface, i);
+    const std::optional<PhosLibrary>& phos = surface.Phos(i);
     out += fmt::format("| {} | `{}` | {} | {} | {} | {} | {} |\n", l.title, l.soname,
-                       file.empty() ? "none yet" : "`" + file + "`", c.served, c.refused, c.lacks, c.total());
+                       phos ? "`" + phos->file() + "`" : "none yet", c.served, c.refused, c.lacks, c.total());
   }
   for (size_t i = 0; i < kLibraryCount; ++i) {
     const Library& l = Libraries()[i];
-    const StateCounts c = CountStates(surface, i);
+    const StateCounts& c = counts[i];
     out += fmt::format("\n## {} (`{}`)\n\n", l.title, l.soname);
     out += fmt::format("NVIDIA's list (`frontend/surface/nvidia/{}.txt`): `{}`.\n", l.name,
                        surface.NvidiaOrigin(i));
-    out += fmt::format("Served {}, refused {}, lacks {} of {}.\n\n", c.served, c.refused, c.lacks, c.total());
+    out += fmt::format("Served {}, refused {}, lacks {} of {}. {}\n\n", c.served, c.refused, c.lacks,
+                       c.total(), WhatLackingMeans(surface, i));
     out += "| function | state | note |\n|---|---|---|\n";
     for (const std::string& function : surface.NvidiaFunctions(i)) {
       const FunctionState s = surface.Lookup(function, i);

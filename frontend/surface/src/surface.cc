@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "phos/base/strings.h"
 #include "phos/surface/elf_file.h"
 #include "surface_data.h"
 
@@ -13,26 +14,11 @@ bool Contains(const std::vector<std::string>& sorted, std::string_view name) {
   return std::binary_search(sorted.begin(), sorted.end(), name, std::less<>());
 }
 
+// The lines of `text`, without their '\n' (the last line's is optional).
 std::vector<std::string_view> Lines(std::string_view text) {
-  std::vector<std::string_view> lines;
-  while (!text.empty()) {
-    size_t end = text.find('\n');
-    lines.push_back(text.substr(0, end));
-    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
-  }
+  std::vector<std::string_view> lines = Split(text, "\n");
+  if (lines.back().empty()) lines.pop_back();
   return lines;
-}
-
-std::vector<std::string_view> Fields(std::string_view line) {
-  std::vector<std::string_view> fields;
-  size_t start = 0;
-  while (true) {
-    size_t end = line.find('\t', start);
-    fields.push_back(
-        line.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
-    if (end == std::string_view::npos) return fields;
-    start = end + 1;
-  }
 }
 
 }  // namespace
@@ -60,11 +46,8 @@ std::string_view StateName(State state) {
   return "?";
 }
 
-SurfaceSources SurfaceSources::Committed() {
-  SurfaceSources s;
-  s.nvidia = data::kNvidia;
-  s.refusals = data::kRefusals;
-  return s;
+std::string PhosLibrary::file() const {
+  return std::filesystem::path(path).filename().string();
 }
 
 Result<SurfaceSources> SurfaceSources::WithLibrariesIn(const std::string& frontend_lib_dir) {
@@ -72,15 +55,16 @@ Result<SurfaceSources> SurfaceSources::WithLibrariesIn(const std::string& fronte
   if (!std::filesystem::is_directory(frontend_lib_dir, ec)) {
     return Status::NotFound("phos's libraries: no directory " + frontend_lib_dir);
   }
-  SurfaceSources s = Committed();
+  SurfaceSources s;
+  s.nvidia = data::kNvidia;
+  s.refusals = data::kRefusals;
   for (size_t i = 0; i < kLibraryCount; ++i) {
     // What the loader finds there under NVIDIA's soname is what a program gets under phos-fn run.
     const std::filesystem::path path = std::filesystem::path(frontend_lib_dir) / Libraries()[i].soname;
     if (!std::filesystem::exists(path, ec)) continue;
     PHOS_ASSIGN_OR_RETURN(ElfFile elf, ReadElfFile(path.string()));
-    s.phos_exports[i] = std::move(elf.exports);
-    s.phos_files[i] = std::filesystem::canonical(path, ec).filename().string();
-    if (ec) s.phos_files[i] = path.filename().string();
+    std::filesystem::path file = std::filesystem::canonical(path, ec);
+    s.phos[i] = PhosLibrary{(ec ? path : file).string(), std::move(elf.exports)};
   }
   return s;
 }
@@ -103,18 +87,15 @@ Result<Surface> Surface::Build(const SurfaceSources& sources) {
       }
       s.nvidia_[i].emplace_back(lines[l]);
     }
-    if (sources.phos_exports[i]) {
-      s.phos_exports_[i] = *sources.phos_exports[i];
-      std::sort(s.phos_exports_[i].begin(), s.phos_exports_[i].end());
-    }
-    s.phos_files_[i] = sources.phos_files[i];
+    s.phos_[i] = sources.phos[i];
+    if (s.phos_[i]) std::sort(s.phos_[i]->exports.begin(), s.phos_[i]->exports.end());
   }
 
   std::vector<std::string_view> lines = Lines(sources.refusals);
   for (size_t l = 0; l < lines.size(); ++l) {
     const std::string where = "refused.tsv:" + std::to_string(l + 1);
     if (lines[l].empty() || lines[l][0] == '#') continue;
-    std::vector<std::string_view> f = Fields(lines[l]);
+    std::vector<std::string_view> f = Split(lines[l], "\t");
     if (f.size() != 4 || f[0].empty() || f[2].empty() || f[3].empty()) {
       return Status::Corruption(where + ": want symbol<TAB>refused|partial<TAB>error<TAB>why");
     }
@@ -128,11 +109,11 @@ Result<Surface> Surface::Build(const SurfaceSources& sources) {
     if (!library)
       return Status::Corruption(where + ": " + std::string(f[0]) + " is no function of NVIDIA's lists");
     // A refusal of a function phos does not export would be a lie in every table made from it.
-    if (!Contains(s.phos_exports_[*library], f[0])) {
-      const std::string& file = s.phos_files_[*library];
+    const std::optional<PhosLibrary>& phos = s.phos_[*library];
+    if (!phos || !Contains(phos->exports, f[0])) {
       return Status::Corruption(
           where + ": " + std::string(f[0]) + " is not exported by " +
-          (file.empty() ? "phos (it has no " + std::string(Libraries()[*library].soname) + ")" : file));
+          (phos ? phos->file() : "phos (it has no " + std::string(Libraries()[*library].soname) + ")"));
     }
     Refusal r{f[1] == "partial", std::string(f[2]), std::string(f[3])};
     if (!s.refusals_.emplace(std::string(f[0]), std::move(r)).second) {
@@ -168,7 +149,7 @@ std::optional<size_t> Surface::LibraryOf(std::string_view function) const {
 FunctionState Surface::Lookup(std::string_view function, size_t library) const {
   FunctionState out;
   out.library = library;
-  if (!Contains(phos_exports_[library], function)) return out;  // lacks
+  if (!phos_[library] || !Contains(phos_[library]->exports, function)) return out;  // lacks
   out.state = State::kServed;
   if (auto it = refusals_.find(function); it != refusals_.end()) {
     if (!it->second.partial) out.state = State::kRefused;

@@ -9,14 +9,6 @@
 
 namespace phos::surface {
 
-struct StateCounts {
-  size_t served = 0, refused = 0, lacks = 0;
-  size_t total() const { return served + refused + lacks; }
-};
-
-// The states of NVIDIA's functions of `library`.
-StateCounts CountStates(const Surface& surface, size_t library);
-
 // The whole of docs/compatibility.md (Markdown).
 std::string CompatibilityTable(const Surface& surface);
 

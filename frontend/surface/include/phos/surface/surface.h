@@ -53,6 +53,16 @@ struct FunctionState {
   std::string note;
 };
 
+// phos's library standing in for one of NVIDIA's.
+struct PhosLibrary {
+  // The file, symbolic links resolved: <build>/lib/frontend/libphos-cudart.so.
+  std::string path;
+  // The functions it exports.
+  std::vector<std::string> exports;
+
+  std::string file() const;  // the file's name: "libphos-cudart.so"
+};
+
 // What Surface::Build reads.
 struct SurfaceSources {
   // nvidia/<name>.txt of each library: a first line "# <toolkit>: ..." saying where the list came
@@ -60,15 +70,12 @@ struct SurfaceSources {
   std::array<std::string_view, kLibraryCount> nvidia;
   // refused.tsv: "symbol<TAB>refused|partial<TAB>error<TAB>why" lines; '#' starts a comment.
   std::string_view refusals;
-  // The functions each phos library exports; nullopt: phos has no library with that soname.
-  std::array<std::optional<std::vector<std::string>>, kLibraryCount> phos_exports;
-  // The file name of each phos library (libphos-cudart.so); empty when there is none.
-  std::array<std::string, kLibraryCount> phos_files;
+  // phos's library for each; nullopt: phos has none with that soname.
+  std::array<std::optional<PhosLibrary>, kLibraryCount> phos;
 
-  // NVIDIA's lists and the refusals compiled into phos, with no phos library read yet.
-  static SurfaceSources Committed();
-  // Committed(), plus the exports of the libraries that `frontend_lib_dir` (<build>/lib/frontend,
-  // where `phos-fn run` points the loader) holds under NVIDIA's sonames. The directory must exist.
+  // NVIDIA's lists and the refusals compiled into phos, with the libraries that
+  // `frontend_lib_dir` (<build>/lib/frontend, where `phos-fn run` points the loader) holds under
+  // NVIDIA's sonames. The directory must exist.
   static Result<SurfaceSources> WithLibrariesIn(const std::string& frontend_lib_dir);
 };
 
@@ -80,8 +87,9 @@ class Surface {
   // Build(SurfaceSources::WithLibrariesIn(frontend_lib_dir)).
   static Result<Surface> Load(const std::string& frontend_lib_dir);
 
-  // The library a function belongs to (by NVIDIA's lists, then by prefix); nullopt: it is none
-  // of the surface's.
+  // The library a function belongs to by its name (NVIDIA's lists, then the prefixes); nullopt:
+  // it is none of the surface's. (phos-fn check asks this only of an import that no symbol
+  // version and no loaded file's definition attributes.)
   std::optional<size_t> LibraryOf(std::string_view function) const;
   // What phos does with `function`, a function of library `library`.
   FunctionState Lookup(std::string_view function, size_t library) const;
@@ -90,8 +98,8 @@ class Surface {
   const std::vector<std::string>& NvidiaFunctions(size_t library) const { return nvidia_[library]; }
   // Where NVIDIA's list came from (its first line, without "# ").
   const std::string& NvidiaOrigin(size_t library) const { return origins_[library]; }
-  // phos's library for it (libphos-cudart.so); empty when phos has none yet.
-  const std::string& PhosFile(size_t library) const { return phos_files_[library]; }
+  // phos's library standing in for it; nullopt when phos has none yet.
+  const std::optional<PhosLibrary>& Phos(size_t library) const { return phos_[library]; }
 
  private:
   struct Refusal {
@@ -102,8 +110,7 @@ class Surface {
 
   std::array<std::vector<std::string>, kLibraryCount> nvidia_;
   std::array<std::string, kLibraryCount> origins_;
-  std::array<std::vector<std::string>, kLibraryCount> phos_exports_;  // sorted
-  std::array<std::string, kLibraryCount> phos_files_;
+  std::array<std::optional<PhosLibrary>, kLibraryCount> phos_;  // exports sorted
   std::map<std::string, Refusal, std::less<>> refusals_;
 };
 

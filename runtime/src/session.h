@@ -219,6 +219,9 @@ class Session {
   CUresult MemcpyDtoH(const ipc::CopyArgs& a, const Call& call);
   CUresult MemcpyDtoD(const ipc::CopyArgs& a, const Call& call);
   CUresult Memset(const ipc::MemsetArgs& a, const Call& call);
+  CUresult Memcpy2D(const ipc::Copy2DArgs& a, const Call& call);
+  CUresult Memset2D(const ipc::Memset2DArgs& a, const Call& call);
+  CUresult MemFreeAsync(const ipc::StreamPointerArgs& a, const Call& call);
   // session_streams.cc
   CUresult DeviceSynchronize(const NoArgs& a, const Call& call);
   CUresult StreamCreate(const ipc::FlagsArgs& a, const Call& call);

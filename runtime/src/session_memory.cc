@@ -87,6 +87,105 @@ CUresult Session::Memset(const ipc::MemsetArgs& a, const Call&) {
   return driver_->cuMemsetD8Async(a.dst, value, a.bytes, *stream);
 }
 
+namespace {
+
+// The bytes `height` rows of `width` bytes, `pitch` apart, span from the first row's start; false
+// when rows would overlap (a pitch below the width) or the span does not fit in 64 bits.
+bool PitchedSpan(uint64_t pitch, uint64_t width, uint64_t height, uint64_t* span) {
+  if (height > 1 && width > pitch) return false;
+  uint64_t rows = 0;
+  return !__builtin_mul_overflow(height - 1, pitch, &rows) && !__builtin_add_overflow(rows, width, span);
+}
+
+}  // namespace
+
+CUresult Session::Memcpy2D(const ipc::Copy2DArgs& a, const Call& call) {
+  uint64_t packed = 0;
+  if (__builtin_mul_overflow(a.width, a.height, &packed)) return CUDA_ERROR_INVALID_VALUE;
+  const auto kind = static_cast<ipc::Copy2DKind>(a.kind);
+  const bool to_device = kind == ipc::Copy2DKind::kHostToDevice;
+  if (!to_device && !call.tail.empty()) return CUDA_ERROR_INVALID_VALUE;
+  if (packed == 0) return to_device && !call.tail.empty() ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  uint64_t dst_span = 0, src_span = 0;
+  CUDA_MEMCPY2D c{};
+  c.WidthInBytes = a.width;
+  c.Height = a.height;
+  switch (kind) {
+    case ipc::Copy2DKind::kHostToDevice:
+      if (packed != call.tail.size() || !PitchedSpan(a.dst_pitch, a.width, a.height, &dst_span) ||
+          !Owns(a.dst, dst_span, "2D copy destination")) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      // The rows are ring memory the frontend reuses once the record is released: as for a 1D
+      // copy, the driver treats them as pageable memory, whose copies are complete on return.
+      c.srcMemoryType = CU_MEMORYTYPE_HOST;
+      c.srcHost = call.tail.data();
+      c.srcPitch = a.width;
+      c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+      c.dstDevice = a.dst;
+      c.dstPitch = a.dst_pitch;
+      break;
+    case ipc::Copy2DKind::kDeviceToHost:
+      if (packed > ring_->reply_capacity() || !PitchedSpan(a.src_pitch, a.width, a.height, &src_span) ||
+          !Owns(a.src, src_span, "2D copy source")) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+      c.srcDevice = a.src;
+      c.srcPitch = a.src_pitch;
+      c.dstMemoryType = CU_MEMORYTYPE_HOST;
+      c.dstHost = call.reply;
+      c.dstPitch = a.width;
+      break;
+    case ipc::Copy2DKind::kDeviceToDevice:
+      if (!PitchedSpan(a.dst_pitch, a.width, a.height, &dst_span) ||
+          !PitchedSpan(a.src_pitch, a.width, a.height, &src_span) || !Owns(a.dst, dst_span, "2D copy destination") ||
+          !Owns(a.src, src_span, "2D copy source")) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+      c.srcDevice = a.src;
+      c.srcPitch = a.src_pitch;
+      c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+      c.dstDevice = a.dst;
+      c.dstPitch = a.dst_pitch;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  Result<CUstream> stream = StreamOf(a.stream);
+  if (!stream.ok()) return CUDA_ERROR_INVALID_HANDLE;
+  CUresult r = a.stream == 0 ? driver_->cuMemcpy2D(&c) : driver_->cuMemcpy2DAsync(&c, *stream);
+  if (kind == ipc::Copy2DKind::kDeviceToHost) {
+    // The rows must be in the reply area when the reply is published.
+    if (r == CUDA_SUCCESS && a.stream != 0) r = driver_->cuStreamSynchronize(*stream);
+    *call.reply_len = packed;
+  }
+  return r;
+}
+
+CUresult Session::Memset2D(const ipc::Memset2DArgs& a, const Call&) {
+  if (a.width == 0 || a.height == 0) return CUDA_SUCCESS;
+  uint64_t span = 0;
+  if (!PitchedSpan(a.pitch, a.width, a.height, &span) || !Owns(a.dst, span, "2D memset destination")) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  Result<CUstream> stream = StreamOf(a.stream);
+  if (!stream.ok()) return CUDA_ERROR_INVALID_HANDLE;
+  auto value = static_cast<unsigned char>(a.value);
+  if (a.stream == 0) return driver_->cuMemsetD2D8(a.dst, a.pitch, value, a.width, a.height);
+  return driver_->cuMemsetD2D8Async(a.dst, a.pitch, value, a.width, a.height, *stream);
+}
+
+// cudaFreeAsync: the buffer leaves the session's table now (a later call naming it is refused),
+// and FreeBuffer synchronises the context before the memory goes back, so everything queued on
+// the stream before the free, and more, has run by then.
+CUresult Session::MemFreeAsync(const ipc::StreamPointerArgs& a, const Call& call) {
+  if (!StreamOf(a.stream).ok()) return CUDA_ERROR_INVALID_HANDLE;
+  if (a.ptr == 0) return CUDA_ERROR_INVALID_VALUE;
+  return MemFree(ipc::PointerArgs{a.ptr}, call);
+}
+
 void Session::ScrubBorrowedSpaces() {
   auto scrub = [&](std::unique_ptr<InstanceAddressSpace>& space, int device) {
     if (space == nullptr || !space->borrowed()) return;

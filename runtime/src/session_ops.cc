@@ -101,6 +101,14 @@ std::array<OpHandler, kOpSlots> Session::BuildOpTable() {
       {.name = "cudaMemcpy device to device", .placement = kHandle, .handle_offset = kCopyStream});
   at(Op::kMemset) = Bind<ipc::MemsetArgs, &Session::Memset>(
       {.name = "cudaMemset", .placement = kHandle, .handle_offset = offsetof(ipc::MemsetArgs, stream)});
+  at(Op::kMemcpy2D) = Bind<ipc::Copy2DArgs, &Session::Memcpy2D>({.name = "cudaMemcpy2D",
+                                                                 .shape = kHead,
+                                                                 .placement = kHandle,
+                                                                 .handle_offset = offsetof(ipc::Copy2DArgs, stream)});
+  at(Op::kMemset2D) = Bind<ipc::Memset2DArgs, &Session::Memset2D>(
+      {.name = "cudaMemset2D", .placement = kHandle, .handle_offset = offsetof(ipc::Memset2DArgs, stream)});
+  at(Op::kMemFreeAsync) = Bind<ipc::StreamPointerArgs, &Session::MemFreeAsync>(
+      {.name = "cudaFreeAsync", .placement = kHandle, .handle_offset = offsetof(ipc::StreamPointerArgs, stream)});
 
   // Streams and events (session_streams.cc).
   at(Op::kDeviceSynchronize) = Bind<NoArgs, &Session::DeviceSynchronize>({.name = "cudaDeviceSynchronize"});

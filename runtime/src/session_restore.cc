@@ -126,6 +126,28 @@ Session::Speculation Session::Speculate(const ipc::RecordView& record, AccessSet
       SpeculateCopy(buffers_, dst, src, a.bytes, sets);
       return Speculation::kSets;
     }
+    case Op::kMemcpy2D: {
+      ipc::Copy2DArgs a;
+      if (!DecodeRecord(record, &a)) return Speculation::kNone;
+      Result<CUstream> s = StreamOf(a.stream);
+      if (!s.ok()) return Speculation::kNone;
+      *stream = *s;
+      const auto kind = static_cast<ipc::Copy2DKind>(a.kind);
+      uint64_t src = kind == ipc::Copy2DKind::kHostToDevice ? kHostSide : a.src;
+      uint64_t dst = kind == ipc::Copy2DKind::kDeviceToHost ? kHostSide : a.dst;
+      SpeculatePitched(buffers_, src, a.src_pitch, a.width, a.height, /*write=*/false, sets);
+      SpeculatePitched(buffers_, dst, a.dst_pitch, a.width, a.height, /*write=*/true, sets);
+      return Speculation::kSets;
+    }
+    case Op::kMemset2D: {
+      ipc::Memset2DArgs a;
+      if (!DecodeRecord(record, &a)) return Speculation::kNone;
+      Result<CUstream> s = StreamOf(a.stream);
+      if (!s.ok()) return Speculation::kNone;
+      *stream = *s;
+      SpeculatePitched(buffers_, a.dst, a.pitch, a.width, a.height, /*write=*/true, sets);
+      return Speculation::kSets;
+    }
     case Op::kMemset: {
       ipc::MemsetArgs a;
       if (!DecodeRecord(record, &a)) return Speculation::kNone;

@@ -113,6 +113,15 @@ void SpeculateMemset(const BufferTable& table, uint64_t dst, uint64_t bytes, Acc
   AddRange(table, dst, bytes, /*write=*/true, /*dense=*/true, sets);
 }
 
+void SpeculatePitched(const BufferTable& table, uint64_t ptr, uint64_t pitch, uint64_t width, uint64_t height,
+                      bool write, AccessSets* sets) {
+  if (width == 0 || height == 0) return;
+  uint64_t rows = 0, span = 0;
+  if (__builtin_mul_overflow(height - 1, pitch, &rows) || __builtin_add_overflow(rows, width, &span)) span = UINT64_MAX;
+  const bool dense = height == 1 || pitch == width;
+  AddRange(table, ptr, span, write, dense, sets);
+}
+
 namespace {
 // The extent of an operand whose arithmetic wraps (hostile sizes; the call itself is refused by
 // its handler): every buffer from its pointer up, never a wrapped, smaller range that would leave

@@ -67,6 +67,14 @@ TEST_F(FrontendTest, DeviceQueriesFlagsLimitsPeersAndResetAnswerAsTheDevice) {
   EXPECT_EQ(RunClient({"device"}), 0);
 }
 
+TEST_F(FrontendTest, PitchedCopiesSetsPeerCopiesAndPointerAttributesMatchAHostImage) {
+  EXPECT_EQ(RunClient({"pitched"}), 0);
+}
+
+TEST_F(FrontendTest, StreamOrderedAllocationsFreeInStreamOrderAndCountInThePool) {
+  EXPECT_EQ(RunClient({"pools"}), 0);
+}
+
 TEST_F(FrontendTest, UnknownTokenIsRefused) {
   PipedProcess p({PHOS_REMOTE_CLIENT, PHOS_TEST_MODULE, "no-session"}, Env(std::string(32, 'a')));
   EXPECT_EQ(p.ReadLine(), "cudaErrorNoDevice");

@@ -250,7 +250,9 @@ int Device() {
   EXPECT(prop.gpuPciDeviceID == 0x20B510DEu && prop.gpuPciSubsystemID == 0x153310DEu);
   EXPECT(prop.pciDomainID == 0 && prop.pciBusID == 0x17 && prop.pciDeviceID == 0);
   EXPECT(prop.unifiedAddressing == 1 && prop.concurrentKernels == 1 && prop.ECCEnabled == 1);
-  EXPECT(prop.managedMemory == 0 && prop.cooperativeLaunch == 0 && prop.memoryPoolsSupported == 0);
+  EXPECT(prop.managedMemory == 0 && prop.cooperativeLaunch == 0);
+  // Served by the frontend's default pool, whatever the driver says.
+  EXPECT(prop.memoryPoolsSupported == 1);
   EXPECT(prop.hostNumaId == -1);
   EXPECT(prop.totalGlobalMem > (1ull << 30));
   bool uuid_set = false;
@@ -411,6 +413,177 @@ int Device() {
 
 }  // namespace
 
+// cudaMallocPitch, 2D copies and sets, peer copies on one device, host registration and pointer
+// attributes, each result against the same operations done on a host image of the buffer.
+int Pitched() {
+  const size_t width = 1000, height = 37, host_pitch = 1003;
+  unsigned char* dev = nullptr;
+  size_t pitch = 0;
+  OK(cudaMallocPitch(reinterpret_cast<void**>(&dev), &pitch, width, height));
+  EXPECT(pitch == 1024);
+  std::vector<unsigned char> host(host_pitch * height), image(pitch * height, 0);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<unsigned char>(i * 31 + 7);
+  OK(cudaMemset(dev, 0, pitch * height));
+  OK(cudaMemcpy2D(dev, pitch, host.data(), host_pitch, width, height, cudaMemcpyHostToDevice));
+  for (size_t r = 0; r < height; ++r) std::memcpy(&image[r * pitch], &host[r * host_pitch], width);
+  // Rows 5..14, bytes 100..399, set to 0xab.
+  OK(cudaMemset2D(dev + 5 * pitch + 100, pitch, 0xab, 300, 10));
+  for (size_t r = 5; r < 15; ++r) std::memset(&image[r * pitch + 100], 0xab, 300);
+  std::vector<unsigned char> whole(pitch * height, 1);
+  OK(cudaMemcpy(whole.data(), dev, whole.size(), cudaMemcpyDeviceToHost));
+  EXPECT(whole == image);
+  // Back down, dense, from column 50 of row 3, on a stream.
+  cudaStream_t s = nullptr;
+  OK(cudaStreamCreate(&s));
+  std::vector<unsigned char> dense(600 * 20, 0);
+  OK(cudaMemcpy2DAsync(dense.data(), 600, dev + 3 * pitch + 50, pitch, 600, 20, cudaMemcpyDefault, s));
+  OK(cudaStreamSynchronize(s));
+  bool rows_match = true;
+  for (size_t r = 0; r < 20; ++r) rows_match &= std::memcmp(&dense[r * 600], &image[(r + 3) * pitch + 50], 600) == 0;
+  EXPECT(rows_match);
+  // Device to device between pitched buffers, then a memset2D on the stream.
+  unsigned char* other = nullptr;
+  size_t other_pitch = 0;
+  OK(cudaMallocPitch(reinterpret_cast<void**>(&other), &other_pitch, 2000, height));
+  EXPECT(other_pitch == 2048);
+  OK(cudaMemcpy2DAsync(other + 8, other_pitch, dev, pitch, width, height, cudaMemcpyDeviceToDevice, s));
+  OK(cudaMemset2DAsync(other + 8, other_pitch, 0x11, 16, height, s));
+  std::vector<unsigned char> got(width * height, 0);
+  OK(cudaMemcpy2DAsync(got.data(), width, other + 8, other_pitch, width, height, cudaMemcpyDeviceToHost, s));
+  OK(cudaStreamSynchronize(s));
+  std::vector<unsigned char> want(width * height);
+  for (size_t r = 0; r < height; ++r) {
+    std::memcpy(&want[r * width], &image[r * pitch], width);
+    std::memset(&want[r * width], 0x11, 16);
+  }
+  EXPECT(got == want);
+
+  // 6 MiB of rows: more than a record and more than the reply area, so both directions go in
+  // several records; then rows of 3 MiB each, which no record holds whole.
+  for (size_t row_bytes : {size_t{3000}, size_t{3} << 20}) {
+    const size_t rows = row_bytes == 3000 ? 2100 : 2;
+    unsigned char* big = nullptr;
+    size_t big_pitch = 0;
+    OK(cudaMallocPitch(reinterpret_cast<void**>(&big), &big_pitch, row_bytes, rows));
+    std::vector<unsigned char> src(row_bytes * rows), back(row_bytes * rows, 0);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 131 + i / 4093);
+    OK(cudaMemcpy2D(big, big_pitch, src.data(), row_bytes, row_bytes, rows, cudaMemcpyHostToDevice));
+    OK(cudaMemcpy2D(back.data(), row_bytes, big, big_pitch, row_bytes, rows, cudaMemcpyDeviceToHost));
+    EXPECT(back == src);
+    OK(cudaFree(big));
+  }
+
+  // Arguments NVIDIA's runtime refuses, and extents phosd refuses.
+  EXPECT(cudaMemcpy2D(dense.data(), 10, dev, pitch, 20, 2, cudaMemcpyDeviceToHost) == cudaErrorInvalidPitchValue);
+  EXPECT(cudaMemcpy2D(dense.data(), 600, dev, pitch, 600, height + 1, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
+  EXPECT(cudaMemset2D(dev, pitch, 0, width, height + 1) == cudaErrorInvalidValue);
+  EXPECT(cudaMemset2D(dev, 10, 0, 20, 2) == cudaErrorInvalidPitchValue);
+  cudaGetLastError();
+  OK(cudaMemcpy(whole.data(), dev, whole.size(), cudaMemcpyDeviceToHost));
+  EXPECT(whole == image);
+
+  // Peer copies: on one device, a plain device-to-device copy.
+  OK(cudaMemcpyPeer(other, 0, dev, 0, 4096));
+  OK(cudaMemcpyPeerAsync(other + 4096, 0, dev, 0, 4096, s));
+  OK(cudaStreamSynchronize(s));
+  std::vector<unsigned char> peer(8192, 0);
+  OK(cudaMemcpy(peer.data(), other, peer.size(), cudaMemcpyDeviceToHost));
+  EXPECT(std::memcmp(peer.data(), image.data(), 4096) == 0 && std::memcmp(peer.data() + 4096, image.data(), 4096) == 0);
+  EXPECT(cudaMemcpyPeer(other, 1, dev, 0, 16) == cudaErrorInvalidDevice);
+  EXPECT(cudaMemcpyPeer(host.data(), 0, dev, 0, 16) == cudaErrorInvalidValue);
+  cudaGetLastError();
+
+  // Pointer attributes: device memory, pinned and registered host memory, memory CUDA does not know.
+  cudaPointerAttributes attr{};
+  OK(cudaPointerGetAttributes(&attr, dev + 10));
+  EXPECT(attr.type == cudaMemoryTypeDevice && attr.device == 0 && attr.devicePointer == dev + 10 && attr.hostPointer == nullptr);
+  void* pinned = nullptr;
+  OK(cudaMallocHost(&pinned, 4096));
+  OK(cudaPointerGetAttributes(&attr, static_cast<char*>(pinned) + 100));
+  EXPECT(attr.type == cudaMemoryTypeHost && attr.hostPointer == static_cast<char*>(pinned) + 100 && attr.devicePointer == nullptr);
+  OK(cudaPointerGetAttributes(&attr, host.data()));
+  EXPECT(attr.type == cudaMemoryTypeUnregistered && attr.device == cudaInvalidDeviceId && attr.hostPointer == host.data());
+  OK(cudaHostRegister(host.data(), host.size(), cudaHostRegisterDefault));
+  OK(cudaPointerGetAttributes(&attr, host.data() + 5));
+  EXPECT(attr.type == cudaMemoryTypeHost);
+  EXPECT(cudaHostRegister(host.data() + 8, 16, cudaHostRegisterDefault) == cudaErrorHostMemoryAlreadyRegistered);
+  EXPECT(cudaHostRegister(image.data(), 16, cudaHostRegisterMapped) == cudaErrorNotSupported);
+  void* mapped = nullptr;
+  EXPECT(cudaHostGetDevicePointer(&mapped, host.data(), 0) == cudaErrorNotSupported);
+  // Registered memory is copied like any host memory.
+  OK(cudaMemcpy2D(dev, pitch, host.data(), host_pitch, width, 2, cudaMemcpyHostToDevice));
+  OK(cudaHostUnregister(host.data()));
+  EXPECT(cudaHostUnregister(host.data()) == cudaErrorHostMemoryNotRegistered);
+  EXPECT(cudaPointerGetAttributes(nullptr, dev) == cudaErrorInvalidValue);
+  cudaGetLastError();
+  OK(cudaFreeHost(pinned));
+  OK(cudaStreamDestroy(s));
+  OK(cudaFree(other));
+  OK(cudaFree(dev));
+  EXPECT(cudaGetLastError() == cudaSuccess);
+  return g_failures;
+}
+
+// cudaMallocAsync / cudaFreeAsync and the default pool's counters.
+int Pools() {
+  cudaMemPool_t pool = nullptr;
+  OK(cudaDeviceGetDefaultMemPool(&pool, 0));
+  EXPECT(pool != nullptr);
+  cudaMemPool_t again = nullptr;
+  OK(cudaDeviceGetMemPool(&again, 0));
+  EXPECT(again == pool);
+  EXPECT(cudaDeviceGetDefaultMemPool(&again, 3) == cudaErrorInvalidDevice);
+  uint64_t threshold = 64u << 20, value = 0;
+  OK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+  OK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &value));
+  EXPECT(value == threshold);
+
+  cudaStream_t s = nullptr;
+  OK(cudaStreamCreate(&s));
+  const int n = 1 << 18;  // 1 MiB of floats
+  float *a = nullptr, *b = nullptr;
+  OK(cudaMallocAsync(reinterpret_cast<void**>(&a), n * sizeof(float), s));
+  OK(cudaMallocFromPoolAsync(reinterpret_cast<void**>(&b), 2 * n * sizeof(float), pool, s));
+  OK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &value));
+  EXPECT(value == 3u * n * sizeof(float));
+  // Stream order: the free of `a` follows the fill and the copy that read it.
+  OK(LaunchFill(a, 4.25f, n, s));
+  OK(cudaMemcpyAsync(b + n, a, n * sizeof(float), cudaMemcpyDeviceToDevice, s));
+  OK(cudaFreeAsync(a, s));
+  OK(cudaStreamSynchronize(s));
+  std::vector<float> back(n, 0.f);
+  OK(cudaMemcpy(back.data(), b + n, n * sizeof(float), cudaMemcpyDeviceToHost));
+  EXPECT(back == std::vector<float>(n, 4.25f));
+  OK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &value));
+  EXPECT(value == 2u * n * sizeof(float));
+  OK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &value));
+  EXPECT(value == 3u * n * sizeof(float));
+  OK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &value));
+  EXPECT(value == 2u * n * sizeof(float));
+  uint64_t zero = 0, one = 1;
+  OK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero));
+  OK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &value));
+  EXPECT(value == 2u * n * sizeof(float));
+  EXPECT(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &one) == cudaErrorInvalidValue);
+  // The freed buffer is gone: phosd refuses it, and the frontend refuses a second free.
+  EXPECT(cudaMemset(a, 0, 16) == cudaErrorInvalidValue);
+  EXPECT(cudaFreeAsync(a, s) == cudaErrorInvalidValue);
+  EXPECT(cudaFreeAsync(b + 1, s) == cudaErrorInvalidValue);
+  int stack_value = 0;
+  auto* foreign = reinterpret_cast<cudaMemPool_t>(&stack_value);
+  EXPECT(cudaMemPoolTrimTo(foreign, 0) == cudaErrorInvalidValue);
+  OK(cudaMemPoolTrimTo(pool, 0));
+  cudaGetLastError();
+  // cudaFree takes pooled memory too.
+  OK(cudaFree(b));
+  OK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &value));
+  EXPECT(value == 0);
+  OK(cudaStreamDestroy(s));
+  OK(cudaDeviceSynchronize());
+  EXPECT(cudaGetLastError() == cudaSuccess);
+  return g_failures;
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: %s MODULE MODE [ARGS]\n", argv[0]);
@@ -429,6 +602,8 @@ int main(int argc, char** argv) {
   if (mode == "handles") return Handles();
   if (mode == "device") return Device();
   if (mode == "owner") return Owner();
+  if (mode == "pitched") return Pitched();
+  if (mode == "pools") return Pools();
   if (mode == "attacker" && argc > 3) return Attacker(argv[3]);
   if (mode == "launch-many" && argc > 3) return LaunchMany(std::atoi(argv[3]));
   if (mode == "no-session") {

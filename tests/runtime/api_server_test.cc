@@ -555,3 +555,119 @@ TEST_F(ApiServerTest, MemoryInformationFollowsTheSessionLimitAndResetFreesItsBuf
 
 }  // namespace
 }  // namespace phos::runtime
+
+namespace phos::runtime {
+namespace {
+
+// kMemcpy2D, kMemset2D and kMemFreeAsync as a hostile process may write them: spans past the
+// buffer, pitches below the width, sizes that wrap, host rows shorter than claimed, foreign
+// pointers. Each is refused with CUDA_ERROR_INVALID_VALUE and the buffer keeps its bytes.
+TEST_F(ApiServerTest, PitchedCopiesSetsAndAsyncFreesCheckEveryExtent) {
+  std::string token = server_->IssueToken();
+  int sock = -1, fd = -1;
+  ASSERT_TRUE(Hello(token, ipc::kWireVersion, &sock, &fd).ok());
+  auto ring = ipc::Ring::Attach(fd);
+  ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+  auto call = [&](ipc::Op op, const void* payload, size_t bytes, uint64_t* reply = nullptr) {
+    return Call(**ring, op, payload, bytes, reply);
+  };
+  constexpr uint64_t kPitch = 256, kRows = 4, kWidth = 200;
+  uint64_t buf = 0;
+  ipc::SizeArgs alloc{kPitch * kRows};
+  ASSERT_EQ(call(ipc::Op::kMemAlloc, &alloc, sizeof(alloc), &buf), CUDA_SUCCESS);
+  ipc::MemsetArgs clear{.dst = buf, .bytes = kPitch * kRows, .stream = 0, .value = 0x5a, .pad = 0};
+  ASSERT_EQ(call(ipc::Op::kMemset, &clear, sizeof(clear)), CUDA_SUCCESS);
+
+  // Host to device: the packed rows follow the arguments.
+  auto up = [&](ipc::Copy2DArgs a, size_t data_bytes) {
+    std::vector<uint8_t> record(sizeof(a) + data_bytes, 0x77);
+    std::memcpy(record.data(), &a, sizeof(a));
+    return call(ipc::Op::kMemcpy2D, record.data(), record.size());
+  };
+  const auto h2d = static_cast<uint32_t>(ipc::Copy2DKind::kHostToDevice);
+  const auto d2h = static_cast<uint32_t>(ipc::Copy2DKind::kDeviceToHost);
+  const auto d2d = static_cast<uint32_t>(ipc::Copy2DKind::kDeviceToDevice);
+  ipc::Copy2DArgs good{.dst = buf, .dst_pitch = kPitch, .src = 0, .src_pitch = kWidth, .width = kWidth,
+                       .height = kRows, .stream = 0, .kind = h2d, .pad = 0};
+  ipc::Copy2DArgs bad = good;
+  bad.height = kRows + 1;  // the last row ends past the buffer
+  EXPECT_EQ(up(bad, kWidth * (kRows + 1)), CUDA_ERROR_INVALID_VALUE);
+  bad = good;
+  bad.dst += 64;  // every row shifted: the last one crosses the end
+  EXPECT_EQ(up(bad, kWidth * kRows), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(up(good, kWidth * kRows - 1), CUDA_ERROR_INVALID_VALUE);  // fewer bytes than rows
+  bad = good;
+  bad.dst_pitch = kWidth - 1;  // rows overlap
+  EXPECT_EQ(up(bad, kWidth * kRows), CUDA_ERROR_INVALID_VALUE);
+  bad = good;
+  bad.width = uint64_t{1} << 33;
+  bad.height = uint64_t{1} << 31;  // width * height wraps to 0
+  EXPECT_EQ(up(bad, 0), CUDA_ERROR_INVALID_VALUE);
+  bad = good;
+  bad.dst_pitch = UINT64_MAX / 2;  // the span wraps
+  EXPECT_EQ(up(bad, kWidth * kRows), CUDA_ERROR_INVALID_VALUE);
+  bad = good;
+  bad.dst = 0x1000;  // no buffer of the session
+  EXPECT_EQ(up(bad, kWidth * kRows), CUDA_ERROR_INVALID_VALUE);
+  bad = good;
+  bad.kind = 9;
+  EXPECT_EQ(up(bad, kWidth * kRows), CUDA_ERROR_INVALID_VALUE);
+  bad = good;
+  bad.stream = 12345;  // no such stream
+  EXPECT_EQ(up(bad, kWidth * kRows), CUDA_ERROR_INVALID_HANDLE);
+
+  // Device to host: no trailing bytes, and no more than the reply area.
+  ipc::Copy2DArgs down{.dst = 0, .dst_pitch = kWidth, .src = buf, .src_pitch = kPitch, .width = kWidth,
+                       .height = kRows + 1, .stream = 0, .kind = d2h, .pad = 0};
+  EXPECT_EQ(call(ipc::Op::kMemcpy2D, &down, sizeof(down)), CUDA_ERROR_INVALID_VALUE);
+  down.height = kRows;
+  EXPECT_EQ(up(down, 8), CUDA_ERROR_INVALID_VALUE);
+  down.src_pitch = 1;
+  down.width = 1;
+  down.height = 1u << 20;  // a megabyte of one-byte rows: past the buffer, and past the reply area
+  EXPECT_EQ(call(ipc::Op::kMemcpy2D, &down, sizeof(down)), CUDA_ERROR_INVALID_VALUE);
+  ipc::Copy2DArgs dd{.dst = buf, .dst_pitch = kPitch, .src = buf + kPitch, .src_pitch = kPitch, .width = kWidth,
+                     .height = kRows, .stream = 0, .kind = d2d, .pad = 0};
+  EXPECT_EQ(call(ipc::Op::kMemcpy2D, &dd, sizeof(dd)), CUDA_ERROR_INVALID_VALUE);  // the source's last row
+
+  ipc::Memset2DArgs set{.dst = buf, .pitch = kPitch, .width = kWidth, .height = kRows + 1, .stream = 0,
+                        .value = 1, .pad = 0};
+  EXPECT_EQ(call(ipc::Op::kMemset2D, &set, sizeof(set)), CUDA_ERROR_INVALID_VALUE);
+  set.height = kRows;
+  set.pitch = kWidth - 1;
+  EXPECT_EQ(call(ipc::Op::kMemset2D, &set, sizeof(set)), CUDA_ERROR_INVALID_VALUE);
+  set.pitch = UINT64_MAX / 3;
+  EXPECT_EQ(call(ipc::Op::kMemset2D, &set, sizeof(set)), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(call(ipc::Op::kMemset2D, &set, sizeof(set) - 1), CUDA_ERROR_INVALID_VALUE);
+
+  ipc::StreamPointerArgs free_async{.ptr = buf + 8, .stream = 0};  // not a buffer's start
+  EXPECT_EQ(call(ipc::Op::kMemFreeAsync, &free_async, sizeof(free_async)), CUDA_ERROR_INVALID_VALUE);
+  free_async = {.ptr = buf, .stream = 999};
+  EXPECT_EQ(call(ipc::Op::kMemFreeAsync, &free_async, sizeof(free_async)), CUDA_ERROR_INVALID_HANDLE);
+
+  // None of it reached the buffer.
+  ipc::CopyArgs read{.dst = 0, .src = buf, .bytes = kPitch * kRows, .stream = 0};
+  ASSERT_EQ(call(ipc::Op::kMemcpyDtoH, &read, sizeof(read)), CUDA_SUCCESS);
+  std::vector<uint8_t> bytes(kPitch * kRows);
+  std::memcpy(bytes.data(), (*ring)->reply_payload(), bytes.size());
+  EXPECT_EQ(bytes, std::vector<uint8_t>(kPitch * kRows, 0x5a));
+
+  // The well-formed calls work: rows land at their pitch, the gaps keep their bytes.
+  ASSERT_EQ(up(good, kWidth * kRows), CUDA_SUCCESS);
+  set = {.dst = buf + 10, .pitch = kPitch, .width = 5, .height = 2, .stream = 0, .value = 0x33, .pad = 0};
+  ASSERT_EQ(call(ipc::Op::kMemset2D, &set, sizeof(set)), CUDA_SUCCESS);
+  ASSERT_EQ(call(ipc::Op::kMemcpyDtoH, &read, sizeof(read)), CUDA_SUCCESS);
+  std::memcpy(bytes.data(), (*ring)->reply_payload(), bytes.size());
+  std::vector<uint8_t> want(kPitch * kRows, 0x5a);
+  for (uint64_t r = 0; r < kRows; ++r) std::memset(&want[r * kPitch], 0x77, kWidth);
+  for (uint64_t r = 0; r < 2; ++r) std::memset(&want[r * kPitch + 10], 0x33, 5);
+  EXPECT_EQ(bytes, want);
+  free_async = {.ptr = buf, .stream = 0};
+  EXPECT_EQ(call(ipc::Op::kMemFreeAsync, &free_async, sizeof(free_async)), CUDA_SUCCESS);
+  EXPECT_EQ(call(ipc::Op::kMemset2D, &set, sizeof(set)), CUDA_ERROR_INVALID_VALUE);  // freed
+  server_->EndSession(token);
+  close(sock);
+}
+
+}  // namespace
+}  // namespace phos::runtime

@@ -47,6 +47,12 @@ TEST(SessionOpsTest, ArgumentRecordSizesAreTheWireStructs) {
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kDeviceGetProperties))->record_bytes, sizeof(ipc::DeviceArgs));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kDeviceEnablePeer))->record_bytes, sizeof(ipc::PeerArgs));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kDeviceReset))->record_bytes, 0u);
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kMemcpy2D))->record_bytes, sizeof(ipc::Copy2DArgs));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kMemcpy2D))->shape, RecordShape::kHead);
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kMemset2D))->record_bytes, sizeof(ipc::Memset2DArgs));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kMemFreeAsync))->record_bytes, sizeof(ipc::StreamPointerArgs));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kMemFreeAsync))->handle_offset,
+            offsetof(ipc::StreamPointerArgs, stream));
 }
 
 TEST(SessionOpsTest, ExactRecordsDecodeOnlyAtTheirSize) {

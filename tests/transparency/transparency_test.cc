@@ -31,6 +31,16 @@ TEST_F(TransparencyTest, APlainProgramSeesEveryAttributeAndPropertyOfTheDevice) 
   }
 }
 
+// memory_report, built like device_report, moves rows between pitched device memory and host
+// memory, sets a block, stages it through a stream-ordered allocation and checks every byte
+// against its own host image.
+TEST_F(TransparencyTest, APlainProgramsPitchedCopiesAndStreamOrderedAllocationsMatchItsHostImage) {
+  CommandResult r = PhosFn({"run", "--", PHOS_MEMORY_REPORT});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("memory report: pitch 1024, all checks held"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
+}
+
 // phosd on the h100-pcie5 profile (its contexts cost what an H100's do: a few seconds).
 class H100TransparencyTest : public PhosdTest {
  protected:

@@ -83,6 +83,10 @@ CUresult PropertiesLocked(int device, const ipc::DeviceProperties** out) {
     if (r != CUDA_SUCCESS) return r;
     if (n != sizeof(p)) return CUDA_ERROR_UNKNOWN;
     p.name[sizeof(p.name) - 1] = '\0';
+    // The frontend serves stream-ordered allocation and the default pool itself (cudart_pools.cc),
+    // whatever the driver has: a program that asks before calling cudaMallocAsync gets a yes.
+    p.attributes[CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED] = 1;
+    p.results[CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED] = CUDA_SUCCESS;
     state->properties = p;
   }
   *out = &*state->properties;

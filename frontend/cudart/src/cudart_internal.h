@@ -19,8 +19,26 @@ cudaError_t NotSupported(const char* call, const char* why);
 
 inline uint64_t StreamId(cudaStream_t stream) { return reinterpret_cast<uintptr_t>(stream); }
 
-// Whether [ptr, ptr + bytes) lies in a device allocation this process made (cudaMemcpyDefault).
+// A device allocation this process made (cudart_memory.cc).
+struct DeviceAllocation {
+  size_t bytes;
+  int device;   // the session device it was made on
+  bool pooled;  // by cudaMallocAsync / cudaMallocFromPoolAsync: counted in its device's pool
+};
+// Whether `ptr` lies in a device allocation this process made (cudaMemcpyDefault).
 bool IsDevicePointer(const void* ptr);
+// The allocation holding `ptr`, with its base; false when none does.
+bool FindDeviceAllocation(const void* ptr, uintptr_t* base, DeviceAllocation* out);
+// Allocates `bytes` on the thread's device (kMemAlloc) and records it.
+CUresult AllocateDevice(size_t bytes, bool pooled, uint64_t* out);
+// Forgets the allocation at `base` (freed); false when there is none.
+bool ForgetDeviceAllocation(uintptr_t base, DeviceAllocation* out);
+// A pooled allocation of `bytes` on `device` was freed (cudart_pools.cc).
+void PoolReleased(int device, size_t bytes);
+// Copies through the ring, chunk by chunk (cudart_memory.cc). `stream` 0 is the legacy default
+// stream; CopyToDevice with `sync` waits for the last chunk.
+CUresult CopyToDevice(uint64_t dst, const void* src, size_t bytes, uint64_t stream, bool sync);
+CUresult CopyToHost(void* dst, uint64_t src, size_t bytes, uint64_t stream);
 // The device allocations this process holds (cudart_memory.cc).
 size_t LiveDeviceAllocations();
 // Forgets the allocations made on session device `device`, which cudaDeviceReset freed.

@@ -4,7 +4,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <set>
 
 #include "cudart_internal.h"
 #include "phos/base/log.h"
@@ -18,22 +17,54 @@ namespace phos::frontend {
 namespace {
 
 std::mutex g_mu;
-struct Allocation {
+std::map<uintptr_t, DeviceAllocation> g_device;  // this process's device allocations, by base
+// Host memory phos counts as pinned, by base: cudaMallocHost / cudaHostAlloc memory and
+// cudaHostRegister ranges. Copies to and from it go through the ring as pageable ones do.
+struct HostRange {
   size_t bytes;
-  int device;  // the session device it was made on
+  int device;       // current when it was allocated or registered (cudaPointerGetAttributes)
+  bool registered;  // cudaHostRegister (else allocated by cudaHostAlloc)
 };
-std::map<uintptr_t, Allocation> g_device;  // this process's device allocations, by base
-std::set<void*> g_host;                // cudaMallocHost memory
+std::map<uintptr_t, HostRange> g_host;
+
+// The entry of `map` whose [base, base + bytes) holds `p`, or end(). Caller holds g_mu.
+template <typename Map>
+auto Holding(Map& map, uintptr_t p) {
+  auto it = map.upper_bound(p);
+  if (it == map.begin()) return map.end();
+  --it;
+  return p - it->first < it->second.bytes ? it : map.end();
+}
 
 }  // namespace
 
-bool IsDevicePointer(const void* ptr) {
-  auto p = reinterpret_cast<uintptr_t>(ptr);
+bool FindDeviceAllocation(const void* ptr, uintptr_t* base, DeviceAllocation* out) {
   std::lock_guard lock(g_mu);
-  auto it = g_device.upper_bound(p);
-  if (it == g_device.begin()) return false;
-  --it;
-  return p < it->first + it->second.bytes;
+  auto it = Holding(g_device, reinterpret_cast<uintptr_t>(ptr));
+  if (it == g_device.end()) return false;
+  if (base != nullptr) *base = it->first;
+  if (out != nullptr) *out = it->second;
+  return true;
+}
+
+bool IsDevicePointer(const void* ptr) { return FindDeviceAllocation(ptr, nullptr, nullptr); }
+
+CUresult AllocateDevice(size_t bytes, bool pooled, uint64_t* out) {
+  ipc::SizeArgs a{bytes};
+  CUresult r = Client::Get().Call(ipc::Op::kMemAlloc, &a, sizeof(a), nullptr, 0, true, out, sizeof(*out));
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(g_mu);
+  g_device[*out] = {bytes, ThreadDevice(), pooled};
+  return CUDA_SUCCESS;
+}
+
+bool ForgetDeviceAllocation(uintptr_t base, DeviceAllocation* out) {
+  std::lock_guard lock(g_mu);
+  auto it = g_device.find(base);
+  if (it == g_device.end()) return false;
+  if (out != nullptr) *out = it->second;
+  g_device.erase(it);
+  return true;
 }
 
 size_t LiveDeviceAllocations() {
@@ -43,7 +74,11 @@ size_t LiveDeviceAllocations() {
 
 void ForgetDeviceAllocations(int device) {
   std::lock_guard lock(g_mu);
-  std::erase_if(g_device, [device](const auto& entry) { return entry.second.device == device; });
+  std::erase_if(g_device, [device](const auto& entry) {
+    if (entry.second.device != device) return false;
+    if (entry.second.pooled) PoolReleased(device, entry.second.bytes);
+    return true;
+  });
 }
 
 }  // namespace phos::frontend
@@ -52,7 +87,12 @@ namespace {
 
 using phos::frontend::g_device;
 using phos::frontend::g_host;
+using phos::frontend::Holding;
 using phos::frontend::g_mu;
+
+}  // namespace
+
+namespace phos::frontend {
 
 // Host-to-device: chunks of at most a record's payload; with `sync`, the last waits.
 CUresult CopyToDevice(uint64_t dst, const void* src, size_t bytes, uint64_t stream, bool sync) {
@@ -86,6 +126,13 @@ CUresult CopyToHost(void* dst, uint64_t src, size_t bytes, uint64_t stream) {
   }
   return CUDA_SUCCESS;
 }
+
+}  // namespace phos::frontend
+
+namespace {
+
+using phos::frontend::CopyToDevice;
+using phos::frontend::CopyToHost;
 
 cudaError_t Copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream, bool async) {
   if (bytes == 0) return cudaSuccess;
@@ -138,23 +185,34 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   if (ptr == nullptr) return Return(cudaErrorInvalidValue);
   *ptr = nullptr;
   if (size == 0) return cudaSuccess;
-  ipc::SizeArgs a{size};
   uint64_t out = 0;
-  CUresult r = Client::Get().Call(ipc::Op::kMemAlloc, &a, sizeof(a), nullptr, 0, true, &out, sizeof(out));
+  CUresult r = phos::frontend::AllocateDevice(size, /*pooled=*/false, &out);
   if (r != CUDA_SUCCESS) return Return(r == CUDA_ERROR_OUT_OF_MEMORY ? cudaErrorMemoryAllocation : static_cast<cudaError_t>(r));
   *ptr = reinterpret_cast<void*>(out);
-  std::lock_guard lock(g_mu);
-  g_device[out] = {size, phos::frontend::ThreadDevice()};
   return cudaSuccess;
+}
+
+// Rows of `width` bytes at a pitch of the next multiple of 512 bytes: what NVIDIA's driver
+// answers on compute capability 7.0 to 9.0 (cudaMallocPitch(1000 floats) gives a 4096-byte pitch).
+cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height) {
+  constexpr size_t kPitchAlignment = 512;
+  if (ptr == nullptr || pitch == nullptr) return Return(cudaErrorInvalidValue);
+  *ptr = nullptr;
+  size_t aligned = 0, bytes = 0;
+  if (__builtin_add_overflow(width, kPitchAlignment - 1, &aligned)) return Return(cudaErrorMemoryAllocation);
+  aligned &= ~(kPitchAlignment - 1);
+  if (__builtin_mul_overflow(aligned, height, &bytes)) return Return(cudaErrorMemoryAllocation);
+  *pitch = aligned;
+  return cudaMalloc(ptr, bytes);
 }
 
 cudaError_t cudaFree(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
   ipc::PointerArgs a{reinterpret_cast<uintptr_t>(ptr)};
   CUresult r = Client::Get().Call(ipc::Op::kMemFree, &a, sizeof(a), nullptr, 0, true);
-  if (r == CUDA_SUCCESS) {
-    std::lock_guard lock(g_mu);
-    g_device.erase(a.ptr);
+  phos::frontend::DeviceAllocation freed;
+  if (r == CUDA_SUCCESS && phos::frontend::ForgetDeviceAllocation(a.ptr, &freed) && freed.pooled) {
+    phos::frontend::PoolReleased(freed.device, freed.bytes);
   }
   return Return(r);
 }
@@ -169,7 +227,7 @@ cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags) {
   void* p = nullptr;
   if (posix_memalign(&p, 4096, size == 0 ? 1 : size) != 0) return Return(cudaErrorMemoryAllocation);
   std::lock_guard lock(g_mu);
-  g_host.insert(p);
+  g_host[reinterpret_cast<uintptr_t>(p)] = {size == 0 ? 1 : size, phos::frontend::ThreadDevice(), false};
   *ptr = p;
   return cudaSuccess;
 }
@@ -180,9 +238,83 @@ cudaError_t cudaFreeHost(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
   {
     std::lock_guard lock(g_mu);
-    if (g_host.erase(ptr) == 0) return Return(cudaErrorInvalidValue);
+    auto it = g_host.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == g_host.end() || it->second.registered) return Return(cudaErrorInvalidValue);
+    g_host.erase(it);
   }
   std::free(ptr);
+  return cudaSuccess;
+}
+
+// Registered ranges are recorded, not pinned: phosd cannot pin another process's pages, and every
+// copy goes through the ring anyway. They answer as host memory to cudaPointerGetAttributes.
+cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
+  constexpr unsigned kKnown = cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterIoMemory |
+                              cudaHostRegisterReadOnly;
+  if (ptr == nullptr || size == 0 || (flags & ~kKnown) != 0) return Return(cudaErrorInvalidValue);
+  if ((flags & (cudaHostRegisterMapped | cudaHostRegisterIoMemory)) != 0) {
+    return phos::frontend::NotSupported("cudaHostRegister", "mapped or I/O host memory is not remoted");
+  }
+  auto p = reinterpret_cast<uintptr_t>(ptr);
+  if (size > UINTPTR_MAX - p) return Return(cudaErrorInvalidValue);
+  std::lock_guard lock(g_mu);
+  // Any overlap with a range already pinned, as the driver refuses it.
+  auto next = g_host.lower_bound(p);
+  if ((next != g_host.end() && next->first < p + size) || Holding(g_host, p) != g_host.end()) {
+    return Return(cudaErrorHostMemoryAlreadyRegistered);
+  }
+  g_host[p] = {size, phos::frontend::ThreadDevice(), true};
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostUnregister(void* ptr) {
+  if (ptr == nullptr) return Return(cudaErrorInvalidValue);
+  std::lock_guard lock(g_mu);
+  auto it = g_host.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == g_host.end() || !it->second.registered) return Return(cudaErrorHostMemoryNotRegistered);
+  g_host.erase(it);
+  return cudaSuccess;
+}
+
+// No host memory is mapped into the device (cudaHostAllocMapped and cudaHostRegisterMapped are
+// refused), so no host pointer has a device address.
+cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned int flags) {
+  if (device == nullptr || host == nullptr || flags != 0) return Return(cudaErrorInvalidValue);
+  *device = nullptr;
+  return phos::frontend::NotSupported("cudaHostGetDevicePointer", "no host memory is mapped into the device");
+}
+
+cudaError_t cudaHostGetFlags(unsigned int* flags, void* host) {
+  if (flags == nullptr) return Return(cudaErrorInvalidValue);
+  std::lock_guard lock(g_mu);
+  auto it = g_host.find(reinterpret_cast<uintptr_t>(host));
+  if (it == g_host.end() || it->second.registered) return Return(cudaErrorInvalidValue);
+  *flags = cudaHostAllocDefault;
+  return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {
+  if (attributes == nullptr) return Return(cudaErrorInvalidValue);
+  *attributes = {};
+  phos::frontend::DeviceAllocation device;
+  if (phos::frontend::FindDeviceAllocation(ptr, nullptr, &device)) {
+    attributes->type = cudaMemoryTypeDevice;
+    attributes->device = device.device;
+    attributes->devicePointer = const_cast<void*>(ptr);
+    return cudaSuccess;
+  }
+  std::lock_guard lock(g_mu);
+  if (auto it = Holding(g_host, reinterpret_cast<uintptr_t>(ptr)); it != g_host.end()) {
+    // Not mapped into the device: no device pointer.
+    attributes->type = cudaMemoryTypeHost;
+    attributes->device = it->second.device;
+    attributes->hostPointer = const_cast<void*>(ptr);
+    return cudaSuccess;
+  }
+  // What NVIDIA's runtime answers for memory CUDA does not know.
+  attributes->type = cudaMemoryTypeUnregistered;
+  attributes->device = cudaInvalidDeviceId;
+  attributes->hostPointer = const_cast<void*>(ptr);
   return cudaSuccess;
 }
 

@@ -45,18 +45,43 @@ CUresult WriteToReadOnlyFault(const char* what, CUdeviceptr dst, uint64_t bytes)
   return CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
+// The bytes [ptr, ptr + (height - 1) * pitch + width) that `height` rows of `width` bytes,
+// `pitch` apart, span; false when width exceeds the pitch of more than one row or the span wraps.
+bool RowSpan(CUdeviceptr ptr, size_t pitch, size_t width, size_t height, size_t* span) {
+  if (height > 1 && width > pitch) return false;
+  size_t rows = 0;
+  if (__builtin_mul_overflow(height - 1, pitch, &rows) || __builtin_add_overflow(rows, width, span)) return false;
+  CUdeviceptr end = 0;
+  return !__builtin_add_overflow(ptr, *span, &end);
+}
+
 }  // namespace
 
 CUresult EnqueueCopy(Driver& driver, Stream& stream, CUdeviceptr dst, CUdeviceptr src,
                      size_t bytes, CallKind kind, CopySides sides) {
-  if (bytes == 0) return CUDA_SUCCESS;
+  return EnqueueCopy2D(driver, stream, {.dst = dst, .dst_pitch = bytes, .src = src, .src_pitch = bytes,
+                                        .width = bytes, .height = 1}, kind, sides);
+}
+
+CUresult EnqueueCopy2D(Driver& driver, Stream& stream, const Rows& rows, CallKind kind, CopySides sides) {
+  if (rows.width == 0 || rows.height == 0) return CUDA_SUCCESS;
+  size_t dst_span = 0, src_span = 0, bytes = 0;
+  if (!RowSpan(rows.dst, rows.dst_pitch, rows.width, rows.height, &dst_span) ||
+      !RowSpan(rows.src, rows.src_pitch, rows.width, rows.height, &src_span) ||
+      __builtin_mul_overflow(rows.width, rows.height, &bytes)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   Side to, from;
-  if (CUresult r = Classify(driver, dst, bytes, Access::kReadWrite, &to); r != CUDA_SUCCESS) return r;
-  if (CUresult r = Classify(driver, src, bytes, Access::kRead, &from); r != CUDA_SUCCESS) return r;
+  if (CUresult r = Classify(driver, rows.dst, dst_span, Access::kReadWrite, &to); r != CUDA_SUCCESS) return r;
+  if (CUresult r = Classify(driver, rows.src, src_span, Access::kRead, &from); r != CUDA_SUCCESS) return r;
   bool dst_must_be_device = sides == CopySides::kHostToDevice || sides == CopySides::kDeviceToDevice;
   bool src_must_be_device = sides == CopySides::kDeviceToHost || sides == CopySides::kDeviceToDevice;
+  bool dst_must_be_host = sides == CopySides::kDeviceToHost || sides == CopySides::kHostToHost;
+  bool src_must_be_host = sides == CopySides::kHostToDevice || sides == CopySides::kHostToHost;
   if ((dst_must_be_device && !to.device) || (src_must_be_device && !from.device)) return CUDA_ERROR_INVALID_VALUE;
+  if ((dst_must_be_host && to.device) || (src_must_be_host && from.device)) return CUDA_ERROR_INVALID_VALUE;
 
+  // Paced on the bytes moved, as a 1D copy of width * height bytes; the pitch gaps cost nothing.
   const DeviceProfile& p = *driver.config().profile;
   Op op;
   op.bytes = bytes;
@@ -77,14 +102,15 @@ CUresult EnqueueCopy(Driver& driver, Stream& stream, CUdeviceptr dst, CUdevicept
     op.engine = Engine::kHost;
     op.cost_seconds = 0;
   }
-  void* d = reinterpret_cast<void*>(dst);
-  const void* s = reinterpret_cast<const void*>(src);
-  op.what = "memcpy";
-  op.work = [d, s, bytes, read_only = to.read_only]() {
-    if (read_only) return WriteToReadOnlyFault("memcpy", reinterpret_cast<CUdeviceptr>(d), bytes);
+  op.what = rows.height == 1 ? "memcpy" : "memcpy2D";
+  op.work = [rows, read_only = to.read_only, dst_span]() {
+    if (read_only) return WriteToReadOnlyFault("memcpy", rows.dst, dst_span);
     // The ranges may overlap (a tenant's cuMemcpyDtoD within one buffer): CUDA leaves the result
     // undefined, simgpu gives memmove's rather than undefined behaviour in the host process.
-    std::memmove(d, s, bytes);
+    for (size_t row = 0; row < rows.height; ++row) {
+      std::memmove(reinterpret_cast<void*>(rows.dst + row * rows.dst_pitch),
+                   reinterpret_cast<const void*>(rows.src + row * rows.src_pitch), rows.width);
+    }
     return CUDA_SUCCESS;
   };
   uint64_t seq = stream.Enqueue(std::move(op));
@@ -124,23 +150,40 @@ CUresult EnqueueGuardedCopy(Driver& driver, Stream& stream, CUdeviceptr dst, con
 
 CUresult EnqueueMemset(Driver& driver, Stream& stream, CUdeviceptr dst, uint32_t value,
                        size_t element_size, size_t count) {
-  if (count == 0) return CUDA_SUCCESS;
-  if (dst % element_size != 0) return CUDA_ERROR_INVALID_VALUE;
-  size_t bytes = count * element_size;
-  if (bytes / element_size != count) return CUDA_ERROR_INVALID_VALUE;
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(count, element_size, &bytes)) return CUDA_ERROR_INVALID_VALUE;
+  return EnqueueMemset2D(driver, stream, dst, bytes, value, element_size, count, 1);
+}
+
+CUresult EnqueueMemset2D(Driver& driver, Stream& stream, CUdeviceptr dst, size_t pitch, uint32_t value,
+                         size_t element_size, size_t width, size_t height) {
+  if (width == 0 || height == 0) return CUDA_SUCCESS;
+  if (dst % element_size != 0 || (height > 1 && pitch % element_size != 0)) return CUDA_ERROR_INVALID_VALUE;
+  size_t row_bytes = 0, span = 0, bytes = 0;
+  if (__builtin_mul_overflow(width, element_size, &row_bytes) || !RowSpan(dst, pitch, row_bytes, height, &span) ||
+      __builtin_mul_overflow(row_bytes, height, &bytes)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   Side to;
-  if (CUresult r = Classify(driver, dst, bytes, Access::kReadWrite, &to); r != CUDA_SUCCESS) return r;
+  if (CUresult r = Classify(driver, dst, span, Access::kReadWrite, &to); r != CUDA_SUCCESS) return r;
   if (!to.device) return CUDA_ERROR_INVALID_VALUE;
 
   Op op;
   op.engine = Engine::kCompute;
   op.bytes = bytes;
   op.cost_seconds = bytes / driver.config().profile->d2d_bps;
-  op.what = "memset";
+  op.what = height == 1 ? "memset" : "memset2D";
   auto* p = reinterpret_cast<unsigned char*>(dst);
+  // Rows [0, height) of `row_bytes` at `pitch` apart, each filled by `fill(row start)`.
+  auto each_row = [p, pitch, height](auto fill) {
+    return [p, pitch, height, fill]() {
+      for (size_t row = 0; row < height; ++row) fill(p + row * pitch);
+      return CUDA_SUCCESS;
+    };
+  };
   if (to.read_only) {
-    op.work = [dst, bytes]() { return WriteToReadOnlyFault("memset", dst, bytes); };
-  } else if (value == 0) {
+    op.work = [dst, span]() { return WriteToReadOnlyFault("memset", dst, span); };
+  } else if (value == 0 && height == 1) {
     // VMM memory is zeroed through its memfd without faulting its pages in, and marked zeroed
     // (DeviceMemory::ZeroMapped); elsewhere the bytes are written.
     DeviceMemory* memory = &driver.memory();
@@ -149,16 +192,17 @@ CUresult EnqueueMemset(Driver& driver, Stream& stream, CUdeviceptr dst, uint32_t
       return CUDA_SUCCESS;
     };
   } else if (element_size == 1) {
-    op.work = [p, value, bytes]() {
-      std::memset(p, static_cast<int>(value & 0xff), bytes);
-      return CUDA_SUCCESS;
-    };
+    op.work = each_row([value, row_bytes](unsigned char* row) { std::memset(row, static_cast<int>(value & 0xff), row_bytes); });
+  } else if (element_size == 2) {
+    op.work = each_row([value, width](unsigned char* row) {
+      auto* w = reinterpret_cast<uint16_t*>(row);
+      for (size_t i = 0; i < width; ++i) w[i] = static_cast<uint16_t>(value);
+    });
   } else {
-    op.work = [p, value, count]() {
-      auto* w = reinterpret_cast<uint32_t*>(p);
-      for (size_t i = 0; i < count; ++i) w[i] = value;
-      return CUDA_SUCCESS;
-    };
+    op.work = each_row([value, width](unsigned char* row) {
+      auto* w = reinterpret_cast<uint32_t*>(row);
+      for (size_t i = 0; i < width; ++i) w[i] = value;
+    });
   }
   stream.Enqueue(std::move(op));
   return CUDA_SUCCESS;

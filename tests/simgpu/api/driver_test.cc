@@ -344,3 +344,81 @@ TEST_F(DriverTest, LaunchSharedMemoryIsBoundedByTheProfile) {
 }
 
 }  // namespace
+
+// cuMemcpy2D and cuMemsetD2D*: rows land at their pitch, the gaps between them stay, and a span
+// past the allocation (or a pitch below the width) is refused before anything is written.
+TEST_F(DriverTest, PitchedCopiesAndSetsMoveRowsAndCheckTheirSpan) {
+  constexpr size_t kWidth = 24, kHeight = 5, kPitch = 64, kHostPitch = 30;
+  CUdeviceptr dev = 0;
+  ASSERT_EQ(cuMemAlloc(&dev, kPitch * kHeight), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD8(dev, 0xee, kPitch * kHeight), CUDA_SUCCESS);
+  std::vector<unsigned char> host(kHostPitch * kHeight);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<unsigned char>(i * 13 + 5);
+
+  CUDA_MEMCPY2D up{};
+  up.srcMemoryType = CU_MEMORYTYPE_HOST;
+  up.srcHost = host.data();
+  up.srcPitch = kHostPitch;
+  up.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  up.dstDevice = dev;
+  up.dstPitch = kPitch;
+  up.WidthInBytes = kWidth;
+  up.Height = kHeight;
+  ASSERT_EQ(cuMemcpy2D(&up), CUDA_SUCCESS);
+  // Row 2, from byte 8 on, set to 0x42 in 16-bit elements: 8 elements of 2 bytes.
+  ASSERT_EQ(cuMemsetD2D16Async(dev + 2 * kPitch + 8, kPitch, 0x4242, 8, 2, nullptr), CUDA_SUCCESS);
+
+  std::vector<unsigned char> expected(kPitch * kHeight, 0xee);
+  for (size_t r = 0; r < kHeight; ++r) {
+    for (size_t c = 0; c < kWidth; ++c) expected[r * kPitch + c] = host[r * kHostPitch + c];
+  }
+  for (size_t r = 2; r < 4; ++r) {
+    for (size_t c = 8; c < 24; ++c) expected[r * kPitch + c] = 0x42;
+  }
+  std::vector<unsigned char> got(kPitch * kHeight, 0);
+  ASSERT_EQ(cuMemcpyDtoH(got.data(), dev, got.size()), CUDA_SUCCESS);
+  EXPECT_EQ(got, expected);
+
+  // Back down into a dense host buffer, asynchronously, from column 4 of row 1.
+  CUDA_MEMCPY2D down{};
+  down.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  down.srcDevice = dev;
+  down.srcXInBytes = 4;
+  down.srcY = 1;
+  down.srcPitch = kPitch;
+  down.dstMemoryType = CU_MEMORYTYPE_HOST;
+  std::vector<unsigned char> dense(16 * 3, 0);
+  down.dstHost = dense.data();
+  down.dstPitch = 16;
+  down.WidthInBytes = 16;
+  down.Height = 3;
+  ASSERT_EQ(cuMemcpy2DAsync(&down, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  for (size_t r = 0; r < 3; ++r) {
+    for (size_t c = 0; c < 16; ++c) EXPECT_EQ(dense[r * 16 + c], expected[(r + 1) * kPitch + 4 + c]) << r << "," << c;
+  }
+
+  // One row too many: the last row ends past the allocation.
+  CUDA_MEMCPY2D bad = up;
+  bad.Height = kHeight + 1;
+  EXPECT_EQ(cuMemcpy2D(&bad), CUDA_ERROR_INVALID_VALUE);
+  bad = up;
+  bad.dstPitch = kWidth - 1;  // rows would overlap
+  EXPECT_EQ(cuMemcpy2D(&bad), CUDA_ERROR_INVALID_VALUE);
+  bad = up;
+  bad.dstPitch = SIZE_MAX / 2;  // the span wraps
+  EXPECT_EQ(cuMemcpy2D(&bad), CUDA_ERROR_INVALID_VALUE);
+  bad = up;
+  bad.dstMemoryType = CU_MEMORYTYPE_HOST;  // the device side named as host memory
+  bad.dstHost = reinterpret_cast<void*>(dev);
+  EXPECT_EQ(cuMemcpy2D(&bad), CUDA_ERROR_INVALID_VALUE);
+  bad = up;
+  bad.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+  EXPECT_EQ(cuMemcpy2D(&bad), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemsetD2D8(dev, kPitch, 1, kPitch + 1, 2), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemsetD2D32(dev, kPitch, 1, 4, kHeight + 1), CUDA_ERROR_INVALID_VALUE);
+  got.assign(got.size(), 0);
+  ASSERT_EQ(cuMemcpyDtoH(got.data(), dev, got.size()), CUDA_SUCCESS);
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(cuMemFree(dev), CUDA_SUCCESS);
+}

@@ -10,7 +10,7 @@
 namespace phos::ipc {
 
 inline constexpr uint32_t kWireMagic = 0x534f4850;  // "PHOS" little-endian
-inline constexpr uint32_t kWireVersion = 5;
+inline constexpr uint32_t kWireVersion = 6;
 inline constexpr size_t kTokenChars = 32;        // 128-bit token, hex
 inline constexpr size_t kAnswerMessageChars = 200;
 
@@ -108,6 +108,11 @@ enum class Op : uint16_t {
   kDeviceCanAccessPeer,   // PeerArgs -> i32
   kDeviceEnablePeer,      // PeerArgs (device: the current one; flags)
   kDeviceDisablePeer,     // PeerArgs (device: the current one)
+  // Pitched copies and sets, stream-ordered frees (runtime/src/session_memory.cc).
+  kMemcpy2D,              // Copy2DArgs; host to device: + width * height bytes, the rows packed;
+                          // device to host -> width * height bytes, the rows packed (reply area)
+  kMemset2D,              // Memset2DArgs
+  kMemFreeAsync,          // StreamPointerArgs; asynchronous: the free follows the stream's work
   kOpCount
 };
 
@@ -141,6 +146,20 @@ struct HandleArgs { uint64_t handle; };
 struct StreamEventArgs { uint64_t stream; uint64_t event; };
 struct CopyArgs { uint64_t dst; uint64_t src; uint64_t bytes; uint64_t stream; };
 struct MemsetArgs { uint64_t dst; uint64_t bytes; uint64_t stream; uint32_t value; uint32_t pad; };
+// A 2D copy: `height` rows of `width` bytes. The host side of a host-to-device or device-to-host
+// copy is packed (its pitch is `width`; its address field is 0): the frontend lays the rows out.
+enum class Copy2DKind : uint32_t { kHostToDevice = 0, kDeviceToHost, kDeviceToDevice };
+struct Copy2DArgs {
+  uint64_t dst, dst_pitch;
+  uint64_t src, src_pitch;
+  uint64_t width, height;  // bytes per row, rows
+  uint64_t stream;
+  uint32_t kind;           // Copy2DKind
+  uint32_t pad;
+};
+struct Memset2DArgs { uint64_t dst; uint64_t pitch; uint64_t width; uint64_t height; uint64_t stream; uint32_t value; uint32_t pad; };
+struct StreamPointerArgs { uint64_t ptr; uint64_t stream; };
+static_assert(sizeof(Copy2DArgs) == 64 && sizeof(Memset2DArgs) == 48 && sizeof(StreamPointerArgs) == 16);
 struct ModuleChunkArgs {
   uint64_t module_id;   // chosen by the frontend, unique per session
   uint64_t total_bytes;

@@ -96,6 +96,12 @@ inline constexpr uint64_t kHostSide = 0;
 void SpeculateCopy(const BufferTable& table, uint64_t dst, uint64_t src, uint64_t bytes, AccessSets* sets);
 // A memset of `bytes` at `dst`: written, and read too unless it covers the whole buffer.
 void SpeculateMemset(const BufferTable& table, uint64_t dst, uint64_t bytes, AccessSets* sets);
+// A 2D copy or memset side: `height` rows of `width` bytes, `pitch` apart, from `ptr` (kHostSide:
+// none). Every buffer the span from the first row to the end of the last meets is read, or
+// written (and read, since the gaps between rows keep their bytes, unless the rows are dense
+// and cover it); a span that wraps reaches every buffer from `ptr` up.
+void SpeculatePitched(const BufferTable& table, uint64_t ptr, uint64_t pitch, uint64_t width, uint64_t height,
+                      bool write, AccessSets* sets);
 
 // The bytes a BLAS operand spans, and whether it touches every one of them (no gaps between
 // columns, batches or strided elements).

@@ -306,10 +306,14 @@ void Session::ReleaseDevices() {
   }
   // Memory of every device goes before any context does (destroying a context would free its
   // memory under our buffer table, and another session could be given the addresses meanwhile).
-  // They are zeroed first, as the pool's scrub would (the addresses go back to the driver).
+  // They are zeroed first, as the pool's scrub would (the addresses go back to the driver), each
+  // in its own device's context: that is the context whose synchronisation waits for the zeroing.
   if (!device_contexts_.empty()) {
-    driver_->cuCtxSetCurrent(context_);
     for (uint64_t base : buffers_.Bases()) {
+      auto owner = buffer_devices_.find(base);
+      const int device = owner == buffer_devices_.end() ? 0 : owner->second;
+      auto ctx = device_contexts_.find(device);
+      driver_->cuCtxSetCurrent(device == 0 || ctx == device_contexts_.end() ? context_ : ctx->second);
       FreeBuffer(base, buffers_.buffers().at(base));
       buffers_.Erase(base).IgnoreError();
     }

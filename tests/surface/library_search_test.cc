@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "phos/surface/check.h"
@@ -232,8 +233,11 @@ TEST(LibrarySearchTest, TheProgramsOwnLibraryIsFoundThroughOrigin) {
   ASSERT_TRUE(surface.ok());
   Result<CheckReport> report = CheckProgram(PHOS_CHECK_WITH_HELPER, *surface, *env);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
-  ASSERT_GE(report->objects.size(), 2u);
-  EXPECT_EQ(std::filesystem::canonical(report->objects[1]), std::filesystem::canonical(PHOS_CHECK_HELPER));
+  // Among the libraries it loads (a sanitizer build's runtime comes first in such a build).
+  const std::filesystem::path helper = std::filesystem::canonical(PHOS_CHECK_HELPER);
+  EXPECT_TRUE(std::any_of(report->objects.begin() + 1, report->objects.end(),
+                          [&](const std::string& o) { return std::filesystem::canonical(o) == helper; }))
+      << "the helper library was not found through $ORIGIN";
 }
 
 }  // namespace

@@ -106,53 +106,48 @@ CUresult Session::Memcpy2D(const ipc::Copy2DArgs& a, const Call& call) {
   const bool to_device = kind == ipc::Copy2DKind::kHostToDevice;
   if (!to_device && !call.tail.empty()) return CUDA_ERROR_INVALID_VALUE;
   if (packed == 0) return to_device && !call.tail.empty() ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
-  uint64_t dst_span = 0, src_span = 0;
   CUDA_MEMCPY2D c{};
   c.WidthInBytes = a.width;
   c.Height = a.height;
+  // Each side: device memory of the session whose rows all lie in its buffer, or the packed rows
+  // (the record's tail going in, the reply area coming out).
+  auto device_side = [&](uint64_t ptr, uint64_t pitch, const char* what, CUmemorytype* type, CUdeviceptr* device,
+                         size_t* side_pitch) {
+    uint64_t span = 0;
+    if (!PitchedSpan(pitch, a.width, a.height, &span) || !Owns(ptr, span, what)) return false;
+    *type = CU_MEMORYTYPE_DEVICE;
+    *device = ptr;
+    *side_pitch = pitch;
+    return true;
+  };
+  auto host_side = [&](CUmemorytype* type, size_t* side_pitch) {
+    *type = CU_MEMORYTYPE_HOST;
+    *side_pitch = a.width;
+  };
+  bool ok = false;
   switch (kind) {
     case ipc::Copy2DKind::kHostToDevice:
-      if (packed != call.tail.size() || !PitchedSpan(a.dst_pitch, a.width, a.height, &dst_span) ||
-          !Owns(a.dst, dst_span, "2D copy destination")) {
-        return CUDA_ERROR_INVALID_VALUE;
-      }
       // The rows are ring memory the frontend reuses once the record is released: as for a 1D
       // copy, the driver treats them as pageable memory, whose copies are complete on return.
-      c.srcMemoryType = CU_MEMORYTYPE_HOST;
+      ok = packed == call.tail.size() &&
+           device_side(a.dst, a.dst_pitch, "2D copy destination", &c.dstMemoryType, &c.dstDevice, &c.dstPitch);
+      host_side(&c.srcMemoryType, &c.srcPitch);
       c.srcHost = call.tail.data();
-      c.srcPitch = a.width;
-      c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-      c.dstDevice = a.dst;
-      c.dstPitch = a.dst_pitch;
       break;
     case ipc::Copy2DKind::kDeviceToHost:
-      if (packed > ring_->reply_capacity() || !PitchedSpan(a.src_pitch, a.width, a.height, &src_span) ||
-          !Owns(a.src, src_span, "2D copy source")) {
-        return CUDA_ERROR_INVALID_VALUE;
-      }
-      c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-      c.srcDevice = a.src;
-      c.srcPitch = a.src_pitch;
-      c.dstMemoryType = CU_MEMORYTYPE_HOST;
+      ok = packed <= ring_->reply_capacity() &&
+           device_side(a.src, a.src_pitch, "2D copy source", &c.srcMemoryType, &c.srcDevice, &c.srcPitch);
+      host_side(&c.dstMemoryType, &c.dstPitch);
       c.dstHost = call.reply;
-      c.dstPitch = a.width;
       break;
     case ipc::Copy2DKind::kDeviceToDevice:
-      if (!PitchedSpan(a.dst_pitch, a.width, a.height, &dst_span) ||
-          !PitchedSpan(a.src_pitch, a.width, a.height, &src_span) || !Owns(a.dst, dst_span, "2D copy destination") ||
-          !Owns(a.src, src_span, "2D copy source")) {
-        return CUDA_ERROR_INVALID_VALUE;
-      }
-      c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-      c.srcDevice = a.src;
-      c.srcPitch = a.src_pitch;
-      c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-      c.dstDevice = a.dst;
-      c.dstPitch = a.dst_pitch;
+      ok = device_side(a.dst, a.dst_pitch, "2D copy destination", &c.dstMemoryType, &c.dstDevice, &c.dstPitch) &&
+           device_side(a.src, a.src_pitch, "2D copy source", &c.srcMemoryType, &c.srcDevice, &c.srcPitch);
       break;
     default:
-      return CUDA_ERROR_INVALID_VALUE;
+      break;
   }
+  if (!ok) return CUDA_ERROR_INVALID_VALUE;
   Result<CUstream> stream = StreamOf(a.stream);
   if (!stream.ok()) return CUDA_ERROR_INVALID_HANDLE;
   CUresult r = a.stream == 0 ? driver_->cuMemcpy2D(&c) : driver_->cuMemcpy2DAsync(&c, *stream);

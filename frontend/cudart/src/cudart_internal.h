@@ -25,8 +25,9 @@ struct DeviceAllocation {
   int device;   // the session device it was made on
   bool pooled;  // by cudaMallocAsync / cudaMallocFromPoolAsync: counted in its device's pool
 };
-// Whether `ptr` lies in a device allocation this process made (cudaMemcpyDefault).
-bool IsDevicePointer(const void* ptr);
+// The direction of a copy: `kind` itself, or for cudaMemcpyDefault the one its pointers say (a
+// pointer into a device allocation this process made is device memory, any other host memory).
+cudaMemcpyKind ResolveCopyKind(void* dst, const void* src, cudaMemcpyKind kind);
 // The allocation holding `ptr`, with its base; false when none does.
 bool FindDeviceAllocation(const void* ptr, uintptr_t* base, DeviceAllocation* out);
 // Allocates `bytes` on the thread's device (kMemAlloc) and records it.

@@ -47,7 +47,11 @@ bool FindDeviceAllocation(const void* ptr, uintptr_t* base, DeviceAllocation* ou
   return true;
 }
 
-bool IsDevicePointer(const void* ptr) { return FindDeviceAllocation(ptr, nullptr, nullptr); }
+cudaMemcpyKind ResolveCopyKind(void* dst, const void* src, cudaMemcpyKind kind) {
+  if (kind != cudaMemcpyDefault) return kind;
+  const bool d = FindDeviceAllocation(dst, nullptr, nullptr), s = FindDeviceAllocation(src, nullptr, nullptr);
+  return d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice) : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+}
 
 CUresult AllocateDevice(size_t bytes, bool pooled, uint64_t* out) {
   ipc::SizeArgs a{bytes};
@@ -137,10 +141,7 @@ using phos::frontend::CopyToHost;
 cudaError_t Copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream, bool async) {
   if (bytes == 0) return cudaSuccess;
   if (dst == nullptr || src == nullptr) return Return(cudaErrorInvalidValue);
-  if (kind == cudaMemcpyDefault) {
-    bool d = phos::frontend::IsDevicePointer(dst), s = phos::frontend::IsDevicePointer(src);
-    kind = d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice) : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
-  }
+  kind = phos::frontend::ResolveCopyKind(dst, src, kind);
   uint64_t sid = StreamId(stream);
   auto dst_u = reinterpret_cast<uintptr_t>(dst);
   auto src_u = reinterpret_cast<uintptr_t>(src);

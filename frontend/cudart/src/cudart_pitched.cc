@@ -15,12 +15,6 @@ namespace ipc = phos::ipc;
 
 namespace {
 
-cudaMemcpyKind Infer(void* dst, const void* src, cudaMemcpyKind kind) {
-  if (kind != cudaMemcpyDefault) return kind;
-  bool d = phos::frontend::IsDevicePointer(dst), s = phos::frontend::IsDevicePointer(src);
-  return d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice) : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
-}
-
 CUresult RowsToDevice(uintptr_t dst, size_t dpitch, const uint8_t* src, size_t spitch, size_t width, size_t height,
                       uint64_t stream, bool sync) {
   Client& c = Client::Get();
@@ -90,7 +84,7 @@ cudaError_t Copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, siz
   const uint64_t sid = async ? StreamId(stream) : 0;
   auto dst_u = reinterpret_cast<uintptr_t>(dst);
   auto src_u = reinterpret_cast<uintptr_t>(src);
-  switch (Infer(dst, src, kind)) {
+  switch (phos::frontend::ResolveCopyKind(dst, src, kind)) {
     case cudaMemcpyHostToDevice:
       return Return(RowsToDevice(dst_u, dpitch, static_cast<const uint8_t*>(src), spitch, width, height, sid, !async));
     case cudaMemcpyDeviceToHost:

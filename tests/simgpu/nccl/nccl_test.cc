@@ -125,7 +125,6 @@ TEST_F(SimNcclTest, GarbageAndStaleHandlesAreInvalidArguments) {
     EXPECT_EQ(ncclAllReduce(ptr(0), ptr(0), 16, ncclFloat, ncclSum, c, nullptr), ncclInvalidArgument);
     EXPECT_EQ(ncclCommDestroy(c), ncclInvalidArgument);
   }
-  EXPECT_EQ(ncclCommDestroy(nullptr), ncclInvalidArgument);
   EXPECT_NE(std::string(ncclGetLastError(nullptr)), "");
 }
 

@@ -189,6 +189,30 @@ std::array<OpHandler, kOpSlots> Session::BuildOpTable() {
        .placement = kHandle,
        .handle_offset = offsetof(ipc::NcclCollectiveArgs, stream),
        .library = Library::kNccl});
+
+  // NCCL point-to-point and communicator lifecycle (session_nccl.cc, session_nccl_collectives.cc).
+  // Sends and receives are queued in the open group: asynchronous, like collectives.
+  constexpr uint32_t kP2pStream = offsetof(ipc::NcclP2pArgs, stream);
+  at(Op::kNcclSend) = Bind<ipc::NcclP2pArgs, &Session::NcclSend>(
+      {.name = "ncclSend", .placement = kHandle, .handle_offset = kP2pStream, .library = Library::kNccl});
+  at(Op::kNcclRecv) = Bind<ipc::NcclP2pArgs, &Session::NcclRecv>(
+      {.name = "ncclRecv", .placement = kHandle, .handle_offset = kP2pStream, .library = Library::kNccl});
+  at(Op::kNcclGroupEndSync) = Bind<ipc::NcclGroupEndArgs, &Session::NcclGroupEndSync>({.name = "ncclGroupEnd (sends and receives)",
+                                                                        .placement = Placement::kOwnChoice,
+                                                                        .result = kNccl,
+                                                                        .library = Library::kNccl});
+  at(Op::kNcclCommFinalize) = Bind<ipc::HandleArgs, &Session::NcclFinalize>(
+      {.name = "ncclCommFinalize", .result = kNccl, .library = Library::kNccl});
+  at(Op::kNcclCommAbort) = Bind<ipc::HandleArgs, &Session::NcclAbort>(
+      {.name = "ncclCommAbort", .result = kNccl, .library = Library::kNccl});
+  at(Op::kNcclCommGetAsyncError) = Bind<ipc::HandleArgs, &Session::NcclGetAsyncError>(
+      {.name = "ncclCommGetAsyncError", .result = kNccl, .library = Library::kNccl});
+  at(Op::kNcclCommCuDevice) = Bind<ipc::HandleArgs, &Session::NcclCuDevice>(
+      {.name = "ncclCommCuDevice", .result = kNccl, .library = Library::kNccl});
+  at(Op::kNcclRedOpCreate) = Bind<ipc::NcclRedOpArgs, &Session::NcclRedOpCreate>(
+      {.name = "ncclRedOpCreatePreMulSum", .result = kNccl, .library = Library::kNccl});
+  at(Op::kNcclRedOpDestroy) = Bind<ipc::NcclRedOpArgs, &Session::NcclRedOpDestroy>(
+      {.name = "ncclRedOpDestroy", .result = kNccl, .library = Library::kNccl});
   return t;
 }
 

@@ -126,6 +126,10 @@ TEST(SessionOpsTest, CallsNamingAHandleRunOnItsDevice) {
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kMemAlloc))->placement, Placement::kCurrentDevice);
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCollective))->handle_offset,
             offsetof(ipc::NcclCollectiveArgs, stream));
+  // NCCL work on a default stream runs on its communicator's device.
+  for (Op op : {Op::kNcclCollective, Op::kNcclSend, Op::kNcclRecv}) {
+    EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(op))->placement, Placement::kNcclStream);
+  }
 }
 
 }  // namespace

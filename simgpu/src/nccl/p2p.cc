@@ -74,7 +74,12 @@ class P2pBatch {
   std::shared_ptr<HeldTask> gate;  // set under the group's mutex
   bool abandoned = false;          // guarded by the group's mutex
 
-  void SetParts() { remaining_.store(static_cast<int>(parts.size())); }
+  // Posting adds a part: one more end that is not done. Counted as it is added, so that a batch
+  // still being posted is never taken for a finished one.
+  void AddPart(Part part) {
+    parts.push_back(std::move(part));
+    remaining_.fetch_add(1);
+  }
   bool done() const { return remaining_.load() <= 0; }
 
   // The batch's stream reached it: each transfer whose other end arrived too is moved here.
@@ -199,7 +204,7 @@ ncclResult_t PostP2p(DeviceAccess& devices, const std::vector<PendingP2p>& ops) 
     mine.count = op.args.count;
     mine.type = op.args.type;
     mine.batch = batch;
-    batch->parts.push_back({transfer, end});
+    batch->AddPart({transfer, end});
     const Transfer::End& other = transfer->ends[1 - end];
     if (!other.posted) continue;
     channel.open.erase(number);
@@ -222,7 +227,6 @@ ncclResult_t PostP2p(DeviceAccess& devices, const std::vector<PendingP2p>& ops) 
   for (const std::shared_ptr<P2pBatch>& b : failed_after_arrival) b->Finish(1, CUDA_SUCCESS);
 
   for (const auto& [batch, first_op] : batches) {
-    batch->SetParts();
     size_t bytes = 0;
     for (const P2pBatch::Part& p : batch->parts) {
       bytes += p.transfer->ends[p.end].count * DataTypeSize(p.transfer->ends[p.end].type);

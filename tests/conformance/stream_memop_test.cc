@@ -163,8 +163,10 @@ TEST_F(StreamMemOpTest, WriteFollowsTheWorkQueuedBeforeIt) {
 TEST_F(StreamMemOpTest, MisalignedWordsAndUnknownFlagsAreRefused) {
   DeviceBuffer word;
   PHOS_ASSERT_CU(word.Allocate(2 * sizeof(uint64_t)));
-  EXPECT_EQ(cuStreamWaitValue32(nullptr, word.get() + 2, 0, CU_STREAM_WAIT_VALUE_GEQ), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(cuStreamWriteValue64(nullptr, word.get() + 4, 0, CU_STREAM_WRITE_VALUE_DEFAULT), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamWaitValue32(nullptr, word.get() + 2, 0, CU_STREAM_WAIT_VALUE_GEQ),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamWriteValue64(nullptr, word.get() + 4, 0, CU_STREAM_WRITE_VALUE_DEFAULT),
+            CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuStreamWriteValue32(nullptr, word.get(), 0, 0x10), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuStreamWaitValue32(nullptr, word.get(), 0, 0x10), CUDA_ERROR_INVALID_VALUE);
 }

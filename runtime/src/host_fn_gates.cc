@@ -53,6 +53,8 @@ CUresult HostFnGates::Launch(CUstream stream, int device, CUcontext context, uin
     s.device = device;
     generation = ++s.generation;
   }
+  // Freed by OnReached. A context that fails drops the callbacks still queued, and their few bytes
+  // with them: the driver never calls them.
   auto* reach = new Reach{shared_from_this(), slot, generation};
   if (CUresult r = driver_->cuLaunchHostFunc(stream, &HostFnGates::OnReached, reach); r != CUDA_SUCCESS) {
     delete reach;

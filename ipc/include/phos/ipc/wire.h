@@ -113,7 +113,7 @@ enum class Op : uint16_t {
                           // device to host -> width * height bytes, the rows packed (reply area)
   kMemset2D,              // Memset2DArgs
   kMemFreeAsync,          // StreamPointerArgs; asynchronous: the free follows the stream's work
-  // Streams and host callbacks (runtime/src/session_streams.cc, session_host_functions.cc).
+  // Streams and host callbacks (runtime/src/session_streams.cc, host_fn_gates.h).
   kStreamCreateWithPriority,  // StreamCreateArgs -> u64 virtual stream
   kStreamGetInfo,             // HandleArgs -> StreamInfo
   kStreamPriorityRange,       // -> StreamPriorityRange, of the current device

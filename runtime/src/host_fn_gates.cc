@@ -81,7 +81,8 @@ void HostFnGates::Refuse(uint32_t slot, CUresult result) {
 size_t HostFnGates::pending() const {
   std::lock_guard lock(mu_);
   size_t n = 0;
-  for (const Slot& s : slots_) n += s.state != SlotState::kFree ? 1 : 0;
+  // A slot being released has returned: its gate opens without the function process.
+  for (const Slot& s : slots_) n += s.state == SlotState::kQueued || s.state == SlotState::kReached ? 1 : 0;
   return n;
 }
 

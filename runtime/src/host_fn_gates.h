@@ -55,7 +55,7 @@ class HostFnGates : public std::enable_shared_from_this<HostFnGates> {
   CUresult Launch(CUstream stream, int device, CUcontext context, uint32_t slot);
   // Tells the frontend that the kLaunchHostFunc of `slot` was refused with `result`.
   void Refuse(uint32_t slot, CUresult result);
-  // Slots queued and not yet released.
+  // Slots queued whose function has not returned yet.
   size_t pending() const;
   // Opens every gate and refuses later launches. Any thread, any number of times.
   void OpenAll();

@@ -137,11 +137,11 @@ void HostFunctions::Loop() {
           } else {
             fn.callback(fn.stream, cudaSuccess, fn.user_data);
           }
-          // Posted before the slot is free here, so that phosd has it back before the slot can
-          // come again in a record.
-          ring->PostHostFnEvent(kToServer, {e.slot, 0});
         }
         std::lock_guard lock(mu_);
+        // Posted and freed at once: phosd has the slot back before a Launch can take it again, and
+        // once the stream goes on (the post let it) the function no longer counts as pending.
+        if (e.result == 0) ring->PostHostFnEvent(kToServer, {e.slot, 0});
         FreeLocked(e.slot);
       }
     }

@@ -41,6 +41,23 @@ TEST_F(TransparencyTest, APlainProgramsPitchedCopiesAndStreamOrderedAllocationsM
   EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
 }
 
+// stream_report, built like device_report with one translation unit as `--default-stream
+// per-thread` builds, runs host functions in stream order across two streams with copies between
+// them, holds a stream behind one, asks streams their priority, flags, device and id, and uses the
+// default stream from two threads; every value it checks it computed itself.
+TEST_F(TransparencyTest, APlainProgramsStreamsHostFunctionsAndPerThreadDefaultStreamsWork) {
+  CommandResult r = PhosFn({"run", "--", PHOS_STREAM_REPORT});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("stream report: host functions 1, 2, 3 in order, all checks held"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("per-thread default streams: 2 threads, distinct streams"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
+  // What it imports, the _ptds / _ptsz entry points included, phos serves.
+  CommandResult check = PhosFn({"check", PHOS_STREAM_REPORT});
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+  EXPECT_NE(check.out.find("\nruns\n"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("served   cudaMemcpy_ptds"), std::string::npos) << check.out;
+}
+
 // phosd on the h100-pcie5 profile (its contexts cost what an H100's do: a few seconds).
 class H100TransparencyTest : public PhosdTest {
  protected:

@@ -196,8 +196,9 @@ cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** arg
   alignas(16) uint8_t buffer[ipc::kMaxParamBytes];
   std::memset(buffer, 0, k.param_bytes);
   for (size_t i = 0; i < k.params.size(); ++i) std::memcpy(buffer + k.params[i].offset, args[i], k.params[i].size);
-  ipc::LaunchArgs a{k.function, StreamId(stream), {grid.x, grid.y, grid.z}, {block.x, block.y, block.z},
+  ipc::LaunchArgs a{k.function, 0, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z},
                     static_cast<uint32_t>(shared), k.param_bytes};
+  if (CUresult sr = StreamId(stream, &a.stream); sr != CUDA_SUCCESS) return Return(sr);
   return Return(Client::Get().Call(ipc::Op::kLaunch, &a, sizeof(a), buffer, k.param_bytes, false));
 }
 

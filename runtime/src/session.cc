@@ -81,6 +81,7 @@ void Session::ReleaseAll() {
   loaders_published_.store(false);
   loaders_.clear();
   if (context_ == nullptr) return;
+  ReleaseBlasScratch();
   // Peer access the function enabled would outlive it in pooled contexts.
   DisablePeers(-1);
   ScrubBorrowedSpaces();

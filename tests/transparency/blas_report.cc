@@ -112,8 +112,9 @@ void Helpers(cublasHandle_t h) {
   CHECK(cublasSgemv(h, CUBLAS_OP_N, 4, 4, &one, dy, 4, dy, 0, &one, dy, 1) == CUBLAS_STATUS_INVALID_VALUE);
   CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, dy, 3, dy, 4, &one, dy, 4) ==
         CUBLAS_STATUS_INVALID_VALUE);
-  CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, dy, CUDA_R_16F, 2, dy, CUDA_R_32F, 2, &one, dy,
-                     CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_NOT_SUPPORTED);
+  CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, dy, CUDA_R_16F, 2, dy, CUDA_R_32F, 2, &one,
+                     dy, CUDA_R_32F, 2, CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_NOT_SUPPORTED);
   // A 5 x 4 matrix between leading dimensions 7 (host) and 6 (device), synchronously and on a stream.
   const int rows = 5, cols = 4;
   std::vector<double> a = Quarters<double>(7 * cols, 2), out(8 * cols, 3.0);

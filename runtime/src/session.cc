@@ -87,6 +87,7 @@ void Session::ReleaseAll() {
   // Before anything is freed: the gate words go once the gated streams passed them.
   host_fns_->Close();
   if (context_ == nullptr) return;
+  ReleaseBlasScratch();
   // Peer access the function enabled would outlive it in pooled contexts.
   DisablePeers(-1);
   ScrubBorrowedSpaces();

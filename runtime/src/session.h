@@ -26,6 +26,7 @@
 #include "phos/ipc/ring.h"
 #include "phos/runtime/buffer_table.h"
 #include "phos/runtime/api_server.h"
+#include "phos/runtime/blas_operands.h"
 #include "phos/driver/driver_table.h"
 #include "phos/runtime/param_metadata.h"
 #include "phos/runtime/restore_loader.h"
@@ -48,10 +49,6 @@ namespace phos::runtime {
 struct SessionRules : SessionLimits {
   std::shared_ptr<const TrustedModules> trusted_modules;
 };
-
-// Bytes per element of the cudaDataType values GemmEx accepts here; 0 for anything else
-// (session_blas.cc).
-uint64_t BlasElementBytes(int32_t type);
 
 class Session {
  public:
@@ -174,6 +171,9 @@ class Session {
   // whose parameters cannot be analysed (it may touch, and write, any buffer).
   enum class Speculation { kNone, kSets, kUnknown };
   Speculation Speculate(const ipc::RecordView& record, AccessSets* sets, CUstream* stream);
+  // Speculate for the cuBLAS compute records (their operands: blas_operands.h; a pointer-array
+  // batch's matrices from its arrays, read).
+  Speculation SpeculateBlasCall(const ipc::RecordView& record, AccessSets* sets, CUstream* stream);
   Result<uint64_t> CaptureNow(store::Store& store, const std::string& function, const std::string& device_profile);
   // A task the executor runs when its ring is empty (Capture).
   void RunPendingTask();
@@ -258,8 +258,11 @@ class Session {
   CUresult BlasDestroy(const ipc::HandleArgs& a, const Call& call);
   CUresult BlasSetStream(const ipc::StreamEventArgs& a, const Call& call);
   CUresult BlasSetMathMode(const ipc::BlasModeArgs& a, const Call& call);
+  CUresult BlasLevel1(const ipc::BlasLevel1Args& a, const Call& call);
+  CUresult BlasLevel2(const ipc::BlasLevel2Args& a, const Call& call);
+  CUresult BlasLevel3(const ipc::BlasLevel3Args& a, const Call& call);
+  // session_blas_gemm.cc
   CUresult Gemm(const ipc::GemmArgs& a, const Call& call);
-  CUresult Gemv(const ipc::GemvArgs& a, const Call& call);
   // session_nccl.cc
   CUresult NcclInitAll(const ipc::NcclInitAllArgs& a, const Call& call);
   CUresult NcclInitRank(const ipc::NcclInitRankArgs& a, const Call& call);
@@ -270,6 +273,35 @@ class Session {
   CUresult NcclGroupStart(const NoArgs& a, const Call& call);
   CUresult NcclGroupEnd(const NoArgs& a, const Call& call);
   CUresult NcclCollective(const ipc::NcclCollectiveArgs& a, const Call& call);
+
+  // cuBLAS (session_blas.cc, session_blas_gemm.cc).
+  // The CUresult an asynchronous cuBLAS call fails with: CUDA_ERROR_INVALID_VALUE and
+  // CUDA_ERROR_NOT_SUPPORTED for what the library refused so, CUDA_ERROR_LAUNCH_FAILED otherwise.
+  static CUresult BlasFailure(cublasStatus_t s);
+  // The library handle of virtual handle `vid`, set to `pointer_mode` for the call; NotFound for
+  // a handle the session does not have.
+  Result<cublasHandle_t> BlasComputeHandle(uint64_t vid, int32_t pointer_mode);
+  // CUDA_SUCCESS when the record is one phosd serves and every operand lies inside the session's
+  // buffers; CUDA_ERROR_INVALID_VALUE (logged with the call's name) otherwise.
+  CUresult CheckBlasOperands(const BlasOperands& ops, const Call& call);
+  static const void* BlasScalarArg(const ipc::BlasScalar& s, int32_t pointer_mode);
+  // A pointer-array batched GEMM: its arrays read and every entry checked, then run on phosd's
+  // copy of the checked pointers.
+  CUresult GemmPointerBatch(const ipc::GemmArgs& a, cublasHandle_t handle, const void* alpha, const void* beta,
+                            const Call& call);
+  // The pointers of a pointer-array batch (A's and B's only when k > 0), read from device memory
+  // once the context's work is done (and, restoring, once the arrays' buffers are loaded).
+  struct BlasPointerArrays {
+    std::vector<uint64_t> a, b, c;
+  };
+  Status ReadGemmPointerArrays(const ipc::GemmArgs& a, BlasPointerArrays* out);
+  // phosd's device memory of at least `bytes` in the record's device context, for checked
+  // pointer arrays; kept for the next batch, freed at the session's end (ReleaseBlasScratch).
+  Result<CUdeviceptr> BlasPointerScratch(uint64_t bytes);
+  void ReleaseBlasScratch();
+  // Restoring sessions (session_restore.cc): loads the buffers [ptr, ptr + bytes) meets now and
+  // waits for them on the host, for a range phosd itself reads; Ok at once when nothing loads.
+  Status RequireResident(uint64_t ptr, uint64_t bytes);
 
   // Whether the session may make one more stream, event, cuBLAS handle or communicator (logged
   // when not).
@@ -374,6 +406,13 @@ class Session {
   std::unordered_map<uint64_t, StreamHandle> streams_;
   std::unordered_map<uint64_t, EventHandle> events_;
   std::unordered_map<uint64_t, BlasHandle> blas_;
+  BlasPointerArrays blas_arrays_;  // the last pointer-array batch's, reused
+  struct BlasScratch {
+    CUcontext context = nullptr;
+    CUdeviceptr ptr = 0;
+    uint64_t bytes = 0;
+  };
+  std::unordered_map<int, BlasScratch> blas_scratch_;  // by session device
   std::unordered_map<uint64_t, Module> modules_;
   std::vector<uint64_t> module_order_;
   std::unordered_map<uint64_t, Function> functions_;

@@ -154,7 +154,8 @@ std::array<OpHandler, kOpSlots> Session::BuildOpTable() {
                                                .placement = kHandle,
                                                .handle_offset = offsetof(ipc::LaunchArgs, stream)});
 
-  // cuBLAS (session_blas.cc). GEMM and GEMV are asynchronous: they answer in CUresult.
+  // cuBLAS (session_blas.cc, session_blas_gemm.cc). The compute calls are asynchronous (a Level 1
+  // reduction in host pointer mode aside): they answer in CUresult.
   at(Op::kBlasCreate) = Bind<NoArgs, &Session::BlasCreate>(
       {.name = "cublasCreate", .result = kCublas, .library = Library::kCublas});
   at(Op::kBlasDestroy) = Bind<ipc::HandleArgs, &Session::BlasDestroy>(
@@ -168,9 +169,13 @@ std::array<OpHandler, kOpSlots> Session::BuildOpTable() {
   at(Op::kBlasSetMathMode) = Bind<ipc::BlasModeArgs, &Session::BlasSetMathMode>(
       {.name = "cublasSetMathMode", .placement = kHandle, .result = kCublas, .library = Library::kCublas});
   at(Op::kBlasGemm) = Bind<ipc::GemmArgs, &Session::Gemm>(
-      {.name = "cublasSgemm / cublasGemmEx", .placement = kHandle, .library = Library::kCublas});
-  at(Op::kBlasSgemv) = Bind<ipc::GemvArgs, &Session::Gemv>(
-      {.name = "cublasSgemv", .placement = kHandle, .library = Library::kCublas});
+      {.name = "cuBLAS GEMM", .placement = kHandle, .library = Library::kCublas});
+  at(Op::kBlasLevel1) = Bind<ipc::BlasLevel1Args, &Session::BlasLevel1>(
+      {.name = "cuBLAS Level 1", .placement = kHandle, .library = Library::kCublas});
+  at(Op::kBlasLevel2) = Bind<ipc::BlasLevel2Args, &Session::BlasLevel2>(
+      {.name = "cuBLAS Level 2", .placement = kHandle, .library = Library::kCublas});
+  at(Op::kBlasLevel3) = Bind<ipc::BlasLevel3Args, &Session::BlasLevel3>(
+      {.name = "cuBLAS Level 3", .placement = kHandle, .library = Library::kCublas});
 
   // NCCL (session_nccl.cc). Collectives are asynchronous: they answer in CUresult.
   at(Op::kNcclCommInitAll) = Bind<ipc::NcclInitAllArgs, &Session::NcclInitAll>(

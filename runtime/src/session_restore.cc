@@ -160,22 +160,10 @@ Session::Speculation Session::Speculate(const ipc::RecordView& record, AccessSet
       return Speculation::kSets;
     }
     case Op::kBlasGemm:
-    case Op::kBlasSgemv: {
-      bool gemm = static_cast<Op>(record.header.opcode) == Op::kBlasGemm;
-      ipc::GemmArgs g;
-      ipc::GemvArgs v;
-      if (gemm ? !DecodeRecord(record, &g) : !DecodeRecord(record, &v)) return Speculation::kNone;
-      auto it = blas_.find(gemm ? g.handle : v.handle);
-      if (it == blas_.end()) return Speculation::kNone;
-      cudaStream_t s = nullptr;
-      if (driver_->cublasGetStream(it->second.handle, &s) != CUBLAS_STATUS_SUCCESS) return Speculation::kNone;
-      *stream = reinterpret_cast<CUstream>(s);
-      BlasOperands ops = gemm ? GemmOperands(g, BlasElementBytes(g.a_type), BlasElementBytes(g.b_type),
-                                             BlasElementBytes(g.c_type))
-                              : GemvOperands(v);
-      SpeculateBlas(buffers_, ops, sets);
-      return Speculation::kSets;
-    }
+    case Op::kBlasLevel1:
+    case Op::kBlasLevel2:
+    case Op::kBlasLevel3:
+      return SpeculateBlasCall(record, sets, stream);
     case Op::kNcclCollective: {
       // The send buffer is read, the receive buffer written (and read where not covered).
       ipc::NcclCollectiveArgs a;
@@ -191,9 +179,84 @@ Session::Speculation Session::Speculate(const ipc::RecordView& record, AccessSet
   }
 }
 
+Session::Speculation Session::SpeculateBlasCall(const ipc::RecordView& record, AccessSets* sets, CUstream* stream) {
+  uint64_t handle = 0;
+  BlasOperands ops;
+  ipc::GemmArgs gemm{};
+  switch (static_cast<Op>(record.header.opcode)) {
+    case Op::kBlasGemm:
+      if (!DecodeRecord(record, &gemm)) return Speculation::kNone;
+      handle = gemm.handle;
+      ops = GemmOperands(gemm);
+      break;
+    case Op::kBlasLevel1: {
+      ipc::BlasLevel1Args a;
+      if (!DecodeRecord(record, &a)) return Speculation::kNone;
+      handle = a.handle;
+      ops = Level1Operands(a);
+      break;
+    }
+    case Op::kBlasLevel2: {
+      ipc::BlasLevel2Args a;
+      if (!DecodeRecord(record, &a)) return Speculation::kNone;
+      handle = a.handle;
+      ops = Level2Operands(a);
+      break;
+    }
+    case Op::kBlasLevel3: {
+      ipc::BlasLevel3Args a;
+      if (!DecodeRecord(record, &a)) return Speculation::kNone;
+      handle = a.handle;
+      ops = Level3Operands(a);
+      break;
+    }
+    default:
+      return Speculation::kNone;
+  }
+  auto it = blas_.find(handle);
+  if (it == blas_.end() || !ops.ok()) return Speculation::kNone;  // Execute refuses it
+  cudaStream_t s = nullptr;
+  if (driver_->cublasGetStream(it->second.handle, &s) != CUBLAS_STATUS_SUCCESS) return Speculation::kNone;
+  *stream = reinterpret_cast<CUstream>(s);
+  const bool pointer_batch = static_cast<Op>(record.header.opcode) == Op::kBlasGemm &&
+                             gemm.batch_kind == static_cast<int32_t>(ipc::BlasBatch::kPointers);
+  if (!pointer_batch || ops.operands().empty()) {
+    SpeculateBlas(buffers_, ops, sets);
+    return Speculation::kSets;
+  }
+  // The matrices are where the arrays say: the arrays are read (their buffers loaded first), and
+  // only arrays inside the session's buffers (Execute refuses any other).
+  for (const BlasOperand& op : ops.operands()) {
+    if (!buffers_.Contains(op.range.ptr, op.range.bytes)) return Speculation::kNone;
+  }
+  if (Status read = ReadGemmPointerArrays(gemm, &blas_arrays_); !read.ok()) {
+    PHOS_LOG_EVERY_SEC(Warn, "restore", 1, "pid {}: pointer arrays unreadable for speculation: {}", pid_, read.message());
+    return Speculation::kUnknown;
+  }
+  SpeculateGemmBatch(buffers_, gemm, blas_arrays_.a, blas_arrays_.b, blas_arrays_.c, sets);
+  return Speculation::kSets;
+}
+
+Status Session::RequireResident(uint64_t ptr, uint64_t bytes) {
+  if (loaders_.empty() || bytes == 0) return Status::Ok();
+  AccessSets touched;
+  SpeculateCopy(buffers_, kHostSide, ptr, bytes, &touched);
+  for (const BufferRef& b : touched.read.buffers()) {
+    for (RestoreState::DeviceLoader& dl : loaders_) {
+      const int index = dl.loader->Find(b.base);
+      if (index < 0) continue;
+      PHOS_ASSIGN_OR_RETURN(CUevent ready, dl.loader->Require(index));
+      if (ready != nullptr) PHOS_CU_RETURN_IF_ERROR(driver_->error_text(), driver_->cuEventSynchronize(ready));
+      break;
+    }
+  }
+  return Status::Ok();
+}
+
 CUresult Session::Gate(const ipc::RecordView& record) {
   Op op = static_cast<Op>(record.header.opcode);
-  if (!launched_ && (op == Op::kLaunch || op == Op::kBlasGemm || op == Op::kBlasSgemv)) {
+  if (!launched_ && (op == Op::kLaunch || op == Op::kBlasGemm || op == Op::kBlasLevel1 || op == Op::kBlasLevel2 ||
+                     op == Op::kBlasLevel3)) {
     restore_->MarkFirstLaunch();
     launched_ = true;
   }

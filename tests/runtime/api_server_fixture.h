@@ -1,5 +1,6 @@
-// The API server with a hand-written client on the ring: the fixture of the protocol-level tests
-// (api_server_test.cc, api_server_stream_test.cc).
+// The API server test fixture: a server on simgpu whose token clock moves only when a test moves
+// it, and a hand-written client on the ring (the hello, one call and its answer) — the fixture of
+// the protocol-level tests (api_server_test.cc, api_server_stream_test.cc, session_blas_test.cc).
 #pragma once
 
 #include <gtest/gtest.h>

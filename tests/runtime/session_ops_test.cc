@@ -41,6 +41,9 @@ TEST(SessionOpsTest, ArgumentRecordSizesAreTheWireStructs) {
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kMemAlloc))->record_bytes, sizeof(ipc::SizeArgs));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kLaunch))->record_bytes, sizeof(ipc::LaunchArgs));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kBlasGemm))->record_bytes, sizeof(ipc::GemmArgs));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kBlasLevel1))->record_bytes, sizeof(ipc::BlasLevel1Args));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kBlasLevel2))->record_bytes, sizeof(ipc::BlasLevel2Args));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kBlasLevel3))->record_bytes, sizeof(ipc::BlasLevel3Args));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCollective))->record_bytes,
             sizeof(ipc::NcclCollectiveArgs));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kDeviceGetCount))->record_bytes, 0u);
@@ -118,6 +121,13 @@ TEST(SessionOpsTest, CallsNamingAHandleRunOnItsDevice) {
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kLaunchHostFunc))->handle_offset, offsetof(ipc::HostFnArgs, stream));
   // A new stream is the current device's.
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kStreamCreateWithPriority))->placement, Placement::kCurrentDevice);
+  // cuBLAS compute records run on their handle's device; the handle leads each record.
+  for (Op op : {Op::kBlasGemm, Op::kBlasLevel1, Op::kBlasLevel2, Op::kBlasLevel3}) {
+    const OpHandler* h = FindOpHandler(static_cast<uint16_t>(op));
+    EXPECT_EQ(h->placement, Placement::kHandleDevice) << h->name;
+    EXPECT_EQ(h->handle_offset, 0u) << h->name;
+    EXPECT_EQ(h->Malformed(), CUDA_ERROR_INVALID_VALUE) << h->name;
+  }
 }
 
 TEST(SessionOpsTest, HostFunctionRecordsDecodeTheirSlot) {

@@ -58,6 +58,23 @@ TEST_F(TransparencyTest, APlainProgramsStreamsHostFunctionsAndPerThreadDefaultSt
   EXPECT_NE(check.out.find("served   cudaMemcpy_ptds"), std::string::npos) << check.out;
 }
 
+// blas_report, built like device_report against NVIDIA's libcublas too, runs the helpers, Levels
+// 1-3 and batched GEMMs with pointer arrays through phos and checks every result with its own loops.
+TEST_F(TransparencyTest, APlainCublasProgramsResultsMatchItsOwnLoops) {
+  CommandResult r = PhosFn({"run", "--", PHOS_BLAS_REPORT});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find(" checks, all checks held"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
+}
+
+// phos-fn check finds every cuBLAS and CUDA runtime function the program imports served.
+TEST_F(TransparencyTest, PhosFnCheckSaysTheCublasProgramRuns) {
+  CommandResult r = PhosFn({"check", PHOS_BLAS_REPORT});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("\nruns\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  served   cublasSgemmBatched "), std::string::npos) << r.out;
+}
+
 // phosd on the h100-pcie5 profile (its contexts cost what an H100's do: a few seconds).
 class H100TransparencyTest : public PhosdTest {
  protected:

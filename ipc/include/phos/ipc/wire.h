@@ -10,7 +10,7 @@
 namespace phos::ipc {
 
 inline constexpr uint32_t kWireMagic = 0x534f4850;  // "PHOS" little-endian
-inline constexpr uint32_t kWireVersion = 7;
+inline constexpr uint32_t kWireVersion = 8;
 inline constexpr size_t kTokenChars = 32;        // 128-bit token, hex
 inline constexpr size_t kAnswerMessageChars = 200;
 
@@ -87,8 +87,10 @@ enum class Op : uint16_t {
   kBlasDestroy,           // HandleArgs
   kBlasSetStream,         // StreamEventArgs (event = handle); the frontend remembers the stream
   kBlasSetMathMode,       // BlasModeArgs
-  kBlasGemm,              // GemmArgs (Sgemm, GemmEx, SgemmStridedBatched)
-  kBlasSgemv,             // GemvArgs
+  // cuBLAS compute calls (runtime/src/session_blas*.cc): asynchronous, but a Level 1 reduction
+  // in host pointer mode, whose result is the reply (8 bytes: a float, double or int32).
+  kBlasGemm,              // GemmArgs: every GEMM, single, strided or pointer-array batched
+  kBlasLevel2,            // BlasLevel2Args
   // Multi-device sessions and NCCL (runtime/src/session_devices.cc, session_nccl.cc). NCCL handle
   // calls answer with an ncclResult_t; collectives are asynchronous (failures: sticky CUresult).
   kSetDevice,             // DeviceArgs (the session's device ordinal); async when the frontend
@@ -121,6 +123,9 @@ enum class Op : uint16_t {
                               // slot to the ring's host-function queue to the frontend (ring.h) and
                               // holds the stream's later work until the slot comes back on the queue
                               // to the server (the function returned); a refusal is posted too
+  // cuBLAS routines besides GEMM (runtime/src/session_blas.cc).
+  kBlasLevel1,            // BlasLevel1Args
+  kBlasLevel3,            // BlasLevel3Args (the routines of Level 3 besides GEMM)
   kOpCount
 };
 
@@ -220,26 +225,82 @@ struct LaunchArgs {
   uint32_t param_bytes;  // the packed parameter buffer follows
 };
 struct BlasModeArgs { uint64_t handle; int32_t mode; int32_t pad; };
+// cuBLAS. A scalar (alpha, beta; rot's c and s) travels by value in host pointer mode, its bytes
+// those of the routine's scalar type (__half, float, double, cuComplex, cuDoubleComplex); in
+// device pointer mode its first 8 bytes are the device address cuBLAS reads it from when the call
+// runs. `pointer_mode` is the cublasPointerMode_t the call was made in (the frontend keeps each
+// handle's mode; phosd sets it on the library's handle for every call).
+struct BlasScalar { uint8_t bytes[16]; };
+// phos's cap on the matrices of one pointer-array batched GEMM: phosd reads its three arrays of
+// device pointers (8 bytes each) and checks every matrix before the call runs.
+inline constexpr int32_t kMaxBlasPointerBatch = 65536;
+enum class BlasBatch : int32_t {
+  kNone = 0,  // one GEMM
+  kStrided,   // `batch` GEMMs, matrix i at a + i * stride_a elements (likewise b, c)
+  kPointers,  // `batch` GEMMs, matrix i at a[i]: a, b and c are device arrays of device pointers
+};
 struct GemmArgs {
   uint64_t handle;
   int32_t trans_a, trans_b;
   int32_t m, n, k;
   int32_t lda, ldb, ldc;
-  int32_t a_type, b_type, c_type;  // cudaDataType; all CUDA_R_32F for Sgemm
-  int32_t compute_type;            // cublasComputeType_t; CUBLAS_COMPUTE_32F for Sgemm
-  int32_t algo;
-  int32_t batch;                   // 0: not batched
+  int32_t a_type, b_type, c_type;  // cudaDataType
+  int32_t compute_type;            // cublasComputeType_t; its scalar type is alpha's and beta's
+  int32_t algo;                    // cublasGemmAlgo_t
+  int32_t batch_kind;              // BlasBatch
+  int32_t batch;                   // matrices of a batched call
+  int32_t pointer_mode;
   uint64_t a, b, c;
-  int64_t stride_a, stride_b, stride_c;
-  float alpha, beta;
+  int64_t stride_a, stride_b, stride_c;  // kStrided, in elements
+  BlasScalar alpha, beta;
 };
-struct GemvArgs {
+enum class BlasLevel1 : int32_t { kAxpy = 0, kDot, kNrm2, kScal, kAsum, kIamax, kIamin, kCopy, kSwap, kRot, kCount };
+struct BlasLevel1Args {
   uint64_t handle;
-  int32_t trans;
-  int32_t m, n, lda, incx, incy;
-  uint64_t a, x, y;
-  float alpha, beta;
+  int32_t routine;       // BlasLevel1
+  int32_t type;          // cudaDataType of x and y: CUDA_R_32F or CUDA_R_64F
+  int32_t pointer_mode;
+  int32_t n, incx, incy;
+  uint64_t x, y;
+  uint64_t result;       // dot, nrm2, asum, iamax, iamin in device pointer mode: where it goes
+  BlasScalar alpha;      // axpy, scal: alpha; rot: c
+  BlasScalar beta;       // rot: s
 };
+enum class BlasLevel2 : int32_t { kGemv = 0, kGer, kSymv, kTrsv, kTrmv, kCount };
+struct BlasLevel2Args {
+  uint64_t handle;
+  int32_t routine;       // BlasLevel2
+  int32_t type;          // CUDA_R_32F or CUDA_R_64F
+  int32_t pointer_mode;
+  int32_t trans;         // gemv, trsv, trmv: cublasOperation_t
+  int32_t uplo;          // symv, trsv, trmv: cublasFillMode_t
+  int32_t diag;          // trsv, trmv: cublasDiagType_t
+  int32_t m, n;          // gemv, ger: A is m x n; symv, trsv, trmv: n x n (m unused)
+  int32_t lda, incx, incy;
+  int32_t pad;
+  uint64_t a, x, y;      // ger: y is the second vector, A is written
+  BlasScalar alpha, beta;
+};
+enum class BlasLevel3 : int32_t { kTrsm = 0, kSyrk, kGeam, kDgmm, kCount };
+struct BlasLevel3Args {
+  uint64_t handle;
+  int32_t routine;       // BlasLevel3
+  int32_t type;          // CUDA_R_32F or CUDA_R_64F
+  int32_t pointer_mode;
+  int32_t side;          // trsm, dgmm: cublasSideMode_t
+  int32_t uplo;          // trsm, syrk: cublasFillMode_t
+  int32_t trans_a;       // trsm, syrk, geam
+  int32_t trans_b;       // geam
+  int32_t diag;          // trsm
+  int32_t m, n, k;       // trsm, geam, dgmm: B or C is m x n; syrk: C is n x n, op(A) n x k
+  int32_t lda, ldb, ldc;
+  int32_t incx;          // dgmm: of the vector x, which `b` names
+  int32_t pad;
+  uint64_t a, b, c;      // trsm: B is solved in place (c unused)
+  BlasScalar alpha, beta;
+};
+static_assert(sizeof(GemmArgs) == 152 && sizeof(BlasLevel1Args) == 88 && sizeof(BlasLevel2Args) == 112);
+static_assert(sizeof(BlasLevel3Args) == 128);
 
 // NCCL. phos's own limit on the ranks of one communicator a function creates (ncclCommInitAll's
 // devices, ncclCommInitRank's nranks): 72, one NVLink domain (GB200 NVL72), so the wire format
@@ -267,6 +328,5 @@ static_assert(sizeof(NcclCollectiveArgs) == 56);
 
 static_assert(sizeof(CopyArgs) == 32 && sizeof(MemsetArgs) == 32 && sizeof(LaunchArgs) == 48);
 static_assert(sizeof(ModuleChunkArgs) == 32 && sizeof(FunctionGetArgs) == 16 && sizeof(FunctionInfo) == 16);
-static_assert(sizeof(GemmArgs) == 120 && sizeof(GemvArgs) == 64);
 
 }  // namespace phos::ipc

@@ -34,7 +34,9 @@
 //       PHOS_DEVICE_VARIABLE(unsigned long long, hits);     // __device__ unsigned long long hits;
 //     In g++ mode the loader allocates their bytes in device memory when the module loads;
 //     kernels read and assign them as variables (phos/kernel/sim_variable.h says how far that
-//     goes: a struct variable is read whole), and `&hits` is a device pointer, for atomics.
+//     goes: a struct variable is read whole), and `&hits` is a device pointer, for atomics. A
+//     host program that compiles the same header gets a host shadow of each, as under nvcc:
+//     `cudaMemcpyToSymbol(coefficients, ...)` names the variable by it.
 // What does NOT work in g++ mode, because the threads of a block run one after another on one CPU
 // thread, so nothing can make a thread wait for its siblings:
 //   - __syncthreads and its variants, __syncwarp, warp intrinsics (__shfl_*_sync, __ballot_sync,
@@ -88,7 +90,9 @@ using VariableType = T;
   static ::phos::kernel::sim::Registration PHOS_KERNEL_CONCAT(phos_kernel_export_, __COUNTER__) { \
     ::phos::kernel::sim::KernelTag<&__VA_ARGS__> {}                                               \
   }
-// The variable, then its registration (which takes its address past the overloaded operator&).
+#if defined(PHOS_SIM_MODULE)
+// The module itself (phos_add_kernel_module defines PHOS_SIM_MODULE): the variable, then its
+// registration (which takes its address past the overloaded operator&).
 #define PHOS_SIM_MODULE_VARIABLE(type, name, constant)                                                  \
   ::phos::kernel::ModuleVariable<type> name;                                                            \
   static ::phos::kernel::sim::VariableRegistration PHOS_KERNEL_CONCAT(phos_variable_export_, __COUNTER__) { \
@@ -96,5 +100,12 @@ using VariableType = T;
   }
 #define PHOS_DEVICE_VARIABLE(type, name) PHOS_SIM_MODULE_VARIABLE(type, name, false)
 #define PHOS_CONSTANT_VARIABLE(type, name) PHOS_SIM_MODULE_VARIABLE(type, name, true)
+#else
+// A host program that compiles the kernels to name them (their exported symbols): the variable
+// is a host shadow of the declared type, as in nvcc's host code, whose exported symbol names the
+// variable for cudaMemcpyToSymbol and cudaGetSymbolAddress.
+#define PHOS_DEVICE_VARIABLE(type, name) __attribute__((visibility("default"))) ::phos::kernel::VariableType<type> name
+#define PHOS_CONSTANT_VARIABLE(type, name) __attribute__((visibility("default"))) ::phos::kernel::VariableType<type> name
+#endif
 
 #endif

@@ -137,7 +137,7 @@ void PhosdTest::StartPhosd() {
   int port = FreePort();
   endpoint_ = "http://127.0.0.1:" + std::to_string(port);
   SpawnOptions options;
-  options.argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir", data_dir_, "--gpu", "sim",
+  options.argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir", data_dir_, "--gpu", GpuKind(),
                   "--functions-dir", BuildBinDir()};
   std::vector<std::string> extra = ExtraPhosdArgs();
   options.argv.insert(options.argv.end(), extra.begin(), extra.end());

@@ -4,6 +4,7 @@
 // the figures are those NVIDIA documents for the A100 80GB PCIe the ci profile models.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "../integration/phosd_fixture.h"
@@ -39,6 +40,55 @@ TEST_F(TransparencyTest, APlainProgramsPitchedCopiesAndStreamOrderedAllocationsM
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("memory report: pitch 1024, all checks held"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
+}
+
+// launch_report, built like them but with kernels (a simgpu module embedded for this run),
+// compares the runtime's occupancy answers with its own, opts a kernel into more dynamic shared
+// memory, launches with launch attributes and evaluates a polynomial whose coefficients it sets
+// with cudaMemcpyToSymbol, counting in a __device__ variable it reads back. The figures are
+// simgpu's kernel attributes (simgpu/README.md, "Kernels") on an A100's limits.
+TEST_F(TransparencyTest, APlainProgramsKernelsReportTheirAttributesOccupancyAndModuleGlobals) {
+  CommandResult r = PhosFn({"run", "--", PHOS_LAUNCH_REPORT});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("attributes: 1024 threads per block, 32 registers, 0 static shared, 64 constant, 0 local bytes, "
+                       "PTX 80, binary 80, 49152 dynamic shared bytes, carveout -1\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("occupancy: 32 cases agree; suggested block 1024 (grid 216), by hand 1024\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("launch report: 32 registers, suggested block 1024, 1812 points evaluated, all checks held"),
+            std::string::npos)
+      << r.out;
+}
+
+// `phos-fn check` reads the program's imports (the launch, occupancy and symbol calls among them)
+// and finds every one served.
+TEST_F(TransparencyTest, PhosFnCheckSaysTheLaunchReportRuns) {
+  CommandResult r = PhosFn({"check", PHOS_LAUNCH_REPORT});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("runs"), std::string::npos) << r.out;
+}
+
+// The nvcc-built launch_report on NVIDIA's driver: run by the `gpu` label's test
+// (transparency_gpu.launch_report) on a GPU host, skipped elsewhere. Its figures are the GPU's,
+// so the program's own checks are what holds it.
+class GpuTransparencyTest : public PhosdTest {
+ protected:
+  void SetUp() override {
+    if (std::getenv("PHOS_TRANSPARENCY_ON_GPU") == nullptr || std::string(PHOS_LAUNCH_REPORT_GPU).empty()) {
+      GTEST_SKIP() << "needs a GPU (ctest -L gpu) and a build with nvcc";
+    }
+    PhosdTest::SetUp();
+  }
+  std::string GpuKind() const override { return "cuda"; }
+};
+
+TEST_F(GpuTransparencyTest, TheNvccBuiltLaunchReportHoldsOnTheGpu) {
+  CommandResult r = PhosFn({"run", "--", PHOS_LAUNCH_REPORT_GPU});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("all checks held"), std::string::npos) << r.out;
 }
 
 // phosd on the h100-pcie5 profile (its contexts cost what an H100's do: a few seconds).

@@ -68,18 +68,21 @@ CUresult Session::FuncSetAttribute(const ipc::FuncAttributeArgs& a, const Call&)
     const int device = PhysicalDevice(route_device_);
     if (device < 0) return CUDA_ERROR_INVALID_DEVICE;
     int optin = 0, static_bytes = 0;
-    if (CUresult r = driver_->cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device);
+    if (CUresult r = driver_->cuDeviceGetAttribute(
+            &optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device);
         r != CUDA_SUCCESS) {
       return r;
     }
-    if (CUresult r = driver_->cuFuncGetAttribute(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f); r != CUDA_SUCCESS) {
+    if (CUresult r = driver_->cuFuncGetAttribute(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f);
+        r != CUDA_SUCCESS) {
       return r;
     }
     if (a.value < 0 || a.value > optin - static_bytes) {
-      PHOS_LOG_EVERY_SEC(Warn, "runtime", 1,
-                         "pid {}: {} refused: {} bytes of dynamic shared memory, the device allows {} with the opt-in "
-                         "(less {} static)",
-                         pid_, fn->name, a.value, optin, static_bytes);
+      PHOS_LOG_EVERY_SEC(
+          Warn, "runtime", 1,
+          "pid {}: {} refused: {} bytes of dynamic shared memory, the device allows {} with the opt-in "
+          "(less {} static)",
+          pid_, fn->name, a.value, optin, static_bytes);
       return CUDA_ERROR_INVALID_VALUE;
     }
   }
@@ -96,7 +99,8 @@ CUresult Session::FuncSetCacheConfig(const ipc::FuncCacheConfigArgs& a, const Ca
   Function* fn = nullptr;
   CUfunction f = nullptr;
   if (CUresult r = RoutedFunction(a.function, &fn, &f); r != CUDA_SUCCESS) return r;
-  if (a.config < CU_FUNC_CACHE_PREFER_NONE || a.config > CU_FUNC_CACHE_PREFER_EQUAL) return CUDA_ERROR_INVALID_VALUE;
+  if (a.config < CU_FUNC_CACHE_PREFER_NONE || a.config > CU_FUNC_CACHE_PREFER_EQUAL)
+    return CUDA_ERROR_INVALID_VALUE;
   return driver_->cuFuncSetCacheConfig(f, static_cast<CUfunc_cache>(a.config));
 }
 
@@ -108,8 +112,8 @@ CUresult Session::OccupancyMaxBlocks(const ipc::OccupancyArgs& a, const Call& ca
     return CUDA_ERROR_INVALID_VALUE;
   }
   int blocks = 0;
-  if (CUresult r = driver_->cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, f, a.block_size,
-                                                                                 a.dynamic_smem_bytes, a.flags);
+  if (CUresult r = driver_->cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+          &blocks, f, a.block_size, a.dynamic_smem_bytes, a.flags);
       r != CUDA_SUCCESS) {
     return r;
   }
@@ -143,7 +147,8 @@ CUresult Session::LaunchEx(const ipc::LaunchExArgs& a, const Call& call) {
   void* args[ipc::kMaxParams];
   CUfunction function = nullptr;
   CUstream stream = nullptr;
-  if (CUresult r = PrepareLaunch(a.launch, call.tail.subspan(attribute_bytes), params, args, &function, &stream);
+  if (CUresult r =
+          PrepareLaunch(a.launch, call.tail.subspan(attribute_bytes), params, args, &function, &stream);
       r != CUDA_SUCCESS) {
     return r;
   }
@@ -153,8 +158,9 @@ CUresult Session::LaunchEx(const ipc::LaunchExArgs& a, const Call& call) {
       case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
       case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT: {
         // The function's virtual event, which must be of the launch's device.
-        CUevent& event = attribute.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT ? attribute.value.programmaticEvent.event
-                                                                              : attribute.value.launchCompletionEvent.event;
+        CUevent& event = attribute.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT
+                             ? attribute.value.programmaticEvent.event
+                             : attribute.value.launchCompletionEvent.event;
         auto it = events_.find(reinterpret_cast<uintptr_t>(event));
         if (it == events_.end() || it->second.device != route_device_) return CUDA_ERROR_INVALID_HANDLE;
         event = it->second.event;
@@ -191,8 +197,8 @@ CUresult Session::LaunchEx(const ipc::LaunchExArgs& a, const Call& call) {
         // A device-updatable kernel node is graphs only ("passing it to a launch in a non-capturing
         // stream results in an error") and would carry a device node handle back; an id this build
         // does not know may hold anything, pointers included, that nobody here has checked.
-        PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: launch refused: launch attribute {} is not served", pid_,
-                           static_cast<int>(attribute.id));
+        PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: launch refused: launch attribute {} is not served",
+                           pid_, static_cast<int>(attribute.id));
         return CUDA_ERROR_INVALID_VALUE;
     }
   }
@@ -237,7 +243,8 @@ CUresult Session::ModuleGlobalGet(const ipc::FunctionGetArgs& a, const Call& cal
     call.Reply(ipc::GlobalInfo{address, bytes});
     return CUDA_SUCCESS;
   }
-  PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: module global '{}' not found in the session's modules", pid_, name);
+  PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: module global '{}' not found in the session's modules",
+                     pid_, name);
   return CUDA_ERROR_NOT_FOUND;
 }
 

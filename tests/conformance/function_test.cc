@@ -88,7 +88,8 @@ TEST_F(FunctionTest, GlobalsHaveTheirDeclaredSizeAndStartAsZeros) {
   EXPECT_EQ(only_address, table);
   PHOS_EXPECT_CU(cuModuleGetGlobal(nullptr, &only_size, module_->get(), kApplied));
   EXPECT_EQ(only_size, counter_bytes);
-  EXPECT_EQ(cuModuleGetGlobal(&table, &table_bytes, module_->get(), "no_such_variable"), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(cuModuleGetGlobal(&table, &table_bytes, module_->get(), "no_such_variable"),
+            CUDA_ERROR_NOT_FOUND);
 }
 
 TEST_F(FunctionTest, AKernelReadsTheConstantTableTheHostWroteAndCountsInADeviceVariable) {
@@ -194,7 +195,8 @@ TEST_F(FunctionTest, OccupancyIsWhatCudasCalculatorComputesFromTheAttributes) {
   props.sharedMemPerMultiprocessor =
       static_cast<size_t>(Attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR));
   props.numSms = Attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
-  props.sharedMemPerBlockOptin = static_cast<size_t>(Attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
+  props.sharedMemPerBlockOptin =
+      static_cast<size_t>(Attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
   props.reservedSharedMemPerBlock =
       static_cast<size_t>(Attribute(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK));
   cudaOccFuncAttributes attributes;
@@ -215,8 +217,8 @@ TEST_F(FunctionTest, OccupancyIsWhatCudasCalculatorComputesFromTheAttributes) {
       int blocks = -1;
       PHOS_ASSERT_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, apply_, block, smem));
       EXPECT_EQ(blocks, expected.activeBlocksPerMultiprocessor) << block << " threads, " << smem << " bytes";
-      PHOS_ASSERT_CU(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, apply_, block, smem,
-                                                                          CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE));
+      PHOS_ASSERT_CU(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+          &blocks, apply_, block, smem, CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE));
       EXPECT_EQ(blocks, expected.activeBlocksPerMultiprocessor) << block << " threads, " << smem << " bytes";
     }
     size_t available = 0, expected_available = 0;

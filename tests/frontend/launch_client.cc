@@ -1,11 +1,12 @@
 // A function-like client of the frontend CUDA runtime for kernel attributes, occupancy, launches
 // with attributes and module globals, driven by frontend_test.cc with PHOS_GPU_SOCKET and
 // PHOS_INSTANCE_TOKEN set. It is g++-built: the symbol and function templates cuda_runtime.h
-// keeps for nvcc are not there, so symbols are passed by address and kernels as const void*. Each mode checks its results against figures worked out here (the ci
-// profile is an A100's; simgpu's kernel figures are simgpu/README.md's) and exits 0 only when
-// every check held.
+// keeps for nvcc are not there, so symbols are passed by address and kernels as const void*. Each mode checks
+// its results against figures worked out here (the ci profile is an A100's; simgpu's kernel figures are
+// simgpu/README.md's) and exits 0 only when every check held.
 //
 // Usage: launch_client MODULE MODE [TOKEN]
+#include <cuda_runtime.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,8 +17,6 @@
 #include <string>
 #include <vector>
 
-#include <cuda_runtime.h>
-
 #include "launch_kernels.cuh"
 #include "phos/frontend/fork_child.h"
 #include "phos/frontend/sim_module.h"
@@ -25,12 +24,12 @@
 // What CUDA 13's nvcc-generated launch code calls (crt/host_runtime.h); not in the runtime's
 // public headers.
 extern "C" cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* func);
-extern "C" cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shared,
-                                          cudaStream_t stream);
+extern "C" cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args,
+                                          size_t shared, cudaStream_t stream);
 extern "C" void** __cudaRegisterFatBinary(void* fatbin);
 extern "C" char __cudaInitModule(void** handle);
-extern "C" void __cudaRegisterVar(void** handle, char* host_var, char* device_address, const char* device_name, int ext,
-                                  size_t size, int constant, int global);
+extern "C" void __cudaRegisterVar(void** handle, char* host_var, char* device_address,
+                                  const char* device_name, int ext, size_t size, int constant, int global);
 
 // Exported, so that dladdr names it, but no module's global.
 extern "C" {
@@ -41,12 +40,12 @@ namespace {
 
 int g_failures = 0;
 
-#define EXPECT(cond)                                                                    \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      std::fprintf(stderr, "launch_client:%d: check failed: %s\n", __LINE__, #cond);    \
-      ++g_failures;                                                                     \
-    }                                                                                   \
+#define EXPECT(cond)                                                                 \
+  do {                                                                               \
+    if (!(cond)) {                                                                   \
+      std::fprintf(stderr, "launch_client:%d: check failed: %s\n", __LINE__, #cond); \
+      ++g_failures;                                                                  \
+    }                                                                                \
   } while (0)
 
 #define OK(call) EXPECT((call) == cudaSuccess)
@@ -73,7 +72,9 @@ std::vector<float> Run(int n, size_t shared, cudaError_t* result) {
 }
 
 // out[i] as lookup_scale computes it, on the CPU.
-float Expected(const float (&table)[16], float bias, int i) { return table[i % 16] * static_cast<float>(i + 1) + bias; }
+float Expected(const float (&table)[16], float bias, int i) {
+  return table[i % 16] * static_cast<float>(i + 1) + bias;
+}
 
 int Functions() {
   cudaFuncAttributes attr{};
@@ -104,11 +105,13 @@ int Functions() {
   int blocks = 0;
   OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kKernel, 1024, 0));
   EXPECT(blocks == 2);
-  OK(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, kKernel, 256, 0, cudaOccupancyDisableCachingOverride));
+  OK(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, kKernel, 256, 0,
+                                                            cudaOccupancyDisableCachingOverride));
   EXPECT(blocks == 8);
   OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kKernel, 128, 48 * 1024));
   EXPECT(blocks == 3);
-  EXPECT(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, kKernel, 256, 0, 4) == cudaErrorInvalidValue);
+  EXPECT(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, kKernel, 256, 0, 4) ==
+         cudaErrorInvalidValue);
   size_t available = 0;
   OK(cudaOccupancyAvailableDynamicSMemPerBlock(&available, kKernel, 4, 128));
   EXPECT(available == 167936 / 4);
@@ -126,7 +129,8 @@ int Functions() {
   Run(64, 100000, &launched);
   EXPECT(launched == cudaErrorInvalidValue);
   cudaGetLastError();
-  EXPECT(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 166913) == cudaErrorInvalidValue);
+  EXPECT(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 166913) ==
+         cudaErrorInvalidValue);
   OK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 100000));
   Run(64, 100000, &launched);
   EXPECT(launched == cudaSuccess);
@@ -202,8 +206,10 @@ int Functions() {
   EXPECT(cudaLaunchKernelExC(&config, kKernel, args) == cudaErrorInvalidValue);
   EXPECT(cudaLaunchCooperativeKernel(kKernel, dim3(4), dim3(64), args, 0, stream) == cudaErrorNotSupported);
   int clusters = -1;
-  EXPECT(cudaOccupancyMaxPotentialClusterSize(&clusters, kKernel, &config) == cudaErrorNotSupported && clusters == 0);
-  EXPECT(cudaOccupancyMaxActiveClusters(&clusters, kKernel, &config) == cudaErrorNotSupported && clusters == 0);
+  EXPECT(cudaOccupancyMaxPotentialClusterSize(&clusters, kKernel, &config) == cudaErrorNotSupported &&
+         clusters == 0);
+  EXPECT(cudaOccupancyMaxActiveClusters(&clusters, kKernel, &config) == cudaErrorNotSupported &&
+         clusters == 0);
   cudaGetLastError();
 
   // What nvcc's launch code calls: a kernel handle every other call takes as the kernel.
@@ -288,7 +294,8 @@ int Symbols() {
   // names no global, even under a name that is one.
   static float orphan_shadow[16];
   void** no_module = __cudaRegisterFatBinary(nullptr);
-  __cudaRegisterVar(no_module, reinterpret_cast<char*>(orphan_shadow), nullptr, "lut", 0, sizeof(orphan_shadow), 1, 0);
+  __cudaRegisterVar(no_module, reinterpret_cast<char*>(orphan_shadow), nullptr, "lut", 0,
+                    sizeof(orphan_shadow), 1, 0);
   EXPECT(cudaGetSymbolAddress(&address, orphan_shadow) == cudaErrorInvalidSymbol);
   void* managed = nullptr;
   EXPECT(cudaMallocManaged(&managed, 64) == cudaErrorNotSupported && managed == nullptr);

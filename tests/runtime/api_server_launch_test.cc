@@ -2,13 +2,12 @@
 // process may send them: each hostile or malformed one is refused with the driver's error and
 // changes nothing; the well-formed ones work, and a module global the session resolved is memory
 // its copies, memsets and kernel parameters may name, while another owner's is not.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "phos/driver/driver_table.h"
 #include "phos/runtime/api_server.h"
@@ -29,7 +28,8 @@ class ApiServerLaunchTest : public ::testing::Test {
     ASSERT_TRUE(table.ok()) << table.status().ToString();
     table_ = std::move(*table);
     path_ = "/tmp/phos-api-launch-test-" + std::to_string(getpid()) + ".sock";
-    auto server = ApiServer::Start({.socket_path = path_, .ring_bytes = 1u << 20, .reply_bytes = 256u << 10}, table_);
+    auto server =
+        ApiServer::Start({.socket_path = path_, .ring_bytes = 1u << 20, .reply_bytes = 256u << 10}, table_);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
     image_ = testing::ReadFileBytes(PHOS_GLOBALS_TEST_MODULE);
@@ -58,7 +58,8 @@ class ApiServerLaunchTest : public ::testing::Test {
   // kLaunchEx with `attrs` then `params`.
   int32_t LaunchEx(const ipc::LaunchArgs& launch, const std::vector<ipc::LaunchAttribute>& attrs,
                    const std::vector<uint8_t>& params, uint32_t count_override = UINT32_MAX) {
-    ipc::LaunchExArgs a{launch, count_override == UINT32_MAX ? static_cast<uint32_t>(attrs.size()) : count_override, 0};
+    ipc::LaunchExArgs a{
+        launch, count_override == UINT32_MAX ? static_cast<uint32_t>(attrs.size()) : count_override, 0};
     std::vector<uint8_t> tail(attrs.size() * sizeof(ipc::LaunchAttribute));
     if (!attrs.empty()) std::memcpy(tail.data(), attrs.data(), tail.size());
     tail.insert(tail.end(), params.begin(), params.end());
@@ -89,9 +90,11 @@ TEST_F(ApiServerLaunchTest, FunctionAttributesComeInOneRecordAndBadHandlesOrSize
   for (uint32_t i = CU_FUNC_ATTRIBUTE_MAX; i < ipc::kFunctionAttributeSlots; ++i) {
     EXPECT_EQ(attrs.results[i], CUDA_ERROR_INVALID_VALUE) << "slot " << i;
   }
-  EXPECT_EQ(client_.Call(ipc::Op::kFuncGetAttributes, ipc::FunctionArgs{scale_ + 1}), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(client_.Call(ipc::Op::kFuncGetAttributes, ipc::FunctionArgs{scale_ + 1}),
+            CUDA_ERROR_INVALID_HANDLE);
   ipc::FunctionArgs short_record{scale_};
-  EXPECT_EQ(client_.Call(ipc::Op::kFuncGetAttributes, &short_record, sizeof(short_record) - 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(client_.Call(ipc::Op::kFuncGetAttributes, &short_record, sizeof(short_record) - 1),
+            CUDA_ERROR_INVALID_VALUE);
 }
 
 TEST_F(ApiServerLaunchTest, AttributeSettingsAreCheckedAgainstTheDevicesOptInLimit) {
@@ -99,13 +102,17 @@ TEST_F(ApiServerLaunchTest, AttributeSettingsAreCheckedAgainstTheDevicesOptInLim
     return client_.Call(ipc::Op::kFuncSetAttribute, ipc::FuncAttributeArgs{function, attribute, value});
   };
   constexpr int32_t kOptin = 166912;  // the ci profile's (an A100's) opt-in limit
-  EXPECT_EQ(set(scale_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kOptin + 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(set(scale_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kOptin + 1),
+            CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(set(scale_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, -1), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(set(scale_, CU_FUNC_ATTRIBUTE_NUM_REGS, 8), CUDA_ERROR_INVALID_VALUE);  // read-only
   EXPECT_EQ(set(scale_, 99, 0), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(set(scale_ + 16, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024), CUDA_ERROR_INVALID_HANDLE);
-  EXPECT_EQ(client_.Call(ipc::Op::kFuncSetCacheConfig, ipc::FuncCacheConfigArgs{scale_, 7, 0}), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(client_.Call(ipc::Op::kFuncSetCacheConfig, ipc::FuncCacheConfigArgs{scale_, CU_FUNC_CACHE_PREFER_L1, 0}),
+  EXPECT_EQ(set(scale_ + 16, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024),
+            CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(client_.Call(ipc::Op::kFuncSetCacheConfig, ipc::FuncCacheConfigArgs{scale_, 7, 0}),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(client_.Call(ipc::Op::kFuncSetCacheConfig,
+                         ipc::FuncCacheConfigArgs{scale_, CU_FUNC_CACHE_PREFER_L1, 0}),
             CUDA_SUCCESS);
 
   // A launch asking for more than the function's limit fails; within the raised limit it runs.
@@ -116,22 +123,31 @@ TEST_F(ApiServerLaunchTest, AttributeSettingsAreCheckedAgainstTheDevicesOptInLim
   ASSERT_EQ(set(scale_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kOptin), CUDA_SUCCESS);
   EXPECT_EQ(client_.Call(ipc::Op::kLaunch, big, params.data(), params.size()), CUDA_SUCCESS);
   ASSERT_EQ(client_.Call(ipc::Op::kFuncGetAttributes, ipc::FunctionArgs{scale_}), CUDA_SUCCESS);
-  EXPECT_EQ(client_.Reply<ipc::FunctionAttributes>().values[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES], kOptin);
+  EXPECT_EQ(client_.Reply<ipc::FunctionAttributes>().values[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES],
+            kOptin);
 }
 
 TEST_F(ApiServerLaunchTest, OccupancyIsTheDriversAndOutOfRangeQuestionsAreRefused) {
   ASSERT_EQ(client_.Call(ipc::Op::kOccupancyMaxBlocks, ipc::OccupancyArgs{scale_, 0, 1024, 0}), CUDA_SUCCESS);
   EXPECT_EQ(client_.Reply<int32_t>(), 2);  // 2048 threads per SM
-  ASSERT_EQ(client_.Call(ipc::Op::kOccupancyMaxBlocks, ipc::OccupancyArgs{scale_, 48 * 1024, 128, 1}), CUDA_SUCCESS);
+  ASSERT_EQ(client_.Call(ipc::Op::kOccupancyMaxBlocks, ipc::OccupancyArgs{scale_, 48 * 1024, 128, 1}),
+            CUDA_SUCCESS);
   EXPECT_EQ(client_.Reply<int32_t>(), 3);  // 164 KiB per SM over 49 KiB per block
-  EXPECT_EQ(client_.Call(ipc::Op::kOccupancyMaxBlocks, ipc::OccupancyArgs{scale_, 0, 0, 0}), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(client_.Call(ipc::Op::kOccupancyMaxBlocks, ipc::OccupancyArgs{scale_, 0, -32, 0}), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(client_.Call(ipc::Op::kOccupancyMaxBlocks, ipc::OccupancyArgs{scale_, 0, 64, 8}), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(client_.Call(ipc::Op::kOccupancyMaxBlocks, ipc::OccupancyArgs{77, 0, 64, 0}), CUDA_ERROR_INVALID_HANDLE);
-  ASSERT_EQ(client_.Call(ipc::Op::kOccupancyDynamicSMem, ipc::OccupancySMemArgs{scale_, 4, 128}), CUDA_SUCCESS);
+  EXPECT_EQ(client_.Call(ipc::Op::kOccupancyMaxBlocks, ipc::OccupancyArgs{scale_, 0, 0, 0}),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(client_.Call(ipc::Op::kOccupancyMaxBlocks, ipc::OccupancyArgs{scale_, 0, -32, 0}),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(client_.Call(ipc::Op::kOccupancyMaxBlocks, ipc::OccupancyArgs{scale_, 0, 64, 8}),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(client_.Call(ipc::Op::kOccupancyMaxBlocks, ipc::OccupancyArgs{77, 0, 64, 0}),
+            CUDA_ERROR_INVALID_HANDLE);
+  ASSERT_EQ(client_.Call(ipc::Op::kOccupancyDynamicSMem, ipc::OccupancySMemArgs{scale_, 4, 128}),
+            CUDA_SUCCESS);
   EXPECT_EQ(client_.Reply<uint64_t>(), 41984u);
-  EXPECT_EQ(client_.Call(ipc::Op::kOccupancyDynamicSMem, ipc::OccupancySMemArgs{scale_, 0, 128}), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(client_.Call(ipc::Op::kOccupancyDynamicSMem, ipc::OccupancySMemArgs{scale_, 4, 0}), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(client_.Call(ipc::Op::kOccupancyDynamicSMem, ipc::OccupancySMemArgs{scale_, 0, 128}),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(client_.Call(ipc::Op::kOccupancyDynamicSMem, ipc::OccupancySMemArgs{scale_, 4, 0}),
+            CUDA_ERROR_INVALID_VALUE);
 }
 
 TEST_F(ApiServerLaunchTest, LaunchesWithAttributesAreCheckedLikeLaunchesAndTheirAttributesToo) {
@@ -155,7 +171,8 @@ TEST_F(ApiServerLaunchTest, LaunchesWithAttributesAreCheckedLikeLaunchesAndTheir
   // not match the kernel; a stream that does not exist.
   EXPECT_EQ(LaunchEx(launch, {}, params, ipc::kMaxLaunchAttributes + 1), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(LaunchEx(launch, {Attribute(CU_LAUNCH_ATTRIBUTE_IGNORE)}, {}, 2), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(LaunchEx(launch, {}, std::vector<uint8_t>(params.begin(), params.end() - 4)), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(LaunchEx(launch, {}, std::vector<uint8_t>(params.begin(), params.end() - 4)),
+            CUDA_ERROR_INVALID_VALUE);
   ipc::LaunchArgs no_stream = launch;
   no_stream.stream = 12345;
   EXPECT_EQ(LaunchEx(no_stream, {}, params), CUDA_ERROR_INVALID_HANDLE);
@@ -174,7 +191,8 @@ TEST_F(ApiServerLaunchTest, LaunchesWithAttributesAreCheckedLikeLaunchesAndTheir
   EXPECT_EQ(LaunchEx(launch, {cooperative}, params), CUDA_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(LaunchEx(launch, {Attribute(CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE)}, params),
             CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(LaunchEx(launch, {Attribute(99)}, params), CUDA_ERROR_INVALID_VALUE);  // no attribute of CUDA 13's
+  EXPECT_EQ(LaunchEx(launch, {Attribute(99)}, params),
+            CUDA_ERROR_INVALID_VALUE);  // no attribute of CUDA 13's
   // A parameter holding another owner's device memory: phosd's own allocation.
   CUdeviceptr foreign = 0;
   {
@@ -211,7 +229,8 @@ TEST_F(ApiServerLaunchTest, AResolvedModuleGlobalIsMemoryTheSessionsCallsMayName
   ipc::GlobalInfo g{};
   const std::string bad = std::string("hit_count\0x", 11);
   ipc::FunctionGetArgs lookup{0, static_cast<uint32_t>(bad.size()), 0};
-  EXPECT_EQ(client_.Call(ipc::Op::kModuleGlobalGet, lookup, bad.data(), bad.size()), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(client_.Call(ipc::Op::kModuleGlobalGet, lookup, bad.data(), bad.size()),
+            CUDA_ERROR_INVALID_VALUE);
   lookup.name_bytes = 0;
   EXPECT_EQ(client_.Call(ipc::Op::kModuleGlobalGet, lookup), CUDA_ERROR_INVALID_VALUE);
   lookup.name_bytes = 9;  // more than follow
@@ -227,7 +246,8 @@ TEST_F(ApiServerLaunchTest, AResolvedModuleGlobalIsMemoryTheSessionsCallsMayName
   // A neighbour in the module's storage that the session has not named is not its memory yet:
   // hit_count, 16 bytes before offset (globals.cuh's variables in order, each at its alignment).
   const uint64_t hits_address = offset.address - 16;
-  EXPECT_EQ(client_.Call(ipc::Op::kMemset, ipc::MemsetArgs{hits_address, 8, 0, 0, 0}), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(client_.Call(ipc::Op::kMemset, ipc::MemsetArgs{hits_address, 8, 0, 0, 0}),
+            CUDA_ERROR_INVALID_VALUE);
   ipc::GlobalInfo hits{};
   ASSERT_EQ(client_.Global("hit_count", &hits), CUDA_SUCCESS);
   EXPECT_EQ(hits.address, hits_address);
@@ -251,7 +271,8 @@ TEST_F(ApiServerLaunchTest, AResolvedModuleGlobalIsMemoryTheSessionsCallsMayName
   const uint64_t buffer = client_.Alloc(64);
   ASSERT_EQ(client_.Call(ipc::Op::kMemcpyDtoD, ipc::CopyArgs{buffer, offset.address, 8, 0}), CUDA_SUCCESS);
   ipc::LaunchArgs scale = ScaleLaunch(1);
-  EXPECT_EQ(client_.Call(ipc::Op::kLaunch, scale, ScaleParams(offset.address, buffer, 0).data(), 20), CUDA_SUCCESS);
+  EXPECT_EQ(client_.Call(ipc::Op::kLaunch, scale, ScaleParams(offset.address, buffer, 0).data(), 20),
+            CUDA_SUCCESS);
 
   // Another session's global is another owner's memory: its address is refused here.
   const std::string other_token = server_->IssueToken();

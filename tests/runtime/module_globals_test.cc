@@ -2,6 +2,7 @@
 // them again after a restore, wherever the restored module's global lies, including in a module
 // its context kept loaded from the function's previous instance (which left other bytes there);
 // the attributes an instance set on its kernels do not outlive it in a kept module.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,8 +11,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "phos/driver/driver_table.h"
 #include "phos/runtime/api_server.h"
@@ -83,12 +82,12 @@ TEST_F(ModuleGlobalsTest, ACapturedGlobalHoldsItsBytesInTheRestoredModule) {
   ASSERT_EQ(table_->cuMemcpyHtoD(offset, &value, sizeof(value)), CUDA_SUCCESS);
   ASSERT_EQ(table_->cuMemcpyHtoD(table, scales, sizeof(scales)), CUDA_SUCCESS);
 
-  CaptureRequest request{.driver = table_.get(), .context = ctx, .function = "globals", .device_profile = "ci"};
-  request.modules.push_back(
-      {.image = std::string(image_.begin(), image_.end()),
-       .kind = "simgpu",
-       .globals = {{.name = kOffset, .address = offset, .size = offset_bytes},
-                   {.name = "scale_table", .address = table, .size = table_bytes}}});
+  CaptureRequest request{
+      .driver = table_.get(), .context = ctx, .function = "globals", .device_profile = "ci"};
+  request.modules.push_back({.image = std::string(image_.begin(), image_.end()),
+                             .kind = "simgpu",
+                             .globals = {{.name = kOffset, .address = offset, .size = offset_bytes},
+                                         {.name = "scale_table", .address = table, .size = table_bytes}}});
   Result<uint64_t> version = CaptureGpuState(request, *store_);
   ASSERT_TRUE(version.ok()) << version.status().ToString();
   Result<store::Manifest> manifest = store_->LoadManifest("globals", *version);
@@ -103,9 +102,8 @@ TEST_F(ModuleGlobalsTest, ACapturedGlobalHoldsItsBytesInTheRestoredModule) {
   auto pool = store::ReaderPool::Create({});
   ASSERT_TRUE(pool.ok());
   VmmDeviceMapper mapper(table_.get(), 0);
-  Result<RestoreReport> report =
-      RestoreStopTheWorld({.driver = table_.get(), .context = fresh, .mapper = &mapper, .pool = pool->get()}, *manifest,
-                          *store_);
+  Result<RestoreReport> report = RestoreStopTheWorld(
+      {.driver = table_.get(), .context = fresh, .mapper = &mapper, .pool = pool->get()}, *manifest, *store_);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   ASSERT_EQ(report->modules.size(), 1u);
   CUdeviceptr restored = 0;
@@ -136,7 +134,8 @@ TEST_F(ModuleGlobalsTest, ACapturedGlobalHoldsItsBytesInTheRestoredModule) {
 TEST_F(ModuleGlobalsTest, MoreGlobalBytesThanASnapshotKeepsAreRefusedBeforeAnythingIsRead) {
   CUcontext ctx = nullptr;
   ASSERT_EQ(table_->cuCtxCreate(&ctx, nullptr, 0, 0), CUDA_SUCCESS);
-  CaptureRequest request{.driver = table_.get(), .context = ctx, .function = "globals", .device_profile = "ci"};
+  CaptureRequest request{
+      .driver = table_.get(), .context = ctx, .function = "globals", .device_profile = "ci"};
   // Addresses nobody reads: the size is refused first.
   request.modules.push_back({.image = std::string(image_.begin(), image_.end()),
                              .kind = "simgpu",
@@ -154,7 +153,8 @@ TEST_F(ModuleGlobalsTest, MoreGlobalBytesThanASnapshotKeepsAreRefusedBeforeAnyth
 // module loaded for the function, finds the snapshot's bytes and the kernel as it loaded.
 TEST_F(ModuleGlobalsTest, EveryRestoreFindsTheSnapshotsGlobalsEvenInAKeptModule) {
   const std::string path = "/tmp/phos-module-globals-test-" + std::to_string(getpid()) + ".sock";
-  auto server = ApiServer::Start({.socket_path = path, .ring_bytes = 1u << 20, .reply_bytes = 256u << 10}, table_);
+  auto server =
+      ApiServer::Start({.socket_path = path, .ring_bytes = 1u << 20, .reply_bytes = 256u << 10}, table_);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   server_ = std::move(*server);
   Result<int> slot = server_->ClaimVaSlot();
@@ -175,9 +175,10 @@ TEST_F(ModuleGlobalsTest, EveryRestoreFindsTheSnapshotsGlobalsEvenInAKeptModule)
     ASSERT_EQ(client.Global(kOffset, &offset), CUDA_SUCCESS);
     ASSERT_EQ(client.Upload(offset.address, &captured, sizeof(captured)), CUDA_SUCCESS);
     const uint64_t scale = client.Function(kScaleInWindow);
-    ASSERT_EQ(client.Call(ipc::Op::kFuncSetAttribute,
-                          ipc::FuncAttributeArgs{scale, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 100000}),
-              CUDA_SUCCESS);
+    ASSERT_EQ(
+        client.Call(ipc::Op::kFuncSetAttribute,
+                    ipc::FuncAttributeArgs{scale, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 100000}),
+        CUDA_SUCCESS);
     Result<uint64_t> version =
         server_->CaptureSession(deploy_token, *store_, "globals", "ci", std::chrono::milliseconds(30000));
     ASSERT_TRUE(version.ok()) << version.status().ToString();
@@ -207,7 +208,8 @@ TEST_F(ModuleGlobalsTest, EveryRestoreFindsTheSnapshotsGlobalsEvenInAKeptModule)
     // The kernel as its module loaded it: the deploy's setting was put back when its session ended.
     const uint64_t scale = client.Function(kScaleInWindow);
     EXPECT_EQ(client.Call(ipc::Op::kFuncGetAttributes, ipc::FunctionArgs{scale}), CUDA_SUCCESS);
-    EXPECT_EQ(client.Reply<ipc::FunctionAttributes>().values[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES], 49152);
+    EXPECT_EQ(client.Reply<ipc::FunctionAttributes>().values[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES],
+              49152);
     // The instance's own changes: a kernel moves the global on, and the attribute is raised.
     const uint64_t bump = client.Function(kBumpOffset);
     ipc::LaunchArgs launch{bump, 0, {1, 1, 1}, {1, 1, 1}, 0, 8};
@@ -215,7 +217,8 @@ TEST_F(ModuleGlobalsTest, EveryRestoreFindsTheSnapshotsGlobalsEvenInAKeptModule)
     EXPECT_EQ(client.Call(ipc::Op::kLaunch, launch, &step, sizeof(step)), CUDA_SUCCESS);
     EXPECT_EQ(ReadDouble(client, offset.address), found + write_after);
     EXPECT_EQ(client.Call(ipc::Op::kFuncSetAttribute,
-                          ipc::FuncAttributeArgs{scale, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, attribute_after}),
+                          ipc::FuncAttributeArgs{scale, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                 attribute_after}),
               CUDA_SUCCESS);
     server_->EndSession(token);
     return found;

@@ -2,14 +2,13 @@
 // hello, then records on the ring exactly as a test builds them (hostile ones included).
 #pragma once
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "phos/ipc/control.h"
 #include "phos/ipc/ring.h"
@@ -54,7 +53,8 @@ class RingClient {
   }
 
   // One call, waited for: the result; the reply's bytes in reply().
-  int32_t Call(ipc::Op op, const void* args, size_t args_bytes, const void* tail = nullptr, size_t tail_bytes = 0) {
+  int32_t Call(ipc::Op op, const void* args, size_t args_bytes, const void* tail = nullptr,
+               size_t tail_bytes = 0) {
     const uint64_t seq = ++seq_;
     auto alive = [] { return true; };
     EXPECT_TRUE(ring_->Write(op, ipc::kFlagReply, seq, args, args_bytes, tail, tail_bytes, alive).ok());
@@ -81,8 +81,11 @@ class RingClient {
     const size_t chunk = ring_->max_payload() - sizeof(ipc::ModuleChunkArgs);
     for (size_t offset = 0; offset < image.size(); offset += chunk) {
       const size_t len = std::min(chunk, image.size() - offset);
-      ipc::ModuleChunkArgs a{.module_id = id, .total_bytes = image.size(), .offset = offset,
-                             .is_fatbin = is_fatbin ? 1u : 0u, .pad = 0};
+      ipc::ModuleChunkArgs a{.module_id = id,
+                             .total_bytes = image.size(),
+                             .offset = offset,
+                             .is_fatbin = is_fatbin ? 1u : 0u,
+                             .pad = 0};
       if (Call(ipc::Op::kModuleChunk, a, image.data() + offset, len) != 0) return false;
     }
     return true;
@@ -130,7 +133,8 @@ inline std::vector<uint8_t> ReadFileBytes(const std::string& path) {
   std::vector<uint8_t> bytes;
   if (f == nullptr) return bytes;
   uint8_t buffer[65536];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), f)) > 0;) bytes.insert(bytes.end(), buffer, buffer + n);
+  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), f)) > 0;)
+    bytes.insert(bytes.end(), buffer, buffer + n);
   std::fclose(f);
   return bytes;
 }

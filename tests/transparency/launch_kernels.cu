@@ -5,5 +5,9 @@
 // linkage, so the program's other translation unit gets them by address, as any program does.
 #include "launch_kernels.cuh"
 
-const void* coefficients_symbol() { return &coefficients; }
-const void* evaluated_symbol() { return &evaluated; }
+const void* coefficients_symbol() {
+  return &coefficients;
+}
+const void* evaluated_symbol() {
+  return &evaluated;
+}

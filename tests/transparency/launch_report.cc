@@ -10,13 +10,13 @@
 // Built with g++ (the host code of its kernels compiled alongside, their simgpu module embedded)
 // for simgpu, and with nvcc compiling the kernels for a GPU: the cuda_runtime.h templates that
 // only nvcc's compilation sees are not used, so symbols and kernels are passed by address.
+#include <cuda_runtime.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <algorithm>
 #include <cstring>
 #include <vector>
-
-#include <cuda_runtime.h>
 
 // launch_kernels.cu's kernel (the stub nvcc generates, or the host side of the g++ build) and its
 // variables: float coefficients[16] in constant memory, unsigned long long evaluated in global
@@ -29,18 +29,20 @@ namespace {
 
 int g_failures = 0;
 
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    if (!(cond)) {                                                       \
-      std::printf("CHECK FAILED: line %d: %s\n", __LINE__, #cond);       \
-      ++g_failures;                                                      \
-    }                                                                    \
+#define CHECK(cond)                                                \
+  do {                                                             \
+    if (!(cond)) {                                                 \
+      std::printf("CHECK FAILED: line %d: %s\n", __LINE__, #cond); \
+      ++g_failures;                                                \
+    }                                                              \
   } while (0)
 #define OK(call) CHECK((call) == cudaSuccess)
 
 const void* const kKernel = reinterpret_cast<const void*>(&evaluate_polynomial);
 
-int RoundUp(int x, int to) { return (x + to - 1) / to * to; }
+int RoundUp(int x, int to) {
+  return (x + to - 1) / to * to;
+}
 
 // Blocks of `block` threads with `dynamic` bytes of dynamic shared memory that fit on one SM, by
 // the rules NVIDIA documents for its occupancy calculator on compute capability 7.0 and later: a
@@ -59,8 +61,8 @@ int BlocksPerSm(const cudaDeviceProp& p, const cudaFuncAttributes& a, int block,
     blocks = std::min(blocks, warps_per_sub_partition * sub_partitions / warps);
   }
   if (dynamic > static_cast<size_t>(a.maxDynamicSharedSizeBytes)) return 0;
-  const size_t shared = static_cast<size_t>(RoundUp(
-      static_cast<int>(a.sharedSizeBytes + dynamic + p.reservedSharedMemPerBlock), 128));
+  const size_t shared = static_cast<size_t>(
+      RoundUp(static_cast<int>(a.sharedSizeBytes + dynamic + p.reservedSharedMemPerBlock), 128));
   if (shared > p.sharedMemPerBlockOptin + p.reservedSharedMemPerBlock) return 0;
   blocks = std::min(blocks, static_cast<int>(p.sharedMemPerMultiprocessor / shared));
   return blocks;
@@ -108,10 +110,11 @@ int main() {
   // The kernel's attributes, within the device's limits.
   cudaFuncAttributes attr{};
   OK(cudaFuncGetAttributes(&attr, kKernel));
-  std::printf("attributes: %d threads per block, %d registers, %zu static shared, %zu constant, %zu local bytes, "
-              "PTX %d, binary %d, %d dynamic shared bytes, carveout %d\n",
-              attr.maxThreadsPerBlock, attr.numRegs, attr.sharedSizeBytes, attr.constSizeBytes, attr.localSizeBytes,
-              attr.ptxVersion, attr.binaryVersion, attr.maxDynamicSharedSizeBytes, attr.preferredShmemCarveout);
+  std::printf(
+      "attributes: %d threads per block, %d registers, %zu static shared, %zu constant, %zu local bytes, "
+      "PTX %d, binary %d, %d dynamic shared bytes, carveout %d\n",
+      attr.maxThreadsPerBlock, attr.numRegs, attr.sharedSizeBytes, attr.constSizeBytes, attr.localSizeBytes,
+      attr.ptxVersion, attr.binaryVersion, attr.maxDynamicSharedSizeBytes, attr.preferredShmemCarveout);
   CHECK(attr.maxThreadsPerBlock > 0 && attr.maxThreadsPerBlock <= prop.maxThreadsPerBlock);
   CHECK(attr.numRegs > 0 && attr.numRegs <= 255);
   CHECK(attr.binaryVersion / 10 == prop.major && attr.binaryVersion <= prop.major * 10 + prop.minor);
@@ -127,7 +130,8 @@ int main() {
       int blocks = -1;
       OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kKernel, block, dynamic));
       const int mine = BlocksPerSm(prop, attr, block, dynamic);
-      if (blocks != mine) std::printf("  %d threads, %zu bytes: runtime %d, by hand %d\n", block, dynamic, blocks, mine);
+      if (blocks != mine)
+        std::printf("  %d threads, %zu bytes: runtime %d, by hand %d\n", block, dynamic, blocks, mine);
       CHECK(blocks == mine);
       ++compared;
     }
@@ -137,15 +141,16 @@ int main() {
   int min_grid = 0, suggested = 0;
   OK(cudaOccupancyMaxPotentialBlockSize(&min_grid, &suggested, kKernel));
   int best_block = 0, best_threads = 0;
-  for (int block = std::min(attr.maxThreadsPerBlock, prop.maxThreadsPerBlock); block > 0; block -= prop.warpSize) {
+  for (int block = std::min(attr.maxThreadsPerBlock, prop.maxThreadsPerBlock); block > 0;
+       block -= prop.warpSize) {
     const int threads = BlocksPerSm(prop, attr, block, 0) * block;
     if (threads > best_threads) {
       best_threads = threads;
       best_block = block;
     }
   }
-  std::printf("occupancy: %d cases agree; suggested block %d (grid %d), by hand %d\n", compared, suggested, min_grid,
-              best_block);
+  std::printf("occupancy: %d cases agree; suggested block %d (grid %d), by hand %d\n", compared, suggested,
+              min_grid, best_block);
   CHECK(suggested == best_block && min_grid == best_threads / best_block * prop.multiProcessorCount);
 
   // Dynamic shared memory past the default limit: refused until the kernel opts in, then the
@@ -153,7 +158,8 @@ int main() {
   const size_t big = prop.sharedMemPerBlock + 4096;
   CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(prop.sharedMemPerBlockOptin) + 1) == cudaErrorInvalidValue);
-  OK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(prop.sharedMemPerBlockOptin)));
+  OK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          static_cast<int>(prop.sharedMemPerBlockOptin)));
   OK(cudaFuncGetAttributes(&attr, kKernel));
   CHECK(static_cast<size_t>(attr.maxDynamicSharedSizeBytes) == prop.sharedMemPerBlockOptin);
   size_t available = 0;
@@ -181,8 +187,8 @@ int main() {
   // A launch with launch attributes: the completion event, a priority and an ignored entry; the
   // table changed half-way through is what the kernel reads.
   c[3] = 2.5f;
-  OK(cudaMemcpyToSymbolAsync(coefficients_symbol(), &c[3], sizeof(float), 3 * sizeof(float), cudaMemcpyHostToDevice,
-                             stream));
+  OK(cudaMemcpyToSymbolAsync(coefficients_symbol(), &c[3], sizeof(float), 3 * sizeof(float),
+                             cudaMemcpyHostToDevice, stream));
   float *dx = nullptr, *dy = nullptr;
   const int n = 512;
   OK(cudaMalloc(reinterpret_cast<void**>(&dx), n * sizeof(float)));
@@ -211,7 +217,8 @@ int main() {
   OK(cudaMemcpyAsync(y.data(), dy, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
   OK(cudaStreamSynchronize(stream));
   bool close = true;
-  for (int i = 0; i < n; ++i) close &= std::fabs(y[i] - Polynomial(c, x[i])) <= 1e-5f * (1.0f + std::fabs(y[i]));
+  for (int i = 0; i < n; ++i)
+    close &= std::fabs(y[i] - Polynomial(c, x[i])) <= 1e-5f * (1.0f + std::fabs(y[i]));
   CHECK(close);
   void* counter = nullptr;
   OK(cudaGetSymbolAddress(&counter, evaluated_symbol()));
@@ -222,7 +229,7 @@ int main() {
   OK(cudaStreamDestroy(stream));
   OK(cudaFree(dx));
   OK(cudaFree(dy));
-  std::printf("launch report: %d registers, suggested block %d, %llu points evaluated, %s\n", attr.numRegs, suggested,
-              count, g_failures == 0 ? "all checks held" : "checks failed");
+  std::printf("launch report: %d registers, suggested block %d, %llu points evaluated, %s\n", attr.numRegs,
+              suggested, count, g_failures == 0 ? "all checks held" : "checks failed");
   return g_failures == 0 ? 0 : 1;
 }

@@ -25,13 +25,13 @@ namespace {
 // The settings a program made on one device for one kernel.
 struct Settings {
   std::map<int32_t, int32_t> attributes;  // CUfunction_attribute -> value
-  int32_t cache_config = -1;             // CUfunc_cache; -1: never set
+  int32_t cache_config = -1;              // CUfunc_cache; -1: never set
 };
 
 std::mutex g_mu;
-std::map<std::pair<const void*, int>, Settings> g_settings;   // (kernel, device)
-std::set<std::pair<const void*, int>> g_applied;              // sent in this session
-std::atomic<bool> g_any_settings{false};                      // the launch path's fast exit
+std::map<std::pair<const void*, int>, Settings> g_settings;  // (kernel, device)
+std::set<std::pair<const void*, int>> g_applied;             // sent in this session
+std::atomic<bool> g_any_settings{false};                     // the launch path's fast exit
 
 CUresult SendAttribute(uint64_t function, int32_t attribute, int32_t value) {
   ipc::FuncAttributeArgs a{function, attribute, value};
@@ -46,7 +46,8 @@ CUresult SendCacheConfig(uint64_t function, int32_t config) {
 // The attributes of `k` on the calling thread's device.
 cudaError_t GetAttributes(const KernelRef& k, ipc::FunctionAttributes* out) {
   ipc::FunctionArgs a{k.function};
-  return Return(Client::Get().Call(ipc::Op::kFuncGetAttributes, &a, sizeof(a), nullptr, 0, true, out, sizeof(*out)));
+  return Return(
+      Client::Get().Call(ipc::Op::kFuncGetAttributes, &a, sizeof(a), nullptr, 0, true, out, sizeof(*out)));
 }
 
 }  // namespace
@@ -67,8 +68,8 @@ void ApplyFunctionSettings(const void* func, const KernelRef& kernel) {
   // logged, and the launch that follows reports what it implies.
   for (const auto& [attribute, value] : settings.attributes) {
     if (CUresult r = SendAttribute(kernel.function, attribute, value); r != CUDA_SUCCESS) {
-      PHOS_LOG(Warn, "frontend", "{}: attribute {} = {} not set again in the new session: error {}", kernel.name,
-               attribute, value, static_cast<int>(r));
+      PHOS_LOG(Warn, "frontend", "{}: attribute {} = {} not set again in the new session: error {}",
+               kernel.name, attribute, value, static_cast<int>(r));
     }
   }
   if (settings.cache_config >= 0) SendCacheConfig(kernel.function, settings.cache_config);
@@ -172,14 +173,16 @@ cudaError_t cudaFuncGetParamInfo(const void* func, size_t index, size_t* offset,
   return cudaSuccess;
 }
 
-cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, const void* func, int block_size,
-                                                                   size_t dynamic_smem, unsigned int flags) {
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, const void* func,
+                                                                   int block_size, size_t dynamic_smem,
+                                                                   unsigned int flags) {
   if (blocks == nullptr) return Return(cudaErrorInvalidValue);
   KernelRef k;
   if (cudaError_t e = phos::frontend::ResolveKernel(func, &k); e != cudaSuccess) return Return(e);
   ipc::OccupancyArgs a{k.function, dynamic_smem, block_size, flags};
   int32_t out = 0;
-  if (CUresult r = Client::Get().Call(ipc::Op::kOccupancyMaxBlocks, &a, sizeof(a), nullptr, 0, true, &out, sizeof(out));
+  if (CUresult r = Client::Get().Call(ipc::Op::kOccupancyMaxBlocks, &a, sizeof(a), nullptr, 0, true, &out,
+                                      sizeof(out));
       r != CUDA_SUCCESS) {
     return Return(r);
   }
@@ -193,13 +196,15 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const voi
                                                                 cudaOccupancyDefault);
 }
 
-cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* bytes, const void* func, int blocks, int block_size) {
+cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* bytes, const void* func, int blocks,
+                                                      int block_size) {
   if (bytes == nullptr) return Return(cudaErrorInvalidValue);
   KernelRef k;
   if (cudaError_t e = phos::frontend::ResolveKernel(func, &k); e != cudaSuccess) return Return(e);
   ipc::OccupancySMemArgs a{k.function, blocks, block_size};
   uint64_t out = 0;
-  if (CUresult r = Client::Get().Call(ipc::Op::kOccupancyDynamicSMem, &a, sizeof(a), nullptr, 0, true, &out, sizeof(out));
+  if (CUresult r = Client::Get().Call(ipc::Op::kOccupancyDynamicSMem, &a, sizeof(a), nullptr, 0, true, &out,
+                                      sizeof(out));
       r != CUDA_SUCCESS) {
     return Return(r);
   }
@@ -211,12 +216,14 @@ cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* bytes, const void*
 // CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH 0), and a function must run alike on simgpu and a GPU.
 cudaError_t cudaOccupancyMaxPotentialClusterSize(int* cluster_size, const void*, const cudaLaunchConfig_t*) {
   if (cluster_size != nullptr) *cluster_size = 0;
-  return phos::frontend::NotSupported("cudaOccupancyMaxPotentialClusterSize", "thread block clusters are not served");
+  return phos::frontend::NotSupported("cudaOccupancyMaxPotentialClusterSize",
+                                      "thread block clusters are not served");
 }
 
 cudaError_t cudaOccupancyMaxActiveClusters(int* clusters, const void*, const cudaLaunchConfig_t*) {
   if (clusters != nullptr) *clusters = 0;
-  return phos::frontend::NotSupported("cudaOccupancyMaxActiveClusters", "thread block clusters are not served");
+  return phos::frontend::NotSupported("cudaOccupancyMaxActiveClusters",
+                                      "thread block clusters are not served");
 }
 
 }  // extern "C"

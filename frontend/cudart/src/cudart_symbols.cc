@@ -32,9 +32,9 @@ struct Symbol {
 };
 
 std::mutex g_mu;
-std::map<const void*, RegisteredVar> g_vars;                  // host shadow -> device name
-std::map<std::pair<const void*, int>, Symbol> g_symbols;      // (host shadow, device) -> global
-std::map<uint64_t, uint64_t> g_ranges;                        // resolved globals: address -> bytes
+std::map<const void*, RegisteredVar> g_vars;              // host shadow -> device name
+std::map<std::pair<const void*, int>, Symbol> g_symbols;  // (host shadow, device) -> global
+std::map<uint64_t, uint64_t> g_ranges;                    // resolved globals: address -> bytes
 
 // The global `symbol` names on the calling thread's device.
 cudaError_t Resolve(const void* symbol, Symbol* out) {
@@ -56,14 +56,16 @@ cudaError_t Resolve(const void* symbol, Symbol* out) {
   }
   if (name.empty()) {
     Dl_info info{};
-    if (dladdr(symbol, &info) == 0 || info.dli_sname == nullptr || info.dli_saddr != symbol) return cudaErrorInvalidSymbol;
+    if (dladdr(symbol, &info) == 0 || info.dli_sname == nullptr || info.dli_saddr != symbol)
+      return cudaErrorInvalidSymbol;
     name = info.dli_sname;
   }
   Client& c = Client::Get();
   if (CUresult r = c.FlushModules(); r != CUDA_SUCCESS) return static_cast<cudaError_t>(r);
   ipc::FunctionGetArgs a{module_id, static_cast<uint32_t>(name.size()), 0};
   ipc::GlobalInfo info{};
-  CUresult r = c.Call(ipc::Op::kModuleGlobalGet, &a, sizeof(a), name.data(), name.size(), true, &info, sizeof(info));
+  CUresult r =
+      c.Call(ipc::Op::kModuleGlobalGet, &a, sizeof(a), name.data(), name.size(), true, &info, sizeof(info));
   if (r == CUDA_ERROR_NOT_FOUND) return cudaErrorInvalidSymbol;
   if (r != CUDA_SUCCESS) return static_cast<cudaError_t>(r);
   std::lock_guard lock(g_mu);
@@ -87,7 +89,8 @@ cudaError_t Span(const void* symbol, size_t count, size_t offset, uint64_t* addr
 // other side is what `kind` says (cudaMemcpyDefault: what its pointer is).
 cudaError_t Direction(bool to_symbol, const void* other, cudaMemcpyKind kind, cudaMemcpyKind* out) {
   if (kind == cudaMemcpyDefault) {
-    const bool device = phos::frontend::FindDeviceAllocation(other, nullptr, nullptr) || phos::frontend::IsSymbolAddress(other);
+    const bool device = phos::frontend::FindDeviceAllocation(other, nullptr, nullptr) ||
+                        phos::frontend::IsSymbolAddress(other);
     kind = device ? cudaMemcpyDeviceToDevice : (to_symbol ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
   }
   const bool allowed = to_symbol ? (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice)
@@ -97,8 +100,8 @@ cudaError_t Direction(bool to_symbol, const void* other, cudaMemcpyKind kind, cu
   return cudaSuccess;
 }
 
-cudaError_t CopyToSymbol(const void* symbol, const void* src, size_t count, size_t offset, cudaMemcpyKind kind,
-                         cudaStream_t stream, bool async) {
+cudaError_t CopyToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
+                         cudaMemcpyKind kind, cudaStream_t stream, bool async) {
   uint64_t address = 0;
   if (cudaError_t e = Span(symbol, count, offset, &address); e != cudaSuccess) return Return(e);
   if (cudaError_t e = Direction(true, src, kind, &kind); e != cudaSuccess) return Return(e);
@@ -138,8 +141,8 @@ bool IsSymbolAddress(const void* ptr) {
 
 extern "C" {
 
-void __cudaRegisterVar(void** handle, char* host_var, char* /*device_address*/, const char* device_name, int /*ext*/,
-                       size_t /*size*/, int /*constant*/, int /*global*/) {
+void __cudaRegisterVar(void** handle, char* host_var, char* /*device_address*/, const char* device_name,
+                       int /*ext*/, size_t /*size*/, int /*constant*/, int /*global*/) {
   if (handle == nullptr || host_var == nullptr || device_name == nullptr) return;
   std::lock_guard lock(g_mu);
   g_vars[host_var] = RegisteredVar{phos::frontend::FatbinModule(handle), device_name};
@@ -149,9 +152,11 @@ void __cudaRegisterVar(void** handle, char* host_var, char* /*device_address*/, 
 // the variable stays unregistered, the refusal is logged and is the thread's last error.
 void __cudaRegisterManagedVar(void** /*handle*/, void** /*host_var_ptr*/, char* /*device_address*/,
                               const char* device_name, int, size_t, int, int) {
-  PHOS_LOG(Error, "frontend", "__managed__ variable '{}': managed memory is not served; the variable stays unusable",
+  PHOS_LOG(Error, "frontend",
+           "__managed__ variable '{}': managed memory is not served; the variable stays unusable",
            device_name != nullptr ? device_name : "?");
-  phos::frontend::NotSupported("__cudaRegisterManagedVar", "managed memory (__managed__ variables) is not served");
+  phos::frontend::NotSupported("__cudaRegisterManagedVar",
+                               "managed memory (__managed__ variables) is not served");
 }
 
 cudaError_t cudaMallocManaged(void** ptr, size_t, unsigned int) {
@@ -159,7 +164,8 @@ cudaError_t cudaMallocManaged(void** ptr, size_t, unsigned int) {
   return phos::frontend::NotSupported("cudaMallocManaged", "managed memory is not served");
 }
 
-cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset, cudaMemcpyKind kind) {
+cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
+                               cudaMemcpyKind kind) {
   return CopyToSymbol(symbol, src, count, offset, kind, nullptr, false);
 }
 
@@ -168,12 +174,13 @@ cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t 
   return CopyToSymbol(symbol, src, count, offset, kind, stream, true);
 }
 
-cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset, cudaMemcpyKind kind) {
+cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset,
+                                 cudaMemcpyKind kind) {
   return CopyFromSymbol(dst, symbol, count, offset, kind, nullptr, false);
 }
 
-cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t count, size_t offset, cudaMemcpyKind kind,
-                                      cudaStream_t stream) {
+cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t count, size_t offset,
+                                      cudaMemcpyKind kind, cudaStream_t stream) {
   return CopyFromSymbol(dst, symbol, count, offset, kind, stream, true);
 }
 

@@ -97,8 +97,8 @@ CUresult CheckLaunchAttribute(Driver& d, const std::shared_ptr<Context>& ctx, co
     case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: {
       // A hint about L2 residency, which simgpu does not model: checked, then without effect.
       const CUaccessPolicyWindow& w = v.accessPolicyWindow;
-      const bool ok = w.num_bytes <= static_cast<size_t>(p.max_access_policy_window_bytes) && w.hitRatio >= 0.0f &&
-                      w.hitRatio <= 1.0f && w.hitProp >= CU_ACCESS_PROPERTY_NORMAL &&
+      const bool ok = w.num_bytes <= static_cast<size_t>(p.max_access_policy_window_bytes) &&
+                      w.hitRatio >= 0.0f && w.hitRatio <= 1.0f && w.hitProp >= CU_ACCESS_PROPERTY_NORMAL &&
                       w.hitProp <= CU_ACCESS_PROPERTY_PERSISTING &&
                       (w.missProp == CU_ACCESS_PROPERTY_NORMAL || w.missProp == CU_ACCESS_PROPERTY_STREAMING);
       return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
@@ -123,8 +123,9 @@ CUresult CheckLaunchAttribute(Driver& d, const std::shared_ptr<Context>& ctx, co
       // observe the release precisely"; "B may wait until A is complete"): recorded after it.
       const bool programmatic = a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT;
       std::shared_ptr<EventObject> event;
-      if (CUresult r = LaunchEvent(d, ctx, programmatic ? v.programmaticEvent.event : v.launchCompletionEvent.event,
-                                   programmatic ? v.programmaticEvent.flags : v.launchCompletionEvent.flags, &event);
+      if (CUresult r =
+              LaunchEvent(d, ctx, programmatic ? v.programmaticEvent.event : v.launchCompletionEvent.event,
+                          programmatic ? v.programmaticEvent.flags : v.launchCompletionEvent.flags, &event);
           r != CUDA_SUCCESS) {
         return r;
       }
@@ -136,18 +137,20 @@ CUresult CheckLaunchAttribute(Driver& d, const std::shared_ptr<Context>& ctx, co
       // stream's work does.
       return CUDA_SUCCESS;
     case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
-      return v.memSyncDomainMap.default_ < p.caps.mem_sync_domain_count && v.memSyncDomainMap.remote < p.caps.mem_sync_domain_count
+      return v.memSyncDomainMap.default_ < p.caps.mem_sync_domain_count &&
+                     v.memSyncDomainMap.remote < p.caps.mem_sync_domain_count
                  ? CUDA_SUCCESS
                  : CUDA_ERROR_INVALID_VALUE;
     case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
-      return v.memSyncDomain == CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT || v.memSyncDomain == CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE
+      return v.memSyncDomain == CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT ||
+                     v.memSyncDomain == CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE
                  ? CUDA_SUCCESS
                  : CUDA_ERROR_INVALID_VALUE;
     case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
       return v.sharedMemCarveout <= 100 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
       return v.nvlinkUtilCentricScheduling <= 1 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:  // a stream's attribute, not a launch's
+    case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:        // a stream's attribute, not a launch's
     case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE:  // graphs only: no stream capture here
     default:
       return CUDA_ERROR_INVALID_VALUE;
@@ -158,7 +161,8 @@ CUresult CheckLaunchAttribute(Driver& d, const std::shared_ptr<Context>& ctx, co
 
 extern "C" {
 
-PHOS_SIM_API CUresult CUDAAPI cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod, const char* name) {
+PHOS_SIM_API CUresult CUDAAPI cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod,
+                                                const char* name) {
   if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Driver* d = nullptr;
   if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
@@ -230,11 +234,13 @@ PHOS_SIM_API CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_at
       f->max_dynamic_shared_bytes = value;
       return CUDA_SUCCESS;
     case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
-      if (value < -1 || value > 100) return CUDA_ERROR_INVALID_VALUE;  // CU_SHAREDMEM_CARVEOUT_DEFAULT..MAX_SHARED
+      if (value < -1 || value > 100)
+        return CUDA_ERROR_INVALID_VALUE;  // CU_SHAREDMEM_CARVEOUT_DEFAULT..MAX_SHARED
       f->shared_memory_carveout = value;
       return CUDA_SUCCESS;
     case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
-      if (value < CU_CLUSTER_SCHEDULING_POLICY_DEFAULT || value > CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING) {
+      if (value < CU_CLUSTER_SCHEDULING_POLICY_DEFAULT ||
+          value > CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING) {
         return CUDA_ERROR_INVALID_VALUE;
       }
       f->cluster_scheduling_policy = value;
@@ -255,27 +261,28 @@ PHOS_SIM_API CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_at
 PHOS_SIM_API CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config) {
   std::shared_ptr<FunctionObject> f;
   if (CUresult r = RequireFunction(hfunc, &f); r != CUDA_SUCCESS) return r;
-  if (config < CU_FUNC_CACHE_PREFER_NONE || config > CU_FUNC_CACHE_PREFER_EQUAL) return CUDA_ERROR_INVALID_VALUE;
+  if (config < CU_FUNC_CACHE_PREFER_NONE || config > CU_FUNC_CACHE_PREFER_EQUAL)
+    return CUDA_ERROR_INVALID_VALUE;
   // A preference; it counts only in the occupancy calculator's choice of shared memory.
   f->cache_config = config;
   return CUDA_SUCCESS;
 }
 
-PHOS_SIM_API CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* numBlocks, CUfunction func,
-                                                                                   int blockSize, size_t dynamicSMemSize,
-                                                                                   unsigned int flags) {
+PHOS_SIM_API CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    int* numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags) {
   if (numBlocks == nullptr) return CUDA_ERROR_INVALID_VALUE;
   // CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE concerns global caching that only compute capability 5.2
   // and 6.x partition; it changes nothing here.
-  if ((flags & ~static_cast<unsigned>(CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE)) != 0) return CUDA_ERROR_INVALID_VALUE;
+  if ((flags & ~static_cast<unsigned>(CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE)) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
   std::shared_ptr<FunctionObject> f;
   if (CUresult r = RequireFunction(func, &f); r != CUDA_SUCCESS) return r;
   const cudaOccDeviceProp props = OccupancyProperties(*f->ctx->device->profile);
   const cudaOccFuncAttributes attributes = OccupancyAttributes(*f);
   const cudaOccDeviceState state = OccupancyState(*f);
   cudaOccResult result{};
-  if (CUresult r = FromOccupancy(
-          cudaOccMaxActiveBlocksPerMultiprocessor(&result, &props, &attributes, &state, blockSize, dynamicSMemSize));
+  if (CUresult r = FromOccupancy(cudaOccMaxActiveBlocksPerMultiprocessor(&result, &props, &attributes, &state,
+                                                                         blockSize, dynamicSMemSize));
       r != CUDA_SUCCESS) {
     return r;
   }
@@ -283,27 +290,30 @@ PHOS_SIM_API CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessorWithFla
   return CUDA_SUCCESS;
 }
 
-PHOS_SIM_API CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, CUfunction func, int blockSize,
+PHOS_SIM_API CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, CUfunction func,
+                                                                          int blockSize,
                                                                           size_t dynamicSMemSize) {
   return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize, dynamicSMemSize,
                                                               CU_OCCUPANCY_DEFAULT);
 }
 
-PHOS_SIM_API CUresult CUDAAPI cuOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize, CUfunction func,
-                                                                      int numBlocks, int blockSize) {
+PHOS_SIM_API CUresult CUDAAPI cuOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize,
+                                                                      CUfunction func, int numBlocks,
+                                                                      int blockSize) {
   if (dynamicSmemSize == nullptr) return CUDA_ERROR_INVALID_VALUE;
   std::shared_ptr<FunctionObject> f;
   if (CUresult r = RequireFunction(func, &f); r != CUDA_SUCCESS) return r;
   const cudaOccDeviceProp props = OccupancyProperties(*f->ctx->device->profile);
   const cudaOccFuncAttributes attributes = OccupancyAttributes(*f);
   const cudaOccDeviceState state = OccupancyState(*f);
-  return FromOccupancy(
-      cudaOccAvailableDynamicSMemPerBlock(dynamicSmemSize, &props, &attributes, &state, numBlocks, blockSize));
+  return FromOccupancy(cudaOccAvailableDynamicSMemPerBlock(dynamicSmemSize, &props, &attributes, &state,
+                                                           numBlocks, blockSize));
 }
 
-PHOS_SIM_API CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams,
-                                               void** extra) {
-  if (config == nullptr || (config->numAttrs != 0 && config->attrs == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+PHOS_SIM_API CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f,
+                                               void** kernelParams, void** extra) {
+  if (config == nullptr || (config->numAttrs != 0 && config->attrs == nullptr))
+    return CUDA_ERROR_INVALID_VALUE;
   Driver* d = nullptr;
   std::shared_ptr<Context> ctx;
   if (CUresult r = RequireContext(&d, &ctx); r != CUDA_SUCCESS) return r;
@@ -315,7 +325,8 @@ PHOS_SIM_API CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUf
   }
   LaunchGeometry geometry{{config->gridDimX, config->gridDimY, config->gridDimZ},
                           {config->blockDimX, config->blockDimY, config->blockDimZ}};
-  if (CUresult r = EnqueueLaunch(ctx, *function, geometry, config->sharedMemBytes, config->hStream, kernelParams, extra);
+  if (CUresult r = EnqueueLaunch(ctx, *function, geometry, config->sharedMemBytes, config->hStream,
+                                 kernelParams, extra);
       r != CUDA_SUCCESS) {
     return r;
   }

@@ -106,16 +106,22 @@ TEST_F(SimgpuFunctionTest, AttributesAreTheDocumentedFigures) {
 }
 
 TEST_F(SimgpuFunctionTest, SettingsOutsideTheirRangeOrNeedingClustersAreRefused) {
-  EXPECT_EQ(cuFuncSetAttribute(scale_, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, -2), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(cuFuncSetAttribute(scale_, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 101), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(cuFuncSetAttribute(scale_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, -1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuFuncSetAttribute(scale_, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, -2),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuFuncSetAttribute(scale_, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 101),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuFuncSetAttribute(scale_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, -1),
+            CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuFuncSetAttribute(scale_, CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE, 3),
             CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(cuFuncSetAttribute(scale_, CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE, 1), CUDA_SUCCESS);
+  EXPECT_EQ(cuFuncSetAttribute(scale_, CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE, 1),
+            CUDA_SUCCESS);
   EXPECT_EQ(Attribute(CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE), 1);
   // No clusters on this device: only "none" may be asked for.
-  EXPECT_EQ(cuFuncSetAttribute(scale_, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, 2), CUDA_ERROR_NOT_SUPPORTED);
-  EXPECT_EQ(cuFuncSetAttribute(scale_, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(cuFuncSetAttribute(scale_, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, 2),
+            CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(cuFuncSetAttribute(scale_, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+            CUDA_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(cuFuncSetAttribute(scale_, CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET, 0), CUDA_SUCCESS);
   EXPECT_EQ(cuFuncSetAttribute(scale_, static_cast<CUfunction_attribute>(16), 0), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuFuncSetCacheConfig(scale_, static_cast<CUfunc_cache>(4)), CUDA_ERROR_INVALID_VALUE);
@@ -141,7 +147,8 @@ TEST_F(SimgpuFunctionTest, OccupancyFollowsTheProfilesLimits) {
     EXPECT_EQ(blocks, c.blocks) << c.block << " threads, " << c.smem << " bytes";
   }
   // Past 48 KiB once the function opts in: (166912 + 1024) rounds to 1 block per SM.
-  ASSERT_EQ(cuFuncSetAttribute(scale_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 166912), CUDA_SUCCESS);
+  ASSERT_EQ(cuFuncSetAttribute(scale_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 166912),
+            CUDA_SUCCESS);
   int blocks = -1;
   ASSERT_EQ(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, scale_, 64, 166912), CUDA_SUCCESS);
   EXPECT_EQ(blocks, 1);
@@ -150,7 +157,8 @@ TEST_F(SimgpuFunctionTest, OccupancyFollowsTheProfilesLimits) {
   // A quarter of the SM's shared memory: CUDA's calculator leaves the per-block reserve out of this
   // figure (cudaOccAvailableDynamicSMemPerBlock subtracts only the static shared memory).
   EXPECT_EQ(available, 167936u / 4);
-  EXPECT_EQ(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, scale_, 64, 0, 2), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, scale_, 64, 0, 2),
+            CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuOccupancyMaxActiveBlocksPerMultiprocessor(nullptr, scale_, 64, 0), CUDA_ERROR_INVALID_VALUE);
 }
 
@@ -171,8 +179,8 @@ TEST_F(SimgpuFunctionTest, LaunchAttributesAreHonouredOrRefusedAsTheDriverWould)
   honoured.push_back(Attr(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION));
   honoured.back().value.programmaticStreamSerializationAllowed = 1;
   honoured.push_back(Attr(CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW));
-  honoured.back().value.accessPolicyWindow = {reinterpret_cast<void*>(counted), 4, 0.5f, CU_ACCESS_PROPERTY_PERSISTING,
-                                              CU_ACCESS_PROPERTY_STREAMING};
+  honoured.back().value.accessPolicyWindow = {reinterpret_cast<void*>(counted), 4, 0.5f,
+                                              CU_ACCESS_PROPERTY_PERSISTING, CU_ACCESS_PROPERTY_STREAMING};
   honoured.push_back(Attr(CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN));
   honoured.back().value.memSyncDomain = CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE;
   honoured.push_back(Attr(CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT));

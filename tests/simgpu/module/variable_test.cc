@@ -82,7 +82,8 @@ TEST(SimModuleVariableTest, KernelsReadAndWriteTheBoundStorage) {
   const float* pin = in.data();
   float* pout = out.data();
   int count = n;
-  Launch(*GetKernel(*module, "_Z15scale_in_windowPKfPfi"), Geometry(2, 1, 1, 32, 1, 1), {&pin, &pout, &count});
+  Launch(*GetKernel(*module, "_Z15scale_in_windowPKfPfi"), Geometry(2, 1, 1, 32, 1, 1),
+         {&pin, &pout, &count});
   for (int i = 0; i < n; ++i) {
     const float want = i >= 5 && i < 45 ? in[i] * (0.25f * static_cast<float>(i % 8 + 1)) + 1.5f : -7.0f;
     EXPECT_EQ(out[i], want) << i;

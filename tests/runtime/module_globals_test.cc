@@ -1,7 +1,9 @@
 // Module globals in snapshots: a global the function named is captured with its bytes and holds
 // them again after a restore, wherever the restored module's global lies, including in a module
 // its context kept loaded from the function's previous instance (which left other bytes there);
-// the attributes an instance set on its kernels do not outlive it in a kept module.
+// the attributes an instance set on its kernels do not outlive it in a kept module. And a launch
+// with launch attributes is speculated as the launch it is: its parameters, after the attributes,
+// name the snapshot's buffers it reads and writes.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -229,6 +231,86 @@ TEST_F(ModuleGlobalsTest, EveryRestoreFindsTheSnapshotsGlobalsEvenInAKeptModule)
   // The second restore ran in the module the first one's context kept: the same global, which
   // the first instance had left at captured + 10.
   EXPECT_EQ(second_address, first_address);
+  server_->ReleaseVaSlot(*slot);
+}
+
+// A restore that learns (SessionPlan::learn_first_touch) notes each buffer a call's speculated sets
+// name: a kLaunchEx's parameters come after its attributes, and name its input as read and its
+// output as written; a buffer it does not name stays untouched.
+TEST_F(ModuleGlobalsTest, ALaunchWithAttributesIsSpeculatedFromTheParametersAfterTheAttributes) {
+  const std::string path = "/tmp/phos-module-globals-test-" + std::to_string(getpid()) + ".sock";
+  auto server = ApiServer::Start({.socket_path = path, .ring_bytes = 1u << 20, .reply_bytes = 256u << 10}, table_);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  server_ = std::move(*server);
+  Result<int> slot = server_->ClaimVaSlot();
+  ASSERT_TRUE(slot.ok()) << slot.status().ToString();
+  constexpr int kN = 64;
+  uint64_t in = 0, out = 0, other = 0;
+  {
+    SessionPlan deploy;
+    deploy.function = "launches";
+    deploy.va_slot = *slot;
+    const std::string token = server_->IssueToken(std::move(deploy));
+    RingClient client;
+    ASSERT_TRUE(client.Connect(path, token));
+    ASSERT_TRUE(client.SendModule(1, image_));
+    in = client.Alloc(kN * sizeof(float));
+    out = client.Alloc(kN * sizeof(float));
+    other = client.Alloc(kN * sizeof(float));
+    ASSERT_TRUE(in != 0 && out != 0 && other != 0);
+    Result<uint64_t> version =
+        server_->CaptureSession(token, *store_, "launches", "ci", std::chrono::milliseconds(30000));
+    ASSERT_TRUE(version.ok()) << version.status().ToString();
+    server_->EndSession(token);
+  }
+  Result<store::Manifest> manifest = store_->LoadManifest("launches", 1);
+  ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
+  auto index_of = [&](uint64_t address) {
+    for (size_t i = 0; i < manifest->buffers.size(); ++i) {
+      if (manifest->buffers[i].device_address == address) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  ASSERT_GE(index_of(in), 0);
+
+  SessionPlan plan;
+  plan.function = "launches";
+  plan.va_slot = *slot;
+  plan.manifest = std::make_shared<const store::Manifest>(*manifest);
+  plan.source = store_.get();
+  plan.learn_first_touch = true;
+  const std::string token = server_->IssueToken(std::move(plan));
+  ASSERT_TRUE(server_->WaitPrepared(token, std::chrono::milliseconds(30000)).ok());
+  RingClient client;
+  ASSERT_TRUE(client.Connect(path, token));
+  ASSERT_TRUE(client.SendModule(1, image_));
+  const uint64_t scale = client.Function(kScaleInWindow);
+  ASSERT_NE(scale, 0u);
+  // Two attributes before the parameters (in, out, n): hints, naming no memory.
+  std::vector<uint8_t> tail(2 * sizeof(ipc::LaunchAttribute), 0);
+  ipc::LaunchAttribute priority{};
+  priority.id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+  ipc::LaunchAttribute serialization{};
+  serialization.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  std::memcpy(tail.data(), &priority, sizeof(priority));
+  std::memcpy(tail.data() + sizeof(priority), &serialization, sizeof(serialization));
+  const int32_t n = kN;
+  uint8_t params[20] = {};
+  std::memcpy(params, &in, 8);
+  std::memcpy(params + 8, &out, 8);
+  std::memcpy(params + 16, &n, 4);
+  tail.insert(tail.end(), params, params + sizeof(params));
+  ipc::LaunchExArgs launch{{scale, 0, {1, 1, 1}, {64, 1, 1}, 0, sizeof(params)}, 2, 0};
+  ASSERT_EQ(client.Call(ipc::Op::kLaunchEx, launch, tail.data(), tail.size()), CUDA_SUCCESS);
+  ASSERT_EQ(client.Call(ipc::Op::kDeviceSynchronize, nullptr, 0), CUDA_SUCCESS);
+  LearnedUsage learned = server_->TakeLearnedUsage(token);
+  ASSERT_EQ(learned.first_touch.size(), manifest->buffers.size());
+  EXPECT_GE(learned.first_touch[index_of(in)], 0);
+  EXPECT_FALSE(learned.written[index_of(in)]);  // const float*: read only
+  EXPECT_GE(learned.first_touch[index_of(out)], 0);
+  EXPECT_TRUE(learned.written[index_of(out)]);
+  EXPECT_EQ(learned.first_touch[index_of(other)], -1);
+  server_->EndSession(token);
   server_->ReleaseVaSlot(*slot);
 }
 

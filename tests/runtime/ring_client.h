@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "phos/ipc/control.h"
@@ -63,7 +64,9 @@ class RingClient {
     reply_.assign(ring_->reply_payload(), ring_->reply_payload() + header.length);
     return header.result;
   }
+  // An argument record passed as itself (a pointer, or nullptr, takes the overload above).
   template <typename Args>
+    requires(!std::is_pointer_v<Args> && !std::is_null_pointer_v<Args>)
   int32_t Call(ipc::Op op, const Args& args, const void* tail = nullptr, size_t tail_bytes = 0) {
     return Call(op, &args, sizeof(args), tail, tail_bytes);
   }

@@ -127,10 +127,12 @@ class Session {
     std::string name;
     std::unordered_map<int, CUfunction> on_device;  // session device >= 1
     std::shared_ptr<const KernelParamMetadata> meta;  // restored sessions: for speculation
-    // Attributes the session set on device 0's handle, with the value each had before: put back
-    // when the session ends, so that a module its context keeps loaded for the function's next
-    // instance holds the function as it loaded (and as the snapshot knows it).
+    // Attributes the session set on device 0's handle, with the value each had before, and whether
+    // it set a cache preference: put back when the session ends, so that a module its context
+    // keeps loaded for the function's next instance holds the function as it loaded (and as the
+    // snapshot knows it).
     std::map<int, int> attributes_before;
+    bool cache_config_set = false;
   };
   // A communicator a function holds (session_nccl.cc): a rank of the device group's
   // communicator, or a split of it (owned: destroyed at the end).

@@ -101,7 +101,9 @@ CUresult Session::FuncSetCacheConfig(const ipc::FuncCacheConfigArgs& a, const Ca
   if (CUresult r = RoutedFunction(a.function, &fn, &f); r != CUDA_SUCCESS) return r;
   if (a.config < CU_FUNC_CACHE_PREFER_NONE || a.config > CU_FUNC_CACHE_PREFER_EQUAL)
     return CUDA_ERROR_INVALID_VALUE;
-  return driver_->cuFuncSetCacheConfig(f, static_cast<CUfunc_cache>(a.config));
+  if (CUresult r = driver_->cuFuncSetCacheConfig(f, static_cast<CUfunc_cache>(a.config)); r != CUDA_SUCCESS) return r;
+  if (route_device_ == 0) fn->cache_config_set = true;
+  return CUDA_SUCCESS;
 }
 
 CUresult Session::OccupancyMaxBlocks(const ipc::OccupancyArgs& a, const Call& call) {
@@ -254,6 +256,9 @@ void Session::RestoreFunctionAttributes() {
       driver_->cuFuncSetAttribute(fn.function, static_cast<CUfunction_attribute>(attribute), value);
     }
     fn.attributes_before.clear();
+    // A loaded module's kernels start with no cache preference (cuFuncSetCacheConfig's default).
+    if (fn.cache_config_set) driver_->cuFuncSetCacheConfig(fn.function, CU_FUNC_CACHE_PREFER_NONE);
+    fn.cache_config_set = false;
   }
 }
 

@@ -1,7 +1,8 @@
 // Module globals in snapshots: a global the function named is captured with its bytes and holds
 // them again after a restore, wherever the restored module's global lies, including in a module
 // its context kept loaded from the function's previous instance (which left other bytes there);
-// the attributes an instance set on its kernels do not outlive it in a kept module. And a launch
+// the attributes and cache preferences an instance set on its kernels do not outlive it in a
+// kept module. And a launch
 // with launch attributes is speculated as the launch it is: its parameters, after the attributes,
 // name the snapshot's buffers it reads and writes.
 #include <gtest/gtest.h>
@@ -212,6 +213,9 @@ TEST_F(ModuleGlobalsTest, EveryRestoreFindsTheSnapshotsGlobalsEvenInAKeptModule)
     EXPECT_EQ(client.Call(ipc::Op::kFuncGetAttributes, ipc::FunctionArgs{scale}), CUDA_SUCCESS);
     EXPECT_EQ(client.Reply<ipc::FunctionAttributes>().values[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES],
               49152);
+    // No cache preference either: 128-thread blocks fill an SM 16 at a time (its warps' limit).
+    EXPECT_EQ(client.Call(ipc::Op::kOccupancyMaxBlocks, ipc::OccupancyArgs{scale, 0, 128, 0}), CUDA_SUCCESS);
+    EXPECT_EQ(client.Reply<int32_t>(), 16);
     // The instance's own changes: a kernel moves the global on, and the attribute is raised.
     const uint64_t bump = client.Function(kBumpOffset);
     ipc::LaunchArgs launch{bump, 0, {1, 1, 1}, {1, 1, 1}, 0, 8};
@@ -222,6 +226,13 @@ TEST_F(ModuleGlobalsTest, EveryRestoreFindsTheSnapshotsGlobalsEvenInAKeptModule)
                           ipc::FuncAttributeArgs{scale, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                  attribute_after}),
               CUDA_SUCCESS);
+    // Preferring L1 leaves a block the least shared memory configuration that holds it (8 KiB for
+    // its 1 KiB reserve): 8 blocks per SM.
+    EXPECT_EQ(
+        client.Call(ipc::Op::kFuncSetCacheConfig, ipc::FuncCacheConfigArgs{scale, CU_FUNC_CACHE_PREFER_L1, 0}),
+        CUDA_SUCCESS);
+    EXPECT_EQ(client.Call(ipc::Op::kOccupancyMaxBlocks, ipc::OccupancyArgs{scale, 0, 128, 0}), CUDA_SUCCESS);
+    EXPECT_EQ(client.Reply<int32_t>(), 8);
     server_->EndSession(token);
     return found;
   };

@@ -53,7 +53,7 @@ std::string Markdown(const std::vector<CaseResult>& results, const std::string& 
                      double h2d_bps, const Options& o, const std::string& command) {
   std::string md = fmt::format(
       "## Cold starts of real models ({})\n\n"
-      "Command: `{}` (time scale {}; {})\n\n"
+      "Command: `{}` (time scale {}; {}; host shared-memory huge pages: {})\n\n"
       "One phosd. Each llama is a random fp32 checkpoint (`scripts/make-checkpoint.py --size-mib N --dtype "
       "f32 "
       "--vocab 8192 --max-position-embeddings 64`) deployed with `--instances 1 --max-instances 2` and a "
@@ -71,7 +71,8 @@ std::string Markdown(const std::vector<CaseResult>& results, const std::string& 
       "= "
       "`X-Phos-Loaded-Bytes-At-First-Byte`; cpu-resume, first-launch and resident are the restore's stages "
       "(modelled ms from arrival), which say where the time went. Every answer equals the warm one's.\n",
-      profile, command, scale, phos::bench::NowUtc(), o.tokens, kBoundFloorMs, h2d_bps / 1e9);
+      profile, command, scale, phos::bench::NowUtc(), phos::bench::HostShmemHugePages(), o.tokens, kBoundFloorMs,
+      h2d_bps / 1e9);
   md += fmt::format(
       "\nPlots (`bench/coldstart` draws them from this run's tables): [first response by mode]"
       "(plots/first-response-{0}.svg), [latency against bytes read](plots/latency-vs-bytes-read-{0}.svg), "

@@ -52,4 +52,13 @@ std::string CommandLine(int argc, char** argv) {
   return s;
 }
 
+std::string HostShmemHugePages() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  std::string word;
+  while (in >> word) {
+    if (word.size() > 2 && word.front() == '[' && word.back() == ']') return word.substr(1, word.size() - 2);
+  }
+  return "unknown";
+}
+
 }  // namespace phos::bench

@@ -16,4 +16,10 @@ std::string NowUtc();
 // The command line as typed, for the report.
 std::string CommandLine(int argc, char** argv);
 
+// The host's shared-memory transparent huge page mode
+// (/sys/kernel/mm/transparent_hugepage/shmem_enabled: "never", "advise", ...; "unknown" when
+// unreadable). simgpu's device memory is shared memory: with "never", a fresh mapping of weights
+// faults in 4 KiB at a time on the host, a cost a GPU does not have.
+std::string HostShmemHugePages();
+
 }  // namespace phos::bench

@@ -303,9 +303,10 @@ Status RestoreState::RecreateHandles(Prepared& p) {
     PHOS_RETURN_IF_ERROR(check_device(s.device, "stream", s.handle));
     driver::ContextScope scope(d, p.context(s.device));
     CUstream stream = nullptr;
-    PHOS_CU_RETURN_IF_ERROR(d.error_text(), d.cuStreamCreate(&stream, s.flags));
+    PHOS_CU_RETURN_IF_ERROR(d.error_text(), d.cuStreamCreateWithPriority(&stream, s.flags, s.priority));
     p.streams[s.handle] = stream;
     p.stream_flags[s.handle] = s.flags;
+    p.stream_priorities[s.handle] = s.priority;
   }
   for (const store::EventState& e : m.events) {
     PHOS_RETURN_IF_ERROR(check_device(e.device, "event", e.handle));

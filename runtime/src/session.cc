@@ -19,7 +19,8 @@ Session::Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, s
       ring_(std::move(ring)),
       token_(std::move(token)),
       control_fd_(control_fd),
-      pid_(pid) {}
+      pid_(pid),
+      host_fns_(HostFnGates::Create(driver_, ring_.get(), pid_)) {}
 
 Result<std::unique_ptr<Session>> Session::Open(driver::DriverTable* driver, ctxpool::ContextLease lease, int device,
                                                uint64_t va_bytes, std::unique_ptr<ipc::Ring> ring, std::string token,
@@ -70,6 +71,9 @@ Status Session::LeaseGroup() {
 Session::~Session() {
   stop_.store(true);
   ring_->Close();
+  // The executor may be blocked in a synchronisation behind a host function that will never
+  // return: its gate opens now.
+  host_fns_->OpenAll();
   if (executor_.joinable()) executor_.join();
   ReleaseAll();
   close(control_fd_);
@@ -80,6 +84,8 @@ void Session::ReleaseAll() {
   // The loaders first: they wait for their copies and unguard before the memory goes to the scrub.
   loaders_published_.store(false);
   loaders_.clear();
+  // Before anything is freed: the gate words go once the gated streams passed them.
+  host_fns_->Close();
   if (context_ == nullptr) return;
   // Peer access the function enabled would outlive it in pooled contexts.
   DisablePeers(-1);
@@ -178,6 +184,9 @@ void Session::Run() {
     if (result != CUDA_SUCCESS && maps_shared_ && !shared_fault_seen_ &&
         (result == CUDA_ERROR_ILLEGAL_ADDRESS || driver_->cuStreamQuery(nullptr) == CUDA_ERROR_ILLEGAL_ADDRESS)) {
       OnSharedBufferFault();
+    }
+    if (result != CUDA_SUCCESS && record.header.opcode == static_cast<uint16_t>(ipc::Op::kLaunchHostFunc)) {
+      RefuseHostFn(record, result);
     }
     if ((record.header.flags & ipc::kFlagReply) != 0) {
       ring_->WriteReply(record.header.seq, result, ring_->reply_payload_for_write(), result == CUDA_SUCCESS ? reply_len : 0);

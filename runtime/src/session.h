@@ -33,6 +33,7 @@
 #include "phos/runtime/speculation.h"
 #include "phos/runtime/trusted_modules.h"
 #include "phos/runtime/va_allocator.h"
+#include "host_fn_gates.h"
 #include "restore_state.h"
 #include "session_ops.h"
 
@@ -152,6 +153,7 @@ class Session {
     CUstream stream = nullptr;
     unsigned flags = 0;
     int device = 0;
+    int priority = 0;  // as created, clamped to the device's range
   };
   struct EventHandle {
     CUevent event = nullptr;
@@ -240,6 +242,16 @@ class Session {
   // session_streams.cc
   CUresult DeviceSynchronize(const NoArgs& a, const Call& call);
   CUresult StreamCreate(const ipc::FlagsArgs& a, const Call& call);
+  CUresult StreamCreateWithPriority(const ipc::StreamCreateArgs& a, const Call& call);
+  // Flags and a priority checked, the priority clamped to the device's range as the driver does.
+  CUresult CreateStream(unsigned flags, int priority, const Call& call);
+  CUresult StreamGetInfo(const ipc::HandleArgs& a, const Call& call);
+  CUresult StreamPriorityRange(const NoArgs& a, const Call& call);
+  // The host function of `a.slot` queued on its stream (host_fn_gates.h).
+  CUresult LaunchHostFunc(const ipc::HostFnArgs& a, const Call& call);
+  // A kLaunchHostFunc that failed: its slot goes back to the frontend as refused, so that its
+  // host-function thread does not wait for it.
+  void RefuseHostFn(const ipc::RecordView& record, CUresult result);
   CUresult StreamDestroy(const ipc::HandleArgs& a, const Call& call);
   CUresult StreamSynchronize(const ipc::HandleArgs& a, const Call& call);
   CUresult StreamQuery(const ipc::HandleArgs& a, const Call& call);
@@ -360,6 +372,9 @@ class Session {
   // (0: not handed out).
   uint64_t pooled_blas_vid_ = 0;
   std::atomic<bool> stop_{false};
+  // Host functions (host_fn_gates.h): all gates opened before the executor is joined, closed by
+  // ReleaseAll.
+  const std::shared_ptr<HostFnGates> host_fns_;
   std::thread executor_;
 
   // Restored sessions (session_restore.cc).

@@ -134,6 +134,15 @@ std::array<OpHandler, kOpSlots> Session::BuildOpTable() {
   at(Op::kEventElapsedTime) = Bind<ipc::StreamEventArgs, &Session::EventElapsedTime>(
       {.name = "cudaEventElapsedTime", .placement = kHandle, .handle_offset = kStreamOfPair});
 
+  at(Op::kStreamCreateWithPriority) = Bind<ipc::StreamCreateArgs, &Session::StreamCreateWithPriority>(
+      {.name = "cudaStreamCreateWithPriority"});
+  at(Op::kStreamGetInfo) = Bind<ipc::HandleArgs, &Session::StreamGetInfo>(
+      {.name = "cudaStreamGetPriority / GetFlags / GetDevice / GetId", .placement = kHandle});
+  at(Op::kStreamPriorityRange) =
+      Bind<NoArgs, &Session::StreamPriorityRange>({.name = "cudaDeviceGetStreamPriorityRange"});
+  at(Op::kLaunchHostFunc) = Bind<ipc::HostFnArgs, &Session::LaunchHostFunc>(
+      {.name = "cudaLaunchHostFunc", .placement = kHandle, .handle_offset = offsetof(ipc::HostFnArgs, stream)});
+
   // Modules and launches (session_modules.cc).
   at(Op::kModuleChunk) = Bind<ipc::ModuleChunkArgs, &Session::ModuleChunk>(
       {.name = "__cudaRegisterFatBinary", .shape = kHead, .placement = Placement::kDeviceZero});

@@ -79,7 +79,9 @@ Status Session::AdoptRestore() {
     return it == p.handle_devices.end() ? 0 : it->second;
   };
   for (const auto& [vid, comm] : p.comms) comms_[vid] = NcclComm{comm.first, comm.second, false};
-  for (const auto& [vid, stream] : p.streams) streams_[vid] = StreamHandle{stream, p.stream_flags[vid], device_of(vid)};
+  for (const auto& [vid, stream] : p.streams) {
+    streams_[vid] = StreamHandle{stream, p.stream_flags[vid], device_of(vid), p.stream_priorities[vid]};
+  }
   for (const auto& [vid, event] : p.events) events_[vid] = EventHandle{event, p.event_flags[vid], device_of(vid)};
   for (const auto& [vid, handle] : p.blas) blas_[vid] = BlasHandle{handle, device_of(vid)};
   pooled_blas_vid_ = p.pooled_blas_vid;
@@ -395,6 +397,11 @@ Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& fun
         "the function used devices beyond its first without declaring them (deploy it with --gpus N)");
   }
   if (!open_status_.ok()) return open_status_;
+  if (host_fns_->pending() != 0) {
+    return Status::FailedPrecondition(fmt::format(
+        "{} host functions are still pending: a snapshot cannot hold the function process's side of them",
+        host_fns_->pending()));
+  }
   for (const auto& [vid, comm] : comms_) {
     if (comm.owned) return Status::FailedPrecondition("snapshots of split NCCL communicators are not supported yet");
   }
@@ -440,7 +447,7 @@ Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& fun
     }
   }
   for (const auto& [vid, s] : streams_) {
-    req.streams.push_back({.handle = vid, .flags = s.flags, .device = s.device});
+    req.streams.push_back({.handle = vid, .flags = s.flags, .priority = s.priority, .device = s.device});
   }
   for (const auto& [vid, e] : events_) {
     req.events.push_back({.handle = vid, .flags = e.flags, .device = e.device});

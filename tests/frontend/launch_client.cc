@@ -353,6 +353,15 @@ int ForkReplay(const char* token) {
 
 }  // namespace
 
+// launch_client_ptds.cc: the same calls as a per-thread default stream build makes them.
+struct PerThreadTargets {
+  const void* lut;
+  const void* processed;
+  const void* bias;
+  const void* kernel;
+};
+int PerThreadSymbolsAndLaunches(const PerThreadTargets& targets);
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: %s MODULE MODE [TOKEN]\n", argv[0]);
@@ -368,6 +377,10 @@ int main(int argc, char** argv) {
   const std::string mode = argv[2];
   if (mode == "functions") return Functions();
   if (mode == "symbols") return Symbols();
+  if (mode == "per-thread") {
+    return PerThreadSymbolsAndLaunches({&lut, &processed, &launch_test::bias,
+                                        reinterpret_cast<const void*>(&lookup_scale)});
+  }
   if (mode == "fork-replay" && argc > 3) return ForkReplay(argv[3]);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;

@@ -16,6 +16,10 @@
 // target fuzzes the chunk bookkeeping (ids, offsets, totals, limits) and that refusal; loading
 // the build's own trusted images is what every integration test does.
 //
+// The tenant's host functions return at once: each slot phosd posts as reached goes back while
+// the tenant waits for an answer, as the frontend's host-function thread would post it, so that a
+// synchronisation behind one ends.
+//
 // Device-group sessions (NCCL) are left out: a collective entered on one rank of two waits for
 // the other by design; bounding that wait is the session's end-of-life work, not a parser's.
 #include <sys/socket.h>
@@ -121,11 +125,25 @@ struct Tenant {
     }
   }
 
+  // Posts back every host-function slot phosd says was reached.
+  void ReturnHostFunctions() {
+    ipc::HostFnEvent events[64];
+    while (size_t n = ring->TakeHostFnEvents(ipc::HostFnQueueId::kToFrontend, events, 64)) {
+      for (size_t i = 0; i < n; ++i) {
+        if (events[i].result == 0) ring->PostHostFnEvent(ipc::HostFnQueueId::kToServer, {events[i].slot, 0});
+      }
+    }
+  }
+
   // Sends one record and waits for its answer; false when the session closed the ring.
   bool Call(uint16_t op, const std::vector<uint8_t>& payload, int32_t* result) {
     // A session stuck on a record is a finding: libFuzzer's -timeout (ctest's, replaying the
     // corpus) ends the run on it.
-    auto alive = [] { return true; };
+    auto alive = [this] {
+      ReturnHostFunctions();
+      return true;
+    };
+    ReturnHostFunctions();
     const uint64_t s = ++seq;
     Status written = ring->Write(static_cast<ipc::Op>(op), ipc::kFlagReply, s, payload.data(), payload.size(), nullptr,
                                  0, alive);
@@ -177,6 +195,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         tenant.last_pointer = reply;
         break;
       case ipc::Op::kStreamCreate:
+      case ipc::Op::kStreamCreateWithPriority:
       case ipc::Op::kEventCreate:
       case ipc::Op::kBlasCreate:
         tenant.last_handle = reply;

@@ -137,8 +137,10 @@ void PhosdTest::StartPhosd() {
   int port = FreePort();
   endpoint_ = "http://127.0.0.1:" + std::to_string(port);
   SpawnOptions options;
-  options.argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir", data_dir_, "--gpu", GpuKind(),
-                  "--functions-dir", BuildBinDir()};
+  // PHOS_TEST_GPU=cuda: the tests registered for a GPU host (label 'gpu') run phosd on NVIDIA's driver.
+  const char* gpu = std::getenv("PHOS_TEST_GPU");
+  options.argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir", data_dir_, "--gpu",
+                  gpu != nullptr && *gpu != '\0' ? gpu : "sim", "--functions-dir", BuildBinDir()};
   std::vector<std::string> extra = ExtraPhosdArgs();
   options.argv.insert(options.argv.end(), extra.begin(), extra.end());
   options.env = phosd_env_;

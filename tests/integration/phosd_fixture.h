@@ -64,8 +64,6 @@ class PhosdTest : public ::testing::Test {
   void TearDown() override;
   // Options phosd is started with besides --listen, --data-dir, --gpu and --functions-dir.
   virtual std::vector<std::string> ExtraPhosdArgs() const { return {}; }
-  // phosd's --gpu: simgpu, unless a test of the `gpu` label runs on NVIDIA's driver.
-  virtual std::string GpuKind() const { return "sim"; }
   // Called once the data directory exists, before phosd first starts on it (a test mounts a small
   // file system there), and after phosd stopped for good, before the directory is removed.
   virtual void PrepareDataDir() {}

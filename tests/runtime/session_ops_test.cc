@@ -53,6 +53,12 @@ TEST(SessionOpsTest, ArgumentRecordSizesAreTheWireStructs) {
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kMemFreeAsync))->record_bytes, sizeof(ipc::StreamPointerArgs));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kMemFreeAsync))->handle_offset,
             offsetof(ipc::StreamPointerArgs, stream));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kStreamCreateWithPriority))->record_bytes,
+            sizeof(ipc::StreamCreateArgs));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kStreamGetInfo))->record_bytes, sizeof(ipc::HandleArgs));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kStreamPriorityRange))->record_bytes, 0u);
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kLaunchHostFunc))->record_bytes, sizeof(ipc::HostFnArgs));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kLaunchHostFunc))->shape, RecordShape::kExact);
 }
 
 TEST(SessionOpsTest, LaunchAttributeAndModuleGlobalRecordsAreTheirWireStructs) {
@@ -134,6 +140,24 @@ TEST(SessionOpsTest, CallsNamingAHandleRunOnItsDevice) {
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kMemAlloc))->placement, Placement::kCurrentDevice);
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCollective))->handle_offset,
             offsetof(ipc::NcclCollectiveArgs, stream));
+  // A stream's information and its host functions run in the stream's context.
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kStreamGetInfo))->placement, Placement::kHandleDevice);
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kLaunchHostFunc))->placement, Placement::kHandleDevice);
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kLaunchHostFunc))->handle_offset, offsetof(ipc::HostFnArgs, stream));
+  // A new stream is the current device's.
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kStreamCreateWithPriority))->placement, Placement::kCurrentDevice);
+}
+
+TEST(SessionOpsTest, HostFunctionRecordsDecodeTheirSlot) {
+  ipc::HostFnArgs launch{.stream = 32, .slot = 17, .pad = 0};
+  std::vector<uint8_t> bytes(sizeof(launch));
+  std::memcpy(bytes.data(), &launch, sizeof(launch));
+  ipc::HostFnArgs out{};
+  ASSERT_TRUE(DecodeRecord(RecordOf(Op::kLaunchHostFunc, bytes), &out));
+  EXPECT_EQ(out.slot, 17u);
+  EXPECT_EQ(out.stream, 32u);
+  bytes.pop_back();
+  EXPECT_FALSE(DecodeRecord(RecordOf(Op::kLaunchHostFunc, bytes), &out));
 }
 
 }  // namespace

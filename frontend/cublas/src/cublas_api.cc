@@ -121,7 +121,9 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
 
 cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  ipc::StreamEventArgs a{Id(stream), Id(handle)};
+  ipc::StreamEventArgs a{0, Id(handle)};
+  // cudaStreamPerThread: the calling thread's default stream, as in the CUDA runtime.
+  if (__phosStreamId(stream, &a.stream) != 0) return CUBLAS_STATUS_NOT_INITIALIZED;
   cublasStatus_t s = BlasStatus(Remote(ipc::Op::kBlasSetStream, &a, sizeof(a), true));
   if (s == CUBLAS_STATUS_SUCCESS) {
     std::lock_guard lock(g_mu);

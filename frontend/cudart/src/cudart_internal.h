@@ -10,6 +10,11 @@
 
 #include "client.h"
 
+// nvcc's launch entry point (crt/device_functions.h, which only nvcc's compilation includes),
+// exported by cudart_launch.cc.
+extern "C" cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shared,
+                                          cudaStream_t stream);
+
 namespace phos::frontend {
 
 // Records a failure as the thread's last error (cudaGetLastError) and returns it. CUresult and
@@ -19,7 +24,15 @@ cudaError_t Return(cudaError_t error);
 // Logs, once per call site, that an exported call cannot be served; returns cudaErrorNotSupported.
 cudaError_t NotSupported(const char* call, const char* why);
 
-inline uint64_t StreamId(cudaStream_t stream) { return reinterpret_cast<uintptr_t>(stream); }
+// How phosd names `stream` (cudart_streams.cc): cudaStreamPerThread is the calling thread's default
+// stream on its device, made on first use; any other stream its own handle (0 and
+// cudaStreamLegacy: the legacy stream).
+CUresult StreamId(cudaStream_t stream, uint64_t* out);
+// The stream the _ptds / _ptsz entry points (cudart_ptds.cc) mean by `stream`: 0 is the calling
+// thread's default stream there.
+inline cudaStream_t PerThreadDefault(cudaStream_t stream) { return stream == nullptr ? cudaStreamPerThread : stream; }
+// cudaDeviceReset destroyed `device`'s streams: every thread makes its default stream there anew.
+void ForgetDefaultStreams(int device);
 
 // A device allocation this process made (cudart_memory.cc).
 struct DeviceAllocation {
@@ -53,6 +66,13 @@ CUresult SessionDeviceCount(int* count);
 void ForgetSessionDevices();
 // Forgets the server's kernel handles, which belong to the session that issued them (cudart_launch.cc).
 void ForgetSessionKernels();
+// Stops the host-function thread when no host function is pending; returns how many are
+// (cudart_host_functions.cc).
+size_t QuiesceHostFunctions();
+// Before host bytes are read for a copy to the device on `stream`: when host functions are
+// pending, waits for the stream, so that the bytes are those its host functions wrote, as CUDA
+// synchronises the stream before a copy from pageable memory (cudart_host_functions.cc).
+CUresult AwaitHostFunctions(uint64_t stream);
 
 // A kernel as the session knows it (cudart_launch.cc): its server function id and parameter layout.
 struct KernelRef {

@@ -228,8 +228,9 @@ cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** arg
   if (cudaError_t e = phos::frontend::ResolveKernel(func, &k); e != cudaSuccess) return Return(e);
   alignas(16) uint8_t buffer[ipc::kMaxParamBytes];
   if (!PackArguments(k, args, buffer)) return Return(cudaErrorInvalidValue);
-  ipc::LaunchArgs a{k.function, StreamId(stream), {grid.x, grid.y, grid.z}, {block.x, block.y, block.z},
+  ipc::LaunchArgs a{k.function, 0, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z},
                     static_cast<uint32_t>(shared), k.param_bytes};
+  if (CUresult sr = StreamId(stream, &a.stream); sr != CUDA_SUCCESS) return Return(sr);
   return Return(Client::Get().Call(ipc::Op::kLaunch, &a, sizeof(a), buffer, k.param_bytes, false));
 }
 
@@ -271,10 +272,11 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* fu
   if (attribute_bytes != 0) std::memcpy(tail, config->attrs, attribute_bytes);
   if (!PackArguments(k, args, tail + attribute_bytes)) return Return(cudaErrorInvalidValue);
   const dim3 grid = config->gridDim, block = config->blockDim;
-  ipc::LaunchExArgs a{{k.function, StreamId(config->stream), {grid.x, grid.y, grid.z}, {block.x, block.y, block.z},
+  ipc::LaunchExArgs a{{k.function, 0, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z},
                        static_cast<uint32_t>(config->dynamicSmemBytes), k.param_bytes},
                       config->numAttrs,
                       0};
+  if (CUresult sr = StreamId(config->stream, &a.launch.stream); sr != CUDA_SUCCESS) return Return(sr);
   return Return(Client::Get().Call(ipc::Op::kLaunchEx, &a, sizeof(a), tail, attribute_bytes + k.param_bytes, false));
 }
 

@@ -43,8 +43,10 @@ ncclResult_t Collective(ipc::NcclCollectiveKind kind, const void* send, void* re
   if (comm == nullptr) return ncclInvalidArgument;
   if (ipc::NcclTypeBytes(type) == 0 || root < 0) return ncclInvalidArgument;
   if (!ipc::NcclReductionAllowed(static_cast<int32_t>(kind), op)) return ncclInvalidArgument;
-  ipc::NcclCollectiveArgs a{Id(comm), Id(stream), Id(send), Id(recv), count, static_cast<int32_t>(kind),
+  ipc::NcclCollectiveArgs a{Id(comm), 0, Id(send), Id(recv), count, static_cast<int32_t>(kind),
                             static_cast<int32_t>(type), static_cast<int32_t>(op), root};
+  // cudaStreamPerThread: the calling thread's default stream, as in the CUDA runtime.
+  if (__phosStreamId(stream, &a.stream) != 0) return ncclUnhandledCudaError;
   return QueueResult(Remote(ipc::Op::kNcclCollective, &a, sizeof(a), false));
 }
 

@@ -51,7 +51,7 @@ constexpr DeviceCapabilities kSimgpuCapabilities = {
     .cooperative_launch = 0,               // card: 1; no cuLaunchCooperativeKernel
     .cooperative_multi_device_launch = 0,  // card: 1 (deprecated API); not implemented
     .cluster_launch = 0,                   // H100: 1; no thread block clusters (A100: 0)
-    .stream_priorities = 0,                // card: 1; no cuStreamCreateWithPriority
+    .stream_priorities = 1,                // the compute pool serves higher priorities first
     .tensor_map_access = 0,                // H100: 1; no cuTensorMapEncode* (A100: 0)
     .unified_function_pointers = 0,        // as the cards on an x86 host
     .mem_sync_domain_count = 1,            // H100: 4; launches cannot choose a domain (A100: 1)
@@ -97,12 +97,14 @@ constexpr DeviceCapabilities kSimgpuCapabilities = {
     .gpu_direct_rdma_with_cuda_vmm = 0,
     .gpu_direct_rdma_flush_writes_options = 0,
     .gpu_direct_rdma_writes_ordering = 0,
-    .can_flush_remote_writes = 0,          // no stream memory operations
+    .can_flush_remote_writes = 0,          // card: 1; no CU_STREAM_WAIT_VALUE_FLUSH
+    // cuStreamWaitValue32/64 and cuStreamWriteValue32/64 (their _v2 names); not cuStreamBatchMemOp
+    // nor the v1 forms (card: 1 for the v1 attributes).
     .stream_mem_ops_v1 = 0,
     .stream_mem_ops_64_bit_v1 = 0,
     .stream_wait_value_nor_v1 = 0,
-    .stream_mem_ops_64_bit = 0,            // card: 1; no cuStreamBatchMemOp
-    .stream_wait_value_nor = 0,            // card: 1; likewise
+    .stream_mem_ops_64_bit = 1,
+    .stream_wait_value_nor = 1,
     .tcc_driver = 0,                       // a Windows driver model
     .compute_mode = CU_COMPUTEMODE_DEFAULT,
     .mps_enabled = 0,

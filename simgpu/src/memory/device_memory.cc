@@ -114,6 +114,7 @@ DeviceMemory::DeviceMemory(const DeviceMemoryOptions& options, CUdeviceptr base,
              std::system_category().message(err));
   } else {
     alias_ = static_cast<char*>(alias);
+    madvise(alias_, options.va_size, MADV_HUGEPAGE);  // as for each mapping (device_memory_vmm.cc)
   }
 #endif
   const uint64_t prefault = std::min(options.prefault_bytes, options.va_size);

@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "memory/device_memory.h"
@@ -142,6 +145,36 @@ TEST_F(VmmTest, MappingsOfOneHandleShareContentAcrossUnmapAndRemap) {
   ASSERT_TRUE(mem_->FindPhysical(h, &physical));
   EXPECT_EQ(physical.mappings, 2);
   EXPECT_EQ(physical.size, 4 * kMiB);
+}
+
+// The VmFlags line of /proc/self/smaps for the mapping that starts at `addr` ("" if none does).
+std::string VmFlagsOf(CUdeviceptr addr) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    unsigned long long start = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (line.find(':') > line.find(' ') && head >> std::hex >> start >> dash && dash == '-') {
+      inside = start == addr;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+TEST_F(VmmTest, MappingsAskTheHostForHugePages) {
+  // Whether the host grants them depends on its shmem_enabled setting; the advice is what simgpu
+  // controls, and it outlives the access changes that follow a map.
+  const auto h = Create(4 * kMiB);
+  const CUdeviceptr a = Reserve(4 * kMiB);
+  ASSERT_EQ(mem_->Map(a, 4 * kMiB, 0, h), CUDA_SUCCESS);
+  ASSERT_EQ(mem_->SetAccess(a, 4 * kMiB, Access::kReadWrite), CUDA_SUCCESS);
+  const std::string flags = VmFlagsOf(a);
+  ASSERT_FALSE(flags.empty()) << "no mapping at " << std::hex << a;
+  EXPECT_NE((flags + " ").find(" hg "), std::string::npos) << flags;
 }
 
 TEST_F(VmmTest, AccessRightsGateCheckRange) {

@@ -61,6 +61,8 @@ struct DriverTableOptions {
   X(cuMemcpyDtoHAsync) X(cuMemcpyDtoD) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async)    \
   X(cuMemcpy2D) X(cuMemcpy2DAsync) X(cuMemsetD2D8) X(cuMemsetD2D8Async)                          \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery)                  \
+  X(cuStreamCreateWithPriority) X(cuStreamGetPriority) X(cuStreamGetFlags)                      \
+  X(cuCtxGetStreamPriorityRange) X(cuLaunchHostFunc) X(cuStreamWaitValue32) X(cuStreamWriteValue32) \
   X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                      \
   X(cuEventSynchronize) X(cuEventQuery) X(cuEventElapsedTime) X(cuModuleLoadData)               \
   X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetParamInfo) X(cuLaunchKernel)                \

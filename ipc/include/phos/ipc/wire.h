@@ -10,7 +10,7 @@
 namespace phos::ipc {
 
 inline constexpr uint32_t kWireMagic = 0x534f4850;  // "PHOS" little-endian
-inline constexpr uint32_t kWireVersion = 7;
+inline constexpr uint32_t kWireVersion = 8;
 inline constexpr size_t kTokenChars = 32;        // 128-bit token, hex
 inline constexpr size_t kAnswerMessageChars = 200;
 
@@ -113,6 +113,14 @@ enum class Op : uint16_t {
                           // device to host -> width * height bytes, the rows packed (reply area)
   kMemset2D,              // Memset2DArgs
   kMemFreeAsync,          // StreamPointerArgs; asynchronous: the free follows the stream's work
+  // Streams and host callbacks (runtime/src/session_streams.cc, host_fn_gates.h).
+  kStreamCreateWithPriority,  // StreamCreateArgs -> u64 virtual stream
+  kStreamGetInfo,             // HandleArgs -> StreamInfo
+  kStreamPriorityRange,       // -> StreamPriorityRange, of the current device
+  kLaunchHostFunc,            // HostFnArgs; asynchronous: when the stream reaches it, phosd posts the
+                              // slot to the ring's host-function queue to the frontend (ring.h) and
+                              // holds the stream's later work until the slot comes back on the queue
+                              // to the server (the function returned); a refusal is posted too
   // Launch attributes and module globals (runtime/src/session_functions.cc).
   kFuncGetAttributes,     // FunctionArgs -> FunctionAttributes
   kFuncSetAttribute,      // FuncAttributeArgs
@@ -167,6 +175,29 @@ struct Copy2DArgs {
 };
 struct Memset2DArgs { uint64_t dst; uint64_t pitch; uint64_t width; uint64_t height; uint64_t stream; uint32_t value; uint32_t pad; };
 struct StreamPointerArgs { uint64_t ptr; uint64_t stream; };
+// Streams. A priority outside the device's range is clamped to it, as the driver does.
+struct StreamCreateArgs { uint32_t flags; int32_t priority; };
+struct StreamInfo {
+  uint32_t flags;    // CU_STREAM_DEFAULT or CU_STREAM_NON_BLOCKING
+  int32_t priority;
+  int32_t device;    // the session device the stream belongs to
+  uint32_t pad;
+  uint64_t id;       // unique in the session and stable across a snapshot: the virtual handle (1: the legacy stream)
+};
+struct StreamPriorityRange { int32_t least; int32_t greatest; };  // greatest <= least: lower is higher
+// Host functions (cudaLaunchHostFunc, cudaStreamAddCallback). The function runs in the function
+// process; phosd only orders it in its stream. `slot` names it until it returned: at most
+// kMaxHostFnSlots are pending at once in a session.
+inline constexpr uint32_t kMaxHostFnSlots = 4096;
+struct HostFnArgs { uint64_t stream; uint32_t slot; uint32_t pad; };
+// An entry of a host-function queue (ring.h). To the frontend: the slot's place in its stream was
+// reached (result 0: run the function, then post the slot back) or phosd refused the
+// kLaunchHostFunc (result: the CUresult, also the session's asynchronous error; the function is
+// not run). To the server: the slot's function returned (result unused).
+struct HostFnEvent { uint32_t slot; int32_t result; };
+static_assert(sizeof(StreamCreateArgs) == 8 && sizeof(StreamInfo) == 24 && sizeof(StreamPriorityRange) == 8);
+static_assert(sizeof(HostFnArgs) == 16);
+static_assert(sizeof(HostFnEvent) == 8);
 static_assert(sizeof(Copy2DArgs) == 64 && sizeof(Memset2DArgs) == 48 && sizeof(StreamPointerArgs) == 16);
 struct ModuleChunkArgs {
   uint64_t module_id;   // chosen by the frontend, unique per session

@@ -374,8 +374,13 @@ void RestoreState::PreloadModules(Prepared& p) {
     std::string hash = m.modules[i].content_hash.ToBytes();
     if (p.modules.contains(hash)) continue;  // the same image twice: one module serves both
     if (auto it = kept.find(hash); it != kept.end()) {
-      p.modules.insert(kept.extract(it));
-      continue;
+      // Its globals hold what the function's last instance left there: the snapshot's go back.
+      Status written = WriteModuleGlobals(driver_, m.modules[i], it->second);
+      if (written.ok()) {
+        p.modules.insert(kept.extract(it));
+        continue;
+      }
+      PHOS_LOG(Warn, "restore", "{} v{}: kept module {} not used: {}", m.function, m.version, i, written.message());
     }
     uint64_t bytes = 0;
     Result<CUmodule> module = LoadSnapshotModule(driver_, m, static_cast<int>(i), *plan_.source, &bytes);

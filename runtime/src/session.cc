@@ -125,6 +125,8 @@ void Session::ReleaseAll() {
 }
 
 void Session::ReleaseModules() {
+  driver::ContextScope scope(*driver_, context_);
+  RestoreFunctionAttributes();
   ctxpool::ModulesByHash kept = std::exchange(preloaded_modules_, {});
   if (restore_ == nullptr || restore_->plan().manifest == nullptr) {
     // Kept from an earlier instance and not sent by this one: no snapshot says they are needed.
@@ -135,7 +137,10 @@ void Session::ReleaseModules() {
     if (m.module == nullptr) continue;
     const bool keep = !modules_owner_.empty() && !m.image.empty() &&
                       kept.emplace(store::ChunkId::Of(m.image.data(), m.image.size()).ToBytes(), m.module).second;
-    if (!keep) lease_->tenant().modules.push_back(m.module);
+    if (!keep) {
+      ZeroGlobals(m, 0);
+      lease_->tenant().modules.push_back(m.module);
+    }
   }
   lease_->KeepModules(modules_owner_, std::move(kept));
 }
@@ -204,6 +209,8 @@ bool Session::HandleRoom(const char* what) {
 }
 
 bool Session::Owns(uint64_t ptr, uint64_t bytes, const char* what) {
+  // A module global the session resolved is memory its calls may touch, as its buffers are.
+  if (globals_.Contains(ptr, bytes)) return true;
   Status s = buffers_.Check(ptr, bytes, what);
   if (s.ok()) return true;
   PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: refused: {}", pid_, s.message());

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -98,6 +99,11 @@ class Session {
   const std::string& token() const { return token_; }
 
  private:
+  // A module global the session resolved (kModuleGlobalGet) in one device's instance of its module.
+  struct Global {
+    CUdeviceptr address = 0;
+    uint64_t bytes = 0;
+  };
   struct Module {
     CUmodule module = nullptr;
     bool is_fatbin = false;
@@ -107,6 +113,9 @@ class Session {
     std::vector<uint8_t> image;    // kept after loading, for the contexts of other devices
     std::unordered_map<int, CUmodule> on_device;  // session device >= 1 -> module loaded there
     ModuleHash hash;                              // of `image` (restored sessions: metadata key)
+    // The globals the session resolved, by session device and name: what a capture saves (device
+    // 0's) and what is zeroed before the module is unloaded.
+    std::map<std::pair<int, std::string>, Global> globals;
   };
   struct Function {
     CUfunction function = nullptr;  // in the device-0 context
@@ -116,6 +125,12 @@ class Session {
     std::string name;
     std::unordered_map<int, CUfunction> on_device;  // session device >= 1
     std::shared_ptr<const KernelParamMetadata> meta;  // restored sessions: for speculation
+    // Attributes the session set on device 0's handle, with the value each had before, and whether
+    // it set a cache preference: put back when the session ends, so that a module its context
+    // keeps loaded for the function's next instance holds the function as it loaded (and as the
+    // snapshot knows it).
+    std::map<int, int> attributes_before;
+    bool cache_config_set = false;
   };
   // A communicator a function holds (session_nccl.cc): a rank of the device group's
   // communicator, or a split of it (owned: destroyed at the end).
@@ -253,6 +268,28 @@ class Session {
   CUresult LoadModuleImage(Module& m);
   CUresult FunctionGet(const ipc::FunctionGetArgs& a, const Call& call);
   CUresult Launch(const ipc::LaunchArgs& a, const Call& call);
+  // A launch's checks before the driver sees it: its function on the record's device, its
+  // parameter buffer (copied out of the ring into `params`, kMaxParamBytes + 8 bytes), every
+  // pointer-sized word in it against the session's memory (docs/design.md D8), and its stream.
+  // Fills `args` (kMaxParams entries) with pointers into `params`.
+  CUresult PrepareLaunch(const ipc::LaunchArgs& a, std::span<const uint8_t> tail, uint8_t* params, void** args,
+                         CUfunction* function, CUstream* stream);
+  // session_functions.cc: attributes, occupancy, launches with attributes, module globals.
+  // The function `vid` names on the record's device.
+  CUresult RoutedFunction(uint64_t vid, Function** fn, CUfunction* out);
+  CUresult FuncGetAttributes(const ipc::FunctionArgs& a, const Call& call);
+  CUresult FuncSetAttribute(const ipc::FuncAttributeArgs& a, const Call& call);
+  CUresult FuncSetCacheConfig(const ipc::FuncCacheConfigArgs& a, const Call& call);
+  CUresult OccupancyMaxBlocks(const ipc::OccupancyArgs& a, const Call& call);
+  CUresult OccupancyDynamicSMem(const ipc::OccupancySMemArgs& a, const Call& call);
+  CUresult LaunchEx(const ipc::LaunchExArgs& a, const Call& call);
+  CUresult ModuleGlobalGet(const ipc::FunctionGetArgs& a, const Call& call);
+  // Puts back the attributes the session set on device 0's functions (Function::attributes_before).
+  void RestoreFunctionAttributes();
+  // Zeroes the globals the session resolved in `m` on session device `device` (whose context is
+  // current) before the module is unloaded: the driver may give their memory to another tenant's
+  // allocation in this context as it is.
+  void ZeroGlobals(const Module& m, int device);
   // session_blas.cc
   CUresult BlasCreate(const NoArgs& a, const Call& call);
   CUresult BlasDestroy(const ipc::HandleArgs& a, const Call& call);
@@ -333,7 +370,9 @@ class Session {
   // Disables the peer access the function enabled from `device` (any device: -1) or to it; at
   // the end of the session every one, before the contexts go back.
   CUresult DisablePeers(int device);
-  // The kernel in the context of session device `device` (loading its module there first).
+  // The module in the context of session device `device` (loading it there first), and the
+  // kernel there.
+  CUresult ModuleOn(Module& m, int device, CUmodule* out);
   CUresult FunctionOn(Function& fn, int device, CUfunction* out);
   void ReleaseDevices();
   // Hands everything the session made, on every device, to the group's scrub (tenant(d)).
@@ -417,6 +456,10 @@ class Session {
   std::vector<uint64_t> module_order_;
   std::unordered_map<uint64_t, Function> functions_;
   uint64_t module_bytes_ = 0;
+  // The module globals the session resolved, on every device: memory its calls may name as they
+  // name its buffers (copies, memsets, kernel parameters, cuBLAS operands), which it neither
+  // allocated nor frees (docs/remoting.md, "Kernels").
+  BufferTable globals_;
 
   // Devices (session_devices.cc).
   int base_device_ = 0;

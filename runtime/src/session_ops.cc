@@ -154,6 +154,25 @@ std::array<OpHandler, kOpSlots> Session::BuildOpTable() {
                                                .placement = kHandle,
                                                .handle_offset = offsetof(ipc::LaunchArgs, stream)});
 
+  // Launch attributes and module globals (session_functions.cc): on the current device, whose
+  // instance of the kernel's module they concern; a launch on its stream's.
+  at(Op::kFuncGetAttributes) =
+      Bind<ipc::FunctionArgs, &Session::FuncGetAttributes>({.name = "cudaFuncGetAttributes"});
+  at(Op::kFuncSetAttribute) = Bind<ipc::FuncAttributeArgs, &Session::FuncSetAttribute>({.name = "cudaFuncSetAttribute"});
+  at(Op::kFuncSetCacheConfig) =
+      Bind<ipc::FuncCacheConfigArgs, &Session::FuncSetCacheConfig>({.name = "cudaFuncSetCacheConfig"});
+  at(Op::kOccupancyMaxBlocks) = Bind<ipc::OccupancyArgs, &Session::OccupancyMaxBlocks>(
+      {.name = "cudaOccupancyMaxActiveBlocksPerMultiprocessor"});
+  at(Op::kOccupancyDynamicSMem) = Bind<ipc::OccupancySMemArgs, &Session::OccupancyDynamicSMem>(
+      {.name = "cudaOccupancyAvailableDynamicSMemPerBlock"});
+  at(Op::kLaunchEx) = Bind<ipc::LaunchExArgs, &Session::LaunchEx>(
+      {.name = "cudaLaunchKernelExC",
+       .shape = kHead,
+       .placement = kHandle,
+       .handle_offset = offsetof(ipc::LaunchExArgs, launch) + offsetof(ipc::LaunchArgs, stream)});
+  at(Op::kModuleGlobalGet) =
+      Bind<ipc::FunctionGetArgs, &Session::ModuleGlobalGet>({.name = "__cudaRegisterVar", .shape = kHead});
+
   // cuBLAS (session_blas.cc, session_blas_gemm.cc). The compute calls are asynchronous (a Level 1
   // reduction in host pointer mode aside): they answer in CUresult.
   at(Op::kBlasCreate) = Bind<NoArgs, &Session::BlasCreate>(

@@ -99,18 +99,29 @@ Status Session::AdoptRestore() {
 
 Session::Speculation Session::Speculate(const ipc::RecordView& record, AccessSets* sets, CUstream* stream) {
   switch (static_cast<Op>(record.header.opcode)) {
-    case Op::kLaunch: {
+    case Op::kLaunch:
+    case Op::kLaunchEx: {
+      // A launch with attributes reads and writes what the same launch without them does: its
+      // parameters follow the attributes.
       ipc::LaunchArgs a;
-      if (!DecodeRecord(record, &a)) return Speculation::kNone;
+      size_t params_at = sizeof(a);
+      if (static_cast<Op>(record.header.opcode) == Op::kLaunchEx) {
+        ipc::LaunchExArgs ex;
+        if (!DecodeRecord(record, &ex) || ex.attribute_count > ipc::kMaxLaunchAttributes) return Speculation::kNone;
+        a = ex.launch;
+        params_at = sizeof(ex) + ex.attribute_count * sizeof(ipc::LaunchAttribute);
+      } else if (!DecodeRecord(record, &a)) {
+        return Speculation::kNone;
+      }
       auto it = functions_.find(a.function);
       if (it == functions_.end()) return Speculation::kNone;
-      if (record.header.length - sizeof(a) < a.param_bytes) return Speculation::kNone;
+      if (record.header.length < params_at || record.header.length - params_at < a.param_bytes) return Speculation::kNone;
       Result<CUstream> s = StreamOf(a.stream);
       if (!s.ok()) return Speculation::kNone;
       *stream = *s;
       // A kernel whose parameters are not known, or not understood, runs all the same.
       if (it->second.meta == nullptr) return Speculation::kUnknown;
-      std::span<const uint8_t> params(record.payload + sizeof(a), a.param_bytes);
+      std::span<const uint8_t> params(record.payload + params_at, a.param_bytes);
       return SpeculateLaunch(*it->second.meta, params, buffers_, sets).ok() ? Speculation::kSets
                                                                              : Speculation::kUnknown;
     }
@@ -255,8 +266,8 @@ Status Session::RequireResident(uint64_t ptr, uint64_t bytes) {
 
 CUresult Session::Gate(const ipc::RecordView& record) {
   Op op = static_cast<Op>(record.header.opcode);
-  if (!launched_ && (op == Op::kLaunch || op == Op::kBlasGemm || op == Op::kBlasLevel1 || op == Op::kBlasLevel2 ||
-                     op == Op::kBlasLevel3)) {
+  if (!launched_ && (op == Op::kLaunch || op == Op::kLaunchEx || op == Op::kBlasGemm || op == Op::kBlasLevel1 ||
+                     op == Op::kBlasLevel2 || op == Op::kBlasLevel3)) {
     restore_->MarkFirstLaunch();
     launched_ = true;
   }
@@ -486,7 +497,17 @@ Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& fun
   for (uint64_t id : module_order_) {
     const Module& m = modules_[id];
     if (m.image.empty()) continue;  // never completed: nothing the function can use
-    req.modules.push_back({.image = std::string(m.image.begin(), m.image.end()), .kind = m.is_fatbin ? "fatbin" : "simgpu"});
+    CaptureModule& captured =
+        req.modules.emplace_back(CaptureModule{.image = std::string(m.image.begin(), m.image.end()),
+                                               .kind = m.is_fatbin ? "fatbin" : "simgpu"});
+    for (const auto& [key, global] : m.globals) {
+      if (key.first != 0) {
+        return Status::FailedPrecondition(fmt::format(
+            "module global '{}' was named on device {}: only device 0's module globals are captured", key.second,
+            key.first));
+      }
+      captured.globals.push_back({.name = key.second, .address = global.address, .size = global.bytes});
+    }
   }
   for (const auto& [vid, s] : streams_) {
     req.streams.push_back({.handle = vid, .flags = s.flags, .priority = s.priority, .device = s.device});

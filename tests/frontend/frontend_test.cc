@@ -104,6 +104,41 @@ TEST_F(FrontendTest, ASessionEndingWithAHostFunctionPendingCleansUp) {
   EXPECT_EQ(RunClient({"host-functions"}, PHOS_STREAM_CLIENT), 0);
 }
 
+// Kernels' attributes, settings and occupancy, launches with attributes, nvcc's launch entry
+// points, and module globals through cudaMemcpyToSymbol and its family (launch_client.cc).
+TEST_F(FrontendTest, KernelAttributesOccupancyAndLaunchAttributesAnswerAsTheDriver) {
+  const std::string token = server_->IssueToken();
+  PipedProcess p({PHOS_LAUNCH_CLIENT, PHOS_LAUNCH_TEST_MODULE, "functions"}, Env(token));
+  EXPECT_EQ(p.Wait(), 0);
+  server_->EndSession(token);
+}
+
+TEST_F(FrontendTest, ModuleGlobalsAreReadAndWrittenThroughTheirHostShadows) {
+  const std::string token = server_->IssueToken();
+  PipedProcess p({PHOS_LAUNCH_CLIENT, PHOS_LAUNCH_TEST_MODULE, "symbols"}, Env(token));
+  EXPECT_EQ(p.Wait(), 0);
+  server_->EndSession(token);
+}
+
+// As a `--default-stream per-thread` build calls them: the _ptds / _ptsz symbol copies and
+// launches with attributes.
+TEST_F(FrontendTest, PerThreadDefaultStreamFormsOfTheSymbolAndLaunchCallsWork) {
+  const std::string token = server_->IssueToken();
+  PipedProcess p({PHOS_LAUNCH_CLIENT, PHOS_LAUNCH_TEST_MODULE, "per-thread"}, Env(token));
+  EXPECT_EQ(p.Wait(), 0);
+  server_->EndSession(token);
+}
+
+// A forked instance (the fork template's child) opens a session of its own: it gets the kernel
+// settings its parent made, and its own module's globals.
+TEST_F(FrontendTest, AForkedInstanceKeepsItsKernelSettingsAndFindsItsOwnGlobals) {
+  const std::string parent = server_->IssueToken(), child = server_->IssueToken();
+  PipedProcess p({PHOS_LAUNCH_CLIENT, PHOS_LAUNCH_TEST_MODULE, "fork-replay", child}, Env(parent));
+  EXPECT_EQ(p.Wait(), 0);
+  server_->EndSession(child);
+  server_->EndSession(parent);
+}
+
 TEST_F(FrontendTest, UnknownTokenIsRefused) {
   PipedProcess p({PHOS_REMOTE_CLIENT, PHOS_TEST_MODULE, "no-session"}, Env(std::string(32, 'a')));
   EXPECT_EQ(p.ReadLine(), "cudaErrorNoDevice");

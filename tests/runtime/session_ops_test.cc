@@ -64,6 +64,34 @@ TEST(SessionOpsTest, ArgumentRecordSizesAreTheWireStructs) {
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kLaunchHostFunc))->shape, RecordShape::kExact);
 }
 
+TEST(SessionOpsTest, LaunchAttributeAndModuleGlobalRecordsAreTheirWireStructs) {
+  auto handler = [](Op op) { return FindOpHandler(static_cast<uint16_t>(op)); };
+  EXPECT_EQ(handler(Op::kFuncGetAttributes)->record_bytes, sizeof(ipc::FunctionArgs));
+  EXPECT_EQ(handler(Op::kFuncSetAttribute)->record_bytes, sizeof(ipc::FuncAttributeArgs));
+  EXPECT_EQ(handler(Op::kFuncSetCacheConfig)->record_bytes, sizeof(ipc::FuncCacheConfigArgs));
+  EXPECT_EQ(handler(Op::kOccupancyMaxBlocks)->record_bytes, sizeof(ipc::OccupancyArgs));
+  EXPECT_EQ(handler(Op::kOccupancyDynamicSMem)->record_bytes, sizeof(ipc::OccupancySMemArgs));
+  for (Op op : {Op::kFuncGetAttributes, Op::kFuncSetAttribute, Op::kFuncSetCacheConfig, Op::kOccupancyMaxBlocks,
+                Op::kOccupancyDynamicSMem}) {
+    // The function on the caller's current device, as the runtime's calls mean it.
+    EXPECT_EQ(handler(op)->shape, RecordShape::kExact) << handler(op)->name;
+    EXPECT_EQ(handler(op)->placement, Placement::kCurrentDevice) << handler(op)->name;
+  }
+  // Attributes and parameters follow a launch with attributes, which runs on its stream's device.
+  EXPECT_EQ(handler(Op::kLaunchEx)->record_bytes, sizeof(ipc::LaunchExArgs));
+  EXPECT_EQ(handler(Op::kLaunchEx)->shape, RecordShape::kHead);
+  EXPECT_EQ(handler(Op::kLaunchEx)->placement, Placement::kHandleDevice);
+  EXPECT_EQ(handler(Op::kLaunchEx)->handle_offset, offsetof(ipc::LaunchExArgs, launch) + offsetof(ipc::LaunchArgs, stream));
+  // A global's name follows its lookup, on the current device (whose instance of the module it is).
+  EXPECT_EQ(handler(Op::kModuleGlobalGet)->record_bytes, sizeof(ipc::FunctionGetArgs));
+  EXPECT_EQ(handler(Op::kModuleGlobalGet)->shape, RecordShape::kHead);
+  EXPECT_EQ(handler(Op::kModuleGlobalGet)->placement, Placement::kCurrentDevice);
+  std::vector<uint8_t> short_launch(sizeof(ipc::LaunchExArgs) - 1, 0);
+  ipc::LaunchExArgs out{};
+  EXPECT_FALSE(DecodeRecord(RecordOf(Op::kLaunchEx, short_launch), &out));
+  EXPECT_EQ(handler(Op::kOccupancyMaxBlocks)->Malformed(), CUDA_ERROR_INVALID_VALUE);
+}
+
 TEST(SessionOpsTest, ExactRecordsDecodeOnlyAtTheirSize) {
   ipc::MemsetArgs memset{.dst = 0x10, .bytes = 64, .stream = 16, .value = 7, .pad = 0};
   std::vector<uint8_t> bytes(sizeof(memset));

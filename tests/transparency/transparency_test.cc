@@ -4,6 +4,7 @@
 // the figures are those NVIDIA documents for the A100 80GB PCIe the ci profile models.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "../integration/phosd_fixture.h"
@@ -73,6 +74,38 @@ TEST_F(TransparencyTest, PhosFnCheckSaysTheCublasProgramRuns) {
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("\nruns\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("  served   cublasSgemmBatched "), std::string::npos) << r.out;
+}
+
+// launch_report, built like them but with kernels, compares the runtime's occupancy answers with
+// its own, opts a kernel into more dynamic shared memory, launches with launch attributes and
+// evaluates a polynomial whose coefficients it sets with cudaMemcpyToSymbol, counting in a
+// __device__ variable it reads back. On simgpu (its module embedded in the g++ build) the figures
+// are simgpu's kernel attributes (simgpu/README.md, "Kernels") on an A100's limits; on a GPU
+// (PHOS_TEST_GPU=cuda, the nvcc build) they are the GPU's, and the program's own checks hold it.
+TEST_F(TransparencyTest, APlainProgramsKernelsMatchItsOwnOccupancyAndItsModuleGlobals) {
+  const char* gpu = std::getenv("PHOS_TEST_GPU");
+  const bool on_gpu = gpu != nullptr && std::string(gpu) == "cuda";
+  if (on_gpu && std::string(PHOS_LAUNCH_REPORT_GPU).empty()) GTEST_SKIP() << "built without nvcc";
+  const std::string program = on_gpu ? PHOS_LAUNCH_REPORT_GPU : PHOS_LAUNCH_REPORT;
+  CommandResult r = PhosFn({"run", "--", program});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("all checks held"), std::string::npos) << r.out;
+  // What it imports (the launch, occupancy and symbol calls, and nvcc's registration and launch
+  // entry points in the GPU build) phos serves.
+  CommandResult check = PhosFn({"check", program});
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+  EXPECT_NE(check.out.find("\nruns\n"), std::string::npos) << check.out;
+  if (on_gpu) return;
+  EXPECT_NE(r.out.find("attributes: 1024 threads per block, 32 registers, 0 static shared, 64 constant, 0 local "
+                       "bytes, PTX 80, binary 80, 49152 dynamic shared bytes, carveout -1\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("occupancy: 32 cases agree; suggested block 1024 (grid 216), by hand 1024\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("launch report: 32 registers, suggested block 1024, 1812 points evaluated"), std::string::npos)
+      << r.out;
 }
 
 // phosd on the h100-pcie5 profile (its contexts cost what an H100's do: a few seconds).

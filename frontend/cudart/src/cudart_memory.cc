@@ -49,7 +49,8 @@ bool FindDeviceAllocation(const void* ptr, uintptr_t* base, DeviceAllocation* ou
 
 cudaMemcpyKind ResolveCopyKind(void* dst, const void* src, cudaMemcpyKind kind) {
   if (kind != cudaMemcpyDefault) return kind;
-  const bool d = FindDeviceAllocation(dst, nullptr, nullptr), s = FindDeviceAllocation(src, nullptr, nullptr);
+  const bool d = FindDeviceAllocation(dst, nullptr, nullptr) || IsSymbolAddress(dst);
+  const bool s = FindDeviceAllocation(src, nullptr, nullptr) || IsSymbolAddress(src);
   return d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice) : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
 }
 

@@ -94,6 +94,43 @@ cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void*
   return cudaLaunchKernel(func, grid, block, args, shared, PerThreadDefault(stream));
 }
 
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shared,
+                                    cudaStream_t stream) {
+  return __cudaLaunchKernel(kernel, grid, block, args, shared, PerThreadDefault(stream));
+}
+
+cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  if (config == nullptr) return cudaLaunchKernelExC(config, func, args);
+  cudaLaunchConfig_t own = *config;
+  own.stream = PerThreadDefault(config->stream);
+  return cudaLaunchKernelExC(&own, func, args);
+}
+
+cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args, size_t shared,
+                                             cudaStream_t stream) {
+  return cudaLaunchCooperativeKernel(func, grid, block, args, shared, PerThreadDefault(stream));
+}
+
+cudaError_t cudaMemcpyToSymbol_ptds(const void* symbol, const void* src, size_t count, size_t offset,
+                                    cudaMemcpyKind kind) {
+  return ThenSynchronize(cudaMemcpyToSymbolAsync(symbol, src, count, offset, kind, cudaStreamPerThread));
+}
+
+cudaError_t cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol, size_t count, size_t offset,
+                                      cudaMemcpyKind kind) {
+  return ThenSynchronize(cudaMemcpyFromSymbolAsync(dst, symbol, count, offset, kind, cudaStreamPerThread));
+}
+
+cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void* symbol, const void* src, size_t count, size_t offset,
+                                         cudaMemcpyKind kind, cudaStream_t stream) {
+  return cudaMemcpyToSymbolAsync(symbol, src, count, offset, kind, PerThreadDefault(stream));
+}
+
+cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void* dst, const void* symbol, size_t count, size_t offset,
+                                           cudaMemcpyKind kind, cudaStream_t stream) {
+  return cudaMemcpyFromSymbolAsync(dst, symbol, count, offset, kind, PerThreadDefault(stream));
+}
+
 cudaError_t cudaMallocAsync_ptsz(void** ptr, size_t size, cudaStream_t stream) {
   return cudaMallocAsync(ptr, size, PerThreadDefault(stream));
 }

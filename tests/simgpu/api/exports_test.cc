@@ -48,6 +48,10 @@ const std::vector<std::string>& ExpectedSymbols() {
       PHOS_MAPPED(cuEventDestroy), PHOS_MAPPED(cuLaunchHostFunc), PHOS_MAPPED(cuModuleLoadData),
       PHOS_MAPPED(cuModuleUnload), PHOS_MAPPED(cuModuleGetFunction), PHOS_MAPPED(cuFuncGetParamInfo),
       PHOS_MAPPED(cuLaunchKernel), PHOS_MAPPED(cuGetErrorName), PHOS_MAPPED(cuGetErrorString),
+      PHOS_MAPPED(cuModuleGetGlobal), PHOS_MAPPED(cuFuncGetAttribute), PHOS_MAPPED(cuFuncSetAttribute),
+      PHOS_MAPPED(cuFuncSetCacheConfig), PHOS_MAPPED(cuOccupancyMaxActiveBlocksPerMultiprocessor),
+      PHOS_MAPPED(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags),
+      PHOS_MAPPED(cuOccupancyAvailableDynamicSMemPerBlock), PHOS_MAPPED(cuLaunchKernelEx),
   };
   return symbols;
 }
@@ -61,6 +65,7 @@ TEST(ExportsTest, EveryEntryPointUnderItsCudaHName) {
   // The mapping really is applied: the versioned names, not the plain ones.
   EXPECT_EQ(std::string(PHOS_MAPPED(cuCtxCreate)), "cuCtxCreate_v4");
   EXPECT_EQ(std::string(PHOS_MAPPED(cuMemAlloc)), "cuMemAlloc_v2");
+  EXPECT_EQ(std::string(PHOS_MAPPED(cuModuleGetGlobal)), "cuModuleGetGlobal_v2");
   EXPECT_EQ(std::string(PHOS_MAPPED(cuStreamWaitValue32)), "cuStreamWaitValue32_v2");
   dlclose(lib);
 }

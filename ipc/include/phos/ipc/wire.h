@@ -10,7 +10,7 @@
 namespace phos::ipc {
 
 inline constexpr uint32_t kWireMagic = 0x534f4850;  // "PHOS" little-endian
-inline constexpr uint32_t kWireVersion = 8;
+inline constexpr uint32_t kWireVersion = 9;
 inline constexpr size_t kTokenChars = 32;        // 128-bit token, hex
 inline constexpr size_t kAnswerMessageChars = 200;
 
@@ -126,6 +126,14 @@ enum class Op : uint16_t {
   // cuBLAS routines besides GEMM (runtime/src/session_blas.cc).
   kBlasLevel1,            // BlasLevel1Args
   kBlasLevel3,            // BlasLevel3Args (the routines of Level 3 besides GEMM)
+  // Launch attributes and module globals (runtime/src/session_functions.cc).
+  kFuncGetAttributes,     // FunctionArgs -> FunctionAttributes
+  kFuncSetAttribute,      // FuncAttributeArgs
+  kFuncSetCacheConfig,    // FuncCacheConfigArgs
+  kOccupancyMaxBlocks,    // OccupancyArgs -> i32 blocks per multiprocessor
+  kOccupancyDynamicSMem,  // OccupancySMemArgs -> u64 bytes
+  kLaunchEx,              // LaunchExArgs + attribute_count LaunchAttribute + parameter buffer
+  kModuleGlobalGet,       // FunctionGetArgs + name -> GlobalInfo
   kOpCount
 };
 
@@ -224,6 +232,47 @@ struct LaunchArgs {
   uint32_t shared_bytes;
   uint32_t param_bytes;  // the packed parameter buffer follows
 };
+// Launch attributes and module globals. `function` is a kFunctionGet id of the session.
+struct FunctionArgs { uint64_t function; };
+// Reply to kFuncGetAttributes: every CUfunction_attribute slot (CUDA 13 has 0-15) with its value
+// and the driver's CUresult for it.
+inline constexpr uint32_t kFunctionAttributeSlots = 16;
+struct FunctionAttributes {
+  int32_t values[kFunctionAttributeSlots];
+  int32_t results[kFunctionAttributeSlots];  // CUresult of each attribute (0: answered)
+};
+struct FuncAttributeArgs { uint64_t function; int32_t attribute; int32_t value; };  // CUfunction_attribute
+struct FuncCacheConfigArgs { uint64_t function; int32_t config; int32_t pad; };    // CUfunc_cache
+struct OccupancyArgs {
+  uint64_t function;
+  uint64_t dynamic_smem_bytes;
+  int32_t block_size;
+  uint32_t flags;  // CUoccupancy_flags
+};
+struct OccupancySMemArgs { uint64_t function; int32_t blocks; int32_t block_size; };
+// A launch attribute as CUlaunchAttribute lays it out (id, padding, a 64-byte value); an event a
+// value names (programmatic or launch completion event) is the session's virtual event id.
+inline constexpr uint32_t kLaunchAttributeValueBytes = 64;
+struct LaunchAttribute {
+  uint32_t id;  // CUlaunchAttributeID
+  uint32_t pad;
+  uint8_t value[kLaunchAttributeValueBytes];
+};
+// cudaLaunchKernelExC: a launch, then `attribute_count` LaunchAttribute records, then the packed
+// parameter buffer.
+inline constexpr uint32_t kMaxLaunchAttributes = 32;
+struct LaunchExArgs {
+  LaunchArgs launch;
+  uint32_t attribute_count;
+  uint32_t pad;
+};
+// Reply to kModuleGlobalGet: the global's device address and size in the current device's
+// instance of its module.
+struct GlobalInfo { uint64_t address; uint64_t bytes; };
+static_assert(sizeof(FunctionAttributes) == 128 && sizeof(FuncAttributeArgs) == 16 && sizeof(FuncCacheConfigArgs) == 16);
+static_assert(sizeof(OccupancyArgs) == 24 && sizeof(OccupancySMemArgs) == 16 && sizeof(LaunchAttribute) == 72);
+static_assert(sizeof(LaunchExArgs) == 56 && sizeof(GlobalInfo) == 16);
+
 struct BlasModeArgs { uint64_t handle; int32_t mode; int32_t pad; };
 // cuBLAS. A scalar (alpha, beta; rot's c and s) travels by value in host pointer mode, its bytes
 // those of the routine's scalar type (__half, float, double, cuComplex, cuDoubleComplex); in

@@ -20,6 +20,8 @@
 #                         interposable functions unmerged today; this keeps it so whatever
 #                         else a module is compiled with (-fno-semantic-interposition, LTO).
 #   -O2                   whatever the build type: kernels are the simulated device's compute.
+#   PHOS_SIM_MODULE       defined: module variables are the module's, in device memory (a host
+#                         program compiling the same headers gets host shadows instead).
 function(phos_add_kernel_module)
   cmake_parse_arguments(M "" "NAME" "SOURCES;INCLUDES" ${ARGN})
   if(NOT M_NAME OR NOT M_SOURCES)
@@ -57,6 +59,8 @@ function(phos_add_kernel_module)
     VISIBILITY_INLINES_HIDDEN OFF
     POSITION_INDEPENDENT_CODE ON)
   target_compile_options(${so_target} PRIVATE -O2 -fno-gnu-unique -fno-ipa-icf)
+  # The module's own build: module variables live in device memory (phos/kernel.h).
+  target_compile_definitions(${so_target} PRIVATE PHOS_SIM_MODULE)
   target_link_options(${so_target} PRIVATE -Wl,-Bsymbolic)
   if(NOT PHOS_SANITIZE)
     # An undefined symbol fails the build here rather than cuModuleLoadData later. Sanitized

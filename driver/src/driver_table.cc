@@ -99,6 +99,8 @@ Status DriverTable::Resolve(GpuKind kind, const std::string& driver, const std::
   if (name == nullptr && missing.empty()) missing = PHOS_SYM(name);
   PHOS_CUBLAS_ENTRY_POINTS(PHOS_RESOLVE_CUBLAS)
   PHOS_RESOLVE_CUBLAS(cublasGemmEx)
+  PHOS_RESOLVE_CUBLAS(cublasGemmStridedBatchedEx)
+  PHOS_RESOLVE_CUBLAS(cublasGemmBatchedEx)
 #undef PHOS_RESOLVE_CUBLAS
   if (!missing.empty()) {
     Status s = Status::NotFound(fmt::format("{} has no symbol {}", cublas, missing));
@@ -107,6 +109,8 @@ Status DriverTable::Resolve(GpuKind kind, const std::string& driver, const std::
 #define PHOS_CLEAR_CUBLAS(name) name = nullptr;
     PHOS_CUBLAS_ENTRY_POINTS(PHOS_CLEAR_CUBLAS)
     PHOS_CLEAR_CUBLAS(cublasGemmEx)
+    PHOS_CLEAR_CUBLAS(cublasGemmStridedBatchedEx)
+    PHOS_CLEAR_CUBLAS(cublasGemmBatchedEx)
 #undef PHOS_CLEAR_CUBLAS
     return Status::Ok();
   }

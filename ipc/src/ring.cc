@@ -19,7 +19,8 @@
 namespace phos::ipc {
 namespace {
 
-constexpr size_t kHeaderBytes = 4096;
+// The header's pages: RingHeader, the host-function queue included, rounded up to a page.
+constexpr size_t kHeaderBytes = (sizeof(RingHeader) + 4095) / 4096 * 4096;
 // About 20-50 µs of spinning before sleeping: long enough to catch the peer's next call in a
 // tight loop, short enough not to starve it on a two-core machine.
 constexpr int kSpinIterations = 4000;
@@ -247,6 +248,44 @@ void Ring::WakeClient() {
     header_->client_futex.fetch_add(1, std::memory_order_seq_cst);
     FutexWakeAll(&header_->client_futex);
   }
+}
+
+void Ring::PostHostFnEvent(HostFnQueueId queue, const HostFnEvent& event) {
+  const auto q = static_cast<size_t>(queue);
+  HostFnQueue& shared = header_->host_fn_queues[q];
+  shared.events[host_fn_posted_[q] % kMaxHostFnSlots] = event;
+  shared.posted.store(++host_fn_posted_[q], std::memory_order_seq_cst);
+  shared.futex.fetch_add(1, std::memory_order_seq_cst);
+  FutexWakeAll(&shared.futex);
+}
+
+size_t Ring::TakeHostFnEvents(HostFnQueueId queue, HostFnEvent* out, size_t cap) {
+  const auto q = static_cast<size_t>(queue);
+  HostFnQueue& shared = header_->host_fn_queues[q];
+  const uint64_t posted = shared.posted.load(std::memory_order_seq_cst);
+  uint64_t taken = host_fn_taken_[q].load(std::memory_order_relaxed);
+  // The count is the peer's: one behind what was taken, or further ahead than the queue holds,
+  // costs at most one queue's worth of events.
+  if (posted < taken || posted - taken > kMaxHostFnSlots) taken = posted - std::min<uint64_t>(posted, kMaxHostFnSlots);
+  size_t n = 0;
+  for (; n < cap && taken < posted; ++n, ++taken) out[n] = shared.events[taken % kMaxHostFnSlots];
+  host_fn_taken_[q].store(taken, std::memory_order_relaxed);
+  return n;
+}
+
+void Ring::WaitHostFnEvents(HostFnQueueId queue, int timeout_ms) {
+  const auto q = static_cast<size_t>(queue);
+  HostFnQueue& shared = header_->host_fn_queues[q];
+  // The word before the count: a post after this read moves the word, so the wait returns.
+  const uint32_t word = shared.futex.load(std::memory_order_seq_cst);
+  if (shared.posted.load(std::memory_order_seq_cst) != host_fn_taken_[q].load(std::memory_order_relaxed)) return;
+  FutexWait(&shared.futex, word, timeout_ms);
+}
+
+void Ring::InterruptHostFnWait(HostFnQueueId queue) {
+  HostFnQueue& shared = header_->host_fn_queues[static_cast<size_t>(queue)];
+  shared.futex.fetch_add(1, std::memory_order_seq_cst);
+  FutexWakeAll(&shared.futex);
 }
 
 void Ring::WaitForWork(int timeout_ms) {

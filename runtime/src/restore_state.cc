@@ -303,9 +303,10 @@ Status RestoreState::RecreateHandles(Prepared& p) {
     PHOS_RETURN_IF_ERROR(check_device(s.device, "stream", s.handle));
     driver::ContextScope scope(d, p.context(s.device));
     CUstream stream = nullptr;
-    PHOS_CU_RETURN_IF_ERROR(d.error_text(), d.cuStreamCreate(&stream, s.flags));
+    PHOS_CU_RETURN_IF_ERROR(d.error_text(), d.cuStreamCreateWithPriority(&stream, s.flags, s.priority));
     p.streams[s.handle] = stream;
     p.stream_flags[s.handle] = s.flags;
+    p.stream_priorities[s.handle] = s.priority;
   }
   for (const store::EventState& e : m.events) {
     PHOS_RETURN_IF_ERROR(check_device(e.device, "event", e.handle));
@@ -373,8 +374,13 @@ void RestoreState::PreloadModules(Prepared& p) {
     std::string hash = m.modules[i].content_hash.ToBytes();
     if (p.modules.contains(hash)) continue;  // the same image twice: one module serves both
     if (auto it = kept.find(hash); it != kept.end()) {
-      p.modules.insert(kept.extract(it));
-      continue;
+      // Its globals hold what the function's last instance left there: the snapshot's go back.
+      Status written = WriteModuleGlobals(driver_, m.modules[i], it->second);
+      if (written.ok()) {
+        p.modules.insert(kept.extract(it));
+        continue;
+      }
+      PHOS_LOG(Warn, "restore", "{} v{}: kept module {} not used: {}", m.function, m.version, i, written.message());
     }
     uint64_t bytes = 0;
     Result<CUmodule> module = LoadSnapshotModule(driver_, m, static_cast<int>(i), *plan_.source, &bytes);

@@ -108,6 +108,7 @@ class RestoreState {
     std::map<uint64_t, SharedBuffer> shared_by_address;
     std::unordered_map<uint64_t, CUstream> streams;
     std::unordered_map<uint64_t, unsigned> stream_flags;
+    std::unordered_map<uint64_t, int> stream_priorities;
     std::unordered_map<uint64_t, CUevent> events;
     std::unordered_map<uint64_t, unsigned> event_flags;
     std::unordered_map<uint64_t, cublasHandle_t> blas;

@@ -19,7 +19,8 @@ Session::Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, s
       ring_(std::move(ring)),
       token_(std::move(token)),
       control_fd_(control_fd),
-      pid_(pid) {}
+      pid_(pid),
+      host_fns_(HostFnGates::Create(driver_, ring_.get(), pid_)) {}
 
 Result<std::unique_ptr<Session>> Session::Open(driver::DriverTable* driver, ctxpool::ContextLease lease, int device,
                                                uint64_t va_bytes, std::unique_ptr<ipc::Ring> ring, std::string token,
@@ -70,6 +71,9 @@ Status Session::LeaseGroup() {
 Session::~Session() {
   stop_.store(true);
   ring_->Close();
+  // The executor may be blocked in a synchronisation behind a host function that will never
+  // return: its gate opens now.
+  host_fns_->OpenAll();
   if (executor_.joinable()) executor_.join();
   ReleaseAll();
   close(control_fd_);
@@ -80,7 +84,10 @@ void Session::ReleaseAll() {
   // The loaders first: they wait for their copies and unguard before the memory goes to the scrub.
   loaders_published_.store(false);
   loaders_.clear();
+  // Before anything is freed: the gate words go once the gated streams passed them.
+  host_fns_->Close();
   if (context_ == nullptr) return;
+  ReleaseBlasScratch();
   // Peer access the function enabled would outlive it in pooled contexts.
   DisablePeers(-1);
   ScrubBorrowedSpaces();
@@ -118,6 +125,8 @@ void Session::ReleaseAll() {
 }
 
 void Session::ReleaseModules() {
+  driver::ContextScope scope(*driver_, context_);
+  RestoreFunctionAttributes();
   ctxpool::ModulesByHash kept = std::exchange(preloaded_modules_, {});
   if (restore_ == nullptr || restore_->plan().manifest == nullptr) {
     // Kept from an earlier instance and not sent by this one: no snapshot says they are needed.
@@ -128,7 +137,10 @@ void Session::ReleaseModules() {
     if (m.module == nullptr) continue;
     const bool keep = !modules_owner_.empty() && !m.image.empty() &&
                       kept.emplace(store::ChunkId::Of(m.image.data(), m.image.size()).ToBytes(), m.module).second;
-    if (!keep) lease_->tenant().modules.push_back(m.module);
+    if (!keep) {
+      ZeroGlobals(m, 0);
+      lease_->tenant().modules.push_back(m.module);
+    }
   }
   lease_->KeepModules(modules_owner_, std::move(kept));
 }
@@ -174,6 +186,9 @@ void Session::Run() {
         (result == CUDA_ERROR_ILLEGAL_ADDRESS || driver_->cuStreamQuery(nullptr) == CUDA_ERROR_ILLEGAL_ADDRESS)) {
       OnSharedBufferFault();
     }
+    if (result != CUDA_SUCCESS && record.header.opcode == static_cast<uint16_t>(ipc::Op::kLaunchHostFunc)) {
+      RefuseHostFn(record, result);
+    }
     if ((record.header.flags & ipc::kFlagReply) != 0) {
       ring_->WriteReply(record.header.seq, result, ring_->reply_payload_for_write(), result == CUDA_SUCCESS ? reply_len : 0);
     } else if (result != CUDA_SUCCESS) {
@@ -194,6 +209,8 @@ bool Session::HandleRoom(const char* what) {
 }
 
 bool Session::Owns(uint64_t ptr, uint64_t bytes, const char* what) {
+  // A module global the session resolved is memory its calls may touch, as its buffers are.
+  if (globals_.Contains(ptr, bytes)) return true;
   Status s = buffers_.Check(ptr, bytes, what);
   if (s.ok()) return true;
   PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: refused: {}", pid_, s.message());

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -26,12 +27,14 @@
 #include "phos/ipc/ring.h"
 #include "phos/runtime/buffer_table.h"
 #include "phos/runtime/api_server.h"
+#include "phos/runtime/blas_operands.h"
 #include "phos/driver/driver_table.h"
 #include "phos/runtime/param_metadata.h"
 #include "phos/runtime/restore_loader.h"
 #include "phos/runtime/speculation.h"
 #include "phos/runtime/trusted_modules.h"
 #include "phos/runtime/va_allocator.h"
+#include "host_fn_gates.h"
 #include "restore_state.h"
 #include "session_ops.h"
 
@@ -47,10 +50,6 @@ namespace phos::runtime {
 struct SessionRules : SessionLimits {
   std::shared_ptr<const TrustedModules> trusted_modules;
 };
-
-// Bytes per element of the cudaDataType values GemmEx accepts here; 0 for anything else
-// (session_blas.cc).
-uint64_t BlasElementBytes(int32_t type);
 
 class Session {
  public:
@@ -100,6 +99,11 @@ class Session {
   const std::string& token() const { return token_; }
 
  private:
+  // A module global the session resolved (kModuleGlobalGet) in one device's instance of its module.
+  struct Global {
+    CUdeviceptr address = 0;
+    uint64_t bytes = 0;
+  };
   struct Module {
     CUmodule module = nullptr;
     bool is_fatbin = false;
@@ -109,6 +113,9 @@ class Session {
     std::vector<uint8_t> image;    // kept after loading, for the contexts of other devices
     std::unordered_map<int, CUmodule> on_device;  // session device >= 1 -> module loaded there
     ModuleHash hash;                              // of `image` (restored sessions: metadata key)
+    // The globals the session resolved, by session device and name: what a capture saves (device
+    // 0's) and what is zeroed before the module is unloaded.
+    std::map<std::pair<int, std::string>, Global> globals;
   };
   struct Function {
     CUfunction function = nullptr;  // in the device-0 context
@@ -118,6 +125,12 @@ class Session {
     std::string name;
     std::unordered_map<int, CUfunction> on_device;  // session device >= 1
     std::shared_ptr<const KernelParamMetadata> meta;  // restored sessions: for speculation
+    // Attributes the session set on device 0's handle, with the value each had before, and whether
+    // it set a cache preference: put back when the session ends, so that a module its context
+    // keeps loaded for the function's next instance holds the function as it loaded (and as the
+    // snapshot knows it).
+    std::map<int, int> attributes_before;
+    bool cache_config_set = false;
   };
   // A reduction ncclRedOpCreatePreMulSum made on a rank (session_nccl_collectives.cc).
   struct NcclRedOp {
@@ -194,6 +207,7 @@ class Session {
     CUstream stream = nullptr;
     unsigned flags = 0;
     int device = 0;
+    int priority = 0;  // as created, clamped to the device's range
   };
   struct EventHandle {
     CUevent event = nullptr;
@@ -229,6 +243,9 @@ class Session {
   // whose parameters cannot be analysed (it may touch, and write, any buffer).
   enum class Speculation { kNone, kSets, kUnknown };
   Speculation Speculate(const ipc::RecordView& record, AccessSets* sets, CUstream* stream);
+  // Speculate for the cuBLAS compute records (their operands: blas_operands.h; a pointer-array
+  // batch's matrices from its arrays, read).
+  Speculation SpeculateBlasCall(const ipc::RecordView& record, AccessSets* sets, CUstream* stream);
   Result<uint64_t> CaptureNow(store::Store& store, const std::string& function, const std::string& device_profile);
   // A task the executor runs when its ring is empty (Capture).
   void RunPendingTask();
@@ -282,6 +299,16 @@ class Session {
   // session_streams.cc
   CUresult DeviceSynchronize(const NoArgs& a, const Call& call);
   CUresult StreamCreate(const ipc::FlagsArgs& a, const Call& call);
+  CUresult StreamCreateWithPriority(const ipc::StreamCreateArgs& a, const Call& call);
+  // Flags and a priority checked, the priority clamped to the device's range as the driver does.
+  CUresult CreateStream(unsigned flags, int priority, const Call& call);
+  CUresult StreamGetInfo(const ipc::HandleArgs& a, const Call& call);
+  CUresult StreamPriorityRange(const NoArgs& a, const Call& call);
+  // The host function of `a.slot` queued on its stream (host_fn_gates.h).
+  CUresult LaunchHostFunc(const ipc::HostFnArgs& a, const Call& call);
+  // A kLaunchHostFunc that failed: its slot goes back to the frontend as refused, so that its
+  // host-function thread does not wait for it.
+  void RefuseHostFn(const ipc::RecordView& record, CUresult result);
   CUresult StreamDestroy(const ipc::HandleArgs& a, const Call& call);
   CUresult StreamSynchronize(const ipc::HandleArgs& a, const Call& call);
   CUresult StreamQuery(const ipc::HandleArgs& a, const Call& call);
@@ -298,13 +325,38 @@ class Session {
   CUresult LoadModuleImage(Module& m);
   CUresult FunctionGet(const ipc::FunctionGetArgs& a, const Call& call);
   CUresult Launch(const ipc::LaunchArgs& a, const Call& call);
+  // A launch's checks before the driver sees it: its function on the record's device, its
+  // parameter buffer (copied out of the ring into `params`, kMaxParamBytes + 8 bytes), every
+  // pointer-sized word in it against the session's memory (docs/design.md D8), and its stream.
+  // Fills `args` (kMaxParams entries) with pointers into `params`.
+  CUresult PrepareLaunch(const ipc::LaunchArgs& a, std::span<const uint8_t> tail, uint8_t* params, void** args,
+                         CUfunction* function, CUstream* stream);
+  // session_functions.cc: attributes, occupancy, launches with attributes, module globals.
+  // The function `vid` names on the record's device.
+  CUresult RoutedFunction(uint64_t vid, Function** fn, CUfunction* out);
+  CUresult FuncGetAttributes(const ipc::FunctionArgs& a, const Call& call);
+  CUresult FuncSetAttribute(const ipc::FuncAttributeArgs& a, const Call& call);
+  CUresult FuncSetCacheConfig(const ipc::FuncCacheConfigArgs& a, const Call& call);
+  CUresult OccupancyMaxBlocks(const ipc::OccupancyArgs& a, const Call& call);
+  CUresult OccupancyDynamicSMem(const ipc::OccupancySMemArgs& a, const Call& call);
+  CUresult LaunchEx(const ipc::LaunchExArgs& a, const Call& call);
+  CUresult ModuleGlobalGet(const ipc::FunctionGetArgs& a, const Call& call);
+  // Puts back the attributes the session set on device 0's functions (Function::attributes_before).
+  void RestoreFunctionAttributes();
+  // Zeroes the globals the session resolved in `m` on session device `device` (whose context is
+  // current) before the module is unloaded: the driver may give their memory to another tenant's
+  // allocation in this context as it is.
+  void ZeroGlobals(const Module& m, int device);
   // session_blas.cc
   CUresult BlasCreate(const NoArgs& a, const Call& call);
   CUresult BlasDestroy(const ipc::HandleArgs& a, const Call& call);
   CUresult BlasSetStream(const ipc::StreamEventArgs& a, const Call& call);
   CUresult BlasSetMathMode(const ipc::BlasModeArgs& a, const Call& call);
+  CUresult BlasLevel1(const ipc::BlasLevel1Args& a, const Call& call);
+  CUresult BlasLevel2(const ipc::BlasLevel2Args& a, const Call& call);
+  CUresult BlasLevel3(const ipc::BlasLevel3Args& a, const Call& call);
+  // session_blas_gemm.cc
   CUresult Gemm(const ipc::GemmArgs& a, const Call& call);
-  CUresult Gemv(const ipc::GemvArgs& a, const Call& call);
   // session_nccl.cc
   CUresult NcclInitAll(const ipc::NcclInitAllArgs& a, const Call& call);
   CUresult NcclInitRank(const ipc::NcclInitRankArgs& a, const Call& call);
@@ -326,6 +378,35 @@ class Session {
   CUresult NcclRedOpCreate(const ipc::NcclRedOpArgs& a, const Call& call);
   CUresult NcclRedOpDestroy(const ipc::NcclRedOpArgs& a, const Call& call);
   CUresult NcclPointToPoint(const ipc::NcclP2pArgs& a, bool send, const Call& call);
+
+  // cuBLAS (session_blas.cc, session_blas_gemm.cc).
+  // The CUresult an asynchronous cuBLAS call fails with: CUDA_ERROR_INVALID_VALUE and
+  // CUDA_ERROR_NOT_SUPPORTED for what the library refused so, CUDA_ERROR_LAUNCH_FAILED otherwise.
+  static CUresult BlasFailure(cublasStatus_t s);
+  // The library handle of virtual handle `vid`, set to `pointer_mode` for the call; NotFound for
+  // a handle the session does not have.
+  Result<cublasHandle_t> BlasComputeHandle(uint64_t vid, int32_t pointer_mode);
+  // CUDA_SUCCESS when the record is one phosd serves and every operand lies inside the session's
+  // buffers; CUDA_ERROR_INVALID_VALUE (logged with the call's name) otherwise.
+  CUresult CheckBlasOperands(const BlasOperands& ops, const Call& call);
+  static const void* BlasScalarArg(const ipc::BlasScalar& s, int32_t pointer_mode);
+  // A pointer-array batched GEMM: its arrays read and every entry checked, then run on phosd's
+  // copy of the checked pointers.
+  CUresult GemmPointerBatch(const ipc::GemmArgs& a, cublasHandle_t handle, const void* alpha, const void* beta,
+                            const Call& call);
+  // The pointers of a pointer-array batch (A's and B's only when k > 0), read from device memory
+  // once the context's work is done (and, restoring, once the arrays' buffers are loaded).
+  struct BlasPointerArrays {
+    std::vector<uint64_t> a, b, c;
+  };
+  Status ReadGemmPointerArrays(const ipc::GemmArgs& a, BlasPointerArrays* out);
+  // phosd's device memory of at least `bytes` in the record's device context, for checked
+  // pointer arrays; kept for the next batch, freed at the session's end (ReleaseBlasScratch).
+  Result<CUdeviceptr> BlasPointerScratch(uint64_t bytes);
+  void ReleaseBlasScratch();
+  // Restoring sessions (session_restore.cc): loads the buffers [ptr, ptr + bytes) meets now and
+  // waits for them on the host, for a range phosd itself reads; Ok at once when nothing loads.
+  Status RequireResident(uint64_t ptr, uint64_t bytes);
 
   // Whether the session may make one more stream, event, cuBLAS handle or communicator (logged
   // when not).
@@ -357,7 +438,9 @@ class Session {
   // Disables the peer access the function enabled from `device` (any device: -1) or to it; at
   // the end of the session every one, before the contexts go back.
   CUresult DisablePeers(int device);
-  // The kernel in the context of session device `device` (loading its module there first).
+  // The module in the context of session device `device` (loading it there first), and the
+  // kernel there.
+  CUresult ModuleOn(Module& m, int device, CUmodule* out);
   CUresult FunctionOn(Function& fn, int device, CUfunction* out);
   void ReleaseDevices();
   // Hands everything the session made, on every device, to the group's scrub (tenant(d)).
@@ -417,6 +500,9 @@ class Session {
   // (0: not handed out).
   uint64_t pooled_blas_vid_ = 0;
   std::atomic<bool> stop_{false};
+  // Host functions (host_fn_gates.h): all gates opened before the executor is joined, closed by
+  // ReleaseAll.
+  const std::shared_ptr<HostFnGates> host_fns_;
   std::thread executor_;
 
   // Restored sessions (session_restore.cc).
@@ -455,10 +541,21 @@ class Session {
   std::unordered_map<uint64_t, StreamHandle> streams_;
   std::unordered_map<uint64_t, EventHandle> events_;
   std::unordered_map<uint64_t, BlasHandle> blas_;
+  BlasPointerArrays blas_arrays_;  // the last pointer-array batch's, reused
+  struct BlasScratch {
+    CUcontext context = nullptr;
+    CUdeviceptr ptr = 0;
+    uint64_t bytes = 0;
+  };
+  std::unordered_map<int, BlasScratch> blas_scratch_;  // by session device
   std::unordered_map<uint64_t, Module> modules_;
   std::vector<uint64_t> module_order_;
   std::unordered_map<uint64_t, Function> functions_;
   uint64_t module_bytes_ = 0;
+  // The module globals the session resolved, on every device: memory its calls may name as they
+  // name its buffers (copies, memsets, kernel parameters, cuBLAS operands), which it neither
+  // allocated nor frees (docs/remoting.md, "Kernels").
+  BufferTable globals_;
 
   // Devices (session_devices.cc).
   int base_device_ = 0;

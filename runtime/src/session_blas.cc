@@ -1,63 +1,123 @@
-// The cuBLAS calls of a session: virtual handles, and the extent of every matrix and vector
-// checked against the session's buffers before the library sees a pointer.
+// The cuBLAS calls of a session: virtual handles, and Levels 1-3 besides GEMM (session_blas_gemm.cc),
+// every operand checked against the session's buffers (blas_operands.h) before the library sees a
+// pointer.
+#include <type_traits>
+
 #include "phos/base/log.h"
+#include "phos/runtime/blas_operands.h"
 #include "session.h"
 
 namespace phos::runtime {
-
-uint64_t BlasElementBytes(int32_t type) {
-  switch (type) {
-    case CUDA_R_32F: return 4;
-    case CUDA_R_16F:
-    case CUDA_R_16BF: return 2;
-    default: return 0;
-  }
-}
-
 namespace {
 
-// A span no buffer can own: what an extent is when the peer's numbers are inconsistent or
-// overflow, so the ownership check refuses the call (a record can hold any value).
-constexpr uint64_t kNoExtent = UINT64_MAX;
+using ipc::BlasLevel1;
+using ipc::BlasLevel2;
+using ipc::BlasLevel3;
 
-// Bytes `batches` column-major rows x cols matrices with leading dimension ld span, `stride`
-// elements apart.
-uint64_t MatrixBytes(int64_t rows, int64_t cols, int64_t ld, uint64_t elem, int64_t batches = 1, int64_t stride = 0) {
-  if (rows <= 0 || cols <= 0) return 0;
-  if (ld < rows || batches < 1 || (batches > 1 && stride < 0)) return kNoExtent;
-  uint64_t one = 0, more = 0, span = 0, bytes = 0;
-  if (__builtin_mul_overflow(static_cast<uint64_t>(cols - 1), static_cast<uint64_t>(ld), &one) ||
-      __builtin_add_overflow(one, static_cast<uint64_t>(rows), &one) ||
-      __builtin_mul_overflow(static_cast<uint64_t>(batches - 1), static_cast<uint64_t>(batches > 1 ? stride : 0), &more) ||
-      __builtin_add_overflow(one, more, &span) || __builtin_mul_overflow(span, elem, &bytes)) {
-    return kNoExtent;
-  }
-  return bytes;
-}
-
-// Bytes n elements `inc` apart span.
-uint64_t VectorBytes(int64_t n, int64_t inc, uint64_t elem) {
-  if (n <= 0) return 0;
-  uint64_t step = inc < 0 ? 0 - static_cast<uint64_t>(inc) : static_cast<uint64_t>(inc);
-  uint64_t span = 0, bytes = 0;
-  if (__builtin_mul_overflow(static_cast<uint64_t>(n - 1), step, &span) || __builtin_add_overflow(span, 1, &span) ||
-      __builtin_mul_overflow(span, elem, &bytes)) {
-    return kNoExtent;
-  }
-  return bytes;
-}
-
-// The enumerations a record names, checked against cuBLAS's values before they are cast: an
-// out-of-range value in the enum type is undefined behaviour, and cuBLAS refuses it anyway.
-bool IsBlasOperation(int32_t op) { return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C || op == CUBLAS_OP_CONJG; }
 bool IsBlasMathMode(int32_t mode) {
   const int32_t base = mode & ~int32_t{CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION};
   return base >= CUBLAS_DEFAULT_MATH && base <= CUBLAS_TF32_TENSOR_OP_MATH;
 }
-bool IsBlasComputeType(int32_t type) { return type >= CUBLAS_COMPUTE_16F && type <= CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT; }
-bool IsBlasGemmAlgo(int32_t algo) {
-  return (algo >= CUBLAS_GEMM_DEFAULT && algo <= CUBLAS_GEMM_ALGO23) ||
-         (algo >= CUBLAS_GEMM_DEFAULT_TENSOR_OP && algo <= CUBLAS_GEMM_ALGO15_TENSOR_OP);
+
+// The S or D form of a routine, by element type.
+template <typename T, typename S, typename D>
+auto Pick(S single, D dbl) {
+  if constexpr (std::is_same_v<T, float>) {
+    return single;
+  } else {
+    return dbl;
+  }
+}
+
+template <typename T>
+T* As(uint64_t ptr) {
+  return reinterpret_cast<T*>(ptr);
+}
+
+template <typename T>
+cublasStatus_t RunLevel1(const driver::DriverTable& d, cublasHandle_t h, const ipc::BlasLevel1Args& a,
+                         const T* alpha, const T* beta, void* result) {
+  T* x = As<T>(a.x);
+  T* y = As<T>(a.y);
+  switch (static_cast<BlasLevel1>(a.routine)) {
+    case BlasLevel1::kAxpy:
+      return Pick<T>(d.cublasSaxpy, d.cublasDaxpy)(h, a.n, alpha, x, a.incx, y, a.incy);
+    case BlasLevel1::kDot:
+      return Pick<T>(d.cublasSdot, d.cublasDdot)(h, a.n, x, a.incx, y, a.incy, static_cast<T*>(result));
+    case BlasLevel1::kNrm2:
+      return Pick<T>(d.cublasSnrm2, d.cublasDnrm2)(h, a.n, x, a.incx, static_cast<T*>(result));
+    case BlasLevel1::kScal:
+      return Pick<T>(d.cublasSscal, d.cublasDscal)(h, a.n, alpha, x, a.incx);
+    case BlasLevel1::kAsum:
+      return Pick<T>(d.cublasSasum, d.cublasDasum)(h, a.n, x, a.incx, static_cast<T*>(result));
+    case BlasLevel1::kIamax:
+      return Pick<T>(d.cublasIsamax, d.cublasIdamax)(h, a.n, x, a.incx, static_cast<int*>(result));
+    case BlasLevel1::kIamin:
+      return Pick<T>(d.cublasIsamin, d.cublasIdamin)(h, a.n, x, a.incx, static_cast<int*>(result));
+    case BlasLevel1::kCopy:
+      return Pick<T>(d.cublasScopy, d.cublasDcopy)(h, a.n, x, a.incx, y, a.incy);
+    case BlasLevel1::kSwap:
+      return Pick<T>(d.cublasSswap, d.cublasDswap)(h, a.n, x, a.incx, y, a.incy);
+    case BlasLevel1::kRot:
+      return Pick<T>(d.cublasSrot, d.cublasDrot)(h, a.n, x, a.incx, y, a.incy, alpha, beta);
+    case BlasLevel1::kCount:
+      break;
+  }
+  return CUBLAS_STATUS_INVALID_VALUE;
+}
+
+template <typename T>
+cublasStatus_t RunLevel2(const driver::DriverTable& d, cublasHandle_t h, const ipc::BlasLevel2Args& a,
+                         const T* alpha, const T* beta) {
+  const auto trans = static_cast<cublasOperation_t>(a.trans);
+  const auto uplo = static_cast<cublasFillMode_t>(a.uplo);
+  const auto diag = static_cast<cublasDiagType_t>(a.diag);
+  T* m = As<T>(a.a);
+  T* x = As<T>(a.x);
+  T* y = As<T>(a.y);
+  switch (static_cast<BlasLevel2>(a.routine)) {
+    case BlasLevel2::kGemv:
+      return Pick<T>(d.cublasSgemv, d.cublasDgemv)(h, trans, a.m, a.n, alpha, m, a.lda, x, a.incx, beta, y,
+                                                   a.incy);
+    case BlasLevel2::kGer:
+      return Pick<T>(d.cublasSger, d.cublasDger)(h, a.m, a.n, alpha, x, a.incx, y, a.incy, m, a.lda);
+    case BlasLevel2::kSymv:
+      return Pick<T>(d.cublasSsymv, d.cublasDsymv)(h, uplo, a.n, alpha, m, a.lda, x, a.incx, beta, y, a.incy);
+    case BlasLevel2::kTrsv:
+      return Pick<T>(d.cublasStrsv, d.cublasDtrsv)(h, uplo, trans, diag, a.n, m, a.lda, x, a.incx);
+    case BlasLevel2::kTrmv:
+      return Pick<T>(d.cublasStrmv, d.cublasDtrmv)(h, uplo, trans, diag, a.n, m, a.lda, x, a.incx);
+    case BlasLevel2::kCount:
+      break;
+  }
+  return CUBLAS_STATUS_INVALID_VALUE;
+}
+
+template <typename T>
+cublasStatus_t RunLevel3(const driver::DriverTable& d, cublasHandle_t h, const ipc::BlasLevel3Args& a,
+                         const T* alpha, const T* beta) {
+  const auto side = static_cast<cublasSideMode_t>(a.side);
+  const auto uplo = static_cast<cublasFillMode_t>(a.uplo);
+  const auto ta = static_cast<cublasOperation_t>(a.trans_a);
+  const auto tb = static_cast<cublasOperation_t>(a.trans_b);
+  const auto diag = static_cast<cublasDiagType_t>(a.diag);
+  switch (static_cast<BlasLevel3>(a.routine)) {
+    case BlasLevel3::kTrsm:
+      return Pick<T>(d.cublasStrsm, d.cublasDtrsm)(h, side, uplo, ta, diag, a.m, a.n, alpha, As<T>(a.a),
+                                                   a.lda, As<T>(a.b), a.ldb);
+    case BlasLevel3::kSyrk:
+      return Pick<T>(d.cublasSsyrk, d.cublasDsyrk)(h, uplo, ta, a.n, a.k, alpha, As<T>(a.a), a.lda, beta,
+                                                   As<T>(a.c), a.ldc);
+    case BlasLevel3::kGeam:
+      return Pick<T>(d.cublasSgeam, d.cublasDgeam)(h, ta, tb, a.m, a.n, alpha, As<T>(a.a), a.lda, beta,
+                                                   As<T>(a.b), a.ldb, As<T>(a.c), a.ldc);
+    case BlasLevel3::kDgmm:
+      return Pick<T>(d.cublasSdgmm, d.cublasDdgmm)(h, side, a.m, a.n, As<T>(a.a), a.lda, As<T>(a.b), a.incx,
+                                                   As<T>(a.c), a.ldc);
+    case BlasLevel3::kCount:
+      break;
+  }
+  return CUBLAS_STATUS_INVALID_VALUE;
 }
 
 }  // namespace
@@ -84,7 +144,7 @@ CUresult Session::BlasDestroy(const ipc::HandleArgs& a, const Call&) {
   if (it == blas_.end()) return static_cast<CUresult>(CUBLAS_STATUS_NOT_INITIALIZED);
   if (it->first == pooled_blas_vid_) {
     // The pooled handle stays with the context; back to a new handle's defaults, it serves the
-    // next cublasCreate.
+    // next cublasCreate. (Its pointer mode is set by every call that computes.)
     blas_.erase(it);
     pooled_blas_vid_ = 0;
     cublasStatus_t s = driver_->cublasSetStream(PooledBlas(), nullptr);
@@ -112,67 +172,100 @@ CUresult Session::BlasSetMathMode(const ipc::BlasModeArgs& a, const Call&) {
   return static_cast<CUresult>(driver_->cublasSetMathMode(it->second.handle, static_cast<cublasMath_t>(a.mode)));
 }
 
-// GEMM and GEMV are asynchronous: their failures become the session's sticky error, so they
-// speak CUresult (the frontend checked the arguments cuBLAS would refuse at once).
-CUresult Session::Gemm(const ipc::GemmArgs& a, const Call&) {
-  auto it = blas_.find(a.handle);
-  if (it == blas_.end()) return CUDA_ERROR_INVALID_HANDLE;
-  cublasHandle_t handle = it->second.handle;
-  uint64_t ea = BlasElementBytes(a.a_type), eb = BlasElementBytes(a.b_type), ec = BlasElementBytes(a.c_type);
-  if (ea == 0 || eb == 0 || ec == 0 || a.batch < 0 || a.m < 0 || a.n < 0 || a.k < 0 || !IsBlasOperation(a.trans_a) ||
-      !IsBlasOperation(a.trans_b) || !IsBlasComputeType(a.compute_type) || !IsBlasGemmAlgo(a.algo)) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  bool ta = a.trans_a != CUBLAS_OP_N, tb = a.trans_b != CUBLAS_OP_N;
-  int64_t batches = a.batch == 0 ? 1 : a.batch;
-  auto extent = [&](int64_t rows, int64_t cols, int64_t ld, int64_t stride, uint64_t elem) {
-    return MatrixBytes(rows, cols, ld, elem, batches, stride);
-  };
-  if (a.m > 0 && a.n > 0 && a.k > 0) {
-    if (!Owns(a.a, extent(ta ? a.k : a.m, ta ? a.m : a.k, a.lda, a.stride_a, ea), "GEMM matrix A") ||
-        !Owns(a.b, extent(tb ? a.n : a.k, tb ? a.k : a.n, a.ldb, a.stride_b, eb), "GEMM matrix B")) {
+CUresult Session::BlasFailure(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS:
+      return CUDA_SUCCESS;
+    case CUBLAS_STATUS_INVALID_VALUE:
       return CUDA_ERROR_INVALID_VALUE;
-    }
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return CUDA_ERROR_NOT_SUPPORTED;
+    default:
+      return CUDA_ERROR_LAUNCH_FAILED;
   }
-  if (a.m > 0 && a.n > 0 && !Owns(a.c, extent(a.m, a.n, a.ldc, a.stride_c, ec), "GEMM matrix C")) return CUDA_ERROR_INVALID_VALUE;
-  auto op_a = static_cast<cublasOperation_t>(a.trans_a);
-  auto op_b = static_cast<cublasOperation_t>(a.trans_b);
-  cublasStatus_t s;
-  if (a.batch != 0) {
-    s = driver_->cublasSgemmStridedBatched(handle, op_a, op_b, a.m, a.n, a.k, &a.alpha, reinterpret_cast<const float*>(a.a),
-                                           a.lda, a.stride_a, reinterpret_cast<const float*>(a.b), a.ldb, a.stride_b, &a.beta,
-                                           reinterpret_cast<float*>(a.c), a.ldc, a.stride_c, a.batch);
-  } else if (a.compute_type == CUBLAS_COMPUTE_32F && a.a_type == CUDA_R_32F && a.b_type == CUDA_R_32F && a.c_type == CUDA_R_32F &&
-             a.algo == -1) {
-    s = driver_->cublasSgemm(handle, op_a, op_b, a.m, a.n, a.k, &a.alpha, reinterpret_cast<const float*>(a.a), a.lda,
-                             reinterpret_cast<const float*>(a.b), a.ldb, &a.beta, reinterpret_cast<float*>(a.c), a.ldc);
-  } else {
-    s = driver_->cublasGemmEx(handle, op_a, op_b, a.m, a.n, a.k, &a.alpha, reinterpret_cast<const void*>(a.a),
-                              static_cast<cudaDataType>(a.a_type), a.lda, reinterpret_cast<const void*>(a.b),
-                              static_cast<cudaDataType>(a.b_type), a.ldb, &a.beta, reinterpret_cast<void*>(a.c),
-                              static_cast<cudaDataType>(a.c_type), a.ldc, static_cast<cublasComputeType_t>(a.compute_type),
-                              static_cast<cublasGemmAlgo_t>(a.algo));
-  }
-  return s == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
 }
 
-CUresult Session::Gemv(const ipc::GemvArgs& a, const Call&) {
-  auto it = blas_.find(a.handle);
-  if (it == blas_.end()) return CUDA_ERROR_INVALID_HANDLE;
-  cublasHandle_t handle = it->second.handle;
-  if (a.m < 0 || a.n < 0 || a.incx == 0 || a.incy == 0 || !IsBlasOperation(a.trans)) return CUDA_ERROR_INVALID_VALUE;
-  bool t = a.trans != CUBLAS_OP_N;
-  int64_t x_len = t ? a.m : a.n, y_len = t ? a.n : a.m;
-  if (a.m > 0 && a.n > 0) {
-    if (!Owns(a.a, MatrixBytes(a.m, a.n, a.lda, 4), "GEMV matrix A") || !Owns(a.x, VectorBytes(x_len, a.incx, 4), "GEMV vector x") ||
-        !Owns(a.y, VectorBytes(y_len, a.incy, 4), "GEMV vector y")) {
+Result<cublasHandle_t> Session::BlasComputeHandle(uint64_t vid, int32_t pointer_mode) {
+  auto it = blas_.find(vid);
+  if (it == blas_.end()) return Status::NotFound("cuBLAS handle");
+  // Set for every call: the mode is the frontend's, per handle, and the handle may be the
+  // context's pooled one, which another tenant left in either mode.
+  if (driver_->cublasSetPointerMode(it->second.handle, static_cast<cublasPointerMode_t>(pointer_mode)) !=
+      CUBLAS_STATUS_SUCCESS) {
+    return Status::Internal("cublasSetPointerMode");
+  }
+  return it->second.handle;
+}
+
+CUresult Session::CheckBlasOperands(const BlasOperands& ops, const Call& call) {
+  if (!ops.ok()) {
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {} refused: {}", pid_, call.name, ops.refusal());
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (const BlasOperand& op : ops.operands()) {
+    if (!buffers_.Contains(op.range.ptr, op.range.bytes)) {
+      PHOS_LOG_EVERY_SEC(Warn, "runtime", 1,
+                         "pid {}: {} refused: operand {} {:#x}+{} is not inside a buffer of this session",
+                         pid_, call.name, op.what, op.range.ptr, op.range.bytes);
       return CUDA_ERROR_INVALID_VALUE;
     }
   }
-  cublasStatus_t s = driver_->cublasSgemv(handle, static_cast<cublasOperation_t>(a.trans), a.m, a.n, &a.alpha,
-                                          reinterpret_cast<const float*>(a.a), a.lda, reinterpret_cast<const float*>(a.x), a.incx,
-                                          &a.beta, reinterpret_cast<float*>(a.y), a.incy);
-  return s == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
+  return CUDA_SUCCESS;
+}
+
+// A scalar as cuBLAS takes it in the record's pointer mode: the record's own bytes (host mode; our
+// copy of the record outlives the call), or the device address it names.
+const void* Session::BlasScalarArg(const ipc::BlasScalar& s, int32_t pointer_mode) {
+  if (pointer_mode == CUBLAS_POINTER_MODE_HOST) return s.bytes;
+  uint64_t ptr = 0;
+  std::memcpy(&ptr, s.bytes, sizeof(ptr));
+  return reinterpret_cast<const void*>(ptr);
+}
+
+// Level 1: asynchronous, but for a reduction in host pointer mode, whose result is the reply
+// (cuBLAS waits for it, and so does the executor).
+CUresult Session::BlasLevel1(const ipc::BlasLevel1Args& a, const Call& call) {
+  if (CUresult r = CheckBlasOperands(Level1Operands(a), call); r != CUDA_SUCCESS) return r;
+  Result<cublasHandle_t> h = BlasComputeHandle(a.handle, a.pointer_mode);
+  if (!h.ok())
+    return h.status().code() == StatusCode::kNotFound ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_LAUNCH_FAILED;
+  const bool device_mode = a.pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
+  uint64_t host_result = 0;  // a float, double or int, from its first byte
+  void* result = device_mode ? reinterpret_cast<void*>(a.result) : &host_result;
+  const void* alpha = BlasScalarArg(a.alpha, a.pointer_mode);
+  const void* beta = BlasScalarArg(a.beta, a.pointer_mode);
+  cublasStatus_t s = a.type == CUDA_R_32F ? RunLevel1(*driver_, *h, a, static_cast<const float*>(alpha),
+                                                      static_cast<const float*>(beta), result)
+                                          : RunLevel1(*driver_, *h, a, static_cast<const double*>(alpha),
+                                                      static_cast<const double*>(beta), result);
+  if (s == CUBLAS_STATUS_SUCCESS && !device_mode) call.Reply(host_result);
+  return BlasFailure(s);
+}
+
+CUresult Session::BlasLevel2(const ipc::BlasLevel2Args& a, const Call& call) {
+  if (CUresult r = CheckBlasOperands(Level2Operands(a), call); r != CUDA_SUCCESS) return r;
+  Result<cublasHandle_t> h = BlasComputeHandle(a.handle, a.pointer_mode);
+  if (!h.ok())
+    return h.status().code() == StatusCode::kNotFound ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_LAUNCH_FAILED;
+  const void* alpha = BlasScalarArg(a.alpha, a.pointer_mode);
+  const void* beta = BlasScalarArg(a.beta, a.pointer_mode);
+  return BlasFailure(
+      a.type == CUDA_R_32F
+          ? RunLevel2(*driver_, *h, a, static_cast<const float*>(alpha), static_cast<const float*>(beta))
+          : RunLevel2(*driver_, *h, a, static_cast<const double*>(alpha), static_cast<const double*>(beta)));
+}
+
+CUresult Session::BlasLevel3(const ipc::BlasLevel3Args& a, const Call& call) {
+  if (CUresult r = CheckBlasOperands(Level3Operands(a), call); r != CUDA_SUCCESS) return r;
+  Result<cublasHandle_t> h = BlasComputeHandle(a.handle, a.pointer_mode);
+  if (!h.ok())
+    return h.status().code() == StatusCode::kNotFound ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_LAUNCH_FAILED;
+  const void* alpha = BlasScalarArg(a.alpha, a.pointer_mode);
+  const void* beta = BlasScalarArg(a.beta, a.pointer_mode);
+  return BlasFailure(
+      a.type == CUDA_R_32F
+          ? RunLevel3(*driver_, *h, a, static_cast<const float*>(alpha), static_cast<const float*>(beta))
+          : RunLevel3(*driver_, *h, a, static_cast<const double*>(alpha), static_cast<const double*>(beta)));
 }
 
 }  // namespace phos::runtime

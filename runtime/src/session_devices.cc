@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "phos/base/log.h"
+#include "phos/driver/context_scope.h"
 #include "session.h"
 
 namespace phos::runtime {
@@ -260,25 +261,37 @@ CUresult Session::DisablePeers(int device) {
   return first;
 }
 
+CUresult Session::ModuleOn(Module& m, int device, CUmodule* out) {
+  if (device == 0) {
+    *out = m.module;
+    return m.module == nullptr ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
+  }
+  if (m.image.empty()) return CUDA_ERROR_INVALID_HANDLE;
+  CUmodule& module = m.on_device[device];
+  // The record's context (the device's) is current: the module loads there.
+  if (module == nullptr) {
+    const std::vector<uint8_t>& image = m.image;  // loaded on device 0: trusted, and its size known
+    CUresult r = !m.is_fatbin && driver_->phosSimModuleLoadDataSized != nullptr
+                     ? driver_->phosSimModuleLoadDataSized(&module, image.data(), image.size())
+                     : driver_->cuModuleLoadData(&module, image.data());
+    if (r != CUDA_SUCCESS) {
+      m.on_device.erase(device);
+      return r;
+    }
+  }
+  *out = module;
+  return CUDA_SUCCESS;
+}
+
 CUresult Session::FunctionOn(Function& fn, int device, CUfunction* out) {
   if (auto it = fn.on_device.find(device); it != fn.on_device.end()) {
     *out = it->second;
     return CUDA_SUCCESS;
   }
   auto m = modules_.find(fn.module_id);
-  if (m == modules_.end() || m->second.image.empty()) return CUDA_ERROR_INVALID_HANDLE;
-  CUmodule& module = m->second.on_device[device];
-  // The record's context (the device's) is current: the module loads there.
-  if (module == nullptr) {
-    const std::vector<uint8_t>& image = m->second.image;  // loaded on device 0: trusted, and its size known
-    CUresult r = !m->second.is_fatbin && driver_->phosSimModuleLoadDataSized != nullptr
-                     ? driver_->phosSimModuleLoadDataSized(&module, image.data(), image.size())
-                     : driver_->cuModuleLoadData(&module, image.data());
-    if (r != CUDA_SUCCESS) {
-      m->second.on_device.erase(device);
-      return r;
-    }
-  }
+  if (m == modules_.end()) return CUDA_ERROR_INVALID_HANDLE;
+  CUmodule module = nullptr;
+  if (CUresult r = ModuleOn(m->second, device, &module); r != CUDA_SUCCESS) return r;
   CUfunction f = nullptr;
   if (CUresult r = driver_->cuModuleGetFunction(&f, module, fn.name.c_str()); r != CUDA_SUCCESS) return r;
   fn.on_device[device] = f;
@@ -308,6 +321,7 @@ void Session::ReleaseDevices() {
     });
     for (auto& [id, m] : modules_) {
       if (auto it = m.on_device.find(device); it != m.on_device.end()) {
+        ZeroGlobals(m, device);
         driver_->cuModuleUnload(it->second);
         m.on_device.erase(it);
       }
@@ -349,6 +363,10 @@ void Session::ReleaseToGroup() {
     }
   }
   for (auto& [id, m] : modules_) {
+    for (int d = 0; d < group_->size(); ++d) {
+      driver::ContextScope scope(*driver_, group_->context(d));
+      ZeroGlobals(m, d);
+    }
     if (m.module != nullptr) group_->tenant(0).modules.push_back(m.module);
     for (auto& [device, module] : m.on_device) group_->tenant(device).modules.push_back(module);
   }

@@ -1,10 +1,12 @@
 // A session's kernels: module images arriving in chunks (loaded in device 0's context when the
 // last one arrives, in another device's on its first launch there), kernel lookup by name, and
 // launches whose every pointer-sized parameter word is checked against the session's memory.
+// Attributes, occupancy, launches with attributes and module globals: session_functions.cc.
 #include <algorithm>
 #include <cstring>
 
 #include "phos/base/log.h"
+#include "phos/runtime/snapshot_restore.h"
 #include "phos/store/chunk.h"
 #include "session.h"
 
@@ -65,6 +67,18 @@ CUresult Session::ModuleChunk(const ipc::ModuleChunkArgs& a, const Call& call) {
   }
   m.image = std::move(m.pending);
   m.pending = {};
+  if (restore_ != nullptr && restore_->plan().manifest != nullptr) {
+    // A snapshot's image that was not preloaded: its globals get their captured bytes here.
+    const store::ChunkId id{m.hash.low, m.hash.high};
+    for (const store::Module& snapshot : restore_->plan().manifest->modules) {
+      if (snapshot.content_hash != id) continue;
+      if (Status s = WriteModuleGlobals(driver_, snapshot, m.module); !s.ok()) {
+        PHOS_LOG(Error, "restore", "pid {}: module {}: {}", pid_, a.module_id, s.message());
+        return CUDA_ERROR_ILLEGAL_STATE;
+      }
+      break;
+    }
+  }
   // A module that fails to load is recorded, not reported: CUDA reports it at the launch.
   return CUDA_SUCCESS;
 }
@@ -135,31 +149,32 @@ CUresult Session::FunctionGet(const ipc::FunctionGetArgs& a, const Call& call) {
   return CUDA_SUCCESS;
 }
 
-CUresult Session::Launch(const ipc::LaunchArgs& a, const Call& call) {
+CUresult Session::PrepareLaunch(const ipc::LaunchArgs& a, std::span<const uint8_t> tail, uint8_t* params, void** args,
+                                CUfunction* function, CUstream* stream) {
   auto it = functions_.find(a.function);
   if (it == functions_.end()) return CUDA_ERROR_INVALID_HANDLE;
   Function& fn = it->second;
-  CUfunction function = fn.function;
+  *function = fn.function;
   if (route_device_ != 0) {
-    if (CUresult r = FunctionOn(fn, route_device_, &function); r != CUDA_SUCCESS) return r;
+    if (CUresult r = FunctionOn(fn, route_device_, function); r != CUDA_SUCCESS) return r;
   }
-  if (a.param_bytes != fn.param_bytes || call.tail.size() != a.param_bytes) return CUDA_ERROR_INVALID_VALUE;
-  Result<CUstream> stream = StreamOf(a.stream);
-  if (!stream.ok()) return CUDA_ERROR_INVALID_HANDLE;
+  if (a.param_bytes != fn.param_bytes || tail.size() != a.param_bytes) return CUDA_ERROR_INVALID_VALUE;
+  Result<CUstream> s = StreamOf(a.stream);
+  if (!s.ok()) return CUDA_ERROR_INVALID_HANDLE;
+  *stream = *s;
   // Our own copy: the checks below must see what the kernel will get.
-  alignas(16) uint8_t params[ipc::kMaxParamBytes + 8];
-  std::memcpy(params, call.tail.data(), a.param_bytes);
-  void* args[ipc::kMaxParams];
+  std::memcpy(params, tail.data(), a.param_bytes);
   for (size_t i = 0; i < fn.params.size(); ++i) {
     const ipc::ParamSlot& slot = fn.params[i];
     args[i] = params + slot.offset;
     // Every 8-byte word of a parameter that names device memory must name this session's own
-    // (docs/design.md D8's rule for pointers and structs alike): a word inside no buffer and outside the
-    // VA range of ours that the driver knows as an allocation is someone else's memory.
+    // (docs/design.md D8's rule for pointers and structs alike): a word inside no buffer or
+    // module global of the session and outside the VA range of ours that the driver knows as an
+    // allocation is someone else's memory.
     for (uint32_t off = (slot.offset + 7) / 8 * 8; off + 8 <= slot.offset + slot.size; off += 8) {
       uint64_t word;
       std::memcpy(&word, params + off, sizeof(word));
-      if (word == 0 || buffers_.Contains(word, 0)) continue;
+      if (word == 0 || buffers_.Contains(word, 0) || globals_.Contains(word, 0)) continue;
       // Inside the session's own VA range (a freed part of one of its granules, say) is nobody
       // else's memory, even when the driver knows the granule.
       if (SpaceOf(word) != nullptr) continue;
@@ -172,8 +187,17 @@ CUresult Session::Launch(const ipc::LaunchArgs& a, const Call& call) {
       }
     }
   }
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::Launch(const ipc::LaunchArgs& a, const Call& call) {
+  alignas(16) uint8_t params[ipc::kMaxParamBytes + 8];
+  void* args[ipc::kMaxParams];
+  CUfunction function = nullptr;
+  CUstream stream = nullptr;
+  if (CUresult r = PrepareLaunch(a, call.tail, params, args, &function, &stream); r != CUDA_SUCCESS) return r;
   return driver_->cuLaunchKernel(function, a.grid[0], a.grid[1], a.grid[2], a.block[0], a.block[1], a.block[2],
-                                 a.shared_bytes, *stream, args, nullptr);
+                                 a.shared_bytes, stream, args, nullptr);
 }
 
 }  // namespace phos::runtime

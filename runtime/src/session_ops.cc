@@ -134,6 +134,15 @@ std::array<OpHandler, kOpSlots> Session::BuildOpTable() {
   at(Op::kEventElapsedTime) = Bind<ipc::StreamEventArgs, &Session::EventElapsedTime>(
       {.name = "cudaEventElapsedTime", .placement = kHandle, .handle_offset = kStreamOfPair});
 
+  at(Op::kStreamCreateWithPriority) = Bind<ipc::StreamCreateArgs, &Session::StreamCreateWithPriority>(
+      {.name = "cudaStreamCreateWithPriority"});
+  at(Op::kStreamGetInfo) = Bind<ipc::HandleArgs, &Session::StreamGetInfo>(
+      {.name = "cudaStreamGetPriority / GetFlags / GetDevice / GetId", .placement = kHandle});
+  at(Op::kStreamPriorityRange) =
+      Bind<NoArgs, &Session::StreamPriorityRange>({.name = "cudaDeviceGetStreamPriorityRange"});
+  at(Op::kLaunchHostFunc) = Bind<ipc::HostFnArgs, &Session::LaunchHostFunc>(
+      {.name = "cudaLaunchHostFunc", .placement = kHandle, .handle_offset = offsetof(ipc::HostFnArgs, stream)});
+
   // Modules and launches (session_modules.cc).
   at(Op::kModuleChunk) = Bind<ipc::ModuleChunkArgs, &Session::ModuleChunk>(
       {.name = "__cudaRegisterFatBinary", .shape = kHead, .placement = Placement::kDeviceZero});
@@ -145,7 +154,27 @@ std::array<OpHandler, kOpSlots> Session::BuildOpTable() {
                                                .placement = kHandle,
                                                .handle_offset = offsetof(ipc::LaunchArgs, stream)});
 
-  // cuBLAS (session_blas.cc). GEMM and GEMV are asynchronous: they answer in CUresult.
+  // Launch attributes and module globals (session_functions.cc): on the current device, whose
+  // instance of the kernel's module they concern; a launch on its stream's.
+  at(Op::kFuncGetAttributes) =
+      Bind<ipc::FunctionArgs, &Session::FuncGetAttributes>({.name = "cudaFuncGetAttributes"});
+  at(Op::kFuncSetAttribute) = Bind<ipc::FuncAttributeArgs, &Session::FuncSetAttribute>({.name = "cudaFuncSetAttribute"});
+  at(Op::kFuncSetCacheConfig) =
+      Bind<ipc::FuncCacheConfigArgs, &Session::FuncSetCacheConfig>({.name = "cudaFuncSetCacheConfig"});
+  at(Op::kOccupancyMaxBlocks) = Bind<ipc::OccupancyArgs, &Session::OccupancyMaxBlocks>(
+      {.name = "cudaOccupancyMaxActiveBlocksPerMultiprocessor"});
+  at(Op::kOccupancyDynamicSMem) = Bind<ipc::OccupancySMemArgs, &Session::OccupancyDynamicSMem>(
+      {.name = "cudaOccupancyAvailableDynamicSMemPerBlock"});
+  at(Op::kLaunchEx) = Bind<ipc::LaunchExArgs, &Session::LaunchEx>(
+      {.name = "cudaLaunchKernelExC",
+       .shape = kHead,
+       .placement = kHandle,
+       .handle_offset = offsetof(ipc::LaunchExArgs, launch) + offsetof(ipc::LaunchArgs, stream)});
+  at(Op::kModuleGlobalGet) =
+      Bind<ipc::FunctionGetArgs, &Session::ModuleGlobalGet>({.name = "__cudaRegisterVar", .shape = kHead});
+
+  // cuBLAS (session_blas.cc, session_blas_gemm.cc). The compute calls are asynchronous (a Level 1
+  // reduction in host pointer mode aside): they answer in CUresult.
   at(Op::kBlasCreate) = Bind<NoArgs, &Session::BlasCreate>(
       {.name = "cublasCreate", .result = kCublas, .library = Library::kCublas});
   at(Op::kBlasDestroy) = Bind<ipc::HandleArgs, &Session::BlasDestroy>(
@@ -159,9 +188,13 @@ std::array<OpHandler, kOpSlots> Session::BuildOpTable() {
   at(Op::kBlasSetMathMode) = Bind<ipc::BlasModeArgs, &Session::BlasSetMathMode>(
       {.name = "cublasSetMathMode", .placement = kHandle, .result = kCublas, .library = Library::kCublas});
   at(Op::kBlasGemm) = Bind<ipc::GemmArgs, &Session::Gemm>(
-      {.name = "cublasSgemm / cublasGemmEx", .placement = kHandle, .library = Library::kCublas});
-  at(Op::kBlasSgemv) = Bind<ipc::GemvArgs, &Session::Gemv>(
-      {.name = "cublasSgemv", .placement = kHandle, .library = Library::kCublas});
+      {.name = "cuBLAS GEMM", .placement = kHandle, .library = Library::kCublas});
+  at(Op::kBlasLevel1) = Bind<ipc::BlasLevel1Args, &Session::BlasLevel1>(
+      {.name = "cuBLAS Level 1", .placement = kHandle, .library = Library::kCublas});
+  at(Op::kBlasLevel2) = Bind<ipc::BlasLevel2Args, &Session::BlasLevel2>(
+      {.name = "cuBLAS Level 2", .placement = kHandle, .library = Library::kCublas});
+  at(Op::kBlasLevel3) = Bind<ipc::BlasLevel3Args, &Session::BlasLevel3>(
+      {.name = "cuBLAS Level 3", .placement = kHandle, .library = Library::kCublas});
 
   // NCCL (session_nccl.cc). Collectives are asynchronous: they answer in CUresult.
   at(Op::kNcclCommInitAll) = Bind<ipc::NcclInitAllArgs, &Session::NcclInitAll>(

@@ -85,7 +85,9 @@ Status Session::AdoptRestore() {
                            .nranks = group_ ? group_->size() : 1};
   }
   if (group_) CliqueOf(kGroupClique, group_->size());
-  for (const auto& [vid, stream] : p.streams) streams_[vid] = StreamHandle{stream, p.stream_flags[vid], device_of(vid)};
+  for (const auto& [vid, stream] : p.streams) {
+    streams_[vid] = StreamHandle{stream, p.stream_flags[vid], device_of(vid), p.stream_priorities[vid]};
+  }
   for (const auto& [vid, event] : p.events) events_[vid] = EventHandle{event, p.event_flags[vid], device_of(vid)};
   for (const auto& [vid, handle] : p.blas) blas_[vid] = BlasHandle{handle, device_of(vid)};
   pooled_blas_vid_ = p.pooled_blas_vid;
@@ -103,18 +105,29 @@ Status Session::AdoptRestore() {
 
 Session::Speculation Session::Speculate(const ipc::RecordView& record, AccessSets* sets, CUstream* stream) {
   switch (static_cast<Op>(record.header.opcode)) {
-    case Op::kLaunch: {
+    case Op::kLaunch:
+    case Op::kLaunchEx: {
+      // A launch with attributes reads and writes what the same launch without them does: its
+      // parameters follow the attributes.
       ipc::LaunchArgs a;
-      if (!DecodeRecord(record, &a)) return Speculation::kNone;
+      size_t params_at = sizeof(a);
+      if (static_cast<Op>(record.header.opcode) == Op::kLaunchEx) {
+        ipc::LaunchExArgs ex;
+        if (!DecodeRecord(record, &ex) || ex.attribute_count > ipc::kMaxLaunchAttributes) return Speculation::kNone;
+        a = ex.launch;
+        params_at = sizeof(ex) + ex.attribute_count * sizeof(ipc::LaunchAttribute);
+      } else if (!DecodeRecord(record, &a)) {
+        return Speculation::kNone;
+      }
       auto it = functions_.find(a.function);
       if (it == functions_.end()) return Speculation::kNone;
-      if (record.header.length - sizeof(a) < a.param_bytes) return Speculation::kNone;
+      if (record.header.length < params_at || record.header.length - params_at < a.param_bytes) return Speculation::kNone;
       Result<CUstream> s = StreamOf(a.stream);
       if (!s.ok()) return Speculation::kNone;
       *stream = *s;
       // A kernel whose parameters are not known, or not understood, runs all the same.
       if (it->second.meta == nullptr) return Speculation::kUnknown;
-      std::span<const uint8_t> params(record.payload + sizeof(a), a.param_bytes);
+      std::span<const uint8_t> params(record.payload + params_at, a.param_bytes);
       return SpeculateLaunch(*it->second.meta, params, buffers_, sets).ok() ? Speculation::kSets
                                                                              : Speculation::kUnknown;
     }
@@ -164,22 +177,10 @@ Session::Speculation Session::Speculate(const ipc::RecordView& record, AccessSet
       return Speculation::kSets;
     }
     case Op::kBlasGemm:
-    case Op::kBlasSgemv: {
-      bool gemm = static_cast<Op>(record.header.opcode) == Op::kBlasGemm;
-      ipc::GemmArgs g;
-      ipc::GemvArgs v;
-      if (gemm ? !DecodeRecord(record, &g) : !DecodeRecord(record, &v)) return Speculation::kNone;
-      auto it = blas_.find(gemm ? g.handle : v.handle);
-      if (it == blas_.end()) return Speculation::kNone;
-      cudaStream_t s = nullptr;
-      if (driver_->cublasGetStream(it->second.handle, &s) != CUBLAS_STATUS_SUCCESS) return Speculation::kNone;
-      *stream = reinterpret_cast<CUstream>(s);
-      BlasOperands ops = gemm ? GemmOperands(g, BlasElementBytes(g.a_type), BlasElementBytes(g.b_type),
-                                             BlasElementBytes(g.c_type))
-                              : GemvOperands(v);
-      SpeculateBlas(buffers_, ops, sets);
-      return Speculation::kSets;
-    }
+    case Op::kBlasLevel1:
+    case Op::kBlasLevel2:
+    case Op::kBlasLevel3:
+      return SpeculateBlasCall(record, sets, stream);
     case Op::kNcclCollective: {
       // The send buffer is read, the receive buffer written (and read where not covered), a
       // pre-multiplied sum's device scalar read: what this rank of the communicator touches.
@@ -213,9 +214,84 @@ Session::Speculation Session::Speculate(const ipc::RecordView& record, AccessSet
   }
 }
 
+Session::Speculation Session::SpeculateBlasCall(const ipc::RecordView& record, AccessSets* sets, CUstream* stream) {
+  uint64_t handle = 0;
+  BlasOperands ops;
+  ipc::GemmArgs gemm{};
+  switch (static_cast<Op>(record.header.opcode)) {
+    case Op::kBlasGemm:
+      if (!DecodeRecord(record, &gemm)) return Speculation::kNone;
+      handle = gemm.handle;
+      ops = GemmOperands(gemm);
+      break;
+    case Op::kBlasLevel1: {
+      ipc::BlasLevel1Args a;
+      if (!DecodeRecord(record, &a)) return Speculation::kNone;
+      handle = a.handle;
+      ops = Level1Operands(a);
+      break;
+    }
+    case Op::kBlasLevel2: {
+      ipc::BlasLevel2Args a;
+      if (!DecodeRecord(record, &a)) return Speculation::kNone;
+      handle = a.handle;
+      ops = Level2Operands(a);
+      break;
+    }
+    case Op::kBlasLevel3: {
+      ipc::BlasLevel3Args a;
+      if (!DecodeRecord(record, &a)) return Speculation::kNone;
+      handle = a.handle;
+      ops = Level3Operands(a);
+      break;
+    }
+    default:
+      return Speculation::kNone;
+  }
+  auto it = blas_.find(handle);
+  if (it == blas_.end() || !ops.ok()) return Speculation::kNone;  // Execute refuses it
+  cudaStream_t s = nullptr;
+  if (driver_->cublasGetStream(it->second.handle, &s) != CUBLAS_STATUS_SUCCESS) return Speculation::kNone;
+  *stream = reinterpret_cast<CUstream>(s);
+  const bool pointer_batch = static_cast<Op>(record.header.opcode) == Op::kBlasGemm &&
+                             gemm.batch_kind == static_cast<int32_t>(ipc::BlasBatch::kPointers);
+  if (!pointer_batch || ops.operands().empty()) {
+    SpeculateBlas(buffers_, ops, sets);
+    return Speculation::kSets;
+  }
+  // The matrices are where the arrays say: the arrays are read (their buffers loaded first), and
+  // only arrays inside the session's buffers (Execute refuses any other).
+  for (const BlasOperand& op : ops.operands()) {
+    if (!buffers_.Contains(op.range.ptr, op.range.bytes)) return Speculation::kNone;
+  }
+  if (Status read = ReadGemmPointerArrays(gemm, &blas_arrays_); !read.ok()) {
+    PHOS_LOG_EVERY_SEC(Warn, "restore", 1, "pid {}: pointer arrays unreadable for speculation: {}", pid_, read.message());
+    return Speculation::kUnknown;
+  }
+  SpeculateGemmBatch(buffers_, gemm, blas_arrays_.a, blas_arrays_.b, blas_arrays_.c, sets);
+  return Speculation::kSets;
+}
+
+Status Session::RequireResident(uint64_t ptr, uint64_t bytes) {
+  if (loaders_.empty() || bytes == 0) return Status::Ok();
+  AccessSets touched;
+  SpeculateCopy(buffers_, kHostSide, ptr, bytes, &touched);
+  for (const BufferRef& b : touched.read.buffers()) {
+    for (RestoreState::DeviceLoader& dl : loaders_) {
+      const int index = dl.loader->Find(b.base);
+      if (index < 0) continue;
+      PHOS_ASSIGN_OR_RETURN(CUevent ready, dl.loader->Require(index));
+      if (ready != nullptr) PHOS_CU_RETURN_IF_ERROR(driver_->error_text(), driver_->cuEventSynchronize(ready));
+      break;
+    }
+  }
+  return Status::Ok();
+}
+
 CUresult Session::Gate(const ipc::RecordView& record) {
   Op op = static_cast<Op>(record.header.opcode);
-  if (!launched_ && (op == Op::kLaunch || op == Op::kBlasGemm || op == Op::kBlasSgemv)) {
+  if (!launched_ && (op == Op::kLaunch || op == Op::kLaunchEx || op == Op::kBlasGemm || op == Op::kBlasLevel1 ||
+                     op == Op::kBlasLevel2 || op == Op::kBlasLevel3)) {
     restore_->MarkFirstLaunch();
     launched_ = true;
   }
@@ -408,6 +484,11 @@ Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& fun
         "the function used devices beyond its first without declaring them (deploy it with --gpus N)");
   }
   if (!open_status_.ok()) return open_status_;
+  if (host_fns_->pending() != 0) {
+    return Status::FailedPrecondition(fmt::format(
+        "{} host functions are still pending: a snapshot cannot hold the function process's side of them",
+        host_fns_->pending()));
+  }
   for (const auto& [vid, comm] : comms_) {
     if (comm.owned) return Status::FailedPrecondition("snapshots of split NCCL communicators are not supported yet");
   }
@@ -440,10 +521,20 @@ Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& fun
   for (uint64_t id : module_order_) {
     const Module& m = modules_[id];
     if (m.image.empty()) continue;  // never completed: nothing the function can use
-    req.modules.push_back({.image = std::string(m.image.begin(), m.image.end()), .kind = m.is_fatbin ? "fatbin" : "simgpu"});
+    CaptureModule& captured =
+        req.modules.emplace_back(CaptureModule{.image = std::string(m.image.begin(), m.image.end()),
+                                               .kind = m.is_fatbin ? "fatbin" : "simgpu"});
+    for (const auto& [key, global] : m.globals) {
+      if (key.first != 0) {
+        return Status::FailedPrecondition(fmt::format(
+            "module global '{}' was named on device {}: only device 0's module globals are captured", key.second,
+            key.first));
+      }
+      captured.globals.push_back({.name = key.second, .address = global.address, .size = global.bytes});
+    }
   }
   for (const auto& [vid, s] : streams_) {
-    req.streams.push_back({.handle = vid, .flags = s.flags, .device = s.device});
+    req.streams.push_back({.handle = vid, .flags = s.flags, .priority = s.priority, .device = s.device});
   }
   for (const auto& [vid, e] : events_) {
     req.events.push_back({.handle = vid, .flags = e.flags, .device = e.device});

@@ -41,6 +41,7 @@ Status Validate(const CaptureRequest& request) {
                                                  BufferName(by_address[k].second, next)));
     }
   }
+  uint64_t global_bytes = 0;
   for (size_t i = 0; i < request.modules.size(); ++i) {
     const CaptureModule& m = request.modules[i];
     if (m.image.empty()) return Status::InvalidArgument(fmt::format("capture: module {} has no bytes", i));
@@ -48,6 +49,17 @@ Status Validate(const CaptureRequest& request) {
       return Status::InvalidArgument(
           fmt::format("capture: module {} has kind '{}' (expected \"simgpu\" or \"fatbin\")", i, m.kind));
     }
+    for (const CaptureGlobal& g : m.globals) {
+      if (g.name.empty() || g.size == 0) {
+        return Status::InvalidArgument(fmt::format("capture: module {} has a global without a name or bytes", i));
+      }
+      global_bytes += g.size;
+    }
+  }
+  if (global_bytes > store::kMaxGlobalBytes) {
+    return Status::FailedPrecondition(fmt::format(
+        "capture: the module globals the function named hold {} bytes, more than the {} a snapshot keeps", global_bytes,
+        store::kMaxGlobalBytes));
   }
   return Status::Ok();
 }
@@ -159,6 +171,15 @@ Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& st
     const CaptureModule& m = request.modules[i];
     store::Module meta;
     meta.kind = m.kind;
+    for (const CaptureGlobal& g : m.globals) {
+      store::ModuleGlobal& global = meta.globals.emplace_back();
+      global.name = g.name;
+      global.contents.resize(g.size);
+      PHOS_RETURN_IF_ERROR(driver::CuStatus(d->cuMemcpyDtoH(global.contents.data(), g.address, g.size),
+                                            fmt::format("capture {}: module {} global '{}': cuMemcpyDtoH",
+                                                        request.function, i, g.name),
+                                            text));
+    }
     auto added = writer->AddModule(meta, m.image.data(), m.image.size());
     if (!added.ok()) {
       return added.status().WithContext(fmt::format("capture {}: module {} ({})", request.function, i, m.kind));

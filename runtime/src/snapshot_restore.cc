@@ -69,8 +69,27 @@ Result<CUmodule> LoadSnapshotModule(driver::DriverTable* d, const store::Manifes
   PHOS_RETURN_IF_ERROR(driver::CuStatus(d->cuModuleLoadData(&module, image.data()),
                                         fmt::format("module {} ({}): cuModuleLoadData", index, mod.kind),
                                         d->error_text()));
+  if (Status s = WriteModuleGlobals(d, mod, module); !s.ok()) {
+    d->cuModuleUnload(module);
+    return s.WithContext(fmt::format("module {}", index));
+  }
   *bytes += image.size();
   return module;
+}
+
+Status WriteModuleGlobals(driver::DriverTable* d, const store::Module& module, CUmodule loaded) {
+  for (const store::ModuleGlobal& g : module.globals) {
+    CUdeviceptr address = 0;
+    size_t size = 0;
+    CUresult r = d->cuModuleGetGlobal(&address, &size, loaded, g.name.c_str());
+    if (r == CUDA_ERROR_NOT_FOUND || (r == CUDA_SUCCESS && size != g.contents.size())) {
+      return Status::Corruption(fmt::format("global '{}' of {} bytes is not one of the module's", g.name, g.contents.size()));
+    }
+    PHOS_RETURN_IF_ERROR(driver::CuStatus(r, fmt::format("global '{}': cuModuleGetGlobal", g.name), d->error_text()));
+    PHOS_RETURN_IF_ERROR(driver::CuStatus(d->cuMemcpyHtoD(address, g.contents.data(), size),
+                                          fmt::format("global '{}': cuMemcpyHtoD", g.name), d->error_text()));
+  }
+  return Status::Ok();
 }
 
 Status VmmDeviceMapper::EnsureGranularity() {

@@ -1,6 +1,5 @@
 #include "phos/runtime/speculation.h"
 
-#include <cublas_v2.h>
 
 #include <cstring>
 #include <iterator>
@@ -122,85 +121,21 @@ void SpeculatePitched(const BufferTable& table, uint64_t ptr, uint64_t pitch, ui
   AddRange(table, ptr, span, write, dense, sets);
 }
 
-namespace {
-// The extent of an operand whose arithmetic wraps (hostile sizes; the call itself is refused by
-// its handler): every buffer from its pointer up, never a wrapped, smaller range that would leave
-// buffers it may touch out of the sets.
-OperandRange Unbounded(uint64_t ptr) { return {ptr, UINT64_MAX, false}; }
-}  // namespace
-
-OperandRange MatrixRange(uint64_t ptr, int64_t rows, int64_t cols, int64_t ld, uint64_t elem_bytes,
-                         int64_t batch, int64_t stride) {
-  if (rows <= 0 || cols <= 0 || batch <= 0 || ld < rows) return {ptr, 0, false};
-  int64_t elems = 0;  // of one matrix: (cols - 1) * ld + rows
-  uint64_t one = 0;
-  if (__builtin_mul_overflow(cols - 1, ld, &elems) || __builtin_add_overflow(elems, rows, &elems) ||
-      __builtin_mul_overflow(static_cast<uint64_t>(elems), elem_bytes, &one)) {
-    return Unbounded(ptr);
-  }
-  uint64_t span = one;
-  if (batch != 1) {
-    int64_t gap = 0;  // elements from the first matrix to the last
-    uint64_t gap_bytes = 0;
-    if (stride < 0 || __builtin_mul_overflow(batch - 1, stride, &gap) ||
-        __builtin_mul_overflow(static_cast<uint64_t>(gap), elem_bytes, &gap_bytes) ||
-        __builtin_add_overflow(one, gap_bytes, &span)) {
-      return Unbounded(ptr);
-    }
-  }
-  int64_t matrix = 0;
-  const bool dense_one = ld == rows || cols == 1;
-  const bool dense = dense_one && (batch == 1 || (!__builtin_mul_overflow(rows, cols, &matrix) && stride == matrix));
-  return {ptr, span, dense};
-}
-
-OperandRange VectorRange(uint64_t ptr, int64_t n, int64_t inc, uint64_t elem_bytes) {
-  if (n <= 0 || inc == 0) return {ptr, 0, false};
-  int64_t step = 0;
-  int64_t elems = 0;  // 1 + (n - 1) * |inc|
-  uint64_t bytes = 0;
-  if (__builtin_sub_overflow(int64_t{0}, inc, &step) || __builtin_mul_overflow(n - 1, inc < 0 ? step : inc, &elems) ||
-      __builtin_add_overflow(elems, 1, &elems) ||
-      __builtin_mul_overflow(static_cast<uint64_t>(elems), elem_bytes, &bytes)) {
-    return Unbounded(ptr);
-  }
-  if (inc > 0) step = inc;
-  return {ptr, bytes, step == 1 || n == 1};
-}
-
 void SpeculateBlas(const BufferTable& table, const BlasOperands& operands, AccessSets* sets) {
-  AddRange(table, operands.in0.ptr, operands.in0.bytes, /*write=*/false, false, sets);
-  AddRange(table, operands.in1.ptr, operands.in1.bytes, /*write=*/false, false, sets);
-  // With beta != 0 cuBLAS reads C before writing it; `dense` false then keeps it in the read set.
-  AddRange(table, operands.out.ptr, operands.out.bytes, /*write=*/true,
-           operands.beta_zero && operands.out.dense, sets);
-}
-
-BlasOperands GemmOperands(const ipc::GemmArgs& a, uint64_t a_elem_bytes, uint64_t b_elem_bytes,
-                          uint64_t c_elem_bytes) {
-  bool ta = a.trans_a != CUBLAS_OP_N, tb = a.trans_b != CUBLAS_OP_N;
-  int64_t batch = a.batch == 0 ? 1 : a.batch;
-  BlasOperands ops;
-  if (a.m <= 0 || a.n <= 0) return ops;  // cuBLAS returns at once
-  // k == 0 reads neither A nor B (C = beta C).
-  if (a.k > 0) {
-    ops.in0 = MatrixRange(a.a, ta ? a.k : a.m, ta ? a.m : a.k, a.lda, a_elem_bytes, batch, a.stride_a);
-    ops.in1 = MatrixRange(a.b, tb ? a.n : a.k, tb ? a.k : a.n, a.ldb, b_elem_bytes, batch, a.stride_b);
+  for (const BlasOperand& op : operands.operands()) {
+    AddRange(table, op.range.ptr, op.range.bytes, op.written, op.overwritten && op.range.dense, sets);
   }
-  ops.out = MatrixRange(a.c, a.m, a.n, a.ldc, c_elem_bytes, batch, a.stride_c);
-  ops.beta_zero = a.beta == 0.0f;
-  return ops;
 }
 
-BlasOperands GemvOperands(const ipc::GemvArgs& a) {
-  bool t = a.trans != CUBLAS_OP_N;
-  BlasOperands ops;
-  if (a.m <= 0 || a.n <= 0) return ops;  // cuBLAS returns at once
-  ops.in0 = MatrixRange(a.a, a.m, a.n, a.lda, 4);
-  ops.in1 = VectorRange(a.x, t ? a.m : a.n, a.incx, 4);
-  ops.out = VectorRange(a.y, t ? a.n : a.m, a.incy, 4);
-  ops.beta_zero = a.beta == 0.0f;
-  return ops;
+void SpeculateGemmBatch(const BufferTable& table, const ipc::GemmArgs& args, std::span<const uint64_t> a,
+                        std::span<const uint64_t> b, std::span<const uint64_t> c, AccessSets* sets) {
+  const BlasOperands arrays = GemmOperands(args);
+  if (!arrays.ok()) return;  // a record the session refuses touches nothing
+  SpeculateBlas(table, arrays, sets);
+  // k == 0 reads no A or B: the caller passes no entries for them then.
+  for (size_t i = 0; i < c.size(); ++i) {
+    SpeculateBlas(table, GemmEntryOperands(args, i < a.size() ? a[i] : 0, i < b.size() ? b[i] : 0, c[i]), sets);
+  }
 }
 
 NcclOperands NcclCollectiveOperands(const ipc::NcclCollectiveArgs& a, uint64_t elem_bytes, int nranks, int rank) {

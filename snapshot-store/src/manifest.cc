@@ -71,6 +71,11 @@ proto::Manifest ToProto(const Manifest& m) {
     pm->set_size(mod.size);
     pm->set_kind(mod.kind);
     AddChunkRefs(mod.chunks, pm->mutable_chunks());
+    for (const ModuleGlobal& g : mod.globals) {
+      proto::ModuleGlobal* pg = pm->add_globals();
+      pg->set_name(g.name);
+      pg->set_contents(g.contents);
+    }
   }
   for (const StreamState& s : m.streams) {
     proto::StreamState* ps = p.add_streams();
@@ -161,6 +166,7 @@ Result<Manifest> FromProto(const proto::Manifest& p) {
     b.device = pb.device();
   }
   m.modules.reserve(static_cast<size_t>(p.modules_size()));
+  uint64_t global_bytes = 0;
   for (int i = 0; i < p.modules_size(); ++i) {
     const proto::Module& pm = p.modules(i);
     Module& mod = m.modules.emplace_back();
@@ -173,6 +179,17 @@ Result<Manifest> FromProto(const proto::Manifest& p) {
     mod.size = pm.size();
     mod.kind = pm.kind();
     PHOS_ASSIGN_OR_RETURN(mod.chunks, FromProto(pm.chunks(), fmt::format("module {}", i)));
+    for (const proto::ModuleGlobal& pg : pm.globals()) {
+      if (pg.name().empty() || pg.contents().empty()) {
+        return Status::Corruption(fmt::format("manifest module {}: a global without a name or bytes", i));
+      }
+      global_bytes += pg.contents().size();
+      if (global_bytes > kMaxGlobalBytes) {
+        return Status::Corruption(
+            fmt::format("manifest module {}: globals hold more than the {} bytes a snapshot may", i, kMaxGlobalBytes));
+      }
+      mod.globals.push_back({pg.name(), pg.contents()});
+    }
   }
   for (const proto::StreamState& ps : p.streams()) {
     m.streams.push_back(StreamState{ps.handle(), ps.flags(), ps.priority(), ps.device()});

@@ -48,7 +48,8 @@ TEST(DriverTableTest, MissingCublasIsNamedUnlessOptional) {
       {.gpu = GpuKind::kCuda, .cuda_library = driver, .cublas_library = "libm.so.6", .require_cublas = false});
   ASSERT_TRUE(table.ok()) << table.status().ToString();
   EXPECT_FALSE((*table)->has_cublas());
-  EXPECT_EQ((*table)->cublasSgemm, nullptr);
+  EXPECT_EQ((*table)->cublasSgemv, nullptr);
+  EXPECT_EQ((*table)->cublasGemmBatchedEx, nullptr);
 }
 
 TEST(DriverTableTest, GpuKindParses) {

@@ -40,14 +40,15 @@ class FrontendTest : public ::testing::Test {
   static EnvList Env(const std::string& token) {
     return {{"PHOS_GPU_SOCKET", socket_}, {"PHOS_INSTANCE_TOKEN", token}};
   }
-  static std::unique_ptr<PipedProcess> Client(const std::vector<std::string>& args, const std::string& token) {
-    std::vector<std::string> argv{PHOS_REMOTE_CLIENT, PHOS_TEST_MODULE};
+  static std::unique_ptr<PipedProcess> Client(const std::vector<std::string>& args, const std::string& token,
+                                              const char* program = PHOS_REMOTE_CLIENT) {
+    std::vector<std::string> argv{program, PHOS_TEST_MODULE};
     argv.insert(argv.end(), args.begin(), args.end());
     return std::make_unique<PipedProcess>(argv, Env(token));
   }
-  static int RunClient(const std::vector<std::string>& args) {
+  static int RunClient(const std::vector<std::string>& args, const char* program = PHOS_REMOTE_CLIENT) {
     std::string token = server_->IssueToken();
-    int code = Client(args, token)->Wait();
+    int code = Client(args, token, program)->Wait();
     server_->EndSession(token);
     return code;
   }
@@ -73,6 +74,69 @@ TEST_F(FrontendTest, PitchedCopiesSetsPeerCopiesAndPointerAttributesMatchAHostIm
 
 TEST_F(FrontendTest, StreamOrderedAllocationsFreeInStreamOrderAndCountInThePool) {
   EXPECT_EQ(RunClient({"pools"}), 0);
+}
+
+TEST_F(FrontendTest, StreamPrioritiesFlagsDevicesAndIdsAnswerAsTheDriver) {
+  EXPECT_EQ(RunClient({"priorities"}, PHOS_STREAM_CLIENT), 0);
+}
+
+TEST_F(FrontendTest, HostFunctionsRunInTheProcessInStreamOrderHoldingOnlyTheirStream) {
+  EXPECT_EQ(RunClient({"host-functions"}, PHOS_STREAM_CLIENT), 0);
+}
+
+TEST_F(FrontendTest, PerThreadDefaultStreamsAreEachThreadsOwnAndTheLegacyStreamKeepsItsRules) {
+  EXPECT_EQ(RunClient({"per-thread"}, PHOS_STREAM_CLIENT), 0);
+}
+
+TEST_F(FrontendTest, TheHostFunctionThreadStopsForAForkOnlyWhenNothingIsPending) {
+  EXPECT_EQ(RunClient({"quiesce"}, PHOS_STREAM_CLIENT), 0);
+}
+
+// A host function that never returns holds up its own stream, not phosd: the process ends with it
+// still waiting, its session ends and releases everything, and the next session is served.
+TEST_F(FrontendTest, ASessionEndingWithAHostFunctionPendingCleansUp) {
+  std::string token = server_->IssueToken();
+  auto held = Client({"held"}, token, PHOS_STREAM_CLIENT);
+  EXPECT_EQ(held->ReadLine(), "held");
+  EXPECT_EQ(held->Wait(), 0);
+  EXPECT_TRUE(::phos::testing::WaitUntil([&] { return server_->session_count() == 0; }));
+  server_->EndSession(token);
+  EXPECT_EQ(RunClient({"host-functions"}, PHOS_STREAM_CLIENT), 0);
+}
+
+// Kernels' attributes, settings and occupancy, launches with attributes, nvcc's launch entry
+// points, and module globals through cudaMemcpyToSymbol and its family (launch_client.cc).
+TEST_F(FrontendTest, KernelAttributesOccupancyAndLaunchAttributesAnswerAsTheDriver) {
+  const std::string token = server_->IssueToken();
+  PipedProcess p({PHOS_LAUNCH_CLIENT, PHOS_LAUNCH_TEST_MODULE, "functions"}, Env(token));
+  EXPECT_EQ(p.Wait(), 0);
+  server_->EndSession(token);
+}
+
+TEST_F(FrontendTest, ModuleGlobalsAreReadAndWrittenThroughTheirHostShadows) {
+  const std::string token = server_->IssueToken();
+  PipedProcess p({PHOS_LAUNCH_CLIENT, PHOS_LAUNCH_TEST_MODULE, "symbols"}, Env(token));
+  EXPECT_EQ(p.Wait(), 0);
+  server_->EndSession(token);
+}
+
+// As a `--default-stream per-thread` build calls them: the _ptds / _ptsz symbol copies and
+// launches with attributes.
+TEST_F(FrontendTest, PerThreadDefaultStreamFormsOfTheSymbolAndLaunchCallsWork) {
+  const std::string token = server_->IssueToken();
+  PipedProcess p({PHOS_LAUNCH_CLIENT, PHOS_LAUNCH_TEST_MODULE, "per-thread"}, Env(token));
+  EXPECT_EQ(p.Wait(), 0);
+  server_->EndSession(token);
+}
+
+// A forked instance (the fork template's child) opens a session of its own: it gets the kernel
+// settings its parent made, and its own module's globals.
+TEST_F(FrontendTest, AForkedInstanceKeepsItsKernelSettingsAndFindsItsOwnGlobals) {
+  const std::string parent = server_->IssueToken(), child = server_->IssueToken();
+  PipedProcess p({PHOS_LAUNCH_CLIENT, PHOS_LAUNCH_TEST_MODULE, "fork-replay", child}, Env(parent));
+  EXPECT_EQ(p.Wait(), 0);
+  server_->EndSession(child);
+  server_->EndSession(parent);
 }
 
 TEST_F(FrontendTest, UnknownTokenIsRefused) {

@@ -4,6 +4,7 @@
 // buffer a set names must be one of the table's, and no set may hold more than its capacity.
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -71,9 +72,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   sets.Clear();
   const auto gemm = in.Take<phos::ipc::GemmArgs>();
-  const auto elem = [&] { return uint64_t{in.Take<uint8_t>()} % 9; };
-  SpeculateBlas(table, GemmOperands(gemm, elem(), elem(), elem()), &sets);
-  SpeculateBlas(table, GemvOperands(in.Take<phos::ipc::GemvArgs>()), &sets);
+  SpeculateBlas(table, GemmOperands(gemm), &sets);
+  SpeculateBlas(table, Level1Operands(in.Take<phos::ipc::BlasLevel1Args>()), &sets);
+  SpeculateBlas(table, Level2Operands(in.Take<phos::ipc::BlasLevel2Args>()), &sets);
+  SpeculateBlas(table, Level3Operands(in.Take<phos::ipc::BlasLevel3Args>()), &sets);
+  CheckSets(table, sets);
+
+  // A pointer-array batch: its entries are whatever words the input holds.
+  sets.Clear();
+  const auto entries = std::min<size_t>(in.Take<uint8_t>(), 64);
+  std::vector<uint64_t> a, b, c;
+  for (size_t i = 0; i < entries; ++i) {
+    a.push_back(in.Take<uint64_t>());
+    b.push_back(in.Take<uint64_t>());
+    c.push_back(in.Take<uint64_t>());
+  }
+  SpeculateGemmBatch(table, gemm, a, b, c, &sets);
   CheckSets(table, sets);
   return 0;
 }

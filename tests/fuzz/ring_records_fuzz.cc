@@ -9,12 +9,18 @@
 // overwrite the payload's first and second 8-byte words with the session's last allocated device
 // pointer plus the low 16 bits of what was there, bits 2 and 3 with the last virtual handle it was
 // given (streams, events, cuBLAS handles), so that records reach the handlers' checks past "no
-// such buffer".
+// such buffer". Bit 4 does the same for every later 8-byte word whose upper 32 bits are
+// kPointerMark: records with pointers further in (a cuBLAS call's matrices, the device pointers a
+// batched GEMM's arrays hold, written by a copy's data) can name the session's memory too.
 //
 // Module images may complete: the server trusts no image (docs/design.md D17), so a completed
 // one is refused by its digest before it reaches the driver, as any tenant's own image is. The
 // target fuzzes the chunk bookkeeping (ids, offsets, totals, limits) and that refusal; loading
 // the build's own trusted images is what every integration test does.
+//
+// The tenant's host functions return at once: each slot phosd posts as reached goes back while
+// the tenant waits for an answer, as the frontend's host-function thread would post it, so that a
+// synchronisation behind one ends.
 //
 // Device-group sessions (NCCL) are left out: a collective entered on one rank of two waits for
 // the other by design; bounding that wait is the session's end-of-life work, not a parser's.
@@ -40,6 +46,9 @@ namespace {
 
 using namespace phos;
 
+// The upper half of a word that patch bit 4 points at the session's memory: "PHOS" read as a
+// little-endian u32.
+constexpr uint64_t kPointerMark = 0x534f4850;
 
 struct Server {
   std::shared_ptr<driver::DriverTable> driver;
@@ -108,16 +117,29 @@ struct Tenant {
     return true;
   }
 
-  // Points the payload's first two words at what the session gave this tenant (see the top).
+  // Points the payload's words at what the session gave this tenant (see the top).
   void Patch(uint8_t patch, std::vector<uint8_t>* payload) const {
-    for (size_t word = 0; word < 2; ++word) {
-      if (payload->size() < 8 * (word + 1)) return;
+    for (size_t word = 0; 8 * (word + 1) <= payload->size(); ++word) {
       uint8_t* at = payload->data() + 8 * word;
       uint64_t value;
       std::memcpy(&value, at, 8);
-      if ((patch >> word) & 1) value = last_pointer + (value & 0xffff);
-      if ((patch >> (word + 2)) & 1) value = last_handle;
+      if (word < 2) {
+        if ((patch >> word) & 1) value = last_pointer + (value & 0xffff);
+        if ((patch >> (word + 2)) & 1) value = last_handle;
+      } else if ((patch & 0x10) != 0 && (value >> 32) == kPointerMark) {
+        value = last_pointer + (value & 0xffff);
+      }
       std::memcpy(at, &value, 8);
+    }
+  }
+
+  // Posts back every host-function slot phosd says was reached.
+  void ReturnHostFunctions() {
+    ipc::HostFnEvent events[64];
+    while (size_t n = ring->TakeHostFnEvents(ipc::HostFnQueueId::kToFrontend, events, 64)) {
+      for (size_t i = 0; i < n; ++i) {
+        if (events[i].result == 0) ring->PostHostFnEvent(ipc::HostFnQueueId::kToServer, {events[i].slot, 0});
+      }
     }
   }
 
@@ -125,7 +147,11 @@ struct Tenant {
   bool Call(uint16_t op, const std::vector<uint8_t>& payload, int32_t* result) {
     // A session stuck on a record is a finding: libFuzzer's -timeout (ctest's, replaying the
     // corpus) ends the run on it.
-    auto alive = [] { return true; };
+    auto alive = [this] {
+      ReturnHostFunctions();
+      return true;
+    };
+    ReturnHostFunctions();
     const uint64_t s = ++seq;
     Status written = ring->Write(static_cast<ipc::Op>(op), ipc::kFlagReply, s, payload.data(), payload.size(), nullptr,
                                  0, alive);
@@ -177,6 +203,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         tenant.last_pointer = reply;
         break;
       case ipc::Op::kStreamCreate:
+      case ipc::Op::kStreamCreateWithPriority:
       case ipc::Op::kEventCreate:
       case ipc::Op::kBlasCreate:
         tenant.last_handle = reply;

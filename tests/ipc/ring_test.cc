@@ -149,6 +149,70 @@ TEST(RingTest, FutexWakesASleepingServerAndClient) {
   EXPECT_EQ(std::memcmp(ring->reply_payload(), "pong", 4), 0);
 }
 
+// A host-function queue: events come out in the order posted, across the queue's wrap, to the
+// peer's mapping; a waiting taker is woken by a post, and by an interruption.
+TEST(RingTest, HostFnEventsReachThePeerInOrder) {
+  constexpr auto kQueue = HostFnQueueId::kToFrontend;
+  auto ring = MustCreate();
+  auto peer = Ring::Attach(dup(ring->fd()));
+  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+  std::vector<HostFnEvent> got(kMaxHostFnSlots);
+  uint32_t next = 0;
+  // Three rounds of most of the queue: the third wraps.
+  for (int round = 0; round < 3; ++round) {
+    const uint32_t n = kMaxHostFnSlots - 5;
+    for (uint32_t i = 0; i < n; ++i) ring->PostHostFnEvent(kQueue, {(next + i) % kMaxHostFnSlots, static_cast<int32_t>(round)});
+    size_t taken = (*peer)->TakeHostFnEvents(kQueue, got.data(), got.size());
+    ASSERT_EQ(taken, n);
+    for (uint32_t i = 0; i < n; ++i) {
+      EXPECT_EQ(got[i].slot, (next + i) % kMaxHostFnSlots);
+      EXPECT_EQ(got[i].result, round);
+    }
+    next += n;
+  }
+  EXPECT_EQ((*peer)->TakeHostFnEvents(kQueue, got.data(), got.size()), 0u);
+
+  // Far longer than any scheduling delay: a wait that ends well before it was woken.
+  constexpr int kWaitMs = 120000;
+  std::atomic<bool> woken{false};
+  std::thread waiter([&] {
+    (*peer)->WaitHostFnEvents(kQueue, kWaitMs);
+    woken = true;
+  });
+  ring->PostHostFnEvent(kQueue, {7, 0});
+  waiter.join();
+  ASSERT_EQ((*peer)->TakeHostFnEvents(kQueue, got.data(), 1), 1u);
+  EXPECT_EQ(got[0].slot, 7u);
+  woken = false;
+  std::thread interrupted([&] {
+    (*peer)->WaitHostFnEvents(kQueue, kWaitMs);
+    woken = true;
+  });
+  // Interrupted (again, until the waiter was asleep when it came): it returns long before its
+  // wait would have ended, with nothing to take.
+  EXPECT_TRUE(WaitUntil([&] {
+    (*peer)->InterruptHostFnWait(kQueue);
+    return woken.load();
+  }));
+  interrupted.join();
+  EXPECT_EQ((*peer)->TakeHostFnEvents(kQueue, got.data(), 1), 0u);
+}
+
+// The taker keeps its own count: a poster that claims to be behind it, or far ahead of the
+// queue, costs the taker at most one queue's worth of events, never a read outside the queue.
+TEST(RingTest, HostFnTakerBoundsWhatAPeerClaims) {
+  constexpr auto kQueue = HostFnQueueId::kToServer;
+  auto ring = MustCreate();
+  std::vector<HostFnEvent> got(2 * kMaxHostFnSlots);
+  ring->PostHostFnEvent(kQueue, {1, 0});
+  ASSERT_EQ(ring->TakeHostFnEvents(kQueue, got.data(), got.size()), 1u);
+  HostFnQueue& shared = ring->header()->host_fn_queues[static_cast<size_t>(kQueue)];
+  shared.posted.store(uint64_t{1} << 62);
+  EXPECT_EQ(ring->TakeHostFnEvents(kQueue, got.data(), got.size()), kMaxHostFnSlots);
+  shared.posted.store(3);
+  EXPECT_EQ(ring->TakeHostFnEvents(kQueue, got.data(), got.size()), 3u);
+}
+
 TEST(RingTest, AttachSeesTheSameRingInAnotherProcess) {
   auto ring = MustCreate();
   pid_t child = fork();
@@ -169,8 +233,9 @@ TEST(RingTest, AttachSeesTheSameRingInAnotherProcess) {
 
 TEST(RingTest, TruncatedOrOversizeRecordIsCorruption) {
   auto ring = MustCreate();
-  // A header claiming more payload than was published.
-  auto* data = reinterpret_cast<uint8_t*>(ring->header()) + 4096;
+  // A header claiming more payload than was published. The records start after the header's
+  // pages: the mapping is those, the records and the reply area.
+  auto* data = reinterpret_cast<uint8_t*>(ring->header()) + ring->mapped_bytes() - kSmall - (64u << 10);
   RecordHeader lie{static_cast<uint16_t>(Op::kMemset), 0, 1u << 20, 1};
   std::memcpy(data, &lie, sizeof(lie));
   ring->header()->produced.store(sizeof(lie) + 16);

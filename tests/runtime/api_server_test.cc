@@ -15,61 +15,13 @@
 #include <nccl.h>
 
 #include "../testing/wait_until.h"
+#include "api_server_fixture.h"
 
 #include "phos/ctxpool/context_pool.h"
 #include "phos/ipc/control.h"
 
 namespace phos::runtime {
 namespace {
-
-class ApiServerTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto table = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});
-    ASSERT_TRUE(table.ok()) << table.status().ToString();
-    table_ = std::move(*table);
-    path_ = "/tmp/phos-api-server-test-" + std::to_string(getpid()) + ".sock";
-    ApiServerOptions options{.socket_path = path_, .ring_bytes = 1u << 20, .reply_bytes = 256u << 10};
-    options.clock = [this] { return now_.load(); };
-    auto server = ApiServer::Start(options, table_);
-    ASSERT_TRUE(server.ok()) << server.status().ToString();
-    server_ = std::move(*server);
-  }
-
-  // Says hello with `token` and `version`; returns the answer's status and the ring fd.
-  Status Hello(const std::string& token, uint32_t version, int* sock_out, int* ring_fd) {
-    auto sock = ipc::ConnectSeqpacket(path_);
-    if (!sock.ok()) return sock.status();
-    ipc::Hello h = ipc::MakeHello(token, getpid(), version);
-    PHOS_RETURN_IF_ERROR(ipc::SendDatagram(*sock, &h, sizeof(h)));
-    ipc::Answer a;
-    auto n = ipc::ReceiveDatagram(*sock, &a, sizeof(a), ring_fd);
-    *sock_out = *sock;
-    if (!n.ok()) return n.status();
-    // The server's answer to an old frontend still names both versions.
-    if (a.wire_version == ipc::kWireVersion && a.status != 0) return Status::FailedPrecondition(a.message);
-    return ipc::CheckAnswer(&a, *n);
-  }
-
-  // Sends one call on `ring` and waits for its answer: the result, and the first 8 bytes of the
-  // reply into `reply` when given.
-  int32_t Call(ipc::Ring& ring, ipc::Op op, const void* payload, size_t bytes, uint64_t* reply = nullptr) {
-    auto alive = [] { return true; };
-    const uint64_t seq = ++seq_;
-    EXPECT_TRUE(ring.Write(op, ipc::kFlagReply, seq, payload, bytes, nullptr, 0, alive).ok());
-    EXPECT_TRUE(ring.WaitCompleted(seq, alive).ok());
-    if (reply != nullptr) std::memcpy(reply, ring.reply_payload(), sizeof(*reply));
-    return ring.reply_header().result;
-  }
-
-  // The server's clock for token expiry: moves only when a test moves it.
-  std::atomic<std::chrono::steady_clock::time_point> now_{std::chrono::steady_clock::time_point{} +
-                                                          std::chrono::hours(1)};
-  std::shared_ptr<driver::DriverTable> table_;
-  std::unique_ptr<ApiServer> server_;
-  std::string path_;
-  uint64_t seq_ = 0;  // of the calls Call sent (one ring per test)
-};
 
 TEST_F(ApiServerTest, UnknownTokenIsRefused) {
   int sock = -1, fd = -1;
@@ -370,49 +322,6 @@ TEST_F(ApiServerTest, AHalfEnteredCollectiveDoesNotOutliveItsSession) {
   close(good_sock);
   server_.reset();  // stops: nothing of the first tenant is left to wait for
 }
-
-// The extents of a GEMM or GEMV come from the peer's numbers: ones that overflow or make no sense
-// (a leading dimension below the rows, a negative batch stride) must not shrink the span checked
-// against the session's buffers.
-TEST_F(ApiServerTest, BlasExtentsThatOverflowOrMakeNoSenseAreRefused) {
-  std::string token = server_->IssueToken();
-  int sock = -1, fd = -1;
-  ASSERT_TRUE(Hello(token, ipc::kWireVersion, &sock, &fd).ok());
-  auto ring = ipc::Ring::Attach(fd);
-  ASSERT_TRUE(ring.ok()) << ring.status().ToString();
-  auto call = [&](ipc::Op op, const void* payload, size_t bytes, uint64_t* reply = nullptr) {
-    return Call(**ring, op, payload, bytes, reply);
-  };
-  uint64_t handle = 0, buf = 0;
-  ASSERT_EQ(call(ipc::Op::kBlasCreate, nullptr, 0, &handle), CUDA_SUCCESS);
-  ipc::SizeArgs alloc{3 * 16 * 16 * sizeof(float)};
-  ASSERT_EQ(call(ipc::Op::kMemAlloc, &alloc, sizeof(alloc), &buf), CUDA_SUCCESS);
-  const uint64_t a = buf, b = buf + 1024, c = buf + 2048;
-  ipc::GemmArgs gemm{.handle = handle, .trans_a = CUBLAS_OP_N, .trans_b = CUBLAS_OP_N, .m = 16, .n = 16, .k = 16,
-                     .lda = 16, .ldb = 16, .ldc = 16, .a_type = CUDA_R_32F, .b_type = CUDA_R_32F,
-                     .c_type = CUDA_R_32F, .compute_type = CUBLAS_COMPUTE_32F, .algo = -1, .batch = 0,
-                     .a = a, .b = b, .c = c, .stride_a = 0, .stride_b = 0, .stride_c = 0, .alpha = 1, .beta = 0};
-  ASSERT_EQ(call(ipc::Op::kBlasGemm, &gemm, sizeof(gemm)), CUDA_SUCCESS);  // in bounds
-  ipc::GemmArgs bad = gemm;
-  bad.lda = 1;  // below the rows: cuBLAS refuses it, and (cols-1)*lda+rows would understate A
-  EXPECT_EQ(call(ipc::Op::kBlasGemm, &bad, sizeof(bad)), CUDA_ERROR_INVALID_VALUE);
-  bad = gemm;
-  bad.batch = 2;
-  bad.stride_c = -256;  // the second C below the first: before the session's buffer
-  EXPECT_EQ(call(ipc::Op::kBlasGemm, &bad, sizeof(bad)), CUDA_ERROR_INVALID_VALUE);
-  bad = gemm;
-  bad.batch = 2;
-  bad.stride_a = INT64_C(1) << 62;  // times 4 bytes wraps to a span that looks small
-  EXPECT_EQ(call(ipc::Op::kBlasGemm, &bad, sizeof(bad)), CUDA_ERROR_INVALID_VALUE);
-  ipc::GemvArgs gemv{.handle = handle, .trans = CUBLAS_OP_N, .m = 16, .n = 2, .lda = 16,
-                     .incx = INT32_MIN, .incy = 1, .a = a, .x = b, .y = c, .alpha = 1, .beta = 0};
-  EXPECT_EQ(call(ipc::Op::kBlasSgemv, &gemv, sizeof(gemv)), CUDA_ERROR_INVALID_VALUE);  // x spans 8 GiB
-  // The session still serves well-formed calls.
-  EXPECT_EQ(call(ipc::Op::kBlasGemm, &gemm, sizeof(gemm)), CUDA_SUCCESS);
-  server_->EndSession(token);
-  close(sock);
-}
-
 
 // kDeviceGetProperties: one record carries every attribute of a device, and records that do not
 // name a device of the session, or are not of the call's size, are refused. The ci profile models

@@ -128,6 +128,25 @@ TEST(ForkTemplateTest, TemplateWithAThreadOfItsOwnIsRefused) {
   fs::remove_all(logs);
 }
 
+// The frontend's host-function thread is stopped before the threads are counted; a frontend with
+// host functions still pending keeps it, and the template is refused saying why.
+TEST(ForkTemplateTest, TemplateWithHostFunctionsPendingIsRefused) {
+  fs::path logs = TempDir("host-functions");
+  Result<std::unique_ptr<ForkTemplateBackend>> backend = ForkTemplateBackend::Create({});
+  ASSERT_TRUE(backend.ok());
+  ParkedProcess parked = StartParked(logs, {"--pending-host-functions", "3"});
+  ASSERT_GT(parked.pid, 0);
+  Result<CpuStateRef> ref = (*backend)->Capture(parked);
+  ASSERT_TRUE(ref.ok());
+  Result<SpawnedProcess> spawned = (*backend)->Spawn(*ref, SessionEnv("t"));
+  ASSERT_FALSE(spawned.ok());
+  EXPECT_EQ(spawned.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(spawned.status().message().find("3 host functions (cudaLaunchHostFunc) are still pending"), std::string::npos)
+      << spawned.status().message();
+  EXPECT_TRUE((*backend)->Release(*ref).ok());
+  fs::remove_all(logs);
+}
+
 TEST(ForkTemplateTest, BadInputGetsClearErrors) {
   Result<std::unique_ptr<ForkTemplateBackend>> backend = ForkTemplateBackend::Create({});
   ASSERT_TRUE(backend.ok());

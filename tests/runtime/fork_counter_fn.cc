@@ -2,7 +2,9 @@
 // that every forked instance starts from the template's state and then counts on its own.
 //   "count"     increments the counter and answers it     "pid"  answers its process id
 //   "env:NAME"  answers the variable's value              "threads"  answers its thread count
-// Arguments: --extra-thread starts a thread of its own before Serve() (a template to refuse).
+// Arguments: --extra-thread starts a thread of its own before Serve() (a template to refuse);
+// --pending-host-functions N makes it answer the fork template's __phosQuiesce as a frontend with
+// N host functions pending would (N > 0: a template to refuse).
 #include <dirent.h>
 #include <unistd.h>
 
@@ -13,8 +15,18 @@
 
 #include "phos/fn.h"
 
+namespace {
+size_t g_pending_host_functions = 0;
+}  // namespace
+
+// Found by the SDK's serve loop with dlsym, as the frontend's is (phos/frontend/fork_child.h).
+extern "C" __attribute__((visibility("default"))) size_t __phosQuiesce(void) { return g_pending_host_functions; }
+
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--pending-host-functions") == 0 && i + 1 < argc) {
+      g_pending_host_functions = std::strtoul(argv[++i], nullptr, 10);
+    }
     if (std::strcmp(argv[i], "--extra-thread") == 0) {
       std::thread([] {
         while (true) std::this_thread::sleep_for(std::chrono::hours(1));

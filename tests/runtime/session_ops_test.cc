@@ -41,6 +41,9 @@ TEST(SessionOpsTest, ArgumentRecordSizesAreTheWireStructs) {
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kMemAlloc))->record_bytes, sizeof(ipc::SizeArgs));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kLaunch))->record_bytes, sizeof(ipc::LaunchArgs));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kBlasGemm))->record_bytes, sizeof(ipc::GemmArgs));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kBlasLevel1))->record_bytes, sizeof(ipc::BlasLevel1Args));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kBlasLevel2))->record_bytes, sizeof(ipc::BlasLevel2Args));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kBlasLevel3))->record_bytes, sizeof(ipc::BlasLevel3Args));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCollective))->record_bytes,
             sizeof(ipc::NcclCollectiveArgs));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kDeviceGetCount))->record_bytes, 0u);
@@ -64,6 +67,40 @@ TEST(SessionOpsTest, ArgumentRecordSizesAreTheWireStructs) {
   for (Op op : {Op::kNcclRedOpCreate, Op::kNcclRedOpDestroy}) {
     EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(op))->record_bytes, sizeof(ipc::NcclRedOpArgs));
   }
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kStreamCreateWithPriority))->record_bytes,
+            sizeof(ipc::StreamCreateArgs));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kStreamGetInfo))->record_bytes, sizeof(ipc::HandleArgs));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kStreamPriorityRange))->record_bytes, 0u);
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kLaunchHostFunc))->record_bytes, sizeof(ipc::HostFnArgs));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kLaunchHostFunc))->shape, RecordShape::kExact);
+}
+
+TEST(SessionOpsTest, LaunchAttributeAndModuleGlobalRecordsAreTheirWireStructs) {
+  auto handler = [](Op op) { return FindOpHandler(static_cast<uint16_t>(op)); };
+  EXPECT_EQ(handler(Op::kFuncGetAttributes)->record_bytes, sizeof(ipc::FunctionArgs));
+  EXPECT_EQ(handler(Op::kFuncSetAttribute)->record_bytes, sizeof(ipc::FuncAttributeArgs));
+  EXPECT_EQ(handler(Op::kFuncSetCacheConfig)->record_bytes, sizeof(ipc::FuncCacheConfigArgs));
+  EXPECT_EQ(handler(Op::kOccupancyMaxBlocks)->record_bytes, sizeof(ipc::OccupancyArgs));
+  EXPECT_EQ(handler(Op::kOccupancyDynamicSMem)->record_bytes, sizeof(ipc::OccupancySMemArgs));
+  for (Op op : {Op::kFuncGetAttributes, Op::kFuncSetAttribute, Op::kFuncSetCacheConfig, Op::kOccupancyMaxBlocks,
+                Op::kOccupancyDynamicSMem}) {
+    // The function on the caller's current device, as the runtime's calls mean it.
+    EXPECT_EQ(handler(op)->shape, RecordShape::kExact) << handler(op)->name;
+    EXPECT_EQ(handler(op)->placement, Placement::kCurrentDevice) << handler(op)->name;
+  }
+  // Attributes and parameters follow a launch with attributes, which runs on its stream's device.
+  EXPECT_EQ(handler(Op::kLaunchEx)->record_bytes, sizeof(ipc::LaunchExArgs));
+  EXPECT_EQ(handler(Op::kLaunchEx)->shape, RecordShape::kHead);
+  EXPECT_EQ(handler(Op::kLaunchEx)->placement, Placement::kHandleDevice);
+  EXPECT_EQ(handler(Op::kLaunchEx)->handle_offset, offsetof(ipc::LaunchExArgs, launch) + offsetof(ipc::LaunchArgs, stream));
+  // A global's name follows its lookup, on the current device (whose instance of the module it is).
+  EXPECT_EQ(handler(Op::kModuleGlobalGet)->record_bytes, sizeof(ipc::FunctionGetArgs));
+  EXPECT_EQ(handler(Op::kModuleGlobalGet)->shape, RecordShape::kHead);
+  EXPECT_EQ(handler(Op::kModuleGlobalGet)->placement, Placement::kCurrentDevice);
+  std::vector<uint8_t> short_launch(sizeof(ipc::LaunchExArgs) - 1, 0);
+  ipc::LaunchExArgs out{};
+  EXPECT_FALSE(DecodeRecord(RecordOf(Op::kLaunchEx, short_launch), &out));
+  EXPECT_EQ(handler(Op::kOccupancyMaxBlocks)->Malformed(), CUDA_ERROR_INVALID_VALUE);
 }
 
 TEST(SessionOpsTest, ExactRecordsDecodeOnlyAtTheirSize) {
@@ -130,6 +167,31 @@ TEST(SessionOpsTest, CallsNamingAHandleRunOnItsDevice) {
   for (Op op : {Op::kNcclCollective, Op::kNcclSend, Op::kNcclRecv}) {
     EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(op))->placement, Placement::kNcclStream);
   }
+  // A stream's information and its host functions run in the stream's context.
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kStreamGetInfo))->placement, Placement::kHandleDevice);
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kLaunchHostFunc))->placement, Placement::kHandleDevice);
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kLaunchHostFunc))->handle_offset, offsetof(ipc::HostFnArgs, stream));
+  // A new stream is the current device's.
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kStreamCreateWithPriority))->placement, Placement::kCurrentDevice);
+  // cuBLAS compute records run on their handle's device; the handle leads each record.
+  for (Op op : {Op::kBlasGemm, Op::kBlasLevel1, Op::kBlasLevel2, Op::kBlasLevel3}) {
+    const OpHandler* h = FindOpHandler(static_cast<uint16_t>(op));
+    EXPECT_EQ(h->placement, Placement::kHandleDevice) << h->name;
+    EXPECT_EQ(h->handle_offset, 0u) << h->name;
+    EXPECT_EQ(h->Malformed(), CUDA_ERROR_INVALID_VALUE) << h->name;
+  }
+}
+
+TEST(SessionOpsTest, HostFunctionRecordsDecodeTheirSlot) {
+  ipc::HostFnArgs launch{.stream = 32, .slot = 17, .pad = 0};
+  std::vector<uint8_t> bytes(sizeof(launch));
+  std::memcpy(bytes.data(), &launch, sizeof(launch));
+  ipc::HostFnArgs out{};
+  ASSERT_TRUE(DecodeRecord(RecordOf(Op::kLaunchHostFunc, bytes), &out));
+  EXPECT_EQ(out.slot, 17u);
+  EXPECT_EQ(out.stream, 32u);
+  bytes.pop_back();
+  EXPECT_FALSE(DecodeRecord(RecordOf(Op::kLaunchHostFunc, bytes), &out));
 }
 
 }  // namespace

@@ -295,35 +295,126 @@ TEST_F(SpeculationTest, MemsetRules) {
   EXPECT_FALSE(sets_.read.Contains(kC) || sets_.write.Contains(kC));
 }
 
-TEST_F(SpeculationTest, GemmOperandRules) {
-  // C (32 x 32 fp32 = 4096 bytes) is exactly buffer C.
+// A 32 x 32 fp32 GEMM of A, B into C, C (4096 bytes) exactly buffer C; host pointer mode.
+ipc::GemmArgs Gemm32(uint64_t a, uint64_t b, uint64_t c, float beta) {
   ipc::GemmArgs g{};
   g.trans_a = CUBLAS_OP_N;
   g.trans_b = CUBLAS_OP_T;
   g.m = 32, g.n = 32, g.k = 16;
   g.lda = 32, g.ldb = 32, g.ldc = 32;
-  g.a = kA, g.b = kB, g.c = kC;
-  g.beta = 0.0f;
-  SpeculateBlas(table_, GemmOperands(g, 4, 4, 4), &sets_);
+  g.a_type = g.b_type = g.c_type = CUDA_R_32F;
+  g.compute_type = CUBLAS_COMPUTE_32F;
+  g.algo = CUBLAS_GEMM_DEFAULT;
+  g.batch_kind = static_cast<int32_t>(ipc::BlasBatch::kNone);
+  g.batch = 1;
+  g.pointer_mode = CUBLAS_POINTER_MODE_HOST;
+  g.a = a, g.b = b, g.c = c;
+  std::memcpy(g.beta.bytes, &beta, sizeof(beta));
+  return g;
+}
+
+TEST_F(SpeculationTest, GemmOperandRules) {
+  ipc::GemmArgs g = Gemm32(kA, kB, kC, 0.0f);
+  SpeculateBlas(table_, GemmOperands(g), &sets_);
   EXPECT_TRUE(ReadOnly(sets_, kA));
   EXPECT_TRUE(ReadOnly(sets_, kB));
   EXPECT_TRUE(WriteOnly(sets_, kC));
   // beta != 0 reads C.
   sets_.Clear();
-  g.beta = 1.0f;
-  SpeculateBlas(table_, GemmOperands(g, 4, 4, 4), &sets_);
+  g = Gemm32(kA, kB, kC, 1.0f);
+  SpeculateBlas(table_, GemmOperands(g), &sets_);
   EXPECT_TRUE(ReadWrite(sets_, kC));
   // beta == 0 but ldc leaves gaps between columns: rows 30..31 of each column stay as loaded.
   sets_.Clear();
-  g.beta = 0.0f;
+  g = Gemm32(kA, kB, kC, 0.0f);
   g.m = 30;
-  SpeculateBlas(table_, GemmOperands(g, 4, 4, 4), &sets_);
+  SpeculateBlas(table_, GemmOperands(g), &sets_);
   EXPECT_TRUE(ReadWrite(sets_, kC));
   // beta == 0, dense, but C covers only half the buffer.
   sets_.Clear();
   g.m = 16, g.ldc = 16, g.lda = 16;
-  SpeculateBlas(table_, GemmOperands(g, 4, 4, 4), &sets_);
+  SpeculateBlas(table_, GemmOperands(g), &sets_);
   EXPECT_TRUE(ReadWrite(sets_, kC));
+}
+
+TEST_F(SpeculationTest, DeviceModeScalarsAreReadAndBetaIsUnknown) {
+  // alpha and beta in buffer B (device pointer mode): B is read, and C is read too, since beta
+  // may be anything when the call runs.
+  ipc::GemmArgs g = Gemm32(kA, kA, kC, 0.0f);
+  g.pointer_mode = CUBLAS_POINTER_MODE_DEVICE;
+  const uint64_t alpha = kB, beta = kB + 4;
+  std::memcpy(g.alpha.bytes, &alpha, sizeof(alpha));
+  std::memcpy(g.beta.bytes, &beta, sizeof(beta));
+  SpeculateBlas(table_, GemmOperands(g), &sets_);
+  EXPECT_TRUE(ReadOnly(sets_, kB));
+  EXPECT_TRUE(ReadWrite(sets_, kC));
+}
+
+TEST_F(SpeculationTest, PointerArrayBatchReadsItsArraysAndEveryMatrixTheyName) {
+  // Buffers D (the three arrays) and E, F, G (matrices); 2 entries of 16 x 16 fp32 (1024 bytes).
+  constexpr uint64_t kD = 0x7f0000400000, kE = 0x7f0000500000, kF = 0x7f0000600000, kG = 0x7f0000700000;
+  for (uint64_t base : {kD, kE, kF, kG}) ASSERT_TRUE(table_.Insert(base, 2048).ok());
+  ipc::GemmArgs g = Gemm32(kD, kD + 16, kD + 32, 0.0f);
+  g.trans_b = CUBLAS_OP_N;
+  g.m = g.n = g.k = 16, g.lda = g.ldb = g.ldc = 16;
+  g.batch_kind = static_cast<int32_t>(ipc::BlasBatch::kPointers);
+  g.batch = 2;
+  // Entry 0: A in E, B in buffer A, C the first half of F; entry 1: A in G, B in buffer B, C the
+  // second half of F. Buffer C is named by no entry.
+  const std::vector<uint64_t> a = {kE, kG}, b = {kA, kB}, c = {kF, kF + 1024};
+  SpeculateGemmBatch(table_, g, a, b, c, &sets_);
+  EXPECT_TRUE(ReadOnly(sets_, kD));  // the arrays
+  for (uint64_t read : {kE, kG, kA, kB}) EXPECT_TRUE(ReadOnly(sets_, read)) << std::hex << read;
+  // Each C covers half of F densely with beta 0: neither covers the whole buffer, so F is read too.
+  EXPECT_TRUE(ReadWrite(sets_, kF));
+  EXPECT_FALSE(sets_.read.Contains(kC) || sets_.write.Contains(kC));
+  // One entry writing all of G (2048 bytes = 16 x 32) with beta 0 overwrites it without reading.
+  sets_.Clear();
+  g.n = 32, g.batch = 1;
+  SpeculateGemmBatch(table_, g, std::vector<uint64_t>{kE}, std::vector<uint64_t>{kE}, std::vector<uint64_t>{kG},
+                     &sets_);
+  EXPECT_TRUE(WriteOnly(sets_, kG));
+}
+
+TEST_F(SpeculationTest, LevelOneWriteSets) {
+  // 1024 floats: all of one buffer.
+  ipc::BlasLevel1Args l{};
+  l.type = CUDA_R_32F;
+  l.pointer_mode = CUBLAS_POINTER_MODE_HOST;
+  l.n = 1024, l.incx = 1, l.incy = 1;
+  l.x = kA, l.y = kB;
+  auto sets_of = [&](ipc::BlasLevel1 routine) {
+    sets_.Clear();
+    l.routine = static_cast<int32_t>(routine);
+    SpeculateBlas(table_, Level1Operands(l), &sets_);
+    return sets_;
+  };
+  // copy overwrites y; axpy reads and writes it; swap and rot both vectors; scal x.
+  AccessSets s = sets_of(ipc::BlasLevel1::kCopy);
+  EXPECT_TRUE(ReadOnly(s, kA) && WriteOnly(s, kB));
+  s = sets_of(ipc::BlasLevel1::kAxpy);
+  EXPECT_TRUE(ReadOnly(s, kA) && ReadWrite(s, kB));
+  s = sets_of(ipc::BlasLevel1::kSwap);
+  EXPECT_TRUE(ReadWrite(s, kA) && ReadWrite(s, kB));
+  s = sets_of(ipc::BlasLevel1::kRot);
+  EXPECT_TRUE(ReadWrite(s, kA) && ReadWrite(s, kB));
+  s = sets_of(ipc::BlasLevel1::kScal);
+  EXPECT_TRUE(ReadWrite(s, kA));
+  EXPECT_FALSE(s.read.Contains(kB) || s.write.Contains(kB));
+  // A host-mode reduction writes nothing on the device; in device mode it writes its result.
+  s = sets_of(ipc::BlasLevel1::kDot);
+  EXPECT_TRUE(ReadOnly(s, kA) && ReadOnly(s, kB));
+  EXPECT_TRUE(s.write.empty());
+  l.pointer_mode = CUBLAS_POINTER_MODE_DEVICE;
+  l.result = kC + 8;
+  s = sets_of(ipc::BlasLevel1::kNrm2);
+  EXPECT_TRUE(ReadOnly(s, kA));
+  EXPECT_TRUE(ReadWrite(s, kC));  // 4 bytes of a 4096-byte buffer
+  // copy with incy 2 leaves every other element of y: read as well.
+  l.pointer_mode = CUBLAS_POINTER_MODE_HOST;
+  l.n = 512, l.incy = 2;
+  s = sets_of(ipc::BlasLevel1::kCopy);
+  EXPECT_TRUE(ReadWrite(s, kB));
 }
 
 TEST_F(SpeculationTest, BatchedGemmAndGemvExtents) {
@@ -334,19 +425,23 @@ TEST_F(SpeculationTest, BatchedGemmAndGemvExtents) {
   EXPECT_FALSE(MatrixRange(kC, 16, 16, 16, 4, 2, 512).dense);
   EXPECT_EQ(MatrixRange(kC, 0, 16, 16, 4).bytes, 0u);
   // y = A x with y = all of buffer C (1024 floats, incy 1), beta 0: write-only; incy 2: not dense.
-  ipc::GemvArgs v{};
+  ipc::BlasLevel2Args v{};
+  v.routine = static_cast<int32_t>(ipc::BlasLevel2::kGemv);
+  v.type = CUDA_R_32F;
   v.trans = CUBLAS_OP_N;
   v.m = 1024, v.n = 1, v.lda = 1024, v.incx = 1, v.incy = 1;
   v.a = kA, v.x = kB, v.y = kC;
-  SpeculateBlas(table_, GemvOperands(v), &sets_);
+  SpeculateBlas(table_, Level2Operands(v), &sets_);
   EXPECT_TRUE(ReadOnly(sets_, kA));
   EXPECT_TRUE(ReadOnly(sets_, kB));
   EXPECT_TRUE(WriteOnly(sets_, kC));
   sets_.Clear();
   v.m = 512, v.lda = 512, v.incy = 2;
-  SpeculateBlas(table_, GemvOperands(v), &sets_);
+  SpeculateBlas(table_, Level2Operands(v), &sets_);
   EXPECT_TRUE(ReadWrite(sets_, kC));
   EXPECT_EQ(VectorRange(kB, 4, -3, 4).bytes, 40u);
+  // An increment of 0 names one element, read n times.
+  EXPECT_EQ(VectorRange(kB, 4, 0, 4).bytes, 4u);
 }
 
 TEST_F(SpeculationTest, ExtentsThatWrapNameEveryBufferFromTheirPointer) {
@@ -360,11 +455,12 @@ TEST_F(SpeculationTest, ExtentsThatWrapNameEveryBufferFromTheirPointer) {
     EXPECT_FALSE(r.dense);
   }
   // Such an operand reaches every buffer at or past its pointer.
-  ipc::GemmArgs g{};
-  g.trans_a = g.trans_b = CUBLAS_OP_N;
-  g.m = g.n = g.k = 16, g.lda = g.ldb = g.ldc = 16, g.batch = 3;
-  g.a = kA, g.b = kA, g.c = kA, g.stride_a = g.stride_b = g.stride_c = INT64_MAX;
-  SpeculateBlas(table_, GemmOperands(g, 4, 4, 4), &sets_);
+  ipc::GemmArgs g = Gemm32(kA, kA, kA, 0.0f);
+  g.m = g.n = g.k = 16, g.lda = g.ldb = g.ldc = 16;
+  g.batch_kind = static_cast<int32_t>(ipc::BlasBatch::kStrided);
+  g.batch = 3;
+  g.stride_a = g.stride_b = g.stride_c = INT64_MAX;
+  SpeculateBlas(table_, GemmOperands(g), &sets_);
   EXPECT_TRUE(sets_.write.Contains(kA));
   EXPECT_TRUE(sets_.write.Contains(kB));
   EXPECT_TRUE(sets_.write.Contains(kC));

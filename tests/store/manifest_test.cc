@@ -40,7 +40,9 @@ Manifest Sample() {
   m.modules.push_back({.content_hash = ChunkId{0xabcdef, 0x123456},
                        .size = 1000,
                        .kind = "simgpu",
-                       .chunks = {{ChunkId{0x7777, 0x8888}, 1000}}});
+                       .chunks = {{ChunkId{0x7777, 0x8888}, 1000}},
+                       .globals = {{.name = "coefficients", .contents = std::string("\x01\x00\x02\xff", 4)},
+                                   {.name = "_ZN2ns7counterE", .contents = "12345678"}}});
   m.streams.push_back({.handle = 42, .flags = 1, .priority = -1, .device = 1});
   m.events.push_back({.handle = 43, .flags = 2, .device = 1});
   m.library_handles.push_back({.handle = 9, .library = "cublas", .stream = 42, .math_mode = 3, .device = 1});
@@ -82,6 +84,7 @@ TEST(ManifestTest, RoundTrip) {
   EXPECT_EQ(back->buffers[1].first_touch_rank, -1);
   EXPECT_EQ(back->library_handles[0].library, "cublas");
   EXPECT_EQ(back->cpu_state.location, "/var/lib/phos/criu/mlp-7");
+  EXPECT_EQ(back->modules[0].globals[0].contents, std::string("\x01\x00\x02\xff", 4));
   EXPECT_EQ(EncodeManifest(*back), bytes);
 }
 
@@ -101,6 +104,9 @@ TEST(ManifestTest, EveryFieldTakesPartInEquality) {
   EXPECT_FALSE(other == m);
   other = m;
   other.nccl_comms[0].device = 0;
+  EXPECT_FALSE(other == m);
+  other = m;
+  other.modules[0].globals[1].contents[3] ^= 1;
   EXPECT_FALSE(other == m);
   other = m;
   other.cpu_state.kind = "fork-template";
@@ -181,6 +187,13 @@ TEST(ManifestTest, MalformedModuleHashRefused) {
       6);
   Expect(DecodeManifest(Frame(payload)), StatusCode::kCorruption,
          "module 0 content hash: chunk id: expected 16 bytes");
+}
+
+TEST(ManifestTest, AModuleGlobalWithoutBytesRefused) {
+  // Manifest.modules (7) { Module.content_hash (1) = 16 bytes, Module.globals (5) { name (1) = "g" } }
+  const std::string payload = std::string("\x3a\x17\x0a\x10", 4) + std::string(16, '\x01') +
+                              std::string("\x2a\x03\x0a\x01g", 5);
+  Expect(DecodeManifest(Frame(payload)), StatusCode::kCorruption, "module 0: a global without a name or bytes");
 }
 
 TEST(ManifestTest, UnknownAccessClassReadsAsUnknown) {

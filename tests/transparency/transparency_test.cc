@@ -4,6 +4,7 @@
 // the figures are those NVIDIA documents for the A100 80GB PCIe the ci profile models.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "../integration/phosd_fixture.h"
@@ -39,6 +40,72 @@ TEST_F(TransparencyTest, APlainProgramsPitchedCopiesAndStreamOrderedAllocationsM
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("memory report: pitch 1024, all checks held"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
+}
+
+// stream_report, built like device_report with one translation unit as `--default-stream
+// per-thread` builds, runs host functions in stream order across two streams with copies between
+// them, holds a stream behind one, asks streams their priority, flags, device and id, and uses the
+// default stream from two threads; every value it checks it computed itself.
+TEST_F(TransparencyTest, APlainProgramsStreamsHostFunctionsAndPerThreadDefaultStreamsWork) {
+  CommandResult r = PhosFn({"run", "--", PHOS_STREAM_REPORT});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("stream report: host functions 1, 2, 3 in order, all checks held"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("per-thread default streams: 2 threads, distinct streams"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
+  // What it imports, the _ptds / _ptsz entry points included, phos serves.
+  CommandResult check = PhosFn({"check", PHOS_STREAM_REPORT});
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+  EXPECT_NE(check.out.find("\nruns\n"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("served   cudaMemcpy_ptds"), std::string::npos) << check.out;
+}
+
+// blas_report, built like device_report against NVIDIA's libcublas too, runs the helpers, Levels
+// 1-3 and batched GEMMs with pointer arrays through phos and checks every result with its own loops.
+TEST_F(TransparencyTest, APlainCublasProgramsResultsMatchItsOwnLoops) {
+  CommandResult r = PhosFn({"run", "--", PHOS_BLAS_REPORT});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find(" checks, all checks held"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
+}
+
+// phos-fn check finds every cuBLAS and CUDA runtime function the program imports served.
+TEST_F(TransparencyTest, PhosFnCheckSaysTheCublasProgramRuns) {
+  CommandResult r = PhosFn({"check", PHOS_BLAS_REPORT});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("\nruns\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  served   cublasSgemmBatched "), std::string::npos) << r.out;
+}
+
+// launch_report, built like them but with kernels, compares the runtime's occupancy answers with
+// its own, opts a kernel into more dynamic shared memory, launches with launch attributes and
+// evaluates a polynomial whose coefficients it sets with cudaMemcpyToSymbol, counting in a
+// __device__ variable it reads back. On simgpu (its module embedded in the g++ build) the figures
+// are simgpu's kernel attributes (simgpu/README.md, "Kernels") on an A100's limits; on a GPU
+// (PHOS_TEST_GPU=cuda, the nvcc build) they are the GPU's, and the program's own checks hold it.
+TEST_F(TransparencyTest, APlainProgramsKernelsMatchItsOwnOccupancyAndItsModuleGlobals) {
+  const char* gpu = std::getenv("PHOS_TEST_GPU");
+  const bool on_gpu = gpu != nullptr && std::string(gpu) == "cuda";
+  if (on_gpu && std::string(PHOS_LAUNCH_REPORT_GPU).empty()) GTEST_SKIP() << "built without nvcc";
+  const std::string program = on_gpu ? PHOS_LAUNCH_REPORT_GPU : PHOS_LAUNCH_REPORT;
+  CommandResult r = PhosFn({"run", "--", program});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("all checks held"), std::string::npos) << r.out;
+  // What it imports (the launch, occupancy and symbol calls, and nvcc's registration and launch
+  // entry points in the GPU build) phos serves.
+  CommandResult check = PhosFn({"check", program});
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+  EXPECT_NE(check.out.find("\nruns\n"), std::string::npos) << check.out;
+  if (on_gpu) return;
+  EXPECT_NE(r.out.find("attributes: 1024 threads per block, 32 registers, 0 static shared, 64 constant, 0 local "
+                       "bytes, PTX 80, binary 80, 49152 dynamic shared bytes, carveout -1\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("occupancy: 32 cases agree; suggested block 1024 (grid 216), by hand 1024\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("launch report: 32 registers, suggested block 1024, 1812 points evaluated"), std::string::npos)
+      << r.out;
 }
 
 #ifdef PHOS_NCCL_REPORT

@@ -84,6 +84,9 @@ CUresult Client::Call(ipc::Op op, const void* args, size_t args_len, const void*
                       void* out, size_t out_cap, size_t* out_len, bool take_async_error) {
   std::lock_guard lock(mu_);
   if (CUresult r = ConnectLocked(); r != CUDA_SUCCESS) return r;
+  if (has_deferred_.load()) {
+    if (CUresult r = FlushDeferredLocked(); r != CUDA_SUCCESS) return r;
+  }
   uint64_t seq = 0;
   if (int device = ThreadDevice(); op != ipc::Op::kSetDevice && device != server_device_) {
     ipc::DeviceArgs d{device, 0};
@@ -152,6 +155,33 @@ CUresult Client::FlushModulesLocked() {
   return CUDA_SUCCESS;
 }
 
+CUresult Client::FlushDeferredLocked() {
+  std::vector<uint64_t> vids;
+  {
+    std::lock_guard lock(deferred_mu_);
+    vids.swap(deferred_destroys_);
+    has_deferred_.store(false);
+  }
+  for (uint64_t vid : vids) {
+    ipc::HandleArgs a{vid};
+    uint64_t seq = 0;
+    // Asynchronous: an error is the session's sticky error, as for any stream destruction.
+    if (CUresult r = SendLocked(ipc::Op::kStreamDestroy, 0, &a, sizeof(a), nullptr, 0, &seq); r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+void Client::DestroyStreamLater(uint64_t vid) {
+  std::lock_guard lock(deferred_mu_);
+  deferred_destroys_.push_back(vid);
+  has_deferred_.store(true);
+}
+
+ipc::Ring* Client::HostFnRing() {
+  std::lock_guard lock(mu_);
+  return ConnectLocked() == CUDA_SUCCESS ? ring_.get() : nullptr;
+}
+
 size_t Client::max_payload() {
   std::lock_guard lock(mu_);
   return ConnectLocked() == CUDA_SUCCESS ? ring_->max_payload() : 0;
@@ -172,6 +202,10 @@ void Client::DropInheritedSession() {
   seq_ = 0;
   server_device_ = 0;
   for (PendingModule& m : modules_) m.sent = false;
+  generation_.fetch_add(1);
+  std::lock_guard deferred(deferred_mu_);
+  deferred_destroys_.clear();  // streams of the session dropped
+  has_deferred_.store(false);
 }
 
 }  // namespace phos::frontend

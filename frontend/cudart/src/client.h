@@ -3,6 +3,7 @@
 // process; the application's threads serialise on its mutex.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -50,6 +51,16 @@ class Client {
   // In a forked child: forgets the inherited session (closing the child's copies of its ring and
   // socket only) so that the next call connects anew; registered modules are sent again then.
   void DropInheritedSession();
+  // Which session the virtual handles this process holds belong to: it moves when a forked child
+  // drops its inherited session.
+  uint64_t session_generation() const { return generation_.load(); }
+  // The session's ring, connecting first; null without a session. For the host-function thread
+  // (cudart_host_functions.cc), which uses only the ring's host-function queues and so must not
+  // wait for the mutex an application thread holds across a synchronous call.
+  ipc::Ring* HostFnRing();
+  // Destroys virtual stream `vid` with the next call of any thread: a thread's default streams
+  // when it exits, where taking the mutex could wait for another thread's call.
+  void DestroyStreamLater(uint64_t vid);
 
  private:
   Client() = default;
@@ -57,6 +68,8 @@ class Client {
   CUresult SendLocked(ipc::Op op, uint16_t flags, const void* args, size_t args_len, const void* data, size_t data_len,
                       uint64_t* seq);
   CUresult FlushModulesLocked();
+  // Sends the destructions DestroyStreamLater deferred.
+  CUresult FlushDeferredLocked();
   bool Alive() const;
 
   std::mutex mu_;
@@ -70,6 +83,10 @@ class Client {
   int server_device_ = 0;
   uint64_t next_module_id_ = 0;
   std::vector<PendingModule> modules_;
+  std::atomic<uint64_t> generation_{0};
+  std::mutex deferred_mu_;               // not mu_: taken by exiting threads
+  std::vector<uint64_t> deferred_destroys_;
+  std::atomic<bool> has_deferred_{false};
 };
 
 }  // namespace phos::frontend

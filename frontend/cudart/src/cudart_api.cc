@@ -53,6 +53,12 @@ CUresult HandleCall(ipc::Op op, uint64_t handle) {
   return Client::Get().Call(op, &a, sizeof(a), nullptr, 0, true);
 }
 
+CUresult StreamCall(ipc::Op op, cudaStream_t stream) {
+  uint64_t sid = 0;
+  if (CUresult r = StreamId(stream, &sid); r != CUDA_SUCCESS) return r;
+  return HandleCall(op, sid);
+}
+
 CUresult CreateHandle(ipc::Op op, unsigned flags, uint64_t* out) {
   ipc::FlagsArgs a{flags, 0};
   return Client::Get().Call(op, &a, sizeof(a), nullptr, 0, true, out, sizeof(*out));
@@ -123,17 +129,20 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) 
 
 cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
 
-cudaError_t cudaStreamDestroy(cudaStream_t stream) { return Return(HandleCall(ipc::Op::kStreamDestroy, StreamId(stream))); }
-
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  return Return(HandleCall(ipc::Op::kStreamSynchronize, StreamId(stream)));
+// The default streams (0, cudaStreamLegacy, cudaStreamPerThread) are not the caller's to destroy.
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (stream == cudaStreamPerThread) return Return(cudaErrorInvalidResourceHandle);
+  return Return(HandleCall(ipc::Op::kStreamDestroy, reinterpret_cast<uintptr_t>(stream)));
 }
 
-cudaError_t cudaStreamQuery(cudaStream_t stream) { return Return(HandleCall(ipc::Op::kStreamQuery, StreamId(stream))); }
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) { return Return(StreamCall(ipc::Op::kStreamSynchronize, stream)); }
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) { return Return(StreamCall(ipc::Op::kStreamQuery, stream)); }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
   if (flags != 0) return Return(cudaErrorInvalidValue);  // refused.tsv: cudaEventWaitExternal
-  ipc::StreamEventArgs a{StreamId(stream), reinterpret_cast<uintptr_t>(event)};
+  ipc::StreamEventArgs a{0, reinterpret_cast<uintptr_t>(event)};
+  if (CUresult r = StreamId(stream, &a.stream); r != CUDA_SUCCESS) return Return(r);
   return Return(Client::Get().Call(ipc::Op::kStreamWaitEvent, &a, sizeof(a), nullptr, 0, false));
 }
 
@@ -152,7 +161,8 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  ipc::StreamEventArgs a{StreamId(stream), reinterpret_cast<uintptr_t>(event)};
+  ipc::StreamEventArgs a{0, reinterpret_cast<uintptr_t>(event)};
+  if (CUresult r = StreamId(stream, &a.stream); r != CUDA_SUCCESS) return Return(r);
   // Synchronous, so that an unknown event is reported here as CUDA reports it.
   return Return(Client::Get().Call(ipc::Op::kEventRecord, &a, sizeof(a), nullptr, 0, true));
 }

@@ -415,13 +415,6 @@ cudaError_t cudaGetDeviceFlags(unsigned int* flags) {
   return cudaSuccess;
 }
 
-// Streams have no priorities here (no cudaStreamCreateWithPriority): CUDA's answer for such a device.
-cudaError_t cudaDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
-  if (leastPriority != nullptr) *leastPriority = 0;
-  if (greatestPriority != nullptr) *greatestPriority = 0;
-  return cudaSuccess;
-}
-
 cudaError_t cudaDeviceSetLimit(cudaLimit limit, size_t value) {
   const int index = static_cast<int>(limit);
   if (index < 0 || index >= phos::frontend::kLimitCount) return Return(cudaErrorUnsupportedLimit);
@@ -495,6 +488,7 @@ cudaError_t cudaDeviceReset(void) {
   CUresult r = Client::Get().Call(ipc::Op::kDeviceReset, nullptr, 0, nullptr, 0, true);
   if (r != CUDA_SUCCESS) return Return(r);
   phos::frontend::ForgetDeviceAllocations(device);
+  phos::frontend::ForgetDefaultStreams(device);
   std::lock_guard lock(g_mu);
   // Limits belong to the context the reset destroys; flags stay, as the primary context's do.
   if (auto it = phos::frontend::g_devices.find(device); it != phos::frontend::g_devices.end()) {

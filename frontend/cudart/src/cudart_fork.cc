@@ -1,5 +1,6 @@
-// The fork template's entries (phos/frontend/fork_child.h): the SDK's serve loop asks for live
-// allocations before it forks, and resets the inherited GPU session in the child.
+// The fork template's entries (phos/frontend/fork_child.h): the SDK's serve loop stops the
+// host-function thread and asks for live allocations before it forks, and resets the inherited GPU
+// session in the child.
 #include <cstdlib>
 
 #include "cudart_internal.h"
@@ -10,6 +11,10 @@ extern "C" {
 
 size_t __phosLiveAllocations(void) {
   return phos::frontend::LiveDeviceAllocations();
+}
+
+size_t __phosQuiesce(void) {
+  return phos::frontend::QuiesceHostFunctions();
 }
 
 int __phosForkChild(const char* token) {

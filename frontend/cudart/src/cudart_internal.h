@@ -2,11 +2,18 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "client.h"
+
+// nvcc's launch entry point (crt/device_functions.h, which only nvcc's compilation includes),
+// exported by cudart_launch.cc.
+extern "C" cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shared,
+                                          cudaStream_t stream);
 
 namespace phos::frontend {
 
@@ -17,7 +24,15 @@ cudaError_t Return(cudaError_t error);
 // Logs, once per call site, that an exported call cannot be served; returns cudaErrorNotSupported.
 cudaError_t NotSupported(const char* call, const char* why);
 
-inline uint64_t StreamId(cudaStream_t stream) { return reinterpret_cast<uintptr_t>(stream); }
+// How phosd names `stream` (cudart_streams.cc): cudaStreamPerThread is the calling thread's default
+// stream on its device, made on first use; any other stream its own handle (0 and
+// cudaStreamLegacy: the legacy stream).
+CUresult StreamId(cudaStream_t stream, uint64_t* out);
+// The stream the _ptds / _ptsz entry points (cudart_ptds.cc) mean by `stream`: 0 is the calling
+// thread's default stream there.
+inline cudaStream_t PerThreadDefault(cudaStream_t stream) { return stream == nullptr ? cudaStreamPerThread : stream; }
+// cudaDeviceReset destroyed `device`'s streams: every thread makes its default stream there anew.
+void ForgetDefaultStreams(int device);
 
 // A device allocation this process made (cudart_memory.cc).
 struct DeviceAllocation {
@@ -26,7 +41,8 @@ struct DeviceAllocation {
   bool pooled;  // by cudaMallocAsync / cudaMallocFromPoolAsync: counted in its device's pool
 };
 // The direction of a copy: `kind` itself, or for cudaMemcpyDefault the one its pointers say (a
-// pointer into a device allocation this process made is device memory, any other host memory).
+// pointer into a device allocation this process made, or into a module global it resolved, is
+// device memory, any other host memory).
 cudaMemcpyKind ResolveCopyKind(void* dst, const void* src, cudaMemcpyKind kind);
 // The allocation holding `ptr`, with its base; false when none does.
 bool FindDeviceAllocation(const void* ptr, uintptr_t* base, DeviceAllocation* out);
@@ -50,5 +66,43 @@ CUresult SessionDeviceCount(int* count);
 void ForgetSessionDevices();
 // Forgets the server's kernel handles, which belong to the session that issued them (cudart_launch.cc).
 void ForgetSessionKernels();
+// Stops the host-function thread when no host function is pending; returns how many are
+// (cudart_host_functions.cc).
+size_t QuiesceHostFunctions();
+// Before host bytes are read for a copy to the device on `stream`: when host functions are
+// pending, waits for the stream, so that the bytes are those its host functions wrote, as CUDA
+// synchronises the stream before a copy from pageable memory (cudart_host_functions.cc).
+CUresult AwaitHostFunctions(uint64_t stream);
+
+// A kernel as the session knows it (cudart_launch.cc): its server function id and parameter layout.
+struct KernelRef {
+  uint64_t function = 0;
+  uint32_t param_bytes = 0;
+  std::vector<ipc::ParamSlot> params;
+  std::string name;  // mangled, as nvcc names it
+};
+// The kernel `func` names: a host stub registered by nvcc's code (__cudaRegisterFunction), a
+// cudaKernel_t this runtime handed out (the same pointer), or an exported host function whose
+// symbol is the kernel's name (g++-built functions). Asks phosd the first time in a session; the
+// function's settings made earlier on the calling thread's device are applied then
+// (ApplyFunctionSettings). cudaErrorInvalidDeviceFunction for anything else,
+// cudaErrorNoKernelImageForDevice when its module did not load.
+cudaError_t ResolveKernel(const void* func, KernelRef* out);
+// The module a fatbin handle of __cudaRegisterFatBinary loaded as; 0 when it was not a fatbin
+// the frontend could size.
+uint64_t FatbinModule(void** handle);
+
+// cudart_functions.cc: what cudaFuncSetAttribute and cudaFuncSetCacheConfig set, per kernel and
+// device, is sent again when a new session (a forked instance's) first uses the kernel on that
+// device: a restored instance's kernels keep the settings its snapshot's process made.
+void ApplyFunctionSettings(const void* func, const KernelRef& kernel);
+// The new session has applied none of them yet.
+void ForgetAppliedSettings();
+
+// cudart_symbols.cc: module globals' addresses, asked of phosd once per session and device.
+void ForgetSessionSymbols();
+// Whether `ptr` lies in a module global the session resolved (device memory for
+// cudaMemcpyDefault, as device allocations are).
+bool IsSymbolAddress(const void* ptr);
 
 }  // namespace phos::frontend

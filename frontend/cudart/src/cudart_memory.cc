@@ -49,7 +49,8 @@ bool FindDeviceAllocation(const void* ptr, uintptr_t* base, DeviceAllocation* ou
 
 cudaMemcpyKind ResolveCopyKind(void* dst, const void* src, cudaMemcpyKind kind) {
   if (kind != cudaMemcpyDefault) return kind;
-  const bool d = FindDeviceAllocation(dst, nullptr, nullptr), s = FindDeviceAllocation(src, nullptr, nullptr);
+  const bool d = FindDeviceAllocation(dst, nullptr, nullptr) || IsSymbolAddress(dst);
+  const bool s = FindDeviceAllocation(src, nullptr, nullptr) || IsSymbolAddress(src);
   return d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice) : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
 }
 
@@ -100,6 +101,7 @@ namespace phos::frontend {
 
 // Host-to-device: chunks of at most a record's payload; with `sync`, the last waits.
 CUresult CopyToDevice(uint64_t dst, const void* src, size_t bytes, uint64_t stream, bool sync) {
+  if (CUresult r = AwaitHostFunctions(stream); r != CUDA_SUCCESS) return r;
   Client& c = Client::Get();
   size_t chunk = c.max_payload();
   if (chunk == 0) return CUDA_ERROR_NO_DEVICE;
@@ -142,18 +144,19 @@ cudaError_t Copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, 
   if (bytes == 0) return cudaSuccess;
   if (dst == nullptr || src == nullptr) return Return(cudaErrorInvalidValue);
   kind = phos::frontend::ResolveCopyKind(dst, src, kind);
-  uint64_t sid = StreamId(stream);
+  uint64_t sid = 0;
+  if (CUresult r = StreamId(stream, &sid); r != CUDA_SUCCESS) return Return(r);
   auto dst_u = reinterpret_cast<uintptr_t>(dst);
   auto src_u = reinterpret_cast<uintptr_t>(src);
   switch (kind) {
     case cudaMemcpyHostToDevice:
-      return Return(CopyToDevice(dst_u, src, bytes, async ? sid : 0, !async));
+      return Return(CopyToDevice(dst_u, src, bytes, sid, !async));
     case cudaMemcpyDeviceToHost:
       // The bytes must be in host memory when the reply comes back, so even the async form
       // waits (CUDA's asynchronous copies to pageable memory do too).
-      return Return(CopyToHost(dst, src_u, bytes, async ? sid : 0));
+      return Return(CopyToHost(dst, src_u, bytes, sid));
     case cudaMemcpyDeviceToDevice: {
-      ipc::CopyArgs a{dst_u, src_u, bytes, async ? sid : 0};
+      ipc::CopyArgs a{dst_u, src_u, bytes, sid};
       return Return(Client::Get().Call(ipc::Op::kMemcpyDtoD, &a, sizeof(a), nullptr, 0, !async));
     }
     case cudaMemcpyHostToHost: {
@@ -173,8 +176,8 @@ cudaError_t Copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, 
 
 cudaError_t Memset(void* dst, int value, size_t bytes, cudaStream_t stream, bool async) {
   if (bytes == 0) return cudaSuccess;
-  ipc::MemsetArgs a{reinterpret_cast<uintptr_t>(dst), bytes, async ? StreamId(stream) : 0,
-                    static_cast<uint32_t>(value & 0xff), 0};
+  ipc::MemsetArgs a{reinterpret_cast<uintptr_t>(dst), bytes, 0, static_cast<uint32_t>(value & 0xff), 0};
+  if (CUresult r = StreamId(stream, &a.stream); r != CUDA_SUCCESS) return Return(r);
   return Return(Client::Get().Call(ipc::Op::kMemset, &a, sizeof(a), nullptr, 0, !async));
 }
 

@@ -17,6 +17,7 @@ namespace {
 
 CUresult RowsToDevice(uintptr_t dst, size_t dpitch, const uint8_t* src, size_t spitch, size_t width, size_t height,
                       uint64_t stream, bool sync) {
+  if (CUresult r = phos::frontend::AwaitHostFunctions(stream); r != CUDA_SUCCESS) return r;
   Client& c = Client::Get();
   size_t room = c.max_payload();
   if (room == 0) return CUDA_ERROR_NO_DEVICE;
@@ -81,7 +82,8 @@ cudaError_t Copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, siz
   if (__builtin_mul_overflow(height - 1, std::max(dpitch, spitch), &span) || __builtin_add_overflow(span, width, &span)) {
     return Return(cudaErrorInvalidValue);
   }
-  const uint64_t sid = async ? StreamId(stream) : 0;
+  uint64_t sid = 0;
+  if (CUresult r = StreamId(stream, &sid); r != CUDA_SUCCESS) return Return(r);
   auto dst_u = reinterpret_cast<uintptr_t>(dst);
   auto src_u = reinterpret_cast<uintptr_t>(src);
   switch (phos::frontend::ResolveCopyKind(dst, src, kind)) {
@@ -119,7 +121,8 @@ cudaError_t Memset2D(void* dst, size_t pitch, int value, size_t width, size_t he
   if (dst == nullptr) return Return(cudaErrorInvalidValue);
   if (height > 1 && width > pitch) return Return(cudaErrorInvalidPitchValue);
   ipc::Memset2DArgs a{.dst = reinterpret_cast<uintptr_t>(dst), .pitch = pitch, .width = width, .height = height,
-                      .stream = async ? StreamId(stream) : 0, .value = static_cast<uint32_t>(value & 0xff), .pad = 0};
+                      .stream = 0, .value = static_cast<uint32_t>(value & 0xff), .pad = 0};
+  if (CUresult r = StreamId(stream, &a.stream); r != CUDA_SUCCESS) return Return(r);
   return Return(Client::Get().Call(ipc::Op::kMemset2D, &a, sizeof(a), nullptr, 0, !async));
 }
 
@@ -139,7 +142,8 @@ cudaError_t CopyPeer(void* dst, int dst_device, const void* src, int src_device,
       to.device != dst_device || from.device != src_device) {
     return Return(cudaErrorInvalidValue);
   }
-  ipc::CopyArgs a{reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src), count, async ? StreamId(stream) : 0};
+  ipc::CopyArgs a{reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src), count, 0};
+  if (CUresult r = StreamId(stream, &a.stream); r != CUDA_SUCCESS) return Return(r);
   return Return(Client::Get().Call(ipc::Op::kMemcpyDtoD, &a, sizeof(a), nullptr, 0, !async));
 }
 

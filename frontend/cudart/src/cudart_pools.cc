@@ -120,7 +120,8 @@ cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
   // as NVIDIA's runtime does; phosd checks again when the record arrives.
   if (!phos::frontend::ForgetDeviceAllocation(base, &freed)) return Return(cudaErrorInvalidValue);
   if (freed.pooled) phos::frontend::PoolReleased(freed.device, freed.bytes);
-  ipc::StreamPointerArgs a{base, StreamId(stream)};
+  ipc::StreamPointerArgs a{base, 0};
+  if (CUresult r = StreamId(stream, &a.stream); r != CUDA_SUCCESS) return Return(r);
   return Return(Client::Get().Call(ipc::Op::kMemFreeAsync, &a, sizeof(a), nullptr, 0, false));
 }
 

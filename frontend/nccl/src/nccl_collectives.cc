@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "nccl_internal.h"
+#include "phos/frontend/remote_call.h"
 #include "phos/ipc/nccl_types.h"
 
 namespace phos::frontend::nccl {
@@ -30,7 +31,7 @@ ncclResult_t Collective(const char* call, ipc::NcclCollectiveKind kind, const vo
     return Refuse(ncclInvalidArgument, call, "invalid reduction operation " + std::to_string(op));
   }
   ipc::NcclCollectiveArgs a{Id(comm),
-                            Id(stream),
+                            0,
                             Id(send),
                             Id(recv),
                             count,
@@ -38,6 +39,8 @@ ncclResult_t Collective(const char* call, ipc::NcclCollectiveKind kind, const vo
                             static_cast<int32_t>(type),
                             static_cast<int32_t>(op),
                             root};
+  // cudaStreamPerThread: the calling thread's default stream, as in the CUDA runtime.
+  if (__phosStreamId(stream, &a.stream) != 0) return Refuse(ncclUnhandledCudaError, call, "no such stream");
   return Answered(QueueResult(Remote(ipc::Op::kNcclCollective, &a, sizeof(a), false)), call);
 }
 
@@ -56,7 +59,8 @@ ncclResult_t PointToPoint(bool send, void* buffer, size_t count, ncclDataType_t 
                   "phos serves sends and receives between ncclGroupStart and ncclGroupEnd");
   }
   group.p2p = true;
-  ipc::NcclP2pArgs a{Id(comm), Id(stream), Id(buffer), count, static_cast<int32_t>(type), peer};
+  ipc::NcclP2pArgs a{Id(comm), 0, Id(buffer), count, static_cast<int32_t>(type), peer};
+  if (__phosStreamId(stream, &a.stream) != 0) return Refuse(ncclUnhandledCudaError, call, "no such stream");
   return Answered(QueueResult(Remote(send ? ipc::Op::kNcclSend : ipc::Op::kNcclRecv, &a, sizeof(a), false)),
                   call);
 }

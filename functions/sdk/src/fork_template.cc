@@ -29,16 +29,27 @@ constexpr const char* kSnapshotEnv = "PHOS_SNAPSHOT_VERSION";
 // Why this process cannot be forked now, or an empty string. `restored`: the child's session
 // restores the template's GPU state, so its allocations are no reason to refuse.
 std::string ForkRefusal(bool restored) {
+  // Looked up, not linked: functions without CUDA do not load the frontend. Its one thread runs
+  // host functions while any are pending: stopped first, so that every thread counted below is
+  // the function's.
+  using QuiesceFn = size_t (*)();
+  auto quiesce = reinterpret_cast<QuiesceFn>(dlsym(RTLD_DEFAULT, "__phosQuiesce"));
+  if (quiesce != nullptr) {
+    if (size_t n = quiesce(); n != 0) {
+      return "fork template refused: " + std::to_string(n) +
+             " host functions (cudaLaunchHostFunc) are still pending at its entry point; synchronise their streams "
+             "before Serve()";
+    }
+  }
   Result<int> threads = CountThreads();
   if (!threads.ok()) return "cannot count the template's threads: " + threads.status().message();
-  // The frontend starts no threads of its own, so every extra thread is the function's; only the
-  // calling thread survives fork(), and the others' state (locks, half-done work) would be lost.
+  // Only the calling thread survives fork(), and the others' state (locks, half-done work) would
+  // be lost.
   if (*threads != 1) {
     return "fork template refused: the function has " + std::to_string(*threads) +
            " threads at its entry point, and only the calling thread survives a fork; start the "
            "function's threads in its handler, not before Serve()";
   }
-  // Looked up, not linked: functions without CUDA do not load the frontend.
   using LiveFn = size_t (*)();
   auto live = reinterpret_cast<LiveFn>(dlsym(RTLD_DEFAULT, "__phosLiveAllocations"));
   if (live != nullptr && !restored) {

@@ -1,11 +1,11 @@
-// The exported cuBLAS entry points, under the names cublas_v2.h maps them to (cublasCreate ->
-// cublasCreate_v2, ...), over the driver's cuBLAS handle registry (blas/blas_handle.h). Before
-// cuInit there is none, and every call on a handle is CUBLAS_STATUS_NOT_INITIALIZED.
+// The exported cuBLAS handle calls, under the names cublas_v2.h maps them to (cublasCreate ->
+// cublasCreate_v2, ...), over the driver's cuBLAS handle registry (blas/blas_handle.h); the
+// compute routines are in api_blas_level1_2.cc and api_blas_level3.cc. Before cuInit there is no
+// registry, and every call on a handle is CUBLAS_STATUS_NOT_INITIALIZED.
 #include <cublas_v2.h>
 
-#include "api/driver.h"
-#include "blas/blas_handle.h"
-#include "blas/blas_ops.h"
+#include "api/blas_calls.h"
+#include "blas/blas_internal.h"
 #include "blas/status_table.h"
 #include "phos/base/log.h"
 
@@ -13,21 +13,6 @@ using namespace phos::sim;
 using namespace phos::sim::blas;
 
 namespace {
-
-HandleRegistry* Handles() {
-  Driver* d = Driver::Get();
-  return d == nullptr ? nullptr : &d->blas_handles();
-}
-
-cublasStatus_t FindHandle(cublasHandle_t handle, std::shared_ptr<BlasHandle>* out) {
-  HandleRegistry* handles = Handles();
-  return handles == nullptr ? CUBLAS_STATUS_NOT_INITIALIZED : handles->Find(handle, out);
-}
-
-cublasStatus_t BeginCall(cublasHandle_t handle, BlasCall* out) {
-  HandleRegistry* handles = Handles();
-  return handles == nullptr ? CUBLAS_STATUS_NOT_INITIALIZED : handles->BeginCall(handle, out);
-}
 
 bool ValidMathMode(cublasMath_t mode) {
   switch (static_cast<int>(mode) & ~static_cast<int>(CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)) {
@@ -41,23 +26,6 @@ bool ValidMathMode(cublasMath_t mode) {
     default:
       return false;
   }
-}
-
-// fp32 accumulation in every variant; simgpu computes all of them in plain fp32.
-bool Fp32Compute(cublasComputeType_t type) {
-  return type == CUBLAS_COMPUTE_32F || type == CUBLAS_COMPUTE_32F_PEDANTIC ||
-         type == CUBLAS_COMPUTE_32F_FAST_16F || type == CUBLAS_COMPUTE_32F_FAST_16BF ||
-         type == CUBLAS_COMPUTE_32F_FAST_TF32;
-}
-
-cublasStatus_t Gemm(cublasHandle_t handle, GemmCall call, const float* alpha, const float* beta) {
-  BlasCall bc;
-  if (cublasStatus_t s = BeginCall(handle, &bc); s != CUBLAS_STATUS_SUCCESS) return s;
-  // Pointer mode host (the only one served): the scalars are read now, as cuBLAS does.
-  if (alpha == nullptr || beta == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  call.alpha = *alpha;
-  call.beta = *beta;
-  return EnqueueGemm(*bc.device, bc.handle->ctx, *bc.stream, call);
 }
 
 }  // namespace
@@ -119,7 +87,8 @@ PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasGetPointerMode(cublasHandle_t han
   std::shared_ptr<BlasHandle> h;
   if (cublasStatus_t s = FindHandle(handle, &h); s != CUBLAS_STATUS_SUCCESS) return s;
   if (mode == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  *mode = CUBLAS_POINTER_MODE_HOST;
+  std::lock_guard lock(h->mu);
+  *mode = h->pointer_mode;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -127,10 +96,11 @@ PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasSetPointerMode(cublasHandle_t han
                                                               cublasPointerMode_t mode) {
   std::shared_ptr<BlasHandle> h;
   if (cublasStatus_t s = FindHandle(handle, &h); s != CUBLAS_STATUS_SUCCESS) return s;
-  if (mode == CUBLAS_POINTER_MODE_HOST) return CUBLAS_STATUS_SUCCESS;
-  if (mode != CUBLAS_POINTER_MODE_DEVICE) return CUBLAS_STATUS_INVALID_VALUE;
-  PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1, "cublasSetPointerMode: device pointer mode is not implemented");
-  return CUBLAS_STATUS_NOT_SUPPORTED;
+  const int value = EnumValue(mode);
+  if (value != CUBLAS_POINTER_MODE_HOST && value != CUBLAS_POINTER_MODE_DEVICE) return CUBLAS_STATUS_INVALID_VALUE;
+  std::lock_guard lock(h->mu);
+  h->pointer_mode = mode;
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasGetMathMode(cublasHandle_t handle, cublasMath_t* mode) {
@@ -151,104 +121,6 @@ PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasSetMathMode(cublasHandle_t handle
   std::lock_guard lock(h->mu);
   h->math_mode = mode;
   return CUBLAS_STATUS_SUCCESS;
-}
-
-PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
-                                                     cublasOperation_t transb, int m, int n, int k,
-                                                     const float* alpha, const float* A, int lda,
-                                                     const float* B, int ldb, const float* beta, float* C,
-                                                     int ldc) {
-  GemmCall call;
-  call.transa = transa;
-  call.transb = transb;
-  call.m = m;
-  call.n = n;
-  call.k = k;
-  call.a = A;
-  call.lda = lda;
-  call.b = B;
-  call.ldb = ldb;
-  call.c = C;
-  call.ldc = ldc;
-  return Gemm(handle, call, alpha, beta);
-}
-
-PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
-                                                      cublasOperation_t transb, int m, int n, int k,
-                                                      const void* alpha, const void* A, cudaDataType Atype,
-                                                      int lda, const void* B, cudaDataType Btype, int ldb,
-                                                      const void* beta, void* C, cudaDataType Ctype, int ldc,
-                                                      cublasComputeType_t computeType,
-                                                      cublasGemmAlgo_t algo) {
-  // The algorithm only selects among a GPU's kernels; simgpu has one.
-  (void)algo;
-  if (!Fp32Compute(computeType)) {
-    PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1, "cublasGemmEx: compute type {} is not implemented",
-                       static_cast<int>(computeType));
-    return CUBLAS_STATUS_NOT_SUPPORTED;
-  }
-  GemmCall call;
-  call.transa = transa;
-  call.transb = transb;
-  call.m = m;
-  call.n = n;
-  call.k = k;
-  call.a = A;
-  call.a_type = Atype;
-  call.lda = lda;
-  call.b = B;
-  call.b_type = Btype;
-  call.ldb = ldb;
-  call.c = C;
-  call.c_type = Ctype;
-  call.ldc = ldc;
-  // With an fp32 compute type alpha and beta are floats.
-  return Gemm(handle, call, static_cast<const float*>(alpha), static_cast<const float*>(beta));
-}
-
-PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasSgemmStridedBatched(
-    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
-    const float* alpha, const float* A, int lda, long long int strideA, const float* B, int ldb,
-    long long int strideB, const float* beta, float* C, int ldc, long long int strideC, int batchCount) {
-  GemmCall call;
-  call.transa = transa;
-  call.transb = transb;
-  call.m = m;
-  call.n = n;
-  call.k = k;
-  call.a = A;
-  call.lda = lda;
-  call.stride_a = strideA;
-  call.b = B;
-  call.ldb = ldb;
-  call.stride_b = strideB;
-  call.c = C;
-  call.ldc = ldc;
-  call.stride_c = strideC;
-  call.batch = batchCount;
-  return Gemm(handle, call, alpha, beta);
-}
-
-PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasSgemv(cublasHandle_t handle, cublasOperation_t trans, int m,
-                                                     int n, const float* alpha, const float* A, int lda,
-                                                     const float* x, int incx, const float* beta, float* y,
-                                                     int incy) {
-  BlasCall bc;
-  if (cublasStatus_t s = BeginCall(handle, &bc); s != CUBLAS_STATUS_SUCCESS) return s;
-  if (alpha == nullptr || beta == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  GemvCall call;
-  call.trans = trans;
-  call.m = m;
-  call.n = n;
-  call.alpha = *alpha;
-  call.beta = *beta;
-  call.a = A;
-  call.lda = lda;
-  call.x = x;
-  call.incx = incx;
-  call.y = y;
-  call.incy = incy;
-  return EnqueueGemv(*bc.device, bc.handle->ctx, *bc.stream, call);
 }
 
 PHOS_SIM_API const char* CUBLASWINAPI cublasGetStatusName(cublasStatus_t status) {

@@ -73,8 +73,10 @@ PHOS_SIM_API CUresult phosSimGetStats(CUdevice device, PhosSimStats* out) {
     s.ops += n.ops - b.ops;
     s.host_bound_ops += n.host_bound_ops - b.host_bound_ops;
   }
-  // Every op is paced except host functions, which have no modelled cost.
-  s.paced_ops = s.ops - (now.engine(Engine::kHost).ops - base.engine(Engine::kHost).ops);
+  // Every op is paced except host functions and stream memory operations, which have no modelled
+  // cost.
+  s.paced_ops = s.ops - (now.engine(Engine::kHost).ops - base.engine(Engine::kHost).ops) -
+                (now.engine(Engine::kMemOp).ops - base.engine(Engine::kMemOp).ops);
   s.h2d_bytes = now.engine(Engine::kCopyH2D).bytes - base.engine(Engine::kCopyH2D).bytes;
   s.d2h_bytes = now.engine(Engine::kCopyD2H).bytes - base.engine(Engine::kCopyD2H).bytes;
   s.d2d_bytes = now.engine(Engine::kCompute).bytes - base.engine(Engine::kCompute).bytes;

@@ -1,4 +1,6 @@
-// Modules, kernel parameter information and kernel launches.
+// Modules (their variables' storage included), kernel parameter information and kernel launches.
+#include <cstring>
+
 #include "api/driver.h"
 
 using namespace phos::sim;
@@ -16,10 +18,40 @@ LaunchLimits LimitsOf(const DeviceProfile& p) {
   return limits;
 }
 
+// Releases a module's variable storage when the module is destroyed: after its handle went
+// (cuModuleUnload, context destruction) and its last pending launch completed.
+class VariableStorage {
+ public:
+  VariableStorage(DeviceMemory* memory, CUdeviceptr base) : memory_(memory), base_(base) {}
+  ~VariableStorage() { memory_->FreeModuleStorage(base_); }
+  VariableStorage(const VariableStorage&) = delete;
+  VariableStorage& operator=(const VariableStorage&) = delete;
+
+ private:
+  DeviceMemory* memory_;
+  CUdeviceptr base_;
+};
+
+}  // namespace
+
+namespace phos::sim {
+
 CUresult RegisterModule(Driver& d, const std::shared_ptr<Context>& ctx, std::shared_ptr<Module> module,
                         CUmodule* out) {
+  const DeviceProfile& profile = *ctx->device->profile;
+  if (module->variable_storage_bytes() != 0) {
+    CUdeviceptr base = 0;
+    if (CUresult r = d.memory().AllocateModuleStorage(ctx->device->ordinal, module->variable_storage_bytes(), &base);
+        r != CUDA_SUCCESS) {
+      return r;
+    }
+    // A fresh linear allocation reads as zeros already; written here all the same, since a
+    // module variable without an initialiser is zero by the language's rules, not by chance.
+    std::memset(reinterpret_cast<void*>(base), 0, module->variable_storage_bytes());
+    module->BindVariables(base, std::make_shared<VariableStorage>(&d.memory(), base));
+  }
   // Loading a module costs what it costs on the modelled device.
-  d.clock().Pay(ctx->device->profile->module_load_s);
+  d.clock().Pay(profile.module_load_s);
   auto object = std::make_shared<ModuleObject>();
   object->ctx = ctx;
   object->module = std::move(module);
@@ -27,7 +59,34 @@ CUresult RegisterModule(Driver& d, const std::shared_ptr<Context>& ctx, std::sha
   return CUDA_SUCCESS;
 }
 
-}  // namespace
+CUresult EnqueueLaunch(const std::shared_ptr<Context>& ctx, FunctionObject& function,
+                       const LaunchGeometry& geometry, unsigned shared_bytes, CUstream stream_handle,
+                       void** kernel_params, void** extra) {
+  const DeviceProfile& profile = *ctx->device->profile;
+  if (CUresult r = CheckLaunchGeometry(geometry, LimitsOf(profile)); r != CUDA_SUCCESS) return r;
+  // simgpu kernels cannot declare shared memory (phos/kernel.h rejects it at compile time), so a
+  // launch's dynamic shared memory is checked against the function's limit and never used.
+  if (shared_bytes > static_cast<unsigned>(function.max_dynamic_shared_bytes.load())) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = ResolveStream(ctx, stream_handle, &stream); r != CUDA_SUCCESS) return r;
+
+  auto args = std::make_shared<KernelArgs>();
+  if (CUresult r = function.kernel->CaptureArgs(kernel_params, extra, args.get()); r != CUDA_SUCCESS) return r;
+
+  Op op;
+  op.engine = Engine::kCompute;
+  op.cost_seconds = profile.kernel_launch_s;
+  op.blocks = function.kernel->block_count(geometry);
+  op.what = function.kernel->name().c_str();
+  op.run_blocks = [module = function.module, kernel = function.kernel, geometry, args](uint64_t first, uint64_t end) {
+    kernel->RunBlocks(geometry, args->pointers(), first, end);
+    return CUDA_SUCCESS;
+  };
+  stream->Enqueue(std::move(op));
+  return CUDA_SUCCESS;
+}
+
+}  // namespace phos::sim
 
 extern "C" {
 
@@ -85,6 +144,7 @@ PHOS_SIM_API CUresult CUDAAPI cuModuleGetFunction(CUfunction* hfunc, CUmodule hm
   auto [it, inserted] = object->functions.try_emplace(kernel, nullptr);
   if (inserted) {
     auto function = std::make_shared<FunctionObject>();
+    function->max_dynamic_shared_bytes = object->ctx->device->profile->shared_memory_per_block;
     function->ctx = object->ctx;
     function->module = object->module;
     function->kernel = kernel;
@@ -114,30 +174,7 @@ PHOS_SIM_API CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX
   std::shared_ptr<FunctionObject> function = d->functions.Find(f);
   if (!function || function->ctx != ctx) return CUDA_ERROR_INVALID_HANDLE;
   LaunchGeometry geometry{{gridDimX, gridDimY, gridDimZ}, {blockDimX, blockDimY, blockDimZ}};
-  const DeviceProfile& profile = *ctx->device->profile;
-  if (CUresult r = CheckLaunchGeometry(geometry, LimitsOf(profile)); r != CUDA_SUCCESS) return r;
-  // Kernels compiled for simgpu cannot declare shared memory (phos/kernel.h rejects it at compile
-  // time), so dynamic shared memory is accepted up to the device's limit without the opt-in (there
-  // is no cuFuncSetAttribute to opt in) and never used.
-  if (sharedMemBytes > static_cast<unsigned>(profile.shared_memory_per_block)) return CUDA_ERROR_INVALID_VALUE;
-  std::shared_ptr<Stream> stream;
-  if (CUresult r = ResolveStream(ctx, hStream, &stream); r != CUDA_SUCCESS) return r;
-
-  auto args = std::make_shared<KernelArgs>();
-  if (CUresult r = function->kernel->CaptureArgs(kernelParams, extra, args.get()); r != CUDA_SUCCESS) return r;
-
-  Op op;
-  op.engine = Engine::kCompute;
-  op.cost_seconds = profile.kernel_launch_s;
-  op.blocks = function->kernel->block_count(geometry);
-  op.what = function->kernel->name().c_str();
-  op.run_blocks = [module = function->module, kernel = function->kernel, geometry, args](uint64_t first,
-                                                                                          uint64_t end) {
-    kernel->RunBlocks(geometry, args->pointers(), first, end);
-    return CUDA_SUCCESS;
-  };
-  stream->Enqueue(std::move(op));
-  return CUDA_SUCCESS;
+  return EnqueueLaunch(ctx, *function, geometry, sharedMemBytes, hStream, kernelParams, extra);
 }
 
 }  // extern "C"

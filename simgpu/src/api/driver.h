@@ -94,7 +94,14 @@ struct FunctionObject {
   std::shared_ptr<Module> module;  // keeps the kernel's code loaded while launches are pending
   const Kernel* kernel = nullptr;
   CUmodule module_handle = nullptr;
+  // What cuFuncSetAttribute / cuFuncSetCacheConfig set on this handle (one per kernel and
+  // context, as CUDA's): read by launches and cuFuncGetAttribute on other threads.
+  std::atomic<int> max_dynamic_shared_bytes{0};  // the device's per-block shared memory at first
+  std::atomic<int> shared_memory_carveout{-1};   // CU_SHAREDMEM_CARVEOUT_DEFAULT
+  std::atomic<int> cluster_scheduling_policy{0};  // CU_CLUSTER_SCHEDULING_POLICY_DEFAULT
+  std::atomic<int> cache_config{0};               // CU_FUNC_CACHE_PREFER_NONE
 };
+
 
 class Driver final : public DeviceAccess {
  public:
@@ -190,5 +197,16 @@ CUresult RequireStream(CUstream handle, Driver** driver, std::shared_ptr<Context
 
 // The per-thread context stack (cuCtxPushCurrent/PopCurrent/SetCurrent).
 std::vector<CUcontext>& ThreadContextStack();
+
+// cuModuleLoadData's last step on every path: the module's variables get their device memory
+// on the context's device (zeroed), then the module gets its handle.
+CUresult RegisterModule(Driver& d, const std::shared_ptr<Context>& ctx, std::shared_ptr<Module> module,
+                        CUmodule* out);
+// What cuLaunchKernel and cuLaunchKernelEx share once their arguments are known: the launch
+// shape against the device, the dynamic shared memory against the function's limit, the
+// stream, the arguments captured; then the kernel is enqueued.
+CUresult EnqueueLaunch(const std::shared_ptr<Context>& ctx, FunctionObject& function,
+                       const LaunchGeometry& geometry, unsigned shared_bytes, CUstream stream, void** kernel_params,
+                       void** extra);
 
 }  // namespace phos::sim

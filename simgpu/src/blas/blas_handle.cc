@@ -62,6 +62,7 @@ cublasStatus_t HandleRegistry::BeginCall(cublasHandle_t handle, BlasCall* out) c
   {
     std::lock_guard lock(out->handle->mu);
     stream = out->handle->stream;
+    out->pointer_mode = out->handle->pointer_mode;
   }
   if (device_.ResolveStream(ctx, stream, &out->stream) != CUDA_SUCCESS) {
     PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1, "cuBLAS call on a stream that no longer exists");

@@ -24,6 +24,9 @@ struct BlasHandle {
   std::mutex mu;              // guards the settings below
   CUstream stream = nullptr;  // as given to cublasSetStream; NULL = the context's NULL stream
   cublasMath_t math_mode = CUBLAS_DEFAULT_MATH;
+  // Where the scalars (alpha, beta) and Level 1 results of the handle's calls are: host memory
+  // (read and written when the call is made) or device memory (when its work runs).
+  cublasPointerMode_t pointer_mode = CUBLAS_POINTER_MODE_HOST;
 };
 
 // What a compute call runs with: the handle's live context and the stream it names now.
@@ -31,6 +34,7 @@ struct BlasCall {
   DeviceAccess* device = nullptr;
   std::shared_ptr<BlasHandle> handle;
   std::shared_ptr<Stream> stream;
+  cublasPointerMode_t pointer_mode = CUBLAS_POINTER_MODE_HOST;  // the handle's, when the call began
 };
 
 class HandleRegistry {
@@ -48,7 +52,7 @@ class HandleRegistry {
   cublasStatus_t Destroy(cublasHandle_t handle);
   // The live handle, or CUBLAS_STATUS_NOT_INITIALIZED (also when its context was destroyed).
   cublasStatus_t Find(cublasHandle_t handle, std::shared_ptr<BlasHandle>* out) const;
-  // Find, plus the stream the handle names. A context with a sticky error, or a stream destroyed
+  // Find, plus the stream and pointer mode the handle names. A context with a sticky error, or a stream destroyed
   // since cublasSetStream, is CUBLAS_STATUS_EXECUTION_FAILED: the launch would fail on a GPU.
   cublasStatus_t BeginCall(cublasHandle_t handle, BlasCall* out) const;
   // cublasSetStream: CUBLAS_STATUS_INVALID_VALUE for a stream that is not a live stream of the

@@ -1,4 +1,4 @@
-// Pieces shared by gemm.cc and gemv.cc.
+// Pieces shared by the routines' files (gemm.cc, level1.cc, level2.cc, level3.cc).
 #pragma once
 
 #include <cblas.h>
@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
+#include "blas/blas_ops.h"
 #include "blas/operand_ranges.h"
 #include "device/device_access.h"
 #include "phos/base/log.h"
@@ -16,30 +18,65 @@ namespace phos::sim::blas {
 
 // Read through its bytes: a C caller may pass any integer, and loading a C++ enum object that
 // holds none of the enumeration's values is undefined (UBSan, -fsanitize=enum, reported it for
-// an operation of 7), so nothing reads `op` as a cublasOperation_t before this check.
-inline bool ValidOperation(const cublasOperation_t& op) {
+// an operation of 7), so nothing reads an enumeration argument as its enum type before its check.
+template <typename Enum>
+int EnumValue(const Enum& e) {
   int value = 0;
-  static_assert(sizeof value == sizeof op);
-  std::memcpy(&value, &op, sizeof value);
-  return value == CUBLAS_OP_N || value == CUBLAS_OP_T || value == CUBLAS_OP_C;
+  static_assert(sizeof value == sizeof e);
+  std::memcpy(&value, &e, sizeof value);
+  return value;
+}
+inline bool ValidOperation(const cublasOperation_t& op) {
+  const int v = EnumValue(op);
+  return v == CUBLAS_OP_N || v == CUBLAS_OP_T || v == CUBLAS_OP_C;
+}
+inline bool ValidFill(const cublasFillMode_t& uplo) {
+  const int v = EnumValue(uplo);
+  return v == CUBLAS_FILL_MODE_LOWER || v == CUBLAS_FILL_MODE_UPPER;
+}
+inline bool ValidDiag(const cublasDiagType_t& diag) {
+  const int v = EnumValue(diag);
+  return v == CUBLAS_DIAG_NON_UNIT || v == CUBLAS_DIAG_UNIT;
+}
+inline bool ValidSide(const cublasSideMode_t& side) {
+  const int v = EnumValue(side);
+  return v == CUBLAS_SIDE_LEFT || v == CUBLAS_SIDE_RIGHT;
 }
 // For real data CUBLAS_OP_C is CUBLAS_OP_T.
 inline bool Transposed(cublasOperation_t op) {
   return op != CUBLAS_OP_N;
 }
 inline CBLAS_TRANSPOSE ToCblas(cublasOperation_t op) {
-  return Transposed(op) ? CblasTrans : CblasNoTrans;
+  return op == CUBLAS_OP_N ? CblasNoTrans : op == CUBLAS_OP_T ? CblasTrans : CblasConjTrans;
+}
+inline CBLAS_UPLO ToCblas(cublasFillMode_t uplo) {
+  return uplo == CUBLAS_FILL_MODE_UPPER ? CblasUpper : CblasLower;
+}
+inline CBLAS_DIAG ToCblas(cublasDiagType_t diag) {
+  return diag == CUBLAS_DIAG_UNIT ? CblasUnit : CblasNonUnit;
+}
+inline CBLAS_SIDE ToCblas(cublasSideMode_t side) {
+  return side == CUBLAS_SIDE_RIGHT ? CblasRight : CblasLeft;
+}
+
+// Elements [first, end) of a vector of `count` elements with increment inc, as a vector of their
+// own: BLAS addresses a vector with inc < 0 from its lowest address, where its last element is.
+template <typename T>
+T* SubVector(T* base, int64_t count, int inc, int64_t first, int64_t end) {
+  return inc >= 0 ? base + first * inc : base + (count - end) * static_cast<int64_t>(-inc);
 }
 
 // Checks `ranges` now (CUBLAS_STATUS_INVALID_VALUE, logged, when one is not readable device
 // memory) and enqueues a compute op of `blocks` blocks that checks them again, writes included,
 // when it runs (an output mapped read-only faults there: sticky CUDA_ERROR_ILLEGAL_ADDRESS, as on
 // a GPU), then calls `run(first, end)` on contiguous block ranges across the device's compute
-// workers.
+// workers; `run` may itself return an error (a pointer-array entry that is no device memory).
+// The op's sequence number on the stream goes to *seq when given.
 template <typename Run>
-cublasStatus_t EnqueueBlasOp(DeviceAccess& device, const ContextRef& ctx, Stream& stream, const char* routine,
+cublasStatus_t EnqueueBlasOp(const BlasTarget& target, const char* routine,
                              std::shared_ptr<const OperandRanges> ranges, uint64_t blocks, uint64_t bytes,
-                             Run run) {
+                             Run run, uint64_t* seq = nullptr) {
+  DeviceAccess& device = *target.device;
   if (const OperandRange* bad = ranges->FirstInvalid(device, /*readable_only=*/true)) {
     PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1, "{}: {}: CUBLAS_STATUS_INVALID_VALUE", routine,
                        OperandRanges::Describe(*bad));
@@ -48,20 +85,25 @@ cublasStatus_t EnqueueBlasOp(DeviceAccess& device, const ContextRef& ctx, Stream
   Op op;
   op.engine = Engine::kCompute;
   // Like a kernel's: the launch overhead is modelled, the arithmetic runs at CPU speed.
-  op.cost_seconds = ctx.profile->kernel_launch_s;
+  op.cost_seconds = target.ctx->profile->kernel_launch_s;
   op.bytes = bytes;
   op.blocks = blocks;
-  op.run_blocks = [&device, routine, ranges = std::move(ranges), run = std::move(run)](uint64_t first,
-                                                                                       uint64_t end) {
+  op.run_blocks = [&device, routine, ranges = std::move(ranges), run = std::move(run)](
+                      uint64_t first, uint64_t end) -> CUresult {
     if (const OperandRange* bad = ranges->FirstInvalid(device)) {
       PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1, "{} at run time: {}: illegal address", routine,
                          OperandRanges::Describe(*bad));
       return CUDA_ERROR_ILLEGAL_ADDRESS;
     }
-    run(first, end);
-    return CUDA_SUCCESS;
+    if constexpr (std::is_same_v<decltype(run(first, end)), CUresult>) {
+      return run(first, end);
+    } else {
+      run(first, end);
+      return CUDA_SUCCESS;
+    }
   };
-  stream.Enqueue(std::move(op));
+  const uint64_t enqueued = target.stream->Enqueue(std::move(op));
+  if (seq != nullptr) *seq = enqueued;
   return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -52,6 +52,18 @@ uint16_t FloatToHalf(float f) {
   return static_cast<uint16_t>(sign | value);
 }
 
+float BfloatToFloat(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
+
+uint16_t FloatToBfloat(float f) {
+  const uint32_t bits = std::bit_cast<uint32_t>(f);
+  // A NaN's payload could round to infinity: keep its upper bits with the quiet bit set.
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  const uint32_t rounded = bits + 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(rounded >> 16);
+}
+
 void HalfToFloat(const uint16_t* in, float* out, size_t count) {
   for (size_t i = 0; i < count; ++i) out[i] = HalfToFloat(in[i]);
 }

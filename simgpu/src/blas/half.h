@@ -1,6 +1,6 @@
-// IEEE 754 binary16 (CUDA's __half) to and from binary32, for cublasGemmEx with CUDA_R_16F
-// operands: simgpu computes in fp32 with OpenBLAS, so fp16 data is widened before and narrowed
-// after. Bit-exact and independent of the host CPU's F16C support.
+// IEEE 754 binary16 (CUDA's __half) and bfloat16 (__nv_bfloat16) to and from binary32, for GEMMs
+// with CUDA_R_16F or CUDA_R_16BF operands: simgpu computes in fp32 with OpenBLAS, so 16-bit data
+// is widened before and narrowed after. Bit-exact and independent of the host CPU's F16C support.
 #pragma once
 
 #include <cstddef>
@@ -12,6 +12,11 @@ namespace phos::sim::blas {
 float HalfToFloat(uint16_t h);
 // Round to nearest, ties to even (as __float2half); overflow gives infinity, NaN stays NaN.
 uint16_t FloatToHalf(float f);
+
+// bfloat16 is binary32's upper half: widening is exact; narrowing rounds to nearest, ties to even
+// (as __float2bfloat16), and keeps NaN a NaN.
+float BfloatToFloat(uint16_t b);
+uint16_t FloatToBfloat(float f);
 
 void HalfToFloat(const uint16_t* in, float* out, size_t count);
 void FloatToHalf(const float* in, uint16_t* out, size_t count);

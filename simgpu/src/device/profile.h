@@ -152,9 +152,9 @@ struct DeviceProfile {
   int max_blocks_per_sm = 0;
   int max_registers_per_block = 0;      // 32-bit registers
   int max_registers_per_sm = 0;
-  // Shared memory, bytes. Per block without opting in (also the most dynamic shared memory
-  // cuLaunchKernel accepts: simgpu has no cuFuncSetAttribute to opt in), per block with the opt-in,
-  // per SM, and what the driver reserves of each block's.
+  // Shared memory, bytes. Per block without opting in (also the most dynamic shared memory a
+  // launch may ask for until cuFuncSetAttribute raises the function's limit), per block with the
+  // opt-in, per SM, and what the driver reserves of each block's.
   int shared_memory_per_block = 0;
   int shared_memory_per_block_optin = 0;
   int shared_memory_per_sm = 0;

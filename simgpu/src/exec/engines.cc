@@ -237,7 +237,8 @@ bool ComputePool::Submit(const TaskPtr& task) {
   }
   task->chunk_count = static_cast<uint32_t>(chunks.size());
   task->chunks_left.store(task->chunk_count);
-  return queue_.PushAll(chunks);
+  // Lane 0 is the greatest priority, served first.
+  return queue_.PushAll(chunks, static_cast<size_t>(task->stream().priority - kGreatestStreamPriority));
 }
 
 void ComputePool::Loop(int index) {
@@ -313,6 +314,95 @@ void ComputePool::Finish(TaskPtr task) {
   } else {
     CompleteTask(std::move(task), result, now);
   }
+}
+
+// ---- MemOpEngine -------------------------------------------------------------------------------
+
+MemOpEngine::MemOpEngine(Executor& executor, std::string thread_name)
+    : executor_(executor), thread_name_(std::move(thread_name)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+MemOpEngine::~MemOpEngine() {
+  Close();
+  Join();
+}
+
+bool MemOpEngine::Submit(const TaskPtr& task) {
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return false;
+    incoming_.push_back(task);
+  }
+  cv_.notify_one();
+  return true;
+}
+
+void MemOpEngine::Close() {
+  {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+  }
+  cv_.notify_one();
+}
+
+void MemOpEngine::Join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void MemOpEngine::Loop() {
+  NameThread(thread_name_);
+  AltSignalStack alt_stack;
+  bool closing = false;
+  while (!closing) {
+    {
+      std::unique_lock lock(mu_);
+      auto news = [this] { return closed_ || !incoming_.empty(); };
+      if (waiting_.empty()) {
+        cv_.wait(lock, news);
+      } else {
+        cv_.wait_for(lock, kMemOpPollInterval, news);
+      }
+      for (TaskPtr& task : incoming_) waiting_.push_back(std::move(task));
+      incoming_.clear();
+      closing = closed_;
+    }
+    // A write may satisfy a wait polled before it: poll again as long as something completes.
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (auto it = waiting_.begin(); it != waiting_.end();) {
+        if (Poll(*it)) {
+          it = waiting_.erase(it);
+          progress = true;
+        } else {
+          ++it;
+        }
+      }
+    }
+  }
+  // Nobody is left to satisfy a wait: it fails rather than holding its stream forever.
+  for (TaskPtr& task : waiting_) CompleteTask(std::move(task), CUDA_ERROR_DEINITIALIZED);
+  waiting_.clear();
+}
+
+bool MemOpEngine::Poll(TaskPtr& task) {
+  if (task->context().sticky_error() != CUDA_SUCCESS) {
+    executor_.CountDropped(Engine::kMemOp);
+    WallClock::time_point at = task->ready_at();
+    CompleteTask(std::move(task), CUDA_SUCCESS, at);
+    return true;
+  }
+  const Op& op = task->op();
+  CUresult result = CUDA_SUCCESS;
+  if (op.work != nullptr) {
+    const GuardSite site = SiteOf(op, executor_, Engine::kMemOp);
+    const FaultReport fault = FaultGuard::Run([&] { result = Invoke(op.work, executor_, Engine::kMemOp); }, &site);
+    result = CheckFault(fault, result, executor_, Engine::kMemOp);
+  }
+  if (result == CUDA_ERROR_NOT_READY) return false;
+  CountRun(executor_, Engine::kMemOp, op, WallClock::duration::zero());
+  CompleteTask(std::move(task), result);
+  return true;
 }
 
 }  // namespace phos::sim

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <algorithm>
-
+#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -26,29 +26,32 @@ inline constexpr WallClock::duration kMaxStartLag = std::chrono::milliseconds(50
 
 class Executor;
 
-// A FIFO shared by producer threads and engine threads.
-template <typename T>
+// A FIFO shared by producer threads and engine threads, in `kLanes` lanes: Pop serves the lowest
+// lane that holds an item, each lane in FIFO order.
+template <typename T, size_t kLanes = 1>
 class BlockingQueue {
  public:
   // False once closed (the item is not queued).
-  bool Push(T item) {
+  bool Push(T item, size_t lane = 0) {
     bool wake = false;
     {
       std::lock_guard lock(mu_);
       if (closed_) return false;
-      items_.push_back(std::move(item));
+      items_[lane].push_back(std::move(item));
+      ++count_;
       wake = sleepers_ > 0;
     }
     // Waking costs a system call; a busy consumer finds the item without one.
     if (wake) cv_.notify_one();
     return true;
   }
-  bool PushAll(std::vector<T>& items) {
+  bool PushAll(std::vector<T>& items, size_t lane = 0) {
     size_t wake = 0;
     {
       std::lock_guard lock(mu_);
       if (closed_) return false;
-      for (T& item : items) items_.push_back(std::move(item));
+      for (T& item : items) items_[lane].push_back(std::move(item));
+      count_ += items.size();
       wake = std::min(items.size(), sleepers_);
     }
     if (wake == 1) {
@@ -61,15 +64,20 @@ class BlockingQueue {
   // Blocks for the next item. False when closed and drained.
   bool Pop(T* item) {
     std::unique_lock lock(mu_);
-    while (!closed_ && items_.empty()) {
+    while (!closed_ && count_ == 0) {
       ++sleepers_;
       cv_.wait(lock);
       --sleepers_;
     }
-    if (items_.empty()) return false;
-    *item = std::move(items_.front());
-    items_.pop_front();
-    return true;
+    if (count_ == 0) return false;
+    for (std::deque<T>& lane : items_) {
+      if (lane.empty()) continue;
+      *item = std::move(lane.front());
+      lane.pop_front();
+      --count_;
+      return true;
+    }
+    return false;
   }
   void Close() {
     {
@@ -82,7 +90,8 @@ class BlockingQueue {
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<T> items_;
+  std::array<std::deque<T>, kLanes> items_;
+  size_t count_ = 0;     // items in all lanes
   size_t sleepers_ = 0;  // consumers blocked in Pop
   bool closed_ = false;
 };
@@ -140,8 +149,10 @@ class SerialEngine {
   std::thread thread_;
 };
 
-// The compute engine: a pool of workers sharing one FIFO of chunks. A kernel becomes one chunk
-// per worker (contiguous block ranges); any other op is one chunk.
+// The compute engine: a pool of workers sharing one queue of chunks, a FIFO per stream priority
+// with the higher priorities served first (a chunk already running is never preempted: "priorities
+// ... do not preempt already-running work", cuStreamCreateWithPriority). A kernel becomes one
+// chunk per worker (contiguous block ranges); any other op is one chunk.
 class ComputePool {
  public:
   // Threads are named thread_prefix + worker index.
@@ -167,8 +178,39 @@ class ComputePool {
   Pacer& pacer_;
   const uint32_t workers_;
   const std::string thread_prefix_;
-  BlockingQueue<Chunk> queue_;
+  BlockingQueue<Chunk, kStreamPriorityLevels> queue_;
   std::vector<std::thread> threads_;
+};
+
+// Stream memory operations (Engine::kMemOp): one thread that runs writes as they come and keeps
+// the waits whose condition does not hold yet, polling them (a GPU's front end polls the word
+// likewise) every kMemOpPollInterval and at once after each write of its own. A pending wait
+// holds up its stream only. Work runs under FaultGuard: a word that is no longer device memory
+// fails the op with CUDA_ERROR_ILLEGAL_ADDRESS.
+inline constexpr std::chrono::microseconds kMemOpPollInterval{100};
+
+class MemOpEngine {
+ public:
+  MemOpEngine(Executor& executor, std::string thread_name);
+  // Completes the waits still pending with CUDA_ERROR_DEINITIALIZED, then joins.
+  ~MemOpEngine();
+  bool Submit(const TaskPtr& task);
+  void Close();
+  void Join();
+
+ private:
+  void Loop();
+  // Runs `task`'s work once; true when it completed (answered anything but CUDA_ERROR_NOT_READY).
+  bool Poll(TaskPtr& task);
+
+  Executor& executor_;
+  const std::string thread_name_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<TaskPtr> incoming_;  // guarded by mu_
+  bool closed_ = false;            // guarded by mu_
+  std::vector<TaskPtr> waiting_;   // engine thread only
+  std::thread thread_;
 };
 
 }  // namespace phos::sim

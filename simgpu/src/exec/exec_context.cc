@@ -1,5 +1,7 @@
 #include "exec/exec_context.h"
 
+#include <algorithm>
+
 #include "exec/executor.h"
 #include "exec/stream.h"
 #include "exec/task_graph.h"
@@ -20,11 +22,12 @@ ExecContext::~ExecContext() {
   null_stream_.reset();
 }
 
-CUresult ExecContext::CreateStream(unsigned flags, std::shared_ptr<Stream>* out) {
+CUresult ExecContext::CreateStream(unsigned flags, std::shared_ptr<Stream>* out, int priority) {
   if (out == nullptr || (flags != CU_STREAM_DEFAULT && flags != CU_STREAM_NON_BLOCKING)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  auto state = std::make_shared<StreamState>(state_, /*is_null=*/false, flags == CU_STREAM_DEFAULT);
+  auto state = std::make_shared<StreamState>(state_, /*is_null=*/false, flags == CU_STREAM_DEFAULT,
+                                             std::clamp(priority, kGreatestStreamPriority, kLeastStreamPriority));
   state_->Register(state.get());
   *out = std::shared_ptr<Stream>(new Stream(std::move(state)));
   return CUDA_SUCCESS;

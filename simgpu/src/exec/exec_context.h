@@ -6,6 +6,8 @@
 
 #include <memory>
 
+#include "exec/op.h"
+
 namespace phos::sim {
 
 class ContextState;
@@ -25,9 +27,10 @@ class ExecContext {
   const std::shared_ptr<Stream>& null_stream() const { return null_stream_; }
 
   // A new stream. flags: CU_STREAM_DEFAULT (blocking: synchronizes with the NULL stream) or
-  // CU_STREAM_NON_BLOCKING; anything else is CUDA_ERROR_INVALID_VALUE. Releasing the last
-  // reference destroys the stream without waiting; its pending work still runs.
-  CUresult CreateStream(unsigned flags, std::shared_ptr<Stream>* out);
+  // CU_STREAM_NON_BLOCKING; anything else is CUDA_ERROR_INVALID_VALUE. `priority` outside
+  // [kGreatestStreamPriority, kLeastStreamPriority] is clamped to it, as the driver does. Releasing
+  // the last reference destroys the stream without waiting; its pending work still runs.
+  CUresult CreateStream(unsigned flags, std::shared_ptr<Stream>* out, int priority = kLeastStreamPriority);
 
   // Blocks until all work enqueued on the context before the call completed (cuCtxSynchronize).
   // Returns the sticky error, or CUDA_SUCCESS.

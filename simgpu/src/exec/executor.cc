@@ -30,6 +30,8 @@ const char* EngineName(Engine engine) {
       return "compute";
     case Engine::kHost:
       return "host";
+    case Engine::kMemOp:
+      return "memop";
   }
   return "invalid";
 }
@@ -43,6 +45,7 @@ Executor::Executor(int ordinal, const ModelClock& clock, ExecutorOptions options
   d2h_ = std::make_unique<SerialEngine>(*this, Engine::kCopyD2H, prefix + "d2h", true);
   host_ = std::make_unique<SerialEngine>(*this, Engine::kHost, prefix + "host", false);
   compute_ = std::make_unique<ComputePool>(*this, compute_workers_, *pacer_, prefix + "cmp");
+  memops_ = std::make_unique<MemOpEngine>(*this, prefix + "memop");
   PHOS_LOG(Debug, "simgpu", "device {}: executor started, {} compute workers, time scale {}", ordinal_,
            compute_workers_, clock_.time_scale());
 }
@@ -54,10 +57,12 @@ Executor::~Executor() {
   h2d_->Close();
   d2h_->Close();
   host_->Close();
+  memops_->Close();
   compute_->Join();
   h2d_->Join();
   d2h_->Join();
   host_->Join();
+  memops_->Join();
   pacer_.reset();
 }
 
@@ -79,6 +84,9 @@ void Executor::Dispatch(std::shared_ptr<Task> task) {
       break;
     case Engine::kCompute:
       queued = compute_->Submit(task);
+      break;
+    case Engine::kMemOp:
+      queued = memops_->Submit(task);
       break;
     default:
       PHOS_LOG(Error, "simgpu", "device {}: op for unknown engine {}", ordinal_,

@@ -4,8 +4,9 @@
 // so two H2D copies serialize while an H2D and a D2H overlap each other and kernels), a compute
 // engine (a pool of workers running kernels, memsets and device-to-device copies; kernels of
 // different streams run concurrently, each split into contiguous block ranges across workers),
-// and a host-function engine (one thread, cuLaunchHostFunc). A pacer thread holds compute ops
-// that finished early until their modelled end, so that no worker sleeps.
+// a host-function engine (one thread, cuLaunchHostFunc) and a stream-memory-operation engine (one
+// thread, cuStreamWaitValue32 / cuStreamWriteValue32). A pacer thread holds compute ops that
+// finished early until their modelled end, so that no worker sleeps.
 //
 // Pacing: an op started at wall time t ends no earlier than t + clock.ToWall(op.cost_seconds).
 // An op whose real work took longer is host-bound: counted (and logged, rate-limited), because a
@@ -32,6 +33,7 @@ namespace phos::sim {
 
 class ComputePool;
 class ExecContext;
+class MemOpEngine;
 class Pacer;
 class SerialEngine;
 class Task;
@@ -114,6 +116,7 @@ class Executor {
   std::unique_ptr<SerialEngine> d2h_;
   std::unique_ptr<SerialEngine> host_;
   std::unique_ptr<ComputePool> compute_;
+  std::unique_ptr<MemOpEngine> memops_;
 };
 
 }  // namespace phos::sim

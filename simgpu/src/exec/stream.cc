@@ -60,6 +60,9 @@ bool Stream::is_null() const {
 bool Stream::non_blocking() const {
   return !state_->blocking;
 }
+int Stream::priority() const {
+  return state_->priority;
+}
 uint64_t Stream::last_enqueued() const {
   return state_->last_seq.load();
 }

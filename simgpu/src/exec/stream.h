@@ -53,6 +53,8 @@ class Stream {
   bool non_blocking() const;
   // CU_STREAM_DEFAULT or CU_STREAM_NON_BLOCKING.
   unsigned flags() const { return non_blocking() ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT; }
+  // In [kGreatestStreamPriority, kLeastStreamPriority]; the NULL stream's is the default, 0.
+  int priority() const;
   uint64_t last_enqueued() const;
   uint64_t last_completed() const;
 

@@ -111,12 +111,13 @@ void CompleteTask(TaskPtr task, CUresult result, std::optional<WallClock::time_p
 
 // A stream as the graph sees it. The API-facing handle is Stream (stream.h).
 struct StreamState {
-  StreamState(std::shared_ptr<ContextState> context, bool is_null, bool blocking)
-      : context(std::move(context)), is_null(is_null), blocking(blocking) {}
+  StreamState(std::shared_ptr<ContextState> context, bool is_null, bool blocking, int priority = kLeastStreamPriority)
+      : context(std::move(context)), is_null(is_null), blocking(blocking), priority(priority) {}
 
   const std::shared_ptr<ContextState> context;
   const bool is_null;                      // the context's legacy default stream
   const bool blocking;                     // synchronizes with the NULL stream (not CU_STREAM_NON_BLOCKING)
+  const int priority;                      // in [kGreatestStreamPriority, kLeastStreamPriority]
   TaskPtr tail;                            // the last task enqueued; guarded by the context's mutex
   std::atomic<uint64_t> last_seq{0};       // sequence of the last task enqueued
   std::atomic<uint64_t> completed_seq{0};  // sequence of the last task completed (in order)

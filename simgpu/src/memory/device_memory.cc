@@ -186,7 +186,19 @@ CUresult DeviceMemory::Allocate(int device, uint64_t owner, uint64_t bytes, CUde
 CUresult DeviceMemory::Free(CUdeviceptr ptr) {
   std::unique_lock lock(mu_);
   auto it = linear_.find(ptr);
-  if (it == linear_.end()) return CUDA_ERROR_INVALID_VALUE;
+  if (it == linear_.end() || it->second.owner == kModuleStorageOwner) return CUDA_ERROR_INVALID_VALUE;
+  FreeLinear(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult DeviceMemory::AllocateModuleStorage(int device, uint64_t bytes, CUdeviceptr* out) {
+  return Allocate(device, kModuleStorageOwner, bytes, out);
+}
+
+CUresult DeviceMemory::FreeModuleStorage(CUdeviceptr ptr) {
+  std::unique_lock lock(mu_);
+  auto it = linear_.find(ptr);
+  if (it == linear_.end() || it->second.owner != kModuleStorageOwner) return CUDA_ERROR_INVALID_VALUE;
   FreeLinear(it);
   return CUDA_SUCCESS;
 }

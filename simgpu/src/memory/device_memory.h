@@ -148,6 +148,12 @@ class DeviceMemory {
   // Frees every linear allocation owned by `owner` (context destruction). VMM objects are
   // process-wide in CUDA and outlive contexts, so they are not touched.
   void FreeAllOwnedBy(uint64_t owner);
+  // A module's variables (cuModuleLoadData): a linear allocation that no context owns, so that
+  // neither cuMemFree (Free refuses it, as CUDA refuses freeing a module global) nor context
+  // destruction releases it; FreeModuleStorage does, when the module itself is destroyed.
+  CUresult AllocateModuleStorage(int device, uint64_t bytes, CUdeviceptr* out);
+  // CUDA_ERROR_INVALID_VALUE when ptr is not the base of module storage.
+  CUresult FreeModuleStorage(CUdeviceptr ptr);
   // cuMemGetInfo: free and total bytes of `device`. CUDA_ERROR_INVALID_DEVICE.
   CUresult Info(int device, uint64_t* free, uint64_t* total) const;
   // Bytes charged to `device` (linear and physical allocations); 0 for an unknown device.
@@ -227,6 +233,8 @@ class DeviceMemory {
   bool ZeroMapped(CUdeviceptr dst, uint64_t bytes) const;
 
  private:
+  // The owner of module storage: no context's id (those count up from 0).
+  static constexpr uint64_t kModuleStorageOwner = UINT64_MAX;
   struct Linear {
     uint64_t bytes;     // as requested
     uint64_t reserved;  // rounded: the span taken from the address space and charged

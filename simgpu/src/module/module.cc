@@ -23,6 +23,11 @@ namespace {
 constexpr uint32_t kMaxKernels = 1 << 20;
 constexpr uint32_t kMaxParams = 32764;
 constexpr size_t kMaxNameLength = 1 << 16;
+constexpr uint32_t kMaxVariables = 1 << 20;
+// A module's variables together: far beyond any real module's globals, small enough that a
+// corrupt table cannot make the loader ask for the whole device.
+constexpr uint64_t kMaxVariableBytes = 1ull << 32;
+constexpr uint64_t kMaxVariableAlignment = 4096;
 
 CUresult RejectTable(const std::string& why) {
   PHOS_LOG(Warn, "simgpu", "module load: bad simgpu module table: {}", why);
@@ -196,7 +201,8 @@ CUresult Module::LoadImage(const unsigned char* image, size_t known_size, std::s
     return CUDA_ERROR_INVALID_IMAGE;
   }
   if (CUresult r = module->ReadTable(info_fn()); r != CUDA_SUCCESS) return r;
-  PHOS_LOG(Debug, "simgpu", "module loaded: {} bytes, {} kernels", size, module->kernels_.size());
+  PHOS_LOG(Debug, "simgpu", "module loaded: {} bytes, {} kernels, {} variables", size, module->kernels_.size(),
+           module->variables_.size());
   *out = std::move(module);
   return CUDA_SUCCESS;
 }
@@ -242,7 +248,51 @@ CUresult Module::ReadTable(const PhosSimModuleInfo* info) {
       return RejectTable("kernel '" + kernels_[i].name() + "' is exported twice");
     }
   }
+  if (info->variable_count > kMaxVariables || (info->variable_count != 0 && info->variables == nullptr)) {
+    return RejectTable("bad variable count");
+  }
+  variables_.reserve(info->variable_count);
+  for (uint32_t v = 0; v < info->variable_count; ++v) {
+    const PhosSimVariableInfo& in = info->variables[v];
+    const std::string where = "variable #" + std::to_string(v);
+    if (in.name == nullptr) return RejectTable(where + " has no exported symbol (a variable needs external linkage)");
+    const size_t name_length = strnlen(in.name, kMaxNameLength);
+    if (name_length == 0 || name_length == kMaxNameLength) return RejectTable(where + " has a bad name");
+    if (in.address == nullptr) return RejectTable(where + " has no address slot");
+    if (in.alignment == 0 || (in.alignment & (in.alignment - 1)) != 0 || in.alignment > kMaxVariableAlignment) {
+      return RejectTable(where + " has a bad alignment");
+    }
+    const uint64_t offset = (variable_storage_bytes_ + in.alignment - 1) / in.alignment * in.alignment;
+    if (in.size == 0 || in.size > kMaxVariableBytes || offset > kMaxVariableBytes - in.size) {
+      return RejectTable(where + " has a bad size");
+    }
+    variables_.push_back({std::string(in.name, name_length), in.size, offset, in.constant != 0});
+    variable_slots_.push_back(in.address);
+    variable_storage_bytes_ = offset + in.size;
+    if (in.constant != 0) constant_bytes_ += in.size;
+  }
+  for (size_t i = 0; i < variables_.size(); ++i) {
+    if (!variables_by_name_.emplace(variables_[i].name, i).second) {
+      return RejectTable("variable '" + variables_[i].name + "' is exported twice");
+    }
+  }
   return CUDA_SUCCESS;
+}
+
+CUresult Module::GetVariable(const char* name, const ModuleVariableInfo** out) const {
+  if (name == nullptr || out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const auto it = variables_by_name_.find(name);
+  if (it == variables_by_name_.end()) return CUDA_ERROR_NOT_FOUND;
+  *out = &variables_[it->second];
+  return CUDA_SUCCESS;
+}
+
+void Module::BindVariables(uint64_t base, std::shared_ptr<void> keeper) {
+  variable_base_ = base;
+  variable_storage_ = std::move(keeper);
+  for (size_t i = 0; i < variables_.size(); ++i) {
+    *variable_slots_[i] = reinterpret_cast<void*>(base + variables_[i].offset);
+  }
 }
 
 CUresult Module::GetFunction(const char* name, const Kernel** out) const {

@@ -103,6 +103,15 @@ class Kernel {
   PhosSimKernelEntry entry_;
 };
 
+// A module variable (PHOS_DEVICE_VARIABLE / PHOS_CONSTANT_VARIABLE): its bytes are device memory
+// the module is given when it loads in a context (Module::BindVariables).
+struct ModuleVariableInfo {
+  std::string name;  // the exported symbol, as nvcc names the variable
+  size_t size;
+  size_t offset;     // in the module's variable storage: aligned to the variable's alignment
+  bool constant;     // constant memory (__constant__)
+};
+
 class Module {
  public:
   // Loads a module image from memory (cuModuleLoadData). The image's size is not given: it is
@@ -126,6 +135,22 @@ class Module {
   CUresult GetFunction(const char* name, const Kernel** out) const;
   const std::vector<Kernel>& kernels() const { return kernels_; }
 
+  // The module's variables, and the bytes of device memory they take together (each at its
+  // offset); 0 when it has none.
+  const std::vector<ModuleVariableInfo>& variables() const { return variables_; }
+  size_t variable_storage_bytes() const { return variable_storage_bytes_; }
+  // The variable named `name` (cuModuleGetGlobal); CUDA_ERROR_NOT_FOUND when there is none,
+  // CUDA_ERROR_INVALID_VALUE for a null argument.
+  CUresult GetVariable(const char* name, const ModuleVariableInfo** out) const;
+  // Before the module is shared (no kernel of it has run): its variables live from `base` on,
+  // variable_storage_bytes() of zeroed device memory, which `keeper` owns; the module holds
+  // `keeper` as long as it lives (launches still pending hold the module).
+  void BindVariables(uint64_t base, std::shared_ptr<void> keeper);
+  // Where the variables live: 0 until bound.
+  uint64_t variable_base() const { return variable_base_; }
+  // The bytes of the module's constant variables (CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES).
+  size_t constant_bytes() const { return constant_bytes_; }
+
   // The bytes the module was loaded from, exactly (sealed; phos hashes modules by content).
   const void* image_data() const { return image_.data(); }
   size_t image_size() const { return image_.size(); }
@@ -139,6 +164,13 @@ class Module {
   void* handle_ = nullptr;
   std::vector<Kernel> kernels_;
   std::unordered_map<std::string_view, size_t> by_name_;
+  std::vector<ModuleVariableInfo> variables_;
+  std::vector<void**> variable_slots_;  // where the module's code reads each variable's address
+  std::unordered_map<std::string_view, size_t> variables_by_name_;
+  size_t variable_storage_bytes_ = 0;
+  size_t constant_bytes_ = 0;
+  uint64_t variable_base_ = 0;
+  std::shared_ptr<void> variable_storage_;  // released after the module's code is unloaded
 };
 
 }  // namespace phos::sim

@@ -12,5 +12,11 @@ inline constexpr const char* kScaleAdd = "_Z9scale_addPfffi";
 inline constexpr const char* kRecordThreads = "_Z14record_threadsPjS_";
 // mixed_params(char, double, const int*, short, float, ParamPair, long long, long long*)
 inline constexpr const char* kMixedParams = "_Z12mixed_paramscdPKisf9ParamPairxPx";
+// apply_coefficients(const float*, float*, int)
+inline constexpr const char* kApplyCoefficients = "_Z18apply_coefficientsPKfPfi";
+// Its module's variables: __constant__ float coefficients[16], __device__ unsigned int applied
+// (namespace scope: their names are not mangled).
+inline constexpr const char* kCoefficients = "coefficients";
+inline constexpr const char* kApplied = "applied";
 
 }  // namespace phos::conformance

@@ -183,7 +183,11 @@ int CheckProfile(const Card& card) {
   ExpectAttr(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 0, "managed memory (no cuMemAllocManaged)");
   ExpectAttr(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 0, "cooperative launch (no cuLaunchCooperativeKernel)");
   ExpectAttr(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, 0, "cluster launch (no cuLaunchKernelEx)");
-  ExpectAttr(CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, 0, "stream priorities");
+  ExpectAttr(CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, 1, "stream priorities");
+  ExpectAttr(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, 1, "64-bit stream memory operations");
+  ExpectAttr(CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, 1, "CU_STREAM_WAIT_VALUE_NOR");
+  ExpectAttr(CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1, 0, "v1 stream memory operations");
+  ExpectAttr(CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES, 0, "CU_STREAM_WAIT_VALUE_FLUSH");
   ExpectAttr(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 0, "mapped host memory");
   ExpectAttr(CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT, 0, "kernel run time limit");
   ExpectAttr(CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, CU_COMPUTEMODE_DEFAULT, "compute mode");

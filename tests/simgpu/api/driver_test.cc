@@ -422,3 +422,28 @@ TEST_F(DriverTest, PitchedCopiesAndSetsMoveRowsAndCheckTheirSpan) {
   EXPECT_EQ(got, expected);
   EXPECT_EQ(cuMemFree(dev), CUDA_SUCCESS);
 }
+
+namespace {
+
+// Stream memory operations: simgpu has no CAN_FLUSH_REMOTE_WRITES, and the word must be device
+// memory (simgpu maps no host memory into the device). They run unpaced: no modelled cost.
+TEST_F(DriverTest, StreamMemoryOperationsTakeDeviceWordsWithoutFlush) {
+  CUdeviceptr word = 0;
+  ASSERT_EQ(cuMemAlloc(&word, 4096), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamWaitValue32(nullptr, word, 0, CU_STREAM_WAIT_VALUE_GEQ | CU_STREAM_WAIT_VALUE_FLUSH),
+            CUDA_ERROR_NOT_SUPPORTED);
+  uint32_t host_word = 0;
+  EXPECT_EQ(cuStreamWriteValue32(nullptr, reinterpret_cast<CUdeviceptr>(&host_word), 1, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamWaitValue32(nullptr, word + 4096, 0, CU_STREAM_WAIT_VALUE_GEQ), CUDA_ERROR_INVALID_VALUE);
+  PhosSimStats before{}, after{};
+  ASSERT_EQ(phosSimGetStats(0, &before), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamWriteValue32(nullptr, word, 5, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamWaitValue32(nullptr, word, 5, CU_STREAM_WAIT_VALUE_EQ), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(phosSimGetStats(0, &after), CUDA_SUCCESS);
+  EXPECT_EQ(after.ops - before.ops, 2u);
+  EXPECT_EQ(after.paced_ops - before.paced_ops, 0u);
+  EXPECT_EQ(cuMemFree(word), CUDA_SUCCESS);
+}
+
+}  // namespace

@@ -40,11 +40,18 @@ const std::vector<std::string>& ExpectedSymbols() {
       PHOS_MAPPED(cuMemCreate), PHOS_MAPPED(cuMemRelease), PHOS_MAPPED(cuMemMap), PHOS_MAPPED(cuMemUnmap),
       PHOS_MAPPED(cuMemSetAccess), PHOS_MAPPED(cuMemGetAllocationGranularity), PHOS_MAPPED(cuStreamCreate),
       PHOS_MAPPED(cuStreamDestroy), PHOS_MAPPED(cuStreamSynchronize), PHOS_MAPPED(cuStreamQuery),
-      PHOS_MAPPED(cuStreamWaitEvent), PHOS_MAPPED(cuEventCreate), PHOS_MAPPED(cuEventRecord),
+      PHOS_MAPPED(cuStreamWaitEvent), PHOS_MAPPED(cuStreamCreateWithPriority), PHOS_MAPPED(cuStreamGetPriority),
+      PHOS_MAPPED(cuStreamGetFlags), PHOS_MAPPED(cuCtxGetStreamPriorityRange), PHOS_MAPPED(cuStreamWaitValue32),
+      PHOS_MAPPED(cuStreamWriteValue32), PHOS_MAPPED(cuStreamWaitValue64), PHOS_MAPPED(cuStreamWriteValue64),
+      PHOS_MAPPED(cuEventCreate), PHOS_MAPPED(cuEventRecord),
       PHOS_MAPPED(cuEventSynchronize), PHOS_MAPPED(cuEventQuery), PHOS_MAPPED(cuEventElapsedTime),
       PHOS_MAPPED(cuEventDestroy), PHOS_MAPPED(cuLaunchHostFunc), PHOS_MAPPED(cuModuleLoadData),
       PHOS_MAPPED(cuModuleUnload), PHOS_MAPPED(cuModuleGetFunction), PHOS_MAPPED(cuFuncGetParamInfo),
       PHOS_MAPPED(cuLaunchKernel), PHOS_MAPPED(cuGetErrorName), PHOS_MAPPED(cuGetErrorString),
+      PHOS_MAPPED(cuModuleGetGlobal), PHOS_MAPPED(cuFuncGetAttribute), PHOS_MAPPED(cuFuncSetAttribute),
+      PHOS_MAPPED(cuFuncSetCacheConfig), PHOS_MAPPED(cuOccupancyMaxActiveBlocksPerMultiprocessor),
+      PHOS_MAPPED(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags),
+      PHOS_MAPPED(cuOccupancyAvailableDynamicSMemPerBlock), PHOS_MAPPED(cuLaunchKernelEx),
   };
   return symbols;
 }
@@ -58,6 +65,8 @@ TEST(ExportsTest, EveryEntryPointUnderItsCudaHName) {
   // The mapping really is applied: the versioned names, not the plain ones.
   EXPECT_EQ(std::string(PHOS_MAPPED(cuCtxCreate)), "cuCtxCreate_v4");
   EXPECT_EQ(std::string(PHOS_MAPPED(cuMemAlloc)), "cuMemAlloc_v2");
+  EXPECT_EQ(std::string(PHOS_MAPPED(cuModuleGetGlobal)), "cuModuleGetGlobal_v2");
+  EXPECT_EQ(std::string(PHOS_MAPPED(cuStreamWaitValue32)), "cuStreamWaitValue32_v2");
   dlclose(lib);
 }
 

@@ -29,7 +29,10 @@ class BlasHandleTest : public ::testing::Test {
   cublasStatus_t Gemm(cublasHandle_t handle, const float* a, const float* b, float* c) {
     BlasCall call;
     if (cublasStatus_t s = handles_.BeginCall(handle, &call); s != CUBLAS_STATUS_SUCCESS) return s;
+    static constexpr float kOne = 1.0f, kZero = 0.0f;
     GemmCall gemm;
+    gemm.alpha = &kOne;
+    gemm.beta = &kZero;
     gemm.m = 2;
     gemm.n = 2;
     gemm.k = 3;
@@ -39,7 +42,7 @@ class BlasHandleTest : public ::testing::Test {
     gemm.ldb = 3;
     gemm.c = c;
     gemm.ldc = 2;
-    return EnqueueGemm(*call.device, call.handle->ctx, *call.stream, gemm);
+    return EnqueueGemm({call.device, &call.handle->ctx, call.stream.get(), call.pointer_mode}, gemm);
   }
 
   const DeviceProfile profile_ = TestProfile();

@@ -221,15 +221,21 @@ TEST_F(BlasTest, StreamDestroyedAfterSetStreamFailsTheCall) {
             CUBLAS_STATUS_EXECUTION_FAILED);
 }
 
-TEST_F(BlasTest, DevicePointerModeIsNotSupported) {
-  EXPECT_EQ(cublasSetPointerMode(handle_, CUBLAS_POINTER_MODE_DEVICE), CUBLAS_STATUS_NOT_SUPPORTED);
+TEST_F(BlasTest, PointerModesAreKeptAndUnknownValuesRefused) {
+  cublasPointerMode_t mode = CUBLAS_POINTER_MODE_DEVICE;
+  ASSERT_EQ(cublasGetPointerMode(handle_, &mode), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(mode, CUBLAS_POINTER_MODE_HOST);  // a new handle's
+  EXPECT_EQ(cublasSetPointerMode(handle_, CUBLAS_POINTER_MODE_DEVICE), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasGetPointerMode(handle_, &mode), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(mode, CUBLAS_POINTER_MODE_DEVICE);
+  EXPECT_EQ(cublasSetPointerMode(handle_, static_cast<cublasPointerMode_t>(2)), CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_EQ(cublasSetPointerMode(handle_, CUBLAS_POINTER_MODE_HOST), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(cublasSetMathMode(handle_, static_cast<cublasMath_t>(5)), CUBLAS_STATUS_INVALID_VALUE);
-  const float one = 1.0f;
-  EXPECT_EQ(
-      cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, nullptr, CUDA_R_16F, 1, nullptr,
-                   CUDA_R_16F, 1, &one, nullptr, CUDA_R_16F, 1, CUBLAS_COMPUTE_16F, CUBLAS_GEMM_DEFAULT),
-      CUBLAS_STATUS_NOT_SUPPORTED);
+  // Integer GEMMs are outside the subset.
+  const int32_t one = 1;
+  EXPECT_EQ(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, nullptr, CUDA_R_8I, 1, nullptr, CUDA_R_8I,
+                         1, &one, nullptr, CUDA_R_32I, 1, CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT),
+            CUBLAS_STATUS_NOT_SUPPORTED);
 }
 
 // The first handle of a context pays the profile's first-handle cost (ci: 2.76 ms), later ones
@@ -356,14 +362,28 @@ TEST(BlasExportsTest, EveryEntryPointUnderItsCublasV2Name) {
   void* lib = dlopen(PHOS_SIMGPU_LIBRARY, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << dlerror();
   const std::vector<std::string> names = {
-      PHOS_MAPPED(cublasCreate),          PHOS_MAPPED(cublasDestroy),
-      PHOS_MAPPED(cublasGetVersion),      PHOS_MAPPED(cublasSetStream),
-      PHOS_MAPPED(cublasGetStream),       PHOS_MAPPED(cublasGetPointerMode),
-      PHOS_MAPPED(cublasSetPointerMode),  PHOS_MAPPED(cublasSetMathMode),
-      PHOS_MAPPED(cublasGetMathMode),     PHOS_MAPPED(cublasSgemm),
-      PHOS_MAPPED(cublasGemmEx),          PHOS_MAPPED(cublasSgemmStridedBatched),
-      PHOS_MAPPED(cublasSgemv),           PHOS_MAPPED(cublasGetStatusName),
-      PHOS_MAPPED(cublasGetStatusString), PHOS_MAPPED(cublasGetProperty)};
+      PHOS_MAPPED(cublasCreate), PHOS_MAPPED(cublasDestroy), PHOS_MAPPED(cublasGetVersion),
+      PHOS_MAPPED(cublasSetStream), PHOS_MAPPED(cublasGetStream), PHOS_MAPPED(cublasGetPointerMode),
+      PHOS_MAPPED(cublasSetPointerMode), PHOS_MAPPED(cublasSetMathMode), PHOS_MAPPED(cublasGetMathMode),
+      PHOS_MAPPED(cublasGetStatusName), PHOS_MAPPED(cublasGetStatusString), PHOS_MAPPED(cublasGetProperty),
+      // Level 1
+      PHOS_MAPPED(cublasSaxpy), PHOS_MAPPED(cublasDaxpy), PHOS_MAPPED(cublasSdot), PHOS_MAPPED(cublasDdot),
+      PHOS_MAPPED(cublasSnrm2), PHOS_MAPPED(cublasDnrm2), PHOS_MAPPED(cublasSscal), PHOS_MAPPED(cublasDscal),
+      PHOS_MAPPED(cublasSasum), PHOS_MAPPED(cublasDasum), PHOS_MAPPED(cublasIsamax), PHOS_MAPPED(cublasIdamax),
+      PHOS_MAPPED(cublasIsamin), PHOS_MAPPED(cublasIdamin), PHOS_MAPPED(cublasScopy), PHOS_MAPPED(cublasDcopy),
+      PHOS_MAPPED(cublasSswap), PHOS_MAPPED(cublasDswap), PHOS_MAPPED(cublasSrot), PHOS_MAPPED(cublasDrot),
+      // Level 2
+      PHOS_MAPPED(cublasSgemv), PHOS_MAPPED(cublasDgemv), PHOS_MAPPED(cublasSger), PHOS_MAPPED(cublasDger),
+      PHOS_MAPPED(cublasSsymv), PHOS_MAPPED(cublasDsymv), PHOS_MAPPED(cublasStrsv), PHOS_MAPPED(cublasDtrsv),
+      PHOS_MAPPED(cublasStrmv), PHOS_MAPPED(cublasDtrmv),
+      // Level 3
+      PHOS_MAPPED(cublasSgemm), PHOS_MAPPED(cublasDgemm), PHOS_MAPPED(cublasCgemm), PHOS_MAPPED(cublasZgemm),
+      PHOS_MAPPED(cublasHgemm), PHOS_MAPPED(cublasGemmEx), PHOS_MAPPED(cublasGemmStridedBatchedEx),
+      PHOS_MAPPED(cublasGemmBatchedEx), PHOS_MAPPED(cublasSgemmStridedBatched),
+      PHOS_MAPPED(cublasDgemmStridedBatched), PHOS_MAPPED(cublasHgemmStridedBatched),
+      PHOS_MAPPED(cublasSgemmBatched), PHOS_MAPPED(cublasDgemmBatched), PHOS_MAPPED(cublasStrsm),
+      PHOS_MAPPED(cublasDtrsm), PHOS_MAPPED(cublasSsyrk), PHOS_MAPPED(cublasDsyrk), PHOS_MAPPED(cublasSgeam),
+      PHOS_MAPPED(cublasDgeam), PHOS_MAPPED(cublasSdgmm), PHOS_MAPPED(cublasDdgmm)};
   for (const std::string& name : names) EXPECT_NE(dlsym(lib, name.c_str()), nullptr) << name;
   EXPECT_EQ(std::string(PHOS_MAPPED(cublasSgemm)), "cublasSgemm_v2");
   // Internals stay hidden.

@@ -1,6 +1,7 @@
-// fp16 conversions used by cublasGemmEx, against the toolkit's own host implementation.
+// fp16 and bf16 conversions used by the GEMMs, against the toolkit's own host implementation.
 #include "blas/half.h"
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <gtest/gtest.h>
 
@@ -66,6 +67,36 @@ TEST(HalfTest, NanStaysNan) {
   EXPECT_NE(h & 0x3ff, 0);
   // A NaN whose payload sits only in the low bits must not become infinity.
   EXPECT_NE(FloatToHalf(std::bit_cast<float>(0x7f800001u)) & 0x3ff, 0);
+}
+
+// bfloat16, against the toolkit's host conversions: widening is exact for every value, narrowing
+// rounds as __float2bfloat16 does, and a NaN stays a NaN.
+TEST(BfloatTest, WideningIsExactAndNarrowingMatchesToolkit) {
+  for (uint32_t b = 0; b <= 0xffff; ++b) {
+    __nv_bfloat16_raw raw;
+    raw.x = static_cast<unsigned short>(b);
+    const float want = __bfloat162float(__nv_bfloat16(raw));
+    const float f = BfloatToFloat(static_cast<uint16_t>(b));
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(f)) << std::hex << b;
+      continue;
+    }
+    ASSERT_EQ(std::bit_cast<uint32_t>(f), std::bit_cast<uint32_t>(want)) << std::hex << b;
+    ASSERT_EQ(FloatToBfloat(f), b) << std::hex << b;
+  }
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 1000000; ++i) {
+    const float f = std::bit_cast<float>(bits(rng));
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(BfloatToFloat(FloatToBfloat(f))));
+      continue;
+    }
+    __nv_bfloat16_raw want = __float2bfloat16(f);
+    ASSERT_EQ(FloatToBfloat(f), want.x) << f;
+  }
+  EXPECT_EQ(FloatToBfloat(1.0f + 0x1p-8f), 0x3f80);      // tie, to even (down)
+  EXPECT_EQ(FloatToBfloat(1.0f + 3 * 0x1p-8f), 0x3f82);  // tie, to even (up)
 }
 
 }  // namespace

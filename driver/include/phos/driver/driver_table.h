@@ -1,4 +1,4 @@
-// The driver table (docs/design.md D2): every CUDA driver API and cuBLAS entry point the daemon calls,
+// The driver table (docs/design.md D2): every CUDA driver API, cuBLAS and NCCL entry point the daemon calls,
 // resolved once by dlopen/dlsym — from NVIDIA's libcuda.so.1 and libcublas.so.13, or from
 // libphos-simgpu.so for both — under the names cuda.h and cublas_v2.h map them to (cuMemAlloc ->
 // cuMemAlloc_v2). Runtime code calls `table->cuMemAlloc(...)` and never knows which it got.
@@ -61,15 +61,29 @@ struct DriverTableOptions {
   X(cuMemcpyDtoHAsync) X(cuMemcpyDtoD) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async)    \
   X(cuMemcpy2D) X(cuMemcpy2DAsync) X(cuMemsetD2D8) X(cuMemsetD2D8Async)                          \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery)                  \
+  X(cuStreamCreateWithPriority) X(cuStreamGetPriority) X(cuStreamGetFlags)                      \
+  X(cuCtxGetStreamPriorityRange) X(cuLaunchHostFunc) X(cuStreamWaitValue32) X(cuStreamWriteValue32) \
   X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                      \
   X(cuEventSynchronize) X(cuEventQuery) X(cuEventElapsedTime) X(cuModuleLoadData)               \
   X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetParamInfo) X(cuLaunchKernel)                \
+  X(cuModuleGetGlobal) X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuFuncSetCacheConfig)        \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags) X(cuOccupancyAvailableDynamicSMemPerBlock) \
+  X(cuLaunchKernelEx)                                                                            \
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease) X(cuMemMap)          \
   X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity)
 
+// Handles, then Levels 1, 2 and 3 in S and D (GEMM of every type goes through the Ex calls below).
 #define PHOS_CUBLAS_ENTRY_POINTS(X)                                                              \
   X(cublasCreate) X(cublasDestroy) X(cublasSetStream) X(cublasGetStream) X(cublasSetMathMode)    \
-  X(cublasGetMathMode) X(cublasSgemm) X(cublasSgemmStridedBatched) X(cublasSgemv)
+  X(cublasGetMathMode) X(cublasSetPointerMode)                                                   \
+  X(cublasSaxpy) X(cublasDaxpy) X(cublasSdot) X(cublasDdot) X(cublasSnrm2) X(cublasDnrm2)       \
+  X(cublasSscal) X(cublasDscal) X(cublasSasum) X(cublasDasum) X(cublasIsamax) X(cublasIdamax)   \
+  X(cublasIsamin) X(cublasIdamin) X(cublasScopy) X(cublasDcopy) X(cublasSswap) X(cublasDswap)   \
+  X(cublasSrot) X(cublasDrot)                                                                    \
+  X(cublasSgemv) X(cublasDgemv) X(cublasSger) X(cublasDger) X(cublasSsymv) X(cublasDsymv)       \
+  X(cublasStrsv) X(cublasDtrsv) X(cublasStrmv) X(cublasDtrmv)                                    \
+  X(cublasStrsm) X(cublasDtrsm) X(cublasSsyrk) X(cublasDsyrk) X(cublasSgeam) X(cublasDgeam)     \
+  X(cublasSdgmm) X(cublasDdgmm)
 
 // simgpu's validation extensions (phos/simgpu/simgpu.h: guarded ranges). Optional: resolved when
 // the driver library has them (simgpu), null on NVIDIA's driver; has_guards() says which.
@@ -109,12 +123,23 @@ class DriverTable {
   PHOS_NCCL_ENTRY_POINTS(PHOS_DECLARE_ENTRY)
   PHOS_SIM_GUARD_ENTRY_POINTS(PHOS_DECLARE_ENTRY)
 #undef PHOS_DECLARE_ENTRY
-  // cublas_api.h overloads cublasGemmEx in C++ (an inline wrapper taking a cudaDataType compute
-  // type), so its type is spelled out: the exported C function's.
+  // cublas_api.h overloads the GEMM Ex calls in C++ (inline wrappers taking a cudaDataType compute
+  // type), so their types are spelled out: the exported C functions'. Every GEMM phosd runs is
+  // one of these three, whatever its types (Sgemm, Dgemm, Cgemm, Zgemm and Hgemm included).
   using CublasGemmExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                                             const void*, const void*, cudaDataType, int, const void*, cudaDataType, int,
                                             const void*, void*, cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
   CublasGemmExFn cublasGemmEx = nullptr;
+  using CublasGemmStridedBatchedExFn =
+      cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*, const void*,
+                         cudaDataType, int, long long int, const void*, cudaDataType, int, long long int, const void*,
+                         void*, cudaDataType, int, long long int, int, cublasComputeType_t, cublasGemmAlgo_t);
+  CublasGemmStridedBatchedExFn cublasGemmStridedBatchedEx = nullptr;
+  using CublasGemmBatchedExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                                   const void*, const void* const[], cudaDataType, int,
+                                                   const void* const[], cudaDataType, int, const void*, void* const[],
+                                                   cudaDataType, int, int, cublasComputeType_t, cublasGemmAlgo_t);
+  CublasGemmBatchedExFn cublasGemmBatchedEx = nullptr;
   // A stream-ordered, paced host-to-device copy that may write guarded ranges without faulting
   // (simgpu only; null elsewhere): how a restore loads a buffer that stays guarded until ready.
   using SimMemcpyHtoDAsyncGuardedFn = CUresult (*)(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream);

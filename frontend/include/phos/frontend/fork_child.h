@@ -2,6 +2,10 @@
  * function SDK's serve loop (functions/sdk) through dlsym, so that functions without CUDA need no
  * frontend. Not an application API.
  *
+ * __phosQuiesce: stops the frontend's one thread, which runs host functions (cudaLaunchHostFunc)
+ * while any are pending, and returns 0; or, when host functions are still pending, leaves it
+ * running and returns how many. A template forks with none: only the calling thread survives.
+ *
  * __phosLiveAllocations: the device allocations this process holds now. A template must hold none
  * when it forks: a child would share pointers into a session it cannot reach.
  *
@@ -9,8 +13,7 @@
  * (its ring mapping and control socket are closed in the child only: the template's session is
  * untouched) and the kernel handles that session issued, sets PHOS_INSTANCE_TOKEN to `token`, and
  * makes the next CUDA call connect to phosd as a new session, re-sending the registered modules.
- * Returns 0, or -1 when `token` is null or empty. The frontend starts no threads of its own, so
- * it has none to stop before the fork. */
+ * Returns 0, or -1 when `token` is null or empty. */
 #ifndef PHOS_FRONTEND_FORK_CHILD_H_
 #define PHOS_FRONTEND_FORK_CHILD_H_
 
@@ -20,6 +23,7 @@
 extern "C" {
 #endif
 
+size_t __phosQuiesce(void);
 size_t __phosLiveAllocations(void);
 int __phosForkChild(const char* token);
 

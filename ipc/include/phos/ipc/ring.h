@@ -7,6 +7,10 @@
 // makes a system call while the other keeps up. Everything the consumer reads from the ring is
 // validated against sizes it fixed itself (Attach keeps the sizes it was given, not the peer's
 // header), so a broken or malicious frontend can make its own calls fail, never the server. The
+// header also carries the two host-function queues, which bypass the records: one from the
+// server (a host function's place in its stream was reached), one to it (the function returned),
+// so that neither waits for the other side's record traffic. Each queue has one poster and one
+// taker, and the poster reads back nothing of it. The
 // memfd is sealed against shrinking and growing before it is handed over (a truncated ring would
 // make the server's next read a SIGBUS), and the consumer keeps its own offset rather than
 // reading back the shared one: each header field it reads is read once, then checked, then used.
@@ -24,6 +28,17 @@
 namespace phos::ipc {
 
 inline constexpr uint32_t kRingMagic = 0x474e4952;  // "RING"
+
+// The host-function queues (docs/remoting.md "Host functions"): the server tells the frontend
+// that a host function's place in its stream was reached, or that it refused it; the frontend
+// tells the server that a function returned. Entry n is events[n % kMaxHostFnSlots]; the server
+// never has more than kMaxHostFnSlots pending, so a taker that keeps up loses none.
+enum class HostFnQueueId : uint32_t { kToFrontend = 0, kToServer = 1 };
+struct HostFnQueue {
+  alignas(64) std::atomic<uint64_t> posted;  // entries ever appended
+  std::atomic<uint32_t> futex;               // moved with each append
+  HostFnEvent events[kMaxHostFnSlots];
+};
 
 struct RingHeader {
   uint32_t magic;
@@ -46,6 +61,7 @@ struct RingHeader {
   // value); the next synchronising call reports it, as CUDA does.
   std::atomic<int32_t> async_error;
   std::atomic<uint32_t> closed;  // the server ended the session
+  HostFnQueue host_fn_queues[2];  // indexed by HostFnQueueId
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free);
 
@@ -105,6 +121,19 @@ class Ring {
   void Complete(uint64_t seq);
   // Writes the reply of record `seq` (result plus up to reply_capacity() bytes).
   void WriteReply(uint64_t seq, int32_t result, const void* data, size_t len);
+
+  // ---- host functions (either side; each queue has one poster and one taker at a time) ----
+  // Appends `event` to `queue` and wakes its taker. The poster's count is its own: nothing the
+  // peer writes to the queue is read back.
+  void PostHostFnEvent(HostFnQueueId queue, const HostFnEvent& event);
+  // Copies up to `cap` events posted to `queue` since the last take into `out`; returns how many.
+  // A peer that claims more than the queue holds loses the oldest.
+  size_t TakeHostFnEvents(HostFnQueueId queue, HostFnEvent* out, size_t cap);
+  // Returns when `queue` holds events not taken yet, InterruptHostFnWait is called, or timeout_ms
+  // passes. Needs no lock against a concurrent take (a spurious return is harmless).
+  void WaitHostFnEvents(HostFnQueueId queue, int timeout_ms);
+  // Makes a WaitHostFnEvents on `queue` in another thread return.
+  void InterruptHostFnWait(HostFnQueueId queue);
   uint8_t* reply_payload_for_write() { return reply_ + sizeof(ReplyHeader); }
   // Marks the session closed and wakes both sides (a waiting frontend, a sleeping executor).
   void Close();
@@ -124,6 +153,9 @@ class Ring {
   // Bytes the consumer has released: its own count, never read back from the shared header
   // (the producer can write there).
   uint64_t consumed_ = 0;
+  // Host-function events this side posted to and took from each queue (HostFnQueueId).
+  uint64_t host_fn_posted_[2] = {0, 0};
+  std::atomic<uint64_t> host_fn_taken_[2] = {0, 0};
 };
 
 // The largest fixed-size records, at phos's rank limit, fit the smallest ring: an

@@ -10,7 +10,7 @@
 namespace phos::ipc {
 
 inline constexpr uint32_t kWireMagic = 0x534f4850;  // "PHOS" little-endian
-inline constexpr uint32_t kWireVersion = 7;
+inline constexpr uint32_t kWireVersion = 10;
 inline constexpr size_t kTokenChars = 32;        // 128-bit token, hex
 inline constexpr size_t kAnswerMessageChars = 200;
 
@@ -87,8 +87,10 @@ enum class Op : uint16_t {
   kBlasDestroy,           // HandleArgs
   kBlasSetStream,         // StreamEventArgs (event = handle); the frontend remembers the stream
   kBlasSetMathMode,       // BlasModeArgs
-  kBlasGemm,              // GemmArgs (Sgemm, GemmEx, SgemmStridedBatched)
-  kBlasSgemv,             // GemvArgs
+  // cuBLAS compute calls (runtime/src/session_blas*.cc): asynchronous, but a Level 1 reduction
+  // in host pointer mode, whose result is the reply (8 bytes: a float, double or int32).
+  kBlasGemm,              // GemmArgs: every GEMM, single, strided or pointer-array batched
+  kBlasLevel2,            // BlasLevel2Args
   // Multi-device sessions and NCCL (runtime/src/session_devices.cc, session_nccl.cc). NCCL handle
   // calls answer with an ncclResult_t; collectives are asynchronous (failures: sticky CUresult).
   kSetDevice,             // DeviceArgs (the session's device ordinal); async when the frontend
@@ -113,6 +115,25 @@ enum class Op : uint16_t {
                           // device to host -> width * height bytes, the rows packed (reply area)
   kMemset2D,              // Memset2DArgs
   kMemFreeAsync,          // StreamPointerArgs; asynchronous: the free follows the stream's work
+  // Streams and host callbacks (runtime/src/session_streams.cc, host_fn_gates.h).
+  kStreamCreateWithPriority,  // StreamCreateArgs -> u64 virtual stream
+  kStreamGetInfo,             // HandleArgs -> StreamInfo
+  kStreamPriorityRange,       // -> StreamPriorityRange, of the current device
+  kLaunchHostFunc,            // HostFnArgs; asynchronous: when the stream reaches it, phosd posts the
+                              // slot to the ring's host-function queue to the frontend (ring.h) and
+                              // holds the stream's later work until the slot comes back on the queue
+                              // to the server (the function returned); a refusal is posted too
+  // cuBLAS routines besides GEMM (runtime/src/session_blas.cc).
+  kBlasLevel1,            // BlasLevel1Args
+  kBlasLevel3,            // BlasLevel3Args (the routines of Level 3 besides GEMM)
+  // Launch attributes and module globals (runtime/src/session_functions.cc).
+  kFuncGetAttributes,     // FunctionArgs -> FunctionAttributes
+  kFuncSetAttribute,      // FuncAttributeArgs
+  kFuncSetCacheConfig,    // FuncCacheConfigArgs
+  kOccupancyMaxBlocks,    // OccupancyArgs -> i32 blocks per multiprocessor
+  kOccupancyDynamicSMem,  // OccupancySMemArgs -> u64 bytes
+  kLaunchEx,              // LaunchExArgs + attribute_count LaunchAttribute + parameter buffer
+  kModuleGlobalGet,       // FunctionGetArgs + name -> GlobalInfo
   // NCCL point-to-point and communicator lifecycle (runtime/src/session_nccl*.cc).
   kNcclSend,              // NcclP2pArgs; asynchronous, queued until the group's end (refused outside one)
   kNcclRecv,              // NcclP2pArgs; likewise
@@ -171,6 +192,29 @@ struct Copy2DArgs {
 };
 struct Memset2DArgs { uint64_t dst; uint64_t pitch; uint64_t width; uint64_t height; uint64_t stream; uint32_t value; uint32_t pad; };
 struct StreamPointerArgs { uint64_t ptr; uint64_t stream; };
+// Streams. A priority outside the device's range is clamped to it, as the driver does.
+struct StreamCreateArgs { uint32_t flags; int32_t priority; };
+struct StreamInfo {
+  uint32_t flags;    // CU_STREAM_DEFAULT or CU_STREAM_NON_BLOCKING
+  int32_t priority;
+  int32_t device;    // the session device the stream belongs to
+  uint32_t pad;
+  uint64_t id;       // unique in the session and stable across a snapshot: the virtual handle (1: the legacy stream)
+};
+struct StreamPriorityRange { int32_t least; int32_t greatest; };  // greatest <= least: lower is higher
+// Host functions (cudaLaunchHostFunc, cudaStreamAddCallback). The function runs in the function
+// process; phosd only orders it in its stream. `slot` names it until it returned: at most
+// kMaxHostFnSlots are pending at once in a session.
+inline constexpr uint32_t kMaxHostFnSlots = 4096;
+struct HostFnArgs { uint64_t stream; uint32_t slot; uint32_t pad; };
+// An entry of a host-function queue (ring.h). To the frontend: the slot's place in its stream was
+// reached (result 0: run the function, then post the slot back) or phosd refused the
+// kLaunchHostFunc (result: the CUresult, also the session's asynchronous error; the function is
+// not run). To the server: the slot's function returned (result unused).
+struct HostFnEvent { uint32_t slot; int32_t result; };
+static_assert(sizeof(StreamCreateArgs) == 8 && sizeof(StreamInfo) == 24 && sizeof(StreamPriorityRange) == 8);
+static_assert(sizeof(HostFnArgs) == 16);
+static_assert(sizeof(HostFnEvent) == 8);
 static_assert(sizeof(Copy2DArgs) == 64 && sizeof(Memset2DArgs) == 48 && sizeof(StreamPointerArgs) == 16);
 struct ModuleChunkArgs {
   uint64_t module_id;   // chosen by the frontend, unique per session
@@ -200,27 +244,124 @@ struct LaunchArgs {
   uint32_t shared_bytes;
   uint32_t param_bytes;  // the packed parameter buffer follows
 };
+// Launch attributes and module globals. `function` is a kFunctionGet id of the session.
+struct FunctionArgs { uint64_t function; };
+// Reply to kFuncGetAttributes: every CUfunction_attribute slot (CUDA 13 has 0-15) with its value
+// and the driver's CUresult for it.
+inline constexpr uint32_t kFunctionAttributeSlots = 16;
+struct FunctionAttributes {
+  int32_t values[kFunctionAttributeSlots];
+  int32_t results[kFunctionAttributeSlots];  // CUresult of each attribute (0: answered)
+};
+struct FuncAttributeArgs { uint64_t function; int32_t attribute; int32_t value; };  // CUfunction_attribute
+struct FuncCacheConfigArgs { uint64_t function; int32_t config; int32_t pad; };    // CUfunc_cache
+struct OccupancyArgs {
+  uint64_t function;
+  uint64_t dynamic_smem_bytes;
+  int32_t block_size;
+  uint32_t flags;  // CUoccupancy_flags
+};
+struct OccupancySMemArgs { uint64_t function; int32_t blocks; int32_t block_size; };
+// A launch attribute as CUlaunchAttribute lays it out (id, padding, a 64-byte value); an event a
+// value names (programmatic or launch completion event) is the session's virtual event id.
+inline constexpr uint32_t kLaunchAttributeValueBytes = 64;
+struct LaunchAttribute {
+  uint32_t id;  // CUlaunchAttributeID
+  uint32_t pad;
+  uint8_t value[kLaunchAttributeValueBytes];
+};
+// cudaLaunchKernelExC: a launch, then `attribute_count` LaunchAttribute records, then the packed
+// parameter buffer.
+inline constexpr uint32_t kMaxLaunchAttributes = 32;
+struct LaunchExArgs {
+  LaunchArgs launch;
+  uint32_t attribute_count;
+  uint32_t pad;
+};
+// Reply to kModuleGlobalGet: the global's device address and size in the current device's
+// instance of its module.
+struct GlobalInfo { uint64_t address; uint64_t bytes; };
+static_assert(sizeof(FunctionAttributes) == 128 && sizeof(FuncAttributeArgs) == 16 && sizeof(FuncCacheConfigArgs) == 16);
+static_assert(sizeof(OccupancyArgs) == 24 && sizeof(OccupancySMemArgs) == 16 && sizeof(LaunchAttribute) == 72);
+static_assert(sizeof(LaunchExArgs) == 56 && sizeof(GlobalInfo) == 16);
+
 struct BlasModeArgs { uint64_t handle; int32_t mode; int32_t pad; };
+// cuBLAS. A scalar (alpha, beta; rot's c and s) travels by value in host pointer mode, its bytes
+// those of the routine's scalar type (__half, float, double, cuComplex, cuDoubleComplex); in
+// device pointer mode its first 8 bytes are the device address cuBLAS reads it from when the call
+// runs. `pointer_mode` is the cublasPointerMode_t the call was made in (the frontend keeps each
+// handle's mode; phosd sets it on the library's handle for every call).
+struct BlasScalar { uint8_t bytes[16]; };
+// phos's cap on the matrices of one pointer-array batched GEMM: phosd reads its three arrays of
+// device pointers (8 bytes each) and checks every matrix before the call runs.
+inline constexpr int32_t kMaxBlasPointerBatch = 65536;
+enum class BlasBatch : int32_t {
+  kNone = 0,  // one GEMM
+  kStrided,   // `batch` GEMMs, matrix i at a + i * stride_a elements (likewise b, c)
+  kPointers,  // `batch` GEMMs, matrix i at a[i]: a, b and c are device arrays of device pointers
+};
 struct GemmArgs {
   uint64_t handle;
   int32_t trans_a, trans_b;
   int32_t m, n, k;
   int32_t lda, ldb, ldc;
-  int32_t a_type, b_type, c_type;  // cudaDataType; all CUDA_R_32F for Sgemm
-  int32_t compute_type;            // cublasComputeType_t; CUBLAS_COMPUTE_32F for Sgemm
-  int32_t algo;
-  int32_t batch;                   // 0: not batched
+  int32_t a_type, b_type, c_type;  // cudaDataType
+  int32_t compute_type;            // cublasComputeType_t; its scalar type is alpha's and beta's
+  int32_t algo;                    // cublasGemmAlgo_t
+  int32_t batch_kind;              // BlasBatch
+  int32_t batch;                   // matrices of a batched call
+  int32_t pointer_mode;
   uint64_t a, b, c;
-  int64_t stride_a, stride_b, stride_c;
-  float alpha, beta;
+  int64_t stride_a, stride_b, stride_c;  // kStrided, in elements
+  BlasScalar alpha, beta;
 };
-struct GemvArgs {
+enum class BlasLevel1 : int32_t { kAxpy = 0, kDot, kNrm2, kScal, kAsum, kIamax, kIamin, kCopy, kSwap, kRot, kCount };
+struct BlasLevel1Args {
   uint64_t handle;
-  int32_t trans;
-  int32_t m, n, lda, incx, incy;
-  uint64_t a, x, y;
-  float alpha, beta;
+  int32_t routine;       // BlasLevel1
+  int32_t type;          // cudaDataType of x and y: CUDA_R_32F or CUDA_R_64F
+  int32_t pointer_mode;
+  int32_t n, incx, incy;
+  uint64_t x, y;
+  uint64_t result;       // dot, nrm2, asum, iamax, iamin in device pointer mode: where it goes
+  BlasScalar alpha;      // axpy, scal: alpha; rot: c
+  BlasScalar beta;       // rot: s
 };
+enum class BlasLevel2 : int32_t { kGemv = 0, kGer, kSymv, kTrsv, kTrmv, kCount };
+struct BlasLevel2Args {
+  uint64_t handle;
+  int32_t routine;       // BlasLevel2
+  int32_t type;          // CUDA_R_32F or CUDA_R_64F
+  int32_t pointer_mode;
+  int32_t trans;         // gemv, trsv, trmv: cublasOperation_t
+  int32_t uplo;          // symv, trsv, trmv: cublasFillMode_t
+  int32_t diag;          // trsv, trmv: cublasDiagType_t
+  int32_t m, n;          // gemv, ger: A is m x n; symv, trsv, trmv: n x n (m unused)
+  int32_t lda, incx, incy;
+  int32_t pad;
+  uint64_t a, x, y;      // ger: y is the second vector, A is written
+  BlasScalar alpha, beta;
+};
+enum class BlasLevel3 : int32_t { kTrsm = 0, kSyrk, kGeam, kDgmm, kCount };
+struct BlasLevel3Args {
+  uint64_t handle;
+  int32_t routine;       // BlasLevel3
+  int32_t type;          // CUDA_R_32F or CUDA_R_64F
+  int32_t pointer_mode;
+  int32_t side;          // trsm, dgmm: cublasSideMode_t
+  int32_t uplo;          // trsm, syrk: cublasFillMode_t
+  int32_t trans_a;       // trsm, syrk, geam
+  int32_t trans_b;       // geam
+  int32_t diag;          // trsm
+  int32_t m, n, k;       // trsm, geam, dgmm: B or C is m x n; syrk: C is n x n, op(A) n x k
+  int32_t lda, ldb, ldc;
+  int32_t incx;          // dgmm: of the vector x, which `b` names
+  int32_t pad;
+  uint64_t a, b, c;      // trsm: B is solved in place (c unused)
+  BlasScalar alpha, beta;
+};
+static_assert(sizeof(GemmArgs) == 152 && sizeof(BlasLevel1Args) == 88 && sizeof(BlasLevel2Args) == 112);
+static_assert(sizeof(BlasLevel3Args) == 128);
 
 // NCCL. phos's own limit on the ranks of one communicator a function creates (ncclCommInitAll's
 // devices, ncclCommInitRank's nranks): 72, one NVLink domain (GB200 NVL72), so the wire format
@@ -271,6 +412,5 @@ static_assert(sizeof(NcclGroupEndArgs) == 8);
 
 static_assert(sizeof(CopyArgs) == 32 && sizeof(MemsetArgs) == 32 && sizeof(LaunchArgs) == 48);
 static_assert(sizeof(ModuleChunkArgs) == 32 && sizeof(FunctionGetArgs) == 16 && sizeof(FunctionInfo) == 16);
-static_assert(sizeof(GemmArgs) == 120 && sizeof(GemvArgs) == 64);
 
 }  // namespace phos::ipc

@@ -35,9 +35,18 @@ struct CaptureBuffer {
   int32_t device = 0;  // the function's device whose memory it is
 };
 
+// A module global the function named (cudaMemcpyToSymbol, cudaGetSymbolAddress): its bytes are
+// read at capture and written back wherever the global lies after a restore loads the module.
+struct CaptureGlobal {
+  std::string name;
+  CUdeviceptr address = 0;
+  uint64_t size = 0;  // > 0
+};
+
 struct CaptureModule {
   std::string image;  // the bytes cuModuleLoadData was given
   std::string kind;   // "simgpu" or "fatbin"
+  std::vector<CaptureGlobal> globals;
 };
 
 struct CaptureRequest {
@@ -70,7 +79,8 @@ struct CaptureRequest {
 // Returns the committed version. Nothing is published on failure; errors name the buffer
 // (index, label, address) or module that failed. InvalidArgument for a malformed request
 // (no driver or context, empty function, a zero-size buffer, overlapping buffers, a module
-// without bytes or with an unknown kind).
+// without bytes or with an unknown kind, a global without a name or bytes); FailedPrecondition
+// when the globals hold more than store::kMaxGlobalBytes.
 Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& store);
 
 }  // namespace phos::runtime

@@ -104,10 +104,17 @@ struct RestoreReport {
 };
 
 // Reads module `index` of `manifest` from `source` (every chunk verified, then the whole image
-// against its content hash) and loads it into the current context; adds the image's size to
-// *bytes. Errors name the module and chunk.
+// against its content hash) and loads it into the current context, its globals holding their
+// captured bytes (WriteModuleGlobals); adds the image's size to *bytes. Errors name the module
+// and chunk.
 Result<CUmodule> LoadSnapshotModule(driver::DriverTable* d, const store::Manifest& manifest, int index,
                                     store::ChunkSource& source, uint64_t* bytes);
+
+// Writes the captured bytes of `module`'s globals into `loaded`, a module of the same image in
+// the current context, wherever its globals lie there (a module kept loaded from an earlier
+// instance holds that instance's values until then). Corruption when the module has no such
+// global or one of another size (the image is the same, so the manifest is wrong).
+Status WriteModuleGlobals(driver::DriverTable* d, const store::Module& module, CUmodule loaded);
 
 // Restores `manifest`'s buffers and modules into `request.context`, reading chunks from `source`
 // (the Store, or a DramTier in front of it). Stream, event and library-handle settings in the

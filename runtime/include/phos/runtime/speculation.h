@@ -9,8 +9,8 @@
 // and write. A pointer into the middle of a buffer names the whole buffer. A write that may not
 // cover its whole buffer also counts as a read (partial writes exist: the bytes it leaves must be
 // the snapshot's), so WriteSet ⊆ ReadSet except for buffers provably overwritten in full
-// (a copy or memset covering the whole buffer; a GEMM/GEMV output with beta == 0 covering it
-// densely). Words that fall in no buffer (floats, sizes, host or freed addresses) name nothing;
+// (a copy or memset covering the whole buffer; a cuBLAS output the call overwrites without
+// reading, covering it densely: C of a GEMM with beta == 0, y of a copy). Words that fall in no buffer (floats, sizes, host or freed addresses) name nothing;
 // whether a pointer is legal at all is the API server's isolation check, not speculation's.
 //
 // Speculation runs before every call until the instance is fully resident, so it allocates
@@ -25,6 +25,7 @@
 
 #include "phos/base/status.h"
 #include "phos/ipc/wire.h"
+#include "phos/runtime/blas_operands.h"
 #include "phos/runtime/buffer_table.h"
 #include "phos/runtime/param_metadata.h"
 
@@ -103,35 +104,14 @@ void SpeculateMemset(const BufferTable& table, uint64_t dst, uint64_t bytes, Acc
 void SpeculatePitched(const BufferTable& table, uint64_t ptr, uint64_t pitch, uint64_t width, uint64_t height,
                       bool write, AccessSets* sets);
 
-// The bytes a BLAS operand spans, and whether it touches every one of them (no gaps between
-// columns, batches or strided elements).
-struct OperandRange {
-  uint64_t ptr = 0;
-  uint64_t bytes = 0;
-  bool dense = false;
-};
-// A column-major rows x cols matrix with leading dimension `ld` (elements), `batch` of them
-// `stride` elements apart (batch 1: stride unused). Empty (bytes 0) when rows or cols is 0.
-OperandRange MatrixRange(uint64_t ptr, int64_t rows, int64_t cols, int64_t ld, uint64_t elem_bytes,
-                         int64_t batch = 1, int64_t stride = 0);
-// A vector of n elements `inc` apart (BLAS: the storage starts at ptr whatever inc's sign).
-OperandRange VectorRange(uint64_t ptr, int64_t n, int64_t inc, uint64_t elem_bytes);
-
-// C = alpha op(A) op(B) + beta C, or y = alpha op(A) x + beta y: `in0`, `in1` read; `out` read
-// and written, or written only when `beta_zero` and it covers its whole buffer densely (cuBLAS
-// does not read C when beta is 0).
-struct BlasOperands {
-  OperandRange in0;  // A
-  OperandRange in1;  // B or x
-  OperandRange out;  // C or y
-  bool beta_zero = false;
-};
+// Every operand of a remoted cuBLAS call (blas_operands.h): read, or written — and read too
+// unless it is overwritten (not read first) and covers its whole buffer densely.
 void SpeculateBlas(const BufferTable& table, const BlasOperands& operands, AccessSets* sets);
-// Operands of a remoted GEMM (batched when args.batch != 0) with the element sizes of its
-// a/b/c data types; of a remoted Sgemv (fp32).
-BlasOperands GemmOperands(const ipc::GemmArgs& args, uint64_t a_elem_bytes, uint64_t b_elem_bytes,
-                          uint64_t c_elem_bytes);
-BlasOperands GemvOperands(const ipc::GemvArgs& args);
+// A pointer-array batched GEMM, its three arrays read (the caller's copies of them: `a`, `b` and
+// `c` hold the entries' device pointers, one per matrix): the arrays' own buffers, and every
+// matrix an entry names. Nothing for a record GemmOperands refuses.
+void SpeculateGemmBatch(const BufferTable& table, const ipc::GemmArgs& args, std::span<const uint64_t> a,
+                        std::span<const uint64_t> b, std::span<const uint64_t> c, AccessSets* sets);
 
 // The device memory one rank's NCCL call touches: `send` read, `recv` written (and read too where
 // it does not cover its buffer), a pre-multiplied sum's device scalar read (set by the caller,

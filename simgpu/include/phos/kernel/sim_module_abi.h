@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define PHOS_SIM_MODULE_ABI_VERSION 1u
+#define PHOS_SIM_MODULE_ABI_VERSION 2u
 #define PHOS_SIM_MODULE_INFO_SYMBOL "phos_sim_module_info"
 
 /* Grid and block extents of one launch, x first (as cuLaunchKernel's gridDimX..blockDimZ). */
@@ -44,10 +44,29 @@ typedef struct PhosSimKernelInfo {
   const uint64_t* param_sizes;
 } PhosSimKernelInfo;
 
+/* A module variable (PHOS_DEVICE_VARIABLE / PHOS_CONSTANT_VARIABLE: a __device__ or __constant__
+ * variable under nvcc). Its bytes live in device memory that the loader allocates, zeroed, when
+ * the module loads in a context; the module's code reaches them through *address, which the
+ * loader sets before any kernel of the module runs (and the module never writes). */
+typedef struct PhosSimVariableInfo {
+  /* The variable's exported symbol: the name nvcc gives the same variable ("table",
+   * "_ZN2ns5tableE"), which cuModuleGetGlobal looks up. NULL when it has none (internal
+   * linkage), which the loader rejects. */
+  const char* name;
+  uint64_t size;       /* bytes, > 0 */
+  uint64_t alignment;  /* a power of two */
+  uint32_t constant;   /* 1: constant memory (__constant__), 0: global memory (__device__) */
+  uint32_t reserved;   /* 0 */
+  void** address;
+} PhosSimVariableInfo;
+
 typedef struct PhosSimModuleInfo {
   uint32_t abi_version; /* PHOS_SIM_MODULE_ABI_VERSION */
   uint32_t kernel_count;
   const PhosSimKernelInfo* kernels;
+  uint32_t variable_count;
+  uint32_t reserved; /* 0 */
+  const PhosSimVariableInfo* variables;
 } PhosSimModuleInfo;
 
 /* The type of the exported PHOS_SIM_MODULE_INFO_SYMBOL. */

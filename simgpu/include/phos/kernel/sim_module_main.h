@@ -29,15 +29,28 @@ class ModuleTable {
       kernel.param_sizes = r->param_sizes();
       kernels_.push_back(kernel);
     }
+    variables_.reserve(VariableRegistration::count());
+    for (const VariableRegistration* r = VariableRegistration::first(); r != nullptr; r = r->next()) {
+      PhosSimVariableInfo variable{};
+      variable.name = ExportedName(r->object());
+      variable.size = r->size();
+      variable.alignment = r->alignment();
+      variable.constant = r->constant() ? 1 : 0;
+      variable.address = r->address();
+      variables_.push_back(variable);
+    }
     info_.abi_version = PHOS_SIM_MODULE_ABI_VERSION;
     info_.kernel_count = static_cast<uint32_t>(kernels_.size());
     info_.kernels = kernels_.data();
+    info_.variable_count = static_cast<uint32_t>(variables_.size());
+    info_.variables = variables_.data();
   }
   const PhosSimModuleInfo* info() const { return &info_; }
 
  private:
-  // The exported symbol at exactly `address`: its name is the mangling nvcc gives the kernel too.
-  // Null when the kernel has no exported symbol (internal linkage); the loader rejects that module.
+  // The exported symbol at exactly `address`: its name is the mangling nvcc gives the kernel (or
+  // variable) too. Null when it has no exported symbol (internal linkage); the loader rejects
+  // that module.
   static const char* ExportedName(const void* address) {
     Dl_info info{};
     if (dladdr(address, &info) == 0 || info.dli_saddr != address) return nullptr;
@@ -45,13 +58,15 @@ class ModuleTable {
   }
 
   std::vector<PhosSimKernelInfo> kernels_;
+  std::vector<PhosSimVariableInfo> variables_;
   PhosSimModuleInfo info_{};
 };
 
 }  // namespace sim
 }  // namespace phos::kernel
 
-// Built at the first call, after the module's static initialisers have registered every kernel.
+// Built at the first call, after the module's static initialisers have registered every kernel
+// and variable.
 extern "C" __attribute__((visibility("default"))) const PhosSimModuleInfo* phos_sim_module_info(void) {
   static const phos::kernel::sim::ModuleTable table;
   return table.info();

@@ -18,6 +18,7 @@
 
 #include "phos/kernel/sim_device.h"
 #include "phos/kernel/sim_module_abi.h"
+#include "phos/kernel/sim_variable.h"
 
 // Hidden as a whole: each loaded module keeps its own registry and its own template instances.
 namespace phos::kernel {
@@ -159,6 +160,50 @@ class Registration {
   const uint64_t* param_offsets_;
   const uint64_t* param_sizes_;
   Registration* next_ = nullptr;
+};
+
+// One PHOS_DEVICE_VARIABLE / PHOS_CONSTANT_VARIABLE, listed like the kernels (source order).
+class VariableRegistration {
+ public:
+  template <typename T>
+  VariableRegistration(ModuleVariable<T>* variable, bool constant)
+      : object_(variable), address_(&variable->address_), size_(sizeof(T)), alignment_(alignof(T)), constant_(constant) {
+    if (list_.tail == nullptr) {
+      list_.head = this;
+    } else {
+      list_.tail->next_ = this;
+    }
+    list_.tail = this;
+    ++list_.count;
+  }
+  VariableRegistration(const VariableRegistration&) = delete;
+  VariableRegistration& operator=(const VariableRegistration&) = delete;
+
+  // The variable object, whose exported symbol dladdr names when the module table is built.
+  const void* object() const { return object_; }
+  void** address() const { return address_; }
+  uint64_t size() const { return size_; }
+  uint64_t alignment() const { return alignment_; }
+  bool constant() const { return constant_; }
+  const VariableRegistration* next() const { return next_; }
+
+  static const VariableRegistration* first() { return list_.head; }
+  static uint32_t count() { return list_.count; }
+
+ private:
+  struct List {
+    VariableRegistration* head;
+    VariableRegistration* tail;
+    uint32_t count;
+  };
+  static inline List list_{nullptr, nullptr, 0};
+
+  const void* object_;
+  void** address_;
+  uint64_t size_;
+  uint64_t alignment_;
+  bool constant_;
+  VariableRegistration* next_ = nullptr;
 };
 
 }  // namespace sim

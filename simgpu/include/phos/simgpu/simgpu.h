@@ -45,7 +45,8 @@ CUresult phosSimGetProfile(CUdevice device, PhosSimProfileInfo* info);
 
 /* What a device's engines did since the process started or since phosSimResetStats. */
 typedef struct PhosSimStats {
-  unsigned long long ops;            /* operations executed (copies, memsets, kernels, host functions) */
+  unsigned long long ops;            /* operations executed (copies, memsets, kernels, host functions,
+                                      * stream memory operations) */
   unsigned long long paced_ops;      /* operations with a modelled cost */
   unsigned long long host_bound_ops; /* paced operations whose real duration exceeded the modelled one */
   unsigned long long h2d_bytes;

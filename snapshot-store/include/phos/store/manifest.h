@@ -54,12 +54,26 @@ struct Buffer {
   friend bool operator==(const Buffer&, const Buffer&) = default;
 };
 
+// A module global (a __device__ or __constant__ variable) the function named, with its bytes at
+// capture. Its address is the driver's choice at each load, so a restore writes the bytes to
+// wherever the module's global lies then. Held in the manifest itself, not in chunks: globals
+// are small (constant memory is 64 KiB), and a capture refuses more than kMaxGlobalBytes.
+struct ModuleGlobal {
+  std::string name;      // as cuModuleGetGlobal names it (nvcc's mangled name)
+  std::string contents;  // its bytes; the global's size
+
+  friend bool operator==(const ModuleGlobal&, const ModuleGlobal&) = default;
+};
+// The most global bytes one snapshot holds (all modules together).
+inline constexpr uint64_t kMaxGlobalBytes = 16ull << 20;
+
 // A module image the function loaded.
 struct Module {
   ChunkId content_hash;  // xxHash3-128 of the whole image
   uint64_t size = 0;
   std::string kind;  // "simgpu" or "fatbin"
   std::vector<ChunkRef> chunks;
+  std::vector<ModuleGlobal> globals;
 
   friend bool operator==(const Module&, const Module&) = default;
 };
@@ -139,9 +153,9 @@ struct Manifest {
 inline constexpr char kManifestMagic[8] = {'P', 'H', 'O', 'S', 'S', 'N', 'A', 'P'};
 inline constexpr uint32_t kManifestFormatVersion = 1;
 inline constexpr size_t kManifestHeaderBytes = 32;
-// A manifest lists buffers and chunk ids, not bytes: 64 MiB is ~2 M chunk refs, far beyond any
-// device's memory at the default chunk size, and small enough that a corrupt length cannot make
-// a load allocate without bound.
+// A manifest lists buffers and chunk ids, and no bytes but module globals' (at most
+// kMaxGlobalBytes): 64 MiB is ~2 M chunk refs, far beyond any device's memory at the default
+// chunk size, and small enough that a corrupt length cannot make a load allocate without bound.
 inline constexpr uint64_t kDefaultManifestCap = 64ull << 20;
 
 // The envelope around `manifest`.

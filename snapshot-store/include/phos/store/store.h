@@ -111,8 +111,8 @@ class SnapshotWriter {
   virtual Result<int> AddBuffer(const Buffer& meta, const void* data) = 0;
   // The same, the bytes fetched chunk by chunk through `read`.
   virtual Result<int> AddBuffer(const Buffer& meta, const ReadFn& read) = 0;
-  // Adds a module image of `size` bytes; kind ("simgpu"/"fatbin") from `meta`, content hash and
-  // chunks filled in. Returns its index.
+  // Adds a module image of `size` bytes; kind ("simgpu"/"fatbin") and globals from `meta`,
+  // content hash and chunks filled in. Returns its index.
   virtual Result<int> AddModule(const Module& meta, const void* image, size_t size) = 0;
 };
 

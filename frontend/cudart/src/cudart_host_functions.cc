@@ -1,0 +1,233 @@
+// Host functions (cudaLaunchHostFunc, cudaStreamAddCallback) are the function's own code, so they
+// run here, in the function process, on the frontend's host-function thread and in stream order:
+// phosd posts a function's slot to the ring's host-function queue when its stream reached it,
+// holds the stream's later work, and lets it go when the thread posts the slot back after the
+// function returned (docs/remoting.md "Host functions"). The calling thread does not wait. The
+// thread uses only the ring's host-function queues, never the client's mutex, which an application
+// thread may hold across a synchronisation that waits for the very stream a function holds up.
+// It runs while functions are pending and a moment after; the fork template stops it
+// (__phosQuiesce) before it counts its threads.
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "cudart_internal.h"
+#include "phos/base/log.h"
+
+using phos::frontend::Client;
+using phos::frontend::Return;
+namespace ipc = phos::ipc;
+
+namespace phos::frontend {
+namespace {
+
+constexpr auto kToFrontend = ipc::HostFnQueueId::kToFrontend;
+constexpr auto kToServer = ipc::HostFnQueueId::kToServer;
+// How long the thread stays after the last pending function returned: a program that queues a
+// function per iteration keeps one thread rather than starting one per function.
+constexpr auto kLinger = std::chrono::milliseconds(200);
+// How often a waiting thread looks at whether it should leave.
+constexpr int kWaitMs = 50;
+
+// A queued function: exactly one of `fn` and `callback` is set.
+struct HostFn {
+  cudaHostFn_t fn = nullptr;
+  cudaStreamCallback_t callback = nullptr;
+  void* user_data = nullptr;
+  cudaStream_t stream = nullptr;  // as the caller named it: the callback's first argument
+};
+
+class HostFunctions {
+ public:
+  static HostFunctions& Get() {
+    // Never destroyed: a static destructor of the application may still queue a function.
+    static auto* functions = new HostFunctions();
+    return *functions;
+  }
+
+  cudaError_t Launch(cudaStream_t stream, const HostFn& fn);
+  size_t Quiesce();
+  size_t pending() {
+    std::lock_guard lock(mu_);
+    return pending_;
+  }
+
+ private:
+  HostFunctions() : slots_(ipc::kMaxHostFnSlots), in_use_(ipc::kMaxHostFnSlots, false) {
+    for (uint32_t i = ipc::kMaxHostFnSlots; i > 0; --i) free_.push_back(i - 1);
+  }
+  void Loop();
+  void FreeLocked(uint32_t slot);
+
+  std::mutex mu_;
+  std::vector<HostFn> slots_;
+  std::vector<bool> in_use_;
+  std::vector<uint32_t> free_;  // the lowest slot last, taken first
+  size_t pending_ = 0;
+  ipc::Ring* ring_ = nullptr;  // the session's, set when the thread starts
+  bool running_ = false;       // the thread has not left its loop
+  bool leave_ = false;         // Quiesce: leave once nothing is pending
+  std::thread thread_;
+};
+
+cudaError_t HostFunctions::Launch(cudaStream_t stream, const HostFn& fn) {
+  ipc::HostFnArgs a{0, 0, 0};
+  if (CUresult r = StreamId(stream, &a.stream); r != CUDA_SUCCESS) return Return(r);
+  Client& client = Client::Get();
+  ipc::Ring* ring = client.HostFnRing();
+  if (ring == nullptr) return Return(CUDA_ERROR_NO_DEVICE);
+  {
+    std::lock_guard lock(mu_);
+    if (free_.empty()) {
+      PHOS_LOG_EVERY_SEC(Warn, "frontend", 10,
+                         "cudaLaunchHostFunc: {} host functions are pending already, phos's limit",
+                         ipc::kMaxHostFnSlots);
+      return Return(cudaErrorLaunchOutOfResources);
+    }
+    a.slot = free_.back();
+    free_.pop_back();
+    slots_[a.slot] = fn;
+    in_use_[a.slot] = true;
+    ++pending_;
+    leave_ = false;
+    if (!running_) {
+      // A thread that left has nothing more to do than return: joined at once.
+      if (thread_.joinable()) thread_.join();
+      ring_ = ring;
+      running_ = true;
+      thread_ = std::thread([this] { Loop(); });
+    }
+  }
+  CUresult r = client.Call(ipc::Op::kLaunchHostFunc, &a, sizeof(a), nullptr, 0, false);
+  if (r != CUDA_SUCCESS) {
+    std::lock_guard lock(mu_);
+    FreeLocked(a.slot);
+  }
+  return Return(r);
+}
+
+void HostFunctions::FreeLocked(uint32_t slot) {
+  if (slot >= in_use_.size() || !in_use_[slot]) return;
+  in_use_[slot] = false;
+  slots_[slot] = HostFn{};
+  free_.push_back(slot);
+  --pending_;
+}
+
+void HostFunctions::Loop() {
+  ipc::Ring* ring = ring_;
+  auto idle_since = std::chrono::steady_clock::now();
+  std::vector<ipc::HostFnEvent> events(256);
+  while (true) {
+    ring->WaitHostFnEvents(kToFrontend, kWaitMs);
+    while (size_t n = ring->TakeHostFnEvents(kToFrontend, events.data(), events.size())) {
+      for (size_t i = 0; i < n; ++i) {
+        const ipc::HostFnEvent& e = events[i];
+        HostFn fn;
+        {
+          std::lock_guard lock(mu_);
+          if (e.slot >= in_use_.size() || !in_use_[e.slot]) continue;
+          fn = slots_[e.slot];
+        }
+        // A refused function is not run: phosd's refusal is the session's asynchronous error.
+        if (e.result == 0) {
+          if (fn.fn != nullptr) {
+            fn.fn(fn.user_data);
+          } else {
+            fn.callback(fn.stream, cudaSuccess, fn.user_data);
+          }
+        }
+        std::lock_guard lock(mu_);
+        // Posted and freed at once: phosd has the slot back before a Launch can take it again, and
+        // once the stream goes on (the post let it) the function no longer counts as pending.
+        if (e.result == 0) ring->PostHostFnEvent(kToServer, {e.slot, 0});
+        FreeLocked(e.slot);
+      }
+    }
+    std::lock_guard lock(mu_);
+    // A session phosd ended reaches none of its functions any more.
+    const bool closed = ring->header()->closed.load() != 0;
+    if (closed) {
+      for (uint32_t slot = 0; slot < in_use_.size(); ++slot) FreeLocked(slot);
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (pending_ != 0) {
+      idle_since = now;
+    } else if (leave_ || closed || now - idle_since > kLinger) {
+      running_ = false;
+      return;
+    }
+  }
+}
+
+size_t HostFunctions::Quiesce() {
+  std::thread leaving;
+  ipc::Ring* ring = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    if (pending_ != 0) return pending_;
+    leave_ = true;
+    leaving = std::move(thread_);
+    ring = ring_;
+  }
+  if (leaving.joinable()) {
+    ring->InterruptHostFnWait(kToFrontend);
+    leaving.join();
+  }
+  return 0;
+}
+
+}  // namespace
+
+size_t QuiesceHostFunctions() {
+  return HostFunctions::Get().Quiesce();
+}
+
+CUresult AwaitHostFunctions(uint64_t stream) {
+  // Host memory changes under a copy only by the program itself, by host functions, or by copies
+  // to the host, which phos completes before they return: with no host function pending, the
+  // bytes are already the ones the copy would read once the stream reached it.
+  if (HostFunctions::Get().pending() == 0) return CUDA_SUCCESS;
+  // The legacy stream's work also waits for the blocking streams' work, which synchronising the
+  // legacy stream alone would not wait for: the device's work is waited for instead.
+  if (stream == 0 || stream == reinterpret_cast<uintptr_t>(cudaStreamLegacy)) {
+    return Client::Get().Call(ipc::Op::kDeviceSynchronize, nullptr, 0, nullptr, 0, true);
+  }
+  ipc::HandleArgs a{stream};
+  return Client::Get().Call(ipc::Op::kStreamSynchronize, &a, sizeof(a), nullptr, 0, true);
+}
+
+}  // namespace phos::frontend
+
+extern "C" {
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
+  if (fn == nullptr) return Return(cudaErrorInvalidValue);
+  return phos::frontend::HostFunctions::Get().Launch(stream,
+                                                     {.fn = fn, .user_data = userData, .stream = stream});
+}
+
+cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
+  return cudaLaunchHostFunc(phos::frontend::PerThreadDefault(stream), fn, userData);
+}
+
+// The callback's status is always cudaSuccess: after a device error the context's work, host
+// functions included, is dropped, and the error comes from the next synchronising call. Its stream
+// is the one the caller named, 0 included.
+cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void* userData,
+                                  unsigned int flags) {
+  if (callback == nullptr || flags != 0) return Return(cudaErrorInvalidValue);
+  return phos::frontend::HostFunctions::Get().Launch(
+      stream, {.callback = callback, .user_data = userData, .stream = stream});
+}
+
+cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback, void* userData,
+                                       unsigned int flags) {
+  if (callback == nullptr || flags != 0) return Return(cudaErrorInvalidValue);
+  return phos::frontend::HostFunctions::Get().Launch(
+      phos::frontend::PerThreadDefault(stream),
+      {.callback = callback, .user_data = userData, .stream = stream});
+}
+
+}  // extern "C"

@@ -6,17 +6,16 @@
 #include <cstring>
 
 namespace phos::runtime {
+
+OperandRange Unbounded(uint64_t ptr) {
+  return {ptr, UINT64_MAX, false};
+}
+
 namespace {
 
 using ipc::BlasLevel1;
 using ipc::BlasLevel2;
 using ipc::BlasLevel3;
-
-// The extent of an operand whose arithmetic wraps (hostile sizes): every byte from its pointer
-// up, never a wrapped, smaller range that a buffer could own.
-OperandRange Unbounded(uint64_t ptr) {
-  return {ptr, UINT64_MAX, false};
-}
 
 // The enumerations a record names, compared as integers before anything casts them (an
 // out-of-range value in an enum type is undefined behaviour).

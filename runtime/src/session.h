@@ -132,17 +132,74 @@ class Session {
     std::map<int, int> attributes_before;
     bool cache_config_set = false;
   };
+  // A reduction ncclRedOpCreatePreMulSum made on a rank (session_nccl_collectives.cc).
+  struct NcclRedOp {
+    int32_t datatype = 0;
+    uint64_t device_scalar = 0;  // ncclScalarDevice: where the scalar is (checked at each use)
+  };
   // A communicator a function holds (session_nccl.cc): a rank of the device group's
   // communicator, or a split of it (owned: destroyed at the end).
   struct NcclComm {
     ncclComm_t comm = nullptr;  // null until every rank of an ncclCommInitRank rendezvous arrived
     int device = 0;             // session device
     bool owned = false;
+    // The communicator the rank is part of (kGroupClique: the device group's own), its rank there
+    // and its size; rank and size are known once `comm` is.
+    uint64_t clique = 0;
+    int rank = 0;
+    int nranks = 0;
+    bool finalized = false;  // ncclCommFinalize: no new work may name it
+    // The device group's communicator was aborted under it (NcclAbort): only destroy and abort
+    // may still name it.
+    bool lost = false;
+    std::map<int32_t, NcclRedOp> ops;
+  };
+  // One rank's part of an ncclCommSplit, held until every rank of the communicator made it.
+  struct NcclSplitMember {
+    bool joined = false;
+    int color = 0;
+    int key = 0;
+    uint64_t vid = 0;  // the new rank's virtual id; 0 for NCCL_SPLIT_NOCOLOR
+    uint64_t parent_vid = 0;
+    ncclComm_t parent = nullptr;
+    int device = 0;
   };
   struct NcclRendezvous {
     std::vector<int> devices;     // by rank; -1 until the rank arrives
     std::vector<uint64_t> comms;  // virtual communicators by rank
   };
+  // What the session knows of one communicator's ranks.
+  struct NcclClique {
+    // Collectives enqueued on each rank: ranks that differ mean one was left half-entered, which a
+    // rank with more waits for for ever (ReleaseNccl, NcclFinalize).
+    std::vector<uint64_t> collectives;
+    // ncclCommSplit calls of each rank, and the communicators those splits make: the k-th split of
+    // every rank with one color is one new communicator.
+    std::vector<uint64_t> splits;
+    std::map<std::pair<uint64_t, int>, uint64_t> split_cliques;  // (split number, color) -> clique
+    std::map<uint64_t, std::vector<NcclSplitMember>> open_splits;  // by split number, members by rank
+  };
+  // A call queued between ncclGroupStart and the outermost ncclGroupEnd (session_nccl_collectives.cc):
+  // what runs it, the communicators it needs still live then (virtual id, driver communicator),
+  // and, for a send or a receive, what the group's check matches.
+  struct NcclQueued {
+    std::function<ncclResult_t()> run;
+    std::vector<std::pair<uint64_t, ncclComm_t>> needs;
+    // Device memory it names (base, bytes), the session's still at the end: the function may free
+    // a buffer between the call and the group's end.
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
+    bool p2p = false;
+    bool send = false;
+    uint64_t clique = 0;
+    int rank = 0;
+    int peer = 0;
+    uint64_t count = 0;
+    int32_t datatype = 0;
+  };
+  // The device group's own communicator, among the session's cliques.
+  static constexpr uint64_t kGroupClique = 1;
+  // Calls one group may queue: each holds a closure until the group ends.
+  static constexpr size_t kMaxQueuedNcclCalls = 65536;
 
   // One record per virtual handle: the driver's object, what capture needs to recreate it, and
   // the session device it belongs to (a call naming it runs in that device's context).
@@ -307,9 +364,20 @@ class Session {
   CUresult NcclDestroy(const ipc::HandleArgs& a, const Call& call);
   CUresult NcclCount(const ipc::HandleArgs& a, const Call& call);
   CUresult NcclUserRank(const ipc::HandleArgs& a, const Call& call);
+  CUresult NcclFinalize(const ipc::HandleArgs& a, const Call& call);
+  CUresult NcclAbort(const ipc::HandleArgs& a, const Call& call);
+  CUresult NcclGetAsyncError(const ipc::HandleArgs& a, const Call& call);
+  CUresult NcclCuDevice(const ipc::HandleArgs& a, const Call& call);
+  // session_nccl_collectives.cc
   CUresult NcclGroupStart(const NoArgs& a, const Call& call);
   CUresult NcclGroupEnd(const NoArgs& a, const Call& call);
+  CUresult NcclGroupEndSync(const ipc::NcclGroupEndArgs& a, const Call& call);
   CUresult NcclCollective(const ipc::NcclCollectiveArgs& a, const Call& call);
+  CUresult NcclSend(const ipc::NcclP2pArgs& a, const Call& call);
+  CUresult NcclRecv(const ipc::NcclP2pArgs& a, const Call& call);
+  CUresult NcclRedOpCreate(const ipc::NcclRedOpArgs& a, const Call& call);
+  CUresult NcclRedOpDestroy(const ipc::NcclRedOpArgs& a, const Call& call);
+  CUresult NcclPointToPoint(const ipc::NcclP2pArgs& a, bool send, const Call& call);
 
   // cuBLAS (session_blas.cc, session_blas_gemm.cc).
   // The CUresult an asynchronous cuBLAS call fails with: CUDA_ERROR_INVALID_VALUE and
@@ -378,15 +446,43 @@ class Session {
   // Hands everything the session made, on every device, to the group's scrub (tenant(d)).
   void ReleaseToGroup();
   // session_nccl.cc
-  // Runs the calls queued since the outermost ncclGroupStart inside one driver group.
-  ncclResult_t NcclFlushGroup();
   // Communicators over session `devices` (rank i on devices[i]) from the group's: its own ranks
   // when the devices are the whole group in order, else a split of it (owned).
   Status GroupComms(const std::vector<int>& devices, std::vector<uint64_t>* vids);
+  // A clique id for a communicator the session makes.
+  uint64_t NewClique() { return ++last_clique_; }
+  // The clique's bookkeeping, sized for `nranks` ranks.
+  NcclClique& CliqueOf(uint64_t clique, int nranks);
+  // Aborting a rank still being created gives up its creation (NcclAbort).
+  void AbandonCreation(uint64_t vid);
+  // Whether rank `rank` of `clique` entered a collective a rank of it has not: such a rank waits
+  // for the others, which only later records of this session can bring.
+  bool HalfEntered(uint64_t clique, int rank) const;
+  // Destroys the reductions the function made on a rank of the group's communicator, which
+  // outlives the session in the pool.
+  void DestroyRedOps(NcclComm& comm);
   // Aborts what a function may have left half-entered, then waits for the group's contexts.
   void ReleaseNccl();
-  // A collective was enqueued on `comm`: counted by rank when it is a rank of the group's own.
-  void CountCollective(ncclComm_t comm);
+  // session_nccl_collectives.cc
+  // Runs the calls queued since the outermost ncclGroupStart inside one driver group, unless the
+  // group must be refused whole: a call of it was refused, a communicator it names is gone, or a
+  // send and a receive do not match (ncclInvalidUsage, nothing runs).
+  ncclResult_t NcclFlushGroup();
+  // Why `q` cannot run now (a communicator it needs was destroyed, finalized or lost, or a buffer it
+  // names freed, since it was queued), or "".
+  std::string NcclQueuedProblem(const NcclQueued& q) const;
+  // The first reason to refuse `queued` whole, or "": a call that cannot run, or a send and a
+  // receive that do not match (by communicator, peer and order of issue; count and datatype).
+  std::string NcclGroupProblem(const std::vector<NcclQueued>& queued) const;
+  // A call of the group being queued was refused: the whole group is (NCCL discards a group with
+  // an error).
+  void PoisonGroup(ncclResult_t result) {
+    if (nccl_group_depth_ > 0 && nccl_group_error_ == ncclSuccess) nccl_group_error_ = result;
+  }
+  // Queues `q` in the open group; false (the group refused) past kMaxQueuedNcclCalls.
+  bool QueueNccl(NcclQueued q, const char* what);
+  // A collective was enqueued on `comm`: counted by rank in its clique.
+  void CountCollective(const NcclComm& comm);
   uint64_t NewHandle() { return next_handle_ += 16; }
 
   driver::DriverTable* driver_;
@@ -472,14 +568,14 @@ class Session {
   // driver (false: it was already, by the device group's communicator, and stays so).
   std::map<std::pair<int, int>, bool> peers_;
 
-  // NCCL (session_nccl.cc).
+  // NCCL (session_nccl.cc, session_nccl_collectives.cc).
   std::unordered_map<uint64_t, NcclComm> comms_;
   std::unordered_map<std::string, NcclRendezvous> rendezvous_;
+  std::unordered_map<uint64_t, NcclClique> cliques_;
+  uint64_t last_clique_ = kGroupClique;
   int nccl_group_depth_ = 0;
-  // Collectives enqueued on each rank of the group's communicator (empty: none): ranks that differ
-  // at the end mean one was left half-entered (ReleaseNccl).
-  std::vector<uint64_t> group_collectives_;
-  std::vector<std::function<ncclResult_t()>> nccl_queued_;
+  ncclResult_t nccl_group_error_ = ncclSuccess;  // a call of the open group was refused
+  std::vector<NcclQueued> nccl_queued_;
 };
 
 }  // namespace phos::runtime

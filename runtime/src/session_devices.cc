@@ -49,12 +49,21 @@ CUresult Session::Route(const ipc::RecordView& record) {
     case Placement::kCurrentDevice: break;
     case Placement::kDeviceZero: device = 0; break;
     case Placement::kOwnChoice: return CUDA_SUCCESS;
-    case Placement::kHandleDevice: {
+    case Placement::kHandleDevice:
+    case Placement::kNcclStream: {
       // A record too short to hold the handle runs nowhere in particular: Execute refuses it.
       uint64_t vid = 0;
       if (record.header.length >= handler->handle_offset + sizeof(vid)) {
         std::memcpy(&vid, record.payload + handler->handle_offset, sizeof(vid));
-        if (int owner = HandleDevice(vid); owner >= 0) device = owner;
+        if (int owner = HandleDevice(vid); owner >= 0) {
+          device = owner;
+        } else if (placement == Placement::kNcclStream) {
+          // The default stream the call names is its communicator's device's, where the call runs
+          // and where a restoring session's gate must make it wait.
+          uint64_t comm = 0;
+          std::memcpy(&comm, record.payload, sizeof(comm));
+          if (auto it = comms_.find(comm); it != comms_.end()) device = it->second.device;
+        }
       }
       break;
     }

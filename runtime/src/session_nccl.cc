@@ -1,19 +1,21 @@
-// The NCCL calls of a session. Only device group sessions (the function declared gpus > 1) have
-// communicators: a function's ncclCommInitAll / ncclCommInitRank never creates one, it is given
-// the ranks of the group's communicator, created over the group's contexts before the function
-// asked (or, for a subset or another order of the devices, a split of it, destroyed with the
-// function's ncclCommDestroy or at the end). Communicators are virtual ids; ncclCommInitRank
-// calls of one unique id form a rendezvous completed when the last rank arrived (all ranks live in
-// this one session).
-// Group calls are kept here: collectives and splits issued between ncclGroupStart and the
-// matching ncclGroupEnd are queued and run inside one driver group at the end, so that the pool's
-// own group calls never nest inside a function's.
+// The NCCL communicators of a session. Only device group sessions (the function declared gpus > 1)
+// have communicators: a function's ncclCommInitAll / ncclCommInitRank never creates one, it is
+// given the ranks of the group's communicator, created over the group's contexts before the
+// function asked (or, for a subset or another order of the devices, a split of it, destroyed with
+// the function's ncclCommDestroy or at the end). Communicators are virtual ids; each belongs to a
+// clique, the session's name for the communicator its ranks form.
+//
+// Every rank of every communicator lives in this one session and is driven by its one executor
+// thread, so a call that NCCL would let block until the other ranks come (a rank of
+// ncclCommInitRank, of ncclCommSplit) is never handed to the driver alone: the session holds it
+// until the last rank's record arrived, then makes them all in one driver group. Likewise a rank
+// whose collectives wait for ranks that have not called them yet is not finalized.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cstring>
 #include <functional>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "phos/base/log.h"
 #include "phos/ipc/nccl_types.h"
@@ -24,10 +26,13 @@ namespace {
 
 ncclResult_t FromStatus(const Status& s) {
   if (s.ok()) return ncclSuccess;
-  return s.code() == StatusCode::kInvalidArgument ? ncclInvalidArgument : ncclInternalError;
+  if (s.code() == StatusCode::kInvalidArgument) return ncclInvalidArgument;
+  return s.code() == StatusCode::kFailedPrecondition ? ncclInvalidUsage : ncclInternalError;
 }
 
-CUresult Answer(ncclResult_t r) { return static_cast<CUresult>(r); }
+CUresult Answer(ncclResult_t r) {
+  return static_cast<CUresult>(r);
+}
 
 }  // namespace
 
@@ -49,23 +54,57 @@ CUresult Session::NcclUserRank(const ipc::HandleArgs& a, const Call& call) {
   return Answer(r);
 }
 
-CUresult Session::NcclGroupStart(const NoArgs&, const Call&) {
-  ++nccl_group_depth_;
-  return CUDA_SUCCESS;
+// The session's device ordinal, which is the function's (cudaSetDevice numbers the same devices).
+CUresult Session::NcclCuDevice(const ipc::HandleArgs& a, const Call& call) {
+  auto it = comms_.find(a.handle);
+  if (it == comms_.end() || it->second.lost) return Answer(ncclInvalidArgument);
+  call.Reply(int32_t{it->second.device});
+  return Answer(ncclSuccess);
 }
 
-CUresult Session::NcclGroupEnd(const NoArgs&, const Call&) {
-  if (nccl_group_depth_ == 0) return CUDA_ERROR_INVALID_VALUE;
-  if (--nccl_group_depth_ > 0) return CUDA_SUCCESS;
-  return NcclFlushGroup() == ncclSuccess ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
+// A rank still being created is ncclInProgress, as NCCL reports a communicator whose
+// initialisation has not completed.
+CUresult Session::NcclGetAsyncError(const ipc::HandleArgs& a, const Call& call) {
+  auto it = comms_.find(a.handle);
+  if (it == comms_.end()) return Answer(ncclInvalidArgument);
+  ncclResult_t state = ncclInProgress;
+  if (it->second.lost) {
+    state = ncclInvalidUsage;
+  } else if (it->second.comm != nullptr) {
+    if (ncclResult_t r = driver_->ncclCommGetAsyncError(it->second.comm, &state); r != ncclSuccess)
+      return Answer(r);
+  }
+  call.Reply(int32_t{state});
+  return Answer(ncclSuccess);
+}
+
+Session::NcclClique& Session::CliqueOf(uint64_t clique, int nranks) {
+  NcclClique& c = cliques_[clique];
+  if (static_cast<int>(c.collectives.size()) < nranks) {
+    c.collectives.resize(nranks, 0);
+    c.splits.resize(nranks, 0);
+  }
+  return c;
+}
+
+bool Session::HalfEntered(uint64_t clique, int rank) const {
+  auto it = cliques_.find(clique);
+  if (it == cliques_.end() || it->second.collectives.empty()) return false;
+  const std::vector<uint64_t>& counts = it->second.collectives;
+  const uint64_t fewest = *std::min_element(counts.begin(), counts.end());
+  return rank < 0 ? fewest != *std::max_element(counts.begin(), counts.end()) : counts[rank] > fewest;
 }
 
 Status Session::GroupComms(const std::vector<int>& devices, std::vector<uint64_t>* vids) {
   const int size = group_->size();
+  if (group_->comm(0) == nullptr) {
+    return Status::FailedPrecondition("the device group's communicator was aborted in this session");
+  }
   std::vector<int> position(size, -1);
   for (size_t i = 0; i < devices.size(); ++i) {
     int d = devices[i];
-    if (d < 0 || d >= size) return Status::InvalidArgument(fmt::format("device {} is not one of the session's {}", d, size));
+    if (d < 0 || d >= size)
+      return Status::InvalidArgument(fmt::format("device {} is not one of the session's {}", d, size));
     if (position[d] != -1) return Status::InvalidArgument(fmt::format("device {} listed twice", d));
     position[d] = static_cast<int>(i);
   }
@@ -94,13 +133,22 @@ Status Session::GroupComms(const std::vector<int>& devices, std::vector<uint64_t
       for (ncclComm_t c : comms) {
         if (c != nullptr) driver_->ncclCommDestroy(c);
       }
-      return Status::DeviceError("ncclCommSplit of the device group's communicator: " + ctxpool::NcclResultName(r));
+      return Status::DeviceError("ncclCommSplit of the device group's communicator: " +
+                                 ctxpool::NcclResultName(r));
     }
   }
+  const int nranks = static_cast<int>(devices.size());
+  const uint64_t clique = whole ? kGroupClique : NewClique();
+  CliqueOf(clique, nranks);
   vids->resize(devices.size());
-  for (size_t rank = 0; rank < devices.size(); ++rank) {
+  for (int rank = 0; rank < nranks; ++rank) {
     uint64_t vid = (*vids)[rank] != 0 ? (*vids)[rank] : NewHandle();
-    comms_[vid] = NcclComm{comms[rank], devices[rank], !whole};
+    comms_[vid] = NcclComm{.comm = comms[rank],
+                           .device = devices[rank],
+                           .owned = !whole,
+                           .clique = clique,
+                           .rank = rank,
+                           .nranks = nranks};
     (*vids)[rank] = vid;
   }
   return Status::Ok();
@@ -146,7 +194,7 @@ CUresult Session::NcclInitRank(const ipc::NcclInitRankArgs& a, const Call& call)
   rv.devices[a.rank] = device_;
   uint64_t vid = NewHandle();
   rv.comms[a.rank] = vid;
-  comms_[vid] = NcclComm{nullptr, device_, false};
+  comms_[vid] = NcclComm{.device = device_};
   call.Reply(vid);
   for (int d : rv.devices) {
     if (d == -1) return CUDA_SUCCESS;  // more ranks to come
@@ -161,138 +209,188 @@ CUresult Session::NcclInitRank(const ipc::NcclInitRankArgs& a, const Call& call)
   return CUDA_SUCCESS;
 }
 
+// The k-th split of each rank of a communicator is one collective call: the new communicators are
+// made once every rank made its k-th split, in one driver group (inside the function's group when
+// one is open), whatever order and group the ranks' records came in.
 CUresult Session::NcclSplit(const ipc::NcclSplitArgs& a, const Call& call) {
   auto it = comms_.find(a.comm);
-  if (it == comms_.end() || it->second.comm == nullptr) return Answer(ncclInvalidArgument);
+  if (it == comms_.end() || it->second.comm == nullptr || it->second.lost) return Answer(ncclInvalidArgument);
+  if (it->second.finalized) return Answer(ncclInvalidUsage);
+  if (a.color < 0 && a.color != NCCL_SPLIT_NOCOLOR) return Answer(ncclInvalidArgument);
   if (!HandleRoom(call.name)) return Answer(ncclSystemError);
-  ncclComm_t parent = it->second.comm;
-  int device = it->second.device;
-  uint64_t vid = a.color == NCCL_SPLIT_NOCOLOR ? 0 : NewHandle();
-  if (vid != 0) comms_[vid] = NcclComm{nullptr, device, true};
-  auto split = [this, parent, device, vid, color = a.color, key = a.key]() {
-    if (Result<CUcontext> ctx = ContextOn(device); ctx.ok()) driver_->cuCtxSetCurrent(*ctx);
-    ncclComm_t out = nullptr;
-    ncclResult_t r = driver_->ncclCommSplit(parent, color, key, &out, nullptr);
-    if (vid != 0) {
-      if (r == ncclSuccess) {
-        comms_[vid].comm = out;
-      } else {
-        comms_.erase(vid);
+  const NcclComm parent = it->second;
+  NcclClique& clique = CliqueOf(parent.clique, parent.nranks);
+  const uint64_t number = clique.splits[parent.rank]++;
+  uint64_t vid = 0;
+  if (a.color != NCCL_SPLIT_NOCOLOR) {
+    vid = NewHandle();
+    uint64_t& made = clique.split_cliques[{number, a.color}];
+    if (made == 0) made = NewClique();
+    comms_[vid] = NcclComm{.device = parent.device, .owned = true, .clique = made};
+  }
+  call.Reply(vid);
+  std::vector<NcclSplitMember>& members = clique.open_splits[number];
+  members.resize(parent.nranks);
+  members[parent.rank] = {.joined = true,
+                          .color = a.color,
+                          .key = a.key,
+                          .vid = vid,
+                          .parent_vid = a.comm,
+                          .parent = parent.comm,
+                          .device = parent.device};
+  for (const NcclSplitMember& m : members) {
+    if (!m.joined) return CUDA_SUCCESS;  // more ranks to come
+  }
+  std::vector<NcclSplitMember> all = std::move(members);
+  clique.open_splits.erase(number);
+  auto split = [this, all]() {
+    std::vector<ncclComm_t> out(all.size(), nullptr);
+    ncclResult_t r = driver_->ncclGroupStart();
+    for (size_t i = 0; r == ncclSuccess && i < all.size(); ++i) {
+      if (Result<CUcontext> ctx = ContextOn(all[i].device); ctx.ok()) driver_->cuCtxSetCurrent(*ctx);
+      r = driver_->ncclCommSplit(all[i].parent, all[i].color, all[i].key, &out[i], nullptr);
+    }
+    ncclResult_t end = driver_->ncclGroupEnd();
+    if (r == ncclSuccess) r = end;
+    for (size_t i = 0; i < all.size(); ++i) {
+      auto made = comms_.find(all[i].vid);
+      if (r == ncclSuccess && made != comms_.end() && out[i] != nullptr) {
+        made->second.comm = out[i];
+        driver_->ncclCommUserRank(out[i], &made->second.rank);
+        driver_->ncclCommCount(out[i], &made->second.nranks);
+        CliqueOf(made->second.clique, made->second.nranks);
+        continue;
       }
+      if (out[i] != nullptr) driver_->ncclCommDestroy(out[i]);  // destroyed by the function meanwhile
+      if (made != comms_.end()) comms_.erase(made);
     }
     return r;
   };
-  call.Reply(vid);
-  if (nccl_group_depth_ > 0) {
-    nccl_queued_.push_back(std::move(split));
-    return CUDA_SUCCESS;
+  NcclQueued q{.run = std::move(split)};
+  for (const NcclSplitMember& m : all) q.needs.emplace_back(m.parent_vid, m.parent);
+  if (nccl_group_depth_ > 0)
+    return QueueNccl(std::move(q), call.name) ? CUDA_SUCCESS : Answer(ncclInvalidUsage);
+  if (std::string problem = NcclQueuedProblem(q); !problem.empty()) {
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {} refused: {}", pid_, call.name, problem);
+    for (const NcclSplitMember& m : all) comms_.erase(m.vid);
+    return Answer(ncclInvalidUsage);
   }
-  return Answer(split());
+  return Answer(q.run());
 }
 
-CUresult Session::NcclDestroy(const ipc::HandleArgs& a, const Call&) {
+void Session::DestroyRedOps(NcclComm& comm) {
+  for (const auto& [op, made] : comm.ops) driver_->ncclRedOpDestroy(static_cast<ncclRedOp_t>(op), comm.comm);
+  comm.ops.clear();
+}
+
+// A rank of a communicator still being created (its other ranks have not called yet) cannot be
+// destroyed or finalized: NCCL would wait for its creation. It can be aborted: its creation is
+// given up, for every rank.
+void Session::AbandonCreation(uint64_t vid) {
+  for (auto it = rendezvous_.begin(); it != rendezvous_.end(); ++it) {
+    if (std::find(it->second.comms.begin(), it->second.comms.end(), vid) == it->second.comms.end()) continue;
+    for (uint64_t c : it->second.comms) comms_.erase(c);
+    rendezvous_.erase(it);
+    return;
+  }
+  for (auto& [id, clique] : cliques_) {
+    for (auto s = clique.open_splits.begin(); s != clique.open_splits.end(); ++s) {
+      auto member = std::find_if(s->second.begin(), s->second.end(),
+                                 [vid](const NcclSplitMember& m) { return m.vid == vid; });
+      if (member == s->second.end()) continue;
+      for (const NcclSplitMember& m : s->second) comms_.erase(m.vid);
+      clique.open_splits.erase(s);
+      return;
+    }
+  }
+  comms_.erase(vid);
+}
+
+CUresult Session::NcclDestroy(const ipc::HandleArgs& a, const Call& call) {
   auto it = comms_.find(a.handle);
   if (it == comms_.end()) return Answer(ncclInvalidArgument);
-  NcclComm comm = it->second;
-  comms_.erase(it);
-  // A rank of the group's own communicator stays with the group (scrubbed with it); a split, or a
-  // rank of a rendezvous that never completed (null), is the function's.
-  if (comm.owned && comm.comm != nullptr) return Answer(driver_->ncclCommDestroy(comm.comm));
-  return CUDA_SUCCESS;
-}
-
-CUresult Session::NcclCollective(const ipc::NcclCollectiveArgs& a, const Call& call) {
-  auto it = comms_.find(a.comm);
-  if (it == comms_.end() || it->second.comm == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  NcclComm comm = it->second;
-  size_t elem = ipc::NcclTypeBytes(a.datatype);
-  if (elem == 0 || a.root < 0) return CUDA_ERROR_INVALID_VALUE;
-  // A peer's number must not reach the driver as an operation.
-  if (!ipc::NcclReductionAllowed(a.kind, a.op)) return CUDA_ERROR_INVALID_VALUE;
-  int nranks = 0, rank = 0;
-  if (driver_->ncclCommCount(comm.comm, &nranks) != ncclSuccess || driver_->ncclCommUserRank(comm.comm, &rank) != ncclSuccess) {
-    return CUDA_ERROR_INVALID_HANDLE;
+  NcclComm& comm = it->second;
+  if (comm.comm == nullptr && !comm.lost) {
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1,
+                       "pid {}: {} refused: the communicator's other ranks have not joined", pid_, call.name);
+    return Answer(ncclInvalidUsage);
   }
-  auto kind = static_cast<ipc::NcclCollectiveKind>(a.kind);
-  // count comes from the peer: a product that overflows would shrink the extents checked below.
-  uint64_t bytes = 0, all_ranks = 0;
-  if (__builtin_mul_overflow(static_cast<uint64_t>(a.count), elem, &bytes) ||
-      __builtin_mul_overflow(bytes, static_cast<uint64_t>(nranks), &all_ranks)) {
-    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {} of {} elements refused: the size overflows", pid_,
-                       call.name, a.count);
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  uint64_t send_bytes = bytes, recv_bytes = bytes;
-  switch (kind) {
-    case ipc::NcclCollectiveKind::kAllReduce:
-      break;
-    case ipc::NcclCollectiveKind::kBroadcast:
-      if (rank != a.root) send_bytes = 0;  // NCCL reads the send buffer on the root only
-      break;
-    case ipc::NcclCollectiveKind::kAllGather: recv_bytes = all_ranks; break;
-    case ipc::NcclCollectiveKind::kReduceScatter: send_bytes = all_ranks; break;
-    default: return CUDA_ERROR_INVALID_VALUE;
-  }
-  if ((send_bytes != 0 && !Owns(a.send, send_bytes, "NCCL send buffer")) ||
-      (recv_bytes != 0 && !Owns(a.recv, recv_bytes, "NCCL receive buffer"))) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  // A stream of another device than the communicator's would run the collective on the wrong GPU.
-  int stream_device = HandleDevice(a.stream);
-  if (stream_device < 0) stream_device = comm.device;  // the default stream: the communicator's device's
-  Result<CUstream> stream = StreamOf(a.stream);
-  if (!stream.ok() || stream_device != comm.device) return CUDA_ERROR_INVALID_HANDLE;
-  auto enqueue = [this, a, comm, kind, stream = *stream]() {
-    if (Result<CUcontext> ctx = ContextOn(comm.device); ctx.ok()) driver_->cuCtxSetCurrent(*ctx);
-    auto s = reinterpret_cast<cudaStream_t>(stream);
-    auto type = static_cast<ncclDataType_t>(a.datatype);
-    auto op = static_cast<ncclRedOp_t>(a.op);
-    const void* send = reinterpret_cast<const void*>(a.send);
-    void* recv = reinterpret_cast<void*>(a.recv);
-    switch (kind) {
-      case ipc::NcclCollectiveKind::kAllReduce: return driver_->ncclAllReduce(send, recv, a.count, type, op, comm.comm, s);
-      case ipc::NcclCollectiveKind::kBroadcast: return driver_->ncclBroadcast(send, recv, a.count, type, a.root, comm.comm, s);
-      case ipc::NcclCollectiveKind::kAllGather: return driver_->ncclAllGather(send, recv, a.count, type, comm.comm, s);
-      case ipc::NcclCollectiveKind::kReduceScatter:
-        return driver_->ncclReduceScatter(send, recv, a.count, type, op, comm.comm, s);
+  ncclResult_t r = ncclSuccess;
+  if (comm.owned && comm.comm != nullptr) {
+    // A rank whose collectives wait for the others would keep NCCL's destroy waiting for ever.
+    if (HalfEntered(comm.clique, comm.rank)) {
+      PHOS_LOG_EVERY_SEC(Warn, "runtime", 1,
+                         "pid {}: {}: a collective of the rank was left half-entered; aborted", pid_,
+                         call.name);
+      r = driver_->ncclCommAbort(comm.comm);
+    } else {
+      r = driver_->ncclCommDestroy(comm.comm);
     }
-    return ncclInvalidArgument;
-  };
-  auto run = [this, enqueue, comm]() {
-    ncclResult_t r = enqueue();
-    if (r == ncclSuccess) CountCollective(comm.comm);
-    return r;
-  };
-  if (nccl_group_depth_ > 0) {
-    nccl_queued_.push_back(std::move(run));
-    return CUDA_SUCCESS;
+  } else if (comm.comm != nullptr) {
+    // A rank of the group's own communicator stays with the group, scrubbed with it.
+    DestroyRedOps(comm);
   }
-  ncclResult_t r = run();
-  if (r != ncclSuccess) PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {} failed: {}", pid_, call.name, ctxpool::NcclResultName(r));
-  return r == ncclSuccess ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
+  comms_.erase(it);
+  return Answer(r);
 }
 
-ncclResult_t Session::NcclFlushGroup() {
-  std::vector<std::function<ncclResult_t()>> queued = std::move(nccl_queued_);
-  nccl_queued_.clear();
-  if (queued.empty()) return ncclSuccess;
-  ncclResult_t r = driver_->ncclGroupStart();
-  for (auto& call : queued) {
-    if (r != ncclSuccess) break;
-    r = call();
+CUresult Session::NcclFinalize(const ipc::HandleArgs& a, const Call& call) {
+  auto it = comms_.find(a.handle);
+  if (it == comms_.end() || it->second.lost) return Answer(ncclInvalidArgument);
+  NcclComm& comm = it->second;
+  if (comm.comm == nullptr) return Answer(ncclInvalidUsage);  // still being created
+  if (comm.finalized) return Answer(ncclInvalidArgument);     // NCCL refuses a second finalize
+  if (HalfEntered(comm.clique, comm.rank)) {
+    PHOS_LOG_EVERY_SEC(
+        Warn, "runtime", 1,
+        "pid {}: {} refused: the rank entered a collective its other ranks have not called, which "
+        "finalizing would wait for",
+        pid_, call.name);
+    return Answer(ncclInvalidUsage);
   }
-  ncclResult_t end = driver_->ncclGroupEnd();
-  if (r == ncclSuccess) r = end;
-  if (r != ncclSuccess) PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: NCCL group failed: {}", pid_, ctxpool::NcclResultName(r));
-  return r;
+  // The group's own communicator serves the next tenant: only the function's view of it ends.
+  if (comm.owned) {
+    if (ncclResult_t r = driver_->ncclCommFinalize(comm.comm); r != ncclSuccess) return Answer(r);
+  }
+  comm.finalized = true;
+  return Answer(ncclSuccess);
 }
 
-void Session::CountCollective(ncclComm_t comm) {
-  for (int rank = 0; rank < group_->size(); ++rank) {
-    if (group_->comm(rank) != comm) continue;
-    group_collectives_.resize(group_->size(), 0);
-    ++group_collectives_[rank];
+CUresult Session::NcclAbort(const ipc::HandleArgs& a, const Call& call) {
+  auto it = comms_.find(a.handle);
+  if (it == comms_.end()) return Answer(ncclInvalidArgument);
+  NcclComm& comm = it->second;
+  if (comm.comm == nullptr) {
+    if (!comm.lost) AbandonCreation(a.handle);
+    comms_.erase(a.handle);
+    return Answer(ncclSuccess);
   }
+  if (comm.owned) {
+    ncclResult_t r = driver_->ncclCommAbort(comm.comm);
+    comms_.erase(it);
+    return Answer(r);
+  }
+  if (!HalfEntered(kGroupClique, -1)) {
+    DestroyRedOps(comm);
+    comms_.erase(it);
+    return Answer(ncclSuccess);
+  }
+  // A collective of the group's communicator is half-entered: its ranks that entered it wait until
+  // the communicator is aborted, every rank of it. The group is made anew after the session, and
+  // the function's other ranks of it are lost.
+  PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {}: device group {}'s communicator aborted", pid_,
+                     call.name, group_->group_id());
+  for (int rank = 0; rank < group_->size(); ++rank) driver_->ncclCommAbort(group_->comm(rank));
+  group_->ForgetCommunicator();
+  comms_.erase(it);
+  for (auto& [vid, c] : comms_) {
+    if (c.clique != kGroupClique) continue;
+    c.comm = nullptr;
+    c.lost = true;
+    c.ops.clear();
+  }
+  cliques_.erase(kGroupClique);
+  return Answer(ncclSuccess);
 }
 
 void Session::ReleaseNccl() {
@@ -305,23 +403,27 @@ void Session::ReleaseNccl() {
   for (auto& [vid, c] : comms_) {
     if (c.owned && c.comm != nullptr) driver_->ncclCommAbort(c.comm);
   }
-  const bool uneven = std::adjacent_find(group_collectives_.begin(), group_collectives_.end(),
-                                         std::not_equal_to<>()) != group_collectives_.end();
-  if (uneven) {
-    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1,
-                       "pid {}: a collective was left half-entered ({} collectives by rank); device group {}'s "
-                       "communicator is aborted and the group made anew",
-                       pid_, fmt::join(group_collectives_, "/"), group_->group_id());
+  if (HalfEntered(kGroupClique, -1)) {
+    PHOS_LOG_EVERY_SEC(
+        Warn, "runtime", 1,
+        "pid {}: a collective was left half-entered ({} collectives by rank); device group {}'s "
+        "communicator is aborted and the group made anew",
+        pid_, fmt::join(cliques_[kGroupClique].collectives, "/"), group_->group_id());
     for (int rank = 0; rank < group_->size(); ++rank) driver_->ncclCommAbort(group_->comm(rank));
     group_->ForgetCommunicator();
+  } else {
+    // The reductions the function made on the group's ranks would outlive it in the pool.
+    for (auto& [vid, c] : comms_) {
+      if (!c.owned && c.comm != nullptr) DestroyRedOps(c);
+    }
   }
-  group_collectives_.clear();
   for (int d = 0; d < group_->size(); ++d) {
     driver_->cuCtxSetCurrent(group_->context(d));
     driver_->cuCtxSynchronize();
   }
   comms_.clear();
   rendezvous_.clear();
+  cliques_.clear();
   nccl_queued_.clear();
 }
 

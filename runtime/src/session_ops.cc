@@ -215,13 +215,43 @@ std::array<OpHandler, kOpSlots> Session::BuildOpTable() {
                                                                 .placement = Placement::kOwnChoice,
                                                                 .result = kNccl,
                                                                 .library = Library::kNccl});
-  // The collective picks the communicator's context itself; it runs in its stream's until then,
-  // so that a restoring session's gate makes that stream wait for the buffers it names.
+  static_assert(offsetof(ipc::NcclCollectiveArgs, comm) == 0 && offsetof(ipc::NcclP2pArgs, comm) == 0,
+                "Placement::kNcclStream reads the communicator at the record's start");
+  // A collective runs in its stream's context (the communicator's for a default stream), so that
+  // a restoring session's gate makes that stream wait for the buffers it names.
   at(Op::kNcclCollective) = Bind<ipc::NcclCollectiveArgs, &Session::NcclCollective>(
       {.name = "NCCL collective",
-       .placement = kHandle,
+       .placement = Placement::kNcclStream,
        .handle_offset = offsetof(ipc::NcclCollectiveArgs, stream),
        .library = Library::kNccl});
+
+  // NCCL point-to-point and communicator lifecycle (session_nccl.cc, session_nccl_collectives.cc).
+  // Sends and receives are queued in the open group: asynchronous, like collectives.
+  constexpr uint32_t kP2pStream = offsetof(ipc::NcclP2pArgs, stream);
+  at(Op::kNcclSend) = Bind<ipc::NcclP2pArgs, &Session::NcclSend>({.name = "ncclSend",
+                                                                   .placement = Placement::kNcclStream,
+                                                                   .handle_offset = kP2pStream,
+                                                                   .library = Library::kNccl});
+  at(Op::kNcclRecv) = Bind<ipc::NcclP2pArgs, &Session::NcclRecv>({.name = "ncclRecv",
+                                                                   .placement = Placement::kNcclStream,
+                                                                   .handle_offset = kP2pStream,
+                                                                   .library = Library::kNccl});
+  at(Op::kNcclGroupEndSync) = Bind<ipc::NcclGroupEndArgs, &Session::NcclGroupEndSync>({.name = "ncclGroupEnd (sends and receives)",
+                                                                        .placement = Placement::kOwnChoice,
+                                                                        .result = kNccl,
+                                                                        .library = Library::kNccl});
+  at(Op::kNcclCommFinalize) = Bind<ipc::HandleArgs, &Session::NcclFinalize>(
+      {.name = "ncclCommFinalize", .result = kNccl, .library = Library::kNccl});
+  at(Op::kNcclCommAbort) = Bind<ipc::HandleArgs, &Session::NcclAbort>(
+      {.name = "ncclCommAbort", .result = kNccl, .library = Library::kNccl});
+  at(Op::kNcclCommGetAsyncError) = Bind<ipc::HandleArgs, &Session::NcclGetAsyncError>(
+      {.name = "ncclCommGetAsyncError", .result = kNccl, .library = Library::kNccl});
+  at(Op::kNcclCommCuDevice) = Bind<ipc::HandleArgs, &Session::NcclCuDevice>(
+      {.name = "ncclCommCuDevice", .result = kNccl, .library = Library::kNccl});
+  at(Op::kNcclRedOpCreate) = Bind<ipc::NcclRedOpArgs, &Session::NcclRedOpCreate>(
+      {.name = "ncclRedOpCreatePreMulSum", .result = kNccl, .library = Library::kNccl});
+  at(Op::kNcclRedOpDestroy) = Bind<ipc::NcclRedOpArgs, &Session::NcclRedOpDestroy>(
+      {.name = "ncclRedOpDestroy", .result = kNccl, .library = Library::kNccl});
   return t;
 }
 

@@ -34,6 +34,8 @@ enum class Placement : uint8_t {
   kHandleDevice,   // the device of the stream, event or cuBLAS handle at `handle_offset`; the
                    // current device when it names none (the default stream)
   kOwnChoice,      // the handler picks its contexts itself
+  kNcclStream,     // NCCL work: kHandleDevice, but a default stream is the communicator's device's
+                   // (the u64 virtual communicator at the argument record's start)
 };
 
 // What the call's result code is, and so how a refusal is spelled.

@@ -78,7 +78,13 @@ Status Session::AdoptRestore() {
     auto it = p.handle_devices.find(vid);
     return it == p.handle_devices.end() ? 0 : it->second;
   };
-  for (const auto& [vid, comm] : p.comms) comms_[vid] = NcclComm{comm.first, comm.second, false};
+  // A snapshot's communicators are ranks of the group's own (splits are not captured): rank d on
+  // device d.
+  for (const auto& [vid, comm] : p.comms) {
+    comms_[vid] = NcclComm{.comm = comm.first, .device = comm.second, .clique = kGroupClique, .rank = comm.second,
+                           .nranks = group_ ? group_->size() : 1};
+  }
+  if (group_) CliqueOf(kGroupClique, group_->size());
   for (const auto& [vid, stream] : p.streams) {
     streams_[vid] = StreamHandle{stream, p.stream_flags[vid], device_of(vid), p.stream_priorities[vid]};
   }
@@ -176,13 +182,31 @@ Session::Speculation Session::Speculate(const ipc::RecordView& record, AccessSet
     case Op::kBlasLevel3:
       return SpeculateBlasCall(record, sets, stream);
     case Op::kNcclCollective: {
-      // The send buffer is read, the receive buffer written (and read where not covered).
+      // The send buffer is read, the receive buffer written (and read where not covered), a
+      // pre-multiplied sum's device scalar read: what this rank of the communicator touches.
       ipc::NcclCollectiveArgs a;
+      if (!DecodeRecord(record, &a)) return Speculation::kNone;
+      auto comm = comms_.find(a.comm);
+      Result<CUstream> s = StreamOf(a.stream);
+      if (comm == comms_.end() || comm->second.comm == nullptr || !s.ok()) return Speculation::kNone;
+      *stream = *s;
+      const uint64_t elem = ipc::NcclTypeBytes(a.datatype);
+      NcclOperands operands = NcclCollectiveOperands(a, elem, comm->second.nranks, comm->second.rank);
+      if (auto op = comm->second.ops.find(a.op); op != comm->second.ops.end() && op->second.device_scalar != 0) {
+        operands.scalar = {op->second.device_scalar, elem, true};
+      }
+      SpeculateNccl(buffers_, operands, sets);
+      return Speculation::kSets;
+    }
+    case Op::kNcclSend:
+    case Op::kNcclRecv: {
+      ipc::NcclP2pArgs a;
       if (!DecodeRecord(record, &a)) return Speculation::kNone;
       Result<CUstream> s = StreamOf(a.stream);
       if (!s.ok()) return Speculation::kNone;
       *stream = *s;
-      SpeculateCopy(buffers_, a.recv, a.send, a.count * ipc::NcclTypeBytes(a.datatype), sets);
+      const bool send = static_cast<Op>(record.header.opcode) == Op::kNcclSend;
+      SpeculateNccl(buffers_, NcclPointToPointOperands(a, send, ipc::NcclTypeBytes(a.datatype)), sets);
       return Speculation::kSets;
     }
     default:

@@ -138,4 +138,56 @@ void SpeculateGemmBatch(const BufferTable& table, const ipc::GemmArgs& args, std
   }
 }
 
+NcclOperands NcclCollectiveOperands(const ipc::NcclCollectiveArgs& a, uint64_t elem_bytes, int nranks, int rank) {
+  NcclOperands ops;
+  uint64_t bytes = 0, all_ranks = 0;
+  if (__builtin_mul_overflow(a.count, elem_bytes, &bytes) ||
+      __builtin_mul_overflow(bytes, static_cast<uint64_t>(nranks), &all_ranks)) {
+    ops.send = Unbounded(a.send);
+    ops.recv = Unbounded(a.recv);
+    ops.overflow = true;
+    return ops;
+  }
+  uint64_t send = bytes, recv = bytes;
+  switch (static_cast<ipc::NcclCollectiveKind>(a.kind)) {
+    case ipc::NcclCollectiveKind::kBroadcast:
+      if (rank != a.root) send = 0;
+      break;
+    case ipc::NcclCollectiveKind::kReduce:
+      if (rank != a.root) recv = 0;
+      break;
+    case ipc::NcclCollectiveKind::kAllGather:
+      recv = all_ranks;
+      break;
+    case ipc::NcclCollectiveKind::kReduceScatter:
+      send = all_ranks;
+      break;
+    default:
+      break;
+  }
+  ops.send = {a.send, send, true};
+  ops.recv = {a.recv, recv, true};
+  return ops;
+}
+
+NcclOperands NcclPointToPointOperands(const ipc::NcclP2pArgs& a, bool send, uint64_t elem_bytes) {
+  NcclOperands ops;
+  uint64_t bytes = 0;
+  OperandRange range{a.buffer, 0, true};
+  if (__builtin_mul_overflow(a.count, elem_bytes, &bytes)) {
+    range = Unbounded(a.buffer);
+    ops.overflow = true;
+  } else {
+    range.bytes = bytes;
+  }
+  (send ? ops.send : ops.recv) = range;
+  return ops;
+}
+
+void SpeculateNccl(const BufferTable& table, const NcclOperands& operands, AccessSets* sets) {
+  AddRange(table, operands.send.ptr, operands.send.bytes, /*write=*/false, false, sets);
+  AddRange(table, operands.scalar.ptr, operands.scalar.bytes, /*write=*/false, false, sets);
+  AddRange(table, operands.recv.ptr, operands.recv.bytes, /*write=*/true, operands.recv.dense, sets);
+}
+
 }  // namespace phos::runtime

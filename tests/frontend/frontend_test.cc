@@ -216,5 +216,24 @@ TEST(FrontendErrorNamesTest, EveryErrorIsNamedAsNvidiasRuntimeNamesIt) {
   EXPECT_GT(lines, 12000);
 }
 
+#ifdef PHOS_NCCL_LOCAL_ANSWERS
+// What NCCL answers before a communicator is reached (its version, the text of every result, the
+// NULL communicator's lifecycle calls, a group end outside a group) needs neither a GPU nor a
+// session: the program runs with NVIDIA's libnccl, then with phos's, and prints the same.
+TEST(FrontendErrorNamesTest, NcclAnswersWhatNvidiasAnswersWithoutACommunicator) {
+  auto run = [](const std::string& library_dir) {
+    SpawnOptions options;
+    options.argv = {PHOS_NCCL_LOCAL_ANSWERS};
+    options.env = {{"LD_LIBRARY_PATH", library_dir}};
+    Result<CommandOutput> out = RunCommand(options, std::chrono::seconds(60));
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    return out.ok() ? out->output : std::string();
+  };
+  const std::string nvidia = run(PHOS_NCCL_LIB_DIR);
+  ASSERT_NE(nvidia.find("ncclGetVersion\t0\t"), std::string::npos) << "NVIDIA's NCCL did not run:\n" << nvidia;
+  EXPECT_EQ(run(PHOS_FRONTEND_LIB_DIR), nvidia);
+}
+#endif
+
 }  // namespace
 }  // namespace phos::runtime

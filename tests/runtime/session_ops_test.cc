@@ -56,6 +56,17 @@ TEST(SessionOpsTest, ArgumentRecordSizesAreTheWireStructs) {
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kMemFreeAsync))->record_bytes, sizeof(ipc::StreamPointerArgs));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kMemFreeAsync))->handle_offset,
             offsetof(ipc::StreamPointerArgs, stream));
+  for (Op op : {Op::kNcclSend, Op::kNcclRecv}) {
+    EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(op))->record_bytes, sizeof(ipc::NcclP2pArgs));
+    EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(op))->handle_offset, offsetof(ipc::NcclP2pArgs, stream));
+  }
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclGroupEndSync))->record_bytes, sizeof(ipc::NcclGroupEndArgs));
+  for (Op op : {Op::kNcclCommFinalize, Op::kNcclCommAbort, Op::kNcclCommGetAsyncError, Op::kNcclCommCuDevice}) {
+    EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(op))->record_bytes, sizeof(ipc::HandleArgs));
+  }
+  for (Op op : {Op::kNcclRedOpCreate, Op::kNcclRedOpDestroy}) {
+    EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(op))->record_bytes, sizeof(ipc::NcclRedOpArgs));
+  }
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kStreamCreateWithPriority))->record_bytes,
             sizeof(ipc::StreamCreateArgs));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kStreamGetInfo))->record_bytes, sizeof(ipc::HandleArgs));
@@ -133,6 +144,15 @@ TEST(SessionOpsTest, RefusalsSpeakTheCallsResultCode) {
             static_cast<CUresult>(ncclSystemError));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCollective))->Unavailable(),
             CUDA_ERROR_NOT_SUPPORTED);
+  // Sends and receives are asynchronous like collectives; the group's end that waits, and the
+  // communicator calls, answer in ncclResult_t.
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclSend))->Malformed(), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclRecv))->Unavailable(), CUDA_ERROR_NOT_SUPPORTED);
+  for (Op op : {Op::kNcclGroupEndSync, Op::kNcclCommFinalize, Op::kNcclCommAbort, Op::kNcclCommGetAsyncError,
+                Op::kNcclCommCuDevice, Op::kNcclRedOpCreate, Op::kNcclRedOpDestroy}) {
+    EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(op))->Malformed(), static_cast<CUresult>(ncclInvalidArgument));
+    EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(op))->Unavailable(), static_cast<CUresult>(ncclSystemError));
+  }
 }
 
 TEST(SessionOpsTest, CallsNamingAHandleRunOnItsDevice) {
@@ -143,6 +163,10 @@ TEST(SessionOpsTest, CallsNamingAHandleRunOnItsDevice) {
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kMemAlloc))->placement, Placement::kCurrentDevice);
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCollective))->handle_offset,
             offsetof(ipc::NcclCollectiveArgs, stream));
+  // NCCL work on a default stream runs on its communicator's device.
+  for (Op op : {Op::kNcclCollective, Op::kNcclSend, Op::kNcclRecv}) {
+    EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(op))->placement, Placement::kNcclStream);
+  }
   // A stream's information and its host functions run in the stream's context.
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kStreamGetInfo))->placement, Placement::kHandleDevice);
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kLaunchHostFunc))->placement, Placement::kHandleDevice);

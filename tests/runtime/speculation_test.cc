@@ -466,6 +466,70 @@ TEST_F(SpeculationTest, ExtentsThatWrapNameEveryBufferFromTheirPointer) {
   EXPECT_TRUE(sets_.write.Contains(kC));
 }
 
+// NCCL calls: a rank's send buffer is read, its receive buffer written (read too where the call
+// does not cover it), each over the bytes this rank's part of the call touches.
+TEST_F(SpeculationTest, NcclCollectiveOperandsAreThisRanksPart) {
+  constexpr int kRanks = 4;
+  constexpr uint64_t kCount = kBytes / 4 / kRanks;  // fp32: a quarter of a buffer
+  auto args = [](ipc::NcclCollectiveKind kind, uint64_t count, int root) {
+    return ipc::NcclCollectiveArgs{.comm = 16, .stream = 0, .send = kA, .recv = kB, .count = count,
+                                   .kind = static_cast<int32_t>(kind), .datatype = 7, .op = 0, .root = root};
+  };
+  // An all-gather receives every rank's count: the whole of B, which it overwrites.
+  NcclOperands gather = NcclCollectiveOperands(args(ipc::NcclCollectiveKind::kAllGather, kCount, 0), 4, kRanks, 1);
+  EXPECT_EQ(gather.send.bytes, kCount * 4);
+  EXPECT_EQ(gather.recv.bytes, kBytes);
+  SpeculateNccl(table_, gather, &sets_);
+  EXPECT_TRUE(ReadOnly(sets_, kA));
+  EXPECT_TRUE(WriteOnly(sets_, kB));
+  // A reduce-scatter sends every rank's count and receives one: B is written in part.
+  sets_.Clear();
+  NcclOperands scatter =
+      NcclCollectiveOperands(args(ipc::NcclCollectiveKind::kReduceScatter, kCount, 0), 4, kRanks, 1);
+  EXPECT_EQ(scatter.send.bytes, kBytes);
+  EXPECT_EQ(scatter.recv.bytes, kCount * 4);
+  SpeculateNccl(table_, scatter, &sets_);
+  EXPECT_TRUE(ReadWrite(sets_, kB));
+  // A broadcast reads the root's send buffer only; a reduce writes the root's receive buffer only.
+  EXPECT_EQ(NcclCollectiveOperands(args(ipc::NcclCollectiveKind::kBroadcast, kCount, 2), 4, kRanks, 1).send.bytes, 0u);
+  EXPECT_EQ(NcclCollectiveOperands(args(ipc::NcclCollectiveKind::kBroadcast, kCount, 1), 4, kRanks, 1).send.bytes,
+            kCount * 4);
+  sets_.Clear();
+  NcclOperands reduce = NcclCollectiveOperands(args(ipc::NcclCollectiveKind::kReduce, kCount, 0), 4, kRanks, 1);
+  EXPECT_EQ(reduce.recv.bytes, 0u);
+  SpeculateNccl(table_, reduce, &sets_);
+  EXPECT_TRUE(ReadOnly(sets_, kA));
+  EXPECT_FALSE(sets_.read.Contains(kB) || sets_.write.Contains(kB));
+  // A pre-multiplied sum's device scalar is read.
+  sets_.Clear();
+  NcclOperands scaled = NcclCollectiveOperands(args(ipc::NcclCollectiveKind::kAllReduce, kCount, 0), 4, kRanks, 0);
+  scaled.scalar = {kC + 8, 4, true};
+  SpeculateNccl(table_, scaled, &sets_);
+  EXPECT_TRUE(ReadOnly(sets_, kC));
+  // A count whose bytes wrap reaches every buffer from the pointers up.
+  sets_.Clear();
+  NcclOperands wrapped =
+      NcclCollectiveOperands(args(ipc::NcclCollectiveKind::kAllGather, UINT64_MAX / 8, 0), 4, kRanks, 0);
+  EXPECT_TRUE(wrapped.overflow);
+  SpeculateNccl(table_, wrapped, &sets_);
+  EXPECT_TRUE(sets_.write.Contains(kB) && sets_.write.Contains(kC));
+}
+
+TEST_F(SpeculationTest, NcclSendsReadAndReceivesWrite) {
+  const ipc::NcclP2pArgs whole{.comm = 16, .stream = 0, .buffer = kB, .count = kBytes / 8, .datatype = 8, .peer = 1};
+  SpeculateNccl(table_, NcclPointToPointOperands(whole, /*send=*/true, 8), &sets_);
+  EXPECT_TRUE(ReadOnly(sets_, kB));
+  sets_.Clear();
+  SpeculateNccl(table_, NcclPointToPointOperands(whole, /*send=*/false, 8), &sets_);
+  EXPECT_TRUE(WriteOnly(sets_, kB));
+  sets_.Clear();
+  const ipc::NcclP2pArgs part{.comm = 16, .stream = 0, .buffer = kC + 64, .count = 16, .datatype = 7, .peer = 1};
+  SpeculateNccl(table_, NcclPointToPointOperands(part, /*send=*/false, 4), &sets_);
+  EXPECT_TRUE(ReadWrite(sets_, kC));
+  const ipc::NcclP2pArgs wraps{.comm = 16, .stream = 0, .buffer = kA, .count = UINT64_MAX, .datatype = 7, .peer = 1};
+  EXPECT_TRUE(NcclPointToPointOperands(wraps, true, 4).overflow);
+}
+
 #ifdef PHOS_SPECULATION_TEST_MODULE
 TEST(ParamMetadataCacheTest, LayoutComesFromTheDriverTable) {
   auto driver = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim});

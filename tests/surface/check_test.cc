@@ -273,8 +273,8 @@ TEST(CheckTest, ALibraryPhosHasNoneOfYetAnswersOutsidePhosd) {
 }
 
 TEST(CheckTest, ARefusedFunctionIsACallThatFailsWithItsError) {
-  // No function is refused outright today (refused.tsv holds partial support only): a surface
-  // with one more refusal shows the wording.
+  // The plain program calls no function phos refuses outright: a surface with one more refusal
+  // shows the wording.
   Result<SurfaceSources> sources = SurfaceSources::WithLibrariesIn(PHOS_FRONTEND_LIB_DIR);
   ASSERT_TRUE(sources.ok()) << sources.status().ToString();
   std::string refusals =

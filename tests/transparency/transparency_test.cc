@@ -108,6 +108,33 @@ TEST_F(TransparencyTest, APlainProgramsKernelsMatchItsOwnOccupancyAndItsModuleGl
       << r.out;
 }
 
+#ifdef PHOS_NCCL_REPORT
+// phosd on four simulated devices: nccl_report, built like device_report against NVIDIA's
+// libcudart and libnccl, runs as a function declaring four GPUs.
+class NcclTransparencyTest : public PhosdTest {
+ protected:
+  NcclTransparencyTest() { phosd_env_ = {{"PHOS_SIMGPU_DEVICES", "4"}}; }
+};
+
+// An all-to-all of sends and receives in one group, ncclAlltoAll, a reduce, an all-reduce and a
+// pre-multiplied sum over every device, each checked by the program against its own CPU
+// computation; configurations refused and accepted as NCCL does; finalize before destroy.
+TEST_F(NcclTransparencyTest, APlainNcclProgramsAllToAllReduceAndAllReduceMatchItsCpu) {
+  CommandResult r = PhosFn({"run", "--gpus", "4", "--", PHOS_NCCL_REPORT});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("nccl report: 4 ranks, all-to-all, reduce, all-reduce, pre-multiplied sum, all checks held"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("configurations: 3 refused, 1 accepted"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
+  // Every NCCL and CUDA function it imports, phos serves.
+  CommandResult check = PhosFn({"check", PHOS_NCCL_REPORT});
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+  EXPECT_NE(check.out.find("\nruns\n"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("served   ncclSend"), std::string::npos) << check.out;
+}
+#endif
+
 // phosd on the h100-pcie5 profile (its contexts cost what an H100's do: a few seconds).
 class H100TransparencyTest : public PhosdTest {
  protected:

@@ -11,6 +11,8 @@
 #include "nccl/collective.h"
 #include "nccl/comm.h"
 #include "nccl/errors.h"
+#include "nccl/p2p.h"
+#include "nccl/red_op.h"
 
 using namespace phos::sim;
 using namespace phos::sim::nccl;
@@ -57,6 +59,21 @@ ncclResult_t FindAny(ncclComm_t comm, std::shared_ptr<RankComm>* out) {
 ncclResult_t Enqueue(ncclComm_t comm, const CollectiveArgs& args, cudaStream_t stream) {
   CommRegistry* comms = Comms();
   return comms == nullptr ? NoCommunicator() : EnqueueCollective(*comms, comm, args, stream);
+}
+
+// Inside a group a send or receive is posted with the group's others at its ncclGroupEnd (so
+// that they progress together); outside, at once.
+ncclResult_t PointToPoint(ncclComm_t comm, const P2pArgs& args, cudaStream_t stream) {
+  CommRegistry* comms = Comms();
+  if (comms == nullptr) return NoCommunicator();
+  PendingP2p op;
+  if (ncclResult_t r = CheckP2p(*comms, comm, args, stream, &op); r != ncclSuccess) return r;
+  GroupState& group = ThreadGroup();
+  if (group.depth > 0) {
+    group.p2p.push_back(std::move(op));
+    return ncclSuccess;
+  }
+  return PostP2p(comms->device(), {std::move(op)});
 }
 
 }  // namespace
@@ -111,14 +128,23 @@ PHOS_SIM_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncc
   return Record(CompleteOrDefer(*comms, std::move(join)));
 }
 
+// NCCL 2.28 answers ncclSuccess to a NULL communicator for destroy, abort and finalize.
 PHOS_SIM_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
   CommRegistry* comms = Comms();
   return comms == nullptr ? NoCommunicator() : comms->Destroy(comm);
 }
 
 PHOS_SIM_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
   CommRegistry* comms = Comms();
   return comms == nullptr ? NoCommunicator() : comms->Abort(comm);
+}
+
+PHOS_SIM_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  CommRegistry* comms = Comms();
+  return comms == nullptr ? NoCommunicator() : comms->Finalize(comm);
 }
 
 PHOS_SIM_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
@@ -145,14 +171,30 @@ PHOS_SIM_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
   return ncclSuccess;
 }
 
-// A failed context is the asynchronous error NCCL would report (its kernels would not run).
+// A transfer whose ends disagreed (p2p.h), or a failed context: the asynchronous error NCCL would
+// report (its kernels would not run).
 PHOS_SIM_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
   std::shared_ptr<RankComm> found;
   if (ncclResult_t r = FindAny(comm, &found); r != ncclSuccess) return r;
   if (async_error == nullptr) return Fail(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
-  *async_error =
-      found->binding.ctx.exec->sticky_error() == CUDA_SUCCESS ? ncclSuccess : ncclUnhandledCudaError;
+  *async_error = found->group->async_error.load();
+  if (*async_error == ncclSuccess && found->binding.ctx.exec->sticky_error() != CUDA_SUCCESS) {
+    *async_error = ncclUnhandledCudaError;
+  }
   return ncclSuccess;
+}
+
+PHOS_SIM_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                                   ncclScalarResidence_t residence, ncclComm_t comm) {
+  std::shared_ptr<RankComm> found;
+  if (ncclResult_t r = FindAny(comm, &found); r != ncclSuccess) return r;
+  return CreatePreMulSum(Comms()->device(), *found, op, scalar, datatype, residence);
+}
+
+PHOS_SIM_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  std::shared_ptr<RankComm> found;
+  if (ncclResult_t r = FindAny(comm, &found); r != ncclSuccess) return r;
+  return DestroyRedOp(*found, op);
 }
 
 PHOS_SIM_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
@@ -184,6 +226,30 @@ PHOS_SIM_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff
               stream));
 }
 
+PHOS_SIM_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                     ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                                     cudaStream_t stream) {
+  return Record(
+      Enqueue(comm, {CollectiveKind::kReduce, sendbuff, recvbuff, count, datatype, op, root}, stream));
+}
+
+// The deprecated in-place broadcast.
+PHOS_SIM_API ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
+                                    ncclComm_t comm, cudaStream_t stream) {
+  return Record(
+      Enqueue(comm, {CollectiveKind::kBroadcast, buff, buff, count, datatype, ncclSum, root}, stream));
+}
+
+PHOS_SIM_API ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                                   ncclComm_t comm, cudaStream_t stream) {
+  return Record(PointToPoint(comm, {true, const_cast<void*>(sendbuff), count, datatype, peer}, stream));
+}
+
+PHOS_SIM_API ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                                   ncclComm_t comm, cudaStream_t stream) {
+  return Record(PointToPoint(comm, {false, recvbuff, count, datatype, peer}, stream));
+}
+
 PHOS_SIM_API ncclResult_t ncclGroupStart() {
   ++ThreadGroup().depth;
   return ncclSuccess;
@@ -191,18 +257,25 @@ PHOS_SIM_API ncclResult_t ncclGroupStart() {
 
 // Collectives inside a group were enqueued by their calls already (they never block); what the
 // group defers is the wait of ncclCommInitRank and ncclCommSplit for their other ranks, so that
-// one thread can create all ranks of a communicator.
+// one thread can create all ranks of a communicator, and the sends and receives, posted together
+// so that they progress together (p2p.h).
 PHOS_SIM_API ncclResult_t ncclGroupEnd() {
   GroupState& group = ThreadGroup();
   if (group.depth == 0) return Fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
   if (--group.depth > 0) return ncclSuccess;
   std::vector<PendingJoin> joins = std::move(group.joins);
   group.joins.clear();
+  std::vector<PendingP2p> p2p = std::move(group.p2p);
+  group.p2p.clear();
   ncclResult_t result = group.first_error;
   group.first_error = ncclSuccess;
-  // Joins are only deferred by calls that found the registry, so it exists when there are any.
+  // Joins and sends are only deferred by calls that found the registry, so it exists when there
+  // are any.
   if (!joins.empty()) {
     if (ncclResult_t r = Comms()->FinishJoins(joins); result == ncclSuccess) result = r;
+  }
+  if (!p2p.empty()) {
+    if (ncclResult_t r = PostP2p(Comms()->device(), p2p); result == ncclSuccess) result = r;
   }
   return result;
 }

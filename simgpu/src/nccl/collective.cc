@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +13,7 @@
 
 #include "nccl/comm.h"
 #include "nccl/errors.h"
+#include "nccl/red_op.h"
 #include "nccl/reduce.h"
 #include "phos/base/log.h"
 
@@ -28,12 +30,25 @@ const char* KindName(CollectiveKind kind) {
       return "ncclAllGather";
     case CollectiveKind::kReduceScatter:
       return "ncclReduceScatter";
+    case CollectiveKind::kReduce:
+      return "ncclReduce";
   }
   return "collective";
 }
 
 bool Reduces(CollectiveKind kind) {
-  return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter;
+  return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter ||
+         kind == CollectiveKind::kReduce;
+}
+bool Rooted(CollectiveKind kind) {
+  return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
+}
+
+// What ranks must agree on of an op: a built-in one, or "a pre-multiplied sum" (each rank names
+// its own, with its own scalar).
+constexpr int kPreMulSumClass = -1;
+int OpClass(ncclRedOp_t op) {
+  return op < ncclNumOps ? static_cast<int>(op) : kPreMulSumClass;
 }
 
 // Bytes of rank `rank`'s send and receive buffers the collective touches.
@@ -47,8 +62,15 @@ size_t SendBytes(const CollectiveArgs& a, int nranks, int rank, size_t elem) {
       return a.count * elem;
   }
 }
-size_t RecvBytes(const CollectiveArgs& a, int nranks, size_t elem) {
-  return a.kind == CollectiveKind::kAllGather ? a.count * nranks * elem : a.count * elem;
+size_t RecvBytes(const CollectiveArgs& a, int nranks, int rank, size_t elem) {
+  switch (a.kind) {
+    case CollectiveKind::kAllGather:
+      return a.count * nranks * elem;
+    case CollectiveKind::kReduce:
+      return rank == a.root ? a.count * elem : 0;  // only the root receives
+    default:
+      return a.count * elem;
+  }
 }
 
 }  // namespace
@@ -60,6 +82,7 @@ class Collective {
     const void* send = nullptr;
     void* recv = nullptr;
     std::shared_ptr<HeldTask> gate;
+    UserRedOp scaling;  // a pre-multiplied sum: this rank's scalar
   };
 
   Collective(DeviceAccess& device, const CollectiveArgs& args, int nranks)
@@ -75,8 +98,8 @@ class Collective {
 
   bool Matches(const CollectiveArgs& a) const {
     return a.kind == args_.kind && a.count == args_.count && a.type == args_.type &&
-           (!Reduces(a.kind) || a.op == args_.op) &&
-           (a.kind != CollectiveKind::kBroadcast || a.root == args_.root);
+           (!Reduces(a.kind) || OpClass(a.op) == OpClass(args_.op)) &&
+           (!Rooted(a.kind) || a.root == args_.root);
   }
   Part& part(int rank) { return parts_[rank]; }
   int joined = 0;  // guarded by the CommGroup's mutex
@@ -96,8 +119,8 @@ class Collective {
   // goes, with the last arrival op that holds it.
   void Abandon() {
     if (ran_.load() || abandoned_.exchange(true)) return;
-    PHOS_LOG(Warn, "simgpu", "nccl: {} aborted: {} of {} ranks reached it; nothing was moved", KindName(args_.kind),
-             arrived_.load(), nranks_);
+    PHOS_LOG(Warn, "simgpu", "nccl: {} aborted: {} of {} ranks reached it; nothing was moved",
+             KindName(args_.kind), arrived_.load(), nranks_);
     for (Part& p : parts_) {
       if (p.gate) p.gate->Release();
     }
@@ -112,8 +135,10 @@ class Collective {
                                           /*device=*/nullptr)) {
         return false;
       }
-      if (!device_.CheckRange(reinterpret_cast<CUdeviceptr>(parts_[r].recv), RecvBytes(args_, nranks_, elem_),
-                              Access::kReadWrite, /*device=*/nullptr)) {
+      const size_t recv = RecvBytes(args_, nranks_, r, elem_);
+      if (recv > 0 &&
+          !device_.CheckRange(reinterpret_cast<CUdeviceptr>(parts_[r].recv), recv, Access::kReadWrite,
+                              /*device=*/nullptr)) {
         return false;
       }
     }
@@ -129,15 +154,31 @@ class Collective {
                          KindName(args_.kind));
       return CUDA_ERROR_ILLEGAL_ADDRESS;
     }
+    std::vector<const void*> scalars;
+    if (OpClass(args_.op) == kPreMulSumClass && !Scalars(&scalars)) {
+      PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1,
+                         "nccl: {} at run time: a rank's scalar is no longer device memory",
+                         KindName(args_.kind));
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
     const size_t chunk = args_.count * elem_;
-    const size_t recv = RecvBytes(args_, nranks_, elem_);
-    const size_t staged = args_.kind == CollectiveKind::kReduceScatter ? chunk * nranks_ : recv;
+    const size_t staged = args_.kind == CollectiveKind::kReduceScatter ? chunk * nranks_
+                          : args_.kind == CollectiveKind::kAllGather   ? chunk * nranks_
+                                                                       : chunk;
     std::unique_ptr<std::byte[]> result(new std::byte[staged]);
     std::vector<const void*> inputs(nranks_);
+    auto reduce = [&](void* out) {
+      if (scalars.empty()) {
+        Reduce(args_.type, args_.op, inputs.data(), nranks_, out, args_.count);
+      } else {
+        ReducePreMulSum(args_.type, inputs.data(), scalars.data(), nranks_, out, args_.count);
+      }
+    };
     switch (args_.kind) {
       case CollectiveKind::kAllReduce:
+      case CollectiveKind::kReduce:
         for (int r = 0; r < nranks_; ++r) inputs[r] = parts_[r].send;
-        Reduce(args_.type, args_.op, inputs.data(), nranks_, result.get(), args_.count);
+        reduce(result.get());
         break;
       case CollectiveKind::kBroadcast:
         std::memcpy(result.get(), parts_[args_.root].send, chunk);
@@ -149,16 +190,32 @@ class Collective {
         for (int segment = 0; segment < nranks_; ++segment) {
           for (int r = 0; r < nranks_; ++r)
             inputs[r] = static_cast<const std::byte*>(parts_[r].send) + segment * chunk;
-          Reduce(args_.type, args_.op, inputs.data(), nranks_, result.get() + segment * chunk, args_.count);
+          reduce(result.get() + segment * chunk);
         }
         break;
     }
     for (int r = 0; r < nranks_; ++r) {
       const std::byte* from = result.get();
       if (args_.kind == CollectiveKind::kReduceScatter) from += r * chunk;
-      std::memcpy(parts_[r].recv, from, recv);
+      const size_t recv = RecvBytes(args_, nranks_, r, elem_);
+      if (recv > 0) std::memcpy(parts_[r].recv, from, recv);
     }
     return CUDA_SUCCESS;
+  }
+
+  // Each rank's scalar of a pre-multiplied sum: its immediate value, or the device memory it is
+  // read from now (checked again: it may have been freed since the call).
+  bool Scalars(std::vector<const void*>* out) const {
+    for (const Part& p : parts_) {
+      if (p.scaling.residence == ncclScalarHostImmediate) {
+        out->push_back(p.scaling.value);
+        continue;
+      }
+      if (!device_.CheckRange(p.scaling.device_scalar, elem_, Access::kRead, /*device=*/nullptr))
+        return false;
+      out->push_back(reinterpret_cast<const void*>(p.scaling.device_scalar));
+    }
+    return true;
   }
 
   DeviceAccess& device_;
@@ -180,11 +237,8 @@ void AbandonCollectives(CommGroup& group) {
   group.open_collectives.clear();
 }
 
-namespace {
-
-// ncclInvalidArgument unless [ptr, ptr + bytes) is device memory of `device` granting `access`.
-ncclResult_t CheckBuffer(const DeviceAccess& devices, const char* call, const char* name, const void* ptr,
-                         size_t bytes, Access access, int device) {
+ncclResult_t CheckDeviceBuffer(const DeviceAccess& devices, const char* call, const char* name,
+                               const void* ptr, size_t bytes, Access access, int device) {
   if (ptr == nullptr) return Fail(ncclInvalidArgument, fmt::format("{}: {} is NULL", call, name));
   int owner = -1;
   if (!devices.CheckRange(reinterpret_cast<CUdeviceptr>(ptr), bytes, access, &owner)) {
@@ -198,8 +252,6 @@ ncclResult_t CheckBuffer(const DeviceAccess& devices, const char* call, const ch
   return ncclSuccess;
 }
 
-}  // namespace
-
 ncclResult_t EnqueueCollective(CommRegistry& comms, ncclComm_t comm, const CollectiveArgs& args,
                                cudaStream_t stream) {
   const char* call = KindName(args.kind);
@@ -211,14 +263,15 @@ ncclResult_t EnqueueCollective(CommRegistry& comms, ncclComm_t comm, const Colle
     return Fail(ncclInvalidArgument,
                 fmt::format("{}: datatype {} is not served", call, static_cast<int>(args.type)));
   }
+  UserRedOp scaling;
   if (Reduces(args.kind) && !ValidRedOp(args.op)) {
-    return Fail(ncclInvalidArgument,
-                fmt::format("{}: reduction op {} is not served", call, static_cast<int>(args.op)));
+    if (ncclResult_t r = FindUserOp(*rank_comm, call, args.op, args.type, &scaling); r != ncclSuccess)
+      return r;
   }
   CommGroup& group = *rank_comm->group;
   const int nranks = group.nranks;
   const int rank = rank_comm->rank;
-  if (args.kind == CollectiveKind::kBroadcast && (args.root < 0 || args.root >= nranks)) {
+  if (Rooted(args.kind) && (args.root < 0 || args.root >= nranks)) {
     return Fail(ncclInvalidArgument, fmt::format("{}: root {} outside [0, {})", call, args.root, nranks));
   }
   if (args.count > std::numeric_limits<size_t>::max() / elem / static_cast<size_t>(nranks)) {
@@ -232,15 +285,18 @@ ncclResult_t EnqueueCollective(CommRegistry& comms, ncclComm_t comm, const Colle
   if (args.count == 0) return ncclSuccess;
   const int device = rank_comm->device();
   if (const size_t send = SendBytes(args, nranks, rank, elem); send > 0) {
-    if (ncclResult_t r = CheckBuffer(devices, call, "sendbuff", args.send, send, Access::kRead, device);
+    if (ncclResult_t r = CheckDeviceBuffer(devices, call, "sendbuff", args.send, send, Access::kRead, device);
         r != ncclSuccess) {
       return r;
     }
   }
-  const size_t recv = RecvBytes(args, nranks, elem);
-  if (ncclResult_t r = CheckBuffer(devices, call, "recvbuff", args.recv, recv, Access::kReadWrite, device);
-      r != ncclSuccess) {
-    return r;
+  const size_t recv = RecvBytes(args, nranks, rank, elem);
+  if (recv > 0) {
+    if (ncclResult_t r =
+            CheckDeviceBuffer(devices, call, "recvbuff", args.recv, recv, Access::kReadWrite, device);
+        r != ncclSuccess) {
+      return r;
+    }
   }
 
   std::shared_ptr<Collective> collective;
@@ -266,6 +322,7 @@ ncclResult_t EnqueueCollective(CommRegistry& comms, ncclComm_t comm, const Colle
     collective = open;
     collective->part(rank).send = args.send;
     collective->part(rank).recv = args.recv;
+    collective->part(rank).scaling = scaling;
     ++group.next_collective[rank];
     if (++collective->joined == nranks) group.open_collectives.erase(seq);
   }
@@ -274,7 +331,7 @@ ncclResult_t EnqueueCollective(CommRegistry& comms, ncclComm_t comm, const Colle
   arrival.engine = Engine::kCompute;
   // Like a kernel's: the launch overhead is modelled, the data movement runs at CPU speed.
   arrival.cost_seconds = rank_comm->binding.ctx.profile->kernel_launch_s;
-  arrival.bytes = recv;
+  arrival.bytes = std::max(recv, args.count * elem);
   arrival.work = [collective] {
     collective->Arrive();
     return CUDA_SUCCESS;

@@ -16,33 +16,44 @@
 
 #include <cstddef>
 
+#include "device/device_access.h"
+
 namespace phos::sim::nccl {
 
 class CommRegistry;
 
-enum class CollectiveKind : int { kAllReduce, kBroadcast, kAllGather, kReduceScatter };
+enum class CollectiveKind : int { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kReduce };
 
 struct CollectiveArgs {
   CollectiveKind kind = CollectiveKind::kAllReduce;
   const void* send = nullptr;
   void* recv = nullptr;
-  // Elements: per rank for kAllReduce and kBroadcast, sent by each rank for kAllGather
+  // Elements: per rank for kAllReduce, kBroadcast and kReduce, sent by each rank for kAllGather
   // (sendcount), received by each rank for kReduceScatter (recvcount).
   size_t count = 0;
   ncclDataType_t type = ncclFloat32;
-  ncclRedOp_t op = ncclSum;  // kAllReduce, kReduceScatter
-  int root = 0;              // kBroadcast
+  // kAllReduce, kReduceScatter, kReduce: a built-in op, or one ncclRedOpCreatePreMulSum made on
+  // the calling rank for this datatype.
+  ncclRedOp_t op = ncclSum;
+  int root = 0;  // kBroadcast, kReduce
 };
 
 // Checks the call as NCCL does (ncclInvalidArgument for a communicator that is not live in
 // `comms`, a bad datatype, op or root, a count whose byte size overflows, a NULL buffer, a buffer
 // that is not device memory of the communicator's device for the bytes the collective touches,
-// or a stream of another context) and enqueues rank comm's part on `stream`. A count of 0 is a
-// successful no-op. Ranks must call their collectives in the same order with the same kind,
-// count, datatype, op and root; a call that disagrees with what another rank already gave for
-// the same position is ncclInvalidArgument and enqueues nothing.
+// or a stream of another context; ncclInvalidUsage for a finalized communicator) and enqueues
+// rank comm's part on `stream`. A count of 0 is a successful no-op. Ranks must call their
+// collectives in the same order with the same kind, count, datatype, op (every rank's own
+// ncclRedOpCreatePreMulSum op counts as one) and root; a call that disagrees with what another
+// rank already gave for the same position is ncclInvalidArgument and enqueues nothing. kReduce
+// does not read recvbuff on ranks other than the root (it may be NULL there).
 ncclResult_t EnqueueCollective(CommRegistry& comms, ncclComm_t comm, const CollectiveArgs& args,
                                cudaStream_t stream);
+
+// ncclInvalidArgument (naming `call` and the buffer's `name`) unless [ptr, ptr + bytes) is device
+// memory of `device` granting `access`.
+ncclResult_t CheckDeviceBuffer(const DeviceAccess& devices, const char* call, const char* name,
+                               const void* ptr, size_t bytes, Access access, int device);
 
 struct CommGroup;
 

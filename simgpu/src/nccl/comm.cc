@@ -9,6 +9,7 @@
 
 #include "nccl/collective.h"
 #include "nccl/errors.h"
+#include "nccl/p2p.h"
 
 namespace phos::sim::nccl {
 namespace {
@@ -63,6 +64,7 @@ ncclResult_t CommRegistry::Find(ncclComm_t comm, std::shared_ptr<RankComm>* out)
     return Fail(ncclUnhandledCudaError, fmt::format("the communicator's CUDA context failed (CUresult {})",
                                                     static_cast<int>(sticky)));
   }
+  if ((*out)->finalized.load()) return Fail(ncclInvalidUsage, "the communicator was finalized");
   return ncclSuccess;
 }
 
@@ -73,10 +75,19 @@ ncclResult_t CommRegistry::Destroy(ncclComm_t comm) {
   return ncclSuccess;
 }
 
+ncclResult_t CommRegistry::Finalize(ncclComm_t comm) {
+  std::shared_ptr<RankComm> found;
+  if (ncclResult_t r = FindAny(comm, &found); r != ncclSuccess) return r;
+  if (found->finalized.exchange(true))
+    return Fail(ncclInvalidArgument, "ncclCommFinalize: finalized already");
+  return ncclSuccess;
+}
+
 ncclResult_t CommRegistry::Abort(ncclComm_t comm) {
   std::shared_ptr<RankComm> found;
   if (ncclResult_t r = FindAny(comm, &found); r != ncclSuccess) return r;
   AbandonCollectives(*found->group);
+  AbandonTransfers(*found->group);
   handles_.Remove(comm);
   return ncclSuccess;
 }

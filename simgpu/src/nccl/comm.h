@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "device/device_access.h"
@@ -26,7 +27,18 @@
 namespace phos::sim::nccl {
 
 class Collective;
+class P2pBatch;
+class Transfer;
 struct Rendezvous;
+
+// The sends from one rank to another and the receives of the other from it, matched in order of
+// issue: the k-th send of `from` to `to` is the k-th receive of `to` from `from` (NCCL's rule).
+struct P2pChannel {
+  uint64_t sends = 0;  // posted so far
+  uint64_t receives = 0;
+  // Transfers one side has posted and the other not yet, by their number in the channel.
+  std::map<uint64_t, std::shared_ptr<Transfer>> open;
+};
 
 // What the ranks of one communicator share.
 struct CommGroup {
@@ -45,6 +57,15 @@ struct CommGroup {
   // ncclCommSplit, likewise by sequence; guarded by the CommRegistry's mutex.
   std::vector<uint64_t> next_split;
   std::map<uint64_t, std::shared_ptr<Rendezvous>> open_splits;
+
+  // ncclSend / ncclRecv (p2p.h), guarded by `mu`: channels by (sender, receiver), and the
+  // batches whose transfers are not all done. The group owns those batches: when its last rank
+  // goes, so do they, and with them the gates their streams wait at.
+  std::map<std::pair<int, int>, P2pChannel> channels;
+  std::vector<std::shared_ptr<P2pBatch>> unfinished_batches;
+  // What ncclCommGetAsyncError reports for every rank once a transfer failed (a send and its
+  // receive disagreed on count or datatype); sticky, as NCCL's.
+  std::atomic<ncclResult_t> async_error{ncclSuccess};
 };
 
 // The context a rank runs on.
@@ -55,6 +76,16 @@ struct Binding {
   DeviceAccess* primary_owner = nullptr;
 };
 
+// A reduction made by ncclRedOpCreatePreMulSum: each rank's input is multiplied by the rank's
+// scalar before the sum. The scalar is the value given (ncclScalarHostImmediate) or is read from
+// device memory when the collective runs (ncclScalarDevice).
+struct UserRedOp {
+  ncclDataType_t type = ncclFloat32;
+  ncclScalarResidence_t residence = ncclScalarHostImmediate;
+  unsigned char value[8] = {};    // host immediate: the scalar's bytes
+  CUdeviceptr device_scalar = 0;  // device: where the scalar is
+};
+
 // What one ncclComm_t names: one rank of a communicator.
 struct RankComm {
   ~RankComm();
@@ -62,6 +93,11 @@ struct RankComm {
   std::shared_ptr<CommGroup> group;
   int rank = 0;
   Binding binding;
+  // ncclCommFinalize was called: no new collective, transfer or split may use the rank.
+  std::atomic<bool> finalized{false};
+  // The reductions ncclRedOpCreatePreMulSum made on this rank, by their ncclRedOp_t value.
+  std::mutex ops_mu;
+  std::map<int, UserRedOp> ops;
   int device() const { return binding.ctx.device; }
 };
 
@@ -102,13 +138,16 @@ class CommRegistry {
 
   ncclResult_t NewUniqueId(ncclUniqueId* out);
 
-  // The live rank `comm` names, with its context still alive and without a sticky error.
-  // ncclInvalidArgument for a handle that is not live, ncclUnhandledCudaError for a context
-  // that is gone or failed.
+  // The live rank `comm` names, with its context still alive and without a sticky error, for new
+  // work. ncclInvalidArgument for a handle that is not live, ncclUnhandledCudaError for a context
+  // that is gone or failed, ncclInvalidUsage for a finalized rank.
   ncclResult_t Find(ncclComm_t comm, std::shared_ptr<RankComm>* out) const;
   // The live rank, whatever its context's state (queries and destroy).
   ncclResult_t FindAny(ncclComm_t comm, std::shared_ptr<RankComm>* out) const;
   ncclResult_t Destroy(ncclComm_t comm);
+  // ncclCommFinalize: no new work may use the rank (ncclInvalidUsage); a second finalize is
+  // ncclInvalidArgument. What the rank issued before runs on: its streams reach it as they would.
+  ncclResult_t Finalize(ncclComm_t comm);
   // ncclCommAbort: abandons every collective of the communicator that has not run (each rank's
   // stream goes on past it; nothing is moved, logged), then destroys the rank. The other ranks
   // stay live: a caller ending a communicator whose ranks may be half-way through a collective
@@ -154,10 +193,14 @@ class CommRegistry {
   std::atomic<uint64_t> next_id_{0};
 };
 
-// ncclGroupStart/End nesting of the calling thread, and the joins deferred to its end.
+struct PendingP2p;
+
+// ncclGroupStart/End nesting of the calling thread, and what is deferred to its end: the joins of
+// communicator creations and the sends and receives (posted together, p2p.h).
 struct GroupState {
   int depth = 0;
   std::vector<PendingJoin> joins;
+  std::vector<PendingP2p> p2p;
   ncclResult_t first_error = ncclSuccess;
 };
 GroupState& ThreadGroup();

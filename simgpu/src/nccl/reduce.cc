@@ -73,8 +73,10 @@ A Combine(ncclRedOp_t op, A a, A b) {
   }
 }
 
+// `scalars` (one element of T per input) makes it a pre-multiplied sum; null: `op`.
 template <typename T>
-void ReduceTyped(ncclRedOp_t op, const void* const* inputs, int n, void* out, size_t count) {
+void ReduceTyped(ncclRedOp_t op, const void* const* inputs, const void* const* scalars, int n, void* out,
+                 size_t count) {
   using Acc = Accumulator<T>;
   using A = typename Acc::Type;
   // Loaded element by element with memcpy: device buffers need not be aligned for T.
@@ -83,10 +85,14 @@ void ReduceTyped(ncclRedOp_t op, const void* const* inputs, int n, void* out, si
     std::memcpy(&v, static_cast<const char*>(base) + i * sizeof(T), sizeof(T));
     return Acc::Load(v);
   };
+  if (scalars != nullptr) op = ncclSum;
+  auto term = [&](int r, size_t i) {
+    return scalars == nullptr ? load(inputs[r], i) : Mul(load(scalars[r], 0), load(inputs[r], i));
+  };
   std::vector<A> acc(count);
-  for (size_t i = 0; i < count; ++i) acc[i] = load(inputs[0], i);
+  for (size_t i = 0; i < count; ++i) acc[i] = term(0, i);
   for (int r = 1; r < n; ++r) {
-    for (size_t i = 0; i < count; ++i) acc[i] = Combine(op, acc[i], load(inputs[r], i));
+    for (size_t i = 0; i < count; ++i) acc[i] = Combine(op, acc[i], term(r, i));
   }
   if (op == ncclAvg) {
     for (A& a : acc) a = static_cast<A>(a / static_cast<A>(n));
@@ -124,31 +130,45 @@ bool ValidRedOp(ncclRedOp_t op) {
   return op == ncclSum || op == ncclProd || op == ncclMax || op == ncclMin || op == ncclAvg;
 }
 
-void Reduce(ncclDataType_t type, ncclRedOp_t op, const void* const* inputs, int n, void* out, size_t count) {
+namespace {
+
+void ReduceAny(ncclDataType_t type, ncclRedOp_t op, const void* const* inputs, const void* const* scalars,
+               int n, void* out, size_t count) {
   switch (type) {
     case ncclInt8:
-      return ReduceTyped<int8_t>(op, inputs, n, out, count);
+      return ReduceTyped<int8_t>(op, inputs, scalars, n, out, count);
     case ncclUint8:
-      return ReduceTyped<uint8_t>(op, inputs, n, out, count);
+      return ReduceTyped<uint8_t>(op, inputs, scalars, n, out, count);
     case ncclInt32:
-      return ReduceTyped<int32_t>(op, inputs, n, out, count);
+      return ReduceTyped<int32_t>(op, inputs, scalars, n, out, count);
     case ncclUint32:
-      return ReduceTyped<uint32_t>(op, inputs, n, out, count);
+      return ReduceTyped<uint32_t>(op, inputs, scalars, n, out, count);
     case ncclInt64:
-      return ReduceTyped<int64_t>(op, inputs, n, out, count);
+      return ReduceTyped<int64_t>(op, inputs, scalars, n, out, count);
     case ncclUint64:
-      return ReduceTyped<uint64_t>(op, inputs, n, out, count);
+      return ReduceTyped<uint64_t>(op, inputs, scalars, n, out, count);
     case ncclFloat16:
-      return ReduceTyped<Fp16>(op, inputs, n, out, count);
+      return ReduceTyped<Fp16>(op, inputs, scalars, n, out, count);
     case ncclBfloat16:
-      return ReduceTyped<Bf16>(op, inputs, n, out, count);
+      return ReduceTyped<Bf16>(op, inputs, scalars, n, out, count);
     case ncclFloat32:
-      return ReduceTyped<float>(op, inputs, n, out, count);
+      return ReduceTyped<float>(op, inputs, scalars, n, out, count);
     case ncclFloat64:
-      return ReduceTyped<double>(op, inputs, n, out, count);
+      return ReduceTyped<double>(op, inputs, scalars, n, out, count);
     default:
       return;
   }
+}
+
+}  // namespace
+
+void Reduce(ncclDataType_t type, ncclRedOp_t op, const void* const* inputs, int n, void* out, size_t count) {
+  ReduceAny(type, op, inputs, /*scalars=*/nullptr, n, out, count);
+}
+
+void ReducePreMulSum(ncclDataType_t type, const void* const* inputs, const void* const* scalars, int n,
+                     void* out, size_t count) {
+  ReduceAny(type, ncclSum, inputs, scalars, n, out, count);
 }
 
 float Bf16ToFloat(unsigned short bits) {

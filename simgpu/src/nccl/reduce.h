@@ -18,6 +18,11 @@ bool ValidRedOp(ncclRedOp_t op);
 // as NCCL's integer average). fp16 and bf16 are widened to fp32, reduced, and rounded to nearest
 // even once at the end. `type` and `op` must be valid (DataTypeSize > 0, ValidRedOp).
 void Reduce(ncclDataType_t type, ncclRedOp_t op, const void* const* inputs, int n, void* out, size_t count);
+// ncclRedOpCreatePreMulSum's reduction: out[i] = scalars[0] * inputs[0][i] + ... + scalars[n - 1] *
+// inputs[n - 1][i], each scalar one element of `type`, products summed in rank order (fp16 and
+// bf16 in fp32, rounded once; integers wrap).
+void ReducePreMulSum(ncclDataType_t type, const void* const* inputs, const void* const* scalars, int n,
+                     void* out, size_t count);
 
 // IEEE binary16 / bfloat16 conversions (round to nearest even), for tests and the reduction.
 float Bf16ToFloat(unsigned short bits);

@@ -1,5 +1,6 @@
 // Communicators over every device of a simgpu with PHOS_TEST_DEVICES devices (4 or 8): the
-// collectives' results for that many ranks, and a split into pairs.
+// collectives' results for that many ranks, an all-to-all of sends and receives in one group, a
+// reduce to the last rank, and a split into pairs.
 #include <cuda.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
@@ -119,6 +120,53 @@ TEST_F(NcclDevicesTest, AllGatherAndReduceScatter) {
     }
     EXPECT_EQ(Download(r, kCount), want) << "rank " << r;
   }
+}
+
+// Every rank sends slice p of its send buffer to rank p and receives rank p's slice for it at
+// slice p of its receive buffer, all in one group.
+TEST_F(NcclDevicesTest, AllToAllOfSendsAndReceives) {
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < kDevices; ++r) {
+    for (int p = 0; p < kDevices; ++p) {
+      auto* from = static_cast<int32_t*>(send(r)) + p * kCount;
+      auto* into = static_cast<int32_t*>(recv(r)) + p * kCount;
+      ASSERT_EQ(ncclSend(from, kCount, ncclInt32, p, comm_[r], nullptr), ncclSuccess);
+      ASSERT_EQ(ncclRecv(into, kCount, ncclInt32, p, comm_[r], nullptr), ncclSuccess);
+    }
+  }
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  for (int r = 0; r < kDevices; ++r) {
+    std::vector<int32_t> want;
+    for (int p = 0; p < kDevices; ++p) {
+      const std::vector<int32_t> in = Input(p, kDevices * kCount);
+      want.insert(want.end(), in.begin() + r * kCount, in.begin() + (r + 1) * kCount);
+    }
+    EXPECT_EQ(Download(r, kDevices * kCount), want) << "rank " << r;
+  }
+}
+
+TEST_F(NcclDevicesTest, ReduceProductToTheLastRank) {
+  constexpr int kRoot = kDevices - 1;
+  ASSERT_EQ(cuCtxSetCurrent(ctx_[0]), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD8(recv_[0], 0, kCount * sizeof(int32_t)), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < kDevices; ++r) {
+    ASSERT_EQ(ncclReduce(send(r), r == kRoot ? recv(r) : nullptr, kCount, ncclInt32, ncclProd, kRoot,
+                         comm_[r], nullptr),
+              ncclSuccess);
+  }
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  std::vector<int32_t> product(kCount, 1);
+  for (int r = 0; r < kDevices; ++r) {
+    const std::vector<int32_t> in = Input(r, kCount);
+    for (size_t i = 0; i < kCount; ++i) {
+      product[i] = static_cast<int32_t>(static_cast<uint32_t>(product[i]) * static_cast<uint32_t>(in[i]));
+    }
+  }
+  EXPECT_EQ(Download(kRoot, kCount), product);
+  EXPECT_EQ(Download(0, kCount), std::vector<int32_t>(kCount, 0))
+      << "a rank that is not the root receives nothing";
 }
 
 // Pairs (color rank / 2): each pair broadcasts from its second member.

@@ -93,9 +93,10 @@ struct DriverTableOptions {
 
 #define PHOS_NCCL_ENTRY_POINTS(X)                                                                \
   X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommInitAll) X(ncclCommSplit) X(ncclCommDestroy)  \
-  X(ncclCommAbort)                                                                               \
+  X(ncclCommAbort) X(ncclCommFinalize) X(ncclCommGetAsyncError)                                  \
   X(ncclCommCount) X(ncclCommUserRank) X(ncclAllReduce) X(ncclBroadcast) X(ncclAllGather)         \
-  X(ncclReduceScatter) X(ncclGroupStart) X(ncclGroupEnd)
+  X(ncclReduceScatter) X(ncclReduce) X(ncclSend) X(ncclRecv) X(ncclRedOpCreatePreMulSum)         \
+  X(ncclRedOpDestroy) X(ncclGroupStart) X(ncclGroupEnd)
 
 class DriverTable {
  public:

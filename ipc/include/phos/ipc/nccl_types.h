@@ -29,13 +29,15 @@ inline uint64_t NcclTypeBytes(int32_t type) {
   }
 }
 
-// Whether a collective of `kind` (NcclCollectiveKind) may name reduction `op`: any op for the
-// collectives that reduce nothing, only NCCL's built-in ones for all-reduce and reduce-scatter
-// (ncclRedOpCreatePreMulSum is not remoted).
-inline bool NcclReductionAllowed(int32_t kind, int32_t op) {
-  const bool reduces = kind == static_cast<int32_t>(NcclCollectiveKind::kAllReduce) ||
-                       kind == static_cast<int32_t>(NcclCollectiveKind::kReduceScatter);
-  return !reduces || (op >= 0 && op < ncclNumOps);
+// Whether a collective of `kind` (NcclCollectiveKind) reduces, and so names an op.
+inline bool NcclReduces(int32_t kind) {
+  return kind == static_cast<int32_t>(NcclCollectiveKind::kAllReduce) ||
+         kind == static_cast<int32_t>(NcclCollectiveKind::kReduceScatter) ||
+         kind == static_cast<int32_t>(NcclCollectiveKind::kReduce);
 }
+
+// One of NCCL's built-in reductions; the others a collective may name are those
+// ncclRedOpCreatePreMulSum made on its communicator (from ncclNumOps up), which phosd keeps.
+inline bool NcclBuiltInOp(int32_t op) { return op >= 0 && op < ncclNumOps; }
 
 }  // namespace phos::ipc

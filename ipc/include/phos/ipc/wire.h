@@ -10,7 +10,7 @@
 namespace phos::ipc {
 
 inline constexpr uint32_t kWireMagic = 0x534f4850;  // "PHOS" little-endian
-inline constexpr uint32_t kWireVersion = 9;
+inline constexpr uint32_t kWireVersion = 10;
 inline constexpr size_t kTokenChars = 32;        // 128-bit token, hex
 inline constexpr size_t kAnswerMessageChars = 200;
 
@@ -134,6 +134,18 @@ enum class Op : uint16_t {
   kOccupancyDynamicSMem,  // OccupancySMemArgs -> u64 bytes
   kLaunchEx,              // LaunchExArgs + attribute_count LaunchAttribute + parameter buffer
   kModuleGlobalGet,       // FunctionGetArgs + name -> GlobalInfo
+  // NCCL point-to-point and communicator lifecycle (runtime/src/session_nccl*.cc).
+  kNcclSend,              // NcclP2pArgs; asynchronous, queued until the group's end (refused outside one)
+  kNcclRecv,              // NcclP2pArgs; likewise
+  kNcclGroupEndSync,      // NcclGroupEndArgs: the outermost ncclGroupEnd of a thread's group that
+                          // issued sends or receives, or had a call refused by the frontend: runs
+                          // the group, or refuses all of it, and answers its ncclResult_t
+  kNcclCommFinalize,      // HandleArgs
+  kNcclCommAbort,         // HandleArgs
+  kNcclCommGetAsyncError, // HandleArgs -> i32 ncclResult_t
+  kNcclCommCuDevice,      // HandleArgs -> i32, the session's device ordinal
+  kNcclRedOpCreate,       // NcclRedOpArgs -> i32 ncclRedOp_t (ncclRedOpCreatePreMulSum)
+  kNcclRedOpDestroy,      // NcclRedOpArgs (comm, op)
   kOpCount
 };
 
@@ -360,7 +372,7 @@ inline constexpr size_t kNcclUniqueIdBytes = 128;  // NCCL_UNIQUE_ID_BYTES
 struct NcclInitAllArgs { int32_t ndev; int32_t pad; int32_t devices[kMaxNcclRanks]; };
 struct NcclInitRankArgs { int32_t nranks; int32_t rank; uint8_t id[kNcclUniqueIdBytes]; };
 struct NcclSplitArgs { uint64_t comm; int32_t color; int32_t key; };
-enum class NcclCollectiveKind : int32_t { kAllReduce = 0, kBroadcast, kAllGather, kReduceScatter };
+enum class NcclCollectiveKind : int32_t { kAllReduce = 0, kBroadcast, kAllGather, kReduceScatter, kReduce };
 struct NcclCollectiveArgs {
   uint64_t comm;
   uint64_t stream;
@@ -369,11 +381,34 @@ struct NcclCollectiveArgs {
   uint64_t count;     // elements, as the NCCL call's count (sendcount / recvcount for gather / scatter)
   int32_t kind;       // NcclCollectiveKind
   int32_t datatype;   // ncclDataType_t
-  int32_t op;         // ncclRedOp_t (reductions)
-  int32_t root;       // broadcast
+  int32_t op;         // ncclRedOp_t (reductions): a built-in one, or one kNcclRedOpCreate made on `comm`
+  int32_t root;       // broadcast, reduce
+};
+// ncclSend (buffer: sendbuff) or ncclRecv (buffer: recvbuff).
+struct NcclP2pArgs {
+  uint64_t comm;
+  uint64_t stream;
+  uint64_t buffer;
+  uint64_t count;     // elements
+  int32_t datatype;   // ncclDataType_t
+  int32_t peer;       // rank in `comm`
+};
+// refused: the ncclResult_t the frontend gave a call of the group (0: none); phosd then runs none
+// of it and answers that.
+struct NcclGroupEndArgs { int32_t refused; int32_t pad; };
+// ncclRedOpCreatePreMulSum (comm, scalar, datatype, residence) and ncclRedOpDestroy (comm, op).
+struct NcclRedOpArgs {
+  uint64_t comm;
+  uint64_t scalar;    // ncclScalarHostImmediate: the scalar's bytes (little-endian, the datatype's
+                      // size); ncclScalarDevice: its device address
+  int32_t datatype;   // ncclDataType_t
+  int32_t residence;  // ncclScalarResidence_t
+  int32_t op;         // ncclRedOpDestroy: the op
+  int32_t pad;
 };
 static_assert(sizeof(NcclInitAllArgs) == 296 && sizeof(NcclInitRankArgs) == 136 && sizeof(NcclSplitArgs) == 16);
-static_assert(sizeof(NcclCollectiveArgs) == 56);
+static_assert(sizeof(NcclCollectiveArgs) == 56 && sizeof(NcclP2pArgs) == 40 && sizeof(NcclRedOpArgs) == 32);
+static_assert(sizeof(NcclGroupEndArgs) == 8);
 
 static_assert(sizeof(CopyArgs) == 32 && sizeof(MemsetArgs) == 32 && sizeof(LaunchArgs) == 48);
 static_assert(sizeof(ModuleChunkArgs) == 32 && sizeof(FunctionGetArgs) == 16 && sizeof(FunctionInfo) == 16);

@@ -33,6 +33,10 @@ struct OperandRange {
   uint64_t bytes = 0;
   bool dense = false;
 };
+// The extent of an operand whose arithmetic wraps (hostile sizes; the call itself is refused by
+// its handler): every byte from its pointer up, never a wrapped, smaller range that a buffer could
+// own.
+OperandRange Unbounded(uint64_t ptr);
 // A column-major rows x cols matrix with leading dimension `ld` (elements), `batch` of them
 // `stride` elements apart (batch 1: stride unused). Empty (bytes 0) when rows or cols is 0 or ld
 // is below rows (a record the checks refuse).

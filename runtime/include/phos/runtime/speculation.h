@@ -113,4 +113,22 @@ void SpeculateBlas(const BufferTable& table, const BlasOperands& operands, Acces
 void SpeculateGemmBatch(const BufferTable& table, const ipc::GemmArgs& args, std::span<const uint64_t> a,
                         std::span<const uint64_t> b, std::span<const uint64_t> c, AccessSets* sets);
 
+// The device memory one rank's NCCL call touches: `send` read, `recv` written (and read too where
+// it does not cover its buffer), a pre-multiplied sum's device scalar read (set by the caller,
+// which knows the op). `overflow`: a byte count wraps; the handler refuses the call, and the
+// ranges reach every buffer from their pointers up.
+struct NcclOperands {
+  OperandRange send;
+  OperandRange recv;
+  OperandRange scalar;
+  bool overflow = false;
+};
+// A collective on rank `rank` of `nranks`, of elements of `elem_bytes`: a broadcast reads the
+// root's send buffer only, a reduce writes the root's receive buffer only, an all-gather receives
+// and a reduce-scatter sends nranks * count elements, the rest count elements each way.
+NcclOperands NcclCollectiveOperands(const ipc::NcclCollectiveArgs& args, uint64_t elem_bytes, int nranks, int rank);
+// ncclSend reads count elements of its buffer, ncclRecv writes them.
+NcclOperands NcclPointToPointOperands(const ipc::NcclP2pArgs& args, bool send, uint64_t elem_bytes);
+void SpeculateNccl(const BufferTable& table, const NcclOperands& operands, AccessSets* sets);
+
 }  // namespace phos::runtime

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "../testing/wait_until.h"
 #include "kernels.cuh"
 #include "phos/frontend/fork_child.h"
 #include "phos/frontend/sim_module.h"
@@ -29,12 +30,7 @@ void WaitAtGate(void* gate) {
 }
 
 bool AwaitStarted(const Gate& gate) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
-  while (!gate.started) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
+  return testing::WaitUntil([&gate] { return gate.started.load(); });
 }
 
 namespace {

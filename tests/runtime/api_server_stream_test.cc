@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "../testing/wait_until.h"
 #include "api_server_fixture.h"
 #include "phos/store/store.h"
 
@@ -53,9 +54,10 @@ class ApiServerStreamTest : public ApiServerTest {
     std::memcpy(&info, ring_->reply_payload(), sizeof(info));
     return info;
   }
-  // The next event phosd posts to the function process; nothing after a minute.
+  // The next event phosd posts to the function process; nothing after kPatience. Waits on the
+  // queue's own wake-up rather than polling (WaitUntil).
   std::optional<ipc::HostFnEvent> NextHostFnEvent() {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+    const auto deadline = std::chrono::steady_clock::now() + ::phos::testing::kPatience;
     ipc::HostFnEvent event{};
     while (std::chrono::steady_clock::now() < deadline) {
       if (ring_->TakeHostFnEvents(HostFnQueueId::kToFrontend, &event, 1) == 1) return event;

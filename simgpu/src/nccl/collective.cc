@@ -117,13 +117,15 @@ class Collective {
   // ncclCommAbort: the ranks that reached it, or will, go on without it. A gate a rank's call is
   // still setting (EnqueueCollective sets it after the group's mutex) opens when the collective
   // goes, with the last arrival op that holds it.
-  void Abandon() {
-    if (ran_.load() || abandoned_.exchange(true)) return;
+  // True when this call abandoned it (it had not run).
+  bool Abandon() {
+    if (ran_.load() || abandoned_.exchange(true)) return false;
     PHOS_LOG(Warn, "simgpu", "nccl: {} aborted: {} of {} ranks reached it; nothing was moved",
              KindName(args_.kind), arrived_.load(), nranks_);
     for (Part& p : parts_) {
       if (p.gate) p.gate->Release();
     }
+    return true;
   }
 
  private:
@@ -228,13 +230,15 @@ class Collective {
   std::atomic<bool> abandoned_{false};
 };
 
-void AbandonCollectives(CommGroup& group) {
+size_t AbandonCollectives(CommGroup& group) {
   std::lock_guard lock(group.mu);
+  size_t abandoned = 0;
   for (const std::weak_ptr<Collective>& weak : group.unfinished) {
-    if (std::shared_ptr<Collective> c = weak.lock()) c->Abandon();
+    if (std::shared_ptr<Collective> c = weak.lock(); c && c->Abandon()) ++abandoned;
   }
   group.unfinished.clear();
   group.open_collectives.clear();
+  return abandoned;
 }
 
 ncclResult_t CheckDeviceBuffer(const DeviceAccess& devices, const char* call, const char* name,

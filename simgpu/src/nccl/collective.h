@@ -59,6 +59,7 @@ struct CommGroup;
 
 // Every collective of `group` that has not run is abandoned: its ranks' gates open (work behind
 // it on their streams goes on), and an arrival still to come moves nothing. ncclCommAbort.
-void AbandonCollectives(CommGroup& group);
+// Returns how many were abandoned.
+size_t AbandonCollectives(CommGroup& group);
 
 }  // namespace phos::sim::nccl

@@ -86,8 +86,21 @@ ncclResult_t CommRegistry::Finalize(ncclComm_t comm) {
 ncclResult_t CommRegistry::Abort(ncclComm_t comm) {
   std::shared_ptr<RankComm> found;
   if (ncclResult_t r = FindAny(comm, &found); r != ncclSuccess) return r;
-  AbandonCollectives(*found->group);
-  AbandonTransfers(*found->group);
+  CommGroup& group = *found->group;
+  {
+    std::lock_guard lock(mu_);
+    bool gave_up = false;
+    if (std::shared_ptr<Rendezvous> rv = found->creation.lock(); rv && !rv->complete) {
+      rv->aborted = gave_up = true;
+    }
+    for (auto& [seq, rv] : group.open_splits) rv->aborted = gave_up = true;
+    if (gave_up) joined_cv_.notify_all();
+  }
+  const size_t abandoned = AbandonCollectives(group) + AbandonTransfers(group);
+  if (abandoned > 0) {
+    ncclResult_t none = ncclSuccess;
+    group.async_error.compare_exchange_strong(none, ncclRemoteError);
+  }
   handles_.Remove(comm);
   return ncclSuccess;
 }
@@ -152,8 +165,10 @@ ncclResult_t CommRegistry::JoinInitRank(uint64_t key, int nranks, std::shared_pt
     if (rv->members[rank].joined) {
       return Fail(ncclInvalidArgument, fmt::format("ncclCommInitRank: rank {} joined twice", rank));
     }
+    if (rv->aborted) return Fail(ncclSystemError, "ncclCommInitRank: another rank of the commId was aborted");
     rv->members[rank].joined = true;
     rank_comm->group = rv->group;
+    rank_comm->creation = rv;
     pending->rendezvous = rv;
     pending->member = rank;
     pending->cost_s = CommInitCost(rank_comm->binding);
@@ -213,6 +228,7 @@ ncclResult_t CommRegistry::JoinSplit(const std::shared_ptr<RankComm>& parent, in
   const uint64_t seq = group.next_split[parent->rank]++;
   std::shared_ptr<Rendezvous>& rv = group.open_splits[seq];
   if (!rv) rv = std::make_shared<Rendezvous>(group.nranks);
+  if (rv->aborted) return Fail(ncclSystemError, "ncclCommSplit: a rank of the communicator was aborted");
   Rendezvous::Member& member = rv->members[parent->rank];
   member.joined = true;
   member.color = color;
@@ -268,9 +284,17 @@ ncclResult_t CommRegistry::FinishJoins(const std::vector<PendingJoin>& joins) {
     const auto deadline = std::chrono::steady_clock::now() + kJoinTimeout;
     for (const PendingJoin& j : joins) {
       Rendezvous& rv = *j.rendezvous;
-      if (!joined_cv_.wait_until(lock, deadline, [&rv] { return rv.complete; })) {
+      ++join_waiters_;
+      const bool ended = joined_cv_.wait_until(lock, deadline, [&rv] { return rv.complete || rv.aborted; });
+      --join_waiters_;
+      if (!ended) {
         result = Fail(ncclSystemError, fmt::format("communicator creation: {} of {} ranks joined within {} s",
                                                    rv.joined, rv.members.size(), kJoinTimeout.count()));
+        continue;
+      }
+      if (!rv.complete) {
+        result = Fail(ncclSystemError, fmt::format("communicator creation: a rank was aborted when {} of {} had joined",
+                                                   rv.joined, rv.members.size()));
         continue;
       }
       cost = std::max(cost, j.cost_s);
@@ -282,6 +306,11 @@ ncclResult_t CommRegistry::FinishJoins(const std::vector<PendingJoin>& joins) {
   }
   if (result == ncclSuccess) device_.PayModelledCost(cost);
   return result;
+}
+
+int CommRegistry::join_waiters() const {
+  std::lock_guard lock(mu_);
+  return join_waiters_;
 }
 
 GroupState& ThreadGroup() {

@@ -64,7 +64,8 @@ struct CommGroup {
   std::map<std::pair<int, int>, P2pChannel> channels;
   std::vector<std::shared_ptr<P2pBatch>> unfinished_batches;
   // What ncclCommGetAsyncError reports for every rank once a transfer failed (a send and its
-  // receive disagreed on count or datatype); sticky, as NCCL's.
+  // receive disagreed on count or datatype: ncclInvalidUsage) or a rank was aborted with work of
+  // the others in flight (ncclRemoteError); sticky, as NCCL's. The first error stays.
   std::atomic<ncclResult_t> async_error{ncclSuccess};
 };
 
@@ -98,6 +99,9 @@ struct RankComm {
   // The reductions ncclRedOpCreatePreMulSum made on this rank, by their ncclRedOp_t value.
   std::mutex ops_mu;
   std::map<int, UserRedOp> ops;
+  // The creation (ncclCommInitRank) the rank joined, until it completes: what an abort of the
+  // rank gives up.
+  std::weak_ptr<Rendezvous> creation;
   int device() const { return binding.ctx.device; }
 };
 
@@ -115,6 +119,9 @@ struct Rendezvous {
   std::vector<Member> members;  // by rank (init) or parent rank (split)
   int joined = 0;
   bool complete = false;
+  // A rank of it was aborted first: it never completes; its waiters and later joiners fail
+  // (ncclSystemError, as NCCL's bootstrap does when a peer goes away).
+  bool aborted = false;
   std::shared_ptr<CommGroup> group;  // init: the communicator being created
 };
 
@@ -148,10 +155,13 @@ class CommRegistry {
   // ncclCommFinalize: no new work may use the rank (ncclInvalidUsage); a second finalize is
   // ncclInvalidArgument. What the rank issued before runs on: its streams reach it as they would.
   ncclResult_t Finalize(ncclComm_t comm);
-  // ncclCommAbort: abandons every collective of the communicator that has not run (each rank's
-  // stream goes on past it; nothing is moved, logged), then destroys the rank. The other ranks
-  // stay live: a caller ending a communicator whose ranks may be half-way through a collective
-  // aborts each of them, and no wait on any of their streams is left hanging.
+  // ncclCommAbort: abandons every collective and transfer of the communicator that has not run
+  // (each rank's stream goes on past it; nothing is moved, logged), gives up the creation the
+  // rank joined and the splits of its communicator still waiting for ranks (their waiters wake
+  // with ncclSystemError), then destroys the rank. The other ranks stay live: when work of theirs
+  // was abandoned, ncclCommGetAsyncError says ncclRemoteError on each ("a remote process exiting
+  // prematurely"), so a rank whose peer went away sees an error rather than a hang. A caller
+  // ending a communicator whose ranks may be half-way through a collective aborts each of them.
   ncclResult_t Abort(ncclComm_t comm);
 
   // ncclCommInitRank: binds to the current context (or, with none current, device 0's primary
@@ -166,10 +176,12 @@ class CommRegistry {
   // FinishJoins.
   ncclResult_t JoinSplit(const std::shared_ptr<RankComm>& parent, int color, int key, ncclComm_t* newcomm,
                          PendingJoin* pending);
-  // Waits until every rendezvous of `joins` completed (ncclSystemError after kJoinTimeout),
-  // writes split handles, and pays the largest creation cost once: ranks initialise in
-  // parallel.
+  // Waits until every rendezvous of `joins` completed (ncclSystemError after kJoinTimeout, or at
+  // once when a rank of it was aborted), writes split handles, and pays the largest creation cost
+  // once: ranks initialise in parallel.
   ncclResult_t FinishJoins(const std::vector<PendingJoin>& joins);
+  // Threads waiting in FinishJoins now: tests abort a rank once its peer waits.
+  int join_waiters() const;
 
   // How long a rank waits for the others to join a communicator creation. NCCL's bootstrap
   // waits without bound; a stuck daemon is worse than a failed call.
@@ -187,8 +199,9 @@ class CommRegistry {
 
   DeviceAccess& device_;
   HandleTable<RankComm, ncclComm_t, HandleKind::kNcclComm> handles_;
-  std::mutex mu_;  // every Rendezvous, the init table and the groups' split bookkeeping
+  mutable std::mutex mu_;  // every Rendezvous, the init table and the groups' split bookkeeping
   std::condition_variable joined_cv_;
+  int join_waiters_ = 0;
   std::map<uint64_t, std::shared_ptr<Rendezvous>> inits_;  // by unique id
   std::atomic<uint64_t> next_id_{0};
 };

@@ -253,7 +253,7 @@ ncclResult_t PostP2p(DeviceAccess& devices, const std::vector<PendingP2p>& ops) 
   return result;
 }
 
-void AbandonTransfers(CommGroup& group) {
+size_t AbandonTransfers(CommGroup& group) {
   std::vector<std::shared_ptr<P2pBatch>> batches;
   std::vector<std::shared_ptr<HeldTask>> gates;
   {
@@ -273,6 +273,7 @@ void AbandonTransfers(CommGroup& group) {
   }
   // Gates open outside the mutex: what completes behind them may be another batch's arrival.
   for (const std::shared_ptr<HeldTask>& gate : gates) gate->Release();
+  return gates.size();
 }
 
 }  // namespace phos::sim::nccl

@@ -58,7 +58,7 @@ ncclResult_t CheckP2p(CommRegistry& comms, ncclComm_t comm, const P2pArgs& args,
 ncclResult_t PostP2p(DeviceAccess& devices, const std::vector<PendingP2p>& ops);
 
 // Every batch of `group` not done opens its gate, and transfers still to come move nothing.
-// ncclCommAbort.
-void AbandonTransfers(CommGroup& group);
+// ncclCommAbort. Returns how many batches were not done.
+size_t AbandonTransfers(CommGroup& group);
 
 }  // namespace phos::sim::nccl

@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
 #include <vector>
 
+#include "../../testing/wait_until.h"
 #include "device/fake_device_access.h"
 #include "nccl/collective.h"
 
@@ -125,6 +128,65 @@ TEST_F(CommTest, BufferOfAnotherDeviceOrOfNoDeviceIsRefused) {
   const CollectiveArgs host{
       CollectiveKind::kAllReduce, on_no_device.data(), on_no_device.data(), 4, ncclFloat32, ncclSum, 0};
   EXPECT_EQ(EnqueueCollective(comms_, comms[1], host, nullptr), ncclInvalidArgument);
+}
+
+// A rank waiting for the others to join a creation wakes when one that joined is aborted (its
+// peers will never complete it), with ncclSystemError rather than after kJoinTimeout; a rank
+// that comes later with the same id is refused the same way.
+TEST_F(CommTest, AbortingARankWakesAPeerWaitingForTheCreation) {
+  ncclUniqueId id;
+  ASSERT_EQ(comms_.NewUniqueId(&id), ncclSuccess);
+  ncclComm_t comms[3] = {};
+  PendingJoin joins[3];
+  ASSERT_EQ(comms_.JoinInit(id, 3, 0, &comms[0], &joins[0]), ncclSuccess);
+  ASSERT_EQ(comms_.JoinInit(id, 3, 1, &comms[1], &joins[1]), ncclSuccess);
+  std::atomic<int> waited{-1};
+  std::thread waiter([&] { waited = comms_.FinishJoins({joins[0]}); });
+  ASSERT_TRUE(phos::testing::WaitUntil([&] { return comms_.join_waiters() == 1; }));
+  ASSERT_EQ(comms_.Abort(comms[1]), ncclSuccess);
+  waiter.join();
+  EXPECT_EQ(waited.load(), ncclSystemError);
+  EXPECT_EQ(comms_.JoinInit(id, 3, 2, &comms[2], &joins[2]), ncclSystemError);
+  EXPECT_EQ(comms_.Destroy(comms[0]), ncclSuccess);
+  EXPECT_EQ(device_.paid(), std::vector<double>{});  // nothing was created
+}
+
+// A collective rank 0 entered and rank 1 never will: rank 0's stream waits in it (a thread
+// synchronising it is blocked) until rank 1 is aborted. Then the wait ends, nothing was moved,
+// and rank 0 sees the error NCCL reports when a peer goes away, ncclRemoteError, as its
+// asynchronous error, sticky.
+TEST_F(CommTest, AbortingARankWakesAPeerWaitingInACollectiveWithAnError) {
+  ncclComm_t comms[kDevices] = {};
+  ASSERT_EQ(comms_.InitAll(comms, kDevices, nullptr), ncclSuccess);
+  std::vector<float> send{1, 2, 3, 4};
+  std::vector<float> recv(4, -1);
+  device_.AddMemory(send.data(), send.size() * sizeof(float), 0);
+  device_.AddMemory(recv.data(), recv.size() * sizeof(float), 0);
+  const CollectiveArgs args{CollectiveKind::kAllReduce, send.data(), recv.data(), 4, ncclFloat32, ncclSum, 0};
+  ASSERT_EQ(EnqueueCollective(comms_, comms[0], args, nullptr), ncclSuccess);
+  std::shared_ptr<RankComm> rank0 = Rank(comms[0]);
+  std::atomic<int> synced{-1};
+  std::thread waiter([&] { synced = rank0->binding.ctx.exec->Synchronize(); });
+  EXPECT_EQ(rank0->binding.ctx.exec->null_stream()->Query(), CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(rank0->group->async_error.load(), ncclSuccess);
+  ASSERT_EQ(comms_.Abort(comms[1]), ncclSuccess);
+  waiter.join();
+  EXPECT_EQ(synced.load(), CUDA_SUCCESS);  // the CUDA context is not failed: only the collective
+  EXPECT_EQ(recv, std::vector<float>(4, -1));
+  EXPECT_EQ(rank0->group->async_error.load(), ncclRemoteError);
+  // An abort with nothing in flight leaves the error as it was.
+  ASSERT_EQ(comms_.Abort(comms[0]), ncclSuccess);
+  EXPECT_EQ(rank0->group->async_error.load(), ncclRemoteError);
+}
+
+// Aborting a rank of an idle communicator is no error for the others: nothing of theirs waited.
+TEST_F(CommTest, AbortingARankWithNothingInFlightLeavesThePeersWithoutError) {
+  ncclComm_t comms[kDevices] = {};
+  ASSERT_EQ(comms_.InitAll(comms, kDevices, nullptr), ncclSuccess);
+  std::shared_ptr<RankComm> rank0 = Rank(comms[0]);
+  ASSERT_EQ(comms_.Abort(comms[1]), ncclSuccess);
+  EXPECT_EQ(rank0->group->async_error.load(), ncclSuccess);
+  EXPECT_EQ(comms_.Destroy(comms[0]), ncclSuccess);
 }
 
 }  // namespace

@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
   long long keep_alive_ms = 60000;
   bool share_weights = true;
   long long start_timeout_ms = 60000;
+  long long collective_timeout_ms = phos::runtime::ApiServerOptions{}.collective_timeout.count();
   uint64_t function_log_mib = phos::runtime::InstanceManagerOptions{}.max_log_bytes >> 20;
   std::string admin_token_file;
   std::vector<std::string> functions_dirs;
@@ -178,6 +179,12 @@ int main(int argc, char** argv) {
                  "Time an instance gets to reach its entry point (a stop-the-world restore: to be copied) before it is "
                  "ended (device time: on simgpu, times its time scale)")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--collective-timeout-ms", collective_timeout_ms,
+                 "Time one call of a function of several GPUs may wait while a collective of its is half-entered "
+                 "before phosd aborts the communicator (device time; 0: only the instance's end aborts it; "
+                 "docs/decisions.md)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--share-weights", share_weights,
                  "Map read-only buffers of restored instances from one allocation per device and content instead "
@@ -313,6 +320,7 @@ int main(int argc, char** argv) {
   api_options.context_pool = pool->get();
   api_options.device_groups = groups.get();
   api_options.share_read_only_buffers = share_weights;
+  api_options.collective_timeout = device_time(std::chrono::milliseconds(collective_timeout_ms));
   api_options.va_slots = instance_ranges;
   api_options.session_limits.device_bytes = session_device_mib << 20;
   if ((*driver)->kind() == phos::driver::GpuKind::kSim) {

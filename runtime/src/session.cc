@@ -20,7 +20,8 @@ Session::Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, s
       token_(std::move(token)),
       control_fd_(control_fd),
       pid_(pid),
-      host_fns_(HostFnGates::Create(driver_, ring_.get(), pid_)) {}
+      host_fns_(HostFnGates::Create(driver_, ring_.get(), pid_)),
+      watch_(rules_.collective_timeout, [this](const char* why) { return AbortHalfEntered(why); }) {}
 
 Result<std::unique_ptr<Session>> Session::Open(driver::DriverTable* driver, ctxpool::ContextLease lease, int device,
                                                uint64_t va_bytes, std::unique_ptr<ipc::Ring> ring, std::string token,
@@ -62,7 +63,11 @@ Result<std::unique_ptr<Session>> Session::OpenWithGroup(driver::DriverTable* dri
 Status Session::LeaseGroup() {
   Result<ctxpool::DeviceGroupLease> group = groups_->Lease(device_count_, &stop_);
   if (!group.ok()) return group.status();
-  group_.emplace(std::move(*group));
+  {
+    std::unique_lock nccl = watch_.Lock();
+    group_.emplace(std::move(*group));
+  }
+  watch_.Arm();
   context_ = group_->context(0);
   PHOS_LOG(Info, "runtime", "pid {}: device group {} leased ({} GPUs)", pid_, group_->group_id(), device_count_);
   return Status::Ok();
@@ -74,6 +79,8 @@ Session::~Session() {
   // The executor may be blocked in a synchronisation behind a host function that will never
   // return: its gate opens now.
   host_fns_->OpenAll();
+  // Or in a collective that ranks of it never entered: only an abort ends that wait.
+  watch_.AbortNow("the session ended");
   if (executor_.joinable()) executor_.join();
   ReleaseAll();
   close(control_fd_);
@@ -176,9 +183,18 @@ void Session::Run() {
       continue;
     }
     size_t reply_len = 0;
-    CUresult result = Route(record);
-    if (result == CUDA_SUCCESS && gating_) result = Gate(record);
-    if (result == CUDA_SUCCESS) result = Execute(record, &reply_len);
+    CUresult result = CUDA_SUCCESS;
+    {
+      // An NCCL record runs under the watch's lock; any record may wait on a collective.
+      const OpHandler* handler = FindOpHandler(record.header.opcode);
+      std::unique_lock<std::mutex> nccl;
+      if (handler != nullptr && handler->library == Library::kNccl) nccl = watch_.Lock();
+      watch_.BeginRecord();
+      result = Route(record);
+      if (result == CUDA_SUCCESS && gating_) result = Gate(record);
+      if (result == CUDA_SUCCESS) result = Execute(record, &reply_len);
+      watch_.EndRecord();
+    }
     // The fault may surface as another call's error (a lookup in the failed context): any failure
     // of such a session asks the context whether it is in the sticky state. A query, not a
     // synchronize: one bad call must not make the executor wait for all the work queued.

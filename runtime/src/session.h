@@ -34,6 +34,7 @@
 #include "phos/runtime/speculation.h"
 #include "phos/runtime/trusted_modules.h"
 #include "phos/runtime/va_allocator.h"
+#include "collective_watch.h"
 #include "host_fn_gates.h"
 #include "restore_state.h"
 #include "session_ops.h"
@@ -49,6 +50,8 @@ namespace phos::runtime {
 // checked).
 struct SessionRules : SessionLimits {
   std::shared_ptr<const TrustedModules> trusted_modules;
+  // ApiServerOptions::collective_timeout.
+  std::chrono::milliseconds collective_timeout{0};
 };
 
 class Session {
@@ -149,9 +152,11 @@ class Session {
     int rank = 0;
     int nranks = 0;
     bool finalized = false;  // ncclCommFinalize: no new work may name it
-    // The device group's communicator was aborted under it (NcclAbort): only destroy and abort
-    // may still name it.
+    // The communicator was aborted under it (NcclAbort of another rank of the group's, or
+    // AbortHalfEntered): only destroy and abort may still name it, and ncclCommGetAsyncError
+    // answers `lost_error`.
     bool lost = false;
+    ncclResult_t lost_error = ncclInvalidUsage;
     std::map<int32_t, NcclRedOp> ops;
   };
   // One rank's part of an ncclCommSplit, held until every rank of the communicator made it.
@@ -461,6 +466,13 @@ class Session {
   // Destroys the reductions the function made on a rank of the group's communicator, which
   // outlives the session in the pool.
   void DestroyRedOps(NcclComm& comm);
+  // Aborts every rank of `clique` (the group's: every rank of the group's communicator, made anew
+  // after the session) and marks the function's ranks of it lost, answering `lost_error`.
+  void AbortClique(uint64_t clique, ncclResult_t lost_error);
+  // Aborts every communicator with a collective left half-entered (its ranks that entered wait for
+  // the others for ever; AbortClique, ncclSystemError). Returns how many it aborted. Under
+  // watch_'s lock (collective_watch.h).
+  int AbortHalfEntered(const char* why);
   // Aborts what a function may have left half-entered, then waits for the group's contexts.
   void ReleaseNccl();
   // session_nccl_collectives.cc
@@ -503,6 +515,9 @@ class Session {
   // Host functions (host_fn_gates.h): all gates opened before the executor is joined, closed by
   // ReleaseAll.
   const std::shared_ptr<HostFnGates> host_fns_;
+  // Collectives left half-entered while the executor waits (collective_watch.h); armed once the
+  // session has a device group.
+  CollectiveWatch watch_;
   std::thread executor_;
 
   // Restored sessions (session_restore.cc).

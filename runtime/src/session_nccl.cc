@@ -69,7 +69,7 @@ CUresult Session::NcclGetAsyncError(const ipc::HandleArgs& a, const Call& call) 
   if (it == comms_.end()) return Answer(ncclInvalidArgument);
   ncclResult_t state = ncclInProgress;
   if (it->second.lost) {
-    state = ncclInvalidUsage;
+    state = it->second.lost_error;
   } else if (it->second.comm != nullptr) {
     if (ncclResult_t r = driver_->ncclCommGetAsyncError(it->second.comm, &state); r != ncclSuccess)
       return Answer(r);
@@ -380,41 +380,60 @@ CUresult Session::NcclAbort(const ipc::HandleArgs& a, const Call& call) {
   // the function's other ranks of it are lost.
   PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {}: device group {}'s communicator aborted", pid_,
                      call.name, group_->group_id());
-  for (int rank = 0; rank < group_->size(); ++rank) driver_->ncclCommAbort(group_->comm(rank));
-  group_->ForgetCommunicator();
   comms_.erase(it);
+  AbortClique(kGroupClique, ncclInvalidUsage);
+  return Answer(ncclSuccess);
+}
+
+void Session::AbortClique(uint64_t clique, ncclResult_t lost_error) {
+  if (clique == kGroupClique) {
+    // The pool destroys the group on its return and the refill makes it anew.
+    for (int rank = 0; rank < group_->size(); ++rank) driver_->ncclCommAbort(group_->comm(rank));
+    group_->ForgetCommunicator();
+  }
   for (auto& [vid, c] : comms_) {
-    if (c.clique != kGroupClique) continue;
+    if (c.clique != clique || c.comm == nullptr) continue;
+    if (c.owned) driver_->ncclCommAbort(c.comm);
     c.comm = nullptr;
     c.lost = true;
+    c.lost_error = lost_error;
     c.ops.clear();
   }
-  cliques_.erase(kGroupClique);
-  return Answer(ncclSuccess);
+  cliques_.erase(clique);
+}
+
+int Session::AbortHalfEntered(const char* why) {
+  std::vector<uint64_t> half;
+  for (const auto& [id, clique] : cliques_) {
+    if (HalfEntered(id, -1)) half.push_back(id);
+  }
+  for (uint64_t id : half) {
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1,
+                       "pid {}: {}: a collective was left half-entered ({} collectives by rank); {} aborted",
+                       pid_, why, fmt::join(cliques_[id].collectives, "/"),
+                       id == kGroupClique ? fmt::format("device group {}'s communicator", group_->group_id())
+                                          : std::string("a communicator the function split"));
+    AbortClique(id, ncclSystemError);
+  }
+  return static_cast<int>(half.size());
 }
 
 void Session::ReleaseNccl() {
   if (!group_) return;  // only device group sessions have communicators
-  // The function may have left a collective half-entered (some ranks called it, then the process
-  // exited): the streams of the ranks that did would wait for the others for ever, and with them
-  // this end and the group's scrub. Its own communicators are aborted (a collective that every
-  // rank joined runs to its end regardless), and the group's too when its ranks did not call the
-  // same number of collectives; only then are the contexts waited for.
+  std::unique_lock nccl = watch_.Lock();
+  // What was half-entered when the session's end began is aborted already (~Session, before the
+  // executor's join); the executor's last record may have left more. Only then are the contexts
+  // waited for: the streams of the ranks that entered would wait for the others for ever.
+  AbortHalfEntered("the session ended");
   for (auto& [vid, c] : comms_) {
-    if (c.owned && c.comm != nullptr) driver_->ncclCommAbort(c.comm);
-  }
-  if (HalfEntered(kGroupClique, -1)) {
-    PHOS_LOG_EVERY_SEC(
-        Warn, "runtime", 1,
-        "pid {}: a collective was left half-entered ({} collectives by rank); device group {}'s "
-        "communicator is aborted and the group made anew",
-        pid_, fmt::join(cliques_[kGroupClique].collectives, "/"), group_->group_id());
-    for (int rank = 0; rank < group_->size(); ++rank) driver_->ncclCommAbort(group_->comm(rank));
-    group_->ForgetCommunicator();
-  } else {
-    // The reductions the function made on the group's ranks would outlive it in the pool.
-    for (auto& [vid, c] : comms_) {
-      if (!c.owned && c.comm != nullptr) DestroyRedOps(c);
+    if (c.comm == nullptr) continue;
+    if (c.owned) {
+      // The function's own communicators go with it: aborted rather than destroyed, which does
+      // nothing more to one whose collectives all ran.
+      driver_->ncclCommAbort(c.comm);
+    } else {
+      // The reductions the function made on the group's ranks would outlive it in the pool.
+      DestroyRedOps(c);
     }
   }
   for (int d = 0; d < group_->size(); ++d) {

@@ -54,6 +54,8 @@ Status Session::AdoptRestore() {
   if (prepared.code() == StatusCode::kTimeout) return Status::Unavailable("the session ended before its restore was prepared");
   PHOS_RETURN_IF_ERROR(prepared);
   RestoreState::Prepared p = restore_->Take();
+  // The NCCL state below is the watch's (collective_watch.h): the session's end may look at it.
+  std::unique_lock nccl = watch_.Lock();
   if (p.group) {
     group_.emplace(std::move(*p.group));
     context_ = group_->context(0);
@@ -85,6 +87,8 @@ Status Session::AdoptRestore() {
                            .nranks = group_ ? group_->size() : 1};
   }
   if (group_) CliqueOf(kGroupClique, group_->size());
+  nccl.unlock();
+  if (group_) watch_.Arm();
   for (const auto& [vid, stream] : p.streams) {
     streams_[vid] = StreamHandle{stream, p.stream_flags[vid], device_of(vid), p.stream_priorities[vid]};
   }

@@ -81,6 +81,44 @@ class DeviceGroupTest : public ::testing::Test {
     return ptr;
   }
 
+  // An all-reduce on streams of the group's own contexts (what a function's tp-mlp layer does):
+  // device d contributes d + 1 to every element, so every rank ends with 3.
+  void ExpectAllReduceAddsUp(DeviceGroupLease& group) {
+    driver::DriverTable& d = *driver_;
+    const size_t n = 1024;
+    CUdeviceptr buf[2];
+    CUstream streams[2];
+    for (int dev = 0; dev < 2; ++dev) {
+      ASSERT_EQ(d.cuCtxPushCurrent(group.context(dev)), CUDA_SUCCESS);
+      ASSERT_EQ(d.cuMemAlloc(&buf[dev], n * sizeof(float)), CUDA_SUCCESS);
+      std::vector<float> v(n, static_cast<float>(dev + 1));
+      ASSERT_EQ(d.cuMemcpyHtoD(buf[dev], v.data(), n * sizeof(float)), CUDA_SUCCESS);
+      ASSERT_EQ(d.cuStreamCreate(&streams[dev], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+      d.cuCtxPopCurrent(nullptr);
+      group.tenant(dev).allocations.push_back({buf[dev], n * sizeof(float)});
+      group.tenant(dev).streams.push_back(streams[dev]);
+    }
+    ASSERT_EQ(d.ncclGroupStart(), ncclSuccess);
+    for (int dev = 0; dev < 2; ++dev) {
+      ASSERT_EQ(d.cuCtxPushCurrent(group.context(dev)), CUDA_SUCCESS);
+      ASSERT_EQ(
+          d.ncclAllReduce(reinterpret_cast<void*>(buf[dev]), reinterpret_cast<void*>(buf[dev]), n, ncclFloat,
+                          ncclSum, group.comm(dev), reinterpret_cast<cudaStream_t>(streams[dev])),
+          ncclSuccess);
+      d.cuCtxPopCurrent(nullptr);
+    }
+    ASSERT_EQ(d.ncclGroupEnd(), ncclSuccess);
+    for (int dev = 0; dev < 2; ++dev) {
+      ASSERT_EQ(d.cuCtxPushCurrent(group.context(dev)), CUDA_SUCCESS);
+      ASSERT_EQ(d.cuStreamSynchronize(streams[dev]), CUDA_SUCCESS);
+      std::vector<float> out(n);
+      ASSERT_EQ(d.cuMemcpyDtoH(out.data(), buf[dev], n * sizeof(float)), CUDA_SUCCESS);
+      d.cuCtxPopCurrent(nullptr);
+      EXPECT_EQ(out[0], 3.0f);
+      EXPECT_EQ(out[n - 1], 3.0f);
+    }
+  }
+
   std::shared_ptr<driver::DriverTable> driver_;
 };
 
@@ -106,39 +144,7 @@ TEST_F(DeviceGroupTest, GroupIsMadeInTheBackgroundAndItsCommunicatorRunsOnItsCon
     EXPECT_EQ(n, 2);
     EXPECT_EQ(r, rank);
   }
-  // An all-reduce on streams of the group's own contexts: what a function's tp-mlp layer does.
-  const size_t n = 1024;
-  CUdeviceptr buf[2];
-  CUstream streams[2];
-  for (int dev = 0; dev < 2; ++dev) {
-    ASSERT_EQ(d.cuCtxPushCurrent(group->context(dev)), CUDA_SUCCESS);
-    ASSERT_EQ(d.cuMemAlloc(&buf[dev], n * sizeof(float)), CUDA_SUCCESS);
-    std::vector<float> v(n, static_cast<float>(dev + 1));
-    ASSERT_EQ(d.cuMemcpyHtoD(buf[dev], v.data(), n * sizeof(float)), CUDA_SUCCESS);
-    ASSERT_EQ(d.cuStreamCreate(&streams[dev], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-    d.cuCtxPopCurrent(nullptr);
-    group->tenant(dev).allocations.push_back({buf[dev], n * sizeof(float)});
-    group->tenant(dev).streams.push_back(streams[dev]);
-  }
-  ASSERT_EQ(d.ncclGroupStart(), ncclSuccess);
-  for (int dev = 0; dev < 2; ++dev) {
-    ASSERT_EQ(d.cuCtxPushCurrent(group->context(dev)), CUDA_SUCCESS);
-    ASSERT_EQ(
-        d.ncclAllReduce(reinterpret_cast<void*>(buf[dev]), reinterpret_cast<void*>(buf[dev]), n, ncclFloat,
-                        ncclSum, group->comm(dev), reinterpret_cast<cudaStream_t>(streams[dev])),
-        ncclSuccess);
-    d.cuCtxPopCurrent(nullptr);
-  }
-  ASSERT_EQ(d.ncclGroupEnd(), ncclSuccess);
-  for (int dev = 0; dev < 2; ++dev) {
-    ASSERT_EQ(d.cuCtxPushCurrent(group->context(dev)), CUDA_SUCCESS);
-    ASSERT_EQ(d.cuStreamSynchronize(streams[dev]), CUDA_SUCCESS);
-    std::vector<float> out(n);
-    ASSERT_EQ(d.cuMemcpyDtoH(out.data(), buf[dev], n * sizeof(float)), CUDA_SUCCESS);
-    d.cuCtxPopCurrent(nullptr);
-    EXPECT_EQ(out[0], 3.0f);
-    EXPECT_EQ(out[n - 1], 3.0f);
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectAllReduceAddsUp(*group));
   PoolStats m = pool->Stats();
   EXPECT_EQ(m.leases, 1u);
   EXPECT_EQ(m.created, 1u);
@@ -204,6 +210,37 @@ TEST_F(DeviceGroupTest, GroupThatFailsItsScrubIsDestroyedAndReplaced) {
   Result<DeviceGroupLease> b = pool->Lease(2);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_NE(b->group_id(), first);
+}
+
+// A lessee that aborted the group's communicator (its tenant left a collective half-entered)
+// forgets it: the group is destroyed on return rather than scrubbed back into the pool, and the
+// refill makes a new one whose communicator works.
+TEST_F(DeviceGroupTest, GroupWhoseCommunicatorWasAbortedIsDestroyedAndReplaced) {
+  auto pool = Open({.min_ready = 1, .max_groups = 1});
+  ASSERT_NE(pool, nullptr);
+  driver::DriverTable& d = *driver_;
+  uint64_t first = 0;
+  {
+    Result<DeviceGroupLease> a = pool->Lease(2);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    first = a->group_id();
+    const CUdeviceptr buf = WritePattern(*a, 0, 4096);
+    ASSERT_EQ(d.cuCtxPushCurrent(a->context(0)), CUDA_SUCCESS);
+    ASSERT_EQ(d.ncclAllReduce(reinterpret_cast<void*>(buf), reinterpret_cast<void*>(buf), 1024, ncclFloat, ncclSum,
+                              a->comm(0), nullptr),
+              ncclSuccess);  // rank 1 never comes
+    d.cuCtxPopCurrent(nullptr);
+    for (int rank = 0; rank < 2; ++rank) ASSERT_EQ(d.ncclCommAbort(a->comm(rank)), ncclSuccess);
+    a->ForgetCommunicator();
+  }
+  ASSERT_TRUE(pool->WaitUntil([](const PoolStats& s) { return s.ready == 1 && s.created == 2; }, 30s));
+  PoolStats m = pool->Stats();
+  EXPECT_EQ(m.destroyed, 1u);
+  EXPECT_EQ(m.scrub_failures, 1u);
+  Result<DeviceGroupLease> b = pool->Lease(2);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_NE(b->group_id(), first);
+  ASSERT_NO_FATAL_FAILURE(ExpectAllReduceAddsUp(*b));
 }
 
 TEST_F(DeviceGroupTest, SmallerGroupSizeJoinsWhenFirstLeased) {

@@ -227,8 +227,11 @@ TEST_F(HostileTest, PhosdKeepsServingOthersWhateverATenantSends) {
               CUDA_ERROR_NO_BINARY_FOR_GPU);
   }
 
-  // A half-entered collective: an all-reduce on one rank of two, then the tenant goes.
-  {
+  // A half-entered collective: an all-reduce on one rank of two, then a synchronisation of that
+  // rank's device, in which the session's executor waits for a rank that can never come; then the
+  // tenant goes as a killed process does (the kernel closes its socket and ring). phosd aborts the
+  // collective to end the session; with the executor left waiting it could not end it, nor stop.
+  auto group_session = [&](std::unique_ptr<HostileSession>* out, uint64_t comms[2], uint64_t bufs[2]) {
     std::unique_ptr<HostileSession> s = Open(2);
     ASSERT_NE(s, nullptr);
     ipc::NcclInitAllArgs init{};
@@ -236,15 +239,60 @@ TEST_F(HostileTest, PhosdKeepsServingOthersWhateverATenantSends) {
     init.devices[0] = 0;
     init.devices[1] = 1;
     ASSERT_EQ(s->Call(ipc::Op::kNcclCommInitAll, &init, sizeof(init)), ncclSuccess);
-    uint64_t comms[2];
-    std::memcpy(comms, s->ring->reply_payload(), sizeof(comms));
-    const uint64_t buf = s->Malloc(1024);
-    ASSERT_NE(buf, 0u);
-    ipc::NcclCollectiveArgs reduce{.comm = comms[0], .stream = 0, .send = buf, .recv = buf, .count = 256,
+    std::memcpy(comms, s->ring->reply_payload(), 2 * sizeof(uint64_t));
+    for (int d = 0; d < 2; ++d) {
+      ipc::DeviceArgs device{d, 0};
+      ASSERT_EQ(s->Call(ipc::Op::kSetDevice, &device, sizeof(device)), CUDA_SUCCESS);
+      bufs[d] = s->Malloc(1024);
+      ASSERT_NE(bufs[d], 0u);
+      const std::vector<float> values(256, static_cast<float>(d + 1));
+      ipc::CopyArgs copy{.dst = bufs[d], .src = 0, .bytes = 1024, .stream = 0};
+      ASSERT_EQ(s->Call(ipc::Op::kMemcpyHtoD, &copy, sizeof(copy), values.data(), copy.bytes), CUDA_SUCCESS);
+    }
+    *out = std::move(s);
+  };
+  auto all_reduce = [](uint64_t comm, uint64_t buf) {
+    return ipc::NcclCollectiveArgs{.comm = comm, .stream = 0, .send = buf, .recv = buf, .count = 256,
                                    .kind = static_cast<int32_t>(ipc::NcclCollectiveKind::kAllReduce),
                                    .datatype = ncclFloat32, .op = ncclSum, .root = 0};
-    ASSERT_EQ(s->Call(ipc::Op::kNcclCollective, &reduce, sizeof(reduce)), CUDA_SUCCESS);
+  };
+  {
+    std::unique_ptr<HostileSession> s;
+    uint64_t comms[2], bufs[2];
+    ASSERT_NO_FATAL_FAILURE(group_session(&s, comms, bufs));
+    ipc::DeviceArgs device0{0, 0};
+    ASSERT_EQ(s->Call(ipc::Op::kSetDevice, &device0, sizeof(device0)), CUDA_SUCCESS);
+    const ipc::NcclCollectiveArgs half = all_reduce(comms[0], bufs[0]);
+    const uint64_t entered = ++s->seq;
+    ASSERT_TRUE(s->ring->Write(ipc::Op::kNcclCollective, ipc::kFlagReply, entered, &half, sizeof(half), nullptr, 0,
+                               kAlive).ok());
+    ASSERT_TRUE(s->ring->Write(ipc::Op::kDeviceSynchronize, ipc::kFlagReply, ++s->seq, nullptr, 0, nullptr, 0,
+                               kAlive).ok());
+    // Once the all-reduce completed, the synchronisation is the executor's next record.
+    ASSERT_TRUE(WaitUntil([&] { return s->ring->header()->completed_seq.load() >= entered; }));
   }  // closed: phosd ends the session, aborting the collective
+
+  // The device group's communicator was made anew: a tenant's all-reduce over both ranks adds up.
+  {
+    std::unique_ptr<HostileSession> s;
+    uint64_t comms[2], bufs[2];
+    ASSERT_NO_FATAL_FAILURE(group_session(&s, comms, bufs));
+    ASSERT_EQ(s->Call(ipc::Op::kNcclGroupStart, nullptr, 0), CUDA_SUCCESS);
+    for (int r = 0; r < 2; ++r) {
+      const ipc::NcclCollectiveArgs all = all_reduce(comms[r], bufs[r]);
+      ASSERT_EQ(s->Call(ipc::Op::kNcclCollective, &all, sizeof(all)), CUDA_SUCCESS);
+    }
+    ASSERT_EQ(s->Call(ipc::Op::kNcclGroupEnd, nullptr, 0), CUDA_SUCCESS);
+    for (int r = 0; r < 2; ++r) {
+      ipc::DeviceArgs device{r, 0};
+      ASSERT_EQ(s->Call(ipc::Op::kSetDevice, &device, sizeof(device)), CUDA_SUCCESS);
+      ipc::CopyArgs copy{.dst = 0, .src = bufs[r], .bytes = 1024, .stream = 0};
+      ASSERT_EQ(s->Call(ipc::Op::kMemcpyDtoH, &copy, sizeof(copy)), CUDA_SUCCESS);
+      std::vector<float> back(256);
+      std::memcpy(back.data(), s->ring->reply_payload(), copy.bytes);
+      EXPECT_EQ(back, std::vector<float>(256, 1.0f + 2.0f)) << "rank " << r;
+    }
+  }
 
   // Everyone else is still served, and new sessions still open.
   ASSERT_NO_FATAL_FAILURE(ExpectGoodTenantServed(4));

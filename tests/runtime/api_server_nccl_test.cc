@@ -1,15 +1,19 @@
 // The API server's NCCL records from a hand-written client on the ring, on a session of simgpu's
 // two devices: sends and receives meeting in a group, reduce, pre-multiplied sums, splits made by
 // separate records, finalize / destroy / abort and the asynchronous error; and every refusal of a
-// record a hostile function may write, each answered without running anything of its group.
+// record a hostile function may write, each answered without running anything of its group; a
+// collective left half-entered while the session waits in it, ended by the session's end or by
+// the collective timeout.
 #include <gtest/gtest.h>
 #include <nccl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "../testing/wait_until.h"
 #include "phos/ipc/control.h"
 #include "phos/runtime/api_server.h"
 
@@ -26,8 +30,9 @@ class ApiServerNcclTest : public ::testing::Test {
     ASSERT_TRUE(table.ok()) << table.status().ToString();
     table_ = std::move(*table);
     path_ = "/tmp/phos-api-nccl-test-" + std::to_string(getpid()) + ".sock";
-    auto server =
-        ApiServer::Start({.socket_path = path_, .ring_bytes = 1u << 20, .reply_bytes = 256u << 10}, table_);
+    ApiServerOptions options{.socket_path = path_, .ring_bytes = 1u << 20, .reply_bytes = 256u << 10};
+    options.collective_timeout = collective_timeout_;
+    auto server = ApiServer::Start(options, table_);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
     ASSERT_EQ(server_->device_count(), kRanks);  // PHOS_SIMGPU_DEVICES=2
@@ -136,6 +141,18 @@ class ApiServerNcclTest : public ::testing::Test {
                               .root = root};
     return Call(ipc::Op::kNcclCollective, &a, sizeof(a));
   }
+  // Writes a call and returns its sequence number without waiting for its answer.
+  uint64_t Post(ipc::Op op, const void* payload, size_t bytes) {
+    auto alive = [] { return true; };
+    const uint64_t seq = ++seq_;
+    EXPECT_TRUE(ring_->Write(op, ipc::kFlagReply, seq, payload, bytes, nullptr, 0, alive).ok());
+    return seq;
+  }
+  ipc::NcclCollectiveArgs AllReduce(int rank) const {
+    return {.comm = comm_[rank], .stream = 0, .send = buf_[rank], .recv = buf_[rank], .count = kCount,
+            .kind = static_cast<int32_t>(ipc::NcclCollectiveKind::kAllReduce), .datatype = ncclInt32,
+            .op = ncclSum, .root = 0};
+  }
   int32_t HandleCall(ipc::Op op, uint64_t comm, uint64_t* reply = nullptr) {
     ipc::HandleArgs a{comm};
     return Call(op, &a, sizeof(a), reply);
@@ -150,6 +167,7 @@ class ApiServerNcclTest : public ::testing::Test {
     return GroupEnd();
   }
 
+  std::chrono::milliseconds collective_timeout_ = ApiServerOptions{}.collective_timeout;
   std::shared_ptr<driver::DriverTable> table_;
   std::unique_ptr<ApiServer> server_;
   std::string path_;
@@ -410,6 +428,99 @@ TEST_F(ApiServerNcclTest, FinalizeDestroyAbortAndTheirRefusals) {
   // Rank 0's stream went on past the aborted all-reduce: the device synchronises.
   SetDevice(0);
   EXPECT_EQ(Call(ipc::Op::kDeviceSynchronize, nullptr, 0), CUDA_SUCCESS);
+}
+
+// Rank 0 enters an all-reduce rank 1 never will, and the session synchronises device 0: its one
+// executor waits in the collective, and rank 1's call could only come after the wait. The process
+// goes (its socket and ring close, as a SIGKILL closes them); ending the session aborts the
+// collective before joining the executor, so the end returns. The device group's communicator is
+// made anew, and the next tenant's all-reduce over both devices adds up.
+TEST_F(ApiServerNcclTest, EndingASessionWaitingInAHalfEnteredCollectiveAbortsIt) {
+  const ipc::NcclCollectiveArgs half = AllReduce(0);
+  SetDevice(0);
+  const uint64_t entered = Post(ipc::Op::kNcclCollective, &half, sizeof(half));
+  const uint64_t waiting = Post(ipc::Op::kDeviceSynchronize, nullptr, 0);
+  // The synchronise is the executor's next record once the all-reduce completed.
+  ASSERT_TRUE(phos::testing::WaitUntil([&] { return ring_->header()->completed_seq.load() >= entered; }));
+  EXPECT_LT(ring_->header()->completed_seq.load(), waiting);
+  ring_.reset();
+  close(sock_);
+  sock_ = -1;
+  server_->EndSession(token_);
+  token_.clear();
+  EXPECT_EQ(server_->session_count(), 0u);
+
+  OpenGroupSession();
+  for (int r = 0; r < kRanks; ++r) {
+    const ipc::NcclCollectiveArgs all = AllReduce(r);
+    ASSERT_EQ(Call(ipc::Op::kNcclCollective, &all, sizeof(all)), CUDA_SUCCESS);
+  }
+  std::vector<int32_t> sum(kCount);
+  for (int r = 0; r < kRanks; ++r) {
+    for (size_t i = 0; i < kCount; ++i) sum[i] += Input(r)[i];
+  }
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(Download(r, buf_[r]), sum) << "rank " << r;
+}
+
+// A collective timeout short enough for a test: any call that waits with a collective
+// half-entered ends it.
+class ApiServerNcclTimeoutTest : public ApiServerNcclTest {
+ protected:
+  ApiServerNcclTimeoutTest() { collective_timeout_ = std::chrono::milliseconds(20); }
+
+  // After `enter` left rank 0's all-reduce half-entered, device 0 synchronises: the wait ends
+  // (the timeout aborted the group's communicator), nothing was moved, every rank's asynchronous
+  // error is ncclSystemError, the communicator takes no more work, and the session serves on.
+  void ExpectTheWaitEndsWithAnError() {
+    SetDevice(0);
+    EXPECT_EQ(Call(ipc::Op::kDeviceSynchronize, nullptr, 0), CUDA_SUCCESS);
+    for (int r = 0; r < kRanks; ++r) {
+      uint64_t state = 0;
+      ASSERT_EQ(HandleCall(ipc::Op::kNcclCommGetAsyncError, comm_[r], &state), ncclSuccess);
+      EXPECT_EQ(static_cast<int32_t>(state), ncclSystemError) << "rank " << r;
+    }
+    EXPECT_EQ(Download(0, buf_[0]), Input(0));
+    const ipc::NcclCollectiveArgs again = AllReduce(1);
+    EXPECT_EQ(Call(ipc::Op::kNcclCollective, &again, sizeof(again)), CUDA_ERROR_INVALID_HANDLE);
+    for (int r = 0; r < kRanks; ++r) EXPECT_EQ(HandleCall(ipc::Op::kNcclCommDestroy, comm_[r]), ncclSuccess);
+    EXPECT_EQ(Download(1, buf_[1]), Input(1));
+  }
+};
+
+TEST_F(ApiServerNcclTimeoutTest, AWaitOnAHalfEnteredCollectiveEndsWithAnError) {
+  const ipc::NcclCollectiveArgs half = AllReduce(0);
+  ASSERT_EQ(Call(ipc::Op::kNcclCollective, &half, sizeof(half)), CUDA_SUCCESS);
+  ExpectTheWaitEndsWithAnError();
+}
+
+// A group whose end holds the all-reduce of rank 0 only (rank 1's would be in a group that never
+// ends) runs it as NCCL does: the group ends, and the wait after it ends with errors, not a hang.
+TEST_F(ApiServerNcclTimeoutTest, AGroupEndedOnSomeRanksEndsWithErrors) {
+  ASSERT_EQ(GroupStart(), CUDA_SUCCESS);
+  const ipc::NcclCollectiveArgs half = AllReduce(0);
+  ASSERT_EQ(Call(ipc::Op::kNcclCollective, &half, sizeof(half)), CUDA_SUCCESS);
+  ASSERT_EQ(GroupEnd(), ncclSuccess);
+  ExpectTheWaitEndsWithAnError();
+}
+
+// Collectives every rank entered are never aborted, however long a call waits.
+TEST_F(ApiServerNcclTimeoutTest, CollectivesEveryRankEnteredAreNotAborted) {
+  for (int round = 0; round < 3; ++round) {
+    for (int r = 0; r < kRanks; ++r) {
+      const ipc::NcclCollectiveArgs all = AllReduce(r);
+      ASSERT_EQ(Call(ipc::Op::kNcclCollective, &all, sizeof(all)), CUDA_SUCCESS);
+    }
+    SetDevice(0);
+    ASSERT_EQ(Call(ipc::Op::kDeviceSynchronize, nullptr, 0), CUDA_SUCCESS);
+  }
+  std::vector<int32_t> expected(kCount);
+  for (size_t i = 0; i < kCount; ++i) expected[i] = (Input(0)[i] + Input(1)[i]) * 4;  // doubled twice more
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(Download(r, buf_[r]), expected) << "rank " << r;
+    uint64_t state = 0;
+    ASSERT_EQ(HandleCall(ipc::Op::kNcclCommGetAsyncError, comm_[r], &state), ncclSuccess);
+    EXPECT_EQ(static_cast<int32_t>(state), ncclSuccess);
+  }
 }
 
 }  // namespace

@@ -198,6 +198,13 @@ struct ApiServerOptions {
   // Restores map read-only buffers from one allocation per device and content, shared by every
   // instance (docs/design.md D14); false: each instance copies its own. Default: true.
   bool share_read_only_buffers = true;
+  // How long one call of a device-group session may wait while a collective of its is
+  // half-entered (some ranks enqueued it, others not) before phosd aborts that communicator: its
+  // ranks' waits end, and ncclCommGetAsyncError answers ncclSystemError on each. Every rank runs
+  // on the session's one executor, so the ranks still to come are records queued behind the wait
+  // and never come by themselves (docs/decisions.md, "A collective timeout in phosd"). 0: none;
+  // only the session's end aborts. Default: 120 s.
+  std::chrono::milliseconds collective_timeout{120000};
   // What time it is for token expiry (IssueToken's `unclaimed_for`): tests pass a clock they move
   // themselves, and then sweep with ExpireUnclaimedTokens instead of waiting for the acceptor.
   // Default: std::chrono::steady_clock::now.

@@ -13,6 +13,7 @@
 // Private to the API server.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -42,8 +43,6 @@ class CollectiveWatch {
   std::unique_lock<std::mutex> Lock() { return std::unique_lock(mu_); }
   // The thread ending the session, before it joins the executor. Stops the watch's thread first.
   int AbortNow(const char* why);
-  // Aborts made by the timeout so far (tests).
-  uint64_t timeouts() const;
 
  private:
   void Watch();
@@ -53,14 +52,15 @@ class CollectiveWatch {
   const std::chrono::milliseconds timeout_;
   const std::function<int(const char*)> abort_half_entered_;
   std::mutex mu_;  // the session's NCCL state; see above
-  // Guards what the watch's thread reads of the executor's records.
-  mutable std::mutex record_mu_;
-  std::condition_variable record_cv_;
+  // What the watch's thread reads of the executor's records, without a lock on the executor's
+  // path: the serial of the record running (0 between records) and when it began.
+  std::atomic<bool> armed_{false};
+  std::atomic<uint64_t> record_{0};
+  std::atomic<int64_t> began_ns_{0};
+  uint64_t records_ = 0;  // the executor's
+  std::mutex stop_mu_;    // stop_ and thread_
+  std::condition_variable stop_cv_;
   bool stop_ = false;
-  uint64_t record_ = 0;  // serial of the record running, 0 between records
-  uint64_t records_ = 0;
-  std::chrono::steady_clock::time_point record_began_;
-  uint64_t timeouts_ = 0;
   std::thread thread_;
 };
 

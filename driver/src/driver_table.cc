@@ -144,6 +144,28 @@ Status DriverTable::ResolveNccl(const std::string& library, bool require) {
   return Status::Ok();
 }
 
+void DriverTable::ResolveCublasLt(const std::string& library) {
+  Result<void*> lib = library == driver_path_ ? Result<void*>(driver_handle_) : Load(library);
+  std::string missing;
+  if (lib.ok()) {
+    cublaslt_handle_ = *lib;
+#define PHOS_RESOLVE_CUBLASLT(name)                                                    \
+  name = reinterpret_cast<decltype(name)>(dlsym(cublaslt_handle_, PHOS_SYM(name)));    \
+  if (name == nullptr && missing.empty()) missing = PHOS_SYM(name);
+    PHOS_CUBLASLT_ENTRY_POINTS(PHOS_RESOLVE_CUBLASLT)
+#undef PHOS_RESOLVE_CUBLASLT
+  }
+  if (lib.ok() && missing.empty()) {
+    has_cublaslt_ = true;
+    return;
+  }
+#define PHOS_CLEAR_CUBLASLT(name) name = nullptr;
+  PHOS_CUBLASLT_ENTRY_POINTS(PHOS_CLEAR_CUBLASLT)
+#undef PHOS_CLEAR_CUBLASLT
+  PHOS_LOG(Warn, "runtime", "cuBLASLt unavailable, cublasLtMatmul will be refused: {}",
+           lib.ok() ? fmt::format("{} has no symbol {}", library, missing) : lib.status().message());
+}
+
 Result<std::shared_ptr<DriverTable>> DriverTable::Open(const DriverTableOptions& options) {
   std::shared_ptr<DriverTable> table(new DriverTable());
   std::string sim = options.simgpu_library.empty() ? DefaultSimgpuLibrary() : options.simgpu_library;
@@ -158,6 +180,7 @@ Result<std::shared_ptr<DriverTable>> DriverTable::Open(const DriverTableOptions&
       CUresult r = table->cuInit(0);
       if (r == CUDA_SUCCESS) {
         PHOS_RETURN_IF_ERROR(table->ResolveNccl(options.nccl_library, options.require_nccl).WithContext("driver table (--gpu=auto)"));
+        table->ResolveCublasLt(options.cublaslt_library);
         PHOS_LOG(Info, "runtime", "GPU: NVIDIA driver {} (auto)", options.cuda_library);
         return table;
       }
@@ -167,10 +190,12 @@ Result<std::shared_ptr<DriverTable>> DriverTable::Open(const DriverTableOptions&
     table.reset(new DriverTable());
     PHOS_RETURN_IF_ERROR(table->Resolve(GpuKind::kSim, sim, sim, options.require_cublas).WithContext("driver table (--gpu=auto)"));
     PHOS_RETURN_IF_ERROR(table->ResolveNccl(sim, options.require_nccl).WithContext("driver table (--gpu=auto)"));
+    table->ResolveCublasLt(sim);
     return table;
   }
   const std::string& nccl = table->kind_ == GpuKind::kSim ? sim : options.nccl_library;
   PHOS_RETURN_IF_ERROR(table->ResolveNccl(nccl, options.require_nccl).WithContext("driver table"));
+  table->ResolveCublasLt(table->kind_ == GpuKind::kSim ? sim : options.cublaslt_library);
   PHOS_LOG(Info, "runtime", "GPU: {} from {}", GpuKindName(table->kind_), table->driver_path_);
   return table;
 }

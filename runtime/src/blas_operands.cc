@@ -1,5 +1,6 @@
 #include "phos/runtime/blas_operands.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -414,6 +415,66 @@ BlasOperands GemmEntryOperands(const ipc::GemmArgs& a, uint64_t a_ptr, uint64_t 
   }
   ops.Write("C", MatrixRange(c_ptr, a.m, a.n, a.ldc, BlasElementBytes(a.c_type)),
             BetaZero(a.pointer_mode, a.beta, scalar_type));
+  return ops;
+}
+
+namespace {
+
+bool LtServedEpilogue(uint32_t e) {
+  return e == CUBLASLT_EPILOGUE_DEFAULT || e == CUBLASLT_EPILOGUE_RELU || e == CUBLASLT_EPILOGUE_BIAS ||
+         e == CUBLASLT_EPILOGUE_RELU_BIAS || e == CUBLASLT_EPILOGUE_GELU || e == CUBLASLT_EPILOGUE_GELU_BIAS;
+}
+
+// The bytes a cuBLASLt layout names at `ptr`: a row-major rows x cols matrix is a column-major
+// cols x rows one. Refuses (on `ops`) an order or leading dimension cuBLASLt does not take.
+OperandRange LtMatrixRange(const ipc::BlasLtLayout& l, uint64_t ptr, BlasOperands* ops) {
+  const bool row = l.order == CUBLASLT_ORDER_ROW;
+  if (l.order != CUBLASLT_ORDER_COL && !row) ops->Refuse("matrix order (column or row)");
+  if (l.rows > INT32_MAX || l.cols > INT32_MAX) ops->Refuse("matrix dimension beyond int32");
+  if (l.batch_count < 1 || l.batch_stride < 0) ops->Refuse("batch count or stride");
+  const auto rows = static_cast<int64_t>(row ? l.cols : l.rows), cols = static_cast<int64_t>(row ? l.rows : l.cols);
+  if (l.ld < std::max<int64_t>(1, rows)) ops->Refuse("leading dimension below the rows (columns, row-major)");
+  if (!ops->ok()) return {ptr, 0, false};
+  return MatrixRange(ptr, rows, cols, l.ld, BlasElementBytes(l.type), l.batch_count, l.batch_stride);
+}
+
+}  // namespace
+
+BlasOperands LtMatmulOperands(const ipc::BlasLtMatmulArgs& a) {
+  BlasOperands ops;
+  const ipc::BlasLtLayout &la = a.layout_a, &lb = a.layout_b, &lc = a.layout_c, &ld = a.layout_d;
+  const bool input_16 = la.type == CUDA_R_16F || la.type == CUDA_R_16BF;
+  if (la.type != lb.type || (la.type != CUDA_R_32F && !input_16)) ops.Refuse("A and B types");
+  if (lc.type != ld.type || (ld.type != CUDA_R_32F && ld.type != la.type)) ops.Refuse("C and D types");
+  if (!Fp32Compute(a.compute_type) || a.scale_type != CUDA_R_32F) ops.Refuse("compute or scale type");
+  if (!IsOperation(a.trans_a) || !IsOperation(a.trans_b)) ops.Refuse("operation");
+  if (!LtServedEpilogue(a.epilogue)) ops.Refuse("epilogue");
+  const bool bias = (a.epilogue & CUBLASLT_EPILOGUE_BIAS) != 0;
+  const int32_t bias_type = a.bias_type == -1 ? ld.type : a.bias_type;
+  if (bias && ((bias_type != ld.type && bias_type != CUDA_R_32F) || a.bias == 0)) ops.Refuse("bias vector");
+  if (la.batch_count != lb.batch_count || la.batch_count != lc.batch_count || la.batch_count != ld.batch_count)
+    ops.Refuse("batch counts differ");
+  if (!ops.ok()) return ops;
+  // op(A) is m x k, op(B) k x n, C and D m x n.
+  const bool ta = a.trans_a != CUBLAS_OP_N, tb = a.trans_b != CUBLAS_OP_N;
+  const uint64_t m = ta ? la.cols : la.rows, k = ta ? la.rows : la.cols;
+  const uint64_t kb = tb ? lb.cols : lb.rows, n = tb ? lb.rows : lb.cols;
+  if (k != kb || lc.rows != m || lc.cols != n || ld.rows != m || ld.cols != n) ops.Refuse("matrix shapes");
+  const OperandRange ra = LtMatrixRange(la, a.a, &ops), rb = LtMatrixRange(lb, a.b, &ops);
+  const OperandRange rc = LtMatrixRange(lc, a.c, &ops), rd = LtMatrixRange(ld, a.d, &ops);
+  if (!ops.ok() || m == 0 || n == 0) return ops;
+  // phos's rule, on simgpu and a GPU alike: cuBLASLt does not document a matmul of empty A and B.
+  if (k == 0) ops.Refuse("an inner dimension of 0");
+  ops.Read("A", ra);
+  ops.Read("B", rb);
+  if (!BlasScalarIsZero(a.beta, CUDA_R_32F)) ops.Read("C", rc);
+  if (bias) ops.Read("bias", VectorRange(a.bias, static_cast<int64_t>(m), 1, BlasElementBytes(bias_type)));
+  ops.Write("D", rd, /*overwritten=*/true);
+  if (a.workspace_bytes > 0) {
+    const bool wraps = a.workspace + a.workspace_bytes < a.workspace;
+    ops.Write("workspace", wraps ? Unbounded(a.workspace) : OperandRange{a.workspace, a.workspace_bytes, true},
+              /*overwritten=*/true);
+  }
   return ops;
 }
 

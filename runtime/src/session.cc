@@ -95,6 +95,7 @@ void Session::ReleaseAll() {
   host_fns_->Close();
   if (context_ == nullptr) return;
   ReleaseBlasScratch();
+  ReleaseBlasLt();
   // Peer access the function enabled would outlive it in pooled contexts.
   DisablePeers(-1);
   ScrubBorrowedSpaces();

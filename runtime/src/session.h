@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <nccl.h>
@@ -362,6 +363,9 @@ class Session {
   CUresult BlasLevel3(const ipc::BlasLevel3Args& a, const Call& call);
   // session_blas_gemm.cc
   CUresult Gemm(const ipc::GemmArgs& a, const Call& call);
+  // session_blas_lt.cc: every operand checked (LtMatmulOperands), then run on phosd's own cuBLASLt
+  // handle of the record's device with descriptors built from the record.
+  CUresult BlasLtMatmul(const ipc::BlasLtMatmulArgs& a, const Call& call);
   // session_nccl.cc
   CUresult NcclInitAll(const ipc::NcclInitAllArgs& a, const Call& call);
   CUresult NcclInitRank(const ipc::NcclInitRankArgs& a, const Call& call);
@@ -409,6 +413,10 @@ class Session {
   // pointer arrays; kept for the next batch, freed at the session's end (ReleaseBlasScratch).
   Result<CUdeviceptr> BlasPointerScratch(uint64_t bytes);
   void ReleaseBlasScratch();
+  // phosd's cuBLASLt handle in the record's device context, created on its first matmul;
+  // destroyed at the session's end (ReleaseBlasLt).
+  Result<cublasLtHandle_t> BlasLtHandle();
+  void ReleaseBlasLt();
   // Restoring sessions (session_restore.cc): loads the buffers [ptr, ptr + bytes) meets now and
   // waits for them on the host, for a range phosd itself reads; Ok at once when nothing loads.
   Status RequireResident(uint64_t ptr, uint64_t bytes);
@@ -563,6 +571,11 @@ class Session {
     uint64_t bytes = 0;
   };
   std::unordered_map<int, BlasScratch> blas_scratch_;  // by session device
+  struct BlasLtContextHandle {
+    CUcontext context = nullptr;
+    cublasLtHandle_t handle = nullptr;
+  };
+  std::unordered_map<int, BlasLtContextHandle> blas_lt_;  // by session device
   std::unordered_map<uint64_t, Module> modules_;
   std::vector<uint64_t> module_order_;
   std::unordered_map<uint64_t, Function> functions_;

@@ -196,6 +196,13 @@ std::array<OpHandler, kOpSlots> Session::BuildOpTable() {
   at(Op::kBlasLevel3) = Bind<ipc::BlasLevel3Args, &Session::BlasLevel3>(
       {.name = "cuBLAS Level 3", .placement = kHandle, .library = Library::kCublas});
 
+  // cuBLASLt (session_blas_lt.cc): asynchronous, on the record's stream's device.
+  at(Op::kBlasLtMatmul) = Bind<ipc::BlasLtMatmulArgs, &Session::BlasLtMatmul>(
+      {.name = "cublasLtMatmul",
+       .placement = kHandle,
+       .handle_offset = offsetof(ipc::BlasLtMatmulArgs, stream),
+       .library = Library::kCublasLt});
+
   // NCCL (session_nccl.cc). Collectives are asynchronous: they answer in CUresult.
   at(Op::kNcclCommInitAll) = Bind<ipc::NcclInitAllArgs, &Session::NcclInitAll>(
       {.name = "ncclCommInitAll", .result = kNccl, .library = Library::kNccl});
@@ -262,6 +269,11 @@ CUresult Session::LibraryReady(const OpHandler& handler) {
     case Library::kCublas:
       if (driver_->has_cublas()) return CUDA_SUCCESS;
       PHOS_LOG_EVERY_SEC(Warn, "runtime", 60, "pid {}: {} refused: the driver table has no cuBLAS", pid_,
+                         handler.name);
+      return handler.Unavailable();
+    case Library::kCublasLt:
+      if (driver_->has_cublaslt()) return CUDA_SUCCESS;
+      PHOS_LOG_EVERY_SEC(Warn, "runtime", 60, "pid {}: {} refused: the driver table has no cuBLASLt", pid_,
                          handler.name);
       return handler.Unavailable();
     case Library::kNccl:

@@ -42,7 +42,7 @@ enum class Placement : uint8_t {
 enum class ResultKind : uint8_t { kCuResult, kCublasStatus, kNcclResult };
 
 // A library the call needs in the driver table (and, for NCCL, a device group).
-enum class Library : uint8_t { kCuda, kCublas, kNccl };
+enum class Library : uint8_t { kCuda, kCublas, kCublasLt, kNccl };
 
 // What a handler gets besides its typed arguments.
 struct Call {

@@ -185,6 +185,17 @@ Session::Speculation Session::Speculate(const ipc::RecordView& record, AccessSet
     case Op::kBlasLevel2:
     case Op::kBlasLevel3:
       return SpeculateBlasCall(record, sets, stream);
+    case Op::kBlasLtMatmul: {
+      // A, B, C (unless beta is 0) and the bias read; D and the workspace written.
+      ipc::BlasLtMatmulArgs a;
+      if (!DecodeRecord(record, &a)) return Speculation::kNone;
+      const BlasOperands ops = LtMatmulOperands(a);
+      Result<CUstream> s = StreamOf(a.stream);
+      if (!ops.ok() || !s.ok()) return Speculation::kNone;  // Execute refuses it
+      *stream = *s;
+      SpeculateBlas(buffers_, ops, sets);
+      return Speculation::kSets;
+    }
     case Op::kNcclCollective: {
       // The send buffer is read, the receive buffer written (and read where not covered), a
       // pre-multiplied sum's device scalar read: what this rank of the communicator touches.
@@ -295,7 +306,7 @@ Status Session::RequireResident(uint64_t ptr, uint64_t bytes) {
 CUresult Session::Gate(const ipc::RecordView& record) {
   Op op = static_cast<Op>(record.header.opcode);
   if (!launched_ && (op == Op::kLaunch || op == Op::kLaunchEx || op == Op::kBlasGemm || op == Op::kBlasLevel1 ||
-                     op == Op::kBlasLevel2 || op == Op::kBlasLevel3)) {
+                     op == Op::kBlasLevel2 || op == Op::kBlasLevel3 || op == Op::kBlasLtMatmul)) {
     restore_->MarkFirstLaunch();
     launched_ = true;
   }

@@ -44,6 +44,7 @@ TEST(SessionOpsTest, ArgumentRecordSizesAreTheWireStructs) {
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kBlasLevel1))->record_bytes, sizeof(ipc::BlasLevel1Args));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kBlasLevel2))->record_bytes, sizeof(ipc::BlasLevel2Args));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kBlasLevel3))->record_bytes, sizeof(ipc::BlasLevel3Args));
+  EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kBlasLtMatmul))->record_bytes, sizeof(ipc::BlasLtMatmulArgs));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kNcclCollective))->record_bytes,
             sizeof(ipc::NcclCollectiveArgs));
   EXPECT_EQ(FindOpHandler(static_cast<uint16_t>(Op::kDeviceGetCount))->record_bytes, 0u);
@@ -180,6 +181,13 @@ TEST(SessionOpsTest, CallsNamingAHandleRunOnItsDevice) {
     EXPECT_EQ(h->handle_offset, 0u) << h->name;
     EXPECT_EQ(h->Malformed(), CUDA_ERROR_INVALID_VALUE) << h->name;
   }
+  // cublasLtMatmul carries no handle of phosd's: it runs on its stream's device, and answers in
+  // CUresult (asynchronous), refused as not supported when the driver table has no cuBLASLt.
+  const OpHandler* lt = FindOpHandler(static_cast<uint16_t>(Op::kBlasLtMatmul));
+  EXPECT_EQ(lt->placement, Placement::kHandleDevice);
+  EXPECT_EQ(lt->handle_offset, offsetof(ipc::BlasLtMatmulArgs, stream));
+  EXPECT_EQ(lt->Malformed(), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(lt->Unavailable(), CUDA_ERROR_NOT_SUPPORTED);
 }
 
 TEST(SessionOpsTest, HostFunctionRecordsDecodeTheirSlot) {

@@ -258,18 +258,17 @@ TEST(CheckTest, TheRuntimeNamedByPathOrByItsLinkNameIsNotPhoss) {
   EXPECT_FALSE(Has(link_name.out, "statically")) << link_name.out;
 }
 
-TEST(CheckTest, ALibraryPhosHasNoneOfYetAnswersOutsidePhosd) {
+TEST(CheckTest, ACublasLtProgramLoadsPhossLibraryAndRuns) {
   Ran r = Check(PHOS_CHECK_CUBLASLT);
-  EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_TRUE(Has(r.out, "  lacks    cublasLtCreate ")) << r.out;
-  // The loader, given phos's libraries first, still takes NVIDIA's libcublasLt.so.13 (from the
-  // program's run path): the check names that file.
-  const std::string nvidia = LoaderTakes(PHOS_CHECK_CUBLASLT, "libcublasLt.so.13");
-  ASSERT_FALSE(nvidia.empty());
-  EXPECT_TRUE(Has(r.out, "NVIDIA's " + nvidia + " answers it, outside phosd")) << r.out;
-  EXPECT_EQ(LastLine(r.out),
-            "loads; these calls fail: cublasLtCreate (NVIDIA's, outside phosd), cublasLtDestroy (NVIDIA's, "
-            "outside phosd)");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "  served   cublasLtCreate ")) << r.out;
+  EXPECT_TRUE(Has(r.out, "  served   cublasLtDestroy ")) << r.out;
+  // The loader, given phos's libraries first, takes phos's libcublasLt.so.13 over NVIDIA's on the
+  // program's run path.
+  const std::string taken = LoaderTakes(PHOS_CHECK_CUBLASLT, "libcublasLt.so.13");
+  ASSERT_FALSE(taken.empty());
+  EXPECT_TRUE(IsPhosLibrary(taken, "libcublasLt.so.13")) << taken;
+  EXPECT_EQ(LastLine(r.out), "runs");
 }
 
 TEST(CheckTest, ARefusedFunctionIsACallThatFailsWithItsError) {

@@ -76,6 +76,23 @@ TEST_F(TransparencyTest, PhosFnCheckSaysTheCublasProgramRuns) {
   EXPECT_NE(r.out.find("  served   cublasSgemmBatched "), std::string::npos) << r.out;
 }
 
+// blaslt_report, built like blas_report against NVIDIA's libcublasLt: its matmuls with epilogues
+// (bias and GELU in fp32, fp16 and bf16, a strided batch, bias and ReLU) match its own loops.
+TEST_F(TransparencyTest, APlainCublasLtProgramsMatmulsMatchItsOwnLoops) {
+  CommandResult r = PhosFn({"run", "--", PHOS_BLASLT_REPORT});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find(" checks, all checks held"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
+}
+
+// phos-fn check finds every cuBLASLt and CUDA runtime function the program imports served.
+TEST_F(TransparencyTest, PhosFnCheckSaysTheCublasLtProgramRuns) {
+  CommandResult r = PhosFn({"check", PHOS_BLASLT_REPORT});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("\nruns\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  served   cublasLtMatmul "), std::string::npos) << r.out;
+}
+
 // launch_report, built like them but with kernels, compares the runtime's occupancy answers with
 // its own, opts a kernel into more dynamic shared memory, launches with launch attributes and
 // evaluates a polynomial whose coefficients it sets with cudaMemcpyToSymbol, counting in a

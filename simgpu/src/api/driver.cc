@@ -5,6 +5,7 @@
 #include <string>
 
 #include "blas/blas_handle.h"
+#include "blas/lt.h"
 #include "nccl/comm.h"
 #include "phos/base/log.h"
 
@@ -108,6 +109,7 @@ CUresult Driver::Start(const SimConfig& config) {
     devices_.push_back(std::move(device));
   }
   blas_handles_ = std::make_unique<blas::HandleRegistry>(*this);
+  blas_lt_ = std::make_unique<blas::LtRegistry>(*this);
   nccl_comms_ = std::make_unique<nccl::CommRegistry>(*this);
   PHOS_LOG(Info, "simgpu", "simgpu ready: {}; device memory at {:#x}", config.ToString(), memory_->base());
   return CUDA_SUCCESS;

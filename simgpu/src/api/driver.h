@@ -33,6 +33,7 @@
 namespace phos::sim {
 namespace blas {
 class HandleRegistry;
+class LtRegistry;
 }
 namespace nccl {
 class CommRegistry;
@@ -141,6 +142,7 @@ class Driver final : public DeviceAccess {
 
   // The process's cuBLAS handles and NCCL communicators, over this driver.
   blas::HandleRegistry& blas_handles() { return *blas_handles_; }
+  blas::LtRegistry& blas_lt() { return *blas_lt_; }
   nccl::CommRegistry& nccl_comms() { return *nccl_comms_; }
 
   // DeviceAccess, for the cuBLAS and NCCL parts.
@@ -172,6 +174,7 @@ class Driver final : public DeviceAccess {
   std::vector<std::unique_ptr<Device>> devices_;
   std::atomic<uint64_t> next_context_id_{0};
   std::unique_ptr<blas::HandleRegistry> blas_handles_;
+  std::unique_ptr<blas::LtRegistry> blas_lt_;
   std::unique_ptr<nccl::CommRegistry> nccl_comms_;
 };
 

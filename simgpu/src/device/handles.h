@@ -1,5 +1,6 @@
 // Opaque handles as table entries: the driver's (CUcontext, CUstream, CUevent, CUmodule,
-// CUfunction), cuBLAS's (cublasHandle_t) and NCCL's (ncclComm_t).
+// CUfunction), cuBLAS's (cublasHandle_t), cuBLASLt's (handles, matmul descriptors, matrix layouts,
+// preferences) and NCCL's (ncclComm_t).
 //
 // A handle is never a pointer to the object: it encodes a kind tag and an id that is never
 // reused. So a garbage, stale or wrong-kind handle is a failed lookup (CUDA_ERROR_INVALID_HANDLE
@@ -25,6 +26,10 @@ enum class HandleKind : uint64_t {
   kFunction = 5,
   kBlasHandle = 0x40,
   kNcclComm = 0x41,
+  kBlasLtHandle = 0x42,
+  kBlasLtMatmulDesc = 0x43,
+  kBlasLtMatrixLayout = 0x44,
+  kBlasLtPreference = 0x45,
 };
 
 template <typename T, typename Handle, HandleKind kKind>

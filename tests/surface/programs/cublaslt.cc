@@ -1,5 +1,5 @@
-// A program using cuBLASLt, for which phos has no library yet: the loader finds NVIDIA's, which
-// answers outside phosd.
+// A program using cuBLASLt, linked against NVIDIA's libcublasLt: under phos-fn run the loader takes
+// phos's.
 #include <cublasLt.h>
 
 #include <cstdio>

@@ -1,12 +1,13 @@
-// The driver table (docs/design.md D2): every CUDA driver API, cuBLAS and NCCL entry point the daemon calls,
-// resolved once by dlopen/dlsym — from NVIDIA's libcuda.so.1 and libcublas.so.13, or from
-// libphos-simgpu.so for both — under the names cuda.h and cublas_v2.h map them to (cuMemAlloc ->
+// The driver table (docs/design.md D2): every CUDA driver API, cuBLAS, cuBLASLt and NCCL entry point the
+// daemon calls, resolved once by dlopen/dlsym — from NVIDIA's libcuda.so.1, libcublas.so.13 and
+// libcublasLt.so.13, or from libphos-simgpu.so for all — under the names cuda.h and cublas_v2.h map them to (cuMemAlloc ->
 // cuMemAlloc_v2). Runtime code calls `table->cuMemAlloc(...)` and never knows which it got.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <nccl.h>
@@ -37,6 +38,9 @@ struct DriverTableOptions {
   // opens and has_cublas() says false (cuBLAS calls are then refused as not supported).
   // Default: true.
   bool require_cublas = true;
+  // NVIDIA's cuBLASLt for kCuda (kSim: the simgpu library). Optional: without it has_cublaslt()
+  // says false, logged, and cublasLtMatmul is refused as not supported. Default: the soname.
+  std::string cublaslt_library = "libcublasLt.so.13";
   // NVIDIA's NCCL for kCuda (kSim: the simgpu library). Default: the soname.
   std::string nccl_library = "libnccl.so.2";
   // Whether the NCCL entry points must resolve. With false, a missing library or symbol is
@@ -85,6 +89,13 @@ struct DriverTableOptions {
   X(cublasStrsm) X(cublasDtrsm) X(cublasSsyrk) X(cublasDsyrk) X(cublasSgeam) X(cublasDgeam)     \
   X(cublasSdgmm) X(cublasDdgmm)
 
+// What phosd's cublasLtMatmul needs: its own handle per context, and the descriptors it builds from
+// a record for each call (the function's own descriptors live in its frontend).
+#define PHOS_CUBLASLT_ENTRY_POINTS(X)                                                            \
+  X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy)  \
+  X(cublasLtMatmulDescSetAttribute) X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy)  \
+  X(cublasLtMatrixLayoutSetAttribute) X(cublasLtMatmul)
+
 // simgpu's validation extensions (phos/simgpu/simgpu.h: guarded ranges). Optional: resolved when
 // the driver library has them (simgpu), null on NVIDIA's driver; has_guards() says which.
 // phosSimMemcpyHtoDAsyncGuarded may be missing from an older simgpu even when the rest is there.
@@ -109,6 +120,7 @@ class DriverTable {
   const std::string& driver_path() const { return driver_path_; }
   bool has_cublas() const { return has_cublas_; }
   bool has_nccl() const { return has_nccl_; }
+  bool has_cublaslt() const { return has_cublaslt_; }
   // The driver can guard device ranges (simgpu): the PHOS_SIM_GUARD_ENTRY_POINTS are set.
   bool has_guards() const { return phosSimGuardRange != nullptr; }
   // Wall time per unit of device time: simgpu's time scale (every modelled cost runs that many
@@ -121,6 +133,7 @@ class DriverTable {
   PHOS_DRIVER_ENTRY_POINTS(PHOS_DECLARE_ENTRY)
   PHOS_CUBLAS_ENTRY_POINTS(PHOS_DECLARE_ENTRY)
   PHOS_NCCL_ENTRY_POINTS(PHOS_DECLARE_ENTRY)
+  PHOS_CUBLASLT_ENTRY_POINTS(PHOS_DECLARE_ENTRY)
   PHOS_SIM_GUARD_ENTRY_POINTS(PHOS_DECLARE_ENTRY)
 #undef PHOS_DECLARE_ENTRY
   // cublas_api.h overloads the GEMM Ex calls in C++ (inline wrappers taking a cudaDataType compute
@@ -158,6 +171,8 @@ class DriverTable {
   Status Resolve(GpuKind kind, const std::string& driver, const std::string& cublas, bool require_cublas);
   // Optional unless `require`: a library without NCCL leaves has_nccl() false, logged.
   Status ResolveNccl(const std::string& library, bool require);
+  // Always optional: a library without cuBLASLt leaves has_cublaslt() false, logged.
+  void ResolveCublasLt(const std::string& library);
 
   GpuKind kind_ = GpuKind::kSim;
   std::string driver_path_;
@@ -166,6 +181,8 @@ class DriverTable {
   bool has_cublas_ = false;
   void* nccl_handle_ = nullptr;
   bool has_nccl_ = false;
+  void* cublaslt_handle_ = nullptr;
+  bool has_cublaslt_ = false;
   CuErrorText error_text_;
 };
 

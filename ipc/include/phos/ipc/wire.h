@@ -10,7 +10,7 @@
 namespace phos::ipc {
 
 inline constexpr uint32_t kWireMagic = 0x534f4850;  // "PHOS" little-endian
-inline constexpr uint32_t kWireVersion = 10;
+inline constexpr uint32_t kWireVersion = 11;
 inline constexpr size_t kTokenChars = 32;        // 128-bit token, hex
 inline constexpr size_t kAnswerMessageChars = 200;
 
@@ -146,6 +146,9 @@ enum class Op : uint16_t {
   kNcclCommCuDevice,      // HandleArgs -> i32, the session's device ordinal
   kNcclRedOpCreate,       // NcclRedOpArgs -> i32 ncclRedOp_t (ncclRedOpCreatePreMulSum)
   kNcclRedOpDestroy,      // NcclRedOpArgs (comm, op)
+  // cuBLASLt (runtime/src/session_blas_lt.cc): descriptors, layouts and preferences stay in the
+  // frontend; the matmul carries what they say.
+  kBlasLtMatmul,          // BlasLtMatmulArgs; asynchronous
   kOpCount
 };
 
@@ -362,6 +365,38 @@ struct BlasLevel3Args {
 };
 static_assert(sizeof(GemmArgs) == 152 && sizeof(BlasLevel1Args) == 88 && sizeof(BlasLevel2Args) == 112);
 static_assert(sizeof(BlasLevel3Args) == 128);
+
+// cuBLASLt. A matrix as its cublasLtMatrixLayout_t describes it: `rows` x `cols` elements of
+// `type`, column- or row-major (cublasLtOrder_t) with leading dimension `ld`, and `batch_count`
+// matrices `batch_stride` elements apart.
+struct BlasLtLayout {
+  int32_t type;          // cudaDataType
+  int32_t order;         // CUBLASLT_ORDER_COL or CUBLASLT_ORDER_ROW
+  uint64_t rows, cols;
+  int64_t ld;
+  int64_t batch_stride;  // CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET
+  int32_t batch_count;
+  int32_t pad;
+};
+// cublasLtMatmul: D = epilogue(alpha op(A) op(B) + beta C + bias), its descriptor's settings, the
+// four layouts and every pointer the call names. alpha and beta are host values of `scale_type`
+// (the frontend serves CUBLASLT_POINTER_MODE_HOST only); the handle is the frontend's (phosd runs
+// the call on a cuBLASLt handle of its own in the stream's context).
+struct BlasLtMatmulArgs {
+  uint64_t stream;
+  int32_t compute_type;  // cublasComputeType_t
+  int32_t scale_type;    // cudaDataType of alpha and beta
+  int32_t trans_a, trans_b;
+  uint32_t epilogue;     // cublasLtEpilogue_t
+  int32_t bias_type;     // cudaDataType of the bias vector; -1: D's type (cuBLASLt's default)
+  uint64_t a, b, c, d;
+  uint64_t bias;         // the bias epilogues: D's rows elements
+  uint64_t workspace;
+  uint64_t workspace_bytes;
+  BlasScalar alpha, beta;
+  BlasLtLayout layout_a, layout_b, layout_c, layout_d;
+};
+static_assert(sizeof(BlasLtLayout) == 48 && sizeof(BlasLtMatmulArgs) == 312);
 
 // NCCL. phos's own limit on the ranks of one communicator a function creates (ncclCommInitAll's
 // devices, ncclCommInitRank's nranks): 72, one NVLink domain (GB200 NVL72), so the wire format

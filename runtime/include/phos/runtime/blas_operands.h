@@ -99,5 +99,11 @@ BlasOperands GemmOperands(const ipc::GemmArgs& a);
 // The matrices of one entry of a pointer-array batch, at the entry's three pointers. `a` must be
 // a record GemmOperands accepts.
 BlasOperands GemmEntryOperands(const ipc::GemmArgs& a, uint64_t a_ptr, uint64_t b_ptr, uint64_t c_ptr);
+// A cublasLtMatmul's operands: A and B (every matrix of the batch) read, C read unless beta is 0,
+// D written, the bias vector read (bias epilogues), the workspace written. Refused: what cuBLASLt
+// refuses (mismatched shapes, batch counts or leading dimensions) and what phosd does not serve
+// (types other than fp32, fp16 and bf16 inputs computing in fp32, orders other than column and
+// row, epilogues other than DEFAULT, RELU, BIAS, RELU_BIAS, GELU and GELU_BIAS).
+BlasOperands LtMatmulOperands(const ipc::BlasLtMatmulArgs& a);
 
 }  // namespace phos::runtime

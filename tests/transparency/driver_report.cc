@@ -136,6 +136,7 @@ void Memory(CUstream stream) {
   for (size_t i = 500; i < 510; ++i) expect[i] = 0x7f7f7f7fu;
   CHECK(cuMemsetD32(a + 2, 0, 4) == CUDA_ERROR_INVALID_VALUE);  // off a 4-byte element
   CU(cuStreamSynchronize(stream));
+  const std::vector<uint32_t> expect_a = expect;  // what `a` holds from here on
   CU(cuMemcpyDtoD(b, a, kWords * 4));
   CU(cuMemsetD32Async(b, 5, 8, stream));
   for (size_t i = 0; i < 8; ++i) expect[i] = 5;
@@ -148,7 +149,7 @@ void Memory(CUstream stream) {
   CU(cuMemcpyDtoDAsync(b + 4096, a, 4096, stream));
   CU(cuMemcpyDtoHAsync(pinned, b + 4096, 4096, stream));
   CU(cuStreamSynchronize(stream));
-  CHECK(std::memcmp(pinned, expect.data(), 4096) == 0);
+  CHECK(std::memcmp(pinned, expect_a.data(), 4096) == 0);
   unsigned type = 0;
   CU(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, b + 16));
   CHECK(type == CU_MEMORYTYPE_DEVICE);

@@ -7,7 +7,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
-cmake --build "$build" --target phos-fn phos-cudart phos-cublas phos-cublasLt phos-nccl >/dev/null
+cmake --build "$build" --target phos-fn phos-cudart phos-cuda phos-cublas phos-cublasLt phos-nccl >/dev/null
 "$build/bin/phos-fn" check --table >"$root/docs/compatibility.md.tmp"
 mv "$root/docs/compatibility.md.tmp" "$root/docs/compatibility.md"
 echo "compatibility: docs/compatibility.md written"

@@ -329,6 +329,10 @@ class Session {
   CUresult ModuleChunk(const ipc::ModuleChunkArgs& a, const Call& call);
   // Loads the complete image m.pending in the current context, if the session may load it.
   CUresult LoadModuleImage(Module& m);
+  // The driver API's module calls: the result a complete module loaded with, and its unload on
+  // every device once the kernels queued there have run.
+  CUresult ModuleLoadResult(const ipc::HandleArgs& a, const Call& call);
+  CUresult ModuleUnload(const ipc::HandleArgs& a, const Call& call);
   CUresult FunctionGet(const ipc::FunctionGetArgs& a, const Call& call);
   CUresult Launch(const ipc::LaunchArgs& a, const Call& call);
   // A launch's checks before the driver sees it: its function on the record's device, its

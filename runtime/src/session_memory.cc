@@ -79,9 +79,25 @@ CUresult Session::MemcpyDtoD(const ipc::CopyArgs& a, const Call&) {
 }
 
 CUresult Session::Memset(const ipc::MemsetArgs& a, const Call&) {
+  // cuMemsetD16 and D32 refuse a destination off the element's alignment; a byte count that is no
+  // whole number of elements cannot come from a count of them.
+  const uint32_t element = a.element_bytes == 0 ? 1 : a.element_bytes;
+  if ((element != 1 && element != 2 && element != 4) || a.dst % element != 0 || a.bytes % element != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   if (!Owns(a.dst, a.bytes, "memset destination")) return CUDA_ERROR_INVALID_VALUE;
   Result<CUstream> stream = StreamOf(a.stream);
   if (!stream.ok()) return CUDA_ERROR_INVALID_HANDLE;
+  const size_t count = a.bytes / element;
+  if (element == 2) {
+    auto value = static_cast<unsigned short>(a.value);
+    if (a.stream == 0) return driver_->cuMemsetD16(a.dst, value, count);
+    return driver_->cuMemsetD16Async(a.dst, value, count, *stream);
+  }
+  if (element == 4) {
+    if (a.stream == 0) return driver_->cuMemsetD32(a.dst, a.value, count);
+    return driver_->cuMemsetD32Async(a.dst, a.value, count, *stream);
+  }
   auto value = static_cast<unsigned char>(a.value);
   if (a.stream == 0) return driver_->cuMemsetD8(a.dst, value, a.bytes);
   return driver_->cuMemsetD8Async(a.dst, value, a.bytes, *stream);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "phos/base/log.h"
+#include "phos/driver/context_scope.h"
 #include "phos/runtime/snapshot_restore.h"
 #include "phos/store/chunk.h"
 #include "session.h"
@@ -96,6 +97,40 @@ CUresult Session::LoadModuleImage(Module& m) {
   }
   if (simulated) return driver_->phosSimModuleLoadDataSized(&m.module, m.pending.data(), m.pending.size());
   return driver_->cuModuleLoadData(&m.module, m.pending.data());
+}
+
+CUresult Session::ModuleLoadResult(const ipc::HandleArgs& a, const Call&) {
+  auto it = modules_.find(a.handle);
+  // A module still waiting for chunks has no result yet: no module the driver API could name.
+  if (it == modules_.end() || (it->second.module == nullptr && it->second.load_result == CUDA_SUCCESS)) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  return it->second.load_result;
+}
+
+CUresult Session::ModuleUnload(const ipc::HandleArgs& a, const Call&) {
+  auto it = modules_.find(a.handle);
+  if (it == modules_.end()) return CUDA_ERROR_INVALID_HANDLE;
+  Module& m = it->second;
+  std::vector<std::pair<int, CUmodule>> loaded(m.on_device.begin(), m.on_device.end());
+  if (m.module != nullptr) loaded.emplace_back(0, m.module);
+  for (const auto& [device, module] : loaded) {
+    Result<CUcontext> context = ContextOn(device);
+    if (!context.ok()) return CUDA_ERROR_INVALID_CONTEXT;
+    driver::ContextScope scope(*driver_, *context);
+    // Kernels of the module may still be queued or running on any stream of the device: its code
+    // and globals stay until they have finished (simgpu would unmap code a kernel runs).
+    if (CUresult r = driver_->cuCtxSynchronize(); r != CUDA_SUCCESS) return r;
+    ZeroGlobals(m, device);
+    driver_->cuModuleUnload(module);
+  }
+  for (const auto& [key, global] : m.globals) globals_.Erase(global.address).IgnoreError();
+  std::erase_if(functions_, [&](const auto& entry) { return entry.second.module_id == a.handle; });
+  // A module that failed to load gave its bytes back then.
+  if (m.load_result == CUDA_SUCCESS) module_bytes_ -= m.total_bytes;
+  std::erase(module_order_, a.handle);
+  modules_.erase(it);
+  return CUDA_SUCCESS;
 }
 
 CUresult Session::FunctionGet(const ipc::FunctionGetArgs& a, const Call& call) {

@@ -148,6 +148,8 @@ std::array<OpHandler, kOpSlots> Session::BuildOpTable() {
       {.name = "__cudaRegisterFatBinary", .shape = kHead, .placement = Placement::kDeviceZero});
   at(Op::kFunctionGet) = Bind<ipc::FunctionGetArgs, &Session::FunctionGet>(
       {.name = "__cudaRegisterFunction", .shape = kHead, .placement = Placement::kDeviceZero});
+  at(Op::kModuleLoadResult) = Bind<ipc::HandleArgs, &Session::ModuleLoadResult>({.name = "cuModuleLoadData"});
+  at(Op::kModuleUnload) = Bind<ipc::HandleArgs, &Session::ModuleUnload>({.name = "cuModuleUnload"});
   at(Op::kLaunch) =
       Bind<ipc::LaunchArgs, &Session::Launch>({.name = "cudaLaunchKernel",
                                                .shape = kHead,

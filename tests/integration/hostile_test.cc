@@ -168,7 +168,7 @@ TEST_F(HostileTest, PhosdKeepsServingOthersWhateverATenantSends) {
   ASSERT_EQ(victim->Call(ipc::Op::kStreamCreate, &flags, sizeof(flags), nullptr, 0, &victim_stream), CUDA_SUCCESS);
   ipc::CopyArgs steal{.dst = 0, .src = secret, .bytes = 4096, .stream = 0};
   EXPECT_EQ(thief->Call(ipc::Op::kMemcpyDtoH, &steal, sizeof(steal)), CUDA_ERROR_INVALID_VALUE);
-  ipc::MemsetArgs scribble{.dst = secret, .bytes = 4096, .stream = 0, .value = 0xff, .pad = 0};
+  ipc::MemsetArgs scribble{.dst = secret, .bytes = 4096, .stream = 0, .value = 0xff, .element_bytes = 0};
   EXPECT_EQ(thief->Call(ipc::Op::kMemset, &scribble, sizeof(scribble)), CUDA_ERROR_INVALID_VALUE);
   ipc::HandleArgs foreign{victim_stream};
   EXPECT_NE(thief->Call(ipc::Op::kStreamSynchronize, &foreign, sizeof(foreign)), CUDA_SUCCESS);

@@ -290,5 +290,64 @@ TEST_F(ApiServerLaunchTest, AResolvedModuleGlobalIsMemoryTheSessionsCallsMayName
   server_->EndSession(other_token);
 }
 
+// The driver API's module records: a module's load result is asked by its id, and an unload takes
+// its kernels and globals with it on every device; ids the session does not hold are refused.
+TEST_F(ApiServerLaunchTest, AnUnloadedModulesKernelsAndGlobalsAreNoLongerTheSessions) {
+  EXPECT_EQ(client_.Call(ipc::Op::kModuleLoadResult, ipc::HandleArgs{1}), CUDA_SUCCESS);
+  EXPECT_EQ(client_.Call(ipc::Op::kModuleLoadResult, ipc::HandleArgs{2}), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(client_.Call(ipc::Op::kModuleUnload, ipc::HandleArgs{2}), CUDA_ERROR_INVALID_HANDLE);
+  // An image that is no module phosd trusts loads as nothing and says so.
+  std::vector<uint8_t> junk(4096, 0x5a);
+  ASSERT_TRUE(client_.SendModule(3, junk));
+  EXPECT_EQ(client_.Call(ipc::Op::kModuleLoadResult, ipc::HandleArgs{3}), CUDA_ERROR_INVALID_IMAGE);
+  EXPECT_EQ(client_.Call(ipc::Op::kModuleUnload, ipc::HandleArgs{3}), CUDA_SUCCESS);
+  EXPECT_EQ(client_.Call(ipc::Op::kModuleLoadResult, ipc::HandleArgs{3}), CUDA_ERROR_INVALID_HANDLE);
+
+  ipc::GlobalInfo offset{};
+  ASSERT_EQ(client_.Global("_ZN7globals6offsetE", &offset), CUDA_SUCCESS);
+  const uint64_t buffer = client_.Alloc(64);
+  ASSERT_NE(buffer, 0u);
+  ipc::LaunchArgs scale = ScaleLaunch(1);
+  ASSERT_EQ(client_.Call(ipc::Op::kLaunch, scale, ScaleParams(buffer, buffer, 16).data(), 20), CUDA_SUCCESS);
+  // Unloaded while its kernel may still be queued: the unload waits for it.
+  EXPECT_EQ(client_.Call(ipc::Op::kModuleUnload, ipc::HandleArgs{1}), CUDA_SUCCESS);
+  EXPECT_EQ(client_.Call(ipc::Op::kLaunch, scale, ScaleParams(buffer, buffer, 16).data(), 20),
+            CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(client_.Call(ipc::Op::kFuncGetAttributes, ipc::FunctionArgs{scale_}), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(client_.Function(kScaleInWindow), 0u);
+  const double value = 1.0;
+  EXPECT_EQ(client_.Upload(offset.address, &value, sizeof(value)), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(client_.Call(ipc::Op::kModuleUnload, ipc::HandleArgs{1}), CUDA_ERROR_INVALID_HANDLE);
+  // The same image loads again under a new id, with its global zeroed as a fresh load has it.
+  ASSERT_TRUE(client_.SendModule(4, image_));
+  EXPECT_EQ(client_.Call(ipc::Op::kModuleLoadResult, ipc::HandleArgs{4}), CUDA_SUCCESS);
+  EXPECT_NE(client_.Function(kScaleInWindow, 4), 0u);
+}
+
+// cuMemsetD16 and cuMemsetD32: the element repeated over the range; a destination or length off
+// the element's alignment, or an element of another size, is refused and writes nothing.
+TEST_F(ApiServerLaunchTest, WideMemsetsRepeatTheirElementAndRefuseWhatIsOffItsAlignment) {
+  const uint64_t buffer = client_.Alloc(64);
+  ASSERT_NE(buffer, 0u);
+  ASSERT_EQ(client_.Call(ipc::Op::kMemset, ipc::MemsetArgs{buffer, 64, 0, 0, 1}), CUDA_SUCCESS);
+  EXPECT_EQ(client_.Call(ipc::Op::kMemset, ipc::MemsetArgs{buffer, 16, 0, 0xa1b2c3d4u, 4}), CUDA_SUCCESS);
+  EXPECT_EQ(client_.Call(ipc::Op::kMemset, ipc::MemsetArgs{buffer + 16, 8, 0, 0x0000beefu, 2}), CUDA_SUCCESS);
+  EXPECT_EQ(client_.Call(ipc::Op::kMemset, ipc::MemsetArgs{buffer + 2, 8, 0, 1, 4}), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(client_.Call(ipc::Op::kMemset, ipc::MemsetArgs{buffer + 32, 6, 0, 1, 4}), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(client_.Call(ipc::Op::kMemset, ipc::MemsetArgs{buffer + 33, 2, 0, 1, 2}), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(client_.Call(ipc::Op::kMemset, ipc::MemsetArgs{buffer + 32, 6, 0, 1, 3}), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(client_.Call(ipc::Op::kMemset, ipc::MemsetArgs{buffer + 60, 8, 0, 1, 4}), CUDA_ERROR_INVALID_VALUE);
+  std::vector<uint8_t> expect(64, 0);
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t word = 0xa1b2c3d4u;
+    std::memcpy(expect.data() + 4 * i, &word, 4);
+  }
+  for (int i = 0; i < 4; ++i) {
+    const uint16_t half = 0xbeef;
+    std::memcpy(expect.data() + 16 + 2 * i, &half, 2);
+  }
+  EXPECT_EQ(client_.Download(buffer, 64), expect);
+}
+
 }  // namespace
 }  // namespace phos::runtime

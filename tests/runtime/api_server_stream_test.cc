@@ -127,7 +127,7 @@ TEST_F(ApiServerStreamTest, AHostFunctionHoldsItsStreamUntilItsSlotComesBack) {
 
   ipc::HostFnArgs launch{.stream = held, .slot = 5, .pad = 0};
   Queue(ipc::Op::kLaunchHostFunc, &launch, sizeof(launch));
-  ipc::MemsetArgs behind{.dst = buf, .bytes = 256, .stream = held, .value = 0x5e, .pad = 0};
+  ipc::MemsetArgs behind{.dst = buf, .bytes = 256, .stream = held, .value = 0x5e, .element_bytes = 0};
   Queue(ipc::Op::kMemset, &behind, sizeof(behind));
   std::optional<ipc::HostFnEvent> reached = NextHostFnEvent();
   ASSERT_TRUE(reached.has_value());
@@ -136,7 +136,7 @@ TEST_F(ApiServerStreamTest, AHostFunctionHoldsItsStreamUntilItsSlotComesBack) {
   ipc::HandleArgs held_handle{held}, other_handle{other};
   EXPECT_EQ(Call(ipc::Op::kStreamQuery, &held_handle, sizeof(held_handle)), CUDA_ERROR_NOT_READY);
   // Another stream's work goes on meanwhile.
-  ipc::MemsetArgs aside{.dst = buf, .bytes = 8, .stream = other, .value = 1, .pad = 0};
+  ipc::MemsetArgs aside{.dst = buf, .bytes = 8, .stream = other, .value = 1, .element_bytes = 0};
   ASSERT_EQ(Call(ipc::Op::kMemset, &aside, sizeof(aside)), CUDA_SUCCESS);
   ASSERT_EQ(Call(ipc::Op::kStreamSynchronize, &other_handle, sizeof(other_handle)), CUDA_SUCCESS);
 
@@ -265,7 +265,7 @@ TEST_F(ApiServerStreamTest, SnapshotsKeepPrioritiesAndRestoredSessionsServeHostF
   EXPECT_EQ(info.priority, -3);
   EXPECT_EQ(info.flags, static_cast<uint32_t>(CU_STREAM_NON_BLOCKING));
   Queue(ipc::Op::kLaunchHostFunc, &launch, sizeof(launch));
-  ipc::MemsetArgs behind{.dst = buf, .bytes = 4096, .stream = stream, .value = 0x3c, .pad = 0};
+  ipc::MemsetArgs behind{.dst = buf, .bytes = 4096, .stream = stream, .value = 0x3c, .element_bytes = 0};
   Queue(ipc::Op::kMemset, &behind, sizeof(behind));
   std::optional<ipc::HostFnEvent> reached = NextHostFnEvent();
   ASSERT_TRUE(reached.has_value());

@@ -453,7 +453,7 @@ TEST_F(ApiServerTest, MemoryInformationFollowsTheSessionLimitAndResetFreesItsBuf
   EXPECT_EQ(info().free_bytes, 64ull << 20);
   ipc::PointerArgs old{a};
   EXPECT_EQ(Call(**ring, ipc::Op::kMemFree, &old, sizeof(old)), CUDA_ERROR_INVALID_VALUE);
-  ipc::MemsetArgs memset{.dst = b, .bytes = 64, .stream = 0, .value = 1, .pad = 0};
+  ipc::MemsetArgs memset{.dst = b, .bytes = 64, .stream = 0, .value = 1, .element_bytes = 0};
   EXPECT_EQ(Call(**ring, ipc::Op::kMemset, &memset, sizeof(memset)), CUDA_ERROR_INVALID_VALUE);
   // The device is usable again after it.
   ASSERT_EQ(Call(**ring, ipc::Op::kMemAlloc, &alloc, sizeof(alloc), &a), CUDA_SUCCESS);
@@ -484,7 +484,7 @@ TEST_F(ApiServerTest, PitchedCopiesSetsAndAsyncFreesCheckEveryExtent) {
   uint64_t buf = 0;
   ipc::SizeArgs alloc{kPitch * kRows};
   ASSERT_EQ(call(ipc::Op::kMemAlloc, &alloc, sizeof(alloc), &buf), CUDA_SUCCESS);
-  ipc::MemsetArgs clear{.dst = buf, .bytes = kPitch * kRows, .stream = 0, .value = 0x5a, .pad = 0};
+  ipc::MemsetArgs clear{.dst = buf, .bytes = kPitch * kRows, .stream = 0, .value = 0x5a, .element_bytes = 0};
   ASSERT_EQ(call(ipc::Op::kMemset, &clear, sizeof(clear)), CUDA_SUCCESS);
 
   // Host to device: the packed rows follow the arguments.

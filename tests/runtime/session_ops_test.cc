@@ -105,7 +105,7 @@ TEST(SessionOpsTest, LaunchAttributeAndModuleGlobalRecordsAreTheirWireStructs) {
 }
 
 TEST(SessionOpsTest, ExactRecordsDecodeOnlyAtTheirSize) {
-  ipc::MemsetArgs memset{.dst = 0x10, .bytes = 64, .stream = 16, .value = 7, .pad = 0};
+  ipc::MemsetArgs memset{.dst = 0x10, .bytes = 64, .stream = 16, .value = 7, .element_bytes = 0};
   std::vector<uint8_t> bytes(sizeof(memset));
   std::memcpy(bytes.data(), &memset, sizeof(memset));
   ipc::MemsetArgs out{};

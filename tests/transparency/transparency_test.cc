@@ -125,6 +125,44 @@ TEST_F(TransparencyTest, APlainProgramsKernelsMatchItsOwnOccupancyAndItsModuleGl
       << r.out;
 }
 
+// driver_report, built with g++ against cuda.h and the toolkit's libcuda stub, drives the device
+// through the driver API (devices, the primary context and the stack, memory, a module it loads
+// with cuModuleLoadData and launches with cuLaunchKernel, streams, events, cuGetProcAddress) and
+// checks every result against its own computation. On simgpu its module is the trusted simgpu
+// module; on a GPU (PHOS_TEST_GPU=cuda) the fatbin nvcc built from the same kernels.
+TEST_F(TransparencyTest, APlainDriverApiProgramsKernelsAndCopiesMatchItsCpu) {
+  const char* gpu = std::getenv("PHOS_TEST_GPU");
+  const bool on_gpu = gpu != nullptr && std::string(gpu) == "cuda";
+  if (on_gpu && std::string(PHOS_DRIVER_MODULE_GPU).empty()) GTEST_SKIP() << "built without nvcc";
+  const std::string module = on_gpu ? PHOS_DRIVER_MODULE_GPU : PHOS_DRIVER_MODULE;
+  CommandResult r = PhosFn({"run", "--", PHOS_DRIVER_REPORT, module});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kernels: 1000 elements of a * x + y + offset, twice, as computed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("driver report: devices, contexts, memory, kernels, streams, entry points, all checks held"),
+            std::string::npos)
+      << r.out;
+  // Every driver function it imports (the _v2 names cuda.h's macros give) phos serves.
+  CommandResult check = PhosFn({"check", PHOS_DRIVER_REPORT});
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+  EXPECT_NE(check.out.find("\nruns\n"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("served   cuMemAlloc_v2"), std::string::npos) << check.out;
+}
+
+// entry_point_report, a runtime program, finds driver functions with cudaGetDriverEntryPoint and
+// uses memory and the context of either API through the other.
+TEST_F(TransparencyTest, DriverApiFunctionsFromCudaGetDriverEntryPointShareTheRuntimesSession) {
+  CommandResult r = PhosFn({"run", "--", PHOS_ENTRY_POINT_REPORT});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("entry point report: driver functions through the runtime, one context, all checks held"),
+            std::string::npos)
+      << r.out;
+  CommandResult check = PhosFn({"check", PHOS_ENTRY_POINT_REPORT});
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+  EXPECT_NE(check.out.find("\nruns\n"), std::string::npos) << check.out;
+}
+
 #ifdef PHOS_NCCL_REPORT
 // phosd on four simulated devices: nccl_report, built like device_report against NVIDIA's
 // libcudart and libnccl, runs as a function declaring four GPUs.

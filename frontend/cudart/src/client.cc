@@ -132,6 +132,11 @@ uint64_t Client::AddModule(const void* image, size_t size, bool is_fatbin) {
   return id;
 }
 
+void Client::ForgetModule(uint64_t id) {
+  std::lock_guard lock(mu_);
+  std::erase_if(modules_, [id](const PendingModule& m) { return m.id == id; });
+}
+
 CUresult Client::FlushModules() {
   std::lock_guard lock(mu_);
   if (CUresult r = ConnectLocked(); r != CUDA_SUCCESS) return r;

@@ -44,6 +44,8 @@ class Client {
   CUresult AsyncError(bool take);
   // Queues a module for the server (sent now when connected, else at connection).
   uint64_t AddModule(const void* image, size_t size, bool is_fatbin);
+  // Forgets module `id` (cuModuleUnload): it is not sent again to a new session.
+  void ForgetModule(uint64_t id);
   // Sends modules not yet sent. Caller holds no lock.
   CUresult FlushModules();
   size_t max_payload();

@@ -29,6 +29,16 @@ cudaError_t Return(CUresult result) { return Return(static_cast<cudaError_t>(res
 
 int ThreadDevice() { return t_device; }
 
+CUresult SelectDevice(int device) {
+  if (device < 0) return CUDA_ERROR_INVALID_DEVICE;
+  // Synchronous, so that an ordinal the node does not have is reported here; phosd creates the
+  // session's context on that device if it has none yet.
+  ipc::DeviceArgs a{device, 0};
+  CUresult r = Client::Get().Call(ipc::Op::kSetDevice, &a, sizeof(a), nullptr, 0, true, nullptr, 0, nullptr, false);
+  if (r == CUDA_SUCCESS) t_device = device;
+  return r;
+}
+
 // Each refusal (and each partial support, below) is a row of frontend/surface/refused.tsv, which
 // docs/compatibility.md and phos-fn check read.
 cudaError_t NotSupported(const char* call, const char* why) {
@@ -105,14 +115,8 @@ cudaError_t cudaGetDevice(int* device) {
 }
 
 cudaError_t cudaSetDevice(int device) {
-  if (device < 0) return Return(cudaErrorInvalidDevice);
-  // Synchronous, so that an ordinal the node does not have is reported here; phosd creates the
-  // session's context on that device if it has none yet.
-  ipc::DeviceArgs a{device, 0};
-  CUresult r = Client::Get().Call(ipc::Op::kSetDevice, &a, sizeof(a), nullptr, 0, true, nullptr, 0, nullptr, false);
-  if (r != CUDA_SUCCESS) return Return(r == CUDA_ERROR_INVALID_DEVICE ? cudaErrorInvalidDevice : static_cast<cudaError_t>(r));
-  t_device = device;
-  return cudaSuccess;
+  CUresult r = phos::frontend::SelectDevice(device);
+  return Return(r == CUDA_ERROR_INVALID_DEVICE ? cudaErrorInvalidDevice : static_cast<cudaError_t>(r));
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
@@ -165,6 +169,15 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (CUresult r = StreamId(stream, &a.stream); r != CUDA_SUCCESS) return Return(r);
   // Synchronous, so that an unknown event is reported here as CUDA reports it.
   return Return(Client::Get().Call(ipc::Op::kEventRecord, &a, sizeof(a), nullptr, 0, true));
+}
+
+// cudaEventRecordExternal marks a record inside a stream capture, which phos does not serve.
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags) {
+  if (flags == cudaEventRecordDefault) return cudaEventRecord(event, stream);
+  if (flags == cudaEventRecordExternal) {
+    return phos::frontend::NotSupported("cudaEventRecordWithFlags", "cudaEventRecordExternal: stream capture is not served");
+  }
+  return Return(cudaErrorInvalidValue);
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {

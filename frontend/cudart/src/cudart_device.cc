@@ -286,6 +286,43 @@ CUresult SessionDeviceCount(int* count) {
   return CountLocked(count);
 }
 
+CUresult CopyDeviceProperties(int device, ipc::DeviceProperties* out) {
+  std::lock_guard lock(g_mu);
+  const ipc::DeviceProperties* p = nullptr;
+  if (CUresult r = PropertiesLocked(device, &p); r != CUDA_SUCCESS) return r;
+  *out = *p;
+  return CUDA_SUCCESS;
+}
+
+CUresult DeviceFlags(int device, unsigned* flags) {
+  std::lock_guard lock(g_mu);
+  DeviceState* state = nullptr;
+  if (CUresult r = StateLocked(device, &state); r != CUDA_SUCCESS) return r;
+  *flags = state->flags;
+  return CUDA_SUCCESS;
+}
+
+CUresult SetDeviceFlags(int device, unsigned flags) {
+  if (!ValidDeviceFlags(flags)) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(g_mu);
+  DeviceState* state = nullptr;
+  if (CUresult r = StateLocked(device, &state); r != CUDA_SUCCESS) return r;
+  state->flags = flags;
+  return CUDA_SUCCESS;
+}
+
+CUresult ResetDevice() {
+  const int device = ThreadDevice();
+  CUresult r = Client::Get().Call(ipc::Op::kDeviceReset, nullptr, 0, nullptr, 0, true);
+  if (r != CUDA_SUCCESS) return r;
+  ForgetDeviceAllocations(device);
+  ForgetDefaultStreams(device);
+  std::lock_guard lock(g_mu);
+  // Limits belong to the context the reset destroys; flags stay, as the primary context's do.
+  if (auto it = g_devices.find(device); it != g_devices.end()) it->second.limits = kDefaultLimits;
+  return CUDA_SUCCESS;
+}
+
 void ForgetSessionDevices() {
   std::lock_guard lock(g_mu);
   g_count.reset();
@@ -396,14 +433,7 @@ cudaError_t cudaInitDevice(int device, unsigned int deviceFlags, unsigned int fl
   return cudaSuccess;
 }
 
-cudaError_t cudaSetDeviceFlags(unsigned int flags) {
-  if (!phos::frontend::ValidDeviceFlags(flags)) return Return(cudaErrorInvalidValue);
-  std::lock_guard lock(g_mu);
-  phos::frontend::DeviceState* state = nullptr;
-  if (CUresult r = phos::frontend::StateLocked(ThreadDevice(), &state); r != CUDA_SUCCESS) return Return(r);
-  state->flags = flags;
-  return cudaSuccess;
-}
+cudaError_t cudaSetDeviceFlags(unsigned int flags) { return Return(phos::frontend::SetDeviceFlags(ThreadDevice(), flags)); }
 
 // Without cudaDeviceMapHost, which CUDA's runtime adds: phos maps no host memory into the device.
 cudaError_t cudaGetDeviceFlags(unsigned int* flags) {
@@ -483,18 +513,24 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   return cudaSuccess;
 }
 
-cudaError_t cudaDeviceReset(void) {
-  const int device = ThreadDevice();
-  CUresult r = Client::Get().Call(ipc::Op::kDeviceReset, nullptr, 0, nullptr, 0, true);
-  if (r != CUDA_SUCCESS) return Return(r);
-  phos::frontend::ForgetDeviceAllocations(device);
-  phos::frontend::ForgetDefaultStreams(device);
-  std::lock_guard lock(g_mu);
-  // Limits belong to the context the reset destroys; flags stay, as the primary context's do.
-  if (auto it = phos::frontend::g_devices.find(device); it != phos::frontend::g_devices.end()) {
-    it->second.limits = phos::frontend::kDefaultLimits;
+cudaError_t cudaDeviceReset(void) { return Return(phos::frontend::ResetDevice()); }
+
+// No GPUDirect RDMA peer writes into a session's memory (phos gives no NIC or peer device a way to
+// it), so there is never a write to flush: the arguments are checked and the call is done.
+cudaError_t cudaDeviceFlushGPUDirectRDMAWrites(cudaFlushGPUDirectRDMAWritesTarget target,
+                                               cudaFlushGPUDirectRDMAWritesScope scope) {
+  if (target != cudaFlushGPUDirectRDMAWritesTargetCurrentDevice) return Return(cudaErrorInvalidValue);
+  if (scope != cudaFlushGPUDirectRDMAWritesToOwner && scope != cudaFlushGPUDirectRDMAWritesToAllDevices) {
+    return Return(cudaErrorInvalidValue);
   }
   return cudaSuccess;
+}
+
+// The persisting L2 set-aside (cudaLimitPersistingL2CacheSize) is kept by this frontend and never
+// given to the device, so no line is ever persisting: there is nothing to reset.
+cudaError_t cudaCtxResetPersistingL2Cache(void) {
+  int count = 0;
+  return Return(phos::frontend::SessionDeviceCount(&count));
 }
 
 cudaError_t cudaDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice) {

@@ -56,12 +56,38 @@ void PoolReleased(int device, size_t bytes);
 // stream; CopyToDevice with `sync` waits for the last chunk.
 CUresult CopyToDevice(uint64_t dst, const void* src, size_t bytes, uint64_t stream, bool sync);
 CUresult CopyToHost(void* dst, uint64_t src, size_t bytes, uint64_t stream);
+// cudaFree: frees the allocation at `ptr` in phosd and forgets it (0: nothing to free).
+CUresult FreeDevice(uintptr_t ptr);
+// Pinned host memory as cudaHostAlloc makes it (process memory phos counts as pinned; `flags`
+// kept for cudaHostGetFlags) and cudaFreeHost frees it (CUDA_ERROR_INVALID_VALUE for anything else).
+CUresult AllocateHost(size_t bytes, unsigned flags, void** out);
+CUresult FreeHost(void* ptr);
+// A host range phos counts as pinned: cudaHostAlloc memory or a cudaHostRegister range.
+struct HostRangeInfo {
+  uintptr_t base;
+  size_t bytes;
+  int device;       // current when it was allocated or registered
+  bool registered;  // by cudaHostRegister
+  unsigned flags;   // cudaHostAlloc's or cudaHostRegister's
+};
+// The range holding `ptr`; false when none does.
+bool FindHostRange(const void* ptr, HostRangeInfo* out);
 // The device allocations this process holds (cudart_memory.cc).
 size_t LiveDeviceAllocations();
 // Forgets the allocations made on session device `device`, which cudaDeviceReset freed.
 void ForgetDeviceAllocations(int device);
 // The session's device count, asked once (cudart_device.cc).
 CUresult SessionDeviceCount(int* count);
+// A copy of what the session told about `device` (CUDA_ERROR_INVALID_DEVICE for an ordinal it
+// does not have).
+CUresult CopyDeviceProperties(int device, ipc::DeviceProperties* out);
+// The flags of `device`'s primary context (cudaSetDeviceFlags, cuDevicePrimaryCtxSetFlags).
+CUresult DeviceFlags(int device, unsigned* flags);
+CUresult SetDeviceFlags(int device, unsigned flags);
+// cudaDeviceReset: what the session made on the calling thread's device is freed.
+CUresult ResetDevice();
+// cudaSetDevice: the calling thread's device, once phosd has it (cudart_api.cc).
+CUresult SelectDevice(int device);
 // Forgets what the session told about its devices: a forked child's session may have others.
 void ForgetSessionDevices();
 // Forgets the server's kernel handles, which belong to the session that issued them (cudart_launch.cc).
@@ -88,6 +114,12 @@ struct KernelRef {
 // (ApplyFunctionSettings). cudaErrorInvalidDeviceFunction for anything else,
 // cudaErrorNoKernelImageForDevice when its module did not load.
 cudaError_t ResolveKernel(const void* func, KernelRef* out);
+// Asks phosd for kernel `name` in module `module_id` (0: any module of the session) once the
+// modules are sent: its server function id and parameter layout.
+CUresult FetchKernel(uint64_t module_id, const std::string& name, KernelRef* out);
+// The parameter buffer of a launch of `k` (k.param_bytes bytes), each argument of `args` copied to
+// its offset; false when the kernel takes arguments and none were given.
+bool PackArguments(const KernelRef& k, void** args, uint8_t* buffer);
 // The module a fatbin handle of __cudaRegisterFatBinary loaded as; 0 when it was not a fatbin
 // the frontend could size.
 uint64_t FatbinModule(void** handle);

@@ -90,31 +90,12 @@ CUresult Resolve(const void* func, KernelRef* out) {
     }
     name = info.dli_sname;
   }
-  Client& c = Client::Get();
-  if (CUresult r = c.FlushModules(); r != CUDA_SUCCESS) return r;
-  ipc::FunctionGetArgs a{module_id, static_cast<uint32_t>(name.size()), 0};
-  std::vector<uint8_t> reply(sizeof(ipc::FunctionInfo) + ipc::kMaxParams * sizeof(ipc::ParamSlot));
-  size_t got = 0;
-  CUresult r = c.Call(ipc::Op::kFunctionGet, &a, sizeof(a), name.data(), name.size(), true, reply.data(), reply.size(), &got);
-  if (r != CUDA_SUCCESS) return r;
-  ipc::FunctionInfo fi;
-  std::memcpy(&fi, reply.data(), sizeof(fi));
-  if (got != sizeof(fi) + fi.param_count * sizeof(ipc::ParamSlot)) return CUDA_ERROR_UNKNOWN;
-  KernelRef k{fi.function, fi.param_bytes, std::vector<ipc::ParamSlot>(fi.param_count), std::move(name)};
-  std::memcpy(k.params.data(), reply.data() + sizeof(fi), fi.param_count * sizeof(ipc::ParamSlot));
+  KernelRef k;
+  if (CUresult r = phos::frontend::FetchKernel(module_id, name, &k); r != CUDA_SUCCESS) return r;
   std::lock_guard lock(g_mu);
   g_kernels[func] = k;
   *out = std::move(k);
   return CUDA_SUCCESS;
-}
-
-// The parameter buffer of a launch of `k`, each argument at its offset; false when the kernel
-// takes arguments and none were given.
-bool PackArguments(const KernelRef& k, void** args, uint8_t* buffer) {
-  if (!k.params.empty() && args == nullptr) return false;
-  std::memset(buffer, 0, k.param_bytes);
-  for (size_t i = 0; i < k.params.size(); ++i) std::memcpy(buffer + k.params[i].offset, args[i], k.params[i].size);
-  return true;
 }
 
 bool EmptyShape(dim3 grid, dim3 block) {
@@ -134,6 +115,29 @@ cudaError_t phos::frontend::ResolveKernel(const void* func, KernelRef* out) {
   if (r != CUDA_SUCCESS) return static_cast<cudaError_t>(r);
   ApplyFunctionSettings(func, *out);
   return cudaSuccess;
+}
+
+CUresult phos::frontend::FetchKernel(uint64_t module_id, const std::string& name, KernelRef* out) {
+  Client& c = Client::Get();
+  if (CUresult r = c.FlushModules(); r != CUDA_SUCCESS) return r;
+  ipc::FunctionGetArgs a{module_id, static_cast<uint32_t>(name.size()), 0};
+  std::vector<uint8_t> reply(sizeof(ipc::FunctionInfo) + ipc::kMaxParams * sizeof(ipc::ParamSlot));
+  size_t got = 0;
+  CUresult r = c.Call(ipc::Op::kFunctionGet, &a, sizeof(a), name.data(), name.size(), true, reply.data(), reply.size(), &got);
+  if (r != CUDA_SUCCESS) return r;
+  ipc::FunctionInfo fi;
+  std::memcpy(&fi, reply.data(), sizeof(fi));
+  if (got != sizeof(fi) + fi.param_count * sizeof(ipc::ParamSlot)) return CUDA_ERROR_UNKNOWN;
+  *out = KernelRef{fi.function, fi.param_bytes, std::vector<ipc::ParamSlot>(fi.param_count), name};
+  std::memcpy(out->params.data(), reply.data() + sizeof(fi), fi.param_count * sizeof(ipc::ParamSlot));
+  return CUDA_SUCCESS;
+}
+
+bool phos::frontend::PackArguments(const KernelRef& k, void** args, uint8_t* buffer) {
+  if (!k.params.empty() && args == nullptr) return false;
+  std::memset(buffer, 0, k.param_bytes);
+  for (size_t i = 0; i < k.params.size(); ++i) std::memcpy(buffer + k.params[i].offset, args[i], k.params[i].size);
+  return true;
 }
 
 uint64_t phos::frontend::FatbinModule(void** handle) {
@@ -227,7 +231,7 @@ cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** arg
   KernelRef k;
   if (cudaError_t e = phos::frontend::ResolveKernel(func, &k); e != cudaSuccess) return Return(e);
   alignas(16) uint8_t buffer[ipc::kMaxParamBytes];
-  if (!PackArguments(k, args, buffer)) return Return(cudaErrorInvalidValue);
+  if (!phos::frontend::PackArguments(k, args, buffer)) return Return(cudaErrorInvalidValue);
   ipc::LaunchArgs a{k.function, 0, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z},
                     static_cast<uint32_t>(shared), k.param_bytes};
   if (CUresult sr = StreamId(stream, &a.stream); sr != CUDA_SUCCESS) return Return(sr);
@@ -270,7 +274,7 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* fu
   const size_t attribute_bytes = config->numAttrs * sizeof(ipc::LaunchAttribute);
   alignas(16) uint8_t tail[ipc::kMaxLaunchAttributes * sizeof(ipc::LaunchAttribute) + ipc::kMaxParamBytes];
   if (attribute_bytes != 0) std::memcpy(tail, config->attrs, attribute_bytes);
-  if (!PackArguments(k, args, tail + attribute_bytes)) return Return(cudaErrorInvalidValue);
+  if (!phos::frontend::PackArguments(k, args, tail + attribute_bytes)) return Return(cudaErrorInvalidValue);
   const dim3 grid = config->gridDim, block = config->blockDim;
   ipc::LaunchExArgs a{{k.function, 0, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z},
                        static_cast<uint32_t>(config->dynamicSmemBytes), k.param_bytes},

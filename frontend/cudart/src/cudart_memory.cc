@@ -24,6 +24,7 @@ struct HostRange {
   size_t bytes;
   int device;       // current when it was allocated or registered (cudaPointerGetAttributes)
   bool registered;  // cudaHostRegister (else allocated by cudaHostAlloc)
+  unsigned flags;   // cudaHostAlloc's (cudaHostGetFlags), or cudaHostRegister's
 };
 std::map<uintptr_t, HostRange> g_host;
 
@@ -133,6 +134,45 @@ CUresult CopyToHost(void* dst, uint64_t src, size_t bytes, uint64_t stream) {
   return CUDA_SUCCESS;
 }
 
+CUresult FreeDevice(uintptr_t ptr) {
+  if (ptr == 0) return CUDA_SUCCESS;
+  ipc::PointerArgs a{ptr};
+  CUresult r = Client::Get().Call(ipc::Op::kMemFree, &a, sizeof(a), nullptr, 0, true);
+  DeviceAllocation freed;
+  if (r == CUDA_SUCCESS && ForgetDeviceAllocation(a.ptr, &freed) && freed.pooled) PoolReleased(freed.device, freed.bytes);
+  return r;
+}
+
+CUresult AllocateHost(size_t bytes, unsigned flags, void** out) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  void* p = nullptr;
+  if (posix_memalign(&p, 4096, bytes == 0 ? 1 : bytes) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::lock_guard lock(g_mu);
+  g_host[reinterpret_cast<uintptr_t>(p)] = {bytes == 0 ? 1 : bytes, ThreadDevice(), false, flags};
+  *out = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult FreeHost(void* ptr) {
+  if (ptr == nullptr) return CUDA_SUCCESS;
+  {
+    std::lock_guard lock(g_mu);
+    auto it = g_host.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == g_host.end() || it->second.registered) return CUDA_ERROR_INVALID_VALUE;
+    g_host.erase(it);
+  }
+  std::free(ptr);
+  return CUDA_SUCCESS;
+}
+
+bool FindHostRange(const void* ptr, HostRangeInfo* out) {
+  std::lock_guard lock(g_mu);
+  auto it = Holding(g_host, reinterpret_cast<uintptr_t>(ptr));
+  if (it == g_host.end()) return false;
+  *out = {it->first, it->second.bytes, it->second.device, it->second.registered, it->second.flags};
+  return true;
+}
+
 }  // namespace phos::frontend
 
 namespace {
@@ -210,16 +250,7 @@ cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t heig
   return cudaMalloc(ptr, bytes);
 }
 
-cudaError_t cudaFree(void* ptr) {
-  if (ptr == nullptr) return cudaSuccess;
-  ipc::PointerArgs a{reinterpret_cast<uintptr_t>(ptr)};
-  CUresult r = Client::Get().Call(ipc::Op::kMemFree, &a, sizeof(a), nullptr, 0, true);
-  phos::frontend::DeviceAllocation freed;
-  if (r == CUDA_SUCCESS && phos::frontend::ForgetDeviceAllocation(a.ptr, &freed) && freed.pooled) {
-    phos::frontend::PoolReleased(freed.device, freed.bytes);
-  }
-  return Return(r);
-}
+cudaError_t cudaFree(void* ptr) { return Return(phos::frontend::FreeDevice(reinterpret_cast<uintptr_t>(ptr))); }
 
 // Pinned host memory is process-local memory here: copies to and from it go through the ring as
 // pageable copies do (docs/remoting.md, "Departures").
@@ -228,27 +259,12 @@ cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags) {
   if ((flags & cudaHostAllocMapped) != 0) {
     return phos::frontend::NotSupported("cudaHostAlloc", "mapped pinned memory (cudaHostAllocMapped) is not remoted");
   }
-  void* p = nullptr;
-  if (posix_memalign(&p, 4096, size == 0 ? 1 : size) != 0) return Return(cudaErrorMemoryAllocation);
-  std::lock_guard lock(g_mu);
-  g_host[reinterpret_cast<uintptr_t>(p)] = {size == 0 ? 1 : size, phos::frontend::ThreadDevice(), false};
-  *ptr = p;
-  return cudaSuccess;
+  return Return(phos::frontend::AllocateHost(size, flags, ptr));
 }
 
 cudaError_t cudaMallocHost(void** ptr, size_t size) { return cudaHostAlloc(ptr, size, cudaHostAllocDefault); }
 
-cudaError_t cudaFreeHost(void* ptr) {
-  if (ptr == nullptr) return cudaSuccess;
-  {
-    std::lock_guard lock(g_mu);
-    auto it = g_host.find(reinterpret_cast<uintptr_t>(ptr));
-    if (it == g_host.end() || it->second.registered) return Return(cudaErrorInvalidValue);
-    g_host.erase(it);
-  }
-  std::free(ptr);
-  return cudaSuccess;
-}
+cudaError_t cudaFreeHost(void* ptr) { return Return(phos::frontend::FreeHost(ptr)); }
 
 // Registered ranges are recorded, not pinned: phosd cannot pin another process's pages, and every
 // copy goes through the ring anyway. They answer as host memory to cudaPointerGetAttributes.
@@ -267,7 +283,7 @@ cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
   if ((next != g_host.end() && next->first < p + size) || Holding(g_host, p) != g_host.end()) {
     return Return(cudaErrorHostMemoryAlreadyRegistered);
   }
-  g_host[p] = {size, phos::frontend::ThreadDevice(), true};
+  g_host[p] = {size, phos::frontend::ThreadDevice(), true, flags};
   return cudaSuccess;
 }
 
@@ -290,10 +306,13 @@ cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned int fla
 
 cudaError_t cudaHostGetFlags(unsigned int* flags, void* host) {
   if (flags == nullptr) return Return(cudaErrorInvalidValue);
-  std::lock_guard lock(g_mu);
-  auto it = g_host.find(reinterpret_cast<uintptr_t>(host));
-  if (it == g_host.end() || it->second.registered) return Return(cudaErrorInvalidValue);
-  *flags = cudaHostAllocDefault;
+  phos::frontend::HostRangeInfo range;
+  // The flags of memory cudaHostAlloc made, asked by its base (cudaHostRegister ranges have none).
+  if (!phos::frontend::FindHostRange(host, &range) || range.base != reinterpret_cast<uintptr_t>(host) ||
+      range.registered) {
+    return Return(cudaErrorInvalidValue);
+  }
+  *flags = range.flags;
   return cudaSuccess;
 }
 
@@ -307,11 +326,10 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
     attributes->devicePointer = const_cast<void*>(ptr);
     return cudaSuccess;
   }
-  std::lock_guard lock(g_mu);
-  if (auto it = Holding(g_host, reinterpret_cast<uintptr_t>(ptr)); it != g_host.end()) {
+  if (phos::frontend::HostRangeInfo range; phos::frontend::FindHostRange(ptr, &range)) {
     // Not mapped into the device: no device pointer.
     attributes->type = cudaMemoryTypeHost;
-    attributes->device = it->second.device;
+    attributes->device = range.device;
     attributes->hostPointer = const_cast<void*>(ptr);
     return cudaSuccess;
   }

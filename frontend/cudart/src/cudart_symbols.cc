@@ -164,6 +164,16 @@ cudaError_t cudaMallocManaged(void** ptr, size_t, unsigned int) {
   return phos::frontend::NotSupported("cudaMallocManaged", "managed memory is not served");
 }
 
+// Advice and prefetches concern managed memory, and phos has none (cudaMallocManaged is refused):
+// every pointer is one the driver refuses them for, with cudaErrorInvalidValue.
+cudaError_t cudaMemAdvise(const void*, size_t, cudaMemoryAdvise, cudaMemLocation) {
+  return phos::frontend::Return(cudaErrorInvalidValue);
+}
+
+cudaError_t cudaMemPrefetchAsync(const void*, size_t, cudaMemLocation, unsigned int, cudaStream_t) {
+  return phos::frontend::Return(cudaErrorInvalidValue);
+}
+
 cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
                                cudaMemcpyKind kind) {
   return CopyToSymbol(symbol, src, count, offset, kind, nullptr, false);

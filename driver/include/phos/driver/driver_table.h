@@ -63,6 +63,7 @@ struct DriverTableOptions {
   X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemGetAddressRange) X(cuMemcpyHtoD)       \
   X(cuMemcpyHtoDAsync) X(cuMemcpyDtoH) X(cuMemGetInfo)                                           \
   X(cuMemcpyDtoHAsync) X(cuMemcpyDtoD) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async)    \
+  X(cuMemsetD16) X(cuMemsetD16Async) X(cuMemsetD32) X(cuMemsetD32Async)                         \
   X(cuMemcpy2D) X(cuMemcpy2DAsync) X(cuMemsetD2D8) X(cuMemsetD2D8Async)                          \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery)                  \
   X(cuStreamCreateWithPriority) X(cuStreamGetPriority) X(cuStreamGetFlags)                      \

@@ -10,7 +10,7 @@
 namespace phos::ipc {
 
 inline constexpr uint32_t kWireMagic = 0x534f4850;  // "PHOS" little-endian
-inline constexpr uint32_t kWireVersion = 11;
+inline constexpr uint32_t kWireVersion = 12;
 inline constexpr size_t kTokenChars = 32;        // 128-bit token, hex
 inline constexpr size_t kAnswerMessageChars = 200;
 
@@ -149,6 +149,9 @@ enum class Op : uint16_t {
   // cuBLASLt (runtime/src/session_blas_lt.cc): descriptors, layouts and preferences stay in the
   // frontend; the matmul carries what they say.
   kBlasLtMatmul,          // BlasLtMatmulArgs; asynchronous
+  // Modules the driver API loads and unloads (cuModuleLoadData, cuModuleUnload; session_modules.cc).
+  kModuleLoadResult,      // HandleArgs (module id) -> the CUresult its image loaded with
+  kModuleUnload,          // HandleArgs (module id): unloaded on every device, its kernels and globals gone
   kOpCount
 };
 
@@ -181,7 +184,10 @@ struct FlagsArgs { uint32_t flags; uint32_t pad; };
 struct HandleArgs { uint64_t handle; };
 struct StreamEventArgs { uint64_t stream; uint64_t event; };
 struct CopyArgs { uint64_t dst; uint64_t src; uint64_t bytes; uint64_t stream; };
-struct MemsetArgs { uint64_t dst; uint64_t bytes; uint64_t stream; uint32_t value; uint32_t pad; };
+// A memset of `bytes` bytes: `value`'s low byte (element_bytes 0 or 1: cudaMemset, cuMemsetD8), or
+// its low 2 or 4 bytes repeated (element_bytes 2 or 4: cuMemsetD16, cuMemsetD32), where `dst` and
+// `bytes` are multiples of the element.
+struct MemsetArgs { uint64_t dst; uint64_t bytes; uint64_t stream; uint32_t value; uint32_t element_bytes; };
 // A 2D copy: `height` rows of `width` bytes. The host side of a host-to-device or device-to-host
 // copy is packed (its pitch is `width`; its address field is 0): the frontend lays the rows out.
 enum class Copy2DKind : uint32_t { kHostToDevice = 0, kDeviceToHost, kDeviceToDevice };

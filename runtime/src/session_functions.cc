@@ -263,9 +263,15 @@ void Session::RestoreFunctionAttributes() {
 }
 
 void Session::ZeroGlobals(const Module& m, int device) {
+  bool zeroed = false;
   for (const auto& [key, global] : m.globals) {
-    if (key.first == device) driver_->cuMemsetD8(global.address, 0, global.bytes);
+    if (key.first != device) continue;
+    driver_->cuMemsetD8(global.address, 0, global.bytes);
+    zeroed = true;
   }
+  // A set of device memory may return before it ran: it must finish before the caller unloads
+  // the module (simgpu unmaps its globals) or hands it to the next tenant.
+  if (zeroed) driver_->cuCtxSynchronize();
 }
 
 }  // namespace phos::runtime

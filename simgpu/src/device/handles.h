@@ -23,6 +23,9 @@ enum class HandleKind : uint64_t {
   kEvent = 3,
   kModule = 4,
   kFunction = 5,
+  kGraph = 6,
+  kGraphNode = 7,
+  kGraphExec = 8,
   kBlasHandle = 0x40,
   kNcclComm = 0x41,
 };

@@ -19,6 +19,7 @@
 
 using phos::frontend::Client;
 using phos::frontend::KernelRef;
+using phos::frontend::PackArguments;
 using phos::frontend::Return;
 using phos::frontend::StreamId;
 namespace ipc = phos::ipc;
@@ -108,8 +109,14 @@ CUresult Resolve(const void* func, KernelRef* out) {
   return CUDA_SUCCESS;
 }
 
-// The parameter buffer of a launch of `k`, each argument at its offset; false when the kernel
-// takes arguments and none were given.
+bool EmptyShape(dim3 grid, dim3 block) {
+  return grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0;
+}
+
+}  // namespace
+
+namespace phos::frontend {
+
 bool PackArguments(const KernelRef& k, void** args, uint8_t* buffer) {
   if (!k.params.empty() && args == nullptr) return false;
   std::memset(buffer, 0, k.param_bytes);
@@ -117,11 +124,7 @@ bool PackArguments(const KernelRef& k, void** args, uint8_t* buffer) {
   return true;
 }
 
-bool EmptyShape(dim3 grid, dim3 block) {
-  return grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0;
-}
-
-}  // namespace
+}  // namespace phos::frontend
 
 cudaError_t phos::frontend::ResolveKernel(const void* func, KernelRef* out) {
   if (func == nullptr) return cudaErrorInvalidDeviceFunction;

@@ -188,6 +188,7 @@ extern "C" {
 cudaError_t cudaMalloc(void** ptr, size_t size) {
   if (ptr == nullptr) return Return(cudaErrorInvalidValue);
   *ptr = nullptr;
+  if (cudaError_t e = phos::frontend::CaptureProhibits("cudaMalloc"); e != cudaSuccess) return Return(e);
   if (size == 0) return cudaSuccess;
   uint64_t out = 0;
   CUresult r = phos::frontend::AllocateDevice(size, /*pooled=*/false, &out);
@@ -212,6 +213,7 @@ cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t heig
 
 cudaError_t cudaFree(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
+  if (cudaError_t e = phos::frontend::CaptureProhibits("cudaFree"); e != cudaSuccess) return Return(e);
   ipc::PointerArgs a{reinterpret_cast<uintptr_t>(ptr)};
   CUresult r = Client::Get().Call(ipc::Op::kMemFree, &a, sizeof(a), nullptr, 0, true);
   phos::frontend::DeviceAllocation freed;
@@ -323,6 +325,7 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  if (cudaError_t e = phos::frontend::CaptureProhibits("cudaMemcpy"); e != cudaSuccess) return Return(e);
   return Copy(dst, src, count, kind, nullptr, false);
 }
 
@@ -330,7 +333,10 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
   return Copy(dst, src, count, kind, stream, true);
 }
 
-cudaError_t cudaMemset(void* dst, int value, size_t count) { return Memset(dst, value, count, nullptr, false); }
+cudaError_t cudaMemset(void* dst, int value, size_t count) {
+  if (cudaError_t e = phos::frontend::CaptureProhibits("cudaMemset"); e != cudaSuccess) return Return(e);
+  return Memset(dst, value, count, nullptr, false);
+}
 
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t count, cudaStream_t stream) {
   return Memset(dst, value, count, stream, true);

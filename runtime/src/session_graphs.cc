@@ -357,27 +357,25 @@ CUresult Session::GraphExecUpdate(const ipc::GraphUpdateArgs& a, const Call& cal
   auto graph_it = graphs_.find(a.graph);
   if (exec_it == graph_execs_.end() || graph_it == graphs_.end()) return CUDA_ERROR_INVALID_VALUE;
   GraphExecRecord& exec = exec_it->second;
+  // A refused update is an answer, not a failed call: the reply carries the reason and nodes
+  // (a failed call's reply would not reach the frontend).
   ipc::GraphUpdateInfo info{CU_GRAPH_EXEC_UPDATE_ERROR, ipc::kNoGraphNode, ipc::kNoGraphNode, 0};
-  auto answer = [&](CUresult r) {
+  auto refuse = [&](CUgraphExecUpdateResult why, uint32_t node) {
+    info.result = why;
+    info.error_node = node;
     call.Reply(info);
-    return r;
+    return CUDA_SUCCESS;
   };
-  if (graph_it->second.device != exec.device) {
-    info.result = CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED;
-    return answer(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
-  }
+  if (graph_it->second.device != exec.device) return refuse(CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED, ipc::kNoGraphNode);
   GraphExecRecord next{.device = exec.device, .nodes = graph_it->second.nodes};
   for (uint32_t i = 0; i < next.nodes.size(); ++i) {
     if (!next.nodes[i].live) continue;
-    if (CheckGraphNode(next.nodes[i], exec.device) != CUDA_SUCCESS) {
-      info.result = CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED;
-      info.error_node = i;
-      return answer(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
-    }
+    if (CheckGraphNode(next.nodes[i], exec.device) != CUDA_SUCCESS)
+      return refuse(CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED, i);
   }
   // The driver's rules decide, on a driver graph of the new nodes; the executable graph keeps the
   // driver nodes of the graph it was made from, which cudaGraphExecKernelNodeSetParams names.
-  if (CUresult r = BuildDriverGraph(next, 0); r != CUDA_SUCCESS) return answer(r);
+  if (CUresult r = BuildDriverGraph(next, 0); r != CUDA_SUCCESS) return r;
   CUgraphExecUpdateResultInfo driver_info{};
   const CUresult r = driver_->cuGraphExecUpdate(exec.exec, next.graph, &driver_info);
   info.result = driver_info.result;
@@ -390,8 +388,11 @@ CUresult Session::GraphExecUpdate(const ipc::GraphUpdateArgs& a, const Call& cal
   if (r == CUDA_SUCCESS) {
     exec.nodes = std::move(next.nodes);
     exec.sources.push_back(a.graph);
+  } else if (r != CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
+    return r;
   }
-  return answer(r);
+  call.Reply(info);
+  return CUDA_SUCCESS;
 }
 
 CUresult Session::GraphExecNodeSetParams(const ipc::GraphNodeArgs& a, const Call& call) {

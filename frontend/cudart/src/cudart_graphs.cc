@@ -373,11 +373,14 @@ cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGra
   size_t len = 0;
   CUresult r =
       Client::Get().Call(ipc::Op::kGraphExecUpdate, &a, sizeof(a), nullptr, 0, true, &reply, sizeof(reply), &len);
+  if (r != CUDA_SUCCESS || len != sizeof(reply)) {
+    *info = {cudaGraphExecUpdateError, nullptr, nullptr};
+    return Return(r != CUDA_SUCCESS ? r : CUDA_ERROR_UNKNOWN);
+  }
   info->result = static_cast<cudaGraphExecUpdateResult>(reply.result);
-  info->errorNode = reply.error_node == ipc::kNoGraphNode || len != sizeof(reply) ? nullptr : MakeNode(a.graph, reply.error_node);
-  info->errorFromNode =
-      reply.error_from_node == ipc::kNoGraphNode || len != sizeof(reply) ? nullptr : MakeNode(a.graph, reply.error_from_node);
-  return Return(r);
+  info->errorNode = reply.error_node == ipc::kNoGraphNode ? nullptr : MakeNode(a.graph, reply.error_node);
+  info->errorFromNode = reply.error_from_node == ipc::kNoGraphNode ? nullptr : MakeNode(a.graph, reply.error_from_node);
+  return reply.result == CU_GRAPH_EXEC_UPDATE_SUCCESS ? cudaSuccess : Return(cudaErrorGraphExecUpdateFailure);
 }
 
 cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,

@@ -161,7 +161,8 @@ enum class Op : uint16_t {
   kGraphInstantiate,      // GraphInstantiateArgs -> u64 virtual executable graph
   kGraphUpload,           // StreamEventArgs (event: the executable graph)
   kGraphLaunch,           // StreamEventArgs (event: the executable graph); asynchronous
-  kGraphExecUpdate,       // GraphUpdateArgs -> GraphUpdateInfo
+  kGraphExecUpdate,       // GraphUpdateArgs -> GraphUpdateInfo (a refused update answers success,
+                          // the reason in the reply)
   kGraphExecNodeSetParams,  // GraphNodeArgs (owner: executable graph; node) + parameter buffer
   kGraphExecDestroy,      // HandleArgs
   kStreamBeginCapture,    // CaptureArgs

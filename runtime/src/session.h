@@ -329,6 +329,9 @@ class Session {
   // Loads the complete image m.pending in the current context, if the session may load it.
   CUresult LoadModuleImage(Module& m);
   CUresult FunctionGet(const ipc::FunctionGetArgs& a, const Call& call);
+  // The kernel `name` of module `module_id` (0: the first of the session's modules, in
+  // registration order, that has it) as a new function id of the session.
+  CUresult ResolveFunction(uint64_t module_id, const std::string& name, uint64_t* out);
   CUresult Launch(const ipc::LaunchArgs& a, const Call& call);
   // A launch's checks before the driver sees it: its function on the record's device, its
   // parameter buffer (copied out of the ring into `params`, kMaxParamBytes + 8 bytes), every
@@ -410,6 +413,15 @@ class Session {
   void DestroyDriverGraph(GraphExecRecord& exec);
   // Destroys every executable graph's driver objects (the session's end).
   void ReleaseGraphs();
+  // Restored graphs: kernel nodes named by kernel name get a function id of this session, and an
+  // executable graph its driver objects, when first needed (the function's modules arrive with its
+  // first calls).
+  CUresult ResolveGraphKernels(std::vector<GraphNodeRecord>& nodes);
+  CUresult EnsureDriverGraph(GraphExecRecord& exec);
+  // A capture's record of the session's graphs (session_restore.cc's CaptureNow), and their
+  // recreation from a snapshot under the same handles (AdoptRestore).
+  Status CaptureGraphs(std::vector<store::GraphState>* out) const;
+  void AdoptGraphs(const std::vector<store::GraphState>& graphs);
   // session_capture.cc: stream capture.
   CUresult StreamBeginCapture(const ipc::CaptureArgs& a, const Call& call);
   CUresult StreamEndCapture(const ipc::CaptureArgs& a, const Call& call);

@@ -177,6 +177,7 @@ CUresult Session::GraphNodeGetParams(const ipc::GraphNodeRef& a, const Call& cal
   auto it = graphs_.find(a.owner);
   if (it == graphs_.end() || a.node >= it->second.nodes.size() || !it->second.nodes[a.node].live)
     return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = ResolveGraphKernels(it->second.nodes); r != CUDA_SUCCESS) return r;
   const GraphNodeRecord& n = it->second.nodes[a.node];
   std::memcpy(call.reply, &n.params, sizeof(n.params));
   std::memcpy(call.reply + sizeof(n.params), n.kernel_params.data(), n.kernel_params.size());
@@ -312,7 +313,8 @@ CUresult Session::GraphInstantiate(const ipc::GraphInstantiateArgs& a, const Cal
       CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
   if ((a.flags & ~kServed) != 0) return CUDA_ERROR_INVALID_VALUE;
   if (!HandleRoom("cudaGraphInstantiate")) return CUDA_ERROR_OUT_OF_MEMORY;
-  GraphExecRecord exec{.device = it->second.device, .sources = {a.graph}, .nodes = it->second.nodes};
+  if (CUresult r = ResolveGraphKernels(it->second.nodes); r != CUDA_SUCCESS) return r;
+  GraphExecRecord exec{.device = it->second.device, .nodes = it->second.nodes};
   // Checked again: a buffer or event the graph names may be gone since its node was added.
   for (const GraphNodeRecord& n : exec.nodes) {
     if (!n.live) continue;
@@ -331,6 +333,7 @@ CUresult Session::GraphUpload(const ipc::StreamEventArgs& a, const Call&) {
   Result<CUstream> stream = StreamOf(a.stream);
   if (!stream.ok()) return CUDA_ERROR_INVALID_HANDLE;
   if (route_device_ != it->second.device) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = EnsureDriverGraph(it->second); r != CUDA_SUCCESS) return r;
   return driver_->cuGraphUpload(it->second.exec, *stream);
 }
 
@@ -341,6 +344,7 @@ CUresult Session::GraphLaunch(const ipc::StreamEventArgs& a, const Call&) {
   if (!stream.ok()) return CUDA_ERROR_INVALID_HANDLE;
   GraphExecRecord& exec = it->second;
   if (route_device_ != exec.device) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = EnsureDriverGraph(exec); r != CUDA_SUCCESS) return r;
   for (const GraphNodeRecord& n : exec.nodes) {
     if (!n.live) continue;
     if (CUresult r = CheckGraphNode(n, exec.device); r != CUDA_SUCCESS) {
@@ -357,6 +361,8 @@ CUresult Session::GraphExecUpdate(const ipc::GraphUpdateArgs& a, const Call& cal
   auto graph_it = graphs_.find(a.graph);
   if (exec_it == graph_execs_.end() || graph_it == graphs_.end()) return CUDA_ERROR_INVALID_VALUE;
   GraphExecRecord& exec = exec_it->second;
+  if (CUresult r = EnsureDriverGraph(exec); r != CUDA_SUCCESS) return r;
+  if (CUresult r = ResolveGraphKernels(graph_it->second.nodes); r != CUDA_SUCCESS) return r;
   // A refused update is an answer, not a failed call: the reply carries the reason and nodes
   // (a failed call's reply would not reach the frontend).
   ipc::GraphUpdateInfo info{CU_GRAPH_EXEC_UPDATE_ERROR, ipc::kNoGraphNode, ipc::kNoGraphNode, 0};
@@ -387,7 +393,6 @@ CUresult Session::GraphExecUpdate(const ipc::GraphUpdateArgs& a, const Call& cal
   DestroyDriverGraph(next);
   if (r == CUDA_SUCCESS) {
     exec.nodes = std::move(next.nodes);
-    exec.sources.push_back(a.graph);
   } else if (r != CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
     return r;
   }
@@ -399,6 +404,7 @@ CUresult Session::GraphExecNodeSetParams(const ipc::GraphNodeArgs& a, const Call
   auto it = graph_execs_.find(a.owner);
   if (it == graph_execs_.end() || a.dependency_count != 0) return CUDA_ERROR_INVALID_VALUE;
   GraphExecRecord& exec = it->second;
+  if (CUresult r = EnsureDriverGraph(exec); r != CUDA_SUCCESS) return r;
   if (a.node >= exec.nodes.size() || !exec.nodes[a.node].live || exec.driver_nodes[a.node] == nullptr ||
       exec.nodes[a.node].params.type != CU_GRAPH_NODE_TYPE_KERNEL || a.params.type != CU_GRAPH_NODE_TYPE_KERNEL) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -434,6 +440,84 @@ CUresult Session::GraphExecDestroy(const ipc::HandleArgs& a, const Call&) {
   DestroyDriverGraph(it->second);
   graph_execs_.erase(it);
   return CUDA_SUCCESS;
+}
+
+CUresult Session::ResolveGraphKernels(std::vector<GraphNodeRecord>& nodes) {
+  for (GraphNodeRecord& n : nodes) {
+    if (n.kernel.empty()) continue;
+    uint64_t function = 0;
+    if (CUresult r = ResolveFunction(0, n.kernel, &function); r != CUDA_SUCCESS) return r;
+    n.params.launch.function = function;
+    n.kernel.clear();
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::EnsureDriverGraph(GraphExecRecord& exec) {
+  if (exec.exec != nullptr) return CUDA_SUCCESS;
+  if (CUresult r = ResolveGraphKernels(exec.nodes); r != CUDA_SUCCESS) return r;
+  for (const GraphNodeRecord& n : exec.nodes) {
+    if (!n.live) continue;
+    if (CUresult r = CheckGraphNode(n, exec.device); r != CUDA_SUCCESS) return r;
+  }
+  return BuildDriverGraph(exec, 0);
+}
+
+Status Session::CaptureGraphs(std::vector<store::GraphState>* out) const {
+  if (!captures_.empty()) return Status::FailedPrecondition("a stream capture is in progress");
+  auto state = [this](uint64_t vid, int device, bool executable, const std::vector<GraphNodeRecord>& nodes) {
+    store::GraphState g{.handle = vid, .device = device, .executable = executable, .nodes = {}};
+    for (const GraphNodeRecord& n : nodes) {
+      const ipc::GraphNode& p = n.params;
+      store::GraphNodeState s{.type = static_cast<int32_t>(p.type), .live = n.live, .depends = n.depends};
+      if (p.type == CU_GRAPH_NODE_TYPE_KERNEL && n.live) {
+        auto fn = functions_.find(p.launch.function);
+        s.kernel = fn != functions_.end() ? fn->second.name : n.kernel;
+        s.params.assign(n.kernel_params.begin(), n.kernel_params.end());
+        s.grid = {p.launch.grid[0], p.launch.grid[1], p.launch.grid[2]};
+        s.block = {p.launch.block[0], p.launch.block[1], p.launch.block[2]};
+        s.shared_bytes = p.launch.shared_bytes;
+      }
+      s.dst = p.dst, s.dst_pitch = p.dst_pitch, s.src = p.src, s.src_pitch = p.src_pitch;
+      s.width = p.width, s.height = p.height, s.value = p.value, s.element_size = p.element_size;
+      s.event = p.event;
+      g.nodes.push_back(std::move(s));
+    }
+    return g;
+  };
+  for (const auto& [vid, g] : graphs_) out->push_back(state(vid, g.device, false, g.nodes));
+  for (const auto& [vid, e] : graph_execs_) out->push_back(state(vid, e.device, true, e.nodes));
+  return Status::Ok();
+}
+
+void Session::AdoptGraphs(const std::vector<store::GraphState>& graphs) {
+  for (const store::GraphState& g : graphs) {
+    std::vector<GraphNodeRecord> nodes;
+    for (const store::GraphNodeState& s : g.nodes) {
+      GraphNodeRecord n{.depends = s.depends, .live = s.live};
+      ipc::GraphNode& p = n.params;
+      p.type = static_cast<uint32_t>(s.type);
+      if (s.type == CU_GRAPH_NODE_TYPE_KERNEL && s.live) {
+        n.kernel = s.kernel;  // found again in this session's modules when first needed
+        n.kernel_params.assign(s.params.begin(), s.params.end());
+        for (size_t i = 0; i < 3 && i < s.grid.size(); ++i) {
+          p.launch.grid[i] = s.grid[i];
+          p.launch.block[i] = s.block[i];
+        }
+        p.launch.shared_bytes = s.shared_bytes;
+        p.launch.param_bytes = static_cast<uint32_t>(s.params.size());
+      }
+      p.dst = s.dst, p.dst_pitch = s.dst_pitch, p.src = s.src, p.src_pitch = s.src_pitch;
+      p.width = s.width, p.height = s.height, p.value = s.value, p.element_size = s.element_size;
+      p.event = s.event;
+      nodes.push_back(std::move(n));
+    }
+    if (g.executable) {
+      graph_execs_[g.handle] = GraphExecRecord{.device = g.device, .nodes = std::move(nodes)};
+    } else {
+      graphs_[g.handle] = GraphRecord{.device = g.device, .nodes = std::move(nodes)};
+    }
+  }
 }
 
 void Session::ReleaseGraphs() {

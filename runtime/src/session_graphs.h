@@ -7,6 +7,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "phos/ipc/wire.h"
@@ -18,6 +19,9 @@ struct GraphNodeRecord {
   std::vector<uint8_t> kernel_params;  // kernel nodes: the packed parameter buffer
   std::vector<uint32_t> depends;       // node indices of its graph
   bool live = true;                    // false once destroyed (cudaGraphDestroyNode): indices stay
+  // A kernel node restored from a snapshot before its function is found again in this session
+  // (params.launch.function is 0 until then): the kernel's mangled name.
+  std::string kernel;
 };
 
 struct GraphRecord {
@@ -27,11 +31,9 @@ struct GraphRecord {
 
 struct GraphExecRecord {
   int device = 0;
-  // The graphs whose node indices name this one's nodes: the one it was made from, and those
-  // cudaGraphExecUpdate took parameters from.
-  std::vector<uint64_t> sources;
   std::vector<GraphNodeRecord> nodes;
-  CUgraph graph = nullptr;  // the driver's, built from `nodes`
+  // The driver's, built from `nodes`; null for one restored from a snapshot until first used.
+  CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
   std::vector<CUgraphNode> driver_nodes;  // by node index; null for a destroyed node
 };

@@ -166,4 +166,29 @@ cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
   return cudaSuccess;
 }
 
+// The per-thread default stream forms (cudart_ptds.cc): stream 0 is the calling thread's.
+cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  return cudaStreamBeginCapture(phos::frontend::PerThreadDefault(stream), mode);
+}
+
+cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                                               const cudaGraphEdgeData* edges, size_t count,
+                                               cudaStreamCaptureMode mode) {
+  return cudaStreamBeginCaptureToGraph(phos::frontend::PerThreadDefault(stream), graph, deps, edges, count, mode);
+}
+
+cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t* graph) {
+  return cudaStreamEndCapture(phos::frontend::PerThreadDefault(stream), graph);
+}
+
+cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+  return cudaStreamIsCapturing(phos::frontend::PerThreadDefault(stream), status);
+}
+
+cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, cudaStreamCaptureStatus* status,
+                                          unsigned long long* id, cudaGraph_t* graph, const cudaGraphNode_t** deps,
+                                          const cudaGraphEdgeData** edges, size_t* count) {
+  return cudaStreamGetCaptureInfo(phos::frontend::PerThreadDefault(stream), status, id, graph, deps, edges, count);
+}
+
 }  // extern "C"

@@ -399,4 +399,13 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
   return Return(Client::Get().Call(ipc::Op::kGraphExecDestroy, &a, sizeof(a), nullptr, 0, true));
 }
 
+// The per-thread default stream forms (cudart_ptds.cc): stream 0 is the calling thread's.
+cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t exec, cudaStream_t stream) {
+  return cudaGraphLaunch(exec, phos::frontend::PerThreadDefault(stream));
+}
+
+cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t exec, cudaStream_t stream) {
+  return cudaGraphUpload(exec, phos::frontend::PerThreadDefault(stream));
+}
+
 }  // extern "C"

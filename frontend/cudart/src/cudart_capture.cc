@@ -27,6 +27,7 @@ namespace {
 struct CaptureState {
   cudaStreamCaptureMode mode;
   std::thread::id thread;
+  uint64_t id = 0;  // phosd's id of the capture sequence
   bool invalidated = false;
 };
 
@@ -47,6 +48,13 @@ cudaError_t CaptureInfo(cudaStream_t stream, ipc::CaptureInfo* info, std::vector
   if (len != sizeof(*info) + size_t{info->dependency_count} * sizeof(uint32_t)) return Return(cudaErrorUnknown);
   deps->resize(info->dependency_count);
   std::memcpy(deps->data(), reply.data() + sizeof(*info), deps->size() * sizeof(uint32_t));
+  // A call the capture mode prohibited invalidated the capture here; phosd learns it at its end.
+  if (info->status == cudaStreamCaptureStatusActive) {
+    std::lock_guard lock(g_mu);
+    for (const auto& [origin, capture] : g_captures) {
+      if (capture.id == info->id && capture.invalidated) info->status = cudaStreamCaptureStatusInvalidated;
+    }
+  }
   return cudaSuccess;
 }
 
@@ -88,8 +96,11 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mo
   if (CUresult r = StreamId(stream, &a.stream); r != CUDA_SUCCESS) return Return(r);
   CUresult r = Client::Get().Call(ipc::Op::kStreamBeginCapture, &a, sizeof(a), nullptr, 0, true);
   if (r != CUDA_SUCCESS) return Return(r);
+  ipc::CaptureInfo info{};
+  std::vector<uint32_t> deps;
+  if (cudaError_t e = CaptureInfo(stream, &info, &deps); e != cudaSuccess) return e;
   std::lock_guard lock(g_mu);
-  g_captures[a.stream] = CaptureState{mode, std::this_thread::get_id()};
+  g_captures[a.stream] = CaptureState{mode, std::this_thread::get_id(), info.id};
   return cudaSuccess;
 }
 

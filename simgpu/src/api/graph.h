@@ -1,7 +1,7 @@
 // CUDA graphs on simgpu: a graph is a list of nodes in creation order, each with its parameters
 // copied at add time and the nodes it depends on; an executable graph is a copy of them in a
 // topological order that cuGraphLaunch enqueues on the launch stream, one after another (see
-// simgpu/README.md, "Graphs"). Every graph structure is guarded by Driver::graph_mu: CUDA's graph
+// simgpu/README.md, "Departures from NVIDIA's driver"). Every graph structure is guarded by Driver::graph_mu: CUDA's graph
 // objects are not internally synchronised, but simgpu must not fault when a program races on one.
 #pragma once
 

@@ -33,8 +33,8 @@ CUresult Session::InvalidateCapture(uint64_t capture, CUresult why, const char* 
   auto it = captures_.find(capture);
   if (it != captures_.end() && !it->second.invalidated) {
     it->second.invalidated = true;
-    PHOS_LOG_EVERY_SEC(Info, "runtime", 1, "pid {}: {} during stream capture: refused, the capture is invalidated",
-                       pid_, call);
+    PHOS_LOG_EVERY_SEC(Info, "runtime", 1,
+                       "pid {}: {} during stream capture: refused, the capture is invalidated", pid_, call);
   }
   return why;
 }
@@ -69,7 +69,8 @@ CUresult Session::StreamEndCapture(const ipc::CaptureArgs& a, const Call& call) 
   // Only the stream that began a capture ends it.
   if (capture.origin != a.stream) return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
   const uint64_t graph = capture.graph;
-  CUresult result = capture.invalidated || a.invalidated != 0 ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+  CUresult result =
+      capture.invalidated || a.invalidated != 0 ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
   if (result == CUDA_SUCCESS) {
     // Every stream that joined must have been joined back: its last work an ancestor of what the
     // origin stream's next work would wait for.
@@ -100,23 +101,27 @@ CUresult Session::StreamEndCapture(const ipc::CaptureArgs& a, const Call& call) 
 }
 
 CUresult Session::StreamCaptureInfo(const ipc::HandleArgs& a, const Call& call) {
-  if (!LegacyStream(a.handle) && a.handle != 2 && !streams_.contains(a.handle)) return CUDA_ERROR_INVALID_HANDLE;
+  if (!LegacyStream(a.handle) && a.handle != 2 && !streams_.contains(a.handle))
+    return CUDA_ERROR_INVALID_HANDLE;
   ipc::CaptureInfo info{CU_STREAM_CAPTURE_STATUS_NONE, 0, 0, 0};
   auto it = capturing_.find(a.handle);
   if (it != capturing_.end()) {
     const CaptureRecord& capture = captures_.at(it->second.capture);
-    info.status = capture.invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    info.status =
+        capture.invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
     info.id = it->second.capture;
     info.graph = capture.graph;
     info.dependency_count = static_cast<uint32_t>(it->second.depends.size());
-    std::memcpy(call.reply + sizeof(info), it->second.depends.data(), it->second.depends.size() * sizeof(uint32_t));
+    std::memcpy(call.reply + sizeof(info), it->second.depends.data(),
+                it->second.depends.size() * sizeof(uint32_t));
   }
   std::memcpy(call.reply, &info, sizeof(info));
   *call.reply_len = sizeof(info) + size_t{info.dependency_count} * sizeof(uint32_t);
   return CUDA_SUCCESS;
 }
 
-bool Session::Capture(const OpHandler& handler, const ipc::RecordView& record, const Call& call, CUresult* result) {
+bool Session::Capture(const OpHandler& handler, const ipc::RecordView& record, const Call& call,
+                      CUresult* result) {
   const auto op = static_cast<Op>(record.header.opcode);
   // Calls about a capture, or that ask a capturing stream about itself, run as usual.
   if (op == Op::kStreamBeginCapture || op == Op::kStreamEndCapture || op == Op::kStreamCaptureInfo ||
@@ -125,12 +130,14 @@ bool Session::Capture(const OpHandler& handler, const ipc::RecordView& record, c
   }
   // Synchronising the device waits for work a capture holds back: refused, as the driver does.
   if (op == Op::kDeviceSynchronize) {
-    for (auto& [id, capture] : captures_) *result = InvalidateCapture(id, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, handler.name);
+    for (auto& [id, capture] : captures_)
+      *result = InvalidateCapture(id, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, handler.name);
     return true;
   }
   // The virtual stream the record's work goes to, for the records that name one.
   uint64_t stream = 0;
-  const bool names_stream = handler.placement == Placement::kHandleDevice || handler.placement == Placement::kNcclStream;
+  const bool names_stream =
+      handler.placement == Placement::kHandleDevice || handler.placement == Placement::kNcclStream;
   if (!names_stream || record.header.length < handler.handle_offset + sizeof(uint64_t)) return false;
   std::memcpy(&stream, record.payload + handler.handle_offset, sizeof(stream));
   if (handler.library == Library::kCublas) {

@@ -37,14 +37,15 @@ CUresult Session::CheckGraphNode(const GraphNodeRecord& node, int device) {
           !PitchedSpan(p.dst_pitch, p.width, p.height, &dst_span)) {
         return CUDA_ERROR_INVALID_VALUE;
       }
-      return Owns(p.src, src_span, "graph memcpy node source") && Owns(p.dst, dst_span, "graph memcpy node destination")
+      return Owns(p.src, src_span, "graph memcpy node source") &&
+                     Owns(p.dst, dst_span, "graph memcpy node destination")
                  ? CUDA_SUCCESS
                  : CUDA_ERROR_INVALID_VALUE;
     }
     case CU_GRAPH_NODE_TYPE_MEMSET: {
       uint64_t row = 0, span = 0;
-      if ((p.element_size != 1 && p.element_size != 2 && p.element_size != 4) || p.width == 0 || p.height == 0 ||
-          __builtin_mul_overflow(p.width, uint64_t{p.element_size}, &row) ||
+      if ((p.element_size != 1 && p.element_size != 2 && p.element_size != 4) || p.width == 0 ||
+          p.height == 0 || __builtin_mul_overflow(p.width, uint64_t{p.element_size}, &row) ||
           !PitchedSpan(p.dst_pitch, row, p.height, &span)) {
         return CUDA_ERROR_INVALID_VALUE;
       }
@@ -59,7 +60,8 @@ CUresult Session::CheckGraphNode(const GraphNodeRecord& node, int device) {
       return CUDA_SUCCESS;
     case CU_GRAPH_NODE_TYPE_HOST:
       // Tenant code would have to run in the function process from inside the driver's graph.
-      PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: graph host node refused: host nodes are not served", pid_);
+      PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: graph host node refused: host nodes are not served",
+                         pid_);
       return CUDA_ERROR_NOT_SUPPORTED;
     default:
       return CUDA_ERROR_INVALID_VALUE;
@@ -136,7 +138,8 @@ CUresult Session::GraphAddDependencies(const ipc::GraphEdgesArgs& a, const Call&
       return CUDA_ERROR_INVALID_VALUE;
     }
     const std::vector<uint32_t>& deps = nodes[to].depends;
-    if (std::find(deps.begin(), deps.end(), from) != deps.end() || deps.size() >= ipc::kMaxGraphNodeDependencies)
+    if (std::find(deps.begin(), deps.end(), from) != deps.end() ||
+        deps.size() >= ipc::kMaxGraphNodeDependencies)
       return CUDA_ERROR_INVALID_VALUE;
     for (size_t j = 0; j < i; ++j) {
       if (edges[j].from == from && edges[j].to == to) return CUDA_ERROR_INVALID_VALUE;
@@ -194,7 +197,8 @@ CUresult Session::GraphNodeSetParams(const ipc::GraphNodeArgs& a, const Call& ca
   GraphNodeRecord& n = it->second.nodes[a.node];
   // A node keeps its kind (cudaGraphKernelNodeSetParams sets a kernel node's).
   if (a.params.type != n.params.type) return CUDA_ERROR_INVALID_VALUE;
-  GraphNodeRecord next{.params = a.params, .kernel_params = {call.tail.begin(), call.tail.end()}, .depends = n.depends};
+  GraphNodeRecord next{
+      .params = a.params, .kernel_params = {call.tail.begin(), call.tail.end()}, .depends = n.depends};
   if (CUresult r = CheckGraphNode(next, it->second.device); r != CUDA_SUCCESS) return r;
   n = std::move(next);
   return CUDA_SUCCESS;
@@ -267,10 +271,12 @@ CUresult Session::BuildDriverGraph(GraphExecRecord& exec, unsigned long long fla
           break;
         }
         case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-          r = driver_->cuGraphAddEventRecordNode(out, exec.graph, deps.data(), deps.size(), events_.at(p.event).event);
+          r = driver_->cuGraphAddEventRecordNode(out, exec.graph, deps.data(), deps.size(),
+                                                 events_.at(p.event).event);
           break;
         case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
-          r = driver_->cuGraphAddEventWaitNode(out, exec.graph, deps.data(), deps.size(), events_.at(p.event).event);
+          r = driver_->cuGraphAddEventWaitNode(out, exec.graph, deps.data(), deps.size(),
+                                               events_.at(p.event).event);
           break;
         default:
           r = driver_->cuGraphAddEmptyNode(out, exec.graph, deps.data(), deps.size());
@@ -348,8 +354,8 @@ CUresult Session::GraphLaunch(const ipc::StreamEventArgs& a, const Call&) {
   for (const GraphNodeRecord& n : exec.nodes) {
     if (!n.live) continue;
     if (CUresult r = CheckGraphNode(n, exec.device); r != CUDA_SUCCESS) {
-      PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: cudaGraphLaunch refused: a node no longer passes its checks",
-                         pid_);
+      PHOS_LOG_EVERY_SEC(Warn, "runtime", 1,
+                         "pid {}: cudaGraphLaunch refused: a node no longer passes its checks", pid_);
       return r;
     }
   }
@@ -372,7 +378,8 @@ CUresult Session::GraphExecUpdate(const ipc::GraphUpdateArgs& a, const Call& cal
     call.Reply(info);
     return CUDA_SUCCESS;
   };
-  if (graph_it->second.device != exec.device) return refuse(CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED, ipc::kNoGraphNode);
+  if (graph_it->second.device != exec.device)
+    return refuse(CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED, ipc::kNoGraphNode);
   GraphExecRecord next{.device = exec.device, .nodes = graph_it->second.nodes};
   for (uint32_t i = 0; i < next.nodes.size(); ++i) {
     if (!next.nodes[i].live) continue;
@@ -406,10 +413,12 @@ CUresult Session::GraphExecNodeSetParams(const ipc::GraphNodeArgs& a, const Call
   GraphExecRecord& exec = it->second;
   if (CUresult r = EnsureDriverGraph(exec); r != CUDA_SUCCESS) return r;
   if (a.node >= exec.nodes.size() || !exec.nodes[a.node].live || exec.driver_nodes[a.node] == nullptr ||
-      exec.nodes[a.node].params.type != CU_GRAPH_NODE_TYPE_KERNEL || a.params.type != CU_GRAPH_NODE_TYPE_KERNEL) {
+      exec.nodes[a.node].params.type != CU_GRAPH_NODE_TYPE_KERNEL ||
+      a.params.type != CU_GRAPH_NODE_TYPE_KERNEL) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  GraphNodeRecord next{.params = a.params, .kernel_params = {call.tail.begin(), call.tail.end()},
+  GraphNodeRecord next{.params = a.params,
+                       .kernel_params = {call.tail.begin(), call.tail.end()},
                        .depends = exec.nodes[a.node].depends};
   alignas(16) uint8_t params[ipc::kMaxParamBytes + 8];
   void* args[ipc::kMaxParams];

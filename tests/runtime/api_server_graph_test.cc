@@ -75,7 +75,9 @@ class ApiServerGraphTest : public ::testing::Test {
     return r;
   }
   // vec_add(a, b, c, kCount) as a launch record's arguments and parameter buffer.
-  ipc::LaunchArgs VecAdd(uint64_t stream = 0) const { return {vec_add_, stream, {1, 1, 1}, {64, 1, 1}, 0, 28}; }
+  ipc::LaunchArgs VecAdd(uint64_t stream = 0) const {
+    return {vec_add_, stream, {1, 1, 1}, {64, 1, 1}, 0, 28};
+  }
   static std::vector<uint8_t> VecAddParams(uint64_t a, uint64_t b, uint64_t c) {
     std::vector<uint8_t> p(28, 0);
     std::memcpy(p.data(), &a, 8);
@@ -196,7 +198,8 @@ TEST_F(ApiServerGraphTest, HostileNodesAreRefusedWhenAdded) {
   // Graphs the session does not have; a record shorter than its arguments.
   EXPECT_EQ(Add(graph + 16, MemsetNode(a, 0, 1, 4), {}), CUDA_ERROR_INVALID_VALUE);
   ipc::GraphNodeArgs short_record{graph, 0, 0, MemsetNode(a, 0, 1, 4)};
-  EXPECT_EQ(client_.Call(Op::kGraphAddNode, &short_record, sizeof(short_record) - 8), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(client_.Call(Op::kGraphAddNode, &short_record, sizeof(short_record) - 8),
+            CUDA_ERROR_INVALID_VALUE);
   // Edges: to itself, twice, to a node that does not exist; nothing of a refused call is added.
   uint32_t second = 0;
   ASSERT_EQ(Add(graph, MemsetNode(a, 0, 1, 4), {}, {}, &second), CUDA_SUCCESS);
@@ -217,13 +220,16 @@ TEST_F(ApiServerGraphTest, HostileNodesAreRefusedWhenAdded) {
   const std::vector<ipc::GraphEdge> cycle = {{first, second}, {second, first}};
   ASSERT_EQ(client_.Call(Op::kGraphAddDependencies, ipc::GraphEdgesArgs{graph, 2, 0}, cycle.data(), 16),
             CUDA_SUCCESS);
-  EXPECT_EQ(client_.Call(Op::kGraphInstantiate, ipc::GraphInstantiateArgs{graph, 0}), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(client_.Call(Op::kGraphInstantiate, ipc::GraphInstantiateArgs{graph, 0}),
+            CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(client_.Call(Op::kGraphInstantiate, ipc::GraphInstantiateArgs{graph, 1ull << 40}),
             CUDA_ERROR_INVALID_VALUE);
   // Destroyed nodes are gone for good; their index is not reused.
   ASSERT_EQ(client_.Call(Op::kGraphDestroyNode, ipc::GraphNodeRef{graph, second, 0}), CUDA_SUCCESS);
-  EXPECT_EQ(client_.Call(Op::kGraphDestroyNode, ipc::GraphNodeRef{graph, second, 0}), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(client_.Call(Op::kGraphNodeGetParams, ipc::GraphNodeRef{graph, second, 0}), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(client_.Call(Op::kGraphDestroyNode, ipc::GraphNodeRef{graph, second, 0}),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(client_.Call(Op::kGraphNodeGetParams, ipc::GraphNodeRef{graph, second, 0}),
+            CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(client_.Call(Op::kGraphInstantiate, ipc::GraphInstantiateArgs{graph, 0}), CUDA_SUCCESS);
   table_->cuMemFree(other);
 }
@@ -244,7 +250,8 @@ TEST_F(ApiServerGraphTest, ExecUpdateAndKernelParametersFollowTheDriversRules) {
   ASSERT_EQ(Add(same, KernelNode(VecAdd()), {}, VecAddParams(b, b, c)), CUDA_SUCCESS);
   ASSERT_EQ(client_.Call(Op::kGraphExecUpdate, ipc::GraphUpdateArgs{exec, same}), CUDA_SUCCESS);
   EXPECT_EQ(client_.Reply<ipc::GraphUpdateInfo>().result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
-  EXPECT_EQ(client_.Call(Op::kGraphExecUpdate, ipc::GraphUpdateArgs{exec, same + 16}), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(client_.Call(Op::kGraphExecUpdate, ipc::GraphUpdateArgs{exec, same + 16}),
+            CUDA_ERROR_INVALID_VALUE);
   ASSERT_EQ(client_.Call(Op::kGraphLaunch, ipc::StreamEventArgs{0, exec}), CUDA_SUCCESS);
   ASSERT_EQ(Synchronize(), CUDA_SUCCESS);
   for (float v : Floats(c)) ASSERT_EQ(v, 4.0f);
@@ -275,9 +282,10 @@ TEST_F(ApiServerGraphTest, ExecUpdateAndKernelParametersFollowTheDriversRules) {
   EXPECT_EQ(client_.Call(Op::kGraphExecNodeSetParams, ipc::GraphNodeArgs{exec, k, 0, KernelNode(VecAdd())},
                          VecAddParams(a, b, phosd_memory).data(), 28),
             CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(client_.Call(Op::kGraphExecNodeSetParams, ipc::GraphNodeArgs{exec, k + 9, 0, KernelNode(VecAdd())},
-                         VecAddParams(a, b, c).data(), 28),
-            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(
+      client_.Call(Op::kGraphExecNodeSetParams, ipc::GraphNodeArgs{exec, k + 9, 0, KernelNode(VecAdd())},
+                   VecAddParams(a, b, c).data(), 28),
+      CUDA_ERROR_INVALID_VALUE);
   ASSERT_EQ(client_.Call(Op::kGraphLaunch, ipc::StreamEventArgs{0, exec}), CUDA_SUCCESS);
   ASSERT_EQ(Synchronize(), CUDA_SUCCESS);
   for (float v : Floats(c)) ASSERT_EQ(v, 3.0f);
@@ -336,7 +344,8 @@ TEST_F(ApiServerGraphTest, WhatACaptureCannotHoldIsRefusedAndInvalidatesIt) {
   const uint64_t a = client_.Alloc(kBytes);
   const uint64_t s1 = NewStream(CU_STREAM_DEFAULT), s2 = NewStream(CU_STREAM_NON_BLOCKING);
   // The legacy stream cannot be captured; ending what never began is an illegal state.
-  EXPECT_EQ(client_.Call(Op::kStreamBeginCapture, ipc::CaptureArgs{0, 0, 0}), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(client_.Call(Op::kStreamBeginCapture, ipc::CaptureArgs{0, 0, 0}),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   EXPECT_EQ(client_.Call(Op::kStreamEndCapture, ipc::CaptureArgs{s1, 0, 0}), CUDA_ERROR_ILLEGAL_STATE);
   EXPECT_EQ(client_.Call(Op::kStreamBeginCapture, ipc::CaptureArgs{s1, 7, 0}), CUDA_ERROR_INVALID_VALUE);
 
@@ -349,7 +358,8 @@ TEST_F(ApiServerGraphTest, WhatACaptureCannotHoldIsRefusedAndInvalidatesIt) {
   ASSERT_EQ(client_.Call(Op::kStreamCaptureInfo, ipc::HandleArgs{s1}), CUDA_SUCCESS);
   EXPECT_EQ(client_.Reply<ipc::CaptureInfo>().status, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
   EXPECT_EQ(client_.Call(Op::kStreamSynchronize, ipc::HandleArgs{s1}), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-  EXPECT_EQ(client_.Call(Op::kStreamEndCapture, ipc::CaptureArgs{s1, 0, 0}), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(client_.Call(Op::kStreamEndCapture, ipc::CaptureArgs{s1, 0, 0}),
+            CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
   // The host bytes were never copied.
   for (uint8_t v : client_.Download(a, 64)) ASSERT_EQ(v, 0);
 
@@ -357,7 +367,8 @@ TEST_F(ApiServerGraphTest, WhatACaptureCannotHoldIsRefusedAndInvalidatesIt) {
   ASSERT_EQ(client_.Call(Op::kStreamBeginCapture, ipc::CaptureArgs{s1, CU_STREAM_CAPTURE_MODE_RELAXED, 0}),
             CUDA_SUCCESS);
   EXPECT_EQ(client_.Call(Op::kMemset, ipc::MemsetArgs{a, 64, 0, 9, 0}), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
-  EXPECT_EQ(client_.Call(Op::kStreamEndCapture, ipc::CaptureArgs{s1, 0, 0}), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(client_.Call(Op::kStreamEndCapture, ipc::CaptureArgs{s1, 0, 0}),
+            CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
 
   // A stream forked into the capture and never joined back.
   const uint64_t fork = NewEvent();
@@ -367,8 +378,10 @@ TEST_F(ApiServerGraphTest, WhatACaptureCannotHoldIsRefusedAndInvalidatesIt) {
   ASSERT_EQ(client_.Call(Op::kStreamWaitEvent, ipc::StreamEventArgs{s2, fork}), CUDA_SUCCESS);
   ASSERT_EQ(client_.Call(Op::kMemset, ipc::MemsetArgs{a, 64, s2, 9, 0}), CUDA_SUCCESS);
   // Ending from the forked stream is not the capture's origin.
-  EXPECT_EQ(client_.Call(Op::kStreamEndCapture, ipc::CaptureArgs{s2, 0, 0}), CUDA_ERROR_STREAM_CAPTURE_UNMATCHED);
-  EXPECT_EQ(client_.Call(Op::kStreamEndCapture, ipc::CaptureArgs{s1, 0, 0}), CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+  EXPECT_EQ(client_.Call(Op::kStreamEndCapture, ipc::CaptureArgs{s2, 0, 0}),
+            CUDA_ERROR_STREAM_CAPTURE_UNMATCHED);
+  EXPECT_EQ(client_.Call(Op::kStreamEndCapture, ipc::CaptureArgs{s1, 0, 0}),
+            CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
   // The capture is over for both streams; the memset never ran.
   ASSERT_EQ(client_.Call(Op::kStreamCaptureInfo, ipc::HandleArgs{s2}), CUDA_SUCCESS);
   EXPECT_EQ(client_.Reply<ipc::CaptureInfo>().status, CU_STREAM_CAPTURE_STATUS_NONE);
@@ -378,12 +391,14 @@ TEST_F(ApiServerGraphTest, WhatACaptureCannotHoldIsRefusedAndInvalidatesIt) {
   // The frontend said its mode prohibited a call (another thread's cudaMalloc, say).
   ASSERT_EQ(client_.Call(Op::kStreamBeginCapture, ipc::CaptureArgs{s1, CU_STREAM_CAPTURE_MODE_GLOBAL, 0}),
             CUDA_SUCCESS);
-  EXPECT_EQ(client_.Call(Op::kStreamEndCapture, ipc::CaptureArgs{s1, 0, 1}), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(client_.Call(Op::kStreamEndCapture, ipc::CaptureArgs{s1, 0, 1}),
+            CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
   // A device synchronisation during a capture.
   ASSERT_EQ(client_.Call(Op::kStreamBeginCapture, ipc::CaptureArgs{s2, CU_STREAM_CAPTURE_MODE_GLOBAL, 0}),
             CUDA_SUCCESS);
   EXPECT_EQ(Synchronize(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-  EXPECT_EQ(client_.Call(Op::kStreamEndCapture, ipc::CaptureArgs{s2, 0, 0}), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(client_.Call(Op::kStreamEndCapture, ipc::CaptureArgs{s2, 0, 0}),
+            CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
 }
 
 }  // namespace

@@ -38,8 +38,12 @@ constexpr int kReplays = 100;
 const dim3 kGrid((kCount + 255) / 256);
 const dim3 kBlock(256);
 
-const void* Axpy() { return reinterpret_cast<const void*>(&graph_axpy); }
-const void* Scale() { return reinterpret_cast<const void*>(&graph_scale); }
+const void* Axpy() {
+  return reinterpret_cast<const void*>(&graph_axpy);
+}
+const void* Scale() {
+  return reinterpret_cast<const void*>(&graph_scale);
+}
 
 std::vector<float> Download(const float* device) {
   std::vector<float> host(kCount);
@@ -284,7 +288,9 @@ int main() {
     std::printf("graph report: %d checks failed\n", g_failures);
     return 1;
   }
-  std::printf("graph report: a captured graph of %d nodes replayed %d times, an explicit graph updated, all checks held\n",
-              captured_nodes, kReplays);
+  std::printf(
+      "graph report: a captured graph of %d nodes replayed %d times, an explicit graph updated, all checks "
+      "held\n",
+      captured_nodes, kReplays);
   return 0;
 }

@@ -41,11 +41,13 @@ cudaError_t CaptureInfo(cudaStream_t stream, ipc::CaptureInfo* info, std::vector
   Client& c = Client::Get();
   std::vector<uint8_t> reply(c.reply_capacity());
   size_t len = 0;
-  CUresult r = c.Call(ipc::Op::kStreamCaptureInfo, &a, sizeof(a), nullptr, 0, true, reply.data(), reply.size(), &len);
+  CUresult r =
+      c.Call(ipc::Op::kStreamCaptureInfo, &a, sizeof(a), nullptr, 0, true, reply.data(), reply.size(), &len);
   if (r != CUDA_SUCCESS) return Return(r);
   if (len < sizeof(*info)) return Return(cudaErrorUnknown);
   std::memcpy(info, reply.data(), sizeof(*info));
-  if (len != sizeof(*info) + size_t{info->dependency_count} * sizeof(uint32_t)) return Return(cudaErrorUnknown);
+  if (len != sizeof(*info) + size_t{info->dependency_count} * sizeof(uint32_t))
+    return Return(cudaErrorUnknown);
   deps->resize(info->dependency_count);
   std::memcpy(deps->data(), reply.data() + sizeof(*info), deps->size() * sizeof(uint32_t));
   // A call the capture mode prohibited invalidated the capture here; phosd learns it at its end.
@@ -78,7 +80,8 @@ cudaError_t CaptureProhibits(const char* call) {
     prohibited = true;
   }
   if (!prohibited) return cudaSuccess;
-  PHOS_LOG_EVERY_SEC(Info, "cudart", 1, "{} during stream capture: prohibited by the capture mode; the capture is invalidated",
+  PHOS_LOG_EVERY_SEC(Info, "cudart", 1,
+                     "{} during stream capture: prohibited by the capture mode; the capture is invalidated",
                      call);
   return cudaErrorStreamCaptureUnsupported;
 }
@@ -104,9 +107,10 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mo
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t, cudaGraph_t, const cudaGraphNode_t*, const cudaGraphEdgeData*,
-                                          size_t, cudaStreamCaptureMode) {
-  return phos::frontend::NotSupported("cudaStreamBeginCaptureToGraph", "capture into an existing graph is not served");
+cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t, cudaGraph_t, const cudaGraphNode_t*,
+                                          const cudaGraphEdgeData*, size_t, cudaStreamCaptureMode) {
+  return phos::frontend::NotSupported("cudaStreamBeginCaptureToGraph",
+                                      "capture into an existing graph is not served");
 }
 
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
@@ -125,7 +129,8 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
   }
   uint64_t vid = 0;
   size_t len = 0;
-  CUresult r = Client::Get().Call(ipc::Op::kStreamEndCapture, &a, sizeof(a), nullptr, 0, true, &vid, sizeof(vid), &len);
+  CUresult r = Client::Get().Call(ipc::Op::kStreamEndCapture, &a, sizeof(a), nullptr, 0, true, &vid,
+                                  sizeof(vid), &len);
   if (r != CUDA_ERROR_ILLEGAL_STATE && r != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED) {
     std::lock_guard lock(g_mu);
     g_captures.erase(a.stream);
@@ -146,9 +151,9 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* 
 
 // CUDA 13's form: the capture's graph and the stream's current dependencies, which stay valid
 // until the thread's next call of it.
-cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus* status, unsigned long long* id,
-                                     cudaGraph_t* graph, const cudaGraphNode_t** deps, const cudaGraphEdgeData** edges,
-                                     size_t* count) {
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus* status,
+                                     unsigned long long* id, cudaGraph_t* graph, const cudaGraphNode_t** deps,
+                                     const cudaGraphEdgeData** edges, size_t* count) {
   if (status == nullptr) return Return(cudaErrorInvalidValue);
   ipc::CaptureInfo info{};
   std::vector<uint32_t> indices;
@@ -161,7 +166,8 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatu
   *status = static_cast<cudaStreamCaptureStatus>(info.status);
   const bool active = info.status != cudaStreamCaptureStatusNone;
   if (id != nullptr && active) *id = info.id;
-  if (graph != nullptr) *graph = active ? reinterpret_cast<cudaGraph_t>(static_cast<uintptr_t>(info.graph)) : nullptr;
+  if (graph != nullptr)
+    *graph = active ? reinterpret_cast<cudaGraph_t>(static_cast<uintptr_t>(info.graph)) : nullptr;
   if (deps != nullptr) *deps = active ? t_deps.data() : nullptr;
   if (edges != nullptr) *edges = active ? t_edges.data() : nullptr;
   if (count != nullptr) *count = active ? t_deps.size() : 0;
@@ -182,10 +188,11 @@ cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, cudaStreamCaptureMo
   return cudaStreamBeginCapture(phos::frontend::PerThreadDefault(stream), mode);
 }
 
-cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* deps,
-                                               const cudaGraphEdgeData* edges, size_t count,
-                                               cudaStreamCaptureMode mode) {
-  return cudaStreamBeginCaptureToGraph(phos::frontend::PerThreadDefault(stream), graph, deps, edges, count, mode);
+cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph,
+                                               const cudaGraphNode_t* deps, const cudaGraphEdgeData* edges,
+                                               size_t count, cudaStreamCaptureMode mode) {
+  return cudaStreamBeginCaptureToGraph(phos::frontend::PerThreadDefault(stream), graph, deps, edges, count,
+                                       mode);
 }
 
 cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t* graph) {
@@ -197,9 +204,11 @@ cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, cudaStreamCaptureSta
 }
 
 cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, cudaStreamCaptureStatus* status,
-                                          unsigned long long* id, cudaGraph_t* graph, const cudaGraphNode_t** deps,
-                                          const cudaGraphEdgeData** edges, size_t* count) {
-  return cudaStreamGetCaptureInfo(phos::frontend::PerThreadDefault(stream), status, id, graph, deps, edges, count);
+                                          unsigned long long* id, cudaGraph_t* graph,
+                                          const cudaGraphNode_t** deps, const cudaGraphEdgeData** edges,
+                                          size_t* count) {
+  return cudaStreamGetCaptureInfo(phos::frontend::PerThreadDefault(stream), status, id, graph, deps, edges,
+                                  count);
 }
 
 }  // extern "C"

@@ -56,7 +56,8 @@ std::unordered_map<cudaGraphNode_t, NodeArguments> g_arguments;
 // A kernel node's record: the kernel, its launch shape and its packed arguments in `buffer`.
 cudaError_t KernelNode(const cudaKernelNodeParams* p, ipc::GraphNode* node, std::vector<uint8_t>* buffer) {
   if (p == nullptr || p->func == nullptr) return cudaErrorInvalidValue;
-  if (p->extra != nullptr) return phos::frontend::NotSupported("cudaGraphAddKernelNode", "the extra argument form is not served");
+  if (p->extra != nullptr)
+    return phos::frontend::NotSupported("cudaGraphAddKernelNode", "the extra argument form is not served");
   KernelRef k;
   if (cudaError_t e = phos::frontend::ResolveKernel(p->func, &k); e != cudaSuccess) return e;
   buffer->resize(k.param_bytes);
@@ -67,8 +68,12 @@ cudaError_t KernelNode(const cudaKernelNodeParams* p, ipc::GraphNode* node, std:
   }
   *node = {};
   node->type = CU_GRAPH_NODE_TYPE_KERNEL;
-  node->launch = {k.function, 0, {p->gridDim.x, p->gridDim.y, p->gridDim.z},
-                  {p->blockDim.x, p->blockDim.y, p->blockDim.z}, p->sharedMemBytes, k.param_bytes};
+  node->launch = {k.function,
+                  0,
+                  {p->gridDim.x, p->gridDim.y, p->gridDim.z},
+                  {p->blockDim.x, p->blockDim.y, p->blockDim.z},
+                  p->sharedMemBytes,
+                  k.param_bytes};
   return cudaSuccess;
 }
 
@@ -88,8 +93,8 @@ cudaError_t AddNode(cudaGraphNode_t* out, cudaGraph_t graph, const cudaGraphNode
   if (!params.empty()) std::memcpy(tail.data() + count * sizeof(uint32_t), params.data(), params.size());
   uint32_t index = 0;
   size_t len = 0;
-  CUresult r = Client::Get().Call(ipc::Op::kGraphAddNode, &a, sizeof(a), tail.data(), tail.size(), true, &index,
-                                  sizeof(index), &len);
+  CUresult r = Client::Get().Call(ipc::Op::kGraphAddNode, &a, sizeof(a), tail.data(), tail.size(), true,
+                                  &index, sizeof(index), &len);
   if (r != CUDA_SUCCESS) return Return(r);
   *out = MakeNode(a.owner, index);
   return cudaSuccess;
@@ -107,12 +112,14 @@ cudaError_t ListNodes(cudaGraph_t graph, std::vector<ipc::GraphNodeInfo>* out) {
   std::vector<uint8_t> reply(c.reply_capacity());
   const ipc::HandleArgs a{Vid(graph)};
   size_t len = 0;
-  CUresult r = c.Call(ipc::Op::kGraphGetNodes, &a, sizeof(a), nullptr, 0, true, reply.data(), reply.size(), &len);
+  CUresult r =
+      c.Call(ipc::Op::kGraphGetNodes, &a, sizeof(a), nullptr, 0, true, reply.data(), reply.size(), &len);
   if (r != CUDA_SUCCESS) return Return(r);
   uint32_t count = 0;
   if (len < 2 * sizeof(uint32_t)) return Return(cudaErrorUnknown);
   std::memcpy(&count, reply.data(), sizeof(count));
-  if (len < 2 * sizeof(uint32_t) + size_t{count} * sizeof(ipc::GraphNodeInfo)) return Return(cudaErrorUnknown);
+  if (len < 2 * sizeof(uint32_t) + size_t{count} * sizeof(ipc::GraphNodeInfo))
+    return Return(cudaErrorUnknown);
   out->resize(count);
   std::memcpy(out->data(), reply.data() + 2 * sizeof(uint32_t), count * sizeof(ipc::GraphNodeInfo));
   return cudaSuccess;
@@ -141,7 +148,8 @@ cudaError_t cudaGraphCreate(cudaGraph_t* graph, unsigned int flags) {
   if (graph == nullptr || flags != 0) return Return(cudaErrorInvalidValue);
   uint64_t vid = 0;
   size_t len = 0;
-  CUresult r = Client::Get().Call(ipc::Op::kGraphCreate, nullptr, 0, nullptr, 0, true, &vid, sizeof(vid), &len);
+  CUresult r =
+      Client::Get().Call(ipc::Op::kGraphCreate, nullptr, 0, nullptr, 0, true, &vid, sizeof(vid), &len);
   if (r != CUDA_SUCCESS) return Return(r);
   *graph = reinterpret_cast<cudaGraph_t>(static_cast<uintptr_t>(vid));
   return cudaSuccess;
@@ -152,21 +160,22 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
   return Return(Client::Get().Call(ipc::Op::kGraphDestroy, &a, sizeof(a), nullptr, 0, true));
 }
 
-cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps, size_t count,
-                                   const cudaKernelNodeParams* params) {
+cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                                   size_t count, const cudaKernelNodeParams* params) {
   ipc::GraphNode n{};
   std::vector<uint8_t> buffer;
   if (cudaError_t e = KernelNode(params, &n, &buffer); e != cudaSuccess) return Return(e);
   return AddNode(node, graph, deps, count, n, buffer);
 }
 
-cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps, size_t count,
-                                   const cudaMemcpy3DParms* p) {
+cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                                   size_t count, const cudaMemcpy3DParms* p) {
   if (p == nullptr) return Return(cudaErrorInvalidValue);
   if (p->srcArray != nullptr || p->dstArray != nullptr || p->extent.depth > 1)
     return phos::frontend::NotSupported("cudaGraphAddMemcpyNode", "CUDA arrays and 3D copies are not served");
   if (!DeviceToDevice(p->dstPtr.ptr, p->srcPtr.ptr, p->kind))
-    return phos::frontend::NotSupported("cudaGraphAddMemcpyNode", "copies with a host side are not served in graphs");
+    return phos::frontend::NotSupported("cudaGraphAddMemcpyNode",
+                                        "copies with a host side are not served in graphs");
   if (p->srcPos.z != 0 || p->dstPos.z != 0) return Return(cudaErrorInvalidValue);
   ipc::GraphNode n{};
   n.type = CU_GRAPH_NODE_TYPE_MEMCPY;
@@ -180,9 +189,11 @@ cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t* node, cudaGraph_t graph, con
 }
 
 cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps,
-                                     size_t count, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+                                     size_t count, void* dst, const void* src, size_t bytes,
+                                     cudaMemcpyKind kind) {
   if (!DeviceToDevice(dst, src, kind))
-    return phos::frontend::NotSupported("cudaGraphAddMemcpyNode1D", "copies with a host side are not served in graphs");
+    return phos::frontend::NotSupported("cudaGraphAddMemcpyNode1D",
+                                        "copies with a host side are not served in graphs");
   ipc::GraphNode n{};
   n.type = CU_GRAPH_NODE_TYPE_MEMCPY;
   n.src = Vid(src);
@@ -192,8 +203,8 @@ cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t* node, cudaGraph_t graph, c
   return AddNode(node, graph, deps, count, n);
 }
 
-cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps, size_t count,
-                                   const cudaMemsetParams* p) {
+cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                                   size_t count, const cudaMemsetParams* p) {
   if (p == nullptr) return Return(cudaErrorInvalidValue);
   ipc::GraphNode n{};
   n.type = CU_GRAPH_NODE_TYPE_MEMSET;
@@ -208,8 +219,9 @@ cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t* node, cudaGraph_t graph, con
 
 cudaError_t cudaGraphAddHostNode(cudaGraphNode_t*, cudaGraph_t, const cudaGraphNode_t*, size_t,
                                  const cudaHostNodeParams*) {
-  return phos::frontend::NotSupported("cudaGraphAddHostNode",
-                                      "host nodes are not served (the function's code would run from the driver's graph)");
+  return phos::frontend::NotSupported(
+      "cudaGraphAddHostNode",
+      "host nodes are not served (the function's code would run from the driver's graph)");
 }
 
 cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps,
@@ -235,22 +247,24 @@ cudaError_t cudaGraphAddEventWaitNode(cudaGraphNode_t* node, cudaGraph_t graph, 
   return AddNode(node, graph, deps, count, n);
 }
 
-cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t* from, const cudaGraphNode_t* to,
-                                     const cudaGraphEdgeData* edgeData, size_t count) {
+cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t* from,
+                                     const cudaGraphNode_t* to, const cudaGraphEdgeData* edgeData,
+                                     size_t count) {
   if (count != 0 && (from == nullptr || to == nullptr)) return Return(cudaErrorInvalidValue);
   if (count > ipc::kMaxGraphNodeDependencies) return Return(cudaErrorInvalidValue);
   if (edgeData != nullptr) {
     const cudaGraphEdgeData zero{};
     for (size_t i = 0; i < count; ++i) {
       if (std::memcmp(&edgeData[i], &zero, sizeof(zero)) != 0)
-        return phos::frontend::NotSupported("cudaGraphAddDependencies", "edge data (ports, edge types) is not served");
+        return phos::frontend::NotSupported("cudaGraphAddDependencies",
+                                            "edge data (ports, edge types) is not served");
     }
   }
   std::vector<ipc::GraphEdge> edges(count);
   for (size_t i = 0; i < count; ++i) {
     uint64_t g1 = 0, g2 = 0;
-    if (!SplitNode(from[i], &g1, &edges[i].from) || !SplitNode(to[i], &g2, &edges[i].to) || g1 != Vid(graph) ||
-        g2 != Vid(graph)) {
+    if (!SplitNode(from[i], &g1, &edges[i].from) || !SplitNode(to[i], &g2, &edges[i].to) ||
+        g1 != Vid(graph) || g2 != Vid(graph)) {
       return Return(cudaErrorInvalidValue);
     }
   }
@@ -278,7 +292,8 @@ cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* type) 
   uint32_t index = 0;
   if (type == nullptr || !SplitNode(node, &graph, &index)) return Return(cudaErrorInvalidValue);
   std::vector<ipc::GraphNodeInfo> infos;
-  if (cudaError_t e = ListNodes(reinterpret_cast<cudaGraph_t>(static_cast<uintptr_t>(graph)), &infos); e != cudaSuccess)
+  if (cudaError_t e = ListNodes(reinterpret_cast<cudaGraph_t>(static_cast<uintptr_t>(graph)), &infos);
+      e != cudaSuccess)
     return e;
   for (const ipc::GraphNodeInfo& i : infos) {
     if (i.node != index) continue;
@@ -294,12 +309,14 @@ cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, cudaKernelNodePar
   Client& c = Client::Get();
   std::vector<uint8_t> reply(sizeof(ipc::GraphNode) + ipc::kMaxParamBytes);
   size_t len = 0;
-  CUresult r = c.Call(ipc::Op::kGraphNodeGetParams, &a, sizeof(a), nullptr, 0, true, reply.data(), reply.size(), &len);
+  CUresult r =
+      c.Call(ipc::Op::kGraphNodeGetParams, &a, sizeof(a), nullptr, 0, true, reply.data(), reply.size(), &len);
   if (r != CUDA_SUCCESS) return Return(r);
   ipc::GraphNode n{};
   if (len < sizeof(n)) return Return(cudaErrorUnknown);
   std::memcpy(&n, reply.data(), sizeof(n));
-  if (n.type != CU_GRAPH_NODE_TYPE_KERNEL || len != sizeof(n) + n.launch.param_bytes) return Return(cudaErrorInvalidValue);
+  if (n.type != CU_GRAPH_NODE_TYPE_KERNEL || len != sizeof(n) + n.launch.param_bytes)
+    return Return(cudaErrorInvalidValue);
   KernelRef k;
   std::lock_guard lock(g_mu);
   auto stub = g_stubs.find(n.launch.function);
@@ -325,7 +342,8 @@ cudaError_t cudaGraphKernelNodeSetParams(cudaGraphNode_t node, const cudaKernelN
   if (!SplitNode(node, &a.owner, &a.node)) return Return(cudaErrorInvalidValue);
   std::vector<uint8_t> buffer;
   if (cudaError_t e = KernelNode(params, &a.params, &buffer); e != cudaSuccess) return Return(e);
-  return Return(Client::Get().Call(ipc::Op::kGraphNodeSetParams, &a, sizeof(a), buffer.data(), buffer.size(), true));
+  return Return(
+      Client::Get().Call(ipc::Op::kGraphNodeSetParams, &a, sizeof(a), buffer.data(), buffer.size(), true));
 }
 
 cudaError_t cudaGraphClone(cudaGraph_t* clone, cudaGraph_t graph) {
@@ -333,18 +351,21 @@ cudaError_t cudaGraphClone(cudaGraph_t* clone, cudaGraph_t graph) {
   const ipc::HandleArgs a{Vid(graph)};
   uint64_t vid = 0;
   size_t len = 0;
-  CUresult r = Client::Get().Call(ipc::Op::kGraphClone, &a, sizeof(a), nullptr, 0, true, &vid, sizeof(vid), &len);
+  CUresult r =
+      Client::Get().Call(ipc::Op::kGraphClone, &a, sizeof(a), nullptr, 0, true, &vid, sizeof(vid), &len);
   if (r != CUDA_SUCCESS) return Return(r);
   *clone = reinterpret_cast<cudaGraph_t>(static_cast<uintptr_t>(vid));
   return cudaSuccess;
 }
 
-cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags) {
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                          unsigned long long flags) {
   if (exec == nullptr) return Return(cudaErrorInvalidValue);
   const ipc::GraphInstantiateArgs a{Vid(graph), flags};
   uint64_t vid = 0;
   size_t len = 0;
-  CUresult r = Client::Get().Call(ipc::Op::kGraphInstantiate, &a, sizeof(a), nullptr, 0, true, &vid, sizeof(vid), &len);
+  CUresult r = Client::Get().Call(ipc::Op::kGraphInstantiate, &a, sizeof(a), nullptr, 0, true, &vid,
+                                  sizeof(vid), &len);
   if (r != CUDA_SUCCESS) return Return(r);
   *exec = reinterpret_cast<cudaGraphExec_t>(static_cast<uintptr_t>(vid));
   return cudaSuccess;
@@ -366,20 +387,22 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   return Return(Client::Get().Call(ipc::Op::kGraphLaunch, &a, sizeof(a), nullptr, 0, false));
 }
 
-cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo* info) {
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
+                                cudaGraphExecUpdateResultInfo* info) {
   if (info == nullptr) return Return(cudaErrorInvalidValue);
   const ipc::GraphUpdateArgs a{Vid(exec), Vid(graph)};
   ipc::GraphUpdateInfo reply{cudaGraphExecUpdateError, ipc::kNoGraphNode, ipc::kNoGraphNode, 0};
   size_t len = 0;
-  CUresult r =
-      Client::Get().Call(ipc::Op::kGraphExecUpdate, &a, sizeof(a), nullptr, 0, true, &reply, sizeof(reply), &len);
+  CUresult r = Client::Get().Call(ipc::Op::kGraphExecUpdate, &a, sizeof(a), nullptr, 0, true, &reply,
+                                  sizeof(reply), &len);
   if (r != CUDA_SUCCESS || len != sizeof(reply)) {
     *info = {cudaGraphExecUpdateError, nullptr, nullptr};
     return Return(r != CUDA_SUCCESS ? r : CUDA_ERROR_UNKNOWN);
   }
   info->result = static_cast<cudaGraphExecUpdateResult>(reply.result);
   info->errorNode = reply.error_node == ipc::kNoGraphNode ? nullptr : MakeNode(a.graph, reply.error_node);
-  info->errorFromNode = reply.error_from_node == ipc::kNoGraphNode ? nullptr : MakeNode(a.graph, reply.error_from_node);
+  info->errorFromNode =
+      reply.error_from_node == ipc::kNoGraphNode ? nullptr : MakeNode(a.graph, reply.error_from_node);
   return reply.result == CU_GRAPH_EXEC_UPDATE_SUCCESS ? cudaSuccess : Return(cudaErrorGraphExecUpdateFailure);
 }
 
@@ -391,7 +414,8 @@ cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode
   a.owner = Vid(exec);
   std::vector<uint8_t> buffer;
   if (cudaError_t e = KernelNode(params, &a.params, &buffer); e != cudaSuccess) return Return(e);
-  return Return(Client::Get().Call(ipc::Op::kGraphExecNodeSetParams, &a, sizeof(a), buffer.data(), buffer.size(), true));
+  return Return(Client::Get().Call(ipc::Op::kGraphExecNodeSetParams, &a, sizeof(a), buffer.data(),
+                                   buffer.size(), true));
 }
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {

@@ -14,12 +14,14 @@ CUresult KernelNodeParams(Driver& d, const CUDA_KERNEL_NODE_PARAMS& p, GraphNode
   if (p.func == nullptr) return p.kern == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
   std::shared_ptr<FunctionObject> function = d.functions.Find(p.func);
   if (!function) return CUDA_ERROR_INVALID_HANDLE;
-  const LaunchGeometry geometry{{p.gridDimX, p.gridDimY, p.gridDimZ}, {p.blockDimX, p.blockDimY, p.blockDimZ}};
+  const LaunchGeometry geometry{{p.gridDimX, p.gridDimY, p.gridDimZ},
+                                {p.blockDimX, p.blockDimY, p.blockDimZ}};
   if (CUresult r = CheckLaunchGeometry(geometry); r != CUDA_SUCCESS) return r;
   if (p.sharedMemBytes > static_cast<unsigned>(function->max_dynamic_shared_bytes.load()))
     return CUDA_ERROR_INVALID_VALUE;
   auto args = std::make_shared<KernelArgs>();
-  if (CUresult r = function->kernel->CaptureArgs(p.kernelParams, p.extra, args.get()); r != CUDA_SUCCESS) return r;
+  if (CUresult r = function->kernel->CaptureArgs(p.kernelParams, p.extra, args.get()); r != CUDA_SUCCESS)
+    return r;
   out->type = CU_GRAPH_NODE_TYPE_KERNEL;
   out->ctx = function->ctx;
   out->function = std::move(function);
@@ -144,7 +146,8 @@ PHOS_SIM_API CUresult CUDAAPI cuGraphAddKernelNode(CUgraphNode* phGraphNode, CUg
   return AddNode(*d, phGraphNode, hGraph, dependencies, numDependencies, std::move(params));
 }
 
-PHOS_SIM_API CUresult CUDAAPI cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS* nodeParams) {
+PHOS_SIM_API CUresult CUDAAPI cuGraphKernelNodeGetParams(CUgraphNode hNode,
+                                                         CUDA_KERNEL_NODE_PARAMS* nodeParams) {
   if (nodeParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Driver* d = nullptr;
   if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
@@ -186,9 +189,11 @@ PHOS_SIM_API CUresult CUDAAPI cuGraphAddMemcpyNode(CUgraphNode* phGraphNode, CUg
   if (copyParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const CUDA_MEMCPY3D& c = *copyParams;
   // CUDA arrays are not served by simgpu at all; levels of detail and the reserved fields must be 0.
-  if (c.srcMemoryType == CU_MEMORYTYPE_ARRAY || c.dstMemoryType == CU_MEMORYTYPE_ARRAY) return CUDA_ERROR_NOT_SUPPORTED;
+  if (c.srcMemoryType == CU_MEMORYTYPE_ARRAY || c.dstMemoryType == CU_MEMORYTYPE_ARRAY)
+    return CUDA_ERROR_NOT_SUPPORTED;
   if (!PlainMemory(c.srcMemoryType) || !PlainMemory(c.dstMemoryType) || c.srcLOD != 0 || c.dstLOD != 0 ||
-      c.reserved0 != nullptr || c.reserved1 != nullptr || c.WidthInBytes == 0 || c.Height == 0 || c.Depth == 0) {
+      c.reserved0 != nullptr || c.reserved1 != nullptr || c.WidthInBytes == 0 || c.Height == 0 ||
+      c.Depth == 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   Driver* d = nullptr;
@@ -203,7 +208,8 @@ PHOS_SIM_API CUresult CUDAAPI cuGraphAddMemcpyNode(CUgraphNode* phGraphNode, CUg
 
 PHOS_SIM_API CUresult CUDAAPI cuGraphAddMemsetNode(CUgraphNode* phGraphNode, CUgraph hGraph,
                                                    const CUgraphNode* dependencies, size_t numDependencies,
-                                                   const CUDA_MEMSET_NODE_PARAMS* memsetParams, CUcontext ctx) {
+                                                   const CUDA_MEMSET_NODE_PARAMS* memsetParams,
+                                                   CUcontext ctx) {
   if (memsetParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const CUDA_MEMSET_NODE_PARAMS& m = *memsetParams;
   if ((m.elementSize != 1 && m.elementSize != 2 && m.elementSize != 4) || m.width == 0 || m.height == 0 ||
@@ -246,9 +252,10 @@ PHOS_SIM_API CUresult CUDAAPI cuGraphAddEmptyNode(CUgraphNode* phGraphNode, CUgr
 }
 
 PHOS_SIM_API CUresult CUDAAPI cuGraphAddEventRecordNode(CUgraphNode* phGraphNode, CUgraph hGraph,
-                                                        const CUgraphNode* dependencies, size_t numDependencies,
-                                                        CUevent event) {
-  return EventNode(phGraphNode, hGraph, dependencies, numDependencies, event, CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+                                                        const CUgraphNode* dependencies,
+                                                        size_t numDependencies, CUevent event) {
+  return EventNode(phGraphNode, hGraph, dependencies, numDependencies, event,
+                   CU_GRAPH_NODE_TYPE_EVENT_RECORD);
 }
 
 PHOS_SIM_API CUresult CUDAAPI cuGraphAddEventWaitNode(CUgraphNode* phGraphNode, CUgraph hGraph,
@@ -259,8 +266,9 @@ PHOS_SIM_API CUresult CUDAAPI cuGraphAddEventWaitNode(CUgraphNode* phGraphNode, 
 
 // Edge data (ports, types) is a Hopper feature of programmatic dependent launch: only the default,
 // all zeros, is served.
-PHOS_SIM_API CUresult CUDAAPI cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode* from, const CUgraphNode* to,
-                                                     const CUgraphEdgeData* edgeData, size_t numDependencies) {
+PHOS_SIM_API CUresult CUDAAPI cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode* from,
+                                                     const CUgraphNode* to, const CUgraphEdgeData* edgeData,
+                                                     size_t numDependencies) {
   if (numDependencies != 0 && (from == nullptr || to == nullptr)) return CUDA_ERROR_INVALID_VALUE;
   if (edgeData != nullptr) {
     const CUgraphEdgeData zero{};
@@ -277,8 +285,10 @@ PHOS_SIM_API CUresult CUDAAPI cuGraphAddDependencies(CUgraph hGraph, const CUgra
   for (size_t i = 0; i < numDependencies; ++i) {
     std::shared_ptr<GraphNodeObject> f = FindNode(*d, from[i]);
     std::shared_ptr<GraphNodeObject> t = FindNode(*d, to[i]);
-    if (!f || !t || f->graph != hGraph || t->graph != hGraph || from[i] == to[i]) return CUDA_ERROR_INVALID_VALUE;
-    if (std::find(t->depends.begin(), t->depends.end(), from[i]) != t->depends.end()) return CUDA_ERROR_INVALID_VALUE;
+    if (!f || !t || f->graph != hGraph || t->graph != hGraph || from[i] == to[i])
+      return CUDA_ERROR_INVALID_VALUE;
+    if (std::find(t->depends.begin(), t->depends.end(), from[i]) != t->depends.end())
+      return CUDA_ERROR_INVALID_VALUE;
     for (size_t j = 0; j < i; ++j) {
       if (from[j] == from[i] && to[j] == to[i]) return CUDA_ERROR_INVALID_VALUE;
     }
@@ -292,7 +302,8 @@ PHOS_SIM_API CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode* nodes
   return ListNodes(hGraph, nodes, numNodes, /*roots_only=*/false);
 }
 
-PHOS_SIM_API CUresult CUDAAPI cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode* rootNodes, size_t* numRootNodes) {
+PHOS_SIM_API CUresult CUDAAPI cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode* rootNodes,
+                                                  size_t* numRootNodes) {
   return ListNodes(hGraph, rootNodes, numRootNodes, /*roots_only=*/true);
 }
 
@@ -338,7 +349,8 @@ PHOS_SIM_API CUresult CUDAAPI cuGraphClone(CUgraph* phGraphClone, CUgraph origin
   }
   for (const auto& copy : copies) {
     for (CUgraphNode& dep : copy->depends) {
-      const auto at = std::find(original->nodes.begin(), original->nodes.end(), dep) - original->nodes.begin();
+      const auto at =
+          std::find(original->nodes.begin(), original->nodes.end(), dep) - original->nodes.begin();
       dep = clone->nodes[static_cast<size_t>(at)];
     }
   }

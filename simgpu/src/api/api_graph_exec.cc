@@ -40,12 +40,12 @@ bool TopologicalOrder(const std::vector<std::vector<size_t>>& depends, std::vect
 }
 
 // Enqueues one node on `stream` as the call it stands for.
-CUresult EnqueueNode(Driver& d, const GraphNodeParams& p, const std::shared_ptr<Context>& ctx, CUstream handle,
-                     Stream& stream) {
+CUresult EnqueueNode(Driver& d, const GraphNodeParams& p, const std::shared_ptr<Context>& ctx,
+                     CUstream handle, Stream& stream) {
   switch (p.type) {
     case CU_GRAPH_NODE_TYPE_KERNEL:
-      return EnqueueLaunch(ctx, *p.function, p.geometry, p.shared_bytes, handle, const_cast<void**>(p.args->pointers()),
-                           nullptr);
+      return EnqueueLaunch(ctx, *p.function, p.geometry, p.shared_bytes, handle,
+                           const_cast<void**>(p.args->pointers()), nullptr);
     case CU_GRAPH_NODE_TYPE_MEMCPY: {
       // A 3D copy is a 2D copy per slice, each slice srcHeight (dstHeight) rows further.
       const CUDA_MEMCPY3D& c = p.copy;
@@ -113,7 +113,8 @@ CUresult Snapshot(Driver& d, CUgraph graph, GraphExecObject* out) {
     out->nodes.push_back(node.params);
     std::vector<size_t> deps;
     for (CUgraphNode dep : node.depends) {
-      deps.push_back(static_cast<size_t>(std::find(g->nodes.begin(), g->nodes.end(), dep) - g->nodes.begin()));
+      deps.push_back(
+          static_cast<size_t>(std::find(g->nodes.begin(), g->nodes.end(), dep) - g->nodes.begin()));
     }
     out->depends.push_back(std::move(deps));
     out->handles.emplace_back(g->nodes[i], i);
@@ -128,7 +129,8 @@ CUgraphExecUpdateResult UpdateVerdict(const GraphNodeParams& was, const GraphNod
   switch (now.type) {
     case CU_GRAPH_NODE_TYPE_KERNEL:
       // Another function of the same context is allowed; a function of another context is not.
-      return was.ctx == now.ctx ? CU_GRAPH_EXEC_UPDATE_SUCCESS : CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE;
+      return was.ctx == now.ctx ? CU_GRAPH_EXEC_UPDATE_SUCCESS
+                                : CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE;
     case CU_GRAPH_NODE_TYPE_MEMCPY:
       // The operands' memory types and context must stay.
       return was.ctx == now.ctx && was.copy.srcMemoryType == now.copy.srcMemoryType &&
@@ -229,7 +231,8 @@ PHOS_SIM_API CUresult CUDAAPI cuGraphExecKernelNodeSetParams(CUgraphExec hGraphE
   std::shared_ptr<GraphExecObject> exec = d->graph_execs.Find(hGraphExec);
   if (!exec) return CUDA_ERROR_INVALID_VALUE;
   const size_t at = ExecPosition(*exec, hNode);
-  if (at == exec->nodes.size() || exec->nodes[at].type != CU_GRAPH_NODE_TYPE_KERNEL) return CUDA_ERROR_INVALID_VALUE;
+  if (at == exec->nodes.size() || exec->nodes[at].type != CU_GRAPH_NODE_TYPE_KERNEL)
+    return CUDA_ERROR_INVALID_VALUE;
   // The function may change within the node's context only.
   if (params.ctx != exec->nodes[at].ctx) return CUDA_ERROR_INVALID_VALUE;
   exec->nodes[at] = std::move(params);
@@ -266,10 +269,12 @@ PHOS_SIM_API CUresult CUDAAPI cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph 
     if (was != now) {
       // The edge that differs: the first one of either side the other lacks.
       std::vector<size_t> differ;
-      std::set_symmetric_difference(was.begin(), was.end(), now.begin(), now.end(), std::back_inserter(differ));
+      std::set_symmetric_difference(was.begin(), was.end(), now.begin(), now.end(),
+                                    std::back_inserter(differ));
       return fail(CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, i, next.handles[differ.front()].first);
     }
-    if (CUgraphExecUpdateResult v = UpdateVerdict(exec->nodes[i], next.nodes[i]); v != CU_GRAPH_EXEC_UPDATE_SUCCESS)
+    if (CUgraphExecUpdateResult v = UpdateVerdict(exec->nodes[i], next.nodes[i]);
+        v != CU_GRAPH_EXEC_UPDATE_SUCCESS)
       return fail(v, i, nullptr);
   }
   exec->nodes = std::move(next.nodes);

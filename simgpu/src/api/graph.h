@@ -1,8 +1,9 @@
 // CUDA graphs on simgpu: a graph is a list of nodes in creation order, each with its parameters
 // copied at add time and the nodes it depends on; an executable graph is a copy of them in a
 // topological order that cuGraphLaunch enqueues on the launch stream, one after another (see
-// simgpu/README.md, "Departures from NVIDIA's driver"). Every graph structure is guarded by Driver::graph_mu: CUDA's graph
-// objects are not internally synchronised, but simgpu must not fault when a program races on one.
+// simgpu/README.md, "Departures from NVIDIA's driver"). Every graph structure is guarded by Driver::graph_mu:
+// CUDA's graph objects are not internally synchronised, but simgpu must not fault when a program races on
+// one.
 #pragma once
 
 #include <cuda.h>
@@ -51,7 +52,7 @@ struct GraphExecObject {
   // Creation order (for cuGraphExecUpdate's pairing) and, per node, the positions it depends on.
   std::vector<GraphNodeParams> nodes;
   std::vector<std::vector<size_t>> depends;
-  std::vector<size_t> order;                   // a topological order of `nodes`
+  std::vector<size_t> order;                            // a topological order of `nodes`
   std::vector<std::pair<CUgraphNode, size_t>> handles;  // graph nodes that name a position
   unsigned long long flags = 0;
 };

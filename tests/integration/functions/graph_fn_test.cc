@@ -27,8 +27,8 @@ std::string Expected(float x) {
     if (i < 2) first[i] = out;
   }
   char answer[128];
-  std::snprintf(answer, sizeof answer, "sum %.1f first %.1f %.1f captures 1", sum, static_cast<double>(first[0]),
-                static_cast<double>(first[1]));
+  std::snprintf(answer, sizeof answer, "sum %.1f first %.1f %.1f captures 1", sum,
+                static_cast<double>(first[0]), static_cast<double>(first[1]));
   return answer;
 }
 
@@ -39,7 +39,8 @@ class GraphFnTest : public PhosdTest {
   HttpResponse Invoke(const std::string& body, const std::string& mode) {
     std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-i", "-X", "POST", "--data-binary", body};
     for (const std::string& h : AdminHeader()) argv.push_back(h);
-    argv.insert(argv.end(), {"-H", "X-Phos-Restore-Mode: " + mode, endpoint() + "/v1/functions/graph/invoke"});
+    argv.insert(argv.end(),
+                {"-H", "X-Phos-Restore-Mode: " + mode, endpoint() + "/v1/functions/graph/invoke"});
     return ParseCurl(::phos::testing::Run(argv).out);
   }
   // Until the function has one instance, idle: the extra instances of forced restores have ended.
@@ -59,8 +60,8 @@ class GraphFnTest : public PhosdTest {
 };
 
 TEST_F(GraphFnTest, ARestoredInstanceLaunchesTheSnapshotsGraphWithoutCapturingAgain) {
-  CommandResult deployed = PhosFn({"deploy", "graph", PHOS_GRAPH_FUNCTION, "--instances", "1", "--max-instances",
-                                   "2", "--", "--elements", std::to_string(kElements)});
+  CommandResult deployed = PhosFn({"deploy", "graph", PHOS_GRAPH_FUNCTION, "--instances", "1",
+                                   "--max-instances", "2", "--", "--elements", std::to_string(kElements)});
   ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
   ASSERT_TRUE(Settled());
   HttpResponse r = Invoke("1", "warm");

@@ -38,13 +38,15 @@ const void* const kKernel = reinterpret_cast<const void*>(&graph_fn_axpy);
 
 class GraphFn {
  public:
-  explicit GraphFn(int elements) : elements_(elements), bytes_(static_cast<size_t>(elements) * sizeof(float)) {}
+  explicit GraphFn(int elements)
+      : elements_(elements), bytes_(static_cast<size_t>(elements) * sizeof(float)) {}
 
   Status Init() {
     RETURN_IF_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     std::vector<float> weights(static_cast<size_t>(elements_));
     for (int i = 0; i < elements_; ++i) weights[i] = static_cast<float>(i) / 2;
-    for (float** p : {&weights_, &input_, &tmp_, &out_}) RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(p), bytes_));
+    for (float** p : {&weights_, &input_, &tmp_, &out_})
+      RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(p), bytes_));
     RETURN_IF_CUDA(cudaMemcpy(weights_, weights.data(), bytes_, cudaMemcpyHostToDevice));
     return Capture();
   }
@@ -71,8 +73,8 @@ class GraphFn {
     double sum = 0;
     for (float v : host) sum += v;
     char answer[128];
-    std::snprintf(answer, sizeof answer, "sum %.1f first %.1f %.1f captures %d", sum, static_cast<double>(host[0]),
-                  static_cast<double>(host[1]), captures_);
+    std::snprintf(answer, sizeof answer, "sum %.1f first %.1f %.1f captures %d", sum,
+                  static_cast<double>(host[0]), static_cast<double>(host[1]), captures_);
     return std::string(answer);
   }
 

@@ -112,6 +112,9 @@ CUresult Session::StreamCaptureInfo(const ipc::HandleArgs& a, const Call& call) 
     info.id = it->second.capture;
     info.graph = capture.graph;
     info.dependency_count = static_cast<uint32_t>(it->second.depends.size());
+    if (sizeof(info) + it->second.depends.size() * sizeof(uint32_t) > ring_->reply_capacity()) {
+      return CUDA_ERROR_INVALID_VALUE;  // more dependencies than the reply area holds
+    }
     std::memcpy(call.reply + sizeof(info), it->second.depends.data(),
                 it->second.depends.size() * sizeof(uint32_t));
   }
@@ -182,6 +185,10 @@ bool Session::Capture(const OpHandler& handler, const ipc::RecordView& record, c
     }
     *result = CUDA_SUCCESS;
     return true;
+  }
+  // An event recorded again outside the capture stands for that work from now on.
+  if (op == Op::kEventRecord && !capturing_.contains(stream)) {
+    captured_events_.erase(Args<ipc::StreamEventArgs>(record).event);
   }
   if (LegacyStream(stream)) {
     // Work on the legacy stream would wait for the capturing blocking streams' work, which does

@@ -162,6 +162,14 @@ CUresult Session::GraphDestroyNode(const ipc::GraphNodeRef& a, const Call&) {
 CUresult Session::GraphGetNodes(const ipc::HandleArgs& a, const Call& call) {
   auto it = graphs_.find(a.handle);
   if (it == graphs_.end()) return CUDA_ERROR_INVALID_VALUE;
+  // The reply area bounds the answer: a graph with more live nodes than it holds is not listed.
+  size_t live = 0;
+  for (const GraphNodeRecord& n : it->second.nodes) live += n.live ? 1 : 0;
+  if (2 * sizeof(uint32_t) + live * sizeof(ipc::GraphNodeInfo) > ring_->reply_capacity()) {
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: cudaGraphGetNodes refused: {} nodes exceed the reply area", pid_,
+                       live);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   uint32_t count = 0;
   auto* infos = reinterpret_cast<ipc::GraphNodeInfo*>(call.reply + 2 * sizeof(uint32_t));
   const std::vector<GraphNodeRecord>& nodes = it->second.nodes;

@@ -401,5 +401,19 @@ TEST_F(ApiServerGraphTest, WhatACaptureCannotHoldIsRefusedAndInvalidatesIt) {
             CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
 }
 
+TEST_F(ApiServerGraphTest, AnEventRecordedAgainOutsideTheCaptureNoLongerForksIt) {
+  const uint64_t s1 = NewStream(CU_STREAM_NON_BLOCKING), s2 = NewStream(CU_STREAM_NON_BLOCKING);
+  const uint64_t s3 = NewStream(CU_STREAM_NON_BLOCKING);
+  const uint64_t event = NewEvent();
+  ASSERT_EQ(client_.Call(Op::kStreamBeginCapture, ipc::CaptureArgs{s1, CU_STREAM_CAPTURE_MODE_GLOBAL, 0}),
+            CUDA_SUCCESS);
+  ASSERT_EQ(client_.Call(Op::kEventRecord, ipc::StreamEventArgs{s1, event}), CUDA_SUCCESS);
+  ASSERT_EQ(client_.Call(Op::kEventRecord, ipc::StreamEventArgs{s3, event}), CUDA_SUCCESS);
+  ASSERT_EQ(client_.Call(Op::kStreamWaitEvent, ipc::StreamEventArgs{s2, event}), CUDA_SUCCESS);
+  ASSERT_EQ(client_.Call(Op::kStreamCaptureInfo, ipc::HandleArgs{s2}), CUDA_SUCCESS);
+  EXPECT_EQ(client_.Reply<ipc::CaptureInfo>().status, CU_STREAM_CAPTURE_STATUS_NONE);
+  ASSERT_EQ(client_.Call(Op::kStreamEndCapture, ipc::CaptureArgs{s1, 0, 0}), CUDA_SUCCESS);
+}
+
 }  // namespace
 }  // namespace phos::runtime

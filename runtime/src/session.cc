@@ -94,6 +94,7 @@ void Session::ReleaseAll() {
   // Before anything is freed: the gate words go once the gated streams passed them.
   host_fns_->Close();
   if (context_ == nullptr) return;
+  ReleaseGraphs();
   ReleaseBlasScratch();
   ReleaseBlasLt();
   // Peer access the function enabled would outlive it in pooled contexts.
@@ -219,7 +220,8 @@ void Session::Run() {
 }
 
 bool Session::HandleRoom(const char* what) {
-  const size_t held = streams_.size() + events_.size() + blas_.size() + comms_.size();
+  const size_t held =
+      streams_.size() + events_.size() + blas_.size() + comms_.size() + graphs_.size() + graph_execs_.size();
   if (held < rules_.handles) return true;
   PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: {} refused: the session holds {} handles, its limit", pid_, what, held);
   return false;
@@ -246,6 +248,8 @@ int Session::HandleDevice(uint64_t vid) const {
   if (auto it = streams_.find(vid); it != streams_.end()) return it->second.device;
   if (auto it = events_.find(vid); it != events_.end()) return it->second.device;
   if (auto it = blas_.find(vid); it != blas_.end()) return it->second.device;
+  if (auto it = graphs_.find(vid); it != graphs_.end()) return it->second.device;
+  if (auto it = graph_execs_.find(vid); it != graph_execs_.end()) return it->second.device;
   return -1;
 }
 

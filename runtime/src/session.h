@@ -38,6 +38,7 @@
 #include "collective_watch.h"
 #include "host_fn_gates.h"
 #include "restore_state.h"
+#include "session_graphs.h"
 #include "session_ops.h"
 
 namespace phos::store {
@@ -223,6 +224,7 @@ class Session {
   struct BlasHandle {
     cublasHandle_t handle = nullptr;
     int device = 0;
+    uint64_t stream = 0;  // cublasSetStream's virtual stream: a capture refuses its work
   };
 
   Session(driver::DriverTable* driver, std::unique_ptr<ipc::Ring> ring, std::string token, int control_fd, int pid,
@@ -302,6 +304,9 @@ class Session {
   CUresult Memcpy2D(const ipc::Copy2DArgs& a, const Call& call);
   CUresult Memset2D(const ipc::Memset2DArgs& a, const Call& call);
   CUresult MemFreeAsync(const ipc::StreamPointerArgs& a, const Call& call);
+  // The bytes `height` rows of `width` bytes, `pitch` apart, span from the first row's start; false
+  // when rows would overlap (a pitch below the width) or the span does not fit in 64 bits.
+  static bool PitchedSpan(uint64_t pitch, uint64_t width, uint64_t height, uint64_t* span);
   // session_streams.cc
   CUresult DeviceSynchronize(const NoArgs& a, const Call& call);
   CUresult StreamCreate(const ipc::FlagsArgs& a, const Call& call);
@@ -334,6 +339,9 @@ class Session {
   CUresult ModuleLoadResult(const ipc::HandleArgs& a, const Call& call);
   CUresult ModuleUnload(const ipc::HandleArgs& a, const Call& call);
   CUresult FunctionGet(const ipc::FunctionGetArgs& a, const Call& call);
+  // The kernel `name` of module `module_id` (0: the first of the session's modules, in
+  // registration order, that has it) as a new function id of the session.
+  CUresult ResolveFunction(uint64_t module_id, const std::string& name, uint64_t* out);
   CUresult Launch(const ipc::LaunchArgs& a, const Call& call);
   // A launch's checks before the driver sees it: its function on the record's device, its
   // parameter buffer (copied out of the ring into `params`, kMaxParamBytes + 8 bytes), every
@@ -391,6 +399,55 @@ class Session {
   CUresult NcclRedOpCreate(const ipc::NcclRedOpArgs& a, const Call& call);
   CUresult NcclRedOpDestroy(const ipc::NcclRedOpArgs& a, const Call& call);
   CUresult NcclPointToPoint(const ipc::NcclP2pArgs& a, bool send, const Call& call);
+  // session_graphs.cc: explicit graphs and executable graphs.
+  CUresult GraphCreate(const NoArgs& a, const Call& call);
+  CUresult GraphDestroy(const ipc::HandleArgs& a, const Call& call);
+  CUresult GraphAddNode(const ipc::GraphNodeArgs& a, const Call& call);
+  CUresult GraphAddDependencies(const ipc::GraphEdgesArgs& a, const Call& call);
+  CUresult GraphDestroyNode(const ipc::GraphNodeRef& a, const Call& call);
+  CUresult GraphGetNodes(const ipc::HandleArgs& a, const Call& call);
+  CUresult GraphNodeGetParams(const ipc::GraphNodeRef& a, const Call& call);
+  CUresult GraphNodeSetParams(const ipc::GraphNodeArgs& a, const Call& call);
+  CUresult GraphClone(const ipc::HandleArgs& a, const Call& call);
+  CUresult GraphInstantiate(const ipc::GraphInstantiateArgs& a, const Call& call);
+  CUresult GraphUpload(const ipc::StreamEventArgs& a, const Call& call);
+  CUresult GraphLaunch(const ipc::StreamEventArgs& a, const Call& call);
+  CUresult GraphExecUpdate(const ipc::GraphUpdateArgs& a, const Call& call);
+  CUresult GraphExecNodeSetParams(const ipc::GraphNodeArgs& a, const Call& call);
+  CUresult GraphExecDestroy(const ipc::HandleArgs& a, const Call& call);
+  // A node as the call it stands for would be checked, on session device `device` (whose context
+  // is current): its kernel and parameters as a launch's, its ranges inside the session's memory,
+  // its event one of the session's on that device. Host nodes are not served.
+  CUresult CheckGraphNode(const GraphNodeRecord& node, int device);
+  // Adds `node` (checked) to `graph` after its dependencies; its index goes to *index.
+  CUresult AppendGraphNode(GraphRecord& graph, GraphNodeRecord node, uint32_t* index);
+  // The driver's graph and executable graph of `exec.nodes`, in the current context.
+  CUresult BuildDriverGraph(GraphExecRecord& exec, unsigned long long flags);
+  void DestroyDriverGraph(GraphExecRecord& exec);
+  // Destroys every executable graph's driver objects (the session's end).
+  void ReleaseGraphs();
+  // Restored graphs: kernel nodes named by kernel name get a function id of this session, and an
+  // executable graph its driver objects, when first needed (the function's modules arrive with its
+  // first calls).
+  CUresult ResolveGraphKernels(std::vector<GraphNodeRecord>& nodes);
+  CUresult EnsureDriverGraph(GraphExecRecord& exec);
+  // A capture's record of the session's graphs (session_restore.cc's CaptureNow), and their
+  // recreation from a snapshot under the same handles (AdoptRestore).
+  Status CaptureGraphs(std::vector<store::GraphState>* out) const;
+  void AdoptGraphs(const std::vector<store::GraphState>& graphs);
+  // session_capture.cc: stream capture.
+  CUresult StreamBeginCapture(const ipc::CaptureArgs& a, const Call& call);
+  CUresult StreamEndCapture(const ipc::CaptureArgs& a, const Call& call);
+  CUresult StreamCaptureInfo(const ipc::HandleArgs& a, const Call& call);
+  // While a capture is in progress, before a record runs: records work on a capturing stream as a
+  // node of its capture's graph, joins streams through events recorded in a capture, and refuses
+  // (invalidating the capture) what a capture cannot hold. True when the record was handled here
+  // (its result in *result); false when it runs as usual.
+  bool Capture(const OpHandler& handler, const ipc::RecordView& record, const Call& call, CUresult* result);
+  // Refuses a call during capture `capture`: the capture is invalidated, as the driver does.
+  CUresult InvalidateCapture(uint64_t capture, CUresult why, const char* call);
+  // Ends capture `capture`: its streams stop capturing and its events forget it.
+  void EndCaptureOf(uint64_t capture);
 
   // cuBLAS (session_blas.cc, session_blas_gemm.cc).
   // The CUresult an asynchronous cuBLAS call fails with: CUDA_ERROR_INVALID_VALUE and
@@ -608,6 +665,14 @@ class Session {
   int nccl_group_depth_ = 0;
   ncclResult_t nccl_group_error_ = ncclSuccess;  // a call of the open group was refused
   std::vector<NcclQueued> nccl_queued_;
+
+  // CUDA graphs and stream capture (session_graphs.cc, session_capture.cc).
+  std::unordered_map<uint64_t, GraphRecord> graphs_;
+  std::unordered_map<uint64_t, GraphExecRecord> graph_execs_;
+  std::unordered_map<uint64_t, CaptureRecord> captures_;        // by capture id
+  std::unordered_map<uint64_t, CapturingStream> capturing_;     // by virtual stream
+  std::unordered_map<uint64_t, CapturingStream> captured_events_;  // events recorded in a capture
+  uint64_t last_capture_ = 0;
 };
 
 }  // namespace phos::runtime

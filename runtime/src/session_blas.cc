@@ -162,6 +162,7 @@ CUresult Session::BlasSetStream(const ipc::StreamEventArgs& a, const Call&) {
   if (it == blas_.end()) return static_cast<CUresult>(CUBLAS_STATUS_NOT_INITIALIZED);
   Result<CUstream> stream = StreamOf(a.stream);
   if (!stream.ok()) return static_cast<CUresult>(CUBLAS_STATUS_INVALID_VALUE);
+  it->second.stream = a.stream;
   return static_cast<CUresult>(driver_->cublasSetStream(it->second.handle, reinterpret_cast<cudaStream_t>(*stream)));
 }
 

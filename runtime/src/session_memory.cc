@@ -103,17 +103,11 @@ CUresult Session::Memset(const ipc::MemsetArgs& a, const Call&) {
   return driver_->cuMemsetD8Async(a.dst, value, a.bytes, *stream);
 }
 
-namespace {
-
-// The bytes `height` rows of `width` bytes, `pitch` apart, span from the first row's start; false
-// when rows would overlap (a pitch below the width) or the span does not fit in 64 bits.
-bool PitchedSpan(uint64_t pitch, uint64_t width, uint64_t height, uint64_t* span) {
+bool Session::PitchedSpan(uint64_t pitch, uint64_t width, uint64_t height, uint64_t* span) {
   if (height > 1 && width > pitch) return false;
   uint64_t rows = 0;
   return !__builtin_mul_overflow(height - 1, pitch, &rows) && !__builtin_add_overflow(rows, width, span);
 }
-
-}  // namespace
 
 CUresult Session::Memcpy2D(const ipc::Copy2DArgs& a, const Call& call) {
   uint64_t packed = 0;

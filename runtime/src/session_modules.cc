@@ -136,12 +136,23 @@ CUresult Session::ModuleUnload(const ipc::HandleArgs& a, const Call&) {
 CUresult Session::FunctionGet(const ipc::FunctionGetArgs& a, const Call& call) {
   if (a.name_bytes == 0 || a.name_bytes > ipc::kMaxNameBytes || a.name_bytes != call.tail.size()) return CUDA_ERROR_INVALID_VALUE;
   std::string name(reinterpret_cast<const char*>(call.tail.data()), a.name_bytes);
+  uint64_t vid = 0;
+  if (CUresult r = ResolveFunction(a.module_id, name, &vid); r != CUDA_SUCCESS) return r;
+  const Function& fn = functions_.at(vid);
+  ipc::FunctionInfo info{vid, static_cast<uint32_t>(fn.params.size()), fn.param_bytes};
+  std::memcpy(call.reply, &info, sizeof(info));
+  std::memcpy(call.reply + sizeof(info), fn.params.data(), fn.params.size() * sizeof(ipc::ParamSlot));
+  *call.reply_len = sizeof(info) + fn.params.size() * sizeof(ipc::ParamSlot);
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::ResolveFunction(uint64_t module_id, const std::string& name, uint64_t* out) {
   CUfunction f = nullptr;
   CUresult r = CUDA_ERROR_NOT_FOUND;
   bool failed_module = false;
   uint64_t found_in = 0;
   for (uint64_t id : module_order_) {
-    if (a.module_id != 0 && id != a.module_id) continue;
+    if (module_id != 0 && id != module_id) continue;
     const Module& m = modules_[id];
     if (m.module == nullptr) {
       failed_module |= m.load_result != CUDA_SUCCESS;
@@ -154,10 +165,10 @@ CUresult Session::FunctionGet(const ipc::FunctionGetArgs& a, const Call& call) {
     }
   }
   if (r != CUDA_SUCCESS) {
-    CUresult out = failed_module ? CUDA_ERROR_NO_BINARY_FOR_GPU : CUDA_ERROR_NOT_FOUND;
+    CUresult out_result = failed_module ? CUDA_ERROR_NO_BINARY_FOR_GPU : CUDA_ERROR_NOT_FOUND;
     PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: kernel {} not found in the session's modules{}", pid_, name,
              failed_module ? " (a module of its registration failed to load on this device)" : "");
-    return out;
+    return out_result;
   }
   Function fn;
   fn.function = f;
@@ -175,12 +186,8 @@ CUresult Session::FunctionGet(const ipc::FunctionGetArgs& a, const Call& call) {
     for (const ipc::ParamSlot& slot : fn.params) layout.push_back({slot.offset, slot.size});
     fn.meta = metadata_->GetOrBuild(modules_[found_in].hash, name, layout);
   }
-  uint64_t vid = NewHandle();
-  ipc::FunctionInfo info{vid, static_cast<uint32_t>(fn.params.size()), fn.param_bytes};
-  std::memcpy(call.reply, &info, sizeof(info));
-  std::memcpy(call.reply + sizeof(info), fn.params.data(), fn.params.size() * sizeof(ipc::ParamSlot));
-  *call.reply_len = sizeof(info) + fn.params.size() * sizeof(ipc::ParamSlot);
-  functions_[vid] = std::move(fn);
+  *out = NewHandle();
+  functions_[*out] = std::move(fn);
   return CUDA_SUCCESS;
 }
 

@@ -261,6 +261,48 @@ std::array<OpHandler, kOpSlots> Session::BuildOpTable() {
       {.name = "ncclRedOpCreatePreMulSum", .result = kNccl, .library = Library::kNccl});
   at(Op::kNcclRedOpDestroy) = Bind<ipc::NcclRedOpArgs, &Session::NcclRedOpDestroy>(
       {.name = "ncclRedOpDestroy", .result = kNccl, .library = Library::kNccl});
+
+  // CUDA graphs (session_graphs.cc): each runs on its graph's or executable graph's device (the
+  // virtual handle at the record's start), a launch and an upload on their stream's.
+  constexpr uint32_t kOwner = 0;
+  static_assert(offsetof(ipc::GraphNodeArgs, owner) == 0 && offsetof(ipc::GraphNodeRef, owner) == 0 &&
+                offsetof(ipc::GraphEdgesArgs, graph) == 0 && offsetof(ipc::GraphInstantiateArgs, graph) == 0 &&
+                offsetof(ipc::GraphUpdateArgs, exec) == 0);
+  at(Op::kGraphCreate) = Bind<NoArgs, &Session::GraphCreate>({.name = "cudaGraphCreate"});
+  at(Op::kGraphDestroy) =
+      Bind<ipc::HandleArgs, &Session::GraphDestroy>({.name = "cudaGraphDestroy", .placement = kHandle});
+  at(Op::kGraphAddNode) = Bind<ipc::GraphNodeArgs, &Session::GraphAddNode>(
+      {.name = "cudaGraphAdd*Node", .shape = kHead, .placement = kHandle, .handle_offset = kOwner});
+  at(Op::kGraphAddDependencies) = Bind<ipc::GraphEdgesArgs, &Session::GraphAddDependencies>(
+      {.name = "cudaGraphAddDependencies", .shape = kHead, .placement = kHandle, .handle_offset = kOwner});
+  at(Op::kGraphDestroyNode) = Bind<ipc::GraphNodeRef, &Session::GraphDestroyNode>(
+      {.name = "cudaGraphDestroyNode", .placement = kHandle, .handle_offset = kOwner});
+  at(Op::kGraphGetNodes) = Bind<ipc::HandleArgs, &Session::GraphGetNodes>(
+      {.name = "cudaGraphGetNodes", .placement = kHandle});
+  at(Op::kGraphNodeGetParams) = Bind<ipc::GraphNodeRef, &Session::GraphNodeGetParams>(
+      {.name = "cudaGraphKernelNodeGetParams", .placement = kHandle, .handle_offset = kOwner});
+  at(Op::kGraphNodeSetParams) = Bind<ipc::GraphNodeArgs, &Session::GraphNodeSetParams>(
+      {.name = "cudaGraphKernelNodeSetParams", .shape = kHead, .placement = kHandle, .handle_offset = kOwner});
+  at(Op::kGraphClone) = Bind<ipc::HandleArgs, &Session::GraphClone>({.name = "cudaGraphClone", .placement = kHandle});
+  at(Op::kGraphInstantiate) = Bind<ipc::GraphInstantiateArgs, &Session::GraphInstantiate>(
+      {.name = "cudaGraphInstantiate", .placement = kHandle, .handle_offset = kOwner});
+  at(Op::kGraphUpload) = Bind<ipc::StreamEventArgs, &Session::GraphUpload>(
+      {.name = "cudaGraphUpload", .placement = kHandle, .handle_offset = kStreamOfPair});
+  at(Op::kGraphLaunch) = Bind<ipc::StreamEventArgs, &Session::GraphLaunch>(
+      {.name = "cudaGraphLaunch", .placement = kHandle, .handle_offset = kStreamOfPair});
+  at(Op::kGraphExecUpdate) = Bind<ipc::GraphUpdateArgs, &Session::GraphExecUpdate>(
+      {.name = "cudaGraphExecUpdate", .placement = kHandle, .handle_offset = kOwner});
+  at(Op::kGraphExecNodeSetParams) = Bind<ipc::GraphNodeArgs, &Session::GraphExecNodeSetParams>(
+      {.name = "cudaGraphExecKernelNodeSetParams", .shape = kHead, .placement = kHandle, .handle_offset = kOwner});
+  at(Op::kGraphExecDestroy) =
+      Bind<ipc::HandleArgs, &Session::GraphExecDestroy>({.name = "cudaGraphExecDestroy", .placement = kHandle});
+  // Stream capture (session_capture.cc), on the stream's device.
+  at(Op::kStreamBeginCapture) = Bind<ipc::CaptureArgs, &Session::StreamBeginCapture>(
+      {.name = "cudaStreamBeginCapture", .placement = kHandle, .handle_offset = offsetof(ipc::CaptureArgs, stream)});
+  at(Op::kStreamEndCapture) = Bind<ipc::CaptureArgs, &Session::StreamEndCapture>(
+      {.name = "cudaStreamEndCapture", .placement = kHandle, .handle_offset = offsetof(ipc::CaptureArgs, stream)});
+  at(Op::kStreamCaptureInfo) = Bind<ipc::HandleArgs, &Session::StreamCaptureInfo>(
+      {.name = "cudaStreamGetCaptureInfo", .placement = kHandle});
   return t;
 }
 
@@ -308,6 +350,7 @@ CUresult Session::Execute(const ipc::RecordView& record, size_t* reply_len) {
             .tail = {record.payload + handler->record_bytes, length - handler->record_bytes},
             .reply = ring_->reply_payload_for_write(),
             .reply_len = reply_len};
+  if (CUresult captured = CUDA_SUCCESS; !captures_.empty() && Capture(*handler, record, call, &captured)) return captured;
   return handler->invoke(*this, record, call);
 }
 

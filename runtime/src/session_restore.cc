@@ -94,6 +94,7 @@ Status Session::AdoptRestore() {
   }
   for (const auto& [vid, event] : p.events) events_[vid] = EventHandle{event, p.event_flags[vid], device_of(vid)};
   for (const auto& [vid, handle] : p.blas) blas_[vid] = BlasHandle{handle, device_of(vid)};
+  if (restore_->plan().manifest != nullptr) AdoptGraphs(restore_->plan().manifest->graphs);
   pooled_blas_vid_ = p.pooled_blas_vid;
   next_handle_ = std::max(next_handle_, p.next_handle);
   preloaded_modules_ = std::move(p.modules);
@@ -194,6 +195,30 @@ Session::Speculation Session::Speculate(const ipc::RecordView& record, AccessSet
       if (!ops.ok() || !s.ok()) return Speculation::kNone;  // Execute refuses it
       *stream = *s;
       SpeculateBlas(buffers_, ops, sets);
+      return Speculation::kSets;
+    }
+    case Op::kGraphLaunch: {
+      // The union of the executable graph's nodes' sets: its launch waits for every buffer a node
+      // names, as each node's call would.
+      ipc::StreamEventArgs a;
+      if (!DecodeRecord(record, &a)) return Speculation::kNone;
+      auto exec = graph_execs_.find(a.event);
+      Result<CUstream> s = StreamOf(a.stream);
+      if (exec == graph_execs_.end() || !s.ok()) return Speculation::kNone;
+      *stream = *s;
+      // A graph restored from the snapshot names its kernels by name until first used.
+      if (ResolveGraphKernels(exec->second.nodes) != CUDA_SUCCESS) return Speculation::kNone;
+      // Node by node into the same sets: speculation allocates nothing.
+      for (const GraphNodeRecord& n : exec->second.nodes) {
+        if (!n.live) continue;
+        GraphNodeAccess access{.node = &n.params, .params = n.kernel_params};
+        if (n.params.type == CU_GRAPH_NODE_TYPE_KERNEL) {
+          auto fn = functions_.find(n.params.launch.function);
+          if (fn == functions_.end()) return Speculation::kNone;  // refused by the launch's checks
+          access.meta = fn->second.meta.get();
+        }
+        if (!SpeculateGraphLaunch({&access, 1}, buffers_, sets).ok()) return Speculation::kUnknown;
+      }
       return Speculation::kSets;
     }
     case Op::kNcclCollective: {
@@ -530,6 +555,7 @@ Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& fun
                            .device = buffer_device(base)});
   }
   req.gpus = group_ ? group_->size() : 1;
+  if (Status graphs = CaptureGraphs(&req.graphs); !graphs.ok()) return graphs;
   for (const auto& [vid, comm] : comms_) {
     req.nccl_comms.push_back({.handle = vid, .device = comm.device});
   }

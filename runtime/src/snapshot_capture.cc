@@ -129,6 +129,7 @@ Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& st
   manifest.next_handle = request.next_handle;
   manifest.gpus = request.gpus;
   manifest.nccl_comms = request.nccl_comms;
+  manifest.graphs = request.graphs;
   if (request.cpu_state.has_value()) manifest.cpu_state = *request.cpu_state;
 
   // Every buffer must be device memory of the context before anything is read: a host or stale

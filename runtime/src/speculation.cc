@@ -1,5 +1,7 @@
 #include "phos/runtime/speculation.h"
 
+#include <cuda.h>
+
 
 #include <cstring>
 #include <iterator>
@@ -188,6 +190,33 @@ void SpeculateNccl(const BufferTable& table, const NcclOperands& operands, Acces
   AddRange(table, operands.send.ptr, operands.send.bytes, /*write=*/false, false, sets);
   AddRange(table, operands.scalar.ptr, operands.scalar.bytes, /*write=*/false, false, sets);
   AddRange(table, operands.recv.ptr, operands.recv.bytes, /*write=*/true, operands.recv.dense, sets);
+}
+
+Status SpeculateGraphLaunch(std::span<const GraphNodeAccess> nodes, const BufferTable& table, AccessSets* sets) {
+  for (const GraphNodeAccess& n : nodes) {
+    const ipc::GraphNode& p = *n.node;
+    switch (p.type) {
+      case CU_GRAPH_NODE_TYPE_KERNEL: {
+        if (n.meta == nullptr) return Status::NotFound("a kernel node's parameters are not known");
+        if (Status s = SpeculateLaunch(*n.meta, n.params, table, sets); !s.ok()) return s;
+        break;
+      }
+      case CU_GRAPH_NODE_TYPE_MEMCPY:
+        SpeculatePitched(table, p.src, p.src_pitch, p.width, p.height, /*write=*/false, sets);
+        SpeculatePitched(table, p.dst, p.dst_pitch, p.width, p.height, /*write=*/true, sets);
+        break;
+      case CU_GRAPH_NODE_TYPE_MEMSET: {
+        uint64_t row = 0;
+        // A row that wraps reaches every buffer from dst up, as a wrapping span does.
+        if (__builtin_mul_overflow(p.width, uint64_t{p.element_size}, &row)) row = ~uint64_t{0};
+        SpeculatePitched(table, p.dst, p.dst_pitch, row, p.height, /*write=*/true, sets);
+        break;
+      }
+      default:  // events and empty nodes touch no memory
+        break;
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace phos::runtime

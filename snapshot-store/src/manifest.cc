@@ -107,6 +107,32 @@ proto::Manifest ToProto(const Manifest& m) {
   p.set_va_bytes(m.va_bytes);
   p.set_next_handle(m.next_handle);
   p.set_gpus(m.gpus);
+  for (const GraphState& g : m.graphs) {
+    proto::GraphState* pg = p.add_graphs();
+    pg->set_handle(g.handle);
+    pg->set_device(g.device);
+    pg->set_executable(g.executable);
+    for (const GraphNodeState& n : g.nodes) {
+      proto::GraphNodeState* pn = pg->add_nodes();
+      pn->set_type(n.type);
+      pn->set_destroyed(!n.live);
+      for (uint32_t d : n.depends) pn->add_depends(d);
+      pn->set_kernel(n.kernel);
+      pn->set_params(n.params);
+      for (uint32_t v : n.grid) pn->add_grid(v);
+      for (uint32_t v : n.block) pn->add_block(v);
+      pn->set_shared_bytes(n.shared_bytes);
+      pn->set_dst(n.dst);
+      pn->set_dst_pitch(n.dst_pitch);
+      pn->set_src(n.src);
+      pn->set_src_pitch(n.src_pitch);
+      pn->set_width(n.width);
+      pn->set_height(n.height);
+      pn->set_value(n.value);
+      pn->set_element_size(n.element_size);
+      pn->set_event(n.event);
+    }
+  }
   for (const NcclCommState& c : m.nccl_comms) {
     proto::NcclCommState* pc = p.add_nccl_comms();
     pc->set_handle(c.handle);
@@ -209,6 +235,39 @@ Result<Manifest> FromProto(const proto::Manifest& p) {
   m.gpus = p.gpus();
   for (const proto::NcclCommState& pc : p.nccl_comms()) {
     m.nccl_comms.push_back(NcclCommState{pc.handle(), pc.device()});
+  }
+  for (int i = 0; i < p.graphs_size(); ++i) {
+    const proto::GraphState& pg = p.graphs(i);
+    GraphState g{.handle = pg.handle(), .device = pg.device(), .executable = pg.executable(), .nodes = {}};
+    for (const proto::GraphNodeState& pn : pg.nodes()) {
+      // A kernel's shape is three extents each; a dependency names an index of the same graph.
+      if ((pn.grid_size() != 0 && pn.grid_size() != 3) || pn.block_size() != pn.grid_size()) {
+        return Status::Corruption(fmt::format("manifest graph {}: a kernel node without a 3-extent shape", i));
+      }
+      for (uint32_t d : pn.depends()) {
+        if (d >= static_cast<uint32_t>(pg.nodes_size())) {
+          return Status::Corruption(fmt::format("manifest graph {}: a dependency on node {} of {}", i, d, pg.nodes_size()));
+        }
+      }
+      g.nodes.push_back(GraphNodeState{.type = pn.type(),
+                                       .live = !pn.destroyed(),
+                                       .depends = {pn.depends().begin(), pn.depends().end()},
+                                       .kernel = pn.kernel(),
+                                       .params = pn.params(),
+                                       .grid = {pn.grid().begin(), pn.grid().end()},
+                                       .block = {pn.block().begin(), pn.block().end()},
+                                       .shared_bytes = pn.shared_bytes(),
+                                       .dst = pn.dst(),
+                                       .dst_pitch = pn.dst_pitch(),
+                                       .src = pn.src(),
+                                       .src_pitch = pn.src_pitch(),
+                                       .width = pn.width(),
+                                       .height = pn.height(),
+                                       .value = pn.value(),
+                                       .element_size = pn.element_size(),
+                                       .event = pn.event()});
+    }
+    m.graphs.push_back(std::move(g));
   }
   return m;
 }

@@ -190,6 +190,39 @@ TEST(SessionOpsTest, CallsNamingAHandleRunOnItsDevice) {
   EXPECT_EQ(lt->Unavailable(), CUDA_ERROR_NOT_SUPPORTED);
 }
 
+TEST(SessionOpsTest, GraphRecordsRunOnTheirGraphsOrStreamsDevice) {
+  auto handler = [](Op op) { return FindOpHandler(static_cast<uint16_t>(op)); };
+  // A node's record carries its dependencies and a kernel's parameters after it.
+  for (Op op : {Op::kGraphAddNode, Op::kGraphNodeSetParams, Op::kGraphExecNodeSetParams}) {
+    EXPECT_EQ(handler(op)->record_bytes, sizeof(ipc::GraphNodeArgs)) << handler(op)->name;
+    EXPECT_EQ(handler(op)->shape, RecordShape::kHead) << handler(op)->name;
+  }
+  EXPECT_EQ(handler(Op::kGraphAddDependencies)->shape, RecordShape::kHead);
+  // Everything about a graph or an executable graph runs on its device, named first in the record.
+  for (Op op : {Op::kGraphDestroy, Op::kGraphAddNode, Op::kGraphAddDependencies, Op::kGraphDestroyNode,
+                Op::kGraphGetNodes, Op::kGraphNodeGetParams, Op::kGraphClone, Op::kGraphInstantiate,
+                Op::kGraphExecUpdate, Op::kGraphExecNodeSetParams, Op::kGraphExecDestroy}) {
+    EXPECT_EQ(handler(op)->placement, Placement::kHandleDevice) << handler(op)->name;
+    EXPECT_EQ(handler(op)->handle_offset, 0u) << handler(op)->name;
+    EXPECT_EQ(handler(op)->shape == RecordShape::kExact, op != Op::kGraphAddNode && op != Op::kGraphAddDependencies &&
+                                                             op != Op::kGraphExecNodeSetParams)
+        << handler(op)->name;
+  }
+  // A launch, an upload and a capture run on their stream's device.
+  for (Op op : {Op::kGraphLaunch, Op::kGraphUpload}) {
+    EXPECT_EQ(handler(op)->record_bytes, sizeof(ipc::StreamEventArgs));
+    EXPECT_EQ(handler(op)->handle_offset, offsetof(ipc::StreamEventArgs, stream));
+  }
+  for (Op op : {Op::kStreamBeginCapture, Op::kStreamEndCapture}) {
+    EXPECT_EQ(handler(op)->record_bytes, sizeof(ipc::CaptureArgs));
+    EXPECT_EQ(handler(op)->handle_offset, offsetof(ipc::CaptureArgs, stream));
+  }
+  EXPECT_EQ(handler(Op::kGraphCreate)->placement, Placement::kCurrentDevice);
+  std::vector<uint8_t> short_node(sizeof(ipc::GraphNodeArgs) - 1, 0);
+  ipc::GraphNodeArgs out{};
+  EXPECT_FALSE(DecodeRecord(RecordOf(Op::kGraphAddNode, short_node), &out));
+}
+
 TEST(SessionOpsTest, HostFunctionRecordsDecodeTheirSlot) {
   ipc::HostFnArgs launch{.stream = 32, .slot = 17, .pad = 0};
   std::vector<uint8_t> bytes(sizeof(launch));

@@ -1,5 +1,6 @@
 #include "phos/runtime/speculation.h"
 
+#include <cuda.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -193,6 +194,40 @@ TEST_F(SpeculationTest, ConstPointersReadOthersReadWrite) {
   EXPECT_EQ(sets_.write.size(), 1u);
   EXPECT_EQ(sets_.read.buffers()[1], (BufferRef{kB, kBytes}));
   EXPECT_TRUE(sets_.complete());
+}
+
+TEST_F(SpeculationTest, AGraphLaunchTouchesTheUnionOfItsNodes) {
+  // memset A in full, then vec_add(A, A, B), then copy B to C in full, with an event between.
+  KernelParamMetadata meta = BuildParamMetadata(
+      "_Z7vec_addPKfS0_Pfi", std::vector<ParamSlotLayout>{{0, 8}, {8, 8}, {16, 8}, {24, 4}});
+  Put(0, kA);
+  Put(8, kA);
+  Put(16, kB);
+  Put(24, int32_t{1024});
+  ipc::GraphNode memset{}, kernel{}, event{}, copy{};
+  memset.type = CU_GRAPH_NODE_TYPE_MEMSET;
+  memset.dst = kA, memset.element_size = 4, memset.width = kBytes / 4, memset.height = 1, memset.dst_pitch = kBytes;
+  kernel.type = CU_GRAPH_NODE_TYPE_KERNEL;
+  event.type = CU_GRAPH_NODE_TYPE_EVENT_RECORD;
+  copy.type = CU_GRAPH_NODE_TYPE_MEMCPY;
+  copy.src = kB, copy.dst = kC, copy.width = kBytes, copy.height = 1, copy.src_pitch = copy.dst_pitch = kBytes;
+  std::vector<GraphNodeAccess> nodes = {
+      {&memset, {}, nullptr}, {&kernel, params_, &meta}, {&event, {}, nullptr}, {&copy, {}, nullptr}};
+  ASSERT_TRUE(SpeculateGraphLaunch(nodes, table_, &sets_).ok());
+  // A is overwritten in full by the memset but read by the kernel: read and written.
+  EXPECT_TRUE(ReadWrite(sets_, kA));
+  EXPECT_TRUE(ReadWrite(sets_, kB));
+  // C is only ever overwritten in full.
+  EXPECT_TRUE(WriteOnly(sets_, kC));
+  EXPECT_TRUE(sets_.complete());
+  // Only the copy: C written, B read; without the kernel's metadata the launch may touch anything.
+  AccessSets alone;
+  ASSERT_TRUE(SpeculateGraphLaunch(std::span(nodes).subspan(3), table_, &alone).ok());
+  EXPECT_TRUE(ReadOnly(alone, kB));
+  EXPECT_FALSE(alone.read.Contains(kA));
+  nodes[1].meta = nullptr;
+  AccessSets unknown;
+  EXPECT_FALSE(SpeculateGraphLaunch(nodes, table_, &unknown).ok());
 }
 
 TEST_F(SpeculationTest, StructHoldingADevicePointerIsFoundByScanning) {

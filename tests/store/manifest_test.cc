@@ -53,6 +53,18 @@ Manifest Sample() {
   m.next_handle = 100;
   m.gpus = 2;
   m.nccl_comms.push_back({.handle = 50, .device = 1});
+  GraphNodeState memset{.type = 2, .dst = 0x7f0000001000, .dst_pitch = 64, .width = 16, .height = 1, .value = 7,
+                        .element_size = 4};
+  GraphNodeState kernel{.type = 0,
+                        .depends = {0},
+                        .kernel = "_Z7vec_addPKfS0_Pfi",
+                        .params = std::string("\x00\x10\x00\x00\x00\x7f\x00\x00", 8),
+                        .grid = {4, 1, 1},
+                        .block = {128, 1, 1},
+                        .shared_bytes = 0};
+  GraphNodeState gone{.type = 5, .live = false};
+  m.graphs.push_back({.handle = 60, .device = 0, .executable = false, .nodes = {memset, kernel, gone}});
+  m.graphs.push_back({.handle = 64, .device = 0, .executable = true, .nodes = {memset, kernel}});
   return m;
 }
 
@@ -85,6 +97,10 @@ TEST(ManifestTest, RoundTrip) {
   EXPECT_EQ(back->library_handles[0].library, "cublas");
   EXPECT_EQ(back->cpu_state.location, "/var/lib/phos/criu/mlp-7");
   EXPECT_EQ(back->modules[0].globals[0].contents, std::string("\x01\x00\x02\xff", 4));
+  ASSERT_EQ(back->graphs.size(), 2u);
+  EXPECT_EQ(back->graphs[0].nodes[1].kernel, "_Z7vec_addPKfS0_Pfi");
+  EXPECT_FALSE(back->graphs[0].nodes[2].live);
+  EXPECT_TRUE(back->graphs[1].executable);
   EXPECT_EQ(EncodeManifest(*back), bytes);
 }
 
@@ -111,6 +127,21 @@ TEST(ManifestTest, EveryFieldTakesPartInEquality) {
   other = m;
   other.cpu_state.kind = "fork-template";
   EXPECT_FALSE(other == m);
+  other = m;
+  other.graphs[1].nodes[1].params[0] ^= 1;
+  EXPECT_FALSE(other == m);
+  other = m;
+  other.graphs[0].nodes[2].live = true;
+  EXPECT_FALSE(other == m);
+}
+
+TEST(ManifestTest, AGraphNodeDependingOnANodeOutsideItsGraphRefused) {
+  Manifest m = Sample();
+  m.graphs[0].nodes[1].depends = {7};
+  Expect(DecodeManifest(EncodeManifest(m)), StatusCode::kCorruption, "a dependency on node 7 of 3");
+  m = Sample();
+  m.graphs[1].nodes[1].grid = {4, 1};
+  Expect(DecodeManifest(EncodeManifest(m)), StatusCode::kCorruption, "without a 3-extent shape");
 }
 
 TEST(ManifestTest, AccessClassNames) {

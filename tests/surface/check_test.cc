@@ -81,8 +81,8 @@ TEST(CheckTest, AProgramUsingServedFunctionsRuns) {
 TEST(CheckTest, ALazilyBoundMissingFunctionLoadsAndFailsAtItsCall) {
   Ran r = Check(PHOS_CHECK_LACKING);
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_TRUE(Has(r.out, "  lacks    cudaGraphCreate ")) << r.out;
-  EXPECT_EQ(LastLine(r.out), "loads; these calls fail: cudaGraphCreate (missing)");
+  EXPECT_TRUE(Has(r.out, "  lacks    cudaGraphicsUnregisterResource ")) << r.out;
+  EXPECT_EQ(LastLine(r.out), "loads; these calls fail: cudaGraphicsUnregisterResource (missing)");
   EXPECT_TRUE(Has(r.out, "bound lazily: its first call ends the process")) << r.out;
   EXPECT_FALSE(Has(r.out, "will not load")) << r.out;
 
@@ -94,18 +94,18 @@ TEST(CheckTest, ALazilyBoundMissingFunctionLoadsAndFailsAtItsCall) {
   EXPECT_NE(called.exit_code, 0);
   EXPECT_TRUE(Has(called.out, "started\n")) << called.out;
   EXPECT_TRUE(Has(called.out, "symbol lookup error")) << called.out;
-  EXPECT_TRUE(Has(called.out, "cudaGraphCreate")) << called.out;
+  EXPECT_TRUE(Has(called.out, "cudaGraphicsUnregisterResource")) << called.out;
 }
 
 TEST(CheckTest, AMissingFunctionBoundAtLoadStopsTheProgramLoading) {
   Ran r = Check(PHOS_CHECK_LACKING_NOW);
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_EQ(LastLine(r.out), "will not load: missing cudaGraphCreate");
+  EXPECT_EQ(LastLine(r.out), "will not load: missing cudaGraphicsUnregisterResource");
 
   Ran loaded = OnPhosLibraries({PHOS_CHECK_LACKING_NOW});
   EXPECT_NE(loaded.exit_code, 0);
   EXPECT_FALSE(Has(loaded.out, "started")) << loaded.out;
-  EXPECT_TRUE(Has(loaded.out, "undefined symbol: cudaGraphCreate")) << loaded.out;
+  EXPECT_TRUE(Has(loaded.out, "undefined symbol: cudaGraphicsUnregisterResource")) << loaded.out;
 }
 
 Result<CheckReport> CheckInProcess(const std::string& program, const Surface& surface,
@@ -124,7 +124,7 @@ TEST(CheckTest, LdBindNowBindsEveryImportAtLoad) {
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_TRUE(report->load_failures.empty());
   EXPECT_EQ(report->verdict(), Verdict::kWillNotLoad);
-  EXPECT_EQ(LastLine(FormatReport(*report)), "will not load: missing cudaGraphCreate");
+  EXPECT_EQ(LastLine(FormatReport(*report)), "will not load: missing cudaGraphicsUnregisterResource");
 
   Ran loaded = OnPhosLibraries({PHOS_CHECK_LACKING}, {{"LD_BIND_NOW", "1"}});
   EXPECT_NE(loaded.exit_code, 0);
@@ -137,11 +137,11 @@ TEST(CheckTest, ImportsOfTheLibrariesAProgramLoadsCount) {
   // The import is the helper's, found through the program's $ORIGIN run path.
   bool helper_line = false;
   for (const std::string& line : Lines(r.out)) {
-    if (Has(line, "lacks    cudaGraphCreate") && Has(line, "check_helper/libcheck_helper.so"))
+    if (Has(line, "lacks    cudaGraphicsUnregisterResource") && Has(line, "check_helper/libcheck_helper.so"))
       helper_line = true;
   }
   EXPECT_TRUE(helper_line) << r.out;
-  EXPECT_TRUE(Has(r.out, "loads; these calls fail: cudaGraphCreate")) << r.out;
+  EXPECT_TRUE(Has(r.out, "loads; these calls fail: cudaGraphicsUnregisterResource")) << r.out;
   EXPECT_EQ(OnPhosLibraries({PHOS_CHECK_WITH_HELPER}).out, "started\n");
 }
 

@@ -63,7 +63,7 @@ Readelf ReadWithReadelf(const std::string& path) {
     if (bind != "GLOBAL" && bind != "WEAK") continue;
     if (w[6] == "UND" && (type == "FUNC" || type == "NOTYPE")) {
       r.imports[name] = bind == "WEAK";
-      // "cudaGraphCreate@libcudart.so.13 (4)": the version's index.
+      // "cudaGraphicsUnregisterResource@libcudart.so.13 (4)": the version's index.
       if (w.size() >= 9 && w[8].size() > 2)
         r.version_library[name] = version_files[w[8].substr(1, w[8].size() - 2)];
     }
@@ -146,7 +146,7 @@ TEST(ElfFileTest, ImportsNameTheLibraryTheirVersionComesFrom) {
   ASSERT_TRUE(elf.ok()) << elf.status().ToString();
   std::map<std::string, std::string> versions;
   for (const ElfImport& i : elf->imports) versions[i.name] = i.version_library;
-  EXPECT_EQ(versions["cudaGraphCreate"], "libcudart.so.13");  // NVIDIA's libcudart versions its functions
+  EXPECT_EQ(versions["cudaGraphicsUnregisterResource"], "libcudart.so.13");  // NVIDIA's libcudart versions its functions
   // __libc_start_main@GLIBC_2.34 (not printf: a sanitizer build's runtime defines that one)
   EXPECT_EQ(versions["__libc_start_main"], "libc.so.6");
   EXPECT_EQ(versions["__gmon_start__"], "");                  // weak, unversioned
@@ -158,7 +158,7 @@ TEST(ElfFileTest, LazyAndLoadTimeBindingOfAnImport) {
     Result<ElfFile> elf = ReadElfFile(path);
     ASSERT_TRUE(elf.ok()) << elf.status().ToString();
     auto it = std::find_if(elf->imports.begin(), elf->imports.end(),
-                           [](const ElfImport& i) { return i.name == "cudaGraphCreate"; });
+                           [](const ElfImport& i) { return i.name == "cudaGraphicsUnregisterResource"; });
     ASSERT_NE(it, elf->imports.end()) << path;
     EXPECT_EQ(it->binding, binding) << path;
     EXPECT_FALSE(it->weak);

@@ -163,6 +163,27 @@ TEST_F(TransparencyTest, DriverApiFunctionsFromCudaGetDriverEntryPointShareTheRu
   EXPECT_NE(check.out.find("\nruns\n"), std::string::npos) << check.out;
 }
 
+// graph_report, built like launch_report (its kernels by nvcc for a GPU), captures a graph from
+// two streams joined by events and replays it 100 times, and builds, clones and updates an explicit
+// graph, each result checked against its own CPU computation; the capture mode's rules hold.
+TEST_F(TransparencyTest, APlainProgramsCapturedAndExplicitGraphsMatchItsCpu) {
+  const char* gpu = std::getenv("PHOS_TEST_GPU");
+  const bool on_gpu = gpu != nullptr && std::string(gpu) == "cuda";
+  if (on_gpu && std::string(PHOS_GRAPH_REPORT_GPU).empty()) GTEST_SKIP() << "built without nvcc";
+  const std::string program = on_gpu ? PHOS_GRAPH_REPORT_GPU : PHOS_GRAPH_REPORT;
+  CommandResult r = PhosFn({"run", "--", program});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("graph report: a captured graph of 6 nodes replayed 100 times, an explicit graph updated, "
+                       "all checks held"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;
+  // Every CUDA function it imports, phos serves.
+  CommandResult check = PhosFn({"check", program});
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+  EXPECT_NE(check.out.find("\nruns\n"), std::string::npos) << check.out;
+}
+
 #ifdef PHOS_NCCL_REPORT
 // phosd on four simulated devices: nccl_report, built like device_report against NVIDIA's
 // libcudart and libnccl, runs as a function declaring four GPUs.

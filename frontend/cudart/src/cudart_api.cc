@@ -171,11 +171,12 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   return Return(Client::Get().Call(ipc::Op::kEventRecord, &a, sizeof(a), nullptr, 0, true));
 }
 
-// cudaEventRecordExternal marks a record inside a stream capture, which phos does not serve.
+// cudaEventRecordExternal makes an external event node of a record inside a stream capture, which
+// phos does not serve.
 cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags) {
   if (flags == cudaEventRecordDefault) return cudaEventRecord(event, stream);
   if (flags == cudaEventRecordExternal) {
-    return phos::frontend::NotSupported("cudaEventRecordWithFlags", "cudaEventRecordExternal: stream capture is not served");
+    return phos::frontend::NotSupported("cudaEventRecordWithFlags", "cudaEventRecordExternal: external event nodes in a capture are not served");
   }
   return Return(cudaErrorInvalidValue);
 }

@@ -120,6 +120,11 @@ CUresult FetchKernel(uint64_t module_id, const std::string& name, KernelRef* out
 // The parameter buffer of a launch of `k` (k.param_bytes bytes), each argument of `args` copied to
 // its offset; false when the kernel takes arguments and none were given.
 bool PackArguments(const KernelRef& k, void** args, uint8_t* buffer);
+// The stream capture that `stream` (a virtual stream) takes part in, as the frontend knows it
+// (cudart_capture.cc): a call the calling thread's capture mode prohibits while a capture is in
+// progress returns cudaErrorStreamCaptureUnsupported and invalidates the captures that prohibit
+// it, as NVIDIA's runtime does. `call` names it in the log.
+cudaError_t CaptureProhibits(const char* call);
 // The module a fatbin handle of __cudaRegisterFatBinary loaded as; 0 when it was not a fatbin
 // the frontend could size.
 uint64_t FatbinModule(void** handle);

@@ -19,6 +19,7 @@
 
 using phos::frontend::Client;
 using phos::frontend::KernelRef;
+using phos::frontend::PackArguments;
 using phos::frontend::Return;
 using phos::frontend::StreamId;
 namespace ipc = phos::ipc;

@@ -228,6 +228,7 @@ extern "C" {
 cudaError_t cudaMalloc(void** ptr, size_t size) {
   if (ptr == nullptr) return Return(cudaErrorInvalidValue);
   *ptr = nullptr;
+  if (cudaError_t e = phos::frontend::CaptureProhibits("cudaMalloc"); e != cudaSuccess) return Return(e);
   if (size == 0) return cudaSuccess;
   uint64_t out = 0;
   CUresult r = phos::frontend::AllocateDevice(size, /*pooled=*/false, &out);
@@ -250,7 +251,11 @@ cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t heig
   return cudaMalloc(ptr, bytes);
 }
 
-cudaError_t cudaFree(void* ptr) { return Return(phos::frontend::FreeDevice(reinterpret_cast<uintptr_t>(ptr))); }
+cudaError_t cudaFree(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;
+  if (cudaError_t e = phos::frontend::CaptureProhibits("cudaFree"); e != cudaSuccess) return Return(e);
+  return Return(phos::frontend::FreeDevice(reinterpret_cast<uintptr_t>(ptr)));
+}
 
 // Pinned host memory is process-local memory here: copies to and from it go through the ring as
 // pageable copies do (docs/remoting.md, "Departures").
@@ -341,6 +346,7 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  if (cudaError_t e = phos::frontend::CaptureProhibits("cudaMemcpy"); e != cudaSuccess) return Return(e);
   return Copy(dst, src, count, kind, nullptr, false);
 }
 
@@ -348,7 +354,10 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
   return Copy(dst, src, count, kind, stream, true);
 }
 
-cudaError_t cudaMemset(void* dst, int value, size_t count) { return Memset(dst, value, count, nullptr, false); }
+cudaError_t cudaMemset(void* dst, int value, size_t count) {
+  if (cudaError_t e = phos::frontend::CaptureProhibits("cudaMemset"); e != cudaSuccess) return Return(e);
+  return Memset(dst, value, count, nullptr, false);
+}
 
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t count, cudaStream_t stream) {
   return Memset(dst, value, count, stream, true);

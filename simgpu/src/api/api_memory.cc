@@ -32,46 +32,9 @@ CUresult Memset(CUdeviceptr dst, uint32_t value, size_t element_size, size_t cou
 
 CUdeviceptr HostPtr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
-// One side of a CUDA_MEMCPY2D: its first row's address and whether the memory type names device
-// memory. CUDA arrays are not modelled: CUDA_ERROR_INVALID_VALUE, as for an unknown type.
-CUresult RowsStart(CUmemorytype type, const void* host, CUdeviceptr device, size_t x, size_t y, size_t pitch,
-                   CUdeviceptr* start, bool* is_device, bool* is_unified) {
-  CUdeviceptr base = 0;
-  switch (type) {
-    case CU_MEMORYTYPE_HOST: base = HostPtr(host); *is_device = false; *is_unified = false; break;
-    case CU_MEMORYTYPE_DEVICE: base = device; *is_device = true; *is_unified = false; break;
-    case CU_MEMORYTYPE_UNIFIED: base = device; *is_device = false; *is_unified = true; break;
-    default: return CUDA_ERROR_INVALID_VALUE;
-  }
-  size_t offset = 0;
-  if (base == 0 || __builtin_mul_overflow(y, pitch, &offset) || __builtin_add_overflow(offset, x, &offset) ||
-      __builtin_add_overflow(base, offset, start)) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  return CUDA_SUCCESS;
-}
-
 CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream stream, CallKind kind) {
   if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Rows rows{.dst = 0, .dst_pitch = c->dstPitch, .src = 0, .src_pitch = c->srcPitch, .width = c->WidthInBytes,
-            .height = c->Height};
-  bool dst_device = false, src_device = false, dst_unified = false, src_unified = false;
-  if (CUresult r = RowsStart(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY, c->dstPitch,
-                             &rows.dst, &dst_device, &dst_unified);
-      r != CUDA_SUCCESS) {
-    return r;
-  }
-  if (CUresult r = RowsStart(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY, c->srcPitch,
-                             &rows.src, &src_device, &src_unified);
-      r != CUDA_SUCCESS) {
-    return r;
-  }
-  CopySides sides = CopySides::kUnified;
-  if (!dst_unified && !src_unified) {
-    sides = dst_device ? (src_device ? CopySides::kDeviceToDevice : CopySides::kHostToDevice)
-                       : (src_device ? CopySides::kDeviceToHost : CopySides::kHostToHost);
-  }
-  return OnStream(stream, [&](Driver& d, Stream& s) { return EnqueueCopy2D(d, s, rows, kind, sides); });
+  return OnStream(stream, [&](Driver& d, Stream& s) { return EnqueueMemcpy2D(d, s, *c, kind); });
 }
 
 CUresult Memset2D(CUdeviceptr dst, size_t pitch, uint32_t value, size_t element_size, size_t width, size_t height,

@@ -55,6 +55,27 @@ bool RowSpan(CUdeviceptr ptr, size_t pitch, size_t width, size_t height, size_t*
   return !__builtin_add_overflow(ptr, *span, &end);
 }
 
+CUdeviceptr HostPtr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+// One side of a CUDA_MEMCPY2D: its first row's address and whether the memory type names device
+// memory. CUDA arrays are not modelled: CUDA_ERROR_INVALID_VALUE, as for an unknown type.
+CUresult RowsStart(CUmemorytype type, const void* host, CUdeviceptr device, size_t x, size_t y, size_t pitch,
+                   CUdeviceptr* start, bool* is_device, bool* is_unified) {
+  CUdeviceptr base = 0;
+  switch (type) {
+    case CU_MEMORYTYPE_HOST: base = HostPtr(host); *is_device = false; *is_unified = false; break;
+    case CU_MEMORYTYPE_DEVICE: base = device; *is_device = true; *is_unified = false; break;
+    case CU_MEMORYTYPE_UNIFIED: base = device; *is_device = false; *is_unified = true; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  size_t offset = 0;
+  if (base == 0 || __builtin_mul_overflow(y, pitch, &offset) || __builtin_add_overflow(offset, x, &offset) ||
+      __builtin_add_overflow(base, offset, start)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
 
 CUresult EnqueueCopy(Driver& driver, Stream& stream, CUdeviceptr dst, CUdeviceptr src,
@@ -206,6 +227,29 @@ CUresult EnqueueMemset2D(Driver& driver, Stream& stream, CUdeviceptr dst, size_t
   }
   stream.Enqueue(std::move(op));
   return CUDA_SUCCESS;
+}
+
+CUresult EnqueueMemcpy2D(Driver& driver, Stream& stream, const CUDA_MEMCPY2D& copy, CallKind kind) {
+  const CUDA_MEMCPY2D* c = &copy;
+  Rows rows{.dst = 0, .dst_pitch = c->dstPitch, .src = 0, .src_pitch = c->srcPitch, .width = c->WidthInBytes,
+            .height = c->Height};
+  bool dst_device = false, src_device = false, dst_unified = false, src_unified = false;
+  if (CUresult r = RowsStart(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY, c->dstPitch,
+                             &rows.dst, &dst_device, &dst_unified);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (CUresult r = RowsStart(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY, c->srcPitch,
+                             &rows.src, &src_device, &src_unified);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  CopySides sides = CopySides::kUnified;
+  if (!dst_unified && !src_unified) {
+    sides = dst_device ? (src_device ? CopySides::kDeviceToDevice : CopySides::kHostToDevice)
+                       : (src_device ? CopySides::kDeviceToHost : CopySides::kHostToHost);
+  }
+  return EnqueueCopy2D(driver, stream, rows, kind, sides);
 }
 
 }  // namespace phos::sim

@@ -51,6 +51,11 @@ CUresult EnqueueCopy(Driver& driver, Stream& stream, CUdeviceptr dst, CUdevicept
 // span that wraps is CUDA_ERROR_INVALID_VALUE. Paced as a copy of width * height bytes.
 CUresult EnqueueCopy2D(Driver& driver, Stream& stream, const Rows& rows, CallKind kind, CopySides sides);
 
+// A CUDA_MEMCPY2D (cuMemcpy2D, cuMemcpy2DAsync, a slice of a graph's memcpy node) as EnqueueCopy2D
+// rows: host, device or unified sides, each row's start from its X and Y; an array side, a null
+// side or an offset that wraps is CUDA_ERROR_INVALID_VALUE.
+CUresult EnqueueMemcpy2D(Driver& driver, Stream& stream, const CUDA_MEMCPY2D& copy, CallKind kind);
+
 CUresult EnqueueGuardedCopy(Driver& driver, Stream& stream, CUdeviceptr dst, const void* src, size_t bytes);
 
 // Fills `count` elements of `element_size` (1, 2 or 4) bytes at `dst` with `value`, on `stream`.

@@ -40,6 +40,9 @@ class CommRegistry;
 }
 
 struct Context;
+struct GraphObject;
+struct GraphNodeObject;
+struct GraphExecObject;
 
 struct Device {
   int ordinal = 0;
@@ -160,6 +163,11 @@ class Driver final : public DeviceAccess {
   HandleTable<EventObject, CUevent, HandleKind::kEvent> events;
   HandleTable<ModuleObject, CUmodule, HandleKind::kModule> modules;
   HandleTable<FunctionObject, CUfunction, HandleKind::kFunction> functions;
+  // CUDA graphs (api/graph.h): the structures behind these handles are guarded by graph_mu.
+  std::mutex graph_mu;
+  HandleTable<GraphObject, CUgraph, HandleKind::kGraph> graphs;
+  HandleTable<GraphNodeObject, CUgraphNode, HandleKind::kGraphNode> graph_nodes;
+  HandleTable<GraphExecObject, CUgraphExec, HandleKind::kGraphExec> graph_execs;
 
  private:
   Driver() = default;

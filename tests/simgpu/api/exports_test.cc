@@ -52,6 +52,14 @@ const std::vector<std::string>& ExpectedSymbols() {
       PHOS_MAPPED(cuFuncSetCacheConfig), PHOS_MAPPED(cuOccupancyMaxActiveBlocksPerMultiprocessor),
       PHOS_MAPPED(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags),
       PHOS_MAPPED(cuOccupancyAvailableDynamicSMemPerBlock), PHOS_MAPPED(cuLaunchKernelEx),
+      PHOS_MAPPED(cuGraphCreate), PHOS_MAPPED(cuGraphDestroy), PHOS_MAPPED(cuGraphAddKernelNode),
+      PHOS_MAPPED(cuGraphKernelNodeGetParams), PHOS_MAPPED(cuGraphKernelNodeSetParams),
+      PHOS_MAPPED(cuGraphAddMemcpyNode), PHOS_MAPPED(cuGraphAddMemsetNode), PHOS_MAPPED(cuGraphAddHostNode),
+      PHOS_MAPPED(cuGraphAddEmptyNode), PHOS_MAPPED(cuGraphAddEventRecordNode), PHOS_MAPPED(cuGraphAddEventWaitNode),
+      PHOS_MAPPED(cuGraphAddDependencies), PHOS_MAPPED(cuGraphGetNodes), PHOS_MAPPED(cuGraphGetRootNodes),
+      PHOS_MAPPED(cuGraphNodeGetType), PHOS_MAPPED(cuGraphDestroyNode), PHOS_MAPPED(cuGraphClone),
+      PHOS_MAPPED(cuGraphInstantiate), PHOS_MAPPED(cuGraphUpload), PHOS_MAPPED(cuGraphLaunch),
+      PHOS_MAPPED(cuGraphExecUpdate), PHOS_MAPPED(cuGraphExecKernelNodeSetParams), PHOS_MAPPED(cuGraphExecDestroy),
   };
   return symbols;
 }

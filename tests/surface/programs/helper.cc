@@ -2,7 +2,6 @@
 // importing a function phos lacks: phos-fn check reads the libraries a program loads too.
 #include <cuda_runtime.h>
 
-extern "C" int CheckHelperMakeGraph() {
-  cudaGraph_t graph;
-  return static_cast<int>(cudaGraphCreate(&graph, 0));
+extern "C" int CheckHelperUnregister() {
+  return static_cast<int>(cudaGraphicsUnregisterResource(nullptr));
 }

@@ -75,7 +75,11 @@ struct DriverTableOptions {
   X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags) X(cuOccupancyAvailableDynamicSMemPerBlock) \
   X(cuLaunchKernelEx)                                                                            \
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease) X(cuMemMap)          \
-  X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity)
+  X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity)                               \
+  X(cuGraphCreate) X(cuGraphDestroy) X(cuGraphAddKernelNode) X(cuGraphAddMemcpyNode)             \
+  X(cuGraphAddMemsetNode) X(cuGraphAddEmptyNode) X(cuGraphAddEventRecordNode)                    \
+  X(cuGraphAddEventWaitNode) X(cuGraphInstantiate) X(cuGraphUpload) X(cuGraphLaunch)             \
+  X(cuGraphExecDestroy) X(cuGraphExecKernelNodeSetParams) X(cuGraphExecUpdate)
 
 // Handles, then Levels 1, 2 and 3 in S and D (GEMM of every type goes through the Ex calls below).
 #define PHOS_CUBLAS_ENTRY_POINTS(X)                                                              \

@@ -10,7 +10,7 @@
 namespace phos::ipc {
 
 inline constexpr uint32_t kWireMagic = 0x534f4850;  // "PHOS" little-endian
-inline constexpr uint32_t kWireVersion = 12;
+inline constexpr uint32_t kWireVersion = 13;
 inline constexpr size_t kTokenChars = 32;        // 128-bit token, hex
 inline constexpr size_t kAnswerMessageChars = 200;
 
@@ -152,6 +152,28 @@ enum class Op : uint16_t {
   // Modules the driver API loads and unloads (cuModuleLoadData, cuModuleUnload; session_modules.cc).
   kModuleLoadResult,      // HandleArgs (module id) -> the CUresult its image loaded with
   kModuleUnload,          // HandleArgs (module id): unloaded on every device, its kernels and globals gone
+  // CUDA graphs and stream capture (runtime/src/session_graphs.cc, session_capture.cc). A graph
+  // is phosd's list of checked nodes; instantiation builds the driver's graph from it.
+  kGraphCreate,           // -> u64 virtual graph, on the current device
+  kGraphDestroy,          // HandleArgs
+  kGraphAddNode,          // GraphNodeArgs + dependency_count u32 node indices + the kernel's
+                          // parameter buffer -> u32 node index
+  kGraphAddDependencies,  // GraphEdgesArgs + count GraphEdge
+  kGraphDestroyNode,      // GraphNodeRef
+  kGraphGetNodes,         // HandleArgs -> u32 count, u32 pad, count GraphNodeInfo (live nodes)
+  kGraphNodeGetParams,    // GraphNodeRef -> GraphNode + the kernel's parameter buffer
+  kGraphNodeSetParams,    // GraphNodeArgs (owner: graph; node) + the kernel's parameter buffer
+  kGraphClone,            // HandleArgs -> u64 virtual graph
+  kGraphInstantiate,      // GraphInstantiateArgs -> u64 virtual executable graph
+  kGraphUpload,           // StreamEventArgs (event: the executable graph)
+  kGraphLaunch,           // StreamEventArgs (event: the executable graph); asynchronous
+  kGraphExecUpdate,       // GraphUpdateArgs -> GraphUpdateInfo (a refused update answers success,
+                          // the reason in the reply)
+  kGraphExecNodeSetParams,  // GraphNodeArgs (owner: executable graph; node) + parameter buffer
+  kGraphExecDestroy,      // HandleArgs
+  kStreamBeginCapture,    // CaptureArgs
+  kStreamEndCapture,      // CaptureArgs -> u64 virtual graph
+  kStreamCaptureInfo,     // HandleArgs -> CaptureInfo + dependency_count u32 node indices
   kOpCount
 };
 
@@ -450,6 +472,53 @@ struct NcclRedOpArgs {
 static_assert(sizeof(NcclInitAllArgs) == 296 && sizeof(NcclInitRankArgs) == 136 && sizeof(NcclSplitArgs) == 16);
 static_assert(sizeof(NcclCollectiveArgs) == 56 && sizeof(NcclP2pArgs) == 40 && sizeof(NcclRedOpArgs) == 32);
 static_assert(sizeof(NcclGroupEndArgs) == 8);
+
+// CUDA graphs. A node is named by its graph's virtual id and its index there (creation order,
+// never reused in that graph); the frontend makes a cudaGraphNode_t of the pair.
+inline constexpr uint32_t kMaxGraphNodes = 65536;              // per graph
+inline constexpr uint32_t kMaxGraphNodeDependencies = 4096;    // per node, and per kGraphAddDependencies
+inline constexpr uint32_t kNoGraphNode = 0xffffffffu;
+// One node as phosd checks it (the call it stands for): `type` is a CUgraphNodeType. Kernel:
+// `launch` (stream unused), its parameter buffer after the record. Memcpy (device to device):
+// `height` rows of `width` bytes from src (src_pitch apart) to dst (dst_pitch apart). Memset:
+// `height` rows of `width` elements of `element_size` bytes (1, 2, 4), `dst_pitch` apart, set to
+// `value`. Event record and wait: the virtual `event`. Empty: nothing.
+struct GraphNode {
+  uint32_t type;
+  uint32_t element_size;
+  LaunchArgs launch;
+  uint64_t dst, dst_pitch, src, src_pitch, width, height;
+  uint64_t event;
+  uint32_t value;
+  uint32_t pad;
+};
+struct GraphNodeArgs {
+  uint64_t owner;             // graph (add, set) or executable graph (exec set)
+  uint32_t node;              // set: the node's index; add: unused
+  uint32_t dependency_count;  // add: the u32 indices that follow
+  GraphNode params;
+};
+struct GraphNodeRef { uint64_t owner; uint32_t node; uint32_t pad; };
+struct GraphEdge { uint32_t from; uint32_t to; };
+struct GraphEdgesArgs { uint64_t graph; uint32_t count; uint32_t pad; };
+struct GraphNodeInfo { uint32_t node; uint32_t type; uint32_t dependency_count; uint32_t pad; };
+struct GraphInstantiateArgs { uint64_t graph; uint64_t flags; };
+struct GraphUpdateArgs { uint64_t exec; uint64_t graph; };
+// Reply to kGraphExecUpdate: the CUgraphExecUpdateResult and the nodes it names (kNoGraphNode:
+// none), of the updating graph.
+struct GraphUpdateInfo { int32_t result; uint32_t error_node; uint32_t error_from_node; uint32_t pad; };
+// Stream capture. `mode` is the CUstreamCaptureMode of kStreamBeginCapture; `invalidated` (end)
+// says the frontend refused a call that its mode prohibits, which invalidated the capture.
+struct CaptureArgs { uint64_t stream; uint32_t mode; uint32_t invalidated; };
+struct CaptureInfo {
+  uint32_t status;            // CUstreamCaptureStatus
+  uint32_t dependency_count;  // the stream's capture dependencies, which follow as u32 nodes
+  uint64_t id;                // unique per capture sequence in the session
+  uint64_t graph;             // the virtual graph being captured into
+};
+static_assert(sizeof(GraphNode) == 120 && sizeof(GraphNodeArgs) == 136 && sizeof(GraphNodeRef) == 16);
+static_assert(sizeof(GraphEdgesArgs) == 16 && sizeof(GraphNodeInfo) == 16 && sizeof(GraphUpdateInfo) == 16);
+static_assert(sizeof(CaptureArgs) == 16 && sizeof(CaptureInfo) == 24);
 
 static_assert(sizeof(CopyArgs) == 32 && sizeof(MemsetArgs) == 32 && sizeof(LaunchArgs) == 48);
 static_assert(sizeof(ModuleChunkArgs) == 32 && sizeof(FunctionGetArgs) == 16 && sizeof(FunctionInfo) == 16);

@@ -71,6 +71,8 @@ struct CaptureRequest {
   uint64_t next_handle = 0;
   int32_t gpus = 1;
   std::vector<store::NcclCommState> nccl_comms;
+  // The function's graphs and executable graphs (recreated by a restore under their handles).
+  std::vector<store::GraphState> graphs;
   std::optional<store::CpuStateRef> cpu_state;
 };
 

@@ -104,6 +104,19 @@ void SpeculateMemset(const BufferTable& table, uint64_t dst, uint64_t bytes, Acc
 void SpeculatePitched(const BufferTable& table, uint64_t ptr, uint64_t pitch, uint64_t width, uint64_t height,
                       bool write, AccessSets* sets);
 
+// One node of an executable graph as a launch of it speculates (wire.h's GraphNode): a kernel
+// node's packed parameters and its function's metadata (null when not known), a memcpy's or
+// memset's rows.
+struct GraphNodeAccess {
+  const ipc::GraphNode* node = nullptr;
+  std::span<const uint8_t> params;
+  const KernelParamMetadata* meta = nullptr;
+};
+// A graph launch touches what each of its nodes touches: the union of their sets (a buffer one
+// node overwrites in full and another reads stays read). NotFound when a kernel node's parameters
+// are not known or not understood: the launch may touch any buffer.
+Status SpeculateGraphLaunch(std::span<const GraphNodeAccess> nodes, const BufferTable& table, AccessSets* sets);
+
 // Every operand of a remoted cuBLAS call (blas_operands.h): read, or written — and read too
 // unless it is overwritten (not read first) and covers its whole buffer densely.
 void SpeculateBlas(const BufferTable& table, const BlasOperands& operands, AccessSets* sets);

@@ -114,6 +114,35 @@ struct NcclCommState {
   friend bool operator==(const NcclCommState&, const NcclCommState&) = default;
 };
 
+// A node of a CUDA graph the function holds (phosd's form of it, runtime/src/session_graphs.h).
+// A kernel is named by its mangled name, found again in the restored session's modules: kernel
+// handles are the session's and do not survive a restore; addresses and event handles do.
+struct GraphNodeState {
+  int32_t type = 0;    // CUgraphNodeType
+  bool live = true;    // false: destroyed, its index kept so later indices stay
+  std::vector<uint32_t> depends;
+  std::string kernel;  // kernel: mangled name
+  std::string params;  // kernel: the packed parameter buffer
+  std::vector<uint32_t> grid, block;  // kernel: 3 each
+  uint32_t shared_bytes = 0;
+  uint64_t dst = 0, dst_pitch = 0, src = 0, src_pitch = 0, width = 0, height = 0;  // memcpy, memset
+  uint32_t value = 0, element_size = 0;                                             // memset
+  uint64_t event = 0;  // event record and wait: the virtual event
+
+  friend bool operator==(const GraphNodeState&, const GraphNodeState&) = default;
+};
+
+// A graph or an executable graph the function holds, recreated under its handle by a restore
+// (an executable one instantiated again there).
+struct GraphState {
+  uint64_t handle = 0;
+  int32_t device = 0;
+  bool executable = false;
+  std::vector<GraphNodeState> nodes;
+
+  friend bool operator==(const GraphState&, const GraphState&) = default;
+};
+
 // Where the function's CPU state is kept. Empty kind and location: none recorded.
 struct CpuStateRef {
   std::string kind;      // "fork-template" or "criu"
@@ -146,6 +175,7 @@ struct Manifest {
   // which), and its communicators.
   int32_t gpus = 0;
   std::vector<NcclCommState> nccl_comms;
+  std::vector<GraphState> graphs;
 
   friend bool operator==(const Manifest&, const Manifest&) = default;
 };

@@ -55,10 +55,7 @@ cublasStatus_t ComputeStatus(int result) {
 }
 
 cublasStatus_t NotSupported(const char* call, const char* why) {
-  static std::mutex mu;
-  static std::set<std::string> logged;
-  std::lock_guard lock(mu);
-  if (logged.insert(call).second) PHOS_LOG(Warn, "frontend", "{}: not supported: {}", call, why);
+  __phosLogNotSupported(call, why);
   return CUBLAS_STATUS_NOT_SUPPORTED;
 }
 

@@ -16,6 +16,7 @@
 
 #include "cublaslt_internal.h"
 #include "phos/base/log.h"
+#include "phos/frontend/remote_call.h"
 
 namespace phos::frontend::blaslt {
 namespace {
@@ -69,71 +70,21 @@ bool Find(const std::unordered_map<uint64_t, Object>& table, Handle handle, Obje
   return true;
 }
 
-// A served attribute's value: exactly its size, checked by `valid`, stored whole.
-template <typename T, typename Valid>
-cublasStatus_t Store(T* field, const void* buf, size_t bytes, Valid valid) {
-  if (buf == nullptr || bytes != sizeof(T)) return CUBLAS_STATUS_INVALID_VALUE;
-  T value;
-  std::memcpy(&value, buf, sizeof(T));
-  if (cublasStatus_t s = valid(value); s != CUBLAS_STATUS_SUCCESS) return s;
-  *field = value;
-  return CUBLAS_STATUS_SUCCESS;
-}
-template <typename T>
-cublasStatus_t Store(T* field, const void* buf, size_t bytes) {
-  return Store(field, buf, bytes, [](T) { return CUBLAS_STATUS_SUCCESS; });
-}
-// cuBLASLt's GetAttribute: with bytes 0 the size only; a buffer too small, or none, is refused.
-template <typename T>
-cublasStatus_t Load(const T& field, void* buf, size_t bytes, size_t* written) {
-  if (bytes == 0) {
-    if (written == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-    *written = sizeof(T);
-    return CUBLAS_STATUS_SUCCESS;
-  }
-  if (buf == nullptr || bytes < sizeof(T)) return CUBLAS_STATUS_INVALID_VALUE;
-  std::memcpy(buf, &field, sizeof(T));
-  if (written != nullptr) *written = sizeof(T);
-  return CUBLAS_STATUS_SUCCESS;
-}
+// A refusal logged once per call with what phos serves of it (refused.tsv), the status as is.
+constexpr const char* kDescServed =
+    "phos serves the compute and scale types, host pointer mode, TRANSA, TRANSB, the epilogues DEFAULT, RELU, BIAS, RELU_BIAS, "
+    "GELU and GELU_BIAS, the bias pointer and bias data type";
+constexpr const char* kLayoutServed = "phos serves column and row orders, no planar complex or pointer-array batches";
+constexpr const char* kPreferenceServed = "phos serves MAX_WORKSPACE_BYTES only";
 
-cublasStatus_t Operation(int32_t op) {
-  return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C ? CUBLAS_STATUS_SUCCESS
-                                                                     : CUBLAS_STATUS_INVALID_VALUE;
-}
-cublasStatus_t Epilogue(uint32_t e) {
-  switch (e) {
-    case CUBLASLT_EPILOGUE_DEFAULT:
-    case CUBLASLT_EPILOGUE_RELU:
-    case CUBLASLT_EPILOGUE_BIAS:
-    case CUBLASLT_EPILOGUE_RELU_BIAS:
-    case CUBLASLT_EPILOGUE_GELU:
-    case CUBLASLT_EPILOGUE_GELU_BIAS:
-      return CUBLAS_STATUS_SUCCESS;
-    default:
-      return NotSupported("cublasLtMatmulDescSetAttribute", "epilogues other than DEFAULT, RELU, BIAS, RELU_BIAS, "
-                                                            "GELU and GELU_BIAS");
-  }
-}
-cublasStatus_t PointerMode(int32_t mode) {
-  if (mode == CUBLASLT_POINTER_MODE_HOST) return CUBLAS_STATUS_SUCCESS;
-  if (mode < CUBLASLT_POINTER_MODE_DEVICE || mode > CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST)
-    return CUBLAS_STATUS_INVALID_VALUE;
-  return NotSupported("cublasLtMatmulDescSetAttribute", "pointer modes other than CUBLASLT_POINTER_MODE_HOST");
-}
-cublasStatus_t Order(int32_t order) {
-  if (order == CUBLASLT_ORDER_COL || order == CUBLASLT_ORDER_ROW) return CUBLAS_STATUS_SUCCESS;
-  if (order < CUBLASLT_ORDER_COL || order > CUBLASLT_ORDER_COL32_2R_4R4) return CUBLAS_STATUS_INVALID_VALUE;
-  return NotSupported("cublasLtMatrixLayoutSetAttribute", "orders other than column and row");
+cublasStatus_t Logged(const char* call, const char* served, cublasStatus_t status) {
+  return status == CUBLAS_STATUS_NOT_SUPPORTED ? NotSupported(call, served) : status;
 }
 
 }  // namespace
 
 cublasStatus_t NotSupported(const char* call, const char* why) {
-  static std::mutex mu;
-  static std::set<std::string> logged;
-  std::lock_guard lock(mu);
-  if (logged.insert(call).second) PHOS_LOG(Warn, "frontend", "{}: not supported: {}", call, why);
+  __phosLogNotSupported(call, why);
   return CUBLAS_STATUS_NOT_SUPPORTED;
 }
 
@@ -214,54 +165,14 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasL
   std::lock_guard lock(g_mu);
   auto it = g_descs.find(Id(desc));
   if (it == g_descs.end()) return CUBLAS_STATUS_INVALID_VALUE;
-  MatmulDesc& d = it->second;
-  switch (static_cast<int>(attr)) {
-    case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE:
-      return Store(&d.compute_type, buf, bytes);
-    case CUBLASLT_MATMUL_DESC_SCALE_TYPE:
-      return Store(&d.scale_type, buf, bytes);
-    case CUBLASLT_MATMUL_DESC_POINTER_MODE:
-      return Store(&d.pointer_mode, buf, bytes, PointerMode);
-    case CUBLASLT_MATMUL_DESC_TRANSA:
-      return Store(&d.trans_a, buf, bytes, Operation);
-    case CUBLASLT_MATMUL_DESC_TRANSB:
-      return Store(&d.trans_b, buf, bytes, Operation);
-    case CUBLASLT_MATMUL_DESC_EPILOGUE:
-      return Store(&d.epilogue, buf, bytes, Epilogue);
-    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
-      return Store(&d.bias, buf, bytes);
-    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
-      return Store(&d.bias_type, buf, bytes);
-    default:
-      return NotSupported("cublasLtMatmulDescSetAttribute", "attributes other than the compute and scale types, "
-                                                            "pointer mode, transpositions, epilogue and bias");
-  }
+  return Logged("cublasLtMatmulDescSetAttribute", kDescServed, SetAttribute(it->second, attr, buf, bytes));
 }
 
 cublasStatus_t cublasLtMatmulDescGetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
                                               void* buf, size_t bytes, size_t* written) {
   MatmulDesc d;
   if (!FindDesc(desc, &d)) return CUBLAS_STATUS_INVALID_VALUE;
-  switch (static_cast<int>(attr)) {
-    case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE:
-      return Load(d.compute_type, buf, bytes, written);
-    case CUBLASLT_MATMUL_DESC_SCALE_TYPE:
-      return Load(d.scale_type, buf, bytes, written);
-    case CUBLASLT_MATMUL_DESC_POINTER_MODE:
-      return Load(d.pointer_mode, buf, bytes, written);
-    case CUBLASLT_MATMUL_DESC_TRANSA:
-      return Load(d.trans_a, buf, bytes, written);
-    case CUBLASLT_MATMUL_DESC_TRANSB:
-      return Load(d.trans_b, buf, bytes, written);
-    case CUBLASLT_MATMUL_DESC_EPILOGUE:
-      return Load(d.epilogue, buf, bytes, written);
-    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
-      return Load(d.bias, buf, bytes, written);
-    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
-      return Load(d.bias_type, buf, bytes, written);
-    default:
-      return NotSupported("cublasLtMatmulDescGetAttribute", "attributes phos does not serve");
-  }
+  return Logged("cublasLtMatmulDescGetAttribute", kDescServed, GetAttribute(d, attr, buf, bytes, written));
 }
 
 // ---- Matrix layouts ---------------------------------------------------------------------------
@@ -285,49 +196,14 @@ cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout, c
   std::lock_guard lock(g_mu);
   auto it = g_layouts.find(Id(layout));
   if (it == g_layouts.end()) return CUBLAS_STATUS_INVALID_VALUE;
-  Layout& l = it->second;
-  switch (static_cast<int>(attr)) {
-    case CUBLASLT_MATRIX_LAYOUT_TYPE:
-      return Store(&l.type, buf, bytes);
-    case CUBLASLT_MATRIX_LAYOUT_ORDER:
-      return Store(&l.order, buf, bytes, Order);
-    case CUBLASLT_MATRIX_LAYOUT_ROWS:
-      return Store(&l.rows, buf, bytes);
-    case CUBLASLT_MATRIX_LAYOUT_COLS:
-      return Store(&l.cols, buf, bytes);
-    case CUBLASLT_MATRIX_LAYOUT_LD:
-      return Store(&l.ld, buf, bytes);
-    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
-      return Store(&l.batch_count, buf, bytes);
-    case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
-      return Store(&l.batch_stride, buf, bytes);
-    default:
-      return NotSupported("cublasLtMatrixLayoutSetAttribute", "planar complex and pointer-array batches");
-  }
+  return Logged("cublasLtMatrixLayoutSetAttribute", kLayoutServed, SetAttribute(it->second, attr, buf, bytes));
 }
 
 cublasStatus_t cublasLtMatrixLayoutGetAttribute(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr,
                                                 void* buf, size_t bytes, size_t* written) {
   Layout l;
   if (!FindLayout(layout, &l)) return CUBLAS_STATUS_INVALID_VALUE;
-  switch (static_cast<int>(attr)) {
-    case CUBLASLT_MATRIX_LAYOUT_TYPE:
-      return Load(l.type, buf, bytes, written);
-    case CUBLASLT_MATRIX_LAYOUT_ORDER:
-      return Load(l.order, buf, bytes, written);
-    case CUBLASLT_MATRIX_LAYOUT_ROWS:
-      return Load(l.rows, buf, bytes, written);
-    case CUBLASLT_MATRIX_LAYOUT_COLS:
-      return Load(l.cols, buf, bytes, written);
-    case CUBLASLT_MATRIX_LAYOUT_LD:
-      return Load(l.ld, buf, bytes, written);
-    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
-      return Load(l.batch_count, buf, bytes, written);
-    case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
-      return Load(l.batch_stride, buf, bytes, written);
-    default:
-      return NotSupported("cublasLtMatrixLayoutGetAttribute", "planar complex and pointer-array batches");
-  }
+  return Logged("cublasLtMatrixLayoutGetAttribute", kLayoutServed, GetAttribute(l, attr, buf, bytes, written));
 }
 
 // ---- Preferences ------------------------------------------------------------------------------
@@ -346,9 +222,7 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
   std::lock_guard lock(g_mu);
   auto it = g_preferences.find(Id(pref));
   if (it == g_preferences.end()) return CUBLAS_STATUS_INVALID_VALUE;
-  if (static_cast<int>(attr) != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
-    return NotSupported("cublasLtMatmulPreferenceSetAttribute", "preferences other than the maximum workspace");
-  return Store(&it->second.max_workspace_bytes, buf, bytes);
+  return Logged("cublasLtMatmulPreferenceSetAttribute", kPreferenceServed, SetAttribute(it->second, attr, buf, bytes));
 }
 
 cublasStatus_t cublasLtMatmulPreferenceGetAttribute(cublasLtMatmulPreference_t pref,
@@ -356,9 +230,7 @@ cublasStatus_t cublasLtMatmulPreferenceGetAttribute(cublasLtMatmulPreference_t p
                                                     size_t bytes, size_t* written) {
   Preference p;
   if (!FindPreference(pref, &p)) return CUBLAS_STATUS_INVALID_VALUE;
-  if (static_cast<int>(attr) != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
-    return NotSupported("cublasLtMatmulPreferenceGetAttribute", "preferences other than the maximum workspace");
-  return Load(p.max_workspace_bytes, buf, bytes, written);
+  return Logged("cublasLtMatmulPreferenceGetAttribute", kPreferenceServed, GetAttribute(p, attr, buf, bytes, written));
 }
 
 }  // extern "C"

@@ -8,32 +8,14 @@
 #include <cstdint>
 #include <functional>
 
+#include "phos/simgpu/blas_lt_attributes.h"
+
 namespace phos::frontend::blaslt {
 
-struct MatmulDesc {
-  int32_t compute_type = CUBLAS_COMPUTE_32F;
-  int32_t scale_type = CUDA_R_32F;
-  int32_t pointer_mode = CUBLASLT_POINTER_MODE_HOST;
-  int32_t trans_a = CUBLAS_OP_N;
-  int32_t trans_b = CUBLAS_OP_N;
-  uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  uint64_t bias = 0;
-  int32_t bias_type = -1;  // D's type
-};
-
-struct Layout {
-  uint32_t type = CUDA_R_32F;
-  int32_t order = CUBLASLT_ORDER_COL;
-  uint64_t rows = 0;
-  uint64_t cols = 0;
-  int64_t ld = 0;
-  int32_t batch_count = 1;
-  int64_t batch_stride = 0;
-};
-
-struct Preference {
-  uint64_t max_workspace_bytes = 0;
-};
+// The objects and their attributes, as simgpu's cuBLASLt keeps them too.
+using MatmulDesc = phos::blaslt::MatmulDesc;
+using Layout = phos::blaslt::Layout;
+using Preference = phos::blaslt::Preference;
 
 // Whether `handle` is one cublasLtCreate gave this process (and not destroyed since).
 bool KnownHandle(cublasLtHandle_t handle);

@@ -6,6 +6,7 @@
 
 #include "cudart_internal.h"
 #include "phos/base/log.h"
+#include "phos/frontend/remote_call.h"
 
 using phos::frontend::Client;
 using phos::frontend::Return;
@@ -42,16 +43,18 @@ CUresult SelectDevice(int device) {
 // Each refusal (and each partial support, below) is a row of frontend/surface/refused.tsv, which
 // docs/compatibility.md and phos-fn check read.
 cudaError_t NotSupported(const char* call, const char* why) {
-  static std::mutex mu;
-  static std::set<std::string> logged;
-  {
-    std::lock_guard lock(mu);
-    if (logged.insert(call).second) PHOS_LOG(Warn, "frontend", "{}: not supported: {}", call, why);
-  }
+  __phosLogNotSupported(call, why);
   return Return(cudaErrorNotSupported);
 }
 
 }  // namespace phos::frontend
+
+extern "C" void __phosLogNotSupported(const char* call, const char* why) {
+  static std::mutex mu;
+  static std::set<std::string> logged;
+  std::lock_guard lock(mu);
+  if (logged.insert(call).second) PHOS_LOG(Warn, "frontend", "{}: not supported: {}", call, why);
+}
 
 namespace {
 

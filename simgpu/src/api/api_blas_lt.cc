@@ -2,6 +2,7 @@
 // (blas/lt.h). Before cuInit there is none: every call that creates or names an object is
 // CUBLAS_STATUS_NOT_INITIALIZED.
 #include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <cstring>
@@ -71,21 +72,9 @@ PHOS_SIM_API size_t CUBLASWINAPI cublasLtGetCudartVersion(void) {
   return CUDART_VERSION;
 }
 
+// cuBLASLt ships with cuBLAS: the same version.
 PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasLtGetProperty(libraryPropertyType type, int* value) {
-  if (value == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  switch (type) {
-    case MAJOR_VERSION:
-      *value = CUBLAS_VER_MAJOR;
-      return CUBLAS_STATUS_SUCCESS;
-    case MINOR_VERSION:
-      *value = CUBLAS_VER_MINOR;
-      return CUBLAS_STATUS_SUCCESS;
-    case PATCH_LEVEL:
-      *value = CUBLAS_VER_PATCH;
-      return CUBLAS_STATUS_SUCCESS;
-    default:
-      return CUBLAS_STATUS_INVALID_VALUE;
-  }
+  return cublasGetProperty(type, value);
 }
 
 PHOS_SIM_API const char* CUBLASWINAPI cublasLtGetStatusName(cublasStatus_t status) {

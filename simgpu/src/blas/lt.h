@@ -17,6 +17,7 @@
 #include "blas/blas_ops.h"
 #include "device/device_access.h"
 #include "device/handles.h"
+#include "phos/simgpu/blas_lt_attributes.h"
 
 namespace phos::sim::blas {
 
@@ -24,41 +25,13 @@ struct LtHandle {
   ContextRef ctx;  // the context current at cublasLtCreate: its streams run the handle's work
 };
 
-struct LtMatmulDesc {
-  int32_t compute_type = CUBLAS_COMPUTE_32F;  // cublasComputeType_t
-  int32_t scale_type = CUDA_R_32F;            // cudaDataType of alpha and beta
-  int32_t pointer_mode = CUBLASLT_POINTER_MODE_HOST;
-  int32_t trans_a = CUBLAS_OP_N;
-  int32_t trans_b = CUBLAS_OP_N;
-  uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  uint64_t bias = 0;       // const void*, as the attribute holds it
-  int32_t bias_type = -1;  // -1: D's type
-};
-
-struct LtLayout {
-  uint32_t type = CUDA_R_32F;  // cudaDataType
-  int32_t order = CUBLASLT_ORDER_COL;
-  uint64_t rows = 0;
-  uint64_t cols = 0;
-  int64_t ld = 0;
-  int32_t batch_count = 1;
-  int64_t batch_stride = 0;  // elements
-};
-
-struct LtPreference {
-  uint64_t max_workspace_bytes = 0;
-};
-
-// The attributes of each object as cublasLt*SetAttribute / GetAttribute take them: a served
-// attribute's value of the exact size (CUBLAS_STATUS_INVALID_VALUE otherwise, and for a value
-// cuBLASLt refuses), CUBLAS_STATUS_NOT_SUPPORTED for any other attribute or a value simgpu does not
-// serve. GetAttribute with `bytes` 0 answers the size only (in *written).
-cublasStatus_t SetAttribute(LtMatmulDesc& desc, int attribute, const void* buf, size_t bytes);
-cublasStatus_t GetAttribute(const LtMatmulDesc& desc, int attribute, void* buf, size_t bytes, size_t* written);
-cublasStatus_t SetAttribute(LtLayout& layout, int attribute, const void* buf, size_t bytes);
-cublasStatus_t GetAttribute(const LtLayout& layout, int attribute, void* buf, size_t bytes, size_t* written);
-cublasStatus_t SetAttribute(LtPreference& pref, int attribute, const void* buf, size_t bytes);
-cublasStatus_t GetAttribute(const LtPreference& pref, int attribute, void* buf, size_t bytes, size_t* written);
+// The descriptors, layouts and preferences, and their attributes (phos/simgpu/blas_lt_attributes.h,
+// shared with libphos-cublasLt).
+using LtMatmulDesc = phos::blaslt::MatmulDesc;
+using LtLayout = phos::blaslt::Layout;
+using LtPreference = phos::blaslt::Preference;
+using phos::blaslt::GetAttribute;
+using phos::blaslt::SetAttribute;
 
 // The process's cuBLASLt objects. Only handles reach the devices (through `device`).
 class LtRegistry {

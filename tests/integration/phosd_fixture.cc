@@ -19,6 +19,8 @@
 #include <string_view>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "../testing/wait_until.h"
 #include "phos/runtime/sandbox.h"
 
@@ -213,5 +215,25 @@ CommandResult PhosdTest::CurlPost(const std::string& path, const std::string& bo
 }
 
 std::vector<std::string> PhosdTest::AdminHeader() const { return {"-H", "Authorization: Bearer " + admin_token_}; }
+
+HttpResponse PhosdTest::InvokeInMode(const std::string& function, const std::string& body, const std::string& mode) {
+  std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-i", "-X", "POST", "--data-binary", body};
+  for (const std::string& h : AdminHeader()) argv.push_back(h);
+  argv.insert(argv.end(), {"-H", "X-Phos-Restore-Mode: " + mode, endpoint() + "/v1/functions/" + function + "/invoke"});
+  return ParseCurl(::phos::testing::Run(argv).out);
+}
+
+bool PhosdTest::SettledToOneIdleInstance(const std::string& function) {
+  return WaitUntil([&] {
+    nlohmann::json j = nlohmann::json::parse(::phos::testing::Run({"/usr/bin/curl", "-s", endpoint() + "/v1/functions"}).out, nullptr, false);
+    if (j.is_discarded() || !j.contains("functions")) return false;
+    for (const auto& f : j["functions"]) {
+      if (f.value("name", "") != function || !f.contains("state")) continue;
+      const auto& s = f["state"];
+      return s.value("idle", -1) == 1 && s.value("starting", -1) == 0 && s.value("busy", -1) == 0;
+    }
+    return false;
+  });
+}
 
 }  // namespace phos::testing

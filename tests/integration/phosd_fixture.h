@@ -88,6 +88,12 @@ class PhosdTest : public ::testing::Test {
   std::vector<std::string> PhosFnCommand(const std::vector<std::string>& args) const;
   // curl -s -X POST --data <body> <endpoint><path> with the admin token; the response body.
   CommandResult CurlPost(const std::string& path, const std::string& body);
+  // POST /v1/functions/<function>/invoke with `body` and X-Phos-Restore-Mode: `mode`.
+  HttpResponse InvokeInMode(const std::string& function, const std::string& body, const std::string& mode);
+  // Waits (WaitUntil) until `function` has one instance, idle, none starting or busy: the extra
+  // instances of forced restores have ended and their contexts gone back to the pool. False when
+  // that never came.
+  bool SettledToOneIdleInstance(const std::string& function);
   // curl's arguments that send the admin token: {"-H", "Authorization: Bearer <token>"}.
   std::vector<std::string> AdminHeader() const;
   // The admin token phosd made at start.

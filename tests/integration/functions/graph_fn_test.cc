@@ -4,10 +4,8 @@
 // (no speculation miss).
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
 #include <string>
 
-#include "../testing/wait_until.h"
 #include "phosd_fixture.h"
 
 namespace phos::testing {
@@ -35,42 +33,20 @@ std::string Expected(float x) {
 class GraphFnTest : public PhosdTest {
  protected:
   std::vector<std::string> ExtraPhosdArgs() const override { return {"--keep-alive-ms", "100"}; }
-
-  HttpResponse Invoke(const std::string& body, const std::string& mode) {
-    std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-i", "-X", "POST", "--data-binary", body};
-    for (const std::string& h : AdminHeader()) argv.push_back(h);
-    argv.insert(argv.end(),
-                {"-H", "X-Phos-Restore-Mode: " + mode, endpoint() + "/v1/functions/graph/invoke"});
-    return ParseCurl(::phos::testing::Run(argv).out);
-  }
-  // Until the function has one instance, idle: the extra instances of forced restores have ended.
-  bool Settled() {
-    return WaitUntil([&] {
-      nlohmann::json j = nlohmann::json::parse(
-          ::phos::testing::Run({"/usr/bin/curl", "-s", endpoint() + "/v1/functions"}).out, nullptr, false);
-      if (j.is_discarded() || !j.contains("functions")) return false;
-      for (const auto& f : j["functions"]) {
-        if (f.value("name", "") != "graph" || !f.contains("state")) continue;
-        const auto& s = f["state"];
-        return s.value("idle", -1) == 1 && s.value("starting", -1) == 0 && s.value("busy", -1) == 0;
-      }
-      return false;
-    });
-  }
 };
 
 TEST_F(GraphFnTest, ARestoredInstanceLaunchesTheSnapshotsGraphWithoutCapturingAgain) {
   CommandResult deployed = PhosFn({"deploy", "graph", PHOS_GRAPH_FUNCTION, "--instances", "1",
                                    "--max-instances", "2", "--", "--elements", std::to_string(kElements)});
   ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
-  ASSERT_TRUE(Settled());
-  HttpResponse r = Invoke("1", "warm");
+  ASSERT_TRUE(SettledToOneIdleInstance("graph"));
+  HttpResponse r = InvokeInMode("graph", "1", "warm");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.body, Expected(1));
   for (const char* mode : {"stop-the-world", "eager", "no-pool", "no-order", "phos", "phos"}) {
     SCOPED_TRACE(mode);
-    ASSERT_TRUE(Settled());
-    r = Invoke("2.5", mode);
+    ASSERT_TRUE(SettledToOneIdleInstance("graph"));
+    r = InvokeInMode("graph", "2.5", mode);
     ASSERT_EQ(r.status, 200) << r.body;
     EXPECT_EQ(r.headers["x-phos-restore-mode"], mode);
     EXPECT_EQ(r.body, Expected(2.5f));

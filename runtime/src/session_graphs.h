@@ -29,13 +29,23 @@ struct GraphRecord {
   std::vector<GraphNodeRecord> nodes;
 };
 
+// A part of an executable graph the driver runs as one graph: the device nodes of a topological
+// order between two host nodes, then the host node's function (session_graph_stages.cc). A graph
+// without host nodes is one stage. `graph` and `exec` are null for a stage without device nodes.
+struct GraphStage {
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  uint32_t host = ipc::kNoGraphNode;  // the host node run after the stage's graph, if any
+};
+
 struct GraphExecRecord {
   int device = 0;
   std::vector<GraphNodeRecord> nodes;
-  // The driver's, built from `nodes`; null for one restored from a snapshot until first used.
-  CUgraph graph = nullptr;
-  CUgraphExec exec = nullptr;
-  std::vector<CUgraphNode> driver_nodes;  // by node index; null for a destroyed node
+  // The driver's, built from `nodes`; empty for one restored from a snapshot until first used.
+  std::vector<GraphStage> stages;
+  std::vector<CUgraphNode> driver_nodes;  // by node index; null for a destroyed or host node
+  std::vector<uint32_t> stage_of;         // by node index: the stage whose graph holds it
+  uint32_t host_nodes = 0;                // live host nodes: the slots a launch carries
 };
 
 // A stream capture in progress (session_capture.cc): the graph it records into, the stream that

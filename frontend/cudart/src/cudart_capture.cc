@@ -66,6 +66,30 @@ namespace phos::frontend {
 
 cudaGraphNode_t MakeNode(uint64_t graph, uint32_t index);
 
+cudaError_t CaptureHostFunc(cudaStream_t stream, const cudaHostNodeParams& fn, bool* captured) {
+  *captured = false;
+  {
+    // Every capture begins here: without one no stream captures, and the launch asks nothing.
+    std::lock_guard lock(g_mu);
+    if (g_captures.empty()) return cudaSuccess;
+  }
+  ipc::CaptureInfo info{};
+  std::vector<uint32_t> deps;
+  if (cudaError_t e = CaptureInfo(stream, &info, &deps); e != cudaSuccess) return e;
+  if (info.status == cudaStreamCaptureStatusNone) return cudaSuccess;
+  *captured = true;
+  ipc::HostFnArgs a{0, ipc::kCapturedHostFnSlot, 0};
+  if (CUresult r = StreamId(stream, &a.stream); r != CUDA_SUCCESS) return Return(r);
+  uint32_t node = 0;
+  size_t len = 0;
+  CUresult r = Client::Get().Call(ipc::Op::kLaunchHostFunc, &a, sizeof(a), nullptr, 0, true, &node,
+                                  sizeof(node), &len);
+  if (r != CUDA_SUCCESS) return Return(r);
+  if (len != sizeof(node)) return Return(cudaErrorUnknown);
+  RecordHostNode(info.graph, node, fn);
+  return cudaSuccess;
+}
+
 cudaError_t CaptureProhibits(const char* call) {
   if (t_mode == cudaStreamCaptureModeRelaxed) return cudaSuccess;
   std::lock_guard lock(g_mu);

@@ -174,6 +174,8 @@ CUresult Session::GraphUpload(const ipc::StreamEventArgs& a, const Call&) {
 
 CUresult Session::GraphLaunch(const ipc::StreamEventArgs& a, const Call& call) {
   // The slots, one per host node: copied before they are checked (the ring's bytes may change).
+  // A tail that is not whole slots names none to hand back.
+  if (call.tail.size() % sizeof(uint32_t) != 0) return CUDA_ERROR_INVALID_VALUE;
   std::vector<uint32_t> slots(call.tail.size() / sizeof(uint32_t));
   std::memcpy(slots.data(), call.tail.data(), slots.size() * sizeof(uint32_t));
   // A launch that is refused, or fails before a slot's function was queued, hands the slot back
@@ -192,7 +194,6 @@ CUresult Session::GraphLaunch(const ipc::StreamEventArgs& a, const Call& call) {
     }
     return r;
   };
-  if (call.tail.size() % sizeof(uint32_t) != 0) return refuse(CUDA_ERROR_INVALID_VALUE);
   auto it = graph_execs_.find(a.event);
   if (it == graph_execs_.end()) return refuse(CUDA_ERROR_INVALID_VALUE);
   Result<CUstream> stream = StreamOf(a.stream);

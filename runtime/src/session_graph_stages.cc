@@ -54,7 +54,8 @@ CUresult Session::AddDriverNode(const GraphNodeRecord& n, CUgraph graph, const s
       void* args[ipc::kMaxParams];
       CUDA_KERNEL_NODE_PARAMS k{};
       CUstream stream = nullptr;
-      if (CUresult r = PrepareLaunch(p.launch, n.kernel_params, params, args, &k.func, &stream); r != CUDA_SUCCESS)
+      if (CUresult r = PrepareLaunch(p.launch, n.kernel_params, params, args, &k.func, &stream);
+          r != CUDA_SUCCESS)
         return r;
       k.gridDimX = p.launch.grid[0], k.gridDimY = p.launch.grid[1], k.gridDimZ = p.launch.grid[2];
       k.blockDimX = p.launch.block[0], k.blockDimY = p.launch.block[1], k.blockDimZ = p.launch.block[2];
@@ -80,9 +81,11 @@ CUresult Session::AddDriverNode(const GraphNodeRecord& n, CUgraph graph, const s
       return driver_->cuGraphAddMemsetNode(out, graph, deps.data(), deps.size(), &m, context);
     }
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-      return driver_->cuGraphAddEventRecordNode(out, graph, deps.data(), deps.size(), events_.at(p.event).event);
+      return driver_->cuGraphAddEventRecordNode(out, graph, deps.data(), deps.size(),
+                                                events_.at(p.event).event);
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
-      return driver_->cuGraphAddEventWaitNode(out, graph, deps.data(), deps.size(), events_.at(p.event).event);
+      return driver_->cuGraphAddEventWaitNode(out, graph, deps.data(), deps.size(),
+                                              events_.at(p.event).event);
     default:
       return driver_->cuGraphAddEmptyNode(out, graph, deps.data(), deps.size());
   }
@@ -186,7 +189,8 @@ CUresult Session::GraphLaunch(const ipc::StreamEventArgs& a, const Call& call) {
     if (slots.size() <= ipc::kMaxHostFnSlots) {
       for (size_t i = queued; i < slots.size(); ++i) {
         if (slots[i] < ipc::kMaxHostFnSlots &&
-            std::find(slots.begin() + static_cast<ptrdiff_t>(queued), slots.begin() + static_cast<ptrdiff_t>(i),
+            std::find(slots.begin() + static_cast<ptrdiff_t>(queued),
+                      slots.begin() + static_cast<ptrdiff_t>(i),
                       slots[i]) == slots.begin() + static_cast<ptrdiff_t>(i)) {
           host_fns_->Refuse(slots[i], r);
         }
@@ -210,8 +214,9 @@ CUresult Session::GraphLaunch(const ipc::StreamEventArgs& a, const Call& call) {
     }
   }
   if (slots.size() != exec.host_nodes) {
-    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: cudaGraphLaunch refused: {} host-function slots for {} host nodes",
-                       pid_, slots.size(), exec.host_nodes);
+    PHOS_LOG_EVERY_SEC(Warn, "runtime", 1,
+                       "pid {}: cudaGraphLaunch refused: {} host-function slots for {} host nodes", pid_,
+                       slots.size(), exec.host_nodes);
     return refuse(CUDA_ERROR_INVALID_VALUE);
   }
   // Every slot is checked before any stage runs: a refused launch runs nothing.

@@ -165,7 +165,8 @@ TEST_F(ApiServerGraphHostTest, AHostFunctionOnACapturingStreamBecomesAHostNodeOn
   // invalidated, the slot handed back.
   ASSERT_EQ(client_.Call(Op::kStreamBeginCapture, ipc::CaptureArgs{s, CU_STREAM_CAPTURE_MODE_GLOBAL, 0}),
             CUDA_SUCCESS);
-  EXPECT_EQ(client_.Call(Op::kLaunchHostFunc, ipc::HostFnArgs{s, 11, 0}), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(client_.Call(Op::kLaunchHostFunc, ipc::HostFnArgs{s, 11, 0}),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   std::optional<ipc::HostFnEvent> refused = NextHostFnEvent();
   ASSERT_TRUE(refused.has_value());
   EXPECT_EQ(refused->slot, 11u);

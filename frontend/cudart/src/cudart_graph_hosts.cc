@@ -72,7 +72,8 @@ extern "C" {
 cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node, cudaHostNodeParams* params) {
   uint64_t graph = 0;
   uint32_t index = 0;
-  if (params == nullptr || !phos::frontend::SplitNode(node, &graph, &index)) return Return(cudaErrorInvalidValue);
+  if (params == nullptr || !phos::frontend::SplitNode(node, &graph, &index))
+    return Return(cudaErrorInvalidValue);
   std::lock_guard lock(phos::frontend::g_mu);
   const cudaHostNodeParams* held = phos::frontend::Find(graph, index);
   if (held == nullptr) return Return(cudaErrorInvalidValue);  // not a host node

@@ -1,7 +1,8 @@
 // A session's CUDA graphs and stream captures as phosd keeps them (docs/decisions.md, "CUDA
 // graphs"): a graph is its list of checked nodes, each the wire's GraphNode with its kernel's
 // parameter buffer and the nodes it depends on; an executable graph copies that list and owns the
-// driver's graph and executable graph built from it. Private to the API server.
+// driver's graphs and executable graphs built from it (one per stage: host nodes split it). Private
+// to the API server.
 #pragma once
 
 #include <cuda.h>

@@ -1,7 +1,8 @@
 // CUDA graphs, remoted (docs/remoting.md "Graphs and stream capture"): phosd keeps each graph as
 // its list of checked nodes and builds the driver's graph when the function instantiates it. A
 // cudaGraph_t and a cudaGraphExec_t are the session's virtual ids; a cudaGraphNode_t is its
-// graph's id and its index there, which the frontend packs into one handle.
+// graph's id and its index there, which the frontend packs into one handle. Host nodes' functions
+// stay in this process (cudart_graph_hosts.cc).
 #include <cstring>
 #include <mutex>
 #include <unordered_map>

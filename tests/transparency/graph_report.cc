@@ -357,8 +357,9 @@ void HostNodeGraph(float* x, float* y) {
   }
   cudaGraphExec_t exec = nullptr;
   OK(cudaGraphInstantiate(&exec, graph, 0));
+  // The graph's memset node clears y at each launch: a cudaMemset on the legacy stream would not be
+  // ordered with the non-blocking launch stream.
   for (int launch = 1; launch <= kLaunches; ++launch) {
-    OK(cudaMemset(y, 0, kBytes));
     OK(cudaGraphLaunch(exec, stream));
     bool entered = false;
     {
@@ -410,6 +411,18 @@ void HostNodeGraph(float* x, float* y) {
   CHECK(DownloadOn(reader, y) == after_second);
   OK(cudaGraphExecDestroy(exec));
   OK(cudaGraphDestroy(captured));
+
+  // A capture the global mode invalidated (a cudaMalloc during it) never runs its host function.
+  int invalidated_calls = 0;
+  OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  OK(cudaLaunchHostFunc(stream, Count, &invalidated_calls));
+  float* scratch = nullptr;
+  CHECK(cudaMalloc(&scratch, kBytes) == cudaErrorStreamCaptureUnsupported);
+  cudaGraph_t none = nullptr;
+  CHECK(cudaStreamEndCapture(stream, &none) == cudaErrorStreamCaptureInvalidated && none == nullptr);
+  cudaGetLastError();
+  OK(cudaStreamSynchronize(stream));
+  CHECK(invalidated_calls == 0);
   OK(cudaStreamDestroy(reader));
   OK(cudaStreamDestroy(stream));
 }

@@ -29,6 +29,7 @@ struct CaptureState {
   std::thread::id thread;
   uint64_t id = 0;  // phosd's id of the capture sequence
   bool invalidated = false;
+  uint64_t graph = 0;  // the capture's graph, once a host function became a node of it
 };
 
 std::mutex g_mu;
@@ -87,6 +88,10 @@ cudaError_t CaptureHostFunc(cudaStream_t stream, const cudaHostNodeParams& fn, b
   if (r != CUDA_SUCCESS) return Return(r);
   if (len != sizeof(node)) return Return(cudaErrorUnknown);
   RecordHostNode(info.graph, node, fn);
+  std::lock_guard lock(g_mu);
+  for (auto& [origin, capture] : g_captures) {
+    if (capture.id == info.id) capture.graph = info.graph;
+  }
   return cudaSuccess;
 }
 
@@ -157,7 +162,11 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
                                   sizeof(vid), &len);
   if (r != CUDA_ERROR_ILLEGAL_STATE && r != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED) {
     std::lock_guard lock(g_mu);
-    g_captures.erase(a.stream);
+    auto it = g_captures.find(a.stream);
+    // A capture that failed took its graph with it, and so the host nodes kept for it.
+    if (it != g_captures.end() && r != CUDA_SUCCESS && it->second.graph != 0)
+      phos::frontend::ForgetHostNodes(it->second.graph);
+    if (it != g_captures.end()) g_captures.erase(it);
   }
   *graph = r == CUDA_SUCCESS ? reinterpret_cast<cudaGraph_t>(static_cast<uintptr_t>(vid)) : nullptr;
   // Ending a capture that never began is cudaErrorIllegalState to the runtime too.

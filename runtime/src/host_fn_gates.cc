@@ -73,6 +73,24 @@ CUresult HostFnGates::Launch(CUstream stream, int device, CUcontext context, uin
   return r;
 }
 
+bool HostFnGates::Available(std::span<const uint32_t> slots) {
+  ReleaseReturned();
+  std::vector<bool> seen(ipc::kMaxHostFnSlots, false);
+  std::lock_guard lock(mu_);
+  for (uint32_t slot : slots) {
+    // A slot being released becomes free in a driver call's time (Launch waits for it).
+    if (slot >= ipc::kMaxHostFnSlots || seen[slot] || slots_[slot].state == SlotState::kQueued ||
+        slots_[slot].state == SlotState::kReached) {
+      PHOS_LOG_EVERY_SEC(Warn, "runtime", 1,
+                         "pid {}: cudaGraphLaunch refused: host-function slot {} is out of range, repeated or pending",
+                         pid_, slot);
+      return false;
+    }
+    seen[slot] = true;
+  }
+  return true;
+}
+
 void HostFnGates::Refuse(uint32_t slot, CUresult result) {
   std::lock_guard lock(mu_);
   if (ring_ != nullptr) ring_->PostHostFnEvent(kToFrontend, {slot, static_cast<int32_t>(result)});

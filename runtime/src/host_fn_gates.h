@@ -32,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -53,6 +54,9 @@ class HostFnGates : public std::enable_shared_from_this<HostFnGates> {
   // Queues slot `slot`'s host function on `stream` of session device `device`, whose context
   // `context` is current. CUDA_ERROR_INVALID_VALUE for a slot out of range or still pending.
   CUresult Launch(CUstream stream, int device, CUcontext context, uint32_t slot);
+  // Whether Launch would take each of `slots`: in range, distinct, and none still pending (a
+  // graph launch checks its host nodes' slots before it runs anything).
+  bool Available(std::span<const uint32_t> slots);
   // Tells the frontend that the kLaunchHostFunc of `slot` was refused with `result`.
   void Refuse(uint32_t slot, CUresult result);
   // Slots queued whose function has not returned yet.

@@ -417,12 +417,17 @@ class Session {
   CUresult GraphExecDestroy(const ipc::HandleArgs& a, const Call& call);
   // A node as the call it stands for would be checked, on session device `device` (whose context
   // is current): its kernel and parameters as a launch's, its ranges inside the session's memory,
-  // its event one of the session's on that device. Host nodes are not served.
+  // its event one of the session's on that device. A host node carries nothing (its function
+  // stays in the function process).
   CUresult CheckGraphNode(const GraphNodeRecord& node, int device);
   // Adds `node` (checked) to `graph` after its dependencies; its index goes to *index.
   CUresult AppendGraphNode(GraphRecord& graph, GraphNodeRecord node, uint32_t* index);
-  // The driver's graph and executable graph of `exec.nodes`, in the current context.
+  // The driver's graphs and executable graphs of `exec.nodes`, one per stage, in the current
+  // context (session_graph_stages.cc).
   CUresult BuildDriverGraph(GraphExecRecord& exec, unsigned long long flags);
+  // Adds device node `n` to the driver's `graph` after `deps`.
+  CUresult AddDriverNode(const GraphNodeRecord& n, CUgraph graph, const std::vector<CUgraphNode>& deps,
+                         CUcontext context, CUgraphNode* out);
   void DestroyDriverGraph(GraphExecRecord& exec);
   // Destroys every executable graph's driver objects (the session's end).
   void ReleaseGraphs();

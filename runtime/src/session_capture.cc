@@ -248,6 +248,16 @@ bool Session::Capture(const OpHandler& handler, const ipc::RecordView& record, c
       p.width = m.width, p.height = m.height;
       break;
     }
+    case Op::kLaunchHostFunc: {
+      // A host node: the frontend keeps the function and takes a slot for it at each launch. A
+      // host function that already has a slot would run now, outside the graph.
+      if (Args<ipc::HostFnArgs>(record).slot != ipc::kCapturedHostFnSlot) {
+        *result = InvalidateCapture(s.capture, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, handler.name);
+        return true;
+      }
+      p.type = CU_GRAPH_NODE_TYPE_HOST;
+      break;
+    }
     case Op::kEventRecord: {
       // No node: the event stands for the stream's work so far inside the capture.
       const auto e = Args<ipc::StreamEventArgs>(record);
@@ -261,7 +271,7 @@ bool Session::Capture(const OpHandler& handler, const ipc::RecordView& record, c
       return true;
     }
     default:
-      // Copies with a host side, host functions, launches with attributes, cuBLAS and NCCL work,
+      // Copies with a host side, launches with attributes, cuBLAS and NCCL work,
       // frees, queries and synchronisations of the stream cannot be captured here.
       *result = InvalidateCapture(s.capture, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, handler.name);
       return true;
@@ -272,6 +282,7 @@ bool Session::Capture(const OpHandler& handler, const ipc::RecordView& record, c
     return true;
   }
   s.depends = {index};
+  if (op == Op::kLaunchHostFunc) call.Reply(index);
   *result = CUDA_SUCCESS;
   return true;
 }

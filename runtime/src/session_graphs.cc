@@ -58,11 +58,13 @@ CUresult Session::CheckGraphNode(const GraphNodeRecord& node, int device) {
     }
     case CU_GRAPH_NODE_TYPE_EMPTY:
       return CUDA_SUCCESS;
-    case CU_GRAPH_NODE_TYPE_HOST:
-      // Tenant code would have to run in the function process from inside the driver's graph.
-      PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: graph host node refused: host nodes are not served",
-                         pid_);
-      return CUDA_ERROR_NOT_SUPPORTED;
+    case CU_GRAPH_NODE_TYPE_HOST: {
+      // The function and its argument stay in the function process: the node carries nothing.
+      ipc::GraphNode none{};
+      none.type = CU_GRAPH_NODE_TYPE_HOST;
+      return std::memcmp(&p, &none, sizeof(none)) == 0 && node.kernel_params.empty() ? CUDA_SUCCESS
+                                                                                     : CUDA_ERROR_INVALID_VALUE;
+    }
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
@@ -223,101 +225,6 @@ CUresult Session::GraphClone(const ipc::HandleArgs& a, const Call& call) {
   return CUDA_SUCCESS;
 }
 
-CUresult Session::BuildDriverGraph(GraphExecRecord& exec, unsigned long long flags) {
-  Result<CUcontext> context = ContextOn(exec.device);
-  if (!context.ok()) return CUDA_ERROR_INVALID_CONTEXT;
-  if (CUresult r = driver_->cuGraphCreate(&exec.graph, 0); r != CUDA_SUCCESS) return r;
-  exec.driver_nodes.assign(exec.nodes.size(), nullptr);
-  // Nodes in index order, each after its dependencies: an edge may point to a later index (added
-  // by cudaGraphAddDependencies), so a node waits until every dependency is in the driver's graph.
-  std::vector<bool> added(exec.nodes.size(), false);
-  size_t remaining = 0;
-  for (const GraphNodeRecord& n : exec.nodes) remaining += n.live ? 1 : 0;
-  while (remaining > 0) {
-    bool progress = false;
-    for (size_t i = 0; i < exec.nodes.size(); ++i) {
-      const GraphNodeRecord& n = exec.nodes[i];
-      if (!n.live || added[i]) continue;
-      std::vector<CUgraphNode> deps;
-      for (uint32_t d : n.depends) deps.push_back(exec.driver_nodes[d]);
-      if (std::find(deps.begin(), deps.end(), nullptr) != deps.end()) continue;
-      const ipc::GraphNode& p = n.params;
-      CUgraphNode* out = &exec.driver_nodes[i];
-      CUresult r = CUDA_SUCCESS;
-      switch (p.type) {
-        case CU_GRAPH_NODE_TYPE_KERNEL: {
-          alignas(16) uint8_t params[ipc::kMaxParamBytes + 8];
-          void* args[ipc::kMaxParams];
-          CUDA_KERNEL_NODE_PARAMS k{};
-          CUstream stream = nullptr;
-          r = PrepareLaunch(p.launch, n.kernel_params, params, args, &k.func, &stream);
-          if (r != CUDA_SUCCESS) break;
-          k.gridDimX = p.launch.grid[0], k.gridDimY = p.launch.grid[1], k.gridDimZ = p.launch.grid[2];
-          k.blockDimX = p.launch.block[0], k.blockDimY = p.launch.block[1], k.blockDimZ = p.launch.block[2];
-          k.sharedMemBytes = p.launch.shared_bytes;
-          k.kernelParams = args;
-          r = driver_->cuGraphAddKernelNode(out, exec.graph, deps.data(), deps.size(), &k);
-          break;
-        }
-        case CU_GRAPH_NODE_TYPE_MEMCPY: {
-          CUDA_MEMCPY3D c{};
-          c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-          c.srcDevice = p.src;
-          c.srcPitch = p.src_pitch;
-          c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-          c.dstDevice = p.dst;
-          c.dstPitch = p.dst_pitch;
-          c.WidthInBytes = p.width;
-          c.Height = p.height;
-          c.Depth = 1;
-          r = driver_->cuGraphAddMemcpyNode(out, exec.graph, deps.data(), deps.size(), &c, *context);
-          break;
-        }
-        case CU_GRAPH_NODE_TYPE_MEMSET: {
-          const CUDA_MEMSET_NODE_PARAMS m{p.dst, p.dst_pitch, p.value, p.element_size, p.width, p.height};
-          r = driver_->cuGraphAddMemsetNode(out, exec.graph, deps.data(), deps.size(), &m, *context);
-          break;
-        }
-        case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-          r = driver_->cuGraphAddEventRecordNode(out, exec.graph, deps.data(), deps.size(),
-                                                 events_.at(p.event).event);
-          break;
-        case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
-          r = driver_->cuGraphAddEventWaitNode(out, exec.graph, deps.data(), deps.size(),
-                                               events_.at(p.event).event);
-          break;
-        default:
-          r = driver_->cuGraphAddEmptyNode(out, exec.graph, deps.data(), deps.size());
-          break;
-      }
-      if (r != CUDA_SUCCESS) {
-        DestroyDriverGraph(exec);
-        return r;
-      }
-      added[i] = true;
-      --remaining;
-      progress = true;
-    }
-    if (!progress) {  // the edges make a cycle
-      DestroyDriverGraph(exec);
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-  }
-  if (CUresult r = driver_->cuGraphInstantiate(&exec.exec, exec.graph, flags); r != CUDA_SUCCESS) {
-    DestroyDriverGraph(exec);
-    return r;
-  }
-  return CUDA_SUCCESS;
-}
-
-void Session::DestroyDriverGraph(GraphExecRecord& exec) {
-  if (exec.exec != nullptr) driver_->cuGraphExecDestroy(exec.exec);
-  if (exec.graph != nullptr) driver_->cuGraphDestroy(exec.graph);
-  exec.exec = nullptr;
-  exec.graph = nullptr;
-  exec.driver_nodes.clear();
-}
-
 CUresult Session::GraphInstantiate(const ipc::GraphInstantiateArgs& a, const Call& call) {
   auto it = graphs_.find(a.graph);
   if (it == graphs_.end()) return CUDA_ERROR_INVALID_VALUE;
@@ -341,35 +248,6 @@ CUresult Session::GraphInstantiate(const ipc::GraphInstantiateArgs& a, const Cal
   return CUDA_SUCCESS;
 }
 
-CUresult Session::GraphUpload(const ipc::StreamEventArgs& a, const Call&) {
-  auto it = graph_execs_.find(a.event);
-  if (it == graph_execs_.end()) return CUDA_ERROR_INVALID_VALUE;
-  Result<CUstream> stream = StreamOf(a.stream);
-  if (!stream.ok()) return CUDA_ERROR_INVALID_HANDLE;
-  if (route_device_ != it->second.device) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult r = EnsureDriverGraph(it->second); r != CUDA_SUCCESS) return r;
-  return driver_->cuGraphUpload(it->second.exec, *stream);
-}
-
-CUresult Session::GraphLaunch(const ipc::StreamEventArgs& a, const Call&) {
-  auto it = graph_execs_.find(a.event);
-  if (it == graph_execs_.end()) return CUDA_ERROR_INVALID_VALUE;
-  Result<CUstream> stream = StreamOf(a.stream);
-  if (!stream.ok()) return CUDA_ERROR_INVALID_HANDLE;
-  GraphExecRecord& exec = it->second;
-  if (route_device_ != exec.device) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult r = EnsureDriverGraph(exec); r != CUDA_SUCCESS) return r;
-  for (const GraphNodeRecord& n : exec.nodes) {
-    if (!n.live) continue;
-    if (CUresult r = CheckGraphNode(n, exec.device); r != CUDA_SUCCESS) {
-      PHOS_LOG_EVERY_SEC(Warn, "runtime", 1,
-                         "pid {}: cudaGraphLaunch refused: a node no longer passes its checks", pid_);
-      return r;
-    }
-  }
-  return driver_->cuGraphLaunch(exec.exec, *stream);
-}
-
 CUresult Session::GraphExecUpdate(const ipc::GraphUpdateArgs& a, const Call& call) {
   auto exec_it = graph_execs_.find(a.exec);
   auto graph_it = graphs_.find(a.graph);
@@ -388,6 +266,13 @@ CUresult Session::GraphExecUpdate(const ipc::GraphUpdateArgs& a, const Call& cal
   };
   if (graph_it->second.device != exec.device)
     return refuse(CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED, ipc::kNoGraphNode);
+  // A graph with host nodes runs as stages (session_graph_stages.cc), which the driver cannot
+  // update as one graph.
+  for (uint32_t i = 0; i < graph_it->second.nodes.size(); ++i) {
+    const GraphNodeRecord& n = graph_it->second.nodes[i];
+    if (n.live && n.params.type == CU_GRAPH_NODE_TYPE_HOST) return refuse(CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED, i);
+  }
+  if (exec.host_nodes != 0) return refuse(CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED, ipc::kNoGraphNode);
   GraphExecRecord next{.device = exec.device, .nodes = graph_it->second.nodes};
   for (uint32_t i = 0; i < next.nodes.size(); ++i) {
     if (!next.nodes[i].live) continue;
@@ -398,7 +283,7 @@ CUresult Session::GraphExecUpdate(const ipc::GraphUpdateArgs& a, const Call& cal
   // driver nodes of the graph it was made from, which cudaGraphExecKernelNodeSetParams names.
   if (CUresult r = BuildDriverGraph(next, 0); r != CUDA_SUCCESS) return r;
   CUgraphExecUpdateResultInfo driver_info{};
-  const CUresult r = driver_->cuGraphExecUpdate(exec.exec, next.graph, &driver_info);
+  const CUresult r = driver_->cuGraphExecUpdate(exec.stages[0].exec, next.stages[0].graph, &driver_info);
   info.result = driver_info.result;
   for (uint32_t i = 0; i < next.driver_nodes.size(); ++i) {
     if (next.driver_nodes[i] == nullptr) continue;
@@ -442,7 +327,8 @@ CUresult Session::GraphExecNodeSetParams(const ipc::GraphNodeArgs& a, const Call
   k.blockDimX = l.block[0], k.blockDimY = l.block[1], k.blockDimZ = l.block[2];
   k.sharedMemBytes = l.shared_bytes;
   k.kernelParams = args;
-  if (CUresult r = driver_->cuGraphExecKernelNodeSetParams(exec.exec, exec.driver_nodes[a.node], &k);
+  if (CUresult r = driver_->cuGraphExecKernelNodeSetParams(exec.stages[exec.stage_of[a.node]].exec,
+                                                            exec.driver_nodes[a.node], &k);
       r != CUDA_SUCCESS) {
     return r;
   }
@@ -468,16 +354,6 @@ CUresult Session::ResolveGraphKernels(std::vector<GraphNodeRecord>& nodes) {
     n.kernel.clear();
   }
   return CUDA_SUCCESS;
-}
-
-CUresult Session::EnsureDriverGraph(GraphExecRecord& exec) {
-  if (exec.exec != nullptr) return CUDA_SUCCESS;
-  if (CUresult r = ResolveGraphKernels(exec.nodes); r != CUDA_SUCCESS) return r;
-  for (const GraphNodeRecord& n : exec.nodes) {
-    if (!n.live) continue;
-    if (CUresult r = CheckGraphNode(n, exec.device); r != CUDA_SUCCESS) return r;
-  }
-  return BuildDriverGraph(exec, 0);
 }
 
 Status Session::CaptureGraphs(std::vector<store::GraphState>* out) const {

@@ -1,7 +1,8 @@
 // A session's CUDA graphs and stream captures as phosd keeps them (docs/decisions.md, "CUDA
 // graphs"): a graph is its list of checked nodes, each the wire's GraphNode with its kernel's
 // parameter buffer and the nodes it depends on; an executable graph copies that list and owns the
-// driver's graph and executable graph built from it. Private to the API server.
+// driver's graphs and executable graphs built from it (one per stage: host nodes split it). Private
+// to the API server.
 #pragma once
 
 #include <cuda.h>
@@ -29,13 +30,23 @@ struct GraphRecord {
   std::vector<GraphNodeRecord> nodes;
 };
 
+// A part of an executable graph the driver runs as one graph: the device nodes of a topological
+// order between two host nodes, then the host node's function (session_graph_stages.cc). A graph
+// without host nodes is one stage. `graph` and `exec` are null for a stage without device nodes.
+struct GraphStage {
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  uint32_t host = ipc::kNoGraphNode;  // the host node run after the stage's graph, if any
+};
+
 struct GraphExecRecord {
   int device = 0;
   std::vector<GraphNodeRecord> nodes;
-  // The driver's, built from `nodes`; null for one restored from a snapshot until first used.
-  CUgraph graph = nullptr;
-  CUgraphExec exec = nullptr;
-  std::vector<CUgraphNode> driver_nodes;  // by node index; null for a destroyed node
+  // The driver's, built from `nodes`; empty for one restored from a snapshot until first used.
+  std::vector<GraphStage> stages;
+  std::vector<CUgraphNode> driver_nodes;  // by node index; null for a destroyed or host node
+  std::vector<uint32_t> stage_of;         // by node index: the stage whose graph holds it
+  uint32_t host_nodes = 0;                // live host nodes: the slots a launch carries
 };
 
 // A stream capture in progress (session_capture.cc): the graph it records into, the stream that

@@ -289,7 +289,7 @@ std::array<OpHandler, kOpSlots> Session::BuildOpTable() {
   at(Op::kGraphUpload) = Bind<ipc::StreamEventArgs, &Session::GraphUpload>(
       {.name = "cudaGraphUpload", .placement = kHandle, .handle_offset = kStreamOfPair});
   at(Op::kGraphLaunch) = Bind<ipc::StreamEventArgs, &Session::GraphLaunch>(
-      {.name = "cudaGraphLaunch", .placement = kHandle, .handle_offset = kStreamOfPair});
+      {.name = "cudaGraphLaunch", .shape = kHead, .placement = kHandle, .handle_offset = kStreamOfPair});
   at(Op::kGraphExecUpdate) = Bind<ipc::GraphUpdateArgs, &Session::GraphExecUpdate>(
       {.name = "cudaGraphExecUpdate", .placement = kHandle, .handle_offset = kOwner});
   at(Op::kGraphExecNodeSetParams) = Bind<ipc::GraphNodeArgs, &Session::GraphExecNodeSetParams>(

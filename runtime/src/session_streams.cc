@@ -72,7 +72,8 @@ CUresult Session::LaunchHostFunc(const ipc::HostFnArgs& a, const Call&) {
 
 void Session::RefuseHostFn(const ipc::RecordView& record, CUresult result) {
   ipc::HostFnArgs a{};
-  if (!DecodeRecord(record, &a)) return;  // a record that names no slot leaves nothing waiting
+  // A record that names no slot, or a captured one's (kCapturedHostFnSlot), leaves nothing waiting.
+  if (!DecodeRecord(record, &a) || a.slot == ipc::kCapturedHostFnSlot) return;
   host_fns_->Refuse(a.slot, result);
 }
 

@@ -8,8 +8,8 @@
 // Input: records of [u8 opcode][u8 patch][u16 length][length bytes]. `patch` bits 0 and 1
 // overwrite the payload's first and second 8-byte words with the session's last allocated device
 // pointer plus the low 16 bits of what was there, bits 2 and 3 with the last virtual handle it was
-// given (streams, events, cuBLAS handles), so that records reach the handlers' checks past "no
-// such buffer". Bit 4 does the same for every later 8-byte word whose upper 32 bits are
+// given (streams, events, cuBLAS handles, graphs, executable graphs), so that records reach the
+// handlers' checks past "no such buffer". Bit 4 does the same for every later 8-byte word whose upper 32 bits are
 // kPointerMark: records with pointers further in (a cuBLAS call's matrices, the device pointers a
 // batched GEMM's arrays hold, written by a copy's data) can name the session's memory too.
 //
@@ -206,6 +206,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case ipc::Op::kStreamCreateWithPriority:
       case ipc::Op::kEventCreate:
       case ipc::Op::kBlasCreate:
+      case ipc::Op::kGraphCreate:
+      case ipc::Op::kGraphClone:
+      case ipc::Op::kGraphInstantiate:
+      case ipc::Op::kStreamEndCapture:
         tenant.last_handle = reply;
         break;
       default:

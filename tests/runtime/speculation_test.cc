@@ -225,6 +225,18 @@ TEST_F(SpeculationTest, AGraphLaunchTouchesTheUnionOfItsNodes) {
   ASSERT_TRUE(SpeculateGraphLaunch(std::span(nodes).subspan(3), table_, &alone).ok());
   EXPECT_TRUE(ReadOnly(alone, kB));
   EXPECT_FALSE(alone.read.Contains(kA));
+  // A host node touches no buffer: with one between the kernel and the copy the sets are the same.
+  ipc::GraphNode host{};
+  host.type = CU_GRAPH_NODE_TYPE_HOST;
+  std::vector<GraphNodeAccess> with_host = nodes;
+  with_host.insert(with_host.begin() + 2, GraphNodeAccess{&host, {}, nullptr});
+  AccessSets hosted;
+  ASSERT_TRUE(SpeculateGraphLaunch(with_host, table_, &hosted).ok());
+  EXPECT_EQ(hosted.read.size(), sets_.read.size());
+  EXPECT_EQ(hosted.write.size(), sets_.write.size());
+  EXPECT_TRUE(ReadWrite(hosted, kA));
+  EXPECT_TRUE(WriteOnly(hosted, kC));
+  EXPECT_TRUE(hosted.complete());
   nodes[1].meta = nullptr;
   AccessSets unknown;
   EXPECT_FALSE(SpeculateGraphLaunch(nodes, table_, &unknown).ok());

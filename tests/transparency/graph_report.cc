@@ -4,7 +4,11 @@
 // queries and the global capture mode's refusal of cudaMalloc, which invalidates the capture, and
 // the relaxed mode's permission; an explicit graph (memset, kernel, copy, an event record), its
 // nodes and roots, a clone, parameters copied when a node is added, cudaGraphExecUpdate with new
-// parameters and with another topology, and cudaGraphExecKernelNodeSetParams. Every result is
+// parameters and with another topology, and cudaGraphExecKernelNodeSetParams; an explicit graph
+// with a host node between two kernels, whose function runs once per launch after the kernel
+// before it and before the kernel after it (it holds the launch while the program reads the
+// first kernel's result on another stream), its parameters read and set in the graph and in the
+// executable graph; and a cudaLaunchHostFunc captured between two kernels, replayed. Every result is
 // checked against a CPU computation; it exits 0 only when every check held. transparency_test
 // runs it under `phos-fn run`.
 //
@@ -12,7 +16,10 @@
 // for simgpu, and with nvcc compiling the kernels for a GPU.
 #include <cuda_runtime.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <vector>
 
 // graph_kernels.cu's kernels (the stubs nvcc generates, or the host side of the g++ build).
@@ -272,6 +279,154 @@ void ExplicitGraph(float* x, float* y, float* z) {
   OK(cudaStreamDestroy(stream));
 }
 
+// A host node's function that holds its launch until the program lets it go: while it waits, the
+// kernel before it has finished and the kernel after it has not started, on a GPU as on phos.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  int entered = 0;   // calls so far
+  int released = 0;  // calls the program let go
+};
+
+void CUDART_CB HoldUntilReleased(void* data) {
+  auto* gate = static_cast<Gate*>(data);
+  std::unique_lock lock(gate->mu);
+  const int call = ++gate->entered;
+  gate->cv.notify_all();
+  gate->cv.wait(lock, [&] { return gate->released >= call; });
+}
+
+void CUDART_CB Count(void* data) {
+  ++*static_cast<int*>(data);
+}
+
+std::vector<float> DownloadOn(cudaStream_t stream, const float* device) {
+  std::vector<float> host(kCount);
+  OK(cudaMemcpyAsync(host.data(), device, kBytes, cudaMemcpyDeviceToHost, stream));
+  OK(cudaStreamSynchronize(stream));
+  return host;
+}
+
+// memset y = 0 -> y = 2x + y -> host -> y = 3y, launched kLaunches times.
+void HostNodeGraph(float* x, float* y) {
+  constexpr int kLaunches = 3;
+  cudaStream_t stream = nullptr, reader = nullptr;
+  OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  OK(cudaStreamCreateWithFlags(&reader, cudaStreamNonBlocking));
+  int n = kCount;
+  float two = 2.0f, three = 3.0f;
+  void* axpy_args[] = {&x, &y, &two, &n};
+  void* scale_args[] = {&y, &three, &n};
+  cudaGraph_t graph = nullptr;
+  OK(cudaGraphCreate(&graph, 0));
+  cudaMemsetParams set{};
+  set.dst = y;
+  set.elementSize = 4;
+  set.width = kCount;
+  set.height = 1;
+  cudaGraphNode_t memset = nullptr, first = nullptr, host = nullptr, second = nullptr;
+  OK(cudaGraphAddMemsetNode(&memset, graph, nullptr, 0, &set));
+  cudaKernelNodeParams axpy = AxpyNode(axpy_args);
+  OK(cudaGraphAddKernelNode(&first, graph, &memset, 1, &axpy));
+  Gate gate;
+  int counted = 0;
+  // Replaced below in the graph, and set again in the executable graph only.
+  cudaHostNodeParams counting{Count, &counted};
+  OK(cudaGraphAddHostNode(&host, graph, &first, 1, &counting));
+  cudaKernelNodeParams scale{};
+  scale.func = const_cast<void*>(Scale());
+  scale.gridDim = kGrid;
+  scale.blockDim = kBlock;
+  scale.kernelParams = scale_args;
+  OK(cudaGraphAddKernelNode(&second, graph, &host, 1, &scale));
+  cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+  OK(cudaGraphNodeGetType(host, &type));
+  CHECK(type == cudaGraphNodeTypeHost);
+  cudaHostNodeParams got{};
+  OK(cudaGraphHostNodeGetParams(host, &got));
+  CHECK(got.fn == Count && got.userData == &counted);
+  const cudaHostNodeParams held{HoldUntilReleased, &gate};
+  OK(cudaGraphHostNodeSetParams(host, &held));
+  OK(cudaGraphHostNodeGetParams(host, &got));
+  CHECK(got.fn == HoldUntilReleased && got.userData == &gate);
+
+  std::vector<float> hx = Download(x), after_first(kCount), after_second(kCount);
+  for (int i = 0; i < kCount; ++i) {
+    after_first[i] = 2.0f * hx[i] + 0.0f;
+    after_second[i] = 3.0f * after_first[i];
+  }
+  cudaGraphExec_t exec = nullptr;
+  OK(cudaGraphInstantiate(&exec, graph, 0));
+  // The graph's memset node clears y at each launch: a cudaMemset on the legacy stream would not be
+  // ordered with the non-blocking launch stream.
+  for (int launch = 1; launch <= kLaunches; ++launch) {
+    OK(cudaGraphLaunch(exec, stream));
+    bool entered = false;
+    {
+      std::unique_lock lock(gate.mu);
+      entered = gate.cv.wait_for(lock, std::chrono::minutes(2), [&] { return gate.entered == launch; });
+    }
+    CHECK(entered);
+    // The function holds the launch: the first kernel's result is there, the second's is not.
+    CHECK(DownloadOn(reader, y) == after_first);
+    CHECK(cudaStreamQuery(stream) == cudaErrorNotReady);
+    {
+      std::lock_guard lock(gate.mu);
+      gate.released = launch;
+    }
+    gate.cv.notify_all();
+    OK(cudaStreamSynchronize(stream));
+    CHECK(DownloadOn(reader, y) == after_second);
+  }
+  CHECK(gate.entered == kLaunches);
+
+  // The executable graph's host node set apart from its graph's: the function counts instead.
+  OK(cudaGraphExecHostNodeSetParams(exec, host, &counting));
+  for (int launch = 0; launch < kLaunches; ++launch) OK(cudaGraphLaunch(exec, stream));
+  OK(cudaStreamSynchronize(stream));
+  CHECK(counted == kLaunches && gate.entered == kLaunches);
+  CHECK(DownloadOn(reader, y) == after_second);
+  OK(cudaGraphHostNodeGetParams(host, &got));
+  CHECK(got.fn == HoldUntilReleased);
+  OK(cudaGraphExecDestroy(exec));
+  OK(cudaGraphDestroy(graph));
+
+  // Captured: y = 0; y = 2x + y; the host function; y = 3y. The function runs at each replay.
+  int replayed = 0;
+  OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  OK(cudaMemsetAsync(y, 0, kBytes, stream));
+  OK(cudaLaunchKernel(Axpy(), kGrid, kBlock, axpy_args, 0, stream));
+  OK(cudaLaunchHostFunc(stream, Count, &replayed));
+  OK(cudaLaunchKernel(Scale(), kGrid, kBlock, scale_args, 0, stream));
+  cudaGraph_t captured = nullptr;
+  OK(cudaStreamEndCapture(stream, &captured));
+  CHECK(replayed == 0);
+  size_t count = 0;
+  OK(cudaGraphGetNodes(captured, nullptr, &count));
+  CHECK(count == 4);
+  OK(cudaGraphInstantiate(&exec, captured, 0));
+  for (int replay = 0; replay < kReplays; ++replay) OK(cudaGraphLaunch(exec, stream));
+  OK(cudaStreamSynchronize(stream));
+  CHECK(replayed == kReplays);
+  CHECK(DownloadOn(reader, y) == after_second);
+  OK(cudaGraphExecDestroy(exec));
+  OK(cudaGraphDestroy(captured));
+
+  // A capture the global mode invalidated (a cudaMalloc during it) never runs its host function.
+  int invalidated_calls = 0;
+  OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  OK(cudaLaunchHostFunc(stream, Count, &invalidated_calls));
+  float* scratch = nullptr;
+  CHECK(cudaMalloc(&scratch, kBytes) == cudaErrorStreamCaptureUnsupported);
+  cudaGraph_t none = nullptr;
+  CHECK(cudaStreamEndCapture(stream, &none) == cudaErrorStreamCaptureInvalidated && none == nullptr);
+  cudaGetLastError();
+  OK(cudaStreamSynchronize(stream));
+  CHECK(invalidated_calls == 0);
+  OK(cudaStreamDestroy(reader));
+  OK(cudaStreamDestroy(stream));
+}
+
 }  // namespace
 
 int main() {
@@ -283,14 +438,15 @@ int main() {
   OK(cudaMemset(w, 0, kBytes));
   CapturedGraph(x, y, z, w);
   ExplicitGraph(x, y, z);
+  HostNodeGraph(x, y);
   for (float* p : {x, y, z, w}) OK(cudaFree(p));
   if (g_failures != 0) {
     std::printf("graph report: %d checks failed\n", g_failures);
     return 1;
   }
   std::printf(
-      "graph report: a captured graph of %d nodes replayed %d times, an explicit graph updated, all checks "
-      "held\n",
+      "graph report: a captured graph of %d nodes replayed %d times, an explicit graph updated, host nodes "
+      "run in graph order, all checks held\n",
       captured_nodes, kReplays);
   return 0;
 }

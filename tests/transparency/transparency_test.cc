@@ -171,8 +171,9 @@ TEST_F(TransparencyTest, DriverApiFunctionsFromCudaGetDriverEntryPointShareTheRu
 }
 
 // graph_report, built like launch_report (its kernels by nvcc for a GPU), captures a graph from
-// two streams joined by events and replays it 100 times, and builds, clones and updates an explicit
-// graph, each result checked against its own CPU computation; the capture mode's rules hold.
+// two streams joined by events and replays it 100 times, builds, clones and updates an explicit
+// graph, and runs host nodes (explicit and captured) once per launch in graph order, each result
+// checked against its own CPU computation; the capture mode's rules hold.
 TEST_F(TransparencyTest, APlainProgramsCapturedAndExplicitGraphsMatchItsCpu) {
   const char* gpu = std::getenv("PHOS_TEST_GPU");
   const bool on_gpu = gpu != nullptr && std::string(gpu) == "cuda";
@@ -181,7 +182,7 @@ TEST_F(TransparencyTest, APlainProgramsCapturedAndExplicitGraphsMatchItsCpu) {
   CommandResult r = PhosFn({"run", "--", program});
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("graph report: a captured graph of 6 nodes replayed 100 times, an explicit graph updated, "
-                       "all checks held"),
+                       "host nodes run in graph order, all checks held"),
             std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("CHECK FAILED"), std::string::npos) << r.out;

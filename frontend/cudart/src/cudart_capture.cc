@@ -29,6 +29,7 @@ struct CaptureState {
   std::thread::id thread;
   uint64_t id = 0;  // phosd's id of the capture sequence
   bool invalidated = false;
+  uint64_t graph = 0;  // the capture's graph, once a host function became a node of it
 };
 
 std::mutex g_mu;
@@ -65,6 +66,34 @@ cudaError_t CaptureInfo(cudaStream_t stream, ipc::CaptureInfo* info, std::vector
 namespace phos::frontend {
 
 cudaGraphNode_t MakeNode(uint64_t graph, uint32_t index);
+
+cudaError_t CaptureHostFunc(cudaStream_t stream, const cudaHostNodeParams& fn, bool* captured) {
+  *captured = false;
+  {
+    // Every capture begins here: without one no stream captures, and the launch asks nothing.
+    std::lock_guard lock(g_mu);
+    if (g_captures.empty()) return cudaSuccess;
+  }
+  ipc::CaptureInfo info{};
+  std::vector<uint32_t> deps;
+  if (cudaError_t e = CaptureInfo(stream, &info, &deps); e != cudaSuccess) return e;
+  if (info.status == cudaStreamCaptureStatusNone) return cudaSuccess;
+  *captured = true;
+  ipc::HostFnArgs a{0, ipc::kCapturedHostFnSlot, 0};
+  if (CUresult r = StreamId(stream, &a.stream); r != CUDA_SUCCESS) return Return(r);
+  uint32_t node = 0;
+  size_t len = 0;
+  CUresult r = Client::Get().Call(ipc::Op::kLaunchHostFunc, &a, sizeof(a), nullptr, 0, true, &node,
+                                  sizeof(node), &len);
+  if (r != CUDA_SUCCESS) return Return(r);
+  if (len != sizeof(node)) return Return(cudaErrorUnknown);
+  RecordHostNode(info.graph, node, fn);
+  std::lock_guard lock(g_mu);
+  for (auto& [origin, capture] : g_captures) {
+    if (capture.id == info.id) capture.graph = info.graph;
+  }
+  return cudaSuccess;
+}
 
 cudaError_t CaptureProhibits(const char* call) {
   if (t_mode == cudaStreamCaptureModeRelaxed) return cudaSuccess;
@@ -133,7 +162,11 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
                                   sizeof(vid), &len);
   if (r != CUDA_ERROR_ILLEGAL_STATE && r != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED) {
     std::lock_guard lock(g_mu);
-    g_captures.erase(a.stream);
+    auto it = g_captures.find(a.stream);
+    // A capture that failed took its graph with it, and so the host nodes kept for it.
+    if (it != g_captures.end() && r != CUDA_SUCCESS && it->second.graph != 0)
+      phos::frontend::ForgetHostNodes(it->second.graph);
+    if (it != g_captures.end()) g_captures.erase(it);
   }
   *graph = r == CUDA_SUCCESS ? reinterpret_cast<cudaGraph_t>(static_cast<uintptr_t>(vid)) : nullptr;
   // Ending a capture that never began is cudaErrorIllegalState to the runtime too.

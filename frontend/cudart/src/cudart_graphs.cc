@@ -1,7 +1,8 @@
 // CUDA graphs, remoted (docs/remoting.md "Graphs and stream capture"): phosd keeps each graph as
 // its list of checked nodes and builds the driver's graph when the function instantiates it. A
 // cudaGraph_t and a cudaGraphExec_t are the session's virtual ids; a cudaGraphNode_t is its
-// graph's id and its index there, which the frontend packs into one handle.
+// graph's id and its index there, which the frontend packs into one handle. Host nodes' functions
+// stay in this process (cudart_graph_hosts.cc).
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -157,7 +158,9 @@ cudaError_t cudaGraphCreate(cudaGraph_t* graph, unsigned int flags) {
 
 cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
   const ipc::HandleArgs a{Vid(graph)};
-  return Return(Client::Get().Call(ipc::Op::kGraphDestroy, &a, sizeof(a), nullptr, 0, true));
+  CUresult r = Client::Get().Call(ipc::Op::kGraphDestroy, &a, sizeof(a), nullptr, 0, true);
+  if (r == CUDA_SUCCESS) phos::frontend::ForgetHostNodes(a.handle);
+  return Return(r);
 }
 
 cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps,
@@ -217,11 +220,18 @@ cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t* node, cudaGraph_t graph, con
   return AddNode(node, graph, deps, count, n);
 }
 
-cudaError_t cudaGraphAddHostNode(cudaGraphNode_t*, cudaGraph_t, const cudaGraphNode_t*, size_t,
-                                 const cudaHostNodeParams*) {
-  return phos::frontend::NotSupported(
-      "cudaGraphAddHostNode",
-      "host nodes are not served (the function's code would run from the driver's graph)");
+// phosd's node carries nothing: the function and its argument stay here (cudart_graph_hosts.cc).
+cudaError_t cudaGraphAddHostNode(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                                 size_t count, const cudaHostNodeParams* params) {
+  if (params == nullptr || params->fn == nullptr) return Return(cudaErrorInvalidValue);
+  ipc::GraphNode n{};
+  n.type = CU_GRAPH_NODE_TYPE_HOST;
+  if (cudaError_t e = AddNode(node, graph, deps, count, n); e != cudaSuccess) return e;
+  uint32_t index = 0;
+  uint64_t owner = 0;
+  SplitNode(*node, &owner, &index);
+  phos::frontend::RecordHostNode(owner, index, *params);
+  return cudaSuccess;
 }
 
 cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps,
@@ -276,7 +286,9 @@ cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t* f
 cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node) {
   ipc::GraphNodeRef a{};
   if (!SplitNode(node, &a.owner, &a.node)) return Return(cudaErrorInvalidValue);
-  return Return(Client::Get().Call(ipc::Op::kGraphDestroyNode, &a, sizeof(a), nullptr, 0, true));
+  CUresult r = Client::Get().Call(ipc::Op::kGraphDestroyNode, &a, sizeof(a), nullptr, 0, true);
+  if (r == CUDA_SUCCESS) phos::frontend::ForgetHostNode(a.owner, a.node);
+  return Return(r);
 }
 
 cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* count) {
@@ -354,6 +366,7 @@ cudaError_t cudaGraphClone(cudaGraph_t* clone, cudaGraph_t graph) {
   CUresult r =
       Client::Get().Call(ipc::Op::kGraphClone, &a, sizeof(a), nullptr, 0, true, &vid, sizeof(vid), &len);
   if (r != CUDA_SUCCESS) return Return(r);
+  phos::frontend::CopyHostNodes(a.handle, vid);
   *clone = reinterpret_cast<cudaGraph_t>(static_cast<uintptr_t>(vid));
   return cudaSuccess;
 }
@@ -367,6 +380,7 @@ cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t gra
   CUresult r = Client::Get().Call(ipc::Op::kGraphInstantiate, &a, sizeof(a), nullptr, 0, true, &vid,
                                   sizeof(vid), &len);
   if (r != CUDA_SUCCESS) return Return(r);
+  phos::frontend::CopyHostNodes(a.graph, vid);
   *exec = reinterpret_cast<cudaGraphExec_t>(static_cast<uintptr_t>(vid));
   return cudaSuccess;
 }
@@ -381,10 +395,20 @@ cudaError_t cudaGraphUpload(cudaGraphExec_t exec, cudaStream_t stream) {
   return Return(Client::Get().Call(ipc::Op::kGraphUpload, &a, sizeof(a), nullptr, 0, true));
 }
 
+// A slot for each host node, with the function it holds now; phosd queues each between the
+// driver graphs it runs the graph as, and hands back the slots of a launch it refused.
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   ipc::StreamEventArgs a{0, Vid(exec)};
   if (CUresult r = StreamId(stream, &a.stream); r != CUDA_SUCCESS) return Return(r);
-  return Return(Client::Get().Call(ipc::Op::kGraphLaunch, &a, sizeof(a), nullptr, 0, false));
+  const std::vector<cudaHostNodeParams> hosts = phos::frontend::HostNodesOf(a.event);
+  std::vector<uint32_t> slots;
+  if (!hosts.empty()) {
+    if (cudaError_t e = phos::frontend::TakeHostFnSlots(hosts, &slots); e != cudaSuccess) return e;
+  }
+  CUresult r = Client::Get().Call(ipc::Op::kGraphLaunch, &a, sizeof(a), slots.data(),
+                                  slots.size() * sizeof(uint32_t), false);
+  if (r != CUDA_SUCCESS) phos::frontend::ReturnHostFnSlots(slots);
+  return Return(r);
 }
 
 cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
@@ -420,7 +444,9 @@ cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
   const ipc::HandleArgs a{Vid(exec)};
-  return Return(Client::Get().Call(ipc::Op::kGraphExecDestroy, &a, sizeof(a), nullptr, 0, true));
+  CUresult r = Client::Get().Call(ipc::Op::kGraphExecDestroy, &a, sizeof(a), nullptr, 0, true);
+  if (r == CUDA_SUCCESS) phos::frontend::ForgetHostNodes(a.handle);
+  return Return(r);
 }
 
 // The per-thread default stream forms (cudart_ptds.cc): stream 0 is the calling thread's.

@@ -47,6 +47,13 @@ class HostFunctions {
   }
 
   cudaError_t Launch(cudaStream_t stream, const HostFn& fn);
+  // A slot for each of `fns` (a graph launch's host nodes), or none when fewer are free.
+  cudaError_t Take(const std::vector<cudaHostNodeParams>& fns, std::vector<uint32_t>* slots);
+  // Slots taken whose record was not sent.
+  void Return(const std::vector<uint32_t>& slots) {
+    std::lock_guard lock(mu_);
+    for (uint32_t slot : slots) FreeLocked(slot);
+  }
   size_t Quiesce();
   size_t pending() {
     std::lock_guard lock(mu_);
@@ -59,6 +66,8 @@ class HostFunctions {
   }
   void Loop();
   void FreeLocked(uint32_t slot);
+  // Takes a free slot for `fn` and starts the thread if it is not running.
+  uint32_t TakeLocked(const HostFn& fn, ipc::Ring* ring);
 
   std::mutex mu_;
   std::vector<HostFn> slots_;
@@ -73,38 +82,58 @@ class HostFunctions {
 
 cudaError_t HostFunctions::Launch(cudaStream_t stream, const HostFn& fn) {
   ipc::HostFnArgs a{0, 0, 0};
-  if (CUresult r = StreamId(stream, &a.stream); r != CUDA_SUCCESS) return Return(r);
+  if (CUresult r = StreamId(stream, &a.stream); r != CUDA_SUCCESS) return phos::frontend::Return(r);
   Client& client = Client::Get();
   ipc::Ring* ring = client.HostFnRing();
-  if (ring == nullptr) return Return(CUDA_ERROR_NO_DEVICE);
+  if (ring == nullptr) return phos::frontend::Return(CUDA_ERROR_NO_DEVICE);
   {
     std::lock_guard lock(mu_);
     if (free_.empty()) {
       PHOS_LOG_EVERY_SEC(Warn, "frontend", 10,
                          "cudaLaunchHostFunc: {} host functions are pending already, phos's limit",
                          ipc::kMaxHostFnSlots);
-      return Return(cudaErrorLaunchOutOfResources);
+      return phos::frontend::Return(cudaErrorLaunchOutOfResources);
     }
-    a.slot = free_.back();
-    free_.pop_back();
-    slots_[a.slot] = fn;
-    in_use_[a.slot] = true;
-    ++pending_;
-    leave_ = false;
-    if (!running_) {
-      // A thread that left has nothing more to do than return: joined at once.
-      if (thread_.joinable()) thread_.join();
-      ring_ = ring;
-      running_ = true;
-      thread_ = std::thread([this] { Loop(); });
-    }
+    a.slot = TakeLocked(fn, ring);
   }
   CUresult r = client.Call(ipc::Op::kLaunchHostFunc, &a, sizeof(a), nullptr, 0, false);
   if (r != CUDA_SUCCESS) {
     std::lock_guard lock(mu_);
     FreeLocked(a.slot);
   }
-  return Return(r);
+  return phos::frontend::Return(r);
+}
+
+cudaError_t HostFunctions::Take(const std::vector<cudaHostNodeParams>& fns, std::vector<uint32_t>* slots) {
+  ipc::Ring* ring = Client::Get().HostFnRing();
+  if (ring == nullptr) return phos::frontend::Return(CUDA_ERROR_NO_DEVICE);
+  std::lock_guard lock(mu_);
+  if (free_.size() < fns.size()) {
+    PHOS_LOG_EVERY_SEC(Warn, "frontend", 10,
+                       "cudaGraphLaunch: {} host nodes, with fewer of phos's {} host-function slots free",
+                       fns.size(), ipc::kMaxHostFnSlots);
+    return phos::frontend::Return(cudaErrorLaunchOutOfResources);
+  }
+  slots->clear();
+  for (const cudaHostNodeParams& f : fns) slots->push_back(TakeLocked({.fn = f.fn, .user_data = f.userData}, ring));
+  return cudaSuccess;
+}
+
+uint32_t HostFunctions::TakeLocked(const HostFn& fn, ipc::Ring* ring) {
+  const uint32_t slot = free_.back();
+  free_.pop_back();
+  slots_[slot] = fn;
+  in_use_[slot] = true;
+  ++pending_;
+  leave_ = false;
+  if (!running_) {
+    // A thread that left has nothing more to do than return: joined at once.
+    if (thread_.joinable()) thread_.join();
+    ring_ = ring;
+    running_ = true;
+    thread_ = std::thread([this] { Loop(); });
+  }
+  return slot;
 }
 
 void HostFunctions::FreeLocked(uint32_t slot) {
@@ -180,6 +209,14 @@ size_t HostFunctions::Quiesce() {
 
 }  // namespace
 
+cudaError_t TakeHostFnSlots(const std::vector<cudaHostNodeParams>& fns, std::vector<uint32_t>* slots) {
+  return HostFunctions::Get().Take(fns, slots);
+}
+
+void ReturnHostFnSlots(const std::vector<uint32_t>& slots) {
+  HostFunctions::Get().Return(slots);
+}
+
 size_t QuiesceHostFunctions() {
   return HostFunctions::Get().Quiesce();
 }
@@ -204,6 +241,10 @@ extern "C" {
 
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
   if (fn == nullptr) return Return(cudaErrorInvalidValue);
+  // On a capturing stream the function becomes a host node of the capture's graph.
+  bool captured = false;
+  if (cudaError_t e = phos::frontend::CaptureHostFunc(stream, {fn, userData}, &captured); e != cudaSuccess || captured)
+    return e;
   return phos::frontend::HostFunctions::Get().Launch(stream,
                                                      {.fn = fn, .user_data = userData, .stream = stream});
 }

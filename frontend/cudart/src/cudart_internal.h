@@ -99,6 +99,23 @@ size_t QuiesceHostFunctions();
 // pending, waits for the stream, so that the bytes are those its host functions wrote, as CUDA
 // synchronises the stream before a copy from pageable memory (cudart_host_functions.cc).
 CUresult AwaitHostFunctions(uint64_t stream);
+// A graph launch's host nodes: a slot for each function, in order, or none when fewer are free;
+// slots whose launch record was not sent go back (cudart_host_functions.cc).
+cudaError_t TakeHostFnSlots(const std::vector<cudaHostNodeParams>& fns, std::vector<uint32_t>* slots);
+void ReturnHostFnSlots(const std::vector<uint32_t>& slots);
+// cudaLaunchHostFunc on a capturing stream: the function becomes a host node of the capture's
+// graph, and *captured says so; *captured is false for a stream that is not capturing
+// (cudart_capture.cc).
+cudaError_t CaptureHostFunc(cudaStream_t stream, const cudaHostNodeParams& fn, bool* captured);
+// The host nodes' functions, which stay in this process: by graph or executable graph and node
+// index (cudart_graph_hosts.cc). phosd's host node carries nothing.
+void RecordHostNode(uint64_t owner, uint32_t node, const cudaHostNodeParams& fn);
+// `to`'s host nodes become `from`'s (a clone, an instantiation).
+void CopyHostNodes(uint64_t from, uint64_t to);
+void ForgetHostNodes(uint64_t owner);
+void ForgetHostNode(uint64_t owner, uint32_t node);
+// `owner`'s host nodes' functions in node index order, the order a graph launch lists their slots.
+std::vector<cudaHostNodeParams> HostNodesOf(uint64_t owner);
 
 // A kernel as the session knows it (cudart_launch.cc): its server function id and parameter layout.
 struct KernelRef {

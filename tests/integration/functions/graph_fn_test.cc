@@ -1,7 +1,7 @@
 // graph_fn under phosd: the graph it captured before its pre-entry point is the snapshot's in every
 // instance restored from it, in every restore mode: the restored function launches it without
-// capturing again, gets what the CPU computes, and its launch waits for the buffers its nodes name
-// (no speculation miss).
+// capturing again, gets what the CPU computes, runs the graph's host node once per launch in the
+// restored process, and its launch waits for the buffers its nodes name (no speculation miss).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -25,7 +25,7 @@ std::string Expected(float x) {
     if (i < 2) first[i] = out;
   }
   char answer[128];
-  std::snprintf(answer, sizeof answer, "sum %.1f first %.1f %.1f captures 1", sum,
+  std::snprintf(answer, sizeof answer, "sum %.1f first %.1f %.1f captures 1 host 1", sum,
                 static_cast<double>(first[0]), static_cast<double>(first[1]));
   return answer;
 }

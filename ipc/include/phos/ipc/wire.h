@@ -10,7 +10,7 @@
 namespace phos::ipc {
 
 inline constexpr uint32_t kWireMagic = 0x534f4850;  // "PHOS" little-endian
-inline constexpr uint32_t kWireVersion = 13;
+inline constexpr uint32_t kWireVersion = 14;
 inline constexpr size_t kTokenChars = 32;        // 128-bit token, hex
 inline constexpr size_t kAnswerMessageChars = 200;
 
@@ -166,7 +166,8 @@ enum class Op : uint16_t {
   kGraphClone,            // HandleArgs -> u64 virtual graph
   kGraphInstantiate,      // GraphInstantiateArgs -> u64 virtual executable graph
   kGraphUpload,           // StreamEventArgs (event: the executable graph)
-  kGraphLaunch,           // StreamEventArgs (event: the executable graph); asynchronous
+  kGraphLaunch,           // StreamEventArgs (event: the executable graph) + one u32 host-function
+                          // slot per host node, in node index order; asynchronous
   kGraphExecUpdate,       // GraphUpdateArgs -> GraphUpdateInfo (a refused update answers success,
                           // the reason in the reply)
   kGraphExecNodeSetParams,  // GraphNodeArgs (owner: executable graph; node) + parameter buffer
@@ -238,6 +239,9 @@ struct StreamPriorityRange { int32_t least; int32_t greatest; };  // greatest <=
 // kMaxHostFnSlots are pending at once in a session.
 inline constexpr uint32_t kMaxHostFnSlots = 4096;
 struct HostFnArgs { uint64_t stream; uint32_t slot; uint32_t pad; };
+// The slot of a kLaunchHostFunc on a capturing stream, sent with a reply: it becomes a host node
+// of the capture's graph (reply: its u32 node index), whose function takes a slot at each launch.
+inline constexpr uint32_t kCapturedHostFnSlot = 0xffffffffu;
 // An entry of a host-function queue (ring.h). To the frontend: the slot's place in its stream was
 // reached (result 0: run the function, then post the slot back) or phosd refused the
 // kLaunchHostFunc (result: the CUresult, also the session's asynchronous error; the function is
@@ -482,7 +486,8 @@ inline constexpr uint32_t kNoGraphNode = 0xffffffffu;
 // `launch` (stream unused), its parameter buffer after the record. Memcpy (device to device):
 // `height` rows of `width` bytes from src (src_pitch apart) to dst (dst_pitch apart). Memset:
 // `height` rows of `width` elements of `element_size` bytes (1, 2, 4), `dst_pitch` apart, set to
-// `value`. Event record and wait: the virtual `event`. Empty: nothing.
+// `value`. Event record and wait: the virtual `event`. Empty and host: nothing (a host node's
+// function and its argument stay in the function process).
 struct GraphNode {
   uint32_t type;
   uint32_t element_size;

@@ -2,17 +2,19 @@
 // per request, for validating graphs in snapshots (docs/remoting.md, "Graphs and stream capture").
 //
 // Initialisation: weights[i] = i / 2 in a device buffer of N floats; on a stream, a capture of
-// tmp = weights (a device-to-device copy), tmp = 3 * input + tmp, out = 0 (a memset),
-// out = 2 * tmp + out, instantiated. A request is a number X: input = X everywhere (a copy from the
-// host), one launch of the graph, out read back: out[i] = 6 X + i. The answer is
-// "sum T first A B captures C", T the sum of out, C how many captures this process made: an
-// instance restored from the snapshot launches the snapshot's graph and answers 1; one whose
-// graph were gone (cudaGraphUpload refuses it) would capture again.
+// tmp = weights (a device-to-device copy), tmp = 3 * input + tmp, a host function that counts its
+// calls, out = 0 (a memset), out = 2 * tmp + out, instantiated. A request is a number X: input = X
+// everywhere (a copy from the host), one launch of the graph, out read back: out[i] = 6 X + i.
+// The answer is "sum T first A B captures C host H", T the sum of out, C how many captures this
+// process made, H how often the host node's function ran during the request: an instance restored
+// from the snapshot launches the snapshot's graph, its host node included, and answers C = 1 and
+// H = 1; one whose graph were gone (cudaGraphUpload refuses it) would capture again.
 //
 //   graph_fn [--elements N]
 #include <cuda_runtime.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -35,6 +37,10 @@ Status Cuda(cudaError_t e, const char* what) {
 #define RETURN_IF_CUDA(call) PHOS_RETURN_IF_ERROR(Cuda((call), #call))
 
 const void* const kKernel = reinterpret_cast<const void*>(&graph_fn_axpy);
+
+void CUDART_CB CountCall(void* calls) {
+  ++*static_cast<std::atomic<int>*>(calls);
+}
 
 class GraphFn {
  public:
@@ -64,6 +70,7 @@ class GraphFn {
       cudaGetLastError();
       PHOS_RETURN_IF_ERROR(Capture());
     }
+    const int calls_before = host_calls_.load();
     std::vector<float> host(static_cast<size_t>(elements_), x);
     RETURN_IF_CUDA(cudaMemcpyAsync(input_, host.data(), bytes_, cudaMemcpyHostToDevice, stream_));
     RETURN_IF_CUDA(cudaGraphLaunch(exec_, stream_));
@@ -73,8 +80,9 @@ class GraphFn {
     double sum = 0;
     for (float v : host) sum += v;
     char answer[128];
-    std::snprintf(answer, sizeof answer, "sum %.1f first %.1f %.1f captures %d", sum,
-                  static_cast<double>(host[0]), static_cast<double>(host[1]), captures_);
+    std::snprintf(answer, sizeof answer, "sum %.1f first %.1f %.1f captures %d host %d", sum,
+                  static_cast<double>(host[0]), static_cast<double>(host[1]), captures_,
+                  host_calls_.load() - calls_before);
     return std::string(answer);
   }
 
@@ -92,6 +100,7 @@ class GraphFn {
     RETURN_IF_CUDA(cudaMemcpyAsync(tmp, weights, bytes_, cudaMemcpyDeviceToDevice, stream_));
     void* first[] = {&input, &tmp, &three, &n};
     RETURN_IF_CUDA(cudaLaunchKernel(kKernel, grid, block, first, 0, stream_));
+    RETURN_IF_CUDA(cudaLaunchHostFunc(stream_, CountCall, &host_calls_));
     RETURN_IF_CUDA(cudaMemsetAsync(out, 0, bytes_, stream_));
     void* second[] = {&tmp, &out, &two, &n};
     RETURN_IF_CUDA(cudaLaunchKernel(kKernel, grid, block, second, 0, stream_));
@@ -111,6 +120,7 @@ class GraphFn {
   float* tmp_ = nullptr;
   float* out_ = nullptr;
   int captures_ = 0;
+  std::atomic<int> host_calls_{0};  // the host node's function's calls, on the host-function thread
 };
 
 }  // namespace

@@ -5,12 +5,14 @@
 //   phos-fn [--endpoint URL] invoke NAME [--data STRING | --data @FILE] [--timeout-ms N]
 //                                   [--restore-mode MODE] [--timings]
 //   phos-fn [--endpoint URL] ls [--json]
+//   phos-fn [--endpoint URL] instances NAME [--json]
+//   phos-fn [--endpoint URL] checkpoint NAME [--instance ID] [--mode stop-the-world|soft-cow|soft-recopy]
 //   phos-fn [--endpoint URL] rm NAME
 //   phos-fn [--endpoint URL] run [--gpus N] -- PROGRAM [ARGS...]
 //   phos-fn check PROGRAM | --table
 // Default endpoint: $PHOS_ENDPOINT, else http://127.0.0.1:7070. Every call bears the token of
-// --token-file FILE, else $PHOS_TOKEN (Authorization: Bearer): the admin token for deploy, rm, run
-// and an unredacted ls; a function's invoke token (or the admin token) for invoke. check talks to
+// --token-file FILE, else $PHOS_TOKEN (Authorization: Bearer): the admin token for deploy, rm, run,
+// instances, checkpoint and an unredacted ls; a function's invoke token (or the admin token) for invoke. check talks to
 // no phosd: it reads PROGRAM and phos's libraries (docs/compatibility.md).
 #include <unistd.h>
 
@@ -266,6 +268,20 @@ int main(int argc, char** argv) {
   auto* ls = app.add_subcommand("ls", "List functions and their instances");
   ls->add_flag("--json", json, "Print phosd's JSON");
 
+  auto* list_instances = app.add_subcommand("instances", "List a function's instances: id, state, pid, how each came up");
+  list_instances->add_option("name", name, "Function name")->required();
+  list_instances->add_flag("--json", json, "Print phosd's JSON");
+
+  uint64_t instance = 0;
+  std::string checkpoint_mode = "stop-the-world";
+  auto* checkpoint = app.add_subcommand(
+      "checkpoint", "Checkpoint a running instance: a new snapshot of the function that its next restores start from");
+  checkpoint->add_option("name", name, "Function name")->required();
+  checkpoint->add_option("--instance", instance, "The instance's id (phos-fn instances); default: an idle one")
+      ->check(CLI::PositiveNumber);
+  checkpoint->add_option("--mode", checkpoint_mode, "How the instance's GPU state is copied while it runs")
+      ->check(CLI::IsMember({"stop-the-world", "soft-cow", "soft-recopy"}));
+
   auto* rm = app.add_subcommand("rm", "Remove a function");
   rm->add_option("name", name, "Function name")->required();
 
@@ -347,6 +363,43 @@ int main(int argc, char** argv) {
                   f["state"]["starting"].get<int>(), f["state"]["idle"].get<int>(), f["state"]["busy"].get<int>(),
                   f["state"]["queued"].get<int>(), f["executable"].get<std::string>().c_str());
     }
+    return 0;
+  }
+  if (*list_instances) {
+    auto r = Call({.url = endpoint + "/v1/functions/" + name + "/instances"});
+    if (!r) return 1;
+    if (json) {
+      std::cout << r->body;
+      return 0;
+    }
+    nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+    if (j.is_discarded() || !j.contains("instances")) {
+      std::cerr << "phos-fn: unexpected answer: " << r->body << "\n";
+      return 1;
+    }
+    std::printf("%-6s %-9s %-8s %-15s %s\n", "ID", "STATE", "PID", "MODE", "RESTORED");
+    for (const auto& i : j["instances"]) {
+      std::printf("%-6llu %-9s %-8d %-15s %s\n", static_cast<unsigned long long>(i["id"].get<uint64_t>()),
+                  i["state"].get<std::string>().c_str(), i["pid"].get<int>(), i["mode"].get<std::string>().c_str(),
+                  i["restored"].get<bool>() ? "yes" : "no");
+    }
+    return 0;
+  }
+  if (*checkpoint) {
+    const std::string url = endpoint + "/v1/functions/" + name +
+                            (instance != 0 ? "/instances/" + std::to_string(instance) : std::string()) + "/checkpoint";
+    auto r = Call({.method = "POST", .url = url, .body = nlohmann::json{{"mode", checkpoint_mode}}.dump(),
+                   .headers = {{"Content-Type", "application/json"}}});
+    if (!r) return 1;
+    nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+    if (j.is_discarded() || !j.contains("version") || !j.contains("instance")) {
+      std::cerr << "phos-fn: unexpected answer: " << r->body << "\n";
+      return 1;
+    }
+    std::printf("checkpointed instance %llu of %s as snapshot v%llu (%s; the instance stalled %.3f ms)\n",
+                static_cast<unsigned long long>(j["instance"].get<uint64_t>()), name.c_str(),
+                static_cast<unsigned long long>(j["version"].get<uint64_t>()), j.value("mode", "?").c_str(),
+                j.value("stall_us", 0.0) / 1000.0);
     return 0;
   }
   if (*rm) {

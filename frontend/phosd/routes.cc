@@ -171,6 +171,60 @@ nlohmann::json DeployAnswer(const std::string& spec_json, const runtime::DeployO
   return j;
 }
 
+nlohmann::json InstancesAnswer(const std::vector<runtime::InstanceStatus>& instances) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const runtime::InstanceStatus& i : instances) {
+    list.push_back({{"id", i.id}, {"state", i.state}, {"pid", i.pid}, {"mode", runtime::RestoreModeName(i.mode)},
+                    {"restored", i.restored}});
+  }
+  return nlohmann::json{{"instances", list}};
+}
+
+// A checkpoint's body: empty, or {"mode": "stop-the-world" | "soft-cow" | "soft-recopy"} (default
+// stop-the-world). False (with the answer in *error) for anything else.
+bool ParseCheckpointBody(const std::string& body, runtime::CheckpointMode* mode, Response* error) {
+  *mode = runtime::CheckpointMode::kStopTheWorld;
+  if (body.empty()) return true;
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    *error = Error(400, "a checkpoint's body is a JSON object, {\"mode\": ...}, or empty");
+    return false;
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (key != "mode") {
+      *error = Error(400, "unknown field '" + key + "' in a checkpoint's body (it takes 'mode')");
+      return false;
+    }
+  }
+  if (auto m = j.find("mode"); m != j.end()) {
+    std::optional<runtime::CheckpointMode> parsed =
+        m->is_string() ? runtime::ParseCheckpointMode(m->get<std::string>()) : std::nullopt;
+    if (!parsed) {
+      *error = Error(400, "field 'mode' must be one of stop-the-world, soft-cow, soft-recopy");
+      return false;
+    }
+    *mode = *parsed;
+  }
+  return true;
+}
+
+// The checkpoint's answer: 201 with the snapshot version and the instance's stall.
+Response CheckpointResponse(const std::string& function, const runtime::CheckpointOutcome& o) {
+  if (!o.status.ok()) {
+    const int status = o.status.code() == StatusCode::kNotSupported ? 501
+                       : o.status.code() == StatusCode::kUnavailable ? 503
+                                                                     : StatusFor(o.status);
+    return Error(status, o.status.message());
+  }
+  nlohmann::json j = {{"function", function},
+                      {"instance", o.instance},
+                      {"mode", runtime::CheckpointModeName(o.mode)},
+                      {"version", o.version},
+                      {"stall_us", o.stall.count()},
+                      {"total_us", o.total.count()}};
+  return Response::Json(201, j.dump() + "\n");
+}
+
 }  // namespace
 
 Status AddRoutes(http::Router* router, RouteOptions options) {
@@ -306,6 +360,36 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
                           out.End();
                         });
       }));
+
+  // A function's instances: id, state, pid, how each was brought up. Admin: pids and states are
+  // the operator's to see.
+  PHOS_RETURN_IF_ERROR(
+      add(Access::kAdmin, "GET", "/v1/functions/{name}/instances", [manager](Request req, Responder out, bool) {
+        Result<std::vector<runtime::InstanceStatus>> instances = manager->Instances(std::string(req.Param("name")));
+        if (!instances.ok()) return out.Send(Error(StatusFor(instances.status()), instances.status().message()));
+        out.Send(Response::Json(200, InstancesAnswer(*instances).dump() + "\n"));
+      }));
+
+  // Checkpoint a running instance (docs/design.md D10): the named one, or (without an id) an
+  // idle one of the function. Answered once the new snapshot version is committed and the
+  // instance's range restores from it (201), with the time the instance served nothing.
+  auto checkpoint = [manager](Request req, Responder out, bool) {
+    runtime::CheckpointMode mode;
+    if (Response bad; !ParseCheckpointBody(req.body, &mode, &bad)) return out.Send(std::move(bad));
+    uint64_t instance = 0;
+    if (std::string_view id = req.Param("id"); !id.empty()) {
+      auto [end, ec] = std::from_chars(id.data(), id.data() + id.size(), instance);
+      if (ec != std::errc() || end != id.data() + id.size() || instance == 0) {
+        return out.Send(Error(400, "an instance id is a positive integer, not '" + std::string(id) + "'"));
+      }
+    }
+    std::string function(req.Param("name"));
+    manager->Checkpoint(function, instance, mode, [out, function](runtime::CheckpointOutcome o) {
+      out.Send(CheckpointResponse(function, o));
+    });
+  };
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/functions/{name}/checkpoint", checkpoint));
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/functions/{name}/instances/{id}/checkpoint", checkpoint));
 
   // Body: empty, or {"gpus": N} (1 to the node's device count; default 1) for a program that uses
   // several devices. Admin: a session token runs GPU work in phosd.

@@ -98,6 +98,12 @@ Result<std::string> CriuBackend::ImagesDir(const CpuStateRef& ref) const {
   return (fs::path(options_.images_dir) / ref.id).string();
 }
 
+Result<CpuStateRef> CriuBackend::CaptureRunning(const RunningProcess& instance) {
+  PHOS_RETURN_IF_ERROR(Available());
+  return Status::NotSupported("criu: checkpoints of running instances (pid " + std::to_string(instance.pid) +
+                              ") are not built yet; use the fork-template CPU state");
+}
+
 Result<CpuStateRef> CriuBackend::Capture(ParkedProcess process) {
   auto end_process = [&process] {
     if (process.channel_fd >= 0) close(process.channel_fd);

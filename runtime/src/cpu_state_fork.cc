@@ -82,44 +82,57 @@ Result<SpawnedProcess> ForkTemplateBackend::Spawn(const CpuStateRef& ref,
   if (!has_token)
     return Status::InvalidArgument("fork template: session variables without PHOS_INSTANCE_TOKEN");
 
+  std::lock_guard lock(t->mu);
+  const std::string who = "fork " + ref.id + " (pid " + std::to_string(t->process.pid) + ")";
+  bool unusable = false;
+  Result<SpawnedProcess> spawned =
+      ForkOver(t->process.channel_fd, ipc::invoke::FrameKind::kFork, *env, who, t->process.log_path, &unusable);
+  // An answer may still come and would be taken for the next fork's: this template is unusable.
+  if (unusable) shutdown(t->process.channel_fd, SHUT_RDWR);
+  if (spawned.ok()) PHOS_LOG(Info, "cpu-state", "{}: instance pid {}", who, spawned->pid);
+  return spawned;
+}
+
+Result<SpawnedProcess> ForkTemplateBackend::ForkOver(int channel_fd, ipc::invoke::FrameKind kind,
+                                                     std::string_view payload, const std::string& who,
+                                                     const std::string& log_path, bool* unusable) {
+  *unusable = false;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     return Status::FromErrno(errno, "socketpair");
-  std::lock_guard lock(t->mu);
-  const std::string who = ref.id + " (pid " + std::to_string(t->process.pid) + ")";
-  Status sent = ipc::invoke::WriteFrameWithFd(t->process.channel_fd, ipc::invoke::FrameKind::kFork, *env, sv[1]);
+  Status sent = ipc::invoke::WriteFrameWithFd(channel_fd, kind, payload, sv[1]);
   close(sv[1]);
   if (!sent.ok()) {
     close(sv[0]);
-    return Status::Unavailable("fork " + who + ": " + sent.message());
+    *unusable = true;
+    return Status::Unavailable(who + ": " + sent.message());
   }
-  pollfd p{t->process.channel_fd, POLLIN, 0};
+  pollfd p{channel_fd, POLLIN, 0};
   int ready;
   do {
     ready = poll(&p, 1, static_cast<int>(options_.fork_timeout.count()));
   } while (ready < 0 && errno == EINTR);
   if (ready <= 0) {
     close(sv[0]);
-    // The answer may still come and would be taken for the next fork's: this template is unusable.
-    shutdown(t->process.channel_fd, SHUT_RDWR);
-    return Status::Timeout("fork " + who + ": no answer within " +
-                           std::to_string(options_.fork_timeout.count()) +
-                           " ms; the template is no longer used");
+    *unusable = true;
+    return Status::Timeout(who + ": no answer within " + std::to_string(options_.fork_timeout.count()) +
+                           " ms; its channel is no longer used");
   }
   int pidfd = -1;
-  Result<ipc::invoke::Frame> answer = ipc::invoke::ReadFrame(t->process.channel_fd, nullptr, &pidfd);
-  // A sandboxed template lives in a PID namespace of its own: the pid it names is the instance's
-  // there, and phosd's is read from the pidfd that comes with it.
+  Result<ipc::invoke::Frame> answer = ipc::invoke::ReadFrame(channel_fd, nullptr, &pidfd);
+  // A sandboxed process lives in a PID namespace of its own: the pid it names is the new
+  // process's there, and phosd's is read from the pidfd that comes with it.
   const pid_t own_pid = pidfd >= 0 ? PidOfPidfd(pidfd) : 0;
   if (pidfd >= 0) ClosePidfd(pidfd);
   if (!answer.ok()) {
     close(sv[0]);
-    return Status::Unavailable("fork " + who + ": " + answer.status().message());
+    *unusable = true;
+    return Status::Unavailable(who + ": " + answer.status().message());
   }
   if (answer->kind == ipc::invoke::FrameKind::kError) {
     close(sv[0]);
     Status refusal = ipc::invoke::DecodeError(answer->payload);
-    return Status(refusal.code(), "fork " + who + ": " + refusal.message());
+    return Status(refusal.code(), who + ": " + refusal.message());
   }
   pid_t pid = 0;
   const std::string& text = answer->payload;
@@ -127,20 +140,50 @@ Result<SpawnedProcess> ForkTemplateBackend::Spawn(const CpuStateRef& ref,
   if (answer->kind != ipc::invoke::FrameKind::kForked || ec != std::errc() || end != text.data() + text.size() ||
       pid <= 0) {
     close(sv[0]);
-    shutdown(t->process.channel_fd, SHUT_RDWR);
-    return Status::Corruption("fork " + who + ": answered frame kind " +
-                              std::to_string(static_cast<int>(answer->kind)) + " '" + text +
-                              "' instead of forked <pid>; the template is no longer used");
+    *unusable = true;
+    return Status::Corruption(who + ": answered frame kind " + std::to_string(static_cast<int>(answer->kind)) +
+                              " '" + text + "' instead of forked <pid>; its channel is no longer used");
   }
   if (own_pid <= 0) {
     close(sv[0]);
-    shutdown(t->process.channel_fd, SHUT_RDWR);
-    return Status::Corruption("fork " + who + ": the forked frame came without a pidfd of a live instance; the "
-                              "template is no longer used");
+    *unusable = true;
+    return Status::Corruption(who + ": the forked frame came without a pidfd of a live process; its channel is no "
+                              "longer used");
   }
-  pid = own_pid;
-  PHOS_LOG(Info, "cpu-state", "{} forked instance pid {}", who, pid);
-  return SpawnedProcess{pid, sv[0], t->process.log_path};
+  return SpawnedProcess{own_pid, sv[0], log_path};
+}
+
+Result<CpuStateRef> ForkTemplateBackend::CaptureRunning(const RunningProcess& instance) {
+  if (instance.pid <= 0 || instance.channel_fd < 0) {
+    return Status::InvalidArgument("fork template: no running instance to checkpoint (pid " +
+                                   std::to_string(instance.pid) + ")");
+  }
+  const std::string who = "checkpoint of instance pid " + std::to_string(instance.pid);
+  bool unusable = false;
+  Result<SpawnedProcess> forked =
+      ForkOver(instance.channel_fd, ipc::invoke::FrameKind::kCheckpoint, {}, who, instance.log_path, &unusable);
+  if (!forked.ok()) {
+    // A refusal leaves the instance as it was; a broken exchange leaves it for the caller to end.
+    return unusable ? Status::Unavailable(forked.status().message()) : forked.status();
+  }
+  // The new template announces itself as a deployed process does at its entry point.
+  auto fail = [&](const std::string& why) {
+    close(forked->channel_fd);
+    EndInstanceProcess(forked->pid, std::chrono::milliseconds(0));
+    return Status::Unavailable(who + ": the new template " + why);
+  };
+  pollfd p{forked->channel_fd, POLLIN, 0};
+  int ready;
+  do {
+    ready = poll(&p, 1, static_cast<int>(options_.fork_timeout.count()));
+  } while (ready < 0 && errno == EINTR);
+  if (ready <= 0) return fail("did not announce itself within " + std::to_string(options_.fork_timeout.count()) + " ms");
+  Result<ipc::invoke::Frame> hello = ipc::invoke::ReadFrame(forked->channel_fd);
+  if (!hello.ok() || hello->kind != ipc::invoke::FrameKind::kReady) {
+    return fail(hello.ok() ? "sent frame kind " + std::to_string(static_cast<int>(hello->kind)) + " before ready"
+                           : "failed before its ready frame: " + hello.status().message());
+  }
+  return Capture(ParkedProcess{forked->pid, forked->channel_fd, forked->log_path});
 }
 
 Status ForkTemplateBackend::Release(const CpuStateRef& ref) {

@@ -190,9 +190,11 @@ void InstanceManager::Impl::RunSample(const std::shared_ptr<Function>& f, std::s
 
 void InstanceManager::Impl::ReleaseSlots(const std::vector<Slot>& slots) {
   for (const Slot& slot : slots) {
-    if (!slot.cpu.id.empty()) {
-      Status released = options_.cpu_state->Release(slot.cpu);
-      if (!released.ok()) PHOS_LOG(Warn, "instances", "template {} not released: {}", slot.cpu.id, released.message());
+    // A checkpoint's template before the deploy's, the first process of their sandbox.
+    for (const CpuStateRef* cpu : {&slot.cpu, &slot.deployed}) {
+      if (cpu->id.empty()) continue;
+      Status released = options_.cpu_state->Release(*cpu);
+      if (!released.ok()) PHOS_LOG(Warn, "instances", "template {} not released: {}", cpu->id, released.message());
     }
     if (slot.va_slot >= 0) options_.sessions->ReleaseVaSlot(slot.va_slot);
   }

@@ -343,6 +343,12 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
     if (first) first->done(Outcome(InvokeOutcome::Kind::kInstanceLost, "no instance could be started: " + made.status().message()));
   } else {
     InstanceProcess proc = std::move(made).value();
+    {
+      std::lock_guard lock(mu_);
+      inst->pid = proc.pid;
+      inst->mode = report.mode;
+      inst->restored = report.restored;
+    }
     started = Serve(f, inst, spec, proc, report, std::move(first), learn);
     close(proc.channel_fd);
   }
@@ -351,6 +357,7 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
     RetireLocked(*f, *inst);
     DoneRestoringLocked(*inst);
   }
+  FailPendingCheckpoints(*inst, Status::Unavailable("the instance ended before it was checkpointed"));
   // The session's end scrubs the instance's range (zeroed, unmapped) and returns its context: here,
   // on the instance's own thread, while restores use the other ranges.
   if (options_.sessions != nullptr && !report.token.empty()) options_.sessions->EndSession(report.token);
@@ -451,9 +458,12 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
   }
   while (true) {
     Invocation inv;
+    std::optional<PendingCheckpoint> checkpoint;
     {
       std::unique_lock lock(mu_);
-      auto wanted = [&] { return stopping_ || f->removed || inst->evict || !f->queue.empty(); };
+      auto wanted = [&] {
+        return stopping_ || f->removed || inst->evict || !inst->checkpoints.empty() || !f->queue.empty();
+      };
       if (inst->extra) {
         if (!f->cv.wait_for(lock, options_.keep_alive, wanted)) {
           PHOS_LOG(Info, "instances", "{} idle for {} ms; ending it", who, options_.keep_alive.count());
@@ -471,11 +481,18 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
         PHOS_LOG(Info, "instances", "{} ends: a restore needs its place", who);
         break;
       }
-      inv = std::move(f->queue.front());
-      f->queue.pop_front();
+      // A checkpoint goes before queued requests: it was asked of this instance, at its next idle point.
+      if (!inst->checkpoints.empty()) {
+        checkpoint = std::move(inst->checkpoints.front());
+        inst->checkpoints.pop_front();
+      } else {
+        inv = std::move(f->queue.front());
+        f->queue.pop_front();
+      }
       inst->state = InstanceState::kBusy;
     }
-    bool keep = Handle(proc, who, std::move(inv), nullptr, after_request);
+    bool keep = checkpoint ? RunCheckpoint(f, *inst, proc, report, std::move(*checkpoint))
+                           : Handle(proc, who, std::move(inv), nullptr, after_request);
     std::lock_guard lock(mu_);
     inst->state = InstanceState::kIdle;
     f->slot_cv.notify_all();
@@ -631,5 +648,12 @@ void InstanceManager::Invoke(const std::string& name, std::string request, std::
   impl_->Invoke(name, std::move(request), timeout, mode, std::move(on_piece), std::move(done));
 }
 void InstanceManager::Shutdown() { impl_->Shutdown(); }
+Result<std::vector<InstanceStatus>> InstanceManager::Instances(const std::string& name) const {
+  return impl_->Instances(name);
+}
+void InstanceManager::Checkpoint(const std::string& name, uint64_t instance, CheckpointMode mode,
+                                 std::function<void(CheckpointOutcome)> done) {
+  impl_->Checkpoint(name, instance, mode, std::move(done));
+}
 
 }  // namespace phos::runtime

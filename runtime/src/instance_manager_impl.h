@@ -37,6 +37,12 @@ struct Invocation {
 
 enum class InstanceState { kStarting, kIdle, kBusy };
 
+// A checkpoint asked of an instance (InstanceManager::Checkpoint), taken when it is next idle.
+struct PendingCheckpoint {
+  CheckpointMode mode = CheckpointMode::kStopTheWorld;
+  std::function<void(CheckpointOutcome)> done;
+};
+
 struct Instance {
   uint64_t id = 0;
   InstanceState state = InstanceState::kStarting;
@@ -48,6 +54,12 @@ struct Instance {
   bool for_request = false;  // being restored for an invocation that waits for it
   bool holds_range = false;  // has taken one of the function's instance ranges
   Clock::time_point retired_at{};  // when it started retiring
+  // Set once its process is made: how, and whether its GPU state came from a snapshot.
+  pid_t pid = -1;
+  RestoreMode mode = RestoreMode::kWarm;
+  bool restored = false;
+  // Checkpoints asked of it, taken before the next queued invocation; failed if it ends first.
+  std::deque<PendingCheckpoint> checkpoints;
   std::thread thread;
 };
 
@@ -59,6 +71,10 @@ struct Slot {
   int va_slot = -1;      // the API server's instance range
   uint64_t version = 0;  // the GPU snapshot; 0: the function holds no GPU state
   CpuStateRef cpu;
+  // Once a checkpoint's template is `cpu`: the deploy's, still parked. In a sandbox the deploy's
+  // process is the first of its PID namespace, whose end would end every process forked in it
+  // (instances, checkpoints' templates), so it lives as long as the range.
+  CpuStateRef deployed;
   uint64_t holder = 0;   // the instance living in it; 0: free
 };
 
@@ -115,6 +131,9 @@ class InstanceManager::Impl {
   void Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout, RestoreMode mode,
               PieceCallback on_piece, std::function<void(InvokeOutcome)> done);
   void Shutdown();
+  Result<std::vector<InstanceStatus>> Instances(const std::string& name) const;
+  void Checkpoint(const std::string& name, uint64_t instance, CheckpointMode mode,
+                  std::function<void(CheckpointOutcome)> done);
 
  private:
   bool SnapshotsEnabled() const {
@@ -173,6 +192,15 @@ class InstanceManager::Impl {
   bool Handle(const InstanceProcess& proc, const std::string& who, Invocation inv, const StartReport* report,
               const std::function<void()>& before_answer);
   Status SaveLocked();
+
+  // ---- checkpoints of running instances (instance_checkpoint.cc) ----
+  // Takes `job` on the instance's thread while it is held busy: its CPU state kept as a new
+  // template, its GPU session captured at the same point, and its instance range switched to
+  // both. Returns false when the instance had to be ended (its channel broke).
+  bool RunCheckpoint(const std::shared_ptr<Function>& f, const Instance& inst, const InstanceProcess& proc,
+                     const StartReport& report, PendingCheckpoint job);
+  // Answers the checkpoints still asked of an instance that ends.
+  void FailPendingCheckpoints(Instance& inst, const Status& why);
 
   // ---- deploy and restore (instance_deploy.cc) ----
   // Starts the deploy thread of `f` (deploy kDeploying); the caller holds mu_.

@@ -524,6 +524,11 @@ Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& fun
         "the function used devices beyond its first without declaring them (deploy it with --gpus N)");
   }
   if (!open_status_.ok()) return open_status_;
+  // A restored session (a checkpoint of a running instance) is captured whole: what its loader has
+  // not brought in yet is loaded first.
+  for (RestoreState::DeviceLoader& dl : loaders_) {
+    PHOS_RETURN_IF_ERROR(dl.loader->Wait().WithContext("load the rest of the restored snapshot before the capture"));
+  }
   if (host_fns_->pending() != 0) {
     return Status::FailedPrecondition(fmt::format(
         "{} host functions are still pending: a snapshot cannot hold the function process's side of them",

@@ -4,16 +4,20 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "instance_process.h"
+#include "phos/base/subprocess.h"
 #include "phos/ipc/instance_channel.h"
 
 namespace phos::runtime {
@@ -145,6 +149,160 @@ TEST(ForkTemplateTest, TemplateWithHostFunctionsPendingIsRefused) {
       << spawned.status().message();
   EXPECT_TRUE((*backend)->Release(*ref).ok());
   fs::remove_all(logs);
+}
+
+// A checkpoint of a running instance (docs/design.md D10): the instance forks a template of its
+// state as it is between two requests and serves on; the template's forks start from that state.
+TEST(ForkTemplateTest, ACheckpointedInstanceServesOnAndItsTemplateForksFromItsState) {
+  fs::path logs = TempDir("checkpoint");
+  Result<std::unique_ptr<ForkTemplateBackend>> backend = ForkTemplateBackend::Create({});
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  ParkedProcess parked = StartParked(logs);
+  ASSERT_GT(parked.pid, 0);
+  Result<CpuStateRef> deployed = (*backend)->Capture(parked);
+  ASSERT_TRUE(deployed.ok()) << deployed.status().ToString();
+  Result<SpawnedProcess> running = (*backend)->Spawn(*deployed, SessionEnv("token-running"));
+  ASSERT_TRUE(running.ok()) << running.status().ToString();
+  ASSERT_TRUE(ipc::invoke::ReadFrame(running->channel_fd).ok());
+  for (int i = 1; i <= 3; ++i) EXPECT_EQ(Invoke(running->channel_fd, "count"), std::to_string(100 + i));
+
+  Result<CpuStateRef> checkpoint =
+      (*backend)->CaptureRunning({running->pid, running->channel_fd, running->log_path});
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status().ToString();
+  EXPECT_NE(checkpoint->id, deployed->id);
+  // The instance goes on from 103; so does every fork of the checkpoint, each on its own.
+  EXPECT_EQ(Invoke(running->channel_fd, "count"), "104");
+  EXPECT_EQ(Invoke(running->channel_fd, "env:PHOS_INSTANCE_TOKEN"), "token-running");
+  std::vector<SpawnedProcess> forks;
+  for (int i = 0; i < 2; ++i) {
+    Result<SpawnedProcess> fork = (*backend)->Spawn(*checkpoint, SessionEnv("token-fork-" + std::to_string(i)));
+    ASSERT_TRUE(fork.ok()) << fork.status().ToString();
+    ASSERT_TRUE(ipc::invoke::ReadFrame(fork->channel_fd).ok());
+    EXPECT_EQ(Invoke(fork->channel_fd, "count"), "104");
+    EXPECT_EQ(Invoke(fork->channel_fd, "count"), "105");
+    EXPECT_EQ(Invoke(fork->channel_fd, "env:PHOS_INSTANCE_TOKEN"), "token-fork-" + std::to_string(i));
+    EXPECT_EQ(getpgid(fork->pid), fork->pid);
+    forks.push_back(*fork);
+  }
+  // The deploy's template is untouched.
+  Result<SpawnedProcess> fresh = (*backend)->Spawn(*deployed, SessionEnv("token-fresh"));
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  ASSERT_TRUE(ipc::invoke::ReadFrame(fresh->channel_fd).ok());
+  EXPECT_EQ(Invoke(fresh->channel_fd, "count"), "101");
+  forks.push_back(*fresh);
+  forks.push_back(*running);
+  for (const SpawnedProcess& p : forks) {
+    close(p.channel_fd);
+    EXPECT_EQ(EndInstanceProcess(p.pid, std::chrono::seconds(5)), "exited with code 0");
+  }
+  EXPECT_TRUE((*backend)->Release(*checkpoint).ok());
+  EXPECT_EQ((*backend)->Spawn(*checkpoint, SessionEnv("late")).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE((*backend)->Release(*deployed).ok());
+  fs::remove_all(logs);
+}
+
+// A running instance that cannot be forked (a thread of its own, host functions pending) is
+// refused saying why, and serves on as if nothing was asked.
+TEST(ForkTemplateTest, ARunningInstanceThatCannotForkIsRefusedAndServesOn) {
+  fs::path logs = TempDir("checkpoint-refused");
+  Result<std::unique_ptr<ForkTemplateBackend>> backend = ForkTemplateBackend::Create({});
+  ASSERT_TRUE(backend.ok());
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--extra-thread"}, " threads at the checkpoint"},
+      {{"--pending-host-functions", "2"}, "2 host functions (cudaLaunchHostFunc) are still pending at the checkpoint"},
+  };
+  for (const auto& [args, why] : cases) {
+    SCOPED_TRACE(args[0]);
+    ParkedProcess instance = StartParked(logs, args);  // spawned and ready: a running instance, idle
+    ASSERT_GT(instance.pid, 0);
+    EXPECT_EQ(Invoke(instance.channel_fd, "count"), "101");
+    Result<CpuStateRef> refused = (*backend)->CaptureRunning({instance.pid, instance.channel_fd, instance.log_path});
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(refused.status().message().find(why), std::string::npos) << refused.status().message();
+    EXPECT_EQ(Invoke(instance.channel_fd, "count"), "102");
+    close(instance.channel_fd);
+    EXPECT_EQ(EndInstanceProcess(instance.pid, std::chrono::seconds(5)), "exited with code 0");
+  }
+  // No running instance to ask.
+  EXPECT_EQ((*backend)->CaptureRunning({-1, -1, ""}).status().code(), StatusCode::kInvalidArgument);
+  fs::remove_all(logs);
+}
+
+// What a checkpoint's instance answers is the tenant's word: every malformed or missing answer
+// gets a clear error, saying when the instance is lost (its channel no longer trusted), and
+// nothing the answer names is parked as a template.
+TEST(ForkTemplateTest, HostileAnswersToACheckpointAreRefused) {
+  Result<std::unique_ptr<ForkTemplateBackend>> backend =
+      ForkTemplateBackend::Create({.fork_timeout = std::chrono::milliseconds(300)});
+  ASSERT_TRUE(backend.ok());
+  // A process a hostile answer can name by pidfd: this test's child, ended by the backend when the
+  // "template" it stands for never announces itself.
+  auto sleeper = [] {
+    pid_t pid = fork();
+    if (pid == 0) {
+      execlp("sleep", "sleep", "60", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    return pid;
+  };
+  struct Case {
+    const char* name;
+    // Answers the checkpoint frame read from `fd` (its passed descriptor `passed`, owned).
+    std::function<void(int fd, int passed)> answer;
+    StatusCode code;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {"silence", [](int, int passed) { close(passed); }, StatusCode::kUnavailable, "no answer within 300 ms"},
+      {"a response instead", [](int fd, int passed) {
+         close(passed);
+         ASSERT_TRUE(ipc::invoke::WriteFrame(fd, ipc::invoke::FrameKind::kResponse, "hello").ok());
+       }, StatusCode::kUnavailable, "instead of forked <pid>"},
+      {"forked without a pidfd", [](int fd, int passed) {
+         close(passed);
+         ASSERT_TRUE(ipc::invoke::WriteFrame(fd, ipc::invoke::FrameKind::kForked, "1").ok());
+       }, StatusCode::kUnavailable, "without a pidfd"},
+      {"forked with a pid that is no number", [](int fd, int passed) {
+         close(passed);
+         ASSERT_TRUE(ipc::invoke::WriteFrame(fd, ipc::invoke::FrameKind::kForked, "12x").ok());
+       }, StatusCode::kUnavailable, "instead of forked <pid>"},
+      {"a refusal", [](int fd, int passed) {
+         close(passed);
+         ASSERT_TRUE(ipc::invoke::WriteFrame(fd, ipc::invoke::FrameKind::kError,
+                                             ipc::invoke::EncodeError(Status::FailedPrecondition("not now")))
+                         .ok());
+       }, StatusCode::kFailedPrecondition, "not now"},
+      {"a template that never announces itself", [&sleeper](int fd, int passed) {
+         const pid_t pid = sleeper();
+         const int pidfd = PidfdOpen(pid);
+         ASSERT_GE(pidfd, 0);
+         ASSERT_TRUE(ipc::invoke::WriteFrameWithFd(fd, ipc::invoke::FrameKind::kForked, std::to_string(pid), pidfd).ok());
+         ClosePidfd(pidfd);
+         close(passed);  // the new template's channel closes before its ready frame
+       }, StatusCode::kUnavailable, "failed before its ready frame"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    std::thread instance([&] {
+      int passed = -1;
+      Result<ipc::invoke::Frame> frame = ipc::invoke::ReadFrame(sv[1], nullptr, &passed);
+      ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+      EXPECT_EQ(frame->kind, ipc::invoke::FrameKind::kCheckpoint);
+      EXPECT_TRUE(frame->payload.empty());
+      ASSERT_GE(passed, 0);
+      c.answer(sv[1], passed);
+    });
+    Result<CpuStateRef> got = (*backend)->CaptureRunning({getpid(), sv[0], "/dev/null"});
+    instance.join();
+    ASSERT_FALSE(got.ok());
+    EXPECT_EQ(got.status().code(), c.code) << got.status().ToString();
+    EXPECT_NE(got.status().message().find(c.says), std::string::npos) << got.status().ToString();
+    close(sv[0]);
+    close(sv[1]);
+  }
 }
 
 TEST(ForkTemplateTest, BadInputGetsClearErrors) {

@@ -17,6 +17,13 @@ size_t __phosQuiesce(void) {
   return phos::frontend::QuiesceHostFunctions();
 }
 
+int __phosDetachSession(void) {
+  phos::frontend::Client::Get().DropInheritedSession();
+  phos::frontend::ForgetSessionKernels();
+  phos::frontend::ForgetSessionDevices();
+  return 0;
+}
+
 int __phosForkChild(const char* token) {
   if (token == nullptr || token[0] == '\0') {
     PHOS_LOG(Error, "frontend", "fork child: no instance token to reconnect with");
@@ -24,10 +31,7 @@ int __phosForkChild(const char* token) {
   }
   // connect reads the token from the environment, as in a process phosd spawned.
   setenv("PHOS_INSTANCE_TOKEN", token, 1);
-  phos::frontend::Client::Get().DropInheritedSession();
-  phos::frontend::ForgetSessionKernels();
-  phos::frontend::ForgetSessionDevices();
-  return 0;
+  return __phosDetachSession();
 }
 
 }  // extern "C"

@@ -28,7 +28,9 @@ constexpr const char* kSnapshotEnv = "PHOS_SNAPSHOT_VERSION";
 
 // Why this process cannot be forked now, or an empty string. `restored`: the child's session
 // restores the template's GPU state, so its allocations are no reason to refuse.
-std::string ForkRefusal(bool restored) {
+// `role` says when the fork was asked for: at the entry point, or at a checkpoint.
+std::string ForkRefusal(bool restored, ForkRole role) {
+  const std::string where = role == ForkRole::kInstance ? "at its entry point" : "at the checkpoint";
   // Looked up, not linked: functions without CUDA do not load the frontend. Its one thread runs
   // host functions while any are pending: stopped first, so that every thread counted below is
   // the function's.
@@ -37,8 +39,8 @@ std::string ForkRefusal(bool restored) {
   if (quiesce != nullptr) {
     if (size_t n = quiesce(); n != 0) {
       return "fork template refused: " + std::to_string(n) +
-             " host functions (cudaLaunchHostFunc) are still pending at its entry point; synchronise their streams "
-             "before Serve()";
+             " host functions (cudaLaunchHostFunc) are still pending " + where +
+             "; synchronise their streams before the handler returns";
     }
   }
   Result<int> threads = CountThreads();
@@ -46,9 +48,10 @@ std::string ForkRefusal(bool restored) {
   // Only the calling thread survives fork(), and the others' state (locks, half-done work) would
   // be lost.
   if (*threads != 1) {
-    return "fork template refused: the function has " + std::to_string(*threads) +
-           " threads at its entry point, and only the calling thread survives a fork; start the "
-           "function's threads in its handler, not before Serve()";
+    return "fork template refused: the function has " + std::to_string(*threads) + " threads " + where +
+           ", and only the calling thread survives a fork; " +
+           (role == ForkRole::kInstance ? "start the function's threads in its handler, not before Serve()"
+                                        : "end the threads a handler starts before it returns");
   }
   using LiveFn = size_t (*)();
   auto live = reinterpret_cast<LiveFn>(dlsym(RTLD_DEFAULT, "__phosLiveAllocations"));
@@ -112,31 +115,50 @@ Status AdoptSession(std::string_view payload) {
   return Status::Ok();
 }
 
-Result<ForkOutcome> HandleFork(int template_fd, std::string_view payload, int passed_fd) {
+Status DetachSession() {
+  unsetenv(kTokenEnv);
+  using DetachFn = int (*)();
+  auto detach = reinterpret_cast<DetachFn>(dlsym(RTLD_DEFAULT, "__phosDetachSession"));
+  if (detach != nullptr && detach() != 0) {
+    return Status::Internal("the CUDA frontend could not drop the inherited GPU session");
+  }
+  return Status::Ok();
+}
+
+Result<ForkOutcome> HandleFork(int channel_fd, std::string_view payload, int passed_fd, ForkRole role) {
   ForkOutcome outcome;
+  const char* frame = role == ForkRole::kInstance ? "fork" : "checkpoint";
   if (passed_fd < 0) {
     PHOS_RETURN_IF_ERROR(
-        Answer(template_fd, Status::InvalidArgument("fork frame without a channel descriptor")));
+        Answer(channel_fd, Status::InvalidArgument(std::string(frame) + " frame without a channel descriptor")));
     return outcome;
   }
-  Result<invoke::EnvList> env = invoke::DecodeEnv(payload);
-  if (!env.ok()) {
+  // A new template keeps this instance's GPU state: phosd captures the session at the same point,
+  // and the template's forks restore that snapshot, so its allocations stay valid in them.
+  bool restored = role == ForkRole::kTemplate;
+  if (role == ForkRole::kInstance) {
+    Result<invoke::EnvList> env = invoke::DecodeEnv(payload);
+    if (!env.ok()) {
+      close(passed_fd);
+      PHOS_RETURN_IF_ERROR(Answer(channel_fd, env.status()));
+      return outcome;
+    }
+    for (const auto& [name, value] : *env) restored |= name == kSnapshotEnv && !value.empty();
+  } else if (!payload.empty()) {
     close(passed_fd);
-    PHOS_RETURN_IF_ERROR(Answer(template_fd, env.status()));
+    PHOS_RETURN_IF_ERROR(Answer(channel_fd, Status::InvalidArgument("a checkpoint frame carries no payload")));
     return outcome;
   }
-  bool restored = false;
-  for (const auto& [name, value] : *env) restored |= name == kSnapshotEnv && !value.empty();
-  if (std::string why = ForkRefusal(restored); !why.empty()) {
+  if (std::string why = ForkRefusal(restored, role); !why.empty()) {
     close(passed_fd);
-    PHOS_RETURN_IF_ERROR(Answer(template_fd, Status::FailedPrecondition(why)));
+    PHOS_RETURN_IF_ERROR(Answer(channel_fd, Status::FailedPrecondition(why)));
     return outcome;
   }
   int pid_pipe[2];
   if (pipe2(pid_pipe, O_CLOEXEC) != 0) {
     Status s = Status::FromErrno(errno, "fork template: pipe");
     close(passed_fd);
-    PHOS_RETURN_IF_ERROR(Answer(template_fd, s));
+    PHOS_RETURN_IF_ERROR(Answer(channel_fd, s));
     return outcome;
   }
   // Buffered output would otherwise be written once by each process.
@@ -156,20 +178,25 @@ Result<ForkOutcome> HandleFork(int template_fd, std::string_view payload, int pa
     }
     close(pid_pipe[0]);
     close(pid_pipe[1]);
-    close(template_fd);
-    // Its own process group: phosd ends an instance by signalling its group.
+    close(channel_fd);
+    // Its own process group: phosd ends an instance (and a template) by signalling its group.
     setpgid(0, 0);
-    Status adopted = AdoptSession(payload);
+    Status adopted = role == ForkRole::kInstance ? AdoptSession(payload) : DetachSession();
     if (adopted.ok()) {
       std::string fd_text = std::to_string(passed_fd);
       setenv(invoke::kInvokeFdEnv, fd_text.c_str(), 1);
       adopted = invoke::WriteFrame(passed_fd, invoke::FrameKind::kReady, {});
     }
     if (!adopted.ok()) {
-      PHOS_LOG(Error, "fn", "forked instance pid {} cannot start: {}", getpid(), adopted.ToString());
+      PHOS_LOG(Error, "fn", "forked {} pid {} cannot start: {}",
+               role == ForkRole::kInstance ? "instance" : "template", getpid(), adopted.ToString());
       _exit(2);
     }
-    PHOS_LOG(Info, "fn", "pid {} forked from the template; waiting for its first request", getpid());
+    if (role == ForkRole::kInstance) {
+      PHOS_LOG(Info, "fn", "pid {} forked from the template; waiting for its first request", getpid());
+    } else {
+      PHOS_LOG(Info, "fn", "pid {} keeps a checkpoint of its instance as a template", getpid());
+    }
     outcome.in_child = true;
     outcome.channel_fd = passed_fd;
     return outcome;
@@ -185,21 +212,22 @@ Result<ForkOutcome> HandleFork(int template_fd, std::string_view payload, int pa
     }
     if (instance <= 0) answer = Status::FromErrno(static_cast<int>(-instance), "fork template: second fork");
     if (answer.ok()) {
-      PHOS_LOG(Info, "fn", "template pid {} forked instance pid {}", getpid(), instance);
+      PHOS_LOG(Info, "fn", "pid {} forked {} pid {}", getpid(), role == ForkRole::kInstance ? "instance" : "template",
+               instance);
       close(pid_pipe[0]);
       // In a sandbox's PID namespace the pid means nothing to phosd: a pidfd of the instance
       // goes with it, from which phosd reads the pid in its own namespace.
       int pidfd = PidfdOpen(static_cast<pid_t>(instance));
-      Status sent = pidfd >= 0 ? invoke::WriteFrameWithFd(template_fd, invoke::FrameKind::kForked,
+      Status sent = pidfd >= 0 ? invoke::WriteFrameWithFd(channel_fd, invoke::FrameKind::kForked,
                                                           std::to_string(instance), pidfd)
-                               : invoke::WriteFrame(template_fd, invoke::FrameKind::kForked, std::to_string(instance));
+                               : invoke::WriteFrame(channel_fd, invoke::FrameKind::kForked, std::to_string(instance));
       if (pidfd >= 0) ClosePidfd(pidfd);
       PHOS_RETURN_IF_ERROR(sent);
       return outcome;
     }
   }
   close(pid_pipe[0]);
-  PHOS_RETURN_IF_ERROR(Answer(template_fd, answer));
+  PHOS_RETURN_IF_ERROR(Answer(channel_fd, answer));
   return outcome;
 }
 

@@ -10,21 +10,33 @@ namespace phos::fn::detail {
 
 // What a fork frame left the calling process as.
 struct ForkOutcome {
-  bool in_child = false;  // true only in the new instance
-  int channel_fd = -1;    // the new instance's channel (in_child), `ready` already sent on it
+  bool in_child = false;  // true only in the new process
+  int channel_fd = -1;    // the new process's channel (in_child), `ready` already sent on it
 };
 
-// Handles a fork frame on the template's channel `template_fd`. `passed_fd` (owned) is the new
-// instance's end of its channel. The template answers `forked <pid>` or, when it cannot be
-// forked (threads of its own, live GPU allocations, a malformed frame), `error` with the reason,
-// and returns in_child false. The new instance closes the template's channel, becomes its own
-// process group, adopts the session variables and returns in_child true. An error is returned
-// only when the template's channel itself broke.
-Result<ForkOutcome> HandleFork(int template_fd, std::string_view payload, int passed_fd);
+// What the process a fork makes is for.
+enum class ForkRole {
+  kInstance,  // a fork frame: a new instance, adopting the frame's session variables
+  kTemplate,  // a checkpoint frame: this instance's state kept as a new template
+};
+
+// Handles a fork frame (kInstance) on the template's channel `channel_fd`, or a checkpoint frame
+// (kTemplate) on an instance's. `passed_fd` (owned) is the new process's end of its channel. This
+// process answers `forked <pid>` or, when it cannot be forked (threads of its own, live GPU
+// allocations a fork frame's session would not restore, host functions pending, a malformed
+// frame), `error` with the reason, and returns in_child false. The new process closes
+// `channel_fd`, becomes its own process group, drops the GPU session it inherited (a new instance
+// adopts the session variables of the frame, a new template none), announces `ready` on its
+// channel and returns in_child true. An error is returned only when `channel_fd` itself broke.
+Result<ForkOutcome> HandleFork(int channel_fd, std::string_view payload, int passed_fd, ForkRole role);
 
 // Takes the session variables of a fork or adopt frame (PHOS_INSTANCE_TOKEN required) into the
 // environment and has the frontend, if loaded, drop the GPU session this process inherited.
 Status AdoptSession(std::string_view payload);
+
+// Has the frontend, if loaded, drop the GPU session this process inherited and forget its token,
+// without taking another: a template made by a checkpoint, whose forks adopt their own.
+Status DetachSession();
 
 // Threads of this process now (/proc/self/task).
 Result<int> CountThreads();

@@ -110,10 +110,14 @@ int Serve(StreamingHandler handler) {
       PHOS_LOG(Error, "fn", "invoke channel: {}", frame.status().ToString());
       return 2;
     }
-    if (frame->kind == invoke::FrameKind::kFork) {
-      Result<detail::ForkOutcome> outcome = detail::HandleFork(fd, frame->payload, passed_fd);
+    if (frame->kind == invoke::FrameKind::kFork || frame->kind == invoke::FrameKind::kCheckpoint) {
+      // A fork frame makes a new instance of this template; a checkpoint frame a new template of
+      // this instance, which serves on.
+      const bool fork = frame->kind == invoke::FrameKind::kFork;
+      Result<detail::ForkOutcome> outcome = detail::HandleFork(
+          fd, frame->payload, passed_fd, fork ? detail::ForkRole::kInstance : detail::ForkRole::kTemplate);
       if (!outcome.ok()) {
-        PHOS_LOG(Error, "fn", "cannot answer a fork: {}", outcome.status().ToString());
+        PHOS_LOG(Error, "fn", "cannot answer a {} frame: {}", fork ? "fork" : "checkpoint", outcome.status().ToString());
         return 2;
       }
       if (outcome->in_child) {

@@ -13,7 +13,12 @@
  * (its ring mapping and control socket are closed in the child only: the template's session is
  * untouched) and the kernel handles that session issued, sets PHOS_INSTANCE_TOKEN to `token`, and
  * makes the next CUDA call connect to phosd as a new session, re-sending the registered modules.
- * Returns 0, or -1 when `token` is null or empty. */
+ * Returns 0, or -1 when `token` is null or empty.
+ *
+ * __phosDetachSession: in a freshly forked child that is to be a template (a checkpoint of a
+ * running instance), drops the inherited GPU session and the kernel handles it issued as
+ * __phosForkChild does, without a session to connect to: the template's own forks call
+ * __phosForkChild with theirs. Returns 0. */
 #ifndef PHOS_FRONTEND_FORK_CHILD_H_
 #define PHOS_FRONTEND_FORK_CHILD_H_
 
@@ -26,6 +31,7 @@ extern "C" {
 size_t __phosQuiesce(void);
 size_t __phosLiveAllocations(void);
 int __phosForkChild(const char* token);
+int __phosDetachSession(void);
 
 #ifdef __cplusplus
 }

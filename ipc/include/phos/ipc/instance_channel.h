@@ -18,6 +18,12 @@
 //   adopt     phosd -> instance  session variables (EncodeEnv), sent to a process restored from a
 //                                CRIU image: it drops its inherited GPU session, takes the
 //                                variables and answers `ready`.
+//   checkpoint phosd -> instance an idle instance's CPU state kept as a new template (a checkpoint
+//                                of a running instance, docs/design.md D10); empty; carries the new
+//                                template's end of a fresh channel socketpair (SCM_RIGHTS). The
+//                                instance forks and answers `forked` (or `error`) as a template
+//                                does; the fork drops its GPU session, announces `ready` on that
+//                                channel and waits there for fork frames. The instance serves on.
 //
 // It lives in ipc/ because both ends use it: phosd's instance manager and the function SDK, which
 // links nothing of the daemon's runtime.
@@ -43,8 +49,9 @@ enum class FrameKind : uint8_t {
   kForked = 6,
   kAdopt = 7,
   kPiece = 8,
+  kCheckpoint = 9,
 };
-inline constexpr uint8_t kLastFrameKind = static_cast<uint8_t>(FrameKind::kPiece);
+inline constexpr uint8_t kLastFrameKind = static_cast<uint8_t>(FrameKind::kCheckpoint);
 
 // A frame larger than this is refused by the reader (a corrupt length must not allocate GiBs).
 inline constexpr uint32_t kMaxFramePayload = 256u << 20;

@@ -7,11 +7,14 @@
 // cases the function is topped up to its warm count again and the instance's GPU session ended.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "phos/base/status.h"
@@ -186,6 +189,42 @@ struct InvokeOutcome {
 // "first-byte" stage) with the first piece only, null after.
 using PieceCallback = std::function<void(std::string piece, const InvokeOutcome* head)>;
 
+// How a checkpoint of a running instance is taken (docs/design.md D10).
+enum class CheckpointMode {
+  kStopTheWorld,  // the instance serves nothing until its GPU state is copied and committed
+  kSoftCow,       // consistent at its start: a buffer about to be written is copied first (not built yet)
+  kSoftRecopy,    // consistent at its end: copied while running, written buffers copied again (not built yet)
+};
+// "stop-the-world", "soft-cow", "soft-recopy"; nothing for any other name.
+std::optional<CheckpointMode> ParseCheckpointMode(std::string_view name);
+const char* CheckpointModeName(CheckpointMode mode);
+
+// What a checkpoint did (InstanceManager::Checkpoint).
+struct CheckpointOutcome {
+  // Ok: a new snapshot version of the function holds the instance's GPU state and a new template
+  // its CPU state, both at one point between two of its requests; the function's next restores
+  // in that instance range start from there. NotFound: no such function or instance;
+  // FailedPrecondition: the instance cannot be checkpointed (why is said); NotSupported: a mode or
+  // CPU-state backend not built yet.
+  Status status;
+  uint64_t instance = 0;
+  CheckpointMode mode = CheckpointMode::kStopTheWorld;
+  uint64_t version = 0;  // the committed snapshot version; 0 when the function holds no GPU state
+  // From the checkpoint's start to the instance being free to serve again (what a request that
+  // arrived meanwhile waited for), and to the version committed.
+  std::chrono::microseconds stall{0};
+  std::chrono::microseconds total{0};
+};
+
+// One instance of a function, as InstanceManager::Instances lists it.
+struct InstanceStatus {
+  uint64_t id = 0;
+  std::string state;  // "starting", "idle", "busy", "ending"
+  pid_t pid = -1;     // -1 until its process is made
+  RestoreMode mode = RestoreMode::kWarm;  // how it was brought up
+  bool restored = false;  // its GPU state came from a snapshot (it can be checkpointed)
+};
+
 struct FunctionStatus {
   FunctionSpec spec;
   int starting = 0;  // spawned, not yet ready
@@ -241,6 +280,13 @@ class InstanceManager {
   void Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout, RestoreMode mode,
               PieceCallback on_piece, std::function<void(InvokeOutcome)> done);
 
+  // The instances of `name`, oldest first. NotFound for an unknown function.
+  Result<std::vector<InstanceStatus>> Instances(const std::string& name) const;
+  // Checkpoints instance `instance` of `name` (0: an idle one, else the oldest) as `mode` says, at
+  // the first point it is idle (after the request it serves, if any); `done` is called exactly
+  // once, from a manager thread (or the caller's, when refused at once).
+  void Checkpoint(const std::string& name, uint64_t instance, CheckpointMode mode,
+                  std::function<void(CheckpointOutcome)> done);
   // Fails queued invocations (kStopping), closes every instance's channel, waits for them to
   // exit (killing those past stop_grace), ends their GPU sessions. Idempotent.
   void Shutdown();

@@ -1,0 +1,155 @@
+// Checkpoints of running instances under phosd (docs/design.md D10), on stateful_fn: a request
+// changes both its device accumulator and its process's count of requests, so an instance restored
+// from a checkpoint answers as the checkpointed instance would have, and one restored from the
+// pre-entry snapshot does not.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "phosd_fixture.h"
+#include "../../testing/wait_until.h"
+
+namespace phos::testing {
+namespace {
+
+constexpr int kElements = 4096;
+
+// stateful_fn's answer after `served` requests whose numbers add up to `added`.
+std::string Expected(int served, double added) {
+  const double sum = (kElements - 1.0) * kElements / 4 + added * (kElements / 8) * 36;
+  char answer[96];
+  std::snprintf(answer, sizeof answer, "served %d sum %.1f", served, sum);
+  return answer;
+}
+
+class CheckpointTest : public PhosdTest {
+ protected:
+  std::vector<std::string> ExtraPhosdArgs() const override { return {"--keep-alive-ms", "100"}; }
+
+  // GET /v1/functions/<function>/instances with the admin token.
+  nlohmann::json Instances(const std::string& function) {
+    std::vector<std::string> argv = {"/usr/bin/curl", "-s"};
+    for (const std::string& h : AdminHeader()) argv.push_back(h);
+    argv.push_back(endpoint() + "/v1/functions/" + function + "/instances");
+    return nlohmann::json::parse(::phos::testing::Run(argv).out, nullptr, false);
+  }
+
+  // The function's only instance once every other has ended and given its range back; 0 when
+  // that never came.
+  uint64_t SoleIdleInstance(const std::string& function) {
+    uint64_t id = 0;
+    bool settled = WaitUntil([&] {
+      nlohmann::json j = Instances(function);
+      if (j.is_discarded() || !j.contains("instances") || j["instances"].size() != 1) return false;
+      if (j["instances"][0].value("state", "") != "idle") return false;
+      id = j["instances"][0].value("id", uint64_t{0});
+      return true;
+    });
+    return settled ? id : 0;
+  }
+
+  // POST <path> with `body` (and the admin token unless `admin` is false): status and body.
+  HttpResponse Post(const std::string& path, const std::string& body, bool admin = true) {
+    std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-i", "-X", "POST", "--data-binary", body};
+    if (admin) {
+      for (const std::string& h : AdminHeader()) argv.push_back(h);
+    }
+    argv.push_back(endpoint() + path);
+    return ParseCurl(::phos::testing::Run(argv).out);
+  }
+};
+
+TEST_F(CheckpointTest, AnInstanceRestoredFromACheckpointGoesOnFromWhereTheCheckpointedOneWas) {
+  // One instance at a time, two instance ranges: the warm instance's, and the spare a restore
+  // takes while the instance it evicts ends.
+  CommandResult deployed = PhosFn({"deploy", "stateful", PHOS_STATEFUL_FUNCTION, "--instances", "1",
+                                   "--max-instances", "1", "--", "--elements", std::to_string(kElements)});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
+  const uint64_t warm = SoleIdleInstance("stateful");
+  ASSERT_NE(warm, 0u);
+  nlohmann::json listed = Instances("stateful");
+  EXPECT_TRUE(listed["instances"][0].value("restored", false)) << listed.dump();
+  EXPECT_GT(listed["instances"][0].value("pid", 0), 0) << listed.dump();
+
+  HttpResponse r = InvokeInMode("stateful", "1", "warm");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, Expected(1, 1));
+  r = InvokeInMode("stateful", "2", "warm");
+  EXPECT_EQ(r.body, Expected(2, 3));
+
+  CommandResult checkpointed = PhosFn({"checkpoint", "stateful", "--instance", std::to_string(warm)});
+  ASSERT_EQ(checkpointed.exit_code, 0) << checkpointed.out;
+  EXPECT_NE(checkpointed.out.find("checkpointed instance " + std::to_string(warm) + " of stateful as snapshot v"),
+            std::string::npos)
+      << checkpointed.out;
+  // The checkpointed instance serves on from where it was.
+  r = InvokeInMode("stateful", "4", "warm");
+  EXPECT_EQ(r.body, Expected(3, 7));
+
+  // A restore evicts the warm instance and takes the spare range, which still holds the
+  // pre-entry snapshot: it starts from the beginning.
+  r = InvokeInMode("stateful", "8", "phos");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, Expected(1, 8));
+  ASSERT_NE(SoleIdleInstance("stateful"), 0u);
+  // The next restore takes the checkpointed range back: the process's count and the device's
+  // accumulator are the checkpoint's, whatever the instance did after it.
+  for (const char* mode : {"phos", "stop-the-world", "eager"}) {
+    SCOPED_TRACE(mode);
+    r = InvokeInMode("stateful", "16", mode);
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.headers["x-phos-restore-mode"], mode);
+    // In turn the ranges: the checkpoint's, then the pre-entry snapshot's, then the checkpoint's.
+    if (std::string(mode) == "stop-the-world") {
+      EXPECT_EQ(r.body, Expected(1, 16));
+    } else {
+      EXPECT_EQ(r.body, Expected(3, 19));
+      EXPECT_EQ(r.Number("x-phos-speculation-misses"), 0);
+    }
+    ASSERT_NE(SoleIdleInstance("stateful"), 0u);
+  }
+}
+
+TEST_F(CheckpointTest, BadCheckpointRequestsGetClearErrorsAndTheInstanceServesOn) {
+  CommandResult deployed = PhosFn({"deploy", "stateful", PHOS_STATEFUL_FUNCTION, "--instances", "1", "--",
+                                   "--elements", std::to_string(kElements)});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
+  const uint64_t warm = SoleIdleInstance("stateful");
+  ASSERT_NE(warm, 0u);
+  const std::string at = "/v1/functions/stateful/instances/" + std::to_string(warm) + "/checkpoint";
+  EXPECT_EQ(Post(at, "", /*admin=*/false).status, 401);
+  EXPECT_EQ(Post("/v1/functions/nothing/checkpoint", "").status, 404);
+  EXPECT_EQ(Post("/v1/functions/stateful/instances/999999/checkpoint", "").status, 404);
+  EXPECT_EQ(Post("/v1/functions/stateful/instances/zero/checkpoint", "").status, 400);
+  EXPECT_EQ(Post(at, "{\"mode\": \"sideways\"}").status, 400);
+  EXPECT_EQ(Post(at, "{\"mode\": 3}").status, 400);
+  EXPECT_EQ(Post(at, "{\"mode\": \"stop-the-world\", \"extra\": 1}").status, 400);
+  EXPECT_EQ(Post(at, "[1, 2]").status, 400);
+  HttpResponse soft = Post(at, "{\"mode\": \"soft-cow\"}");
+  EXPECT_EQ(soft.status, 501) << soft.body;
+  EXPECT_NE(soft.body.find("not built yet"), std::string::npos) << soft.body;
+  std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                                   endpoint() + "/v1/functions/stateful/instances"};
+  EXPECT_EQ(::phos::testing::Run(argv).out, "401");  // listing instances is the operator's too
+
+  HttpResponse r = InvokeInMode("stateful", "5", "warm");
+  EXPECT_EQ(r.body, Expected(1, 5));
+  // Without an id, the idle instance is taken; twice in a row, each a new version.
+  HttpResponse first = Post("/v1/functions/stateful/checkpoint", "{\"mode\": \"stop-the-world\"}");
+  ASSERT_EQ(first.status, 201) << first.body;
+  HttpResponse second = Post("/v1/functions/stateful/checkpoint", "");
+  ASSERT_EQ(second.status, 201) << second.body;
+  nlohmann::json a = nlohmann::json::parse(first.body, nullptr, false);
+  nlohmann::json b = nlohmann::json::parse(second.body, nullptr, false);
+  EXPECT_EQ(a.value("instance", uint64_t{0}), warm);
+  EXPECT_EQ(a.value("mode", ""), "stop-the-world");
+  EXPECT_GT(b.value("version", uint64_t{0}), a.value("version", uint64_t{0}));
+  EXPECT_GE(a.value("stall_us", -1), 0);
+  r = InvokeInMode("stateful", "5", "warm");
+  EXPECT_EQ(r.body, Expected(2, 10));
+}
+
+}  // namespace
+}  // namespace phos::testing

@@ -61,8 +61,9 @@ Status ApiServer::WaitPrepared(const std::string& token, std::chrono::millisecon
 Result<SessionTimeline> ApiServer::Timeline(const std::string& token) const { return impl_->Timeline(token); }
 LearnedUsage ApiServer::TakeLearnedUsage(const std::string& token) { return impl_->TakeLearnedUsage(token); }
 Result<uint64_t> ApiServer::CaptureSession(const std::string& token, store::Store& store, const std::string& function,
-                                           const std::string& device_profile, std::chrono::milliseconds timeout) {
-  return impl_->CaptureSession(token, store, function, device_profile, timeout);
+                                           const std::string& device_profile, std::chrono::milliseconds timeout,
+                                           const CaptureOptions& options) {
+  return impl_->CaptureSession(token, store, function, device_profile, timeout, options);
 }
 void ApiServer::EndSession(const std::string& token) { impl_->EndSession(token); }
 Result<int> ApiServer::ClaimVaSlot() { return impl_->ClaimVaSlot(); }

@@ -248,7 +248,8 @@ class ApiServer::Impl {
   }
 
   Result<uint64_t> CaptureSession(const std::string& token, store::Store& store, const std::string& function,
-                                  const std::string& device_profile, std::chrono::milliseconds timeout) {
+                                  const std::string& device_profile, std::chrono::milliseconds timeout,
+                                  const CaptureOptions& options) {
     // The session is looked up under the lock and used outside it: EndSession of this token must
     // not race a capture (the instance manager captures before it ends the session).
     Session* session = nullptr;
@@ -259,7 +260,7 @@ class ApiServer::Impl {
       session = it->second.get();
       capturing_.insert(token);  // EndSession waits: the session must outlive the capture
     }
-    Result<uint64_t> version = session->Capture(store, function, device_profile, timeout);
+    Result<uint64_t> version = session->Capture(store, function, device_profile, timeout, options);
     {
       std::lock_guard lock(mu_);
       capturing_.erase(token);

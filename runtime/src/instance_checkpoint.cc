@@ -69,9 +69,9 @@ void InstanceManager::Impl::Checkpoint(const std::string& name, uint64_t instanc
     o.mode = mode;
     done(std::move(o));
   };
-  if (mode != CheckpointMode::kStopTheWorld) {
+  if (mode == CheckpointMode::kSoftRecopy) {
     return refuse(Status::NotSupported(fmt::format(
-        "checkpoint mode '{}' is not built yet; stop-the-world is", CheckpointModeName(mode))));
+        "checkpoint mode '{}' is not built yet; stop-the-world and soft-cow are", CheckpointModeName(mode))));
   }
   std::unique_lock lock(mu_);
   if (stopping_) return refuse(Status::FailedPrecondition("phosd is shutting down"));
@@ -120,18 +120,25 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
                                           PendingCheckpoint job) {
   const std::string& name = f->spec.name;
   const Clock::time_point start = Clock::now();
-  CheckpointOutcome out;
-  out.instance = inst.id;
-  out.mode = job.mode;
-  auto answer = [&](Status status) {
-    out.status = std::move(status);
+  const std::string who = fmt::format("instance {} of '{}' (pid {})", inst.id, name, proc.pid);
+  auto refuse = [&](Status why) {
+    CheckpointOutcome out;
+    out.instance = inst.id;
+    out.mode = job.mode;
+    out.status = std::move(why);
     out.stall = out.total = Since(start);
     job.done(std::move(out));
   };
-  const std::string who = fmt::format("instance {} of '{}' (pid {})", inst.id, name, proc.pid);
-  if (!report.restored) {
+  int va_slot = -1;
+  {
+    std::lock_guard lock(mu_);
+    for (const Slot& slot : f->slots) {
+      if (slot.holder == inst.id) va_slot = slot.va_slot;
+    }
+  }
+  if (!report.restored || va_slot < 0) {
     // A cold-booted instance's memory is not in its instance range, where restores map a snapshot.
-    answer(Status::FailedPrecondition(fmt::format(
+    refuse(Status::FailedPrecondition(fmt::format(
         "{} was brought up {}, not restored from a snapshot: its GPU memory lies outside its instance range; "
         "checkpoint an instance restored from the function's snapshot",
         who, RestoreModeName(report.mode))));
@@ -146,28 +153,95 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
       std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(0));
       PHOS_LOG(Error, "instances", "{}: checkpoint failed, instance ended ({}): {}", who, how, cpu.status().message());
     }
-    answer(cpu.status().WithContext("checkpoint " + who + ": keep its CPU state"));
+    refuse(cpu.status().WithContext("checkpoint " + who + ": keep its CPU state"));
     return !lost;
   }
   FaultPoint("checkpoint-cpu-kept");  // the template parked, the GPU state not captured yet
   // The GPU side at the same point: every call the instance sent has run by then (Session::Capture).
-  Result<uint64_t> version = options_.sessions->Capture(report.token, name);
-  if (!version.ok() && version.status().code() != StatusCode::kNotFound) {
-    options_.cpu_state->Release(*cpu).IgnoreError();
-    answer(version.status().WithContext("checkpoint " + who + ": capture its GPU state"));
+  auto capture = std::make_shared<CheckpointCapture>();
+  capture->f = f;
+  capture->instance = inst.id;
+  capture->va_slot = va_slot;
+  capture->cpu = *cpu;
+  capture->token = report.token;
+  capture->who = who;
+  capture->start = start;
+  capture->job = std::move(job);
+  if (capture->job.mode == CheckpointMode::kStopTheWorld) {
+    // The instance serves nothing until the snapshot is committed.
+    FinishCheckpoint(capture, options_.sessions->Capture(report.token, name, {}));
     return true;
+  }
+  // Soft copy-on-write: the buffers are copied on a thread of the checkpoint's own, and the
+  // instance serves on from the capture's point.
+  auto owner = std::make_shared<Instance>();
+  {
+    std::lock_guard lock(mu_);
+    owner->id = ++next_instance_id_;
+    live_.push_back(owner);
+  }
+  owner->thread = std::thread([this, capture, owner] {
+    CaptureOptions options;
+    options.soft_cow = true;
+    options.at_point = [capture] {
+      std::lock_guard lock(capture->mu);
+      capture->at_point = Clock::now();
+      capture->cv.notify_all();
+    };
+    Result<uint64_t> version = options_.sessions->Capture(capture->token, capture->f->spec.name, options);
+    {
+      std::lock_guard lock(capture->mu);
+      capture->returned = true;
+      capture->cv.notify_all();
+    }
+    FinishCheckpoint(capture, std::move(version));
+    std::lock_guard lock(mu_);
+    finished_.push_back(owner);
+    supervisor_cv_.notify_all();
+  });
+  std::unique_lock lock(capture->mu);
+  capture->cv.wait(lock, [&] { return capture->at_point != Clock::time_point{} || capture->returned; });
+  return true;
+}
+
+void InstanceManager::Impl::FinishCheckpoint(const std::shared_ptr<CheckpointCapture>& capture,
+                                             Result<uint64_t> version) {
+  const std::shared_ptr<Function>& f = capture->f;
+  const std::string& name = f->spec.name;
+  CheckpointOutcome out;
+  out.instance = capture->instance;
+  out.mode = capture->job.mode;
+  {
+    std::lock_guard lock(capture->mu);
+    // Until the point, or the end for a stop-the-world capture: what the instance waited for.
+    const Clock::time_point resumed =
+        capture->at_point != Clock::time_point{} && out.mode != CheckpointMode::kStopTheWorld ? capture->at_point
+                                                                                               : Clock::now();
+    out.stall = std::chrono::duration_cast<std::chrono::microseconds>(resumed - capture->start);
+  }
+  auto answer = [&](Status status) {
+    out.status = std::move(status);
+    out.total = Since(capture->start);
+    capture->job.done(std::move(out));
+  };
+  if (!version.ok() && version.status().code() != StatusCode::kNotFound) {
+    options_.cpu_state->Release(capture->cpu).IgnoreError();
+    answer(version.status().WithContext("checkpoint " + capture->who + ": capture its GPU state"));
+    return;
   }
   // NotFound: the instance never made a CUDA call; its CPU state is all there is.
   out.version = version.ok() ? *version : 0;
   FaultPoint("checkpoint-captured");  // the snapshot committed, the instance range not switched yet
+  // The range the instance was restored in, even if the instance ended meanwhile: its next restore
+  // starts from the checkpoint.
   Slot replaced;
   bool switched = false;
-  CpuStateRef unused = *cpu;  // the template no longer restored from
+  CpuStateRef unused = capture->cpu;  // the template no longer restored from
   {
     std::lock_guard lock(mu_);
     if (!f->removed && !stopping_) {
       for (Slot& slot : f->slots) {
-        if (slot.holder != inst.id) continue;
+        if (slot.va_slot != capture->va_slot) continue;
         replaced = slot;
         // The deploy's template stays parked with the range (Slot::deployed); an earlier
         // checkpoint's goes.
@@ -178,7 +252,7 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
           unused = slot.cpu;
         }
         slot.version = out.version;
-        slot.cpu = *cpu;
+        slot.cpu = capture->cpu;
         switched = true;
       }
     }
@@ -195,13 +269,12 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
   // function's snapshots go with its ranges.
   if (!removed) options_.sessions->RetainOnly(name, versions);
   if (!switched) {
-    answer(Status::Unavailable(fmt::format("checkpoint {}: the function was removed or phosd is stopping", who)));
-    return true;
+    answer(Status::Unavailable(fmt::format("checkpoint {}: the function was removed or phosd is stopping", capture->who)));
+    return;
   }
-  PHOS_LOG(Info, "instances", "{} checkpointed ({}): v{} and {} replace v{} and {}", who,
-           CheckpointModeName(job.mode), out.version, cpu->id, replaced.version, replaced.cpu.id);
+  PHOS_LOG(Info, "instances", "{} checkpointed ({}): v{} and {} replace v{} and {}", capture->who,
+           CheckpointModeName(out.mode), out.version, capture->cpu.id, replaced.version, replaced.cpu.id);
   answer(Status::Ok());
-  return true;
 }
 
 }  // namespace phos::runtime

@@ -302,7 +302,7 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
     return fail(Status::Unavailable("the function failed before its entry point" + (said.empty() ? "" : ": " + said)),
                 "run to the entry point");
   }
-  Result<uint64_t> version = sessions.Capture(token, spec.name);
+  Result<uint64_t> version = sessions.Capture(token, spec.name, {});
   if (!version.ok() && version.status().code() != StatusCode::kNotFound) {
     return fail(version.status(), "capture the GPU state");
   }

@@ -41,7 +41,7 @@ int WaitReadable(int fd, int stop_fd, Clock::time_point deadline) {
 
 // ---- GpuSessions: no snapshots unless implemented ----
 
-Result<uint64_t> GpuSessions::Capture(const std::string&, const std::string&) {
+Result<uint64_t> GpuSessions::Capture(const std::string&, const std::string&, const CaptureOptions&) {
   return Status::NotSupported("these GPU sessions keep no snapshots");
 }
 Result<int> GpuSessions::ClaimVaSlot() { return Status::NotSupported("these GPU sessions keep no snapshots"); }

@@ -43,6 +43,24 @@ struct PendingCheckpoint {
   std::function<void(CheckpointOutcome)> done;
 };
 
+struct Function;
+
+// A checkpoint under way: its CPU state kept, its GPU state being captured (instance_checkpoint.cc).
+struct CheckpointCapture {
+  std::shared_ptr<Function> f;
+  uint64_t instance = 0;
+  int va_slot = -1;  // the instance range the checkpoint belongs to
+  CpuStateRef cpu;   // the new template
+  std::string token;  // the instance's GPU session
+  std::string who;    // for messages
+  std::chrono::steady_clock::time_point start;
+  PendingCheckpoint job;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::chrono::steady_clock::time_point at_point{};  // the capture's point taken: the instance runs on
+  bool returned = false;                             // the capture returned (failed before its point, or done)
+};
+
 struct Instance {
   uint64_t id = 0;
   InstanceState state = InstanceState::kStarting;
@@ -199,6 +217,9 @@ class InstanceManager::Impl {
   // both. Returns false when the instance had to be ended (its channel broke).
   bool RunCheckpoint(const std::shared_ptr<Function>& f, const Instance& inst, const InstanceProcess& proc,
                      const StartReport& report, PendingCheckpoint job);
+  // Switches the checkpoint's instance range to the captured `version` and its template (or
+  // releases the template when the capture failed), and answers the checkpoint.
+  void FinishCheckpoint(const std::shared_ptr<CheckpointCapture>& capture, Result<uint64_t> version);
   // Answers the checkpoints still asked of an instance that ends.
   void FailPendingCheckpoints(Instance& inst, const Status& why);
 

@@ -88,6 +88,8 @@ Session::~Session() {
 }
 
 void Session::ReleaseAll() {
+  // A soft capture's copies and streams (the capture itself ended: EndSession waits for it).
+  ReleaseSoftCapture();
   // The loaders first: they wait for their copies and unguard before the memory goes to the scrub.
   loaders_published_.store(false);
   loaders_.clear();
@@ -193,6 +195,7 @@ void Session::Run() {
       if (handler != nullptr && handler->library == Library::kNccl) nccl = watch_.Lock();
       watch_.BeginRecord();
       result = Route(record);
+      if (result == CUDA_SUCCESS && soft_ != nullptr) result = CopyBeforeWrite(record);
       if (result == CUDA_SUCCESS && gating_) result = Gate(record);
       if (result == CUDA_SUCCESS) result = Execute(record, &reply_len);
       watch_.EndRecord();

@@ -32,6 +32,7 @@
 #include "phos/driver/driver_table.h"
 #include "phos/runtime/param_metadata.h"
 #include "phos/runtime/restore_loader.h"
+#include "phos/runtime/snapshot_capture.h"
 #include "phos/runtime/speculation.h"
 #include "phos/runtime/trusted_modules.h"
 #include "phos/runtime/va_allocator.h"
@@ -92,10 +93,11 @@ class Session {
   // Stops the executor and releases everything the session holds.
   ~Session();
 
-  // Deploy: captures the session into `store` once the ring is drained (on the executor, between
-  // calls), within `timeout`.
+  // Captures the session into `store` once the ring is drained (on the executor, between calls),
+  // within `timeout`: a deploy's, or a checkpoint's as `options` says (soft copy-on-write: the
+  // executor runs on from the point while this thread copies the buffers).
   Result<uint64_t> Capture(store::Store& store, const std::string& function, const std::string& device_profile,
-                           std::chrono::milliseconds timeout);
+                           std::chrono::milliseconds timeout, const CaptureOptions& options);
   // Stage times and loader counters (restored sessions; thread-safe).
   SessionTimeline Timeline() const;
 
@@ -255,6 +257,48 @@ class Session {
   // batch's matrices from its arrays, read).
   Speculation SpeculateBlasCall(const ipc::RecordView& record, AccessSets* sets, CUstream* stream);
   Result<uint64_t> CaptureNow(store::Store& store, const std::string& function, const std::string& device_profile);
+  // What a capture records of the session now (its buffers, modules, handles), on the executor.
+  Result<CaptureRequest> DescribeForCapture(const std::string& function, const std::string& device_profile);
+
+  // ---- soft copy-on-write captures (session_soft_capture.cc, docs/design.md D10) ----
+  // One buffer of a soft capture: its bytes as of the capture's point, once `copied` completed.
+  struct SoftCopy {
+    uint64_t base = 0;
+    uint64_t size = 0;
+    int device = 0;
+    void* host = nullptr;       // pinned
+    CUevent copied = nullptr;   // recorded after the copy's pieces: set once the copy is enqueued
+    bool taken = false;         // the capture has its bytes (host freed)
+  };
+  // Shared by the executor, which copies a buffer before a call writes it, and the capturing
+  // thread, which copies the others one by one and takes every buffer's bytes.
+  struct SoftCapture {
+    std::mutex mu;
+    std::vector<SoftCopy> buffers;   // in the capture request's order
+    std::vector<CUcontext> contexts;  // per session device
+    std::vector<CUstream> streams;    // per session device: the lowest priority, copies in pieces
+    uint64_t copied_before_write = 0;
+    bool finished = false;  // the capture ended: nothing more is copied
+  };
+  // At the point (on the executor, every call sent so far finished): the request with the module
+  // globals' bytes read, and soft_ set so that calls from then on copy before they write.
+  struct SoftBegun {
+    CaptureRequest request;  // its read serves the buffers from `capture`
+    std::shared_ptr<SoftCapture> capture;
+  };
+  Result<SoftBegun> BeginSoftCapture(const std::string& function, const std::string& device_profile);
+  // Enqueues the copy of `b` (the caller holds the capture's lock).
+  Status EnqueueSoftCopy(SoftCapture& capture, SoftCopy& b);
+  // The capture request's read: buffer `index`'s bytes as of the point (the capturing thread).
+  Status ReadSoftCopy(SoftCapture& capture, size_t index, uint64_t offset, void* dst, size_t bytes);
+  // Before the executor runs `record`: every buffer it may write (or free) copied first, its stream
+  // made to wait for those copies.
+  CUresult CopyBeforeWrite(const ipc::RecordView& record);
+  // Frees what a finished capture still holds (streams, events, host copies); on the executor, or
+  // at the session's end.
+  void ReleaseSoftCapture();
+  // The index of the buffer of `buffers` (in address order) that starts at `base`, or -1.
+  static int FindSoftCopy(const std::vector<SoftCopy>& buffers, uint64_t base);
   // A task the executor runs when its ring is empty (Capture).
   void RunPendingTask();
   // Leases the device group (OpenWithGroup sessions), on the executor thread.
@@ -616,6 +660,8 @@ class Session {
   AccessSets gate_sets_;
   std::mutex task_mu_;
   std::function<void()> task_;
+  // A soft capture in progress (or finished, not yet released): the executor's to set and clear.
+  std::shared_ptr<SoftCapture> soft_;
 
   // Owned by the executor thread while it runs.
   BufferTable buffers_;

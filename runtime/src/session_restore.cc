@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstring>
 #include <future>
+#include <variant>
 
 #include "phos/base/log.h"
 #include "phos/driver/context_scope.h"
@@ -497,14 +498,21 @@ void Session::RunPendingTask() {
 }
 
 Result<uint64_t> Session::Capture(store::Store& store, const std::string& function, const std::string& device_profile,
-                                  std::chrono::milliseconds timeout) {
-  auto result = std::make_shared<std::promise<Result<uint64_t>>>();
-  std::future<Result<uint64_t>> done = result->get_future();
+                                  std::chrono::milliseconds timeout, const CaptureOptions& options) {
+  // Stop-the-world: the executor captures, between two calls. Soft: the executor takes the point
+  // and describes the session, and this thread copies while the executor runs on.
+  using Begun = std::variant<Result<uint64_t>, Result<SoftBegun>>;
+  auto result = std::make_shared<std::promise<Begun>>();
+  std::future<Begun> done = result->get_future();
   {
     std::lock_guard lock(task_mu_);
     if (task_) return Status::FailedPrecondition("a capture of this session is already under way");
-    task_ = [this, &store, function, device_profile, result] {
-      result->set_value(CaptureNow(store, function, device_profile));
+    task_ = [this, &store, function, device_profile, result, soft = options.soft_cow] {
+      if (soft) {
+        result->set_value(BeginSoftCapture(function, device_profile));
+      } else {
+        result->set_value(CaptureNow(store, function, device_profile));
+      }
     };
   }
   if (done.wait_for(timeout) != std::future_status::ready) {
@@ -515,10 +523,34 @@ Result<uint64_t> Session::Capture(store::Store& store, const std::string& functi
     }
     // Taken by the executor: it finishes with `store` before we may return.
   }
-  return done.get();
+  Begun begun = done.get();
+  if (auto* version = std::get_if<Result<uint64_t>>(&begun)) {
+    if (version->ok() && options.at_point) options.at_point();
+    return *version;
+  }
+  Result<SoftBegun>& soft = std::get<Result<SoftBegun>>(begun);
+  if (!soft.ok()) return soft.status();
+  const std::shared_ptr<SoftCapture>& capture = soft->capture;
+  if (options.at_point) options.at_point();
+  Result<uint64_t> version = CaptureGpuState(soft->request, store);
+  {
+    std::lock_guard lock(capture->mu);
+    capture->finished = true;  // the executor releases the rest at its next call or the session's end
+  }
+  PHOS_LOG(Info, "capture", "pid {}: soft copy-on-write capture of {} {}: {} buffers copied before a call wrote them",
+           pid_, function, version.ok() ? fmt::format("v{}", *version) : "failed", capture->copied_before_write);
+  return version;
 }
 
 Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& function, const std::string& device_profile) {
+  PHOS_ASSIGN_OR_RETURN(CaptureRequest req, DescribeForCapture(function, device_profile));
+  Result<uint64_t> version = CaptureGpuState(req, store);
+  // The function's restores need the images just captured: its context keeps them loaded.
+  if (version.ok()) modules_owner_ = function;
+  return version;
+}
+
+Result<CaptureRequest> Session::DescribeForCapture(const std::string& function, const std::string& device_profile) {
   if (!device_contexts_.empty()) {
     return Status::FailedPrecondition(
         "the function used devices beyond its first without declaring them (deploy it with --gpus N)");
@@ -615,10 +647,7 @@ Result<uint64_t> Session::CaptureNow(store::Store& store, const std::string& fun
     req.va_bytes = va_bytes_;
   }
   req.next_handle = next_handle_;
-  Result<uint64_t> version = CaptureGpuState(req, store);
-  // The function's restores need the images just captured: its context keeps them loaded.
-  if (version.ok()) modules_owner_ = function;
-  return version;
+  return req;
 }
 
 }  // namespace phos::runtime

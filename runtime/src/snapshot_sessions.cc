@@ -46,9 +46,10 @@ store::DramTier* SnapshotSessions::Dram() {
   return dram_.get();
 }
 
-Result<uint64_t> SnapshotSessions::Capture(const std::string& token, const std::string& function) {
+Result<uint64_t> SnapshotSessions::Capture(const std::string& token, const std::string& function,
+                                           const CaptureOptions& capture) {
   PHOS_ASSIGN_OR_RETURN(uint64_t version, server_->CaptureSession(token, *store_, function, options_.device_profile,
-                                                                  options_.capture_timeout));
+                                                                  options_.capture_timeout, capture));
   CarryOverOrder(function, version);
   PHOS_ASSIGN_OR_RETURN(std::shared_ptr<const store::Manifest> manifest, Manifest(function, version));
   Pin(*manifest);

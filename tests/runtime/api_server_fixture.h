@@ -74,4 +74,31 @@ class ApiServerTest : public ::testing::Test {
   uint64_t seq_ = 0;  // of the calls Call sent (one ring per test)
 };
 
+// One session of the server, driven through its ring by the test.
+class ApiServerSessionTest : public ApiServerTest {
+ protected:
+  // A session for `token` (a fresh one by default).
+  void Open(std::string token = "") {
+    token_ = token.empty() ? server_->IssueToken() : std::move(token);
+    int fd = -1;
+    ASSERT_TRUE(Hello(token_, ipc::kWireVersion, &sock_, &fd).ok());
+    auto ring = ipc::Ring::Attach(fd);
+    ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+    ring_ = std::move(*ring);
+  }
+  void TearDown() override {
+    if (!token_.empty()) server_->EndSession(token_);
+    if (sock_ >= 0) close(sock_);
+  }
+
+  int32_t Call(ipc::Op op, const void* payload, size_t bytes, uint64_t* reply = nullptr) {
+    return ApiServerTest::Call(*ring_, op, payload, bytes, reply);
+  }
+  void Queue(ipc::Op op, const void* payload, size_t bytes) { ApiServerTest::Queue(*ring_, op, payload, bytes); }
+
+  std::string token_;
+  int sock_ = -1;
+  std::unique_ptr<ipc::Ring> ring_;
+};
+
 }  // namespace phos::runtime

@@ -18,29 +18,8 @@ namespace {
 
 using ipc::HostFnQueueId;
 
-class ApiServerStreamTest : public ApiServerTest {
+class ApiServerStreamTest : public ApiServerSessionTest {
  protected:
-  // A session for `token` (a fresh one by default).
-  void Open(std::string token = "") {
-    token_ = token.empty() ? server_->IssueToken() : std::move(token);
-    int fd = -1;
-    ASSERT_TRUE(Hello(token_, ipc::kWireVersion, &sock_, &fd).ok());
-    auto ring = ipc::Ring::Attach(fd);
-    ASSERT_TRUE(ring.ok()) << ring.status().ToString();
-    ring_ = std::move(*ring);
-  }
-  void TearDown() override {
-    if (!token_.empty()) server_->EndSession(token_);
-    if (sock_ >= 0) close(sock_);
-  }
-
-  int32_t Call(ipc::Op op, const void* payload, size_t bytes, uint64_t* reply = nullptr) {
-    return ApiServerTest::Call(*ring_, op, payload, bytes, reply);
-  }
-  void Queue(ipc::Op op, const void* payload, size_t bytes) {
-    ApiServerTest::Queue(*ring_, op, payload, bytes);
-  }
-
   uint64_t NewStream(uint32_t flags, int32_t priority) {
     ipc::StreamCreateArgs a{flags, priority};
     uint64_t vid = 0;
@@ -67,10 +46,6 @@ class ApiServerStreamTest : public ApiServerTest {
   }
   // The session's pending asynchronous error, taken.
   int32_t AsyncError() { return ring_->header()->async_error.exchange(0); }
-
-  std::string token_;
-  int sock_ = -1;
-  std::unique_ptr<ipc::Ring> ring_;
 };
 
 TEST_F(ApiServerStreamTest, StreamsAreCreatedWithCheckedFlagsAndClampedPriorities) {

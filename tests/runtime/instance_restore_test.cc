@@ -47,7 +47,7 @@ class SnapshotFake : public GpuSessions {
     return next_slot_++;
   }
   void ReleaseVaSlot(int) override {}
-  Result<uint64_t> Capture(const std::string&, const std::string&) override {
+  Result<uint64_t> Capture(const std::string&, const std::string&, const CaptureOptions&) override {
     std::lock_guard lock(mu_);
     return ++versions_;
   }

@@ -50,6 +50,8 @@ class CheckpointTest : public PhosdTest {
     return settled ? id : 0;
   }
 
+  void RestoresGoOnFromTheCheckpoint(const std::string& mode);
+
   // POST <path> with `body` (and the admin token unless `admin` is false): status and body.
   HttpResponse Post(const std::string& path, const std::string& body, bool admin = true) {
     std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-i", "-X", "POST", "--data-binary", body};
@@ -61,7 +63,9 @@ class CheckpointTest : public PhosdTest {
   }
 };
 
-TEST_F(CheckpointTest, AnInstanceRestoredFromACheckpointGoesOnFromWhereTheCheckpointedOneWas) {
+// A checkpoint in `mode` of the warm instance after two requests; the restores that follow take
+// the checkpointed range and the spare in turn.
+void CheckpointTest::RestoresGoOnFromTheCheckpoint(const std::string& mode) {
   // One instance at a time, two instance ranges: the warm instance's, and the spare a restore
   // takes while the instance it evicts ends.
   CommandResult deployed = PhosFn({"deploy", "stateful", PHOS_STATEFUL_FUNCTION, "--instances", "1",
@@ -79,11 +83,12 @@ TEST_F(CheckpointTest, AnInstanceRestoredFromACheckpointGoesOnFromWhereTheCheckp
   r = InvokeInMode("stateful", "2", "warm");
   EXPECT_EQ(r.body, Expected(2, 3));
 
-  CommandResult checkpointed = PhosFn({"checkpoint", "stateful", "--instance", std::to_string(warm)});
+  CommandResult checkpointed = PhosFn({"checkpoint", "stateful", "--instance", std::to_string(warm), "--mode", mode});
   ASSERT_EQ(checkpointed.exit_code, 0) << checkpointed.out;
   EXPECT_NE(checkpointed.out.find("checkpointed instance " + std::to_string(warm) + " of stateful as snapshot v"),
             std::string::npos)
       << checkpointed.out;
+  EXPECT_NE(checkpointed.out.find("(" + mode + ";"), std::string::npos) << checkpointed.out;
   // The checkpointed instance serves on from where it was.
   r = InvokeInMode("stateful", "4", "warm");
   EXPECT_EQ(r.body, Expected(3, 7));
@@ -112,6 +117,14 @@ TEST_F(CheckpointTest, AnInstanceRestoredFromACheckpointGoesOnFromWhereTheCheckp
   }
 }
 
+TEST_F(CheckpointTest, AnInstanceRestoredFromAStopTheWorldCheckpointGoesOnFromWhereTheCheckpointedOneWas) {
+  RestoresGoOnFromTheCheckpoint("stop-the-world");
+}
+
+TEST_F(CheckpointTest, AnInstanceRestoredFromASoftCopyOnWriteCheckpointGoesOnFromWhereTheCheckpointedOneWas) {
+  RestoresGoOnFromTheCheckpoint("soft-cow");
+}
+
 TEST_F(CheckpointTest, BadCheckpointRequestsGetClearErrorsAndTheInstanceServesOn) {
   CommandResult deployed = PhosFn({"deploy", "stateful", PHOS_STATEFUL_FUNCTION, "--instances", "1", "--",
                                    "--elements", std::to_string(kElements)});
@@ -127,9 +140,9 @@ TEST_F(CheckpointTest, BadCheckpointRequestsGetClearErrorsAndTheInstanceServesOn
   EXPECT_EQ(Post(at, "{\"mode\": 3}").status, 400);
   EXPECT_EQ(Post(at, "{\"mode\": \"stop-the-world\", \"extra\": 1}").status, 400);
   EXPECT_EQ(Post(at, "[1, 2]").status, 400);
-  HttpResponse soft = Post(at, "{\"mode\": \"soft-cow\"}");
-  EXPECT_EQ(soft.status, 501) << soft.body;
-  EXPECT_NE(soft.body.find("not built yet"), std::string::npos) << soft.body;
+  HttpResponse recopy = Post(at, "{\"mode\": \"soft-recopy\"}");
+  EXPECT_EQ(recopy.status, 501) << recopy.body;
+  EXPECT_NE(recopy.body.find("not built yet"), std::string::npos) << recopy.body;
   std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
                                    endpoint() + "/v1/functions/stateful/instances"};
   EXPECT_EQ(::phos::testing::Run(argv).out, "401");  // listing instances is the operator's too
@@ -139,7 +152,7 @@ TEST_F(CheckpointTest, BadCheckpointRequestsGetClearErrorsAndTheInstanceServesOn
   // Without an id, the idle instance is taken; twice in a row, each a new version.
   HttpResponse first = Post("/v1/functions/stateful/checkpoint", "{\"mode\": \"stop-the-world\"}");
   ASSERT_EQ(first.status, 201) << first.body;
-  HttpResponse second = Post("/v1/functions/stateful/checkpoint", "");
+  HttpResponse second = Post("/v1/functions/stateful/checkpoint", "{\"mode\": \"soft-cow\"}");
   ASSERT_EQ(second.status, 201) << second.body;
   nlohmann::json a = nlohmann::json::parse(first.body, nullptr, false);
   nlohmann::json b = nlohmann::json::parse(second.body, nullptr, false);
@@ -147,6 +160,8 @@ TEST_F(CheckpointTest, BadCheckpointRequestsGetClearErrorsAndTheInstanceServesOn
   EXPECT_EQ(a.value("mode", ""), "stop-the-world");
   EXPECT_GT(b.value("version", uint64_t{0}), a.value("version", uint64_t{0}));
   EXPECT_GE(a.value("stall_us", -1), 0);
+  EXPECT_EQ(b.value("mode", ""), "soft-cow");
+  EXPECT_LE(b.value("stall_us", -1), b.value("total_us", -1));
   r = InvokeInMode("stateful", "5", "warm");
   EXPECT_EQ(r.body, Expected(2, 10));
 }

@@ -121,6 +121,18 @@ struct LearnedUsage {
   std::vector<bool> written;
 };
 
+// How a session that runs on is captured (docs/design.md D10).
+struct CaptureOptions {
+  // Soft copy-on-write: the session's calls run on while its buffers are copied, each as it was at
+  // the capture's point (a call whose speculated write set names one not copied yet has it copied
+  // first, its stream waiting for the copy). Otherwise (stop-the-world) the session's calls wait
+  // until the snapshot is committed.
+  bool soft_cow = false;
+  // Called once the point is taken, before any byte is copied: from then on the session's calls
+  // may run (soft_cow). Not called when the capture fails before its point.
+  std::function<void()> at_point;
+};
+
 // When each stage of a session's start happened (steady clock; a default time point: not yet).
 struct SessionTimeline {
   using Clock = std::chrono::steady_clock;
@@ -252,8 +264,10 @@ class ApiServer {
   // of `function` (atomic commit). The session stays open; ending it releases the GPU memory.
   // FailedPrecondition for a session that cannot be captured (several GPUs, or memory outside
   // its address space); NotFound when the token has no session.
+  // `options` says how a session that runs on is captured (a checkpoint).
   Result<uint64_t> CaptureSession(const std::string& token, store::Store& store, const std::string& function,
-                                  const std::string& device_profile, std::chrono::milliseconds timeout);
+                                  const std::string& device_profile, std::chrono::milliseconds timeout,
+                                  const CaptureOptions& options = {});
   // Ends the token's session, if any, releasing its context, memory, streams, events, modules and
   // handles, and forgets the token. Unknown tokens are ignored.
   void EndSession(const std::string& token);

@@ -58,9 +58,11 @@ class GpuSessions {
   // instance's memory lives, captured and restored. Each live instance of a snapshot needs its own.
   virtual Result<int> ClaimVaSlot();
   virtual void ReleaseVaSlot(int slot);
-  // Captures the GPU session of `token` as a new snapshot of `function`: its version. NotFound
-  // when the token has no session (the function made no CUDA call: it has no GPU state).
-  virtual Result<uint64_t> Capture(const std::string& token, const std::string& function);
+  // Captures the GPU session of `token` as a new snapshot of `function`, as `options` says (a
+  // deploy's session is parked: the defaults): its version. NotFound when the token has no session
+  // (the function made no CUDA call: it has no GPU state).
+  virtual Result<uint64_t> Capture(const std::string& token, const std::string& function,
+                                   const CaptureOptions& options);
   // A token whose session (of `gpus` devices) restores `function`'s snapshot `version` in instance
   // range `va_slot` as `mode` says (kColdBoot: an empty session on a fresh context, no range; version 0: an
   // empty session allocating in the range, as a deploy's does). With `learn`, the session records the
@@ -192,7 +194,7 @@ using PieceCallback = std::function<void(std::string piece, const InvokeOutcome*
 // How a checkpoint of a running instance is taken (docs/design.md D10).
 enum class CheckpointMode {
   kStopTheWorld,  // the instance serves nothing until its GPU state is copied and committed
-  kSoftCow,       // consistent at its start: a buffer about to be written is copied first (not built yet)
+  kSoftCow,       // consistent at its start: the instance runs on, a buffer about to be written is copied first
   kSoftRecopy,    // consistent at its end: copied while running, written buffers copied again (not built yet)
 };
 // "stop-the-world", "soft-cow", "soft-recopy"; nothing for any other name.

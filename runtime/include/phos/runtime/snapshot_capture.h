@@ -15,6 +15,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +42,9 @@ struct CaptureGlobal {
   std::string name;
   CUdeviceptr address = 0;
   uint64_t size = 0;  // > 0
+  // Its bytes, read already (a capture of a session that runs on reads them at its point); empty:
+  // read from the device at capture.
+  std::string contents;
 };
 
 struct CaptureModule {
@@ -74,9 +78,14 @@ struct CaptureRequest {
   // The function's graphs and executable graphs (recreated by a restore under their handles).
   std::vector<store::GraphState> graphs;
   std::optional<store::CpuStateRef> cpu_state;
+  // Where buffer `index`'s bytes [offset, offset + bytes) come from: a capture of a session that
+  // runs on (docs/design.md D10) serves them as they were at its point. Unset: read from the
+  // device, the context quiesced first.
+  std::function<Status(size_t index, uint64_t offset, void* dst, size_t bytes)> read;
 };
 
-// Quiesces the context (cuCtxSynchronize), streams every buffer into a new snapshot of
+// Quiesces the context (cuCtxSynchronize; not when `request.read` serves the buffers), streams
+// every buffer into a new snapshot of
 // `request.function` chunk by chunk, adds the modules and handle settings, and commits once.
 // Returns the committed version. Nothing is published on failure; errors name the buffer
 // (index, label, address) or module that failed. InvalidArgument for a malformed request

@@ -1,0 +1,232 @@
+// Soft copy-on-write captures of a running session (docs/design.md D10): the snapshot holds every
+// buffer as it was at the capture's point while the function's calls run on. At the point (on the
+// executor, between two calls) every call sent so far has finished; from then on, before a call
+// runs whose speculated write set names a buffer not copied yet (or that frees one), that buffer's
+// copy is enqueued on the capture's stream of its device and the call's stream waits for it, so
+// the CPU does not wait. The capturing thread enqueues the other buffers' copies one at a time and
+// hands each buffer's bytes to the snapshot writer. Copies go in pieces of 4 MiB on streams of the
+// lowest priority, into pinned host memory held until the writer has taken the buffer.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "phos/base/log.h"
+#include "phos/driver/context_scope.h"
+#include "phos/driver/cuda_check.h"
+#include "session.h"
+
+namespace phos::runtime {
+namespace {
+
+using ipc::Op;
+
+constexpr uint64_t kPieceBytes = uint64_t{4} << 20;
+
+}  // namespace
+
+int Session::FindSoftCopy(const std::vector<SoftCopy>& buffers, uint64_t base) {
+  auto it = std::lower_bound(buffers.begin(), buffers.end(), base,
+                             [](const SoftCopy& b, uint64_t at) { return b.base < at; });
+  return it != buffers.end() && it->base == base ? static_cast<int>(it - buffers.begin()) : -1;
+}
+
+Result<Session::SoftBegun> Session::BeginSoftCapture(const std::string& function, const std::string& device_profile) {
+  ReleaseSoftCapture();  // an earlier one, finished
+  PHOS_ASSIGN_OR_RETURN(CaptureRequest request, DescribeForCapture(function, device_profile));
+  auto capture = std::make_shared<SoftCapture>();
+  soft_ = capture;
+  auto fail = [&](Status why) {
+    capture->finished = true;
+    ReleaseSoftCapture();
+    return why.WithContext("soft copy-on-write capture");
+  };
+  const int devices = group_ ? group_->size() : 1;
+  for (int d = 0; d < devices; ++d) {
+    CUcontext ctx = group_ ? group_->context(d) : context_;
+    driver::ContextScope scope(*driver_, ctx);
+    // The point: every call sent so far has finished.
+    CUresult r = driver_->cuCtxSynchronize();
+    int least = 0;
+    int greatest = 0;
+    if (r == CUDA_SUCCESS) r = driver_->cuCtxGetStreamPriorityRange(&least, &greatest);
+    CUstream stream = nullptr;
+    // The least priority: the function's own work goes first.
+    if (r == CUDA_SUCCESS) r = driver_->cuStreamCreateWithPriority(&stream, CU_STREAM_NON_BLOCKING, least);
+    if (r != CUDA_SUCCESS) return fail(driver::CuStatus(r, fmt::format("device {}: take the point", d), driver_->error_text()));
+    capture->contexts.push_back(ctx);
+    capture->streams.push_back(stream);
+  }
+  // Module globals are small: read at the point.
+  for (CaptureModule& m : request.modules) {
+    for (CaptureGlobal& g : m.globals) {
+      g.contents.resize(g.size);
+      CUresult r = driver_->cuMemcpyDtoH(g.contents.data(), g.address, g.size);
+      if (r != CUDA_SUCCESS) {
+        return fail(driver::CuStatus(r, fmt::format("read module global '{}'", g.name), driver_->error_text()));
+      }
+    }
+  }
+  for (const CaptureBuffer& b : request.buffers) {
+    if (b.device < 0 || b.device >= devices) {
+      return fail(Status::FailedPrecondition(fmt::format("buffer {:#x} is on device {}, outside the session's {}",
+                                                         b.address, b.device, devices)));
+    }
+    capture->buffers.push_back({.base = b.address, .size = b.size, .device = b.device});
+  }
+  if (!std::is_sorted(capture->buffers.begin(), capture->buffers.end(),
+                      [](const SoftCopy& a, const SoftCopy& b) { return a.base < b.base; })) {
+    return fail(Status::Internal("the capture's buffers are not in address order"));
+  }
+  request.read = [this, capture](size_t index, uint64_t offset, void* dst, size_t bytes) {
+    return ReadSoftCopy(*capture, index, offset, dst, bytes);
+  };
+  // The function's restores need the images captured: its context keeps them loaded.
+  modules_owner_ = function;
+  return SoftBegun{std::move(request), std::move(capture)};
+}
+
+Status Session::EnqueueSoftCopy(SoftCapture& capture, SoftCopy& b) {
+  driver::ContextScope scope(*driver_, capture.contexts[b.device]);
+  const driver::CuErrorText& text = driver_->error_text();
+  CUstream stream = capture.streams[b.device];
+  PHOS_CU_RETURN_IF_ERROR(text, driver_->cuMemHostAlloc(&b.host, b.size, 0));
+  for (uint64_t offset = 0; offset < b.size; offset += kPieceBytes) {
+    const size_t piece = static_cast<size_t>(std::min(kPieceBytes, b.size - offset));
+    PHOS_CU_RETURN_IF_ERROR(
+        text, driver_->cuMemcpyDtoHAsync(static_cast<char*>(b.host) + offset, b.base + offset, piece, stream));
+  }
+  CUevent copied = nullptr;
+  PHOS_CU_RETURN_IF_ERROR(text, driver_->cuEventCreate(&copied, CU_EVENT_DISABLE_TIMING));
+  b.copied = copied;
+  PHOS_CU_RETURN_IF_ERROR(text, driver_->cuEventRecord(copied, stream));
+  return Status::Ok();
+}
+
+Status Session::ReadSoftCopy(SoftCapture& capture, size_t index, uint64_t offset, void* dst, size_t bytes) {
+  CUevent copied = nullptr;
+  const char* host = nullptr;
+  CUcontext ctx = nullptr;
+  {
+    std::lock_guard lock(capture.mu);
+    if (index >= capture.buffers.size()) return Status::Internal(fmt::format("no buffer {} in the capture", index));
+    SoftCopy& b = capture.buffers[index];
+    if (b.taken || offset > b.size || bytes > b.size - offset) {
+      return Status::Internal(fmt::format("buffer {:#x}: bytes [{}, +{}) asked again or past its {}", b.base, offset,
+                                          bytes, b.size));
+    }
+    if (b.copied == nullptr) PHOS_RETURN_IF_ERROR(EnqueueSoftCopy(capture, b));
+    copied = b.copied;
+    host = static_cast<const char*>(b.host);
+    ctx = capture.contexts[b.device];
+  }
+  {
+    driver::ContextScope scope(*driver_, ctx);
+    PHOS_CU_RETURN_IF_ERROR(driver_->error_text(), driver_->cuEventSynchronize(copied));
+  }
+  std::memcpy(dst, host + offset, bytes);
+  std::lock_guard lock(capture.mu);
+  SoftCopy& b = capture.buffers[index];
+  if (offset + bytes == b.size) {
+    // The writer has the whole buffer: its host copy goes.
+    driver::ContextScope scope(*driver_, ctx);
+    driver_->cuMemFreeHost(b.host);
+    b.host = nullptr;
+    b.taken = true;
+  }
+  return Status::Ok();
+}
+
+CUresult Session::CopyBeforeWrite(const ipc::RecordView& record) {
+  std::shared_ptr<SoftCapture> capture = soft_;
+  {
+    std::lock_guard lock(capture->mu);
+    if (capture->finished) {
+      capture.reset();
+    }
+  }
+  if (capture == nullptr) {
+    ReleaseSoftCapture();  // finished: nothing is copied for this call or any later one
+    return CUDA_SUCCESS;
+  }
+  // The buffers the call may write, and how it waits for their copies: its stream, or (a free,
+  // which zeroes the memory at once; a call that cannot be analysed) this thread.
+  std::vector<int> targets;
+  bool all = false;
+  bool on_host = false;
+  CUstream stream = nullptr;
+  const Op op = static_cast<Op>(record.header.opcode);
+  if (op == Op::kMemFree || op == Op::kMemFreeAsync) {
+    uint64_t ptr = 0;
+    if (ipc::PointerArgs a; op == Op::kMemFree && DecodeRecord(record, &a)) ptr = a.ptr;
+    if (ipc::StreamPointerArgs a; op == Op::kMemFreeAsync && DecodeRecord(record, &a)) ptr = a.ptr;
+    std::lock_guard lock(capture->mu);
+    if (int index = FindSoftCopy(capture->buffers, ptr); ptr != 0 && index >= 0) targets.push_back(index);
+    on_host = true;
+  } else {
+    AccessSets sets;
+    const Speculation speculation = Speculate(record, &sets, &stream);
+    if (speculation == Speculation::kNone) return CUDA_SUCCESS;
+    if (speculation == Speculation::kUnknown || !sets.complete()) {
+      // It may write anything.
+      all = true;
+      on_host = speculation == Speculation::kUnknown;
+    } else {
+      std::lock_guard lock(capture->mu);
+      for (const BufferRef& b : sets.write.buffers()) {
+        if (int index = FindSoftCopy(capture->buffers, b.base); index >= 0) targets.push_back(index);
+      }
+    }
+  }
+  std::vector<CUevent> waits;
+  {
+    std::lock_guard lock(capture->mu);
+    if (all) {
+      for (size_t i = 0; i < capture->buffers.size(); ++i) targets.push_back(static_cast<int>(i));
+    }
+    for (int index : targets) {
+      SoftCopy& b = capture->buffers[index];
+      if (b.taken) continue;
+      if (b.copied == nullptr) {
+        if (Status s = EnqueueSoftCopy(*capture, b); !s.ok()) {
+          PHOS_LOG_EVERY_SEC(Error, "capture", 1, "pid {}: copy of buffer {:#x} before a call writes it: {}", pid_,
+                             b.base, s.message());
+          return CUDA_ERROR_ILLEGAL_STATE;
+        }
+        ++capture->copied_before_write;
+      }
+      waits.push_back(b.copied);
+    }
+  }
+  // The events live until the capture is released, which only this thread does.
+  for (CUevent copied : waits) {
+    CUresult r = on_host ? driver_->cuEventSynchronize(copied) : driver_->cuStreamWaitEvent(stream, copied, 0);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+void Session::ReleaseSoftCapture() {
+  if (soft_ == nullptr) return;
+  std::shared_ptr<SoftCapture> capture = std::move(soft_);
+  std::lock_guard lock(capture->mu);
+  for (size_t d = 0; d < capture->streams.size(); ++d) {
+    driver::ContextScope scope(*driver_, capture->contexts[d]);
+    // Copies still in flight (a capture that failed part way) land before their memory goes.
+    driver_->cuStreamSynchronize(capture->streams[d]);
+  }
+  for (SoftCopy& b : capture->buffers) {
+    driver::ContextScope scope(*driver_, capture->contexts[b.device]);
+    if (b.copied != nullptr) driver_->cuEventDestroy(b.copied);
+    if (b.host != nullptr) driver_->cuMemFreeHost(b.host);
+    b.copied = nullptr;
+    b.host = nullptr;
+  }
+  for (size_t d = 0; d < capture->streams.size(); ++d) {
+    driver::ContextScope scope(*driver_, capture->contexts[d]);
+    driver_->cuStreamDestroy(capture->streams[d]);
+  }
+  capture->streams.clear();
+}
+
+}  // namespace phos::runtime

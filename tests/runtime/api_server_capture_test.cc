@@ -1,0 +1,133 @@
+// Captures of a session that runs on (docs/design.md D10): a soft copy-on-write capture holds every
+// buffer as it was at its point, whatever the session writes or frees once its calls run again.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <vector>
+
+#include "api_server_fixture.h"
+#include "phos/store/store.h"
+
+namespace phos::runtime {
+namespace {
+
+class ApiServerCaptureTest : public ApiServerSessionTest {
+ protected:
+  void SetUp() override {
+    ApiServerSessionTest::SetUp();
+    dir_ = "/tmp/phos-api-capture-store-" + std::to_string(getpid());
+    std::filesystem::remove_all(dir_);
+    auto store = store::Store::Open({.path = dir_});
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(*store);
+    Result<int> slot = server_->ClaimVaSlot();
+    ASSERT_TRUE(slot.ok()) << slot.status().ToString();
+    slot_ = *slot;
+    SessionPlan deploy;
+    deploy.va_slot = slot_;
+    deploy.function = "fn";
+    ASSERT_NO_FATAL_FAILURE(Open(server_->IssueToken(std::move(deploy))));
+  }
+  void TearDown() override {
+    ApiServerSessionTest::TearDown();
+    token_.clear();
+    store_.reset();
+    if (slot_ >= 0) server_->ReleaseVaSlot(slot_);
+    std::filesystem::remove_all(dir_);
+  }
+
+  uint64_t Alloc(uint64_t bytes) {
+    ipc::SizeArgs a{bytes};
+    uint64_t ptr = 0;
+    EXPECT_EQ(Call(ipc::Op::kMemAlloc, &a, sizeof(a), &ptr), CUDA_SUCCESS);
+    return ptr;
+  }
+  // Fills [ptr, ptr + bytes) with `value` and waits for it.
+  void Fill(uint64_t ptr, uint64_t bytes, uint8_t value) {
+    ipc::MemsetArgs m{.dst = ptr, .bytes = bytes, .stream = 0, .value = value, .element_bytes = 0};
+    Queue(ipc::Op::kMemset, &m, sizeof(m));
+    EXPECT_EQ(Call(ipc::Op::kDeviceSynchronize, nullptr, 0), CUDA_SUCCESS);
+  }
+  // The first `bytes` of the live buffer at `ptr`.
+  std::vector<uint8_t> Read(uint64_t ptr, uint64_t bytes) {
+    ipc::CopyArgs read{.dst = 0, .src = ptr, .bytes = bytes, .stream = 0};
+    EXPECT_EQ(Call(ipc::Op::kMemcpyDtoH, &read, sizeof(read)), CUDA_SUCCESS);
+    const auto* p = ring_->reply_payload();
+    return std::vector<uint8_t>(p, p + bytes);
+  }
+  // Each buffer of snapshot `version`, by device address: whether every byte is `value`.
+  std::map<uint64_t, int> Fills(uint64_t version) {
+    std::map<uint64_t, int> fills;
+    Result<store::Manifest> manifest = store_->LoadManifest("fn", version);
+    EXPECT_TRUE(manifest.ok()) << manifest.status().ToString();
+    if (!manifest.ok()) return fills;
+    for (size_t i = 0; i < manifest->buffers.size(); ++i) {
+      const store::Buffer& b = manifest->buffers[i];
+      std::vector<uint8_t> bytes(b.size);
+      EXPECT_TRUE(store_->ReadBuffer(*manifest, static_cast<int>(i), bytes.data()).ok());
+      const bool uniform = std::all_of(bytes.begin(), bytes.end(), [&](uint8_t v) { return v == bytes[0]; });
+      fills[b.device_address] = uniform ? bytes[0] : -1;
+    }
+    return fills;
+  }
+
+  std::string dir_;
+  std::unique_ptr<store::Store> store_;
+  int slot_ = -1;
+};
+
+TEST_F(ApiServerCaptureTest, ASoftCaptureHoldsEveryBufferAsItWasAtItsPointWhileTheSessionWritesOn) {
+  // 9 MiB: three pieces of the capture's copies.
+  const uint64_t big = Alloc(9u << 20);
+  const uint64_t small = Alloc(4096);
+  const uint64_t freed = Alloc(65536);
+  const uint64_t untouched = Alloc(65536);
+  Fill(big, 9u << 20, 0x11);
+  Fill(small, 4096, 0x22);
+  Fill(freed, 65536, 0x33);
+  Fill(untouched, 65536, 0x44);
+
+  bool at_point = false;
+  CaptureOptions options;
+  options.soft_cow = true;
+  // Called before the capture copies a byte: the session's calls run on from here, and what they
+  // write (or free) must be copied first, as it was at the point.
+  options.at_point = [&] {
+    at_point = true;
+    Fill(big, 9u << 20, 0x55);
+    Fill(small, 16, 0x66);  // part of a buffer: the whole buffer is copied first
+    ipc::PointerArgs free_args{freed};
+    EXPECT_EQ(Call(ipc::Op::kMemFree, &free_args, sizeof(free_args)), CUDA_SUCCESS);
+  };
+  Result<uint64_t> soft = server_->CaptureSession(token_, *store_, "fn", "ci", std::chrono::seconds(60), options);
+  ASSERT_TRUE(soft.ok()) << soft.status().ToString();
+  EXPECT_TRUE(at_point);
+  std::map<uint64_t, int> fills = Fills(*soft);
+  EXPECT_EQ(fills, (std::map<uint64_t, int>{{big, 0x11}, {small, 0x22}, {freed, 0x33}, {untouched, 0x44}}));
+
+  // The session went on with what it wrote.
+  EXPECT_EQ(Read(big + (8u << 20), 4), std::vector<uint8_t>(4, 0x55));
+  EXPECT_EQ(Read(small, 32), [] {
+    std::vector<uint8_t> v(32, 0x22);
+    std::fill(v.begin(), v.begin() + 16, 0x66);
+    return v;
+  }());
+  // A stop-the-world capture now holds it; a second soft capture too, the session idle meanwhile.
+  Result<uint64_t> stopped = server_->CaptureSession(token_, *store_, "fn", "ci", std::chrono::seconds(60));
+  ASSERT_TRUE(stopped.ok()) << stopped.status().ToString();
+  EXPECT_EQ(Fills(*stopped), (std::map<uint64_t, int>{{big, 0x55}, {small, -1}, {untouched, 0x44}}));
+  options.at_point = nullptr;
+  Result<uint64_t> again = server_->CaptureSession(token_, *store_, "fn", "ci", std::chrono::seconds(60), options);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(Fills(*again), Fills(*stopped));
+  // The session serves on after the soft captures ended.
+  Fill(untouched, 65536, 0x77);
+  EXPECT_EQ(Read(untouched, 8), std::vector<uint8_t>(8, 0x77));
+}
+
+}  // namespace
+}  // namespace phos::runtime

@@ -1,7 +1,8 @@
 // phos-fn: the command line client of phosd's HTTP API.
 //   phos-fn [--endpoint URL] deploy NAME EXECUTABLE [--instances N] [--max-instances N] [--gpus N]
 //                                   [--sample STRING | @FILE] [--sample-timeout-ms N] [--upload]
-//                                   [--invoke-token-sha256 HEX] [-- ARGS...]
+//                                   [--invoke-token-sha256 HEX] [--warmup STRING | @FILE [--warmup-count N]]
+//                                   [-- ARGS...]
 //   phos-fn [--endpoint URL] invoke NAME [--data STRING | --data @FILE] [--timeout-ms N]
 //                                   [--restore-mode MODE] [--timings]
 //   phos-fn [--endpoint URL] ls [--json]
@@ -202,6 +203,12 @@ void PrintDeployReport(const std::string& body) {
                 << (learned ? "\n" : "; the first-touch order will be learned from the first invocation\n");
     }
   }
+  if (auto warmed = j.find("warmed_up"); warmed != j.end() && warmed->is_object()) {
+    std::printf("warmed up in %.3f ms before the snapshot: %llu bytes at the entry point, %llu after the warm-up\n",
+                warmed->value("warmup_us", 0.0) / 1000.0,
+                static_cast<unsigned long long>(warmed->value("pre_entry_bytes", uint64_t{0})),
+                static_cast<unsigned long long>(warmed->value("warmed_bytes", uint64_t{0})));
+  }
   if (!j.value("contexts_ready", true)) {
     std::cout << "phosd is still making the contexts this function's cold starts lease\n";
   }
@@ -250,6 +257,13 @@ int main(int argc, char** argv) {
   std::string invoke_token_sha256;
   deploy->add_option("--invoke-token-sha256", invoke_token_sha256,
                      "SHA-256 (hex) of the token invocations of this function must bear (default: invoke is open)");
+  std::string warmup;
+  deploy->add_option("--warmup", warmup,
+                     "A request run on each freshly deployed instance before its snapshot is taken, so that cold "
+                     "starts begin warmed up (or @FILE)");
+  int warmup_count = 1;
+  deploy->add_option("--warmup-count", warmup_count, "How many times the warm-up request runs")
+      ->check(CLI::Range(1, 64));
   deploy->add_option("args", extra, "Arguments for the function (after --)");
 
   std::string data;
@@ -311,9 +325,10 @@ int main(int argc, char** argv) {
   if (!LoadToken(token_file)) return 1;
 
   if (*deploy) {
-    if (!ReadAtFile(&sample)) return 1;
+    if (!ReadAtFile(&sample) || !ReadAtFile(&warmup)) return 1;
     nlohmann::json spec = {{"name", name}, {"args", extra}, {"instances", instances}, {"gpus", gpus},
                            {"max_instances", max_instances}};
+    if (!warmup.empty()) spec["warmup"] = std::vector<std::string>(static_cast<size_t>(warmup_count), warmup);
     if (upload) {
       std::optional<std::string> artifact = Upload(endpoint, executable);
       if (!artifact) return 1;

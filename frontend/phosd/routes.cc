@@ -168,6 +168,11 @@ nlohmann::json DeployAnswer(const std::string& spec_json, const runtime::DeployO
     if (!d.sample.ok()) j["sample"]["error"] = d.sample.message();
   }
   j["contexts_ready"] = d.contexts_ready;
+  if (d.warmed_up) {
+    j["warmed_up"] = {{"pre_entry_bytes", d.pre_entry_bytes},
+                      {"warmed_bytes", d.warmed_bytes},
+                      {"warmup_us", d.warmup_time.count()}};
+  }
   return j;
 }
 
@@ -272,8 +277,9 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
   // body is a function spec (naming an "executable" under a functions directory, or an uploaded
   // "artifact"), plus an optional "sample_request" (a string) to record the order in which the
   // function first touches its buffers; X-Phos-Timeout-Ms is the sample's deadline. The answer
-  // (201) is the spec with "sample": {"ok", "first_touch_learned", "error"} when a sample ran, and
-  // "contexts_ready".
+  // (201) is the spec with "sample": {"ok", "first_touch_learned", "error"} when a sample ran,
+  // "contexts_ready", and with the spec's "warmup" requests "warmed_up": {"pre_entry_bytes",
+  // "warmed_bytes", "warmup_us"} (docs/design.md D10).
   PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/functions", [manager, executables](Request req, Responder out,
                                                                                             bool) {
     std::chrono::milliseconds sample_timeout;

@@ -1,5 +1,6 @@
 // Deploy (docs/design.md D5, D9): run a function to its entry point, capture its GPU state into a
 // snapshot and keep its CPU state; and the making of restored instances in each restore mode.
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <future>
@@ -77,8 +78,9 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
   // its own range (deploys of the same function share their chunks in the store).
   std::vector<Slot> slots;
   Status outcome;
+  DeployOutcome warmup;  // the first range's
   for (int i = 0; i < InstanceRanges(f->spec) && outcome.ok(); ++i) {
-    Result<Slot> slot = DeployOnce(f);
+    Result<Slot> slot = DeployOnce(f, i == 0 ? &warmup : nullptr);
     if (slot.ok()) {
       slots.push_back(*slot);
     } else {
@@ -139,6 +141,12 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
              options_.cpu_state->name());
   }
   DeployOutcome report = DeployFailed(outcome.WithContext("deploy '" + name + "'"));
+  if (deployed) {
+    report.warmed_up = warmup.warmed_up;
+    report.pre_entry_bytes = warmup.pre_entry_bytes;
+    report.warmed_bytes = warmup.warmed_bytes;
+    report.warmup_time = warmup.warmup_time;
+  }
   if (deployed && !sample_request.empty()) RunSample(f, std::move(sample_request), sample_timeout, &report);
   bool restores = false;  // its instances are restored into pooled contexts
   if (deployed) {
@@ -262,7 +270,7 @@ Result<size_t> InstanceManager::Impl::AcquireSlotLocked(const std::shared_ptr<Fu
   }
 }
 
-Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& f) {
+Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& f, DeployOutcome* report) {
   const FunctionSpec& spec = f->spec;
   GpuSessions& sessions = *options_.sessions;
   Slot slot;
@@ -317,7 +325,96 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
     return captured.status().WithContext("capture the CPU state");
   }
   slot.cpu = *captured;
+  if (!spec.warmup.empty()) {
+    if (Status warmed = WarmUp(f, &slot, report); !warmed.ok()) {
+      ReleaseSlots({slot});
+      return warmed;
+    }
+  }
   return slot;
+}
+
+Status InstanceManager::Impl::WarmUp(const std::shared_ptr<Function>& f, Slot* slot, DeployOutcome* report) {
+  const FunctionSpec& spec = f->spec;
+  GpuSessions& sessions = *options_.sessions;
+  std::string token;
+  if (slot->version == 0) {
+    token = sessions.IssueToken(spec.gpus, spec.name);  // no GPU state at the entry point
+  } else {
+    PHOS_ASSIGN_OR_RETURN(token, sessions.IssueRestoreToken(spec.name, slot->version, RestoreMode::kPhos, false,
+                                                            slot->va_slot, spec.gpus, false));
+  }
+  ipc::invoke::EnvList env = {{"PHOS_GPU_SOCKET", GpuSocketForFunctions()}, {"PHOS_INSTANCE_TOKEN", token}};
+  if (slot->version != 0) env.emplace_back(kSnapshotEnv, std::to_string(slot->version));
+  Result<SpawnedProcess> spawned = options_.cpu_state->Spawn(slot->cpu, env);
+  if (!spawned.ok()) {
+    sessions.EndSession(token);
+    return spawned.status().WithContext("warm up");
+  }
+  const SpawnedProcess proc = *spawned;
+  // The instance ends whatever happens: its range holds the warmed snapshot, or the deploy fails.
+  struct End {
+    InstanceManager::Impl* self;
+    const SpawnedProcess& proc;
+    const std::string& token;
+    ~End() {
+      shutdown(proc.channel_fd, SHUT_RDWR);
+      EndInstanceProcess(proc.pid, self->options_.stop_grace);
+      close(proc.channel_fd);
+      self->options_.sessions->EndSession(token);
+    }
+  } end{this, proc, token};
+  const Clock::time_point deadline = Clock::now() + options_.start_timeout;
+  auto next_frame = [&]() -> Result<ipc::invoke::Frame> {
+    int ready = WaitReadable(proc.channel_fd, stop_fd_, deadline);
+    if (ready < 0) return Status::FailedPrecondition("phosd is shutting down");
+    if (ready == 0) return Status::Timeout(fmt::format("no answer within {} ms", options_.start_timeout.count()));
+    return ipc::invoke::ReadFrame(proc.channel_fd);
+  };
+  Result<ipc::invoke::Frame> hello = next_frame();
+  if (!hello.ok() || hello->kind != ipc::invoke::FrameKind::kReady) {
+    return Status::Unavailable("the restored instance did not start: " +
+                               (hello.ok() ? "unexpected frame" : hello.status().message()))
+        .WithContext("warm up");
+  }
+  const Clock::time_point warm_start = Clock::now();
+  for (size_t i = 0; i < spec.warmup.size(); ++i) {
+    PHOS_RETURN_IF_ERROR(ipc::invoke::WriteFrame(proc.channel_fd, ipc::invoke::FrameKind::kRequest, spec.warmup[i])
+                             .WithContext(fmt::format("warm-up request {}", i + 1)));
+    Result<ipc::invoke::Frame> answer = next_frame();
+    while (answer.ok() && answer->kind == ipc::invoke::FrameKind::kPiece) answer = next_frame();
+    if (!answer.ok()) return answer.status().WithContext(fmt::format("warm-up request {}", i + 1));
+    if (answer->kind == ipc::invoke::FrameKind::kError) {
+      return ipc::invoke::DecodeError(answer->payload).WithContext(fmt::format("warm-up request {} failed", i + 1));
+    }
+    if (answer->kind != ipc::invoke::FrameKind::kResponse) {
+      return Status::Unavailable(fmt::format("warm-up request {}: the function answered frame kind {}", i + 1,
+                                             static_cast<int>(answer->kind)));
+    }
+  }
+  const auto warm_time = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - warm_start);
+  // Checkpointed where it stands, as a running instance is (instance_checkpoint.cc).
+  Result<CpuStateRef> kept = options_.cpu_state->CaptureRunning({proc.pid, proc.channel_fd, proc.log_path});
+  if (!kept.ok()) return kept.status().WithContext("warm up: keep the warmed instance's CPU state");
+  const CpuStateRef cpu = *kept;
+  Result<uint64_t> version = sessions.Capture(token, spec.name, {});
+  if (!version.ok() && version.status().code() != StatusCode::kNotFound) {
+    options_.cpu_state->Release(cpu).IgnoreError();
+    return version.status().WithContext("warm up: capture the warmed instance's GPU state");
+  }
+  const uint64_t pre_entry = slot->version;
+  slot->deployed = slot->cpu;
+  slot->cpu = cpu;
+  slot->version = version.ok() ? *version : 0;
+  if (report != nullptr) {
+    report->warmed_up = true;
+    report->pre_entry_bytes = pre_entry == 0 ? 0 : sessions.SnapshotBytes(spec.name, pre_entry);
+    report->warmed_bytes = slot->version == 0 ? 0 : sessions.SnapshotBytes(spec.name, slot->version);
+    report->warmup_time = warm_time;
+  }
+  PHOS_LOG(Info, "instances", "'{}' warmed up in range {} ({} requests, {:.1f} ms): v{} replaces v{}", spec.name,
+           slot->va_slot, spec.warmup.size(), warm_time.count() / 1000.0, slot->version, pre_entry);
+  return Status::Ok();
 }
 
 Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr<Function>& f, Instance& inst,

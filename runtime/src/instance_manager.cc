@@ -44,6 +44,7 @@ int WaitReadable(int fd, int stop_fd, Clock::time_point deadline) {
 Result<uint64_t> GpuSessions::Capture(const std::string&, const std::string&, const CaptureOptions&) {
   return Status::NotSupported("these GPU sessions keep no snapshots");
 }
+uint64_t GpuSessions::SnapshotBytes(const std::string&, uint64_t) { return 0; }
 Result<int> GpuSessions::ClaimVaSlot() { return Status::NotSupported("these GPU sessions keep no snapshots"); }
 void GpuSessions::ReleaseVaSlot(int) {}
 Result<std::string> GpuSessions::IssueRestoreToken(const std::string&, uint64_t, RestoreMode, bool, int, int, bool) {

@@ -232,7 +232,14 @@ class InstanceManager::Impl {
   // Runs the deploy's sample request on a restored instance (sample_ran, sample, first_touch_learned).
   void RunSample(const std::shared_ptr<Function>& f, std::string request, std::chrono::milliseconds timeout,
                  DeployOutcome* outcome);
-  Result<Slot> DeployOnce(const std::shared_ptr<Function>& f);
+  // Runs `f` to its entry point in an instance range of its own and captures it there; with
+  // warm-up requests, the range's snapshot and template are then those of an instance that served
+  // them (WarmUp). `report` (may be null) gets what the warm-up did.
+  Result<Slot> DeployOnce(const std::shared_ptr<Function>& f, DeployOutcome* report);
+  // Restores an instance in `slot`'s range, runs the spec's warm-up requests on it and checkpoints
+  // it there: the slot then restores from that checkpoint (its deploy's template kept parked as
+  // Slot::deployed). The instance is ended either way.
+  Status WarmUp(const std::shared_ptr<Function>& f, Slot* slot, DeployOutcome* report);
   // Releases the templates and instance ranges of `slots` (outside mu_).
   void ReleaseSlots(const std::vector<Slot>& slots);
   // A free slot of `f` for instance `inst` (counted live already). For an instance restored for

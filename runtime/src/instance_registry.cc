@@ -73,6 +73,7 @@ nlohmann::json ToJson(const FunctionSpec& spec) {
     if (spec.limits.*f.value != 0) limits[f.name] = spec.limits.*f.value;
   }
   if (!spec.invoke_token_sha256.empty()) j["invoke_token_sha256"] = spec.invoke_token_sha256;
+  if (!spec.warmup.empty()) j["warmup"] = spec.warmup;
   return j;
 }
 
@@ -139,6 +140,13 @@ Result<FunctionSpec> FromJson(const nlohmann::json& j) {
     spec.network = n->get<bool>();
   }
   if (auto limits = j.find("limits"); limits != j.end()) PHOS_RETURN_IF_ERROR(LimitsFromJson(*limits, &spec.limits));
+  if (auto warmup = j.find("warmup"); warmup != j.end()) {
+    if (!warmup->is_array()) return Status::InvalidArgument("field 'warmup' must be an array of strings (requests)");
+    for (const auto& w : *warmup) {
+      if (!w.is_string()) return Status::InvalidArgument("field 'warmup' must be an array of strings (requests)");
+      spec.warmup.push_back(w.get<std::string>());
+    }
+  }
   return spec;
 }
 
@@ -186,6 +194,14 @@ Status ValidateFunctionSpec(const FunctionSpec& spec) {
   if (!spec.invoke_token_sha256.empty() && !IsSha256Hex(spec.invoke_token_sha256)) {
     return Status::InvalidArgument("function '" + spec.name +
                                    "': invoke_token_sha256 must be a SHA-256 as 64 lowercase hex digits");
+  }
+  size_t warmup_bytes = 0;
+  for (const std::string& w : spec.warmup) warmup_bytes += w.size();
+  if (spec.warmup.size() > kMaxWarmupRequests || warmup_bytes > kMaxWarmupBytes) {
+    return Status::InvalidArgument("function '" + spec.name + "': at most " + std::to_string(kMaxWarmupRequests) +
+                                   " warm-up requests of " + std::to_string(kMaxWarmupBytes >> 20) +
+                                   " MiB in all, not " + std::to_string(spec.warmup.size()) + " of " +
+                                   std::to_string(warmup_bytes) + " bytes");
   }
   for (const LimitField& f : kLimitFields) {
     const int64_t value = spec.limits.*f.value;

@@ -62,6 +62,14 @@ Result<uint64_t> SnapshotSessions::Capture(const std::string& token, const std::
   return version;
 }
 
+uint64_t SnapshotSessions::SnapshotBytes(const std::string& function, uint64_t version) {
+  Result<std::shared_ptr<const store::Manifest>> manifest = Manifest(function, version);
+  if (!manifest.ok()) return 0;
+  uint64_t bytes = 0;
+  for (const store::Buffer& b : (*manifest)->buffers) bytes += b.size;
+  return bytes;
+}
+
 Result<std::shared_ptr<const store::Manifest>> SnapshotSessions::Manifest(const std::string& function,
                                                                           uint64_t version) {
   std::lock_guard lock(mu_);

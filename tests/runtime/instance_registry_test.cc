@@ -180,5 +180,35 @@ TEST(FunctionSpecTest, ParseAndValidate) {
             StatusCode::kInvalidArgument);
 }
 
+// Warm-up requests (post-warm-up snapshots): strings, kept with the spec, within their bounds.
+TEST(FunctionSpecTest, WarmUpRequestsAreStringsWithinTheirBoundsAndKept) {
+  auto spec = ParseFunctionSpecJson(std::string(R"({"name":"w","executable":")") + PHOS_PROBE_FN +
+                                    R"(","warmup":["one","two"]})");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->warmup, (std::vector<std::string>{"one", "two"}));
+  EXPECT_TRUE(ValidateFunctionSpec(*spec).ok());
+  auto again = ParseFunctionSpecJson(FunctionSpecToJson(*spec));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->warmup, spec->warmup);
+  // Without warm-up requests, the JSON names none (a registry read by a phosd that knows none).
+  spec->warmup.clear();
+  EXPECT_EQ(FunctionSpecToJson(*spec).find("warmup"), std::string::npos);
+  for (const char* bad : {R"("warmup":"one")", R"("warmup":[1])", R"("warmup":[["one"]])"}) {
+    SCOPED_TRACE(bad);
+    auto parsed = ParseFunctionSpecJson(std::string(R"({"name":"w","executable":"/bin/true",)") + bad + "}");
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  }
+  FunctionSpec many{"w", PHOS_PROBE_FN, {}, {}, 1};
+  many.warmup.assign(kMaxWarmupRequests, "x");
+  EXPECT_TRUE(ValidateFunctionSpec(many).ok());
+  many.warmup.push_back("x");
+  EXPECT_EQ(ValidateFunctionSpec(many).code(), StatusCode::kInvalidArgument);
+  FunctionSpec large{"w", PHOS_PROBE_FN, {}, {}, 1};
+  large.warmup = {std::string(kMaxWarmupBytes, 'x'), "y"};
+  Status too_large = ValidateFunctionSpec(large);
+  EXPECT_EQ(too_large.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_large.message().find("warm-up requests"), std::string::npos) << too_large.message();
+}
+
 }  // namespace
 }  // namespace phos::runtime

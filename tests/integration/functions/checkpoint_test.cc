@@ -125,6 +125,41 @@ TEST_F(CheckpointTest, AnInstanceRestoredFromASoftCopyOnWriteCheckpointGoesOnFro
   RestoresGoOnFromTheCheckpoint("soft-cow");
 }
 
+// Post-warm-up snapshots: every instance range is checkpointed after the warm-up requests ran
+// there, so every instance, warm or restored for a request, starts warmed up.
+TEST_F(CheckpointTest, ADeployWithWarmUpRequestsRestoresInstancesThatServedThem) {
+  CommandResult deployed =
+      PhosFn({"deploy", "stateful", PHOS_STATEFUL_FUNCTION, "--instances", "1", "--max-instances", "1", "--warmup", "5",
+              "--warmup-count", "2", "--", "--elements", std::to_string(kElements)});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
+  EXPECT_NE(deployed.out.find("warmed up in"), std::string::npos) << deployed.out;
+  EXPECT_NE(deployed.out.find(std::to_string(kElements * 4) + " bytes at the entry point, " +
+                              std::to_string(kElements * 4) + " after the warm-up"),
+            std::string::npos)
+      << deployed.out;
+  ASSERT_NE(SoleIdleInstance("stateful"), 0u);
+  HttpResponse r = InvokeInMode("stateful", "1", "warm");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, Expected(3, 11));
+  // Both ranges: the spare one, then the first again.
+  for (int i = 0; i < 2; ++i) {
+    r = InvokeInMode("stateful", "1", "phos");
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.body, Expected(3, 11));
+    EXPECT_EQ(r.Number("x-phos-speculation-misses"), 0);
+    ASSERT_NE(SoleIdleInstance("stateful"), 0u);
+  }
+  // A warm-up the function refuses fails the deploy, saying why; nothing is registered.
+  CommandResult refused = PhosFn({"deploy", "refused", PHOS_STATEFUL_FUNCTION, "--warmup", "not a number", "--",
+                                  "--elements", std::to_string(kElements)});
+  EXPECT_NE(refused.exit_code, 0) << refused.out;
+  nlohmann::json listed = nlohmann::json::parse(
+      ::phos::testing::Run({"/usr/bin/curl", "-s", endpoint() + "/v1/functions"}).out, nullptr, false);
+  ASSERT_TRUE(listed.contains("functions")) << listed.dump();
+  for (const auto& f : listed["functions"]) EXPECT_NE(f.value("name", ""), "refused");
+  EXPECT_NE(PhosdLog().find("warm-up request 1 failed"), std::string::npos);
+}
+
 TEST_F(CheckpointTest, BadCheckpointRequestsGetClearErrorsAndTheInstanceServesOn) {
   CommandResult deployed = PhosFn({"deploy", "stateful", PHOS_STATEFUL_FUNCTION, "--instances", "1", "--",
                                    "--elements", std::to_string(kElements)});

@@ -73,6 +73,8 @@ class GpuSessions {
   // Blocks until the token's restore is prepared (stop-the-world: all copied).
   virtual Status WaitPrepared(const std::string& token, std::chrono::milliseconds timeout);
   virtual SessionTimeline Timeline(const std::string& token);
+  // The bytes of the buffers of `function`'s snapshot `version`; 0 when there is none.
+  virtual uint64_t SnapshotBytes(const std::string& function, uint64_t version);
   // Whether `function`'s snapshot `version` has a recorded first-touch order.
   virtual bool HasFirstTouch(const std::string& function, uint64_t version);
   // Persists the first-touch order and the access classes (read-only: no call's write set named
@@ -144,6 +146,13 @@ struct DeployOutcome {
   // When the deploy answered, the context pool held what the function's restores may lease at once
   // (false: it was still making them, or could make no more).
   bool contexts_ready = false;
+  // Post-warm-up snapshots (FunctionSpec::warmup), of the first instance range: the buffer bytes of
+  // its snapshot at the entry point and after the warm-up, and how long the warm-up requests took
+  // there (what a cold start no longer spends on them).
+  bool warmed_up = false;
+  uint64_t pre_entry_bytes = 0;
+  uint64_t warmed_bytes = 0;
+  std::chrono::microseconds warmup_time{0};
 };
 
 struct InvokeOutcome {

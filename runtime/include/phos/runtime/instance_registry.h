@@ -32,6 +32,11 @@ struct FunctionSpec {
   // only the digest is kept, so the registry holds no usable secret. Empty: invoke is open to
   // whoever reaches phosd's listener. Default: empty.
   std::string invoke_token_sha256;
+  // Requests run, in order, on each instance range's instance right after it is deployed, before
+  // its snapshot is taken (post-warm-up snapshots, docs/design.md D10): what the function builds
+  // lazily (caches, tuned kernels, captured graphs) is then in every instance it restores. At most
+  // kMaxWarmupRequests, kMaxWarmupBytes in all. Default: none.
+  std::vector<std::string> warmup;
   // The sandboxed instance may open network connections (the host's network); otherwise it has
   // a network namespace of its own with only a loopback device. Default: false.
   bool network = false;
@@ -53,6 +58,9 @@ struct FunctionSpec {
     int64_t session_module_mib = 0;
   } limits;
 };
+
+inline constexpr size_t kMaxWarmupRequests = 64;
+inline constexpr size_t kMaxWarmupBytes = size_t{16} << 20;
 
 // spec.max_instances, or spec.instances when it is 0; at least 1.
 inline int MaxInstances(const FunctionSpec& spec) {

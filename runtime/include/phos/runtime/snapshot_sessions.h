@@ -71,6 +71,7 @@ class SnapshotSessions final : public GpuSessions {
   void ReleaseVaSlot(int slot) override { server_->ReleaseVaSlot(slot); }
   Result<uint64_t> Capture(const std::string& token, const std::string& function,
                            const CaptureOptions& options) override;
+  uint64_t SnapshotBytes(const std::string& function, uint64_t version) override;
   Result<std::string> IssueRestoreToken(const std::string& function, uint64_t version, RestoreMode mode, bool learn,
                                         int va_slot, int gpus, bool urgent) override;
   Status WaitPrepared(const std::string& token, std::chrono::milliseconds timeout) override;

@@ -1,0 +1,231 @@
+// The stall a checkpoint of a running instance costs it (docs/design.md D10), by mode and size:
+// mlp of each size is deployed with one instance, which serves warm requests back to back while a
+// checkpoint of it is taken. For every checkpoint the report gives the time the instance served
+// nothing for it (phosd's `stall_us`), the worst first-byte latency of the requests that overlapped
+// the checkpoint minus the median without one (the stall its callers saw), and the checkpoint's
+// whole duration. Target (issue 14): the soft modes' stall at most 10% of stop-the-world's at 1 GiB
+// and more. Times are modelled (wall / time scale), as in the other benchmarks.
+//
+//   checkpoint_bench [--sizes 256,1024,4096] [--repetitions 3] [--baseline 10] [--report PATH | --no-report]
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "phosd_harness.h"
+#include "report.h"
+
+namespace phos::bench {
+namespace {
+
+constexpr int kLayers = 4;
+constexpr const char* kModes[] = {"stop-the-world", "soft-cow"};
+
+struct Options {
+  std::vector<int> sizes_mib{256, 1024, 4096};
+  int repetitions = 3;
+  int baseline = 10;
+  std::string report = PHOS_SOURCE_DIR "/docs/benchmarks.md";
+};
+
+struct ModeResult {
+  std::string mode;
+  std::vector<double> stall_ms;     // phosd's: the instance served nothing
+  std::vector<double> seen_ms;      // worst overlapping request's first byte minus the baseline
+  std::vector<double> total_ms;     // the checkpoint, start to committed
+  std::vector<double> requests;     // requests served during each checkpoint
+};
+
+struct SizeResult {
+  int size_mib = 0;
+  double baseline_ms = 0;  // median first byte of a warm request without a checkpoint
+  std::vector<ModeResult> modes;
+};
+
+class CheckpointBench {
+ public:
+  CheckpointBench(const Options& o, Daemon* d, double scale) : o_(o), d_(d), scale_(scale) {}
+
+  Result<SizeResult> Measure(int size_mib) {
+    SizeResult r;
+    r.size_mib = size_mib;
+    const std::string name = fmt::format("mlp-{}", size_mib);
+    std::printf("\n== mlp %d MiB\n", size_mib);
+    std::fflush(stdout);
+    PHOS_RETURN_IF_ERROR(PhosFn({"deploy", name, PHOS_MLP_FUNCTION, "--instances", "1", "--sample", "{\"seed\": 1}",
+                                 "--", "--size-mib", std::to_string(size_mib), "--layers", std::to_string(kLayers)})
+                             .status()
+                             .WithContext("deploy " + name));
+    PHOS_RETURN_IF_ERROR(d_->WaitSettled(name, std::chrono::minutes(10)));
+    std::vector<double> quiet;
+    for (int i = 0; i < o_.baseline; ++i) {
+      PHOS_ASSIGN_OR_RETURN(double ms, WarmFirstByte(name, i));
+      quiet.push_back(ms);
+    }
+    r.baseline_ms = Median(quiet);
+    std::printf("warm first byte without a checkpoint: %.3f ms (median of %d)\n", r.baseline_ms, o_.baseline);
+    for (const char* mode : kModes) {
+      ModeResult m;
+      m.mode = mode;
+      for (int rep = 0; rep < o_.repetitions; ++rep) PHOS_RETURN_IF_ERROR(Once(name, r.baseline_ms, &m));
+      std::printf("%-15s stall %.3f ms, seen %.3f ms, checkpoint %.3f ms (medians of %d)\n", mode, Median(m.stall_ms),
+                  Median(m.seen_ms), Median(m.total_ms), o_.repetitions);
+      std::fflush(stdout);
+      r.modes.push_back(std::move(m));
+    }
+    PHOS_RETURN_IF_ERROR(PhosFn({"rm", name}).status().WithContext("remove " + name));
+    return r;
+  }
+
+ private:
+  Result<std::string> PhosFn(std::vector<std::string> args) {
+    std::vector<std::string> argv = {PHOS_PHOS_FN, "--endpoint", d_->endpoint(), "--token-file",
+                                     d_->data_dir() + "/admin.token"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return Run(argv);
+  }
+
+  // One warm request's first byte, modelled ms, from phosd's stage header.
+  Result<double> WarmFirstByte(const std::string& name, int seed) {
+    PHOS_ASSIGN_OR_RETURN(HttpResponse r, Http(d_->endpoint() + "/v1/functions/" + name + "/invoke",
+                                               fmt::format("{{\"seed\": {}}}", seed), {"X-Phos-Restore-Mode: warm"}));
+    if (r.status != 200) return Status::Unavailable(fmt::format("warm request: HTTP {}: {}", r.status, r.body));
+    std::optional<double> ms = StageMs(r, "first-byte", scale_);
+    if (!ms) return Status::Internal("warm request without X-Phos-Stage-First-Byte-Us");
+    return *ms;
+  }
+
+  // One checkpoint in `m.mode` while warm requests run back to back.
+  Status Once(const std::string& name, double baseline_ms, ModeResult* m) {
+    std::atomic<bool> done{false};
+    Result<HttpResponse> answer = Status::Unavailable("no answer");
+    // The requests start first: the checkpoint is taken between two of them.
+    std::vector<double> during;
+    Status serving;
+    std::thread requests([&] {
+      for (int seed = 100; !done.load(); ++seed) {
+        Result<double> ms = WarmFirstByte(name, seed);
+        if (!ms.ok()) {
+          serving = ms.status();
+          return;
+        }
+        during.push_back(*ms);
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a request under way (not an assertion)
+    answer = Http(d_->endpoint() + "/v1/functions/" + name + "/checkpoint",
+                  nlohmann::json{{"mode", m->mode}}.dump(), {"Content-Type: application/json"});
+    // One more request after the checkpoint's answer: a stop-the-world stall ends in it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    done = true;
+    requests.join();
+    PHOS_RETURN_IF_ERROR(serving.WithContext("warm requests during a checkpoint"));
+    PHOS_RETURN_IF_ERROR(answer.status());
+    if (answer->status != 201) {
+      return Status::Unavailable(fmt::format("checkpoint ({}): HTTP {}: {}", m->mode, answer->status, answer->body));
+    }
+    nlohmann::json j = nlohmann::json::parse(answer->body, nullptr, false);
+    if (j.is_discarded() || !j.contains("stall_us") || !j.contains("total_us")) {
+      return Status::Internal("checkpoint answer without stall_us and total_us: " + answer->body);
+    }
+    if (during.empty()) return Status::Internal("no request was served during the checkpoint");
+    m->stall_ms.push_back(j["stall_us"].get<double>() / 1000.0 / scale_);
+    m->total_ms.push_back(j["total_us"].get<double>() / 1000.0 / scale_);
+    m->seen_ms.push_back(std::max(0.0, *std::max_element(during.begin(), during.end()) - baseline_ms));
+    m->requests.push_back(static_cast<double>(during.size()));
+    return Status::Ok();
+  }
+
+  const Options& o_;
+  Daemon* d_;
+  double scale_;
+};
+
+std::string Markdown(const std::vector<SizeResult>& results, const std::string& command, const PhosSimConfig& config) {
+  std::string md = fmt::format(
+      "### Checkpoints of a running instance: the stall it sees ({} profile, time scale {:g})\n\n"
+      "`{}` — {}. mlp ({} layers) of each size with one warm instance serving requests back to back while a "
+      "checkpoint of it is taken; medians over the repetitions, modelled ms (wall / time scale). *stall*: the time "
+      "the instance served nothing for the checkpoint (phosd's `stall_us`); *seen*: the worst first byte of the "
+      "requests that overlapped the checkpoint minus the median without one; *checkpoint*: start to committed. "
+      "Target: the soft modes' stall at most 10% of stop-the-world's at 1 GiB and more.\n\n"
+      "| size | mode | stall (ms) | seen (ms) | checkpoint (ms) | requests during | soft / stop-the-world stall | target |\n"
+      "|---:|---|---:|---:|---:|---:|---:|---|\n",
+      config.profile, config.time_scale, command, NowUtc(), kLayers);
+  for (const SizeResult& r : results) {
+    const double stw = r.modes.empty() ? 0 : Median(r.modes[0].stall_ms);
+    for (const ModeResult& m : r.modes) {
+      const bool soft = m.mode != "stop-the-world";
+      const double ratio = stw > 0 ? Median(m.stall_ms) / stw : 0;
+      std::string target = !soft || r.size_mib < 1024 ? "" : ratio <= 0.10 ? "met" : fmt::format("**missed** ({:.2f})", ratio);
+      md += fmt::format("| {} MiB | {} | {:.3f} | {:.3f} | {:.3f} | {:.0f} | {} | {} |\n", r.size_mib, m.mode,
+                        Median(m.stall_ms), Median(m.seen_ms), Median(m.total_ms), Median(m.requests),
+                        soft ? fmt::format("{:.3f}", ratio) : "", target);
+    }
+  }
+  md += "\nWarm first byte without a checkpoint: ";
+  for (size_t i = 0; i < results.size(); ++i) {
+    md += fmt::format("{}{} MiB {:.3f} ms", i == 0 ? "" : ", ", results[i].size_mib, results[i].baseline_ms);
+  }
+  md += ".\n";
+  return md;
+}
+
+int Main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"checkpoint_bench: the stall checkpoints of a running instance cost it"};
+  std::string sizes = "256,1024,4096";
+  app.add_option("--sizes", sizes, "mlp sizes in MiB, comma-separated");
+  app.add_option("--repetitions", o.repetitions, "Checkpoints per mode and size")->check(CLI::Range(1, 100));
+  app.add_option("--baseline", o.baseline, "Warm requests measured without a checkpoint")->check(CLI::Range(1, 1000));
+  app.add_option("--report", o.report, "The file whose section this run replaces");
+  bool no_report = false;
+  app.add_flag("--no-report", no_report, "Print only");
+  CLI11_PARSE(app, argc, argv);
+  if (no_report) o.report.clear();
+  Result<std::vector<int>> parsed = ParsePositiveList("--sizes", sizes);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "checkpoint_bench: %s\n", parsed.status().message().c_str());
+    return 2;
+  }
+  o.sizes_mib = *parsed;
+  Result<SimDevice> device = OpenSimDevice();
+  if (!device.ok()) {
+    std::fprintf(stderr, "checkpoint_bench: %s\n", device.status().message().c_str());
+    return 1;
+  }
+  const int largest = *std::max_element(o.sizes_mib.begin(), o.sizes_mib.end());
+  // The instance, its spare range and a capture's pinned host copies, with room to spare.
+  setenv("PHOS_SIMGPU_PREFAULT", fmt::format("{}M", largest * 3).c_str(), /*overwrite=*/0);
+  Daemon daemon;
+  Status status = daemon.Start("checkpoint-bench", {});
+  std::vector<SizeResult> results;
+  CheckpointBench bench(o, &daemon, device->config.time_scale);
+  for (int size : o.sizes_mib) {
+    if (!status.ok()) break;
+    Result<SizeResult> r = bench.Measure(size);
+    if (r.ok()) {
+      results.push_back(std::move(*r));
+    } else {
+      status = r.status().WithContext(fmt::format("mlp {} MiB", size));
+    }
+  }
+  daemon.Stop();
+  if (!status.ok()) {
+    std::fprintf(stderr, "checkpoint_bench: %s (phosd log: %s)\n", status.ToString().c_str(), daemon.log_path().c_str());
+    return 1;
+  }
+  std::string md = Markdown(results, CommandLine(argc, argv), device->config);
+  std::printf("\n%s", md.c_str());
+  if (!o.report.empty()) WriteSection(o.report, std::string("checkpoint-") + device->config.profile, md);
+  daemon.RemoveDirectories();
+  return 0;
+}
+
+}  // namespace
+}  // namespace phos::bench
+
+int main(int argc, char** argv) { return phos::bench::Main(argc, argv); }

@@ -75,6 +75,7 @@ Status DriverTable::Resolve(GpuKind kind, const std::string& driver, const std::
   PHOS_RESOLVE_OPTIONAL(phosSimGetConfig)
   PHOS_RESOLVE_OPTIONAL(phosSimGetStats)
   PHOS_RESOLVE_OPTIONAL(phosSimModuleLoadDataSized)
+  PHOS_RESOLVE_OPTIONAL(phosSimGuardRangeWrites)
 #undef PHOS_RESOLVE_OPTIONAL
   if (phosSimGuardRange == nullptr || phosSimUnguardRange == nullptr || phosSimSetGuardHandler == nullptr ||
       phosSimWriteGuarded == nullptr) {
@@ -82,6 +83,7 @@ Status DriverTable::Resolve(GpuKind kind, const std::string& driver, const std::
     PHOS_SIM_GUARD_ENTRY_POINTS(PHOS_CLEAR_OPTIONAL)
 #undef PHOS_CLEAR_OPTIONAL
     phosSimMemcpyHtoDAsyncGuarded = nullptr;
+    phosSimGuardRangeWrites = nullptr;
   }
   error_text_.get_name = cuGetErrorName;
   error_text_.get_string = cuGetErrorString;

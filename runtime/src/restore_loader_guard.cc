@@ -1,5 +1,5 @@
-// The restore loader's validation side: one guard handler for the process dispatching simgpu's
-// guard faults to the loader whose units hold the address, and what a loader does with one.
+// The restore loader's validation side: what a loader does with a guard fault in its units
+// (dispatched to it by guard_clients.h's handler).
 #include <fmt/format.h>
 
 #include <string_view>
@@ -12,27 +12,6 @@
 namespace phos::runtime {
 namespace {
 
-// simgpu has one handler slot; loaders come and go.
-struct LoaderRegistry {
-  std::mutex mu;  // held while a handler runs, so a loader is never destroyed under it
-  std::vector<RestoreLoader::Impl*> loaders;
-};
-LoaderRegistry& Registry() {
-  static auto* registry = new LoaderRegistry();  // never destroyed: the guard thread outlives main
-  return *registry;
-}
-
-PhosSimGuardDecision OnGuardFault(void* /*user*/, CUdeviceptr address, const char* what) {
-  LoaderRegistry& r = Registry();
-  std::lock_guard lock(r.mu);
-  for (RestoreLoader::Impl* loader : r.loaders) {
-    if (loader->Owns(address)) return loader->OnFault(address, what);
-  }
-  PHOS_LOG_EVERY_SEC(Warn, "restore", 1, "guard fault at {:#x} by {} outside every restoring buffer", address,
-                     what);
-  return PHOS_SIM_GUARD_FAIL;
-}
-
 // Copies run on a copy engine that the faulting op may be holding: waiting for the loader's own
 // H2D copies could deadlock, so such misses are served from the CPU (phosSimWriteGuarded).
 // Kernels, memsets and "compute" ops run on the compute pool.
@@ -43,21 +22,14 @@ bool IsCopyEngineOp(std::string_view what) {
 }  // namespace
 
 Status RestoreLoader::Impl::RegisterForFaults() {
-  LoaderRegistry& r = Registry();
-  std::lock_guard lock(r.mu);
-  // Idempotent; set again by each loader in case something else replaced the process's handler.
-  PHOS_RETURN_IF_ERROR(driver::CuStatus(d_->phosSimSetGuardHandler(OnGuardFault, nullptr), "phosSimSetGuardHandler",
-                                d_->error_text()));
-  r.loaders.push_back(this);
+  PHOS_RETURN_IF_ERROR(RegisterGuardClient(*d_, this));
   registered_ = true;
   return Status::Ok();
 }
 
 void RestoreLoader::Impl::Unregister() {
   if (!registered_) return;
-  LoaderRegistry& r = Registry();
-  std::lock_guard lock(r.mu);
-  r.loaders.erase(std::remove(r.loaders.begin(), r.loaders.end(), this), r.loaders.end());
+  UnregisterGuardClient(this);
   registered_ = false;
 }
 

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "guard_clients.h"
 #include "phos/runtime/restore_loader.h"
 #include "phos/store/dram_tier.h"
 
@@ -41,7 +42,7 @@ CUresult ForEachPiece(CUdeviceptr dst, const void* src, size_t bytes, uint64_t g
   return CUDA_SUCCESS;
 }
 
-class RestoreLoader::Impl {
+class RestoreLoader::Impl final : public GuardClient {
  public:
   struct Chunk {
     store::ChunkRef ref;
@@ -110,8 +111,8 @@ class RestoreLoader::Impl {
 
   Status Init(const RestoreLoaderOptions& o);
   Result<CUevent> Require(int index);
-  PhosSimGuardDecision OnFault(CUdeviceptr address, const char* what);
-  bool Owns(CUdeviceptr address) const { return UnitOf(address) >= 0; }
+  PhosSimGuardDecision OnFault(CUdeviceptr address, const char* what) override;
+  bool Owns(CUdeviceptr address) const override { return UnitOf(address) >= 0; }
   int Find(CUdeviceptr address) const;
   bool IsResident(int index) const;
   Status Wait();

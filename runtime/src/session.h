@@ -37,6 +37,7 @@
 #include "phos/runtime/trusted_modules.h"
 #include "phos/runtime/va_allocator.h"
 #include "collective_watch.h"
+#include "guard_clients.h"
 #include "host_fn_gates.h"
 #include "restore_state.h"
 #include "session_graphs.h"
@@ -261,23 +262,41 @@ class Session {
   Result<CaptureRequest> DescribeForCapture(const std::string& function, const std::string& device_profile);
 
   // ---- soft copy-on-write captures (session_soft_capture.cc, docs/design.md D10) ----
-  // One buffer of a soft capture: its bytes as of the capture's point, once `copied` completed.
+  // One buffer of a soft capture: its bytes as of the capture's point, once `copied` completed
+  // (or at once when `on_host`).
   struct SoftCopy {
     uint64_t base = 0;
     uint64_t size = 0;
     int device = 0;
     void* host = nullptr;       // pinned
     CUevent copied = nullptr;   // recorded after the copy's pieces: set once the copy is enqueued
+    bool on_host = false;       // copied by the guard handler, before a write speculation missed
     bool taken = false;         // the capture has its bytes (host freed)
   };
-  // Shared by the executor, which copies a buffer before a call writes it, and the capturing
-  // thread, which copies the others one by one and takes every buffer's bytes.
-  struct SoftCapture {
-    std::mutex mu;
+  // Shared by the executor, which copies a buffer before a call writes it, the capturing thread,
+  // which copies the others one by one and takes every buffer's bytes, and (on simgpu) the guard
+  // thread: the buffers not copied yet are guarded against writes, so that a write speculation
+  // missed is held until the buffer is copied.
+  struct SoftCapture final : GuardClient {
+    bool Owns(CUdeviceptr address) const override;
+    PhosSimGuardDecision OnFault(CUdeviceptr address, const char* what) override;
+
+    // Pages holding buffers, guarded together.
+    struct Unit {
+      uint64_t start = 0;
+      uint64_t bytes = 0;
+      std::vector<int> buffers;
+      bool guarded = false;
+    };
+    driver::DriverTable* driver = nullptr;
+    int pid = 0;
+    mutable std::mutex mu;
     std::vector<SoftCopy> buffers;   // in the capture request's order
+    std::vector<Unit> units;          // in address order
     std::vector<CUcontext> contexts;  // per session device
     std::vector<CUstream> streams;    // per session device: the lowest priority, copies in pieces
-    uint64_t copied_before_write = 0;
+    bool registered = false;          // a guard client
+    CaptureStats stats;
     bool finished = false;  // the capture ended: nothing more is copied
   };
   // At the point (on the executor, every call sent so far finished): the request with the module
@@ -288,7 +307,9 @@ class Session {
   };
   Result<SoftBegun> BeginSoftCapture(const std::string& function, const std::string& device_profile);
   // Enqueues the copy of `b` (the caller holds the capture's lock).
-  Status EnqueueSoftCopy(SoftCapture& capture, SoftCopy& b);
+  static Status EnqueueSoftCopy(driver::DriverTable& driver, SoftCapture& capture, SoftCopy& b);
+  // Guards the capture's buffers against writes where the driver can (simgpu).
+  static void GuardSoftCapture(driver::DriverTable& driver, SoftCapture& capture);
   // The capture request's read: buffer `index`'s bytes as of the point (the capturing thread).
   Status ReadSoftCopy(SoftCapture& capture, size_t index, uint64_t offset, void* dst, size_t bytes);
   // Before the executor runs `record`: every buffer it may write (or free) copied first, its stream

@@ -533,12 +533,18 @@ Result<uint64_t> Session::Capture(store::Store& store, const std::string& functi
   const std::shared_ptr<SoftCapture>& capture = soft->capture;
   if (options.at_point) options.at_point();
   Result<uint64_t> version = CaptureGpuState(soft->request, store);
+  CaptureStats stats;
   {
     std::lock_guard lock(capture->mu);
     capture->finished = true;  // the executor releases the rest at its next call or the session's end
+    stats = capture->stats;
   }
-  PHOS_LOG(Info, "capture", "pid {}: soft copy-on-write capture of {} {}: {} buffers copied before a call wrote them",
-           pid_, function, version.ok() ? fmt::format("v{}", *version) : "failed", capture->copied_before_write);
+  if (options.stats != nullptr) *options.stats = stats;
+  PHOS_LOG(Info, "capture",
+           "pid {}: soft copy-on-write capture of {} {}: {} buffers copied before a call wrote them, {} before a "
+           "write speculation missed",
+           pid_, function, version.ok() ? fmt::format("v{}", *version) : "failed", stats.copied_before_write,
+           stats.missed_writes);
   return version;
 }
 

@@ -6,6 +6,12 @@
 // the CPU does not wait. The capturing thread enqueues the other buffers' copies one at a time and
 // hands each buffer's bytes to the snapshot writer. Copies go in pieces of 4 MiB on streams of the
 // lowest priority, into pinned host memory held until the writer has taken the buffer.
+//
+// Validation (simgpu): the buffers are guarded against writes from the point on. A write that
+// speculation expected faults once its copy has landed (the call waited for it) and unguards the
+// buffer's pages; a write it missed (a kernel writing through a pointer table) faults before its
+// buffer was copied, and the guard handler copies the buffer from the host's view of the device
+// memory first, counts the miss and lets the write go on. Reads never fault.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -35,6 +41,8 @@ Result<Session::SoftBegun> Session::BeginSoftCapture(const std::string& function
   ReleaseSoftCapture();  // an earlier one, finished
   PHOS_ASSIGN_OR_RETURN(CaptureRequest request, DescribeForCapture(function, device_profile));
   auto capture = std::make_shared<SoftCapture>();
+  capture->driver = driver_;
+  capture->pid = pid_;
   soft_ = capture;
   auto fail = [&](Status why) {
     capture->finished = true;
@@ -78,6 +86,7 @@ Result<Session::SoftBegun> Session::BeginSoftCapture(const std::string& function
                       [](const SoftCopy& a, const SoftCopy& b) { return a.base < b.base; })) {
     return fail(Status::Internal("the capture's buffers are not in address order"));
   }
+  GuardSoftCapture(*driver_, *capture);
   request.read = [this, capture](size_t index, uint64_t offset, void* dst, size_t bytes) {
     return ReadSoftCopy(*capture, index, offset, dst, bytes);
   };
@@ -86,21 +95,92 @@ Result<Session::SoftBegun> Session::BeginSoftCapture(const std::string& function
   return SoftBegun{std::move(request), std::move(capture)};
 }
 
-Status Session::EnqueueSoftCopy(SoftCapture& capture, SoftCopy& b) {
-  driver::ContextScope scope(*driver_, capture.contexts[b.device]);
-  const driver::CuErrorText& text = driver_->error_text();
+Status Session::EnqueueSoftCopy(driver::DriverTable& driver, SoftCapture& capture, SoftCopy& b) {
+  driver::ContextScope scope(driver, capture.contexts[b.device]);
+  const driver::CuErrorText& text = driver.error_text();
   CUstream stream = capture.streams[b.device];
-  PHOS_CU_RETURN_IF_ERROR(text, driver_->cuMemHostAlloc(&b.host, b.size, 0));
+  PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemHostAlloc(&b.host, b.size, 0));
   for (uint64_t offset = 0; offset < b.size; offset += kPieceBytes) {
     const size_t piece = static_cast<size_t>(std::min(kPieceBytes, b.size - offset));
     PHOS_CU_RETURN_IF_ERROR(
-        text, driver_->cuMemcpyDtoHAsync(static_cast<char*>(b.host) + offset, b.base + offset, piece, stream));
+        text, driver.cuMemcpyDtoHAsync(static_cast<char*>(b.host) + offset, b.base + offset, piece, stream));
   }
   CUevent copied = nullptr;
-  PHOS_CU_RETURN_IF_ERROR(text, driver_->cuEventCreate(&copied, CU_EVENT_DISABLE_TIMING));
+  PHOS_CU_RETURN_IF_ERROR(text, driver.cuEventCreate(&copied, CU_EVENT_DISABLE_TIMING));
   b.copied = copied;
-  PHOS_CU_RETURN_IF_ERROR(text, driver_->cuEventRecord(copied, stream));
+  PHOS_CU_RETURN_IF_ERROR(text, driver.cuEventRecord(copied, stream));
   return Status::Ok();
+}
+
+void Session::GuardSoftCapture(driver::DriverTable& driver, SoftCapture& capture) {
+  if (driver.phosSimGuardRangeWrites == nullptr) return;  // NVIDIA's driver: no validation
+  constexpr uint64_t kPage = 4096;
+  for (size_t i = 0; i < capture.buffers.size(); ++i) {
+    const SoftCopy& b = capture.buffers[i];
+    const uint64_t start = b.base / kPage * kPage;
+    const uint64_t end = (b.base + b.size + kPage - 1) / kPage * kPage;
+    if (!capture.units.empty() && start < capture.units.back().start + capture.units.back().bytes) {
+      SoftCapture::Unit& u = capture.units.back();  // shares a page with the previous buffer
+      u.bytes = std::max(u.start + u.bytes, end) - u.start;
+      u.buffers.push_back(static_cast<int>(i));
+    } else {
+      capture.units.push_back({.start = start, .bytes = end - start, .buffers = {static_cast<int>(i)}});
+    }
+  }
+  if (Status s = RegisterGuardClient(driver, &capture); !s.ok()) {
+    PHOS_LOG(Warn, "capture", "pid {}: soft capture without validation: {}", capture.pid, s.message());
+    capture.units.clear();
+    return;
+  }
+  capture.registered = true;
+  std::lock_guard lock(capture.mu);
+  for (SoftCapture::Unit& u : capture.units) {
+    // Refused for memory that is not read-write (read-only shared weights: no call writes them).
+    u.guarded = driver.phosSimGuardRangeWrites(u.start, u.bytes) == CUDA_SUCCESS;
+  }
+}
+
+bool Session::SoftCapture::Owns(CUdeviceptr address) const {
+  std::lock_guard lock(mu);
+  for (const Unit& u : units) {
+    if (address >= u.start && address - u.start < u.bytes) return true;
+  }
+  return false;
+}
+
+PhosSimGuardDecision Session::SoftCapture::OnFault(CUdeviceptr address, const char* what) {
+  std::lock_guard lock(mu);
+  Unit* unit = nullptr;
+  for (Unit& u : units) {
+    if (address >= u.start && address - u.start < u.bytes) unit = &u;
+  }
+  if (unit == nullptr || !unit->guarded) return PHOS_SIM_GUARD_RETRY;  // unguarded meanwhile
+  for (int index : unit->buffers) {
+    SoftCopy& b = buffers[index];
+    if (finished || b.taken || b.on_host) continue;
+    if (b.copied != nullptr) {
+      // A write the call's speculation named: its stream waited for this copy. A copy still in
+      // flight (a neighbour's, sharing a page) runs on the device-to-host engine, which no write
+      // holds.
+      driver::ContextScope scope(*driver, contexts[b.device]);
+      if (driver->cuEventSynchronize(b.copied) != CUDA_SUCCESS) return PHOS_SIM_GUARD_FAIL;
+      continue;
+    }
+    // A write speculation missed: the buffer's bytes as of the point are still there, readable by
+    // the host (write-guarded simgpu memory), and copied before the write goes on.
+    driver::ContextScope scope(*driver, contexts[b.device]);
+    if (driver->cuMemHostAlloc(&b.host, b.size, 0) != CUDA_SUCCESS) return PHOS_SIM_GUARD_FAIL;
+    std::memcpy(b.host, reinterpret_cast<const void*>(b.base), b.size);
+    b.on_host = true;
+    ++stats.missed_writes;
+    PHOS_LOG(Warn, "capture",
+             "pid {}: speculation miss during a soft copy-on-write checkpoint: {} wrote buffer {:#x} before it was "
+             "copied; copied first",
+             pid, what, b.base);
+  }
+  driver->phosSimUnguardRange(unit->start, unit->bytes);
+  unit->guarded = false;
+  return PHOS_SIM_GUARD_RETRY;
 }
 
 Status Session::ReadSoftCopy(SoftCapture& capture, size_t index, uint64_t offset, void* dst, size_t bytes) {
@@ -115,12 +195,12 @@ Status Session::ReadSoftCopy(SoftCapture& capture, size_t index, uint64_t offset
       return Status::Internal(fmt::format("buffer {:#x}: bytes [{}, +{}) asked again or past its {}", b.base, offset,
                                           bytes, b.size));
     }
-    if (b.copied == nullptr) PHOS_RETURN_IF_ERROR(EnqueueSoftCopy(capture, b));
+    if (b.copied == nullptr && !b.on_host) PHOS_RETURN_IF_ERROR(EnqueueSoftCopy(*driver_, capture, b));
     copied = b.copied;
     host = static_cast<const char*>(b.host);
     ctx = capture.contexts[b.device];
   }
-  {
+  if (copied != nullptr) {
     driver::ContextScope scope(*driver_, ctx);
     PHOS_CU_RETURN_IF_ERROR(driver_->error_text(), driver_->cuEventSynchronize(copied));
   }
@@ -186,14 +266,14 @@ CUresult Session::CopyBeforeWrite(const ipc::RecordView& record) {
     }
     for (int index : targets) {
       SoftCopy& b = capture->buffers[index];
-      if (b.taken) continue;
+      if (b.taken || b.on_host) continue;
       if (b.copied == nullptr) {
-        if (Status s = EnqueueSoftCopy(*capture, b); !s.ok()) {
+        if (Status s = EnqueueSoftCopy(*driver_, *capture, b); !s.ok()) {
           PHOS_LOG_EVERY_SEC(Error, "capture", 1, "pid {}: copy of buffer {:#x} before a call writes it: {}", pid_,
                              b.base, s.message());
           return CUDA_ERROR_ILLEGAL_STATE;
         }
-        ++capture->copied_before_write;
+        ++capture->stats.copied_before_write;
       }
       waits.push_back(b.copied);
     }
@@ -209,6 +289,16 @@ CUresult Session::CopyBeforeWrite(const ipc::RecordView& record) {
 void Session::ReleaseSoftCapture() {
   if (soft_ == nullptr) return;
   std::shared_ptr<SoftCapture> capture = std::move(soft_);
+  {
+    // Unguarded before the guard client goes: a write faulting meanwhile still finds it.
+    std::lock_guard lock(capture->mu);
+    capture->finished = true;
+    for (SoftCapture::Unit& u : capture->units) {
+      if (u.guarded) driver_->phosSimUnguardRange(u.start, u.bytes);
+      u.guarded = false;
+    }
+  }
+  if (capture->registered) UnregisterGuardClient(capture.get());
   std::lock_guard lock(capture->mu);
   for (size_t d = 0; d < capture->streams.size(); ++d) {
     driver::ContextScope scope(*driver_, capture->contexts[d]);

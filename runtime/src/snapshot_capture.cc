@@ -141,8 +141,9 @@ Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& st
 
   // Every buffer must be device memory of the context before anything is read: a host or stale
   // address would otherwise be copied as if it were device memory (simgpu's copies accept any
-  // address, as unified addressing does).
-  for (size_t i = 0; i < request.buffers.size(); ++i) {
+  // address, as unified addressing does). A capture whose bytes `request.read` serves copied them
+  // from the session's live buffers at its point: the session may have freed some since.
+  for (size_t i = 0; i < request.buffers.size() && !request.read; ++i) {
     PHOS_RETURN_IF_ERROR(CheckDeviceRange(d, i, request.buffers[i]).WithContext("capture " + request.function));
   }
 

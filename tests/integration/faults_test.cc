@@ -436,5 +436,28 @@ TEST_F(FaultsTest, KillInsideAGarbageCollectionLeavesTheStoreClean) {
   ExpectStoreVerifies();
 }
 
+// kill -9 inside a checkpoint of a running instance (docs/design.md D10): with its template parked
+// and nothing captured yet, and with its snapshot committed but the instance range not switched to
+// it. The next phosd finds a store that verifies, serves the function, and checkpoints it again.
+TEST_F(FaultsTest, KillInsideACheckpointLeavesTheStoreCleanAndTheFunctionServing) {
+  DeployFaultFn("ff");
+  for (const char* point : {"checkpoint-cpu-kept", "checkpoint-captured"}) {
+    SCOPED_TRACE(point);
+    RestartPausingAt(point);
+    ASSERT_TRUE(WaitSettled("ff", 1));
+    std::thread checkpoint([argv = PhosFnCommand({"checkpoint", "ff"})] { ::phos::testing::Run(argv); });
+    KillAtFaultPoint(point);
+    checkpoint.join();
+    ExpectStoreVerifies();
+    ASSERT_TRUE(Listed("ff"));
+    ExpectCorrectAnswer("ff");
+    ASSERT_TRUE(WaitSettled("ff", 1));
+    CommandResult again = PhosFn({"checkpoint", "ff", "--mode", "soft-cow"});
+    EXPECT_EQ(again.exit_code, 0) << again.out;
+    ExpectCorrectAnswer("ff", "phos");
+    ExpectStoreVerifies();
+  }
+}
+
 }  // namespace
 }  // namespace phos::testing

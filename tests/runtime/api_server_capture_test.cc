@@ -11,6 +11,7 @@
 
 #include "api_server_fixture.h"
 #include "phos/store/store.h"
+#include "ring_client.h"
 
 namespace phos::runtime {
 namespace {
@@ -27,10 +28,13 @@ class ApiServerCaptureTest : public ApiServerSessionTest {
     Result<int> slot = server_->ClaimVaSlot();
     ASSERT_TRUE(slot.ok()) << slot.status().ToString();
     slot_ = *slot;
+  }
+  // A session allocating in the instance range, as a deploy's does.
+  std::string DeployToken() {
     SessionPlan deploy;
     deploy.va_slot = slot_;
     deploy.function = "fn";
-    ASSERT_NO_FATAL_FAILURE(Open(server_->IssueToken(std::move(deploy))));
+    return server_->IssueToken(std::move(deploy));
   }
   void TearDown() override {
     ApiServerSessionTest::TearDown();
@@ -81,6 +85,7 @@ class ApiServerCaptureTest : public ApiServerSessionTest {
 };
 
 TEST_F(ApiServerCaptureTest, ASoftCaptureHoldsEveryBufferAsItWasAtItsPointWhileTheSessionWritesOn) {
+  ASSERT_NO_FATAL_FAILURE(Open(DeployToken()));
   // 9 MiB: three pieces of the capture's copies.
   const uint64_t big = Alloc(9u << 20);
   const uint64_t small = Alloc(4096);
@@ -92,8 +97,10 @@ TEST_F(ApiServerCaptureTest, ASoftCaptureHoldsEveryBufferAsItWasAtItsPointWhileT
   Fill(untouched, 65536, 0x44);
 
   bool at_point = false;
+  CaptureStats stats;
   CaptureOptions options;
   options.soft_cow = true;
+  options.stats = &stats;
   // Called before the capture copies a byte: the session's calls run on from here, and what they
   // write (or free) must be copied first, as it was at the point.
   options.at_point = [&] {
@@ -108,6 +115,9 @@ TEST_F(ApiServerCaptureTest, ASoftCaptureHoldsEveryBufferAsItWasAtItsPointWhileT
   EXPECT_TRUE(at_point);
   std::map<uint64_t, int> fills = Fills(*soft);
   EXPECT_EQ(fills, (std::map<uint64_t, int>{{big, 0x11}, {small, 0x22}, {freed, 0x33}, {untouched, 0x44}}));
+  // Each copied before its write, as speculation named it: no write was missed.
+  EXPECT_EQ(stats.copied_before_write, 3u);
+  EXPECT_EQ(stats.missed_writes, 0u);
 
   // The session went on with what it wrote.
   EXPECT_EQ(Read(big + (8u << 20), 4), std::vector<uint8_t>(4, 0x55));
@@ -127,6 +137,55 @@ TEST_F(ApiServerCaptureTest, ASoftCaptureHoldsEveryBufferAsItWasAtItsPointWhileT
   // The session serves on after the soft captures ended.
   Fill(untouched, 65536, 0x77);
   EXPECT_EQ(Read(untouched, 8), std::vector<uint8_t>(8, 0x77));
+}
+
+// A write speculation cannot see (a kernel writing through a pointer stored in device memory)
+// during a soft capture is caught by the guard on the buffers not copied yet (simgpu): the buffer
+// is copied before the write lands, and the image holds it as it was at the point.
+TEST_F(ApiServerCaptureTest, AWriteSpeculationMissedIsCaughtAndTheImageHoldsThePoint) {
+  ASSERT_NE(table_->phosSimGuardRangeWrites, nullptr);  // simgpu
+  const std::string token = DeployToken();
+  testing::RingClient client;
+  ASSERT_TRUE(client.Connect(path_, token));
+  ASSERT_TRUE(client.SendModule(1, testing::ReadFileBytes(PHOS_FAULTS_TEST_MODULE)));
+  const uint64_t store_through_table = client.Function("_Z19store_through_tablePKPii");
+  ASSERT_NE(store_through_table, 0u);
+  const uint64_t target = client.Alloc(8192);
+  const uint64_t table = client.Alloc(4096);
+  const uint64_t other = client.Alloc(8192);
+  const std::vector<uint8_t> fill(8192, 0x11);
+  ASSERT_EQ(client.Upload(target, fill.data(), fill.size()), CUDA_SUCCESS);
+  ASSERT_EQ(client.Upload(other, fill.data(), fill.size()), CUDA_SUCCESS);
+  ASSERT_EQ(client.Upload(table, &target, sizeof(target)), CUDA_SUCCESS);
+
+  CaptureStats stats;
+  CaptureOptions options;
+  options.soft_cow = true;
+  options.stats = &stats;
+  options.at_point = [&] {
+    // Its parameters name only the table, which it reads.
+    uint8_t params[12] = {};
+    std::memcpy(params, &table, sizeof(table));
+    const int32_t value = 99;
+    std::memcpy(params + 8, &value, sizeof(value));
+    ipc::LaunchArgs launch{store_through_table, 0, {1, 1, 1}, {1, 1, 1}, 0, sizeof(params)};
+    EXPECT_EQ(client.Call(ipc::Op::kLaunch, launch, params, sizeof(params)), CUDA_SUCCESS);
+    EXPECT_EQ(client.Call(ipc::Op::kDeviceSynchronize, nullptr, 0), CUDA_SUCCESS);
+  };
+  Result<uint64_t> version = server_->CaptureSession(token, *store_, "fn", "ci", std::chrono::seconds(60), options);
+  ASSERT_TRUE(version.ok()) << version.status().ToString();
+  EXPECT_EQ(stats.missed_writes, 1u);
+  EXPECT_EQ(stats.copied_before_write, 0u);
+  std::map<uint64_t, int> fills = Fills(*version);
+  EXPECT_EQ(fills[target], 0x11);
+  EXPECT_EQ(fills[other], 0x11);
+  // The write landed in the live session.
+  std::vector<uint8_t> now = client.Download(target, 4);
+  ASSERT_EQ(now.size(), 4u);
+  int32_t written = 0;
+  std::memcpy(&written, now.data(), sizeof(written));
+  EXPECT_EQ(written, 99);
+  server_->EndSession(token);
 }
 
 }  // namespace

@@ -109,6 +109,15 @@ PHOS_SIM_API CUresult phosSimGuardRange(CUdeviceptr ptr, size_t bytes) {
   return GuardTable::Global().Guard(ptr, (bytes + page - 1) / page * page);
 }
 
+PHOS_SIM_API CUresult phosSimGuardRangeWrites(CUdeviceptr ptr, size_t bytes) {
+  Driver* d = nullptr;
+  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
+  const uint64_t page = GuardTable::PageSize();
+  if (bytes == 0 || ptr % page != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!d->memory().CheckRange(ptr, bytes, Access::kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
+  return GuardTable::Global().Guard(ptr, (bytes + page - 1) / page * page, PROT_READ);
+}
+
 PHOS_SIM_API CUresult phosSimUnguardRange(CUdeviceptr ptr, size_t bytes) {
   Driver* d = nullptr;
   if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;

@@ -46,7 +46,7 @@ void GuardTable::Clear(Slot& slot) {
   --count_;
 }
 
-CUresult GuardTable::Guard(uintptr_t start, uint64_t bytes) {
+CUresult GuardTable::Guard(uintptr_t start, uint64_t bytes, int prot) {
   const uint64_t page = PageSize();
   if (start == 0 || bytes == 0 || start % page != 0 || bytes % page != 0) return CUDA_ERROR_INVALID_VALUE;
   const uintptr_t end = start + bytes;
@@ -70,7 +70,7 @@ CUresult GuardTable::Guard(uintptr_t start, uint64_t bytes) {
   free_slot->start.store(start, std::memory_order_release);
   if (free_slot == &slots_[n]) high_water_.store(n + 1, std::memory_order_release);
   ++count_;
-  if (mprotect(reinterpret_cast<void*>(start), bytes, PROT_NONE) != 0) {
+  if (mprotect(reinterpret_cast<void*>(start), bytes, prot) != 0) {
     const int err = errno;
     PHOS_LOG(Warn, "simgpu", "guarding device range [{:#x}, {:#x}): {}", start, end,
              std::system_category().message(err));

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cuda.h>
+#include <sys/mman.h>
 
 #include <array>
 #include <atomic>
@@ -32,12 +33,13 @@ class GuardTable {
   // The host page size: guarded ranges start and end on it.
   static uint64_t PageSize();
 
-  // Makes [start, start + bytes) PROT_NONE. start and bytes are multiples of PageSize(), bytes
-  // > 0; the caller has checked that the range is read-write device memory.
+  // Makes [start, start + bytes) PROT_NONE (`prot`: PROT_READ guards writes only). start and bytes
+  // are multiples of PageSize(), bytes > 0; the caller has checked that the range is read-write
+  // device memory.
   // CUDA_ERROR_INVALID_VALUE: misaligned, or overlapping a guarded range.
   // CUDA_ERROR_OUT_OF_MEMORY: kCapacity ranges are guarded already, or mprotect failed (the
   // process's map count is exhausted).
-  CUresult Guard(uintptr_t start, uint64_t bytes);
+  CUresult Guard(uintptr_t start, uint64_t bytes, int prot = PROT_NONE);
   // Makes a range given exactly as guarded read-write again. CUDA_ERROR_INVALID_VALUE when no
   // guarded range is [start, start + bytes).
   CUresult Unguard(uintptr_t start, uint64_t bytes);

@@ -127,7 +127,7 @@ TEST(ServeTest, ByHandServesOneRequestOverStdio) {
 TEST(InvokeFrameTest, RejectsUnknownKindAndOversizeLength) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  char bad_kind[5] = {0, 0, 0, 0, 9};
+  char bad_kind[5] = {0, 0, 0, 0, static_cast<char>(invoke::kLastFrameKind + 1)};
   ASSERT_EQ(write(sv[0], bad_kind, 5), 5);
   EXPECT_EQ(invoke::ReadFrame(sv[1]).status().code(), StatusCode::kCorruption);
   char huge[5] = {'\xff', '\xff', '\xff', '\x7f', 3};

@@ -84,7 +84,8 @@ TEST(ExportsTest, EverySimgpuExtension) {
   // The phosSim* names phos's driver table resolves (phos/simgpu/simgpu.h).
   for (const char* name : {"phosSimConfigure", "phosSimGetConfig", "phosSimGetProfile", "phosSimGetStats",
                            "phosSimResetStats", "phosSimGuardRange", "phosSimUnguardRange",
-                           "phosSimSetGuardHandler", "phosSimWriteGuarded", "phosSimMemcpyHtoDAsyncGuarded"}) {
+                           "phosSimSetGuardHandler", "phosSimWriteGuarded", "phosSimMemcpyHtoDAsyncGuarded",
+                           "phosSimGuardRangeWrites"}) {
     EXPECT_NE(dlsym(lib, name), nullptr) << name << " is not exported";
   }
   dlclose(lib);

@@ -137,6 +137,37 @@ TEST_F(GuardTest, KernelReadingAGuardedBufferWaitsForTheHandlerAndSeesItsData) {
   EXPECT_EQ(phosSimUnguardRange(in, kBytes), CUDA_ERROR_INVALID_VALUE);
 }
 
+// A guard of writes only (phosSimGuardRangeWrites): work reading the range runs on without the
+// handler; the first write is held for it, and once it says retry the write lands.
+TEST_F(GuardTest, AWriteGuardLetsReadsThroughAndHoldsTheFirstWrite) {
+  CUdeviceptr in = 0;
+  CUdeviceptr out = 0;
+  ASSERT_EQ(cuMemAlloc(&in, kBytes), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc(&out, kBytes), CUDA_SUCCESS);
+  const std::vector<int> data = Iota(7);
+  ASSERT_EQ(cuMemcpyHtoD(in, data.data(), kBytes), CUDA_SUCCESS);
+  ASSERT_EQ(phosSimGuardRangeWrites(in, kBytes), CUDA_SUCCESS);
+  ASSERT_EQ(AddOne(in, out), CUDA_SUCCESS);  // reads the guarded range
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_TRUE(residency_.addresses.empty());
+  std::vector<int> result(kInts);
+  ASSERT_EQ(cuMemcpyDtoH(result.data(), in, kBytes), CUDA_SUCCESS);  // a copy engine reads it too
+  EXPECT_EQ(result, Iota(7));
+  ASSERT_EQ(AddOne(out, in), CUDA_SUCCESS);  // writes it
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(residency_.addresses.size(), 1u);
+  EXPECT_GE(residency_.addresses[0], in);
+  EXPECT_LT(residency_.addresses[0], in + kBytes);
+  EXPECT_EQ(residency_.whats[0], "_Z7add_onePKiPii");
+  ASSERT_EQ(cuMemcpyDtoH(result.data(), in, kBytes), CUDA_SUCCESS);
+  EXPECT_EQ(result, Iota(9));
+  EXPECT_EQ(phosSimUnguardRange(in, kBytes), CUDA_ERROR_INVALID_VALUE);  // the retry unguarded it
+  EXPECT_EQ(phosSimGuardRangeWrites(in + 4, kBytes - 4), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(phosSimGuardRangeWrites(in, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFree(in), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(out), CUDA_SUCCESS);
+}
+
 TEST_F(GuardTest, IndirectAccessThroughAPointerInDeviceMemoryIsCaught) {
   const CUdeviceptr data = GuardedBuffer(Iota(1));
   CUdeviceptr table = 0;

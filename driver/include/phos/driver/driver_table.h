@@ -166,6 +166,9 @@ class DriverTable {
   // loads a received simgpu image with, so the ELF reader never reads past it.
   using SimModuleLoadDataSizedFn = CUresult (*)(CUmodule* module, const void* image, size_t bytes);
   SimModuleLoadDataSizedFn phosSimModuleLoadDataSized = nullptr;
+  // A guard of writes only (simgpu only, with the guard entry points; null elsewhere): how a soft
+  // checkpoint catches a write to a buffer it has not copied yet.
+  decltype(&::phosSimGuardRangeWrites) phosSimGuardRangeWrites = nullptr;
   // simgpu's configuration (phos/simgpu/simgpu.h); null on NVIDIA's driver.
   decltype(&::phosSimGetConfig) phosSimGetConfig = nullptr;
   // simgpu's device counters (phos/simgpu/simgpu.h); null on NVIDIA's driver.

@@ -121,6 +121,12 @@ struct LearnedUsage {
   std::vector<bool> written;
 };
 
+// What a soft copy-on-write capture copied ahead of the session's calls (docs/design.md D10).
+struct CaptureStats {
+  uint64_t copied_before_write = 0;  // buffers a call's speculated write set named before they were copied
+  uint64_t missed_writes = 0;        // buffers written by a call speculation did not expect, caught first
+};
+
 // How a session that runs on is captured (docs/design.md D10).
 struct CaptureOptions {
   // Soft copy-on-write: the session's calls run on while its buffers are copied, each as it was at
@@ -131,6 +137,8 @@ struct CaptureOptions {
   // Called once the point is taken, before any byte is copied: from then on the session's calls
   // may run (soft_cow). Not called when the capture fails before its point.
   std::function<void()> at_point;
+  // Filled when the capture ends (soft_cow), if not null.
+  CaptureStats* stats = nullptr;
 };
 
 // When each stage of a session's start happened (steady clock; a default time point: not yet).

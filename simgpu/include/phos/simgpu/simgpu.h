@@ -81,8 +81,13 @@ CUresult phosSimResetStats(CUdevice device);
  * mappings further. Freeing, unmapping or cuMemSetAccess of guarded memory ends its guard. */
 CUresult phosSimGuardRange(CUdeviceptr ptr, size_t bytes);
 
-/* Makes a guarded range accessible again; ptr and bytes as given to phosSimGuardRange.
- * CUDA_ERROR_INVALID_VALUE when that is not a guarded range. */
+/* The same, for writes only: device work that writes [ptr, ptr + bytes) faults, work that reads it
+ * runs on (phos guards the buffers a checkpoint has not copied yet, so that a write it did not
+ * expect is caught before it lands). Host code writing it crashes. */
+CUresult phosSimGuardRangeWrites(CUdeviceptr ptr, size_t bytes);
+
+/* Makes a guarded range accessible again; ptr and bytes as given to phosSimGuardRange or
+ * phosSimGuardRangeWrites. CUDA_ERROR_INVALID_VALUE when that is not a guarded range. */
 CUresult phosSimUnguardRange(CUdeviceptr ptr, size_t bytes);
 
 typedef enum PhosSimGuardDecision {

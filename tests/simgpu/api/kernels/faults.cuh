@@ -16,6 +16,13 @@ PHOS_GLOBAL void add_one(const int* in, int* out, int n) {
 }
 PHOS_EXPORT_KERNEL(add_one);
 
+// Writes `value` through the pointer stored at *table: an indirect write, which no inspection of
+// the launch's parameters can foresee (their one pointer is to memory the kernel only reads).
+PHOS_GLOBAL void store_through_table(int* const* table, int value) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) **table = value;
+}
+PHOS_EXPORT_KERNEL(store_through_table);
+
 // *out = the sum of n ints read through the pointer stored at *table: an indirect access, which
 // no inspection of the launch's parameters can foresee.
 PHOS_GLOBAL void sum_through(const int* const* table, int* out, int n) {

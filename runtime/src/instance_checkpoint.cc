@@ -183,6 +183,7 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
   owner->thread = std::thread([this, capture, owner] {
     CaptureOptions options;
     options.soft_cow = true;
+    options.stats = &capture->copies;  // written once the capture returns, read after
     options.at_point = [capture] {
       std::lock_guard lock(capture->mu);
       capture->at_point = Clock::now();
@@ -211,6 +212,7 @@ void InstanceManager::Impl::FinishCheckpoint(const std::shared_ptr<CheckpointCap
   CheckpointOutcome out;
   out.instance = capture->instance;
   out.mode = capture->job.mode;
+  out.copies = capture->copies;
   {
     std::lock_guard lock(capture->mu);
     // Until the point, or the end for a stop-the-world capture: what the instance waited for.

@@ -58,6 +58,7 @@ struct CheckpointCapture {
   std::mutex mu;
   std::condition_variable cv;
   std::chrono::steady_clock::time_point at_point{};  // the capture's point taken: the instance runs on
+  CaptureStats copies;                               // what a soft capture copied ahead of calls
   bool returned = false;                             // the capture returned (failed before its point, or done)
 };
 

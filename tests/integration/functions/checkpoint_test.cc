@@ -196,6 +196,8 @@ TEST_F(CheckpointTest, BadCheckpointRequestsGetClearErrorsAndTheInstanceServesOn
   EXPECT_GT(b.value("version", uint64_t{0}), a.value("version", uint64_t{0}));
   EXPECT_GE(a.value("stall_us", -1), 0);
   EXPECT_EQ(b.value("mode", ""), "soft-cow");
+  EXPECT_EQ(b.value("missed_writes", -1), 0);  // stateful_fn's launch names the buffer it writes
+  EXPECT_FALSE(a.contains("missed_writes"));
   EXPECT_LE(b.value("stall_us", -1), b.value("total_us", -1));
   r = InvokeInMode("stateful", "5", "warm");
   EXPECT_EQ(r.body, Expected(2, 10));

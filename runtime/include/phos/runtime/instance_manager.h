@@ -225,6 +225,9 @@ struct CheckpointOutcome {
   // arrived meanwhile waited for), and to the version committed.
   std::chrono::microseconds stall{0};
   std::chrono::microseconds total{0};
+  // Soft copy-on-write: buffers copied before a call wrote them, and before a write speculation
+  // missed (caught by validation, simgpu).
+  CaptureStats copies;
 };
 
 // One instance of a function, as InstanceManager::Instances lists it.

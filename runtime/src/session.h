@@ -269,7 +269,8 @@ class Session {
     uint64_t size = 0;
     int device = 0;
     void* host = nullptr;       // pinned
-    CUevent copied = nullptr;   // recorded after the copy's pieces: set once the copy is enqueued
+    uint64_t enqueued = 0;      // bytes whose copy is enqueued, from the start
+    CUevent copied = nullptr;   // recorded after the last piece: set once the whole copy is enqueued
     bool on_host = false;       // copied by the guard handler, before a write speculation missed
     bool taken = false;         // the capture has its bytes (host freed)
   };
@@ -294,7 +295,9 @@ class Session {
     std::vector<SoftCopy> buffers;   // in the capture request's order
     std::vector<Unit> units;          // in address order
     std::vector<CUcontext> contexts;  // per session device
-    std::vector<CUstream> streams;    // per session device: the lowest priority, copies in pieces
+    std::vector<CUstream> streams;    // per session device: the lowest priority, the capture's own pieces
+    std::vector<CUstream> cow_streams;  // per session device: the highest priority, copies before a write
+    std::vector<CUevent> background;  // per session device: after the last piece enqueued on `streams`
     bool registered = false;          // a guard client
     CaptureStats stats;
     bool finished = false;  // the capture ended: nothing more is copied
@@ -306,8 +309,10 @@ class Session {
     std::shared_ptr<SoftCapture> capture;
   };
   Result<SoftBegun> BeginSoftCapture(const std::string& function, const std::string& device_profile);
-  // Enqueues the copy of `b` (the caller holds the capture's lock).
-  static Status EnqueueSoftCopy(driver::DriverTable& driver, SoftCapture& capture, SoftCopy& b);
+  // Enqueues on `stream` the copy of `b`'s bytes from b.enqueued to `until`, in pieces, and records
+  // `*done` (made when null) after them (the caller holds the capture's lock).
+  static Status EnqueueSoftCopy(driver::DriverTable& driver, SoftCapture& capture, SoftCopy& b, CUstream stream,
+                                uint64_t until, CUevent* done);
   // Guards the capture's buffers against writes where the driver can (simgpu).
   static void GuardSoftCapture(driver::DriverTable& driver, SoftCapture& capture);
   // The capture request's read: buffer `index`'s bytes as of the point (the capturing thread).

@@ -1,11 +1,12 @@
 // Soft copy-on-write captures of a running session (docs/design.md D10): the snapshot holds every
 // buffer as it was at the capture's point while the function's calls run on. At the point (on the
 // executor, between two calls) every call sent so far has finished; from then on, before a call
-// runs whose speculated write set names a buffer not copied yet (or that frees one), that buffer's
-// copy is enqueued on the capture's stream of its device and the call's stream waits for it, so
-// the CPU does not wait. The capturing thread enqueues the other buffers' copies one at a time and
-// hands each buffer's bytes to the snapshot writer. Copies go in pieces of 4 MiB on streams of the
-// lowest priority, into pinned host memory held until the writer has taken the buffer.
+// runs whose speculated write set names a buffer not copied yet (or that frees one), the rest of
+// that buffer's copy is enqueued on a stream of the highest priority and the call's stream waits
+// for it, so the CPU does not wait. The capturing thread copies the buffers as the snapshot writer
+// takes them, in pieces of 4 MiB on a stream of the lowest priority and one piece ahead, so that a
+// copy before a write never queues behind more than a piece of the capture's own. The bytes land
+// in pinned host memory, held until the writer has taken the buffer.
 //
 // Validation (simgpu): the buffers are guarded against writes from the point on. A write that
 // speculation expected faults once its copy has landed (the call waited for it) and unguards the
@@ -59,11 +60,18 @@ Result<Session::SoftBegun> Session::BeginSoftCapture(const std::string& function
     int greatest = 0;
     if (r == CUDA_SUCCESS) r = driver_->cuCtxGetStreamPriorityRange(&least, &greatest);
     CUstream stream = nullptr;
-    // The least priority: the function's own work goes first.
+    CUstream cow = nullptr;
+    CUevent background = nullptr;
+    // The least priority: the function's own work goes first. A copy before a write holds the
+    // call back: the greatest.
     if (r == CUDA_SUCCESS) r = driver_->cuStreamCreateWithPriority(&stream, CU_STREAM_NON_BLOCKING, least);
-    if (r != CUDA_SUCCESS) return fail(driver::CuStatus(r, fmt::format("device {}: take the point", d), driver_->error_text()));
+    if (r == CUDA_SUCCESS) capture->streams.push_back(stream);
+    if (r == CUDA_SUCCESS) r = driver_->cuStreamCreateWithPriority(&cow, CU_STREAM_NON_BLOCKING, greatest);
+    if (r == CUDA_SUCCESS) capture->cow_streams.push_back(cow);
+    if (r == CUDA_SUCCESS) r = driver_->cuEventCreate(&background, CU_EVENT_DISABLE_TIMING);
+    if (r == CUDA_SUCCESS) capture->background.push_back(background);
     capture->contexts.push_back(ctx);
-    capture->streams.push_back(stream);
+    if (r != CUDA_SUCCESS) return fail(driver::CuStatus(r, fmt::format("device {}: take the point", d), driver_->error_text()));
   }
   // Module globals are small: read at the point.
   for (CaptureModule& m : request.modules) {
@@ -95,20 +103,18 @@ Result<Session::SoftBegun> Session::BeginSoftCapture(const std::string& function
   return SoftBegun{std::move(request), std::move(capture)};
 }
 
-Status Session::EnqueueSoftCopy(driver::DriverTable& driver, SoftCapture& capture, SoftCopy& b) {
+Status Session::EnqueueSoftCopy(driver::DriverTable& driver, SoftCapture& capture, SoftCopy& b, CUstream stream,
+                                uint64_t until, CUevent* done) {
   driver::ContextScope scope(driver, capture.contexts[b.device]);
   const driver::CuErrorText& text = driver.error_text();
-  CUstream stream = capture.streams[b.device];
-  PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemHostAlloc(&b.host, b.size, 0));
-  for (uint64_t offset = 0; offset < b.size; offset += kPieceBytes) {
-    const size_t piece = static_cast<size_t>(std::min(kPieceBytes, b.size - offset));
-    PHOS_CU_RETURN_IF_ERROR(
-        text, driver.cuMemcpyDtoHAsync(static_cast<char*>(b.host) + offset, b.base + offset, piece, stream));
+  if (b.host == nullptr) PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemHostAlloc(&b.host, b.size, 0));
+  for (; b.enqueued < until; b.enqueued += std::min(kPieceBytes, until - b.enqueued)) {
+    const size_t piece = static_cast<size_t>(std::min(kPieceBytes, until - b.enqueued));
+    PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemcpyDtoHAsync(static_cast<char*>(b.host) + b.enqueued,
+                                                           b.base + b.enqueued, piece, stream));
   }
-  CUevent copied = nullptr;
-  PHOS_CU_RETURN_IF_ERROR(text, driver.cuEventCreate(&copied, CU_EVENT_DISABLE_TIMING));
-  b.copied = copied;
-  PHOS_CU_RETURN_IF_ERROR(text, driver.cuEventRecord(copied, stream));
+  if (*done == nullptr) PHOS_CU_RETURN_IF_ERROR(text, driver.cuEventCreate(done, CU_EVENT_DISABLE_TIMING));
+  PHOS_CU_RETURN_IF_ERROR(text, driver.cuEventRecord(*done, stream));
   return Status::Ok();
 }
 
@@ -167,9 +173,11 @@ PhosSimGuardDecision Session::SoftCapture::OnFault(CUdeviceptr address, const ch
       continue;
     }
     // A write speculation missed: the buffer's bytes as of the point are still there, readable by
-    // the host (write-guarded simgpu memory), and copied before the write goes on.
+    // the host (write-guarded simgpu memory), and copied before the write goes on, once the pieces
+    // the capture enqueued into the same host memory have landed.
     driver::ContextScope scope(*driver, contexts[b.device]);
-    if (driver->cuMemHostAlloc(&b.host, b.size, 0) != CUDA_SUCCESS) return PHOS_SIM_GUARD_FAIL;
+    if (b.enqueued > 0 && driver->cuEventSynchronize(background[b.device]) != CUDA_SUCCESS) return PHOS_SIM_GUARD_FAIL;
+    if (b.host == nullptr && driver->cuMemHostAlloc(&b.host, b.size, 0) != CUDA_SUCCESS) return PHOS_SIM_GUARD_FAIL;
     std::memcpy(b.host, reinterpret_cast<const void*>(b.base), b.size);
     b.on_host = true;
     ++stats.missed_writes;
@@ -184,7 +192,8 @@ PhosSimGuardDecision Session::SoftCapture::OnFault(CUdeviceptr address, const ch
 }
 
 Status Session::ReadSoftCopy(SoftCapture& capture, size_t index, uint64_t offset, void* dst, size_t bytes) {
-  CUevent copied = nullptr;
+  CUevent wait = nullptr;
+  CUevent landed = nullptr;  // this read's own: after the piece it asks for
   const char* host = nullptr;
   CUcontext ctx = nullptr;
   {
@@ -195,14 +204,29 @@ Status Session::ReadSoftCopy(SoftCapture& capture, size_t index, uint64_t offset
       return Status::Internal(fmt::format("buffer {:#x}: bytes [{}, +{}) asked again or past its {}", b.base, offset,
                                           bytes, b.size));
     }
-    if (b.copied == nullptr && !b.on_host) PHOS_RETURN_IF_ERROR(EnqueueSoftCopy(*driver_, capture, b));
-    copied = b.copied;
-    host = static_cast<const char*>(b.host);
     ctx = capture.contexts[b.device];
+    if (b.copied != nullptr) {
+      wait = b.copied;  // the whole copy is enqueued (a copy before a write waited for the pieces before it)
+    } else if (!b.on_host) {
+      CUstream stream = capture.streams[b.device];
+      const uint64_t asked = offset + bytes;
+      // What the writer asks for, then a piece ahead: a copy before a write queues behind at most
+      // that much of the capture's own.
+      PHOS_RETURN_IF_ERROR(EnqueueSoftCopy(*driver_, capture, b, stream, std::max(asked, b.enqueued), &landed));
+      const uint64_t ahead = std::min(b.size, std::max(asked, b.enqueued) + kPieceBytes);
+      PHOS_RETURN_IF_ERROR(EnqueueSoftCopy(*driver_, capture, b, stream, ahead, &capture.background[b.device]));
+      if (b.enqueued == b.size) {
+        PHOS_RETURN_IF_ERROR(EnqueueSoftCopy(*driver_, capture, b, stream, b.size, &b.copied));
+      }
+      wait = landed;
+    }
+    host = static_cast<const char*>(b.host);
   }
-  if (copied != nullptr) {
+  if (wait != nullptr) {
     driver::ContextScope scope(*driver_, ctx);
-    PHOS_CU_RETURN_IF_ERROR(driver_->error_text(), driver_->cuEventSynchronize(copied));
+    CUresult r = driver_->cuEventSynchronize(wait);
+    if (landed != nullptr) driver_->cuEventDestroy(landed);
+    PHOS_CU_RETURN_IF_ERROR(driver_->error_text(), r);
   }
   std::memcpy(dst, host + offset, bytes);
   std::lock_guard lock(capture.mu);
@@ -268,7 +292,16 @@ CUresult Session::CopyBeforeWrite(const ipc::RecordView& record) {
       SoftCopy& b = capture->buffers[index];
       if (b.taken || b.on_host) continue;
       if (b.copied == nullptr) {
-        if (Status s = EnqueueSoftCopy(*driver_, *capture, b); !s.ok()) {
+        // The rest of the buffer, after the pieces the capture enqueued already.
+        CUstream cow = capture->cow_streams[b.device];
+        Status s = Status::Ok();
+        if (b.enqueued > 0) {
+          driver::ContextScope scope(*driver_, capture->contexts[b.device]);
+          s = driver::CuStatus(driver_->cuStreamWaitEvent(cow, capture->background[b.device], 0),
+                               "wait for the capture's pieces", driver_->error_text());
+        }
+        if (s.ok()) s = EnqueueSoftCopy(*driver_, *capture, b, cow, b.size, &b.copied);
+        if (!s.ok()) {
           PHOS_LOG_EVERY_SEC(Error, "capture", 1, "pid {}: copy of buffer {:#x} before a call writes it: {}", pid_,
                              b.base, s.message());
           return CUDA_ERROR_ILLEGAL_STATE;
@@ -300,10 +333,11 @@ void Session::ReleaseSoftCapture() {
   }
   if (capture->registered) UnregisterGuardClient(capture.get());
   std::lock_guard lock(capture->mu);
-  for (size_t d = 0; d < capture->streams.size(); ++d) {
+  for (size_t d = 0; d < capture->contexts.size(); ++d) {
     driver::ContextScope scope(*driver_, capture->contexts[d]);
     // Copies still in flight (a capture that failed part way) land before their memory goes.
-    driver_->cuStreamSynchronize(capture->streams[d]);
+    if (d < capture->streams.size()) driver_->cuStreamSynchronize(capture->streams[d]);
+    if (d < capture->cow_streams.size()) driver_->cuStreamSynchronize(capture->cow_streams[d]);
   }
   for (SoftCopy& b : capture->buffers) {
     driver::ContextScope scope(*driver_, capture->contexts[b.device]);
@@ -312,11 +346,15 @@ void Session::ReleaseSoftCapture() {
     b.copied = nullptr;
     b.host = nullptr;
   }
-  for (size_t d = 0; d < capture->streams.size(); ++d) {
+  for (size_t d = 0; d < capture->contexts.size(); ++d) {
     driver::ContextScope scope(*driver_, capture->contexts[d]);
-    driver_->cuStreamDestroy(capture->streams[d]);
+    if (d < capture->streams.size()) driver_->cuStreamDestroy(capture->streams[d]);
+    if (d < capture->cow_streams.size()) driver_->cuStreamDestroy(capture->cow_streams[d]);
+    if (d < capture->background.size()) driver_->cuEventDestroy(capture->background[d]);
   }
   capture->streams.clear();
+  capture->cow_streams.clear();
+  capture->background.clear();
 }
 
 }  // namespace phos::runtime

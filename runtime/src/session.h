@@ -262,17 +262,17 @@ class Session {
   Result<CaptureRequest> DescribeForCapture(const std::string& function, const std::string& device_profile);
 
   // ---- soft copy-on-write captures (session_soft_capture.cc, docs/design.md D10) ----
-  // One buffer of a soft capture: its bytes as of the capture's point, once `copied` completed
-  // (or at once when `on_host`).
+  // One buffer of a soft capture: its bytes as of the capture's point, in pieces of pinned host
+  // memory (kSoftPieceBytes each), enqueued in order from the start.
   struct SoftCopy {
     uint64_t base = 0;
     uint64_t size = 0;
     int device = 0;
-    void* host = nullptr;       // pinned
-    uint64_t enqueued = 0;      // bytes whose copy is enqueued, from the start
-    CUevent copied = nullptr;   // recorded after the last piece: set once the whole copy is enqueued
-    bool on_host = false;       // copied by the guard handler, before a write speculation missed
-    bool taken = false;         // the capture has its bytes (host freed)
+    std::vector<void*> pieces;  // per piece: its host memory once enqueued, until the writer took it
+    size_t enqueued = 0;        // pieces [0, enqueued) are enqueued (or copied)
+    CUevent copied = nullptr;   // after the last piece, when a copy before a write finished the buffer
+    bool on_host = false;       // the rest copied by the guard handler, before a write speculation missed
+    bool taken = false;         // the writer has all its bytes
   };
   // Shared by the executor, which copies a buffer before a call writes it, the capturing thread,
   // which copies the others one by one and takes every buffer's bytes, and (on simgpu) the guard
@@ -298,6 +298,7 @@ class Session {
     std::vector<CUstream> streams;    // per session device: the lowest priority, the capture's own pieces
     std::vector<CUstream> cow_streams;  // per session device: the highest priority, copies before a write
     std::vector<CUevent> background;  // per session device: after the last piece enqueued on `streams`
+    std::vector<void*> spare_pieces;  // pinned pieces the writer is done with, for the next ones
     bool registered = false;          // a guard client
     CaptureStats stats;
     bool finished = false;  // the capture ended: nothing more is copied
@@ -309,10 +310,10 @@ class Session {
     std::shared_ptr<SoftCapture> capture;
   };
   Result<SoftBegun> BeginSoftCapture(const std::string& function, const std::string& device_profile);
-  // Enqueues on `stream` the copy of `b`'s bytes from b.enqueued to `until`, in pieces, and records
-  // `*done` (made when null) after them (the caller holds the capture's lock).
+  // Enqueues on `stream` the copies of `b`'s pieces from b.enqueued to `until` (a piece count) and
+  // records `*done` (made when null) after them (the caller holds the capture's lock).
   static Status EnqueueSoftCopy(driver::DriverTable& driver, SoftCapture& capture, SoftCopy& b, CUstream stream,
-                                uint64_t until, CUevent* done);
+                                size_t until, CUevent* done);
   // Guards the capture's buffers against writes where the driver can (simgpu).
   static void GuardSoftCapture(driver::DriverTable& driver, SoftCapture& capture);
   // The capture request's read: buffer `index`'s bytes as of the point (the capturing thread).

@@ -5,8 +5,9 @@
 // that buffer's copy is enqueued on a stream of the highest priority and the call's stream waits
 // for it, so the CPU does not wait. The capturing thread copies the buffers as the snapshot writer
 // takes them, in pieces of 4 MiB on a stream of the lowest priority and one piece ahead, so that a
-// copy before a write never queues behind more than a piece of the capture's own. The bytes land
-// in pinned host memory, held until the writer has taken the buffer.
+// copy before a write never queues behind more than a piece of the capture's own. Each piece lands
+// in pinned host memory of its own, which goes back to a small pool once the writer has taken it:
+// the capture holds a few pieces, and what copies before writes took ahead of the writer.
 //
 // Validation (simgpu): the buffers are guarded against writes from the point on. A write that
 // speculation expected faults once its copy has landed (the call waited for it) and unguards the
@@ -29,6 +30,8 @@ namespace {
 using ipc::Op;
 
 constexpr uint64_t kPieceBytes = uint64_t{4} << 20;
+// Pinned pieces kept for reuse; more are freed as the writer is done with them.
+constexpr size_t kSparePieces = 4;
 
 }  // namespace
 
@@ -88,7 +91,10 @@ Result<Session::SoftBegun> Session::BeginSoftCapture(const std::string& function
       return fail(Status::FailedPrecondition(fmt::format("buffer {:#x} is on device {}, outside the session's {}",
                                                          b.address, b.device, devices)));
     }
-    capture->buffers.push_back({.base = b.address, .size = b.size, .device = b.device});
+    capture->buffers.push_back({.base = b.address,
+                                .size = b.size,
+                                .device = b.device,
+                                .pieces = std::vector<void*>((b.size + kPieceBytes - 1) / kPieceBytes, nullptr)});
   }
   if (!std::is_sorted(capture->buffers.begin(), capture->buffers.end(),
                       [](const SoftCopy& a, const SoftCopy& b) { return a.base < b.base; })) {
@@ -104,14 +110,21 @@ Result<Session::SoftBegun> Session::BeginSoftCapture(const std::string& function
 }
 
 Status Session::EnqueueSoftCopy(driver::DriverTable& driver, SoftCapture& capture, SoftCopy& b, CUstream stream,
-                                uint64_t until, CUevent* done) {
+                                size_t until, CUevent* done) {
   driver::ContextScope scope(driver, capture.contexts[b.device]);
   const driver::CuErrorText& text = driver.error_text();
-  if (b.host == nullptr) PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemHostAlloc(&b.host, b.size, 0));
-  for (; b.enqueued < until; b.enqueued += std::min(kPieceBytes, until - b.enqueued)) {
-    const size_t piece = static_cast<size_t>(std::min(kPieceBytes, until - b.enqueued));
-    PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemcpyDtoHAsync(static_cast<char*>(b.host) + b.enqueued,
-                                                           b.base + b.enqueued, piece, stream));
+  for (; b.enqueued < until; ++b.enqueued) {
+    void* host = nullptr;
+    if (!capture.spare_pieces.empty()) {
+      host = capture.spare_pieces.back();
+      capture.spare_pieces.pop_back();
+    } else {
+      PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemHostAlloc(&host, kPieceBytes, 0));
+    }
+    b.pieces[b.enqueued] = host;
+    const uint64_t offset = b.enqueued * kPieceBytes;
+    const size_t piece = static_cast<size_t>(std::min(kPieceBytes, b.size - offset));
+    PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemcpyDtoHAsync(host, b.base + offset, piece, stream));
   }
   if (*done == nullptr) PHOS_CU_RETURN_IF_ERROR(text, driver.cuEventCreate(done, CU_EVENT_DISABLE_TIMING));
   PHOS_CU_RETURN_IF_ERROR(text, driver.cuEventRecord(*done, stream));
@@ -177,8 +190,13 @@ PhosSimGuardDecision Session::SoftCapture::OnFault(CUdeviceptr address, const ch
     // the capture enqueued into the same host memory have landed.
     driver::ContextScope scope(*driver, contexts[b.device]);
     if (b.enqueued > 0 && driver->cuEventSynchronize(background[b.device]) != CUDA_SUCCESS) return PHOS_SIM_GUARD_FAIL;
-    if (b.host == nullptr && driver->cuMemHostAlloc(&b.host, b.size, 0) != CUDA_SUCCESS) return PHOS_SIM_GUARD_FAIL;
-    std::memcpy(b.host, reinterpret_cast<const void*>(b.base), b.size);
+    for (; b.enqueued < b.pieces.size(); ++b.enqueued) {
+      void* host = nullptr;
+      if (driver->cuMemHostAlloc(&host, kPieceBytes, 0) != CUDA_SUCCESS) return PHOS_SIM_GUARD_FAIL;
+      b.pieces[b.enqueued] = host;
+      const uint64_t offset = b.enqueued * kPieceBytes;
+      std::memcpy(host, reinterpret_cast<const void*>(b.base + offset), std::min(kPieceBytes, b.size - offset));
+    }
     b.on_host = true;
     ++stats.missed_writes;
     PHOS_LOG(Warn, "capture",
@@ -192,51 +210,65 @@ PhosSimGuardDecision Session::SoftCapture::OnFault(CUdeviceptr address, const ch
 }
 
 Status Session::ReadSoftCopy(SoftCapture& capture, size_t index, uint64_t offset, void* dst, size_t bytes) {
-  CUevent wait = nullptr;
-  CUevent landed = nullptr;  // this read's own: after the piece it asks for
-  const char* host = nullptr;
-  CUcontext ctx = nullptr;
-  {
-    std::lock_guard lock(capture.mu);
-    if (index >= capture.buffers.size()) return Status::Internal(fmt::format("no buffer {} in the capture", index));
-    SoftCopy& b = capture.buffers[index];
-    if (b.taken || offset > b.size || bytes > b.size - offset) {
-      return Status::Internal(fmt::format("buffer {:#x}: bytes [{}, +{}) asked again or past its {}", b.base, offset,
-                                          bytes, b.size));
-    }
-    ctx = capture.contexts[b.device];
-    if (b.copied != nullptr) {
-      wait = b.copied;  // the whole copy is enqueued (a copy before a write waited for the pieces before it)
-    } else if (!b.on_host) {
-      CUstream stream = capture.streams[b.device];
-      const uint64_t asked = offset + bytes;
-      // What the writer asks for, then a piece ahead: a copy before a write queues behind at most
-      // that much of the capture's own.
-      PHOS_RETURN_IF_ERROR(EnqueueSoftCopy(*driver_, capture, b, stream, std::max(asked, b.enqueued), &landed));
-      const uint64_t ahead = std::min(b.size, std::max(asked, b.enqueued) + kPieceBytes);
-      PHOS_RETURN_IF_ERROR(EnqueueSoftCopy(*driver_, capture, b, stream, ahead, &capture.background[b.device]));
-      if (b.enqueued == b.size) {
-        PHOS_RETURN_IF_ERROR(EnqueueSoftCopy(*driver_, capture, b, stream, b.size, &b.copied));
+  // The writer asks for a chunk at a time, in order; a chunk may span pieces.
+  while (bytes > 0) {
+    CUevent wait = nullptr;
+    CUevent landed = nullptr;  // this read's own: after the piece it asks for
+    const char* host = nullptr;
+    CUcontext ctx = nullptr;
+    const size_t k = static_cast<size_t>(offset / kPieceBytes);
+    const uint64_t in_piece = offset - k * kPieceBytes;
+    size_t n = 0;
+    {
+      std::lock_guard lock(capture.mu);
+      if (index >= capture.buffers.size()) return Status::Internal(fmt::format("no buffer {} in the capture", index));
+      SoftCopy& b = capture.buffers[index];
+      if (b.taken || offset > b.size || bytes > b.size - offset || (k < b.enqueued && b.pieces[k] == nullptr)) {
+        return Status::Internal(fmt::format("buffer {:#x}: bytes [{}, +{}) asked again or past its {}", b.base,
+                                            offset, bytes, b.size));
       }
-      wait = landed;
+      n = static_cast<size_t>(std::min<uint64_t>(bytes, std::min(kPieceBytes, b.size - k * kPieceBytes) - in_piece));
+      ctx = capture.contexts[b.device];
+      if (b.on_host && k >= b.enqueued) return Status::Internal("a piece the guard handler copied is missing");
+      if (k < b.enqueued) {
+        // Enqueued already: by a copy before a write (b.copied covers it and the pieces before), or
+        // ahead by this thread, or copied by the guard handler.
+        wait = b.copied != nullptr ? b.copied : b.on_host ? nullptr : capture.background[b.device];
+      } else {
+        CUstream stream = capture.streams[b.device];
+        PHOS_RETURN_IF_ERROR(EnqueueSoftCopy(*driver_, capture, b, stream, k + 1, &landed));
+        if (b.enqueued < b.pieces.size()) {
+          // One piece ahead: a copy before a write queues behind at most that much of the capture's.
+          PHOS_RETURN_IF_ERROR(
+              EnqueueSoftCopy(*driver_, capture, b, stream, b.enqueued + 1, &capture.background[b.device]));
+        }
+        wait = landed;
+      }
+      host = static_cast<const char*>(b.pieces[k]);
     }
-    host = static_cast<const char*>(b.host);
-  }
-  if (wait != nullptr) {
-    driver::ContextScope scope(*driver_, ctx);
-    CUresult r = driver_->cuEventSynchronize(wait);
-    if (landed != nullptr) driver_->cuEventDestroy(landed);
-    PHOS_CU_RETURN_IF_ERROR(driver_->error_text(), r);
-  }
-  std::memcpy(dst, host + offset, bytes);
-  std::lock_guard lock(capture.mu);
-  SoftCopy& b = capture.buffers[index];
-  if (offset + bytes == b.size) {
-    // The writer has the whole buffer: its host copy goes.
-    driver::ContextScope scope(*driver_, ctx);
-    driver_->cuMemFreeHost(b.host);
-    b.host = nullptr;
-    b.taken = true;
+    if (wait != nullptr) {
+      driver::ContextScope scope(*driver_, ctx);
+      CUresult r = driver_->cuEventSynchronize(wait);
+      if (landed != nullptr) driver_->cuEventDestroy(landed);
+      PHOS_CU_RETURN_IF_ERROR(driver_->error_text(), r);
+    }
+    std::memcpy(dst, host + in_piece, n);
+    std::lock_guard lock(capture.mu);
+    SoftCopy& b = capture.buffers[index];
+    if (in_piece + n == std::min(kPieceBytes, b.size - k * kPieceBytes)) {
+      // The writer has the whole piece: its memory goes back to the pool, or to the driver.
+      if (capture.spare_pieces.size() < kSparePieces) {
+        capture.spare_pieces.push_back(b.pieces[k]);
+      } else {
+        driver::ContextScope scope(*driver_, ctx);
+        driver_->cuMemFreeHost(b.pieces[k]);
+      }
+      b.pieces[k] = nullptr;
+    }
+    if (offset + n == b.size) b.taken = true;
+    dst = static_cast<char*>(dst) + n;
+    offset += n;
+    bytes -= n;
   }
   return Status::Ok();
 }
@@ -300,7 +332,7 @@ CUresult Session::CopyBeforeWrite(const ipc::RecordView& record) {
           s = driver::CuStatus(driver_->cuStreamWaitEvent(cow, capture->background[b.device], 0),
                                "wait for the capture's pieces", driver_->error_text());
         }
-        if (s.ok()) s = EnqueueSoftCopy(*driver_, *capture, b, cow, b.size, &b.copied);
+        if (s.ok()) s = EnqueueSoftCopy(*driver_, *capture, b, cow, b.pieces.size(), &b.copied);
         if (!s.ok()) {
           PHOS_LOG_EVERY_SEC(Error, "capture", 1, "pid {}: copy of buffer {:#x} before a call writes it: {}", pid_,
                              b.base, s.message());
@@ -342,10 +374,17 @@ void Session::ReleaseSoftCapture() {
   for (SoftCopy& b : capture->buffers) {
     driver::ContextScope scope(*driver_, capture->contexts[b.device]);
     if (b.copied != nullptr) driver_->cuEventDestroy(b.copied);
-    if (b.host != nullptr) driver_->cuMemFreeHost(b.host);
     b.copied = nullptr;
-    b.host = nullptr;
+    for (void*& piece : b.pieces) {
+      if (piece != nullptr) driver_->cuMemFreeHost(piece);
+      piece = nullptr;
+    }
   }
+  if (!capture->contexts.empty()) {
+    driver::ContextScope scope(*driver_, capture->contexts[0]);
+    for (void* piece : capture->spare_pieces) driver_->cuMemFreeHost(piece);
+  }
+  capture->spare_pieces.clear();
   for (size_t d = 0; d < capture->contexts.size(); ++d) {
     driver::ContextScope scope(*driver_, capture->contexts[d]);
     if (d < capture->streams.size()) driver_->cuStreamDestroy(capture->streams[d]);

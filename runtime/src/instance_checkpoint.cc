@@ -2,8 +2,13 @@
 // template and its GPU session captured as a new snapshot version, at one point between two of
 // its requests; the instance range it holds then restores from there.
 #include <fmt/core.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "instance_manager_impl.h"
 #include "phos/base/fault_point.h"
@@ -11,6 +16,9 @@
 
 namespace phos::runtime {
 namespace {
+
+// The nice value of a soft checkpoint's copying thread.
+constexpr int kCaptureNice = 10;
 
 constexpr std::pair<CheckpointMode, const char*> kCheckpointModes[] = {
     {CheckpointMode::kStopTheWorld, "stop-the-world"},
@@ -181,6 +189,11 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
     live_.push_back(owner);
   }
   owner->thread = std::thread([this, capture, owner] {
+    // The copies' host side (hashing, writing the store) gives way to the instance's own work, as
+    // their device side does on its stream of the lowest priority.
+    if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kCaptureNice) != 0) {
+      PHOS_LOG(Debug, "instances", "checkpoint thread keeps its priority: {}", std::strerror(errno));
+    }
     CaptureOptions options;
     options.soft_cow = true;
     options.stats = &capture->copies;  // written once the capture returns, read after

@@ -273,6 +273,7 @@ class Session {
     CUevent copied = nullptr;   // after the last piece, when a copy before a write finished the buffer
     bool on_host = false;       // the rest copied by the guard handler, before a write speculation missed
     bool taken = false;         // the writer has all its bytes
+    int unit = -1;              // its guarded unit (SoftCapture::units); -1: none
   };
   // Shared by the executor, which copies a buffer before a call writes it, the capturing thread,
   // which copies the others one by one and takes every buffer's bytes, and (on simgpu) the guard

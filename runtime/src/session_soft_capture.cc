@@ -145,6 +145,7 @@ void Session::GuardSoftCapture(driver::DriverTable& driver, SoftCapture& capture
     } else {
       capture.units.push_back({.start = start, .bytes = end - start, .buffers = {static_cast<int>(i)}});
     }
+    capture.buffers[i].unit = static_cast<int>(capture.units.size()) - 1;
   }
   if (Status s = RegisterGuardClient(driver, &capture); !s.ok()) {
     PHOS_LOG(Warn, "capture", "pid {}: soft capture without validation: {}", capture.pid, s.message());
@@ -265,7 +266,20 @@ Status Session::ReadSoftCopy(SoftCapture& capture, size_t index, uint64_t offset
       }
       b.pieces[k] = nullptr;
     }
-    if (offset + n == b.size) b.taken = true;
+    if (offset + n == b.size) {
+      b.taken = true;
+      // Its unit is unguarded once the writer has all of it, here, not at the capture's end on the
+      // executor: a write no longer has anything to wait for.
+      if (b.unit >= 0 && capture.units[b.unit].guarded) {
+        SoftCapture::Unit& u = capture.units[b.unit];
+        const bool all = std::all_of(u.buffers.begin(), u.buffers.end(),
+                                     [&](int i) { return capture.buffers[i].taken; });
+        if (all) {
+          driver_->phosSimUnguardRange(u.start, u.bytes);
+          u.guarded = false;
+        }
+      }
+    }
     dst = static_cast<char*>(dst) + n;
     offset += n;
     bytes -= n;

@@ -9,6 +9,8 @@
 //   checkpoint_bench [--sizes 256,1024,4096] [--repetitions 3] [--baseline 10] [--report PATH | --no-report]
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -171,8 +173,25 @@ std::string Markdown(const std::vector<SizeResult>& results, const std::string& 
   for (size_t i = 0; i < results.size(); ++i) {
     md += fmt::format("{}{} MiB {:.3f} ms", i == 0 ? "" : ", ", results[i].size_mib, results[i].baseline_ms);
   }
-  md += ".\n";
+  md += fmt::format(
+      ".\n\n![seen stall by mode and size](plots/checkpoint-{0}.svg) (`gnuplot -e \"profile='{0}'\" "
+      "bench/checkpoint.gp`, from `plots/checkpoint-{0}.tsv`)\n",
+      config.profile);
   return md;
+}
+
+// The plot's table (docs/plots/checkpoint-<profile>.tsv): per size, each mode's median seen and
+// phosd stall, modelled ms.
+bool WritePlotTable(const std::vector<SizeResult>& results, const std::string& path) {
+  std::ofstream out(path);
+  out << "size\tstop-the-world (seen)\tsoft-cow (seen)\tstop-the-world (stall)\tsoft-cow (stall)\n";
+  for (const SizeResult& r : results) {
+    if (r.modes.size() != 2) continue;
+    out << fmt::format("{} MiB\t{:.3f}\t{:.3f}\t{:.3f}\t{:.3f}\n", r.size_mib, Median(r.modes[0].seen_ms),
+                       Median(r.modes[1].seen_ms), Median(r.modes[0].stall_ms), Median(r.modes[1].stall_ms));
+  }
+  if (!out) std::fprintf(stderr, "checkpoint_bench: cannot write %s\n", path.c_str());
+  return static_cast<bool>(out);
 }
 
 int Main(int argc, char** argv) {
@@ -221,7 +240,11 @@ int Main(int argc, char** argv) {
   }
   std::string md = Markdown(results, CommandLine(argc, argv), device->config);
   std::printf("\n%s", md.c_str());
-  if (!o.report.empty()) WriteSection(o.report, std::string("checkpoint-") + device->config.profile, md);
+  if (!o.report.empty()) {
+    WriteSection(o.report, std::string("checkpoint-") + device->config.profile, md);
+    const std::string plots = std::filesystem::path(o.report).parent_path() / "plots";
+    WritePlotTable(results, fmt::format("{}/checkpoint-{}.tsv", plots, device->config.profile));
+  }
   daemon.RemoveDirectories();
   return 0;
 }

@@ -182,12 +182,10 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
   }
   // Soft copy-on-write: the buffers are copied on a thread of the checkpoint's own, and the
   // instance serves on from the capture's point.
-  auto owner = std::make_shared<Instance>();
-  {
-    std::lock_guard lock(mu_);
-    owner->id = ++next_instance_id_;
-    live_.push_back(owner);
-  }
+  auto owner = std::make_shared<Instance>();  // the thread's, joined like a deploy's
+  std::unique_lock owner_lock(mu_);  // Shutdown joins what live_ holds: the thread is set first
+  owner->id = ++next_instance_id_;
+  live_.push_back(owner);
   owner->thread = std::thread([this, capture, owner] {
     // The copies' host side (hashing, writing the store) gives way to the instance's own work, as
     // their device side does on its stream of the lowest priority.
@@ -213,6 +211,7 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
     finished_.push_back(owner);
     supervisor_cv_.notify_all();
   });
+  owner_lock.unlock();
   std::unique_lock lock(capture->mu);
   capture->cv.wait(lock, [&] { return capture->at_point != Clock::time_point{} || capture->returned; });
   return true;

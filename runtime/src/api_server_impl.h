@@ -257,6 +257,8 @@ class ApiServer::Impl {
       std::lock_guard lock(mu_);
       auto it = sessions_.find(token);
       if (it == sessions_.end()) return Status::NotFound("the instance has no GPU session (it made no CUDA call)");
+      // One at a time: EndSession waits for the one under way, which a second would hide.
+      if (capturing_.count(token) != 0) return Status::FailedPrecondition("a capture of this session is under way");
       session = it->second.get();
       capturing_.insert(token);  // EndSession waits: the session must outlive the capture
     }

@@ -70,7 +70,9 @@ Result<std::vector<InstanceStatus>> InstanceManager::Impl::Instances(const std::
 
 void InstanceManager::Impl::Checkpoint(const std::string& name, uint64_t instance, CheckpointMode mode,
                                        std::function<void(CheckpointOutcome)> done) {
+  std::unique_lock lock(mu_, std::defer_lock);
   auto refuse = [&](Status why) {
+    if (lock.owns_lock()) lock.unlock();  // the answer goes out without the manager's lock
     CheckpointOutcome o;
     o.status = std::move(why);
     o.instance = instance;
@@ -81,7 +83,7 @@ void InstanceManager::Impl::Checkpoint(const std::string& name, uint64_t instanc
     return refuse(Status::NotSupported(fmt::format(
         "checkpoint mode '{}' is not built yet; stop-the-world and soft-cow are", CheckpointModeName(mode))));
   }
-  std::unique_lock lock(mu_);
+  lock.lock();
   if (stopping_) return refuse(Status::FailedPrecondition("phosd is shutting down"));
   auto it = functions_.find(name);
   if (it == functions_.end()) return refuse(Status::NotFound("no function '" + name + "'"));
@@ -104,6 +106,10 @@ void InstanceManager::Impl::Checkpoint(const std::string& name, uint64_t instanc
     return refuse(Status::NotFound(instance != 0 ? fmt::format("'{}' has no running instance {}", name, instance)
                                                  : fmt::format("'{}' has no running instance", name)));
   }
+  if (target->checkpointing) {
+    return refuse(Status::FailedPrecondition(
+        fmt::format("instance {} of '{}' is still copying its previous checkpoint", target->id, name)));
+  }
   target->checkpoints.push_back({mode, std::move(done)});
   f.cv.notify_all();  // the instance's serve loop waits there when idle
 }
@@ -123,9 +129,10 @@ void InstanceManager::Impl::FailPendingCheckpoints(Instance& inst, const Status&
   }
 }
 
-bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, const Instance& inst,
+bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, const std::shared_ptr<Instance>& holder,
                                           const InstanceProcess& proc, const StartReport& report,
                                           PendingCheckpoint job) {
+  const Instance& inst = *holder;
   const std::string& name = f->spec.name;
   const Clock::time_point start = Clock::now();
   const std::string who = fmt::format("instance {} of '{}' (pid {})", inst.id, name, proc.pid);
@@ -138,11 +145,17 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
     job.done(std::move(out));
   };
   int va_slot = -1;
+  bool copying = false;
   {
     std::lock_guard lock(mu_);
     for (const Slot& slot : f->slots) {
       if (slot.holder == inst.id) va_slot = slot.va_slot;
     }
+    copying = holder->checkpointing;
+  }
+  if (copying) {
+    refuse(Status::FailedPrecondition(fmt::format("{} is still copying its previous checkpoint", who)));
+    return true;
   }
   if (!report.restored || va_slot < 0) {
     // A cold-booted instance's memory is not in its instance range, where restores map a snapshot.
@@ -186,7 +199,8 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
   std::unique_lock owner_lock(mu_);  // Shutdown joins what live_ holds: the thread is set first
   owner->id = ++next_instance_id_;
   live_.push_back(owner);
-  owner->thread = std::thread([this, capture, owner] {
+  holder->checkpointing = true;
+  owner->thread = std::thread([this, capture, owner, holder] {
     // The copies' host side (hashing, writing the store) gives way to the instance's own work, as
     // their device side does on its stream of the lowest priority.
     if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kCaptureNice) != 0) {
@@ -208,6 +222,7 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
     }
     FinishCheckpoint(capture, std::move(version));
     std::lock_guard lock(mu_);
+    holder->checkpointing = false;
     finished_.push_back(owner);
     supervisor_cv_.notify_all();
   });

@@ -492,7 +492,7 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
       }
       inst->state = InstanceState::kBusy;
     }
-    bool keep = checkpoint ? RunCheckpoint(f, *inst, proc, report, std::move(*checkpoint))
+    bool keep = checkpoint ? RunCheckpoint(f, inst, proc, report, std::move(*checkpoint))
                            : Handle(proc, who, std::move(inv), nullptr, after_request);
     std::lock_guard lock(mu_);
     inst->state = InstanceState::kIdle;

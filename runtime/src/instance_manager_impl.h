@@ -79,6 +79,8 @@ struct Instance {
   bool restored = false;
   // Checkpoints asked of it, taken before the next queued invocation; failed if it ends first.
   std::deque<PendingCheckpoint> checkpoints;
+  // A soft checkpoint of it is still copying (it serves meanwhile): another is refused until then.
+  bool checkpointing = false;
   std::thread thread;
 };
 
@@ -216,8 +218,8 @@ class InstanceManager::Impl {
   // Takes `job` on the instance's thread while it is held busy: its CPU state kept as a new
   // template, its GPU session captured at the same point, and its instance range switched to
   // both. Returns false when the instance had to be ended (its channel broke).
-  bool RunCheckpoint(const std::shared_ptr<Function>& f, const Instance& inst, const InstanceProcess& proc,
-                     const StartReport& report, PendingCheckpoint job);
+  bool RunCheckpoint(const std::shared_ptr<Function>& f, const std::shared_ptr<Instance>& inst,
+                     const InstanceProcess& proc, const StartReport& report, PendingCheckpoint job);
   // Switches the checkpoint's instance range to the captured `version` and its template (or
   // releases the template when the capture failed), and answers the checkpoint.
   void FinishCheckpoint(const std::shared_ptr<CheckpointCapture>& capture, Result<uint64_t> version);

@@ -302,6 +302,7 @@ class Session {
     std::vector<void*> spare_pieces;  // pinned pieces the writer is done with, for the next ones
     bool registered = false;          // a guard client
     CaptureStats stats;
+    Status failed;          // a copy before a write could not be made: the capture fails with this
     bool finished = false;  // the capture ended: nothing more is copied
   };
   // At the point (on the executor, every call sent so far finished): the request with the module

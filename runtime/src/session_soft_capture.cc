@@ -42,7 +42,12 @@ int Session::FindSoftCopy(const std::vector<SoftCopy>& buffers, uint64_t base) {
 }
 
 Result<Session::SoftBegun> Session::BeginSoftCapture(const std::string& function, const std::string& device_profile) {
-  ReleaseSoftCapture();  // an earlier one, finished
+  if (soft_ != nullptr) {
+    std::unique_lock lock(soft_->mu);
+    if (!soft_->finished) return Status::FailedPrecondition("a soft checkpoint of this session is still copying");
+    lock.unlock();
+    ReleaseSoftCapture();  // an earlier one, finished
+  }
   PHOS_ASSIGN_OR_RETURN(CaptureRequest request, DescribeForCapture(function, device_profile));
   auto capture = std::make_shared<SoftCapture>();
   capture->driver = driver_;
@@ -177,7 +182,7 @@ PhosSimGuardDecision Session::SoftCapture::OnFault(CUdeviceptr address, const ch
   if (unit == nullptr || !unit->guarded) return PHOS_SIM_GUARD_RETRY;  // unguarded meanwhile
   for (int index : unit->buffers) {
     SoftCopy& b = buffers[index];
-    if (finished || b.taken || b.on_host) continue;
+    if (finished || !failed.ok() || b.taken || b.on_host) continue;
     if (b.copied != nullptr) {
       // A write the call's speculation named: its stream waited for this copy. A copy still in
       // flight (a neighbour's, sharing a page) runs on the device-to-host engine, which no write
@@ -222,6 +227,7 @@ Status Session::ReadSoftCopy(SoftCapture& capture, size_t index, uint64_t offset
     size_t n = 0;
     {
       std::lock_guard lock(capture.mu);
+      if (!capture.failed.ok()) return capture.failed;
       if (index >= capture.buffers.size()) return Status::Internal(fmt::format("no buffer {} in the capture", index));
       SoftCopy& b = capture.buffers[index];
       if (b.taken || offset > b.size || bytes > b.size - offset || (k < b.enqueued && b.pieces[k] == nullptr)) {
@@ -238,10 +244,15 @@ Status Session::ReadSoftCopy(SoftCapture& capture, size_t index, uint64_t offset
       } else {
         CUstream stream = capture.streams[b.device];
         PHOS_RETURN_IF_ERROR(EnqueueSoftCopy(*driver_, capture, b, stream, k + 1, &landed));
-        if (b.enqueued < b.pieces.size()) {
-          // One piece ahead: a copy before a write queues behind at most that much of the capture's.
-          PHOS_RETURN_IF_ERROR(
-              EnqueueSoftCopy(*driver_, capture, b, stream, b.enqueued + 1, &capture.background[b.device]));
+        // One piece ahead (a copy before a write queues behind at most that much of the capture's),
+        // and `background` recorded after every piece enqueued here, the last one too: a copy before
+        // a write and the guard handler wait on it for the pieces under way.
+        Status ahead = EnqueueSoftCopy(*driver_, capture, b, stream, std::min(b.enqueued + 1, b.pieces.size()),
+                                       &capture.background[b.device]);
+        if (!ahead.ok()) {
+          driver::ContextScope scope(*driver_, ctx);
+          driver_->cuEventDestroy(landed);
+          return ahead;
         }
         wait = landed;
       }
@@ -331,6 +342,7 @@ CUresult Session::CopyBeforeWrite(const ipc::RecordView& record) {
   std::vector<CUevent> waits;
   {
     std::lock_guard lock(capture->mu);
+    if (!capture->failed.ok()) return CUDA_SUCCESS;  // nothing more is copied for a failed checkpoint
     if (all) {
       for (size_t i = 0; i < capture->buffers.size(); ++i) targets.push_back(static_cast<int>(i));
     }
@@ -348,9 +360,11 @@ CUresult Session::CopyBeforeWrite(const ipc::RecordView& record) {
         }
         if (s.ok()) s = EnqueueSoftCopy(*driver_, *capture, b, cow, b.pieces.size(), &b.copied);
         if (!s.ok()) {
+          // The checkpoint fails (its writer is told), not the function's call, which runs on.
           PHOS_LOG_EVERY_SEC(Error, "capture", 1, "pid {}: copy of buffer {:#x} before a call writes it: {}", pid_,
                              b.base, s.message());
-          return CUDA_ERROR_ILLEGAL_STATE;
+          capture->failed = s.WithContext(fmt::format("copy buffer {:#x} before a call wrote it", b.base));
+          return CUDA_SUCCESS;
         }
         ++capture->stats.copied_before_write;
       }

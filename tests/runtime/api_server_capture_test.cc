@@ -105,6 +105,11 @@ TEST_F(ApiServerCaptureTest, ASoftCaptureHoldsEveryBufferAsItWasAtItsPointWhileT
   // write (or free) must be copied first, as it was at the point.
   options.at_point = [&] {
     at_point = true;
+    // One capture of a session at a time: EndSession waits for it, which a second would hide.
+    CaptureOptions again;
+    again.soft_cow = true;
+    EXPECT_EQ(server_->CaptureSession(token_, *store_, "fn", "ci", std::chrono::seconds(60), again).status().code(),
+              StatusCode::kFailedPrecondition);
     Fill(big, 9u << 20, 0x55);
     Fill(small, 16, 0x66);  // part of a buffer: the whole buffer is copied first
     ipc::PointerArgs free_args{freed};

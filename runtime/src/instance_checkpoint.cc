@@ -272,16 +272,7 @@ void InstanceManager::Impl::FinishCheckpoint(const std::shared_ptr<CheckpointCap
       for (Slot& slot : f->slots) {
         if (slot.va_slot != capture->va_slot) continue;
         replaced = slot;
-        // The deploy's template stays parked with the range (Slot::deployed); an earlier
-        // checkpoint's goes.
-        if (slot.deployed.id.empty()) {
-          slot.deployed = slot.cpu;
-          unused = {};
-        } else {
-          unused = slot.cpu;
-        }
-        slot.version = out.version;
-        slot.cpu = capture->cpu;
+        unused = AdoptCheckpoint(slot, out.version, capture->cpu);
         switched = true;
       }
     }

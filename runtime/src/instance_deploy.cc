@@ -282,8 +282,7 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
   }
   std::string token = *issued;
   Result<InstanceProcess> spawned = SpawnInstanceProcess(
-      spec, logs_dir_, {{"PHOS_GPU_SOCKET", GpuSocketForFunctions()}, {"PHOS_INSTANCE_TOKEN", token}},
-      options_.sandbox);
+      spec, logs_dir_, SessionEnv(token), options_.sandbox);
   if (!spawned.ok()) {
     sessions.EndSession(token);
     sessions.ReleaseVaSlot(slot.va_slot);
@@ -338,17 +337,9 @@ Status InstanceManager::Impl::WarmUp(const std::shared_ptr<Function>& f, Slot* s
   const FunctionSpec& spec = f->spec;
   GpuSessions& sessions = *options_.sessions;
   std::string token;
-  if (slot->version == 0) {
-    token = sessions.IssueToken(spec.gpus, spec.name);  // no GPU state at the entry point
-  } else {
-    PHOS_ASSIGN_OR_RETURN(token, sessions.IssueRestoreToken(spec.name, slot->version, RestoreMode::kPhos, false,
-                                                            slot->va_slot, spec.gpus, false));
-  }
-  ipc::invoke::EnvList env = {{"PHOS_GPU_SOCKET", GpuSocketForFunctions()}, {"PHOS_INSTANCE_TOKEN", token}};
-  if (slot->version != 0) env.emplace_back(kSnapshotEnv, std::to_string(slot->version));
-  Result<SpawnedProcess> spawned = options_.cpu_state->Spawn(slot->cpu, env);
+  Result<SpawnedProcess> spawned = SpawnFromSlot(spec, *slot, RestoreMode::kPhos, false, false, &token);
   if (!spawned.ok()) {
-    sessions.EndSession(token);
+    if (!token.empty()) sessions.EndSession(token);
     return spawned.status().WithContext("warm up");
   }
   const SpawnedProcess proc = *spawned;
@@ -364,11 +355,12 @@ Status InstanceManager::Impl::WarmUp(const std::shared_ptr<Function>& f, Slot* s
       self->options_.sessions->EndSession(token);
     }
   } end{this, proc, token};
-  const Clock::time_point deadline = Clock::now() + options_.start_timeout;
+  // The instance's start, then each request, gets what an invocation would.
+  Clock::time_point deadline = Clock::now() + options_.start_timeout;
   auto next_frame = [&]() -> Result<ipc::invoke::Frame> {
     int ready = WaitReadable(proc.channel_fd, stop_fd_, deadline);
     if (ready < 0) return Status::FailedPrecondition("phosd is shutting down");
-    if (ready == 0) return Status::Timeout(fmt::format("no answer within {} ms", options_.start_timeout.count()));
+    if (ready == 0) return Status::Timeout("no answer in time");
     return ipc::invoke::ReadFrame(proc.channel_fd);
   };
   Result<ipc::invoke::Frame> hello = next_frame();
@@ -379,6 +371,7 @@ Status InstanceManager::Impl::WarmUp(const std::shared_ptr<Function>& f, Slot* s
   }
   const Clock::time_point warm_start = Clock::now();
   for (size_t i = 0; i < spec.warmup.size(); ++i) {
+    deadline = Clock::now() + options_.invoke_timeout;
     PHOS_RETURN_IF_ERROR(ipc::invoke::WriteFrame(proc.channel_fd, ipc::invoke::FrameKind::kRequest, spec.warmup[i])
                              .WithContext(fmt::format("warm-up request {}", i + 1)));
     Result<ipc::invoke::Frame> answer = next_frame();
@@ -403,9 +396,8 @@ Status InstanceManager::Impl::WarmUp(const std::shared_ptr<Function>& f, Slot* s
     return version.status().WithContext("warm up: capture the warmed instance's GPU state");
   }
   const uint64_t pre_entry = slot->version;
-  slot->deployed = slot->cpu;
-  slot->cpu = cpu;
-  slot->version = version.ok() ? *version : 0;
+  // A slot being deployed has held no checkpoint before: nothing to release.
+  AdoptCheckpoint(*slot, version.ok() ? *version : 0, cpu);
   if (report != nullptr) {
     report->warmed_up = true;
     report->pre_entry_bytes = pre_entry == 0 ? 0 : sessions.SnapshotBytes(spec.name, pre_entry);
@@ -450,29 +442,46 @@ Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr
           // Device groups come from their pool in every mode (no fresh-group variant).
           *token = sessions->IssueToken(spec.gpus, spec.name);
         }
-        env = {{"PHOS_GPU_SOCKET", GpuSocketForFunctions()}, {"PHOS_INSTANCE_TOKEN", *token}};
+        env = SessionEnv(*token);
       }
       return SpawnInstanceProcess(spec, logs_dir_, env, options_.sandbox);
     }
   }
+  report->restored = slot.version != 0;
+  PHOS_ASSIGN_OR_RETURN(SpawnedProcess spawned, SpawnFromSlot(spec, slot, mode, learn, inst.for_request, token));
+  return InstanceProcess{spawned.pid, spawned.channel_fd, spawned.log_path};
+}
+
+Result<SpawnedProcess> InstanceManager::Impl::SpawnFromSlot(const FunctionSpec& spec, const Slot& slot,
+                                                            RestoreMode mode, bool learn, bool urgent,
+                                                            std::string* token) {
+  GpuSessions* sessions = options_.sessions;
   if (slot.version == 0) {
     *token = sessions->IssueToken(spec.gpus, spec.name);
   } else {
-    PHOS_ASSIGN_OR_RETURN(*token,
-                          sessions->IssueRestoreToken(spec.name, slot.version, mode, learn, slot.va_slot, spec.gpus,
-                                                      inst.for_request));
-    report->restored = true;
+    PHOS_ASSIGN_OR_RETURN(*token, sessions->IssueRestoreToken(spec.name, slot.version, mode, learn, slot.va_slot,
+                                                              spec.gpus, urgent));
   }
   if (mode == RestoreMode::kStopTheWorld || mode == RestoreMode::kEager) {
     // Everything copied before the CPU side resumes.
     PHOS_RETURN_IF_ERROR(sessions->WaitPrepared(*token, options_.start_timeout)
                              .WithContext(fmt::format("{} restore", RestoreModeName(mode))));
   }
-  std::vector<std::pair<std::string, std::string>> env = {{"PHOS_GPU_SOCKET", GpuSocketForFunctions()},
-                                                           {"PHOS_INSTANCE_TOKEN", *token}};
+  ipc::invoke::EnvList env = SessionEnv(*token);
   if (slot.version != 0) env.emplace_back(kSnapshotEnv, std::to_string(slot.version));
-  PHOS_ASSIGN_OR_RETURN(SpawnedProcess spawned, options_.cpu_state->Spawn(slot.cpu, env));
-  return InstanceProcess{spawned.pid, spawned.channel_fd, spawned.log_path};
+  return options_.cpu_state->Spawn(slot.cpu, env);
+}
+
+CpuStateRef InstanceManager::Impl::AdoptCheckpoint(Slot& slot, uint64_t version, const CpuStateRef& cpu) {
+  CpuStateRef replaced;
+  if (slot.deployed.id.empty()) {
+    slot.deployed = slot.cpu;
+  } else {
+    replaced = slot.cpu;
+  }
+  slot.cpu = cpu;
+  slot.version = version;
+  return replaced;
 }
 
 InstanceManager::Impl::Answered InstanceManager::Impl::AnswerBegins(const StartReport& report) const {

@@ -165,6 +165,10 @@ class InstanceManager::Impl {
     const std::string host = options_.sessions->SocketPath();
     return options_.sandbox != nullptr ? options_.sandbox->SocketPathForFunctions(host) : host;
   }
+  // The session variables of a function process whose session is `token`'s.
+  ipc::invoke::EnvList SessionEnv(const std::string& token) const {
+    return {{"PHOS_GPU_SOCKET", GpuSocketForFunctions()}, {"PHOS_INSTANCE_TOKEN", token}};
+  }
   // Adds the function (not persisted); the caller holds mu_.
   std::shared_ptr<Function> AddLocked(const FunctionSpec& spec);
   // Undoes AddLocked for a function whose registration or deploy failed (the registry entry and
@@ -255,6 +259,15 @@ class InstanceManager::Impl {
                                    std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
                                    Clock::duration* waited, bool* gave_way);
   int FreeSlotLocked(const Function& f) const;
+  // A process forked from `slot`'s template whose session (`*token`) restores the slot's snapshot
+  // as `mode` says, or allocates in its range when the slot holds no GPU state; with
+  // stop-the-world and eager, once every byte is copied.
+  Result<SpawnedProcess> SpawnFromSlot(const FunctionSpec& spec, const Slot& slot, RestoreMode mode, bool learn,
+                                       bool urgent, std::string* token);
+  // Makes `slot` restore from a checkpoint of its instance (`version`, template `cpu`). The deploy's
+  // template stays parked as Slot::deployed (a sandbox's first process: its end would end every
+  // process forked in it); an earlier checkpoint's is returned, for the caller to release.
+  static CpuStateRef AdoptCheckpoint(Slot& slot, uint64_t version, const CpuStateRef& cpu);
   // Makes the process of a new instance of `f` as `mode` says; a range is waited for until
   // `deadline` (the first invocation's, or start_timeout from now).
   Result<InstanceProcess> MakeProcess(const std::shared_ptr<Function>& f, Instance& inst, RestoreMode mode,

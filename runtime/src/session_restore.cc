@@ -524,10 +524,7 @@ Result<uint64_t> Session::Capture(store::Store& store, const std::string& functi
     // Taken by the executor: it finishes with `store` before we may return.
   }
   Begun begun = done.get();
-  if (auto* version = std::get_if<Result<uint64_t>>(&begun)) {
-    if (version->ok() && options.at_point) options.at_point();
-    return *version;
-  }
+  if (auto* version = std::get_if<Result<uint64_t>>(&begun)) return *version;
   Result<SoftBegun>& soft = std::get<Result<SoftBegun>>(begun);
   if (!soft.ok()) return soft.status();
   const std::shared_ptr<SoftCapture>& capture = soft->capture;

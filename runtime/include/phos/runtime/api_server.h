@@ -134,8 +134,8 @@ struct CaptureOptions {
   // first, its stream waiting for the copy). Otherwise (stop-the-world) the session's calls wait
   // until the snapshot is committed.
   bool soft_cow = false;
-  // Called once the point is taken, before any byte is copied: from then on the session's calls
-  // may run (soft_cow). Not called when the capture fails before its point.
+  // soft_cow: called once the point is taken, before any byte is copied; from then on the
+  // session's calls may run. Not called when the capture fails before its point.
   std::function<void()> at_point;
   // Filled when the capture ends (soft_cow), if not null.
   CaptureStats* stats = nullptr;

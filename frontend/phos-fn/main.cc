@@ -415,6 +415,11 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(j["instance"].get<uint64_t>()), name.c_str(),
                 static_cast<unsigned long long>(j["version"].get<uint64_t>()), j.value("mode", "?").c_str(),
                 j.value("stall_us", 0.0) / 1000.0);
+    if (j.contains("recopied")) {
+      std::printf("copied again at the final stop: %llu buffers, %llu bytes\n",
+                  static_cast<unsigned long long>(j.value("recopied", uint64_t{0})),
+                  static_cast<unsigned long long>(j.value("recopied_bytes", uint64_t{0})));
+    }
     return 0;
   }
   if (*rm) {

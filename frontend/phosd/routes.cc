@@ -227,10 +227,12 @@ Response CheckpointResponse(const std::string& function, const runtime::Checkpoi
                       {"version", o.version},
                       {"stall_us", o.stall.count()},
                       {"total_us", o.total.count()}};
-  if (o.mode != runtime::CheckpointMode::kStopTheWorld) {
-    j["copied_before_write"] = o.copies.copied_before_write;
-    j["missed_writes"] = o.copies.missed_writes;
+  if (o.mode == runtime::CheckpointMode::kSoftCow) j["copied_before_write"] = o.copies.copied_before_write;
+  if (o.mode == runtime::CheckpointMode::kSoftRecopy) {
+    j["recopied"] = o.copies.recopied;
+    j["recopied_bytes"] = o.copies.recopied_bytes;
   }
+  if (o.mode != runtime::CheckpointMode::kStopTheWorld) j["missed_writes"] = o.copies.missed_writes;
   return Response::Json(201, j.dump() + "\n");
 }
 

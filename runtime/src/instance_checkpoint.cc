@@ -79,10 +79,6 @@ void InstanceManager::Impl::Checkpoint(const std::string& name, uint64_t instanc
     o.mode = mode;
     done(std::move(o));
   };
-  if (mode == CheckpointMode::kSoftRecopy) {
-    return refuse(Status::NotSupported(fmt::format(
-        "checkpoint mode '{}' is not built yet; stop-the-world and soft-cow are", CheckpointModeName(mode))));
-  }
   lock.lock();
   if (stopping_) return refuse(Status::FailedPrecondition("phosd is shutting down"));
   auto it = functions_.find(name);
@@ -132,6 +128,7 @@ void InstanceManager::Impl::FailPendingCheckpoints(Instance& inst, const Status&
 bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, const std::shared_ptr<Instance>& holder,
                                           const InstanceProcess& proc, const StartReport& report,
                                           PendingCheckpoint job) {
+  if (job.final_stop != nullptr) return RunFinalStop(proc, *job.final_stop);
   const Instance& inst = *holder;
   const std::string& name = f->spec.name;
   const Clock::time_point start = Clock::now();
@@ -165,55 +162,68 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
         who, RestoreModeName(report.mode))));
     return true;
   }
-  // The CPU side first: the instance is idle in its serve loop, where it forks; the fork keeps its
-  // state as it is now, and the instance sends nothing until its next request.
-  Result<CpuStateRef> cpu = options_.cpu_state->CaptureRunning({proc.pid, proc.channel_fd, proc.log_path});
-  if (!cpu.ok()) {
-    const bool lost = cpu.status().code() == StatusCode::kUnavailable;
-    if (lost) {
-      std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(0));
-      PHOS_LOG(Error, "instances", "{}: checkpoint failed, instance ended ({}): {}", who, how, cpu.status().message());
-    }
-    refuse(cpu.status().WithContext("checkpoint " + who + ": keep its CPU state"));
-    return !lost;
-  }
-  FaultPoint("checkpoint-cpu-kept");  // the template parked, the GPU state not captured yet
-  // The GPU side at the same point: every call the instance sent has run by then (Session::Capture).
   auto capture = std::make_shared<CheckpointCapture>();
   capture->f = f;
   capture->instance = inst.id;
   capture->va_slot = va_slot;
-  capture->cpu = *cpu;
   capture->token = report.token;
   capture->who = who;
   capture->start = start;
   capture->job = std::move(job);
-  if (capture->job.mode == CheckpointMode::kStopTheWorld) {
-    // The instance serves nothing until the snapshot is committed.
+  const CheckpointMode mode = capture->job.mode;
+  if (mode != CheckpointMode::kSoftRecopy) {
+    // The CPU side first: the instance is idle in its serve loop, where it forks; the fork keeps
+    // its state as it is now, and the instance sends nothing until its next request. (A recopy's
+    // is kept at its final stop.)
+    Result<CpuStateRef> cpu = options_.cpu_state->CaptureRunning({proc.pid, proc.channel_fd, proc.log_path});
+    if (!cpu.ok()) {
+      const bool lost = cpu.status().code() == StatusCode::kUnavailable;
+      if (lost) {
+        std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(0));
+        PHOS_LOG(Error, "instances", "{}: checkpoint failed, instance ended ({}): {}", who, how, cpu.status().message());
+      }
+      job = std::move(capture->job);
+      refuse(cpu.status().WithContext("checkpoint " + who + ": keep its CPU state"));
+      return !lost;
+    }
+    capture->cpu = *cpu;
+    FaultPoint("checkpoint-cpu-kept");  // the template parked, the GPU state not captured yet
+  }
+  if (mode == CheckpointMode::kStopTheWorld) {
+    // The GPU side at the same point: every call the instance sent has run by then
+    // (Session::Capture), and the instance serves nothing until the snapshot is committed.
     FinishCheckpoint(capture, options_.sessions->Capture(report.token, name, {}));
     return true;
   }
-  // Soft copy-on-write: the buffers are copied on a thread of the checkpoint's own, and the
-  // instance serves on from the capture's point.
+  // Soft modes: the buffers are copied on a thread of the checkpoint's own, and the instance serves
+  // on from the capture's point (a recopy stops it once more at the end: RunFinalStop).
   auto owner = std::make_shared<Instance>();  // the thread's, joined like a deploy's
   std::unique_lock owner_lock(mu_);  // Shutdown joins what live_ holds: the thread is set first
   owner->id = ++next_instance_id_;
   live_.push_back(owner);
   holder->checkpointing = true;
-  owner->thread = std::thread([this, capture, owner, holder] {
+  owner->thread = std::thread([this, capture, owner, holder, mode] {
     // The copies' host side (hashing, writing the store) gives way to the instance's own work, as
     // their device side does on its stream of the lowest priority.
     if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kCaptureNice) != 0) {
       PHOS_LOG(Debug, "instances", "checkpoint thread keeps its priority: {}", std::strerror(errno));
     }
     CaptureOptions options;
-    options.soft_cow = true;
+    options.mode = mode;
     options.stats = &capture->copies;  // written once the capture returns, read after
     options.at_point = [capture] {
       std::lock_guard lock(capture->mu);
       capture->at_point = Clock::now();
       capture->cv.notify_all();
     };
+    if (mode == CheckpointMode::kSoftRecopy) {
+      options.final_stop = [this, capture, holder] { return AwaitFinalStop(capture, holder); };
+      options.resumed = [capture] {
+        std::lock_guard lock(capture->mu);
+        capture->resumed = Clock::now();
+        capture->cv.notify_all();
+      };
+    }
     Result<uint64_t> version = options_.sessions->Capture(capture->token, capture->f->spec.name, options);
     {
       std::lock_guard lock(capture->mu);
@@ -232,6 +242,58 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
   return true;
 }
 
+Status InstanceManager::Impl::AwaitFinalStop(const std::shared_ptr<CheckpointCapture>& capture,
+                                             const std::shared_ptr<Instance>& holder) {
+  {
+    std::lock_guard lock(mu_);
+    // An instance ending has failed (or is failing) what was asked of it: the stop would never come.
+    if (holder->retiring || stopping_) {
+      return Status::Unavailable(fmt::format("{} ended before the checkpoint's final stop", capture->who));
+    }
+    PendingCheckpoint stop;
+    stop.mode = CheckpointMode::kSoftRecopy;
+    stop.final_stop = capture;
+    stop.done = [capture](CheckpointOutcome ended) {
+      std::lock_guard lock(capture->mu);
+      capture->stop_status = std::move(ended.status);
+      capture->stop_answered = true;
+      capture->cv.notify_all();
+    };
+    // Before queued requests: the stop is what the checkpoint waits for.
+    holder->checkpoints.push_front(std::move(stop));
+    capture->f->cv.notify_all();
+  }
+  std::unique_lock lock(capture->mu);
+  capture->cv.wait(lock, [&] { return capture->stop_answered; });
+  return capture->stop_status;
+}
+
+bool InstanceManager::Impl::RunFinalStop(const InstanceProcess& proc, CheckpointCapture& capture) {
+  const Clock::time_point stopped = Clock::now();
+  // The CPU side where the GPU side will stand: the instance is idle in its serve loop and sends
+  // nothing until its next request, which waits until the final stop is over.
+  Result<CpuStateRef> cpu = options_.cpu_state->CaptureRunning({proc.pid, proc.channel_fd, proc.log_path});
+  const bool lost = !cpu.ok() && cpu.status().code() == StatusCode::kUnavailable;
+  if (lost) {
+    std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(0));
+    PHOS_LOG(Error, "instances", "{}: checkpoint failed, instance ended ({}): {}", capture.who, how,
+             cpu.status().message());
+  }
+  std::unique_lock lock(capture.mu);
+  capture.stopped = stopped;
+  if (cpu.ok()) {
+    capture.cpu = *cpu;
+  } else {
+    capture.stop_status = cpu.status().WithContext("checkpoint " + capture.who + ": keep its CPU state");
+  }
+  capture.stop_answered = true;
+  capture.cv.notify_all();
+  if (!cpu.ok()) return !lost;
+  FaultPoint("checkpoint-cpu-kept");
+  capture.cv.wait(lock, [&] { return capture.resumed != Clock::time_point{} || capture.returned; });
+  return true;
+}
+
 void InstanceManager::Impl::FinishCheckpoint(const std::shared_ptr<CheckpointCapture>& capture,
                                              Result<uint64_t> version) {
   const std::shared_ptr<Function>& f = capture->f;
@@ -242,11 +304,16 @@ void InstanceManager::Impl::FinishCheckpoint(const std::shared_ptr<CheckpointCap
   out.copies = capture->copies;
   {
     std::lock_guard lock(capture->mu);
-    // Until the point, or the end for a stop-the-world capture: what the instance waited for.
+    // Until the point, or the end for a stop-the-world capture, and a recopy's final stop: what
+    // the instance waited for.
     const Clock::time_point resumed =
         capture->at_point != Clock::time_point{} && out.mode != CheckpointMode::kStopTheWorld ? capture->at_point
                                                                                                : Clock::now();
     out.stall = std::chrono::duration_cast<std::chrono::microseconds>(resumed - capture->start);
+    if (capture->stopped != Clock::time_point{}) {
+      const Clock::time_point over = capture->resumed != Clock::time_point{} ? capture->resumed : Clock::now();
+      out.stall += std::chrono::duration_cast<std::chrono::microseconds>(over - capture->stopped);
+    }
   }
   auto answer = [&](Status status) {
     out.status = std::move(status);
@@ -254,7 +321,7 @@ void InstanceManager::Impl::FinishCheckpoint(const std::shared_ptr<CheckpointCap
     capture->job.done(std::move(out));
   };
   if (!version.ok() && version.status().code() != StatusCode::kNotFound) {
-    options_.cpu_state->Release(capture->cpu).IgnoreError();
+    if (!capture->cpu.id.empty()) options_.cpu_state->Release(capture->cpu).IgnoreError();
     answer(version.status().WithContext("checkpoint " + capture->who + ": capture its GPU state"));
     return;
   }

@@ -37,13 +37,17 @@ struct Invocation {
 
 enum class InstanceState { kStarting, kIdle, kBusy };
 
-// A checkpoint asked of an instance (InstanceManager::Checkpoint), taken when it is next idle.
+struct Function;
+struct CheckpointCapture;
+
+// A checkpoint asked of an instance (InstanceManager::Checkpoint), taken when it is next idle; or
+// the final stop of a soft recopy under way (`final_stop`), whose `done` is told only when the
+// instance ends first.
 struct PendingCheckpoint {
   CheckpointMode mode = CheckpointMode::kStopTheWorld;
   std::function<void(CheckpointOutcome)> done;
+  std::shared_ptr<CheckpointCapture> final_stop;
 };
-
-struct Function;
 
 // A checkpoint under way: its CPU state kept, its GPU state being captured (instance_checkpoint.cc).
 struct CheckpointCapture {
@@ -60,6 +64,12 @@ struct CheckpointCapture {
   std::chrono::steady_clock::time_point at_point{};  // the capture's point taken: the instance runs on
   CaptureStats copies;                               // what a soft capture copied ahead of calls
   bool returned = false;                             // the capture returned (failed before its point, or done)
+  // A soft recopy's final stop: taken by the instance (its CPU state kept, or why not: the answer),
+  // and over (the instance may serve again).
+  bool stop_answered = false;
+  Status stop_status;
+  std::chrono::steady_clock::time_point stopped{};
+  std::chrono::steady_clock::time_point resumed{};
 };
 
 struct Instance {
@@ -224,6 +234,12 @@ class InstanceManager::Impl {
   // both. Returns false when the instance had to be ended (its channel broke).
   bool RunCheckpoint(const std::shared_ptr<Function>& f, const std::shared_ptr<Instance>& inst,
                      const InstanceProcess& proc, const StartReport& report, PendingCheckpoint job);
+  // A soft recopy's final stop, on the instance's thread at its idle point: its CPU state kept and
+  // its GPU state's last copies made before it serves again. Returns as RunCheckpoint does.
+  bool RunFinalStop(const InstanceProcess& proc, CheckpointCapture& capture);
+  // The soft recopy's copying thread asks `holder` for its final stop and waits until it is taken:
+  // the instance's CPU state kept, or why not.
+  Status AwaitFinalStop(const std::shared_ptr<CheckpointCapture>& capture, const std::shared_ptr<Instance>& holder);
   // Switches the checkpoint's instance range to the captured `version` and its template (or
   // releases the template when the capture failed), and answers the checkpoint.
   void FinishCheckpoint(const std::shared_ptr<CheckpointCapture>& capture, Result<uint64_t> version);

@@ -95,8 +95,8 @@ class Session {
   ~Session();
 
   // Captures the session into `store` once the ring is drained (on the executor, between calls),
-  // within `timeout`: a deploy's, or a checkpoint's as `options` says (soft copy-on-write: the
-  // executor runs on from the point while this thread copies the buffers).
+  // within `timeout`: a deploy's, or a checkpoint's as `options` says (soft modes: the executor
+  // runs on while this thread copies the buffers).
   Result<uint64_t> Capture(store::Store& store, const std::string& function, const std::string& device_profile,
                            std::chrono::milliseconds timeout, const CaptureOptions& options);
   // Stage times and loader counters (restored sessions; thread-safe).
@@ -261,9 +261,9 @@ class Session {
   // What a capture records of the session now (its buffers, modules, handles), on the executor.
   Result<CaptureRequest> DescribeForCapture(const std::string& function, const std::string& device_profile);
 
-  // ---- soft copy-on-write captures (session_soft_capture.cc, docs/design.md D10) ----
-  // One buffer of a soft capture: its bytes as of the capture's point, in pieces of pinned host
-  // memory (kSoftPieceBytes each), enqueued in order from the start.
+  // ---- soft captures (session_soft_capture.cc, docs/design.md D10) ----
+  // One buffer of a soft capture: its bytes (copy-on-write: as of the capture's point), in pieces
+  // of pinned host memory (kSoftPieceBytes each), enqueued in order from the start.
   struct SoftCopy {
     uint64_t base = 0;
     uint64_t size = 0;
@@ -274,6 +274,10 @@ class Session {
     bool on_host = false;       // the rest copied by the guard handler, before a write speculation missed
     bool taken = false;         // the writer has all its bytes
     int unit = -1;              // its guarded unit (SoftCapture::units); -1: none
+    // Soft recopy: a call may have written it since the capture began (its copy is stale), or
+    // freed it (nothing more of it is copied).
+    bool dirty = false;
+    bool freed = false;
   };
   // Shared by the executor, which copies a buffer before a call writes it, the capturing thread,
   // which copies the others one by one and takes every buffer's bytes, and (on simgpu) the guard
@@ -292,6 +296,9 @@ class Session {
     };
     driver::DriverTable* driver = nullptr;
     int pid = 0;
+    // Soft recopy: written buffers are marked dirty, not copied first, and stay guarded once
+    // copied (a write speculation missed marks them too) until the final stop.
+    bool recopy = false;
     mutable std::mutex mu;
     std::vector<SoftCopy> buffers;   // in the capture request's order
     std::vector<Unit> units;          // in address order
@@ -306,12 +313,21 @@ class Session {
     bool finished = false;  // the capture ended: nothing more is copied
   };
   // At the point (on the executor, every call sent so far finished): the request with the module
-  // globals' bytes read, and soft_ set so that calls from then on copy before they write.
+  // globals' bytes read, and soft_ set so that calls from then on copy before they write
+  // (copy-on-write) or mark what they write (recopy).
   struct SoftBegun {
     CaptureRequest request;  // its read serves the buffers from `capture`
     std::shared_ptr<SoftCapture> capture;
   };
-  Result<SoftBegun> BeginSoftCapture(const std::string& function, const std::string& device_profile);
+  Result<SoftBegun> BeginSoftCapture(const std::string& function, const std::string& device_profile, bool recopy);
+  // A soft recopy's final stop, on the executor: every call finished, the session described again,
+  // and the snapshot written over `ahead` (a buffer no call wrote since its copy keeps it; the rest
+  // read now), uncommitted. Ends the soft capture.
+  Result<std::unique_ptr<store::SnapshotWriter>> FinishSoftRecopy(store::Store& store, const std::string& function,
+                                                                  const std::string& device_profile, Precopy& ahead);
+  // Marks buffer `index` of a soft recopy dirty with the buffers sharing its guarded pages, which
+  // are unguarded (the caller holds the capture's lock).
+  static void MarkDirty(driver::DriverTable& driver, SoftCapture& capture, int index);
   // Enqueues on `stream` the copies of `b`'s pieces from b.enqueued to `until` (a piece count) and
   // records `*done` (made when null) after them (the caller holds the capture's lock).
   static Status EnqueueSoftCopy(driver::DriverTable& driver, SoftCapture& capture, SoftCopy& b, CUstream stream,
@@ -330,6 +346,9 @@ class Session {
   static int FindSoftCopy(const std::vector<SoftCopy>& buffers, uint64_t base);
   // A task the executor runs when its ring is empty (Capture).
   void RunPendingTask();
+  // Has the executor run `task` between two calls, and waits for it: Timeout when it was not taken
+  // within `timeout` (`what` says what waited), FailedPrecondition when another task waits.
+  Status RunOnExecutor(std::function<void()> task, std::chrono::milliseconds timeout, const char* what);
   // Leases the device group (OpenWithGroup sessions), on the executor thread.
   Status LeaseGroup();
   void ReleaseAll();

@@ -6,7 +6,6 @@
 #include <csignal>
 #include <cstring>
 #include <future>
-#include <variant>
 
 #include "phos/base/log.h"
 #include "phos/driver/context_scope.h"
@@ -497,39 +496,68 @@ void Session::RunPendingTask() {
   if (task) task();
 }
 
-Result<uint64_t> Session::Capture(store::Store& store, const std::string& function, const std::string& device_profile,
-                                  std::chrono::milliseconds timeout, const CaptureOptions& options) {
-  // Stop-the-world: the executor captures, between two calls. Soft: the executor takes the point
-  // and describes the session, and this thread copies while the executor runs on.
-  using Begun = std::variant<Result<uint64_t>, Result<SoftBegun>>;
-  auto result = std::make_shared<std::promise<Begun>>();
-  std::future<Begun> done = result->get_future();
+Status Session::RunOnExecutor(std::function<void()> task, std::chrono::milliseconds timeout, const char* what) {
+  auto ran = std::make_shared<std::promise<void>>();
+  std::future<void> done = ran->get_future();
   {
     std::lock_guard lock(task_mu_);
     if (task_) return Status::FailedPrecondition("a capture of this session is already under way");
-    task_ = [this, &store, function, device_profile, result, soft = options.soft_cow] {
-      if (soft) {
-        result->set_value(BeginSoftCapture(function, device_profile));
-      } else {
-        result->set_value(CaptureNow(store, function, device_profile));
-      }
+    task_ = [task = std::move(task), ran] {
+      task();
+      ran->set_value();
     };
   }
   if (done.wait_for(timeout) != std::future_status::ready) {
     std::lock_guard lock(task_mu_);
     if (task_) {
       task_ = nullptr;
-      return Status::Timeout(fmt::format("the function's calls did not drain within {} ms", timeout.count()));
+      return Status::Timeout(fmt::format("{} within {} ms", what, timeout.count()));
     }
-    // Taken by the executor: it finishes with `store` before we may return.
+    // Taken by the executor: it finishes with what the task refers to before we may return.
   }
-  Begun begun = done.get();
-  if (auto* version = std::get_if<Result<uint64_t>>(&begun)) return *version;
-  Result<SoftBegun>& soft = std::get<Result<SoftBegun>>(begun);
+  done.wait();
+  return Status::Ok();
+}
+
+Result<uint64_t> Session::Capture(store::Store& store, const std::string& function, const std::string& device_profile,
+                                  std::chrono::milliseconds timeout, const CaptureOptions& options) {
+  // Stop-the-world: the executor captures, between two calls. Soft: the executor takes the point
+  // and describes the session, and this thread copies while the executor runs on.
+  const CheckpointMode mode = options.mode;
+  if (mode == CheckpointMode::kStopTheWorld) {
+    Result<uint64_t> version = Status::Internal("the capture did not run");
+    PHOS_RETURN_IF_ERROR(RunOnExecutor([&] { version = CaptureNow(store, function, device_profile); }, timeout,
+                                       "the function's calls did not drain"));
+    return version;
+  }
+  Result<SoftBegun> soft = Status::Internal("the capture did not begin");
+  PHOS_RETURN_IF_ERROR(RunOnExecutor(
+      [&] { soft = BeginSoftCapture(function, device_profile, mode == CheckpointMode::kSoftRecopy); }, timeout,
+      "the function's calls did not drain"));
   if (!soft.ok()) return soft.status();
   const std::shared_ptr<SoftCapture>& capture = soft->capture;
   if (options.at_point) options.at_point();
-  Result<uint64_t> version = CaptureGpuState(soft->request, store);
+  Result<uint64_t> version = Status::Internal("the capture did not end");
+  if (mode == CheckpointMode::kSoftCow) {
+    version = CaptureGpuState(soft->request, store);
+  } else {
+    // Soft recopy: every buffer copied while the calls run, then the ones written meanwhile again
+    // in the final stop, which ends before the commit.
+    Result<Precopy> ahead = PrecopyBuffers(soft->request, store);
+    Status stopped = ahead.status();
+    if (stopped.ok() && options.final_stop) stopped = options.final_stop();
+    if (stopped.ok()) {
+      Result<std::unique_ptr<store::SnapshotWriter>> written = Status::Internal("the final stop did not run");
+      Status ran = RunOnExecutor([&] { written = FinishSoftRecopy(store, function, device_profile, *ahead); },
+                                 timeout, "the final stop of a soft recopy was not taken");
+      if (options.resumed) options.resumed();
+      version = !ran.ok() ? Result<uint64_t>(ran)
+                : written.ok() ? CommitCapture(std::move(*written), store, function)
+                               : Result<uint64_t>(written.status());
+    } else {
+      version = stopped;
+    }
+  }
   CaptureStats stats;
   {
     std::lock_guard lock(capture->mu);
@@ -537,11 +565,19 @@ Result<uint64_t> Session::Capture(store::Store& store, const std::string& functi
     stats = capture->stats;
   }
   if (options.stats != nullptr) *options.stats = stats;
-  PHOS_LOG(Info, "capture",
-           "pid {}: soft copy-on-write capture of {} {}: {} buffers copied before a call wrote them, {} before a "
-           "write speculation missed",
-           pid_, function, version.ok() ? fmt::format("v{}", *version) : "failed", stats.copied_before_write,
-           stats.missed_writes);
+  if (mode == CheckpointMode::kSoftCow) {
+    PHOS_LOG(Info, "capture",
+             "pid {}: soft copy-on-write capture of {} {}: {} buffers copied before a call wrote them, {} before a "
+             "write speculation missed",
+             pid_, function, version.ok() ? fmt::format("v{}", *version) : "failed", stats.copied_before_write,
+             stats.missed_writes);
+  } else {
+    PHOS_LOG(Info, "capture",
+             "pid {}: soft recopy capture of {} {}: {} buffers ({} bytes) copied again in the final stop, {} of them "
+             "written where speculation did not expect",
+             pid_, function, version.ok() ? fmt::format("v{}", *version) : "failed", stats.recopied,
+             stats.recopied_bytes, stats.missed_writes);
+  }
   return version;
 }
 

@@ -1,4 +1,6 @@
-// Soft copy-on-write captures of a running session (docs/design.md D10): the snapshot holds every
+// Soft captures of a running session (docs/design.md D10).
+//
+// Copy-on-write: the snapshot holds every
 // buffer as it was at the capture's point while the function's calls run on. At the point (on the
 // executor, between two calls) every call sent so far has finished; from then on, before a call
 // runs whose speculated write set names a buffer not copied yet (or that frees one), the rest of
@@ -14,6 +16,14 @@
 // buffer's pages; a write it missed (a kernel writing through a pointer table) faults before its
 // buffer was copied, and the guard handler copies the buffer from the host's view of the device
 // memory first, counts the miss and lets the write go on. Reads never fault.
+//
+// Recopy: the snapshot holds every buffer as it is at the final stop. From the capture's start on,
+// the buffers a call may write (or free) are marked dirty before it runs, and the capturing thread
+// copies every buffer as copy-on-write does, without copying any before a call. At the final stop
+// (on the executor, the calls held back by the caller) the session is described again: a buffer
+// that is clean keeps its copy; a dirty one, or one allocated since, is read from the device then.
+// Validation guards the buffers until the final stop: a write speculation missed faults, marks its
+// buffers dirty (counted) and unguards them.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -41,7 +51,8 @@ int Session::FindSoftCopy(const std::vector<SoftCopy>& buffers, uint64_t base) {
   return it != buffers.end() && it->base == base ? static_cast<int>(it - buffers.begin()) : -1;
 }
 
-Result<Session::SoftBegun> Session::BeginSoftCapture(const std::string& function, const std::string& device_profile) {
+Result<Session::SoftBegun> Session::BeginSoftCapture(const std::string& function, const std::string& device_profile,
+                                                     bool recopy) {
   if (soft_ != nullptr) {
     std::unique_lock lock(soft_->mu);
     if (!soft_->finished) return Status::FailedPrecondition("a soft checkpoint of this session is still copying");
@@ -52,11 +63,12 @@ Result<Session::SoftBegun> Session::BeginSoftCapture(const std::string& function
   auto capture = std::make_shared<SoftCapture>();
   capture->driver = driver_;
   capture->pid = pid_;
+  capture->recopy = recopy;
   soft_ = capture;
   auto fail = [&](Status why) {
     capture->finished = true;
     ReleaseSoftCapture();
-    return why.WithContext("soft copy-on-write capture");
+    return why.WithContext(recopy ? "soft recopy capture" : "soft copy-on-write capture");
   };
   const int devices = group_ ? group_->size() : 1;
   for (int d = 0; d < devices; ++d) {
@@ -81,8 +93,9 @@ Result<Session::SoftBegun> Session::BeginSoftCapture(const std::string& function
     capture->contexts.push_back(ctx);
     if (r != CUDA_SUCCESS) return fail(driver::CuStatus(r, fmt::format("device {}: take the point", d), driver_->error_text()));
   }
-  // Module globals are small: read at the point.
+  // Module globals are small: read at the point (a recopy's, at its final stop).
   for (CaptureModule& m : request.modules) {
+    if (recopy) break;
     for (CaptureGlobal& g : m.globals) {
       g.contents.resize(g.size);
       CUresult r = driver_->cuMemcpyDtoH(g.contents.data(), g.address, g.size);
@@ -180,6 +193,18 @@ PhosSimGuardDecision Session::SoftCapture::OnFault(CUdeviceptr address, const ch
     if (address >= u.start && address - u.start < u.bytes) unit = &u;
   }
   if (unit == nullptr || !unit->guarded) return PHOS_SIM_GUARD_RETRY;  // unguarded meanwhile
+  if (recopy) {
+    // Copied again at the final stop: nothing to copy now.
+    if (!finished) {
+      ++stats.missed_writes;
+      PHOS_LOG(Warn, "capture",
+               "pid {}: speculation miss during a soft recopy checkpoint: {} wrote {:#x}, not marked written; its "
+               "buffers are copied again at the final stop",
+               pid, what, address);
+      MarkDirty(*driver, *this, unit->buffers.front());
+    }
+    return PHOS_SIM_GUARD_RETRY;
+  }
   for (int index : unit->buffers) {
     SoftCopy& b = buffers[index];
     if (finished || !failed.ok() || b.taken || b.on_host) continue;
@@ -236,6 +261,15 @@ Status Session::ReadSoftCopy(SoftCapture& capture, size_t index, uint64_t offset
       }
       n = static_cast<size_t>(std::min<uint64_t>(bytes, std::min(kPieceBytes, b.size - k * kPieceBytes) - in_piece));
       ctx = capture.contexts[b.device];
+      if (b.freed && k >= b.enqueued) {
+        // Freed during a soft recopy: dirty, its copy never used. Nothing more is read from it.
+        std::memset(dst, 0, n);
+        if (offset + n == b.size) b.taken = true;
+        dst = static_cast<char*>(dst) + n;
+        offset += n;
+        bytes -= n;
+        continue;
+      }
       if (b.on_host && k >= b.enqueued) return Status::Internal("a piece the guard handler copied is missing");
       if (k < b.enqueued) {
         // Enqueued already: by a copy before a write (b.copied covers it and the pieces before), or
@@ -280,8 +314,9 @@ Status Session::ReadSoftCopy(SoftCapture& capture, size_t index, uint64_t offset
     if (offset + n == b.size) {
       b.taken = true;
       // Its unit is unguarded once the writer has all of it, here, not at the capture's end on the
-      // executor: a write no longer has anything to wait for.
-      if (b.unit >= 0 && capture.units[b.unit].guarded) {
+      // executor: a write no longer has anything to wait for. A recopy watches for writes until its
+      // final stop.
+      if (b.unit >= 0 && capture.units[b.unit].guarded && !capture.recopy) {
         SoftCapture::Unit& u = capture.units[b.unit];
         const bool all = std::all_of(u.buffers.begin(), u.buffers.end(),
                                      [&](int i) { return capture.buffers[i].taken; });
@@ -346,6 +381,23 @@ CUresult Session::CopyBeforeWrite(const ipc::RecordView& record) {
     if (all) {
       for (size_t i = 0; i < capture->buffers.size(); ++i) targets.push_back(static_cast<int>(i));
     }
+    if (capture->recopy) {
+      const bool frees = op == Op::kMemFree || op == Op::kMemFreeAsync;
+      for (int index : targets) {
+        SoftCopy& b = capture->buffers[index];
+        if (frees && !b.freed) {
+          // The free zeroes the memory at once: the capture's pieces of it under way land first,
+          // and no more are read.
+          if (b.enqueued > 0) {
+            driver::ContextScope scope(*driver_, capture->contexts[b.device]);
+            if (CUresult r = driver_->cuEventSynchronize(capture->background[b.device]); r != CUDA_SUCCESS) return r;
+          }
+          b.freed = true;
+        }
+        if (!b.dirty) MarkDirty(*driver_, *capture, index);
+      }
+      return CUDA_SUCCESS;
+    }
     for (int index : targets) {
       SoftCopy& b = capture->buffers[index];
       if (b.taken || b.on_host) continue;
@@ -377,6 +429,56 @@ CUresult Session::CopyBeforeWrite(const ipc::RecordView& record) {
     if (r != CUDA_SUCCESS) return r;
   }
   return CUDA_SUCCESS;
+}
+
+void Session::MarkDirty(driver::DriverTable& driver, SoftCapture& capture, int index) {
+  SoftCopy& b = capture.buffers[index];
+  b.dirty = true;
+  if (b.unit < 0) return;
+  // The guard's unit is its pages: the buffers sharing them are unguarded with it, and so no
+  // longer watched; they are copied again too.
+  SoftCapture::Unit& u = capture.units[b.unit];
+  for (int other : u.buffers) capture.buffers[other].dirty = true;
+  if (u.guarded) driver.phosSimUnguardRange(u.start, u.bytes);
+  u.guarded = false;
+}
+
+Result<std::unique_ptr<store::SnapshotWriter>> Session::FinishSoftRecopy(store::Store& store,
+                                                                         const std::string& function,
+                                                                         const std::string& device_profile,
+                                                                         Precopy& ahead) {
+  std::shared_ptr<SoftCapture> capture = soft_;
+  if (capture == nullptr || !capture->recopy) return Status::Internal("no soft recopy of this session is under way");
+  // Every call sent so far finished: a write speculation missed has faulted by now.
+  for (CUcontext ctx : capture->contexts) {
+    driver::ContextScope scope(*driver_, ctx);
+    PHOS_CU_RETURN_IF_ERROR(driver_->error_text(), driver_->cuCtxSynchronize());
+  }
+  PHOS_ASSIGN_OR_RETURN(CaptureRequest request, DescribeForCapture(function, device_profile));
+  {
+    std::lock_guard lock(capture->mu);
+    capture->finished = true;
+    if (ahead.buffers.size() != capture->buffers.size()) {
+      return Status::Internal(fmt::format("the first pass copied {} buffers of the {} it began with",
+                                          ahead.buffers.size(), capture->buffers.size()));
+    }
+    for (CaptureBuffer& b : request.buffers) {
+      const int index = FindSoftCopy(capture->buffers, b.address);
+      const bool clean = index >= 0 && !capture->buffers[index].dirty && capture->buffers[index].taken &&
+                         capture->buffers[index].size == b.size && capture->buffers[index].device == b.device;
+      if (clean) {
+        b.precopied = index;
+      } else {
+        ++capture->stats.recopied;
+        capture->stats.recopied_bytes += b.size;
+      }
+    }
+  }
+  Result<std::unique_ptr<store::SnapshotWriter>> written = WriteCapture(request, store, &ahead);
+  ReleaseSoftCapture();
+  // The function's restores need the images captured: its context keeps them loaded.
+  if (written.ok()) modules_owner_ = function;
+  return written;
 }
 
 void Session::ReleaseSoftCapture() {

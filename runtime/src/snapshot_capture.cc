@@ -107,11 +107,61 @@ class PinnedStaging {
 
 }  // namespace
 
-Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& store) {
+namespace {
+
+store::Buffer BufferMeta(const CaptureBuffer& b) {
+  store::Buffer meta;
+  meta.device_address = b.address;
+  meta.size = b.size;
+  meta.alignment = b.alignment;
+  meta.first_touch_rank = b.first_touch_rank;
+  meta.device = b.device;
+  meta.access_class = b.access_class;
+  meta.label = b.label;
+  return meta;
+}
+
+// Streams buffer `i` of `request` into `writer`: through request.read, or from the quiesced device
+// through `staging`. The writer asks for at most one chunk at a time, so one staging chunk serves
+// every read; the synchronous copy has finished with it before the writer hashes and stores it.
+Status AddCapturedBuffer(const CaptureRequest& request, size_t i, PinnedStaging* staging,
+                         store::SnapshotWriter& writer) {
+  const CaptureBuffer& b = request.buffers[i];
+  driver::DriverTable* d = request.driver;
+  auto read = [&](uint64_t offset, void* dst, size_t size) -> Status {
+    if (request.read) return request.read(i, offset, dst, size);
+    if (staging == nullptr || size > staging->bytes()) {
+      return Status::Internal(fmt::format("writer asked for {} bytes, staging holds {}", size,
+                                          staging == nullptr ? 0 : staging->bytes()));
+    }
+    PHOS_RETURN_IF_ERROR(driver::CuStatus(d->cuMemcpyDtoH(staging->data(), b.address + offset, size),
+                                          fmt::format("cuMemcpyDtoH at offset {}", offset), d->error_text()));
+    std::memcpy(dst, staging->data(), size);
+    return Status::Ok();
+  };
+  Result<int> added = writer.AddBuffer(BufferMeta(b), read);
+  return added.status().WithContext(fmt::format("capture {}: {} ({} bytes)", request.function, BufferName(i, b), b.size));
+}
+
+}  // namespace
+
+Result<Precopy> PrecopyBuffers(const CaptureRequest& request, store::Store& store) {
+  PHOS_RETURN_IF_ERROR(Validate(request));
+  if (!request.read) return Status::InvalidArgument("precopy: the request must say where its buffers' bytes come from");
+  Precopy out;
+  PHOS_ASSIGN_OR_RETURN(out.writer, store.NewWriter(request.function));
+  for (size_t i = 0; i < request.buffers.size(); ++i) {
+    PHOS_RETURN_IF_ERROR(AddCapturedBuffer(request, i, nullptr, *out.writer));
+  }
+  out.buffers = out.writer->TakeBuffers();
+  return out;
+}
+
+Result<std::unique_ptr<store::SnapshotWriter>> WriteCapture(const CaptureRequest& request, store::Store& store,
+                                                            Precopy* ahead) {
   PHOS_RETURN_IF_ERROR(Validate(request));
   driver::DriverTable* d = request.driver;
   const driver::CuErrorText& text = d->error_text();
-  const auto start = std::chrono::steady_clock::now();
 
   driver::ContextScope scope(*d, request.context);
   if (!scope.ok()) return Status::DeviceError("capture: cuCtxPushCurrent of the function's context failed");
@@ -124,7 +174,12 @@ Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& st
   PinnedStaging staging(d, store.options().chunk_bytes);
   PHOS_RETURN_IF_ERROR(staging.Allocate().WithContext("capture"));
 
-  PHOS_ASSIGN_OR_RETURN(std::unique_ptr<store::SnapshotWriter> writer, store.NewWriter(request.function));
+  std::unique_ptr<store::SnapshotWriter> writer;
+  if (ahead != nullptr && ahead->writer != nullptr) {
+    writer = std::move(ahead->writer);
+  } else {
+    PHOS_ASSIGN_OR_RETURN(writer, store.NewWriter(request.function));
+  }
   store::Manifest& manifest = writer->manifest();
   manifest.device_profile = request.device_profile;
   manifest.compute_capability = request.compute_capability;
@@ -147,35 +202,22 @@ Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& st
     PHOS_RETURN_IF_ERROR(CheckDeviceRange(d, i, request.buffers[i]).WithContext("capture " + request.function));
   }
 
-  uint64_t bytes = 0;
   for (size_t i = 0; i < request.buffers.size(); ++i) {
     const CaptureBuffer& b = request.buffers[i];
-    store::Buffer meta;
-    meta.device_address = b.address;
-    meta.size = b.size;
-    meta.alignment = b.alignment;
-    meta.first_touch_rank = b.first_touch_rank;
-    meta.device = b.device;
-    meta.access_class = b.access_class;
-    meta.label = b.label;
-    // The writer asks for at most one chunk at a time, so one staging chunk serves every read;
-    // the synchronous copy has finished with it before the writer hashes and stores the bytes.
-    auto read = [&](uint64_t offset, void* dst, size_t size) -> Status {
-      if (request.read) return request.read(i, offset, dst, size);
-      if (size > staging.bytes()) {
-        return Status::Internal(fmt::format("writer asked for {} bytes, staging holds {}", size, staging.bytes()));
+    if (b.precopied >= 0) {
+      // Copied ahead by a soft recopy, and not written since: its chunks as they are.
+      if (ahead == nullptr || static_cast<size_t>(b.precopied) >= ahead->buffers.size() ||
+          ahead->buffers[b.precopied].size != b.size) {
+        return Status::Internal(fmt::format("capture {}: {} names a copy made ahead that does not match it",
+                                            request.function, BufferName(i, b)));
       }
-      PHOS_RETURN_IF_ERROR(driver::CuStatus(d->cuMemcpyDtoH(staging.data(), b.address + offset, size),
-                                    fmt::format("cuMemcpyDtoH at offset {}", offset), text));
-      std::memcpy(dst, staging.data(), size);
-      return Status::Ok();
-    };
-    auto added = writer->AddBuffer(meta, read);
-    if (!added.ok()) {
-      return added.status().WithContext(
-          fmt::format("capture {}: {} ({} bytes)", request.function, BufferName(i, b), b.size));
+      store::Buffer kept = BufferMeta(b);
+      kept.chunks = ahead->buffers[b.precopied].chunks;
+      PHOS_RETURN_IF_ERROR(writer->AddStoredBuffer(std::move(kept)).status().WithContext(
+          fmt::format("capture {}: {}", request.function, BufferName(i, b))));
+      continue;
     }
-    bytes += b.size;
+    PHOS_RETURN_IF_ERROR(AddCapturedBuffer(request, i, &staging, *writer));
   }
   for (size_t i = 0; i < request.modules.size(); ++i) {
     const CaptureModule& m = request.modules[i];
@@ -199,12 +241,29 @@ Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& st
       return added.status().WithContext(fmt::format("capture {}: module {} ({})", request.function, i, m.kind));
     }
   }
+  return writer;
+}
+
+Result<uint64_t> CommitCapture(std::unique_ptr<store::SnapshotWriter> writer, store::Store& store,
+                               const std::string& function) {
+  uint64_t bytes = 0;
+  for (const store::Buffer& b : writer->manifest().buffers) bytes += b.size;
+  const size_t buffers = writer->manifest().buffers.size();
+  const size_t modules = writer->manifest().modules.size();
   auto version = store.Commit(std::move(writer));
-  if (!version.ok()) return version.status().WithContext(fmt::format("capture {}: commit", request.function));
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  PHOS_LOG(Info, "capture", "{} v{}: {} buffers ({} bytes), {} modules in {:.1f} ms", request.function, *version,
-           request.buffers.size(), bytes, request.modules.size(), ms);
+  if (!version.ok()) return version.status().WithContext(fmt::format("capture {}: commit", function));
+  PHOS_LOG(Info, "capture", "{} v{}: {} buffers ({} bytes), {} modules committed", function, *version, buffers, bytes,
+           modules);
   return *version;
+}
+
+Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& store) {
+  const auto start = std::chrono::steady_clock::now();
+  PHOS_ASSIGN_OR_RETURN(std::unique_ptr<store::SnapshotWriter> writer, WriteCapture(request, store));
+  PHOS_ASSIGN_OR_RETURN(uint64_t version, CommitCapture(std::move(writer), store, request.function));
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  PHOS_LOG(Info, "capture", "{} v{} captured in {:.1f} ms", request.function, version, ms);
+  return version;
 }
 
 }  // namespace phos::runtime

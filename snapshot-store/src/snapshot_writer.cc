@@ -150,6 +150,31 @@ Result<int> WriterImpl::AddBuffer(const Buffer& meta, const ReadFn& read) {
   return index;
 }
 
+std::vector<Buffer> WriterImpl::TakeBuffers() {
+  std::vector<Buffer> taken = std::move(manifest_.buffers);
+  manifest_.buffers.clear();
+  return taken;
+}
+
+Result<int> WriterImpl::AddStoredBuffer(Buffer buffer) {
+  if (committed_) return Status::FailedPrecondition("snapshot writer already committed");
+  uint64_t bytes = 0;
+  for (const ChunkRef& c : buffer.chunks) {
+    if (!written_.count(c.id) && !pinned_.count(c.id)) {
+      return Status::InvalidArgument(fmt::format("AddStoredBuffer: buffer {:#x} lists chunk {}, which this writer "
+                                                 "neither wrote nor holds",
+                                                 buffer.device_address, c.id.ToHex()));
+    }
+    bytes += c.size;
+  }
+  if (bytes != buffer.size) {
+    return Status::InvalidArgument(fmt::format("AddStoredBuffer: buffer {:#x} of {} bytes lists chunks of {}",
+                                               buffer.device_address, buffer.size, bytes));
+  }
+  manifest_.buffers.push_back(std::move(buffer));
+  return static_cast<int>(manifest_.buffers.size()) - 1;
+}
+
 Result<int> WriterImpl::AddModule(const Module& meta, const void* image, size_t size) {
   if (committed_) return Status::FailedPrecondition("snapshot writer already committed");
   if (image == nullptr && size > 0) return Status::InvalidArgument("AddModule: null image");

@@ -29,6 +29,8 @@ class WriterImpl final : public SnapshotWriter {
   Manifest& manifest() override { return manifest_; }
   Result<int> AddBuffer(const Buffer& meta, const void* data) override;
   Result<int> AddBuffer(const Buffer& meta, const ReadFn& read) override;
+  std::vector<Buffer> TakeBuffers() override;
+  Result<int> AddStoredBuffer(Buffer buffer) override;
   Result<int> AddModule(const Module& meta, const void* image, size_t size) override;
 
  private:

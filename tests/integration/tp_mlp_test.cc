@@ -90,7 +90,7 @@ TEST_F(TpMlpTest, ACheckpointedDeviceGroupInstanceRestoresToTheSameAnswers) {
   const std::string request = R"({"seed": 7, "full": true})";
   const std::string warm = InvokeAs(endpoint(), "warm", request, &served);
   ExpectMatchesReference(warm, 7);
-  for (const char* mode : {"stop-the-world", "soft-cow"}) {
+  for (const char* mode : {"stop-the-world", "soft-cow", "soft-recopy"}) {
     SCOPED_TRACE(mode);
     ASSERT_TRUE(SettledToOneIdleInstance("tp-mlp"));
     CommandResult c = PhosFn({"checkpoint", "tp-mlp", "--mode", mode});

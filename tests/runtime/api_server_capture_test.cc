@@ -1,5 +1,7 @@
 // Captures of a session that runs on (docs/design.md D10): a soft copy-on-write capture holds every
-// buffer as it was at its point, whatever the session writes or frees once its calls run again.
+// buffer as it was at its point, whatever the session writes or frees once its calls run again; a
+// soft recopy holds every buffer as it was at its final stop, whatever the session wrote, freed or
+// made while its first copies were taken.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -79,6 +81,19 @@ class ApiServerCaptureTest : public ApiServerSessionTest {
     return fills;
   }
 
+  // The bytes of the buffer at `address` in snapshot `version`; empty when it holds none there.
+  std::vector<uint8_t> Stored(uint64_t version, uint64_t address) {
+    Result<store::Manifest> manifest = store_->LoadManifest("fn", version);
+    EXPECT_TRUE(manifest.ok()) << manifest.status().ToString();
+    for (size_t i = 0; manifest.ok() && i < manifest->buffers.size(); ++i) {
+      if (manifest->buffers[i].device_address != address) continue;
+      std::vector<uint8_t> bytes(manifest->buffers[i].size);
+      EXPECT_TRUE(store_->ReadBuffer(*manifest, static_cast<int>(i), bytes.data()).ok());
+      return bytes;
+    }
+    return {};
+  }
+
   std::string dir_;
   std::unique_ptr<store::Store> store_;
   int slot_ = -1;
@@ -99,7 +114,7 @@ TEST_F(ApiServerCaptureTest, ASoftCaptureHoldsEveryBufferAsItWasAtItsPointWhileT
   bool at_point = false;
   CaptureStats stats;
   CaptureOptions options;
-  options.soft_cow = true;
+  options.mode = CheckpointMode::kSoftCow;
   options.stats = &stats;
   // Called before the capture copies a byte: the session's calls run on from here, and what they
   // write (or free) must be copied first, as it was at the point.
@@ -107,7 +122,7 @@ TEST_F(ApiServerCaptureTest, ASoftCaptureHoldsEveryBufferAsItWasAtItsPointWhileT
     at_point = true;
     // One capture of a session at a time: EndSession waits for it, which a second would hide.
     CaptureOptions again;
-    again.soft_cow = true;
+    again.mode = CheckpointMode::kSoftCow;
     EXPECT_EQ(server_->CaptureSession(token_, *store_, "fn", "ci", std::chrono::seconds(60), again).status().code(),
               StatusCode::kFailedPrecondition);
     Fill(big, 9u << 20, 0x55);
@@ -165,7 +180,7 @@ TEST_F(ApiServerCaptureTest, AWriteSpeculationMissedIsCaughtAndTheImageHoldsTheP
 
   CaptureStats stats;
   CaptureOptions options;
-  options.soft_cow = true;
+  options.mode = CheckpointMode::kSoftCow;
   options.stats = &stats;
   options.at_point = [&] {
     // Its parameters name only the table, which it reads.
@@ -190,6 +205,119 @@ TEST_F(ApiServerCaptureTest, AWriteSpeculationMissedIsCaughtAndTheImageHoldsTheP
   int32_t written = 0;
   std::memcpy(&written, now.data(), sizeof(written));
   EXPECT_EQ(written, 99);
+  server_->EndSession(token);
+}
+
+TEST_F(ApiServerCaptureTest, ASoftRecopyHoldsEveryBufferAsItWasAtItsFinalStop) {
+  ASSERT_NO_FATAL_FAILURE(Open(DeployToken()));
+  const uint64_t big = Alloc(9u << 20);  // three pieces of the first copies
+  const uint64_t small = Alloc(4096);
+  const uint64_t freed = Alloc(65536);
+  const uint64_t untouched = Alloc(65536);
+  Fill(big, 9u << 20, 0x11);
+  Fill(small, 4096, 0x22);
+  Fill(freed, 65536, 0x33);
+  Fill(untouched, 65536, 0x44);
+
+  CaptureStats stats;
+  CaptureOptions options;
+  options.mode = CheckpointMode::kSoftRecopy;
+  options.stats = &stats;
+  uint64_t fresh = 0;
+  bool stopped = false;
+  bool resumed = false;
+  // While the first copies are taken, the session writes, frees and allocates.
+  options.at_point = [&] {
+    Fill(big, 9u << 20, 0x55);
+    ipc::PointerArgs free_args{freed};
+    EXPECT_EQ(Call(ipc::Op::kMemFree, &free_args, sizeof(free_args)), CUDA_SUCCESS);
+    fresh = Alloc(8192);
+    Fill(fresh, 8192, 0x88);
+  };
+  // Every first copy is in: a write now (the last before the stop) must still reach the image.
+  options.final_stop = [&] {
+    Fill(small, 4096, 0x99);
+    stopped = true;
+    return Status::Ok();
+  };
+  // After the final stop: not in the image.
+  options.resumed = [&] {
+    resumed = true;
+    Fill(untouched, 65536, 0x77);
+  };
+  Result<uint64_t> version = server_->CaptureSession(token_, *store_, "fn", "ci", std::chrono::seconds(60), options);
+  ASSERT_TRUE(version.ok()) << version.status().ToString();
+  EXPECT_TRUE(stopped);
+  EXPECT_TRUE(resumed);
+  EXPECT_EQ(Fills(*version),
+            (std::map<uint64_t, int>{{big, 0x55}, {small, 0x99}, {untouched, 0x44}, {fresh, 0x88}}));
+  // Copied again: the three written or made since the start; `untouched` kept its first copy.
+  EXPECT_EQ(stats.recopied, 3u);
+  EXPECT_EQ(stats.recopied_bytes, (9u << 20) + 4096u + 8192u);
+  EXPECT_EQ(stats.missed_writes, 0u);
+  EXPECT_EQ(Read(untouched, 8), std::vector<uint8_t>(8, 0x77));
+}
+
+TEST_F(ApiServerCaptureTest, ASoftRecopyThatCannotStopFailsAndTheSessionRunsOn) {
+  ASSERT_NO_FATAL_FAILURE(Open(DeployToken()));
+  const uint64_t buffer = Alloc(65536);
+  Fill(buffer, 65536, 0x11);
+  Result<std::vector<uint64_t>> before = store_->ListVersions("fn");
+  ASSERT_TRUE(before.ok());
+  CaptureOptions options;
+  options.mode = CheckpointMode::kSoftRecopy;
+  bool resumed = false;
+  options.final_stop = [] { return Status::Unavailable("the instance ended"); };
+  options.resumed = [&] { resumed = true; };
+  Result<uint64_t> version = server_->CaptureSession(token_, *store_, "fn", "ci", std::chrono::seconds(60), options);
+  EXPECT_EQ(version.status().code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(resumed);
+  // Nothing committed; the buffers are no longer watched and the session serves on.
+  EXPECT_EQ(*store_->ListVersions("fn"), *before);
+  Fill(buffer, 65536, 0x22);
+  EXPECT_EQ(Read(buffer, 8), std::vector<uint8_t>(8, 0x22));
+}
+
+// A write speculation cannot see, made after its buffer's first copy, is caught by the guard the
+// recopy keeps on the buffers until its final stop (simgpu): the buffer is copied again there.
+TEST_F(ApiServerCaptureTest, AWriteSpeculationMissedDuringARecopyReachesTheImage) {
+  ASSERT_NE(table_->phosSimGuardRangeWrites, nullptr);  // simgpu
+  const std::string token = DeployToken();
+  testing::RingClient client;
+  ASSERT_TRUE(client.Connect(path_, token));
+  ASSERT_TRUE(client.SendModule(1, testing::ReadFileBytes(PHOS_FAULTS_TEST_MODULE)));
+  const uint64_t store_through_table = client.Function("_Z19store_through_tablePKPii");
+  ASSERT_NE(store_through_table, 0u);
+  const uint64_t target = client.Alloc(8192);
+  const uint64_t table = client.Alloc(4096);
+  const std::vector<uint8_t> fill(8192, 0x11);
+  ASSERT_EQ(client.Upload(target, fill.data(), fill.size()), CUDA_SUCCESS);
+  ASSERT_EQ(client.Upload(table, &target, sizeof(target)), CUDA_SUCCESS);
+
+  CaptureStats stats;
+  CaptureOptions options;
+  options.mode = CheckpointMode::kSoftRecopy;
+  options.stats = &stats;
+  options.final_stop = [&] {
+    // Its parameters name only the table, which it reads: nothing marks `target` written.
+    uint8_t params[12] = {};
+    std::memcpy(params, &table, sizeof(table));
+    const int32_t value = 99;
+    std::memcpy(params + 8, &value, sizeof(value));
+    ipc::LaunchArgs launch{store_through_table, 0, {1, 1, 1}, {1, 1, 1}, 0, sizeof(params)};
+    EXPECT_EQ(client.Call(ipc::Op::kLaunch, launch, params, sizeof(params)), CUDA_SUCCESS);
+    EXPECT_EQ(client.Call(ipc::Op::kDeviceSynchronize, nullptr, 0), CUDA_SUCCESS);
+    return Status::Ok();
+  };
+  Result<uint64_t> version = server_->CaptureSession(token, *store_, "fn", "ci", std::chrono::seconds(60), options);
+  ASSERT_TRUE(version.ok()) << version.status().ToString();
+  EXPECT_EQ(stats.missed_writes, 1u);
+  std::vector<uint8_t> image = Stored(*version, target);
+  ASSERT_EQ(image.size(), 8192u);
+  int32_t written = 0;
+  std::memcpy(&written, image.data(), sizeof(written));
+  EXPECT_EQ(written, 99);
+  EXPECT_TRUE(std::all_of(image.begin() + 4, image.end(), [](uint8_t v) { return v == 0x11; }));
   server_->EndSession(token);
 }
 

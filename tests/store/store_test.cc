@@ -234,6 +234,41 @@ TEST_F(StoreTest, GcKeepsChunksAWriterDedupedAgainst) {
   EXPECT_TRUE(store_->CheckConsistency().ok());
 }
 
+TEST_F(StoreTest, TakenBuffersKeepTheirChunksAndReplacedOnesAreNotIndexed) {
+  // A soft recopy: two buffers streamed in, one written meanwhile and added again, one kept.
+  auto kept = Bytes(2 * kChunk, 60);
+  auto stale = Bytes(kChunk, 61);
+  auto fresh = Bytes(kChunk, 62);
+  auto w = store_->NewWriter("fn");
+  ASSERT_TRUE(w.ok());
+  Buffer meta;
+  meta.device_address = 0x1000;
+  meta.size = kept.size();
+  ASSERT_TRUE((*w)->AddBuffer(meta, kept.data()).ok());
+  meta.device_address = 0x9000;
+  meta.size = stale.size();
+  ASSERT_TRUE((*w)->AddBuffer(meta, stale.data()).ok());
+  std::vector<Buffer> taken = (*w)->TakeBuffers();
+  ASSERT_EQ(taken.size(), 2u);
+  EXPECT_TRUE((*w)->manifest().buffers.empty());
+  // A buffer listing a chunk this writer never saw is refused; so is one whose chunks do not add up.
+  Buffer forged = taken[0];
+  forged.chunks[0].id = ChunkId::Of("elsewhere", 9);
+  EXPECT_EQ((*w)->AddStoredBuffer(forged).status().code(), StatusCode::kInvalidArgument);
+  Buffer short_one = taken[0];
+  short_one.chunks.pop_back();
+  EXPECT_EQ((*w)->AddStoredBuffer(short_one).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(*(*w)->AddStoredBuffer(taken[0]), 0);
+  EXPECT_EQ(*(*w)->AddBuffer(meta, fresh.data()), 1);
+  ASSERT_TRUE(store_->Commit(std::move(*w)).ok());
+  ExpectBuffer("fn", 1, 0, kept);
+  ExpectBuffer("fn", 1, 1, fresh);
+  // The stale copy's chunk was written but nothing references it: not indexed.
+  EXPECT_EQ(store_->Stats()->live_chunks, 3u);
+  EXPECT_EQ(store_->Stats()->chunks, 3u);
+  EXPECT_TRUE(store_->CheckConsistency().ok());
+}
+
 TEST_F(StoreTest, RetentionKeepsLastN) {
   StoreOptions options;
   options.keep_versions = 2;

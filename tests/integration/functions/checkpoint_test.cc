@@ -125,6 +125,10 @@ TEST_F(CheckpointTest, AnInstanceRestoredFromASoftCopyOnWriteCheckpointGoesOnFro
   RestoresGoOnFromTheCheckpoint("soft-cow");
 }
 
+TEST_F(CheckpointTest, AnInstanceRestoredFromASoftRecopyCheckpointGoesOnFromWhereTheCheckpointedOneWas) {
+  RestoresGoOnFromTheCheckpoint("soft-recopy");
+}
+
 // Post-warm-up snapshots: every instance range is checkpointed after the warm-up requests ran
 // there, so every instance, warm or restored for a request, starts warmed up.
 TEST_F(CheckpointTest, ADeployWithWarmUpRequestsRestoresInstancesThatServedThem) {
@@ -175,9 +179,6 @@ TEST_F(CheckpointTest, BadCheckpointRequestsGetClearErrorsAndTheInstanceServesOn
   EXPECT_EQ(Post(at, "{\"mode\": 3}").status, 400);
   EXPECT_EQ(Post(at, "{\"mode\": \"stop-the-world\", \"extra\": 1}").status, 400);
   EXPECT_EQ(Post(at, "[1, 2]").status, 400);
-  HttpResponse recopy = Post(at, "{\"mode\": \"soft-recopy\"}");
-  EXPECT_EQ(recopy.status, 501) << recopy.body;
-  EXPECT_NE(recopy.body.find("not built yet"), std::string::npos) << recopy.body;
   std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
                                    endpoint() + "/v1/functions/stateful/instances"};
   EXPECT_EQ(::phos::testing::Run(argv).out, "401");  // listing instances is the operator's too
@@ -199,6 +200,15 @@ TEST_F(CheckpointTest, BadCheckpointRequestsGetClearErrorsAndTheInstanceServesOn
   EXPECT_EQ(b.value("missed_writes", -1), 0);  // stateful_fn's launch names the buffer it writes
   EXPECT_FALSE(a.contains("missed_writes"));
   EXPECT_LE(b.value("stall_us", -1), b.value("total_us", -1));
+  // A soft recopy of an idle instance: nothing was written since its first copies.
+  HttpResponse third = Post(at, "{\"mode\": \"soft-recopy\"}");
+  ASSERT_EQ(third.status, 201) << third.body;
+  nlohmann::json c = nlohmann::json::parse(third.body, nullptr, false);
+  EXPECT_EQ(c.value("mode", ""), "soft-recopy");
+  EXPECT_GT(c.value("version", uint64_t{0}), b.value("version", uint64_t{0}));
+  EXPECT_EQ(c.value("recopied", -1), 0) << third.body;
+  EXPECT_EQ(c.value("missed_writes", -1), 0);
+  EXPECT_FALSE(c.contains("copied_before_write"));
   r = InvokeInMode("stateful", "5", "warm");
   EXPECT_EQ(r.body, Expected(2, 10));
 }

@@ -121,23 +121,47 @@ struct LearnedUsage {
   std::vector<bool> written;
 };
 
-// What a soft copy-on-write capture copied ahead of the session's calls (docs/design.md D10).
+// How a checkpoint of a running instance is taken (docs/design.md D10).
+enum class CheckpointMode {
+  kStopTheWorld,  // the instance serves nothing until its GPU state is copied and committed
+  kSoftCow,       // consistent at its start: the instance runs on, a buffer about to be written is copied first
+  kSoftRecopy,    // consistent at its end: copied while running, written buffers copied again in a final stop
+};
+
+// What a soft capture did beside copying (docs/design.md D10).
 struct CaptureStats {
-  uint64_t copied_before_write = 0;  // buffers a call's speculated write set named before they were copied
-  uint64_t missed_writes = 0;        // buffers written by a call speculation did not expect, caught first
+  // Soft copy-on-write: buffers a call's speculated write set named before they were copied.
+  uint64_t copied_before_write = 0;
+  // Buffers written by a call speculation did not expect, caught by validation (simgpu): copied
+  // first (soft copy-on-write) or copied again at the final stop (soft recopy).
+  uint64_t missed_writes = 0;
+  // Soft recopy: buffers (and their bytes) copied at the final stop: written since their first
+  // copy, or made since the capture began.
+  uint64_t recopied = 0;
+  uint64_t recopied_bytes = 0;
 };
 
 // How a session that runs on is captured (docs/design.md D10).
 struct CaptureOptions {
-  // Soft copy-on-write: the session's calls run on while its buffers are copied, each as it was at
-  // the capture's point (a call whose speculated write set names one not copied yet has it copied
-  // first, its stream waiting for the copy). Otherwise (stop-the-world) the session's calls wait
-  // until the snapshot is committed.
-  bool soft_cow = false;
-  // soft_cow: called once the point is taken, before any byte is copied; from then on the
-  // session's calls may run. Not called when the capture fails before its point.
+  // Stop-the-world: the session's calls wait until the snapshot is committed. Soft copy-on-write:
+  // they run on while its buffers are copied, each as it was at the capture's point (a call whose
+  // speculated write set names one not copied yet has it copied first, its stream waiting for the
+  // copy). Soft recopy: they run on while every buffer is copied, the buffers a call may have
+  // written meanwhile are tracked, and `final_stop` makes the point at which those are copied
+  // again.
+  CheckpointMode mode = CheckpointMode::kStopTheWorld;
+  // Soft modes: called once the calls may run on (copy-on-write: the point is taken), before any
+  // byte is copied. Not called when the capture fails before.
   std::function<void()> at_point;
-  // Filled when the capture ends (soft_cow), if not null.
+  // Soft recopy: called once the first copy of every buffer is in; returns when the session's
+  // calls have stopped where the snapshot should stand (the caller keeps them stopped until
+  // `resumed`), or fails the capture with the status it returns. Unset: the final stop is taken at
+  // once, between two calls.
+  std::function<Status()> final_stop;
+  // Soft recopy: called once the final stop's copies are made, before the commit: the session's
+  // calls may run again. Called on failure too once `final_stop` returned Ok.
+  std::function<void()> resumed;
+  // Filled when the capture ends (soft modes), if not null.
   CaptureStats* stats = nullptr;
 };
 

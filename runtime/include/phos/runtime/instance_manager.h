@@ -200,12 +200,6 @@ struct InvokeOutcome {
 // "first-byte" stage) with the first piece only, null after.
 using PieceCallback = std::function<void(std::string piece, const InvokeOutcome* head)>;
 
-// How a checkpoint of a running instance is taken (docs/design.md D10).
-enum class CheckpointMode {
-  kStopTheWorld,  // the instance serves nothing until its GPU state is copied and committed
-  kSoftCow,       // consistent at its start: the instance runs on, a buffer about to be written is copied first
-  kSoftRecopy,    // consistent at its end: copied while running, written buffers copied again (not built yet)
-};
 // "stop-the-world", "soft-cow", "soft-recopy"; nothing for any other name.
 std::optional<CheckpointMode> ParseCheckpointMode(std::string_view name);
 const char* CheckpointModeName(CheckpointMode mode);

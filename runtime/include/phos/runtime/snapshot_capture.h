@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,9 @@ struct CaptureBuffer {
   int32_t first_touch_rank = -1;  // order of first use after entry; -1: not recorded
   store::AccessClass access_class = store::AccessClass::kUnknown;
   int32_t device = 0;  // the function's device whose memory it is
+  // A soft recopy's final stop: the index in Precopy::buffers of the copy made ahead that still
+  // holds its bytes (no call wrote it since); -1: read now.
+  int32_t precopied = -1;
 };
 
 // A module global the function named (cudaMemcpyToSymbol, cudaGetSymbolAddress): its bytes are
@@ -93,5 +97,23 @@ struct CaptureRequest {
 // without bytes or with an unknown kind, a global without a name or bytes); FailedPrecondition
 // when the globals hold more than store::kMaxGlobalBytes.
 Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& store);
+
+// A soft recopy (docs/design.md D10) in two passes. The first streams every buffer through
+// `request.read` (copies made while the function runs) into a new writer, uncommitted; the final
+// stop writes the snapshot again over that writer, a buffer whose CaptureBuffer::precopied names
+// a copy keeping that copy's chunks, the others read from the quiesced device.
+struct Precopy {
+  std::unique_ptr<store::SnapshotWriter> writer;
+  std::vector<store::Buffer> buffers;  // request.buffers' copies, in its order, taken out of the writer
+};
+// The first pass. InvalidArgument also when `request.read` is unset.
+Result<Precopy> PrecopyBuffers(const CaptureRequest& request, store::Store& store);
+// CaptureGpuState up to its commit, over `ahead`'s writer when given: the snapshot written,
+// uncommitted. Internal when a buffer names a copy `ahead` does not hold or of another size.
+Result<std::unique_ptr<store::SnapshotWriter>> WriteCapture(const CaptureRequest& request, store::Store& store,
+                                                            Precopy* ahead = nullptr);
+// Commits what WriteCapture wrote as a new version of `function`.
+Result<uint64_t> CommitCapture(std::unique_ptr<store::SnapshotWriter> writer, store::Store& store,
+                               const std::string& function);
 
 }  // namespace phos::runtime

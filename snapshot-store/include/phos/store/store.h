@@ -111,6 +111,15 @@ class SnapshotWriter {
   virtual Result<int> AddBuffer(const Buffer& meta, const void* data) = 0;
   // The same, the bytes fetched chunk by chunk through `read`.
   virtual Result<int> AddBuffer(const Buffer& meta, const ReadFn& read) = 0;
+  // Takes back every buffer added so far (their chunk lists included), leaving none: a soft recopy
+  // streams the buffers in while the function runs and, at its final stop, keeps those no call
+  // wrote meanwhile (AddStoredBuffer) and adds the rest again (docs/design.md D10). Chunks no
+  // buffer added afterwards references are not indexed at commit; their segment bytes are left
+  // to compaction.
+  virtual std::vector<Buffer> TakeBuffers() = 0;
+  // Adds a buffer taken with TakeBuffers, its bytes the chunks it lists. InvalidArgument when a
+  // chunk is neither written by this writer nor held by the store. Returns its index.
+  virtual Result<int> AddStoredBuffer(Buffer buffer) = 0;
   // Adds a module image of `size` bytes; kind ("simgpu"/"fatbin") and globals from `meta`,
   // content hash and chunks filled in. Returns its index.
   virtual Result<int> AddModule(const Module& meta, const void* image, size_t size) = 0;

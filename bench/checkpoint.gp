@@ -10,7 +10,8 @@ set key top left
 set grid ytics
 
 # What a request during a checkpoint waits for beyond its usual latency, by mode and size (log
-# scale: stop-the-world grows with the bytes, soft copy-on-write with the point and contention).
+# scale: stop-the-world grows with the bytes, the soft modes with the point, the final stop and
+# contention).
 set output sprintf('%s/checkpoint-%s.svg', dir, profile)
 set title sprintf('Stall a serving instance sees during a checkpoint (%s, modelled ms, median)', profile)
 set style data histograms
@@ -18,4 +19,4 @@ set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set logscale y
 set ylabel 'ms (log scale)'
-plot sprintf('%s/checkpoint-%s.tsv', dir, profile) using 2:xtic(1), '' using 3
+plot sprintf('%s/checkpoint-%s.tsv', dir, profile) using 2:xtic(1), '' using 3, '' using 4

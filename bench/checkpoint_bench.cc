@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -24,7 +25,7 @@ namespace phos::bench {
 namespace {
 
 constexpr int kLayers = 4;
-constexpr const char* kModes[] = {"stop-the-world", "soft-cow"};
+constexpr const char* kModes[] = {"stop-the-world", "soft-cow", "soft-recopy"};
 
 struct Options {
   std::vector<int> sizes_mib{256, 1024, 4096};
@@ -184,11 +185,17 @@ std::string Markdown(const std::vector<SizeResult>& results, const std::string& 
 // phosd stall, modelled ms.
 bool WritePlotTable(const std::vector<SizeResult>& results, const std::string& path) {
   std::ofstream out(path);
-  out << "size\tstop-the-world (seen)\tsoft-cow (seen)\tstop-the-world (stall)\tsoft-cow (stall)\n";
+  out << "size";
+  for (const char* column : {"seen", "stall"}) {
+    for (const char* mode : kModes) out << fmt::format("\t{} ({})", mode, column);
+  }
+  out << "\n";
   for (const SizeResult& r : results) {
-    if (r.modes.size() != 2) continue;
-    out << fmt::format("{} MiB\t{:.3f}\t{:.3f}\t{:.3f}\t{:.3f}\n", r.size_mib, Median(r.modes[0].seen_ms),
-                       Median(r.modes[1].seen_ms), Median(r.modes[0].stall_ms), Median(r.modes[1].stall_ms));
+    if (r.modes.size() != std::size(kModes)) continue;
+    out << fmt::format("{} MiB", r.size_mib);
+    for (const ModeResult& m : r.modes) out << fmt::format("\t{:.3f}", Median(m.seen_ms));
+    for (const ModeResult& m : r.modes) out << fmt::format("\t{:.3f}", Median(m.stall_ms));
+    out << "\n";
   }
   if (!out) std::fprintf(stderr, "checkpoint_bench: cannot write %s\n", path.c_str());
   return static_cast<bool>(out);

@@ -66,7 +66,7 @@ Result<uint64_t> ApiServer::CaptureSession(const std::string& token, store::Stor
   return impl_->CaptureSession(token, store, function, device_profile, timeout, options);
 }
 void ApiServer::EndSession(const std::string& token) { impl_->EndSession(token); }
-Result<int> ApiServer::ClaimVaSlot() { return impl_->ClaimVaSlot(); }
+Result<int> ApiServer::ClaimVaSlot(int wanted) { return impl_->ClaimVaSlot(wanted); }
 void ApiServer::SetFunctionQuota(const std::string& function, SessionQuota quota) {
   impl_->SetFunctionQuota(function, quota);
 }

@@ -164,8 +164,16 @@ class ApiServer::Impl {
     return Status::Ok();
   }
 
-  Result<int> ClaimVaSlot() {
+  Result<int> ClaimVaSlot(int wanted) {
     std::lock_guard lock(mu_);
+    if (wanted >= 0) {
+      if (static_cast<size_t>(wanted) >= slots_taken_.size() || slots_taken_[wanted]) {
+        return Status::Unavailable(fmt::format("instance range {} is taken or not one of the {}", wanted,
+                                               slots_taken_.size()));
+      }
+      slots_taken_[wanted] = true;
+      return wanted;
+    }
     for (size_t i = 0; i < slots_taken_.size(); ++i) {
       if (!slots_taken_[i]) {
         slots_taken_[i] = true;

@@ -125,6 +125,19 @@ void InstanceManager::Impl::FailPendingCheckpoints(Instance& inst, const Status&
   }
 }
 
+bool InstanceManager::Impl::CheckpointAfter(const std::shared_ptr<Function>& f, const std::shared_ptr<Instance>& inst,
+                                            const InstanceProcess& proc, const StartReport& report,
+                                            std::optional<PendingCheckpoint> then, bool keep) {
+  if (!then) return keep;
+  if (keep) return RunCheckpoint(f, inst, proc, report, std::move(*then));
+  CheckpointOutcome o;
+  o.status = Status::Unavailable("the instance ended before it was checkpointed");
+  o.instance = inst->id;
+  o.mode = then->mode;
+  then->done(std::move(o));
+  return false;
+}
+
 bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, const std::shared_ptr<Instance>& holder,
                                           const InstanceProcess& proc, const StartReport& report,
                                           PendingCheckpoint job) {
@@ -279,6 +292,8 @@ bool InstanceManager::Impl::RunFinalStop(const InstanceProcess& proc, Checkpoint
     PHOS_LOG(Error, "instances", "{}: checkpoint failed, instance ended ({}): {}", capture.who, how,
              cpu.status().message());
   }
+  PHOS_LOG(Debug, "instances", "{}: final stop: CPU state kept in {:.1f} ms", capture.who,
+           std::chrono::duration<double, std::milli>(Clock::now() - stopped).count());
   std::unique_lock lock(capture.mu);
   capture.stopped = stopped;
   if (cpu.ok()) {

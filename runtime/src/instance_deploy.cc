@@ -47,6 +47,7 @@ void InstanceManager::Impl::Deploy(const FunctionSpec& spec, std::string sample_
       if (refused.ok()) {
         f->deployed_callbacks.push_back(std::move(done));
         StartDeployLocked(f, std::move(sample_request), sample_timeout);
+        StartJobLocked(f, /*fresh=*/true);
         PHOS_LOG(Info, "instances", "deploying '{}' ({})", spec.name, spec.executable);
         return;
       }
@@ -99,6 +100,7 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
       deployed = true;
       f->deploy = DeployState::kDeployed;
       f->slots = std::move(slots);
+      f->cv.notify_all();  // a job's driver waits for the deploy
       f->start_failures = 0;
       f->next_start = {};
     } else if (outcome.code() == StatusCode::kNotSupported) {
@@ -213,6 +215,10 @@ std::vector<uint64_t> InstanceManager::Impl::VersionsLocked(const Function& f) c
   for (const Slot& slot : f.slots) {
     if (slot.version != 0) versions.push_back(slot.version);
   }
+  // A job's kept checkpoints, which it resumes from after a restart.
+  for (const JobCheckpoint& c : f.job_checkpoints) {
+    if (std::find(versions.begin(), versions.end(), c.version) == versions.end()) versions.push_back(c.version);
+  }
   return versions;
 }
 
@@ -274,7 +280,20 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
   const FunctionSpec& spec = f->spec;
   GpuSessions& sessions = *options_.sessions;
   Slot slot;
-  PHOS_ASSIGN_OR_RETURN(slot.va_slot, sessions.ClaimVaSlot());
+  {
+    // A job's range, where its checkpoints belong: claimed at start (LoadJobLocked), or again.
+    std::lock_guard lock(mu_);
+    if (f->job_va_slot_claimed) {
+      slot.va_slot = f->job_va_slot;
+      f->job_va_slot_claimed = false;
+    }
+  }
+  if (slot.va_slot < 0 && f->job_va_slot >= 0) {
+    if (Result<int> claimed = sessions.ClaimVaSlotAt(f->job_va_slot); claimed.ok()) slot.va_slot = *claimed;
+  }
+  if (slot.va_slot < 0) {
+    PHOS_ASSIGN_OR_RETURN(slot.va_slot, sessions.ClaimVaSlot());
+  }
   Result<std::string> issued = sessions.IssueRestoreToken(spec.name, 0, RestoreMode::kPhos, false, slot.va_slot, spec.gpus, false);
   if (!issued.ok()) {
     sessions.ReleaseVaSlot(slot.va_slot);
@@ -324,6 +343,7 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
     return captured.status().WithContext("capture the CPU state");
   }
   slot.cpu = *captured;
+  if (spec.job.checkpoint_every > 0) ResumeJobSlot(*f, &slot);
   if (!spec.warmup.empty()) {
     if (Status warmed = WarmUp(f, &slot, report); !warmed.ok()) {
       ReleaseSlots({slot});

@@ -46,6 +46,10 @@ Result<uint64_t> GpuSessions::Capture(const std::string&, const std::string&, co
 }
 uint64_t GpuSessions::SnapshotBytes(const std::string&, uint64_t) { return 0; }
 Result<int> GpuSessions::ClaimVaSlot() { return Status::NotSupported("these GPU sessions keep no snapshots"); }
+Result<int> GpuSessions::ClaimVaSlotAt(int) { return Status::NotSupported("these GPU sessions keep no snapshots"); }
+Status GpuSessions::SameLayout(const std::string&, uint64_t, uint64_t) {
+  return Status::NotSupported("these GPU sessions keep no snapshots");
+}
 void GpuSessions::ReleaseVaSlot(int) {}
 Result<std::string> GpuSessions::IssueRestoreToken(const std::string&, uint64_t, RestoreMode, bool, int, int, bool) {
   return Status::NotSupported("these GPU sessions keep no snapshots");
@@ -96,8 +100,13 @@ Status InstanceManager::Impl::Open() {
       PHOS_LOG(Warn, "instances", "registered function: {}", valid.ToString());
     }
     std::shared_ptr<Function> f = AddLocked(spec);
+    // A job's checkpoints, and its instance range claimed before any deploy takes it.
+    if (SnapshotsEnabled() && spec.job.checkpoint_every > 0) LoadJobLocked(*f);
+  }
+  for (const auto& [name, f] : functions_) {
     // Snapshots and templates do not outlive phosd's processes: deployed again.
     if (SnapshotsEnabled()) StartDeployLocked(f, "");
+    StartJobLocked(f, /*fresh=*/false);
   }
   PHOS_LOG(Info, "instances", "{} function(s) loaded from {}", functions_.size(), registry_path_);
   supervisor_ = std::thread([this] { Supervise(); });
@@ -133,6 +142,7 @@ Status InstanceManager::Impl::Register(const FunctionSpec& spec) {
   }
   PHOS_LOG(Info, "instances", "registered '{}' ({}, {} instance(s))", spec.name, spec.executable, spec.instances);
   if (SnapshotsEnabled()) StartDeployLocked(f, "");
+  StartJobLocked(f, /*fresh=*/true);
   supervisor_cv_.notify_all();
   return Status::Ok();
 }
@@ -211,6 +221,12 @@ std::optional<FunctionSpec> InstanceManager::Impl::Spec(const std::string& name)
 void InstanceManager::Impl::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
                                    RestoreMode mode, PieceCallback on_piece, std::function<void(InvokeOutcome)> done) {
   if (timeout.count() <= 0) timeout = options_.invoke_timeout;
+  const Clock::time_point now = Clock::now();
+  Submit(name, Invocation{std::move(request), now + timeout, std::move(done), now, mode, std::move(on_piece), {}});
+}
+
+void InstanceManager::Impl::Submit(const std::string& name, Invocation inv) {
+  const RestoreMode mode = inv.mode;
   bool stopping = false;
   {
     std::lock_guard lock(mu_);
@@ -218,8 +234,6 @@ void InstanceManager::Impl::Invoke(const std::string& name, std::string request,
     auto it = functions_.find(name);
     if (!stopping && it != functions_.end()) {
       std::shared_ptr<Function> f = it->second;
-      Clock::time_point now = Clock::now();
-      Invocation inv{std::move(request), now + timeout, std::move(done), now, mode, std::move(on_piece)};
       bool deployed = f->deploy == DeployState::kDeployed;
       bool restore = false;
       if (deployed) {
@@ -248,9 +262,9 @@ void InstanceManager::Impl::Invoke(const std::string& name, std::string request,
     }
   }
   if (stopping) {
-    done(Outcome(InvokeOutcome::Kind::kStopping, "phosd is shutting down"));
+    inv.done(Outcome(InvokeOutcome::Kind::kStopping, "phosd is shutting down"));
   } else {
-    done(Outcome(InvokeOutcome::Kind::kUnknownFunction, "function '" + name + "' is not registered"));
+    inv.done(Outcome(InvokeOutcome::Kind::kUnknownFunction, "function '" + name + "' is not registered"));
   }
 }
 
@@ -444,11 +458,13 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
       inst->state = InstanceState::kBusy;
       PublishDemandLocked();
     }
+    std::optional<PendingCheckpoint> then = std::move(first->then);
     bool keep = Handle(proc, who, std::move(*first), &report, after_request);
     {
       std::lock_guard lock(mu_);
       DoneRestoringLocked(*inst);
     }
+    keep = CheckpointAfter(f, inst, proc, report, std::move(then), keep);
     if (!keep) return true;
   }
   {
@@ -492,8 +508,10 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
       }
       inst->state = InstanceState::kBusy;
     }
+    std::optional<PendingCheckpoint> then = std::move(inv.then);
     bool keep = checkpoint ? RunCheckpoint(f, inst, proc, report, std::move(*checkpoint))
                            : Handle(proc, who, std::move(inv), nullptr, after_request);
+    keep = CheckpointAfter(f, inst, proc, report, std::move(then), keep);
     std::lock_guard lock(mu_);
     inst->state = InstanceState::kIdle;
     f->slot_cv.notify_all();
@@ -652,6 +670,8 @@ void InstanceManager::Shutdown() { impl_->Shutdown(); }
 Result<std::vector<InstanceStatus>> InstanceManager::Instances(const std::string& name) const {
   return impl_->Instances(name);
 }
+Result<JobStatus> InstanceManager::Job(const std::string& name) const { return impl_->Job(name); }
+
 void InstanceManager::Checkpoint(const std::string& name, uint64_t instance, CheckpointMode mode,
                                  std::function<void(CheckpointOutcome)> done) {
   impl_->Checkpoint(name, instance, mode, std::move(done));

@@ -26,15 +26,6 @@ namespace phos::runtime {
 
 using Clock = std::chrono::steady_clock;
 
-struct Invocation {
-  std::string request;
-  Clock::time_point deadline;
-  std::function<void(InvokeOutcome)> done;
-  Clock::time_point arrived;
-  RestoreMode mode = RestoreMode::kAuto;
-  PieceCallback on_piece;  // may be empty: pieces are gathered into the body
-};
-
 enum class InstanceState { kStarting, kIdle, kBusy };
 
 struct Function;
@@ -47,6 +38,24 @@ struct PendingCheckpoint {
   CheckpointMode mode = CheckpointMode::kStopTheWorld;
   std::function<void(CheckpointOutcome)> done;
   std::shared_ptr<CheckpointCapture> final_stop;
+};
+
+struct Invocation {
+  std::string request;
+  Clock::time_point deadline;
+  std::function<void(InvokeOutcome)> done;
+  Clock::time_point arrived;
+  RestoreMode mode = RestoreMode::kAuto;
+  PieceCallback on_piece;  // may be empty: pieces are gathered into the body
+  // Taken by the instance that served it right after (a job's checkpoint after a step), before
+  // anything else; failed when that instance ends instead. Unset: none.
+  std::optional<PendingCheckpoint> then;
+};
+
+// A checkpoint a job kept (instance_jobs.cc): its snapshot version, and the step it was taken at.
+struct JobCheckpoint {
+  uint64_t version = 0;
+  int64_t step = 0;
 };
 
 // A checkpoint under way: its CPU state kept, its GPU state being captured (instance_checkpoint.cc).
@@ -131,6 +140,15 @@ struct Function {
   bool learning = false;           // an instance is learning the first-touch order
   // Called once the deploy in progress ends (Deploy()).
   std::vector<std::function<void(DeployOutcome)>> deployed_callbacks;
+  // A job's (spec.job, instance_jobs.cc): the checkpoints it keeps, oldest first (their versions
+  // are kept in the store beside the instance range's), the last step it answered, and the
+  // instance range its checkpoints belong to (-1: none yet), claimed before its deploy after a
+  // restart.
+  std::deque<JobCheckpoint> job_checkpoints;
+  int64_t job_step = 0;
+  int job_va_slot = -1;
+  bool job_va_slot_claimed = false;  // claimed by LoadJobLocked, not yet a deployed slot's
+  bool job_driven = false;           // its driver thread runs
 };
 
 // What the first invocation of a new instance reports about how it was brought up.
@@ -161,6 +179,9 @@ class InstanceManager::Impl {
   std::optional<FunctionSpec> Spec(const std::string& name) const;
   void Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout, RestoreMode mode,
               PieceCallback on_piece, std::function<void(InvokeOutcome)> done);
+  // Invoke's queueing of a made invocation (a request's, or a job's step).
+  void Submit(const std::string& name, Invocation inv);
+  Result<JobStatus> Job(const std::string& name) const;
   void Shutdown();
   Result<std::vector<InstanceStatus>> Instances(const std::string& name) const;
   void Checkpoint(const std::string& name, uint64_t instance, CheckpointMode mode,
@@ -245,6 +266,32 @@ class InstanceManager::Impl {
   void FinishCheckpoint(const std::shared_ptr<CheckpointCapture>& capture, Result<uint64_t> version);
   // Answers the checkpoints still asked of an instance that ends.
   void FailPendingCheckpoints(Instance& inst, const Status& why);
+  // The checkpoint an invocation asked for right after it (Invocation::then), on the instance that
+  // served it if it is kept (`keep`, what Handle returned); answered Unavailable otherwise.
+  // Returns whether the instance is kept.
+  bool CheckpointAfter(const std::shared_ptr<Function>& f, const std::shared_ptr<Instance>& inst,
+                       const InstanceProcess& proc, const StartReport& report, std::optional<PendingCheckpoint> then,
+                       bool keep);
+
+  // ---- long-running jobs (instance_jobs.cc, docs/design.md D10) ----
+  // <data-dir>/jobs/<name>: the job's kept checkpoints (checkpoints.json) and the loss of every
+  // step it answered (losses.tsv).
+  std::string JobDir(const std::string& name) const;
+  // A job's checkpoints as a phosd before this one kept them, and the instance range they belong
+  // to, claimed now (before any deploy takes it); called by Open.
+  void LoadJobLocked(Function& f);
+  // Starts the driver thread of a job function: registered now (`fresh`: what an earlier job of
+  // its name left is forgotten), or again by Open.
+  void StartJobLocked(const std::shared_ptr<Function>& f, bool fresh);
+  // The driver: the job's instance runs one step per request, checkpointed every
+  // checkpoint_every steps, until `steps` or the function's removal.
+  void RunJob(const std::shared_ptr<Function>& f);
+  // A checkpoint the job took after `step`: kept, the oldest beyond spec.job.keep dropped (from
+  // checkpoints.json, written first, then from the store).
+  void KeepJobCheckpoint(const std::shared_ptr<Function>& f, uint64_t version, int64_t step);
+  // After a deploy of a job with kept checkpoints: `slot` restores from the newest one whose
+  // layout is the deploy's snapshot's (the state on the device, the deploy's process for the CPU).
+  void ResumeJobSlot(Function& f, Slot* slot);
 
   // ---- deploy and restore (instance_deploy.cc) ----
   // Starts the deploy thread of `f` (deploy kDeploying); the caller holds mu_.

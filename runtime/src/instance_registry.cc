@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -11,7 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "phos/base/durable_file.h"
 #include "phos/ipc/wire.h"
+#include "phos/runtime/instance_manager.h"
 
 namespace phos::runtime {
 namespace {
@@ -74,6 +78,12 @@ nlohmann::json ToJson(const FunctionSpec& spec) {
   }
   if (!spec.invoke_token_sha256.empty()) j["invoke_token_sha256"] = spec.invoke_token_sha256;
   if (!spec.warmup.empty()) j["warmup"] = spec.warmup;
+  if (spec.job.checkpoint_every > 0) {
+    j["job"] = {{"checkpoint_every", spec.job.checkpoint_every},
+                {"keep", spec.job.keep},
+                {"steps", spec.job.steps},
+                {"mode", spec.job.mode}};
+  }
   return j;
 }
 
@@ -90,6 +100,33 @@ Status LimitsFromJson(const nlohmann::json& j, FunctionSpec::Limits* limits) {
                                      std::to_string(field->most));
     }
     limits->*field->value = value.get<int64_t>();
+  }
+  return Status::Ok();
+}
+
+// `job` of a spec: an object of "checkpoint_every", "keep", "steps" (integers) and "mode" (a
+// string), each optional; ranges are ValidateFunctionSpec's.
+Status JobFromJson(const nlohmann::json& j, FunctionSpec::Job* job) {
+  if (!j.is_object()) return Status::InvalidArgument("field 'job' must be an object");
+  for (const auto& [key, value] : j.items()) {
+    if (key == "mode") {
+      if (!value.is_string()) return Status::InvalidArgument("field 'job': 'mode' must be a string");
+      job->mode = value.get<std::string>();
+      continue;
+    }
+    if (key != "checkpoint_every" && key != "keep" && key != "steps") {
+      return Status::InvalidArgument("field 'job': unknown field '" + key + "'");
+    }
+    // Checked as JSON numbers first: a huge one is refused, not wrapped.
+    if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > (int64_t{1} << 40)) {
+      return Status::InvalidArgument("field 'job': '" + key + "' must be a non-negative integer");
+    }
+    const int64_t n = value.get<int64_t>();
+    if (key == "steps") {
+      job->steps = n;
+    } else {
+      (key == "keep" ? job->keep : job->checkpoint_every) = static_cast<int>(std::min<int64_t>(n, INT32_MAX));
+    }
   }
   return Status::Ok();
 }
@@ -147,6 +184,7 @@ Result<FunctionSpec> FromJson(const nlohmann::json& j) {
       spec.warmup.push_back(w.get<std::string>());
     }
   }
+  if (auto job = j.find("job"); job != j.end()) PHOS_RETURN_IF_ERROR(JobFromJson(*job, &spec.job));
   return spec;
 }
 
@@ -203,6 +241,26 @@ Status ValidateFunctionSpec(const FunctionSpec& spec) {
                                    " MiB in all, not " + std::to_string(spec.warmup.size()) + " of " +
                                    std::to_string(warmup_bytes) + " bytes");
   }
+  if (const FunctionSpec::Job& job = spec.job; job.checkpoint_every != 0) {
+    const std::string what = "function '" + spec.name + "': a job";
+    if (job.checkpoint_every < 0 || job.checkpoint_every > 1000000) {
+      return Status::InvalidArgument(what + " checkpoints every 1..1000000 steps, not " +
+                                     std::to_string(job.checkpoint_every));
+    }
+    if (job.keep < 1 || job.keep > kMaxJobCheckpointsKept) {
+      return Status::InvalidArgument(what + " keeps 1.." + std::to_string(kMaxJobCheckpointsKept) +
+                                     " checkpoints, not " + std::to_string(job.keep));
+    }
+    if (job.steps < 0) return Status::InvalidArgument(what + " runs a non-negative number of steps");
+    if (!ParseCheckpointMode(job.mode)) {
+      return Status::InvalidArgument(what + "'s checkpoint mode must be stop-the-world, soft-cow or soft-recopy, not '" +
+                                     job.mode + "'");
+    }
+    if (spec.instances != 1 || spec.max_instances > 1) {
+      return Status::InvalidArgument(what + " runs exactly one instance (instances 1, max_instances 0 or 1)");
+    }
+    if (!spec.warmup.empty()) return Status::InvalidArgument(what + " takes no warm-up requests");
+  }
   for (const LimitField& f : kLimitFields) {
     const int64_t value = spec.limits.*f.value;
     if (value < 0 || value > f.most) {
@@ -252,30 +310,8 @@ Result<std::vector<FunctionSpec>> LoadFunctionRegistry(const std::string& path) 
 Status SaveFunctionRegistry(const std::string& path, const std::vector<FunctionSpec>& specs) {
   nlohmann::json j = {{"format_version", kRegistryFormatVersion}, {"functions", nlohmann::json::array()}};
   for (const FunctionSpec& spec : specs) j["functions"].push_back(ToJson(spec));
-  std::string text = j.dump(2) + "\n";
-  std::string tmp = path + ".tmp";
   // 0600: specs hold their functions' environments, secrets included.
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return Status::FromErrno(errno, "create " + tmp);
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      Status s = Status::FromErrno(errno, "write " + tmp);
-      close(fd);
-      return s;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0) {
-    Status s = Status::FromErrno(errno, "fsync " + tmp);
-    close(fd);
-    return s;
-  }
-  close(fd);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::FromErrno(errno, "rename to " + path);
-  return Status::Ok();
+  return ReplaceFileDurably(path, j.dump(2) + "\n", 0600);
 }
 
 }  // namespace phos::runtime

@@ -299,6 +299,7 @@ class Session {
     // Soft recopy: written buffers are marked dirty, not copied first, and stay guarded once
     // copied (a write speculation missed marks them too) until the final stop.
     bool recopy = false;
+    bool stopped = false;  // a recopy's final stop is taken: writes since do not count
     mutable std::mutex mu;
     std::vector<SoftCopy> buffers;   // in the capture request's order
     std::vector<Unit> units;          // in address order
@@ -322,12 +323,15 @@ class Session {
   Result<SoftBegun> BeginSoftCapture(const std::string& function, const std::string& device_profile, bool recopy);
   // A soft recopy's final stop, on the executor: every call finished, the session described again,
   // and the snapshot written over `ahead` (a buffer no call wrote since its copy keeps it; the rest
-  // read now), uncommitted. Ends the soft capture.
+  // read now), uncommitted. The guards stay until UnguardSoftCapture.
   Result<std::unique_ptr<store::SnapshotWriter>> FinishSoftRecopy(store::Store& store, const std::string& function,
                                                                   const std::string& device_profile, Precopy& ahead);
   // Marks buffer `index` of a soft recopy dirty with the buffers sharing its guarded pages, which
   // are unguarded (the caller holds the capture's lock).
   static void MarkDirty(driver::DriverTable& driver, SoftCapture& capture, int index);
+  // Lifts the capture's write guards (thread-safe; a recopy's capturing thread does it after the
+  // final stop, off the instance's time).
+  static void UnguardSoftCapture(driver::DriverTable& driver, SoftCapture& capture);
   // Enqueues on `stream` the copies of `b`'s pieces from b.enqueued to `until` (a piece count) and
   // records `*done` (made when null) after them (the caller holds the capture's lock).
   static Status EnqueueSoftCopy(driver::DriverTable& driver, SoftCapture& capture, SoftCopy& b, CUstream stream,

@@ -195,7 +195,7 @@ PhosSimGuardDecision Session::SoftCapture::OnFault(CUdeviceptr address, const ch
   if (unit == nullptr || !unit->guarded) return PHOS_SIM_GUARD_RETRY;  // unguarded meanwhile
   if (recopy) {
     // Copied again at the final stop: nothing to copy now.
-    if (!finished) {
+    if (!stopped) {
       ++stats.missed_writes;
       PHOS_LOG(Warn, "capture",
                "pid {}: speculation miss during a soft recopy checkpoint: {} wrote {:#x}, not marked written; its "
@@ -449,6 +449,11 @@ Result<std::unique_ptr<store::SnapshotWriter>> Session::FinishSoftRecopy(store::
                                                                          Precopy& ahead) {
   std::shared_ptr<SoftCapture> capture = soft_;
   if (capture == nullptr || !capture->recopy) return Status::Internal("no soft recopy of this session is under way");
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  auto ms = [](Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double, std::milli>(to - from).count();
+  };
   // Every call sent so far finished: a write speculation missed has faulted by now.
   for (CUcontext ctx : capture->contexts) {
     driver::ContextScope scope(*driver_, ctx);
@@ -457,7 +462,7 @@ Result<std::unique_ptr<store::SnapshotWriter>> Session::FinishSoftRecopy(store::
   PHOS_ASSIGN_OR_RETURN(CaptureRequest request, DescribeForCapture(function, device_profile));
   {
     std::lock_guard lock(capture->mu);
-    capture->finished = true;
+    capture->stopped = true;
     if (ahead.buffers.size() != capture->buffers.size()) {
       return Status::Internal(fmt::format("the first pass copied {} buffers of the {} it began with",
                                           ahead.buffers.size(), capture->buffers.size()));
@@ -474,25 +479,32 @@ Result<std::unique_ptr<store::SnapshotWriter>> Session::FinishSoftRecopy(store::
       }
     }
   }
+  const Clock::time_point described = Clock::now();
   Result<std::unique_ptr<store::SnapshotWriter>> written = WriteCapture(request, store, &ahead);
-  ReleaseSoftCapture();
+  PHOS_LOG(Debug, "capture", "pid {}: final stop of a soft recopy: described in {:.1f} ms, written in {:.1f} ms", pid_,
+           ms(start, described), ms(described, Clock::now()));
   // The function's restores need the images captured: its context keeps them loaded.
   if (written.ok()) modules_owner_ = function;
   return written;
+}
+
+void Session::UnguardSoftCapture(driver::DriverTable& driver, SoftCapture& capture) {
+  std::lock_guard lock(capture.mu);
+  for (SoftCapture::Unit& u : capture.units) {
+    if (u.guarded) driver.phosSimUnguardRange(u.start, u.bytes);
+    u.guarded = false;
+  }
 }
 
 void Session::ReleaseSoftCapture() {
   if (soft_ == nullptr) return;
   std::shared_ptr<SoftCapture> capture = std::move(soft_);
   {
-    // Unguarded before the guard client goes: a write faulting meanwhile still finds it.
     std::lock_guard lock(capture->mu);
     capture->finished = true;
-    for (SoftCapture::Unit& u : capture->units) {
-      if (u.guarded) driver_->phosSimUnguardRange(u.start, u.bytes);
-      u.guarded = false;
-    }
   }
+  // Unguarded before the guard client goes: a write faulting meanwhile still finds it.
+  UnguardSoftCapture(*driver_, *capture);
   if (capture->registered) UnregisterGuardClient(capture.get());
   std::lock_guard lock(capture->mu);
   for (size_t d = 0; d < capture->contexts.size(); ++d) {

@@ -62,6 +62,28 @@ Result<uint64_t> SnapshotSessions::Capture(const std::string& token, const std::
   return version;
 }
 
+Status SnapshotSessions::SameLayout(const std::string& function, uint64_t a, uint64_t b) {
+  PHOS_ASSIGN_OR_RETURN(std::shared_ptr<const store::Manifest> x, Manifest(function, a));
+  PHOS_ASSIGN_OR_RETURN(std::shared_ptr<const store::Manifest> y, Manifest(function, b));
+  const std::string what = fmt::format("{} v{} and v{}", function, a, b);
+  if (x->va_base != y->va_base || x->va_bytes != y->va_bytes || x->gpus != y->gpus) {
+    return Status::FailedPrecondition(what + " lie in different instance ranges or device counts");
+  }
+  if (x->buffers.size() != y->buffers.size()) {
+    return Status::FailedPrecondition(
+        fmt::format("{} hold {} and {} buffers", what, x->buffers.size(), y->buffers.size()));
+  }
+  for (size_t i = 0; i < x->buffers.size(); ++i) {
+    const store::Buffer& p = x->buffers[i];
+    const store::Buffer& q = y->buffers[i];
+    if (p.device_address != q.device_address || p.size != q.size || p.device != q.device) {
+      return Status::FailedPrecondition(fmt::format("{}: buffer {} is {:#x} (+{}) in one and {:#x} (+{}) in the other",
+                                                    what, i, p.device_address, p.size, q.device_address, q.size));
+    }
+  }
+  return Status::Ok();
+}
+
 uint64_t SnapshotSessions::SnapshotBytes(const std::string& function, uint64_t version) {
   Result<std::shared_ptr<const store::Manifest>> manifest = Manifest(function, version);
   if (!manifest.ok()) return 0;

@@ -307,8 +307,9 @@ class ApiServer {
   // a SessionPlan naming it) opened from now on; an all-zero quota forgets the function's.
   void SetFunctionQuota(const std::string& function, SessionQuota quota);
   // A free slot of the arena of instance ranges, now the caller's (a deployed function's snapshot
-  // lives there). Unavailable when every slot is taken or there is no arena.
-  Result<int> ClaimVaSlot();
+  // lives there): slot `wanted` when given. Unavailable when every slot (or `wanted`) is taken or
+  // there is no arena.
+  Result<int> ClaimVaSlot(int wanted = -1);
   void ReleaseVaSlot(int slot);
   // The context pool's demand (ctxpool::ContextPool::SetDemand): restores that may lease at once.
   void SetContextDemand(size_t contexts);

@@ -57,7 +57,13 @@ class GpuSessions {
   // An instance range of the API server's arena (ApiServer::ClaimVaSlot): where one deployed
   // instance's memory lives, captured and restored. Each live instance of a snapshot needs its own.
   virtual Result<int> ClaimVaSlot();
+  // Instance range `slot` in particular (a job's, whose checkpoints belong to it); Unavailable when
+  // it is taken.
+  virtual Result<int> ClaimVaSlotAt(int slot);
   virtual void ReleaseVaSlot(int slot);
+  // Ok when snapshots `a` and `b` of `function` lay out the same buffers (address, size, device)
+  // in the same instance range: the GPU state of one may stand in for the other's.
+  virtual Status SameLayout(const std::string& function, uint64_t a, uint64_t b);
   // Captures the GPU session of `token` as a new snapshot of `function`, as `options` says (a
   // deploy's session is parked: the defaults): its version. NotFound when the token has no session
   // (the function made no CUDA call: it has no GPU state).
@@ -204,6 +210,21 @@ using PieceCallback = std::function<void(std::string piece, const InvokeOutcome*
 std::optional<CheckpointMode> ParseCheckpointMode(std::string_view name);
 const char* CheckpointModeName(CheckpointMode mode);
 
+// Where a long-running job stands (InstanceManager::Job; FunctionSpec::Job).
+struct JobStatus {
+  int64_t step = 0;   // the last step its instance answered
+  int64_t steps = 0;  // where it stops (0: when removed)
+  bool finished = false;
+  struct Kept {
+    uint64_t version = 0;
+    int64_t step = 0;
+  };
+  std::vector<Kept> checkpoints;  // oldest first; the newest is where it resumes
+  // Every step's loss as the job answered it, a line "<step>\t<loss>" each; a step run again after
+  // a resume has a later line, which is the one that counts.
+  std::string losses_path;
+};
+
 // What a checkpoint did (InstanceManager::Checkpoint).
 struct CheckpointOutcome {
   // Ok: a new snapshot version of the function holds the instance's GPU state and a new template
@@ -295,6 +316,9 @@ class InstanceManager {
   // once, from a manager thread (or the caller's, when refused at once).
   void Checkpoint(const std::string& name, uint64_t instance, CheckpointMode mode,
                   std::function<void(CheckpointOutcome)> done);
+  // Where job `name` stands. NotFound for an unknown function; FailedPrecondition for one that is
+  // not a job.
+  Result<JobStatus> Job(const std::string& name) const;
   // Fails queued invocations (kStopping), closes every instance's channel, waits for them to
   // exit (killing those past stop_grace), ends their GPU sessions. Idempotent.
   void Shutdown();

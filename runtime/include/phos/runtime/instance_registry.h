@@ -37,6 +37,19 @@ struct FunctionSpec {
   // lazily (caches, tuned kernels, captured graphs) is then in every instance it restores. At most
   // kMaxWarmupRequests, kMaxWarmupBytes in all. Default: none.
   std::vector<std::string> warmup;
+  // A long-running job (docs/design.md D10), when checkpoint_every > 0: phosd runs its one instance
+  // step by step (each request "step" answered {"step": N, "loss": X}), checkpoints it after every
+  // checkpoint_every-th step without stopping it (in `mode`), keeps the `keep` newest checkpoints
+  // and resumes it from the newest after its process or phosd was killed. It stops after step
+  // `steps` (0: runs until removed). Its state must live on the device, allocated before its entry
+  // point: after phosd's restart the newest checkpoint's GPU state is restored under a freshly
+  // deployed process. checkpoint_every 0..1000000, keep 1..16, steps >= 0. Default: not a job.
+  struct Job {
+    int checkpoint_every = 0;
+    int keep = 2;
+    int64_t steps = 0;
+    std::string mode = "soft-cow";  // "stop-the-world", "soft-cow" or "soft-recopy"
+  } job;
   // The sandboxed instance may open network connections (the host's network); otherwise it has
   // a network namespace of its own with only a loopback device. Default: false.
   bool network = false;
@@ -71,7 +84,11 @@ inline int MaxInstances(const FunctionSpec& spec) {
 // The instance ranges (each with its snapshot) a deployed function gets: one per instance it may
 // run at once, and a spare, so that a restore never waits for an ending instance's range to be
 // scrubbed (docs/design.md D16).
-inline int InstanceRanges(const FunctionSpec& spec) { return MaxInstances(spec) + 1; }
+// A job has one: its instance resumes in the range its checkpoints belong to.
+inline int InstanceRanges(const FunctionSpec& spec) {
+  return spec.job.checkpoint_every > 0 ? 1 : MaxInstances(spec) + 1;
+}
+inline constexpr int kMaxJobCheckpointsKept = 16;
 
 // True when `text` is 64 lowercase hex digits: a SHA-256 as sha256sum prints it.
 bool IsSha256Hex(std::string_view text);

@@ -68,6 +68,8 @@ class SnapshotSessions final : public GpuSessions {
 
   bool SupportsSnapshots() const override { return true; }
   Result<int> ClaimVaSlot() override { return server_->ClaimVaSlot(); }
+  Result<int> ClaimVaSlotAt(int slot) override { return server_->ClaimVaSlot(slot); }
+  Status SameLayout(const std::string& function, uint64_t a, uint64_t b) override;
   void ReleaseVaSlot(int slot) override { server_->ReleaseVaSlot(slot); }
   Result<uint64_t> Capture(const std::string& token, const std::string& function,
                            const CaptureOptions& options) override;

@@ -2,18 +2,20 @@
 //   phos-fn [--endpoint URL] deploy NAME EXECUTABLE [--instances N] [--max-instances N] [--gpus N]
 //                                   [--sample STRING | @FILE] [--sample-timeout-ms N] [--upload]
 //                                   [--invoke-token-sha256 HEX] [--warmup STRING | @FILE [--warmup-count N]]
-//                                   [-- ARGS...]
+//                                   [--job --checkpoint-every K [--keep-checkpoints N] [--steps T]
+//                                    [--checkpoint-mode MODE]] [-- ARGS...]
 //   phos-fn [--endpoint URL] invoke NAME [--data STRING | --data @FILE] [--timeout-ms N]
 //                                   [--restore-mode MODE] [--timings]
 //   phos-fn [--endpoint URL] ls [--json]
 //   phos-fn [--endpoint URL] instances NAME [--json]
 //   phos-fn [--endpoint URL] checkpoint NAME [--instance ID] [--mode stop-the-world|soft-cow|soft-recopy]
+//   phos-fn [--endpoint URL] job NAME [--json]
 //   phos-fn [--endpoint URL] rm NAME
 //   phos-fn [--endpoint URL] run [--gpus N] -- PROGRAM [ARGS...]
 //   phos-fn check PROGRAM | --table
 // Default endpoint: $PHOS_ENDPOINT, else http://127.0.0.1:7070. Every call bears the token of
 // --token-file FILE, else $PHOS_TOKEN (Authorization: Bearer): the admin token for deploy, rm, run,
-// instances, checkpoint and an unredacted ls; a function's invoke token (or the admin token) for invoke. check talks to
+// instances, checkpoint, job and an unredacted ls; a function's invoke token (or the admin token) for invoke. check talks to
 // no phosd: it reads PROGRAM and phos's libraries (docs/compatibility.md).
 #include <unistd.h>
 
@@ -264,6 +266,22 @@ int main(int argc, char** argv) {
   int warmup_count = 1;
   deploy->add_option("--warmup-count", warmup_count, "How many times the warm-up request runs")
       ->check(CLI::Range(1, 64));
+  bool job = false;
+  int checkpoint_every = 0;
+  int keep_checkpoints = 2;
+  long long job_steps = 0;
+  std::string job_mode = "soft-cow";
+  deploy->add_flag("--job", job,
+                   "A long-running job: phosd runs its one instance a step per request, checkpoints it while it runs "
+                   "and resumes it from its newest checkpoint after a crash");
+  deploy->add_option("--checkpoint-every", checkpoint_every, "A job's steps between checkpoints")
+      ->check(CLI::Range(1, 1000000));
+  deploy->add_option("--keep-checkpoints", keep_checkpoints, "How many of a job's newest checkpoints are kept")
+      ->check(CLI::Range(1, 16));
+  deploy->add_option("--steps", job_steps, "The step a job stops after (default: it runs until removed)")
+      ->check(CLI::NonNegativeNumber);
+  deploy->add_option("--checkpoint-mode", job_mode, "How a job's checkpoints are taken")
+      ->check(CLI::IsMember({"stop-the-world", "soft-cow", "soft-recopy"}));
   deploy->add_option("args", extra, "Arguments for the function (after --)");
 
   std::string data;
@@ -295,6 +313,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   checkpoint->add_option("--mode", checkpoint_mode, "How the instance's GPU state is copied while it runs")
       ->check(CLI::IsMember({"stop-the-world", "soft-cow", "soft-recopy"}));
+
+  auto* job_status = app.add_subcommand("job", "Where a job stands: its step, its kept checkpoints, its losses' file");
+  job_status->add_option("name", name, "Function name")->required();
+  job_status->add_flag("--json", json, "Print phosd's JSON");
 
   auto* rm = app.add_subcommand("rm", "Remove a function");
   rm->add_option("name", name, "Function name")->required();
@@ -329,6 +351,16 @@ int main(int argc, char** argv) {
     nlohmann::json spec = {{"name", name}, {"args", extra}, {"instances", instances}, {"gpus", gpus},
                            {"max_instances", max_instances}};
     if (!warmup.empty()) spec["warmup"] = std::vector<std::string>(static_cast<size_t>(warmup_count), warmup);
+    if (job != (checkpoint_every > 0)) {
+      std::cerr << "phos-fn: deploy: --job and --checkpoint-every go together\n";
+      return 2;
+    }
+    if (job) {
+      spec["job"] = {{"checkpoint_every", checkpoint_every},
+                     {"keep", keep_checkpoints},
+                     {"steps", job_steps},
+                     {"mode", job_mode}};
+    }
     if (upload) {
       std::optional<std::string> artifact = Upload(endpoint, executable);
       if (!artifact) return 1;
@@ -420,6 +452,28 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(j.value("recopied", uint64_t{0})),
                   static_cast<unsigned long long>(j.value("recopied_bytes", uint64_t{0})));
     }
+    return 0;
+  }
+  if (*job_status) {
+    auto r = Call({.method = "GET", .url = endpoint + "/v1/functions/" + name + "/job"});
+    if (!r) return 1;
+    nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+    if (json) {
+      std::cout << r->body;
+      return 0;
+    }
+    if (j.is_discarded() || !j.contains("step") || !j.contains("checkpoints")) {
+      std::cerr << "phos-fn: unexpected answer: " << r->body << "\n";
+      return 1;
+    }
+    const long long steps = j.value("steps", 0LL);
+    std::printf("%s: step %lld%s%s\n", name.c_str(), j.value("step", 0LL),
+                steps > 0 ? (" of " + std::to_string(steps)).c_str() : "", j.value("finished", false) ? " (finished)" : "");
+    for (const auto& c : j["checkpoints"]) {
+      std::printf("checkpoint v%llu after step %lld\n", static_cast<unsigned long long>(c.value("version", uint64_t{0})),
+                  c.value("step", 0LL));
+    }
+    std::printf("losses: %s\n", j.value("losses", "").c_str());
     return 0;
   }
   if (*rm) {

@@ -382,6 +382,21 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
         out.Send(Response::Json(200, InstancesAnswer(*instances).dump() + "\n"));
       }));
 
+  // Where a job stands (docs/design.md D10): {"step", "steps", "finished", "checkpoints":
+  // [{"version", "step"}], "losses": the path of its losses file}. Admin, as instances are.
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "GET", "/v1/functions/{name}/job", [manager](Request req, Responder out, bool) {
+    Result<runtime::JobStatus> job = manager->Job(std::string(req.Param("name")));
+    if (!job.ok()) return out.Send(Error(StatusFor(job.status()), job.status().message()));
+    nlohmann::json kept = nlohmann::json::array();
+    for (const runtime::JobStatus::Kept& c : job->checkpoints) kept.push_back({{"version", c.version}, {"step", c.step}});
+    nlohmann::json j = {{"step", job->step},
+                        {"steps", job->steps},
+                        {"finished", job->finished},
+                        {"checkpoints", kept},
+                        {"losses", job->losses_path}};
+    out.Send(Response::Json(200, j.dump() + "\n"));
+  }));
+
   // Checkpoint a running instance (docs/design.md D10): the named one, or (without an id) an
   // idle one of the function. Answered once the new snapshot version is committed and the
   // instance's range restores from it (201), with the time the instance served nothing.

@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -181,9 +182,10 @@ void InstanceManager::Impl::RunJob(const std::shared_ptr<Function>& f) {
     PHOS_LOG(Error, "jobs", "'{}' does not run: {}: {}", name, dir, ec ? ec.message() : std::strerror(errno));
     return;
   }
-  // The step the newest checkpoint followed, or was asked after and refused (an earlier one still
-  // copying): the next step asks again.
+  // The step the newest checkpoint was asked after. While one copies, none is asked: the first
+  // step after it ends that is K or more past the last asks for the next.
   int64_t checkpointed = 0;
+  auto copying = std::make_shared<std::atomic<bool>>(false);
   {
     std::lock_guard lock(mu_);
     checkpointed = f->job_checkpoints.empty() ? 0 : f->job_checkpoints.back().step;
@@ -215,11 +217,13 @@ void InstanceManager::Impl::RunJob(const std::shared_ptr<Function>& f) {
       }
       outcome->set_value(std::move(o));
     };
-    const bool checkpoint = step + 1 - checkpointed >= job.checkpoint_every;
+    const bool checkpoint = step + 1 - checkpointed >= job.checkpoint_every && !copying->load();
     if (checkpoint) {
+      copying->store(true);
       PendingCheckpoint then;
       then.mode = mode;
-      then.done = [this, f, answer](CheckpointOutcome o) {
+      then.done = [this, f, answer, copying](CheckpointOutcome o) {
+        copying->store(false);
         if (o.status.ok() && answer->step > 0) {
           KeepJobCheckpoint(f, o.version, answer->step);
         } else if (!o.status.ok()) {
@@ -237,6 +241,8 @@ void InstanceManager::Impl::RunJob(const std::shared_ptr<Function>& f) {
     };
     if (o.kind == InvokeOutcome::Kind::kUnknownFunction || o.kind == InvokeOutcome::Kind::kStopping) break;
     if (o.kind != InvokeOutcome::Kind::kOk) {
+      // A checkpoint asked with it goes with the instance, answered or not.
+      if (checkpoint) copying->store(false);
       PHOS_LOG_EVERY_SEC(Warn, "jobs", 1, "'{}': step {} failed, sent again: {}", name, step + 1, o.error.message());
       retry_later();
       continue;
@@ -251,7 +257,7 @@ void InstanceManager::Impl::RunJob(const std::shared_ptr<Function>& f) {
     if (write(losses.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
       PHOS_LOG_EVERY_SEC(Error, "jobs", 1, "'{}': {}/losses.tsv: {}", name, dir, std::strerror(errno));
     }
-    if (checkpoint) checkpointed = parsed->first;  // asked: taken, or refused and asked again K steps on
+    if (checkpoint) checkpointed = parsed->first;
     std::lock_guard lock(mu_);
     f->job_step = parsed->first;
     if (job.steps != 0 && f->job_step >= job.steps) {

@@ -216,5 +216,25 @@ TEST_F(JobTest, AJobKilledAtTwentyRandomPointsAnswersEveryStepAsAnUninterruptedR
   EXPECT_LE(job["checkpoints"].size(), static_cast<size_t>(kKeep)) << job.dump();
 }
 
+// A job's answers are the tenant's: one that is no step's answer (probe_fn echoes "step") is
+// refused, said in the log, and counts for nothing; phosd serves on.
+TEST_F(JobTest, AnswersThatAreNoStepsAreRefusedAndCountForNothing) {
+  CommandResult deployed = PhosFn({"deploy", "echo", PHOS_PROBE_FUNCTION, "--job", "--checkpoint-every", "1"});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
+  EXPECT_TRUE(WaitUntil([&] { return PhosdLog().find("a step's answer must be a JSON object") != std::string::npos; }))
+      << PhosdLog();
+  EXPECT_EQ(Step("echo"), 0);
+  std::map<int64_t, std::string> losses = Losses("echo");
+  EXPECT_TRUE(losses.empty());
+  // Not a job: its status is refused.
+  CommandResult plain = PhosFn({"deploy", "plain", PHOS_PROBE_FUNCTION});
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  EXPECT_NE(PhosFn({"job", "plain"}).exit_code, 0);
+  nlohmann::json refused = Get("/v1/functions/plain/job");
+  EXPECT_NE(refused.value("error", "").find("is not a job"), std::string::npos) << refused.dump();
+  // --job and --checkpoint-every go together.
+  EXPECT_NE(PhosFn({"deploy", "half", PHOS_PROBE_FUNCTION, "--job"}).exit_code, 0);
+}
+
 }  // namespace
 }  // namespace phos::testing

@@ -210,5 +210,48 @@ TEST(FunctionSpecTest, WarmUpRequestsAreStringsWithinTheirBoundsAndKept) {
   EXPECT_NE(too_large.message().find("warm-up requests"), std::string::npos) << too_large.message();
 }
 
+TEST(FunctionSpecTest, AJobRoundTripsAndItsBoundsAreChecked) {
+  auto spec = ParseFunctionSpecJson(std::string(R"({"name":"j","executable":")") + PHOS_PROBE_FN +
+                                    R"(","job":{"checkpoint_every":5,"keep":3,"steps":100,"mode":"soft-recopy"}})");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->job.checkpoint_every, 5);
+  EXPECT_EQ(spec->job.keep, 3);
+  EXPECT_EQ(spec->job.steps, 100);
+  EXPECT_EQ(spec->job.mode, "soft-recopy");
+  EXPECT_TRUE(ValidateFunctionSpec(*spec).ok());
+  // One instance range: its checkpoints belong to it.
+  EXPECT_EQ(InstanceRanges(*spec), 1);
+  auto again = ParseFunctionSpecJson(FunctionSpecToJson(*spec));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->job.checkpoint_every, 5);
+  EXPECT_EQ(again->job.steps, 100);
+  EXPECT_EQ(again->job.mode, "soft-recopy");
+  // Not a job: no "job" in its JSON, and a spare range.
+  FunctionSpec plain{"p", PHOS_PROBE_FN, {}, {}, 1};
+  EXPECT_EQ(FunctionSpecToJson(plain).find("\"job\""), std::string::npos);
+  EXPECT_EQ(InstanceRanges(plain), 2);
+  for (const char* bad : {R"("job":5)", R"("job":{"checkpoint_every":"5"})", R"("job":{"checkpoint_every":-1})",
+                          R"("job":{"keep":1e3})", R"("job":{"steps":99999999999999999})", R"("job":{"mode":3})",
+                          R"("job":{"sideways":1})"}) {
+    SCOPED_TRACE(bad);
+    auto parsed = ParseFunctionSpecJson(std::string(R"({"name":"j","executable":"/bin/true",)") + bad + "}");
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  }
+  auto refused = [&](auto change, const char* says) {
+    FunctionSpec job = *spec;
+    change(job);
+    Status s = ValidateFunctionSpec(job);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << says;
+    EXPECT_NE(s.message().find(says), std::string::npos) << s.message();
+  };
+  refused([](FunctionSpec& j) { j.job.checkpoint_every = 1000001; }, "checkpoints every 1..1000000 steps");
+  refused([](FunctionSpec& j) { j.job.keep = 0; }, "keeps 1..16 checkpoints");
+  refused([](FunctionSpec& j) { j.job.keep = kMaxJobCheckpointsKept + 1; }, "keeps 1..16 checkpoints");
+  refused([](FunctionSpec& j) { j.job.mode = "sideways"; }, "checkpoint mode must be");
+  refused([](FunctionSpec& j) { j.instances = 2; }, "runs exactly one instance");
+  refused([](FunctionSpec& j) { j.max_instances = 4; }, "runs exactly one instance");
+  refused([](FunctionSpec& j) { j.warmup = {"x"}; }, "takes no warm-up requests");
+}
+
 }  // namespace
 }  // namespace phos::runtime

@@ -77,6 +77,21 @@ TEST_F(LlamaTest, GeneratesTheReferenceTokensWithAndWithoutGroupedQueryAttention
   }
 }
 
+// An instance checkpointed in each mode (docs/design.md D10): the instances restored from there
+// generate what it did, the reference's tokens.
+TEST_F(LlamaTest, ACheckpointedInstanceRestoresToTheSameAnswers) {
+  std::string dir = MakeAndDeploy(kGroupedQuery);
+  ASSERT_FALSE(HasFailure());
+  LlamaReference reference;
+  reference.Load(dir);
+  ASSERT_FALSE(HasFatalFailure());
+  const std::string request = R"({"tokens": [3, 17, 5], "max_new_tokens": 6, "scores": true})";
+  CommandResult invoked = CurlPost("/v1/functions/" + kGroupedQuery.name + "/invoke", request);
+  ASSERT_EQ(invoked.exit_code, 0);
+  ExpectGreedyUnderReference(reference, {3, 17, 5}, GeneratedTokens(invoked.out), Scores(invoked.out));
+  ExpectCheckpointsRestoreTheSameAnswers(kGroupedQuery.name, request);
+}
+
 TEST_F(LlamaTest, StreamSendsOneLinePerTokenThenTheWhole) {
   MakeAndDeploy(kGroupedQuery);
   ASSERT_FALSE(HasFailure());

@@ -42,6 +42,16 @@ TEST_F(MlpTest, DeployInvokeWithPhosFnAndCurl) {
   EXPECT_EQ(curl.out, invoked.out);
 }
 
+// An instance checkpointed in each mode (docs/design.md D10): the instances restored from there
+// answer as it did.
+TEST_F(MlpTest, ACheckpointedInstanceRestoresToTheSameAnswers) {
+  Deploy(1);
+  CommandResult invoked = PhosFn({"invoke", "mlp", "--data", R"({"seed": 9, "full": true})"});
+  ASSERT_EQ(invoked.exit_code, 0) << invoked.out;
+  ExpectMlpMatchesReference(invoked.out, 9, /*full=*/true);
+  ExpectCheckpointsRestoreTheSameAnswers("mlp", R"({"seed": 9, "full": true})");
+}
+
 TEST_F(MlpTest, SixteenConcurrentInvocationsOverTwoInstances) {
   Deploy(2);
   std::vector<std::string> bodies(16);

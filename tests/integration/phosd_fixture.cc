@@ -223,6 +223,27 @@ HttpResponse PhosdTest::InvokeInMode(const std::string& function, const std::str
   return ParseCurl(::phos::testing::Run(argv).out);
 }
 
+void PhosdTest::ExpectCheckpointsRestoreTheSameAnswers(const std::string& function, const std::string& request) {
+  ASSERT_TRUE(SettledToOneIdleInstance(function));
+  HttpResponse warm = InvokeInMode(function, request, "warm");
+  ASSERT_EQ(warm.status, 200) << warm.body;
+  for (const char* mode : {"stop-the-world", "soft-cow", "soft-recopy"}) {
+    SCOPED_TRACE(mode);
+    ASSERT_TRUE(SettledToOneIdleInstance(function));
+    CommandResult c = PhosFn({"checkpoint", function, "--mode", mode});
+    ASSERT_EQ(c.exit_code, 0) << c.out;
+    // The first restore takes the spare range (evicting the checkpointed instance), the second
+    // the checkpointed one.
+    for (int i = 0; i < 2; ++i) {
+      HttpResponse r = InvokeInMode(function, request, "phos");
+      ASSERT_EQ(r.status, 200) << r.body;
+      EXPECT_EQ(r.headers["x-phos-restore-mode"], "phos");
+      EXPECT_EQ(r.body, warm.body);
+      ASSERT_TRUE(SettledToOneIdleInstance(function));
+    }
+  }
+}
+
 bool PhosdTest::SettledToOneIdleInstance(const std::string& function) {
   return WaitUntil([&] {
     nlohmann::json j = nlohmann::json::parse(::phos::testing::Run({"/usr/bin/curl", "-s", endpoint() + "/v1/functions"}).out, nullptr, false);

@@ -94,6 +94,10 @@ class PhosdTest : public ::testing::Test {
   // instances of forced restores have ended and their contexts gone back to the pool. False when
   // that never came.
   bool SettledToOneIdleInstance(const std::string& function);
+  // Checkpoints `function`'s one instance (it runs one at a time: two instance ranges) in each
+  // mode, and checks that the instances restored afterwards in both its ranges (the spare, then
+  // the checkpointed one) answer `request` as the warm instance did before the checkpoint.
+  void ExpectCheckpointsRestoreTheSameAnswers(const std::string& function, const std::string& request);
   // curl's arguments that send the admin token: {"-H", "Authorization: Bearer <token>"}.
   std::vector<std::string> AdminHeader() const;
   // The admin token phosd made at start.

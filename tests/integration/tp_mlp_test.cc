@@ -86,24 +86,10 @@ TEST_F(TpMlpTest, RestoredInEveryModeGivesTheWarmBytes) {
 // restores in either instance range, the checkpointed one and the spare, give the warm answer.
 TEST_F(TpMlpTest, ACheckpointedDeviceGroupInstanceRestoresToTheSameAnswers) {
   Deploy(2);  // one instance at a time: its range and a spare
-  std::string served;
   const std::string request = R"({"seed": 7, "full": true})";
-  const std::string warm = InvokeAs(endpoint(), "warm", request, &served);
-  ExpectMatchesReference(warm, 7);
-  for (const char* mode : {"stop-the-world", "soft-cow", "soft-recopy"}) {
-    SCOPED_TRACE(mode);
-    ASSERT_TRUE(SettledToOneIdleInstance("tp-mlp"));
-    CommandResult c = PhosFn({"checkpoint", "tp-mlp", "--mode", mode});
-    ASSERT_EQ(c.exit_code, 0) << c.out;
-    // The first restore takes the spare range (evicting the checkpointed instance), the second
-    // the checkpointed one.
-    for (int i = 0; i < 2; ++i) {
-      std::string body = InvokeAs(endpoint(), "phos", request, &served);
-      ASSERT_EQ(served, "phos") << body;
-      EXPECT_EQ(body, warm);
-      ASSERT_TRUE(SettledToOneIdleInstance("tp-mlp"));
-    }
-  }
+  std::string served;
+  ExpectMatchesReference(InvokeAs(endpoint(), "warm", request, &served), 7);
+  ExpectCheckpointsRestoreTheSameAnswers("tp-mlp", request);
 }
 
 TEST_F(TpMlpTest, DeployedWithTwoGpusGivesTheCpuReference) {

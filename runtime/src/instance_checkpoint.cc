@@ -230,7 +230,10 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
       capture->cv.notify_all();
     };
     if (mode == CheckpointMode::kSoftRecopy) {
-      options.final_stop = [this, capture, holder] { return AwaitFinalStop(capture, holder); };
+      options.final_stop = [this, capture, holder] {
+        FaultPoint("checkpoint-precopied");  // every buffer copied into the store, nothing committed
+        return AwaitFinalStop(capture, holder);
+      };
       options.resumed = [capture] {
         std::lock_guard lock(capture->mu);
         capture->resumed = Clock::now();
@@ -242,6 +245,11 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
       std::lock_guard lock(capture->mu);
       capture->returned = true;
       capture->cv.notify_all();
+    }
+    if (mode == CheckpointMode::kSoftRecopy && !version.ok() && version.status().code() == StatusCode::kNotFound) {
+      // No GPU session, so nothing to copy and no final stop taken: the CPU state is kept at a
+      // stop of its own, once the instance is back in its serve loop.
+      if (Status stopped = AwaitFinalStop(capture, holder); !stopped.ok()) version = stopped;
     }
     FinishCheckpoint(capture, std::move(version));
     std::lock_guard lock(mu_);
@@ -335,12 +343,17 @@ void InstanceManager::Impl::FinishCheckpoint(const std::shared_ptr<CheckpointCap
     out.total = Since(capture->start);
     capture->job.done(std::move(out));
   };
+  if (!version.ok() && version.status().code() == StatusCode::kNotFound && capture->cpu.id.empty()) {
+    version = Status::Internal("no CPU state was kept");  // RunCheckpoint's thread takes a stop first
+  }
   if (!version.ok() && version.status().code() != StatusCode::kNotFound) {
     if (!capture->cpu.id.empty()) options_.cpu_state->Release(capture->cpu).IgnoreError();
     answer(version.status().WithContext("checkpoint " + capture->who + ": capture its GPU state"));
     return;
   }
-  // NotFound: the instance never made a CUDA call; its CPU state is all there is.
+  // NotFound: the instance has no GPU session: it made no CUDA call since it was restored, so its
+  // GPU state is still the snapshot its range holds (0: the function has none), kept as it is.
+  const bool gpu_unchanged = !version.ok();
   out.version = version.ok() ? *version : 0;
   FaultPoint("checkpoint-captured");  // the snapshot committed, the instance range not switched yet
   // The range the instance was restored in, even if the instance ended meanwhile: its next restore
@@ -354,6 +367,7 @@ void InstanceManager::Impl::FinishCheckpoint(const std::shared_ptr<CheckpointCap
       for (Slot& slot : f->slots) {
         if (slot.va_slot != capture->va_slot) continue;
         replaced = slot;
+        if (gpu_unchanged) out.version = slot.version;
         unused = AdoptCheckpoint(slot, out.version, capture->cpu);
         switched = true;
       }

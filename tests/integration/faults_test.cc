@@ -438,14 +438,21 @@ TEST_F(FaultsTest, KillInsideAGarbageCollectionLeavesTheStoreClean) {
 
 // kill -9 inside a checkpoint of a running instance (docs/design.md D10): with its template parked
 // and nothing captured yet, and with its snapshot committed but the instance range not switched to
-// it. The next phosd finds a store that verifies, serves the function, and checkpoints it again.
+// it; and inside a soft recopy, with its first copies written to the store but not committed, and
+// in its final stop. The next phosd finds a store that verifies, serves the function, and
+// checkpoints it again.
 TEST_F(FaultsTest, KillInsideACheckpointLeavesTheStoreCleanAndTheFunctionServing) {
   DeployFaultFn("ff");
-  for (const char* point : {"checkpoint-cpu-kept", "checkpoint-captured"}) {
-    SCOPED_TRACE(point);
+  const std::pair<const char*, const char*> kills[] = {{"checkpoint-cpu-kept", "stop-the-world"},
+                                                       {"checkpoint-captured", "stop-the-world"},
+                                                       {"checkpoint-precopied", "soft-recopy"},
+                                                       {"checkpoint-cpu-kept", "soft-recopy"}};
+  for (const auto& [point, mode] : kills) {
+    SCOPED_TRACE(std::string(point) + ", " + mode);
     RestartPausingAt(point);
     ASSERT_TRUE(WaitSettled("ff", 1));
-    std::thread checkpoint([argv = PhosFnCommand({"checkpoint", "ff"})] { ::phos::testing::Run(argv); });
+    ExpectCorrectAnswer("ff");  // a GPU session, whose buffers a soft recopy copies
+    std::thread checkpoint([argv = PhosFnCommand({"checkpoint", "ff", "--mode", mode})] { ::phos::testing::Run(argv); });
     KillAtFaultPoint(point);
     checkpoint.join();
     ExpectStoreVerifies();

@@ -129,6 +129,31 @@ TEST_F(CheckpointTest, AnInstanceRestoredFromASoftRecopyCheckpointGoesOnFromWher
   RestoresGoOnFromTheCheckpoint("soft-recopy");
 }
 
+// An instance restored but not yet called has no GPU session: a checkpoint of it in any mode keeps
+// its CPU state and the snapshot its range holds, and restores there answer as a fresh instance.
+TEST_F(CheckpointTest, AnInstanceThatMadeNoCallSinceItsRestoreIsCheckpointedWithItsRangesSnapshot) {
+  for (const char* mode : {"stop-the-world", "soft-cow", "soft-recopy"}) {
+    SCOPED_TRACE(mode);
+    const std::string name = std::string("idle-") + mode;
+    CommandResult deployed = PhosFn({"deploy", name, PHOS_STATEFUL_FUNCTION, "--instances", "1", "--max-instances",
+                                     "1", "--", "--elements", std::to_string(kElements)});
+    ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
+    ASSERT_NE(SoleIdleInstance(name), 0u);
+    CommandResult checkpointed = PhosFn({"checkpoint", name, "--mode", mode});
+    ASSERT_EQ(checkpointed.exit_code, 0) << checkpointed.out;
+    HttpResponse r = InvokeInMode(name, "1", "warm");
+    EXPECT_EQ(r.body, Expected(1, 1));
+    // The spare range, then the checkpointed one: both start where the deploy stood.
+    for (int i = 0; i < 2; ++i) {
+      r = InvokeInMode(name, "2", "phos");
+      ASSERT_EQ(r.status, 200) << r.body;
+      EXPECT_EQ(r.body, Expected(1, 2));
+      ASSERT_NE(SoleIdleInstance(name), 0u);
+    }
+    ASSERT_EQ(PhosFn({"rm", name}).exit_code, 0);
+  }
+}
+
 // Post-warm-up snapshots: every instance range is checkpointed after the warm-up requests ran
 // there, so every instance, warm or restored for a request, starts warmed up.
 TEST_F(CheckpointTest, ADeployWithWarmUpRequestsRestoresInstancesThatServedThem) {

@@ -6,7 +6,13 @@
 // whole duration. Target (issue 14): the soft modes' seen stall at most 10% of stop-the-world's at
 // 1 GiB and more. Times are modelled (wall / time scale), as in the other benchmarks.
 //
-//   checkpoint_bench [--sizes 256,1024,4096] [--repetitions 3] [--baseline 10] [--report PATH | --no-report]
+// Then training throughput: the train function deployed as a job of `--train-steps` steps, once
+// with no checkpoint and once per `--train-every` K with a soft copy-on-write checkpoint every K
+// steps; the steps per second between step 10 and its last. Target: with checkpoints, at least 95%
+// of the throughput without.
+//
+//   checkpoint_bench [--sizes 256,1024,4096] [--repetitions 3] [--baseline 10] [--train-steps 200]
+//                    [--train-every 10,50] [--report PATH | --no-report]
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -16,6 +22,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "phosd_harness.h"
@@ -31,6 +38,8 @@ struct Options {
   std::vector<int> sizes_mib{256, 1024, 4096};
   int repetitions = 3;
   int baseline = 10;
+  int train_steps = 200;
+  std::vector<int> train_every{10, 50};
   std::string report = PHOS_SOURCE_DIR "/docs/benchmarks.md";
 };
 
@@ -40,6 +49,22 @@ struct ModeResult {
   std::vector<double> seen_ms;      // worst overlapping request's first byte minus the baseline
   std::vector<double> total_ms;     // the checkpoint, start to committed
   std::vector<double> requests;     // requests served during each checkpoint
+};
+
+// The train job's model.
+constexpr int kTrainInputs = 512, kTrainHidden = 2048, kTrainOutputs = 64, kTrainBatch = 32;
+const std::vector<std::string> kTrainArgs = {"--inputs",  std::to_string(kTrainInputs),  "--hidden",
+                                             std::to_string(kTrainHidden), "--outputs", std::to_string(kTrainOutputs),
+                                             "--batch",   std::to_string(kTrainBatch)};
+// Its parameters; with gradients and Adam's two moments, four times as many floats on the device.
+constexpr int64_t kTrainParameters =
+    int64_t{kTrainHidden} * kTrainInputs + kTrainHidden + int64_t{kTrainOutputs} * kTrainHidden + kTrainOutputs;
+constexpr int kNoCheckpoint = 1000000;  // checkpoint_every beyond the job's steps: none taken
+
+struct TrainingResult {
+  int every = 0;  // kNoCheckpoint: none
+  double steps_per_s = 0;
+  int checkpoints = 0;  // kept at the end (at most the job's keep)
 };
 
 struct SizeResult {
@@ -142,12 +167,54 @@ class CheckpointBench {
     return Status::Ok();
   }
 
+
+ public:
+  // The train job with a checkpoint every `every` steps: its steps per second, modelled, from
+  // step 10 to its last.
+  Result<TrainingResult> Train(int every) {
+    const std::string name = every == kNoCheckpoint ? "train-none" : fmt::format("train-{}", every);
+    std::vector<std::string> deploy = {"deploy", name, PHOS_TRAIN_FUNCTION, "--job", "--checkpoint-every",
+                                       std::to_string(every), "--keep-checkpoints", "2", "--steps",
+                                       std::to_string(o_.train_steps), "--"};
+    deploy.insert(deploy.end(), kTrainArgs.begin(), kTrainArgs.end());
+    PHOS_RETURN_IF_ERROR(PhosFn(deploy).status().WithContext("deploy " + name));
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point from{};
+    int64_t from_step = 0;
+    const Clock::time_point limit = Clock::now() + std::chrono::minutes(30);
+    nlohmann::json j;
+    while (true) {
+      PHOS_ASSIGN_OR_RETURN(HttpResponse r, Http(d_->endpoint() + "/v1/functions/" + name + "/job", std::nullopt));
+      j = nlohmann::json::parse(r.body, nullptr, false);
+      if (r.status != 200 || !j.is_object()) return Status::Unavailable("job status: " + r.body);
+      const int64_t step = j.value("step", int64_t{0});
+      if (from == Clock::time_point{} && step >= 10) {
+        from = Clock::now();
+        from_step = step;
+      }
+      if (j.value("finished", false)) break;
+      if (Clock::now() > limit) return Status::Timeout(name + " did not finish in 30 minutes");
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    const double wall_s = std::chrono::duration<double>(Clock::now() - from).count();
+    TrainingResult t;
+    t.every = every;
+    t.steps_per_s = static_cast<double>(o_.train_steps - from_step) / (wall_s / scale_);
+    t.checkpoints = static_cast<int>(j["checkpoints"].size());
+    std::printf("%-12s %.1f steps/s (modelled), %d checkpoints kept\n", name.c_str(), t.steps_per_s, t.checkpoints);
+    std::fflush(stdout);
+    PHOS_RETURN_IF_ERROR(PhosFn({"rm", name}).status().WithContext("remove " + name));
+    return t;
+  }
+
+ private:
   const Options& o_;
   Daemon* d_;
   double scale_;
 };
 
-std::string Markdown(const std::vector<SizeResult>& results, const std::string& command, const PhosSimConfig& config) {
+std::string Markdown(const std::vector<SizeResult>& results, const std::vector<TrainingResult>& training,
+                     int train_steps, const std::string& command, const PhosSimConfig& config) {
   std::string md = fmt::format(
       "### Checkpoints of a running instance: the stall it sees ({} profile, time scale {:g})\n\n"
       "`{}` — {}. mlp ({} layers) of each size with one warm instance serving requests back to back while a "
@@ -178,6 +245,23 @@ std::string Markdown(const std::vector<SizeResult>& results, const std::string& 
       ".\n\n![seen stall by mode and size](plots/checkpoint-{0}.svg) (`gnuplot -e \"profile='{0}'\" "
       "bench/checkpoint.gp`, from `plots/checkpoint-{0}.tsv`)\n",
       config.profile);
+  if (!training.empty()) {
+    md += fmt::format(
+        "\nTraining throughput: the train function (`{}`: {:.2f} M parameters, {:.0f} MiB with gradients and "
+        "Adam's moments) as a job of {} steps, soft copy-on-write checkpoints every K steps; steps per second from "
+        "step 10 to its last, modelled. Target: at least 95% of the throughput without checkpoints.\n\n"
+        "| checkpoint every | steps/s | of without | target |\n|---|---:|---:|---|\n",
+        fmt::join(kTrainArgs, " "), kTrainParameters / 1e6, kTrainParameters * 4.0 * sizeof(float) / (1 << 20),
+        train_steps);
+    const double none = training.front().steps_per_s;
+    for (const TrainingResult& t : training) {
+      const double ratio = none > 0 ? t.steps_per_s / none : 0;
+      const bool base = t.every == kNoCheckpoint;
+      md += fmt::format("| {} | {:.1f} | {} | {} |\n", base ? "never" : fmt::format("{} steps", t.every),
+                        t.steps_per_s, base ? "" : fmt::format("{:.3f}", ratio),
+                        base ? "" : ratio >= 0.95 ? "met" : fmt::format("**missed** ({:.2f})", ratio));
+    }
+  }
   return md;
 }
 
@@ -208,6 +292,10 @@ int Main(int argc, char** argv) {
   app.add_option("--sizes", sizes, "mlp sizes in MiB, comma-separated");
   app.add_option("--repetitions", o.repetitions, "Checkpoints per mode and size")->check(CLI::Range(1, 100));
   app.add_option("--baseline", o.baseline, "Warm requests measured without a checkpoint")->check(CLI::Range(1, 1000));
+  app.add_option("--train-steps", o.train_steps, "Steps of each training job (0: no training)")
+      ->check(CLI::Range(0, 100000));
+  std::string every = "10,50";
+  app.add_option("--train-every", every, "Checkpoint intervals of the training jobs, comma-separated");
   app.add_option("--report", o.report, "The file whose section this run replaces");
   bool no_report = false;
   app.add_flag("--no-report", no_report, "Print only");
@@ -219,6 +307,12 @@ int Main(int argc, char** argv) {
     return 2;
   }
   o.sizes_mib = *parsed;
+  Result<std::vector<int>> intervals = ParsePositiveList("--train-every", every);
+  if (!intervals.ok()) {
+    std::fprintf(stderr, "checkpoint_bench: %s\n", intervals.status().message().c_str());
+    return 2;
+  }
+  o.train_every = *intervals;
   Result<SimDevice> device = OpenSimDevice();
   if (!device.ok()) {
     std::fprintf(stderr, "checkpoint_bench: %s\n", device.status().message().c_str());
@@ -240,12 +334,25 @@ int Main(int argc, char** argv) {
       status = r.status().WithContext(fmt::format("mlp {} MiB", size));
     }
   }
+  std::vector<TrainingResult> training;
+  if (status.ok() && o.train_steps > 0) std::printf("\n== training\n");
+  std::vector<int> runs = {kNoCheckpoint};
+  runs.insert(runs.end(), o.train_every.begin(), o.train_every.end());
+  for (int k : runs) {
+    if (!status.ok() || o.train_steps == 0) break;
+    Result<TrainingResult> t = bench.Train(k);
+    if (t.ok()) {
+      training.push_back(*t);
+    } else {
+      status = t.status().WithContext("training");
+    }
+  }
   daemon.Stop();
   if (!status.ok()) {
     std::fprintf(stderr, "checkpoint_bench: %s (phosd log: %s)\n", status.ToString().c_str(), daemon.log_path().c_str());
     return 1;
   }
-  std::string md = Markdown(results, CommandLine(argc, argv), device->config);
+  std::string md = Markdown(results, training, o.train_steps, CommandLine(argc, argv), device->config);
   std::printf("\n%s", md.c_str());
   if (!o.report.empty()) {
     WriteSection(o.report, std::string("checkpoint-") + device->config.profile, md);

@@ -489,11 +489,18 @@ Result<std::unique_ptr<store::SnapshotWriter>> Session::FinishSoftRecopy(store::
 }
 
 void Session::UnguardSoftCapture(driver::DriverTable& driver, SoftCapture& capture) {
-  std::lock_guard lock(capture.mu);
-  for (SoftCapture::Unit& u : capture.units) {
-    if (u.guarded) driver.phosSimUnguardRange(u.start, u.bytes);
-    u.guarded = false;
+  // Marked under the lock, lifted outside it: lifting a large unit takes long (simgpu), and the
+  // executor takes the lock before every call. A write faulting on a unit in between retries until
+  // its guard is gone.
+  std::vector<std::pair<uint64_t, uint64_t>> lift;
+  {
+    std::lock_guard lock(capture.mu);
+    for (SoftCapture::Unit& u : capture.units) {
+      if (u.guarded) lift.emplace_back(u.start, u.bytes);
+      u.guarded = false;
+    }
   }
+  for (const auto& [start, bytes] : lift) driver.phosSimUnguardRange(start, bytes);
 }
 
 void Session::ReleaseSoftCapture() {

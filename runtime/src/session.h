@@ -330,8 +330,8 @@ class Session {
   // are unguarded (the caller holds the capture's lock).
   static void MarkDirty(driver::DriverTable& driver, SoftCapture& capture, int index);
   // Lifts the capture's write guards (thread-safe; a recopy's capturing thread does it after the
-  // final stop, off the instance's time).
-  static void UnguardSoftCapture(driver::DriverTable& driver, SoftCapture& capture);
+  // final stop, off the instance's time, `pace`d: a pause between two ranges).
+  static void UnguardSoftCapture(driver::DriverTable& driver, SoftCapture& capture, bool pace);
   // Enqueues on `stream` the copies of `b`'s pieces from b.enqueued to `until` (a piece count) and
   // records `*done` (made when null) after them (the caller holds the capture's lock).
   static Status EnqueueSoftCopy(driver::DriverTable& driver, SoftCapture& capture, SoftCopy& b, CUstream stream,

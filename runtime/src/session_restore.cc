@@ -552,7 +552,7 @@ Result<uint64_t> Session::Capture(store::Store& store, const std::string& functi
                                  timeout, "the final stop of a soft recopy was not taken");
       if (options.resumed) options.resumed();
       // Off the instance's time: lifting the guards of a large session takes a while (simgpu).
-      UnguardSoftCapture(*driver_, *capture);
+      UnguardSoftCapture(*driver_, *capture, /*pace=*/true);
       version = !ran.ok() ? Result<uint64_t>(ran)
                 : written.ok() ? CommitCapture(std::move(*written), store, function)
                                : Result<uint64_t>(written.status());

@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "phos/base/log.h"
 #include "phos/driver/context_scope.h"
@@ -42,6 +43,33 @@ using ipc::Op;
 constexpr uint64_t kPieceBytes = uint64_t{4} << 20;
 // Pinned pieces kept for reuse; more are freed as the writer is done with them.
 constexpr size_t kSparePieces = 4;
+// A unit's guard is set and lifted in ranges of at most this many bytes: each mprotect holds the
+// process's address space for its whole range, which the instance's own work may wait for.
+constexpr uint64_t kGuardPieceBytes = uint64_t{16} << 20;
+
+// Guards [start, start + bytes) against writes, piece by piece; false (nothing left guarded) when
+// a piece is refused.
+bool GuardRange(driver::DriverTable& driver, uint64_t start, uint64_t bytes) {
+  for (uint64_t at = 0; at < bytes; at += kGuardPieceBytes) {
+    if (driver.phosSimGuardRangeWrites(start + at, std::min(kGuardPieceBytes, bytes - at)) != CUDA_SUCCESS) {
+      for (uint64_t back = 0; back < at; back += kGuardPieceBytes) {
+        driver.phosSimUnguardRange(start + back, std::min(kGuardPieceBytes, bytes - back));
+      }
+      return false;
+    }
+  }
+  return true;
+}
+
+// Lifts what GuardRange set, `pause` between two pieces. A piece simgpu lifted already (on a
+// fault's retry) is refused, harmlessly.
+void UnguardRange(driver::DriverTable& driver, uint64_t start, uint64_t bytes,
+                  std::chrono::microseconds pause = std::chrono::microseconds(0)) {
+  for (uint64_t at = 0; at < bytes; at += kGuardPieceBytes) {
+    if (at > 0 && pause.count() > 0) std::this_thread::sleep_for(pause);
+    driver.phosSimUnguardRange(start + at, std::min(kGuardPieceBytes, bytes - at));
+  }
+}
 
 }  // namespace
 
@@ -174,7 +202,7 @@ void Session::GuardSoftCapture(driver::DriverTable& driver, SoftCapture& capture
   std::lock_guard lock(capture.mu);
   for (SoftCapture::Unit& u : capture.units) {
     // Refused for memory that is not read-write (read-only shared weights: no call writes them).
-    u.guarded = driver.phosSimGuardRangeWrites(u.start, u.bytes) == CUDA_SUCCESS;
+    u.guarded = GuardRange(driver, u.start, u.bytes);
   }
 }
 
@@ -235,7 +263,7 @@ PhosSimGuardDecision Session::SoftCapture::OnFault(CUdeviceptr address, const ch
              "copied; copied first",
              pid, what, b.base);
   }
-  driver->phosSimUnguardRange(unit->start, unit->bytes);
+  UnguardRange(*driver, unit->start, unit->bytes);
   unit->guarded = false;
   return PHOS_SIM_GUARD_RETRY;
 }
@@ -321,7 +349,7 @@ Status Session::ReadSoftCopy(SoftCapture& capture, size_t index, uint64_t offset
         const bool all = std::all_of(u.buffers.begin(), u.buffers.end(),
                                      [&](int i) { return capture.buffers[i].taken; });
         if (all) {
-          driver_->phosSimUnguardRange(u.start, u.bytes);
+          UnguardRange(*driver_, u.start, u.bytes);
           u.guarded = false;
         }
       }
@@ -439,7 +467,7 @@ void Session::MarkDirty(driver::DriverTable& driver, SoftCapture& capture, int i
   // longer watched; they are copied again too.
   SoftCapture::Unit& u = capture.units[b.unit];
   for (int other : u.buffers) capture.buffers[other].dirty = true;
-  if (u.guarded) driver.phosSimUnguardRange(u.start, u.bytes);
+  if (u.guarded) UnguardRange(driver, u.start, u.bytes);
   u.guarded = false;
 }
 
@@ -488,7 +516,7 @@ Result<std::unique_ptr<store::SnapshotWriter>> Session::FinishSoftRecopy(store::
   return written;
 }
 
-void Session::UnguardSoftCapture(driver::DriverTable& driver, SoftCapture& capture) {
+void Session::UnguardSoftCapture(driver::DriverTable& driver, SoftCapture& capture, bool pace) {
   // Marked under the lock, lifted outside it: lifting a large unit takes long (simgpu), and the
   // executor takes the lock before every call. A write faulting on a unit in between retries until
   // its guard is gone.
@@ -500,7 +528,10 @@ void Session::UnguardSoftCapture(driver::DriverTable& driver, SoftCapture& captu
       u.guarded = false;
     }
   }
-  for (const auto& [start, bytes] : lift) driver.phosSimUnguardRange(start, bytes);
+  // Paced: each piece's lift holds the process's address space (mprotect), which the instance's
+  // own work waits for when it faults memory in; between two, it catches up.
+  const std::chrono::microseconds pause(pace ? 500 : 0);
+  for (const auto& [start, bytes] : lift) UnguardRange(driver, start, bytes, pause);
 }
 
 void Session::ReleaseSoftCapture() {
@@ -511,7 +542,7 @@ void Session::ReleaseSoftCapture() {
     capture->finished = true;
   }
   // Unguarded before the guard client goes: a write faulting meanwhile still finds it.
-  UnguardSoftCapture(*driver_, *capture);
+  UnguardSoftCapture(*driver_, *capture, /*pace=*/false);
   if (capture->registered) UnregisterGuardClient(capture.get());
   std::lock_guard lock(capture->mu);
   for (size_t d = 0; d < capture->contexts.size(); ++d) {

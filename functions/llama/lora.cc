@@ -32,7 +32,7 @@ Result<std::unique_ptr<LoraAdapter>> LoraAdapter::Load(const std::string& adapte
   adapter->weight_elements_ = host.size();
   const auto on_device = [](Status s) { return s.WithContext("lora adapter"); };
   PHOS_RETURN_IF_ERROR(on_device(adapter->weights_.Allocate(adapter->weight_elements_)));
-  PHOS_RETURN_IF_ERROR(on_device(decoder::CudaStatus(
+  PHOS_RETURN_IF_ERROR(on_device(fn::CudaStatus(
       cudaMemcpy(adapter->weights_.get(), host.data(), adapter->weight_bytes(), cudaMemcpyHostToDevice),
       "cudaMemcpy")));
   PHOS_RETURN_IF_ERROR(
@@ -65,7 +65,7 @@ Status LoraAdapter::AfterProjection(decoder::Decoder& decoder, int layer, decode
     s = cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, r, &scale, weights + at.b, r, intermediate, r,
                     &one, y, out);
   }
-  return decoder::BlasStatus(s, "cublasSgemm").WithContext("lora adapter");
+  return fn::BlasStatus(s, "cublasSgemm").WithContext("lora adapter");
 }
 
 }  // namespace phos::llama

@@ -20,25 +20,13 @@
 #include "mlp_model.h"
 #include "phos/base/log.h"
 #include "phos/fn.h"
+#include "phos/fn/cuda_status.h"
 
 namespace {
 
 using phos::Result;
 using phos::Status;
 using phos::mlp::Shape;
-
-Status Cuda(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return Status::Ok();
-  return Status::DeviceError(std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
-}
-
-Status Blas(cublasStatus_t s, const char* what) {
-  if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
-  return Status::DeviceError(std::string(what) + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
-}
-
-#define RETURN_IF_CUDA(call) PHOS_RETURN_IF_ERROR(Cuda((call), #call))
-#define RETURN_IF_BLAS(call) PHOS_RETURN_IF_ERROR(Blas((call), #call))
 
 class Mlp {
  public:
@@ -50,9 +38,9 @@ class Mlp {
   Mlp& operator=(const Mlp&) = delete;
 
   Status Init() {
-    RETURN_IF_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    RETURN_IF_BLAS(cublasCreate(&blas_));
-    RETURN_IF_BLAS(cublasSetStream(blas_, stream_));
+    PHOS_FN_RETURN_IF_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    PHOS_FN_RETURN_IF_BLAS(cublasCreate(&blas_));
+    PHOS_FN_RETURN_IF_BLAS(cublasSetStream(blas_, stream_));
     const size_t w = static_cast<size_t>(shape_.width);
     weights_.resize(shape_.layers);
     biases_.resize(shape_.layers);
@@ -60,29 +48,29 @@ class Mlp {
     // whole size in host memory.
     const size_t cols_per_chunk = std::max<size_t>(1, (16u << 20) / (w * sizeof(float)));
     float* staging[2] = {nullptr, nullptr};
-    for (auto& s : staging) RETURN_IF_CUDA(cudaMallocHost(reinterpret_cast<void**>(&s), cols_per_chunk * w * sizeof(float)));
+    for (auto& s : staging) PHOS_FN_RETURN_IF_CUDA(cudaMallocHost(reinterpret_cast<void**>(&s), cols_per_chunk * w * sizeof(float)));
     int turn = 0;
     for (int l = 0; l < shape_.layers; ++l) {
-      RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&weights_[l]), shape_.weight_elements() * sizeof(float)));
-      RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&biases_[l]), w * sizeof(float)));
+      PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&weights_[l]), shape_.weight_elements() * sizeof(float)));
+      PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&biases_[l]), w * sizeof(float)));
       for (size_t col = 0; col < w; col += cols_per_chunk, turn ^= 1) {
         size_t cols = std::min(cols_per_chunk, w - col);
         // Double buffering: the copy of one chunk overlaps the generation of the next.
-        RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
+        PHOS_FN_RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
         phos::mlp::GenerateWeightColumns(weight_seed_, l, shape_, col, cols, staging[turn]);
-        RETURN_IF_CUDA(cudaMemcpyAsync(weights_[l] + col * w, staging[turn], cols * w * sizeof(float),
+        PHOS_FN_RETURN_IF_CUDA(cudaMemcpyAsync(weights_[l] + col * w, staging[turn], cols * w * sizeof(float),
                                        cudaMemcpyHostToDevice, stream_));
       }
-      RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
+      PHOS_FN_RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
       phos::mlp::GenerateBias(weight_seed_, l, shape_, staging[0]);
-      RETURN_IF_CUDA(cudaMemcpyAsync(biases_[l], staging[0], w * sizeof(float), cudaMemcpyHostToDevice, stream_));
+      PHOS_FN_RETURN_IF_CUDA(cudaMemcpyAsync(biases_[l], staging[0], w * sizeof(float), cudaMemcpyHostToDevice, stream_));
     }
-    RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
-    for (auto& s : staging) RETURN_IF_CUDA(cudaFreeHost(s));
+    PHOS_FN_RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
+    for (auto& s : staging) PHOS_FN_RETURN_IF_CUDA(cudaFreeHost(s));
     for (auto& a : activations_) {
-      RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&a), shape_.io_elements() * sizeof(float)));
+      PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&a), shape_.io_elements() * sizeof(float)));
     }
-    RETURN_IF_CUDA(cudaMallocHost(reinterpret_cast<void**>(&io_), shape_.io_elements() * sizeof(float)));
+    PHOS_FN_RETURN_IF_CUDA(cudaMallocHost(reinterpret_cast<void**>(&io_), shape_.io_elements() * sizeof(float)));
     return Status::Ok();
   }
 
@@ -90,24 +78,24 @@ class Mlp {
     PHOS_ASSIGN_OR_RETURN(phos::mlp::Request request, phos::mlp::ParseRequest(body, shape_));
     const size_t n = shape_.io_elements();
     std::copy(request.input.begin(), request.input.end(), io_);
-    RETURN_IF_CUDA(cudaMemcpyAsync(activations_[0], io_, n * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    PHOS_FN_RETURN_IF_CUDA(cudaMemcpyAsync(activations_[0], io_, n * sizeof(float), cudaMemcpyHostToDevice, stream_));
     const float one = 1.0f, zero = 0.0f;
     int rows = shape_.width, cols = shape_.batch;
     int cur = 0;
     for (int l = 0; l < shape_.layers; ++l) {
       float* x = activations_[cur];
       float* y = activations_[cur ^ 1];
-      RETURN_IF_BLAS(cublasSgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_N, rows, cols, rows, &one, weights_[l], rows, x,
+      PHOS_FN_RETURN_IF_BLAS(cublasSgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_N, rows, cols, rows, &one, weights_[l], rows, x,
                                  rows, &zero, y, rows));
       int relu = l + 1 < shape_.layers ? 1 : 0;
       void* args[] = {&y, &biases_[l], &rows, &cols, &relu};
       unsigned blocks = static_cast<unsigned>((n + 255) / 256);
-      RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&bias_activation), dim3(blocks), dim3(256),
+      PHOS_FN_RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&bias_activation), dim3(blocks), dim3(256),
                                       args, 0, stream_));
       cur ^= 1;
     }
-    RETURN_IF_CUDA(cudaMemcpyAsync(io_, activations_[cur], n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-    RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
+    PHOS_FN_RETURN_IF_CUDA(cudaMemcpyAsync(io_, activations_[cur], n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    PHOS_FN_RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
     std::vector<float> output(io_, io_ + n);
     return phos::mlp::FormatResponse(output, shape_, request.full);
   }

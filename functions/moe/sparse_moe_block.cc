@@ -69,11 +69,11 @@ Status SparseMoeBlock::Apply(decoder::Decoder& decoder, int layer, const float* 
   const size_t routed = static_cast<size_t>(n) * k;
   std::vector<int> choices(routed);
   std::vector<float> weights(routed);
-  PHOS_RETURN_IF_CUDA(cudaMemcpyAsync(choices.data(), router_choices_.get(), routed * sizeof(int),
+  PHOS_FN_RETURN_IF_CUDA(cudaMemcpyAsync(choices.data(), router_choices_.get(), routed * sizeof(int),
                                       cudaMemcpyDeviceToHost, stream));
-  PHOS_RETURN_IF_CUDA(cudaMemcpyAsync(weights.data(), router_weights_.get(), routed * sizeof(float),
+  PHOS_FN_RETURN_IF_CUDA(cudaMemcpyAsync(weights.data(), router_weights_.get(), routed * sizeof(float),
                                       cudaMemcpyDeviceToHost, stream));
-  PHOS_RETURN_IF_CUDA(cudaStreamSynchronize(stream));
+  PHOS_FN_RETURN_IF_CUDA(cudaStreamSynchronize(stream));
 
   // The (token, weight) pairs grouped by expert, each group in token order: expert j's are at
   // [begin[j], begin[j + 1]).
@@ -91,11 +91,11 @@ Status SparseMoeBlock::Apply(decoder::Decoder& decoder, int layer, const float* 
     rows[next[j]] = static_cast<int>(i / k);
     row_weights[next[j]++] = weights[i];
   }
-  PHOS_RETURN_IF_CUDA(
+  PHOS_FN_RETURN_IF_CUDA(
       cudaMemcpyAsync(routed_rows_.get(), rows.data(), routed * sizeof(int), cudaMemcpyHostToDevice, stream));
-  PHOS_RETURN_IF_CUDA(cudaMemcpyAsync(routed_weights_.get(), row_weights.data(), routed * sizeof(float),
+  PHOS_FN_RETURN_IF_CUDA(cudaMemcpyAsync(routed_weights_.get(), row_weights.data(), routed * sizeof(float),
                                       cudaMemcpyHostToDevice, stream));
-  PHOS_RETURN_IF_CUDA(cudaMemsetAsync(out, 0, static_cast<size_t>(n) * hidden_ * sizeof(float), stream));
+  PHOS_FN_RETURN_IF_CUDA(cudaMemsetAsync(out, 0, static_cast<size_t>(n) * hidden_ * sizeof(float), stream));
 
   // Only the chosen experts run, each on its tokens' rows. The routed buffers and the scratch are
   // reused from expert to expert: the stream orders each expert's reads before the next's writes.

@@ -23,6 +23,7 @@
 #include "mlp_model.h"
 #include "phos/base/log.h"
 #include "phos/fn.h"
+#include "phos/fn/cuda_status.h"
 
 namespace {
 
@@ -32,23 +33,11 @@ using phos::mlp::Shape;
 
 constexpr int kDevices = 2;
 
-Status Cuda(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return Status::Ok();
-  return Status::DeviceError(std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
-}
-
-Status Blas(cublasStatus_t s, const char* what) {
-  if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
-  return Status::DeviceError(std::string(what) + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
-}
-
 Status Nccl(ncclResult_t r, const char* what) {
   if (r == ncclSuccess) return Status::Ok();
   return Status::DeviceError(std::string(what) + ": " + ncclGetErrorString(r));
 }
 
-#define RETURN_IF_CUDA(call) PHOS_RETURN_IF_ERROR(Cuda((call), #call))
-#define RETURN_IF_BLAS(call) PHOS_RETURN_IF_ERROR(Blas((call), #call))
 #define RETURN_IF_NCCL(call) PHOS_RETURN_IF_ERROR(Nccl((call), #call))
 
 // What one device holds.
@@ -69,7 +58,7 @@ class TpMlp {
 
   Status Init() {
     int count = 0;
-    RETURN_IF_CUDA(cudaGetDeviceCount(&count));
+    PHOS_FN_RETURN_IF_CUDA(cudaGetDeviceCount(&count));
     if (count < kDevices) return Status::FailedPrecondition("tp-mlp needs 2 devices, the node has " + std::to_string(count));
     const int devices[kDevices] = {0, 1};
     ncclComm_t comms[kDevices];
@@ -80,21 +69,21 @@ class TpMlp {
     for (int d = 0; d < kDevices; ++d) {
       Rank& r = ranks_[d];
       r.comm = comms[d];
-      RETURN_IF_CUDA(cudaSetDevice(d));
-      RETURN_IF_CUDA(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
-      RETURN_IF_BLAS(cublasCreate(&r.blas));
-      RETURN_IF_BLAS(cublasSetStream(r.blas, r.stream));
+      PHOS_FN_RETURN_IF_CUDA(cudaSetDevice(d));
+      PHOS_FN_RETURN_IF_CUDA(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
+      PHOS_FN_RETURN_IF_BLAS(cublasCreate(&r.blas));
+      PHOS_FN_RETURN_IF_BLAS(cublasSetStream(r.blas, r.stream));
       r.weights.resize(shape_.layers);
       r.biases.resize(shape_.layers);
       for (int l = 0; l < shape_.layers; ++l) {
-        RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&r.weights[l]), w * half * sizeof(float)));
-        RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&r.biases[l]), w * sizeof(float)));
+        PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&r.weights[l]), w * half * sizeof(float)));
+        PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&r.biases[l]), w * sizeof(float)));
         phos::mlp::GenerateWeightColumns(weight_seed_, l, shape_, d * half, half, staging.data());
-        RETURN_IF_CUDA(cudaMemcpy(r.weights[l], staging.data(), w * half * sizeof(float), cudaMemcpyHostToDevice));
+        PHOS_FN_RETURN_IF_CUDA(cudaMemcpy(r.weights[l], staging.data(), w * half * sizeof(float), cudaMemcpyHostToDevice));
         phos::mlp::GenerateBias(weight_seed_, l, shape_, staging.data());
-        RETURN_IF_CUDA(cudaMemcpy(r.biases[l], staging.data(), w * sizeof(float), cudaMemcpyHostToDevice));
+        PHOS_FN_RETURN_IF_CUDA(cudaMemcpy(r.biases[l], staging.data(), w * sizeof(float), cudaMemcpyHostToDevice));
       }
-      for (float** buf : {&r.x, &r.partial, &r.y}) RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(buf), io_bytes));
+      for (float** buf : {&r.x, &r.partial, &r.y}) PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(buf), io_bytes));
     }
     return Status::Ok();
   }
@@ -105,16 +94,16 @@ class TpMlp {
     const float one = 1.0f, zero = 0.0f;
     int rows = shape_.width, cols = shape_.batch, half = shape_.width / kDevices;
     for (int d = 0; d < kDevices; ++d) {
-      RETURN_IF_CUDA(cudaSetDevice(d));
-      RETURN_IF_CUDA(cudaMemcpyAsync(ranks_[d].x, request.input.data(), n * sizeof(float), cudaMemcpyHostToDevice,
+      PHOS_FN_RETURN_IF_CUDA(cudaSetDevice(d));
+      PHOS_FN_RETURN_IF_CUDA(cudaMemcpyAsync(ranks_[d].x, request.input.data(), n * sizeof(float), cudaMemcpyHostToDevice,
                                      ranks_[d].stream));
     }
     for (int l = 0; l < shape_.layers; ++l) {
       for (int d = 0; d < kDevices; ++d) {
         Rank& r = ranks_[d];
-        RETURN_IF_CUDA(cudaSetDevice(d));
+        PHOS_FN_RETURN_IF_CUDA(cudaSetDevice(d));
         // Rows [d*half, (d+1)*half) of X meet this rank's columns of W_l.
-        RETURN_IF_BLAS(cublasSgemm(r.blas, CUBLAS_OP_N, CUBLAS_OP_N, rows, cols, half, &one, r.weights[l], rows,
+        PHOS_FN_RETURN_IF_BLAS(cublasSgemm(r.blas, CUBLAS_OP_N, CUBLAS_OP_N, rows, cols, half, &one, r.weights[l], rows,
                                    r.x + static_cast<size_t>(d) * half, rows, &zero, r.partial, rows));
       }
       RETURN_IF_NCCL(ncclGroupStart());
@@ -124,20 +113,20 @@ class TpMlp {
       unsigned blocks = static_cast<unsigned>((n + 255) / 256);
       for (int d = 0; d < kDevices; ++d) {
         Rank& r = ranks_[d];
-        RETURN_IF_CUDA(cudaSetDevice(d));
+        PHOS_FN_RETURN_IF_CUDA(cudaSetDevice(d));
         void* args[] = {&r.y, &r.biases[l], &rows, &cols, &relu};
-        RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&bias_activation), dim3(blocks), dim3(256), args, 0,
+        PHOS_FN_RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&bias_activation), dim3(blocks), dim3(256), args, 0,
                                         r.stream));
         std::swap(r.x, r.y);
       }
     }
     std::vector<float> output(n);
-    RETURN_IF_CUDA(cudaSetDevice(0));
-    RETURN_IF_CUDA(cudaMemcpyAsync(output.data(), ranks_[0].x, n * sizeof(float), cudaMemcpyDeviceToHost, ranks_[0].stream));
-    RETURN_IF_CUDA(cudaStreamSynchronize(ranks_[0].stream));
+    PHOS_FN_RETURN_IF_CUDA(cudaSetDevice(0));
+    PHOS_FN_RETURN_IF_CUDA(cudaMemcpyAsync(output.data(), ranks_[0].x, n * sizeof(float), cudaMemcpyDeviceToHost, ranks_[0].stream));
+    PHOS_FN_RETURN_IF_CUDA(cudaStreamSynchronize(ranks_[0].stream));
     // Device 1 finished too before the next request overwrites its input.
-    RETURN_IF_CUDA(cudaSetDevice(1));
-    RETURN_IF_CUDA(cudaStreamSynchronize(ranks_[1].stream));
+    PHOS_FN_RETURN_IF_CUDA(cudaSetDevice(1));
+    PHOS_FN_RETURN_IF_CUDA(cudaStreamSynchronize(ranks_[1].stream));
     return phos::mlp::FormatResponse(output, shape_, request.full);
   }
 

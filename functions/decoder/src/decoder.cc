@@ -8,16 +8,6 @@ namespace phos::decoder {
 
 using fn::DeviceTensor;
 
-Status CudaStatus(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return Status::Ok();
-  return Status::DeviceError(std::string(what) + ": " + cudaGetErrorName(e));
-}
-
-Status BlasStatus(cublasStatus_t s, const char* what) {
-  if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
-  return Status::DeviceError(std::string(what) + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
-}
-
 Status UploadTensor(const fn::Checkpoint& checkpoint, const std::string& name,
                     const std::vector<uint64_t>& shape, DeviceTensor& out) {
   PHOS_ASSIGN_OR_RETURN(out, DeviceTensor::Upload(checkpoint, name));
@@ -60,9 +50,9 @@ Decoder::~Decoder() {
 
 Status Decoder::AllocateWorkspace() {
   const DecoderConfig& c = config_;
-  PHOS_RETURN_IF_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  PHOS_RETURN_IF_BLAS(cublasCreate(&blas_));
-  PHOS_RETURN_IF_BLAS(cublasSetStream(blas_, stream_));
+  PHOS_FN_RETURN_IF_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  PHOS_FN_RETURN_IF_BLAS(cublasCreate(&blas_));
+  PHOS_FN_RETURN_IF_BLAS(cublasSetStream(blas_, stream_));
   const size_t rows = c.max_positions;  // a prefill may be as long as the cache
   for (AttentionLayer& l : layers_) {
     PHOS_RETURN_IF_ERROR(l.k_cache.Allocate(rows * c.kv_dim()));
@@ -84,7 +74,7 @@ Status Decoder::AllocateWorkspace() {
 // OP_T.
 Status Decoder::Linear(const DeviceTensor& w, const float* x, float* y, int n, int in, int out) {
   const float one = 1.0f, zero = 0.0f;
-  PHOS_RETURN_IF_BLAS(
+  PHOS_FN_RETURN_IF_BLAS(
       cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w.data(), in, x, in, &zero, y, out));
   return Status::Ok();
 }
@@ -97,9 +87,9 @@ Result<Generation> Decoder::Generate(const GenerateRequest& request, fn::Pieces&
     PHOS_ASSIGN_OR_RETURN(int next, Forward(step, position));
     if (request.scores) {
       float score = 0.0f;
-      PHOS_RETURN_IF_CUDA(
+      PHOS_FN_RETURN_IF_CUDA(
           cudaMemcpyAsync(&score, logits_.get() + next, sizeof(float), cudaMemcpyDeviceToHost, stream_));
-      PHOS_RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
+      PHOS_FN_RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
       generation.scores.push_back(score);
     }
     position += static_cast<int>(step.size());
@@ -114,7 +104,7 @@ Result<int> Decoder::Forward(const std::vector<int>& tokens, int start_pos) {
   const DecoderConfig& c = config_;
   const int n = static_cast<int>(tokens.size());
   const long long hidden_elements = static_cast<long long>(n) * c.hidden;
-  PHOS_RETURN_IF_CUDA(
+  PHOS_FN_RETURN_IF_CUDA(
       cudaMemcpyAsync(ids_.get(), tokens.data(), n * sizeof(int), cudaMemcpyHostToDevice, stream_));
   // Ids were range-checked by ParseRequest, so no invalid-id counter is needed.
   PHOS_RETURN_IF_ERROR(
@@ -154,8 +144,8 @@ Result<int> Decoder::Forward(const std::vector<int>& tokens, int start_pos) {
   PHOS_RETURN_IF_ERROR(Linear(head, normed_.get(), logits_.get(), 1, c.hidden, c.vocab));
   PHOS_RETURN_IF_ERROR(fn::ArgmaxRows(logits_.get(), 1, c.vocab, ids_.get(), stream_));
   int next = -1;
-  PHOS_RETURN_IF_CUDA(cudaMemcpyAsync(&next, ids_.get(), sizeof(int), cudaMemcpyDeviceToHost, stream_));
-  PHOS_RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
+  PHOS_FN_RETURN_IF_CUDA(cudaMemcpyAsync(&next, ids_.get(), sizeof(int), cudaMemcpyDeviceToHost, stream_));
+  PHOS_FN_RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
   return next;
 }
 

@@ -1,4 +1,5 @@
 #include "phos/fn/device_tensor.h"
+#include "phos/fn/cuda_status.h"
 
 #include <cuda_runtime.h>
 
@@ -7,15 +8,6 @@
 
 namespace phos::fn {
 
-namespace {
-
-Status Cuda(cudaError_t e, const std::string& what) {
-  if (e == cudaSuccess) return Status::Ok();
-  return Status::DeviceError(what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
-}
-
-}  // namespace
-
 Result<DeviceTensor> DeviceTensor::Upload(const SafetensorsFile& file, const TensorInfo& tensor) {
   DeviceTensor out;
   out.element_count_ = tensor.element_count();
@@ -23,17 +15,17 @@ Result<DeviceTensor> DeviceTensor::Upload(const SafetensorsFile& file, const Ten
   const std::string what = "upload tensor '" + tensor.name + "'";
   if (out.byte_size() == 0) return out;
   PHOS_RETURN_IF_ERROR(
-      Cuda(cudaMalloc(reinterpret_cast<void**>(&out.data_), out.byte_size()), what + ": cudaMalloc"));
+      fn::CudaStatus(cudaMalloc(reinterpret_cast<void**>(&out.data_), out.byte_size()), what + ": cudaMalloc"));
   const std::span<const std::byte> bytes = file.Bytes(tensor);
   if (tensor.dtype == Dtype::kF32) {
     // Straight from the mapping: no host copy of an fp32 checkpoint.
-    PHOS_RETURN_IF_ERROR(Cuda(cudaMemcpy(out.data_, bytes.data(), out.byte_size(), cudaMemcpyHostToDevice),
+    PHOS_RETURN_IF_ERROR(fn::CudaStatus(cudaMemcpy(out.data_, bytes.data(), out.byte_size(), cudaMemcpyHostToDevice),
                               what + ": cudaMemcpy"));
     return out;
   }
   std::vector<float> host(out.element_count_);
   ConvertToFloat32(tensor.dtype, bytes, host);
-  PHOS_RETURN_IF_ERROR(Cuda(cudaMemcpy(out.data_, host.data(), out.byte_size(), cudaMemcpyHostToDevice),
+  PHOS_RETURN_IF_ERROR(fn::CudaStatus(cudaMemcpy(out.data_, host.data(), out.byte_size(), cudaMemcpyHostToDevice),
                             what + ": cudaMemcpy"));
   return out;
 }

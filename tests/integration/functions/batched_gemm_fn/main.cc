@@ -19,55 +19,44 @@
 
 #include "phos/base/log.h"
 #include "phos/fn.h"
+#include "phos/fn/cuda_status.h"
 
 namespace {
 
 using phos::Result;
 using phos::Status;
 
-Status Cuda(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return Status::Ok();
-  return Status::DeviceError(std::string(what) + ": " + cudaGetErrorName(e));
-}
-Status Blas(cublasStatus_t s, const char* what) {
-  if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
-  return Status::DeviceError(std::string(what) + ": " + cublasGetStatusName(s));
-}
-
-#define RETURN_IF_CUDA(call) PHOS_RETURN_IF_ERROR(Cuda((call), #call))
-#define RETURN_IF_BLAS(call) PHOS_RETURN_IF_ERROR(Blas((call), #call))
-
 class BatchedGemmFn {
  public:
   BatchedGemmFn(int matrices, int size) : matrices_(matrices), size_(size) {}
 
   Status Init() {
-    RETURN_IF_BLAS(cublasCreate(&handle_));
+    PHOS_FN_RETURN_IF_BLAS(cublasCreate(&handle_));
     const size_t n = static_cast<size_t>(size_);
     std::vector<const float*> a_entries, x_entries;
     std::vector<float*> y_entries;
     for (int i = 0; i < matrices_; ++i) {
       float* a = nullptr;
-      RETURN_IF_CUDA(cudaMalloc(&a, n * n * sizeof(float)));
+      PHOS_FN_RETURN_IF_CUDA(cudaMalloc(&a, n * n * sizeof(float)));
       const std::vector<float> values(n * n, static_cast<float>(i + 1));
-      RETURN_IF_CUDA(cudaMemcpy(a, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice));
+      PHOS_FN_RETURN_IF_CUDA(cudaMemcpy(a, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice));
       a_entries.push_back(a);
     }
     float* x = nullptr;
-    RETURN_IF_CUDA(cudaMalloc(&x, n * sizeof(float)));
+    PHOS_FN_RETURN_IF_CUDA(cudaMalloc(&x, n * sizeof(float)));
     const std::vector<float> ones(n, 1.0f);
-    RETURN_IF_CUDA(cudaMemcpy(x, ones.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-    RETURN_IF_CUDA(cudaMalloc(&y_, n * matrices_ * sizeof(float)));
+    PHOS_FN_RETURN_IF_CUDA(cudaMemcpy(x, ones.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    PHOS_FN_RETURN_IF_CUDA(cudaMalloc(&y_, n * matrices_ * sizeof(float)));
     for (int i = 0; i < matrices_; ++i) {
       x_entries.push_back(x);
       y_entries.push_back(y_ + static_cast<size_t>(i) * n);
     }
     const size_t array_bytes = matrices_ * sizeof(void*);
     char* arrays = nullptr;
-    RETURN_IF_CUDA(cudaMalloc(&arrays, 3 * array_bytes));
-    RETURN_IF_CUDA(cudaMemcpy(arrays, a_entries.data(), array_bytes, cudaMemcpyHostToDevice));
-    RETURN_IF_CUDA(cudaMemcpy(arrays + array_bytes, x_entries.data(), array_bytes, cudaMemcpyHostToDevice));
-    RETURN_IF_CUDA(
+    PHOS_FN_RETURN_IF_CUDA(cudaMalloc(&arrays, 3 * array_bytes));
+    PHOS_FN_RETURN_IF_CUDA(cudaMemcpy(arrays, a_entries.data(), array_bytes, cudaMemcpyHostToDevice));
+    PHOS_FN_RETURN_IF_CUDA(cudaMemcpy(arrays + array_bytes, x_entries.data(), array_bytes, cudaMemcpyHostToDevice));
+    PHOS_FN_RETURN_IF_CUDA(
         cudaMemcpy(arrays + 2 * array_bytes, y_entries.data(), array_bytes, cudaMemcpyHostToDevice));
     a_array_ = reinterpret_cast<const float* const*>(arrays);
     x_array_ = reinterpret_cast<const float* const*>(arrays + array_bytes);
@@ -77,10 +66,10 @@ class BatchedGemmFn {
 
   Result<std::string> Handle(std::string_view) {
     const float one = 1.0f, zero = 0.0f;
-    RETURN_IF_BLAS(cublasSgemmBatched(handle_, CUBLAS_OP_N, CUBLAS_OP_N, size_, 1, size_, &one, a_array_,
+    PHOS_FN_RETURN_IF_BLAS(cublasSgemmBatched(handle_, CUBLAS_OP_N, CUBLAS_OP_N, size_, 1, size_, &one, a_array_,
                                       size_, x_array_, size_, &zero, y_array_, size_, matrices_));
     std::vector<float> y(static_cast<size_t>(size_) * matrices_);
-    RETURN_IF_CUDA(cudaMemcpy(y.data(), y_, y.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    PHOS_FN_RETURN_IF_CUDA(cudaMemcpy(y.data(), y_, y.size() * sizeof(float), cudaMemcpyDeviceToHost));
     std::string answer;
     for (int i = 0; i < matrices_; ++i) {
       char buf[32];

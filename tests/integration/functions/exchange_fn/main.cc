@@ -19,6 +19,7 @@
 
 #include "phos/base/log.h"
 #include "phos/fn.h"
+#include "phos/fn/cuda_status.h"
 
 namespace {
 
@@ -27,17 +28,11 @@ using phos::Status;
 
 constexpr int kDevices = 2;
 
-Status Cuda(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return Status::Ok();
-  return Status::DeviceError(std::string(what) + ": " + cudaGetErrorName(e));
-}
-
 Status Nccl(ncclResult_t r, const char* what) {
   if (r == ncclSuccess) return Status::Ok();
   return Status::DeviceError(std::string(what) + ": " + ncclGetErrorString(r));
 }
 
-#define RETURN_IF_CUDA(call) PHOS_RETURN_IF_ERROR(Cuda((call), #call))
 #define RETURN_IF_NCCL(call) PHOS_RETURN_IF_ERROR(Nccl((call), #call))
 
 class ExchangeFn {
@@ -48,12 +43,12 @@ class ExchangeFn {
     RETURN_IF_NCCL(ncclCommInitAll(comms_, kDevices, nullptr));
     std::vector<float> values(elements_);
     for (int d = 0; d < kDevices; ++d) {
-      RETURN_IF_CUDA(cudaSetDevice(d));
-      RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&data_[d]), elements_ * sizeof(float)));
-      RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&inbox_[d]), elements_ * sizeof(float)));
+      PHOS_FN_RETURN_IF_CUDA(cudaSetDevice(d));
+      PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&data_[d]), elements_ * sizeof(float)));
+      PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&inbox_[d]), elements_ * sizeof(float)));
       for (size_t k = 0; k < elements_; ++k)
         values[k] = static_cast<float>(d * 100000 + static_cast<int>(k % 1000));
-      RETURN_IF_CUDA(cudaMemcpy(data_[d], values.data(), elements_ * sizeof(float), cudaMemcpyHostToDevice));
+      PHOS_FN_RETURN_IF_CUDA(cudaMemcpy(data_[d], values.data(), elements_ * sizeof(float), cudaMemcpyHostToDevice));
     }
     return Status::Ok();
   }
@@ -61,7 +56,7 @@ class ExchangeFn {
   Result<std::string> Handle(std::string_view) {
     // Every call below names a default stream: NCCL runs each on its communicator's device, not
     // on the current one.
-    RETURN_IF_CUDA(cudaSetDevice(0));
+    PHOS_FN_RETURN_IF_CUDA(cudaSetDevice(0));
     RETURN_IF_NCCL(ncclGroupStart());
     for (int d = 0; d < kDevices; ++d) {
       RETURN_IF_NCCL(ncclSend(data_[d], elements_, ncclFloat, 1 - d, comms_[d], nullptr));
@@ -72,8 +67,8 @@ class ExchangeFn {
     float first[kDevices] = {}, last[kDevices] = {};
     std::vector<float> host(elements_);
     for (int d = 0; d < kDevices; ++d) {
-      RETURN_IF_CUDA(cudaSetDevice(d));
-      RETURN_IF_CUDA(cudaMemcpy(host.data(), inbox_[d], elements_ * sizeof(float), cudaMemcpyDeviceToHost));
+      PHOS_FN_RETURN_IF_CUDA(cudaSetDevice(d));
+      PHOS_FN_RETURN_IF_CUDA(cudaMemcpy(host.data(), inbox_[d], elements_ * sizeof(float), cudaMemcpyDeviceToHost));
       for (float v : host) sum[d] += v;
       first[d] = host.front();
       last[d] = host.back();

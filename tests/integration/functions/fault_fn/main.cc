@@ -23,16 +23,12 @@
 
 #include "fault_fn.h"
 #include "phos/fn.h"
+#include "phos/fn/cuda_status.h"
 
 namespace {
 
 using phos::Result;
 using phos::Status;
-
-Status Cuda(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return Status::Ok();
-  return Status::DeviceError(std::string(what) + ": " + cudaGetErrorName(e));
-}
 
 class FaultFn {
  public:
@@ -40,8 +36,8 @@ class FaultFn {
     bytes_ = bytes;
     std::vector<unsigned char> host(bytes_);
     for (size_t k = 0; k < bytes_; ++k) host[k] = phos::fault_fn::Pattern(k);
-    PHOS_RETURN_IF_ERROR(Cuda(cudaMalloc(&device_, bytes_), "cudaMalloc"));
-    return Cuda(cudaMemcpy(device_, host.data(), bytes_, cudaMemcpyHostToDevice), "cudaMemcpy to the device");
+    PHOS_RETURN_IF_ERROR(::phos::fn::CudaStatus(cudaMalloc(&device_, bytes_), "cudaMalloc"));
+    return ::phos::fn::CudaStatus(cudaMemcpy(device_, host.data(), bytes_, cudaMemcpyHostToDevice), "cudaMemcpy to the device");
   }
 
   Result<std::string> Handle(std::string_view request, phos::fn::Pieces& out) {
@@ -58,7 +54,7 @@ class FaultFn {
     }
     std::vector<unsigned char> host(bytes_);
     PHOS_RETURN_IF_ERROR(
-        Cuda(cudaMemcpy(host.data(), device_, bytes_, cudaMemcpyDeviceToHost), "cudaMemcpy back"));
+        ::phos::fn::CudaStatus(cudaMemcpy(host.data(), device_, bytes_, cudaMemcpyDeviceToHost), "cudaMemcpy back"));
     if (request == "crash:response") std::abort();
     return phos::fault_fn::Fingerprint(host.data(), host.size());
   }

@@ -20,19 +20,12 @@
 #include "kernels.cuh"
 #include "phos/base/log.h"
 #include "phos/fn.h"
+#include "phos/fn/cuda_status.h"
 
 namespace {
 
 using phos::Result;
 using phos::Status;
-
-Status Cuda(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return Status::Ok();
-  return Status::DeviceError(std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
-                             ")");
-}
-
-#define RETURN_IF_CUDA(call) PHOS_RETURN_IF_ERROR(Cuda((call), #call))
 
 constexpr size_t kSharedBytes = 64 << 10;  // past the 48 KiB a kernel gets without opting in
 const void* const kKernel = reinterpret_cast<const void*>(&scale_and_count);
@@ -42,19 +35,19 @@ class GlobalsFn {
   explicit GlobalsFn(int elements) : elements_(elements) {}
 
   Status Init() {
-    RETURN_IF_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    RETURN_IF_CUDA(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+    PHOS_FN_RETURN_IF_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    PHOS_FN_RETURN_IF_CUDA(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
     std::vector<float> weights(static_cast<size_t>(elements_));
     for (int i = 0; i < elements_; ++i) weights[i] = static_cast<float>(i) / 2;
-    RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&weights_), weights.size() * sizeof(float)));
-    RETURN_IF_CUDA(
+    PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&weights_), weights.size() * sizeof(float)));
+    PHOS_FN_RETURN_IF_CUDA(
         cudaMemcpy(weights_, weights.data(), weights.size() * sizeof(float), cudaMemcpyHostToDevice));
-    RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&out_), weights.size() * sizeof(float)));
+    PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&out_), weights.size() * sizeof(float)));
     const float table[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    RETURN_IF_CUDA(cudaMemcpyToSymbol(&scales, table, sizeof(table)));
+    PHOS_FN_RETURN_IF_CUDA(cudaMemcpyToSymbol(&scales, table, sizeof(table)));
     const unsigned seen = 100;
-    RETURN_IF_CUDA(cudaMemcpyToSymbol(&requests_seen, &seen, sizeof(seen)));
-    RETURN_IF_CUDA(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    PHOS_FN_RETURN_IF_CUDA(cudaMemcpyToSymbol(&requests_seen, &seen, sizeof(seen)));
+    PHOS_FN_RETURN_IF_CUDA(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(kSharedBytes)));
     return Status::Ok();
   }
@@ -82,14 +75,14 @@ class GlobalsFn {
     float* out = out_;
     int n = elements_;
     void* args[] = {&weights, &x, &out, &n};
-    RETURN_IF_CUDA(cudaLaunchKernelExC(&config, kKernel, args));
-    RETURN_IF_CUDA(cudaEventSynchronize(done_));
+    PHOS_FN_RETURN_IF_CUDA(cudaLaunchKernelExC(&config, kKernel, args));
+    PHOS_FN_RETURN_IF_CUDA(cudaEventSynchronize(done_));
     std::vector<float> host(static_cast<size_t>(elements_));
-    RETURN_IF_CUDA(
+    PHOS_FN_RETURN_IF_CUDA(
         cudaMemcpyAsync(host.data(), out_, host.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-    RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
+    PHOS_FN_RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
     unsigned seen = 0;
-    RETURN_IF_CUDA(cudaMemcpyFromSymbol(&seen, &requests_seen, sizeof(seen)));
+    PHOS_FN_RETURN_IF_CUDA(cudaMemcpyFromSymbol(&seen, &requests_seen, sizeof(seen)));
     // Every value is a multiple of 1/2 far below 2^24: the sum is exact in double.
     double sum = 0;
     for (float v : host) sum += v;

@@ -22,19 +22,12 @@
 #include "kernels.cuh"
 #include "phos/base/log.h"
 #include "phos/fn.h"
+#include "phos/fn/cuda_status.h"
 
 namespace {
 
 using phos::Result;
 using phos::Status;
-
-Status Cuda(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return Status::Ok();
-  return Status::DeviceError(std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
-                             ")");
-}
-
-#define RETURN_IF_CUDA(call) PHOS_RETURN_IF_ERROR(Cuda((call), #call))
 
 const void* const kKernel = reinterpret_cast<const void*>(&graph_fn_axpy);
 
@@ -48,12 +41,12 @@ class GraphFn {
       : elements_(elements), bytes_(static_cast<size_t>(elements) * sizeof(float)) {}
 
   Status Init() {
-    RETURN_IF_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    PHOS_FN_RETURN_IF_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     std::vector<float> weights(static_cast<size_t>(elements_));
     for (int i = 0; i < elements_; ++i) weights[i] = static_cast<float>(i) / 2;
     for (float** p : {&weights_, &input_, &tmp_, &out_})
-      RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(p), bytes_));
-    RETURN_IF_CUDA(cudaMemcpy(weights_, weights.data(), bytes_, cudaMemcpyHostToDevice));
+      PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(p), bytes_));
+    PHOS_FN_RETURN_IF_CUDA(cudaMemcpy(weights_, weights.data(), bytes_, cudaMemcpyHostToDevice));
     return Capture();
   }
 
@@ -72,10 +65,10 @@ class GraphFn {
     }
     const int calls_before = host_calls_.load();
     std::vector<float> host(static_cast<size_t>(elements_), x);
-    RETURN_IF_CUDA(cudaMemcpyAsync(input_, host.data(), bytes_, cudaMemcpyHostToDevice, stream_));
-    RETURN_IF_CUDA(cudaGraphLaunch(exec_, stream_));
-    RETURN_IF_CUDA(cudaMemcpyAsync(host.data(), out_, bytes_, cudaMemcpyDeviceToHost, stream_));
-    RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
+    PHOS_FN_RETURN_IF_CUDA(cudaMemcpyAsync(input_, host.data(), bytes_, cudaMemcpyHostToDevice, stream_));
+    PHOS_FN_RETURN_IF_CUDA(cudaGraphLaunch(exec_, stream_));
+    PHOS_FN_RETURN_IF_CUDA(cudaMemcpyAsync(host.data(), out_, bytes_, cudaMemcpyDeviceToHost, stream_));
+    PHOS_FN_RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
     // Every value is a multiple of 1/2 far below 2^24: the sum is exact in double.
     double sum = 0;
     for (float v : host) sum += v;
@@ -89,7 +82,7 @@ class GraphFn {
  private:
   Status Capture() {
     ++captures_;
-    RETURN_IF_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+    PHOS_FN_RETURN_IF_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
     const float* weights = weights_;
     const float* input = input_;
     float* tmp = tmp_;
@@ -97,17 +90,17 @@ class GraphFn {
     float three = 3.0f, two = 2.0f;
     int n = elements_;
     const dim3 grid(static_cast<unsigned>((elements_ + 255) / 256)), block(256);
-    RETURN_IF_CUDA(cudaMemcpyAsync(tmp, weights, bytes_, cudaMemcpyDeviceToDevice, stream_));
+    PHOS_FN_RETURN_IF_CUDA(cudaMemcpyAsync(tmp, weights, bytes_, cudaMemcpyDeviceToDevice, stream_));
     void* first[] = {&input, &tmp, &three, &n};
-    RETURN_IF_CUDA(cudaLaunchKernel(kKernel, grid, block, first, 0, stream_));
-    RETURN_IF_CUDA(cudaLaunchHostFunc(stream_, CountCall, &host_calls_));
-    RETURN_IF_CUDA(cudaMemsetAsync(out, 0, bytes_, stream_));
+    PHOS_FN_RETURN_IF_CUDA(cudaLaunchKernel(kKernel, grid, block, first, 0, stream_));
+    PHOS_FN_RETURN_IF_CUDA(cudaLaunchHostFunc(stream_, CountCall, &host_calls_));
+    PHOS_FN_RETURN_IF_CUDA(cudaMemsetAsync(out, 0, bytes_, stream_));
     void* second[] = {&tmp, &out, &two, &n};
-    RETURN_IF_CUDA(cudaLaunchKernel(kKernel, grid, block, second, 0, stream_));
+    PHOS_FN_RETURN_IF_CUDA(cudaLaunchKernel(kKernel, grid, block, second, 0, stream_));
     cudaGraph_t graph = nullptr;
-    RETURN_IF_CUDA(cudaStreamEndCapture(stream_, &graph));
-    RETURN_IF_CUDA(cudaGraphInstantiate(&exec_, graph, 0));
-    RETURN_IF_CUDA(cudaGraphDestroy(graph));
+    PHOS_FN_RETURN_IF_CUDA(cudaStreamEndCapture(stream_, &graph));
+    PHOS_FN_RETURN_IF_CUDA(cudaGraphInstantiate(&exec_, graph, 0));
+    PHOS_FN_RETURN_IF_CUDA(cudaGraphDestroy(graph));
     return Status::Ok();
   }
 

@@ -26,18 +26,12 @@
 #include "kernels.cuh"
 #include "phos/base/log.h"
 #include "phos/fn.h"
+#include "phos/fn/cuda_status.h"
 
 namespace {
 
 using phos::Result;
 using phos::Status;
-
-Status Cuda(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return Status::Ok();
-  return Status::DeviceError(std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
-}
-
-#define RETURN_IF_CUDA(call) PHOS_RETURN_IF_ERROR(Cuda((call), #call))
 
 struct Request {
   enum class Kind { kGather, kDirect, kBump, kAdd, kRenew } kind = Kind::kGather;
@@ -84,19 +78,19 @@ class IndirectFn {
   IndirectFn& operator=(const IndirectFn&) = delete;
 
   Status Init() {
-    RETURN_IF_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    PHOS_FN_RETURN_IF_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     const size_t bytes = static_cast<size_t>(elements_) * sizeof(float);
     std::vector<float> values(static_cast<size_t>(elements_));
     data_.resize(static_cast<size_t>(buffers_));
     for (int j = 0; j < buffers_; ++j) {
-      RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&data_[j]), bytes));
+      PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&data_[j]), bytes));
       for (int k = 0; k < elements_; ++k) values[k] = static_cast<float>(j * 1000 + k);
-      RETURN_IF_CUDA(cudaMemcpy(data_[j], values.data(), bytes, cudaMemcpyHostToDevice));
+      PHOS_FN_RETURN_IF_CUDA(cudaMemcpy(data_[j], values.data(), bytes, cudaMemcpyHostToDevice));
     }
-    RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&table_), data_.size() * sizeof(float*)));
-    RETURN_IF_CUDA(cudaMemcpy(table_, data_.data(), data_.size() * sizeof(float*), cudaMemcpyHostToDevice));
-    RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&out_), bytes));
-    RETURN_IF_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host_out_), bytes));
+    PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&table_), data_.size() * sizeof(float*)));
+    PHOS_FN_RETURN_IF_CUDA(cudaMemcpy(table_, data_.data(), data_.size() * sizeof(float*), cudaMemcpyHostToDevice));
+    PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&out_), bytes));
+    PHOS_FN_RETURN_IF_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host_out_), bytes));
     return Status::Ok();
   }
 
@@ -109,35 +103,35 @@ class IndirectFn {
     if (request.kind == Request::Kind::kGather) {
       const float* const* table = table_;
       void* args[] = {&table, &index, &count, &out};
-      RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&gather), dim3(blocks), dim3(256), args,
+      PHOS_FN_RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&gather), dim3(blocks), dim3(256), args,
                                       0, stream_));
     } else {
       if (request.kind == Request::Kind::kBump) {
         float* const* table = table_;
         void* args[] = {&table, &index, &count};
-        RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&bump), dim3(blocks), dim3(256), args,
+        PHOS_FN_RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&bump), dim3(blocks), dim3(256), args,
                                         0, stream_));
       } else if (request.kind == Request::Kind::kRenew) {
         const size_t bytes = static_cast<size_t>(elements_) * sizeof(float);
         float*& data = data_[static_cast<size_t>(index)];
-        RETURN_IF_CUDA(cudaFree(data));
-        RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&data), bytes));
-        RETURN_IF_CUDA(cudaMemsetAsync(data, 0, bytes, stream_));
-        RETURN_IF_CUDA(cudaMemcpyAsync(table_ + index, &data, sizeof(float*), cudaMemcpyHostToDevice, stream_));
+        PHOS_FN_RETURN_IF_CUDA(cudaFree(data));
+        PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&data), bytes));
+        PHOS_FN_RETURN_IF_CUDA(cudaMemsetAsync(data, 0, bytes, stream_));
+        PHOS_FN_RETURN_IF_CUDA(cudaMemcpyAsync(table_ + index, &data, sizeof(float*), cudaMemcpyHostToDevice, stream_));
       } else if (request.kind == Request::Kind::kAdd) {
         float* data = data_[static_cast<size_t>(index)];
         void* args[] = {&data, &count};
-        RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&add_one), dim3(blocks), dim3(256),
+        PHOS_FN_RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&add_one), dim3(blocks), dim3(256),
                                         args, 0, stream_));
       }
       const float* data = data_[static_cast<size_t>(index)];
       void* args[] = {&data, &count, &out};
-      RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&copy_direct), dim3(blocks), dim3(256),
+      PHOS_FN_RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&copy_direct), dim3(blocks), dim3(256),
                                       args, 0, stream_));
     }
-    RETURN_IF_CUDA(cudaMemcpyAsync(host_out_, out_, static_cast<size_t>(count) * sizeof(float), cudaMemcpyDeviceToHost,
+    PHOS_FN_RETURN_IF_CUDA(cudaMemcpyAsync(host_out_, out_, static_cast<size_t>(count) * sizeof(float), cudaMemcpyDeviceToHost,
                                    stream_));
-    RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
+    PHOS_FN_RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
     // Every element is an integer below 2^24 and the sum stays far below 2^53: exact in double.
     double sum = 0;
     for (int k = 0; k < count; ++k) sum += host_out_[k];

@@ -18,29 +18,23 @@
 #include "kernels.cuh"
 #include "phos/base/log.h"
 #include "phos/fn.h"
+#include "phos/fn/cuda_status.h"
 
 namespace {
 
 using phos::Result;
 using phos::Status;
 
-Status Cuda(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return Status::Ok();
-  return Status::DeviceError(std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
-}
-
-#define RETURN_IF_CUDA(call) PHOS_RETURN_IF_ERROR(Cuda((call), #call))
-
 class StatefulFn {
  public:
   explicit StatefulFn(int elements) : elements_(elements) {}
 
   Status Init() {
-    RETURN_IF_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    PHOS_FN_RETURN_IF_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     std::vector<float> acc(static_cast<size_t>(elements_));
     for (int i = 0; i < elements_; ++i) acc[i] = static_cast<float>(i) / 2;
-    RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&acc_), acc.size() * sizeof(float)));
-    RETURN_IF_CUDA(cudaMemcpy(acc_, acc.data(), acc.size() * sizeof(float), cudaMemcpyHostToDevice));
+    PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&acc_), acc.size() * sizeof(float)));
+    PHOS_FN_RETURN_IF_CUDA(cudaMemcpy(acc_, acc.data(), acc.size() * sizeof(float), cudaMemcpyHostToDevice));
     return Status::Ok();
   }
 
@@ -55,11 +49,11 @@ class StatefulFn {
     float* acc = acc_;
     int n = elements_;
     void* args[] = {&acc, &x, &n};
-    RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&accumulate),
+    PHOS_FN_RETURN_IF_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&accumulate),
                                     dim3(static_cast<unsigned>((elements_ + 255) / 256)), dim3(256), args, 0, stream_));
     std::vector<float> host(static_cast<size_t>(elements_));
-    RETURN_IF_CUDA(cudaMemcpyAsync(host.data(), acc_, host.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-    RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
+    PHOS_FN_RETURN_IF_CUDA(cudaMemcpyAsync(host.data(), acc_, host.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    PHOS_FN_RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
     ++served_;
     // Requests are small integers: every value is a multiple of 1/2 far below 2^24, so the sum is
     // exact in double.

@@ -24,16 +24,13 @@
 #include "phos/decoder/decoder_config.h"
 #include "phos/fn.h"
 #include "phos/fn/checkpoint.h"
+#include "phos/fn/cuda_status.h"
 #include "phos/fn/device_tensor.h"
 
 namespace phos::decoder {
 
-// DeviceError naming the call and the runtime's (cuBLAS's) error, or Ok.
-Status CudaStatus(cudaError_t e, const char* what);
-Status BlasStatus(cublasStatus_t s, const char* what);
-
-#define PHOS_RETURN_IF_CUDA(call) PHOS_RETURN_IF_ERROR(::phos::decoder::CudaStatus((call), #call))
-#define PHOS_RETURN_IF_BLAS(call) PHOS_RETURN_IF_ERROR(::phos::decoder::BlasStatus((call), #call))
+using fn::BlasStatus;
+using fn::CudaStatus;
 
 // A device array of T (scratch, caches), freed with its owner.
 template <typename T>

@@ -8,17 +8,18 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <string_view>
 
 #include "phos/base/status.h"
 
 namespace phos::fn {
 
-inline Status CudaStatus(cudaError_t e, const char* what) {
+inline Status CudaStatus(cudaError_t e, std::string_view what) {
   if (e == cudaSuccess) return Status::Ok();
   return Status::DeviceError(std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
 }
 
-inline Status BlasStatus(cublasStatus_t s, const char* what) {
+inline Status BlasStatus(cublasStatus_t s, std::string_view what) {
   if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
   return Status::DeviceError(std::string(what) + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
 }

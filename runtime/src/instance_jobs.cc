@@ -264,7 +264,12 @@ void InstanceManager::Impl::RunJob(const std::shared_ptr<Function>& f) {
       PHOS_LOG(Info, "jobs", "'{}' finished: step {} of {}", name, f->job_step, job.steps);
     }
   }
-  if (f->removed) std::filesystem::remove_all(dir, ec);
+  bool removed = false;
+  {
+    std::lock_guard lock(mu_);
+    removed = f->removed;
+  }
+  if (removed) std::filesystem::remove_all(dir, ec);
 }
 
 Result<JobStatus> InstanceManager::Impl::Job(const std::string& name) const {

@@ -14,6 +14,7 @@
 //   train [--inputs D] [--hidden H] [--outputs O] [--batch B] [--seed S] [--lr LR]
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -56,13 +57,13 @@ class Trainer {
     for (float** buffer : {&params_, &grads_, &m_, &v_}) {
       PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(buffer), n * sizeof(float)));
     }
-    PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&x_), sizeof(float) * s_.batch * s_.inputs));
-    PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&y_), sizeof(float) * s_.batch * s_.outputs));
-    PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&h_), sizeof(float) * s_.batch * s_.hidden));
-    PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&dh_), sizeof(float) * s_.batch * s_.hidden));
-    PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&dout_), sizeof(float) * s_.batch * s_.outputs));
-    PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&sq_), sizeof(float) * s_.batch * s_.outputs));
-    PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&loss_), sizeof(float)));
+    const std::pair<float**, int> activations[] = {{&x_, s_.batch * s_.inputs},   {&y_, s_.batch * s_.outputs},
+                                                   {&h_, s_.batch * s_.hidden},   {&dh_, s_.batch * s_.hidden},
+                                                   {&dout_, s_.batch * s_.outputs}, {&sq_, s_.batch * s_.outputs},
+                                                   {&loss_, 1}};
+    for (const auto& [buffer, elements] : activations) {
+      PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(buffer), sizeof(float) * elements));
+    }
     PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&step_), sizeof(int)));
     std::vector<float> initial(n);
     for (size_t i = 0; i < n; ++i) initial[i] = phos::train::InitialParameter(s_, seed_, static_cast<int>(i));

@@ -261,14 +261,29 @@ class ApiServer::Impl {
     // The session is looked up under the lock and used outside it: EndSession of this token must
     // not race a capture (the instance manager captures before it ends the session).
     Session* session = nullptr;
+    bool none = false;
     {
       std::lock_guard lock(mu_);
       auto it = sessions_.find(token);
-      if (it == sessions_.end()) return Status::NotFound("the instance has no GPU session (it made no CUDA call)");
-      // One at a time: EndSession waits for the one under way, which a second would hide.
-      if (capturing_.count(token) != 0) return Status::FailedPrecondition("a capture of this session is under way");
-      session = it->second.get();
-      capturing_.insert(token);  // EndSession waits: the session must outlive the capture
+      none = it == sessions_.end();
+      if (!none && capturing_.count(token) != 0) {
+        // One at a time: EndSession waits for the one under way, which a second would hide.
+        return Status::FailedPrecondition("a capture of this session is under way");
+      }
+      if (!none) {
+        session = it->second.get();
+        capturing_.insert(token);  // EndSession waits: the session must outlive the capture
+      }
+    }
+    if (none) {
+      // Nothing to copy. A soft capture still passes its point and (recopy) its final stop, where
+      // the caller keeps the CPU side: those are the caller's, whatever the GPU holds.
+      if (options.mode != CheckpointMode::kStopTheWorld && options.at_point) options.at_point();
+      if (options.mode == CheckpointMode::kSoftRecopy && options.final_stop) {
+        PHOS_RETURN_IF_ERROR(options.final_stop());
+        if (options.resumed) options.resumed();
+      }
+      return Status::NotFound("the instance has no GPU session (it made no CUDA call)");
     }
     Result<uint64_t> version = session->Capture(store, function, device_profile, timeout, options);
     {

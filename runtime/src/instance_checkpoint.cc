@@ -246,11 +246,6 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
       capture->returned = true;
       capture->cv.notify_all();
     }
-    if (mode == CheckpointMode::kSoftRecopy && !version.ok() && version.status().code() == StatusCode::kNotFound) {
-      // No GPU session, so nothing to copy and no final stop taken: the CPU state is kept at a
-      // stop of its own, once the instance is back in its serve loop.
-      if (Status stopped = AwaitFinalStop(capture, holder); !stopped.ok()) version = stopped;
-    }
     FinishCheckpoint(capture, std::move(version));
     std::lock_guard lock(mu_);
     holder->checkpointing = false;
@@ -343,9 +338,6 @@ void InstanceManager::Impl::FinishCheckpoint(const std::shared_ptr<CheckpointCap
     out.total = Since(capture->start);
     capture->job.done(std::move(out));
   };
-  if (!version.ok() && version.status().code() == StatusCode::kNotFound && capture->cpu.id.empty()) {
-    version = Status::Internal("no CPU state was kept");  // RunCheckpoint's thread takes a stop first
-  }
   if (!version.ok() && version.status().code() != StatusCode::kNotFound) {
     if (!capture->cpu.id.empty()) options_.cpu_state->Release(capture->cpu).IgnoreError();
     answer(version.status().WithContext("checkpoint " + capture->who + ": capture its GPU state"));

@@ -280,16 +280,18 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
   const FunctionSpec& spec = f->spec;
   GpuSessions& sessions = *options_.sessions;
   Slot slot;
+  int job_va_slot = -1;
   {
     // A job's range, where its checkpoints belong: claimed at start (LoadJobLocked), or again.
     std::lock_guard lock(mu_);
+    job_va_slot = f->job_va_slot;
     if (f->job_va_slot_claimed) {
-      slot.va_slot = f->job_va_slot;
+      slot.va_slot = job_va_slot;
       f->job_va_slot_claimed = false;
     }
   }
-  if (slot.va_slot < 0 && f->job_va_slot >= 0) {
-    if (Result<int> claimed = sessions.ClaimVaSlotAt(f->job_va_slot); claimed.ok()) slot.va_slot = *claimed;
+  if (slot.va_slot < 0 && job_va_slot >= 0) {
+    if (Result<int> claimed = sessions.ClaimVaSlotAt(job_va_slot); claimed.ok()) slot.va_slot = *claimed;
   }
   if (slot.va_slot < 0) {
     PHOS_ASSIGN_OR_RETURN(slot.va_slot, sessions.ClaimVaSlot());

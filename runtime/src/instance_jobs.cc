@@ -202,19 +202,15 @@ void InstanceManager::Impl::RunJob(const std::shared_ptr<Function>& f) {
       step = f->job_step;
     }
     // The step about to run completes K since the last checkpoint: the instance checkpoints after it.
-    struct Answer {
-      int64_t step = 0;
-    };
-    auto answer = std::make_shared<Answer>();
+    // The step's answer, parsed once, as the invocation is answered: before the checkpoint the
+    // instance takes next is answered, and before this thread reads it.
+    auto answer = std::make_shared<Result<std::pair<int64_t, std::string>>>(Status::Internal("no answer"));
     auto outcome = std::make_shared<std::promise<InvokeOutcome>>();
     std::future<InvokeOutcome> answered = outcome->get_future();
     const Clock::time_point now = Clock::now();
     Invocation inv{kStepRequest, now + options_.invoke_timeout, nullptr, now, RestoreMode::kAuto, {}, std::nullopt};
     inv.done = [answer, outcome](InvokeOutcome o) {
-      // Parsed here, before the checkpoint the instance takes next answers.
-      if (o.kind == InvokeOutcome::Kind::kOk) {
-        if (Result<std::pair<int64_t, std::string>> parsed = ParseStep(o.body); parsed.ok()) answer->step = parsed->first;
-      }
+      if (o.kind == InvokeOutcome::Kind::kOk) *answer = ParseStep(o.body);
       outcome->set_value(std::move(o));
     };
     const bool checkpoint = step + 1 - checkpointed >= job.checkpoint_every && !copying->load();
@@ -224,10 +220,11 @@ void InstanceManager::Impl::RunJob(const std::shared_ptr<Function>& f) {
       then.mode = mode;
       then.done = [this, f, answer, copying](CheckpointOutcome o) {
         copying->store(false);
-        if (o.status.ok() && answer->step > 0) {
-          KeepJobCheckpoint(f, o.version, answer->step);
+        const int64_t after = answer->ok() ? (*answer)->first : 0;
+        if (o.status.ok() && after > 0) {
+          KeepJobCheckpoint(f, o.version, after);
         } else if (!o.status.ok()) {
-          PHOS_LOG(Warn, "jobs", "'{}': checkpoint after step {} not taken: {}", f->spec.name, answer->step,
+          PHOS_LOG(Warn, "jobs", "'{}': checkpoint after step {} not taken: {}", f->spec.name, after,
                    o.status.message());
         }
       };
@@ -247,7 +244,7 @@ void InstanceManager::Impl::RunJob(const std::shared_ptr<Function>& f) {
       retry_later();
       continue;
     }
-    Result<std::pair<int64_t, std::string>> parsed = ParseStep(o.body);
+    const Result<std::pair<int64_t, std::string>>& parsed = *answer;
     if (!parsed.ok()) {
       PHOS_LOG_EVERY_SEC(Error, "jobs", 1, "'{}': step {}: {}", name, step + 1, parsed.status().message());
       retry_later();

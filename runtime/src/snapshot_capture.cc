@@ -2,7 +2,6 @@
 #include "phos/runtime/snapshot_capture.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -104,10 +103,6 @@ class PinnedStaging {
   size_t bytes_;
   void* data_ = nullptr;
 };
-
-}  // namespace
-
-namespace {
 
 store::Buffer BufferMeta(const CaptureBuffer& b) {
   store::Buffer meta;
@@ -258,12 +253,8 @@ Result<uint64_t> CommitCapture(std::unique_ptr<store::SnapshotWriter> writer, st
 }
 
 Result<uint64_t> CaptureGpuState(const CaptureRequest& request, store::Store& store) {
-  const auto start = std::chrono::steady_clock::now();
   PHOS_ASSIGN_OR_RETURN(std::unique_ptr<store::SnapshotWriter> writer, WriteCapture(request, store));
-  PHOS_ASSIGN_OR_RETURN(uint64_t version, CommitCapture(std::move(writer), store, request.function));
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  PHOS_LOG(Info, "capture", "{} v{} captured in {:.1f} ms", request.function, version, ms);
-  return version;
+  return CommitCapture(std::move(writer), store, request.function);
 }
 
 }  // namespace phos::runtime

@@ -94,9 +94,37 @@ class ApiServerCaptureTest : public ApiServerSessionTest {
     return {};
   }
 
+  // A session of `token` that has the faults module's store_through_table, `target_` (8 KiB of
+  // 0x11) and `pointer_table_` holding its address: the kernel writes `target_` through a pointer
+  // its parameters do not show.
+  void ConnectPointerTableWriter(const std::string& token) {
+    ASSERT_TRUE(client_.Connect(path_, token));
+    ASSERT_TRUE(client_.SendModule(1, testing::ReadFileBytes(PHOS_FAULTS_TEST_MODULE)));
+    store_through_table_ = client_.Function("_Z19store_through_tablePKPii");
+    ASSERT_NE(store_through_table_, 0u);
+    target_ = client_.Alloc(8192);
+    pointer_table_ = client_.Alloc(4096);
+    const std::vector<uint8_t> fill(8192, 0x11);
+    ASSERT_EQ(client_.Upload(target_, fill.data(), fill.size()), CUDA_SUCCESS);
+    ASSERT_EQ(client_.Upload(pointer_table_, &target_, sizeof(target_)), CUDA_SUCCESS);
+  }
+  // Writes `value` at target_ through the table, and waits for it.
+  void WriteThroughTable(int32_t value) {
+    uint8_t params[12] = {};
+    std::memcpy(params, &pointer_table_, sizeof(pointer_table_));
+    std::memcpy(params + 8, &value, sizeof(value));
+    ipc::LaunchArgs launch{store_through_table_, 0, {1, 1, 1}, {1, 1, 1}, 0, sizeof(params)};
+    EXPECT_EQ(client_.Call(ipc::Op::kLaunch, launch, params, sizeof(params)), CUDA_SUCCESS);
+    EXPECT_EQ(client_.Call(ipc::Op::kDeviceSynchronize, nullptr, 0), CUDA_SUCCESS);
+  }
+
   std::string dir_;
   std::unique_ptr<store::Store> store_;
   int slot_ = -1;
+  testing::RingClient client_;
+  uint64_t store_through_table_ = 0;
+  uint64_t target_ = 0;
+  uint64_t pointer_table_ = 0;
 };
 
 TEST_F(ApiServerCaptureTest, ASoftCaptureHoldsEveryBufferAsItWasAtItsPointWhileTheSessionWritesOn) {
@@ -165,42 +193,26 @@ TEST_F(ApiServerCaptureTest, ASoftCaptureHoldsEveryBufferAsItWasAtItsPointWhileT
 TEST_F(ApiServerCaptureTest, AWriteSpeculationMissedIsCaughtAndTheImageHoldsThePoint) {
   ASSERT_NE(table_->phosSimGuardRangeWrites, nullptr);  // simgpu
   const std::string token = DeployToken();
-  testing::RingClient client;
-  ASSERT_TRUE(client.Connect(path_, token));
-  ASSERT_TRUE(client.SendModule(1, testing::ReadFileBytes(PHOS_FAULTS_TEST_MODULE)));
-  const uint64_t store_through_table = client.Function("_Z19store_through_tablePKPii");
-  ASSERT_NE(store_through_table, 0u);
-  const uint64_t target = client.Alloc(8192);
-  const uint64_t table = client.Alloc(4096);
-  const uint64_t other = client.Alloc(8192);
+  ASSERT_NO_FATAL_FAILURE(ConnectPointerTableWriter(token));
+  const uint64_t other = client_.Alloc(8192);
   const std::vector<uint8_t> fill(8192, 0x11);
-  ASSERT_EQ(client.Upload(target, fill.data(), fill.size()), CUDA_SUCCESS);
-  ASSERT_EQ(client.Upload(other, fill.data(), fill.size()), CUDA_SUCCESS);
-  ASSERT_EQ(client.Upload(table, &target, sizeof(target)), CUDA_SUCCESS);
+  ASSERT_EQ(client_.Upload(other, fill.data(), fill.size()), CUDA_SUCCESS);
 
   CaptureStats stats;
   CaptureOptions options;
   options.mode = CheckpointMode::kSoftCow;
   options.stats = &stats;
-  options.at_point = [&] {
-    // Its parameters name only the table, which it reads.
-    uint8_t params[12] = {};
-    std::memcpy(params, &table, sizeof(table));
-    const int32_t value = 99;
-    std::memcpy(params + 8, &value, sizeof(value));
-    ipc::LaunchArgs launch{store_through_table, 0, {1, 1, 1}, {1, 1, 1}, 0, sizeof(params)};
-    EXPECT_EQ(client.Call(ipc::Op::kLaunch, launch, params, sizeof(params)), CUDA_SUCCESS);
-    EXPECT_EQ(client.Call(ipc::Op::kDeviceSynchronize, nullptr, 0), CUDA_SUCCESS);
-  };
+  // Its parameters name only the table, which it reads.
+  options.at_point = [&] { WriteThroughTable(99); };
   Result<uint64_t> version = server_->CaptureSession(token, *store_, "fn", "ci", std::chrono::seconds(60), options);
   ASSERT_TRUE(version.ok()) << version.status().ToString();
   EXPECT_EQ(stats.missed_writes, 1u);
   EXPECT_EQ(stats.copied_before_write, 0u);
   std::map<uint64_t, int> fills = Fills(*version);
-  EXPECT_EQ(fills[target], 0x11);
+  EXPECT_EQ(fills[target_], 0x11);
   EXPECT_EQ(fills[other], 0x11);
   // The write landed in the live session.
-  std::vector<uint8_t> now = client.Download(target, 4);
+  std::vector<uint8_t> now = client_.Download(target_, 4);
   ASSERT_EQ(now.size(), 4u);
   int32_t written = 0;
   std::memcpy(&written, now.data(), sizeof(written));
@@ -283,36 +295,21 @@ TEST_F(ApiServerCaptureTest, ASoftRecopyThatCannotStopFailsAndTheSessionRunsOn) 
 TEST_F(ApiServerCaptureTest, AWriteSpeculationMissedDuringARecopyReachesTheImage) {
   ASSERT_NE(table_->phosSimGuardRangeWrites, nullptr);  // simgpu
   const std::string token = DeployToken();
-  testing::RingClient client;
-  ASSERT_TRUE(client.Connect(path_, token));
-  ASSERT_TRUE(client.SendModule(1, testing::ReadFileBytes(PHOS_FAULTS_TEST_MODULE)));
-  const uint64_t store_through_table = client.Function("_Z19store_through_tablePKPii");
-  ASSERT_NE(store_through_table, 0u);
-  const uint64_t target = client.Alloc(8192);
-  const uint64_t table = client.Alloc(4096);
-  const std::vector<uint8_t> fill(8192, 0x11);
-  ASSERT_EQ(client.Upload(target, fill.data(), fill.size()), CUDA_SUCCESS);
-  ASSERT_EQ(client.Upload(table, &target, sizeof(target)), CUDA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(ConnectPointerTableWriter(token));
 
   CaptureStats stats;
   CaptureOptions options;
   options.mode = CheckpointMode::kSoftRecopy;
   options.stats = &stats;
   options.final_stop = [&] {
-    // Its parameters name only the table, which it reads: nothing marks `target` written.
-    uint8_t params[12] = {};
-    std::memcpy(params, &table, sizeof(table));
-    const int32_t value = 99;
-    std::memcpy(params + 8, &value, sizeof(value));
-    ipc::LaunchArgs launch{store_through_table, 0, {1, 1, 1}, {1, 1, 1}, 0, sizeof(params)};
-    EXPECT_EQ(client.Call(ipc::Op::kLaunch, launch, params, sizeof(params)), CUDA_SUCCESS);
-    EXPECT_EQ(client.Call(ipc::Op::kDeviceSynchronize, nullptr, 0), CUDA_SUCCESS);
+    // Its parameters name only the table, which it reads: nothing marks `target_` written.
+    WriteThroughTable(99);
     return Status::Ok();
   };
   Result<uint64_t> version = server_->CaptureSession(token, *store_, "fn", "ci", std::chrono::seconds(60), options);
   ASSERT_TRUE(version.ok()) << version.status().ToString();
   EXPECT_EQ(stats.missed_writes, 1u);
-  std::vector<uint8_t> image = Stored(*version, target);
+  std::vector<uint8_t> image = Stored(*version, target_);
   ASSERT_EQ(image.size(), 8192u);
   int32_t written = 0;
   std::memcpy(&written, image.data(), sizeof(written));

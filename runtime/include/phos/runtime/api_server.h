@@ -151,7 +151,8 @@ struct CaptureOptions {
   // again.
   CheckpointMode mode = CheckpointMode::kStopTheWorld;
   // Soft modes: called once the calls may run on (copy-on-write: the point is taken), before any
-  // byte is copied. Not called when the capture fails before.
+  // byte is copied. Not called when the capture fails before. A token without a session (NotFound:
+  // nothing to copy) still passes the point and the final stop.
   std::function<void()> at_point;
   // Soft recopy: called once the first copy of every buffer is in; returns when the session's
   // calls have stopped where the snapshot should stand (the caller keeps them stopped until

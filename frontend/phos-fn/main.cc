@@ -9,13 +9,14 @@
 //   phos-fn [--endpoint URL] ls [--json]
 //   phos-fn [--endpoint URL] instances NAME [--json]
 //   phos-fn [--endpoint URL] checkpoint NAME [--instance ID] [--mode stop-the-world|soft-cow|soft-recopy]
+//   phos-fn [--endpoint URL] migrate NAME --device N [--instance ID]
 //   phos-fn [--endpoint URL] job NAME [--json]
 //   phos-fn [--endpoint URL] rm NAME
 //   phos-fn [--endpoint URL] run [--gpus N] -- PROGRAM [ARGS...]
 //   phos-fn check PROGRAM | --table
 // Default endpoint: $PHOS_ENDPOINT, else http://127.0.0.1:7070. Every call bears the token of
 // --token-file FILE, else $PHOS_TOKEN (Authorization: Bearer): the admin token for deploy, rm, run,
-// instances, checkpoint, job and an unredacted ls; a function's invoke token (or the admin token) for invoke. check talks to
+// instances, checkpoint, migrate, job and an unredacted ls; a function's invoke token (or the admin token) for invoke. check talks to
 // no phosd: it reads PROGRAM and phos's libraries (docs/compatibility.md).
 #include <unistd.h>
 
@@ -314,6 +315,16 @@ int main(int argc, char** argv) {
   checkpoint->add_option("--mode", checkpoint_mode, "How the instance's GPU state is copied while it runs")
       ->check(CLI::IsMember({"stop-the-world", "soft-cow", "soft-recopy"}));
 
+  int device = -1;
+  auto* migrate = app.add_subcommand(
+      "migrate", "Move a running instance to another device: it keeps serving until a short final stop");
+  migrate->add_option("name", name, "Function name")->required();
+  migrate->add_option("--device", device, "The device it moves to (phos-fn instances shows where each runs)")
+      ->required()
+      ->check(CLI::NonNegativeNumber);
+  migrate->add_option("--instance", instance, "The instance's id (phos-fn instances); default: an idle one")
+      ->check(CLI::PositiveNumber);
+
   auto* job_status = app.add_subcommand("job", "Where a job stands: its step, its kept checkpoints, its losses' file");
   job_status->add_option("name", name, "Function name")->required();
   job_status->add_flag("--json", json, "Print phosd's JSON");
@@ -424,11 +435,11 @@ int main(int argc, char** argv) {
       std::cerr << "phos-fn: unexpected answer: " << r->body << "\n";
       return 1;
     }
-    std::printf("%-6s %-9s %-8s %-15s %s\n", "ID", "STATE", "PID", "MODE", "RESTORED");
+    std::printf("%-6s %-9s %-8s %-15s %-8s %s\n", "ID", "STATE", "PID", "MODE", "RESTORED", "DEVICE");
     for (const auto& i : j["instances"]) {
-      std::printf("%-6llu %-9s %-8d %-15s %s\n", static_cast<unsigned long long>(i["id"].get<uint64_t>()),
+      std::printf("%-6llu %-9s %-8d %-15s %-8s %d\n", static_cast<unsigned long long>(i["id"].get<uint64_t>()),
                   i["state"].get<std::string>().c_str(), i["pid"].get<int>(), i["mode"].get<std::string>().c_str(),
-                  i["restored"].get<bool>() ? "yes" : "no");
+                  i["restored"].get<bool>() ? "yes" : "no", i.value("device", 0));
     }
     return 0;
   }
@@ -452,6 +463,24 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(j.value("recopied", uint64_t{0})),
                   static_cast<unsigned long long>(j.value("recopied_bytes", uint64_t{0})));
     }
+    return 0;
+  }
+  if (*migrate) {
+    const std::string url = endpoint + "/v1/functions/" + name +
+                            (instance != 0 ? "/instances/" + std::to_string(instance) : std::string()) + "/migrate";
+    auto r = Call({.method = "POST", .url = url, .body = nlohmann::json{{"device", device}}.dump(),
+                   .headers = {{"Content-Type", "application/json"}}});
+    if (!r) return 1;
+    nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+    if (j.is_discarded() || !j.contains("to") || !j.contains("instance")) {
+      std::cerr << "phos-fn: unexpected answer: " << r->body << "\n";
+      return 1;
+    }
+    std::printf("moved instance %llu of %s from device %d to device %d (snapshot v%llu; it served nothing for %.3f ms; "
+                "%llu bytes copied again at the final stop)\n",
+                static_cast<unsigned long long>(j["instance"].get<uint64_t>()), name.c_str(), j.value("from", -1),
+                j.value("to", -1), static_cast<unsigned long long>(j.value("version", uint64_t{0})),
+                j.value("downtime_us", 0.0) / 1000.0, static_cast<unsigned long long>(j.value("recopied_bytes", uint64_t{0})));
     return 0;
   }
   if (*job_status) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/core.h>
 #include <prometheus/registry.h>
 
 #include "phos/base/log.h"
@@ -148,8 +149,8 @@ int main(int argc, char** argv) {
                  "Default invocation deadline (device time: on simgpu, times its time scale)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--pool-min", pool_min, "Contexts (each with a cuBLAS handle) kept ready to lease")->capture_default_str();
-  app.add_option("--pool-max", pool_max, "Most contexts the pool holds, leased or not")
+  app.add_option("--pool-min", pool_min, "Contexts (each with a cuBLAS handle) kept ready to lease, per device")->capture_default_str();
+  app.add_option("--pool-max", pool_max, "Most contexts a device's pool holds, leased or not")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--group-size", group_size,
@@ -293,8 +294,17 @@ int main(int argc, char** argv) {
   pool_options.lease_timeout = device_time(pool_options.lease_timeout);
   // Every component registers its metrics here; GET /metrics serves them.
   auto metrics = std::make_shared<prometheus::Registry>();
-  auto pool = phos::ctxpool::ContextPool::Open(pool_options, *driver, metrics);
-  if (!pool.ok()) return Fail(pool.status().WithContext("phosd: context pool"));
+  // A pool per device: instances run on device 0 until one is moved to another (migration).
+  int device_count = 1;
+  if ((*driver)->cuDeviceGetCount(&device_count) != CUDA_SUCCESS || device_count < 1) device_count = 1;
+  std::vector<std::unique_ptr<phos::ctxpool::ContextPool>> pools;
+  for (int device = 0; device < device_count; ++device) {
+    pool_options.device = device;
+    auto opened = phos::ctxpool::ContextPool::Open(pool_options, *driver, metrics);
+    if (!opened.ok()) return Fail(opened.status().WithContext(fmt::format("phosd: context pool of device {}", device)));
+    pools.push_back(std::move(*opened));
+  }
+  phos::ctxpool::ContextPool* pool = pools[0].get();
 
   // Device groups for functions of several GPUs: made in the background (a 2-device group is ~36 s
   // on the a100 profile at time scale 10), so /healthz answers at once. Without NCCL there are
@@ -317,7 +327,7 @@ int main(int argc, char** argv) {
   api_options.socket_path = data_dir + "/gpu.sock";
   api_options.socket_group = gpu_socket_group;
   api_options.allowed_peer_uids = peer_uids;
-  api_options.context_pool = pool->get();
+  for (const auto& p : pools) api_options.context_pools.push_back(p.get());
   api_options.device_groups = groups.get();
   api_options.share_read_only_buffers = share_weights;
   api_options.collective_timeout = device_time(std::chrono::milliseconds(collective_timeout_ms));
@@ -365,7 +375,7 @@ int main(int argc, char** argv) {
   if (!store.ok()) return Fail(store.status().WithContext("phosd: snapshot store"));
   std::optional<phos::ctxpool::ContextLease> arena_context;
   auto make_dram = [&]() -> phos::Result<std::unique_ptr<phos::store::DramTier>> {
-    PHOS_ASSIGN_OR_RETURN(phos::ctxpool::ContextLease lease, (*pool)->Lease());
+    PHOS_ASSIGN_OR_RETURN(phos::ctxpool::ContextLease lease, pool->Lease());
     arena_context.emplace(std::move(lease));
     PHOS_ASSIGN_OR_RETURN(auto pinned, phos::store::DriverPinnedAllocator::Create(
                                            phos::store::DriverHostMemoryOf(**driver, arena_context->context())));
@@ -438,7 +448,7 @@ int main(int argc, char** argv) {
   sandbox->reset();     // the functions' cgroups
   api->reset();
   groups.reset();
-  pool->reset();
+  pools.clear();
   PHOS_LOG(Info, "phosd", "stopped");
   return 0;
 }

@@ -179,8 +179,12 @@ nlohmann::json DeployAnswer(const std::string& spec_json, const runtime::DeployO
 nlohmann::json InstancesAnswer(const std::vector<runtime::InstanceStatus>& instances) {
   nlohmann::json list = nlohmann::json::array();
   for (const runtime::InstanceStatus& i : instances) {
-    list.push_back({{"id", i.id}, {"state", i.state}, {"pid", i.pid}, {"mode", runtime::RestoreModeName(i.mode)},
-                    {"restored", i.restored}});
+    list.push_back({{"id", i.id},
+                    {"state", i.state},
+                    {"pid", i.pid},
+                    {"mode", runtime::RestoreModeName(i.mode)},
+                    {"restored", i.restored},
+                    {"device", i.device}});
   }
   return nlohmann::json{{"instances", list}};
 }
@@ -234,6 +238,62 @@ Response CheckpointResponse(const std::string& function, const runtime::Checkpoi
   }
   if (o.mode != runtime::CheckpointMode::kStopTheWorld) j["missed_writes"] = o.copies.missed_writes;
   return Response::Json(201, j.dump() + "\n");
+}
+
+// A migration's body: {"device": N}. False (with the answer in *error) for anything else; the
+// device's range is the instance manager's to check.
+bool ParseMigrationBody(const std::string& body, int* device, Response* error) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    *error = Error(400, "a migration's body is a JSON object, {\"device\": N}");
+    return false;
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (key != "device") {
+      *error = Error(400, "unknown field '" + key + "' in a migration's body (it takes 'device')");
+      return false;
+    }
+  }
+  auto d = j.find("device");
+  if (d == j.end() || !d->is_number_integer() || d->get<int64_t>() < 0 || d->get<int64_t>() > 1024) {
+    *error = Error(400, "field 'device' must be the index of one of this node's devices");
+    return false;
+  }
+  *device = d->get<int>();
+  return true;
+}
+
+// The migration's answer: 200 with where the instance went, the checkpoint it was restored from
+// and the time it served nothing.
+Response MigrationResponse(const std::string& function, const runtime::MigrationOutcome& o) {
+  if (!o.status.ok()) {
+    return Error(o.status.code() == StatusCode::kUnavailable ? 503 : StatusFor(o.status), o.status.message());
+  }
+  nlohmann::json j = {{"function", function},
+                      {"instance", o.instance},
+                      {"from", o.from},
+                      {"to", o.to},
+                      {"version", o.version},
+                      {"downtime_us", o.downtime.count()},
+                      {"total_us", o.total.count()},
+                      {"recopied", o.copies.recopied},
+                      {"recopied_bytes", o.copies.recopied_bytes},
+                      {"missed_writes", o.copies.missed_writes}};
+  return Response::Json(200, j.dump() + "\n");
+}
+
+// An instance id from the route's {id}, or 0 when the route has none. False (with the answer in
+// *error) for anything but a positive integer.
+bool ParseInstanceId(const Request& req, uint64_t* instance, Response* error) {
+  *instance = 0;
+  std::string_view id = req.Param("id");
+  if (id.empty()) return true;
+  auto [end, ec] = std::from_chars(id.data(), id.data() + id.size(), *instance);
+  if (ec != std::errc() || end != id.data() + id.size() || *instance == 0) {
+    *error = Error(400, "an instance id is a positive integer, not '" + std::string(id) + "'");
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -404,12 +464,7 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
     runtime::CheckpointMode mode;
     if (Response bad; !ParseCheckpointBody(req.body, &mode, &bad)) return out.Send(std::move(bad));
     uint64_t instance = 0;
-    if (std::string_view id = req.Param("id"); !id.empty()) {
-      auto [end, ec] = std::from_chars(id.data(), id.data() + id.size(), instance);
-      if (ec != std::errc() || end != id.data() + id.size() || instance == 0) {
-        return out.Send(Error(400, "an instance id is a positive integer, not '" + std::string(id) + "'"));
-      }
-    }
+    if (Response bad; !ParseInstanceId(req, &instance, &bad)) return out.Send(std::move(bad));
     std::string function(req.Param("name"));
     manager->Checkpoint(function, instance, mode, [out, function](runtime::CheckpointOutcome o) {
       out.Send(CheckpointResponse(function, o));
@@ -417,6 +472,22 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
   };
   PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/functions/{name}/checkpoint", checkpoint));
   PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/functions/{name}/instances/{id}/checkpoint", checkpoint));
+
+  // Move a running instance to another device of this node (docs/design.md D10): the named one, or
+  // (without an id) an idle one of the function. Answered once it serves again there (200), with
+  // the time it served nothing; requests sent meanwhile wait for it.
+  auto migrate = [manager](Request req, Responder out, bool) {
+    int device = 0;
+    if (Response bad; !ParseMigrationBody(req.body, &device, &bad)) return out.Send(std::move(bad));
+    uint64_t instance = 0;
+    if (Response bad; !ParseInstanceId(req, &instance, &bad)) return out.Send(std::move(bad));
+    std::string function(req.Param("name"));
+    manager->Migrate(function, instance, device, [out, function](runtime::MigrationOutcome o) {
+      out.Send(MigrationResponse(function, o));
+    });
+  };
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/functions/{name}/migrate", migrate));
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/functions/{name}/instances/{id}/migrate", migrate));
 
   // Body: empty, or {"gpus": N} (1 to the node's device count; default 1) for a program that uses
   // several devices. Admin: a session token runs GPU work in phosd.

@@ -38,7 +38,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& opti
     return Status::FromErrno(errno, "eventfd");
   }
   auto impl = std::make_unique<Impl>(options, std::move(driver), listen_fd, wake_fd);
-  if (Status s = impl->OpenContextPool(); !s.ok()) return s.WithContext("API server");
+  if (Status s = impl->OpenContextPools(); !s.ok()) return s.WithContext("API server");
   if (Status s = impl->ReserveArena(); !s.ok()) return s.WithContext("API server: instance ranges for snapshots");
   impl->OpenDeviceGroups();
   impl->StartAcceptor();
@@ -79,5 +79,6 @@ bool ApiServer::WaitForContexts(std::chrono::milliseconds timeout, const std::fu
 void ApiServer::AllowPeerUids(uid_t first, uid_t last) { impl_->peers().AllowUids(first, last); }
 const std::string& ApiServer::socket_path() const { return impl_->options().socket_path; }
 int ApiServer::device_count() const { return impl_->device_count(); }
+int ApiServer::default_device() const { return impl_->options().device; }
 
 }  // namespace phos::runtime

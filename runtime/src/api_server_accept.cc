@@ -213,7 +213,7 @@ Status ApiServer::Impl::OpenSession(Opening& o) {
     // The restore was started with the token (or starts now); the session's executor adopts it.
     o.restore->EnsureStarted();
     uint64_t va_bytes = o.restore->plan().va_slot >= 0 ? slot_bytes_ : options_.instance_va_bytes;
-    session = Session::OpenRestored(driver_.get(), std::move(o.restore), &metadata_, options_.device, va_bytes, std::move(ring),
+    session = Session::OpenRestored(driver_.get(), std::move(o.restore), &metadata_, va_bytes, std::move(ring),
                                     o.token, o.fd, o.pid, Rules(o.function));
   } else if (o.gpus > 1) {
     // The group is leased by the session's executor (it may have to wait for the refill).

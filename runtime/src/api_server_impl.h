@@ -41,15 +41,27 @@ class ApiServer::Impl {
 
   PeerPolicy& peers() { return peers_; }
 
-  // The pool sessions lease from: the caller's, or a private one.
-  Status OpenContextPool() {
-    if (options_.context_pool != nullptr) {
-      pool_ = options_.context_pool;
-      return Status::Ok();
+  // The pools sessions lease from, one per device: the caller's, or private ones.
+  Status OpenContextPools() {
+    const int devices = std::max(device_count(), options_.device + 1);
+    pools_.assign(static_cast<size_t>(devices), nullptr);
+    for (int d = 0; d < devices; ++d) {
+      if (static_cast<size_t>(d) < options_.context_pools.size() && options_.context_pools[d] != nullptr) {
+        pools_[d] = options_.context_pools[d];
+        continue;
+      }
+      PHOS_ASSIGN_OR_RETURN(auto own, ctxpool::ContextPool::Open({.device = d, .min_ready = 0, .max_contexts = 1024}, driver_));
+      pools_[d] = own.get();
+      own_pools_.push_back(std::move(own));
     }
-    PHOS_ASSIGN_OR_RETURN(own_pool_, ctxpool::ContextPool::Open({.device = options_.device, .min_ready = 0, .max_contexts = 1024}, driver_));
-    pool_ = own_pool_.get();
+    pool_ = pools_[options_.device];
     return Status::Ok();
+  }
+
+  // Device `device`'s pool (-1: the server's device); null for a device the node does not have.
+  ctxpool::ContextPool* PoolOf(int device) const {
+    if (device < 0) return pool_;
+    return static_cast<size_t>(device) < pools_.size() ? pools_[device] : nullptr;
   }
 
   ~Impl() {
@@ -206,9 +218,11 @@ class ApiServer::Impl {
     }
     int gpus = std::max(plan.gpus, 1);
     std::string function = plan.function;
+    const int device = plan.device >= 0 ? plan.device : options_.device;
+    ctxpool::ContextPool* pool = PoolOf(device);
     auto restore = std::make_shared<RestoreState>(
-        std::move(plan), driver_.get(), pool_, groups_, &load_priority_,
-        options_.share_read_only_buffers ? &shared_buffers_ : nullptr, options_.device,
+        std::move(plan), driver_.get(), pool, groups_, &load_priority_,
+        options_.share_read_only_buffers ? &shared_buffers_ : nullptr, device,
         slot_base != 0 ? slot_bytes_ : options_.instance_va_bytes, slot_base);
     std::lock_guard lock(mu_);
     tokens_[token] = {.gpus = gpus, .restore = std::move(restore), .function = std::move(function)};
@@ -418,8 +432,9 @@ class ApiServer::Impl {
   ApiServerOptions options_;
   std::shared_ptr<driver::DriverTable> driver_;
   // Declared before the sessions: destroyed after them (leases may outlive a pool, but need not).
-  std::unique_ptr<ctxpool::ContextPool> own_pool_;
-  ctxpool::ContextPool* pool_ = nullptr;
+  std::vector<std::unique_ptr<ctxpool::ContextPool>> own_pools_;
+  std::vector<ctxpool::ContextPool*> pools_;  // by device
+  ctxpool::ContextPool* pool_ = nullptr;      // the server's device's
   // Declared before the sessions: destroyed after them (sessions return their groups to it).
   std::unique_ptr<ctxpool::CommunicatorPool> own_groups_;
   ctxpool::CommunicatorPool* groups_ = nullptr;

@@ -3,6 +3,7 @@
 // its requests; the instance range it holds then restores from there.
 #include <fmt/core.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -61,34 +62,75 @@ Result<std::vector<InstanceStatus>> InstanceManager::Impl::Instances(const std::
   auto it = functions_.find(name);
   if (it == functions_.end()) return Status::NotFound("no function '" + name + "'");
   std::vector<InstanceStatus> out;
-  for (const auto& inst : it->second->instances) {
+  const Function& f = *it->second;
+  for (const auto& inst : f.instances) {
     out.push_back({.id = inst->id, .state = StateName(*inst), .pid = inst->pid, .mode = inst->mode,
-                   .restored = inst->restored});
+                   .restored = inst->restored, .device = DeviceOfLocked(f, *inst)});
   }
   return out;
 }
 
 void InstanceManager::Impl::Checkpoint(const std::string& name, uint64_t instance, CheckpointMode mode,
                                        std::function<void(CheckpointOutcome)> done) {
-  std::unique_lock lock(mu_, std::defer_lock);
-  auto refuse = [&](Status why) {
-    if (lock.owns_lock()) lock.unlock();  // the answer goes out without the manager's lock
-    CheckpointOutcome o;
-    o.status = std::move(why);
-    o.instance = instance;
-    o.mode = mode;
-    done(std::move(o));
+  PendingCheckpoint job;
+  job.mode = mode;
+  job.done = std::move(done);
+  Status queued = QueueCheckpoint(name, instance, job);
+  if (queued.ok()) return;
+  CheckpointOutcome o;
+  o.status = std::move(queued);
+  o.instance = instance;
+  o.mode = mode;
+  job.done(std::move(o));
+}
+
+void InstanceManager::Impl::Migrate(const std::string& name, uint64_t instance, int device,
+                                    std::function<void(MigrationOutcome)> done) {
+  auto move = std::make_shared<Move>();
+  move->to = device;
+  move->done = std::move(done);
+  move->start = Clock::now();
+  PendingCheckpoint job;
+  job.mode = CheckpointMode::kSoftRecopy;
+  job.move = move;
+  // A checkpoint that failed fails the migration (the instance serves on where it is); one that
+  // succeeded is kept for the migration's answer, once the instance is ready on `device`
+  // (AnswerMove).
+  job.done = [move](CheckpointOutcome o) {
+    if (o.status.ok()) {
+      move->checkpoint = std::move(o);
+      move->committed = true;
+      return;
+    }
+    MigrationOutcome failed;
+    failed.status = o.status.WithContext(fmt::format("move to device {}", move->to));
+    failed.instance = o.instance;
+    failed.from = move->from;
+    failed.to = move->to;
+    failed.copies = o.copies;
+    failed.total = o.total;
+    move->done(std::move(failed));
   };
-  lock.lock();
-  if (stopping_) return refuse(Status::FailedPrecondition("phosd is shutting down"));
+  Status queued = QueueCheckpoint(name, instance, job);
+  if (queued.ok()) return;
+  MigrationOutcome o;
+  o.status = std::move(queued);
+  o.instance = instance;
+  o.to = device;
+  move->done(std::move(o));
+}
+
+Status InstanceManager::Impl::QueueCheckpoint(const std::string& name, uint64_t instance, PendingCheckpoint& job) {
+  std::lock_guard lock(mu_);
+  if (stopping_) return Status::FailedPrecondition("phosd is shutting down");
   auto it = functions_.find(name);
-  if (it == functions_.end()) return refuse(Status::NotFound("no function '" + name + "'"));
+  if (it == functions_.end()) return Status::NotFound("no function '" + name + "'");
   Function& f = *it->second;
   if (f.deploy != DeployState::kDeployed || !SnapshotsEnabled()) {
-    return refuse(Status::FailedPrecondition(fmt::format(
+    return Status::FailedPrecondition(fmt::format(
         "'{}' is not deployed from a snapshot: its instances are spawned, and a checkpoint has no instance range to "
         "restore from",
-        name)));
+        name));
   }
   // The instance named, or the first idle one, or else the oldest.
   std::shared_ptr<Instance> target;
@@ -99,15 +141,32 @@ void InstanceManager::Impl::Checkpoint(const std::string& name, uint64_t instanc
     }
   }
   if (target == nullptr) {
-    return refuse(Status::NotFound(instance != 0 ? fmt::format("'{}' has no running instance {}", name, instance)
-                                                 : fmt::format("'{}' has no running instance", name)));
+    return Status::NotFound(instance != 0 ? fmt::format("'{}' has no running instance {}", name, instance)
+                                          : fmt::format("'{}' has no running instance", name));
   }
-  if (target->checkpointing) {
-    return refuse(Status::FailedPrecondition(
-        fmt::format("instance {} of '{}' is still copying its previous checkpoint", target->id, name)));
+  if (target->checkpointing || target->moving != nullptr) {
+    return Status::FailedPrecondition(
+        fmt::format("instance {} of '{}' is still copying its previous checkpoint", target->id, name));
   }
-  target->checkpoints.push_back({mode, std::move(done)});
+  if (job.move != nullptr) {
+    Move& move = *job.move;
+    move.from = DeviceOfLocked(f, *target);
+    if (f.spec.gpus != 1) {
+      return Status::FailedPrecondition(fmt::format(
+          "'{}' runs on {} GPUs: instances of device groups are checkpointed, not moved between devices", name,
+          f.spec.gpus));
+    }
+    const int devices = options_.sessions->DeviceCount();
+    if (move.to < 0 || move.to >= devices) {
+      return Status::InvalidArgument(fmt::format("device {} is not one of this node's {} devices", move.to, devices));
+    }
+    if (move.to == move.from) {
+      return Status::InvalidArgument(fmt::format("instance {} of '{}' already runs on device {}", target->id, name, move.to));
+    }
+  }
+  target->checkpoints.push_back(std::move(job));
   f.cv.notify_all();  // the instance's serve loop waits there when idle
+  return Status::Ok();
 }
 
 void InstanceManager::Impl::FailPendingCheckpoints(Instance& inst, const Status& why) {
@@ -141,7 +200,7 @@ bool InstanceManager::Impl::CheckpointAfter(const std::shared_ptr<Function>& f, 
 bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, const std::shared_ptr<Instance>& holder,
                                           const InstanceProcess& proc, const StartReport& report,
                                           PendingCheckpoint job) {
-  if (job.final_stop != nullptr) return RunFinalStop(proc, *job.final_stop);
+  if (job.final_stop != nullptr) return RunFinalStop(*holder, proc, *job.final_stop);
   const Instance& inst = *holder;
   const std::string& name = f->spec.name;
   const Clock::time_point start = Clock::now();
@@ -247,6 +306,11 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
       capture->cv.notify_all();
     }
     FinishCheckpoint(capture, std::move(version));
+    {
+      std::lock_guard lock(capture->mu);
+      capture->finished = true;
+      capture->cv.notify_all();
+    }
     std::lock_guard lock(mu_);
     holder->checkpointing = false;
     finished_.push_back(owner);
@@ -284,7 +348,7 @@ Status InstanceManager::Impl::AwaitFinalStop(const std::shared_ptr<CheckpointCap
   return capture->stop_status;
 }
 
-bool InstanceManager::Impl::RunFinalStop(const InstanceProcess& proc, CheckpointCapture& capture) {
+bool InstanceManager::Impl::RunFinalStop(Instance& inst, const InstanceProcess& proc, CheckpointCapture& capture) {
   const Clock::time_point stopped = Clock::now();
   // The CPU side where the GPU side will stand: the instance is idle in its serve loop and sends
   // nothing until its next request, which waits until the final stop is over.
@@ -308,8 +372,47 @@ bool InstanceManager::Impl::RunFinalStop(const InstanceProcess& proc, Checkpoint
   capture.cv.notify_all();
   if (!cpu.ok()) return !lost;
   FaultPoint("checkpoint-cpu-kept");
-  capture.cv.wait(lock, [&] { return capture.resumed != Clock::time_point{} || capture.returned; });
-  return true;
+  const std::shared_ptr<Move> move = capture.job.move;
+  if (move == nullptr) {
+    capture.cv.wait(lock, [&] { return capture.resumed != Clock::time_point{} || capture.returned; });
+    return true;
+  }
+  // A migration: the instance serves nothing more here. Once the checkpoint is committed and its
+  // range switched to the target device, the process ends, and the instance's thread restores
+  // the range there (RunInstance); a checkpoint that failed leaves it serving where it is.
+  capture.cv.wait(lock, [&] { return capture.finished; });
+  lock.unlock();
+  if (!move->committed) return true;  // the checkpoint failed, and answered the migration so
+  move->stopped = stopped;
+  shutdown(proc.channel_fd, SHUT_RDWR);
+  std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(0));
+  PHOS_LOG(Info, "instances", "{}: moving to device {}: the process on device {} ended ({})", capture.who, move->to,
+           move->from, how);
+  std::lock_guard manager(mu_);
+  inst.moving = move;
+  return false;
+}
+
+void InstanceManager::Impl::AnswerMove(Instance& inst, Status status) {
+  std::shared_ptr<Move> move;
+  {
+    std::lock_guard lock(mu_);
+    move.swap(inst.moving);
+  }
+  if (move == nullptr) return;
+  MigrationOutcome o;
+  o.status = std::move(status);
+  o.instance = inst.id;
+  o.from = move->from;
+  o.to = move->to;
+  o.version = move->checkpoint.version;
+  o.copies = move->checkpoint.copies;
+  const Clock::time_point now = Clock::now();
+  if (move->stopped != Clock::time_point{}) {
+    o.downtime = std::chrono::duration_cast<std::chrono::microseconds>(now - move->stopped);
+  }
+  o.total = std::chrono::duration_cast<std::chrono::microseconds>(now - move->start);
+  move->done(std::move(o));
 }
 
 void InstanceManager::Impl::FinishCheckpoint(const std::shared_ptr<CheckpointCapture>& capture,
@@ -361,6 +464,7 @@ void InstanceManager::Impl::FinishCheckpoint(const std::shared_ptr<CheckpointCap
         replaced = slot;
         if (gpu_unchanged) out.version = slot.version;
         unused = AdoptCheckpoint(slot, out.version, capture->cpu);
+        if (capture->job.move != nullptr) slot.device = capture->job.move->to;  // restored there from now on
         switched = true;
       }
     }

@@ -229,6 +229,19 @@ int InstanceManager::Impl::FreeSlotLocked(const Function& f) const {
   return -1;
 }
 
+int InstanceManager::Impl::HeldSlotLocked(const Function& f, const Instance& inst) {
+  for (size_t i = 0; i < f.slots.size(); ++i) {
+    if (f.slots[i].holder == inst.id) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int InstanceManager::Impl::DeviceOfLocked(const Function& f, const Instance& inst) const {
+  const int held = HeldSlotLocked(f, inst);
+  if (held >= 0 && f.slots[held].device >= 0) return f.slots[held].device;
+  return options_.sessions != nullptr ? options_.sessions->DefaultDevice() : 0;
+}
+
 Result<size_t> InstanceManager::Impl::AcquireSlotLocked(const std::shared_ptr<Function>& f, Instance& inst,
                                                         std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
                                                         Clock::duration* waited, bool* gave_way) {
@@ -296,7 +309,7 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
   if (slot.va_slot < 0) {
     PHOS_ASSIGN_OR_RETURN(slot.va_slot, sessions.ClaimVaSlot());
   }
-  Result<std::string> issued = sessions.IssueRestoreToken(spec.name, 0, RestoreMode::kPhos, false, slot.va_slot, spec.gpus, false);
+  Result<std::string> issued = sessions.IssueRestoreToken({.function = spec.name, .va_slot = slot.va_slot, .gpus = spec.gpus});
   if (!issued.ok()) {
     sessions.ReleaseVaSlot(slot.va_slot);
     return issued.status();
@@ -445,9 +458,14 @@ Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr
     bool deployed = f->deploy == DeployState::kDeployed && SnapshotsEnabled();
     if (deployed) {
       // Every instance of a deployed function holds a slot, a cold boot too (it leaves the range
-      // unused): max_instances bounds them all, and the device memory or group they hold.
-      PHOS_ASSIGN_OR_RETURN(size_t index,
-                            AcquireSlotLocked(f, inst, lock, deadline, &report->range_wait, &report->gave_way));
+      // unused): max_instances bounds them all, and the device memory or group they hold. A
+      // migrated instance keeps the one it had.
+      int index = HeldSlotLocked(*f, inst);
+      if (index < 0) {
+        PHOS_ASSIGN_OR_RETURN(size_t acquired,
+                              AcquireSlotLocked(f, inst, lock, deadline, &report->range_wait, &report->gave_way));
+        index = static_cast<int>(acquired);
+      }
       slot = f->slots[index];
     } else {
       mode = RestoreMode::kColdBoot;
@@ -459,7 +477,7 @@ Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr
       std::vector<std::pair<std::string, std::string>> env;
       if (sessions != nullptr) {
         if (deployed && spec.gpus == 1) {
-          PHOS_ASSIGN_OR_RETURN(*token, sessions->IssueRestoreToken(spec.name, 0, RestoreMode::kColdBoot, false, -1, 1, false));
+          PHOS_ASSIGN_OR_RETURN(*token, sessions->IssueRestoreToken({.function = spec.name, .mode = RestoreMode::kColdBoot}));
         } else {
           // Device groups come from their pool in every mode (no fresh-group variant).
           *token = sessions->IssueToken(spec.gpus, spec.name);
@@ -481,8 +499,14 @@ Result<SpawnedProcess> InstanceManager::Impl::SpawnFromSlot(const FunctionSpec& 
   if (slot.version == 0) {
     *token = sessions->IssueToken(spec.gpus, spec.name);
   } else {
-    PHOS_ASSIGN_OR_RETURN(*token, sessions->IssueRestoreToken(spec.name, slot.version, mode, learn, slot.va_slot,
-                                                              spec.gpus, urgent));
+    PHOS_ASSIGN_OR_RETURN(*token, sessions->IssueRestoreToken({.function = spec.name,
+                                                               .version = slot.version,
+                                                               .mode = mode,
+                                                               .learn = learn,
+                                                               .va_slot = slot.va_slot,
+                                                               .gpus = spec.gpus,
+                                                               .urgent = urgent,
+                                                               .device = slot.device}));
   }
   if (mode == RestoreMode::kStopTheWorld || mode == RestoreMode::kEager) {
     // Everything copied before the CPU side resumes.

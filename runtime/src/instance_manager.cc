@@ -51,7 +51,7 @@ Status GpuSessions::SameLayout(const std::string&, uint64_t, uint64_t) {
   return Status::NotSupported("these GPU sessions keep no snapshots");
 }
 void GpuSessions::ReleaseVaSlot(int) {}
-Result<std::string> GpuSessions::IssueRestoreToken(const std::string&, uint64_t, RestoreMode, bool, int, int, bool) {
+Result<std::string> GpuSessions::IssueRestoreToken(const RestoreRequest&) {
   return Status::NotSupported("these GPU sessions keep no snapshots");
 }
 Status GpuSessions::WaitPrepared(const std::string&, std::chrono::milliseconds) { return Status::Ok(); }
@@ -349,24 +349,42 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
   report.mode = mode;
   bool started = false;
   Clock::time_point deadline = first ? first->deadline : Clock::now() + options_.start_timeout;
-  Result<InstanceProcess> made = MakeProcess(f, *inst, mode, learn, deadline, &report);
-  if (!made.ok() && report.gave_way) {
-    PHOS_LOG(Info, "instances", "function '{}': {}", spec.name, made.status().message());
-    started = true;  // not a failure: no backoff
-  } else if (!made.ok()) {
-    PHOS_LOG(Error, "instances", "function '{}': {}", spec.name, made.status().ToString());
-    if (first) first->done(Outcome(InvokeOutcome::Kind::kInstanceLost, "no instance could be started: " + made.status().message()));
-  } else {
-    InstanceProcess proc = std::move(made).value();
+  Status ended = Status::Unavailable("the instance ended before it was ready on the target device");
+  while (true) {
+    Result<InstanceProcess> made = MakeProcess(f, *inst, mode, learn, deadline, &report);
+    if (!made.ok() && report.gave_way) {
+      PHOS_LOG(Info, "instances", "function '{}': {}", spec.name, made.status().message());
+      started = true;  // not a failure: no backoff
+    } else if (!made.ok()) {
+      PHOS_LOG(Error, "instances", "function '{}': {}", spec.name, made.status().ToString());
+      ended = made.status();
+      if (first) first->done(Outcome(InvokeOutcome::Kind::kInstanceLost, "no instance could be started: " + made.status().message()));
+    } else {
+      InstanceProcess proc = std::move(made).value();
+      {
+        std::lock_guard lock(mu_);
+        inst->pid = proc.pid;
+        inst->mode = report.mode;
+        inst->restored = report.restored;
+      }
+      started = Serve(f, inst, spec, proc, report, std::move(first), learn);
+      close(proc.channel_fd);
+    }
+    // A migration's final stop ended the process: the instance's range, switched to the target
+    // device, is restored there, once this session's end has unmapped it.
     {
       std::lock_guard lock(mu_);
-      inst->pid = proc.pid;
-      inst->mode = report.mode;
-      inst->restored = report.restored;
+      if (inst->moving == nullptr || !made.ok() || stopping_ || f->removed) break;
+      inst->state = InstanceState::kStarting;
     }
-    started = Serve(f, inst, spec, proc, report, std::move(first), learn);
-    close(proc.channel_fd);
+    if (options_.sessions != nullptr && !report.token.empty()) options_.sessions->EndSession(report.token);
+    report = StartReport{};
+    report.mode = mode = RestoreMode::kPhos;
+    first.reset();
+    learn = false;
+    deadline = Clock::now() + options_.start_timeout;
   }
+  AnswerMove(*inst, ended);  // a move still under way did not get there
   {
     std::lock_guard lock(mu_);
     RetireLocked(*f, *inst);
@@ -439,6 +457,7 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
   }
   report.ready = Clock::now();
   PHOS_LOG(Info, "instances", "{} ready ({})", who, RestoreModeName(report.mode));
+  AnswerMove(*inst, Status::Ok());  // a migrated instance is back
   // Before the caller hears back: whoever waits for a sample request's answer finds its order saved.
   auto after_request = [&] {
     if (!learning) return;
@@ -512,10 +531,10 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
     bool keep = checkpoint ? RunCheckpoint(f, inst, proc, report, std::move(*checkpoint))
                            : Handle(proc, who, std::move(inv), nullptr, after_request);
     keep = CheckpointAfter(f, inst, proc, report, std::move(then), keep);
+    if (!keep) return true;  // ended (or moving: not idle meanwhile, nobody evicts it)
     std::lock_guard lock(mu_);
     inst->state = InstanceState::kIdle;
     f->slot_cv.notify_all();
-    if (!keep) return true;
   }
   // Orderly end: closing the channel makes the serve loop return 0.
   shutdown(proc.channel_fd, SHUT_RDWR);
@@ -675,6 +694,10 @@ Result<JobStatus> InstanceManager::Job(const std::string& name) const { return i
 void InstanceManager::Checkpoint(const std::string& name, uint64_t instance, CheckpointMode mode,
                                  std::function<void(CheckpointOutcome)> done) {
   impl_->Checkpoint(name, instance, mode, std::move(done));
+}
+void InstanceManager::Migrate(const std::string& name, uint64_t instance, int device,
+                              std::function<void(MigrationOutcome)> done) {
+  impl_->Migrate(name, instance, device, std::move(done));
 }
 
 }  // namespace phos::runtime

@@ -31,13 +31,27 @@ enum class InstanceState { kStarting, kIdle, kBusy };
 struct Function;
 struct CheckpointCapture;
 
+// A migration under way (InstanceManager::Migrate): a soft recopy whose final stop ends the
+// instance's process; the instance's thread then restores its range on `to` and answers once the
+// new process is ready.
+struct Move {
+  int from = 0;
+  int to = 0;
+  std::function<void(MigrationOutcome)> done;
+  Clock::time_point start;
+  CheckpointOutcome checkpoint;  // the recopy's, once answered Ok
+  bool committed = false;        // it was
+  Clock::time_point stopped{};   // the final stop began
+};
+
 // A checkpoint asked of an instance (InstanceManager::Checkpoint), taken when it is next idle; or
 // the final stop of a soft recopy under way (`final_stop`), whose `done` is told only when the
-// instance ends first.
+// instance ends first. `move`: the checkpoint is a migration's.
 struct PendingCheckpoint {
   CheckpointMode mode = CheckpointMode::kStopTheWorld;
   std::function<void(CheckpointOutcome)> done;
   std::shared_ptr<CheckpointCapture> final_stop;
+  std::shared_ptr<Move> move;
 };
 
 struct Invocation {
@@ -73,6 +87,7 @@ struct CheckpointCapture {
   std::chrono::steady_clock::time_point at_point{};  // the capture's point taken: the instance runs on
   CaptureStats copies;                               // what a soft capture copied ahead of calls
   bool returned = false;                             // the capture returned (failed before its point, or done)
+  bool finished = false;                             // and the checkpoint was answered (FinishCheckpoint)
   // A soft recopy's final stop: taken by the instance (its CPU state kept, or why not: the answer),
   // and over (the instance may serve again).
   bool stop_answered = false;
@@ -100,6 +115,8 @@ struct Instance {
   std::deque<PendingCheckpoint> checkpoints;
   // A soft checkpoint of it is still copying (it serves meanwhile): another is refused until then.
   bool checkpointing = false;
+  // Its migration's final stop ended its process: its thread restores it on the target device.
+  std::shared_ptr<Move> moving;
   std::thread thread;
 };
 
@@ -116,6 +133,7 @@ struct Slot {
   // (instances, checkpoints' templates), so it lives as long as the range.
   CpuStateRef deployed;
   uint64_t holder = 0;   // the instance living in it; 0: free
+  int device = -1;       // the node's device its restores run on (a migration's target); -1: the API server's
 };
 
 enum class DeployState {
@@ -186,6 +204,7 @@ class InstanceManager::Impl {
   Result<std::vector<InstanceStatus>> Instances(const std::string& name) const;
   void Checkpoint(const std::string& name, uint64_t instance, CheckpointMode mode,
                   std::function<void(CheckpointOutcome)> done);
+  void Migrate(const std::string& name, uint64_t instance, int device, std::function<void(MigrationOutcome)> done);
 
  private:
   bool SnapshotsEnabled() const {
@@ -257,7 +276,15 @@ class InstanceManager::Impl {
                      const InstanceProcess& proc, const StartReport& report, PendingCheckpoint job);
   // A soft recopy's final stop, on the instance's thread at its idle point: its CPU state kept and
   // its GPU state's last copies made before it serves again. Returns as RunCheckpoint does.
-  bool RunFinalStop(const InstanceProcess& proc, CheckpointCapture& capture);
+  // A migration's ends the process once the checkpoint is committed (Instance::moving).
+  bool RunFinalStop(Instance& inst, const InstanceProcess& proc, CheckpointCapture& capture);
+  // Answers `inst`'s migration, if one is under way (Instance::moving): Ok once its new process is
+  // ready on the target device, else `status`.
+  void AnswerMove(Instance& inst, Status status);
+  // Queues checkpoint `job` (moved from) for instance `instance` of `name` (0: an idle one, else
+  // the oldest); why not when there is no such instance or it cannot be checkpointed (or moved)
+  // now, `job` left as it was.
+  Status QueueCheckpoint(const std::string& name, uint64_t instance, PendingCheckpoint& job);
   // The soft recopy's copying thread asks `holder` for its final stop and waits until it is taken:
   // the instance's CPU state kept, or why not.
   Status AwaitFinalStop(const std::shared_ptr<CheckpointCapture>& capture, const std::shared_ptr<Instance>& holder);
@@ -322,6 +349,10 @@ class InstanceManager::Impl {
                                    std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
                                    Clock::duration* waited, bool* gave_way);
   int FreeSlotLocked(const Function& f) const;
+  // The index of the slot `inst` holds, or -1.
+  static int HeldSlotLocked(const Function& f, const Instance& inst);
+  // The node's device `inst` runs on (its first, for several GPUs).
+  int DeviceOfLocked(const Function& f, const Instance& inst) const;
   // A process forked from `slot`'s template whose session (`*token`) restores the slot's snapshot
   // as `mode` says, or allocates in its range when the slot holds no GPU state; with
   // stop-the-world and eager, once every byte is copied.

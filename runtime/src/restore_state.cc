@@ -198,6 +198,7 @@ Status RestoreState::Lease(Prepared& p) {
   // A miss waits for the context on its way (a scrub or a creation), as long as that takes: the
   // restore is abandoned (cancel_) if nobody wants it any more.
   // Leased for the function: a context where its earlier instance kept its modules comes first.
+  if (pool_ == nullptr) return Status::InvalidArgument(fmt::format("restore: the node has no device {}", device_));
   Result<ctxpool::ContextLease> lease = plan_.fresh_context ? pool_->LeaseFresh() : pool_->Lease(&cancel_, function());
   if (!lease.ok()) return lease.status().WithContext("restore: lease a context");
   {

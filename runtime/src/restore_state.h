@@ -55,6 +55,8 @@ class RestoreState {
   RestoreState(const RestoreState&) = delete;
   RestoreState& operator=(const RestoreState&) = delete;
 
+  // The node's device the session's device 0 is (single-GPU sessions).
+  int device() const { return device_; }
   // Starts the preparation if it has not started (idempotent).
   void EnsureStarted();
   // Blocks until the preparation finished (or `timeout`: Timeout); its status.

@@ -86,7 +86,7 @@ class Session {
   // preparation that failed fails every call (CUDA_ERROR_NO_DEVICE, logged). `metadata` (kernel
   // parameter kinds by module hash) must outlive the session.
   static Result<std::unique_ptr<Session>> OpenRestored(driver::DriverTable* driver, std::shared_ptr<RestoreState> restore,
-                                                       ParamMetadataCache* metadata, int device, uint64_t va_bytes,
+                                                       ParamMetadataCache* metadata, uint64_t va_bytes,
                                                        std::unique_ptr<ipc::Ring> ring, std::string token,
                                                        int control_fd, int pid, SessionRules rules);
   // Each factory owns control_fd once it returns a session (closed when the session ends); one

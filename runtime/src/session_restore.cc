@@ -23,7 +23,7 @@ using ipc::Op;
 }  // namespace
 
 Result<std::unique_ptr<Session>> Session::OpenRestored(driver::DriverTable* driver, std::shared_ptr<RestoreState> restore,
-                                                       ParamMetadataCache* metadata, int device, uint64_t va_bytes,
+                                                       ParamMetadataCache* metadata, uint64_t va_bytes,
                                                        std::unique_ptr<ipc::Ring> ring, std::string token,
                                                        int control_fd, int pid, SessionRules rules) {
   if (restore == nullptr || metadata == nullptr) return Status::InvalidArgument("restored session without its restore");
@@ -33,7 +33,7 @@ Result<std::unique_ptr<Session>> Session::OpenRestored(driver::DriverTable* driv
   }
   // Every check before the session exists: a factory that fails leaves control_fd to the caller.
   std::unique_ptr<Session> s(new Session(driver, std::move(ring), std::move(token), control_fd, pid, std::move(rules)));
-  s->base_device_ = device;
+  s->base_device_ = restore->device();  // the session's device 0
   s->va_bytes_ = va_bytes;
   s->metadata_ = metadata;
   s->device_count_ = device_count;

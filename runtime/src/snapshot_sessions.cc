@@ -162,23 +162,23 @@ void SnapshotSessions::RetainOnly(const std::string& function, const std::vector
   if (metrics_ != nullptr) metrics_->Refresh(*store_, Dram());
 }
 
-Result<std::string> SnapshotSessions::IssueRestoreToken(const std::string& function, uint64_t version,
-                                                        RestoreMode mode, bool learn, int va_slot, int gpus,
-                                                        bool urgent) {
+Result<std::string> SnapshotSessions::IssueRestoreToken(const RestoreRequest& r) {
   SessionPlan plan;
-  plan.function = function;
-  plan.gpus = gpus;
-  plan.urgent = urgent;
-  if (mode != RestoreMode::kColdBoot) plan.va_slot = va_slot;
-  plan.fresh_context = mode == RestoreMode::kColdBoot || mode == RestoreMode::kStopTheWorld || mode == RestoreMode::kNoPool;
-  if (mode != RestoreMode::kColdBoot && version != 0) {
-    PHOS_ASSIGN_OR_RETURN(plan.manifest, Manifest(function, version));
+  plan.function = r.function;
+  plan.gpus = r.gpus;
+  plan.urgent = r.urgent;
+  plan.device = r.device;
+  if (r.mode != RestoreMode::kColdBoot) plan.va_slot = r.va_slot;
+  plan.fresh_context =
+      r.mode == RestoreMode::kColdBoot || r.mode == RestoreMode::kStopTheWorld || r.mode == RestoreMode::kNoPool;
+  if (r.mode != RestoreMode::kColdBoot && r.version != 0) {
+    PHOS_ASSIGN_OR_RETURN(plan.manifest, Manifest(r.function, r.version));
     store::DramTier* dram = Dram();
     plan.source = dram != nullptr ? static_cast<store::ChunkSource*>(dram) : store_;
     plan.dram = dram;
-    plan.stop_the_world = mode == RestoreMode::kStopTheWorld || mode == RestoreMode::kEager;
-    plan.first_touch_order = mode != RestoreMode::kNoOrder;
-    plan.learn_first_touch = learn;
+    plan.stop_the_world = r.mode == RestoreMode::kStopTheWorld || r.mode == RestoreMode::kEager;
+    plan.first_touch_order = r.mode != RestoreMode::kNoOrder;
+    plan.learn_first_touch = r.learn;
   }
   return server_->IssueToken(std::move(plan));
 }

@@ -160,7 +160,7 @@ TEST_F(ApiServerAcceptTest, ASessionWaitingForAContextHoldsUpNobodyAndEndsOnRequ
   auto pool = ctxpool::ContextPool::Open({.min_ready = 0, .max_contexts = 1}, table_);
   ASSERT_TRUE(pool.ok()) << pool.status().ToString();
   pool_ = std::move(*pool);
-  Start({.context_pool = pool_.get()});
+  Start({.context_pools = {pool_.get()}});
   // The only context, held by a first session.
   const std::string first = server_->IssueToken();
   int first_sock = Connect();

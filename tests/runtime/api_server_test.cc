@@ -152,7 +152,7 @@ TEST_F(ApiServerTest, SessionsLeaseTheirContextFromThePoolAndReturnItForTheScrub
   ASSERT_TRUE((*pool)->WaitIdle(std::chrono::seconds(10)));
   server_.reset();
   auto server = ApiServer::Start(
-      {.socket_path = path_, .ring_bytes = 1u << 20, .reply_bytes = 256u << 10, .context_pool = pool->get()}, table_);
+      {.socket_path = path_, .ring_bytes = 1u << 20, .reply_bytes = 256u << 10, .context_pools = {pool->get()}}, table_);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   server_ = std::move(*server);
   for (int round = 1; round <= 2; ++round) {

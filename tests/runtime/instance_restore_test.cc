@@ -51,11 +51,10 @@ class SnapshotFake : public GpuSessions {
     std::lock_guard lock(mu_);
     return ++versions_;
   }
-  Result<std::string> IssueRestoreToken(const std::string&, uint64_t version, RestoreMode, bool, int va_slot, int,
-                                        bool) override {
-    if (version != 0) {  // not a deploy's session
+  Result<std::string> IssueRestoreToken(const RestoreRequest& r) override {
+    if (r.version != 0) {  // not a deploy's session
       std::lock_guard lock(mu_);
-      restored_slots_.push_back(va_slot);
+      restored_slots_.push_back(r.va_slot);
     }
     return NewToken();
   }

@@ -69,6 +69,10 @@ struct SessionPlan {
   // A request waits for this restore: its loader's copies go first, and the background streaming
   // of restores nobody waits for pauses while it loads (LoadPriority, docs/design.md D16).
   bool urgent = false;
+  // The node's device a single-GPU session runs on (its device 0; a migrated instance's next
+  // restore names the device it moved to). -1: the server's (ApiServerOptions::device). A device
+  // the node does not have fails the restore.
+  int device = -1;
 };
 
 // ThreadSanitizer confines mmap to its application ranges, so simgpu built with it reserves 512
@@ -218,12 +222,14 @@ struct ApiServerOptions {
   // Default: ipc::Ring::kDefaultDataBytes, ipc::Ring::kDefaultReplyBytes.
   size_t ring_bytes = ipc::Ring::kDefaultDataBytes;
   size_t reply_bytes = ipc::Ring::kDefaultReplyBytes;
-  // The device every session's context is created on. Default: 0.
+  // The device single-GPU sessions run on unless their plan names another (SessionPlan::device).
+  // Default: 0.
   int device = 0;
-  // The pool every session leases its context from (on `device`); it must outlive the server.
-  // nullptr: the server opens a private pool that keeps no context ready (each new session's
-  // lease then creates one, and contexts are reused after their scrub). Default: nullptr.
-  ctxpool::ContextPool* context_pool = nullptr;
+  // The pools single-GPU sessions lease their contexts from, by device (entry d: device d's); they
+  // must outlive the server. A device without one (a null entry, or none) gets a private pool
+  // that keeps no context ready (each new session's lease then creates one, and contexts are
+  // reused after their scrub). Default: none.
+  std::vector<ctxpool::ContextPool*> context_pools;
   // The device groups (contexts on devices 0..N-1 plus a communicator over them) that sessions of
   // N >= 2 GPUs lease; it must outlive the server. nullptr: the server opens a private pool that
   // keeps no group ready (a session's lease waits for one to be created) when the driver table
@@ -325,6 +331,8 @@ class ApiServer {
   const std::string& socket_path() const;
   // The driver's device count (cuDeviceGetCount); 0 when the driver cannot tell.
   int device_count() const;
+  // Where single-GPU sessions run unless their plan names a device (ApiServerOptions::device).
+  int default_device() const;
 
   class Impl;
 

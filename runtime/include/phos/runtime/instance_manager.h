@@ -30,6 +30,22 @@ class Registry;
 
 namespace phos::runtime {
 
+// A restore token's session (GpuSessions::IssueRestoreToken).
+struct RestoreRequest {
+  std::string function;
+  uint64_t version = 0;  // the snapshot; 0: an empty session allocating in the range, as a deploy's does
+  // How (kColdBoot: an empty session on a fresh context, no range).
+  RestoreMode mode = RestoreMode::kPhos;
+  // Record the first-touch order and the buffers' access classes for SaveFirstTouch.
+  bool learn = false;
+  int va_slot = -1;  // the instance range
+  int gpus = 1;
+  // A request waits for this restore, whose copies then go before those of restores nobody waits
+  // for (warm top-ups).
+  bool urgent = false;
+  int device = -1;  // the node's device a single-GPU session runs on; -1: the API server's
+};
+
 // What instances need from the API server: one session token per instance, for the number of
 // GPUs its function declared (FunctionSpec::gpus), ended with the instance. phosd adapts
 // ApiServer to this; tests run without GPU sessions.
@@ -50,6 +66,8 @@ class GpuSessions {
   // The devices a session may use: the node's, as its driver counts them. A function asking for
   // more GPUs is refused when it is registered.
   virtual int DeviceCount() const = 0;
+  // The device a single-GPU session runs on unless its restore names another. Default: 0.
+  virtual int DefaultDevice() const { return 0; }
 
   // Snapshots (docs/design.md D5, D7; runtime/snapshot_sessions.h implements them over the API server and
   // the store). Without them (the defaults), functions are not deployed: instances are spawned.
@@ -69,13 +87,8 @@ class GpuSessions {
   // (the function made no CUDA call: it has no GPU state).
   virtual Result<uint64_t> Capture(const std::string& token, const std::string& function,
                                    const CaptureOptions& options);
-  // A token whose session (of `gpus` devices) restores `function`'s snapshot `version` in instance
-  // range `va_slot` as `mode` says (kColdBoot: an empty session on a fresh context, no range; version 0: an
-  // empty session allocating in the range, as a deploy's does). With `learn`, the session records the
-  // first-touch order and the buffers' access classes for SaveFirstTouch. `urgent`: a request waits for this
-  // restore, whose copies then go before those of restores nobody waits for (warm top-ups).
-  virtual Result<std::string> IssueRestoreToken(const std::string& function, uint64_t version, RestoreMode mode,
-                                                bool learn, int va_slot, int gpus, bool urgent);
+  // A token whose session restores as `request` says.
+  virtual Result<std::string> IssueRestoreToken(const RestoreRequest& request);
   // Blocks until the token's restore is prepared (stop-the-world: all copied).
   virtual Status WaitPrepared(const std::string& token, std::chrono::milliseconds timeout);
   virtual SessionTimeline Timeline(const std::string& token);
@@ -245,6 +258,28 @@ struct CheckpointOutcome {
   CaptureStats copies;
 };
 
+// What a migration did (InstanceManager::Migrate).
+struct MigrationOutcome {
+  // Ok: the instance's state, checkpointed at its final stop (a soft recopy), was restored on
+  // device `to`, where the instance (the same id, a new process) serves on; requests that arrived
+  // meanwhile waited for it. NotFound: no such function or instance; FailedPrecondition: the
+  // instance cannot move (why is said); InvalidArgument: a device the node does not have, or the
+  // one it is on. A migration that failed before its final stop leaves the instance serving where
+  // it was; one that failed after it leaves the instance range holding the checkpoint (the next
+  // restore there starts from it, on `to`).
+  Status status;
+  uint64_t instance = 0;
+  int from = 0;
+  int to = 0;
+  uint64_t version = 0;  // the checkpoint the instance was restored from on `to`
+  // From the final stop to the instance ready on `to`: the time it served nothing. And from the
+  // migration's start to then.
+  std::chrono::microseconds downtime{0};
+  std::chrono::microseconds total{0};
+  // What the recopy copied while the instance ran, and again at its final stop.
+  CaptureStats copies;
+};
+
 // One instance of a function, as InstanceManager::Instances lists it.
 struct InstanceStatus {
   uint64_t id = 0;
@@ -252,6 +287,7 @@ struct InstanceStatus {
   pid_t pid = -1;     // -1 until its process is made
   RestoreMode mode = RestoreMode::kWarm;  // how it was brought up
   bool restored = false;  // its GPU state came from a snapshot (it can be checkpointed)
+  int device = 0;         // the node's device it runs on (its first, for several GPUs)
 };
 
 struct FunctionStatus {
@@ -316,6 +352,12 @@ class InstanceManager {
   // once, from a manager thread (or the caller's, when refused at once).
   void Checkpoint(const std::string& name, uint64_t instance, CheckpointMode mode,
                   std::function<void(CheckpointOutcome)> done);
+  // Moves instance `instance` of `name` (0: an idle one, else the oldest) to the node's device
+  // `device` (docs/design.md D10): a soft-recopy checkpoint while it serves, then at its final
+  // stop its process ends and its range is restored from the checkpoint on `device`; requests
+  // sent meanwhile queue for it. Single-GPU instances of a deployed function. `done` is called
+  // exactly once, as Checkpoint's is.
+  void Migrate(const std::string& name, uint64_t instance, int device, std::function<void(MigrationOutcome)> done);
   // Where job `name` stands. NotFound for an unknown function; FailedPrecondition for one that is
   // not a job.
   Result<JobStatus> Job(const std::string& name) const;

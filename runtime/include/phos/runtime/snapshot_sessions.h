@@ -65,6 +65,7 @@ class SnapshotSessions final : public GpuSessions {
   }
   std::string SocketPath() const override { return server_->socket_path(); }
   int DeviceCount() const override { return server_->device_count(); }
+  int DefaultDevice() const override { return server_->default_device(); }
 
   bool SupportsSnapshots() const override { return true; }
   Result<int> ClaimVaSlot() override { return server_->ClaimVaSlot(); }
@@ -74,8 +75,7 @@ class SnapshotSessions final : public GpuSessions {
   Result<uint64_t> Capture(const std::string& token, const std::string& function,
                            const CaptureOptions& options) override;
   uint64_t SnapshotBytes(const std::string& function, uint64_t version) override;
-  Result<std::string> IssueRestoreToken(const std::string& function, uint64_t version, RestoreMode mode, bool learn,
-                                        int va_slot, int gpus, bool urgent) override;
+  Result<std::string> IssueRestoreToken(const RestoreRequest& request) override;
   Status WaitPrepared(const std::string& token, std::chrono::milliseconds timeout) override;
   SessionTimeline Timeline(const std::string& token) override;
   bool HasFirstTouch(const std::string& function, uint64_t version) override;

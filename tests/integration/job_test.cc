@@ -111,10 +111,10 @@ class JobTest : public PhosdTest {
     nlohmann::json j = Get("/v1/functions/" + job + "/job");
     return j.is_object() ? j.value("step", int64_t{-1}) : -1;
   }
-  void DeployJob(const std::string& name) {
+  void DeployJob(const std::string& name, int steps = kSteps) {
     CommandResult deployed =
         PhosFn({"deploy", name, PHOS_TRAIN_FUNCTION, "--job", "--checkpoint-every", std::to_string(kCheckpointEvery),
-                "--keep-checkpoints", std::to_string(kKeep), "--steps", std::to_string(kSteps)});
+                "--keep-checkpoints", std::to_string(kKeep), "--steps", std::to_string(steps)});
     ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
   }
   bool Finished(const std::string& job) {
@@ -214,6 +214,45 @@ TEST_F(JobTest, AJobKilledAtTwentyRandomPointsAnswersEveryStepAsAnUninterruptedR
   EXPECT_GT(lines, static_cast<size_t>(kSteps));
   nlohmann::json job = Get("/v1/functions/killed/job");
   EXPECT_LE(job["checkpoints"].size(), static_cast<size_t>(kKeep)) << job.dump();
+}
+
+// A job moved between the node's two devices three times while it trains (live migration,
+// docs/design.md D10): its state on the device travels with it, and it answers every step exactly
+// as a job that stayed where it was.
+TEST_F(JobTest, AJobMovedBetweenDevicesWhileItTrainsAnswersEveryStepAsOneThatStayed) {
+  constexpr int kLongSteps = 2000;  // long enough to be moved three times mid-run
+  ASSERT_NO_FATAL_FAILURE(DeployJob("stayed", kLongSteps));
+  ASSERT_NO_FATAL_FAILURE(DeployJob("moved", kLongSteps));
+  int moves = 0;
+  for (int to : {1, 0, 1}) {
+    SCOPED_TRACE("to device " + std::to_string(to));
+    const int64_t after = 200 * (moves + 1);
+    ASSERT_TRUE(WaitUntil([&] { return Step("moved") >= after; }, std::chrono::minutes(2))) << PhosdLog();
+    // Refused (503) while one of the job's own checkpoints is still copying: asked again.
+    HttpResponse moved;
+    ASSERT_TRUE(WaitUntil([&] {
+      std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-i", "-X", "POST", "--data",
+                                       "{\"device\": " + std::to_string(to) + "}"};
+      for (const std::string& h : AdminHeader()) argv.push_back(h);
+      argv.push_back(endpoint() + "/v1/functions/moved/migrate");
+      moved = ParseCurl(::phos::testing::Run(argv).out);
+      return moved.status != 503 || moved.body.find("still copying") == std::string::npos;
+    })) << moved.body;
+    ASSERT_EQ(moved.status, 200) << moved.body << PhosdLog();
+    ++moves;
+    nlohmann::json listed = Get("/v1/functions/moved/instances");
+    ASSERT_TRUE(listed.contains("instances") && listed["instances"].size() == 1) << listed.dump();
+    EXPECT_EQ(listed["instances"][0].value("device", -1), to);
+  }
+  EXPECT_LT(Step("moved"), kLongSteps) << "the job finished before its last move: nothing moved mid-run";
+  ASSERT_TRUE(Finished("stayed")) << PhosdLog();
+  ASSERT_TRUE(Finished("moved")) << PhosdLog();
+  const std::map<int64_t, std::string> expected = Losses("stayed");
+  ASSERT_EQ(expected.size(), static_cast<size_t>(kLongSteps));
+  size_t lines = 0;
+  EXPECT_EQ(Losses("moved", &lines), expected);
+  EXPECT_EQ(lines, static_cast<size_t>(kLongSteps));  // no step ran twice: nothing was lost in a move
+  EXPECT_EQ(moves, 3);
 }
 
 // A job's answers are the tenant's: one that is no step's answer (probe_fn echoes "step") is

@@ -2,8 +2,10 @@
 // invoked with phos-fn and with plain curl, its outputs checked against the CPU reference.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -121,6 +123,98 @@ TEST_F(MlpTest, BadRequestIsAClientErrorAndTheFunctionKeepsServing) {
   CommandResult good = PhosFn({"invoke", "mlp", "--data", R"({"seed": 3})"});
   ASSERT_EQ(good.exit_code, 0);
   ExpectMlpMatchesReference(good.out, 3, false);
+}
+
+// Live migration between the node's devices (docs/design.md D10; PHOS_SIMGPU_DEVICES=2): the
+// instance moves 0 -> 1 -> 0 -> 1 while three clients keep a request outstanding each (max one
+// instance: whatever arrives during a move waits for it), and every answer is the CPU reference's.
+TEST_F(MlpTest, AnInstanceMovedBetweenDevicesAnswersEveryRequestSentDuringTheMove) {
+  Deploy(1);
+  ASSERT_TRUE(SettledToOneIdleInstance("mlp"));
+  std::atomic<bool> moving{true};
+  std::mutex mu;
+  std::vector<std::pair<int, std::string>> answers;  // seed, body
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 3; ++c) {
+    clients.emplace_back([&, c] {
+      for (int i = 0; moving.load() || i < 2; ++i) {
+        const int seed = 1000 * (c + 1) + i;
+        std::string body = CurlPost("/v1/functions/mlp/invoke", "{\"seed\": " + std::to_string(seed) + "}").out;
+        std::lock_guard lock(mu);
+        answers.emplace_back(seed, std::move(body));
+      }
+    });
+  }
+  auto device_of_instance = [&] {
+    CommandResult listed = PhosFn({"instances", "mlp", "--json"});
+    nlohmann::json j = nlohmann::json::parse(listed.out, nullptr, false);
+    if (j.is_discarded() || !j.contains("instances") || j["instances"].size() != 1) return -1;
+    return j["instances"][0].value("device", -1);
+  };
+  // Device 1's pool leases a context to nobody but the instance (device 0's also holds the
+  // snapshot store's for its pinned memory).
+  auto leased_on_device_1 = [&] {
+    std::string metrics = ::phos::testing::Run({"/usr/bin/curl", "-s", endpoint() + "/metrics"}).out;
+    std::smatch m;
+    static const std::regex kLeased(R"(phos_ctxpool_contexts\{device="1",state="leased"\} (\S+))");
+    return std::regex_search(metrics, m, kLeased) ? std::stoi(m[1]) : -1;
+  };
+  int moves = 0;
+  for (int to : {1, 0, 1}) {
+    SCOPED_TRACE("to device " + std::to_string(to));
+    CommandResult moved = PhosFn({"migrate", "mlp", "--device", std::to_string(to)});
+    ASSERT_EQ(moved.exit_code, 0) << moved.out << PhosdLog();
+    EXPECT_NE(moved.out.find("to device " + std::to_string(to)), std::string::npos) << moved.out;
+    EXPECT_EQ(device_of_instance(), to);
+    EXPECT_EQ(leased_on_device_1(), to == 1 ? 1 : 0);
+    ++moves;
+  }
+  moving = false;
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(moves, 3);
+  ASSERT_GE(answers.size(), 6u);
+  for (const auto& [seed, body] : answers) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    ExpectMlpMatchesReference(body, seed, /*full=*/false);
+  }
+}
+
+// What a migration cannot do is refused with the reason, and the instance serves on where it was.
+TEST_F(MlpTest, AMigrationThatCannotBeIsRefusedAndTheInstanceServesOn) {
+  Deploy(1);
+  ASSERT_TRUE(SettledToOneIdleInstance("mlp"));
+  struct Case {
+    std::string path, body;
+    int status;
+  } cases[] = {
+      {"/v1/functions/mlp/migrate", R"({"device": 2})", 400},          // the node has 2 devices
+      {"/v1/functions/mlp/migrate", R"({"device": 0})", 400},          // where it runs
+      {"/v1/functions/mlp/migrate", R"({"device": -1})", 400},
+      {"/v1/functions/mlp/migrate", R"({"device": "1"})", 400},
+      {"/v1/functions/mlp/migrate", R"({"device": 1, "x": 1})", 400},
+      {"/v1/functions/mlp/migrate", R"([1])", 400},
+      {"/v1/functions/mlp/migrate", "", 400},
+      {"/v1/functions/mlp/instances/0/migrate", R"({"device": 1})", 400},
+      {"/v1/functions/mlp/instances/x/migrate", R"({"device": 1})", 400},
+      {"/v1/functions/mlp/instances/999/migrate", R"({"device": 1})", 404},
+      {"/v1/functions/nope/migrate", R"({"device": 1})", 404},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.path + " " + c.body);
+    std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-i", "-X", "POST", "--data", c.body};
+    for (const std::string& h : AdminHeader()) argv.push_back(h);
+    argv.push_back(endpoint() + c.path);
+    HttpResponse r = ParseCurl(::phos::testing::Run(argv).out);
+    EXPECT_EQ(r.status, c.status) << r.body;
+    EXPECT_FALSE(r.body.empty());
+  }
+  CommandResult good = PhosFn({"invoke", "mlp", "--data", R"({"seed": 5})"});
+  ASSERT_EQ(good.exit_code, 0);
+  ExpectMlpMatchesReference(good.out, 5, false);
+  CommandResult listed = PhosFn({"instances", "mlp", "--json"});
+  nlohmann::json j = nlohmann::json::parse(listed.out, nullptr, false);
+  ASSERT_TRUE(j.contains("instances") && j["instances"].size() == 1) << listed.out;
+  EXPECT_EQ(j["instances"][0].value("device", -1), 0);
 }
 
 }  // namespace

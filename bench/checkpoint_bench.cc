@@ -6,13 +6,19 @@
 // whole duration. Target (issue 14): the soft modes' seen stall at most 10% of stop-the-world's at
 // 1 GiB and more. Times are modelled (wall / time scale), as in the other benchmarks.
 //
+// Then live migration (two simulated devices): the instance moved to the other device
+// `--migrations` times while requests run back to back; its downtime (phosd's: the final stop to
+// the instance ready on the target) against the bound of moving the bytes written since their
+// copy (recopied at the final stop) from the source device to host memory and on to the target,
+// at the profile's pinned bandwidths. Target: at most 1.1x the bound.
+//
 // Then training throughput: the train function deployed as a job of `--train-steps` steps, once
 // with no checkpoint and once per `--train-every` K with a soft copy-on-write checkpoint every K
 // steps; the steps per second between step 10 and its last. Target: with checkpoints, at least 95%
 // of the throughput without.
 //
-//   checkpoint_bench [--sizes 256,1024,4096] [--repetitions 3] [--baseline 10] [--train-steps 200]
-//                    [--train-every 10,50] [--report PATH | --no-report]
+//   checkpoint_bench [--sizes 256,1024,4096] [--repetitions 3] [--baseline 10] [--migrations 3]
+//                    [--train-steps 200] [--train-every 10,50] [--report PATH | --no-report]
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -38,6 +44,7 @@ struct Options {
   std::vector<int> sizes_mib{256, 1024, 4096};
   int repetitions = 3;
   int baseline = 10;
+  int migrations = 3;
   int train_steps = 200;
   std::vector<int> train_every{10, 50};
   std::string report = PHOS_SOURCE_DIR "/docs/benchmarks.md";
@@ -67,15 +74,26 @@ struct TrainingResult {
   int checkpoints = 0;  // kept at the end (at most the job's keep)
 };
 
+// Moves of the instance between the devices, modelled ms.
+struct MigrationResult {
+  std::vector<double> downtime_ms;  // phosd's: the final stop to the instance ready on the target
+  std::vector<double> committing_ms, releasing_ms, restoring_ms;  // its parts
+  std::vector<double> seen_ms;      // worst overlapping request's first byte minus the baseline
+  std::vector<double> bound_ms;     // the recopied bytes through host memory, at pinned bandwidth
+  std::vector<double> recopied_mib;
+};
+
 struct SizeResult {
   int size_mib = 0;
   double baseline_ms = 0;  // median first byte of a warm request without a checkpoint
   std::vector<ModeResult> modes;
+  MigrationResult migration;
 };
 
 class CheckpointBench {
  public:
-  CheckpointBench(const Options& o, Daemon* d, double scale) : o_(o), d_(d), scale_(scale) {}
+  CheckpointBench(const Options& o, Daemon* d, double scale, const PhosSimProfileInfo& profile)
+      : o_(o), d_(d), scale_(scale), profile_(profile) {}
 
   Result<SizeResult> Measure(int size_mib) {
     SizeResult r;
@@ -104,6 +122,17 @@ class CheckpointBench {
       std::fflush(stdout);
       r.modes.push_back(std::move(m));
     }
+    for (int i = 0; i < o_.migrations; ++i) {
+      PHOS_RETURN_IF_ERROR(Move(name, (i + 1) % 2, r.baseline_ms, &r.migration));
+    }
+    if (o_.migrations > 0) {
+      const MigrationResult& m = r.migration;
+      std::printf("migration       downtime %.3f ms (committing %.3f, releasing %.3f, restoring %.3f), seen %.3f ms, "
+                  "bound %.3f ms for %.2f MiB (medians of %d)\n",
+                  Median(m.downtime_ms), Median(m.committing_ms), Median(m.releasing_ms), Median(m.restoring_ms),
+                  Median(m.seen_ms), Median(m.bound_ms), Median(m.recopied_mib), o_.migrations);
+      std::fflush(stdout);
+    }
     PHOS_RETURN_IF_ERROR(PhosFn({"rm", name}).status().WithContext("remove " + name));
     return r;
   }
@@ -126,12 +155,13 @@ class CheckpointBench {
     return *ms;
   }
 
-  // One checkpoint in `m.mode` while warm requests run back to back.
-  Status Once(const std::string& name, double baseline_ms, ModeResult* m) {
+  // POSTs `body` to the function's `action` (checkpoint, migrate) while warm requests run back to
+  // back: the answer, and the first bytes (modelled ms) of the requests that overlapped it.
+  Result<HttpResponse> WhileServing(const std::string& name, const std::string& action, const std::string& body,
+                                    std::vector<double>* during) {
     std::atomic<bool> done{false};
     Result<HttpResponse> answer = Status::Unavailable("no answer");
-    // The requests start first: the checkpoint is taken between two of them.
-    std::vector<double> during;
+    // The requests start first: the action is taken between two of them.
     Status serving;
     std::thread requests([&] {
       for (int seed = 100; !done.load(); ++seed) {
@@ -140,30 +170,59 @@ class CheckpointBench {
           serving = ms.status();
           return;
         }
-        during.push_back(*ms);
+        during->push_back(*ms);
       }
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a request under way (not an assertion)
-    answer = Http(d_->endpoint() + "/v1/functions/" + name + "/checkpoint",
-                  nlohmann::json{{"mode", m->mode}}.dump(), {"Content-Type: application/json"});
-    // One more request after the checkpoint's answer: a stop-the-world stall ends in it.
+    answer = Http(d_->endpoint() + "/v1/functions/" + name + "/" + action, body, {"Content-Type: application/json"});
+    // One more request after the answer: a stall that ends with it ends in that request.
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     done = true;
     requests.join();
-    PHOS_RETURN_IF_ERROR(serving.WithContext("warm requests during a checkpoint"));
-    PHOS_RETURN_IF_ERROR(answer.status());
-    if (answer->status != 201) {
-      return Status::Unavailable(fmt::format("checkpoint ({}): HTTP {}: {}", m->mode, answer->status, answer->body));
+    PHOS_RETURN_IF_ERROR(serving.WithContext("warm requests during a " + action));
+    if (during->empty()) return Status::Internal("no request was served during the " + action);
+    return answer;
+  }
+
+  // One checkpoint in `m.mode` while warm requests run back to back.
+  Status Once(const std::string& name, double baseline_ms, ModeResult* m) {
+    std::vector<double> during;
+    PHOS_ASSIGN_OR_RETURN(HttpResponse answer,
+                          WhileServing(name, "checkpoint", nlohmann::json{{"mode", m->mode}}.dump(), &during));
+    if (answer.status != 201) {
+      return Status::Unavailable(fmt::format("checkpoint ({}): HTTP {}: {}", m->mode, answer.status, answer.body));
     }
-    nlohmann::json j = nlohmann::json::parse(answer->body, nullptr, false);
+    nlohmann::json j = nlohmann::json::parse(answer.body, nullptr, false);
     if (j.is_discarded() || !j.contains("stall_us") || !j.contains("total_us")) {
-      return Status::Internal("checkpoint answer without stall_us and total_us: " + answer->body);
+      return Status::Internal("checkpoint answer without stall_us and total_us: " + answer.body);
     }
-    if (during.empty()) return Status::Internal("no request was served during the checkpoint");
     m->stall_ms.push_back(j["stall_us"].get<double>() / 1000.0 / scale_);
     m->total_ms.push_back(j["total_us"].get<double>() / 1000.0 / scale_);
     m->seen_ms.push_back(std::max(0.0, *std::max_element(during.begin(), during.end()) - baseline_ms));
     m->requests.push_back(static_cast<double>(during.size()));
+    return Status::Ok();
+  }
+
+  // One move of the instance to device `to` while warm requests run back to back.
+  Status Move(const std::string& name, int to, double baseline_ms, MigrationResult* m) {
+    std::vector<double> during;
+    PHOS_ASSIGN_OR_RETURN(HttpResponse answer, WhileServing(name, "migrate", nlohmann::json{{"device", to}}.dump(), &during));
+    if (answer.status != 200) {
+      return Status::Unavailable(fmt::format("migration to device {}: HTTP {}: {}", to, answer.status, answer.body));
+    }
+    nlohmann::json j = nlohmann::json::parse(answer.body, nullptr, false);
+    if (j.is_discarded() || !j.contains("downtime_us") || !j.contains("recopied_bytes")) {
+      return Status::Internal("migration answer without downtime_us and recopied_bytes: " + answer.body);
+    }
+    auto ms = [&](const char* field) { return j.value(field, 0.0) / 1000.0 / scale_; };
+    const double bytes = j["recopied_bytes"].get<double>();
+    m->downtime_ms.push_back(ms("downtime_us"));
+    m->committing_ms.push_back(ms("committing_us"));
+    m->releasing_ms.push_back(ms("releasing_us"));
+    m->restoring_ms.push_back(ms("restoring_us"));
+    m->seen_ms.push_back(std::max(0.0, *std::max_element(during.begin(), during.end()) - baseline_ms));
+    m->bound_ms.push_back(1000.0 * (bytes / profile_.d2h_pinned_bps + bytes / profile_.h2d_pinned_bps));
+    m->recopied_mib.push_back(bytes / (1 << 20));
     return Status::Ok();
   }
 
@@ -211,6 +270,7 @@ class CheckpointBench {
   const Options& o_;
   Daemon* d_;
   double scale_;
+  PhosSimProfileInfo profile_;
 };
 
 std::string Markdown(const std::vector<SizeResult>& results, const std::vector<TrainingResult>& training,
@@ -235,6 +295,29 @@ std::string Markdown(const std::vector<SizeResult>& results, const std::vector<T
       md += fmt::format("| {} MiB | {} | {:.3f} | {:.3f} | {:.3f} | {:.0f} | {} | {} |\n", r.size_mib, m.mode,
                         Median(m.stall_ms), Median(m.seen_ms), Median(m.total_ms), Median(m.requests),
                         soft ? fmt::format("{:.3f}", ratio) : "", target);
+    }
+  }
+  if (!results.empty() && !results[0].migration.downtime_ms.empty()) {
+    md += fmt::format(
+        "\nLive migration: the same instance moved to the other device {} times while requests ran back to back "
+        "(medians). *downtime*: phosd's, from the final stop to the instance ready on the target, in parts: "
+        "*committing* (the CPU state kept, the buffers written since their copy copied again, the version "
+        "committed), *releasing* (the process ended, its session's memory released on the source), *restoring* (the "
+        "process forked from the new template, its session restored on the target); *seen*: as above; *bound*: "
+        "the recopied bytes moved from the source device to host memory and on to the target at the profile's "
+        "pinned bandwidths. Target: downtime at most 1.1x the bound.\n\n"
+        "| size | downtime (ms) | committing | releasing | restoring | seen (ms) | recopied (MiB) | bound (ms) | "
+        "downtime / bound | target |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        results[0].migration.downtime_ms.size());
+    for (const SizeResult& r : results) {
+      const MigrationResult& m = r.migration;
+      const double bound = Median(m.bound_ms);
+      const double ratio = bound > 0 ? Median(m.downtime_ms) / bound : 0;
+      md += fmt::format("| {} MiB | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.4f} | {} | {} |\n",
+                        r.size_mib, Median(m.downtime_ms), Median(m.committing_ms), Median(m.releasing_ms),
+                        Median(m.restoring_ms), Median(m.seen_ms), Median(m.recopied_mib), bound,
+                        bound > 0 ? fmt::format("{:.0f}", ratio) : "—",
+                        bound > 0 && ratio <= 1.1 ? "met" : fmt::format("**missed** ({:.0f}x)", ratio));
     }
   }
   md += "\nWarm first byte without a checkpoint: ";
@@ -298,6 +381,8 @@ int Main(int argc, char** argv) {
   app.add_option("--sizes", sizes, "mlp sizes in MiB, comma-separated");
   app.add_option("--repetitions", o.repetitions, "Checkpoints per mode and size")->check(CLI::Range(1, 100));
   app.add_option("--baseline", o.baseline, "Warm requests measured without a checkpoint")->check(CLI::Range(1, 1000));
+  app.add_option("--migrations", o.migrations, "Moves of each size's instance between the two devices (0: none)")
+      ->check(CLI::Range(0, 100));
   app.add_option("--train-steps", o.train_steps, "Steps of each training job (0: no training)")
       ->check(CLI::Range(0, 100000));
   std::string every = "10,50";
@@ -325,12 +410,14 @@ int Main(int argc, char** argv) {
     return 1;
   }
   const int largest = *std::max_element(o.sizes_mib.begin(), o.sizes_mib.end());
-  // The instance, its spare range and a capture's pinned host copies, with room to spare.
+  // The instance, its spare range and a capture's pinned host copies, with room to spare; and a
+  // second device to move it to.
   setenv("PHOS_SIMGPU_PREFAULT", fmt::format("{}M", largest * 3).c_str(), /*overwrite=*/0);
+  setenv("PHOS_SIMGPU_DEVICES", "2", /*overwrite=*/0);
   Daemon daemon;
   Status status = daemon.Start("checkpoint-bench", {});
   std::vector<SizeResult> results;
-  CheckpointBench bench(o, &daemon, device->config.time_scale);
+  CheckpointBench bench(o, &daemon, device->config.time_scale, device->profile);
   for (int size : o.sizes_mib) {
     if (!status.ok()) break;
     Result<SizeResult> r = bench.Measure(size);

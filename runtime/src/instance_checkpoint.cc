@@ -99,7 +99,7 @@ void InstanceManager::Impl::Migrate(const std::string& name, uint64_t instance, 
   job.done = [move](CheckpointOutcome o) {
     if (o.status.ok()) {
       move->checkpoint = std::move(o);
-      move->committed = true;
+      move->checkpointed = true;
       return;
     }
     MigrationOutcome failed;
@@ -382,8 +382,9 @@ bool InstanceManager::Impl::RunFinalStop(Instance& inst, const InstanceProcess& 
   // the range there (RunInstance); a checkpoint that failed leaves it serving where it is.
   capture.cv.wait(lock, [&] { return capture.finished; });
   lock.unlock();
-  if (!move->committed) return true;  // the checkpoint failed, and answered the migration so
+  if (!move->checkpointed) return true;  // the checkpoint failed, and answered the migration so
   move->stopped = stopped;
+  move->committed = Clock::now();
   shutdown(proc.channel_fd, SHUT_RDWR);
   std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(0));
   PHOS_LOG(Info, "instances", "{}: moving to device {}: the process on device {} ended ({})", capture.who, move->to,
@@ -408,9 +409,14 @@ void InstanceManager::Impl::AnswerMove(Instance& inst, Status status) {
   o.version = move->checkpoint.version;
   o.copies = move->checkpoint.copies;
   const Clock::time_point now = Clock::now();
-  if (move->stopped != Clock::time_point{}) {
-    o.downtime = std::chrono::duration_cast<std::chrono::microseconds>(now - move->stopped);
-  }
+  auto between = [](Clock::time_point a, Clock::time_point b) {
+    return a == Clock::time_point{} || b == Clock::time_point{} ? std::chrono::microseconds(0)
+                                                                : std::chrono::duration_cast<std::chrono::microseconds>(b - a);
+  };
+  o.downtime = between(move->stopped, now);
+  o.committing = between(move->stopped, move->committed);
+  o.releasing = between(move->committed, move->released);
+  o.restoring = between(move->released, now);
   o.total = std::chrono::duration_cast<std::chrono::microseconds>(now - move->start);
   move->done(std::move(o));
 }

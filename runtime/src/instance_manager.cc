@@ -372,12 +372,15 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
     }
     // A migration's final stop ended the process: the instance's range, switched to the target
     // device, is restored there, once this session's end has unmapped it.
+    std::shared_ptr<Move> move;
     {
       std::lock_guard lock(mu_);
       if (inst->moving == nullptr || !made.ok() || stopping_ || f->removed) break;
       inst->state = InstanceState::kStarting;
+      move = inst->moving;
     }
     if (options_.sessions != nullptr && !report.token.empty()) options_.sessions->EndSession(report.token);
+    move->released = Clock::now();
     report = StartReport{};
     report.mode = mode = RestoreMode::kPhos;
     first.reset();

@@ -40,8 +40,10 @@ struct Move {
   std::function<void(MigrationOutcome)> done;
   Clock::time_point start;
   CheckpointOutcome checkpoint;  // the recopy's, once answered Ok
-  bool committed = false;        // it was
+  bool checkpointed = false;     // it was
   Clock::time_point stopped{};   // the final stop began
+  Clock::time_point committed{};  // the checkpoint committed (the process ends next)
+  Clock::time_point released{};   // the session on `from` ended
 };
 
 // A checkpoint asked of an instance (InstanceManager::Checkpoint), taken when it is next idle; or

@@ -276,6 +276,12 @@ struct MigrationOutcome {
   // migration's start to then.
   std::chrono::microseconds downtime{0};
   std::chrono::microseconds total{0};
+  // The downtime's parts: the final stop to the checkpoint committed (the CPU state kept, the
+  // buffers written since their copy copied again, the version committed); to the instance's
+  // process ended and its session's memory released on `from`; to the new process ready on `to`.
+  std::chrono::microseconds committing{0};
+  std::chrono::microseconds releasing{0};
+  std::chrono::microseconds restoring{0};
   // What the recopy copied while the instance ran, and again at its final stop.
   CaptureStats copies;
 };

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "api_server_fixture.h"
+#include "phos/driver/context_scope.h"
 #include "phos/store/store.h"
 #include "ring_client.h"
 
@@ -268,6 +269,71 @@ TEST_F(ApiServerCaptureTest, ASoftRecopyHoldsEveryBufferAsItWasAtItsFinalStop) {
   EXPECT_EQ(stats.recopied_bytes, (9u << 20) + 4096u + 8192u);
   EXPECT_EQ(stats.missed_writes, 0u);
   EXPECT_EQ(Read(untouched, 8), std::vector<uint8_t>(8, 0x77));
+}
+
+// A migration's restore (SessionPlan::device): a snapshot captured on device 0 restored in the same
+// instance range on device 1, where its memory then lives, holding the captured bytes.
+TEST_F(ApiServerCaptureTest, ARestoreOnAnotherDeviceMapsTheCapturedBytesInThatDevicesMemory) {
+  ASSERT_EQ(server_->device_count(), 2);  // PHOS_SIMGPU_DEVICES=2
+  ASSERT_NO_FATAL_FAILURE(Open(DeployToken()));
+  constexpr uint64_t kBytes = 8u << 20;
+  const uint64_t buffer = Alloc(kBytes);
+  Fill(buffer, kBytes, 0x5a);
+  CaptureOptions options;
+  options.mode = CheckpointMode::kSoftRecopy;
+  options.final_stop = [] { return Status::Ok(); };
+  Result<uint64_t> version = server_->CaptureSession(token_, *store_, "fn", "ci", std::chrono::seconds(60), options);
+  ASSERT_TRUE(version.ok()) << version.status().ToString();
+  server_->EndSession(token_);  // the range unmapped on device 0
+
+  // What device 1 holds, read in a context of its own.
+  CUdevice one = 0;
+  ASSERT_EQ(table_->cuDeviceGet(&one, 1), CUDA_SUCCESS);
+  CUcontext probe = nullptr;
+  ASSERT_EQ(table_->cuCtxCreate(&probe, nullptr, 0, one), CUDA_SUCCESS);
+  CUcontext popped = nullptr;
+  table_->cuCtxPopCurrent(&popped);
+  auto used_on_device_1 = [&] {
+    driver::ContextScope scope(*table_, probe);
+    size_t free = 0, total = 0;
+    EXPECT_EQ(table_->cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+    return total - free;
+  };
+  const size_t before = used_on_device_1();
+
+  Result<store::Manifest> manifest = store_->LoadManifest("fn", *version);
+  ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
+  SessionPlan plan;
+  plan.function = "fn";
+  plan.va_slot = slot_;
+  plan.manifest = std::make_shared<const store::Manifest>(*manifest);
+  plan.source = store_.get();
+  plan.stop_the_world = true;  // every byte copied before the session serves
+  plan.device = 1;
+  const std::string moved = server_->IssueToken(std::move(plan));
+  ASSERT_TRUE(server_->WaitPrepared(moved, std::chrono::seconds(60)).ok());
+  EXPECT_GE(used_on_device_1() - before, kBytes);
+  testing::RingClient client;
+  ASSERT_TRUE(client.Connect(path_, moved));
+  for (uint64_t at : {uint64_t{0}, kBytes / 2, kBytes - (64u << 10)}) {  // pieces the reply area holds
+    EXPECT_EQ(client.Download(buffer + at, 64u << 10), std::vector<uint8_t>(64u << 10, 0x5a)) << "at " << at;
+  }
+  server_->EndSession(moved);
+  EXPECT_LT(used_on_device_1() - before, kBytes);  // the session's end gave it back
+  table_->cuCtxDestroy(probe);
+
+  // A device the node does not have: the restore fails, and says why.
+  SessionPlan nowhere;
+  nowhere.function = "fn";
+  nowhere.va_slot = slot_;
+  nowhere.manifest = std::make_shared<const store::Manifest>(*manifest);
+  nowhere.source = store_.get();
+  nowhere.device = 2;
+  const std::string lost = server_->IssueToken(std::move(nowhere));
+  Status prepared = server_->WaitPrepared(lost, std::chrono::seconds(60));
+  EXPECT_FALSE(prepared.ok());
+  EXPECT_NE(prepared.message().find("no device 2"), std::string::npos) << prepared.ToString();
+  server_->EndSession(lost);
 }
 
 TEST_F(ApiServerCaptureTest, ASoftRecopyThatCannotStopFailsAndTheSessionRunsOn) {

@@ -26,6 +26,20 @@ constexpr const char* kTokenEnv = "PHOS_INSTANCE_TOKEN";
 // session restores: the template's device pointers are then valid in the child.
 constexpr const char* kSnapshotEnv = "PHOS_SNAPSHOT_VERSION";
 
+// Threads of the process that are not the function's: ThreadSanitizer's background thread, in a
+// build with it (started in every process, and again in a fork's child).
+#if defined(__SANITIZE_THREAD__)
+constexpr int kRuntimeThreads = 1;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr int kRuntimeThreads = 1;
+#else
+constexpr int kRuntimeThreads = 0;
+#endif
+#else
+constexpr int kRuntimeThreads = 0;
+#endif
+
 // Why this process cannot be forked now, or an empty string. `restored`: the child's session
 // restores the template's GPU state, so its allocations are no reason to refuse.
 // `role` says when the fork was asked for: at the entry point, or at a checkpoint.
@@ -47,8 +61,9 @@ std::string ForkRefusal(bool restored, ForkRole role) {
   if (!threads.ok()) return "cannot count the template's threads: " + threads.status().message();
   // Only the calling thread survives fork(), and the others' state (locks, half-done work) would
   // be lost.
-  if (*threads != 1) {
-    return "fork template refused: the function has " + std::to_string(*threads) + " threads " + where +
+  const int own = *threads - kRuntimeThreads;
+  if (own > 1) {
+    return "fork template refused: the function has " + std::to_string(own) + " threads " + where +
            ", and only the calling thread survives a fork; " +
            (role == ForkRole::kInstance ? "start the function's threads in its handler, not before Serve()"
                                         : "end the threads a handler starts before it returns");

@@ -299,18 +299,28 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
         capture->cv.notify_all();
       };
     }
-    Result<uint64_t> version = options_.sessions->Capture(capture->token, capture->f->spec.name, options);
-    {
-      std::lock_guard lock(capture->mu);
-      capture->returned = true;
-      capture->cv.notify_all();
-    }
-    FinishCheckpoint(capture, std::move(version));
-    {
+    auto finish = [this, capture](Result<uint64_t> version) {
+      FinishCheckpoint(capture, std::move(version));
       std::lock_guard lock(capture->mu);
       capture->finished = true;
       capture->cv.notify_all();
+    };
+    if (capture->job.move != nullptr) {
+      // A migration's final stop waits for the commit only, not for what the capture does after it.
+      options.committed = [capture, finish](uint64_t version, const CaptureStats& copies) {
+        capture->copies = copies;
+        finish(version);
+      };
     }
+    Result<uint64_t> version = options_.sessions->Capture(capture->token, capture->f->spec.name, options);
+    bool finished = false;
+    {
+      std::lock_guard lock(capture->mu);
+      capture->returned = true;
+      finished = capture->finished;
+      capture->cv.notify_all();
+    }
+    if (!finished) finish(std::move(version));
     std::lock_guard lock(mu_);
     holder->checkpointing = false;
     finished_.push_back(owner);

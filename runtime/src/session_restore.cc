@@ -551,11 +551,20 @@ Result<uint64_t> Session::Capture(store::Store& store, const std::string& functi
       Status ran = RunOnExecutor([&] { written = FinishSoftRecopy(store, function, device_profile, *ahead); },
                                  timeout, "the final stop of a soft recopy was not taken");
       if (options.resumed) options.resumed();
-      // Off the instance's time: lifting the guards of a large session takes a while (simgpu).
-      UnguardSoftCapture(*driver_, *capture, /*pace=*/true);
       version = !ran.ok() ? Result<uint64_t>(ran)
                 : written.ok() ? CommitCapture(std::move(*written), store, function)
                                : Result<uint64_t>(written.status());
+      if (version.ok() && options.committed) {
+        CaptureStats copies;
+        {
+          std::lock_guard lock(capture->mu);
+          copies = capture->stats;  // final: nothing is copied after the final stop
+        }
+        options.committed(*version, copies);
+      }
+      // Off the instance's time, and after the commit a migration's final stop waits for: lifting
+      // the guards of a large session takes a while (simgpu).
+      UnguardSoftCapture(*driver_, *capture, /*pace=*/true);
     } else {
       version = stopped;
     }

@@ -148,6 +148,8 @@ Result<Precopy> PrecopyBuffers(const CaptureRequest& request, store::Store& stor
   for (size_t i = 0; i < request.buffers.size(); ++i) {
     PHOS_RETURN_IF_ERROR(AddCapturedBuffer(request, i, nullptr, *out.writer));
   }
+  // Durable before the final stop: the commit after it then syncs only what the stop wrote.
+  PHOS_RETURN_IF_ERROR(out.writer->Sync().WithContext("precopy"));
   out.buffers = out.writer->TakeBuffers();
   return out;
 }

@@ -48,9 +48,20 @@ store::DramTier* SnapshotSessions::Dram() {
 
 Result<uint64_t> SnapshotSessions::Capture(const std::string& token, const std::string& function,
                                            const CaptureOptions& capture) {
+  // The order and the access classes go with the version before anyone is told it is committed:
+  // a migration restores it at once.
+  CaptureOptions options = capture;
+  bool carried = false;
+  if (capture.committed) {
+    options.committed = [&](uint64_t version, const CaptureStats& copies) {
+      CarryOverOrder(function, version);
+      carried = true;
+      capture.committed(version, copies);
+    };
+  }
   PHOS_ASSIGN_OR_RETURN(uint64_t version, server_->CaptureSession(token, *store_, function, options_.device_profile,
-                                                                  options_.capture_timeout, capture));
-  CarryOverOrder(function, version);
+                                                                  options_.capture_timeout, options));
+  if (!carried) CarryOverOrder(function, version);
   PHOS_ASSIGN_OR_RETURN(std::shared_ptr<const store::Manifest> manifest, Manifest(function, version));
   Pin(*manifest);
   if (metrics_ != nullptr) metrics_->Refresh(*store_, Dram());

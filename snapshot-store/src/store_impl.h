@@ -32,6 +32,7 @@ class WriterImpl final : public SnapshotWriter {
   std::vector<Buffer> TakeBuffers() override;
   Result<int> AddStoredBuffer(Buffer buffer) override;
   Result<int> AddModule(const Module& meta, const void* image, size_t size) override;
+  Status Sync() override { return SyncSegments(); }
 
  private:
   friend class StoreImpl;

@@ -235,7 +235,7 @@ TEST_F(StoreTest, GcKeepsChunksAWriterDedupedAgainst) {
 }
 
 TEST_F(StoreTest, TakenBuffersKeepTheirChunksAndReplacedOnesAreNotIndexed) {
-  // A soft recopy: two buffers streamed in, one written meanwhile and added again, one kept.
+  // A soft recopy: two buffers streamed in and synced, one written meanwhile and added again, one kept.
   auto kept = Bytes(2 * kChunk, 60);
   auto stale = Bytes(kChunk, 61);
   auto fresh = Bytes(kChunk, 62);
@@ -248,6 +248,7 @@ TEST_F(StoreTest, TakenBuffersKeepTheirChunksAndReplacedOnesAreNotIndexed) {
   meta.device_address = 0x9000;
   meta.size = stale.size();
   ASSERT_TRUE((*w)->AddBuffer(meta, stale.data()).ok());
+  ASSERT_TRUE((*w)->Sync().ok());  // the first pass made durable before the final stop
   std::vector<Buffer> taken = (*w)->TakeBuffers();
   ASSERT_EQ(taken.size(), 2u);
   EXPECT_TRUE((*w)->manifest().buffers.empty());

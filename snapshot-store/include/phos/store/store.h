@@ -123,6 +123,9 @@ class SnapshotWriter {
   // Adds a module image of `size` bytes; kind ("simgpu"/"fatbin") and globals from `meta`,
   // content hash and chunks filled in. Returns its index.
   virtual Result<int> AddModule(const Module& meta, const void* image, size_t size) = 0;
+  // Makes the chunks written so far durable, as a commit does first: a commit after it syncs only
+  // what was written since (a soft recopy's first pass, synced before its final stop).
+  virtual Status Sync() = 0;
 };
 
 class Store : public ChunkSource {

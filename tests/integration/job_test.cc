@@ -166,6 +166,16 @@ TEST_F(JobTest, ATrainingJobsLossesFollowTheCpuReference) {
   }
 }
 
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kThreadSanitizer = true;
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+// Under ThreadSanitizer simgpu's device address space is not at a fixed address, so a restarted
+// phosd's instance ranges are not where the checkpoints were taken: a job cannot resume across a
+// phosd restart there, and the test kills only instances.
+constexpr bool kStableDeviceAddresses = !kThreadSanitizer;
+
 TEST_F(JobTest, AJobKilledAtTwentyRandomPointsAnswersEveryStepAsAnUninterruptedRun) {
   ASSERT_NO_FATAL_FAILURE(DeployJob("uninterrupted"));
   ASSERT_TRUE(Finished("uninterrupted")) << PhosdLog();
@@ -183,7 +193,7 @@ TEST_F(JobTest, AJobKilledAtTwentyRandomPointsAnswersEveryStepAsAnUninterruptedR
     SCOPED_TRACE("kill point " + std::to_string(i) + " at step " + std::to_string(points[i]));
     // A step at least this far, or the job finished meanwhile (it ran past the point).
     ASSERT_TRUE(WaitUntil([&] { return Step("killed") >= points[i]; }, std::chrono::minutes(2))) << PhosdLog();
-    if (i % 5 == 4) {
+    if (i % 5 == 4 && kStableDeviceAddresses) {
       EXPECT_EQ(RestartPhosd(SIGKILL), 128 + SIGKILL);
       ++killed_phosd;
       continue;
@@ -199,7 +209,7 @@ TEST_F(JobTest, AJobKilledAtTwentyRandomPointsAnswersEveryStepAsAnUninterruptedR
   size_t lines = 0;
   const std::map<int64_t, std::string> losses = Losses("killed", &lines);
   EXPECT_EQ(losses, expected);
-  EXPECT_EQ(killed_phosd, 4);
+  EXPECT_EQ(killed_phosd, kStableDeviceAddresses ? 4 : 0);
   // Each restart resumed from a checkpoint it kept, not from the start (the losses alone would not
   // tell: a run started over answers them alike).
   const std::string log = PhosdLog();
@@ -208,7 +218,7 @@ TEST_F(JobTest, AJobKilledAtTwentyRandomPointsAnswersEveryStepAsAnUninterruptedR
        at = log.find("'killed' resumes after step", at + 1)) {
     ++resumed;
   }
-  EXPECT_EQ(resumed, 4u);
+  EXPECT_EQ(resumed, kStableDeviceAddresses ? 4u : 0u);
   EXPECT_GT(killed_instances, 0);
   // Steps after the checkpoints the kills fell back to ran again.
   EXPECT_GT(lines, static_cast<size_t>(kSteps));
@@ -220,7 +230,9 @@ TEST_F(JobTest, AJobKilledAtTwentyRandomPointsAnswersEveryStepAsAnUninterruptedR
 // docs/design.md D10): its state on the device travels with it, and it answers every step exactly
 // as a job that stayed where it was.
 TEST_F(JobTest, AJobMovedBetweenDevicesWhileItTrainsAnswersEveryStepAsOneThatStayed) {
-  constexpr int kLongSteps = 2000;  // long enough to be moved three times mid-run
+  // Long enough to be moved three times mid-run (at steps 200, 400 and 600); ThreadSanitizer's
+  // steps are ten times slower.
+  constexpr int kLongSteps = kThreadSanitizer ? 800 : 2000;
   ASSERT_NO_FATAL_FAILURE(DeployJob("stayed", kLongSteps));
   ASSERT_NO_FATAL_FAILURE(DeployJob("moved", kLongSteps));
   int moves = 0;

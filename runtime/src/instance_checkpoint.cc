@@ -116,6 +116,7 @@ void InstanceManager::Impl::Migrate(const std::string& name, uint64_t instance, 
   MigrationOutcome o;
   o.status = std::move(queued);
   o.instance = instance;
+  o.from = move->from;
   o.to = device;
   move->done(std::move(o));
 }
@@ -144,13 +145,25 @@ Status InstanceManager::Impl::QueueCheckpoint(const std::string& name, uint64_t 
     return Status::NotFound(instance != 0 ? fmt::format("'{}' has no running instance {}", name, instance)
                                           : fmt::format("'{}' has no running instance", name));
   }
-  if (target->checkpointing || target->moving != nullptr) {
+  if (target->moving != nullptr ||
+      (job.move != nullptr &&
+       std::any_of(target->checkpoints.begin(), target->checkpoints.end(), [](const PendingCheckpoint& p) {
+         return p.move != nullptr;
+       }))) {
+    return Status::FailedPrecondition(fmt::format("instance {} of '{}' is being moved", target->id, name));
+  }
+  if (target->checkpointing) {
     return Status::FailedPrecondition(
         fmt::format("instance {} of '{}' is still copying its previous checkpoint", target->id, name));
   }
   if (job.move != nullptr) {
     Move& move = *job.move;
     move.from = DeviceOfLocked(f, *target);
+    const int held = HeldSlotLocked(f, *target);
+    if (held < 0 || f.slots[held].version == 0) {
+      return Status::FailedPrecondition(fmt::format(
+          "instance {} of '{}' holds no GPU state from a snapshot: there is nothing to move", target->id, name));
+    }
     if (f.spec.gpus != 1) {
       return Status::FailedPrecondition(fmt::format(
           "'{}' runs on {} GPUs: instances of device groups are checkpointed, not moved between devices", name,
@@ -217,9 +230,7 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
   bool copying = false;
   {
     std::lock_guard lock(mu_);
-    for (const Slot& slot : f->slots) {
-      if (slot.holder == inst.id) va_slot = slot.va_slot;
-    }
+    if (const int held = HeldSlotLocked(*f, inst); held >= 0) va_slot = f->slots[held].va_slot;
     copying = holder->checkpointing;
   }
   if (copying) {
@@ -486,6 +497,15 @@ void InstanceManager::Impl::FinishCheckpoint(const std::shared_ptr<CheckpointCap
     }
   }
   if (!unused.id.empty()) options_.cpu_state->Release(unused).IgnoreError();
+  if (switched) {
+    PHOS_LOG(Info, "instances", "{} checkpointed ({}): v{} and {} replace v{} and {}", capture->who,
+             CheckpointModeName(out.mode), out.version, capture->cpu.id, replaced.version, replaced.cpu.id);
+    answer(Status::Ok());
+    // A migration's final stop goes on from here: the deletion below is not its downtime.
+    std::lock_guard lock(capture->mu);
+    capture->finished = true;
+    capture->cv.notify_all();
+  }
   std::vector<uint64_t> versions;
   bool removed = false;
   {
@@ -498,11 +518,7 @@ void InstanceManager::Impl::FinishCheckpoint(const std::shared_ptr<CheckpointCap
   if (!removed) options_.sessions->RetainOnly(name, versions);
   if (!switched) {
     answer(Status::Unavailable(fmt::format("checkpoint {}: the function was removed or phosd is stopping", capture->who)));
-    return;
   }
-  PHOS_LOG(Info, "instances", "{} checkpointed ({}): v{} and {} replace v{} and {}", capture->who,
-           CheckpointModeName(out.mode), out.version, capture->cpu.id, replaced.version, replaced.cpu.id);
-  answer(Status::Ok());
 }
 
 }  // namespace phos::runtime

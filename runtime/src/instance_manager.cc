@@ -350,6 +350,8 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
   bool started = false;
   Clock::time_point deadline = first ? first->deadline : Clock::now() + options_.start_timeout;
   Status ended = Status::Unavailable("the instance ended before it was ready on the target device");
+  const bool learned = learn;  // this instance holds f->learning until it ends
+  std::shared_ptr<Move> restoring;  // the move whose target this iteration's process is
   while (true) {
     Result<InstanceProcess> made = MakeProcess(f, *inst, mode, learn, deadline, &report);
     if (!made.ok() && report.gave_way) {
@@ -372,15 +374,17 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
     }
     // A migration's final stop ended the process: the instance's range, switched to the target
     // device, is restored there, once this session's end has unmapped it.
+    // A move still set and the one this process was restored for: it never became ready there.
     std::shared_ptr<Move> move;
     {
       std::lock_guard lock(mu_);
-      if (inst->moving == nullptr || !made.ok() || stopping_ || f->removed) break;
+      if (inst->moving == nullptr || inst->moving == restoring || !made.ok() || stopping_ || f->removed) break;
       inst->state = InstanceState::kStarting;
       move = inst->moving;
     }
     if (options_.sessions != nullptr && !report.token.empty()) options_.sessions->EndSession(report.token);
     move->released = Clock::now();
+    restoring = move;
     report = StartReport{};
     report.mode = mode = RestoreMode::kPhos;
     first.reset();
@@ -416,7 +420,7 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
     ReleaseSlots(gone);
     lock.lock();
   }
-  if (learn) f->learning = false;
+  if (learned) f->learning = false;
   f->instances.erase(std::remove(f->instances.begin(), f->instances.end(), inst), f->instances.end());
   if (started) {
     f->start_failures = 0;

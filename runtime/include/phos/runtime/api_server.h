@@ -167,8 +167,9 @@ struct CaptureOptions {
   // calls may run again. Called on failure too once `final_stop` returned Ok.
   std::function<void()> resumed;
   // Soft recopy: called once the snapshot is committed (its version, and what was copied), before
-  // what the capture does after (its guards lifted; the caller's own follow-up, such as carrying
-  // the first-touch order over): all a migration's final stop waits for. Not called on failure.
+  // what the capture does after (its guards lifted; the caller's own follow-up, such as pinning it
+  // in the DRAM tier): all a migration's final stop waits for. Not called when the commit fails;
+  // a follow-up of the caller's may still fail the capture after it was called.
   std::function<void(uint64_t version, const CaptureStats& copies)> committed;
   // Filled when the capture ends (soft modes), if not null.
   CaptureStats* stats = nullptr;

@@ -215,6 +215,25 @@ TEST_F(MlpTest, AMigrationThatCannotBeIsRefusedAndTheInstanceServesOn) {
   nlohmann::json j = nlohmann::json::parse(listed.out, nullptr, false);
   ASSERT_TRUE(j.contains("instances") && j["instances"].size() == 1) << listed.out;
   EXPECT_EQ(j["instances"][0].value("device", -1), 0);
+
+  // Two moves to device 1 at once: one moves it; the other is refused, whether it came while the
+  // first was queued or under way ("being moved") or after it ("already runs on device 1").
+  std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-i", "-X", "POST", "--data", R"({"device": 1})"};
+  for (const std::string& h : AdminHeader()) argv.push_back(h);
+  argv.push_back(endpoint() + "/v1/functions/mlp/migrate");
+  HttpResponse answers[2];
+  std::thread second([&] { answers[1] = ParseCurl(::phos::testing::Run(argv).out); });
+  answers[0] = ParseCurl(::phos::testing::Run(argv).out);
+  second.join();
+  EXPECT_EQ((answers[0].status == 200) + (answers[1].status == 200), 1) << answers[0].body << answers[1].body;
+  for (const HttpResponse& a : answers) {
+    if (a.status != 200) {
+      EXPECT_TRUE(a.status == 400 || a.status == 503) << a.status << " " << a.body;
+    }
+  }
+  CommandResult after = PhosFn({"invoke", "mlp", "--data", R"({"seed": 6})"});
+  ASSERT_EQ(after.exit_code, 0);
+  ExpectMlpMatchesReference(after.out, 6, false);
 }
 
 }  // namespace

@@ -65,6 +65,24 @@ std::optional<ClientResponse> Call(ClientRequest request) {
   return std::move(response).value();
 }
 
+// POSTs `body` to `action` (checkpoint, migrate) of function `name`'s instance `instance` (0:
+// phosd picks one): the answer's JSON when it names the instance and `field`; otherwise says why on
+// stderr and returns nothing.
+std::optional<nlohmann::json> PostToInstance(const std::string& endpoint, const std::string& name, uint64_t instance,
+                                             const std::string& action, const nlohmann::json& body,
+                                             const char* field) {
+  const std::string url = endpoint + "/v1/functions/" + name +
+                          (instance != 0 ? "/instances/" + std::to_string(instance) : std::string()) + "/" + action;
+  auto r = Call({.method = "POST", .url = url, .body = body.dump(), .headers = {{"Content-Type", "application/json"}}});
+  if (!r) return std::nullopt;
+  nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+  if (j.is_discarded() || !j.contains(field) || !j.contains("instance")) {
+    std::cerr << "phos-fn: unexpected answer: " << r->body << "\n";
+    return std::nullopt;
+  }
+  return j;
+}
+
 // The directory holding the frontend's libcudart.so.13 symlink (build/lib/frontend), found
 // relative to this executable (build/bin/phos-fn).
 std::string FrontendLibDir() {
@@ -444,16 +462,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*checkpoint) {
-    const std::string url = endpoint + "/v1/functions/" + name +
-                            (instance != 0 ? "/instances/" + std::to_string(instance) : std::string()) + "/checkpoint";
-    auto r = Call({.method = "POST", .url = url, .body = nlohmann::json{{"mode", checkpoint_mode}}.dump(),
-                   .headers = {{"Content-Type", "application/json"}}});
-    if (!r) return 1;
-    nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
-    if (j.is_discarded() || !j.contains("version") || !j.contains("instance")) {
-      std::cerr << "phos-fn: unexpected answer: " << r->body << "\n";
-      return 1;
-    }
+    auto answer = PostToInstance(endpoint, name, instance, "checkpoint", {{"mode", checkpoint_mode}}, "version");
+    if (!answer) return 1;
+    const nlohmann::json& j = *answer;
     std::printf("checkpointed instance %llu of %s as snapshot v%llu (%s; the instance stalled %.3f ms)\n",
                 static_cast<unsigned long long>(j["instance"].get<uint64_t>()), name.c_str(),
                 static_cast<unsigned long long>(j["version"].get<uint64_t>()), j.value("mode", "?").c_str(),
@@ -466,16 +477,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*migrate) {
-    const std::string url = endpoint + "/v1/functions/" + name +
-                            (instance != 0 ? "/instances/" + std::to_string(instance) : std::string()) + "/migrate";
-    auto r = Call({.method = "POST", .url = url, .body = nlohmann::json{{"device", device}}.dump(),
-                   .headers = {{"Content-Type", "application/json"}}});
-    if (!r) return 1;
-    nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
-    if (j.is_discarded() || !j.contains("to") || !j.contains("instance")) {
-      std::cerr << "phos-fn: unexpected answer: " << r->body << "\n";
-      return 1;
-    }
+    auto answer = PostToInstance(endpoint, name, instance, "migrate", {{"device", device}}, "to");
+    if (!answer) return 1;
+    const nlohmann::json& j = *answer;
     std::printf("moved instance %llu of %s from device %d to device %d (snapshot v%llu; it served nothing for %.3f ms; "
                 "%llu bytes copied again at the final stop)\n",
                 static_cast<unsigned long long>(j["instance"].get<uint64_t>()), name.c_str(), j.value("from", -1),

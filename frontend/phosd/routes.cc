@@ -217,14 +217,16 @@ bool ParseCheckpointBody(const std::string& body, runtime::CheckpointMode* mode,
   return true;
 }
 
+// A checkpoint's or a migration's failure: a mode not built is 501, an instance that ended or a
+// phosd stopping 503, the rest as StatusFor says.
+Response InstanceActionError(const Status& s) {
+  const int status = s.code() == StatusCode::kNotSupported ? 501 : s.code() == StatusCode::kUnavailable ? 503 : StatusFor(s);
+  return Error(status, s.message());
+}
+
 // The checkpoint's answer: 201 with the snapshot version and the instance's stall.
 Response CheckpointResponse(const std::string& function, const runtime::CheckpointOutcome& o) {
-  if (!o.status.ok()) {
-    const int status = o.status.code() == StatusCode::kNotSupported ? 501
-                       : o.status.code() == StatusCode::kUnavailable ? 503
-                                                                     : StatusFor(o.status);
-    return Error(status, o.status.message());
-  }
+  if (!o.status.ok()) return InstanceActionError(o.status);
   nlohmann::json j = {{"function", function},
                       {"instance", o.instance},
                       {"mode", runtime::CheckpointModeName(o.mode)},
@@ -266,9 +268,7 @@ bool ParseMigrationBody(const std::string& body, int* device, Response* error) {
 // The migration's answer: 200 with where the instance went, the checkpoint it was restored from
 // and the time it served nothing.
 Response MigrationResponse(const std::string& function, const runtime::MigrationOutcome& o) {
-  if (!o.status.ok()) {
-    return Error(o.status.code() == StatusCode::kUnavailable ? 503 : StatusFor(o.status), o.status.message());
-  }
+  if (!o.status.ok()) return InstanceActionError(o.status);
   nlohmann::json j = {{"function", function},
                       {"instance", o.instance},
                       {"from", o.from},

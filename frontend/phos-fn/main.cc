@@ -9,7 +9,7 @@
 //   phos-fn [--endpoint URL] ls [--json]
 //   phos-fn [--endpoint URL] instances NAME [--json]
 //   phos-fn [--endpoint URL] checkpoint NAME [--instance ID] [--mode stop-the-world|soft-cow|soft-recopy]
-//   phos-fn [--endpoint URL] migrate NAME --device N [--instance ID]
+//   phos-fn [--endpoint URL] migrate NAME (--device N | --node URL --node-token-file FILE) [--instance ID]
 //   phos-fn [--endpoint URL] job NAME [--json]
 //   phos-fn [--endpoint URL] rm NAME
 //   phos-fn [--endpoint URL] run [--gpus N] -- PROGRAM [ARGS...]
@@ -156,6 +156,19 @@ bool ReadAtFile(std::string* value) {
   return ReadFile(value->substr(1), value);
 }
 
+// The first word of `token_file` into *token; false (said on stderr) when there is none.
+bool ReadToken(const std::string& token_file, std::string* token) {
+  std::string text;
+  if (!ReadFile(token_file, &text)) return false;
+  std::istringstream words(text);
+  words >> *token;
+  if (token->empty()) {
+    std::cerr << "phos-fn: " << token_file << " holds no token\n";
+    return false;
+  }
+  return true;
+}
+
 // --token-file's first word, else $PHOS_TOKEN; false (said on stderr) when the file cannot be read.
 bool LoadToken(const std::string& token_file) {
   if (token_file.empty()) {
@@ -163,15 +176,7 @@ bool LoadToken(const std::string& token_file) {
     g_token = env != nullptr ? env : "";
     return true;
   }
-  std::string text;
-  if (!ReadFile(token_file, &text)) return false;
-  std::istringstream words(text);
-  words >> g_token;
-  if (g_token.empty()) {
-    std::cerr << "phos-fn: " << token_file << " holds no token\n";
-    return false;
-  }
-  return true;
+  return ReadToken(token_file, &g_token);
 }
 
 // Uploads `executable` (POST /v1/artifacts, with its SHA-256 for phosd to check); its hash, or
@@ -335,11 +340,20 @@ int main(int argc, char** argv) {
 
   int device = -1;
   auto* migrate = app.add_subcommand(
-      "migrate", "Move a running instance to another device: it keeps serving until a short final stop");
+      "migrate", "Move a running instance to another device, or to another phosd: it keeps serving until a short final "
+                 "stop");
   migrate->add_option("name", name, "Function name")->required();
-  migrate->add_option("--device", device, "The device it moves to (phos-fn instances shows where each runs)")
-      ->required()
-      ->check(CLI::NonNegativeNumber);
+  std::string node, node_token_file;
+  auto* to_device =
+      migrate->add_option("--device", device, "The device it moves to (phos-fn instances shows where each runs)")
+          ->check(CLI::NonNegativeNumber);
+  auto* to_node = migrate->add_option("--node", node,
+                                      "The phosd it moves to (http://HOST:PORT), where the function is deployed too; "
+                                      "this phosd forwards the function's requests there from then on");
+  auto* node_token = migrate->add_option("--node-token-file", node_token_file, "That phosd's admin token file")
+                         ->needs(to_node);
+  to_node->needs(node_token);
+  to_device->excludes(to_node);
   migrate->add_option("--instance", instance, "The instance's id (phos-fn instances); default: an idle one")
       ->check(CLI::PositiveNumber);
 
@@ -439,6 +453,12 @@ int main(int argc, char** argv) {
                   f["state"]["starting"].get<int>(), f["state"]["idle"].get<int>(), f["state"]["busy"].get<int>(),
                   f["state"]["queued"].get<int>(), f["executable"].get<std::string>().c_str());
     }
+    for (const auto& f : j["functions"]) {
+      if (f.contains("moved_to") && f["moved_to"].is_string()) {
+        std::printf("%s moved to %s: its requests here are forwarded there\n", f["name"].get<std::string>().c_str(),
+                    f["moved_to"].get<std::string>().c_str());
+      }
+    }
     return 0;
   }
   if (*list_instances) {
@@ -477,9 +497,30 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*migrate) {
-    auto answer = PostToInstance(endpoint, name, instance, "migrate", {{"device", device}}, "to");
+    if (node.empty() && device < 0) {
+      std::cerr << "phos-fn: migrate needs --device N or --node URL\n";
+      return 2;
+    }
+    nlohmann::json body = {{"device", device}};
+    if (!node.empty()) {
+      std::string token;
+      if (!ReadToken(node_token_file, &token)) return 1;
+      body = {{"node", node}, {"token", token}};
+    }
+    auto answer = PostToInstance(endpoint, name, instance, "migrate", body, "to");
     if (!answer) return 1;
     const nlohmann::json& j = *answer;
+    if (!node.empty()) {
+      std::printf("moved instance %llu of %s to %s (instance %llu there, snapshot v%llu; %llu chunks sent, %llu bytes; "
+                  "it served nothing for %.3f ms); requests for %s here are forwarded there\n",
+                  static_cast<unsigned long long>(j["instance"].get<uint64_t>()), name.c_str(), node.c_str(),
+                  static_cast<unsigned long long>(j.value("node_instance", uint64_t{0})),
+                  static_cast<unsigned long long>(j.value("node_version", uint64_t{0})),
+                  static_cast<unsigned long long>(j.value("sent_chunks", uint64_t{0})),
+                  static_cast<unsigned long long>(j.value("sent_bytes", uint64_t{0})),
+                  j.value("downtime_us", 0.0) / 1000.0, name.c_str());
+      return 0;
+    }
     std::printf("moved instance %llu of %s from device %d to device %d (snapshot v%llu; it served nothing for %.3f ms; "
                 "%llu bytes copied again at the final stop)\n",
                 static_cast<unsigned long long>(j["instance"].get<uint64_t>()), name.c_str(), j.value("from", -1),

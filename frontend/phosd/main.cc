@@ -419,9 +419,13 @@ int main(int argc, char** argv) {
   auto manager = phos::runtime::InstanceManager::Open(manager_options);
   if (!manager.ok()) return Fail(manager.status().WithContext("phosd"));
 
+  // Moves from other nodes write chunks and commit snapshots here, off the server's loop.
+  auto store_work = std::make_unique<phos::TaskThreads>(1);
   phos::http::Router router;
   phos::Status routed = phos::phosd::AddRoutes(&router, {.manager = manager->get(),
                                                          .sessions = &sessions,
+                                                         .store = store->get(),
+                                                         .store_work = store_work.get(),
                                                          .access = &access,
                                                          .executables = executables->get(),
                                                          .metrics = metrics});
@@ -442,6 +446,7 @@ int main(int argc, char** argv) {
   (*manager)->Shutdown();    // end instances and their GPU sessions
   (*server)->Stop();
   server->reset();
+  store_work.reset();    // after the server, before the manager its imports adopt into
   executables->reset();  // after the server: uploads already received are still stored whole
   manager->reset();
   cpu_backend.reset();  // the parked templates

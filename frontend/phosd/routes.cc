@@ -1,5 +1,6 @@
 #include "routes.h"
 
+#include <fmt/core.h>
 #include <prometheus/text_serializer.h>
 
 #include <cctype>
@@ -9,7 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nodes.h"
 #include "phos/base/log.h"
+#include "phos/store/manifest.h"
 
 namespace phos::phosd {
 namespace {
@@ -132,6 +135,8 @@ Response InvokeResponse(InvokeOutcome o) {
         r.headers.emplace_back("X-Phos-Shared-Bytes", std::to_string(std::max<int64_t>(o.shared_bytes, 0)));
       }
       if (o.modules_loaded >= 0) r.headers.emplace_back("X-Phos-Modules-Loaded", std::to_string(o.modules_loaded));
+      // The function moved: the node that served it.
+      if (!o.node.empty()) r.headers.emplace_back("X-Phos-Node", o.node);
       return r;
     }
     case InvokeOutcome::Kind::kFunctionError:
@@ -242,26 +247,42 @@ Response CheckpointResponse(const std::string& function, const runtime::Checkpoi
   return Response::Json(201, j.dump() + "\n");
 }
 
-// A migration's body: {"device": N}. False (with the answer in *error) for anything else; the
-// device's range is the instance manager's to check.
-bool ParseMigrationBody(const std::string& body, int* device, Response* error) {
+// A migration's body: {"device": N} (a device of this node), or {"node": "http://HOST:PORT",
+// "token": "<its admin token>"} (another phosd). False (with the answer in *error) for anything
+// else; the device's range is the instance manager's to check, the node's endpoint HttpPeer's.
+struct MigrationBody {
+  int device = -1;
+  std::string node;
+  std::string token;
+};
+bool ParseMigrationBody(const std::string& body, MigrationBody* out, Response* error) {
   nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
-    *error = Error(400, "a migration's body is a JSON object, {\"device\": N}");
+    *error = Error(400, "a migration's body is a JSON object, {\"device\": N} or {\"node\": URL, \"token\": T}");
     return false;
   }
   for (const auto& [key, value] : j.items()) {
-    if (key != "device") {
-      *error = Error(400, "unknown field '" + key + "' in a migration's body (it takes 'device')");
+    if (key != "device" && key != "node" && key != "token") {
+      *error = Error(400, "unknown field '" + key + "' in a migration's body (it takes 'device', or 'node' and 'token')");
       return false;
     }
+  }
+  if (j.contains("node")) {
+    if (j.contains("device") || !j["node"].is_string() || !j.contains("token") || !j["token"].is_string()) {
+      *error = Error(400, "a move to another node names it ('node', a string) and its admin token ('token'), and no "
+                          "'device'");
+      return false;
+    }
+    out->node = j["node"].get<std::string>();
+    out->token = j["token"].get<std::string>();
+    return true;
   }
   auto d = j.find("device");
   if (d == j.end() || !d->is_number_integer() || d->get<int64_t>() < 0 || d->get<int64_t>() > 1024) {
     *error = Error(400, "field 'device' must be the index of one of this node's devices");
     return false;
   }
-  *device = d->get<int>();
+  out->device = d->get<int>();
   return true;
 }
 
@@ -273,6 +294,11 @@ Response MigrationResponse(const std::string& function, const runtime::Migration
                       {"instance", o.instance},
                       {"from", o.from},
                       {"to", o.to},
+                      {"node", o.node},
+                      {"node_instance", o.node_instance},
+                      {"node_version", o.node_version},
+                      {"sent_chunks", o.sent_chunks},
+                      {"sent_bytes", o.sent_bytes},
                       {"version", o.version},
                       {"downtime_us", o.downtime.count()},
                       {"committing_us", o.committing.count()},
@@ -390,6 +416,7 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
       if (!admin) Redact(&j);
       j["state"] = {{"starting", f.starting}, {"idle", f.idle}, {"busy", f.busy}, {"ending", f.ending},
                     {"queued", f.queued}};
+      if (!f.moved_to.empty() && admin) j["moved_to"] = f.moved_to;
       list.push_back(std::move(j));
     }
     out.Send(Response::Json(200, nlohmann::json{{"functions", list}}.dump() + "\n"));
@@ -476,21 +503,113 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
   PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/functions/{name}/checkpoint", checkpoint));
   PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/functions/{name}/instances/{id}/checkpoint", checkpoint));
 
-  // Move a running instance to another device of this node (docs/design.md D10): the named one, or
-  // (without an id) an idle one of the function. Answered once it serves again there (200), with
-  // the time it served nothing; requests sent meanwhile wait for it.
-  auto migrate = [manager](Request req, Responder out, bool) {
-    int device = 0;
-    if (Response bad; !ParseMigrationBody(req.body, &device, &bad)) return out.Send(std::move(bad));
+  // Move a running instance to another device of this node, or to another node (docs/design.md
+  // D10): the named one, or (without an id) an idle one of the function. Answered once it serves
+  // again there (200), with the time it served nothing; requests sent meanwhile wait for it (to
+  // another node: they are forwarded there, as every later one is).
+  auto migrate = [manager, store = options.store](Request req, Responder out, bool) {
+    MigrationBody body;
+    if (Response bad; !ParseMigrationBody(req.body, &body, &bad)) return out.Send(std::move(bad));
     uint64_t instance = 0;
     if (Response bad; !ParseInstanceId(req, &instance, &bad)) return out.Send(std::move(bad));
+    runtime::MigrationTarget target{.device = body.device};
+    if (!body.node.empty()) {
+      if (store == nullptr) return out.Send(Error(503, "this phosd keeps no snapshots to send"));
+      Result<std::shared_ptr<HttpPeer>> peer = HttpPeer::Make(body.node, body.token, store);
+      if (!peer.ok()) return out.Send(Error(400, peer.status().message()));
+      target.node = *peer;
+    }
     std::string function(req.Param("name"));
-    manager->Migrate(function, instance, device, [out, function](runtime::MigrationOutcome o) {
+    manager->Migrate(function, instance, std::move(target), [out, function](runtime::MigrationOutcome o) {
       out.Send(MigrationResponse(function, o));
     });
   };
   PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/functions/{name}/migrate", migrate));
   PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/functions/{name}/instances/{id}/migrate", migrate));
+
+  // The receiving side of a move from another node (nodes.h): which chunks this node lacks, a
+  // chunk, and the snapshot that references them, restored in the function's instance range.
+  // Admin: the sending node bears this node's admin token. The store's work runs off the loop.
+  store::Store* store = options.store;
+  TaskThreads* store_work = options.store_work;
+  auto no_store = [store, store_work](const Responder& out) {
+    if (store != nullptr && store_work != nullptr) return false;
+    out.Send(Error(503, "this phosd keeps no snapshots"));
+    return true;
+  };
+  // Body: {"chunks": ["<32 hex digits>", ...]} (at most kMaxChunksAskedAtOnce). Answer: {"missing":
+  // [...]}, those of them this node does not hold.
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/chunks/missing", [=](Request req, Responder out, bool) {
+    if (no_store(out)) return;
+    nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
+    if (!j.is_object() || !j.contains("chunks") || !j["chunks"].is_array() || j["chunks"].size() > kMaxChunksAskedAtOnce) {
+      return out.Send(Error(400, fmt::format("the body is {{\"chunks\": [chunk ids]}}, at most {} of them",
+                                             kMaxChunksAskedAtOnce)));
+    }
+    std::vector<store::ChunkId> ids;
+    for (const nlohmann::json& hex : j["chunks"]) {
+      Result<store::ChunkId> id = hex.is_string() ? store::ChunkId::FromHex(hex.get<std::string>())
+                                                  : Result<store::ChunkId>(Status::InvalidArgument("not a string"));
+      if (!id.ok()) return out.Send(Error(400, "a chunk id is 32 hex digits: " + id.status().message()));
+      ids.push_back(*id);
+    }
+    store_work->Post([store, out, ids = std::move(ids)] {
+      Result<std::vector<store::ChunkId>> missing = store->MissingChunks(ids);
+      if (!missing.ok()) return out.Send(Error(500, missing.status().message()));
+      nlohmann::json list = nlohmann::json::array();
+      for (const store::ChunkId& id : *missing) list.push_back(id.ToHex());
+      out.Send(Response::Json(200, nlohmann::json{{"missing", list}}.dump() + "\n"));
+    });
+  }));
+  // Body: the chunk's bytes, checked against its id. 201 once stored (durably, referenced by no
+  // snapshot until one that names it is committed here).
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "PUT", "/v1/chunks/{id}", [=](Request req, Responder out, bool) {
+    if (no_store(out)) return;
+    Result<store::ChunkId> id = store::ChunkId::FromHex(req.Param("id"));
+    if (!id.ok()) return out.Send(Error(400, "a chunk id is 32 hex digits: " + id.status().message()));
+    store_work->Post([store, out, id = *id, bytes = std::move(req.body)] {
+      Status put = store->PutChunk(id, bytes);
+      if (!put.ok()) return out.Send(Error(put.code() == StatusCode::kInvalidArgument ? 400 : 500, put.message()));
+      out.Send(Response::Json(201, nlohmann::json{{"chunk", id.ToHex()}}.dump() + "\n"));
+    });
+  }, store != nullptr ? store->options().chunk_bytes : 0));
+  // Body: a snapshot's manifest (its binary envelope) whose chunks this node holds. It becomes a
+  // version of the function here and instance range {range} restores from it, under this node's
+  // deploy of the function; answered (201) with {"version", "instance"} once the instance restored
+  // there is ready. A snapshot whose layout is not the range's is refused (409) and deleted.
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/functions/{name}/ranges/{range}/snapshot",
+                           [=](Request req, Responder out, bool) {
+    if (no_store(out)) return;
+    int range = -1;
+    std::string_view text = req.Param("range");
+    if (auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), range);
+        ec != std::errc() || end != text.data() + text.size() || range < 0) {
+      return out.Send(Error(400, "an instance range is a non-negative integer, not '" + std::string(text) + "'"));
+    }
+    std::string function(req.Param("name"));
+    if (!manager->Spec(function)) return out.Send(Error(404, "no function '" + function + "' on this node"));
+    store_work->Post([=, bytes = std::move(req.body)] {
+      Result<store::Manifest> manifest = store::DecodeManifest(bytes);
+      if (!manifest.ok()) return out.Send(Error(400, "the snapshot's manifest: " + manifest.status().message()));
+      // The sending node's CPU state means nothing here: the range's own template is restored.
+      manifest->cpu_state = {};
+      Result<uint64_t> version = store->CommitImported(function, std::move(manifest).value());
+      if (!version.ok()) {
+        // 412: chunks it was sent are gone (collected before the commit), so the sender sends again.
+        return out.Send(Error(version.status().code() == StatusCode::kNotFound ? 412 : 400, version.status().message()));
+      }
+      manager->AdoptSnapshot(function, range, *version, [=, v = *version](runtime::MigrationOutcome o) {
+        if (o.status.ok()) {
+          return out.Send(Response::Json(
+              201, nlohmann::json{{"function", function}, {"version", v}, {"instance", o.instance}}.dump() + "\n"));
+        }
+        // Nothing restores from it: it goes (on the store's thread: this may be a manager's).
+        store_work->Post([store, function, v] { store->DeleteVersion(function, v).IgnoreError(); });
+        const int status = o.status.code() == StatusCode::kFailedPrecondition ? 409 : InstanceActionError(o.status).status;
+        out.Send(Error(status, o.status.message()));
+      });
+    });
+  }));
 
   // Body: empty, or {"gpus": N} (1 to the node's device count; default 1) for a program that uses
   // several devices. Admin: a session token runs GPU work in phosd.

@@ -8,8 +8,10 @@
 
 #include "access.h"
 #include "executables.h"
+#include "phos/base/task_threads.h"
 #include "phos/http/server.h"
 #include "phos/runtime/instance_manager.h"
+#include "phos/store/store.h"
 
 namespace phos::phosd {
 
@@ -18,6 +20,12 @@ struct RouteOptions {
   runtime::InstanceManager* manager = nullptr;
   // POST /v1/sessions answers 503 without them. Default: nullptr.
   runtime::GpuSessions* sessions = nullptr;
+  // This node's snapshot store, where moves to another node read the snapshots they send and
+  // moves from one import theirs, and the threads that run the routes' store work off the
+  // server's loop. The import routes answer 503 without both. Must outlive the server. Default:
+  // nullptr.
+  store::Store* store = nullptr;
+  TaskThreads* store_work = nullptr;
   // Who may call what. Required; must outlive the server.
   const AccessPolicy* access = nullptr;
   // The executables deploys may name, and the artifact store. Required; must outlive the server.

@@ -171,7 +171,9 @@ void InstanceManager::Impl::Supervise() {
 
 InstanceManager::Impl::PlannedStart InstanceManager::Impl::PlanStartLocked(const Function& f,
                                                                           Clock::time_point now) const {
-  if (f.deploy == DeployState::kDeploying || f.deploy == DeployState::kFailed || f.removed) return PlannedStart::kNothing;
+  if (f.deploy == DeployState::kDeploying || f.deploy == DeployState::kFailed || f.removed || f.moved_to != nullptr) {
+    return PlannedStart::kNothing;  // a function that moved to another node runs nothing here
+  }
   const bool deployed = f.deploy == DeployState::kDeployed;
   const bool full = LiveLocked(f) >= MaxInstances(f.spec);
   // A restore for an invocation goes first: its range, and the copy engine, are its alone.

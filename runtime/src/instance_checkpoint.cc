@@ -84,10 +84,11 @@ void InstanceManager::Impl::Checkpoint(const std::string& name, uint64_t instanc
   job.done(std::move(o));
 }
 
-void InstanceManager::Impl::Migrate(const std::string& name, uint64_t instance, int device,
+void InstanceManager::Impl::Migrate(const std::string& name, uint64_t instance, MigrationTarget target,
                                     std::function<void(MigrationOutcome)> done) {
   auto move = std::make_shared<Move>();
-  move->to = device;
+  move->to = target.node != nullptr ? -1 : target.device;
+  move->node = std::move(target.node);
   move->done = std::move(done);
   move->start = Clock::now();
   PendingCheckpoint job;
@@ -103,7 +104,8 @@ void InstanceManager::Impl::Migrate(const std::string& name, uint64_t instance, 
       return;
     }
     MigrationOutcome failed;
-    failed.status = o.status.WithContext(fmt::format("move to device {}", move->to));
+    failed.status = o.status.WithContext(move->node != nullptr ? "move to " + move->node->Name()
+                                                               : fmt::format("move to device {}", move->to));
     failed.instance = o.instance;
     failed.from = move->from;
     failed.to = move->to;
@@ -117,7 +119,8 @@ void InstanceManager::Impl::Migrate(const std::string& name, uint64_t instance, 
   o.status = std::move(queued);
   o.instance = instance;
   o.from = move->from;
-  o.to = device;
+  o.to = move->to;
+  if (move->node != nullptr) o.node = move->node->Name();
   move->done(std::move(o));
 }
 
@@ -168,6 +171,27 @@ Status InstanceManager::Impl::QueueCheckpoint(const std::string& name, uint64_t 
       return Status::FailedPrecondition(fmt::format(
           "'{}' runs on {} GPUs: instances of device groups are checkpointed, not moved between devices", name,
           f.spec.gpus));
+    }
+    if (move.node != nullptr) {
+      if (f.spec.job.checkpoint_every > 0) {
+        return Status::FailedPrecondition(fmt::format(
+            "'{}' is a job: its driver and kept checkpoints stay on this node; jobs do not move between nodes", name));
+      }
+      // The function follows its instance: others would serve on here from their own state.
+      for (const auto& other : f.instances) {
+        if (other != target && !other->retiring) {
+          return Status::FailedPrecondition(fmt::format(
+              "'{}' runs more than one instance here ({} and {}): only a function's one instance moves to another "
+              "node, since the function follows it there",
+              name, target->id, other->id));
+        }
+      }
+      if (f.moved_to != nullptr) {
+        return Status::FailedPrecondition(fmt::format("'{}' moved to {} already", name, f.moved_to->Name()));
+      }
+      target->checkpoints.push_back(std::move(job));
+      f.cv.notify_all();
+      return Status::Ok();
     }
     const int devices = options_.sessions->DeviceCount();
     if (move.to < 0 || move.to >= devices) {
@@ -408,8 +432,8 @@ bool InstanceManager::Impl::RunFinalStop(Instance& inst, const InstanceProcess& 
   move->committed = Clock::now();
   shutdown(proc.channel_fd, SHUT_RDWR);
   std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(0));
-  PHOS_LOG(Info, "instances", "{}: moving to device {}: the process on device {} ended ({})", capture.who, move->to,
-           move->from, how);
+  PHOS_LOG(Info, "instances", "{}: moving to {}: the process on device {} ended ({})", capture.who,
+           move->node != nullptr ? move->node->Name() : fmt::format("device {}", move->to), move->from, how);
   std::lock_guard manager(mu_);
   inst.moving = move;
   return false;
@@ -423,10 +447,16 @@ void InstanceManager::Impl::AnswerMove(Instance& inst, Status status) {
   }
   if (move == nullptr) return;
   MigrationOutcome o;
-  o.status = std::move(status);
+  // A move to a node whose send failed is answered with why, once the instance serves on here.
+  o.status = status.ok() && !move->failure.ok() ? move->failure : std::move(status);
   o.instance = inst.id;
   o.from = move->from;
   o.to = move->to;
+  if (move->node != nullptr) o.node = move->node->Name();
+  o.node_instance = move->received.instance;
+  o.node_version = move->received.version;
+  o.sent_chunks = move->received.sent_chunks;
+  o.sent_bytes = move->received.sent_bytes;
   o.version = move->checkpoint.version;
   o.copies = move->checkpoint.copies;
   const Clock::time_point now = Clock::now();
@@ -491,7 +521,8 @@ void InstanceManager::Impl::FinishCheckpoint(const std::shared_ptr<CheckpointCap
         replaced = slot;
         if (gpu_unchanged) out.version = slot.version;
         unused = AdoptCheckpoint(slot, out.version, capture->cpu);
-        if (capture->job.move != nullptr) slot.device = capture->job.move->to;  // restored there from now on
+        // Restored there from now on (a move to another node restores here only if its send fails).
+        if (capture->job.move != nullptr && capture->job.move->node == nullptr) slot.device = capture->job.move->to;
         switched = true;
       }
     }

@@ -254,6 +254,19 @@ Result<size_t> InstanceManager::Impl::AcquireSlotLocked(const std::shared_ptr<Fu
     PublishDemandLocked();
     return static_cast<size_t>(free);
   };
+  if (inst.wanted_slot >= 0) {
+    // AdoptSnapshot's instance: that range, once the instance it asked to end has scrubbed it.
+    while (true) {
+      if (stopping_ || f->removed) return Status::Unavailable("the function is going away");
+      const auto wanted = static_cast<size_t>(inst.wanted_slot);
+      if (wanted >= f->slots.size()) return Status::Unavailable("the function's instance range is gone");
+      if (f->slots[wanted].holder == 0) return take(inst.wanted_slot);
+      if (f->slot_cv.wait_until(lock, deadline) == std::cv_status::timeout) {
+        return Status::Unavailable(fmt::format("'{}': instance range {} stayed in use", f->spec.name,
+                                               f->slots[wanted].va_slot));
+      }
+    }
+  }
   if (!inst.for_request) {
     int free = FreeSlotLocked(*f);
     if (HoldersLocked(*f) >= most || free < 0 || f->slot_waiters > 0) {

@@ -197,6 +197,7 @@ std::vector<FunctionStatus> InstanceManager::Impl::List() const {
     FunctionStatus s;
     s.spec = f->spec;
     s.queued = f->queue.size();
+    if (f->moved_to != nullptr) s.moved_to = f->moved_to->Name();
     for (const auto& inst : f->instances) {
       if (inst->retiring) {
         ++s.ending;
@@ -228,11 +229,14 @@ void InstanceManager::Impl::Invoke(const std::string& name, std::string request,
 void InstanceManager::Impl::Submit(const std::string& name, Invocation inv) {
   const RestoreMode mode = inv.mode;
   bool stopping = false;
+  std::shared_ptr<PeerNode> moved_to;
   {
     std::lock_guard lock(mu_);
     stopping = stopping_;
     auto it = functions_.find(name);
-    if (!stopping && it != functions_.end()) {
+    if (!stopping && it != functions_.end() && it->second->moved_to != nullptr) {
+      moved_to = it->second->moved_to;
+    } else if (!stopping && it != functions_.end()) {
       std::shared_ptr<Function> f = it->second;
       bool deployed = f->deploy == DeployState::kDeployed;
       bool restore = false;
@@ -261,7 +265,9 @@ void InstanceManager::Impl::Submit(const std::string& name, Invocation inv) {
       return;
     }
   }
-  if (stopping) {
+  if (moved_to != nullptr) {
+    Forward(name, moved_to, std::move(inv));
+  } else if (stopping) {
     inv.done(Outcome(InvokeOutcome::Kind::kStopping, "phosd is shutting down"));
   } else {
     inv.done(Outcome(InvokeOutcome::Kind::kUnknownFunction, "function '" + name + "' is not registered"));
@@ -304,8 +310,9 @@ void InstanceManager::Impl::Shutdown() {
   PHOS_LOG(Info, "instances", "all instances stopped");
 }
 
-void InstanceManager::Impl::StartInstanceLocked(const std::shared_ptr<Function>& f, RestoreMode mode,
-                                                std::optional<Invocation> first, bool extra) {
+std::shared_ptr<Instance> InstanceManager::Impl::StartInstanceLocked(const std::shared_ptr<Function>& f,
+                                                                     RestoreMode mode, std::optional<Invocation> first,
+                                                                     bool extra) {
   auto inst = std::make_shared<Instance>();
   inst->id = ++next_instance_id_;
   inst->extra = extra;
@@ -319,6 +326,7 @@ void InstanceManager::Impl::StartInstanceLocked(const std::shared_ptr<Function>&
   inst->thread = std::thread([this, f, inst, mode, first = std::move(first)]() mutable {
     RunInstance(f, inst, mode, std::move(first));
   });
+  return inst;
 }
 
 // Joins the threads of instances that have ended; called with mu_ held (they no longer take it).
@@ -336,6 +344,12 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
                                         std::optional<Invocation> first) {
   const FunctionSpec spec = f->spec;  // copied once: the spec does not change after registration
   bool learn = false;
+  std::shared_ptr<Move> restoring;  // the move whose target this iteration's process is
+  {
+    // An instance AdoptSnapshot started completes a move from another node: restored once.
+    std::lock_guard lock(mu_);
+    restoring = inst->moving;
+  }
   if (SnapshotsEnabled() && mode != RestoreMode::kColdBoot) {
     std::lock_guard lock(mu_);
     // An instance started for a request (the deploy's sample, a forced restore mode) learns even
@@ -351,7 +365,6 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
   Clock::time_point deadline = first ? first->deadline : Clock::now() + options_.start_timeout;
   Status ended = Status::Unavailable("the instance ended before it was ready on the target device");
   const bool learned = learn;  // this instance holds f->learning until it ends
-  std::shared_ptr<Move> restoring;  // the move whose target this iteration's process is
   while (true) {
     Result<InstanceProcess> made = MakeProcess(f, *inst, mode, learn, deadline, &report);
     if (!made.ok() && report.gave_way) {
@@ -384,6 +397,9 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
     }
     if (options_.sessions != nullptr && !report.token.empty()) options_.sessions->EndSession(report.token);
     move->released = Clock::now();
+    report.token.clear();
+    // To another node: the instance ends here once it serves there.
+    if (move->node != nullptr && SendToNode(f, *inst, *move)) break;
     restoring = move;
     report = StartReport{};
     report.mode = mode = RestoreMode::kPhos;
@@ -702,9 +718,14 @@ void InstanceManager::Checkpoint(const std::string& name, uint64_t instance, Che
                                  std::function<void(CheckpointOutcome)> done) {
   impl_->Checkpoint(name, instance, mode, std::move(done));
 }
-void InstanceManager::Migrate(const std::string& name, uint64_t instance, int device,
+void InstanceManager::Migrate(const std::string& name, uint64_t instance, MigrationTarget target,
                               std::function<void(MigrationOutcome)> done) {
-  impl_->Migrate(name, instance, device, std::move(done));
+  impl_->Migrate(name, instance, std::move(target), std::move(done));
+}
+
+void InstanceManager::AdoptSnapshot(const std::string& name, int va_slot, uint64_t version,
+                                    std::function<void(MigrationOutcome)> done) {
+  impl_->AdoptSnapshot(name, va_slot, version, std::move(done));
 }
 
 }  // namespace phos::runtime

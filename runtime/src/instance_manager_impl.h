@@ -32,11 +32,18 @@ struct Function;
 struct CheckpointCapture;
 
 // A migration under way (InstanceManager::Migrate): a soft recopy whose final stop ends the
-// instance's process; the instance's thread then restores its range on `to` and answers once the
-// new process is ready.
+// instance's process; the instance's thread then restores its range on `to` (or sends it to
+// `node`) and answers once the new process is ready. The receiving side of a move from another
+// node (AdoptSnapshot) is one too: its instance answers `done` once ready.
 struct Move {
   int from = 0;
   int to = 0;
+  // Set for a move to another node: the instance ends here once the checkpoint is restored there.
+  std::shared_ptr<PeerNode> node;
+  // What the move did there, and why the instance serves on here instead (the send failed: it was
+  // restored here from the checkpoint, and the move is answered with this).
+  PeerNode::Received received;
+  Status failure;
   std::function<void(MigrationOutcome)> done;
   Clock::time_point start;
   CheckpointOutcome checkpoint;  // the recopy's, once answered Ok
@@ -118,7 +125,10 @@ struct Instance {
   // A soft checkpoint of it is still copying (it serves meanwhile): another is refused until then.
   bool checkpointing = false;
   // Its migration's final stop ended its process: its thread restores it on the target device.
+  // For an instance restored by AdoptSnapshot: the move it completes, answered once it is ready.
   std::shared_ptr<Move> moving;
+  // The index in Function::slots of the instance range it must take (AdoptSnapshot's); -1: any.
+  int wanted_slot = -1;
   std::thread thread;
 };
 
@@ -169,6 +179,8 @@ struct Function {
   int job_va_slot = -1;
   bool job_va_slot_claimed = false;  // claimed by LoadJobLocked, not yet a deployed slot's
   bool job_driven = false;           // its driver thread runs
+  // Its instance moved to this node (Migrate to a node): every invocation is forwarded there.
+  std::shared_ptr<PeerNode> moved_to;
 };
 
 // What the first invocation of a new instance reports about how it was brought up.
@@ -206,7 +218,9 @@ class InstanceManager::Impl {
   Result<std::vector<InstanceStatus>> Instances(const std::string& name) const;
   void Checkpoint(const std::string& name, uint64_t instance, CheckpointMode mode,
                   std::function<void(CheckpointOutcome)> done);
-  void Migrate(const std::string& name, uint64_t instance, int device, std::function<void(MigrationOutcome)> done);
+  void Migrate(const std::string& name, uint64_t instance, MigrationTarget target,
+               std::function<void(MigrationOutcome)> done);
+  void AdoptSnapshot(const std::string& name, int va_slot, uint64_t version, std::function<void(MigrationOutcome)> done);
 
  private:
   bool SnapshotsEnabled() const {
@@ -241,8 +255,8 @@ class InstanceManager::Impl {
   bool NeedsStartLocked(Clock::time_point now) const;
   // The instance's invocation is answered (or failed): warm top-ups may restore again.
   void DoneRestoringLocked(Instance& inst);
-  void StartInstanceLocked(const std::shared_ptr<Function>& f, RestoreMode mode, std::optional<Invocation> first,
-                           bool extra);
+  std::shared_ptr<Instance> StartInstanceLocked(const std::shared_ptr<Function>& f, RestoreMode mode,
+                                                std::optional<Invocation> first, bool extra);
   void JoinFinishedLocked();
   int IdleLocked(const Function& f) const;
   // Instances that count against max_instances: all but the retiring.
@@ -283,6 +297,13 @@ class InstanceManager::Impl {
   // Answers `inst`'s migration, if one is under way (Instance::moving): Ok once its new process is
   // ready on the target device, else `status`.
   void AnswerMove(Instance& inst, Status status);
+  // ---- moves between nodes (instance_nodes.cc) ----
+  // On the instance's thread, its process and session ended by a move to another node: the
+  // checkpoint sent there and restored; then the function's invocations forwarded there. False
+  // when the send failed (Move::failure says why): the instance is restored here instead.
+  bool SendToNode(const std::shared_ptr<Function>& f, Instance& inst, Move& move);
+  // Forwards `inv` to the node `f` moved to.
+  void Forward(const std::string& name, const std::shared_ptr<PeerNode>& node, Invocation inv);
   // Queues checkpoint `job` (moved from) for instance `instance` of `name` (0: an idle one, else
   // the oldest); why not when there is no such instance or it cannot be checkpointed (or moved)
   // now, `job` left as it was.

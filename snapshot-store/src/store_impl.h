@@ -21,6 +21,33 @@ namespace phos::store {
 
 class StoreImpl;
 
+// Appends chunks to segment files it creates, each stored as the store stores chunks: a zstd frame
+// when the store compresses and the frame pays, the bytes themselves otherwise. Its segments are
+// registered as in use, so GC and compaction leave them alone, until it gives them up (on
+// destruction at the latest). Not thread-safe.
+class ChunkAppender {
+ public:
+  explicit ChunkAppender(StoreImpl* store) : store_(store) {}
+  ~ChunkAppender();
+  ChunkAppender(const ChunkAppender&) = delete;
+  ChunkAppender& operator=(const ChunkAppender&) = delete;
+
+  // Stores the `size` bytes at `data`, in a new segment when the current one is full, and returns
+  // where (refcount 0).
+  Result<ChunkLocation> Append(const void* data, size_t size);
+  // Makes everything appended so far durable, the segment files' names included.
+  Status Sync();
+  // Deletes its segment files: an abandoned writer's, which nothing indexed points into.
+  void Discard();
+  // Under meta_mu_: gives its segments up; GC and compaction judge them by the index from now on.
+  void Release();
+
+ private:
+  StoreImpl* store_;
+  std::vector<std::unique_ptr<SegmentWriter>> segments_;
+  std::string compress_scratch_;
+};
+
 class WriterImpl final : public SnapshotWriter {
  public:
   WriterImpl(StoreImpl* store, std::string function);
@@ -32,23 +59,21 @@ class WriterImpl final : public SnapshotWriter {
   std::vector<Buffer> TakeBuffers() override;
   Result<int> AddStoredBuffer(Buffer buffer) override;
   Result<int> AddModule(const Module& meta, const void* image, size_t size) override;
-  Status Sync() override { return SyncSegments(); }
+  Status Sync() override { return chunks_.Sync(); }
 
  private:
   friend class StoreImpl;
   // Stores one chunk unless the store or this writer has it already; appends its ref to `out`.
   Status AddChunk(const void* data, size_t size, std::vector<ChunkRef>* out);
-  Status SyncSegments();
 
   StoreImpl* store_;
   std::string function_;
   Manifest manifest_;
-  std::vector<std::unique_ptr<SegmentWriter>> segments_;
+  ChunkAppender chunks_;
   // Chunks this writer wrote (not yet in the index).
   std::unordered_map<ChunkId, ChunkLocation, ChunkIdHash> written_;
   // Chunks found in the index; pinned in the store so GC keeps them until commit.
   std::unordered_set<ChunkId, ChunkIdHash> pinned_;
-  std::string compress_scratch_;
   bool committed_ = false;
 };
 
@@ -59,6 +84,9 @@ class StoreImpl final : public Store {
 
   Result<std::unique_ptr<SnapshotWriter>> NewWriter(const std::string& function) override;
   Result<uint64_t> Commit(std::unique_ptr<SnapshotWriter> writer) override;
+  Result<std::vector<ChunkId>> MissingChunks(const std::vector<ChunkId>& ids) override;
+  Status PutChunk(const ChunkId& id, std::string_view data) override;
+  Result<uint64_t> CommitImported(const std::string& function, Manifest manifest) override;
   Result<std::vector<std::string>> ListFunctions() override;
   Result<std::vector<uint64_t>> ListVersions(const std::string& function) override;
   Result<Manifest> LoadManifest(const std::string& function, uint64_t version) override;
@@ -78,6 +106,7 @@ class StoreImpl final : public Store {
   std::string segment_dir() const { return options_.path + "/segments"; }
 
  private:
+  friend class ChunkAppender;
   friend class WriterImpl;
 
   Status Writable() const;
@@ -101,6 +130,13 @@ class StoreImpl final : public Store {
                      const std::unordered_map<ChunkId, ChunkLocation, ChunkIdHash>& written,
                      rocksdb::WriteBatch* batch);
   Status WriteSynced(rocksdb::WriteBatch* batch);
+  // Under meta_mu_: publishes `manifest` as the next version of `function` (setting its function
+  // and version) in one synced write: the refcounts of the chunks it references, the manifest,
+  // the version counter and the retention drops. `written`: chunks not yet indexed, and where
+  // they are. Returns the version.
+  Result<uint64_t> Publish(const std::string& function, Manifest& manifest,
+                           const std::unordered_map<ChunkId, ChunkLocation, ChunkIdHash>& written,
+                           const std::string& what);
   // The open segment `id` for reading (cached). Caller holds io_mu_ shared or exclusive.
   Result<const SegmentFile*> Segment(uint64_t id);
   // Reads and verifies the chunk at `loc` into `dst` (loc.raw_size bytes).
@@ -122,6 +158,13 @@ class StoreImpl final : public Store {
   std::shared_mutex io_mu_;
   std::mutex files_mu_;
   std::unordered_map<uint64_t, std::unique_ptr<SegmentFile>> files_;
+  // Serialises PutChunk's appends and indexing; taken before meta_mu_ (by GC too, which gives
+  // imports_'s segment up).
+  std::mutex import_mu_;
+  // Where PutChunk appends: one segment kept across calls, so that an import of many chunks
+  // fills one file rather than making one per chunk. Declared last: it gives its segments up
+  // through meta_mu_ on destruction.
+  ChunkAppender imports_{this};
 };
 
 }  // namespace phos::store

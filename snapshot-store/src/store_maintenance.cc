@@ -72,7 +72,12 @@ uint64_t StoreImpl::DeleteSegments(const std::vector<uint64_t>& ids) {
 
 Result<GcStats> StoreImpl::CollectGarbage() {
   PHOS_RETURN_IF_ERROR(Writable());
+  std::lock_guard imports(import_mu_);
   std::lock_guard lock(meta_mu_);
+  // The chunks put and not yet committed are dropped below with every other unreferenced chunk;
+  // giving up the segment they were put in lets it go too when nothing indexed is left in it
+  // (the next PutChunk starts a new one).
+  imports_.Release();
   GcStats stats;
   PHOS_ASSIGN_OR_RETURN(std::vector<IndexEntry> entries, ScanIndex(db_.get()));
   rocksdb::WriteBatch batch;

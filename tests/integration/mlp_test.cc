@@ -15,6 +15,7 @@
 #include "mlp_expect.h"
 #include "mlp_model.h"
 #include "phosd_fixture.h"
+#include "../testing/wait_until.h"
 
 namespace phos::testing {
 namespace {
@@ -25,6 +26,24 @@ class MlpTest : public PhosdTest {
     CommandResult r = PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--instances", std::to_string(instances), "--",
                               "--size-mib", "16", "--layers", "4"});
     ASSERT_EQ(r.exit_code, 0) << r.out;
+  }
+  // Starts `other`, a second phosd, and deploys mlp on both (there with `other_size_mib`), once
+  // mlp here has settled to its one idle instance.
+  void DeployOnTwoNodes(PhosdNode& other, int other_size_mib) {
+    ASSERT_NO_FATAL_FAILURE(other.Start(ExtraPhosdArgs(), phosd_env_));
+    Deploy(1);
+    CommandResult deployed = other.PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--instances", "1", "--",
+                                           "--size-mib", std::to_string(other_size_mib), "--layers", "4"});
+    ASSERT_EQ(deployed.exit_code, 0) << deployed.out << other.Log();
+    ASSERT_TRUE(SettledToOneIdleInstance("mlp"));
+  }
+  // A request to mlp with `seed`, with the response's headers.
+  HttpResponse InvokeMlp(int seed) {
+    std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-i", "-X", "POST", "--data-binary",
+                                     "{\"seed\": " + std::to_string(seed) + "}"};
+    for (const std::string& h : AdminHeader()) argv.push_back(h);
+    argv.push_back(endpoint() + "/v1/functions/mlp/invoke");
+    return ParseCurl(::phos::testing::Run(argv).out);
   }
 };
 
@@ -177,6 +196,113 @@ TEST_F(MlpTest, AnInstanceMovedBetweenDevicesAnswersEveryRequestSentDuringTheMov
     SCOPED_TRACE("seed " + std::to_string(seed));
     ExpectMlpMatchesReference(body, seed, /*full=*/false);
   }
+}
+
+// The versions of `function` a phosd's store holds (phos-snapshot opens it read-only beside it).
+std::string StoredVersions(const std::string& data_dir) {
+  return Run({PHOS_SNAPSHOT_TOOL, "--store", data_dir + "/store", "ls"}).out;
+}
+
+// An instance moved to another phosd (docs/design.md D10): every request sent here during the move
+// is answered as the CPU reference says, and those after it by the other node (X-Phos-Node), which
+// was sent only the chunks it lacked (it deployed mlp too: it holds the weights). This node then
+// runs no instance of mlp and says where it went.
+TEST_F(MlpTest, AnInstanceMovedToAnotherNodeAnswersEveryRequestSentDuringTheMove) {
+  PhosdNode other;
+  ASSERT_NO_FATAL_FAILURE(DeployOnTwoNodes(other, 16));
+  std::atomic<bool> moving{true};
+  std::mutex mu;
+  std::vector<std::pair<int, HttpResponse>> answers;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 3; ++c) {
+    clients.emplace_back([&, c] {
+      for (int i = 0; moving.load() || i < 2; ++i) {
+        const int seed = 1000 * (c + 1) + i;
+        HttpResponse r = InvokeMlp(seed);
+        std::lock_guard lock(mu);
+        answers.emplace_back(seed, std::move(r));
+      }
+    });
+  }
+  CommandResult moved =
+      PhosFn({"migrate", "mlp", "--node", other.endpoint(), "--node-token-file", other.token_file()});
+  moving = false;
+  for (auto& t : clients) t.join();
+  ASSERT_EQ(moved.exit_code, 0) << moved.out << PhosdLog() << other.Log();
+  std::smatch sent;
+  ASSERT_TRUE(std::regex_search(moved.out, sent, std::regex(R"((\d+) chunks sent, (\d+) bytes)"))) << moved.out;
+  EXPECT_LT(std::stoull(sent[2]), 16ull << 20) << "the weights went although the other node holds them: " << moved.out;
+  for (int seed : {7001, 7002}) answers.emplace_back(seed, InvokeMlp(seed));
+  ASSERT_GE(answers.size(), 8u);
+  for (const auto& [seed, r] : answers) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    ASSERT_EQ(r.status, 200) << r.body;
+    ExpectMlpMatchesReference(r.body, seed, /*full=*/false);
+    if (seed > 7000) {
+      EXPECT_EQ(r.headers.count("x-phos-node") ? r.headers.at("x-phos-node") : "", other.endpoint());
+    }
+  }
+  EXPECT_TRUE(WaitUntil([&] {
+    nlohmann::json j = nlohmann::json::parse(PhosFn({"instances", "mlp", "--json"}).out, nullptr, false);
+    return j.is_object() && j.contains("instances") && j["instances"].empty();
+  })) << "an instance of mlp still runs here";
+  EXPECT_NE(PhosFn({"ls", "--json"}).out.find("\"moved_to\":\"" + other.endpoint() + "\""), std::string::npos);
+  // Moved once: it does not move again from here.
+  EXPECT_NE(PhosFn({"migrate", "mlp", "--node", other.endpoint(), "--node-token-file", other.token_file()}).exit_code, 0);
+}
+
+// A move the other node refuses (its mlp is laid out otherwise: the snapshot's buffers are not its
+// deploy's) leaves the instance serving here, restored from the checkpoint, and nothing kept
+// there; what reaches the import routes otherwise is checked too, each refusal with its status.
+TEST_F(MlpTest, AMoveTheOtherNodeRefusesLeavesTheInstanceServingHere) {
+  PhosdNode other;
+  ASSERT_NO_FATAL_FAILURE(DeployOnTwoNodes(other, 8));
+  const std::string kept_there = StoredVersions(other.data_dir());
+  CommandResult moved =
+      PhosFn({"migrate", "mlp", "--node", other.endpoint(), "--node-token-file", other.token_file()});
+  EXPECT_NE(moved.exit_code, 0) << moved.out;
+  HttpResponse here = InvokeMlp(11);
+  ASSERT_EQ(here.status, 200) << here.body << PhosdLog();
+  ExpectMlpMatchesReference(here.body, 11, /*full=*/false);
+  EXPECT_EQ(here.headers.count("x-phos-node"), 0u);
+  EXPECT_EQ(StoredVersions(other.data_dir()), kept_there);
+
+  // The import routes, as a hostile sender would call them.
+  auto call = [&](const std::string& method, const std::string& path, const std::string& body, bool admin = true) {
+    std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-i", "-X", method, "--data-binary", body};
+    if (admin) argv.insert(argv.end(), {"-H", "Authorization: Bearer " + AdminToken(other.data_dir())});
+    argv.push_back(other.endpoint() + path);
+    return ParseCurl(::phos::testing::Run(argv).out);
+  };
+  const std::string zeros(4096, '\0');
+  struct Case {
+    std::string method, path, body;
+    int status;
+    bool admin = true;
+  } cases[] = {
+      {"PUT", "/v1/chunks/0123456789abcdef0123456789abcdef", zeros, 400},  // not those bytes' id
+      {"PUT", "/v1/chunks/not-a-chunk-id", zeros, 400},
+      {"POST", "/v1/chunks/missing", R"({"chunks": ["zz"]})", 400},
+      {"POST", "/v1/chunks/missing", R"({"chunks": 3})", 400},
+      {"POST", "/v1/functions/mlp/ranges/0/snapshot", "not a manifest", 400},
+      {"POST", "/v1/functions/mlp/ranges/x/snapshot", "", 400},
+      {"POST", "/v1/functions/nope/ranges/0/snapshot", "", 404},
+      {"POST", "/v1/chunks/missing", R"({"chunks": []})", 401, false},
+      {"PUT", "/v1/chunks/0123456789abcdef0123456789abcdef", zeros, 401, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.method + " " + c.path + " " + c.body.substr(0, 40));
+    HttpResponse r = call(c.method, c.path, c.body, c.admin);
+    EXPECT_EQ(r.status, c.status) << r.body;
+    EXPECT_NE(r.body.find("\"error\""), std::string::npos) << r.body;
+  }
+  // A chunk it does hold is not asked for: the one just refused is not there.
+  HttpResponse asked = call("POST", "/v1/chunks/missing", R"({"chunks": ["0123456789abcdef0123456789abcdef"]})");
+  ASSERT_EQ(asked.status, 200) << asked.body;
+  EXPECT_NE(asked.body.find("0123456789abcdef0123456789abcdef"), std::string::npos) << asked.body;
+  EXPECT_EQ(StoredVersions(other.data_dir()), kept_there);
+  HttpResponse still = call("POST", "/v1/functions/mlp/invoke", R"({"seed": 12})");
+  EXPECT_EQ(still.status, 200) << still.body;
 }
 
 // What a migration cannot do is refused with the reason, and the instance serves on where it was.

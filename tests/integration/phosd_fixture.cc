@@ -135,29 +135,72 @@ void PhosdTest::SetUp() {
   StartPhosd();
 }
 
-void PhosdTest::StartPhosd() {
+Result<Subprocess> SpawnPhosd(const std::string& data_dir, const std::string& log_path,
+                              const std::vector<std::string>& extra_args,
+                              const std::vector<std::pair<std::string, std::string>>& env, std::string* endpoint) {
   int port = FreePort();
-  endpoint_ = "http://127.0.0.1:" + std::to_string(port);
+  *endpoint = "http://127.0.0.1:" + std::to_string(port);
   SpawnOptions options;
   // PHOS_TEST_GPU=cuda: the tests registered for a GPU host (label 'gpu') run phosd on NVIDIA's driver.
   const char* gpu = std::getenv("PHOS_TEST_GPU");
-  options.argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir", data_dir_, "--gpu",
+  options.argv = {PHOS_PHOSD, "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir", data_dir, "--gpu",
                   gpu != nullptr && *gpu != '\0' ? gpu : "sim", "--functions-dir", BuildBinDir()};
-  std::vector<std::string> extra = ExtraPhosdArgs();
-  options.argv.insert(options.argv.end(), extra.begin(), extra.end());
-  options.env = phosd_env_;
-  options.stdout_file = log_path_;
+  options.argv.insert(options.argv.end(), extra_args.begin(), extra_args.end());
+  options.env = env;
+  options.stdout_file = log_path;
   options.stderr_to_stdout = true;
-  Result<Subprocess> phosd = Subprocess::Spawn(options);
+  PHOS_ASSIGN_OR_RETURN(Subprocess phosd, Subprocess::Spawn(options));
+  // Ready when /healthz answers.
+  const std::string health = *endpoint + "/healthz";
+  if (!WaitUntil([&] { return ::phos::testing::Run({"/usr/bin/curl", "-sf", health}).exit_code == 0; })) {
+    return Status::Unavailable("phosd did not become healthy at " + *endpoint);
+  }
+  return phosd;
+}
+
+void PhosdTest::StartPhosd() {
+  Result<Subprocess> phosd = SpawnPhosd(data_dir_, log_path_, ExtraPhosdArgs(), phosd_env_, &endpoint_);
   ASSERT_TRUE(phosd.ok()) << phosd.status().ToString();
   phosd_.emplace(std::move(phosd).value());
-  // Ready when /healthz answers.
-  bool healthy = WaitUntil([&] {
-    return ::phos::testing::Run({"/usr/bin/curl", "-sf", endpoint_ + "/healthz"}).exit_code == 0;
-  });
-  ASSERT_TRUE(healthy) << "phosd did not become healthy at " << endpoint_;
   admin_token_ = AdminToken(data_dir_);
   ASSERT_FALSE(admin_token_.empty()) << "phosd made no " << data_dir_ << "/admin.token";
+}
+
+void PhosdNode::Start(const std::vector<std::string>& extra_args,
+                      const std::vector<std::pair<std::string, std::string>>& env) {
+  char tmpl[] = "/tmp/phosd-node-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  data_dir_ = tmpl;
+  log_path_ = data_dir_ + ".log";
+  Result<Subprocess> phosd = SpawnPhosd(data_dir_, log_path_, extra_args, env, &endpoint_);
+  ASSERT_TRUE(phosd.ok()) << phosd.status().ToString();
+  phosd_.emplace(std::move(phosd).value());
+  ASSERT_FALSE(AdminToken(data_dir_).empty()) << "phosd made no " << data_dir_ << "/admin.token";
+}
+
+PhosdNode::~PhosdNode() {
+  if (phosd_) {
+    Result<ExitStatus> how = phosd_->Stop(kPhosdStopGrace, SIGTERM);
+    EXPECT_TRUE(how.ok() && how->success()) << "the second phosd did not exit cleanly on SIGTERM: "
+                                            << (how.ok() ? how->ToString() : how.status().ToString());
+    phosd_.reset();
+    std::string report = SanitizerReport(log_path_);
+    EXPECT_TRUE(report.empty()) << "a sanitizer report in " << log_path_ << ":\n" << report;
+  }
+  std::error_code ec;
+  if (!data_dir_.empty()) std::filesystem::remove_all(data_dir_, ec);
+  if (!log_path_.empty()) std::filesystem::remove(log_path_, ec);
+}
+
+std::string PhosdNode::Log() const {
+  std::ifstream in(log_path_);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+CommandResult PhosdNode::PhosFn(const std::vector<std::string>& args) const {
+  std::vector<std::string> argv = {PHOS_PHOS_FN, "--endpoint", endpoint_, "--token-file", token_file()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return ::phos::testing::Run(argv);
 }
 
 int PhosdTest::RestartPhosd(int signal) {

@@ -58,6 +58,36 @@ std::vector<pid_t> FunctionProcessesOf(const std::string& data_dir);
 // ThreadSanitizer) in the log file at `log_path`, up to its SUMMARY line; empty when there is none.
 std::string SanitizerReport(const std::string& log_path);
 
+// Starts phosd on `data_dir` (its output to `log_path`) with `extra_args` besides --listen (a free
+// loopback port: *endpoint), --data-dir, --gpu and --functions-dir, and `env`; once /healthz answers.
+Result<Subprocess> SpawnPhosd(const std::string& data_dir, const std::string& log_path,
+                              const std::vector<std::string>& extra_args,
+                              const std::vector<std::pair<std::string, std::string>>& env, std::string* endpoint);
+
+// Another phosd beside a PhosdTest's, on a data directory of its own (a second node): stopped
+// (SIGTERM, the test failing unless it exits cleanly) and its directory removed when destroyed.
+class PhosdNode {
+ public:
+  PhosdNode() = default;
+  ~PhosdNode();
+  PhosdNode(const PhosdNode&) = delete;
+  PhosdNode& operator=(const PhosdNode&) = delete;
+  // Fatal failure when it does not become healthy.
+  void Start(const std::vector<std::string>& extra_args, const std::vector<std::pair<std::string, std::string>>& env);
+  const std::string& endpoint() const { return endpoint_; }
+  const std::string& data_dir() const { return data_dir_; }
+  std::string token_file() const { return data_dir_ + "/admin.token"; }
+  std::string Log() const;
+  // phos-fn --endpoint <its endpoint> --token-file <its admin token> args...
+  CommandResult PhosFn(const std::vector<std::string>& args) const;
+
+ private:
+  std::string data_dir_;
+  std::string log_path_;
+  std::string endpoint_;
+  std::optional<Subprocess> phosd_;
+};
+
 class PhosdTest : public ::testing::Test {
  protected:
   void SetUp() override;

@@ -10,6 +10,7 @@
 namespace phos::store {
 namespace {
 
+using testing::AddBuffers;
 using testing::Bytes;
 using testing::TempDir;
 
@@ -31,14 +32,7 @@ class StoreTest : public ::testing::Test {
   uint64_t Commit(const std::string& function, const std::vector<std::vector<char>>& buffers) {
     auto w = store_->NewWriter(function);
     EXPECT_TRUE(w.ok()) << w.status().ToString();
-    for (size_t i = 0; i < buffers.size(); ++i) {
-      Buffer meta;
-      meta.device_address = 0x10000000ull * (i + 1);
-      meta.size = buffers[i].size();
-      meta.label = "b" + std::to_string(i);
-      auto index = (*w)->AddBuffer(meta, buffers[i].data());
-      EXPECT_TRUE(index.ok()) << index.status().ToString();
-    }
+    AddBuffers(**w, buffers);
     auto v = store_->Commit(std::move(*w));
     EXPECT_TRUE(v.ok()) << v.status().ToString();
     return v.ok() ? *v : 0;

@@ -11,9 +11,24 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "phos/base/subprocess.h"
+#include "phos/store/store.h"
 
 namespace phos::store::testing {
+
+// Adds one buffer per entry of `buffers` to `writer`, at addresses 0x10000000 apart, labelled b0, b1, ...
+inline void AddBuffers(SnapshotWriter& writer, const std::vector<std::vector<char>>& buffers) {
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    Buffer meta;
+    meta.device_address = 0x10000000ull * (i + 1);
+    meta.size = buffers[i].size();
+    meta.label = "b" + std::to_string(i);
+    auto index = writer.AddBuffer(meta, buffers[i].data());
+    EXPECT_TRUE(index.ok()) << index.status().ToString();
+  }
+}
 
 // A tool (phos-snapshot) run to its end: its exit code (-1 when it could not run or was killed)
 // and what it printed on stdout and stderr.

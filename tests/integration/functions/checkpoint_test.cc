@@ -238,5 +238,35 @@ TEST_F(CheckpointTest, BadCheckpointRequestsGetClearErrorsAndTheInstanceServesOn
   EXPECT_EQ(r.body, Expected(2, 10));
 }
 
+// Moved to another phosd (docs/design.md D10), stateful_fn's device state goes with it and its
+// process state does not: the other node restores the accumulator under its own deploy's process,
+// whose count of requests starts over. Requests sent here afterwards are answered there.
+TEST_F(CheckpointTest, MovedToAnotherNodeItsDeviceStateGoesOnThereAndItsProcessStateStartsOver) {
+  PhosdNode other;
+  ASSERT_NO_FATAL_FAILURE(other.Start(ExtraPhosdArgs(), phosd_env_));
+  const std::vector<std::string> deploy = {"deploy", "stateful", PHOS_STATEFUL_FUNCTION, "--instances", "1",
+                                           "--max-instances", "1", "--", "--elements", std::to_string(kElements)};
+  CommandResult here = PhosFn(deploy);
+  ASSERT_EQ(here.exit_code, 0) << here.out;
+  CommandResult there = other.PhosFn(deploy);
+  ASSERT_EQ(there.exit_code, 0) << there.out << other.Log();
+  ASSERT_NE(SoleIdleInstance("stateful"), 0u);
+  EXPECT_EQ(InvokeInMode("stateful", "1", "warm").body, Expected(1, 1));
+  EXPECT_EQ(InvokeInMode("stateful", "2", "warm").body, Expected(2, 3));
+
+  CommandResult moved =
+      PhosFn({"migrate", "stateful", "--node", other.endpoint(), "--node-token-file", other.token_file()});
+  ASSERT_EQ(moved.exit_code, 0) << moved.out << PhosdLog() << other.Log();
+  HttpResponse r = Post("/v1/functions/stateful/invoke", "4");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, Expected(1, 7));  // 1 + 2 + 4 added on the device; one request for this process
+  EXPECT_EQ(r.headers["x-phos-node"], other.endpoint());
+  // The other node serves it as its own.
+  std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-X", "POST", "--data-binary", "1", "-H",
+                                   "Authorization: Bearer " + AdminToken(other.data_dir()),
+                                   other.endpoint() + "/v1/functions/stateful/invoke"};
+  EXPECT_EQ(::phos::testing::Run(argv).out, Expected(2, 8));
+}
+
 }  // namespace
 }  // namespace phos::testing

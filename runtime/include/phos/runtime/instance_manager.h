@@ -212,6 +212,9 @@ struct InvokeOutcome {
   // The function sent pieces before this outcome and they went to the invocation's piece
   // callback: body is the last piece only, and an error here comes after pieces already sent.
   bool streamed = false;
+  // Served by another node the function moved to (InstanceManager::Migrate): its name. Empty when
+  // served here.
+  std::string node;
 };
 
 // Called on the instance's thread with each piece of a response the function sends in pieces, as
@@ -258,6 +261,36 @@ struct CheckpointOutcome {
   CaptureStats copies;
 };
 
+// Another node an instance can move to (docs/design.md D10), as the frontend reaches it (phosd:
+// over its HTTP API). Thread-safe; its calls may block, never on the manager's lock.
+class PeerNode {
+ public:
+  // What the peer made of a snapshot sent to it.
+  struct Received {
+    uint64_t version = 0;   // the snapshot version there
+    uint64_t instance = 0;  // the instance restored from it there
+    uint64_t sent_chunks = 0;  // chunks the peer lacked, and their bytes
+    uint64_t sent_bytes = 0;
+  };
+  virtual ~PeerNode() = default;
+  // For messages and answers: "http://127.0.0.1:7071".
+  virtual std::string Name() const = 0;
+  // Sends snapshot `version` of `function` (its manifest, and the chunks the peer does not hold)
+  // and has the peer restore an instance of its `function` from it in instance range `va_slot`
+  // (the range's index, the same on both nodes: the process's pointers are its addresses).
+  // Returns once that instance is ready there.
+  virtual Result<Received> SendSnapshot(const std::string& function, uint64_t version, int va_slot) = 0;
+  // Serves an invocation of `function` there; `done` is called exactly once, from any thread.
+  virtual void Invoke(const std::string& function, std::string request, std::chrono::milliseconds timeout,
+                      std::function<void(InvokeOutcome)> done) = 0;
+};
+
+// Where a migration takes an instance: a device of this node, or another node.
+struct MigrationTarget {
+  int device = -1;
+  std::shared_ptr<PeerNode> node;
+};
+
 // What a migration did (InstanceManager::Migrate).
 struct MigrationOutcome {
   // Ok: the instance's state, checkpointed at its final stop (a soft recopy), was restored on
@@ -270,7 +303,14 @@ struct MigrationOutcome {
   Status status;
   uint64_t instance = 0;
   int from = 0;
-  int to = 0;
+  int to = 0;  // -1 for another node
+  // A move to another node: its name, the instance serving there and the snapshot version it was
+  // restored from there, and the chunks sent (those it lacked).
+  std::string node;
+  uint64_t node_instance = 0;
+  uint64_t node_version = 0;
+  uint64_t sent_chunks = 0;
+  uint64_t sent_bytes = 0;
   uint64_t version = 0;  // the checkpoint the instance was restored from on `to`
   // From the final stop to the instance ready on `to`: the time it served nothing. And from the
   // migration's start to then.
@@ -303,6 +343,9 @@ struct FunctionStatus {
   int busy = 0;
   int ending = 0;  // evicted or idle past their keep-alive: their process and range being released
   size_t queued = 0;
+  // Its instance moved to another node, which serves its invocations now (forwarded there); empty
+  // when it runs here.
+  std::string moved_to;
 };
 
 class InstanceManager {
@@ -363,7 +406,21 @@ class InstanceManager {
   // stop its process ends and its range is restored from the checkpoint on `device`; requests
   // sent meanwhile queue for it. Single-GPU instances of a deployed function. `done` is called
   // exactly once, as Checkpoint's is.
-  void Migrate(const std::string& name, uint64_t instance, int device, std::function<void(MigrationOutcome)> done);
+  //
+  // To another node (`target.node`): the same recopy and final stop, then the checkpoint is sent
+  // there and restored in the same instance range by that node's deploy of the function (its own
+  // template for the CPU side: the function must keep its state on the device, as a job does);
+  // from then on this node forwards every invocation of the function there, those that queued
+  // during the move first. Only the function's one running instance moves this way.
+  void Migrate(const std::string& name, uint64_t instance, MigrationTarget target,
+               std::function<void(MigrationOutcome)> done);
+  // The receiving side of a move from another node: the function's instance range `va_slot`
+  // restores from snapshot `version` (imported into this node's store) under its deploy's
+  // template, once its layout is checked against the range's; the instance living there is asked
+  // to end, and a new one is restored there at once. `done` (exactly once) gets the new instance
+  // and the version once it is ready, or why not (the range then restores from what it held).
+  void AdoptSnapshot(const std::string& name, int va_slot, uint64_t version,
+                     std::function<void(MigrationOutcome)> done);
   // Where job `name` stands. NotFound for an unknown function; FailedPrecondition for one that is
   // not a job.
   Result<JobStatus> Job(const std::string& name) const;

@@ -14,20 +14,23 @@
 // index entries whose refcount is 0 and deletes segment files no index entry points at (which
 // includes the bytes of a commit that never happened); compaction copies live chunks out of
 // mostly-dead segments, publishes the new locations in one synced write, then deletes the old
-// files, so a crash at any step leaves every chunk reachable.
+// files, so a crash at any step leaves every chunk reachable. An import (a snapshot committed in
+// another store) indexes each chunk it receives as it arrives, its bytes synced first and its
+// refcount 0, and publishes through the same WriteBatch as a commit.
 //
 // Every read is verified against the chunk id; a mismatch is Corruption naming the chunk (and
 // the snapshot and buffer when read through ReadBuffer/VerifySnapshot).
 //
 // One process opens a store read-write at a time (RocksDB's lock); tools open it read-only.
-// All methods are thread-safe. Commits, deletions, GC and compaction are serialised; reads run
-// concurrently with all of them.
+// All methods are thread-safe. Commits (imported ones too), deletions, GC and compaction are
+// serialised; reads run concurrently with all of them.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "phos/base/status.h"
@@ -137,6 +140,28 @@ class Store : public ChunkSource {
   virtual Result<std::unique_ptr<SnapshotWriter>> NewWriter(const std::string& function) = 0;
   // Publishes the writer's snapshot atomically and returns its version (1, 2, … per function).
   virtual Result<uint64_t> Commit(std::unique_ptr<SnapshotWriter> writer) = 0;
+
+  // Importing a snapshot committed in another store (a migration between two daemons sends the
+  // manifest and only the chunks the receiver lacks): MissingChunks, PutChunk of each, then
+  // CommitImported.
+  //
+  // Of `ids`, those whose bytes this store does not hold (in the order given, without repeats).
+  virtual Result<std::vector<ChunkId>> MissingChunks(const std::vector<ChunkId>& ids) = 0;
+  // Stores `data` as chunk `id`, verified first: bytes whose XXH3-128 is not `id` are refused
+  // (InvalidArgument), as is an empty chunk or one larger than chunk_bytes. A chunk held already
+  // is Ok and not written again. The bytes are written (compressed as a writer would) and fsynced
+  // like a writer's chunks, but no snapshot references the chunk: it stays until CommitImported
+  // references it, or garbage collection drops it (a chunk unreferenced at collection time is
+  // dropped, as any chunk of an abandoned writer is).
+  virtual Status PutChunk(const ChunkId& id, std::string_view data) = 0;
+  // Commits `manifest`, a snapshot of another store, as a new version of `function`: its function
+  // and version are replaced, everything else is kept as given (cpu_state included, which the
+  // caller sets). Every chunk its buffers and modules reference must be held with the size the
+  // manifest says; otherwise NotFound says how many are not and names the first, and nothing is
+  // committed. InvalidArgument when a buffer's or module's chunks do not add up to its size.
+  // Published like Commit, in one synced write (refcounts, manifest, version counter, retention).
+  // Returns the version.
+  virtual Result<uint64_t> CommitImported(const std::string& function, Manifest manifest) = 0;
 
   virtual Result<std::vector<std::string>> ListFunctions() = 0;
   // Ascending.

@@ -167,11 +167,6 @@ Status InstanceManager::Impl::QueueCheckpoint(const std::string& name, uint64_t 
       return Status::FailedPrecondition(fmt::format(
           "instance {} of '{}' holds no GPU state from a snapshot: there is nothing to move", target->id, name));
     }
-    if (f.spec.gpus != 1) {
-      return Status::FailedPrecondition(fmt::format(
-          "'{}' runs on {} GPUs: instances of device groups are checkpointed, not moved between devices", name,
-          f.spec.gpus));
-    }
     if (move.node != nullptr) {
       if (f.spec.job.checkpoint_every > 0) {
         return Status::FailedPrecondition(fmt::format(
@@ -192,6 +187,11 @@ Status InstanceManager::Impl::QueueCheckpoint(const std::string& name, uint64_t 
       target->checkpoints.push_back(std::move(job));
       f.cv.notify_all();
       return Status::Ok();
+    }
+    if (f.spec.gpus != 1) {
+      return Status::FailedPrecondition(
+          fmt::format("'{}' runs on {} GPUs: a device group's instance moves to another node, not between devices",
+                      name, f.spec.gpus));
     }
     const int devices = options_.sessions->DeviceCount();
     if (move.to < 0 || move.to >= devices) {

@@ -85,11 +85,10 @@ void InstanceManager::Impl::AdoptSnapshot(const std::string& name, int va_slot, 
       return refuse(Status::FailedPrecondition(
           fmt::format("'{}' is not deployed from a snapshot on this node: it has no instance range to restore in", name)));
     }
-    if (f.spec.gpus != 1 || f.spec.job.checkpoint_every > 0 || f.moved_to != nullptr) {
-      return refuse(Status::FailedPrecondition(fmt::format(
-          "'{}' takes no instance from another node: {}", name,
-          f.moved_to != nullptr ? "it moved to " + f.moved_to->Name()
-                                : f.spec.gpus != 1 ? "it runs on several GPUs" : "it is a job")));
+    if (f.spec.job.checkpoint_every > 0 || f.moved_to != nullptr) {
+      return refuse(Status::FailedPrecondition(
+          fmt::format("'{}' takes no instance from another node: {}", name,
+                      f.moved_to != nullptr ? "it moved to " + f.moved_to->Name() : "it is a job")));
     }
     std::string ranges;
     for (const Slot& slot : f.slots) {

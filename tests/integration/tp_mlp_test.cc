@@ -92,6 +92,44 @@ TEST_F(TpMlpTest, ACheckpointedDeviceGroupInstanceRestoresToTheSameAnswers) {
   ExpectCheckpointsRestoreTheSameAnswers("tp-mlp", request);
 }
 
+// A device group's instance moved to another phosd (docs/design.md D10): its two devices' buffers
+// go there, that node's deploy restores them on a device group of its own (its communicator), and
+// the requests sent here afterwards are answered there as the CPU reference says.
+TEST_F(TpMlpTest, ADeviceGroupInstanceMovedToAnotherNodeAnswersThere) {
+  PhosdNode other;
+  ASSERT_NO_FATAL_FAILURE(other.Start(ExtraPhosdArgs(), phosd_env_));
+  Deploy(2);
+  CommandResult deployed =
+      other.PhosFn({"deploy", "tp-mlp", PHOS_TP_MLP_FUNCTION, "--gpus", "2", "--", "--width",
+                    std::to_string(kShape.width), "--layers", std::to_string(kShape.layers)});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out << other.Log();
+  ASSERT_TRUE(SettledToOneIdleInstance("tp-mlp"));
+  std::string served;
+  ExpectMatchesReference(InvokeAs(endpoint(), "warm", R"({"seed": 5, "full": true})", &served), 5);
+  CommandResult moved =
+      PhosFn({"migrate", "tp-mlp", "--node", other.endpoint(), "--node-token-file", other.token_file()});
+  ASSERT_EQ(moved.exit_code, 0) << moved.out << PhosdLog() << other.Log();
+  for (uint64_t seed : {6, 7}) {
+    CommandResult r = ::phos::testing::Run({"/usr/bin/curl", "-s", "-D", "-", "-X", "POST", "--data",
+                           "{\"seed\": " + std::to_string(seed) + ", \"full\": true}",
+                           endpoint() + "/v1/functions/tp-mlp/invoke"});
+    HttpResponse answer = ParseCurl(r.out);
+    ASSERT_EQ(answer.status, 200) << r.out;
+    EXPECT_EQ(answer.headers["x-phos-node"], other.endpoint());
+    ExpectMatchesReference(answer.body, seed);
+  }
+}
+
+// A device group's instance does not move between the node's devices: refused, and it serves on.
+TEST_F(TpMlpTest, ADeviceGroupInstanceIsNotMovedBetweenTheNodesDevices) {
+  Deploy(2);
+  ASSERT_TRUE(SettledToOneIdleInstance("tp-mlp"));
+  CommandResult moved = PhosFn({"migrate", "tp-mlp", "--device", "1"});
+  EXPECT_NE(moved.exit_code, 0) << moved.out;
+  std::string served;
+  ExpectMatchesReference(InvokeAs(endpoint(), "warm", R"({"seed": 8, "full": true})", &served), 8);
+}
+
 TEST_F(TpMlpTest, DeployedWithTwoGpusGivesTheCpuReference) {
   Deploy(2);
   for (uint64_t seed : {1, 7, 12345}) {

@@ -53,11 +53,7 @@ std::optional<ClientResponse> Call(ClientRequest request) {
     return std::nullopt;
   }
   if (response->status < 200 || response->status >= 300) {
-    std::string message = response->body;
-    nlohmann::json j = nlohmann::json::parse(message, nullptr, false);
-    if (!j.is_discarded() && j.is_object() && j.contains("error") && j["error"].is_string()) {
-      message = j["error"].get<std::string>();
-    }
+    const std::string message = phos::http::ParseErrorBody(response->body).message;
     std::cerr << "phos-fn: " << request.method << " " << request.url << ": HTTP " << response->status << ": "
               << message << (message.empty() || message.back() != '\n' ? "\n" : "");
     return std::nullopt;

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "errors.h"
 #include "phos/http/digest.h"
 
 namespace phos::phosd {
@@ -54,7 +55,7 @@ Status WriteAll(int fd, std::string_view text, const std::string& path) {
 }
 
 http::Response Refuse(int status, const std::string& message) {
-  http::Response r = http::Response::Json(status, nlohmann::json{{"error", message}}.dump() + "\n");
+  http::Response r = ErrorResponse(status, message);
   r.headers.emplace_back("WWW-Authenticate", status == 403 ? "Bearer error=\"invalid_token\"" : "Bearer");
   return r;
 }

@@ -34,6 +34,7 @@
 #include "phos/store/dram_tier.h"
 #include "phos/store/store.h"
 #include "access.h"
+#include "errors.h"
 #include "executables.h"
 #include "routes.h"
 
@@ -434,6 +435,10 @@ int main(int argc, char** argv) {
   http_options.listen = listen;
   http_options.max_body_bytes = max_body_mib << 20;  // POST /v1/artifacts has its own (routes.cc)
   http_options.max_connections = ConnectionsTheFileLimitAllows(max_connections);
+  http_options.request_id_header = "X-Request-Id";
+  http_options.error_response = [](int status, const std::string& message) {
+    return phos::phosd::ErrorResponse(status, message);
+  };
   auto server = phos::http::Server::Start(http_options, std::move(router));
   if (!server.ok()) return Fail(server.status().WithContext("phosd"));
   PHOS_LOG(Info, "phosd", "serving http://{} (data dir {})", listen, data_dir);

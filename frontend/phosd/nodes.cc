@@ -14,17 +14,10 @@ namespace {
 
 using runtime::InvokeOutcome;
 
-// The message of a phosd error answer ({"error": "..."}), or the body as it is.
-std::string ErrorMessage(const std::string& body) {
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_object() && j.contains("error") && j["error"].is_string()) return j["error"].get<std::string>();
-  return body;
-}
-
 // A non-2xx answer as a status: the other node refused (4xx: FailedPrecondition, its reason) or
 // failed (5xx: Unavailable).
 Status AnswerStatus(const std::string& what, const http::ClientResponse& r) {
-  std::string message = fmt::format("{}: answered {}: {}", what, r.status, ErrorMessage(r.body));
+  std::string message = fmt::format("{}: answered {}: {}", what, r.status, http::ParseErrorBody(r.body).message);
   return r.status >= 400 && r.status < 500 ? Status::FailedPrecondition(std::move(message))
                                            : Status::Unavailable(std::move(message));
 }
@@ -154,15 +147,21 @@ InvokeOutcome OutcomeOfInvokeAnswer(int status, const std::string& body) {
     o.body = body;
     return o;
   }
-  const std::string message = ErrorMessage(body);
+  const http::ErrorBody error = http::ParseErrorBody(body);
+  const std::string& message = error.message;
   switch (status) {
     case 400:
       o.kind = InvokeOutcome::Kind::kFunctionError;
       o.error = Status::InvalidArgument(message);
       break;
     case 500:
-      o.kind = InvokeOutcome::Kind::kFunctionError;
-      o.error = Status::Internal(message);
+      if (error.code == "function_error" || error.code.empty()) {  // empty: a phosd from before the codes
+        o.kind = InvokeOutcome::Kind::kFunctionError;
+        o.error = Status::Internal(message);
+        break;
+      }
+      o.kind = InvokeOutcome::Kind::kInstanceLost;
+      o.error = Status::Unavailable(fmt::format("answered 500: {}", message));
       break;
     case 404:
       o.kind = InvokeOutcome::Kind::kUnknownFunction;

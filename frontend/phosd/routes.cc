@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "errors.h"
 #include "nodes.h"
 #include "phos/base/log.h"
 #include "phos/store/manifest.h"
@@ -25,8 +26,8 @@ using runtime::InvokeOutcome;
 // A route's handler; `admin` says whether the caller bore the admin token.
 using Handler = std::function<void(Request request, Responder responder, bool admin)>;
 
-Response Error(int status, const std::string& message) {
-  return Response::Json(status, nlohmann::json{{"error", message}}.dump() + "\n");
+Response Error(int status, const std::string& message, std::string_view code = {}) {
+  return ErrorResponse(status, message, code);
 }
 
 // Adds a route that first checks what `access` asks of the caller. Every phosd route is added
@@ -140,7 +141,7 @@ Response InvokeResponse(InvokeOutcome o) {
       return r;
     }
     case InvokeOutcome::Kind::kFunctionError:
-      return Error(o.error.code() == StatusCode::kInvalidArgument ? 400 : 500, o.error.message());
+      return Error(o.error.code() == StatusCode::kInvalidArgument ? 400 : 500, o.error.message(), "function_error");
     case InvokeOutcome::Kind::kInstanceLost: return Error(502, o.error.message());
     case InvokeOutcome::Kind::kTimeout: return Error(504, o.error.message());
     case InvokeOutcome::Kind::kUnknownFunction: return Error(404, o.error.message());
@@ -402,7 +403,11 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
         int status = deployed.code() == StatusCode::kAlreadyExists || deployed.code() == StatusCode::kInvalidArgument
                          ? StatusFor(deployed)
                          : 502;
-        return out.Send(Error(status, deployed.message()));
+        // 502 here is the deploy that failed (the function's start, its capture), not an instance lost.
+        return out.Send(Error(status, deployed.message(),
+                              deployed.code() == StatusCode::kAlreadyExists ? "already_exists"
+                              : status == 502                               ? "deploy_failed"
+                                                                            : ""));
       }
       out.Send(Response::Json(201, DeployAnswer(json, outcome).dump() + "\n"));
     });

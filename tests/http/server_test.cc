@@ -306,6 +306,76 @@ TEST_F(ServerTest, ServesAfterBadClientsAndThroughLibcurl) {
 
 // Past max_connections a connection is told 503 and closed; the open ones keep being served, and
 // once one closes a new connection is served again.
+// A server that names requests and shapes its own errors: a client's well-formed id is kept, any
+// other replaced, an absent one made; each answer carries its request's, the server's own errors
+// (a route missing, a malformed request) included, in the shape the error hook gives them.
+class RequestIdTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Router router;
+    ASSERT_TRUE(router.Add("GET", "/id", [](Request r, Responder out) { out.Send(Response::Text(200, "id=" + r.id)); }).ok());
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.request_id_header = "X-Request-Id";
+    options.error_response = [](int status, const std::string& message) {
+      return Response::Json(status, "{\"oops\": \"" + message + "\"}");
+    };
+    auto server = Server::Start(options, std::move(router));
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(server).value();
+  }
+  // The X-Request-Id of the first answer in `r`.
+  static std::string IdOf(const std::string& r) {
+    const std::string key = "X-Request-Id: ";
+    size_t at = r.find(key);
+    return at == std::string::npos ? "" : r.substr(at + key.size(), r.find("\r\n", at) - at - key.size());
+  }
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(RequestIdTest, AWellFormedIdIsKeptAndSentBack) {
+  RawClient c(server_->port());
+  c.Send("GET /id HTTP/1.1\r\nHost: x\r\nX-Request-Id: gw-42.a:b/c+d=\r\n\r\n");
+  std::string r = c.ReadResponses(1);
+  EXPECT_EQ(IdOf(r), "gw-42.a:b/c+d=") << r;
+  EXPECT_NE(r.find("id=gw-42.a:b/c+d="), std::string::npos) << r;
+}
+
+TEST_F(RequestIdTest, AnAbsentOrMalformedIdIsReplacedByANewOneForEachRequest) {
+  RawClient c(server_->port());
+  c.Send("GET /id HTTP/1.1\r\nHost: x\r\n\r\n"
+         "GET /id HTTP/1.1\r\nHost: x\r\nX-Request-Id: has space\r\n\r\n"
+         "GET /id HTTP/1.1\r\nHost: x\r\nX-Request-Id: " + std::string(129, 'a') + "\r\n\r\n");
+  std::string all = c.ReadResponses(3);
+  std::vector<std::string> ids;
+  for (size_t at = all.find("id="); at != std::string::npos; at = all.find("id=", at + 1)) {
+    if (at > 0 && all[at - 1] != '\n') continue;  // the body's "id=", not the header's name
+    ids.push_back(all.substr(at + 3, 32));
+  }
+  ASSERT_EQ(ids.size(), 3u) << all;
+  for (const std::string& id : ids) {
+    EXPECT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos) << id;
+    EXPECT_NE(all.find("X-Request-Id: " + id + "\r\n"), std::string::npos) << all;
+  }
+  EXPECT_NE(ids[0], ids[1]);
+  EXPECT_NE(ids[1], ids[2]);
+}
+
+TEST_F(RequestIdTest, TheServersOwnErrorsHaveTheHooksShapeAndTheRequestsId) {
+  RawClient routed(server_->port());
+  routed.Send("GET /nowhere HTTP/1.1\r\nHost: x\r\nX-Request-Id: lost-1\r\n\r\n");
+  std::string r = routed.ReadResponses(1);
+  EXPECT_EQ(r.rfind("HTTP/1.1 404", 0), 0u) << r;
+  EXPECT_NE(r.find("{\"oops\": \"no route for /nowhere\"}"), std::string::npos) << r;
+  EXPECT_EQ(IdOf(r), "lost-1");
+  RawClient malformed(server_->port());
+  malformed.Send("THIS IS NOT HTTP\r\n\r\n");
+  r = malformed.ReadResponses(1);
+  EXPECT_EQ(r.rfind("HTTP/1.1 400", 0), 0u) << r;
+  EXPECT_NE(r.find("{\"oops\": \"Bad Request\"}"), std::string::npos) << r;
+  EXPECT_EQ(IdOf(r).size(), 32u) << r;
+}
+
 TEST(ServerConnectionsTest, OneConnectionPastTheLimitGets503AndTheOthersAreServed) {
   Router router;
   ASSERT_TRUE(router.Add("POST", "/echo", [](Request r, Responder out) {

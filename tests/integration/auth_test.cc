@@ -44,11 +44,13 @@ Answer Curl(const std::vector<std::string>& args, const std::string& url) {
   return a;
 }
 
-// The JSON error of a refusal has an "error" string; a refusal for want of a token says Bearer.
+// The JSON error of a refusal has its code and a message; a refusal for want of a token says Bearer.
 void ExpectAuthRefusal(const Answer& a, int status, const std::string& what) {
   EXPECT_EQ(a.status, status) << what << ": " << a.head << "\n" << a.body;
   nlohmann::json j = nlohmann::json::parse(a.body, nullptr, false);
-  EXPECT_TRUE(j.is_object() && j.contains("error") && j["error"].is_string()) << what << ": " << a.body;
+  ASSERT_TRUE(j.is_object() && j.contains("error") && j["error"].is_object()) << what << ": " << a.body;
+  EXPECT_EQ(j["error"].value("code", ""), status == 401 ? "unauthenticated" : "permission_denied") << what;
+  EXPECT_FALSE(j["error"].value("message", "").empty()) << what << ": " << a.body;
   EXPECT_NE(a.head.find("WWW-Authenticate: Bearer"), std::string::npos) << what << ": " << a.head;
 }
 

@@ -78,8 +78,9 @@ class FaultsTest : public PhosdTest {
   // The JSON error of an answer ("" when it has none).
   static std::string ErrorOf(const HttpResponse& r) {
     nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
-    return j.is_object() && j.contains("error") && j["error"].is_string() ? j["error"].get<std::string>()
-                                                                          : "";
+    return j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].contains("message")
+               ? j["error"]["message"].get<std::string>()
+               : "";
   }
 
   void DeployFaultFn(const std::string& name, const std::vector<std::string>& fn_args = {}) {

@@ -304,6 +304,39 @@ TEST_F(HostileTest, PhosdKeepsServingOthersWhateverATenantSends) {
 
 // The device memory a function's sessions may hold comes from its spec: mlp's 16 MiB of weights do
 // not fit in 8 MiB (its deploy fails before the entry point, with a clear error) and fit in 64.
+// Every error phosd answers has one shape, {"error": {"code", "message"}}, with a code clients can
+// branch on, and names its request: the caller's X-Request-Id when well formed, else one phosd made.
+TEST_F(HostileTest, ErrorsHaveAStableCodeAndEveryAnswerNamesItsRequest) {
+  struct Case {
+    std::vector<std::string> args;  // curl's, after -s -i
+    int status;
+    std::string code;
+  } cases[] = {
+      {{"-X", "GET", endpoint() + "/v1/nowhere"}, 404, "not_found"},
+      {{"-X", "PUT", endpoint() + "/v1/functions"}, 405, "method_not_allowed"},
+      {{"-X", "POST", "--data", "{\"seed\": 1}", endpoint() + "/v1/functions/absent/invoke"}, 404, "not_found"},
+      {{"-X", "DELETE", endpoint() + "/v1/functions/absent"}, 401, "unauthenticated"},
+      {{"-X", "POST", "--data", "not json", "-H", "Authorization: Bearer " + admin_token(), endpoint() + "/v1/functions"},
+       400, "invalid_argument"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args[1] + " " + c.args.back());
+    std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-i", "-H", "X-Request-Id: test-7"};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    HttpResponse r = ParseCurl(::phos::testing::Run(argv).out);
+    EXPECT_EQ(r.status, c.status) << r.body;
+    nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
+    ASSERT_TRUE(j.is_object() && j.contains("error") && j["error"].is_object()) << r.body;
+    EXPECT_EQ(j["error"].value("code", ""), c.code) << r.body;
+    EXPECT_FALSE(j["error"].value("message", "").empty()) << r.body;
+    EXPECT_EQ(r.headers["x-request-id"], "test-7");
+  }
+  HttpResponse made =
+      ParseCurl(::phos::testing::Run({"/usr/bin/curl", "-s", "-i", "-H", "X-Request-Id: not ok!", endpoint() + "/healthz"}).out);
+  EXPECT_EQ(made.status, 200);
+  EXPECT_EQ(made.headers["x-request-id"].size(), 32u) << made.headers["x-request-id"];
+}
+
 TEST_F(HostileTest, AFunctionsDeviceMemoryLimitComesFromItsSpec) {
   auto deploy = [&](const std::string& name, int device_mib) {
     nlohmann::json spec = {{"name", name},
@@ -315,8 +348,9 @@ TEST_F(HostileTest, AFunctionsDeviceMemoryLimitComesFromItsSpec) {
   nlohmann::json capped = deploy("capped", 8);
   ASSERT_TRUE(capped.is_object()) << capped;
   ASSERT_TRUE(capped.contains("error")) << capped;
-  EXPECT_NE(capped["error"].get<std::string>().find("before its entry point"), std::string::npos) << capped;
-  EXPECT_NE(capped["error"].get<std::string>().find("cudaErrorMemoryAllocation"), std::string::npos) << capped;
+  EXPECT_EQ(capped["error"].value("code", ""), "deploy_failed") << capped;
+  EXPECT_NE(capped["error"].value("message", "").find("before its entry point"), std::string::npos) << capped;
+  EXPECT_NE(capped["error"].value("message", "").find("cudaErrorMemoryAllocation"), std::string::npos) << capped;
   nlohmann::json roomy = deploy("mlp", 64);
   ASSERT_TRUE(roomy.is_object() && !roomy.contains("error")) << roomy;
   EXPECT_EQ(roomy["limits"]["session_device_mib"], 64);

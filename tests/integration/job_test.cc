@@ -282,7 +282,7 @@ TEST_F(JobTest, AnswersThatAreNoStepsAreRefusedAndCountForNothing) {
   ASSERT_EQ(plain.exit_code, 0) << plain.out;
   EXPECT_NE(PhosFn({"job", "plain"}).exit_code, 0);
   nlohmann::json refused = Get("/v1/functions/plain/job");
-  EXPECT_NE(refused.value("error", "").find("is not a job"), std::string::npos) << refused.dump();
+  EXPECT_NE(refused["error"].value("message", "").find("is not a job"), std::string::npos) << refused.dump();
   // --job and --checkpoint-every go together.
   EXPECT_NE(PhosFn({"deploy", "half", PHOS_PROBE_FUNCTION, "--job"}).exit_code, 0);
 }

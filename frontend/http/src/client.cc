@@ -6,6 +6,8 @@
 #include <memory>
 #include <mutex>
 
+#include <nlohmann/json.hpp>
+
 namespace phos::http {
 namespace {
 
@@ -56,6 +58,18 @@ const std::string* ClientResponse::Header(std::string_view name) const {
     if (EqualsIgnoringCase(k, name)) return &v;
   }
   return nullptr;
+}
+
+ErrorBody ParseErrorBody(const std::string& body) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("error")) return {"", body};
+  const nlohmann::json& e = j["error"];
+  if (e.is_string()) return {"", e.get<std::string>()};
+  if (e.is_object() && e.contains("message") && e["message"].is_string()) {
+    return {e.contains("code") && e["code"].is_string() ? e["code"].get<std::string>() : "",
+            e["message"].get<std::string>()};
+  }
+  return {"", body};
 }
 
 Result<ClientResponse> Fetch(const ClientRequest& request) {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -33,6 +34,12 @@ struct Hub {
     Kind kind = Kind::kWhole;
   };
   std::vector<Done> done;
+  // ServerOptions::error_response (set before any Responder exists; read-only after).
+  std::function<Response(int, const std::string&)> error_response;
+
+  Response Error(int status, const std::string& message) const {
+    return error_response ? error_response(status, message) : Response::Text(status, message + "\n");
+  }
 };
 
 struct Responder::State {
@@ -71,7 +78,7 @@ struct Responder::State {
     Post(Response{}, how);
   }
   ~State() {
-    if (!sent.load()) Deliver(Response::Text(500, "handler did not answer\n"));
+    if (!sent.load()) Deliver(hub->Error(500, "handler did not answer"));
     // Nobody said the stream was whole: the client must not take it for whole.
     End(Hub::Done::Kind::kAbort);
   }
@@ -90,6 +97,18 @@ struct Pending {
   bool keep_alive = true;
   int error_status = 0;  // non-zero: answer this status and close instead of routing
 };
+
+// Whether a client's request id may be kept as it is: 1 to 128 characters of [A-Za-z0-9._:+/=-],
+// so that it is safe in a header, a log line and a file name.
+bool WellFormedRequestId(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    std::string_view("._:+/=-").find(c) != std::string_view::npos;
+    if (!ok) return false;
+  }
+  return true;
+}
 
 // The whole response, or (chunked) its head alone, the body to follow in chunks.
 std::string Serialize(const Response& r, bool close, bool chunked = false) {
@@ -133,6 +152,7 @@ class Server::Impl {
     bool in_flight = false;
     uint64_t in_flight_req = 0;
     bool in_flight_keep_alive = true;
+    std::string in_flight_id;  // its request id (ServerOptions::request_id_header), sent back
   };
 
   Impl(ServerOptions options, Router router) : options_(std::move(options)), router_(std::move(router)) {}
@@ -142,6 +162,7 @@ class Server::Impl {
     uv_loop_init(&loop_);
     loop_ready_ = true;
     hub_ = std::make_shared<Hub>();
+    hub_->error_response = options_.error_response;
     hub_->async = &done_async_;
     uv_async_init(&loop_, &done_async_, OnDone);
     done_async_.data = this;
@@ -260,8 +281,8 @@ class Server::Impl {
     uv_tcp_init(&self->loop_, refused);
     auto close = [](uv_handle_t* h) { delete reinterpret_cast<uv_tcp_t*>(h); };
     if (uv_accept(listener, reinterpret_cast<uv_stream_t*>(refused)) == 0) {
-      static const std::string kBusy = Serialize(Response::Text(503, "too many connections\n"), true);
-      uv_buf_t buf = uv_buf_init(const_cast<char*>(kBusy.data()), static_cast<unsigned>(kBusy.size()));
+      const std::string busy = Serialize(self->hub_->Error(503, "too many connections"), true);
+      uv_buf_t buf = uv_buf_init(const_cast<char*>(busy.data()), static_cast<unsigned>(busy.size()));
       uv_try_write(reinterpret_cast<uv_stream_t*>(refused), &buf, 1);  // best effort: it is closed anyway
     }
     uv_close(reinterpret_cast<uv_handle_t*>(refused), close);
@@ -334,15 +355,38 @@ class Server::Impl {
     self->Dispatch(conn);
   }
 
+  // The id of `request` (ServerOptions::request_id_header): the client's if well formed, else a
+  // new one; empty when the server keeps none.
+  std::string RequestIdOf(const Request& request) {
+    if (options_.request_id_header.empty()) return {};
+    if (const std::string* given = request.Header(options_.request_id_header); given && WellFormedRequestId(*given)) {
+      return *given;
+    }
+    char id[33];
+    std::snprintf(id, sizeof id, "%016llx%016llx", static_cast<unsigned long long>(random_()),
+                  static_cast<unsigned long long>(random_()));
+    return id;
+  }
+  // Adds the in-flight request's id to its answer, unless the handler set that header itself.
+  void WithRequestId(Connection* conn, Response* r) const {
+    if (options_.request_id_header.empty() || conn->in_flight_id.empty()) return;
+    for (const auto& [name, value] : r->headers) {
+      if (name == options_.request_id_header) return;
+    }
+    r->headers.emplace_back(options_.request_id_header, conn->in_flight_id);
+  }
+
   // Hands the next parsed request to its handler once the previous one has been answered.
   void Dispatch(Connection* conn) {
     while (!conn->closing && !conn->in_flight && !conn->pending.empty()) {
       Pending p = std::move(conn->pending.front());
       conn->pending.pop_front();
       conn->pending_body_bytes -= p.request.body.size();
+      conn->in_flight_id = RequestIdOf(p.request);
       if (p.error_status != 0) {
-        std::string reason(ReasonPhrase(p.error_status));
-        Write(conn, Serialize(Response::Text(p.error_status, reason + "\n"), true), true);
+        Response refused = hub_->Error(p.error_status, std::string(ReasonPhrase(p.error_status)));
+        WithRequestId(conn, &refused);
+        Write(conn, Serialize(refused, true), true);
         conn->pending.clear();
         conn->pending_body_bytes = 0;
         return;
@@ -355,11 +399,12 @@ class Server::Impl {
       state->conn_id = conn->id;
       state->req_id = conn->in_flight_req;
       Responder responder(std::move(state));
+      p.request.id = conn->in_flight_id;
       Router::Match match = router_.Find(p.request.method, p.request.path);
       if (match.kind == Router::MatchKind::kNoRoute) {
-        responder.Send(Response::Text(404, "no route for " + p.request.path + "\n"));
+        responder.Send(hub_->Error(404, "no route for " + p.request.path));
       } else if (match.kind == Router::MatchKind::kWrongMethod) {
-        Response r = Response::Text(405, p.request.method + " not allowed on " + p.request.path + "\n");
+        Response r = hub_->Error(405, p.request.method + " not allowed on " + p.request.path);
         r.headers.emplace_back("Allow", match.allow);
         responder.Send(std::move(r));
       } else {
@@ -395,6 +440,7 @@ class Server::Impl {
         case Hub::Done::Kind::kHead:
           // Closing is decided now: the head says so, and the end closes.
           conn->in_flight_keep_alive = !close;
+          self->WithRequestId(conn, &d.response);
           self->Write(conn, Serialize(d.response, close, /*chunked=*/true), false);
           continue;
         case Hub::Done::Kind::kChunk:
@@ -410,6 +456,7 @@ class Server::Impl {
           continue;
         case Hub::Done::Kind::kWhole:
           conn->in_flight = false;
+          self->WithRequestId(conn, &d.response);
           self->Write(conn, Serialize(d.response, close), close);
           break;
       }
@@ -464,6 +511,7 @@ class Server::Impl {
   }
 
   ServerOptions options_;
+  std::mt19937_64 random_{std::random_device{}()};  // request ids; the loop thread's alone
   Router router_;
   uv_loop_t loop_{};
   bool loop_ready_ = false;

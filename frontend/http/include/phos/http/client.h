@@ -32,6 +32,14 @@ struct ClientRequest {
   std::function<void(std::string_view)> on_body;
 };
 
+// What an error answer of phosd says: {"error": {"code": "...", "message": "..."}}; also the older
+// {"error": "..."} (no code). A body of neither shape is the message as it is, with no code.
+struct ErrorBody {
+  std::string code;
+  std::string message;
+};
+ErrorBody ParseErrorBody(const std::string& body);
+
 // Performs one request. Fails (Unavailable) only when no HTTP answer arrived: connection refused,
 // reset, timed out; any HTTP status, 4xx and 5xx included, is a successful result.
 Result<ClientResponse> Fetch(const ClientRequest& request);

@@ -31,6 +31,9 @@ struct Request {
   std::string body;    // de-chunked
   // Path parameters of the matched route ("{name}" -> value).
   std::vector<std::pair<std::string, std::string>> params;
+  // The request's id (ServerOptions::request_id_header): the client's when well formed, else one
+  // the server made. Empty when the server keeps none.
+  std::string id;
 
   // The first header of that name (case-insensitive), or nullptr.
   const std::string* Header(std::string_view name) const;
@@ -131,6 +134,15 @@ struct ServerOptions {
   uint32_t idle_timeout_ms = 60000;
   // Requests parsed ahead on one connection (pipelining) before reading pauses. Default: 16.
   size_t max_pipelined = 16;
+  // A header naming each request ("X-Request-Id"): a client's value of 1 to 128 characters of
+  // [A-Za-z0-9._:+/=-] is kept, anything else replaced by 32 random hex digits; either is the
+  // Request's `id` and is sent back in that header on every answer to the request, the server's
+  // own errors included. Empty: none. Default: empty.
+  std::string request_id_header;
+  // The answer to the server's own errors (a malformed request 400, 404 and 405 from the router,
+  // 413, 431, 503 for a connection too many, 500 for a handler that never answered), from the
+  // status and what went wrong. Unset: plain text. Default: unset.
+  std::function<Response(int status, const std::string& message)> error_response;
 };
 
 // The server runs its own event-loop thread. Handlers are called on that thread and must not

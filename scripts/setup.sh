@@ -17,6 +17,7 @@ packages=(
   criu
   bubblewrap  # phosd --sandbox: each function in its own namespaces (docs/design.md, Sandbox)
   python3  # scripts/make-checkpoint.py (standard library only)
+  python3-yaml  # scripts/openapi_json.py: docs/openapi.yaml as JSON for phosd; the API walker test
   gnuplot-nox  # bench/coldstart draws the plots in docs/plots
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang with libFuzzer and the ASan/UBSan runtimes
   wrk  # bench/load.sh: warm invokes under load

@@ -12,6 +12,7 @@
 
 #include "errors.h"
 #include "nodes.h"
+#include "openapi.h"
 #include "phos/base/log.h"
 #include "phos/store/manifest.h"
 
@@ -350,6 +351,11 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
         Response::Text(200, metrics != nullptr ? prometheus::TextSerializer().Serialize(metrics->Collect()) : "");
     r.content_type = "text/plain; version=0.0.4";
     out.Send(std::move(r));
+  }));
+
+  // This API's OpenAPI document (docs/openapi.yaml), as JSON.
+  PHOS_RETURN_IF_ERROR(add(Access::kOpen, "GET", "/openapi.json", [](Request, Responder out, bool) {
+    out.Send(Response::Json(200, kOpenApiJson));
   }));
 
   // Upload an executable: the body is its bytes, X-Phos-Artifact-Hash (optional) their SHA-256.

@@ -21,6 +21,7 @@ packages=(
   gnuplot-nox  # bench/coldstart draws the plots in docs/plots
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang with libFuzzer and the ASan/UBSan runtimes
   wrk  # bench/load.sh: warm invokes under load
+  valgrind  # the C API example under --leak-check=full (a long test)
 )
 
 missing=()

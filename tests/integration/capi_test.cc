@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -318,6 +319,87 @@ TEST_F(CapiPhosdTest, TheCExampleDeploysInvokesAndRemoves) {
   EXPECT_EQ(refused->status.ShellCode(), 1) << refused->output;
   EXPECT_NE(refused->output.find("gateway: deploy: PHOS_PERMISSION_DENIED: "), std::string::npos)
       << refused->output;
+}
+
+// Embedded mode: the daemon inside this test's process (phos_runtime_open), used through a client
+// of it exactly as a phosd is: mlp deployed, invoked blocking and streamed (checked against the CPU
+// reference), reached from another process at its endpoint, removed; then closed.
+TEST(CapiEmbeddedTest, TheDaemonRunsInThisProcessBehindTheSameApi) {
+  char dir[] = "/tmp/phos-embedded-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string functions = std::filesystem::path(PHOS_MLP_FUNCTION).parent_path().string();
+  const char* functions_dirs[] = {functions.c_str()};
+  phos_runtime_options options{};
+  options.struct_size = sizeof(options);
+  options.data_dir = dir;
+  options.gpu = "sim";
+  options.functions_dirs = functions_dirs;
+  options.functions_dir_count = 1;
+  phos_runtime* runtime = nullptr;
+  ASSERT_EQ(phos_runtime_open(&options, &runtime), PHOS_OK) << phos_last_error();
+  const std::string endpoint = phos_runtime_endpoint(runtime);
+  EXPECT_EQ(endpoint.rfind("http://127.0.0.1:", 0), 0u) << endpoint;
+  phos_client* client = nullptr;
+  ASSERT_EQ(phos_runtime_connect(runtime, &client), PHOS_OK) << phos_last_error();
+
+  const char* args[] = {"--size-mib", "16", "--layers", "4"};
+  phos_deploy_options deploy{};
+  deploy.struct_size = sizeof(deploy);
+  deploy.name = "mlp";
+  deploy.executable = PHOS_MLP_FUNCTION;
+  deploy.args = args;
+  deploy.arg_count = 4;
+  deploy.instances = 1;
+  ASSERT_EQ(phos_deploy(client, &deploy, nullptr), PHOS_OK) << phos_last_error();
+  const std::string request = R"({"seed": 21})";
+  void* response = nullptr;
+  size_t len = 0;
+  ASSERT_EQ(phos_invoke(client, "mlp", request.data(), request.size(), nullptr, &response, &len, nullptr), PHOS_OK)
+      << phos_last_error();
+  const std::string blocking(static_cast<const char*>(response), len);
+  phos_free(response);
+  ExpectMlpMatchesReference(blocking, 21, /*full=*/false);
+  std::string streamed;
+  auto append = [](void* user, const void* data, size_t size) {
+    static_cast<std::string*>(user)->append(static_cast<const char*>(data), size);
+    return 0;
+  };
+  ASSERT_EQ(phos_invoke_stream(client, "mlp", request.data(), request.size(), nullptr, append, &streamed, nullptr),
+            PHOS_OK)
+      << phos_last_error();
+  EXPECT_EQ(streamed, blocking);
+  // Other processes reach it at its endpoint.
+  EXPECT_EQ(::phos::testing::Run({"/usr/bin/curl", "-sf", endpoint + "/healthz"}).out, "ok\n");
+
+  EXPECT_EQ(phos_remove(client, "mlp"), PHOS_OK) << phos_last_error();
+  EXPECT_EQ(phos_invoke(client, "mlp", request.data(), request.size(), nullptr, &response, &len, nullptr),
+            PHOS_NOT_FOUND);
+  EXPECT_EQ(phos_close(client), PHOS_OK);
+  EXPECT_EQ(phos_runtime_close(runtime), PHOS_OK);
+  // Closed: nothing answers there any more.
+  EXPECT_NE(::phos::testing::Run({"/usr/bin/curl", "-sf", "--max-time", "5", endpoint + "/healthz"}).exit_code, 0);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+TEST(CapiEmbeddedTest, BadOptionsAreRefusedWithTheirReason) {
+  phos_runtime* runtime = nullptr;
+  phos_runtime_options options{};
+  options.struct_size = sizeof(options);
+  EXPECT_EQ(phos_runtime_open(&options, &runtime), PHOS_INVALID_ARGUMENT);  // no data_dir
+  EXPECT_NE(std::string(phos_last_error()).find("data_dir"), std::string::npos) << phos_last_error();
+  options.data_dir = "/tmp/phos-embedded-never";
+  options.log_level = "loud";
+  EXPECT_EQ(phos_runtime_open(&options, &runtime), PHOS_INVALID_ARGUMENT);
+  options.log_level = nullptr;
+  options.struct_size = sizeof(size_t);
+  EXPECT_EQ(phos_runtime_open(&options, &runtime), PHOS_INVALID_ARGUMENT);
+  options.struct_size = sizeof(options);
+  options.gpu = "quantum";
+  EXPECT_EQ(phos_runtime_open(&options, &runtime), PHOS_INVALID_ARGUMENT) << phos_last_error();
+  EXPECT_EQ(runtime, nullptr);
+  std::error_code ec;
+  std::filesystem::remove_all("/tmp/phos-embedded-never", ec);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-/* phos.h: phos's embedding C API (docs/design.md, "Interfaces"), in client mode: a program talks to a
- * running phosd over its HTTP API through libphos.so, without C++ across the boundary.
+/* phos.h: phos's embedding C API (docs/design.md, "Interfaces"), without C++ across the boundary,
+ * in two modes behind one API. Client mode: a program talks to a running phosd over its HTTP API.
  *
  *   phos_client* client;
  *   if (phos_connect("http://127.0.0.1:7070", getenv("PHOS_TOKEN"), &client) != PHOS_OK) {
@@ -7,6 +7,10 @@
  *   }
  *   ...
  *   phos_close(client);
+ *
+ * Embedded mode: phos_runtime_open runs the daemon itself (pools, store, API server, instances;
+ * what phosd runs) inside the calling process, and phos_runtime_connect gives a client of it, on
+ * which every call below works as it does on a phosd.
  *
  * The ABI is stable: libphos.so.1 exports these functions under the symbol version PHOS_1, and
  * later versions only add. Handles are opaque. Options and result structs begin with struct_size,
@@ -179,6 +183,46 @@ PHOS_EXPORT phos_status phos_checkpoint(phos_client* client, const char* name, u
 
 /* phosd's metrics (GET /metrics): Prometheus text, NUL-terminated. */
 PHOS_EXPORT phos_status phos_stats(phos_client* client, char** text);
+
+/* ---- Embedded mode ---- */
+
+typedef struct phos_runtime phos_runtime;
+
+/* The daemon run inside this process: phosd's flags of the same names, phosd's defaults. */
+typedef struct phos_runtime_options {
+  size_t struct_size; /* sizeof(phos_runtime_options) */
+  /* Its data directory (functions.json, the snapshot store, logs, gpu.sock, admin.token); made if
+   * missing. Required. */
+  const char* data_dir;
+  /* "sim", "cuda" or "auto" (cuda when NVIDIA's driver loads). Default: NULL, auto. */
+  const char* gpu;
+  /* Directories whose executables deploys may name, `functions_dir_count` of them. Default: none,
+   * <data_dir>/functions. */
+  const char* const* functions_dirs;
+  size_t functions_dir_count;
+  /* Where its HTTP API listens, for other processes ("HOST:PORT"; port 0: a free one). Default: NULL,
+   * a free loopback port (phos_runtime_endpoint says which). */
+  const char* listen;
+  /* "trace", "debug", "info", "warn", "error" or "off": what it logs on standard error. Default: NULL,
+   * warn. */
+  const char* log_level;
+  /* "auto", "on" or "off": whether functions run sandboxed (phosd --sandbox). Default: NULL, auto. */
+  const char* sandbox;
+} phos_runtime_options;
+
+/* Starts the daemon in this process; returns once it serves. One process may run several, each on
+ * its own data directory. Ignores SIGPIPE when the process has left it at its default (a function
+ * that dies mid-answer would otherwise end the host process). The simgpu library and module images
+ * are found beside libphos.so (its lib directory, and modules/ there). */
+PHOS_EXPORT phos_status phos_runtime_open(const phos_runtime_options* options, phos_runtime** out);
+/* A client of `runtime`, bearing its admin token; released with phos_close, before
+ * phos_runtime_close. */
+PHOS_EXPORT phos_status phos_runtime_connect(phos_runtime* runtime, phos_client** out);
+/* Where other processes reach its HTTP API: "http://HOST:PORT". Valid until phos_runtime_close. */
+PHOS_EXPORT const char* phos_runtime_endpoint(const phos_runtime* runtime);
+/* Ends its instances (invocations under way are answered 503), stops it and frees it. Every other
+ * call on it, and every call on its clients, must have returned. */
+PHOS_EXPORT phos_status phos_runtime_close(phos_runtime* runtime);
 
 #ifdef __cplusplus
 }

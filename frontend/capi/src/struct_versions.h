@@ -38,6 +38,20 @@ struct InvokeInfo {
   int64_t first_byte_us;
 };
 
+struct RuntimeOptions {
+  size_t struct_size;
+  const char* data_dir;
+  const char* gpu;
+  const char* const* functions_dirs;
+  size_t functions_dir_count;
+  const char* listen;
+  const char* log_level;
+  const char* sandbox;
+};
+
+static_assert(offsetof(phos_runtime_options, sandbox) == offsetof(RuntimeOptions, sandbox) &&
+                  sizeof(phos_runtime_options) >= sizeof(RuntimeOptions),
+              "phos_runtime_options keeps its first version's layout");
 static_assert(offsetof(phos_deploy_options, sample_timeout_ms) ==
                       offsetof(DeployOptions, sample_timeout_ms) &&
                   sizeof(phos_deploy_options) >= sizeof(DeployOptions),

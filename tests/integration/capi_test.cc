@@ -6,6 +6,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <iterator>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -16,6 +18,7 @@
 #include "mlp_expect.h"
 #include "phos.h"
 #include "phosd_fixture.h"
+#include "../testing/wait_until.h"
 
 namespace phos::testing {
 namespace {
@@ -380,6 +383,48 @@ TEST(CapiEmbeddedTest, TheDaemonRunsInThisProcessBehindTheSameApi) {
   EXPECT_NE(::phos::testing::Run({"/usr/bin/curl", "-sf", "--max-time", "5", endpoint + "/healthz"}).exit_code, 0);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
+}
+
+// The embedded example (examples/capi/embedded_gateway.c): a gateway with phos inside it answers
+// its own HTTP requests by invoking mlp, each answer the CPU reference's, and exits cleanly after
+// the requests it was told to serve.
+TEST(CapiEmbeddedTest, TheEmbeddedGatewayAnswersItsOwnRequestsThroughPhos) {
+  char dir[] = "/tmp/phos-gateway-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string out = std::string(dir) + ".out";
+  Result<Subprocess> gateway = Subprocess::Spawn(
+      {.argv = {PHOS_CAPI_EMBEDDED_GATEWAY, std::string(dir) + "/data", PHOS_MLP_FUNCTION, "0", "3"},
+       .stdout_file = out,
+       .stderr_to_stdout = true});
+  ASSERT_TRUE(gateway.ok()) << gateway.status().ToString();
+  auto printed = [&] {
+    std::ifstream in(out);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  int port = 0;
+  // Its line among whatever the simulated GPU logs.
+  auto listening = [&] {
+    const std::string text = printed();
+    const size_t at = text.find("listening on 127.0.0.1:");
+    return at != std::string::npos && std::sscanf(text.c_str() + at, "listening on 127.0.0.1:%d", &port) == 1;
+  };
+  ASSERT_TRUE(WaitUntil(listening, std::chrono::minutes(2))) << printed();
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/invoke/";
+  for (int seed : {31, 32}) {
+    CommandResult r = ::phos::testing::Run(
+        {"/usr/bin/curl", "-s", "--data", "{\"seed\": " + std::to_string(seed) + "}", url + "mlp"});
+    ExpectMlpMatchesReference(r.out, seed, /*full=*/false);
+  }
+  CommandResult absent = ::phos::testing::Run({"/usr/bin/curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                                               "--data", "{}", url + "absent"});
+  EXPECT_EQ(absent.out, "404");
+  Result<ExitStatus> ended = gateway->Wait(std::chrono::minutes(2));
+  ASSERT_TRUE(ended.ok()) << ended.status().ToString();
+  EXPECT_TRUE(ended->success()) << ended->ToString() << "\n" << printed();
+  EXPECT_NE(printed().find("served 3 requests"), std::string::npos) << printed();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  std::filesystem::remove(out, ec);
 }
 
 TEST(CapiEmbeddedTest, BadOptionsAreRefusedWithTheirReason) {

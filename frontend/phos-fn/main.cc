@@ -1,5 +1,6 @@
 // phos-fn: the command line client of phosd's HTTP API.
 //   phos-fn [--endpoint URL] deploy NAME EXECUTABLE [--instances N] [--max-instances N] [--gpus N]
+//                                   [--max-queue N] [--keep-alive-ms MS] [--timeout-ms MS]
 //                                   [--sample STRING | @FILE] [--sample-timeout-ms N] [--upload]
 //                                   [--invoke-token-sha256 HEX] [--warmup STRING | @FILE [--warmup-count N]]
 //                                   [--job --checkpoint-every K [--keep-checkpoints N] [--steps T]
@@ -265,6 +266,19 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 64));
   deploy->add_option("--gpus", gpus, "Devices each instance uses (more than 1: a device group with NCCL)")
       ->check(CLI::Range(1, 8));
+  int max_queue = 0;
+  deploy->add_option("--max-queue", max_queue,
+                     "Invocations that may wait for an instance; one more is refused at once (HTTP 429, Retry-After) "
+                     "(0: no bound)")
+      ->check(CLI::Range(0, 100000));
+  long long fn_keep_alive_ms = 0;
+  deploy->add_option("--keep-alive-ms", fn_keep_alive_ms,
+                     "Idle time after which an instance beyond the warm ones ends (0: phosd's --keep-alive-ms)")
+      ->check(CLI::Range(0LL, 86400000LL));
+  long long fn_timeout_ms = 0;
+  deploy->add_option("--timeout-ms", fn_timeout_ms,
+                     "An invocation's deadline when its caller gives none (0: phosd's --invoke-timeout-ms)")
+      ->check(CLI::Range(0LL, 3600000LL));
   std::string sample;
   deploy->add_option("--sample", sample,
                      "A request run once deployed, to record the order in which the function first touches its "
@@ -390,6 +404,9 @@ int main(int argc, char** argv) {
     nlohmann::json spec = {{"name", name}, {"args", extra}, {"instances", instances}, {"gpus", gpus},
                            {"max_instances", max_instances}};
     if (!warmup.empty()) spec["warmup"] = std::vector<std::string>(static_cast<size_t>(warmup_count), warmup);
+    if (max_queue > 0) spec["max_queue"] = max_queue;
+    if (fn_keep_alive_ms > 0) spec["keep_alive_ms"] = fn_keep_alive_ms;
+    if (fn_timeout_ms > 0) spec["timeout_ms"] = fn_timeout_ms;
     if (job != (checkpoint_every > 0)) {
       std::cerr << "phos-fn: deploy: --job and --checkpoint-every go together\n";
       return 2;

@@ -171,6 +171,10 @@ InvokeOutcome OutcomeOfInvokeAnswer(int status, const std::string& body) {
       o.kind = InvokeOutcome::Kind::kStopping;
       o.error = Status::Unavailable(message);
       break;
+    case 429:
+      o.kind = InvokeOutcome::Kind::kOverloaded;
+      o.error = Status::Unavailable(message);
+      break;
     case 504:
       o.kind = InvokeOutcome::Kind::kTimeout;
       o.error = Status::Timeout(message);

@@ -147,6 +147,12 @@ Response InvokeResponse(InvokeOutcome o) {
     case InvokeOutcome::Kind::kTimeout: return Error(504, o.error.message());
     case InvokeOutcome::Kind::kUnknownFunction: return Error(404, o.error.message());
     case InvokeOutcome::Kind::kStopping: return Error(503, o.error.message());
+    case InvokeOutcome::Kind::kOverloaded: {
+      // A place in the queue frees as soon as an instance takes the next invocation.
+      Response r = Error(429, o.error.message());
+      r.headers.emplace_back("Retry-After", "1");
+      return r;
+    }
   }
   return Error(500, "unknown invocation outcome");
 }

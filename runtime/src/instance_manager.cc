@@ -221,7 +221,14 @@ std::optional<FunctionSpec> InstanceManager::Impl::Spec(const std::string& name)
 
 void InstanceManager::Impl::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
                                    RestoreMode mode, PieceCallback on_piece, std::function<void(InvokeOutcome)> done) {
-  if (timeout.count() <= 0) timeout = options_.invoke_timeout;
+  if (timeout.count() <= 0) {
+    // The function's own default, else phosd's.
+    std::lock_guard lock(mu_);
+    auto it = functions_.find(name);
+    timeout = it != functions_.end() && it->second->spec.timeout_ms > 0
+                  ? std::chrono::milliseconds(it->second->spec.timeout_ms)
+                  : options_.invoke_timeout;
+  }
   const Clock::time_point now = Clock::now();
   Submit(name, Invocation{std::move(request), now + timeout, std::move(done), now, mode, std::move(on_piece), {}});
 }
@@ -229,6 +236,7 @@ void InstanceManager::Impl::Invoke(const std::string& name, std::string request,
 void InstanceManager::Impl::Submit(const std::string& name, Invocation inv) {
   const RestoreMode mode = inv.mode;
   bool stopping = false;
+  bool overloaded = false;
   std::shared_ptr<PeerNode> moved_to;
   {
     std::lock_guard lock(mu_);
@@ -259,11 +267,19 @@ void InstanceManager::Impl::Submit(const std::string& name, Invocation inv) {
         StartInstanceLocked(f, how, std::move(inv), /*extra=*/true);
         return;
       }
-      f->queue.push_back(std::move(inv));
-      f->cv.notify_one();
-      supervisor_cv_.notify_all();  // it watches queued deadlines
-      return;
+      overloaded = f->spec.max_queue > 0 && f->queue.size() >= static_cast<size_t>(f->spec.max_queue);
+      if (!overloaded) {
+        f->queue.push_back(std::move(inv));
+        f->cv.notify_one();
+        supervisor_cv_.notify_all();  // it watches queued deadlines
+        return;
+      }
     }
+  }
+  if (overloaded) {
+    metrics_.RecordOverload();
+    return inv.done(Outcome(InvokeOutcome::Kind::kOverloaded,
+                            "function '" + name + "' has as many invocations waiting as its max_queue allows"));
   }
   if (moved_to != nullptr) {
     Forward(name, moved_to, std::move(inv));
@@ -524,8 +540,10 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
         return stopping_ || f->removed || inst->evict || !inst->checkpoints.empty() || !f->queue.empty();
       };
       if (inst->extra) {
-        if (!f->cv.wait_for(lock, options_.keep_alive, wanted)) {
-          PHOS_LOG(Info, "instances", "{} idle for {} ms; ending it", who, options_.keep_alive.count());
+        const std::chrono::milliseconds keep_alive =
+            spec.keep_alive_ms > 0 ? std::chrono::milliseconds(spec.keep_alive_ms) : options_.keep_alive;
+        if (!f->cv.wait_for(lock, keep_alive, wanted)) {
+          PHOS_LOG(Info, "instances", "{} idle for {} ms; ending it", who, keep_alive.count());
           RetireLocked(*f, *inst);
           break;
         }

@@ -49,7 +49,14 @@ InvocationMetrics::InvocationMetrics(std::shared_ptr<prometheus::Registry> regis
                           .Name("phos_instance_retire_seconds")
                           .Help("Time from an instance being asked to end to its range scrubbed and free again.")
                           .Register(*registry_)
-                          .Add({}, LatencyBuckets(1e-4, 100))) {}
+                          .Add({}, LatencyBuckets(1e-4, 100))),
+      overloaded_(prometheus::BuildCounter()
+                      .Name("phos_invocations_refused_total")
+                      .Help("Invocations refused at once because their function's queue was full (max_queue).")
+                      .Register(*registry_)
+                      .Add({})) {}
+
+void InvocationMetrics::RecordOverload() { overloaded_.Increment(); }
 
 void InvocationMetrics::Record(const InvokeOutcome& out) {
   std::string mode = RestoreModeName(out.mode);

@@ -24,6 +24,8 @@ class InvocationMetrics {
   void Record(const InvokeOutcome& out);
   // An instance's end, from the moment it was asked to end until its range was scrubbed.
   void RecordRetire(double seconds);
+  // An invocation refused because its function's queue was full (FunctionSpec::max_queue).
+  void RecordOverload();
 
  private:
   const std::shared_ptr<prometheus::Registry> registry_;      // owns the families below
@@ -32,6 +34,7 @@ class InvocationMetrics {
   prometheus::Family<prometheus::Histogram>& wait_seconds_;   // {mode, wait}
   prometheus::Counter& speculation_misses_;
   prometheus::Histogram& retire_seconds_;
+  prometheus::Counter& overloaded_;
 };
 
 }  // namespace phos::runtime

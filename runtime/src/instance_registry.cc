@@ -1,6 +1,7 @@
 #include "phos/runtime/instance_registry.h"
 
 #include <fcntl.h>
+#include <fmt/core.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -77,6 +78,10 @@ nlohmann::json ToJson(const FunctionSpec& spec) {
     if (spec.limits.*f.value != 0) limits[f.name] = spec.limits.*f.value;
   }
   if (!spec.invoke_token_sha256.empty()) j["invoke_token_sha256"] = spec.invoke_token_sha256;
+  // Left out at 0, as limits are: a registry that sets none loads in a phosd that knows fewer.
+  if (spec.max_queue != 0) j["max_queue"] = spec.max_queue;
+  if (spec.keep_alive_ms != 0) j["keep_alive_ms"] = spec.keep_alive_ms;
+  if (spec.timeout_ms != 0) j["timeout_ms"] = spec.timeout_ms;
   if (!spec.warmup.empty()) j["warmup"] = spec.warmup;
   if (spec.job.checkpoint_every > 0) {
     j["job"] = {{"checkpoint_every", spec.job.checkpoint_every},
@@ -168,6 +173,20 @@ Result<FunctionSpec> FromJson(const nlohmann::json& j) {
     if (!n->is_number_integer()) return Status::InvalidArgument("field 'max_instances' must be an integer");
     spec.max_instances = n->get<int>();
   }
+  // Checked as JSON integers here, their ranges by ValidateFunctionSpec.
+  for (const auto& [field, value] : {std::pair<const char*, int64_t*>{"keep_alive_ms", &spec.keep_alive_ms},
+                                     std::pair<const char*, int64_t*>{"timeout_ms", &spec.timeout_ms}}) {
+    if (auto n = j.find(field); n != j.end()) {
+      if (!n->is_number_integer()) return Status::InvalidArgument(std::string("field '") + field + "' must be an integer");
+      *value = n->get<int64_t>();
+    }
+  }
+  if (auto n = j.find("max_queue"); n != j.end()) {
+    if (!n->is_number_integer() || n->get<int64_t>() < INT32_MIN || n->get<int64_t>() > INT32_MAX) {
+      return Status::InvalidArgument("field 'max_queue' must be an integer");
+    }
+    spec.max_queue = n->get<int>();
+  }
   if (auto t = j.find("invoke_token_sha256"); t != j.end()) {
     if (!t->is_string()) return Status::InvalidArgument("field 'invoke_token_sha256' must be a string");
     spec.invoke_token_sha256 = t->get<std::string>();
@@ -224,6 +243,17 @@ Status ValidateFunctionSpec(const FunctionSpec& spec) {
     return Status::InvalidArgument("function '" + spec.name + "': max_instances must be 0 or " +
                                    std::to_string(least) + ".." + std::to_string(kMaxInstances) + ", not " +
                                    std::to_string(spec.max_instances));
+  }
+  struct Range {
+    const char* field;
+    int64_t value, most;
+  };
+  for (const Range& r : {Range{"max_queue", spec.max_queue, 100000}, Range{"keep_alive_ms", spec.keep_alive_ms, 86400000},
+                         Range{"timeout_ms", spec.timeout_ms, 3600000}}) {
+    if (r.value < 0 || r.value > r.most) {
+      return Status::InvalidArgument(fmt::format("function '{}': {} must be 0..{}, not {}", spec.name, r.field, r.most,
+                                                 r.value));
+    }
   }
   if (spec.gpus < 1 || spec.gpus > kMaxGpus) {
     return Status::InvalidArgument("function '" + spec.name + "': gpus must be 1.." + std::to_string(kMaxGpus) +

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -15,9 +16,11 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "phos/base/subprocess.h"
 #include "phosd_fixture.h"
+#include "../testing/wait_until.h"
 
 namespace phos::testing {
 namespace {
@@ -247,6 +250,103 @@ TEST_F(DaemonTest, PiecesOfAnAnswerArriveAsChunksAsTheyAreMade) {
   EXPECT_EQ(printed, "first\nsecond\n");
   std::filesystem::remove(go);
   ExpectServing();
+}
+
+// A burst over a function's queue bound (max_queue 2): while its one instance is held busy (the
+// probe's "pieces:" waits for a file, the test's hook), two invocations queue and the rest are
+// refused at once, 429 with Retry-After; once the instance is free the two queued are served, and
+// nothing else failed.
+TEST_F(DaemonTest, ABurstOverTheQueueBoundGets429WithRetryAfterAndNothingElseFails) {
+  CommandResult deployed = PhosFn({"deploy", "probe", PHOS_PROBE_FN, "--instances", "1", "--max-instances", "1",
+                                   "--max-queue", "2"});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
+  const std::string go = ::testing::TempDir() + "phos-probe-queue-" + std::to_string(getpid());
+  std::filesystem::remove(go);
+  const std::string held_body = "pieces:" + go;
+  RawConnection held(endpoint());
+  held.Send("POST /v1/functions/probe/invoke HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+            std::to_string(held_body.size()) + "\r\n\r\n" + held_body);
+  ASSERT_TRUE(held.ReadUntil("6\r\nfirst\n\r\n")) << held.received();  // the instance is busy until `go` exists
+  constexpr int kBurst = 6;
+  constexpr int kQueued = 2;
+  std::vector<HttpResponse> answers(kBurst);
+  std::atomic<int> answered{0};
+  std::vector<std::thread> burst;
+  for (int i = 0; i < kBurst; ++i) {
+    burst.emplace_back([&, i] {
+      answers[i] = ParseCurl(::phos::testing::Run({"/usr/bin/curl", "-s", "-i", "--data-binary",
+                                                   "echo-" + std::to_string(i),
+                                                   endpoint() + "/v1/functions/probe/invoke"})
+                                 .out);
+      ++answered;
+    });
+  }
+  // Those beyond the bound are answered while the instance is still held.
+  EXPECT_TRUE(WaitUntil([&] { return answered.load() >= kBurst - kQueued; }));
+  EXPECT_EQ(answered.load(), kBurst - kQueued) << "queued invocations were answered while the instance was busy";
+  std::FILE* f = std::fopen(go.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  for (auto& t : burst) t.join();
+  ASSERT_TRUE(held.ReadUntil("0\r\n\r\n")) << held.received();
+  std::filesystem::remove(go);
+  int refused = 0;
+  int served = 0;
+  for (int i = 0; i < kBurst; ++i) {
+    SCOPED_TRACE("invocation " + std::to_string(i));
+    if (answers[i].status == 429) {
+      ++refused;
+      EXPECT_EQ(answers[i].headers["retry-after"], "1");
+      EXPECT_NE(answers[i].body.find("\"too_many_requests\""), std::string::npos) << answers[i].body;
+    } else {
+      ++served;
+      EXPECT_EQ(answers[i].status, 200) << answers[i].body;
+      EXPECT_EQ(answers[i].body, "echo-" + std::to_string(i));
+    }
+  }
+  EXPECT_EQ(refused, kBurst - kQueued);
+  EXPECT_EQ(served, kQueued);
+  EXPECT_EQ(Scrape().Sum("phos_invocations_refused_total"), kBurst - kQueued);
+  ExpectServing();
+}
+
+// A function deployed with no warm instance and a keep-alive of its own scales to zero once idle
+// for that long, and the next request restores an instance for it.
+TEST_F(DaemonTest, AFunctionsKeepAliveScalesItToZeroAndTheNextRequestRestoresIt) {
+  CommandResult deployed = PhosFn({"deploy", "probe", PHOS_PROBE_FN, "--instances", "0", "--keep-alive-ms", "200"});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
+  auto instances = [&] {
+    nlohmann::json j = nlohmann::json::parse(PhosFn({"instances", "probe", "--json"}).out, nullptr, false);
+    return j.is_object() && j.contains("instances") ? static_cast<int>(j["instances"].size()) : -1;
+  };
+  auto invoke = [&] {
+    std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-i", "--data-binary", "instance"};
+    for (const std::string& h : AdminHeader()) argv.push_back(h);
+    argv.push_back(endpoint() + "/v1/functions/probe/invoke");
+    return ParseCurl(::phos::testing::Run(argv).out);
+  };
+  HttpResponse first = invoke();
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.headers["x-phos-restore-mode"], "phos");
+  EXPECT_TRUE(WaitUntil([&] { return instances() == 0; })) << "it did not scale to zero";
+  HttpResponse second = invoke();
+  ASSERT_EQ(second.status, 200) << second.body;
+  EXPECT_EQ(second.headers["x-phos-restore-mode"], "phos");
+  EXPECT_NE(second.body, first.body) << "the same instance answered: it never ended";
+}
+
+// A function's timeout is its invocations' deadline when the caller gives none; a caller's own wins.
+TEST_F(DaemonTest, AFunctionsTimeoutIsTheDeadlineOfInvocationsThatGiveNone) {
+  CommandResult deployed = PhosFn({"deploy", "probe", PHOS_PROBE_FN, "--timeout-ms", "300"});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
+  EXPECT_EQ(Status("/v1/functions/probe/invoke", "hang"), "504");
+  EXPECT_EQ(Status("/v1/functions/probe/invoke", "sleep:1000", {"-H", "X-Phos-Timeout-Ms: 60000"}), "200");
+  CommandResult bad = PhosFn({"deploy", "other", PHOS_PROBE_FN, "--timeout-ms", "4000000"});
+  EXPECT_NE(bad.exit_code, 0) << bad.out;
+  EXPECT_NE(CurlPost("/v1/functions", R"({"name": "other", "executable": ")" + std::string(PHOS_PROBE_FN) +
+                                          R"(", "max_queue": -1})")
+                .out.find("max_queue must be 0..100000"),
+            std::string::npos);
 }
 
 // An instance lost after the first piece: the answer is cut short (no last chunk, the connection

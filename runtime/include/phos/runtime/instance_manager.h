@@ -182,6 +182,7 @@ struct InvokeOutcome {
     kTimeout,          // the deadline passed (a busy instance was killed)
     kUnknownFunction,  // no such function, or it was removed while the request waited
     kStopping,         // the manager is shutting down
+    kOverloaded,       // the function's queue was full (FunctionSpec::max_queue): try again later
   };
   Kind kind = Kind::kOk;
   std::string body;

@@ -50,6 +50,16 @@ struct FunctionSpec {
     int64_t steps = 0;
     std::string mode = "soft-cow";  // "stop-the-world", "soft-cow" or "soft-recopy"
   } job;
+  // Invocations that may wait for an instance at once, 0..100000; one more is refused at once
+  // (HTTP 429 with Retry-After), so that a burst beyond what the function can take fails fast
+  // rather than timing out in the queue. 0: no bound. Default: 0.
+  int max_queue = 0;
+  // How long an instance beyond the warm count stays idle before it ends (with instances 0: the
+  // function scales to zero), 1..86400000 ms of wall time; 0: phosd's --keep-alive-ms. Default: 0.
+  int64_t keep_alive_ms = 0;
+  // An invocation's deadline, queueing included, when its caller gives none (X-Phos-Timeout-Ms),
+  // 1..3600000 ms of wall time; 0: phosd's --invoke-timeout-ms. Default: 0.
+  int64_t timeout_ms = 0;
   // The sandboxed instance may open network connections (the host's network); otherwise it has
   // a network namespace of its own with only a loopback device. Default: false.
   bool network = false;

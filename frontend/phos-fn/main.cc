@@ -11,6 +11,7 @@
 //   phos-fn [--endpoint URL] instances NAME [--json]
 //   phos-fn [--endpoint URL] checkpoint NAME [--instance ID] [--mode stop-the-world|soft-cow|soft-recopy]
 //   phos-fn [--endpoint URL] migrate NAME (--device N | --node URL --node-token-file FILE) [--instance ID]
+//   phos-fn [--endpoint URL] logs NAME [-f] [--tail BYTES]
 //   phos-fn [--endpoint URL] job NAME [--json]
 //   phos-fn [--endpoint URL] rm NAME
 //   phos-fn [--endpoint URL] run [--gpus N] -- PROGRAM [ARGS...]
@@ -367,6 +368,13 @@ int main(int argc, char** argv) {
   migrate->add_option("--instance", instance, "The instance's id (phos-fn instances); default: an idle one")
       ->check(CLI::PositiveNumber);
 
+  bool follow = false;
+  uint64_t tail_bytes = 64 * 1024;
+  auto* logs = app.add_subcommand("logs", "A function's logs: what its processes printed (the last bytes of each)");
+  logs->add_option("name", name, "Function name")->required();
+  logs->add_flag("-f,--follow", follow, "Print what they print from now on too, until interrupted");
+  logs->add_option("--tail", tail_bytes, "Bytes of each log file to print first")->check(CLI::Range(0, 16 << 20));
+
   auto* job_status = app.add_subcommand("job", "Where a job stands: its step, its kept checkpoints, its losses' file");
   job_status->add_option("name", name, "Function name")->required();
   job_status->add_flag("--json", json, "Print phosd's JSON");
@@ -540,6 +548,13 @@ int main(int argc, char** argv) {
                 j.value("to", -1), static_cast<unsigned long long>(j.value("version", uint64_t{0})),
                 j.value("downtime_us", 0.0) / 1000.0, static_cast<unsigned long long>(j.value("recopied_bytes", uint64_t{0})));
     return 0;
+  }
+  if (*logs) {
+    ClientRequest request{.url = endpoint + "/v1/functions/" + name + "/logs?tail=" + std::to_string(tail_bytes) +
+                                 (follow ? "&follow=1" : "")};
+    // Followed logs arrive as phosd reads them: each piece printed as it comes.
+    request.on_body = [](std::string_view piece) { std::cout << piece << std::flush; };
+    return Call(std::move(request)) ? 0 : 1;
   }
   if (*job_status) {
     auto r = Call({.method = "GET", .url = endpoint + "/v1/functions/" + name + "/job"});

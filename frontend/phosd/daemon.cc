@@ -12,6 +12,7 @@
 #include "access.h"
 #include "errors.h"
 #include "executables.h"
+#include "logs.h"
 #include "phos/base/log.h"
 #include "phos/base/task_threads.h"
 #include "phos/ctxpool/communicator_pool.h"
@@ -96,6 +97,7 @@ struct Daemon::Parts {
   std::unique_ptr<runtime::CpuStateBackend> cpu_backend;
   std::unique_ptr<runtime::InstanceManager> manager;
   std::unique_ptr<TaskThreads> store_work;  // moves from other nodes write chunks here, off the loop
+  std::unique_ptr<LogFollowers> log_followers;
   std::unique_ptr<http::Server> server;
   bool stopped = false;
 
@@ -282,11 +284,13 @@ Status Daemon::Parts::StartAll() {
   PHOS_ASSIGN_OR_RETURN(manager, runtime::InstanceManager::Open(manager_options));
 
   store_work = std::make_unique<TaskThreads>(1);
+  log_followers = std::make_unique<LogFollowers>();
   http::Router router;
   PHOS_RETURN_IF_ERROR(AddRoutes(&router, {.manager = manager.get(),
                                            .sessions = sessions.get(),
                                            .store = store.get(),
                                            .store_work = store_work.get(),
+                                           .log_followers = log_followers.get(),
                                            .access = &*access,
                                            .executables = executables.get(),
                                            .metrics = metrics}));
@@ -340,7 +344,8 @@ void Daemon::Stop() {
   if (p.manager) p.manager->Shutdown();  // end instances and their GPU sessions
   if (p.server) p.server->Stop();
   p.server.reset();
-  p.store_work.reset();   // after the server, before the manager its imports adopt into
+  p.store_work.reset();     // after the server, before the manager its imports adopt into
+  p.log_followers.reset();  // and the followers, which list the manager's log files
   p.executables.reset();  // after the server: uploads already received are still stored whole
   p.manager.reset();
   p.cpu_backend.reset();  // the parked templates

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "errors.h"
+#include "logs.h"
 #include "nodes.h"
 #include "openapi.h"
 #include "phos/base/log.h"
@@ -488,6 +489,50 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
         if (!instances.ok()) return out.Send(Error(StatusFor(instances.status()), instances.status().message()));
         out.Send(Response::Json(200, InstancesAnswer(*instances).dump() + "\n"));
       }));
+
+  // A function's logs, its processes' standard output and error: the last ?tail= bytes (default
+  // 64 KiB) of each of its log files, headed "==> FILE <==", and with ?follow=1 what they gain,
+  // streamed until the client goes away or the function is removed. Admin: logs hold what the
+  // function printed, secrets included.
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "GET", "/v1/functions/{name}/logs",
+                           [manager, followers = options.log_followers](Request req, Responder out, bool) {
+    bool follow = false;
+    uint64_t tail = 64 * 1024;
+    for (std::string_view rest = req.query; !rest.empty();) {
+      const size_t amp = rest.find('&');
+      const std::string_view pair = rest.substr(0, amp);
+      rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+      const size_t eq = pair.find('=');
+      const std::string_view key = pair.substr(0, eq);
+      const std::string_view value = eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+      if (key == "follow") {
+        follow = value == "1" || value == "true";
+      } else if (key == "tail") {
+        auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), tail);
+        if (ec != std::errc() || end != value.data() + value.size() || tail > kMaxLogTailBytes) {
+          return out.Send(Error(400, fmt::format("tail is a number of bytes, at most {}", kMaxLogTailBytes)));
+        }
+      } else if (!key.empty()) {
+        return out.Send(Error(400, "unknown parameter '" + std::string(key) + "' (it takes follow and tail)"));
+      }
+    }
+    std::string function(req.Param("name"));
+    Result<std::vector<std::string>> files = manager->LogFiles(function);
+    if (!files.ok()) return out.Send(Error(StatusFor(files.status()), files.status().message()));
+    if (!follow) {
+      LogOffsets read;
+      return out.Send(Response::Text(200, TailLogs(*files, tail, &read)));
+    }
+    if (followers == nullptr) return out.Send(Error(503, "this phosd does not follow logs"));
+    if (!out.Begin(Response::Text(200, ""))) return;
+    followers->Follow(
+        [manager, function]() -> std::optional<std::vector<std::string>> {
+          Result<std::vector<std::string>> now = manager->LogFiles(function);
+          if (!now.ok()) return std::nullopt;
+          return std::move(now).value();
+        },
+        out, tail);
+  }));
 
   // Where a job stands (docs/design.md D10): {"step", "steps", "finished", "checkpoints":
   // [{"version", "step"}], "losses": the path of its losses file}. Admin, as instances are.

@@ -8,6 +8,7 @@
 
 #include "access.h"
 #include "executables.h"
+#include "logs.h"
 #include "phos/base/task_threads.h"
 #include "phos/http/server.h"
 #include "phos/runtime/instance_manager.h"
@@ -26,6 +27,9 @@ struct RouteOptions {
   // nullptr.
   store::Store* store = nullptr;
   TaskThreads* store_work = nullptr;
+  // Where followed logs stream from (GET /v1/functions/{name}/logs?follow=1; 503 without). Must
+  // outlive the server; destroyed before the instance manager. Default: nullptr.
+  LogFollowers* log_followers = nullptr;
   // Who may call what. Required; must outlive the server.
   const AccessPolicy* access = nullptr;
   // The executables deploys may name, and the artifact store. Required; must outlive the server.

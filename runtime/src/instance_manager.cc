@@ -212,6 +212,31 @@ std::vector<FunctionStatus> InstanceManager::Impl::List() const {
   return out;
 }
 
+Result<std::vector<std::string>> InstanceManager::Impl::LogFiles(const std::string& name) const {
+  {
+    std::lock_guard lock(mu_);
+    if (functions_.count(name) == 0) return Status::NotFound("no function '" + name + "'");
+  }
+  // <name>-<pid>.log exactly: another function's name may begin with this one's and a dash.
+  std::vector<std::pair<std::filesystem::file_time_type, std::string>> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(logs_dir_, ec)) {
+    const std::string file = entry.path().filename().string();
+    if (file.size() <= name.size() + 5 || file.compare(0, name.size() + 1, name + "-") != 0 ||
+        file.compare(file.size() - 4, 4, ".log") != 0) {
+      continue;
+    }
+    const std::string pid = file.substr(name.size() + 1, file.size() - name.size() - 5);
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code time_ec;
+    found.emplace_back(entry.last_write_time(time_ec), entry.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> paths;
+  for (auto& [when, path] : found) paths.push_back(std::move(path));
+  return paths;
+}
+
 std::optional<FunctionSpec> InstanceManager::Impl::Spec(const std::string& name) const {
   std::lock_guard lock(mu_);
   auto it = functions_.find(name);
@@ -739,6 +764,10 @@ void InstanceManager::Checkpoint(const std::string& name, uint64_t instance, Che
 void InstanceManager::Migrate(const std::string& name, uint64_t instance, MigrationTarget target,
                               std::function<void(MigrationOutcome)> done) {
   impl_->Migrate(name, instance, std::move(target), std::move(done));
+}
+
+Result<std::vector<std::string>> InstanceManager::LogFiles(const std::string& name) const {
+  return impl_->LogFiles(name);
 }
 
 void InstanceManager::AdoptSnapshot(const std::string& name, int va_slot, uint64_t version,

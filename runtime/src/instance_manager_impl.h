@@ -214,6 +214,7 @@ class InstanceManager::Impl {
   // Invoke's queueing of a made invocation (a request's, or a job's step).
   void Submit(const std::string& name, Invocation inv);
   Result<JobStatus> Job(const std::string& name) const;
+  Result<std::vector<std::string>> LogFiles(const std::string& name) const;
   void Shutdown();
   Result<std::vector<InstanceStatus>> Instances(const std::string& name) const;
   void Checkpoint(const std::string& name, uint64_t instance, CheckpointMode mode,

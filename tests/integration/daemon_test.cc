@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -347,6 +349,46 @@ TEST_F(DaemonTest, AFunctionsTimeoutIsTheDeadlineOfInvocationsThatGiveNone) {
                                           R"(", "max_queue": -1})")
                 .out.find("max_queue must be 0..100000"),
             std::string::npos);
+}
+
+// A function's logs: what its instances print, through GET /v1/functions/{name}/logs and phos-fn
+// logs; followed (-f), each line arrives while phos-fn runs, printed as the instance prints it.
+TEST_F(DaemonTest, PhosFnLogsFollowsWhatAnInstancePrints) {
+  Deploy(1);
+  EXPECT_EQ(CurlPost("/v1/functions/probe/invoke", "say:first-line").out, "said");
+  CommandResult printed = PhosFn({"logs", "probe"});
+  ASSERT_EQ(printed.exit_code, 0) << printed.out;
+  EXPECT_NE(printed.out.find("==> probe-"), std::string::npos) << printed.out;
+  EXPECT_NE(printed.out.find("first-line\n"), std::string::npos) << printed.out;
+
+  const std::string out = ::testing::TempDir() + "phos-logs-" + std::to_string(getpid());
+  std::filesystem::remove(out);
+  SpawnOptions options;
+  options.argv = PhosFnCommand({"logs", "probe", "-f", "--tail", "0"});
+  options.stdout_file = out;
+  Result<Subprocess> follower = Subprocess::Spawn(options);
+  ASSERT_TRUE(follower.ok()) << follower.status().ToString();
+  auto followed = [&] {
+    std::ifstream in(out);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  // --tail 0: what was printed before it started is not repeated; what comes next is.
+  for (const char* line : {"second-line", "third-line"}) {
+    EXPECT_EQ(CurlPost("/v1/functions/probe/invoke", std::string("say:") + line).out, "said");
+    EXPECT_TRUE(WaitUntil([&] { return followed().find(std::string(line) + "\n") != std::string::npos; }))
+        << line << " never arrived: " << followed();
+  }
+  EXPECT_EQ(followed().find("first-line"), std::string::npos) << followed();
+  Result<ExitStatus> stopped = follower->Stop(std::chrono::seconds(10));
+  ASSERT_TRUE(stopped.ok()) << stopped.status().ToString();
+  std::filesystem::remove(out);
+  // A function that is not there, and a bad parameter.
+  EXPECT_NE(PhosFn({"logs", "absent"}).exit_code, 0);
+  std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-o", "/dev/null", "-w", "%{http_code}"};
+  for (const std::string& h : AdminHeader()) argv.push_back(h);
+  argv.push_back(endpoint() + "/v1/functions/probe/logs?tail=lots");
+  EXPECT_EQ(::phos::testing::Run(argv).out, "400");
+  ExpectServing();
 }
 
 // An instance lost after the first piece: the answer is cut short (no last chunk, the connection

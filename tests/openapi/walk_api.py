@@ -164,12 +164,15 @@ class Walker:
         self.phosd = phosd
         self.called = set()
 
-    def call(self, method, template, status, params=None, body=None, auth="admin", headers=None, content=None):
+    def call(self, method, template, status, params=None, body=None, auth="admin", headers=None, content=None,
+             query=None):
         """Calls operation (method, template) and checks the answer; returns its parsed JSON (or
         bytes when it is not JSON)."""
         path = template
         for key, value in (params or {}).items():
             path = path.replace("{" + key + "}", str(value))
+        if query:
+            path += "?" + query
         data = body
         if isinstance(body, (dict, list)):
             data = json.dumps(body).encode()
@@ -277,6 +280,9 @@ def walk(args):
         listed = w.call("GET", "/v1/functions/{name}/instances", 200, {"name": "mlp"})
         w.call("GET", "/v1/functions/{name}/instances", 404, {"name": "absent"})
         w.call("GET", "/v1/functions/{name}/instances", 401, {"name": "mlp"}, auth=None)
+        w.call("GET", "/v1/functions/{name}/logs", 200, {"name": "mlp"})
+        w.call("GET", "/v1/functions/{name}/logs", 400, {"name": "mlp"}, query="tail=lots")
+        w.call("GET", "/v1/functions/{name}/logs", 404, {"name": "absent"})
         w.call("GET", "/v1/functions/{name}/job", 503, {"name": "mlp"})
         w.call("GET", "/v1/functions/{name}/job", 404, {"name": "absent"})
 

@@ -49,6 +49,7 @@ struct Responder::State {
   std::atomic<bool> sent{false};
   std::atomic<bool> streaming{false};  // Begin won: chunks may follow until End
   std::atomic<bool> ended{false};
+  std::atomic<bool> gone{false};  // its connection closed (set by the loop)
 
   void Post(Response response, Hub::Done::Kind kind) {
     std::lock_guard lock(hub->mu);
@@ -85,6 +86,7 @@ struct Responder::State {
 };
 
 void Responder::Send(Response response) const { state_->Deliver(std::move(response)); }
+bool Responder::Gone() const { return state_->gone.load(); }
 bool Responder::Begin(Response head) const { return state_->Begin(std::move(head)); }
 void Responder::Chunk(std::string data) const { state_->Chunk(std::move(data)); }
 void Responder::End() const { state_->End(); }
@@ -153,6 +155,7 @@ class Server::Impl {
     uint64_t in_flight_req = 0;
     bool in_flight_keep_alive = true;
     std::string in_flight_id;  // its request id (ServerOptions::request_id_header), sent back
+    std::weak_ptr<Responder::State> in_flight_state;  // told when the connection closes (Gone)
   };
 
   Impl(ServerOptions options, Router router) : options_(std::move(options)), router_(std::move(router)) {}
@@ -398,6 +401,7 @@ class Server::Impl {
       state->hub = hub_;
       state->conn_id = conn->id;
       state->req_id = conn->in_flight_req;
+      conn->in_flight_state = state;
       Responder responder(std::move(state));
       p.request.id = conn->in_flight_id;
       Router::Match match = router_.Find(p.request.method, p.request.path);
@@ -500,6 +504,7 @@ class Server::Impl {
   void Close(Connection* conn) {
     if (conn->closing) return;
     conn->closing = true;
+    if (auto state = conn->in_flight_state.lock()) state->gone.store(true);
     connections_.erase(conn->id);
     uv_close(reinterpret_cast<uv_handle_t*>(&conn->tcp), OnClosed);
     uv_close(reinterpret_cast<uv_handle_t*>(&conn->idle), OnClosed);

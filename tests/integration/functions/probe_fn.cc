@@ -5,6 +5,7 @@
 //                own, where two of them may have the same one)
 //   "hang"       never answers                   "fail"      answers an InvalidArgument error
 //   "sleep:MS"   answers "slept" after MS ms     "env:NAME"  answers the variable's value
+//   "say:TEXT"   prints TEXT as a line on its standard output (its log), answers "said"
 //   "pieces:PATH"  sends the piece "first\n", waits (up to a minute) until PATH exists, answers
 //                  "second\n" as the last piece
 //   "piece-then-crash"  sends the piece "first\n", then aborts
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -51,6 +53,11 @@ int main(int argc, char** argv) {
     if (request.substr(0, 6) == "sleep:") {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(std::string(request.substr(6)).c_str())));
       return std::string("slept");
+    }
+    if (request.substr(0, 4) == "say:") {
+      std::printf("%s\n", std::string(request.substr(4)).c_str());
+      std::fflush(stdout);
+      return std::string("said");
     }
     if (request.substr(0, 4) == "env:") {
       const char* value = std::getenv(std::string(request.substr(4)).c_str());

@@ -422,6 +422,10 @@ class InstanceManager {
   // and the version once it is ready, or why not (the range then restores from what it held).
   void AdoptSnapshot(const std::string& name, int va_slot, uint64_t version,
                      std::function<void(MigrationOutcome)> done);
+  // The log files of `name`'s instances and deploys (<data_dir>/logs/<name>-<pid>.log: each
+  // process's standard output and error, cut past max_log_bytes), oldest first. NotFound for an
+  // unknown function.
+  Result<std::vector<std::string>> LogFiles(const std::string& name) const;
   // Where job `name` stands. NotFound for an unknown function; FailedPrecondition for one that is
   // not a job.
   Result<JobStatus> Job(const std::string& name) const;

@@ -75,6 +75,9 @@ class Responder {
   // Ends a streamed answer as failed: the connection is closed once the chunks sent are written,
   // without the last chunk, so the client sees the body cut short.
   void Abort() const;
+  // The client went away (its connection closed): nothing sent from now on reaches it. An answer
+  // that streams for as long as the client listens stops here.
+  bool Gone() const;
 
  private:
   std::shared_ptr<State> state_;

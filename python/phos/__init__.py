@@ -8,7 +8,9 @@
         answer = client.invoke("mlp", '{"seed": 7}')
         print(answer.decode(), answer.restore_mode)
 
-libphos.so is found as phos._libphos says ($PHOS_LIBRARY first) when the first Client opens.
+phos.Runtime runs the daemon itself inside this process (embedded mode) and hands out Clients of it.
+libphos.so is found as phos._libphos says ($PHOS_LIBRARY first) when the first Client or Runtime
+opens.
 """
 
 from ._libphos import API_VERSION, LibraryError
@@ -16,11 +18,12 @@ from .client import Answer, CheckpointMode, Client, RestoreMode
 from .errors import (AlreadyExists, Error, FailedPrecondition, FunctionError, InstanceLost, Internal,
                      InvalidArgument, NotFound, NotSupported, PermissionDenied, Status, Timeout, TooManyRequests,
                      Unauthenticated, Unavailable)
+from .runtime import Runtime
 from .stream import Stream
 
 __all__ = [
     "API_VERSION", "AlreadyExists", "Answer", "CheckpointMode", "Client", "Error", "FailedPrecondition",
     "FunctionError", "InstanceLost", "Internal", "InvalidArgument", "LibraryError", "NotFound", "NotSupported",
-    "PermissionDenied", "RestoreMode", "Status", "Stream", "Timeout", "TooManyRequests", "Unauthenticated",
+    "PermissionDenied", "RestoreMode", "Runtime", "Status", "Stream", "Timeout", "TooManyRequests", "Unauthenticated",
     "Unavailable",
 ]

@@ -66,6 +66,21 @@ class InvokeInfo(ctypes.Structure):
     ]
 
 
+class RuntimeOptions(ctypes.Structure):
+    """phos_runtime_options (phos.h)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("data_dir", ctypes.c_char_p),
+        ("gpu", ctypes.c_char_p),
+        ("functions_dirs", ctypes.POINTER(ctypes.c_char_p)),
+        ("functions_dir_count", ctypes.c_size_t),
+        ("listen", ctypes.c_char_p),
+        ("log_level", ctypes.c_char_p),
+        ("sandbox", ctypes.c_char_p),
+    ]
+
+
 # int (*phos_chunk_fn)(void* user, const void* data, size_t len)
 ChunkCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
 
@@ -93,6 +108,10 @@ _PROTOTYPES: dict[str, tuple[object, list[object]]] = {
                                      ctypes.POINTER(InvokeInfo)]),
     "phos_checkpoint": (_status, [_client_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p, _out_p]),
     "phos_stats": (_status, [_client_p, _out_p]),
+    "phos_runtime_open": (_status, [ctypes.POINTER(RuntimeOptions), ctypes.POINTER(ctypes.c_void_p)]),
+    "phos_runtime_connect": (_status, [ctypes.c_void_p, ctypes.POINTER(_client_p)]),
+    "phos_runtime_endpoint": (ctypes.c_char_p, [ctypes.c_void_p]),
+    "phos_runtime_close": (_status, [ctypes.c_void_p]),
 }
 
 _lock = threading.Lock()

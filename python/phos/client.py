@@ -130,16 +130,30 @@ class Client:
     and ValueError before anything is sent.
     """
 
+    _handle: int | None
+
     def __init__(self, endpoint: str, token: str | None = None) -> None:
+        self._setup()
+        handle = ctypes.c_void_p()
+        _check(self._lib.phos_connect(_text(endpoint, "endpoint"), _optional_text(token, "token"),
+                                      ctypes.byref(handle)))
+        self._handle = handle.value
+
+    @classmethod
+    def _adopt(cls, handle: int) -> Client:
+        """A Client of a phos_client* made elsewhere (phos_runtime_connect), released by close()."""
+        client = cls.__new__(cls)
+        client._setup()
+        client._handle = handle
+        return client
+
+    def _setup(self) -> None:
         self._lib = _libphos.library()
         self._changed = threading.Condition()
         self._calls = 0  # calls under way, streams' worker threads included
         self._closing = False
         self._streams: set[Pieces] = set()
-        handle = ctypes.c_void_p()
-        _check(self._lib.phos_connect(_text(endpoint, "endpoint"), _optional_text(token, "token"),
-                                      ctypes.byref(handle)))
-        self._handle: int | None = handle.value
+        self._handle = None  # set by __init__ or _adopt
 
     # ---- lifetime ----
 

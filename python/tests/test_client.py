@@ -270,6 +270,40 @@ class MlpTest(MlpTestCase):
         self.assertIn("phos_invocations_total", self.client.stats())
 
 
+class EmbeddedRuntimeTest(MlpTestCase):
+    """The daemon inside this Python process (phos.Runtime): mlp deployed, invoked blocking and
+    streamed against the CPU reference, reached from another process at its endpoint, removed."""
+
+    def test_the_daemon_runs_in_this_process_behind_the_same_client(self) -> None:
+        data_dir = tempfile.mkdtemp(prefix="phos-python-embedded-")
+        try:
+            with phos.Runtime(data_dir, gpu="sim", functions_dirs=[Paths.functions_dir]) as runtime:
+                self.assertTrue(runtime.endpoint.startswith("http://127.0.0.1:"), runtime.endpoint)
+                with runtime.connect() as client:
+                    client.deploy("mlp", Paths.mlp, MLP_ARGS, instances=1)
+                    answer = client.invoke("mlp", '{"seed": 12}')
+                    self.assertMatchesReference(answer, 12, full=False)
+                    self.assertEqual(b"".join(client.invoke_stream("mlp", '{"seed": 12}')), bytes(answer))
+                    # Another process reaches it as it would a phosd.
+                    health = subprocess.run(["/usr/bin/curl", "-sf", runtime.endpoint + "/healthz"],
+                                            capture_output=True, check=False)
+                    self.assertEqual(health.stdout, b"ok\n")
+                    client.remove("mlp")
+                    with self.assertRaises(phos.NotFound):
+                        client.invoke("mlp", "{}")
+            self.assertTrue(runtime.closed)
+            with self.assertRaises(ValueError):
+                runtime.connect()
+        finally:
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+    def test_bad_options_are_refused_with_their_reason(self) -> None:
+        with self.assertRaises(phos.InvalidArgument) as refused:
+            phos.Runtime("/tmp/phos-python-embedded-never", gpu="quantum")
+        self.assertIn("quantum", refused.exception.message)
+        shutil.rmtree("/tmp/phos-python-embedded-never", ignore_errors=True)
+
+
 class UploadedFunctionTest(MlpTestCase):
     def test_an_uploaded_function_serves_until_removed(self) -> None:
         with admin_client() as client:

@@ -4,6 +4,8 @@
 // API's embedded mode runs too); SIGINT/SIGTERM stop it cleanly (exit 0).
 #include <signal.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -68,7 +70,7 @@ int main(int argc, char** argv) {
   app.add_option("--socket-group", o.socket_group, "Group given gpu.sock (mode 0660); default: phosd's");
   app.add_option("--allow-peer-uid", o.allow_peer_uids,
                  "UID or FIRST-LAST allowed to connect to gpu.sock besides root and phosd's own (repeatable)");
-  app.add_option("--data-dir", o.data_dir, "Directory for functions.json, logs/ and gpu.sock")->required();
+  app.add_option("--data-dir", o.data_dir, "Directory for functions.json, logs/ and gpu.sock (required)");
   app.add_option("--gpu", o.gpu, "sim, cuda or auto (cuda when a driver loads)")
       ->check(CLI::IsMember({"sim", "cuda", "auto"}))
       ->capture_default_str();
@@ -131,15 +133,62 @@ int main(int argc, char** argv) {
                  "Device memory one function instance may hold, on all its devices (MiB; 0: what the devices have)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  // The build puts every simgpu module image in lib/modules beside bin/ (cmake/PhosModules.cmake).
-  o.trusted_module_dirs = {
-      (std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "lib" / "modules").string()};
   app.add_option("--trusted-modules-dir", o.trusted_module_dirs,
                  "Directories of the simgpu module images (*.simgpu.so) a function may load; any other image a "
-                 "function sends is refused (docs/design.md D17)")
-      ->capture_default_str();
+                 "function sends is refused (docs/design.md D17); default: lib/modules beside bin/phosd");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  // One definition per setting: its flag, its key in the --config file (the flag's long name) and
+  // its variable (PHOS_ and the name in capitals, '-' as '_'). A flag wins over the variable, which
+  // wins over the file: the variables are added as flags for what the command line does not set
+  // (CLI11's own variables would lose to the file).
+  app.set_config("--config", "",
+                 "TOML file of settings, each key a flag's long name (listen = \"127.0.0.1:7070\", pool-min = 2); "
+                 "PHOS_* variables (PHOS_LISTEN, PHOS_POOL_MIN, ...) and flags win over it");
+  app.allow_config_extras(CLI::config_extras_mode::error);
+  std::vector<std::string> args(argv, argv + argc);
+  for (CLI::Option* option : app.get_options([](CLI::Option* opt) { return !opt->get_lnames().empty(); })) {
+    const std::string name = option->get_lnames().front();
+    if (name == "help" || name == "config") continue;
+    std::string variable = "PHOS_";
+    for (char c : name) variable += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    const char* value = std::getenv(variable.c_str());
+    const std::string flag = "--" + name;
+    const bool given = std::any_of(args.begin() + 1, args.end(), [&](const std::string& a) {
+      return a == flag || a.rfind(flag + "=", 0) == 0;
+    });
+    if (value != nullptr && !given) args.push_back(flag + "=" + value);
+  }
+  bool print_config = false;
+  app.add_flag("--print-config", print_config,
+               "Print the settings in effect (defaults, --config, PHOS_* variables and flags together) as a --config "
+               "file, and exit")
+      ->configurable(false);
+  args.erase(args.begin());                // the program's name
+  std::reverse(args.begin(), args.end());  // CLI11 takes them last first
+  try {
+    app.parse(std::move(args));
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  if (print_config) {
+    std::printf("%s", app.config_to_str(/*default_also=*/true, /*write_description=*/true).c_str());
+    return 0;
+  }
+  // A list printed empty by --print-config reads back as one empty item: none.
+  for (std::vector<std::string>* list : {&o.functions_dirs, &o.allow_peer_uids, &o.trusted_module_dirs}) {
+    list->erase(std::remove(list->begin(), list->end(), std::string()), list->end());
+  }
+  // The build and an install put every simgpu module image in lib/modules beside bin/
+  // (cmake/PhosModules.cmake).
+  if (o.trusted_module_dirs.empty()) {
+    o.trusted_module_dirs = {
+        (std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "lib" / "modules").string()};
+  }
+  if (o.data_dir.empty()) {
+    std::fprintf(stderr, "phosd: --data-dir is required (or data-dir in --config, or PHOS_DATA_DIR)\n");
+    return 2;
+  }
 
   phos::log::Level level;
   if (!phos::log::ParseLevel(log_level, &level)) {

@@ -19,6 +19,7 @@ packages=(
   python3  # scripts/make-checkpoint.py (standard library only)
   python3-yaml  # scripts/openapi_json.py: docs/openapi.yaml as JSON for phosd; the API walker test
   python3-setuptools python3-wheel python3-pip  # python/: phos for Python built and installed offline by pip
+  golang-go  # go/: phos for Go, a cgo binding; its test (GoBinding) is registered only when go is found
   gnuplot-nox  # bench/coldstart draws the plots in docs/plots
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang with libFuzzer and the ASan/UBSan runtimes
   wrk  # bench/load.sh: warm invokes under load

@@ -85,27 +85,22 @@ std::vector<std::string> Sandbox::SandboxArgv(const SandboxOptions& options, con
   const std::string socket = options.data_dir + "/gpu.sock";
   // The host's files, read-only; then what is hidden or private on top.
   argv.insert(argv.end(), {"--ro-bind", "/", "/", "--tmpfs", options.data_dir});
-  // Its executable even when phosd keeps it in the data directory (an uploaded artifact): the
-  // directories above it in the hidden data directory are made traversable first, since
-  // bubblewrap makes missing parents 0700 and the function does not run as root.
-  const fs::path executable(spec.executable);
-  const fs::path hidden(options.data_dir);
-  if (executable.string().starts_with(hidden.string() + "/")) {
-    std::vector<std::string> parents;
-    for (fs::path dir = executable.parent_path(); dir != hidden && dir.has_relative_path(); dir = dir.parent_path()) {
-      parents.push_back(dir.string());
-    }
-    for (auto it = parents.rbegin(); it != parents.rend(); ++it) argv.insert(argv.end(), {"--perms", "0755", "--dir", *it});
-  }
+  // Its executable: where it lies on the host, or, when phosd keeps it in the data directory (an
+  // uploaded artifact), at kExecutableInside: the data directory and the directories above it
+  // need not let the function's uid through (a data directory under root's home, say).
+  const bool artifact = ExecutableInside(options, spec) != spec.executable;
+  if (!artifact) argv.insert(argv.end(), {"--ro-bind", spec.executable, spec.executable});
   argv.insert(argv.end(),
-              {"--ro-bind", spec.executable, spec.executable, "--dev", "/dev", "--proc", "/proc",
+              {"--dev", "/dev", "--proc", "/proc",
                // The private scratch directory (TMPDIR), gone with the sandbox.
                "--perms", "1777", "--tmpfs", "/run", "--setenv", "TMPDIR", "/run", "--chdir", "/run",
                // The socket where the function's uid reaches it (a mount point: not
                // to be removed or replaced from inside).
                // bubblewrap makes missing parents 0700: the directory is made first.
-               "--perms", "0755", "--dir", "/run/phos", "--bind", socket, kSocketInside, "--",
-               options.setpriv, "--reuid=" + std::to_string(uid), "--regid=" + std::to_string(uid),
+               "--perms", "0755", "--dir", "/run/phos", "--bind", socket, kSocketInside});
+  if (artifact) argv.insert(argv.end(), {"--ro-bind", spec.executable, kExecutableInside});
+  argv.insert(argv.end(),
+              {"--", options.setpriv, "--reuid=" + std::to_string(uid), "--regid=" + std::to_string(uid),
                "--groups=" + std::to_string(group), "--no-new-privs", "--inh-caps=-all",
                "--bounding-set=-all", "--"});
   return argv;
@@ -135,6 +130,10 @@ Sandbox::Sandbox(SandboxOptions options) : options_(std::move(options)) {}
 
 Sandbox::~Sandbox() {
   if (cgroups_ != nullptr) cgroups_->RemoveAll();
+}
+
+std::string Sandbox::ExecutableInside(const SandboxOptions& options, const FunctionSpec& spec) {
+  return spec.executable.starts_with(options.data_dir + "/") ? kExecutableInside : spec.executable;
 }
 
 std::string Sandbox::CgroupParent(std::string_view canonical_data_dir) {
@@ -205,6 +204,9 @@ Status Sandbox::Confine(const FunctionSpec& spec, SpawnOptions* options) const {
       SandboxArgv(options_, spec, options_.ids.ForFunction(spec.name), options_.ids.socket_group());
   argv.insert(argv.end(), sandbox.begin(), sandbox.end());
   argv.insert(argv.end(), options->argv.begin(), options->argv.end());
+  // The program is started at the path its sandbox shows it.
+  const size_t program = argv.size() - options->argv.size();
+  if (!options->argv.empty() && argv[program] == spec.executable) argv[program] = ExecutableInside(options_, spec);
   options->argv = std::move(argv);
   return Status::Ok();
 }

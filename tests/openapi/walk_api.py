@@ -260,12 +260,13 @@ def walk(args):
         stored = w.call("POST", "/v1/artifacts", 201, body=executable, content="application/octet-stream")
         if not isinstance(stored, dict) or "artifact" not in stored:
             fail("POST /v1/artifacts: no artifact in its answer")
-        # Deployed from the functions directory: a sandboxed function's uid cannot reach this
-        # walk's private data directory, where the artifact is kept.
-        spec = {"name": "mlp", "executable": args.mlp, "args": ["--size-mib", "16", "--layers", "4"], "instances": 1}
+            stored = {"artifact": ""}
+        # Deployed from the uploaded artifact: phosd keeps it in its data directory, here under a
+        # private (0700) directory, which a sandboxed function still starts from.
+        spec = {"name": "mlp", "artifact": stored["artifact"], "args": ["--size-mib", "16", "--layers", "4"],
+                "instances": 1}
         w.call("POST", "/v1/functions", 400, body="not json", content="application/json")
-        other = {key: value for key, value in spec.items() if key != "executable"}
-        w.call("POST", "/v1/functions", 404, body=dict(other, name="other", artifact="0" * 64))
+        w.call("POST", "/v1/functions", 404, body=dict(spec, name="other", artifact="0" * 64))
         w.call("POST", "/v1/functions", 201, body=dict(spec, sample_request='{"seed": 1}'))
         w.call("POST", "/v1/functions", 409, body=spec)
         w.call("GET", "/v1/functions", 200, auth=None)

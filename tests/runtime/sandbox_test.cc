@@ -74,6 +74,24 @@ TEST(SandboxArgvTest, HidesTheDataDirectoryButItsSocketAndDropsToTheFunctionsUse
                                  "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"}));
 }
 
+// An uploaded artifact lies in the hidden data directory, whose ancestors the function's uid may not
+// traverse: it is bound at a path of the sandbox's own, and started from there.
+TEST(SandboxArgvTest, AnArtifactInTheDataDirectoryRunsFromAPathOfTheSandboxsOwn) {
+  SandboxOptions options{.data_dir = "/root/phos"};
+  FunctionSpec spec{.name = "mlp", .executable = "/root/phos/artifacts/0a1b"};
+  EXPECT_EQ(Sandbox::ExecutableInside(options, spec), Sandbox::kExecutableInside);
+  std::vector<std::string> argv = Sandbox::SandboxArgv(options, spec, 200123, 200000);
+  EXPECT_TRUE(HasSequence(argv, {"--ro-bind", "/root/phos/artifacts/0a1b", Sandbox::kExecutableInside}));
+  EXPECT_FALSE(HasSequence(argv, {"--ro-bind", "/root/phos/artifacts/0a1b", "/root/phos/artifacts/0a1b"}));
+  // Bound once /run/phos exists (bubblewrap applies its options in order).
+  auto dir = std::find(argv.begin(), argv.end(), "/run/phos");
+  auto bound = std::find(argv.begin(), argv.end(), Sandbox::kExecutableInside);
+  EXPECT_LT(dir, bound);
+  // A program elsewhere keeps its path.
+  FunctionSpec outside{.name = "fn", .executable = "/root/phos-other/fn"};
+  EXPECT_EQ(Sandbox::ExecutableInside(options, outside), "/root/phos-other/fn");
+}
+
 TEST(SandboxArgvTest, TheNetworkIsSharedOnlyWhenTheSpecAllowsIt) {
   SandboxOptions options{.data_dir = "/d"};
   FunctionSpec spec{.name = "web", .executable = "/bin/web", .network = true};

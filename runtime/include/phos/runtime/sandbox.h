@@ -85,6 +85,10 @@ class Sandbox {
   std::string SocketPathForFunctions(const std::string& host_path) const {
     return enabled_ ? kSocketInside : host_path;
   }
+  // Where a function's executable kept in the data directory (an uploaded artifact) is bound
+  // inside its sandbox, and started from; one anywhere else keeps its host path.
+  static constexpr const char* kExecutableInside = "/run/phos/executable";
+  static std::string ExecutableInside(const SandboxOptions& options, const FunctionSpec& spec);
   // Creates (again) the function's cgroup with its spec's limits; no-op when off.
   Status PrepareFunction(const FunctionSpec& spec);
   // Kills what runs in the function's cgroup and removes it; no-op when off.

@@ -9,6 +9,7 @@
 //                                   [--restore-mode MODE] [--timings]
 //   phos-fn [--endpoint URL] ls [--json]
 //   phos-fn [--endpoint URL] instances NAME [--json]
+//   phos-fn [--endpoint URL] describe NAME
 //   phos-fn [--endpoint URL] checkpoint NAME [--instance ID] [--mode stop-the-world|soft-cow|soft-recopy]
 //   phos-fn [--endpoint URL] migrate NAME (--device N | --node URL --node-token-file FILE) [--instance ID]
 //   phos-fn [--endpoint URL] logs NAME [-f] [--tail BYTES]
@@ -339,6 +340,9 @@ int main(int argc, char** argv) {
   list_instances->add_option("name", name, "Function name")->required();
   list_instances->add_flag("--json", json, "Print phosd's JSON");
 
+  auto* describe = app.add_subcommand("describe", "A function's spec, the state of its instances, and where it moved");
+  describe->add_option("name", name, "Function name")->required();
+
   uint64_t instance = 0;
   std::string checkpoint_mode = "stop-the-world";
   auto* checkpoint = app.add_subcommand(
@@ -396,7 +400,15 @@ int main(int argc, char** argv) {
                     "run does)");
   check->add_flag("--table", table, "Print docs/compatibility.md: every function of NVIDIA's libraries and its state");
 
-  CLI11_PARSE(app, argc, argv);
+  app.footer(
+      "Exit codes: 0 done; 1 phosd refused or failed the call, or could not be reached (why is on standard "
+      "error); 2 the command line was wrong. invoke, run and check say more in their help.");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Help is no error; a wrong command line is 2 whichever rule it broke.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   if (*check) {
     if (table == !program.empty()) {
       std::cerr << "phos-fn: check: give a PROGRAM or --table\n";
@@ -480,6 +492,28 @@ int main(int argc, char** argv) {
                     f["moved_to"].get<std::string>().c_str());
       }
     }
+    return 0;
+  }
+  if (*describe) {
+    // phosd's entry for the function (GET /v1/functions) and its instances, as one JSON object.
+    auto listed = Call({.url = endpoint + "/v1/functions"});
+    if (!listed) return 1;
+    nlohmann::json functions = nlohmann::json::parse(listed->body, nullptr, false);
+    nlohmann::json entry;
+    if (functions.is_object() && functions.contains("functions") && functions["functions"].is_array()) {
+      for (const auto& f : functions["functions"]) {
+        if (f.is_object() && f.value("name", "") == name) entry = f;
+      }
+    }
+    if (entry.is_null()) {
+      std::cerr << "phos-fn: describe: no function '" << name << "'\n";
+      return 1;
+    }
+    auto instances = Call({.url = endpoint + "/v1/functions/" + name + "/instances"});
+    if (!instances) return 1;
+    nlohmann::json j = {{"function", entry}, {"instances", nlohmann::json::parse(instances->body, nullptr, false)
+                                                               .value("instances", nlohmann::json::array())}};
+    std::cout << j.dump(2) << "\n";
     return 0;
   }
   if (*list_instances) {

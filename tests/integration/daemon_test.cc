@@ -331,6 +331,16 @@ TEST_F(DaemonTest, AFunctionsKeepAliveScalesItToZeroAndTheNextRequestRestoresIt)
   ASSERT_EQ(first.status, 200) << first.body;
   EXPECT_EQ(first.headers["x-phos-restore-mode"], "phos");
   EXPECT_TRUE(WaitUntil([&] { return instances() == 0; })) << "it did not scale to zero";
+  // phos-fn describe shows its settings and, now, no instance.
+  CommandResult described = PhosFn({"describe", "probe"});
+  ASSERT_EQ(described.exit_code, 0) << described.out;
+  nlohmann::json j = nlohmann::json::parse(described.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << described.out;
+  EXPECT_EQ(j["function"].value("keep_alive_ms", 0), 200) << described.out;
+  EXPECT_EQ(j["function"].value("instances", -1), 0) << described.out;
+  EXPECT_TRUE(j["instances"].empty()) << described.out;
+  EXPECT_EQ(PhosFn({"describe", "absent"}).exit_code, 1);
+  EXPECT_EQ(PhosFn({"describe"}).exit_code, 2);  // a wrong command line
   HttpResponse second = invoke();
   ASSERT_EQ(second.status, 200) << second.body;
   EXPECT_EQ(second.headers["x-phos-restore-mode"], "phos");
@@ -372,6 +382,8 @@ TEST_F(DaemonTest, PhosFnLogsFollowsWhatAnInstancePrints) {
     std::ifstream in(out);
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   };
+  // It follows once the headers of the files (none of their bytes: --tail 0) have come.
+  ASSERT_TRUE(WaitUntil([&] { return followed().find("==> probe-") != std::string::npos; })) << followed();
   // --tail 0: what was printed before it started is not repeated; what comes next is.
   for (const char* line : {"second-line", "third-line"}) {
     EXPECT_EQ(CurlPost("/v1/functions/probe/invoke", std::string("say:") + line).out, "said");

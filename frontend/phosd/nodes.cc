@@ -47,9 +47,14 @@ Result<runtime::PeerNode::Received> HttpPeer::SendSnapshotOnce(const std::string
                                                                int va_slot) {
   PHOS_ASSIGN_OR_RETURN(store::Manifest manifest, store_->LoadManifest(function, version));
   const std::vector<std::pair<std::string, std::string>> auth = {{"Authorization", "Bearer " + token_}};
+  bool answered = false;  // the last call got an HTTP answer (whatever its status)
   auto fetch = [&](http::ClientRequest request, const std::string& what) -> Result<http::ClientResponse> {
     request.headers.insert(request.headers.end(), auth.begin(), auth.end());
+    // A node that stops answering fails the move rather than holding the instance (and phosd's
+    // shutdown, which waits for it) for ever.
+    if (request.timeout_ms == 0) request.timeout_ms = kPeerCallTimeoutMs;
     Result<http::ClientResponse> r = http::Fetch(request);
+    answered = r.ok();
     if (!r.ok()) return r.status().WithContext(what + " at " + endpoint_);
     if (r->status < 200 || r->status >= 300) return AnswerStatus(what + " at " + endpoint_, *r);
     return r;
@@ -102,13 +107,21 @@ Result<runtime::PeerNode::Received> HttpPeer::SendSnapshotOnce(const std::string
     ++received.sent_chunks;
     received.sent_bytes += ref.size;
   }
-  // The other node restores an instance from it before it answers.
-  PHOS_ASSIGN_OR_RETURN(http::ClientResponse r,
-                        fetch({.method = "POST",
-                               .url = fmt::format("{}/v1/functions/{}/ranges/{}/snapshot", endpoint_, function, va_slot),
-                               .body = store::EncodeManifest(manifest),
-                               .headers = {{"Content-Type", "application/octet-stream"}}},
-                              "restore '" + function + "' from the snapshot"));
+  // The other node restores an instance from it before it answers. No answer at all (the
+  // connection lost, the time up) leaves unknown whether it did: said apart (Timeout), since the
+  // instance must then not serve on here as well.
+  Result<http::ClientResponse> restored =
+      fetch({.method = "POST",
+             .url = fmt::format("{}/v1/functions/{}/ranges/{}/snapshot", endpoint_, function, va_slot),
+             .body = store::EncodeManifest(manifest),
+             .headers = {{"Content-Type", "application/octet-stream"}},
+             .timeout_ms = kPeerRestoreTimeoutMs},
+            "restore '" + function + "' from the snapshot");
+  if (!restored.ok() && !answered) {
+    return Status::Timeout(restored.status().message() +
+                           " (whether it restored the instance there is unknown: check it)");
+  }
+  PHOS_ASSIGN_OR_RETURN(http::ClientResponse r, std::move(restored));
   nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
   if (!j.is_object() || !j.contains("version") || !j["version"].is_number_unsigned() || !j.contains("instance") ||
       !j["instance"].is_number_unsigned()) {
@@ -121,14 +134,24 @@ Result<runtime::PeerNode::Received> HttpPeer::SendSnapshotOnce(const std::string
 
 void HttpPeer::Invoke(const std::string& function, std::string request, std::chrono::milliseconds timeout,
                       std::function<void(InvokeOutcome)> done) {
-  forwarding_.Post([this, function, request = std::move(request), timeout, done = std::move(done)] {
+  // The deadline is the invocation's: what is left of it when a forwarding thread takes it up.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  forwarding_.Post([this, function, request = std::move(request), deadline, done = std::move(done)] {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      InvokeOutcome late;
+      late.kind = InvokeOutcome::Kind::kTimeout;
+      late.error = Status::Timeout("the deadline passed while the request waited to be forwarded");
+      return done(std::move(late));
+    }
     http::ClientRequest forwarded{.method = "POST",
                                   .url = endpoint_ + "/v1/functions/" + function + "/invoke",
                                   .body = request,
                                   .headers = {{"Authorization", "Bearer " + token_},
-                                              {"X-Phos-Timeout-Ms", std::to_string(timeout.count())}},
+                                              {"X-Phos-Timeout-Ms", std::to_string(left.count())}},
                                   // The other node answers by the deadline; a little more for the way back.
-                                  .timeout_ms = static_cast<long>(timeout.count()) + 5000};
+                                  .timeout_ms = static_cast<long>(left.count()) + 5000};
     Result<http::ClientResponse> r = http::Fetch(forwarded);
     if (!r.ok()) {
       InvokeOutcome lost;

@@ -17,6 +17,10 @@ namespace phos::phosd {
 
 // Chunk ids asked about in one /v1/chunks/missing request, at most.
 inline constexpr size_t kMaxChunksAskedAtOnce = 16384;
+// How long a move waits for the other node: a call, and the restore there (its start timeout and
+// more), before it gives up.
+inline constexpr long kPeerCallTimeoutMs = 120000;
+inline constexpr long kPeerRestoreTimeoutMs = 600000;
 
 // Another phosd, reached at its endpoint with its admin token.
 class HttpPeer final : public runtime::PeerNode {

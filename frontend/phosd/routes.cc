@@ -665,8 +665,12 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
           return out.Send(Response::Json(
               201, nlohmann::json{{"function", function}, {"version", v}, {"instance", o.instance}}.dump() + "\n"));
         }
-        // Nothing restores from it: it goes (on the store's thread: this may be a manager's).
-        store_work->Post([store, function, v] { store->DeleteVersion(function, v).IgnoreError(); });
+        // Refused before the range took it (version 0): nothing restores from it, it goes (on the
+        // store's thread: this may be a manager's). Taken, it stays the range's though the
+        // instance failed: the range's next restore starts from it.
+        if (o.version == 0) {
+          store_work->Post([store, function, v] { store->DeleteVersion(function, v).IgnoreError(); });
+        }
         const int status = o.status.code() == StatusCode::kFailedPrecondition ? 409 : InstanceActionError(o.status).status;
         out.Send(Error(status, o.status.message()));
       });

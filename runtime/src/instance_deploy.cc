@@ -224,7 +224,7 @@ std::vector<uint64_t> InstanceManager::Impl::VersionsLocked(const Function& f) c
 
 int InstanceManager::Impl::FreeSlotLocked(const Function& f) const {
   for (size_t i = 0; i < f.slots.size(); ++i) {
-    if (f.slots[i].holder == 0) return static_cast<int>(i);
+    if (f.slots[i].holder == 0 && f.slots[i].reserved_for == 0) return static_cast<int>(i);
   }
   return -1;
 }
@@ -255,13 +255,25 @@ Result<size_t> InstanceManager::Impl::AcquireSlotLocked(const std::shared_ptr<Fu
     return static_cast<size_t>(free);
   };
   if (inst.wanted_slot >= 0) {
-    // AdoptSnapshot's instance: that range, once the instance it asked to end has scrubbed it.
+    // AdoptSnapshot's instance: that range (reserved for it), once the instance it asked to end
+    // has scrubbed it. The reservation ends here either way.
+    const auto wanted = static_cast<size_t>(inst.wanted_slot);
+    auto unreserve = [&] {
+      if (wanted < f->slots.size() && f->slots[wanted].reserved_for == inst.id) f->slots[wanted].reserved_for = 0;
+      f->slot_cv.notify_all();
+    };
     while (true) {
-      if (stopping_ || f->removed) return Status::Unavailable("the function is going away");
-      const auto wanted = static_cast<size_t>(inst.wanted_slot);
+      if (stopping_ || f->removed) {
+        unreserve();
+        return Status::Unavailable("the function is going away");
+      }
       if (wanted >= f->slots.size()) return Status::Unavailable("the function's instance range is gone");
-      if (f->slots[wanted].holder == 0) return take(inst.wanted_slot);
+      if (f->slots[wanted].holder == 0) {
+        unreserve();
+        return take(inst.wanted_slot);
+      }
       if (f->slot_cv.wait_until(lock, deadline) == std::cv_status::timeout) {
+        unreserve();
         return Status::Unavailable(fmt::format("'{}': instance range {} stayed in use", f->spec.name,
                                                f->slots[wanted].va_slot));
       }

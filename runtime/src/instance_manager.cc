@@ -151,6 +151,9 @@ Status InstanceManager::Impl::Remove(const std::string& name) {
   std::deque<Invocation> orphans;
   std::vector<std::function<void(DeployOutcome)>> deploys;
   std::vector<Slot> free_slots;  // slots with an instance are released when it ends
+  // The node a moved function forwards to goes outside the lock: its end waits for the forwards
+  // under way.
+  std::shared_ptr<PeerNode> moved_to;
   {
     std::lock_guard lock(mu_);
     auto it = functions_.find(name);
@@ -163,6 +166,7 @@ Status InstanceManager::Impl::Remove(const std::string& name) {
       return saved.WithContext("remove function '" + name + "'");
     }
     f->removed = true;
+    moved_to = std::move(f->moved_to);
     if (options_.sessions != nullptr) options_.sessions->SetFunctionLimits(name, {});
     orphans.swap(f->queue);
     for (auto it = f->slots.begin(); it != f->slots.end();) {

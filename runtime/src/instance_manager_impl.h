@@ -146,6 +146,8 @@ struct Slot {
   CpuStateRef deployed;
   uint64_t holder = 0;   // the instance living in it; 0: free
   int device = -1;       // the node's device its restores run on (a migration's target); -1: the API server's
+  // The instance AdoptSnapshot started for this range: no other restore takes it meanwhile; 0: none.
+  uint64_t reserved_for = 0;
 };
 
 enum class DeployState {

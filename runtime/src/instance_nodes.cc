@@ -19,14 +19,24 @@ bool InstanceManager::Impl::SendToNode(const std::shared_ptr<Function>& f, Insta
   Result<PeerNode::Received> sent =
       va_slot >= 0 ? move.node->SendSnapshot(name, move.checkpoint.version, va_slot)
                    : Result<PeerNode::Received>(Status::Internal("the instance holds no instance range"));
-  if (!sent.ok()) {
-    // The checkpoint is this node's range's now: the instance is restored from it here.
+  if (!sent.ok() && sent.status().code() != StatusCode::kTimeout) {
+    // Refused there, or never sent: the checkpoint is this node's range's, and the instance is
+    // restored from it here.
     move.failure = sent.status().WithContext(
         fmt::format("move of '{}' to {} (the instance serves on here, from the checkpoint)", name, move.node->Name()));
     PHOS_LOG(Error, "instances", "{}", move.failure.message());
     return false;
   }
-  move.received = *sent;
+  if (!sent.ok()) {
+    // The snapshot went but no answer came back: the other node may serve it already. Serving on
+    // here too would let the two states part, so the function is forwarded there as if the move
+    // had been answered, and the move is answered with why it is in doubt.
+    move.failure = sent.status().WithContext(
+        fmt::format("move of '{}' to {} (its requests are forwarded there)", name, move.node->Name()));
+    PHOS_LOG(Error, "instances", "{}", move.failure.message());
+  } else {
+    move.received = *sent;
+  }
   std::deque<Invocation> queued;
   {
     std::lock_guard lock(mu_);
@@ -44,7 +54,8 @@ bool InstanceManager::Impl::SendToNode(const std::shared_ptr<Function>& f, Insta
   }
   PHOS_LOG(Info, "instances", "'{}' moved to {} (instance {} there, v{}; {} chunks sent, {} bytes); {} queued "
            "invocations forwarded there",
-           name, move.node->Name(), sent->instance, sent->version, sent->sent_chunks, sent->sent_bytes, queued.size());
+           name, move.node->Name(), move.received.instance, move.received.version, move.received.sent_chunks,
+           move.received.sent_bytes, queued.size());
   AnswerMove(inst, Status::Ok());
   for (Invocation& inv : queued) Forward(name, move.node, std::move(inv));
   return true;
@@ -67,41 +78,46 @@ void InstanceManager::Impl::Forward(const std::string& name, const std::shared_p
 
 void InstanceManager::Impl::AdoptSnapshot(const std::string& name, int va_slot, uint64_t version,
                                           std::function<void(MigrationOutcome)> done) {
+  // Refused before the range takes the snapshot: version 0 says nothing restores from it (the
+  // caller may delete it). `done` is called with mu_ released.
   auto refuse = [&](Status why) {
     MigrationOutcome o;
     o.status = std::move(why);
     o.to = -1;
-    o.version = version;
+    o.version = 0;
     done(std::move(o));
   };
+  Status refused;
   uint64_t held_version = 0;
   {
     std::lock_guard lock(mu_);
-    if (stopping_) return refuse(Status::Unavailable("phosd is shutting down"));
     auto it = functions_.find(name);
-    if (it == functions_.end()) return refuse(Status::NotFound("no function '" + name + "' on this node"));
-    const Function& f = *it->second;
-    if (f.deploy != DeployState::kDeployed || !SnapshotsEnabled()) {
-      return refuse(Status::FailedPrecondition(
-          fmt::format("'{}' is not deployed from a snapshot on this node: it has no instance range to restore in", name)));
-    }
-    if (f.spec.job.checkpoint_every > 0 || f.moved_to != nullptr) {
-      return refuse(Status::FailedPrecondition(
-          fmt::format("'{}' takes no instance from another node: {}", name,
-                      f.moved_to != nullptr ? "it moved to " + f.moved_to->Name() : "it is a job")));
-    }
-    std::string ranges;
-    for (const Slot& slot : f.slots) {
-      if (slot.va_slot == va_slot) held_version = slot.version;
-      ranges += (ranges.empty() ? "" : ", ") + std::to_string(slot.va_slot);
-    }
-    if (held_version == 0) {
-      return refuse(Status::FailedPrecondition(fmt::format(
-          "'{}' has no instance range {} with a snapshot on this node (its ranges: {}): a snapshot restores only in "
-          "the range it was taken in, where its addresses are",
-          name, va_slot, ranges)));
+    if (stopping_) {
+      refused = Status::Unavailable("phosd is shutting down");
+    } else if (it == functions_.end()) {
+      refused = Status::NotFound("no function '" + name + "' on this node");
+    } else if (it->second->deploy != DeployState::kDeployed || !SnapshotsEnabled()) {
+      refused = Status::FailedPrecondition(
+          fmt::format("'{}' is not deployed from a snapshot on this node: it has no instance range to restore in", name));
+    } else if (it->second->spec.job.checkpoint_every > 0 || it->second->moved_to != nullptr) {
+      refused = Status::FailedPrecondition(fmt::format(
+          "'{}' takes no instance from another node: {}", name,
+          it->second->moved_to != nullptr ? "it moved to " + it->second->moved_to->Name() : "it is a job"));
+    } else {
+      std::string ranges;
+      for (const Slot& slot : it->second->slots) {
+        if (slot.va_slot == va_slot) held_version = slot.version;
+        ranges += (ranges.empty() ? "" : ", ") + std::to_string(slot.va_slot);
+      }
+      if (held_version == 0) {
+        refused = Status::FailedPrecondition(fmt::format(
+            "'{}' has no instance range {} with a snapshot on this node (its ranges: {}): a snapshot restores only "
+            "in the range it was taken in, where its addresses are",
+            name, va_slot, ranges));
+      }
     }
   }
+  if (!refused.ok()) return refuse(std::move(refused));
   // What the range's process was deployed with is what the snapshot's buffers must be.
   if (Status fits = options_.sessions->SameLayout(name, version, held_version); !fits.ok()) {
     return refuse(Status::FailedPrecondition("the snapshot does not fit this node's deploy of '" + name +
@@ -109,18 +125,20 @@ void InstanceManager::Impl::AdoptSnapshot(const std::string& name, int va_slot, 
   }
   CpuStateRef unused;
   std::vector<uint64_t> versions;
-  {
+  // The range takes the snapshot, and an instance reserved the range is started there; the
+  // instance answers `done` once ready (AnswerMove), with the version: the range keeps it either way.
+  auto adopt = [&]() -> Status {
     std::lock_guard lock(mu_);
     auto it = functions_.find(name);
     if (stopping_ || it == functions_.end() || it->second->removed) {
-      return refuse(Status::Unavailable("the function was removed or phosd is stopping"));
+      return Status::Unavailable("the function was removed or phosd is stopping");
     }
     const std::shared_ptr<Function>& f = it->second;
     int index = -1;
     for (size_t i = 0; i < f->slots.size(); ++i) {
       if (f->slots[i].va_slot == va_slot) index = static_cast<int>(i);
     }
-    if (index < 0) return refuse(Status::Unavailable("the function's instance range went away"));
+    if (index < 0) return Status::Unavailable("the function's instance range went away");
     Slot& slot = f->slots[index];
     // The deploy's process for the CPU side: whatever a checkpoint here made of the range goes.
     if (!slot.deployed.id.empty()) {
@@ -145,11 +163,15 @@ void InstanceManager::Impl::AdoptSnapshot(const std::string& name, int va_slot, 
     std::shared_ptr<Instance> inst = StartInstanceLocked(f, RestoreMode::kPhos, std::nullopt, /*extra=*/false);
     inst->wanted_slot = index;
     inst->moving = std::move(move);
+    // No restore for a request takes the range before this instance does (AcquireSlotLocked).
+    slot.reserved_for = inst->id;
     versions = VersionsLocked(*f);
     PHOS_LOG(Info, "instances", "'{}': instance range {} restores from v{} (sent by another node); instance {} "
              "restored there",
              name, va_slot, version, inst->id);
-  }
+    return Status::Ok();
+  };
+  if (Status adopted = adopt(); !adopted.ok()) return refuse(std::move(adopted));
   if (!unused.id.empty()) options_.cpu_state->Release(unused).IgnoreError();
   options_.sessions->RetainOnly(name, versions);
 }

@@ -419,7 +419,9 @@ class InstanceManager {
   // restores from snapshot `version` (imported into this node's store) under its deploy's
   // template, once its layout is checked against the range's; the instance living there is asked
   // to end, and a new one is restored there at once. `done` (exactly once) gets the new instance
-  // and the version once it is ready, or why not (the range then restores from what it held).
+  // and the version once it is ready, or why not: refused before the range took the snapshot
+  // (MigrationOutcome::version 0: nothing restores from it), or after (version set: the range keeps
+  // it, and its next restore starts from it).
   void AdoptSnapshot(const std::string& name, int va_slot, uint64_t version,
                      std::function<void(MigrationOutcome)> done);
   // The log files of `name`'s instances and deploys (<data_dir>/logs/<name>-<pid>.log: each

@@ -19,7 +19,7 @@
 //   phos-fn check PROGRAM | --table
 // Default endpoint: $PHOS_ENDPOINT, else http://127.0.0.1:7070. Every call bears the token of
 // --token-file FILE, else $PHOS_TOKEN (Authorization: Bearer): the admin token for deploy, rm, run,
-// instances, checkpoint, migrate, job and an unredacted ls; a function's invoke token (or the admin token) for invoke. check talks to
+// instances, checkpoint, migrate, logs, job and an unredacted ls; a function's invoke token (or the admin token) for invoke. check talks to
 // no phosd: it reads PROGRAM and phos's libraries (docs/compatibility.md).
 #include <unistd.h>
 
@@ -402,7 +402,8 @@ int main(int argc, char** argv) {
 
   app.footer(
       "Exit codes: 0 done; 1 phosd refused or failed the call, or could not be reached (why is on standard "
-      "error); 2 the command line was wrong. invoke, run and check say more in their help.");
+      "error); 2 the command line was wrong. run ends as the program it ran; check is 0 when the program runs, 1 "
+      "when it would not, 2 when it cannot be read.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

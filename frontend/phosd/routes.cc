@@ -456,7 +456,7 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
           std::optional<runtime::RestoreMode> parsed = runtime::ParseRestoreMode(*header);
           if (!parsed) {
             return out.Send(Error(400, "X-Phos-Restore-Mode must be one of auto, cold-boot, stop-the-world, no-pool, "
-                                       "no-order, phos, warm; not '" + *header + "'"));
+                                       "no-order, eager, phos, warm; not '" + *header + "'"));
           }
           mode = *parsed;
         }

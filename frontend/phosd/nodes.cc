@@ -134,9 +134,21 @@ Result<runtime::PeerNode::Received> HttpPeer::SendSnapshotOnce(const std::string
 
 void HttpPeer::Invoke(const std::string& function, std::string request, std::chrono::milliseconds timeout,
                       std::function<void(InvokeOutcome)> done) {
+  if (pending_.fetch_add(1) >= kMaxForwardsPending) {
+    pending_.fetch_sub(1);
+    InvokeOutcome full;
+    full.kind = InvokeOutcome::Kind::kOverloaded;
+    full.error = Status::Unavailable(fmt::format("'{}' moved to {}, and {} invocations wait to be forwarded there",
+                                                 function, endpoint_, kMaxForwardsPending));
+    return done(std::move(full));
+  }
   // The deadline is the invocation's: what is left of it when a forwarding thread takes it up.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   forwarding_.Post([this, function, request = std::move(request), deadline, done = std::move(done)] {
+    struct Taken {
+      std::atomic<int>& pending;
+      ~Taken() { pending.fetch_sub(1); }
+    } taken{pending_};
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {

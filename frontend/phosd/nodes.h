@@ -5,6 +5,7 @@
 // answer it.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -21,6 +22,9 @@ inline constexpr size_t kMaxChunksAskedAtOnce = 16384;
 // more), before it gives up.
 inline constexpr long kPeerCallTimeoutMs = 120000;
 inline constexpr long kPeerRestoreTimeoutMs = 600000;
+// Invocations forwarded to one node, waiting or under way, at most; one more is answered as a full
+// queue is (429): forwarding holds every waiting request's body in memory.
+inline constexpr int kMaxForwardsPending = 1024;
 
 // Another phosd, reached at its endpoint with its admin token.
 class HttpPeer final : public runtime::PeerNode {
@@ -44,6 +48,7 @@ class HttpPeer final : public runtime::PeerNode {
   const std::string token_;
   store::Store* const store_;
   // Forwarded invocations wait for the other node's answer here, several at once.
+  std::atomic<int> pending_{0};  // waiting or under way (kMaxForwardsPending)
   TaskThreads forwarding_{8};
 };
 

@@ -96,7 +96,7 @@ struct Daemon::Parts {
   std::unique_ptr<runtime::SnapshotSessions> sessions;
   std::unique_ptr<runtime::CpuStateBackend> cpu_backend;
   std::unique_ptr<runtime::InstanceManager> manager;
-  std::unique_ptr<TaskThreads> store_work;  // moves from other nodes write chunks here, off the loop
+  std::unique_ptr<TaskThreads> blocking_work;  // the routes' disk work, off the server's loop
   std::unique_ptr<LogFollowers> log_followers;
   std::unique_ptr<http::Server> server;
   bool stopped = false;
@@ -283,13 +283,13 @@ Status Daemon::Parts::StartAll() {
   manager_options.start_timeout = device_time(std::chrono::milliseconds(o.start_timeout_ms));
   PHOS_ASSIGN_OR_RETURN(manager, runtime::InstanceManager::Open(manager_options));
 
-  store_work = std::make_unique<TaskThreads>(1);
+  blocking_work = std::make_unique<TaskThreads>(1);
   log_followers = std::make_unique<LogFollowers>();
   http::Router router;
   PHOS_RETURN_IF_ERROR(AddRoutes(&router, {.manager = manager.get(),
                                            .sessions = sessions.get(),
                                            .store = store.get(),
-                                           .store_work = store_work.get(),
+                                           .blocking_work = blocking_work.get(),
                                            .log_followers = log_followers.get(),
                                            .access = &*access,
                                            .executables = executables.get(),
@@ -344,7 +344,7 @@ void Daemon::Stop() {
   if (p.manager) p.manager->Shutdown();  // end instances and their GPU sessions
   if (p.server) p.server->Stop();
   p.server.reset();
-  p.store_work.reset();     // after the server, before the manager its imports adopt into
+  p.blocking_work.reset();     // after the server, before the manager its imports adopt into
   p.log_followers.reset();  // and the followers, which list the manager's log files
   p.executables.reset();  // after the server: uploads already received are still stored whole
   p.manager.reset();

@@ -56,39 +56,16 @@ Result<std::unique_ptr<Executables>> Executables::Open(const ExecutablesOptions&
   PHOS_RETURN_IF_ERROR(add_root(options.artifacts_dir));
   out->options_.artifacts_dir = out->roots_.back();
   out->options_.artifacts_dir.pop_back();
-  out->uploader_ = std::thread([raw = out.get()] { raw->StoreUploads(); });
+  out->uploader_ = std::make_unique<TaskThreads>(1);
   return out;
 }
 
-Executables::~Executables() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (uploader_.joinable()) uploader_.join();
-}
+Executables::~Executables() = default;  // the uploader stores what is queued, then joins
 
 void Executables::StoreArtifactAsync(std::string bytes, std::string expected_hash,
                                      std::function<void(Result<std::string>)> done) const {
-  {
-    std::lock_guard lock(mu_);
-    uploads_.push_back({std::move(bytes), std::move(expected_hash), std::move(done)});
-  }
-  wake_.notify_one();
-}
-
-void Executables::StoreUploads() {
-  std::unique_lock lock(mu_);
-  while (true) {
-    wake_.wait(lock, [this] { return stopping_ || !uploads_.empty(); });
-    if (uploads_.empty()) return;  // stopping, nothing left
-    Upload upload = std::move(uploads_.front());
-    uploads_.pop_front();
-    lock.unlock();
-    upload.done(StoreArtifact(upload.bytes, upload.expected_hash));
-    lock.lock();
-  }
+  uploader_->Post([this, bytes = std::move(bytes), expected_hash = std::move(expected_hash),
+                   done = std::move(done)] { done(StoreArtifact(bytes, expected_hash)); });
 }
 
 Result<std::string> Executables::Resolve(const std::string& path) const {

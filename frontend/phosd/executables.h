@@ -3,18 +3,15 @@
 // content-addressed by SHA-256. Nothing else on the host: a spec naming /bin/sh is refused.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "phos/base/status.h"
+#include "phos/base/task_threads.h"
 
 namespace phos::phosd {
 
@@ -54,22 +51,13 @@ class Executables {
   const ExecutablesOptions& options() const { return options_; }
 
  private:
-  struct Upload {
-    std::string bytes;
-    std::string expected_hash;
-    std::function<void(Result<std::string>)> done;
-  };
   explicit Executables(ExecutablesOptions options) : options_(std::move(options)) {}
-  void StoreUploads();
 
   ExecutablesOptions options_;  // artifacts_dir: its real path
   // The functions directories' and the artifacts directory's real paths, each ending in '/'.
   std::vector<std::string> roots_;
-  mutable std::mutex mu_;
-  mutable std::condition_variable wake_;
-  mutable std::deque<Upload> uploads_;  // guarded by mu_
-  bool stopping_ = false;               // guarded by mu_
-  std::thread uploader_;
+  // Stores uploads one at a time, in order; last, so that it drains before the rest goes.
+  std::unique_ptr<TaskThreads> uploader_;
 };
 
 }  // namespace phos::phosd

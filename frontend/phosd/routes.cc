@@ -495,7 +495,8 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
   // streamed until the client goes away or the function is removed. Admin: logs hold what the
   // function printed, secrets included.
   PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "GET", "/v1/functions/{name}/logs",
-                           [manager, followers = options.log_followers](Request req, Responder out, bool) {
+                           [manager, followers = options.log_followers,
+                            work = options.blocking_work](Request req, Responder out, bool) {
     bool follow = false;
     uint64_t tail = 64 * 1024;
     for (std::string_view rest = req.query; !rest.empty();) {
@@ -520,8 +521,12 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
     Result<std::vector<std::string>> files = manager->LogFiles(function);
     if (!files.ok()) return out.Send(Error(StatusFor(files.status()), files.status().message()));
     if (!follow) {
-      LogOffsets read;
-      return out.Send(Response::Text(200, TailLogs(*files, tail, &read)));
+      if (work == nullptr) return out.Send(Error(503, "this phosd reads no logs"));
+      // Up to `tail` bytes of each file: read off the server's loop.
+      return work->Post([out, files = std::move(files).value(), tail] {
+        LogOffsets read;
+        out.Send(Response::Text(200, TailLogs(files, tail, &read)));
+      });
     }
     if (followers == nullptr) return out.Send(Error(503, "this phosd does not follow logs"));
     if (!out.Begin(Response::Text(200, ""))) return;
@@ -593,9 +598,9 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
   // chunk, and the snapshot that references them, restored in the function's instance range.
   // Admin: the sending node bears this node's admin token. The store's work runs off the loop.
   store::Store* store = options.store;
-  TaskThreads* store_work = options.store_work;
-  auto no_store = [store, store_work](const Responder& out) {
-    if (store != nullptr && store_work != nullptr) return false;
+  TaskThreads* blocking_work = options.blocking_work;
+  auto no_store = [store, blocking_work](const Responder& out) {
+    if (store != nullptr && blocking_work != nullptr) return false;
     out.Send(Error(503, "this phosd keeps no snapshots"));
     return true;
   };
@@ -615,7 +620,7 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
       if (!id.ok()) return out.Send(Error(400, "a chunk id is 32 hex digits: " + id.status().message()));
       ids.push_back(*id);
     }
-    store_work->Post([store, out, ids = std::move(ids)] {
+    blocking_work->Post([store, out, ids = std::move(ids)] {
       Result<std::vector<store::ChunkId>> missing = store->MissingChunks(ids);
       if (!missing.ok()) return out.Send(Error(500, missing.status().message()));
       nlohmann::json list = nlohmann::json::array();
@@ -629,7 +634,7 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
     if (no_store(out)) return;
     Result<store::ChunkId> id = store::ChunkId::FromHex(req.Param("id"));
     if (!id.ok()) return out.Send(Error(400, "a chunk id is 32 hex digits: " + id.status().message()));
-    store_work->Post([store, out, id = *id, bytes = std::move(req.body)] {
+    blocking_work->Post([store, out, id = *id, bytes = std::move(req.body)] {
       Status put = store->PutChunk(id, bytes);
       if (!put.ok()) return out.Send(Error(put.code() == StatusCode::kInvalidArgument ? 400 : 500, put.message()));
       out.Send(Response::Json(201, nlohmann::json{{"chunk", id.ToHex()}}.dump() + "\n"));
@@ -650,7 +655,7 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
     }
     std::string function(req.Param("name"));
     if (!manager->Spec(function)) return out.Send(Error(404, "no function '" + function + "' on this node"));
-    store_work->Post([=, bytes = std::move(req.body)] {
+    blocking_work->Post([=, bytes = std::move(req.body)] {
       Result<store::Manifest> manifest = store::DecodeManifest(bytes);
       if (!manifest.ok()) return out.Send(Error(400, "the snapshot's manifest: " + manifest.status().message()));
       // The sending node's CPU state means nothing here: the range's own template is restored.
@@ -669,7 +674,7 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
         // store's thread: this may be a manager's). Taken, it stays the range's though the
         // instance failed: the range's next restore starts from it.
         if (o.version == 0) {
-          store_work->Post([store, function, v] { store->DeleteVersion(function, v).IgnoreError(); });
+          blocking_work->Post([store, function, v] { store->DeleteVersion(function, v).IgnoreError(); });
         }
         const int status = o.status.code() == StatusCode::kFailedPrecondition ? 409 : InstanceActionError(o.status).status;
         out.Send(Error(status, o.status.message()));

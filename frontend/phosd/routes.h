@@ -22,11 +22,11 @@ struct RouteOptions {
   // POST /v1/sessions answers 503 without them. Default: nullptr.
   runtime::GpuSessions* sessions = nullptr;
   // This node's snapshot store, where moves to another node read the snapshots they send and
-  // moves from one import theirs, and the threads that run the routes' store work off the
-  // server's loop. The import routes answer 503 without both. Must outlive the server. Default:
-  // nullptr.
+  // moves from one import theirs, and the threads that run the routes' disk work (chunks written,
+  // snapshots committed, logs read) off the server's loop. The import routes answer 503 without
+  // both, the logs route without the threads. Must outlive the server. Default: nullptr.
   store::Store* store = nullptr;
-  TaskThreads* store_work = nullptr;
+  TaskThreads* blocking_work = nullptr;
   // Where followed logs stream from (GET /v1/functions/{name}/logs?follow=1; 503 without). Must
   // outlive the server; destroyed before the instance manager. Default: nullptr.
   LogFollowers* log_followers = nullptr;

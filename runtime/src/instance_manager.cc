@@ -250,16 +250,10 @@ std::optional<FunctionSpec> InstanceManager::Impl::Spec(const std::string& name)
 
 void InstanceManager::Impl::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
                                    RestoreMode mode, PieceCallback on_piece, std::function<void(InvokeOutcome)> done) {
-  if (timeout.count() <= 0) {
-    // The function's own default, else phosd's.
-    std::lock_guard lock(mu_);
-    auto it = functions_.find(name);
-    timeout = it != functions_.end() && it->second->spec.timeout_ms > 0
-                  ? std::chrono::milliseconds(it->second->spec.timeout_ms)
-                  : options_.invoke_timeout;
-  }
   const Clock::time_point now = Clock::now();
-  Submit(name, Invocation{std::move(request), now + timeout, std::move(done), now, mode, std::move(on_piece), {}});
+  // No timeout: Submit gives it the function's default, under the lock it takes anyway.
+  const Clock::time_point deadline = timeout.count() > 0 ? now + timeout : Clock::time_point{};
+  Submit(name, Invocation{std::move(request), deadline, std::move(done), now, mode, std::move(on_piece), {}});
 }
 
 void InstanceManager::Impl::Submit(const std::string& name, Invocation inv) {
@@ -271,6 +265,12 @@ void InstanceManager::Impl::Submit(const std::string& name, Invocation inv) {
     std::lock_guard lock(mu_);
     stopping = stopping_;
     auto it = functions_.find(name);
+    if (inv.deadline == Clock::time_point{}) {
+      // The function's own default deadline, else phosd's.
+      inv.deadline = inv.arrived + (it != functions_.end() && it->second->spec.timeout_ms > 0
+                                        ? std::chrono::milliseconds(it->second->spec.timeout_ms)
+                                        : options_.invoke_timeout);
+    }
     if (!stopping && it != functions_.end() && it->second->moved_to != nullptr) {
       moved_to = it->second->moved_to;
     } else if (!stopping && it != functions_.end()) {

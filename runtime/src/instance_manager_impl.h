@@ -213,7 +213,8 @@ class InstanceManager::Impl {
   std::optional<FunctionSpec> Spec(const std::string& name) const;
   void Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout, RestoreMode mode,
               PieceCallback on_piece, std::function<void(InvokeOutcome)> done);
-  // Invoke's queueing of a made invocation (a request's, or a job's step).
+  // Invoke's queueing of a made invocation (a request's, or a job's step); a deadline left at
+  // its epoch is given the function's default.
   void Submit(const std::string& name, Invocation inv);
   Result<JobStatus> Job(const std::string& name) const;
   Result<std::vector<std::string>> LogFiles(const std::string& name) const;

@@ -1,6 +1,7 @@
 # phos_add_function(NAME name SOURCES ... [KERNELS kernel headers...] [LIBS ...])
 #
-# Builds a phos function (docs/design.md D12): the executable build/bin/functions/<name>, linked against
+# Builds a phos function (docs/design.md D12): the executable ${PHOS_FUNCTION_OUTPUT_DIR}/<name>
+# (phos's build: bin/functions; a project built against an installed phos: its build directory), linked against
 # the function SDK and the frontend CUDA runtime and cuBLAS libraries (so every CUDA call it makes
 # is executed by phosd), with its kernels' simgpu module embedded and registered at start-up
 # (__phosRegisterSimModule), so the executable is all a deployment needs. The kernels' nvcc
@@ -9,15 +10,23 @@
 # The kernel headers are also compiled into the executable itself (g++ mode): cudaLaunchKernel is
 # given the host-side function, whose exported symbol names the kernel (dladdr), hence
 # ENABLE_EXPORTS.
+#
+# The same in phos's tree and, through find_package(phos), outside it: the targets it links are
+# phos::* in both (cmake/PhosInstall.cmake). In phos's tree the function is also installed, to
+# lib/phos/functions, its simgpu module to lib/phos/modules.
 function(phos_add_function)
   cmake_parse_arguments(F "" "NAME" "SOURCES;KERNELS;LIBS" ${ARGN})
   set(target ${F_NAME})
   add_executable(${target} ${F_SOURCES})
   set_target_properties(${target} PROPERTIES
-    RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin/functions
+    RUNTIME_OUTPUT_DIRECTORY ${PHOS_FUNCTION_OUTPUT_DIR}
     ENABLE_EXPORTS ON)
-  target_link_libraries(${target} PRIVATE phos-fn-sdk phos-cudart phos-cublas phos-kernel ${F_LIBS})
-  target_include_directories(${target} PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_libraries(${target} PRIVATE phos::fn-sdk phos::cudart phos::cublas phos::kernel ${F_LIBS})
+  if(PHOS_INSTALL_FUNCTIONS)
+    # Installed beside frontend/, where it finds libcudart.so.13.
+    set_target_properties(${target} PROPERTIES INSTALL_RPATH "$ORIGIN/../frontend")
+    install(TARGETS ${target} RUNTIME DESTINATION ${PHOS_INSTALL_PKGLIBDIR}/functions)
+  endif()
 
   if(F_KERNELS)
     set(module ${F_NAME}-fn)
@@ -53,5 +62,8 @@ const int kRegistered = __phosRegisterSimModule(
     # .incbin is invisible to dependency scanning: rebuild when the module changes.
     set_source_files_properties(${registration} PROPERTIES OBJECT_DEPENDS ${image})
     add_dependencies(${target} ${module}-kernels)
+    if(PHOS_INSTALL_FUNCTIONS)
+      install(FILES ${image} DESTINATION ${PHOS_INSTALL_PKGLIBDIR}/modules)
+    endif()
   endif()
 endfunction()

@@ -1,8 +1,10 @@
 # phos_add_kernel_module(NAME <name> SOURCES <kernel headers...> [INCLUDES <dirs...>])
 #
 # Builds the kernels of phos/kernel.h sources (docs/design.md D4) twice from the same headers:
-#   ${CMAKE_BINARY_DIR}/lib/modules/<name>.simgpu.so  g++, a simgpu module (cuModuleLoadData on simgpu)
-#   ${CMAKE_BINARY_DIR}/lib/modules/<name>.fatbin     nvcc -fatbin, only when PHOS_WITH_CUDA
+#   ${PHOS_MODULE_OUTPUT_DIR}/<name>.simgpu.so  g++, a simgpu module (cuModuleLoadData on simgpu)
+#   ${PHOS_MODULE_OUTPUT_DIR}/<name>.fatbin     nvcc -fatbin, only when PHOS_WITH_CUDA
+# PHOS_MODULE_OUTPUT_DIR: lib/phos/modules of phos's build, whose modules phosd trusts by default;
+# <build>/modules in a project built against an installed phos (phos-config.cmake).
 # Sets in the caller's scope <name>_SIMGPU_MODULE and <name>_CUDA_MODULE (full paths; the latter
 # empty without CUDA), and creates the target <name>-kernels that builds both.
 #
@@ -27,7 +29,7 @@ function(phos_add_kernel_module)
   if(NOT M_NAME OR NOT M_SOURCES)
     message(FATAL_ERROR "phos_add_kernel_module: NAME and SOURCES are required")
   endif()
-  set(out_dir ${CMAKE_BINARY_DIR}/lib/modules)
+  set(out_dir ${PHOS_MODULE_OUTPUT_DIR})
   set(gen_dir ${CMAKE_CURRENT_BINARY_DIR}/${M_NAME}.kernels)
 
   set(includes "")
@@ -68,7 +70,7 @@ function(phos_add_kernel_module)
     target_link_options(${so_target} PRIVATE -Wl,-z,defs)
   endif()
   target_include_directories(${so_target} PRIVATE ${include_dirs})
-  target_link_libraries(${so_target} PRIVATE phos-kernel ${CMAKE_DL_LIBS})
+  target_link_libraries(${so_target} PRIVATE phos::kernel ${CMAKE_DL_LIBS})
   set(${M_NAME}_SIMGPU_MODULE ${out_dir}/${M_NAME}.simgpu.so PARENT_SCOPE)
 
   add_custom_target(${M_NAME}-kernels ALL)
@@ -90,7 +92,7 @@ function(phos_add_kernel_module)
         list(APPEND gencode -gencode arch=compute_${num},code=compute_${num})
       endif()
     endforeach()
-    set(nvcc_includes -I${PROJECT_SOURCE_DIR}/simgpu/include)
+    set(nvcc_includes -I${PHOS_KERNEL_INCLUDE_DIR})
     foreach(dir IN LISTS include_dirs)
       list(APPEND nvcc_includes -I${dir})
     endforeach()

@@ -3,12 +3,12 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
-#include <climits>
 #include <cstdlib>
 #include <filesystem>
 
 #include <fmt/core.h>
 
+#include "phos/base/layout.h"
 #include "phos/base/log.h"
 
 namespace phos::driver {
@@ -16,11 +16,9 @@ namespace {
 
 std::string DefaultSimgpuLibrary() {
   if (const char* env = std::getenv("PHOS_SIMGPU_LIBRARY"); env != nullptr && *env != '\0') return env;
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n <= 0) return "libphos-simgpu.so";
-  exe[n] = '\0';
-  return (std::filesystem::path(exe).parent_path() / ".." / "lib" / "libphos-simgpu.so").lexically_normal().string();
+  const std::filesystem::path dir = layout::LibDirOfExecutable();
+  if (dir.empty()) return layout::kSimgpuLibrary;
+  return (dir / layout::kSimgpuLibrary).string();
 }
 
 Result<void*> Load(const std::string& path) {

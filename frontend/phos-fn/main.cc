@@ -33,6 +33,9 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "new_project.h"
+#include "phos/base/layout.h"
+#include "phos/base/version.h"
 #include "phos/http/client.h"
 #include "phos/http/digest.h"
 #include "phos/surface/check.h"
@@ -82,13 +85,9 @@ std::optional<nlohmann::json> PostToInstance(const std::string& endpoint, const 
   return j;
 }
 
-// The directory holding the frontend's libcudart.so.13 symlink (build/lib/frontend), found
-// relative to this executable (build/bin/phos-fn).
-std::string FrontendLibDir() {
-  std::error_code ec;
-  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return (self.parent_path().parent_path() / "lib" / "frontend").string();
-}
+// The directory holding the frontend's libcudart.so.13 symlink (lib/phos/frontend), found
+// relative to this executable (bin/phos-fn).
+std::string FrontendLibDir() { return (phos::layout::LibDirOfExecutable() / phos::layout::kFrontend).string(); }
 
 int Run(const std::string& endpoint, int gpus, const std::vector<std::string>& program) {
   auto session = Call({.method = "POST", .url = endpoint + "/v1/sessions", .body = nlohmann::json{{"gpus", gpus}}.dump(),
@@ -244,6 +243,7 @@ void PrintDeployReport(const std::string& body) {
 int main(int argc, char** argv) {
   CLI::App app{"phos-fn: deploy, invoke and list phos functions; run and check unmodified CUDA programs"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("phos-fn ") + phos::kVersion + "\nHTTP API v1");
   const char* env_endpoint = std::getenv("PHOS_ENDPOINT");
   std::string endpoint = env_endpoint != nullptr ? env_endpoint : "http://127.0.0.1:7070";
   app.add_option("--endpoint", endpoint, "phosd's URL (default: $PHOS_ENDPOINT or http://127.0.0.1:7070)");
@@ -400,6 +400,12 @@ int main(int argc, char** argv) {
                     "run does)");
   check->add_flag("--table", table, "Print docs/compatibility.md: every function of NVIDIA's libraries and its state");
 
+  std::string new_dir;
+  auto* new_project = app.add_subcommand(
+      "new", "Write a function project to start from (CMake, find_package(phos), a kernel, a handler, a test)");
+  new_project->add_option("name", name, "The function's name: a letter, then letters, digits, '_' or '-'")->required();
+  new_project->add_option("--dir", new_dir, "Where to write it (must not exist); default: ./NAME");
+
   app.footer(
       "Exit codes: 0 done; 1 phosd refused or failed the call, or could not be reached (why is on standard "
       "error); 2 the command line was wrong. run ends as the program it ran; check is 0 when the program runs, 1 "
@@ -416,6 +422,17 @@ int main(int argc, char** argv) {
       return 2;
     }
     return Check(program, table);
+  }
+  if (*new_project) {
+    const std::filesystem::path dir = new_dir.empty() ? std::filesystem::path(name) : std::filesystem::path(new_dir);
+    if (phos::Status s = phos::fn_cli::WriteNewProject(name, dir); !s.ok()) {
+      std::cerr << "phos-fn: new: " << s.message() << "\n";
+      return s.code() == phos::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    std::cout << "wrote " << dir.string() << ": cmake -S " << dir.string() << " -B " << (dir / "build").string()
+              << " && cmake --build " << (dir / "build").string() << " && ctest --test-dir "
+              << (dir / "build").string() << "\n";
+    return 0;
   }
   while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
   if (!LoadToken(token_file)) return 1;

@@ -12,13 +12,18 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/core.h>
 
 #include "daemon.h"
 #include "executables.h"
+#include "phos/base/layout.h"
 #include "phos/base/log.h"
+#include "phos/base/version.h"
+#include "phos/ipc/wire.h"
 #include "phos/http/server.h"
 #include "phos/runtime/api_server.h"
 #include "phos/runtime/instance_manager.h"
+#include "phos/store/store.h"
 
 namespace {
 
@@ -31,6 +36,10 @@ int Fail(const phos::Status& status) {
 
 int main(int argc, char** argv) {
   CLI::App app{"phosd: the phos daemon (GPU sessions, function instances, HTTP API)"};
+  app.set_version_flag("--version", fmt::format("phosd {}\nsnapshot manifest format {}, store format {}\n"
+                                                "wire protocol {}\nHTTP API v1",
+                                                phos::kVersion, phos::store::kManifestFormatVersion,
+                                                phos::store::kStoreFormatVersion, phos::ipc::kWireVersion));
   phos::phosd::DaemonOptions o;
   o.instance_ranges = phos::runtime::ApiServerOptions{}.va_slots;
   o.collective_timeout_ms = phos::runtime::ApiServerOptions{}.collective_timeout.count();
@@ -135,7 +144,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--trusted-modules-dir", o.trusted_module_dirs,
                  "Directories of the simgpu module images (*.simgpu.so) a function may load; any other image a "
-                 "function sends is refused (docs/design.md D17); default: lib/modules beside bin/phosd");
+                 "function sends is refused (docs/design.md D17); default: lib/phos/modules of bin/phosd's tree");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
   // One definition per setting: its flag, its key in the --config file (the flag's long name) and
   // its variable (PHOS_ and the name in capitals, '-' as '_'). A flag wins over the variable, which
@@ -179,12 +188,12 @@ int main(int argc, char** argv) {
   for (std::vector<std::string>* list : {&o.functions_dirs, &o.allow_peer_uids, &o.trusted_module_dirs}) {
     list->erase(std::remove(list->begin(), list->end(), std::string()), list->end());
   }
-  // The build and an install put every simgpu module image in lib/modules beside bin/
-  // (cmake/PhosModules.cmake).
+  // The build and an install put every simgpu module image of phos's own in lib/phos/modules
+  // (phos/base/layout.h).
   if (o.trusted_module_dirs.empty()) {
-    o.trusted_module_dirs = {
-        (std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "lib" / "modules").string()};
+    o.trusted_module_dirs = {(phos::layout::LibDirOfExecutable() / phos::layout::kModules).string()};
   }
+  o.function_library_dir = (phos::layout::LibDirOfExecutable() / phos::layout::kFrontend).string();
   if (o.data_dir.empty()) {
     std::fprintf(stderr, "phosd: --data-dir is required (or data-dir in --config, or PHOS_DATA_DIR)\n");
     return 2;

@@ -341,7 +341,7 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
   }
   std::string token = *issued;
   Result<InstanceProcess> spawned = SpawnInstanceProcess(
-      spec, logs_dir_, SessionEnv(token), options_.sandbox);
+      spec, logs_dir_, ProcessEnv(spec, SessionEnv(token)), options_.sandbox);
   if (!spawned.ok()) {
     sessions.EndSession(token);
     sessions.ReleaseVaSlot(slot.va_slot);
@@ -509,7 +509,7 @@ Result<InstanceProcess> InstanceManager::Impl::MakeProcess(const std::shared_ptr
         }
         env = SessionEnv(*token);
       }
-      return SpawnInstanceProcess(spec, logs_dir_, env, options_.sandbox);
+      return SpawnInstanceProcess(spec, logs_dir_, ProcessEnv(spec, std::move(env)), options_.sandbox);
     }
   }
   report->restored = slot.version != 0;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -18,6 +19,18 @@
 #include "phos/ipc/instance_channel.h"
 
 namespace phos::runtime {
+
+ipc::invoke::EnvList InstanceManager::Impl::ProcessEnv(const FunctionSpec& spec, ipc::invoke::EnvList session) const {
+  if (options_.function_library_dir.empty()) return session;
+  std::string rest;
+  if (const char* own = std::getenv("LD_LIBRARY_PATH"); own != nullptr) rest = own;
+  for (const auto& [name, value] : spec.env) {
+    if (name == "LD_LIBRARY_PATH") rest = value;
+  }
+  session.emplace_back("LD_LIBRARY_PATH", rest.empty() ? options_.function_library_dir
+                                                       : options_.function_library_dir + ":" + rest);
+  return session;
+}
 
 InvokeOutcome Outcome(InvokeOutcome::Kind kind, std::string message) {
   InvokeOutcome o;

@@ -239,6 +239,10 @@ class InstanceManager::Impl {
   ipc::invoke::EnvList SessionEnv(const std::string& token) const {
     return {{"PHOS_GPU_SOCKET", GpuSocketForFunctions()}, {"PHOS_INSTANCE_TOKEN", token}};
   }
+  // What a function process started from its executable is given beyond its spec's variables:
+  // `session`'s, and LD_LIBRARY_PATH with function_library_dir first (then the spec's value, else
+  // phosd's own).
+  ipc::invoke::EnvList ProcessEnv(const FunctionSpec& spec, ipc::invoke::EnvList session) const;
   // Adds the function (not persisted); the caller holds mu_.
   std::shared_ptr<Function> AddLocked(const FunctionSpec& spec);
   // Undoes AddLocked for a function whose registration or deploy failed (the registry entry and

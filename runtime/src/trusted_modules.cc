@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -32,23 +33,66 @@ TrustedModules::Digest TrustedModules::DigestOf(const void* data, size_t size) {
 }
 
 Result<std::shared_ptr<const TrustedModules>> TrustedModules::FromDirectories(const std::vector<std::string>& dirs) {
-  auto trusted = std::make_shared<TrustedModules>();
-  for (const std::string& dir : dirs) {
-    std::error_code ec;
-    std::filesystem::directory_iterator it(dir, ec);
-    if (ec) return Status::NotFound(fmt::format("trusted module directory {}: {}", dir, ec.message()));
-    for (const auto& entry : it) {
-      const std::string name = entry.path().filename().string();
-      if (name.size() <= kModuleSuffix.size() || !name.ends_with(kModuleSuffix)) continue;
-      if (!entry.is_regular_file(ec) || entry.file_size(ec) > kMaxTrustedImageBytes || ec) continue;
-      std::ifstream in(entry.path(), std::ios::binary);
-      std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (!in.eof() && in.fail()) continue;
-      trusted->Add(bytes.data(), bytes.size());
-    }
+  std::shared_ptr<TrustedModules> trusted(new TrustedModules(dirs));
+  {
+    std::lock_guard lock(trusted->mu_);
+    PHOS_RETURN_IF_ERROR(trusted->ScanLocked());
   }
   PHOS_LOG(Info, "runtime", "{} trusted simgpu module image(s) in {}", trusted->size(), fmt::join(dirs, ", "));
   return std::shared_ptr<const TrustedModules>(std::move(trusted));
+}
+
+bool TrustedModules::Contains(const void* data, size_t size) const {
+  const Digest digest = DigestOf(data, size);
+  std::lock_guard lock(mu_);
+  if (digests_.count(digest) != 0) return true;
+  // Not as the directories were: perhaps as they are now. A directory gone since is no error here.
+  if (Status s = ScanLocked(); !s.ok()) PHOS_LOG_EVERY_SEC(Warn, "runtime", 10, "{}", s.message());
+  return digests_.count(digest) != 0;
+}
+
+size_t TrustedModules::size() const {
+  std::lock_guard lock(mu_);
+  return std::set<Digest>(digests_.begin(), digests_.end()).size();
+}
+
+Status TrustedModules::ScanLocked() const {
+  std::map<std::string, Seen> now;
+  Status status = Status::Ok();
+  for (const std::string& dir : dirs_) {
+    std::error_code ec;
+    std::filesystem::directory_iterator it(dir, ec);
+    if (ec) {
+      status = Status::NotFound(fmt::format("trusted module directory {}: {}", dir, ec.message()));
+      continue;
+    }
+    for (const auto& entry : it) {
+      const std::string name = entry.path().filename().string();
+      if (name.size() <= kModuleSuffix.size() || !name.ends_with(kModuleSuffix)) continue;
+      if (!entry.is_regular_file(ec) || ec) continue;
+      const uintmax_t bytes = entry.file_size(ec);
+      if (ec || bytes > kMaxTrustedImageBytes) continue;
+      const auto modified = entry.last_write_time(ec);
+      if (ec) continue;
+      Seen seen{.bytes = bytes,
+                .modified_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(modified.time_since_epoch()).count()};
+      const std::string path = entry.path().string();
+      if (auto old = files_.find(path);
+          old != files_.end() && old->second.bytes == seen.bytes && old->second.modified_ns == seen.modified_ns) {
+        now.emplace(path, old->second);
+        continue;
+      }
+      std::ifstream in(entry.path(), std::ios::binary);
+      std::vector<char> content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (!in.eof() && in.fail()) continue;
+      seen.digest = DigestOf(content.data(), content.size());
+      now.emplace(path, seen);
+    }
+  }
+  files_ = std::move(now);
+  digests_.clear();
+  for (const auto& [path, seen] : files_) digests_.insert(seen.digest);
+  return status;
 }
 
 }  // namespace phos::runtime

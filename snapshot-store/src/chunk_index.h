@@ -18,7 +18,6 @@
 
 namespace phos::store {
 
-inline constexpr uint32_t kStoreFormatVersion = 1;
 inline constexpr std::string_view kFormatKey = "!format";
 
 struct ChunkLocation {

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include "phos/base/version.h"
 #include "phos/store/store.h"
 
 namespace {
@@ -110,6 +111,9 @@ int Verify(Store& store, const std::string& function, uint64_t version) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Inspect, verify and collect garbage in a phos snapshot store"};
+  app.set_version_flag("--version", fmt::format("phos-snapshot {}\nsnapshot manifest format {}, store format {}",
+                                                phos::kVersion, phos::store::kManifestFormatVersion,
+                                                phos::store::kStoreFormatVersion));
   std::string dir;
   app.add_option("--store", dir, "store directory")->required();
   app.require_subcommand(1);

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <fstream>
 #include <map>
 #include <set>
@@ -22,6 +23,39 @@ namespace {
 
 TEST(CapiTest, TheLibraryIsTheHeadersVersion) {
   EXPECT_EQ(phos_api_version(), PHOS_API_VERSION);
+}
+
+TEST(CapiTest, TheLibrarySaysThePhosVersionItIs) {
+  ASSERT_NE(phos_version(), nullptr);
+  EXPECT_STREQ(phos_version(), PHOS_PROJECT_VERSION);
+}
+
+// The embedded daemon's array options are checked before anything starts: a count with no array,
+// or a NULL entry, is refused by name; a caller of the first version (struct_size without the
+// trusted module directories) is not read past its struct.
+TEST(CapiTest, EmbeddedOptionsArraysAreChecked) {
+  phos_runtime* runtime = nullptr;
+  phos_runtime_options o = {};
+  o.struct_size = sizeof(o);
+  o.data_dir = "/dev/null/phos-capi-test";  // never made, whoever runs the test
+  o.trusted_module_dir_count = 1;
+  EXPECT_EQ(phos_runtime_open(&o, &runtime), PHOS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(phos_last_error()).find("trusted_module_dirs is NULL"), std::string::npos) << phos_last_error();
+  const char* dirs[] = {nullptr};
+  o.trusted_module_dirs = dirs;
+  EXPECT_EQ(phos_runtime_open(&o, &runtime), PHOS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(phos_last_error()).find("trusted_module_dirs[0] is NULL"), std::string::npos) << phos_last_error();
+  o.functions_dir_count = 2;
+  EXPECT_EQ(phos_runtime_open(&o, &runtime), PHOS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(phos_last_error()).find("functions_dirs is NULL"), std::string::npos) << phos_last_error();
+  // The first version's caller: the fields past its struct_size (garbage here) are not read; what
+  // fails is the data directory, which cannot be made.
+  o.functions_dir_count = 0;
+  o.trusted_module_dirs = nullptr;
+  o.struct_size = offsetof(phos_runtime_options, trusted_module_dirs);
+  EXPECT_NE(phos_runtime_open(&o, &runtime), PHOS_OK);
+  EXPECT_EQ(std::string(phos_last_error()).find("trusted_module_dirs"), std::string::npos) << phos_last_error();
+  EXPECT_EQ(runtime, nullptr);
 }
 
 TEST(CapiTest, EveryStatusHasItsName) {

@@ -1,5 +1,5 @@
 // A plain CUDA program: the toolkit's headers only, linked against NVIDIA's libcudart and
-// libcublas. frontend_test.cc runs it with LD_LIBRARY_PATH=<build>/lib/frontend, so that phos's
+// libcublas. frontend_test.cc runs it with LD_LIBRARY_PATH=<build>/lib/phos/frontend, so that phos's
 // libraries replace NVIDIA's and every call runs in the API server. It checks its own result.
 #include <cmath>
 #include <cstdio>

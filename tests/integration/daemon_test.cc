@@ -419,6 +419,16 @@ TEST_F(DaemonTest, AnAnswerInPiecesCutShortByACrashIsNotMadeToLookWhole) {
   ExpectServing();
 }
 
+// A function process finds phos's CUDA libraries as the phosd serving it has them (its tree's
+// lib/phos/frontend) first on its library path, whatever the function was linked against.
+TEST_F(DaemonTest, AFunctionUsesTheCudaLibrariesOfThePhosdServingIt) {
+  Deploy(1);
+  const std::string path = CurlPost("/v1/functions/probe/invoke", "env:LD_LIBRARY_PATH").out;
+  const std::string frontend =
+      std::filesystem::canonical(std::filesystem::path(PHOS_PHOSD).parent_path() / "../lib/phos/frontend").string();
+  EXPECT_EQ(path.substr(0, path.find(':')), frontend) << path;
+}
+
 TEST_F(DaemonTest, CrashGives502AndAFreshInstanceServesNext) {
   Deploy(1);
   std::string before = CurlPost("/v1/functions/probe/invoke", "instance").out;

@@ -55,6 +55,36 @@ TEST_F(TrustedModulesTest, TrustsTheImagesOfItsDirectoriesByContent) {
   EXPECT_FALSE(TrustedModules::FromDirectories({dir_ + "/missing"}).ok());
 }
 
+// An image put into a trusted directory after phosd looked is trusted at its first load; one
+// taken away is trusted no more; one rewritten in place is its new bytes.
+TEST_F(TrustedModulesTest, TheDirectoriesAreLookedAtAgainWhenAnImageIsNotFound) {
+  std::vector<uint8_t> other = image_;
+  other[other.size() / 2] ^= 1;
+  auto trusted = TrustedModules::FromDirectories({dir_});
+  ASSERT_TRUE(trusted.ok()) << trusted.status().ToString();
+  EXPECT_FALSE((*trusted)->Contains(other.data(), other.size()));
+
+  std::ofstream(dir_ + "/added.simgpu.so", std::ios::binary)
+      .write(reinterpret_cast<const char*>(other.data()), static_cast<std::streamsize>(other.size()));
+  EXPECT_TRUE((*trusted)->Contains(other.data(), other.size()));
+  EXPECT_EQ((*trusted)->size(), 2u);
+
+  std::filesystem::remove(dir_ + "/kernels.simgpu.so");
+  std::vector<uint8_t> unknown = image_;
+  unknown[0] ^= 1;
+  EXPECT_FALSE((*trusted)->Contains(unknown.data(), unknown.size()));  // a miss: the directory is looked at
+  EXPECT_FALSE((*trusted)->Contains(image_.data(), image_.size()));
+  EXPECT_EQ((*trusted)->size(), 1u);
+
+  // Rewritten in place (the directory itself unchanged), one byte longer: its new bytes count.
+  std::vector<uint8_t> longer = other;
+  longer.push_back(0);
+  std::ofstream(dir_ + "/added.simgpu.so", std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(longer.data()), static_cast<std::streamsize>(longer.size()));
+  EXPECT_TRUE((*trusted)->Contains(longer.data(), longer.size()));
+  EXPECT_FALSE((*trusted)->Contains(other.data(), other.size()));
+}
+
 // A session of a server that trusts the test module: the module loads and its kernel is found;
 // the same image with one byte changed is refused, and its kernels fail to register.
 TEST_F(TrustedModulesTest, ASessionLoadsOnlyTrustedImages) {

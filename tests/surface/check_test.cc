@@ -1,6 +1,6 @@
 // `phos-fn check PROGRAM` on programs built against NVIDIA's libraries, each prediction held
 // against what the dynamic loader really does with the program on phos's libraries
-// (LD_LIBRARY_PATH=<build>/lib/frontend first, as phos-fn run sets it; no phosd is needed to load).
+// (LD_LIBRARY_PATH=<build>/lib/phos/frontend first, as phos-fn run sets it; no phosd is needed to load).
 #include "phos/surface/check.h"
 
 #include <elf.h>
@@ -361,13 +361,13 @@ TEST(CheckTest, WhatCannotBeReadIsAnErrorNotAVerdict) {
 }
 
 TEST(CheckTest, WithoutPhossLibrariesBesideItCheckSaysSo) {
-  // phos-fn finds phos's libraries at ../lib/frontend from itself: a copy elsewhere has none.
+  // phos-fn finds phos's libraries at ../lib/phos/frontend from itself: a copy elsewhere has none.
   ScratchDir dir;
   ASSERT_TRUE(std::filesystem::create_directory(dir / "bin"));
   std::filesystem::copy_file(PHOS_PHOS_FN, dir / "bin/phos-fn");
   Ran r = RunTool({dir / "bin/phos-fn", "check", PHOS_PLAIN_CUDA_PROGRAM}, {}, true);
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_TRUE(Has(r.out, "phos's libraries: no directory " + (dir / "lib/frontend"))) << r.out;
+  EXPECT_TRUE(Has(r.out, "phos's libraries: no directory " + (dir / "lib/phos/frontend"))) << r.out;
 }
 
 TEST(CheckTest, AMissingLibraryStopsTheProgramLoading) {

@@ -74,6 +74,9 @@ PHOS_EXPORT const char* phos_status_name(phos_status status);
  * thread's next failing call. */
 PHOS_EXPORT const char* phos_last_error(void);
 
+/* This library's version, phos's ("0.1.0"): a static string. */
+PHOS_EXPORT const char* phos_version(void);
+
 /* Releases memory a call of this library returned. NULL is ignored. */
 PHOS_EXPORT void phos_free(void* memory);
 
@@ -208,6 +211,11 @@ typedef struct phos_runtime_options {
   const char* log_level;
   /* "auto", "on" or "off": whether functions run sandboxed (phosd --sandbox). Default: NULL, auto. */
   const char* sandbox;
+  /* Added in 0.1: directories of the simgpu module images its functions may load,
+   * `trusted_module_dir_count` of them (phosd --trusted-modules-dir). Default: none, the phos/modules
+   * directory beside libphos.so (the example functions'). */
+  const char* const* trusted_module_dirs;
+  size_t trusted_module_dir_count;
 } phos_runtime_options;
 
 /* Starts the daemon in this process; returns once it serves. One process may run several, each on

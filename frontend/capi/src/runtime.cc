@@ -7,9 +7,11 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "client.h"
 #include "daemon.h"
+#include "phos/base/layout.h"
 #include "phos/base/log.h"
 #include "struct_versions.h"
 
@@ -20,12 +22,27 @@ struct phos_runtime {
 namespace phos::capi {
 namespace {
 
-// The directory libphos.so was loaded from: the simgpu library and module images lie there, as
-// the build and an install lay them out (lib/libphos.so, lib/libphos-simgpu.so, lib/modules/).
+// The directory libphos.so was loaded from: the simgpu library and module images lie in its
+// phos/ directory, as the build and an install lay them out (phos/base/layout.h).
 std::filesystem::path LibraryDir() {
   Dl_info info{};
   if (dladdr(reinterpret_cast<const void*>(&phos_runtime_open), &info) == 0 || info.dli_fname == nullptr) return {};
   return std::filesystem::absolute(info.dli_fname).parent_path();
+}
+
+// `count` strings of the array option `name` (phos_runtime_options.<name>), none of them NULL.
+phos_status CopyStrings(const char* const* items, size_t count, const char* name, std::vector<std::string>* out) {
+  if (count > 0 && items == nullptr) {
+    return Fail(PHOS_INVALID_ARGUMENT, std::string("phos_runtime_open: ") + name + " is NULL but its count is not 0");
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (items[i] == nullptr) {
+      return Fail(PHOS_INVALID_ARGUMENT,
+                  std::string("phos_runtime_open: ") + name + "[" + std::to_string(i) + "] is NULL");
+    }
+    out->emplace_back(items[i]);
+  }
+  return PHOS_OK;
 }
 
 }  // namespace
@@ -66,18 +83,25 @@ phos_status phos_runtime_open(const phos_runtime_options* options, phos_runtime*
     o.gpu = options->gpu != nullptr ? options->gpu : "auto";
     o.listen = options->listen != nullptr ? options->listen : "127.0.0.1:0";
     if (options->sandbox != nullptr) o.sandbox_mode = options->sandbox;
-    if (options->functions_dir_count > 0 && options->functions_dirs == nullptr) {
-      return Fail(PHOS_INVALID_ARGUMENT, "phos_runtime_open: functions_dirs is NULL but functions_dir_count is not 0");
+    if (phos_status s = phos::capi::CopyStrings(options->functions_dirs, options->functions_dir_count,
+                                                "functions_dirs", &o.functions_dirs);
+        s != PHOS_OK) {
+      return s;
     }
-    for (size_t i = 0; i < options->functions_dir_count; ++i) {
-      if (options->functions_dirs[i] == nullptr) {
-        return Fail(PHOS_INVALID_ARGUMENT, "phos_runtime_open: functions_dirs[" + std::to_string(i) + "] is NULL");
+    const std::filesystem::path lib = phos::layout::LibDirBeside(phos::capi::LibraryDir());
+    // Added after the first version: read only from a caller whose struct has them.
+    const bool has_trusted = options->struct_size >= offsetof(phos_runtime_options, trusted_module_dir_count) +
+                                                         sizeof(options->trusted_module_dir_count);
+    if (has_trusted) {
+      if (phos_status s = phos::capi::CopyStrings(options->trusted_module_dirs, options->trusted_module_dir_count,
+                                                  "trusted_module_dirs", &o.trusted_module_dirs);
+          s != PHOS_OK) {
+        return s;
       }
-      o.functions_dirs.emplace_back(options->functions_dirs[i]);
     }
-    const std::filesystem::path lib = phos::capi::LibraryDir();
-    o.trusted_module_dirs = {(lib / "modules").string()};
-    if (std::getenv("PHOS_SIMGPU_LIBRARY") == nullptr) o.simgpu_library = (lib / "libphos-simgpu.so").string();
+    if (o.trusted_module_dirs.empty()) o.trusted_module_dirs = {(lib / phos::layout::kModules).string()};
+    o.function_library_dir = (lib / phos::layout::kFrontend).string();
+    if (std::getenv("PHOS_SIMGPU_LIBRARY") == nullptr) o.simgpu_library = (lib / phos::layout::kSimgpuLibrary).string();
     phos::Result<std::unique_ptr<phos::phosd::Daemon>> daemon = phos::phosd::Daemon::Start(std::move(o));
     if (!daemon.ok()) {
       const phos::Status& why = daemon.status();

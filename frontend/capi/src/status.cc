@@ -5,6 +5,7 @@
 
 
 #include "client.h"
+#include "phos/base/version.h"
 
 namespace phos::capi {
 namespace {
@@ -143,6 +144,10 @@ extern "C" {
 
 int phos_api_version(void) {
   return PHOS_API_VERSION;
+}
+
+const char* phos_version(void) {
+  return phos::kVersion;
 }
 
 const char* phos_status_name(phos_status status) {

@@ -28,7 +28,7 @@ struct DriverTableOptions {
   // Which driver to load. kAuto: NVIDIA's when libcuda.so.1 loads and cuInit succeeds, else
   // simgpu (logged). Default: kAuto.
   GpuKind gpu = GpuKind::kAuto;
-  // libphos-simgpu.so for kSim. Empty: $PHOS_SIMGPU_LIBRARY, else ../lib/libphos-simgpu.so next
+  // libphos-simgpu.so for kSim. Empty: $PHOS_SIMGPU_LIBRARY, else ../lib/phos/libphos-simgpu.so next
   // to the executable. Default: empty.
   std::string simgpu_library;
   // NVIDIA's libraries for kCuda. Default: the sonames, found by the dynamic loader.

@@ -135,6 +135,12 @@ struct InstanceManagerOptions {
   // captures its GPU and CPU state) and instances are restored from that; without, they are
   // spawned. Must outlive the manager. Default: nullptr.
   CpuStateBackend* cpu_state = nullptr;
+  // phos's CUDA libraries as the serving daemon has them (lib/phos/frontend of its tree): first in
+  // the LD_LIBRARY_PATH of the function processes it starts, so that a function uses the
+  // libraries of the phosd that serves it, whatever phos it was built against and wherever that
+  // lies (a RUNPATH the sandbox's uid cannot traverse included). Empty: the function's own
+  // RUNPATH decides. Default: empty.
+  std::string function_library_dir;
   // Where function processes are confined (each function's cgroup is made at registration and
   // removed with the function); nullptr: not at all. Must outlive the manager. Default: nullptr.
   Sandbox* sandbox = nullptr;

@@ -3,12 +3,18 @@
 // phosd. So an image a function process sends is loaded only when its SHA-256 is that of an image
 // phosd trusts — the module images the build made (the directory phosd is pointed at), which are
 // the ones deployed functions embed. Anything else is refused before it reaches the driver.
+//
+// An image put into a trusted directory while phosd runs is trusted from then on: an image not
+// found sends a look at the directories (a listing and a stat per module file), and the files
+// added or changed since the last look (by name, size or modification time) are hashed.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,12 +32,28 @@ class TrustedModules {
   static Result<std::shared_ptr<const TrustedModules>> FromDirectories(const std::vector<std::string>& dirs);
 
   static Digest DigestOf(const void* data, size_t size);
-  void Add(const void* data, size_t size) { digests_.insert(DigestOf(data, size)); }
-  bool Contains(const void* data, size_t size) const { return digests_.count(DigestOf(data, size)) != 0; }
-  size_t size() const { return digests_.size(); }
+  // Whether the image is one of the directories' (as they are now, if it was not as they were).
+  bool Contains(const void* data, size_t size) const;
+  // How many different images are trusted.
+  size_t size() const;
 
  private:
-  std::set<Digest> digests_;
+  // What a module file was when it was last hashed.
+  struct Seen {
+    uintmax_t bytes = 0;
+    int64_t modified_ns = 0;
+    Digest digest{};
+  };
+
+  explicit TrustedModules(std::vector<std::string> dirs) : dirs_(std::move(dirs)) {}
+  // Lists the directories and hashes each module file new or changed since the last look; a file
+  // gone is forgotten. Holds mu_.
+  Status ScanLocked() const;
+
+  const std::vector<std::string> dirs_;
+  mutable std::mutex mu_;
+  mutable std::map<std::string, Seen> files_;  // by path
+  mutable std::multiset<Digest> digests_;      // one per file in files_
 };
 
 }  // namespace phos::runtime

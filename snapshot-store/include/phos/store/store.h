@@ -39,6 +39,10 @@
 
 namespace phos::store {
 
+// The layout of a store's directory and database ("!format" in its index); a store written by a
+// newer phos is refused. phosd --version reports it.
+inline constexpr uint32_t kStoreFormatVersion = 1;
+
 struct StoreOptions {
   // Directory of the store; created (with its db/ and segments/) when absent. Default: none,
   // must be set.

@@ -55,7 +55,7 @@ struct FunctionState {
 
 // phos's library standing in for one of NVIDIA's.
 struct PhosLibrary {
-  // The file, symbolic links resolved: <build>/lib/frontend/libphos-cudart.so.
+  // The file, symbolic links resolved: <build>/lib/phos/frontend/libphos-cudart.so.
   std::string path;
   // The functions it exports.
   std::vector<std::string> exports;
@@ -74,7 +74,7 @@ struct SurfaceSources {
   std::array<std::optional<PhosLibrary>, kLibraryCount> phos;
 
   // NVIDIA's lists and the refusals compiled into phos, with the libraries that
-  // `frontend_lib_dir` (<build>/lib/frontend, where `phos-fn run` points the loader) holds under
+  // `frontend_lib_dir` (<build>/lib/phos/frontend, where `phos-fn run` points the loader) holds under
   // NVIDIA's sonames. The directory must exist.
   static Result<SurfaceSources> WithLibrariesIn(const std::string& frontend_lib_dir);
 };

@@ -17,7 +17,7 @@
 //   phos-fn [--endpoint URL] rm NAME
 //   phos-fn [--endpoint URL] run [--gpus N] -- PROGRAM [ARGS...]
 //   phos-fn check PROGRAM | --table
-// Default endpoint: $PHOS_ENDPOINT, else http://127.0.0.1:7070. Every call bears the token of
+// Default endpoint: $PHOS_ENDPOINT, else http://127.0.0.1:7070 (unix:///PATH: phosd's Unix socket). Every call bears the token of
 // --token-file FILE, else $PHOS_TOKEN (Authorization: Bearer): the admin token for deploy, rm, run,
 // instances, checkpoint, migrate, logs, job and an unredacted ls; a function's invoke token (or the admin token) for invoke. check talks to
 // no phosd: it reads PROGRAM and phos's libraries (docs/compatibility.md).
@@ -49,10 +49,13 @@ using phos::http::ClientResponse;
 
 // The bearer token every call carries; empty: none.
 std::string g_token;
+// phosd's Unix socket, when --endpoint is unix:///PATH; empty: TCP.
+std::string g_unix_socket;
 
 // The response on success (2xx); otherwise prints why to stderr and returns nothing.
 std::optional<ClientResponse> Call(ClientRequest request) {
   if (!g_token.empty()) request.headers.emplace_back("Authorization", "Bearer " + g_token);
+  request.unix_socket = g_unix_socket;
   auto response = phos::http::Fetch(request);
   if (!response.ok()) {
     std::cerr << "phos-fn: " << response.status().message() << "\n";
@@ -246,7 +249,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("phos-fn ") + phos::kVersion + "\nHTTP API v1");
   const char* env_endpoint = std::getenv("PHOS_ENDPOINT");
   std::string endpoint = env_endpoint != nullptr ? env_endpoint : "http://127.0.0.1:7070";
-  app.add_option("--endpoint", endpoint, "phosd's URL (default: $PHOS_ENDPOINT or http://127.0.0.1:7070)");
+  app.add_option("--endpoint", endpoint,
+                 "phosd's URL, http://HOST:PORT, or unix:///PATH for its Unix socket (default: $PHOS_ENDPOINT or "
+                 "http://127.0.0.1:7070)");
   std::string token_file;
   app.add_option("--token-file", token_file,
                  "File holding the token calls bear (phosd's admin.token, or a function's invoke token); "
@@ -434,7 +439,13 @@ int main(int argc, char** argv) {
               << (dir / "build").string() << "\n";
     return 0;
   }
-  while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
+  phos::Result<phos::http::Endpoint> parsed_endpoint = phos::http::ParseEndpoint(endpoint);
+  if (!parsed_endpoint.ok()) {
+    std::cerr << "phos-fn: " << parsed_endpoint.status().message() << "\n";
+    return 2;
+  }
+  endpoint = parsed_endpoint->base_url;
+  g_unix_socket = parsed_endpoint->unix_socket;
   if (!LoadToken(token_file)) return 1;
 
   if (*deploy) {

@@ -297,6 +297,7 @@ Status Daemon::Parts::StartAll() {
                                            .metrics = metrics}));
   http::ServerOptions http_options;
   http_options.listen = o.listen;
+  http_options.unix_socket = o.listen_unix;
   http_options.max_body_bytes = o.max_body_mib << 20;  // POST /v1/artifacts has its own (routes.cc)
   http_options.max_connections = ConnectionsTheFileLimitAllows(o.max_connections);
   http_options.request_id_header = "X-Request-Id";

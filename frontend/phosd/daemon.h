@@ -46,6 +46,7 @@ struct DaemonOptions {
   uint64_t session_device_mib = 0;
   std::vector<std::string> trusted_module_dirs;  // simgpu module images functions may load
   std::string simgpu_library;                    // empty: the driver table's default
+  std::string listen_unix;  // a Unix socket path for the HTTP API too (mode 0660); empty: none
   std::string function_library_dir;  // phos's CUDA libraries, first in functions' LD_LIBRARY_PATH; empty: none
 };
 

@@ -52,6 +52,9 @@ int main(int argc, char** argv) {
                  "HOST:PORT for the HTTP API (port 0 picks one); an address other than loopback needs "
                  "--admin-token-file")
       ->capture_default_str();
+  app.add_option("--listen-unix", o.listen_unix,
+                 "A Unix socket for the HTTP API as well (made with mode 0660; clients use unix:///PATH); "
+                 "default: none");
   app.add_option("--admin-token-file", o.admin_token_file,
                  "File holding the admin token (mode 0600, not empty); default: <data-dir>/admin.token, made at "
                  "first start");

@@ -4,11 +4,16 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <future>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -529,6 +534,78 @@ TEST(ServerStartTest, BadListenAddressAndBusyPortFail) {
   ASSERT_TRUE(first.ok());
   options.listen = "127.0.0.1:" + std::to_string((*first)->port());
   EXPECT_EQ(Server::Start(options, Router()).status().code(), StatusCode::kIoError);
+}
+
+// The Unix socket: served as TCP is, alone or beside it; a stale socket file is replaced, any other
+// file at the path is left alone and refused; the socket goes with the server.
+TEST(ServerStartTest, AUnixSocketServesAndIsRemovedWithTheServer) {
+  const std::string path = ::testing::TempDir() + "/phos-http-test-" + std::to_string(getpid()) + ".sock";
+  unlink(path.c_str());
+  Router router;
+  ASSERT_TRUE(router.Add("POST", "/echo", [](Request r, Responder out) { out.Send(Response::Text(200, r.body)); }).ok());
+  ServerOptions options;
+  options.listen = "";
+  options.unix_socket = path;
+  {
+    auto server = Server::Start(options, std::move(router));
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    EXPECT_EQ((*server)->port(), 0);
+    struct stat st {};
+    ASSERT_EQ(stat(path.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISSOCK(st.st_mode));
+    EXPECT_EQ(st.st_mode & 0777, 0660u);
+    Result<Endpoint> endpoint = ParseEndpoint("unix://" + path);
+    ASSERT_TRUE(endpoint.ok()) << endpoint.status().ToString();
+    auto r = Fetch({.method = "POST", .url = endpoint->base_url + "/echo", .unix_socket = endpoint->unix_socket,
+                    .body = "over the socket"});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, "over the socket");
+  }
+  EXPECT_NE(access(path.c_str(), F_OK), 0) << "the socket file stays after the server";
+
+  // A socket file nobody listens on (a server killed before it could remove it) is replaced.
+  {
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    close(fd);
+  }
+  {
+    auto again = Server::Start(options, Router());
+    EXPECT_TRUE(again.ok()) << again.status().ToString();
+  }
+  // Any other file is not the server's to remove.
+  std::ofstream(path) << "precious\n";
+  EXPECT_EQ(Server::Start(options, Router()).status().code(), StatusCode::kAlreadyExists);
+  std::ifstream in(path);
+  std::string kept;
+  std::getline(in, kept);
+  EXPECT_EQ(kept, "precious");
+  unlink(path.c_str());
+  options.unix_socket = "";
+  EXPECT_EQ(Server::Start(options, Router()).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ClientTest, EndpointsAreHttpHostPortOrAUnixSocketsPath) {
+  Result<Endpoint> tcp = ParseEndpoint("http://127.0.0.1:7070/");
+  ASSERT_TRUE(tcp.ok());
+  EXPECT_EQ(tcp->base_url, "http://127.0.0.1:7070");
+  EXPECT_EQ(tcp->unix_socket, "");
+  Result<Endpoint> v6 = ParseEndpoint("http://[::1]:80");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->base_url, "http://[::1]:80");
+  Result<Endpoint> unix = ParseEndpoint("unix:///run/phos/api.sock");
+  ASSERT_TRUE(unix.ok());
+  EXPECT_EQ(unix->base_url, "http://localhost");
+  EXPECT_EQ(unix->unix_socket, "/run/phos/api.sock");
+  for (const std::string& bad : std::vector<std::string>{"127.0.0.1:7070", "https://h:1", "http://h:0", "http://h:1/v1", "http://u@h:1",
+                                "http://", "unix://", "unix://rel.sock", "unix:///a\nb", "unix:///" + std::string(200, 'x')}) {
+    Result<Endpoint> e = ParseEndpoint(bad);
+    EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
 }
 
 TEST(ClientTest, RefusedConnectionIsUnavailable) {

@@ -135,6 +135,42 @@ TEST_F(CapiPhosdTest, DeployInvokeBlockingAndStreamedThenRemove) {
   EXPECT_EQ(phos_remove(client_, "mlp"), PHOS_NOT_FOUND) << phos_last_error();
 }
 
+// phosd on a Unix socket as well (--listen-unix): the C API and phos-fn reach it at unix:///PATH,
+// deploys and invocations included, with the same tokens.
+class CapiUnixSocketTest : public CapiPhosdTest {
+ protected:
+  std::vector<std::string> ExtraPhosdArgs() const override { return {"--listen-unix", socket_path()}; }
+  std::string socket_path() const { return data_dir() + "/api.sock"; }
+};
+
+TEST_F(CapiUnixSocketTest, TheCApiAndPhosFnReachPhosdOverItsUnixSocket) {
+  const std::string endpoint = "unix://" + socket_path();
+  phos_client* over_unix = nullptr;
+  ASSERT_EQ(phos_connect(endpoint.c_str(), admin_token().c_str(), &over_unix), PHOS_OK) << phos_last_error();
+  ASSERT_EQ(DeployMlp(over_unix, "mlp", /*upload=*/true), PHOS_OK) << phos_last_error();
+  void* response = nullptr;
+  size_t len = 0;
+  const std::string request = R"({"seed": 3})";
+  ASSERT_EQ(phos_invoke(over_unix, "mlp", request.data(), request.size(), nullptr, &response, &len, nullptr), PHOS_OK)
+      << phos_last_error();
+  const std::string over_socket(static_cast<const char*>(response), len);
+  phos_free(response);
+  // The same function answers the same over TCP.
+  EXPECT_EQ(Invoke("mlp", request), over_socket);
+  phos_client* anonymous = nullptr;
+  ASSERT_EQ(phos_connect(endpoint.c_str(), nullptr, &anonymous), PHOS_OK) << phos_last_error();
+  EXPECT_EQ(phos_remove(anonymous, "mlp"), PHOS_UNAUTHENTICATED) << "a Unix socket is no way around the admin token";
+  EXPECT_EQ(phos_close(anonymous), PHOS_OK);
+  EXPECT_EQ(phos_close(over_unix), PHOS_OK);
+
+  CommandResult ls = ::phos::testing::Run({PHOS_PHOS_FN, "--endpoint", endpoint, "--token-file",
+                                           data_dir() + "/admin.token", "ls"});
+  EXPECT_EQ(ls.exit_code, 0) << ls.out;
+  EXPECT_NE(ls.out.find("mlp"), std::string::npos) << ls.out;
+  CommandResult bad = ::phos::testing::Run({PHOS_PHOS_FN, "--endpoint", "unix://relative.sock", "ls"});
+  EXPECT_EQ(bad.exit_code, 2);
+}
+
 TEST_F(CapiPhosdTest, RefusalsComeBackAsTheirStatuses) {
   // phosd answers 403 to a wrong token and 401 to none.
   phos_client* wrong = nullptr;

@@ -80,11 +80,11 @@ PHOS_EXPORT const char* phos_version(void);
 /* Releases memory a call of this library returned. NULL is ignored. */
 PHOS_EXPORT void phos_free(void* memory);
 
-/* Opens a client of the phosd at `endpoint`, "http://HOST:PORT", and checks that it answers
- * (GET /healthz). Calls bear `token` (Authorization: Bearer): the admin token for deploys, removals,
- * instances and checkpoints, a function's invoke token (or the admin token) for invoke; NULL or ""
- * for none. "unix://PATH" answers PHOS_NOT_SUPPORTED (not in this version); another form
- * PHOS_INVALID_ARGUMENT; a phosd that cannot be reached PHOS_UNAVAILABLE. */
+/* Opens a client of the phosd at `endpoint`, "http://HOST:PORT", or "unix:///PATH" for the Unix
+ * socket phosd listens on (phosd --listen-unix PATH), and checks that it answers (GET /healthz).
+ * Calls bear `token` (Authorization: Bearer): the admin token for deploys, removals, instances and
+ * checkpoints, a function's invoke token (or the admin token) for invoke; NULL or "" for none.
+ * Another form is PHOS_INVALID_ARGUMENT; a phosd that cannot be reached PHOS_UNAVAILABLE. */
 PHOS_EXPORT phos_status phos_connect(const char* endpoint, const char* token, phos_client** out);
 
 /* Releases the client. NULL is ignored. */

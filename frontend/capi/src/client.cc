@@ -9,48 +9,17 @@
 namespace phos::capi {
 namespace {
 
-constexpr std::string_view kHttp = "http://";
-constexpr std::string_view kUnix = "unix://";
 
 // A healthy phosd answers /healthz from its event loop at once; this only bounds how long
 // phos_connect waits on a host that drops packets instead of refusing the connection.
 constexpr long kHealthDeadlineMs = 10000;
 
-// Checks `endpoint` ("http://HOST:PORT", a trailing '/' allowed) and returns it without the '/'.
-phos_status ParseEndpoint(const char* endpoint, std::string* out) {
+// Checks `endpoint` (http::ParseEndpoint: "http://HOST:PORT" or "unix:///PATH").
+phos_status ParseEndpoint(const char* endpoint, http::Endpoint* out) {
   if (endpoint == nullptr) return FailStatic(PHOS_INVALID_ARGUMENT, "phos_connect: endpoint is NULL");
-  std::string_view text(endpoint);
-  if (text.substr(0, kUnix.size()) == kUnix) {
-    return Fail(PHOS_NOT_SUPPORTED, "endpoint '" + std::string(text) +
-                                        "': unix:// endpoints are not supported yet; use http://HOST:PORT");
-  }
-  auto bad = [&](const std::string& why) {
-    return Fail(PHOS_INVALID_ARGUMENT,
-                "endpoint '" + std::string(text) + "': " + why + " (expected http://HOST:PORT)");
-  };
-  if (text.substr(0, kHttp.size()) != kHttp) return bad("not an http:// URL");
-  std::string_view authority = text.substr(kHttp.size());
-  if (!authority.empty() && authority.back() == '/') authority.remove_suffix(1);
-  if (authority.empty()) return bad("no host");
-  for (char c : authority) {
-    // A path, query, user name or space would make calls' URLs something else than phosd's routes.
-    if (c == '/' || c == '?' || c == '#' || c == '@' || static_cast<unsigned char>(c) <= ' ' || c == 0x7f) {
-      return bad("only a host and a port may follow http://");
-    }
-  }
-  // The port follows the last ':' outside an IPv6 address's brackets.
-  const size_t bracket = authority.rfind(']');
-  const size_t colon = authority.rfind(':');
-  if (colon != std::string_view::npos && (bracket == std::string_view::npos || colon > bracket)) {
-    if (colon == 0) return bad("no host");
-    std::string_view port = authority.substr(colon + 1);
-    unsigned number = 0;
-    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), number);
-    if (ec != std::errc() || end != port.data() + port.size() || number == 0 || number > 65535) {
-      return bad("the port must be 1..65535");
-    }
-  }
-  *out = std::string(kHttp) + std::string(authority);
+  Result<http::Endpoint> parsed = http::ParseEndpoint(endpoint);
+  if (!parsed.ok()) return Fail(PHOS_INVALID_ARGUMENT, parsed.status().message());
+  *out = std::move(parsed).value();
   return PHOS_OK;
 }
 
@@ -69,7 +38,8 @@ phos_status CheckToken(const char* token) {
 
 phos_status Call(const phos_client& client, http::ClientRequest request, Route route, std::string_view what,
                  http::ClientResponse* answer) {
-  request.url = client.endpoint + request.url;
+  request.url = client.endpoint.base_url + request.url;
+  request.unix_socket = client.endpoint.unix_socket;
   if (!client.token.empty()) request.headers.emplace_back("Authorization", "Bearer " + client.token);
   Result<http::ClientResponse> got = http::Fetch(request);
   if (!got.ok()) return Fail(PHOS_UNAVAILABLE, std::string(what) + ": " + got.status().message());
@@ -131,11 +101,12 @@ phos_status phos_connect(const char* endpoint, const char* token, phos_client** 
     *out = nullptr;
     auto client = std::make_unique<phos_client>();
     if (phos_status s = phos::capi::ParseEndpoint(endpoint, &client->endpoint); s != PHOS_OK) return s;
+    client->endpoint_text = endpoint;
     if (phos_status s = phos::capi::CheckToken(token); s != PHOS_OK) return s;
     client->token = token != nullptr ? token : "";
     phos::http::ClientResponse health;
     phos_status s = Call(*client, {.url = "/healthz", .timeout_ms = phos::capi::kHealthDeadlineMs},
-                         Route::kOther, "phosd at " + client->endpoint, &health);
+                         Route::kOther, "phosd at " + client->endpoint_text, &health);
     if (s != PHOS_OK) return s;
     *out = client.release();
     return PHOS_OK;

@@ -14,7 +14,8 @@
 // The handle behind phos_client*. Fixed once phos_connect returns, so calls from many threads read
 // it without a lock; each call makes its own HTTP connection (phos::http::Fetch).
 struct phos_client {
-  std::string endpoint;  // "http://HOST:PORT", no trailing slash
+  phos::http::Endpoint endpoint;  // where phosd is: its base URL ("http://HOST:PORT"), or its Unix socket
+  std::string endpoint_text;      // as the caller gave it, for messages
   std::string token;     // empty: calls bear no Authorization header
 };
 

@@ -1,8 +1,10 @@
 #include "phos/http/client.h"
 
 #include <curl/curl.h>
+#include <sys/un.h>
 
 #include <cctype>
+#include <charconv>
 #include <memory>
 #include <mutex>
 
@@ -60,6 +62,47 @@ const std::string* ClientResponse::Header(std::string_view name) const {
   return nullptr;
 }
 
+Result<Endpoint> ParseEndpoint(std::string_view text) {
+  constexpr std::string_view kHttp = "http://";
+  constexpr std::string_view kUnix = "unix://";
+  auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("endpoint '" + std::string(text) + "': " + why +
+                                   " (expected http://HOST:PORT or unix:///PATH)");
+  };
+  if (text.substr(0, kUnix.size()) == kUnix) {
+    const std::string_view path = text.substr(kUnix.size());
+    if (path.empty() || path[0] != '/') return bad("a Unix socket's path is absolute: unix:///PATH");
+    if (path.size() >= sizeof(sockaddr_un::sun_path)) return bad("the socket's path is too long");
+    for (char c : path) {
+      if (static_cast<unsigned char>(c) < ' ' || c == 0x7f) return bad("a control character in the socket's path");
+    }
+    return Endpoint{.base_url = "http://localhost", .unix_socket = std::string(path)};
+  }
+  if (text.substr(0, kHttp.size()) != kHttp) return bad("not an http:// URL");
+  std::string_view authority = text.substr(kHttp.size());
+  if (!authority.empty() && authority.back() == '/') authority.remove_suffix(1);
+  if (authority.empty()) return bad("no host");
+  for (char c : authority) {
+    // A path, query, user name or space would make calls' URLs something else than phosd's routes.
+    if (c == '/' || c == '?' || c == '#' || c == '@' || static_cast<unsigned char>(c) <= ' ' || c == 0x7f) {
+      return bad("only a host and a port may follow http://");
+    }
+  }
+  // The port follows the last ':' outside an IPv6 address's brackets.
+  const size_t bracket = authority.rfind(']');
+  const size_t colon = authority.rfind(':');
+  if (colon != std::string_view::npos && (bracket == std::string_view::npos || colon > bracket)) {
+    if (colon == 0) return bad("no host");
+    std::string_view port = authority.substr(colon + 1);
+    unsigned number = 0;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), number);
+    if (ec != std::errc() || end != port.data() + port.size() || number == 0 || number > 65535) {
+      return bad("the port must be 1..65535");
+    }
+  }
+  return Endpoint{.base_url = std::string(kHttp) + std::string(authority), .unix_socket = ""};
+}
+
 ErrorBody ParseErrorBody(const std::string& body) {
   nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
   if (!j.is_object() || !j.contains("error")) return {"", body};
@@ -88,6 +131,7 @@ Result<ClientResponse> Fetch(const ClientRequest& request) {
 
   CURL* c = curl.get();
   curl_easy_setopt(c, CURLOPT_URL, request.url.c_str());
+  if (!request.unix_socket.empty()) curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, request.unix_socket.c_str());
   curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, request.method.c_str());
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());

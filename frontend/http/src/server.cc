@@ -2,9 +2,13 @@
 // connection are answered strictly in order (pipelining): the next parsed request is handed to
 // its handler only once the previous one has been answered. Answers from other threads reach
 // the loop through a queue and a uv_async_t.
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -140,7 +144,12 @@ class Server::Impl {
   struct Connection {
     Impl* server = nullptr;
     uint64_t id = 0;
-    uv_tcp_t tcp{};
+    // A TCP connection, or one on the Unix socket (ServerOptions::unix_socket): one stream.
+    union {
+      uv_tcp_t tcp;
+      uv_pipe_t pipe;
+    } handle{};
+    uv_stream_t* stream() { return reinterpret_cast<uv_stream_t*>(&handle); }
     uv_timer_t idle{};
     std::unique_ptr<RequestParser> parser;
     int open_handles = 2;
@@ -161,7 +170,13 @@ class Server::Impl {
   Impl(ServerOptions options, Router router) : options_(std::move(options)), router_(std::move(router)) {}
 
   Status Listen() {
-    PHOS_ASSIGN_OR_RETURN(auto host_port, ParseHostPort(options_.listen));
+    if (options_.listen.empty() && options_.unix_socket.empty()) {
+      return Status::InvalidArgument("nothing to listen on: neither an address nor a Unix socket");
+    }
+    std::pair<std::string, uint16_t> host_port;
+    if (!options_.listen.empty()) {
+      PHOS_ASSIGN_OR_RETURN(host_port, ParseHostPort(options_.listen));
+    }
     uv_loop_init(&loop_);
     loop_ready_ = true;
     hub_ = std::make_shared<Hub>();
@@ -171,9 +186,17 @@ class Server::Impl {
     done_async_.data = this;
     uv_async_init(&loop_, &stop_async_, OnStop);
     stop_async_.data = this;
-    uv_tcp_init(&loop_, &listener_);
-    listener_.data = this;
+    if (!options_.listen.empty()) PHOS_RETURN_IF_ERROR(ListenTcp(host_port));
+    if (!options_.unix_socket.empty()) PHOS_RETURN_IF_ERROR(ListenUnix());
+    thread_ = std::thread([this] { uv_run(&loop_, UV_RUN_DEFAULT); });
+    started_ = true;
+    return Status::Ok();
+  }
 
+  Status ListenTcp(const std::pair<std::string, uint16_t>& host_port) {
+    uv_tcp_init(&loop_, &listener_);
+    tcp_listener_open_ = true;
+    listener_.data = this;
     sockaddr_storage addr{};
     int rc = uv_ip4_addr(host_port.first.c_str(), host_port.second, reinterpret_cast<sockaddr_in*>(&addr));
     if (rc != 0) rc = uv_ip6_addr(host_port.first.c_str(), host_port.second, reinterpret_cast<sockaddr_in6*>(&addr));
@@ -188,8 +211,32 @@ class Server::Impl {
     uv_tcp_getsockname(&listener_, reinterpret_cast<sockaddr*>(&bound), &len);
     port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                               : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-    thread_ = std::thread([this] { uv_run(&loop_, UV_RUN_DEFAULT); });
     PHOS_LOG(Info, "http", "listening on {} (port {})", options_.listen, port_);
+    return Status::Ok();
+  }
+
+  // The Unix socket: a stale socket file at the path (a server before this one) is removed, any
+  // other file there is an error; made with mode 0660, so the owner's user and group may connect.
+  Status ListenUnix() {
+    const std::string& path = options_.unix_socket;
+    if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+      return Status::InvalidArgument("unix socket path '" + path + "': longer than " +
+                                     std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes");
+    }
+    struct stat st {};
+    if (lstat(path.c_str(), &st) == 0) {
+      if (!S_ISSOCK(st.st_mode)) return Status::AlreadyExists("unix socket path '" + path + "': a file that is no socket");
+      if (unlink(path.c_str()) != 0) return Status::FromErrno(errno, "remove the stale socket " + path);
+    }
+    uv_pipe_init(&loop_, &unix_listener_, 0);
+    unix_listener_open_ = true;
+    unix_listener_.data = this;
+    int rc = uv_pipe_bind(&unix_listener_, path.c_str());
+    if (rc == 0 && chmod(path.c_str(), 0660) != 0) rc = -errno;
+    if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&unix_listener_), 128, OnConnection);
+    if (rc != 0) return Status::IoError("listen on unix socket " + path + ": " + uv_strerror(rc));
+    unix_bound_ = true;
+    PHOS_LOG(Info, "http", "listening on unix socket {}", path);
     return Status::Ok();
   }
 
@@ -212,7 +259,7 @@ class Server::Impl {
   uint16_t port() const { return port_; }
 
  private:
-  bool thread_started_ok() const { return port_ != 0; }
+  bool thread_started_ok() const { return started_; }
 
   void CloseLoopHandles() {
     {
@@ -222,7 +269,11 @@ class Server::Impl {
     }
     uv_close(reinterpret_cast<uv_handle_t*>(&done_async_), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&stop_async_), nullptr);
-    uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
+    if (tcp_listener_open_) uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
+    if (unix_listener_open_) uv_close(reinterpret_cast<uv_handle_t*>(&unix_listener_), nullptr);
+    // The socket file goes with the server (the next one would remove it anyway).
+    if (unix_bound_) unlink(options_.unix_socket.c_str());
+    unix_bound_ = false;
   }
 
   // Stops gracefully: answers already made (a handler that responded just before the stop, e.g.
@@ -254,9 +305,14 @@ class Server::Impl {
     auto* conn = new Connection;
     conn->server = self;
     conn->id = ++self->next_conn_id_;
-    uv_tcp_init(&self->loop_, &conn->tcp);
+    const bool on_unix = listener->type == UV_NAMED_PIPE;
+    if (on_unix) {
+      uv_pipe_init(&self->loop_, &conn->handle.pipe, 0);
+    } else {
+      uv_tcp_init(&self->loop_, &conn->handle.tcp);
+    }
     uv_timer_init(&self->loop_, &conn->idle);
-    conn->tcp.data = conn;
+    conn->stream()->data = conn;
     conn->idle.data = conn;
     conn->parser = std::make_unique<RequestParser>(RequestParser::Limits{
         .max_header_bytes = self->options_.max_header_bytes,
@@ -268,11 +324,11 @@ class Server::Impl {
           return match.max_body_bytes;
         }});
     self->connections_[conn->id] = conn;
-    if (uv_accept(listener, reinterpret_cast<uv_stream_t*>(&conn->tcp)) != 0) {
+    if (uv_accept(listener, conn->stream()) != 0) {
       self->Close(conn);
       return;
     }
-    uv_tcp_nodelay(&conn->tcp, 1);
+    if (!on_unix) uv_tcp_nodelay(&conn->handle.tcp, 1);
     self->StartReading(conn);
     self->ArmIdle(conn);
   }
@@ -280,9 +336,17 @@ class Server::Impl {
   // One connection past max_connections: accepted only to be told 503 and closed, so the client
   // sees why (the listen backlog would leave it waiting).
   static void RefuseConnection(Impl* self, uv_stream_t* listener) {
-    auto* refused = new uv_tcp_t;
-    uv_tcp_init(&self->loop_, refused);
-    auto close = [](uv_handle_t* h) { delete reinterpret_cast<uv_tcp_t*>(h); };
+    union Refused {
+      uv_tcp_t tcp;
+      uv_pipe_t pipe;
+    };
+    auto* refused = new Refused{};
+    if (listener->type == UV_NAMED_PIPE) {
+      uv_pipe_init(&self->loop_, &refused->pipe, 0);
+    } else {
+      uv_tcp_init(&self->loop_, &refused->tcp);
+    }
+    auto close = [](uv_handle_t* h) { delete reinterpret_cast<Refused*>(h); };
     if (uv_accept(listener, reinterpret_cast<uv_stream_t*>(refused)) == 0) {
       const std::string busy = Serialize(self->hub_->Error(503, "too many connections"), true);
       uv_buf_t buf = uv_buf_init(const_cast<char*>(busy.data()), static_cast<unsigned>(busy.size()));
@@ -309,13 +373,13 @@ class Server::Impl {
   void StartReading(Connection* conn) {
     if (conn->reading || conn->closing || conn->read_error) return;
     conn->reading = true;
-    uv_read_start(reinterpret_cast<uv_stream_t*>(&conn->tcp), OnAlloc, OnRead);
+    uv_read_start(conn->stream(), OnAlloc, OnRead);
   }
 
   void StopReading(Connection* conn) {
     if (!conn->reading) return;
     conn->reading = false;
-    uv_read_stop(reinterpret_cast<uv_stream_t*>(&conn->tcp));
+    uv_read_stop(conn->stream());
   }
 
   static void OnAlloc(uv_handle_t*, size_t suggested, uv_buf_t* buf) {
@@ -485,7 +549,7 @@ class Server::Impl {
     op->close_after = close_after;
     if (close_after) StopReading(conn);
     uv_buf_t buf = uv_buf_init(op->data.data(), static_cast<unsigned>(op->data.size()));
-    int rc = uv_write(&op->req, reinterpret_cast<uv_stream_t*>(&conn->tcp), &buf, 1, OnWritten);
+    int rc = uv_write(&op->req, conn->stream(), &buf, 1, OnWritten);
     if (rc != 0) {
       delete op;
       Close(conn);
@@ -506,7 +570,7 @@ class Server::Impl {
     conn->closing = true;
     if (auto state = conn->in_flight_state.lock()) state->gone.store(true);
     connections_.erase(conn->id);
-    uv_close(reinterpret_cast<uv_handle_t*>(&conn->tcp), OnClosed);
+    uv_close(reinterpret_cast<uv_handle_t*>(conn->stream()), OnClosed);
     uv_close(reinterpret_cast<uv_handle_t*>(&conn->idle), OnClosed);
   }
 
@@ -521,6 +585,11 @@ class Server::Impl {
   uv_loop_t loop_{};
   bool loop_ready_ = false;
   uv_tcp_t listener_{};
+  uv_pipe_t unix_listener_{};
+  bool tcp_listener_open_ = false;   // listener_ initialised (closed with the loop)
+  bool unix_listener_open_ = false;  // unix_listener_ initialised
+  bool unix_bound_ = false;          // the socket file is this server's
+  bool started_ = false;             // Listen() succeeded: the loop thread runs
   uv_async_t done_async_{};
   uv_async_t stop_async_{};
   std::shared_ptr<Hub> hub_;

@@ -20,9 +20,22 @@ struct ClientResponse {
   const std::string* Header(std::string_view name) const;
 };
 
+// Where a client reaches phosd, as a user writes it: "http://HOST:PORT" (a trailing '/'
+// allowed), or "unix:///PATH" for phosd's Unix socket (ServerOptions::unix_socket).
+struct Endpoint {
+  std::string base_url;     // request paths are appended to it: "http://HOST:PORT", or
+                            // "http://localhost" on a Unix socket
+  std::string unix_socket;  // the socket's path; empty over TCP
+};
+// Refuses (InvalidArgument, saying what is expected) anything else: another scheme, a path, query
+// or user after the host, a port outside 1..65535, a relative or over-long socket path.
+Result<Endpoint> ParseEndpoint(std::string_view text);
+
 struct ClientRequest {
   std::string method = "GET";
   std::string url;  // "http://127.0.0.1:7070/v1/functions"
+  // The Unix socket to send it over (Endpoint::unix_socket); empty: TCP to the URL's host.
+  std::string unix_socket;
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
   // Whole-transfer limit; 0 waits for ever. Default: 0.

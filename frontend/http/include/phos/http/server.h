@@ -121,8 +121,13 @@ class Router {
 
 struct ServerOptions {
   // "HOST:PORT" to listen on (IPv4 or IPv6 literal, "[::1]:80"); port 0 picks a free port, see
-  // Server::port(). Default: 127.0.0.1:7070.
+  // Server::port(). Empty: no TCP listener (unix_socket must be set). Default: 127.0.0.1:7070.
   std::string listen = "127.0.0.1:7070";
+  // A Unix socket to listen on as well: its path, made with mode 0660 (its owner's user and group
+  // may connect; a stale socket there is replaced, any other file is an error) and removed when
+  // the server stops. Clients reach it as unix:///PATH (ParseEndpoint). Empty: none. Default:
+  // empty.
+  std::string unix_socket;
   // Limit on the request line plus all headers; more is answered 431. Default: 16 KiB.
   size_t max_header_bytes = 16 * 1024;
   // Limit on a request body after de-chunking, for routes without their own (Router::Add); more
@@ -157,7 +162,7 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // The bound port (useful with port 0).
+  // The bound port (useful with port 0); 0 without a TCP listener.
   uint16_t port() const;
   // Stops accepting, closes every connection, joins the loop thread. Idempotent; any thread but
   // the loop thread.

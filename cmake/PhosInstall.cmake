@@ -10,7 +10,7 @@
 #                             simgpu modules of the functions below, which phosd trusts);
 #                             functions/ (the example functions: mlp, tp-mlp, train, llama, moe)
 #   share/doc/phos/           README.md, CHANGELOG.md, the guide
-#   share/phos/               phosd.toml and phosd.service as samples, function-template/
+#   share/phos/               phosd.toml as a sample, function-template/
 # lib/ is lib/ whatever the platform's libdir (the programs find lib/phos from bin/ by that path).
 #
 # phos_export(<target> <name>) makes one library part of the CMake package: phos::<name> in the
@@ -102,5 +102,7 @@ install(FILES ${CMAKE_BINARY_DIR}/install/phos.pc DESTINATION ${PHOS_INSTALL_LIB
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/CHANGELOG.md ${PROJECT_SOURCE_DIR}/docs/guide.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/phosd.toml DESTINATION ${CMAKE_INSTALL_DATADIR}/phos)
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/function-template/
-        DESTINATION ${CMAKE_INSTALL_DATADIR}/phos/function-template)
+foreach(file IN LISTS PHOS_TEMPLATE_FILES)
+  get_filename_component(subdir ${file} DIRECTORY)
+  install(FILES ${PHOS_TEMPLATE_DIR}/${file} DESTINATION ${CMAKE_INSTALL_DATADIR}/phos/function-template/${subdir})
+endforeach()

@@ -4,6 +4,8 @@
 # conffile) and the systemd unit. Its maintainer scripts (packaging/debian/) make the phos account
 # and /var/lib/phos, and enable the unit where systemd runs. Depends is computed by dpkg-shlibdeps
 # from the libraries phos's programs link, so it names the Debian packages that hold them.
+# For a release, package a tree configured with -DPHOS_BUILD_TESTS=OFF: with the tests, phos's
+# programs carry fault points (phos/base/fault_point.h), inert unless PHOS_FAULT_PAUSE_AT is set.
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/phosd.toml DESTINATION /etc/phos COMPONENT system EXCLUDE_FROM_ALL)
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/phosd.service DESTINATION /lib/systemd/system
         COMPONENT system EXCLUDE_FROM_ALL)
@@ -26,12 +28,13 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-# phos's own libraries, which functions and the CUDA stand-ins need, lie in the package itself.
-set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS
-    ${CMAKE_BINARY_DIR}/_CPack_Packages/Linux/DEB/phos-${PROJECT_VERSION}-Linux/usr/lib/phos/frontend)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")
-# Function sandboxes (bubblewrap), checkpoints of a function's CPU state by CRIU where it runs.
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "bubblewrap")
+# (phos's own libraries, which functions and the CUDA stand-ins need, are found in the package by
+# their RUNPATH, $ORIGIN-relative.) The maintainer scripts use adduser and init-system-helpers.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser, init-system-helpers")
+# Function sandboxes (bubblewrap); and what building a function against the package takes beside
+# it (find_package(phos): a compiler, CMake, the headers of fmt, spdlog and nlohmann-json; the
+# CUDA 13 toolkit's headers come from NVIDIA, not Debian).
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "bubblewrap, cmake, g++, libfmt-dev, libspdlog-dev, nlohmann-json3-dev")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "criu")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${PROJECT_SOURCE_DIR}/packaging/debian/postinst ${PROJECT_SOURCE_DIR}/packaging/debian/prerm

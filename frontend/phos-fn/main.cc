@@ -89,10 +89,18 @@ std::optional<nlohmann::json> PostToInstance(const std::string& endpoint, const 
 }
 
 // The directory holding the frontend's libcudart.so.13 symlink (lib/phos/frontend), found
-// relative to this executable (bin/phos-fn).
-std::string FrontendLibDir() { return (phos::layout::LibDirOfExecutable() / phos::layout::kFrontend).string(); }
+// relative to this executable (bin/phos-fn); "" when /proc/self/exe cannot be read.
+std::string FrontendLibDir() {
+  const std::filesystem::path lib = phos::layout::LibDirOfExecutable();
+  return lib.empty() ? "" : (lib / phos::layout::kFrontend).string();
+}
 
 int Run(const std::string& endpoint, int gpus, const std::vector<std::string>& program) {
+  const std::string frontend = FrontendLibDir();
+  if (frontend.empty()) {
+    std::cerr << "phos-fn: cannot find phos's libraries: /proc/self/exe cannot be read\n";
+    return 1;
+  }
   auto session = Call({.method = "POST", .url = endpoint + "/v1/sessions", .body = nlohmann::json{{"gpus", gpus}}.dump(),
                        .headers = {{"Content-Type", "application/json"}}});
   if (!session) return 1;
@@ -103,7 +111,7 @@ int Run(const std::string& endpoint, int gpus, const std::vector<std::string>& p
   }
   setenv("PHOS_GPU_SOCKET", j["gpu_socket"].get<std::string>().c_str(), 1);
   setenv("PHOS_INSTANCE_TOKEN", j["token"].get<std::string>().c_str(), 1);
-  setenv("LD_LIBRARY_PATH", phos::surface::RunLibraryPath(FrontendLibDir()).c_str(), 1);
+  setenv("LD_LIBRARY_PATH", phos::surface::RunLibraryPath(frontend).c_str(), 1);
   std::vector<char*> argv;
   for (const std::string& a : program) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);

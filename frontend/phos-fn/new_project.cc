@@ -14,6 +14,7 @@ bool IsWordChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 
 }  // namespace
 
 std::string ReplaceWord(std::string_view text, std::string_view from, std::string_view to) {
+  if (from.empty()) return std::string(text);
   std::string out;
   size_t pos = 0;
   while (true) {
@@ -35,6 +36,15 @@ Status WriteNewProject(std::string_view name, const std::filesystem::path& dir) 
   if (!ok) {
     return Status::InvalidArgument("project name '" + std::string(name) +
                                    "': start with a letter, then letters, digits, '_' or '-' (64 at most)");
+  }
+  // Names the project's build already has: CMake's own targets and directories, the test's target,
+  // and the directory the function's module is written to.
+  for (std::string_view taken : {"all", "clean", "help", "install", "package", "package_source", "test", "edit_cache",
+                                 "rebuild_cache", "list_install_components", "CMakeFiles", "Testing", "modules",
+                                 "function_test"}) {
+    if (name == taken) {
+      return Status::InvalidArgument("project name '" + std::string(name) + "': taken by the project's build");
+    }
   }
   std::error_code ec;
   if (std::filesystem::exists(dir, ec)) return Status::AlreadyExists(dir.string() + " exists already");

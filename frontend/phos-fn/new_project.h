@@ -18,7 +18,8 @@ inline constexpr std::string_view kTemplateName = "hello";
 std::string ReplaceWord(std::string_view text, std::string_view from, std::string_view to);
 
 // Writes the template as project `name` into `dir`, which must not exist yet. `name` starts with
-// a letter and holds letters, digits, '_' and '-' (a function name, a CMake target and project).
+// a letter and holds letters, digits, '_' and '-' (a function name, a CMake target and project),
+// and is none of the names the project's build has already ("test", "all", "modules", ...).
 Status WriteNewProject(std::string_view name, const std::filesystem::path& dir);
 
 }  // namespace phos::fn_cli

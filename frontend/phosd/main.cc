@@ -193,10 +193,13 @@ int main(int argc, char** argv) {
   }
   // The build and an install put every simgpu module image of phos's own in lib/phos/modules
   // (phos/base/layout.h).
-  if (o.trusted_module_dirs.empty()) {
-    o.trusted_module_dirs = {(phos::layout::LibDirOfExecutable() / phos::layout::kModules).string()};
+  const std::filesystem::path own_lib = phos::layout::LibDirOfExecutable();
+  if (own_lib.empty()) {
+    std::fprintf(stderr, "phosd: cannot find its own files: /proc/self/exe cannot be read\n");
+    return 1;
   }
-  o.function_library_dir = (phos::layout::LibDirOfExecutable() / phos::layout::kFrontend).string();
+  if (o.trusted_module_dirs.empty()) o.trusted_module_dirs = {(own_lib / phos::layout::kModules).string()};
+  o.function_library_dir = (own_lib / phos::layout::kFrontend).string();
   if (o.data_dir.empty()) {
     std::fprintf(stderr, "phosd: --data-dir is required (or data-dir in --config, or PHOS_DATA_DIR)\n");
     return 2;

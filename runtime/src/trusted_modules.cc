@@ -32,8 +32,9 @@ TrustedModules::Digest TrustedModules::DigestOf(const void* data, size_t size) {
   return digest;
 }
 
-Result<std::shared_ptr<const TrustedModules>> TrustedModules::FromDirectories(const std::vector<std::string>& dirs) {
-  std::shared_ptr<TrustedModules> trusted(new TrustedModules(dirs));
+Result<std::shared_ptr<const TrustedModules>> TrustedModules::FromDirectories(
+    const std::vector<std::string>& dirs, std::chrono::milliseconds rescan_interval) {
+  std::shared_ptr<TrustedModules> trusted(new TrustedModules(dirs, rescan_interval));
   {
     std::lock_guard lock(trusted->mu_);
     PHOS_RETURN_IF_ERROR(trusted->ScanLocked());
@@ -47,6 +48,7 @@ bool TrustedModules::Contains(const void* data, size_t size) const {
   std::lock_guard lock(mu_);
   if (digests_.count(digest) != 0) return true;
   // Not as the directories were: perhaps as they are now. A directory gone since is no error here.
+  if (std::chrono::steady_clock::now() - last_scan_ < rescan_interval_) return false;
   if (Status s = ScanLocked(); !s.ok()) PHOS_LOG_EVERY_SEC(Warn, "runtime", 10, "{}", s.message());
   return digests_.count(digest) != 0;
 }
@@ -90,6 +92,7 @@ Status TrustedModules::ScanLocked() const {
     }
   }
   files_ = std::move(now);
+  last_scan_ = std::chrono::steady_clock::now();
   digests_.clear();
   for (const auto& [path, seen] : files_) digests_.insert(seen.digest);
   return status;

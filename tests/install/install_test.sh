@@ -11,7 +11,7 @@
 #
 #   install_test.sh BUILD_DIR SOURCE_DIR VERSION
 set -euo pipefail
-# shellcheck source=../testing/phosd.sh
+# shellcheck source-path=SCRIPTDIR source=../testing/phosd.sh
 source "$(dirname "$0")/../testing/phosd.sh"
 build_dir=$1
 source_dir=$2
@@ -37,7 +37,9 @@ done
 
 # 1. Nothing installed refers back to where it was built.
 for dir in "$(realpath "$build_dir")" "$(realpath "$source_dir")"; do
-  if hits=$(grep -rl -- "$dir" "$prefix"); then fail "installed files name $dir: $hits"; fi
+  rc=0
+  hits=$(grep -rl -- "$dir" "$prefix") || rc=$?
+  ((rc == 1)) || fail "installed files name $dir (grep: $rc): $hits"
 done
 echo "ok: nothing under $prefix names the build or source directory"
 

@@ -60,7 +60,7 @@ TEST_F(TrustedModulesTest, TrustsTheImagesOfItsDirectoriesByContent) {
 TEST_F(TrustedModulesTest, TheDirectoriesAreLookedAtAgainWhenAnImageIsNotFound) {
   std::vector<uint8_t> other = image_;
   other[other.size() / 2] ^= 1;
-  auto trusted = TrustedModules::FromDirectories({dir_});
+  auto trusted = TrustedModules::FromDirectories({dir_}, std::chrono::milliseconds(0));
   ASSERT_TRUE(trusted.ok()) << trusted.status().ToString();
   EXPECT_FALSE((*trusted)->Contains(other.data(), other.size()));
 
@@ -83,6 +83,20 @@ TEST_F(TrustedModulesTest, TheDirectoriesAreLookedAtAgainWhenAnImageIsNotFound) 
       .write(reinterpret_cast<const char*>(longer.data()), static_cast<std::streamsize>(longer.size()));
   EXPECT_TRUE((*trusted)->Contains(longer.data(), longer.size()));
   EXPECT_FALSE((*trusted)->Contains(other.data(), other.size()));
+}
+
+// Misses look at the directories at most once per interval: an image added right after a look is
+// found once the interval has passed, not before (the hour here never passes).
+TEST_F(TrustedModulesTest, MissesLookAtTheDirectoriesAtMostOncePerInterval) {
+  std::vector<uint8_t> other = image_;
+  other[other.size() / 2] ^= 1;
+  auto trusted = TrustedModules::FromDirectories({dir_}, std::chrono::hours(1));
+  ASSERT_TRUE(trusted.ok()) << trusted.status().ToString();
+  std::ofstream(dir_ + "/added.simgpu.so", std::ios::binary)
+      .write(reinterpret_cast<const char*>(other.data()), static_cast<std::streamsize>(other.size()));
+  EXPECT_FALSE((*trusted)->Contains(other.data(), other.size()));
+  EXPECT_EQ((*trusted)->size(), 1u);
+  EXPECT_TRUE((*trusted)->Contains(image_.data(), image_.size()));
 }
 
 // A session of a server that trusts the test module: the module loads and its kernel is found;

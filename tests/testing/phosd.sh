@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shell helpers for the tests that run an installed phosd (tests/install, tests/package); sourced.
 
 # fail MESSAGE: the test fails, saying why.

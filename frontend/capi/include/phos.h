@@ -211,9 +211,10 @@ typedef struct phos_runtime_options {
   const char* log_level;
   /* "auto", "on" or "off": whether functions run sandboxed (phosd --sandbox). Default: NULL, auto. */
   const char* sandbox;
-  /* Added in 0.1: directories of the simgpu module images its functions may load,
-   * `trusted_module_dir_count` of them (phosd --trusted-modules-dir). Default: none, the phos/modules
-   * directory beside libphos.so (the example functions'). */
+  /* Added after the first layout (read only when struct_size reaches them): directories of the
+   * simgpu module images its functions may load, `trusted_module_dir_count` of them (phosd
+   * --trusted-modules-dir). Default: none, the phos/modules directory beside libphos.so (the
+   * example functions'). */
   const char* const* trusted_module_dirs;
   size_t trusted_module_dir_count;
 } phos_runtime_options;

@@ -1,5 +1,7 @@
-// Where phos's own files lie, in the build tree as in an install (cmake/PhosInstall.cmake): one
-// layout under one directory, found from the running program, so neither refers to the other.
+// Where phos's own files lie, in the build tree as in an install (cmake/PhosInstall.cmake): the
+// same layout under one directory, found from the running program, so neither refers to the other.
+// (What only a build has, or only an install, differs: the build keeps the example functions in
+// bin/functions and has no cmake/ or pkgconfig/ in lib/.)
 //
 //   bin/            phosd, phos-fn, phos-snapshot
 //   lib/            libphos.so.1 (the C API), the function SDK's static libraries, cmake/phos/,

@@ -5,11 +5,13 @@
 // the ones deployed functions embed. Anything else is refused before it reaches the driver.
 //
 // An image put into a trusted directory while phosd runs is trusted from then on: an image not
-// found sends a look at the directories (a listing and a stat per module file), and the files
-// added or changed since the last look (by name, size or modification time) are hashed.
+// found sends a look at the directories (a listing and a stat per module file, at most once per
+// `rescan_interval`), and the files added or changed since the last look (by name, size or
+// modification time) are hashed.
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -29,7 +31,10 @@ class TrustedModules {
 
   // Every regular file named *.simgpu.so directly in each of `dirs` (symbolic links to regular
   // files included). NotFound for a directory that cannot be read.
-  static Result<std::shared_ptr<const TrustedModules>> FromDirectories(const std::vector<std::string>& dirs);
+  // `rescan_interval`: the least time between two looks at the directories for images not found
+  // (a tenant sending unknown images makes phosd look no more often than this). Default: 1 s.
+  static Result<std::shared_ptr<const TrustedModules>> FromDirectories(
+      const std::vector<std::string>& dirs, std::chrono::milliseconds rescan_interval = std::chrono::seconds(1));
 
   static Digest DigestOf(const void* data, size_t size);
   // Whether the image is one of the directories' (as they are now, if it was not as they were).
@@ -45,13 +50,16 @@ class TrustedModules {
     Digest digest{};
   };
 
-  explicit TrustedModules(std::vector<std::string> dirs) : dirs_(std::move(dirs)) {}
+  TrustedModules(std::vector<std::string> dirs, std::chrono::milliseconds rescan_interval)
+      : dirs_(std::move(dirs)), rescan_interval_(rescan_interval) {}
   // Lists the directories and hashes each module file new or changed since the last look; a file
   // gone is forgotten. Holds mu_.
   Status ScanLocked() const;
 
   const std::vector<std::string> dirs_;
+  const std::chrono::milliseconds rescan_interval_;
   mutable std::mutex mu_;
+  mutable std::chrono::steady_clock::time_point last_scan_{};
   mutable std::map<std::string, Seen> files_;  // by path
   mutable std::multiset<Digest> digests_;      // one per file in files_
 };

@@ -469,7 +469,12 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
           }
           out.Chunk(std::move(piece));
         };
-        manager->Invoke(std::string(req.Param("name")), std::move(req.body), timeout, mode, on_piece,
+        manager->Invoke(std::string(req.Param("name")),
+                        {.request = std::move(req.body),
+                         .timeout = timeout,
+                         .mode = mode,
+                         .on_piece = on_piece,
+                         .request_id = req.id},
                         [out](InvokeOutcome o) {
                           if (!o.streamed) return out.Send(InvokeResponse(std::move(o)));
                           if (o.kind != InvokeOutcome::Kind::kOk) {

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "phos/base/strings.h"
+
 namespace phos::ipc::invoke {
 
 namespace {
@@ -72,6 +74,13 @@ Status ReadAll(int fd, char* data, size_t size, bool* eof_at_start, int* passed_
 }
 
 }  // namespace
+
+bool TakesRequestIds(std::string_view ready_payload) {
+  for (std::string_view word : Split(ready_payload, " ", EmptyPieces::kSkip)) {
+    if (word == "request-id") return true;
+  }
+  return false;
+}
 
 Status WriteFrame(int fd, FrameKind kind, std::string_view payload) {
   if (payload.size() > kMaxFramePayload) {

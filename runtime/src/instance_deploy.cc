@@ -180,7 +180,10 @@ void InstanceManager::Impl::RunSample(const std::shared_ptr<Function>& f, std::s
   // The sample runs on a restored instance, which records the first-touch order.
   auto answered = std::make_shared<std::promise<InvokeOutcome>>();
   std::future<InvokeOutcome> sample = answered->get_future();
-  Invoke(name, std::move(request), timeout.count() > 0 ? timeout : options_.invoke_timeout, RestoreMode::kPhos, nullptr,
+  Invoke(name,
+         {.request = std::move(request),
+          .timeout = timeout.count() > 0 ? timeout : options_.invoke_timeout,
+          .mode = RestoreMode::kPhos},
          [answered](InvokeOutcome o) { answered->set_value(std::move(o)); });
   InvokeOutcome o = sample.get();
   outcome->sample_ran = true;

@@ -261,12 +261,18 @@ std::optional<FunctionSpec> InstanceManager::Impl::Spec(const std::string& name)
   return it->second->spec;
 }
 
-void InstanceManager::Impl::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
-                                   RestoreMode mode, PieceCallback on_piece, std::function<void(InvokeOutcome)> done) {
+void InstanceManager::Impl::Invoke(const std::string& name, InvokeCall call, std::function<void(InvokeOutcome)> done) {
   const Clock::time_point now = Clock::now();
   // No timeout: Submit gives it the function's default, under the lock it takes anyway.
-  const Clock::time_point deadline = timeout.count() > 0 ? now + timeout : Clock::time_point{};
-  Submit(name, Invocation{std::move(request), deadline, std::move(done), now, mode, std::move(on_piece), {}});
+  const Clock::time_point deadline = call.timeout.count() > 0 ? now + call.timeout : Clock::time_point{};
+  Submit(name, Invocation{.request = std::move(call.request),
+                          .deadline = deadline,
+                          .done = std::move(done),
+                          .arrived = now,
+                          .mode = call.mode,
+                          .on_piece = std::move(call.on_piece),
+                          .then = {},
+                          .request_id = std::move(call.request_id)});
 }
 
 void InstanceManager::Impl::Submit(const std::string& name, Invocation inv) {
@@ -537,6 +543,8 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
     return false;
   }
   report.ready = Clock::now();
+  // An SDK that takes request ids says so in its ready frame (older ones send it empty).
+  const bool takes_ids = ipc::invoke::TakesRequestIds(hello->payload);
   PHOS_LOG(Info, "instances", "{} ready ({})", who, RestoreModeName(report.mode));
   AnswerMove(*inst, Status::Ok());  // a migrated instance is back
   // Before the caller hears back: whoever waits for a sample request's answer finds its order saved.
@@ -559,7 +567,7 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
       PublishDemandLocked();
     }
     std::optional<PendingCheckpoint> then = std::move(first->then);
-    bool keep = Handle(proc, who, std::move(*first), &report, after_request);
+    bool keep = Handle(proc, who, std::move(*first), &report, after_request, takes_ids);
     {
       std::lock_guard lock(mu_);
       DoneRestoringLocked(*inst);
@@ -612,7 +620,7 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
     }
     std::optional<PendingCheckpoint> then = std::move(inv.then);
     bool keep = checkpoint ? RunCheckpoint(f, inst, proc, report, std::move(*checkpoint))
-                           : Handle(proc, who, std::move(inv), nullptr, after_request);
+                           : Handle(proc, who, std::move(inv), nullptr, after_request, takes_ids);
     keep = CheckpointAfter(f, inst, proc, report, std::move(then), keep);
     if (!keep) return true;  // ended (or moving: not idle meanwhile, nobody evicts it)
     std::lock_guard lock(mu_);
@@ -628,12 +636,17 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
 
 // Runs one invocation; returns false when the instance must be discarded (it has been ended).
 bool InstanceManager::Impl::Handle(const InstanceProcess& proc, const std::string& who, Invocation inv,
-                                   const StartReport* report, const std::function<void()>& before_answer) {
+                                   const StartReport* report, const std::function<void()>& before_answer,
+                                   bool send_request_id) {
   if (inv.deadline <= Clock::now()) {
     inv.done(Outcome(InvokeOutcome::Kind::kTimeout, "the deadline passed while the request was queued"));
     return true;
   }
-  Status sent = ipc::invoke::WriteFrame(proc.channel_fd, ipc::invoke::FrameKind::kRequest, inv.request);
+  Status sent = Status::Ok();
+  if (send_request_id && !inv.request_id.empty()) {
+    sent = ipc::invoke::WriteFrame(proc.channel_fd, ipc::invoke::FrameKind::kRequestId, inv.request_id);
+  }
+  if (sent.ok()) sent = ipc::invoke::WriteFrame(proc.channel_fd, ipc::invoke::FrameKind::kRequest, inv.request);
   StartReport warm;
   const StartReport& started = report != nullptr ? *report : warm;
   // The next frame of the answer; false (the invocation answered, the instance discarded) when
@@ -758,15 +771,19 @@ std::vector<FunctionStatus> InstanceManager::List() const { return impl_->List()
 std::optional<FunctionSpec> InstanceManager::Spec(const std::string& name) const { return impl_->Spec(name); }
 void InstanceManager::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
                              std::function<void(InvokeOutcome)> done) {
-  impl_->Invoke(name, std::move(request), timeout, RestoreMode::kAuto, nullptr, std::move(done));
+  impl_->Invoke(name, {.request = std::move(request), .timeout = timeout}, std::move(done));
 }
 void InstanceManager::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
                              RestoreMode mode, std::function<void(InvokeOutcome)> done) {
-  impl_->Invoke(name, std::move(request), timeout, mode, nullptr, std::move(done));
+  impl_->Invoke(name, {.request = std::move(request), .timeout = timeout, .mode = mode}, std::move(done));
 }
 void InstanceManager::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
                              RestoreMode mode, PieceCallback on_piece, std::function<void(InvokeOutcome)> done) {
-  impl_->Invoke(name, std::move(request), timeout, mode, std::move(on_piece), std::move(done));
+  impl_->Invoke(name, {.request = std::move(request), .timeout = timeout, .mode = mode, .on_piece = std::move(on_piece)},
+                std::move(done));
+}
+void InstanceManager::Invoke(const std::string& name, InvokeCall call, std::function<void(InvokeOutcome)> done) {
+  impl_->Invoke(name, std::move(call), std::move(done));
 }
 void InstanceManager::Shutdown() { impl_->Shutdown(); }
 Result<std::vector<InstanceStatus>> InstanceManager::Instances(const std::string& name) const {

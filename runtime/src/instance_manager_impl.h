@@ -73,6 +73,7 @@ struct Invocation {
   // Taken by the instance that served it right after (a job's checkpoint after a step), before
   // anything else; failed when that instance ends instead. Unset: none.
   std::optional<PendingCheckpoint> then;
+  std::string request_id;  // InvokeCall::request_id
 };
 
 // A checkpoint a job kept (instance_jobs.cc): its snapshot version, and the step it was taken at.
@@ -211,8 +212,7 @@ class InstanceManager::Impl {
   Status Remove(const std::string& name);
   std::vector<FunctionStatus> List() const;
   std::optional<FunctionSpec> Spec(const std::string& name) const;
-  void Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout, RestoreMode mode,
-              PieceCallback on_piece, std::function<void(InvokeOutcome)> done);
+  void Invoke(const std::string& name, InvokeCall call, std::function<void(InvokeOutcome)> done);
   // Invoke's queueing of a made invocation (a request's, or a job's step); a deadline left at
   // its epoch is given the function's default.
   void Submit(const std::string& name, Invocation inv);
@@ -288,8 +288,9 @@ class InstanceManager::Impl {
   bool Serve(const std::shared_ptr<Function>& f, const std::shared_ptr<Instance>& inst, const FunctionSpec& spec,
              const InstanceProcess& proc, StartReport report, std::optional<Invocation> first, bool learning);
   // Runs one invocation; `before_answer` runs once the instance answered, before the caller is.
+  // `send_request_id`: the instance's SDK takes request ids (its ready frame said so).
   bool Handle(const InstanceProcess& proc, const std::string& who, Invocation inv, const StartReport* report,
-              const std::function<void()>& before_answer);
+              const std::function<void()>& before_answer, bool send_request_id);
   Status SaveLocked();
 
   // ---- checkpoints of running instances (instance_checkpoint.cc) ----

@@ -419,6 +419,25 @@ TEST_F(DaemonTest, AnAnswerInPiecesCutShortByACrashIsNotMadeToLookWhole) {
   ExpectServing();
 }
 
+// A function knows the id of the request it serves (phos::fn::RequestId()): the client's
+// X-Request-Id, or the one phosd made and answers with; and none outside a handler's request.
+TEST_F(DaemonTest, AFunctionSeesTheIdOfTheRequestItServes) {
+  Deploy(1);
+  const std::string invoke = endpoint() + "/v1/functions/probe/invoke";
+  CommandResult given = ::phos::testing::Run(
+      {"/usr/bin/curl", "-s", "-H", "X-Request-Id: trace-42.a", "--data", "request-id", invoke});
+  EXPECT_EQ(given.out, "trace-42.a");
+  CommandResult made = ::phos::testing::Run({"/usr/bin/curl", "-s", "-i", "--data", "request-id", invoke});
+  const size_t header = made.out.find("X-Request-Id: ");
+  ASSERT_NE(header, std::string::npos) << made.out;
+  const std::string id = made.out.substr(header + 14, 32);
+  EXPECT_EQ(made.out.substr(made.out.find("\r\n\r\n") + 4), id) << made.out;
+  // Each request its own: the next one does not see the last one's.
+  CommandResult next = ::phos::testing::Run(
+      {"/usr/bin/curl", "-s", "-H", "X-Request-Id: second", "--data", "request-id", invoke});
+  EXPECT_EQ(next.out, "second");
+}
+
 // A function process finds phos's CUDA libraries as the phosd serving it has them (its tree's
 // lib/phos/frontend) first on its library path, whatever the function was linked against.
 TEST_F(DaemonTest, AFunctionUsesTheCudaLibrariesOfThePhosdServingIt) {

@@ -11,6 +11,13 @@
 namespace phos::ipc::invoke {
 namespace {
 
+TEST(InstanceChannelCapabilitiesTest, AReadyFrameSaysWhetherTheSdkTakesRequestIds) {
+  EXPECT_TRUE(TakesRequestIds(kReadyCapabilities));
+  EXPECT_TRUE(TakesRequestIds("pieces  request-id"));
+  EXPECT_FALSE(TakesRequestIds(""));  // an SDK from before capabilities
+  EXPECT_FALSE(TakesRequestIds("request-ids request"));
+}
+
 TEST(InstanceChannelTest, FrameCarriesADescriptor) {
   int a[2], b[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, a), 0);

@@ -200,7 +200,7 @@ Result<ForkOutcome> HandleFork(int channel_fd, std::string_view payload, int pas
     if (adopted.ok()) {
       std::string fd_text = std::to_string(passed_fd);
       setenv(invoke::kInvokeFdEnv, fd_text.c_str(), 1);
-      adopted = invoke::WriteFrame(passed_fd, invoke::FrameKind::kReady, {});
+      adopted = invoke::WriteFrame(passed_fd, invoke::FrameKind::kReady, invoke::kReadyCapabilities);
     }
     if (!adopted.ok()) {
       PHOS_LOG(Error, "fn", "forked {} pid {} cannot start: {}",

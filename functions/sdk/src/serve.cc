@@ -17,6 +17,9 @@ namespace {
 
 namespace invoke = phos::ipc::invoke;
 
+// The id of the request the handler on this thread serves (RequestId()).
+thread_local std::string t_request_id;
+
 // Pieces written as `piece` frames on the invocation channel, until the handler returns: a piece
 // sent after that (from a thread the handler left behind) would start the next request's answer
 // or cut into a frame of it, so it is refused.
@@ -75,6 +78,8 @@ int ServeStdin(const StreamingHandler& handler) {
 
 }  // namespace
 
+std::string_view RequestId() { return t_request_id; }
+
 int Serve(Handler handler) {
   return Serve(StreamingHandler([handler = std::move(handler)](std::string_view request, Pieces&) {
     return handler(request);
@@ -91,13 +96,14 @@ int Serve(StreamingHandler handler) {
     PHOS_LOG(Error, "fn", "{}='{}' is not a file descriptor", invoke::kInvokeFdEnv, env);
     return 2;
   }
-  Status sent = invoke::WriteFrame(fd, invoke::FrameKind::kReady, {});
+  Status sent = invoke::WriteFrame(fd, invoke::FrameKind::kReady, invoke::kReadyCapabilities);
   if (!sent.ok()) {
     PHOS_LOG(Error, "fn", "cannot announce readiness: {}", sent.ToString());
     return 2;
   }
   PHOS_LOG(Info, "pre-entry", "pid {} initialised; waiting for the first request", getpid());
   uint64_t served = 0;
+  std::string next_request_id;  // from the request-id frame, for the request that follows it
   while (true) {
     bool closed = false;
     int passed_fd = -1;
@@ -130,7 +136,7 @@ int Serve(StreamingHandler handler) {
     if (frame->kind == invoke::FrameKind::kAdopt) {
       // A process restored from a CRIU image: its GPU session and token were the captured one's.
       Status adopted = detail::AdoptSession(frame->payload);
-      Status written = adopted.ok() ? invoke::WriteFrame(fd, invoke::FrameKind::kReady, {})
+      Status written = adopted.ok() ? invoke::WriteFrame(fd, invoke::FrameKind::kReady, invoke::kReadyCapabilities)
                                     : invoke::WriteFrame(fd, invoke::FrameKind::kError, invoke::EncodeError(adopted));
       if (!adopted.ok() || !written.ok()) {
         PHOS_LOG(Error, "fn", "cannot adopt a new session: {}", (adopted.ok() ? written : adopted).ToString());
@@ -139,12 +145,19 @@ int Serve(StreamingHandler handler) {
       served = 0;
       continue;
     }
+    if (frame->kind == invoke::FrameKind::kRequestId) {
+      next_request_id = std::move(frame->payload);
+      continue;
+    }
     if (frame->kind != invoke::FrameKind::kRequest) {
       PHOS_LOG(Error, "fn", "unexpected frame kind {} from phosd", static_cast<int>(frame->kind));
       return 2;
     }
     ChannelPieces pieces(fd);
+    t_request_id = std::move(next_request_id);
+    next_request_id.clear();
     Result<std::string> response = CallHandler(handler, frame->payload, pieces);
+    t_request_id.clear();
     pieces.Close();
     ++served;
     Status written = response.ok() ? invoke::WriteFrame(fd, invoke::FrameKind::kResponse, *response)

@@ -19,6 +19,7 @@ int main() {
       return phos::Status::Internal("failed after a piece");
     }
     if (request == "fail") return phos::Status::InvalidArgument("asked to fail");
+    if (request == "request-id") return std::string(phos::fn::RequestId());
     if (request == "throw") throw std::runtime_error("asked to throw");
     return std::string(request);
   });

@@ -40,6 +40,18 @@ TEST(ServeTest, ReadyThenRequestsThenExitOnClose) {
   auto ready = invoke::ReadFrame(sv[0]);
   ASSERT_TRUE(ready.ok()) << ready.status().ToString();
   EXPECT_EQ(ready->kind, invoke::FrameKind::kReady);
+  EXPECT_TRUE(invoke::TakesRequestIds(ready->payload)) << ready->payload;
+
+  // A request id frame names the request that follows it, and only that one.
+  ASSERT_TRUE(invoke::WriteFrame(sv[0], invoke::FrameKind::kRequestId, "trace-7").ok());
+  ASSERT_TRUE(invoke::WriteFrame(sv[0], invoke::FrameKind::kRequest, "request-id").ok());
+  auto id = invoke::ReadFrame(sv[0]);
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(id->payload, "trace-7");
+  ASSERT_TRUE(invoke::WriteFrame(sv[0], invoke::FrameKind::kRequest, "request-id").ok());
+  auto none = invoke::ReadFrame(sv[0]);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->payload, "");
 
   ASSERT_TRUE(invoke::WriteFrame(sv[0], invoke::FrameKind::kRequest, "hello").ok());
   auto echoed = invoke::ReadFrame(sv[0]);

@@ -5,6 +5,7 @@
 //                own, where two of them may have the same one)
 //   "hang"       never answers                   "fail"      answers an InvalidArgument error
 //   "sleep:MS"   answers "slept" after MS ms     "env:NAME"  answers the variable's value
+//   "request-id" answers phos::fn::RequestId()
 //   "say:TEXT"   prints TEXT as a line on its standard output (its log), answers "said"
 //   "pieces:PATH"  sends the piece "first\n", waits (up to a minute) until PATH exists, answers
 //                  "second\n" as the last piece
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
       std::abort();
     }
     if (request == "pid") return std::to_string(getpid());
+    if (request == "request-id") return std::string(phos::fn::RequestId());
     if (request == "instance") {
       static const std::string id = std::to_string(std::random_device()());
       return id;

@@ -43,4 +43,10 @@ class Pieces {
 using StreamingHandler = std::function<Result<std::string>(std::string_view request, Pieces& out)>;
 int Serve(StreamingHandler handler);
 
+// The id of the request the calling handler serves: the X-Request-Id phosd answers it with (the
+// client's own, or one phosd made), for the function's logs and the calls it makes on the
+// request's behalf. "" outside a handler, when run by hand, or on its thread only: another thread
+// the handler starts sees "".
+std::string_view RequestId();
+
 }  // namespace phos::fn

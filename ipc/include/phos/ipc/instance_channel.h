@@ -2,7 +2,11 @@
 // (docs/remoting.md): a stream socketpair, the function's end passed as PHOS_INVOKE_FD.
 //
 // Frame: u32 payload length (host byte order: both ends are on one machine), u8 kind, payload.
-//   ready     function -> phosd  once, at the serve loop's first wait (the pre-entry point); empty
+//   ready     function -> phosd  once, at the serve loop's first wait (the pre-entry point): the
+//                                SDK's capabilities, words separated by spaces ("request-id");
+//                                empty from an SDK older than them
+//   request-id phosd -> function the id of the request that follows (its X-Request-Id), sent just
+//                                before it, only to a function whose ready named "request-id"
 //   request   phosd -> function  the invocation's body
 //   piece     function -> phosd  a piece of the answer, sent as soon as the handler made it
 //                                (phosd forwards it, e.g. as an HTTP chunk); any number of them
@@ -50,8 +54,13 @@ enum class FrameKind : uint8_t {
   kAdopt = 7,
   kPiece = 8,
   kCheckpoint = 9,
+  kRequestId = 10,
 };
-inline constexpr uint8_t kLastFrameKind = static_cast<uint8_t>(FrameKind::kCheckpoint);
+inline constexpr uint8_t kLastFrameKind = static_cast<uint8_t>(FrameKind::kRequestId);
+
+// What this SDK's ready frame says it takes beyond requests, and whether a ready payload says so.
+inline constexpr std::string_view kReadyCapabilities = "request-id";
+bool TakesRequestIds(std::string_view ready_payload);
 
 // A frame larger than this is refused by the reader (a corrupt length must not allocate GiBs).
 inline constexpr uint32_t kMaxFramePayload = 256u << 20;

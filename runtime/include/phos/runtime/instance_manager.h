@@ -229,6 +229,20 @@ struct InvokeOutcome {
 // "first-byte" stage) with the first piece only, null after.
 using PieceCallback = std::function<void(std::string piece, const InvokeOutcome* head)>;
 
+// One invocation, as InstanceManager::Invoke takes it.
+struct InvokeCall {
+  std::string request;
+  // Its deadline from now; 0: the function's timeout_ms, else phosd's invoke_timeout.
+  std::chrono::milliseconds timeout{0};
+  RestoreMode mode = RestoreMode::kAuto;
+  // Where the pieces of a response sent in pieces go as they arrive; empty: gathered into the
+  // outcome's body.
+  PieceCallback on_piece;
+  // The request's id (its X-Request-Id), handed to the function before the request when its SDK
+  // takes ids (phos::fn::RequestId()). Empty: none.
+  std::string request_id;
+};
+
 // "stop-the-world", "soft-cow", "soft-recopy"; nothing for any other name.
 std::optional<CheckpointMode> ParseCheckpointMode(std::string_view name);
 const char* CheckpointModeName(CheckpointMode mode);
@@ -400,6 +414,8 @@ class InstanceManager {
   // (without it they are gathered into the outcome's body).
   void Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout, RestoreMode mode,
               PieceCallback on_piece, std::function<void(InvokeOutcome)> done);
+  // The same, with everything an invocation may carry (InvokeCall).
+  void Invoke(const std::string& name, InvokeCall call, std::function<void(InvokeOutcome)> done);
 
   // The instances of `name`, oldest first. NotFound for an unknown function.
   Result<std::vector<InstanceStatus>> Instances(const std::string& name) const;

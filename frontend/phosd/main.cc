@@ -149,6 +149,10 @@ int main(int argc, char** argv) {
                  "Directories of the simgpu module images (*.simgpu.so) a function may load; any other image a "
                  "function sends is refused (docs/design.md D17); default: lib/phos/modules of bin/phosd's tree");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
+  std::string log_subsys;
+  app.add_option("--log-subsys", log_subsys,
+                 "Subsystems whose lines below warn are shown: \"runtime,store\", or all but some: \"^simgpu\"; "
+                 "default: all");
   // One definition per setting: its flag, its key in the --config file (the flag's long name) and
   // its variable (PHOS_ and the name in capitals, '-' as '_'). A flag wins over the variable, which
   // wins over the file: the variables are added as flags for what the command line does not set
@@ -210,7 +214,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "phosd: unknown --log-level '%s'\n", log_level.c_str());
     return 2;
   }
-  phos::log::Configure(level, "");
+  phos::log::Configure(level, log_subsys);
 
   // Signals are taken by sigwait below; every thread started from here inherits the mask, and
   // writes to a dead function's channel must fail with EPIPE, not kill phosd.

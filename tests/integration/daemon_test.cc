@@ -438,6 +438,19 @@ TEST_F(DaemonTest, AFunctionSeesTheIdOfTheRequestItServes) {
   EXPECT_EQ(next.out, "second");
 }
 
+// PHOS_LOG_SUBSYS (or --log-subsys) filters phosd's own lines below warn by subsystem.
+class DaemonLogFilterTest : public DaemonTest {
+ protected:
+  std::vector<std::string> ExtraPhosdArgs() const override { return {"--log-subsys", "^http"}; }
+};
+
+TEST_F(DaemonLogFilterTest, PhosdsOwnLinesAreFilteredBySubsystem) {
+  Deploy(1);
+  const std::string log = PhosdLog();
+  EXPECT_EQ(log.find("[http]"), std::string::npos) << log;  // "listening on ..." is an [http] info line
+  EXPECT_NE(log.find("[instances]"), std::string::npos) << log;
+}
+
 // A function process finds phos's CUDA libraries as the phosd serving it has them (its tree's
 // lib/phos/frontend) first on its library path, whatever the function was linked against.
 TEST_F(DaemonTest, AFunctionUsesTheCudaLibrariesOfThePhosdServingIt) {

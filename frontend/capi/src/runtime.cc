@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <signal.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -73,7 +74,8 @@ phos_status phos_runtime_open(const phos_runtime_options* options, phos_runtime*
       return Fail(PHOS_INVALID_ARGUMENT, std::string("phos_runtime_open: unknown log_level '") + options->log_level +
                                              "' (trace, debug, info, warn, error or off)");
     }
-    phos::log::Configure(level, "");
+    const char* subsys = std::getenv("PHOS_LOG_SUBSYS");
+    phos::log::Configure(level, subsys != nullptr ? subsys : "");
     // A write to the channel of a function that died must fail with EPIPE, not end the host.
     struct sigaction pipe_action{};
     if (sigaction(SIGPIPE, nullptr, &pipe_action) == 0 && pipe_action.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);

@@ -11,6 +11,7 @@
 #                             functions/ (the example functions: mlp, tp-mlp, train, llama, moe)
 #   share/doc/phos/           README.md, CHANGELOG.md, the guide
 #   share/phos/               phosd.toml as a sample, function-template/
+#   share/bash-completion/    completions/phos-fn
 # lib/ is lib/ whatever the platform's libdir (the programs find lib/phos from bin/ by that path).
 #
 # phos_export(<target> <name>) makes one library part of the CMake package: phos::<name> in the
@@ -102,6 +103,8 @@ install(FILES ${CMAKE_BINARY_DIR}/install/phos.pc DESTINATION ${PHOS_INSTALL_LIB
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/CHANGELOG.md ${PROJECT_SOURCE_DIR}/docs/guide.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/phosd.toml DESTINATION ${CMAKE_INSTALL_DATADIR}/phos)
+install(FILES ${PROJECT_SOURCE_DIR}/packaging/phos-fn.bash-completion
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME phos-fn)
 foreach(file IN LISTS PHOS_TEMPLATE_FILES)
   get_filename_component(subdir ${file} DIRECTORY)
   install(FILES ${PHOS_TEMPLATE_DIR}/${file} DESTINATION ${CMAKE_INSTALL_DATADIR}/phos/function-template/${subdir})

@@ -31,7 +31,8 @@ cmake --install "$build_dir" --prefix "$prefix" >"$scratch/install.log" || { cat
 for f in bin/phosd bin/phos-fn bin/phos-snapshot lib/libphos.so.1 lib/phos/libphos-simgpu.so \
          lib/phos/frontend/libcudart.so.13 lib/phos/frontend/libcublas.so.13 lib/phos/functions/mlp \
          lib/phos/modules/mlp-fn.simgpu.so include/phos.h include/phos/fn.h include/phos/kernel.h \
-         include/phos/fn/decoder_kernels.cuh lib/cmake/phos/phos-config.cmake lib/pkgconfig/phos.pc; do
+         include/phos/fn/decoder_kernels.cuh lib/cmake/phos/phos-config.cmake lib/pkgconfig/phos.pc \
+         share/bash-completion/completions/phos-fn; do
   [[ -e $prefix/$f ]] || fail "not installed: $f"
 done
 

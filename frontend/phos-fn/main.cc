@@ -33,6 +33,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "deploy_progress.h"
 #include "new_project.h"
 #include "phos/base/layout.h"
 #include "phos/base/version.h"
@@ -190,18 +191,21 @@ bool LoadToken(const std::string& token_file) {
 
 // Uploads `executable` (POST /v1/artifacts, with its SHA-256 for phosd to check); its hash, or
 // nothing (said on stderr).
-std::optional<std::string> Upload(const std::string& endpoint, const std::string& executable) {
+std::optional<std::string> Upload(const std::string& endpoint, const std::string& executable,
+                                  phos::fn_cli::DeployProgress* progress) {
   std::string bytes;
   if (!ReadFile(executable, &bytes)) return std::nullopt;
   const std::string hash = phos::http::Sha256Hex(bytes);
   auto r = Call({.method = "POST", .url = endpoint + "/v1/artifacts", .body = std::move(bytes),
-                 .headers = {{"Content-Type", "application/octet-stream"}, {"X-Phos-Artifact-Hash", hash}}});
+                 .headers = {{"Content-Type", "application/octet-stream"}, {"X-Phos-Artifact-Hash", hash}},
+                 .on_upload_progress = [progress](uint64_t sent, uint64_t total) { progress->Uploaded(sent, total); }});
   if (!r) return std::nullopt;
   nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
   if (j.is_discarded() || !j.contains("artifact") || !j["artifact"].is_string() || j["artifact"] != hash) {
     std::cerr << "phos-fn: unexpected artifact answer: " << r->body << "\n";
     return std::nullopt;
   }
+  progress->Stop();  // its line goes before the outcome's
   std::cout << "uploaded " << executable << " as artifact " << hash << "\n";
   return hash;
 }
@@ -474,8 +478,11 @@ int main(int argc, char** argv) {
                      {"steps", job_steps},
                      {"mode", job_mode}};
     }
+    // On a terminal, a line on standard error says what the deploy is doing.
+    const bool tty = isatty(STDERR_FILENO) == 1;
     if (upload) {
-      std::optional<std::string> artifact = Upload(endpoint, executable);
+      phos::fn_cli::DeployProgress uploading(tty, name, nullptr);
+      std::optional<std::string> artifact = Upload(endpoint, executable, &uploading);
       if (!artifact) return 1;
       spec["artifact"] = *artifact;
     } else {
@@ -486,7 +493,22 @@ int main(int argc, char** argv) {
     ClientRequest request{.method = "POST", .url = endpoint + "/v1/functions", .body = spec.dump(),
                           .headers = {{"Content-Type", "application/json"}}};
     if (sample_timeout_ms > 0) request.headers.emplace_back("X-Phos-Timeout-Ms", std::to_string(sample_timeout_ms));
+    phos::fn_cli::DeployProgress deploying(tty, name, [&endpoint, &name]() -> std::string {
+      ClientRequest list{.url = endpoint + "/v1/functions", .unix_socket = g_unix_socket, .timeout_ms = 1000};
+      if (!g_token.empty()) list.headers.emplace_back("Authorization", "Bearer " + g_token);
+      phos::Result<ClientResponse> r = phos::http::Fetch(list);
+      if (!r.ok() || r->status != 200) return "";
+      nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+      if (!j.is_object() || !j.contains("functions") || !j["functions"].is_array()) return "";
+      for (const nlohmann::json& f : j["functions"]) {
+        if (f.is_object() && f.value("name", "") == name) return f.value("deploy_stage", "");
+      }
+      return "";
+    });
+    deploying.Show("sending the spec");
+    deploying.Watch();
     auto r = Call(request);
+    deploying.Stop();
     if (!r) return 1;
     std::cout << "deployed " << name << " (" << instances << " warm instance" << (instances == 1 ? "" : "s") << ")\n";
     PrintDeployReport(r->body);

@@ -435,6 +435,7 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
       j["state"] = {{"starting", f.starting}, {"idle", f.idle}, {"busy", f.busy}, {"ending", f.ending},
                     {"queued", f.queued}};
       if (!f.moved_to.empty() && admin) j["moved_to"] = f.moved_to;
+      if (!f.deploy_stage.empty()) j["deploy_stage"] = f.deploy_stage;
       list.push_back(std::move(j));
     }
     out.Send(Response::Json(200, nlohmann::json{{"functions", list}}.dump() + "\n"));

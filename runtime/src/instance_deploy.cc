@@ -149,7 +149,10 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
     report.warmed_bytes = warmup.warmed_bytes;
     report.warmup_time = warmup.warmup_time;
   }
-  if (deployed && !sample_request.empty()) RunSample(f, std::move(sample_request), sample_timeout, &report);
+  if (deployed && !sample_request.empty()) {
+    SetDeployStage(*f, "running the sample request");
+    RunSample(f, std::move(sample_request), sample_timeout, &report);
+  }
   bool restores = false;  // its instances are restored into pooled contexts
   if (deployed) {
     std::lock_guard lock(mu_);
@@ -157,6 +160,7 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
   }
   report.contexts_ready = deployed && !restores;
   if (restores) {
+    SetDeployStage(*f, "filling the context pool");
     // Answered once a cold start of it can find its context ready: the pool makes them from the
     // moment the deploy began (PublishDemandLocked); a creation takes what it takes.
     // Given up when phosd stops: Shutdown joins this thread, and a pool may take minutes to fill.
@@ -168,6 +172,7 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
       PHOS_LOG(Warn, "instances", "'{}' deployed; the context pool is still short of what its restores may lease", name);
     }
   }
+  SetDeployStage(*f, "");
   for (auto& cb : callbacks) cb(report);
   std::lock_guard lock(mu_);
   finished_.push_back(owner);
@@ -351,6 +356,7 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
     return spawned.status();
   }
   InstanceProcess proc = *spawned;
+  SetDeployStage(*f, "running to its entry point");
   auto fail = [&](const Status& why, const char* stage) -> Status {
     std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(100));
     close(proc.channel_fd);
@@ -371,6 +377,7 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
     return fail(Status::Unavailable("the function failed before its entry point" + (said.empty() ? "" : ": " + said)),
                 "run to the entry point");
   }
+  SetDeployStage(*f, "capturing its GPU state");
   Result<uint64_t> version = sessions.Capture(token, spec.name, {});
   if (!version.ok() && version.status().code() != StatusCode::kNotFound) {
     return fail(version.status(), "capture the GPU state");
@@ -379,6 +386,7 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
   slot.version = version.ok() ? *version : 0;
   FaultPoint("deploy-captured");  // the snapshot committed, the CPU state not yet kept
   sessions.EndSession(token);  // the GPU memory goes back: the snapshot holds it now
+  SetDeployStage(*f, "keeping its CPU state");
   Result<CpuStateRef> captured = options_.cpu_state->Capture({proc.pid, proc.channel_fd, proc.log_path});
   if (!captured.ok()) {
     // The backend took the process over and ended it.
@@ -388,6 +396,7 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
   slot.cpu = *captured;
   if (spec.job.checkpoint_every > 0) ResumeJobSlot(*f, &slot);
   if (!spec.warmup.empty()) {
+    SetDeployStage(*f, "warming up");
     if (Status warmed = WarmUp(f, &slot, report); !warmed.ok()) {
       ReleaseSlots({slot});
       return warmed;

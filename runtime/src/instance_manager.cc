@@ -215,6 +215,7 @@ std::vector<FunctionStatus> InstanceManager::Impl::List() const {
     s.spec = f->spec;
     s.queued = f->queue.size();
     if (f->moved_to != nullptr) s.moved_to = f->moved_to->Name();
+    s.deploy_stage = f->deploy_stage;
     for (const auto& inst : f->instances) {
       if (inst->retiring) {
         ++s.ending;

@@ -167,6 +167,9 @@ struct Function {
   Clock::time_point next_start{};
   int start_failures = 0;
   DeployState deploy = DeployState::kNone;
+  // What a deploy under way is doing ("running to its entry point", ...; FunctionStatus); empty
+  // otherwise.
+  std::string deploy_stage;
   std::vector<Slot> slots;         // deployed: InstanceRanges(spec) of them
   std::condition_variable slot_cv;  // a slot became free, removed, or stopping
   int slot_waiters = 0;             // restores waiting for a slot: warm top-ups wait for them
@@ -288,6 +291,11 @@ class InstanceManager::Impl {
   bool Serve(const std::shared_ptr<Function>& f, const std::shared_ptr<Instance>& inst, const FunctionSpec& spec,
              const InstanceProcess& proc, StartReport report, std::optional<Invocation> first, bool learning);
   // Runs one invocation; `before_answer` runs once the instance answered, before the caller is.
+  // Sets what the deploy of `f` is doing, for List(); takes mu_.
+  void SetDeployStage(Function& f, std::string stage) {
+    std::lock_guard lock(mu_);
+    f.deploy_stage = std::move(stage);
+  }
   // `send_request_id`: the instance's SDK takes request ids (its ready frame said so).
   bool Handle(const InstanceProcess& proc, const std::string& who, Invocation inv, const StartReport* report,
               const std::function<void()>& before_answer, bool send_request_id);

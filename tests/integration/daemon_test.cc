@@ -451,6 +451,47 @@ TEST_F(DaemonLogFilterTest, PhosdsOwnLinesAreFilteredBySubsystem) {
   EXPECT_NE(log.find("[instances]"), std::string::npos) << log;
 }
 
+// While a deploy is under way, the listing says what it is doing; on a terminal, phos-fn deploy
+// shows that on a line of its own it rewrites, and nothing of it when its output is no terminal.
+TEST_F(DaemonTest, ADeployUnderWaySaysWhatItIsDoing) {
+  const std::string token_file = data_dir() + "/admin.token";
+  // phos-fn deploy under a pseudo-terminal (script), the function 3 s at its start.
+  SpawnOptions options;
+  options.argv = {"/usr/bin/script", "-qfec",
+                  std::string(PHOS_PHOS_FN) + " --endpoint " + endpoint() + " --token-file " + token_file +
+                      " deploy slow " + PHOS_PROBE_FN + " -- --sleep-at-start 3000",
+                  "/dev/null"};
+  options.stdout_file = data_dir() + ".script";
+  options.stderr_to_stdout = true;
+  Result<Subprocess> deploy = Subprocess::Spawn(options);
+  ASSERT_TRUE(deploy.ok()) << deploy.status().ToString();
+  std::string seen;
+  const bool stage_seen = WaitUntil([&] {
+    nlohmann::json j = nlohmann::json::parse(::phos::testing::Run({"/usr/bin/curl", "-s", endpoint() + "/v1/functions"}).out,
+                                             nullptr, false);
+    if (!j.is_object() || !j["functions"].is_array()) return false;
+    for (const auto& f : j["functions"]) {
+      if (f.value("name", "") == "slow") seen = f.value("deploy_stage", "");
+    }
+    return seen == "running to its entry point";
+  });
+  EXPECT_TRUE(stage_seen) << "last stage seen: '" << seen << "'";
+  Result<ExitStatus> ended = deploy->Wait(std::chrono::seconds(120));
+  ASSERT_TRUE(ended.ok() && ended->success()) << (ended.ok() ? ended->ToString() : ended.status().ToString());
+  std::ifstream in(data_dir() + ".script");
+  const std::string shown((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(shown.find("\r\033[Kdeploying slow: running to its entry point ("), std::string::npos) << shown;
+  EXPECT_NE(shown.find("deployed slow"), std::string::npos) << shown;
+  std::remove((data_dir() + ".script").c_str());
+  // Deployed: no stage any more.
+  const std::string listed = ::phos::testing::Run({"/usr/bin/curl", "-s", endpoint() + "/v1/functions"}).out;
+  EXPECT_EQ(listed.find("deploy_stage"), std::string::npos) << listed;
+  // Not on a terminal: the outcome alone.
+  CommandResult plain = PhosFn({"deploy", "plain", PHOS_PROBE_FN});
+  EXPECT_EQ(plain.exit_code, 0);
+  EXPECT_EQ(plain.out.find("\033[K"), std::string::npos) << plain.out;
+}
+
 // A function process finds phos's CUDA libraries as the phosd serving it has them (its tree's
 // lib/phos/frontend) first on its library path, whatever the function was linked against.
 TEST_F(DaemonTest, AFunctionUsesTheCudaLibrariesOfThePhosdServingIt) {

@@ -115,6 +115,17 @@ ErrorBody ParseErrorBody(const std::string& body) {
   return {"", body};
 }
 
+namespace {
+
+// CURLOPT_XFERINFOFUNCTION: the upload's bytes to ClientRequest::on_upload_progress.
+int UploadProgress(void* user, curl_off_t, curl_off_t, curl_off_t total, curl_off_t sent) {
+  const auto& report = *static_cast<const std::function<void(uint64_t, uint64_t)>*>(user);
+  report(static_cast<uint64_t>(sent), static_cast<uint64_t>(total));
+  return 0;
+}
+
+}  // namespace
+
 Result<ClientResponse> Fetch(const ClientRequest& request) {
   // curl_global_init is not thread-safe; run it once.
   static std::once_flag once;
@@ -145,6 +156,11 @@ Result<ClientResponse> Fetch(const ClientRequest& request) {
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
   }
   if (request.timeout_ms > 0) curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, request.timeout_ms);
+  if (request.on_upload_progress) {
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, UploadProgress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &request.on_upload_progress);
+  }
   CURLcode rc = curl_easy_perform(c);
   if (rc != CURLE_OK) {
     return Status::Unavailable(request.method + " " + request.url + ": " + curl_easy_strerror(rc));

@@ -11,7 +11,8 @@
 //                  "second\n" as the last piece
 //   "piece-then-crash"  sends the piece "first\n", then aborts
 //   anything else is echoed.
-// Arguments: --exit-at-start (exits 3 before serving, a function that cannot start).
+// Arguments: --exit-at-start (exits 3 before serving, a function that cannot start);
+// --sleep-at-start MS (sleeps MS ms before serving: a deploy that takes a while).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +29,9 @@
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--exit-at-start") == 0) return 3;
+    if (std::strcmp(argv[i], "--sleep-at-start") == 0 && i + 1 < argc) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(argv[i + 1])));
+    }
   }
   return phos::fn::Serve([](std::string_view request, phos::fn::Pieces& out) -> phos::Result<std::string> {
     if (request.substr(0, 7) == "pieces:") {

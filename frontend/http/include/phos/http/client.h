@@ -1,6 +1,7 @@
 // A small blocking HTTP client over libcurl, for phos-fn and the integration tests.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -43,6 +44,9 @@ struct ClientRequest {
   // When set, the body of a successful (2xx) answer goes here piece by piece as it arrives (an
   // answer sent in chunks: each as soon as it came) instead of into ClientResponse::body.
   std::function<void(std::string_view)> on_body;
+  // When set, told the request body's bytes sent so far and in all, as the upload goes (several
+  // times a second at most, from the calling thread).
+  std::function<void(uint64_t sent, uint64_t total)> on_upload_progress;
 };
 
 // What an error answer of phosd says: {"error": {"code": "...", "message": "..."}}; also the older

@@ -132,8 +132,7 @@ Result<runtime::PeerNode::Received> HttpPeer::SendSnapshotOnce(const std::string
   return received;
 }
 
-void HttpPeer::Invoke(const std::string& function, std::string request, std::chrono::milliseconds timeout,
-                      std::function<void(InvokeOutcome)> done) {
+void HttpPeer::Invoke(const std::string& function, runtime::InvokeCall call, std::function<void(InvokeOutcome)> done) {
   if (pending_.fetch_add(1) >= kMaxForwardsPending) {
     pending_.fetch_sub(1);
     InvokeOutcome full;
@@ -143,8 +142,9 @@ void HttpPeer::Invoke(const std::string& function, std::string request, std::chr
     return done(std::move(full));
   }
   // The deadline is the invocation's: what is left of it when a forwarding thread takes it up.
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  forwarding_.Post([this, function, request = std::move(request), deadline, done = std::move(done)] {
+  const auto deadline = std::chrono::steady_clock::now() + call.timeout;
+  forwarding_.Post([this, function, request = std::move(call.request), id = std::move(call.request_id), deadline,
+                    done = std::move(done)] {
     struct Taken {
       std::atomic<int>& pending;
       ~Taken() { pending.fetch_sub(1); }
@@ -164,6 +164,8 @@ void HttpPeer::Invoke(const std::string& function, std::string request, std::chr
                                               {"X-Phos-Timeout-Ms", std::to_string(left.count())}},
                                   // The other node answers by the deadline; a little more for the way back.
                                   .timeout_ms = static_cast<long>(left.count()) + 5000};
+    // The same request id there: the client's trace goes on, and the function sees it.
+    if (!id.empty()) forwarded.headers.emplace_back("X-Request-Id", id);
     Result<http::ClientResponse> r = http::Fetch(forwarded);
     if (!r.ok()) {
       InvokeOutcome lost;

@@ -35,7 +35,7 @@ class HttpPeer final : public runtime::PeerNode {
 
   std::string Name() const override { return endpoint_; }
   Result<Received> SendSnapshot(const std::string& function, uint64_t version, int va_slot) override;
-  void Invoke(const std::string& function, std::string request, std::chrono::milliseconds timeout,
+  void Invoke(const std::string& function, runtime::InvokeCall call,
               std::function<void(runtime::InvokeOutcome)> done) override;
 
  private:

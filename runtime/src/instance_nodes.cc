@@ -69,7 +69,7 @@ void InstanceManager::Impl::Forward(const std::string& name, const std::shared_p
   }
   // At least a millisecond: a deadline closer than that still gets its chance there.
   const auto timeout = std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(left));
-  node->Invoke(name, std::move(inv.request), timeout,
+  node->Invoke(name, {.request = std::move(inv.request), .timeout = timeout, .request_id = std::move(inv.request_id)},
                [done = std::move(inv.done), there = node->Name()](InvokeOutcome o) {
                  o.node = there;
                  done(std::move(o));

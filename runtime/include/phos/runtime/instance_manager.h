@@ -301,9 +301,9 @@ class PeerNode {
   // (the range's index, the same on both nodes: the process's pointers are its addresses).
   // Returns once that instance is ready there.
   virtual Result<Received> SendSnapshot(const std::string& function, uint64_t version, int va_slot) = 0;
-  // Serves an invocation of `function` there; `done` is called exactly once, from any thread.
-  virtual void Invoke(const std::string& function, std::string request, std::chrono::milliseconds timeout,
-                      std::function<void(InvokeOutcome)> done) = 0;
+  // Serves an invocation of `function` there (its request, deadline from now and request id; the
+  // node there picks how); `done` is called exactly once, from any thread.
+  virtual void Invoke(const std::string& function, InvokeCall call, std::function<void(InvokeOutcome)> done) = 0;
 };
 
 // Where a migration takes an instance: a device of this node, or another node.

@@ -57,6 +57,7 @@ void DeployProgress::Stop() {
 }
 
 void DeployProgress::PrintLocked(const std::string& stage) {
+  if (stopping_) return;  // Stop() cleared the line for what follows
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   std::fprintf(stderr, "\r\033[Kdeploying %s: %s (%.1f s)", name_.c_str(), stage.c_str(), seconds);
   std::fflush(stderr);

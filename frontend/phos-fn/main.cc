@@ -52,12 +52,16 @@ using phos::http::ClientResponse;
 std::string g_token;
 // phosd's Unix socket, when --endpoint is unix:///PATH; empty: TCP.
 std::string g_unix_socket;
+// The progress line on screen while a deploy's call is under way (nullptr: none): it goes before
+// an error is printed, so the error is not written over.
+phos::fn_cli::DeployProgress* g_progress = nullptr;
 
 // The response on success (2xx); otherwise prints why to stderr and returns nothing.
 std::optional<ClientResponse> Call(ClientRequest request) {
   if (!g_token.empty()) request.headers.emplace_back("Authorization", "Bearer " + g_token);
   request.unix_socket = g_unix_socket;
   auto response = phos::http::Fetch(request);
+  if (g_progress != nullptr && (!response.ok() || response->status < 200 || response->status >= 300)) g_progress->Stop();
   if (!response.ok()) {
     std::cerr << "phos-fn: " << response.status().message() << "\n";
     return std::nullopt;
@@ -199,13 +203,13 @@ std::optional<std::string> Upload(const std::string& endpoint, const std::string
   auto r = Call({.method = "POST", .url = endpoint + "/v1/artifacts", .body = std::move(bytes),
                  .headers = {{"Content-Type", "application/octet-stream"}, {"X-Phos-Artifact-Hash", hash}},
                  .on_upload_progress = [progress](uint64_t sent, uint64_t total) { progress->Uploaded(sent, total); }});
+  progress->Stop();  // its line goes before what is printed next
   if (!r) return std::nullopt;
   nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
   if (j.is_discarded() || !j.contains("artifact") || !j["artifact"].is_string() || j["artifact"] != hash) {
     std::cerr << "phos-fn: unexpected artifact answer: " << r->body << "\n";
     return std::nullopt;
   }
-  progress->Stop();  // its line goes before the outcome's
   std::cout << "uploaded " << executable << " as artifact " << hash << "\n";
   return hash;
 }
@@ -482,7 +486,9 @@ int main(int argc, char** argv) {
     const bool tty = isatty(STDERR_FILENO) == 1;
     if (upload) {
       phos::fn_cli::DeployProgress uploading(tty, name, nullptr);
+      g_progress = &uploading;
       std::optional<std::string> artifact = Upload(endpoint, executable, &uploading);
+      g_progress = nullptr;
       if (!artifact) return 1;
       spec["artifact"] = *artifact;
     } else {
@@ -507,7 +513,9 @@ int main(int argc, char** argv) {
     });
     deploying.Show("sending the spec");
     deploying.Watch();
+    g_progress = &deploying;
     auto r = Call(request);
+    g_progress = nullptr;
     deploying.Stop();
     if (!r) return 1;
     std::cout << "deployed " << name << " (" << instances << " warm instance" << (instances == 1 ? "" : "s") << ")\n";

@@ -41,12 +41,12 @@ func newClient(handle *C.phos_client, runtime *Runtime) *Client {
 	return c
 }
 
-// Connect opens a client of the phosd at endpoint, "http://HOST:PORT", and checks that it answers.
-// Calls bear token (the admin token for deploys, removals, Describe and checkpoints; a function's
-// invoke token, or the admin token, for invoke; "" for none).
+// Connect opens a client of the phosd at endpoint, "http://HOST:PORT" or "unix:///PATH" (phosd
+// --listen-unix), and checks that it answers. Calls bear token (the admin token for deploys,
+// removals, Describe and checkpoints; a function's invoke token, or the admin token, for invoke;
+// "" for none).
 //
-// An endpoint where nothing answers is ErrUnavailable, "unix://PATH" ErrNotSupported (not in this
-// version), another form ErrInvalidArgument.
+// An endpoint where nothing answers is ErrUnavailable, another form ErrInvalidArgument.
 func Connect(endpoint, token string) (*Client, error) {
 	var m cMemory
 	defer m.free()

@@ -518,8 +518,10 @@ func TestEndpointsPhosdIsNotAtOrNotOfThisVersion(t *testing.T) {
 	}
 	_, err = Connect(fmt.Sprintf("http://127.0.0.1:%d", port), "")
 	refused(t, err, ErrUnavailable, StatusUnavailable)
-	_, err = Connect("unix:///run/phosd.sock", "")
-	refused(t, err, ErrNotSupported, StatusNotSupported)
+	_, err = Connect("unix:///nonexistent/phosd.sock", "")
+	refused(t, err, ErrUnavailable, StatusUnavailable)
+	_, err = Connect("unix://relative.sock", "")
+	refused(t, err, ErrInvalidArgument, StatusInvalidArgument)
 	_, err = Connect("ftp://127.0.0.1:7070", "")
 	refused(t, err, ErrInvalidArgument, StatusInvalidArgument)
 }

@@ -76,6 +76,9 @@ Status ReadAll(int fd, char* data, size_t size, bool* eof_at_start, int* passed_
 }  // namespace
 
 bool TakesRequestIds(std::string_view ready_payload) {
+  // A function process is hostile: a payload no SDK sends takes nothing, and is not split (a
+  // frame may be 256 MiB of words).
+  if (ready_payload.size() > kMaxReadyPayload) return false;
   for (std::string_view word : Split(ready_payload, " ", EmptyPieces::kSkip)) {
     if (word == "request-id") return true;
   }

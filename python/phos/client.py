@@ -117,9 +117,10 @@ def _served(info: InvokeInfo) -> tuple[str | None, int | None]:
 
 
 class Client:
-    """A client of the phosd at `endpoint` ("http://HOST:PORT"), whose calls bear `token` (the admin
-    token for deploys, removals, describe and checkpoints; a function's invoke token, or the admin
-    token, for invoke; None for none).
+    """A client of the phosd at `endpoint` ("http://HOST:PORT", or "unix:///PATH" for its
+    --listen-unix socket), whose calls bear `token` (the admin token for deploys, removals,
+    describe and checkpoints; a function's invoke token, or the admin token, for invoke; None for
+    none).
 
     Opening checks that phosd answers (Unavailable otherwise). A Client may be used from many threads
     at once. close() (also on leaving a `with` block) ends the client's open streams, waits for the

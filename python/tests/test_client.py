@@ -443,11 +443,13 @@ class RefusalTest(unittest.TestCase):
             with self.assertRaises(TypeError):
                 client.invoke("mlp", 7)  # type: ignore[arg-type]
 
-    def test_endpoints_phosd_is_not_at_or_not_of_this_version(self) -> None:
+    def test_endpoints_where_no_phosd_is_or_of_another_form(self) -> None:
         with self.assertRaises(phos.Unavailable):
             phos.Client(f"http://127.0.0.1:{free_port()}")
-        with self.assertRaises(phos.NotSupported):
-            phos.Client("unix:///run/phosd.sock")
+        with self.assertRaises(phos.Unavailable):
+            phos.Client("unix:///nonexistent/phosd.sock")
+        with self.assertRaises(phos.InvalidArgument):
+            phos.Client("unix://relative.sock")
         with self.assertRaises(phos.InvalidArgument):
             phos.Client("ftp://127.0.0.1:7070")
 

@@ -546,6 +546,7 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
   report.ready = Clock::now();
   // An SDK that takes request ids says so in its ready frame (older ones send it empty).
   const bool takes_ids = ipc::invoke::TakesRequestIds(hello->payload);
+  hello->payload = std::string();  // a function's ready payload is not kept for the instance's life
   PHOS_LOG(Info, "instances", "{} ready ({})", who, RestoreModeName(report.mode));
   AnswerMove(*inst, Status::Ok());  // a migrated instance is back
   // Before the caller hears back: whoever waits for a sample request's answer finds its order saved.

@@ -561,6 +561,13 @@ TEST(ServerStartTest, AUnixSocketServesAndIsRemovedWithTheServer) {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->status, 200);
     EXPECT_EQ(r->body, "over the socket");
+    // A second server on the same path is refused while the first listens, and takes nothing.
+    auto second = Server::Start(options, Router());
+    EXPECT_EQ(second.status().code(), StatusCode::kAlreadyExists) << second.status().ToString();
+    auto again = Fetch({.method = "POST", .url = endpoint->base_url + "/echo", .unix_socket = endpoint->unix_socket,
+                        .body = "still here"});
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->body, "still here");
   }
   EXPECT_NE(access(path.c_str(), F_OK), 0) << "the socket file stays after the server";
 

@@ -16,6 +16,8 @@ TEST(InstanceChannelCapabilitiesTest, AReadyFrameSaysWhetherTheSdkTakesRequestId
   EXPECT_TRUE(TakesRequestIds("pieces  request-id"));
   EXPECT_FALSE(TakesRequestIds(""));  // an SDK from before capabilities
   EXPECT_FALSE(TakesRequestIds("request-ids request"));
+  // A hostile function's oversized ready frame takes nothing (and is not split into words).
+  EXPECT_FALSE(TakesRequestIds(std::string(kMaxReadyPayload, 'a') + " request-id"));
 }
 
 TEST(InstanceChannelTest, FrameCarriesADescriptor) {

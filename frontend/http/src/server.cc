@@ -2,6 +2,7 @@
 // connection are answered strictly in order (pipelining): the next parsed request is handed to
 // its handler only once the previous one has been answered. Answers from other threads reach
 // the loop through a queue and a uv_async_t.
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -215,8 +216,22 @@ class Server::Impl {
     return Status::Ok();
   }
 
-  // The Unix socket: a stale socket file at the path (a server before this one) is removed, any
-  // other file there is an error; made with mode 0660, so the owner's user and group may connect.
+  // Whether a server accepts connections on the Unix socket at `path` (a socket file nobody
+  // listens on refuses them: a server that ended without removing it).
+  static bool SomeoneListensOn(const std::string& path) {
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.data(), path.size());  // the caller checked the length
+    const bool listening = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
+    close(fd);
+    return listening;
+  }
+
+  // The Unix socket: a stale socket file at the path (a server before this one that did not remove
+  // it) is replaced; one a server listens on, or any other file, is an error. Made with mode 0660,
+  // so the owner's user and group may connect.
   Status ListenUnix() {
     const std::string& path = options_.unix_socket;
     if (path.size() >= sizeof(sockaddr_un::sun_path)) {
@@ -226,16 +241,17 @@ class Server::Impl {
     struct stat st {};
     if (lstat(path.c_str(), &st) == 0) {
       if (!S_ISSOCK(st.st_mode)) return Status::AlreadyExists("unix socket path '" + path + "': a file that is no socket");
+      if (SomeoneListensOn(path)) return Status::AlreadyExists("unix socket " + path + ": another server listens on it");
       if (unlink(path.c_str()) != 0) return Status::FromErrno(errno, "remove the stale socket " + path);
     }
     uv_pipe_init(&loop_, &unix_listener_, 0);
     unix_listener_open_ = true;
     unix_listener_.data = this;
     int rc = uv_pipe_bind(&unix_listener_, path.c_str());
+    if (rc == 0) unix_bound_ = true;  // the file is this server's from here: removed with it, even on failure
     if (rc == 0 && chmod(path.c_str(), 0660) != 0) rc = -errno;
     if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&unix_listener_), 128, OnConnection);
     if (rc != 0) return Status::IoError("listen on unix socket " + path + ": " + uv_strerror(rc));
-    unix_bound_ = true;
     PHOS_LOG(Info, "http", "listening on unix socket {}", path);
     return Status::Ok();
   }

@@ -116,6 +116,11 @@ int Serve(StreamingHandler handler) {
       PHOS_LOG(Error, "fn", "invoke channel: {}", frame.status().ToString());
       return 2;
     }
+    if (frame->kind == invoke::FrameKind::kRequestId) {
+      next_request_id = std::move(frame->payload);
+      continue;
+    }
+    if (frame->kind != invoke::FrameKind::kRequest) next_request_id.clear();  // the id named no request
     if (frame->kind == invoke::FrameKind::kFork || frame->kind == invoke::FrameKind::kCheckpoint) {
       // A fork frame makes a new instance of this template; a checkpoint frame a new template of
       // this instance, which serves on.
@@ -143,10 +148,6 @@ int Serve(StreamingHandler handler) {
         return 2;
       }
       served = 0;
-      continue;
-    }
-    if (frame->kind == invoke::FrameKind::kRequestId) {
-      next_request_id = std::move(frame->payload);
       continue;
     }
     if (frame->kind != invoke::FrameKind::kRequest) {

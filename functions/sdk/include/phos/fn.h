@@ -45,8 +45,8 @@ int Serve(StreamingHandler handler);
 
 // The id of the request the calling handler serves: the X-Request-Id phosd answers it with (the
 // client's own, or one phosd made), for the function's logs and the calls it makes on the
-// request's behalf. "" outside a handler, when run by hand, or on its thread only: another thread
-// the handler starts sees "".
+// request's behalf. "" outside a handler, when run by hand, for the requests phosd makes itself
+// (a deploy's sample and warm-up requests, a job's steps), and on any thread but the handler's.
 std::string_view RequestId();
 
 }  // namespace phos::fn

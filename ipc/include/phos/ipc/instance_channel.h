@@ -58,8 +58,10 @@ enum class FrameKind : uint8_t {
 };
 inline constexpr uint8_t kLastFrameKind = static_cast<uint8_t>(FrameKind::kRequestId);
 
-// What this SDK's ready frame says it takes beyond requests, and whether a ready payload says so.
+// What this SDK's ready frame says it takes beyond requests, and whether a ready payload says so
+// (one longer than kMaxReadyPayload says nothing).
 inline constexpr std::string_view kReadyCapabilities = "request-id";
+inline constexpr size_t kMaxReadyPayload = 1024;
 bool TakesRequestIds(std::string_view ready_payload);
 
 // A frame larger than this is refused by the reader (a corrupt length must not allocate GiBs).

@@ -124,8 +124,8 @@ struct ServerOptions {
   // Server::port(). Empty: no TCP listener (unix_socket must be set). Default: 127.0.0.1:7070.
   std::string listen = "127.0.0.1:7070";
   // A Unix socket to listen on as well: its path, made with mode 0660 (its owner's user and group
-  // may connect; a stale socket there is replaced, any other file is an error) and removed when
-  // the server stops. Clients reach it as unix:///PATH (ParseEndpoint). Empty: none. Default:
+  // may connect; a socket file there nobody listens on is replaced, one a server listens on or any
+  // other file is an error) and removed when the server stops. Clients reach it as unix:///PATH (ParseEndpoint). Empty: none. Default:
   // empty.
   std::string unix_socket;
   // Limit on the request line plus all headers; more is answered 431. Default: 16 KiB.

@@ -25,10 +25,12 @@ Status AnswerStatus(const std::string& what, const http::ClientResponse& r) {
 }  // namespace
 
 Result<std::shared_ptr<HttpPeer>> HttpPeer::Make(std::string endpoint, std::string token, store::Store* store) {
-  constexpr std::string_view kScheme = "http://";
-  if (endpoint.rfind(kScheme, 0) != 0 || !http::ParseHostPort(std::string_view(endpoint).substr(kScheme.size())).ok()) {
+  // The one endpoint parser (phos-fn's and the C API's); another node is reached over TCP only.
+  Result<http::Endpoint> parsed = http::ParseEndpoint(endpoint);
+  if (!parsed.ok() || !parsed->unix_socket.empty()) {
     return Status::InvalidArgument("a node is named by its endpoint, http://HOST:PORT; not '" + endpoint + "'");
   }
+  endpoint = parsed->base_url;  // a trailing slash dropped
   if (token.empty()) return Status::InvalidArgument("the other node's admin token is needed to move an instance there");
   return std::shared_ptr<HttpPeer>(new HttpPeer(std::move(endpoint), std::move(token), store));
 }

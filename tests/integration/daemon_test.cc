@@ -455,11 +455,14 @@ TEST_F(DaemonLogFilterTest, PhosdsOwnLinesAreFilteredBySubsystem) {
 // shows that on a line of its own it rewrites, and nothing of it when its output is no terminal.
 TEST_F(DaemonTest, ADeployUnderWaySaysWhatItIsDoing) {
   const std::string token_file = data_dir() + "/admin.token";
-  // phos-fn deploy under a pseudo-terminal (script), the function 3 s at its start.
+  // The function waits before its entry point until this file exists (the test's hook).
+  const std::string go = ::testing::TempDir() + "phos-deploy-go-on-" + std::to_string(getpid());
+  std::filesystem::remove(go);
+  // phos-fn deploy under a pseudo-terminal (script).
   SpawnOptions options;
   options.argv = {"/usr/bin/script", "-qfec",
                   std::string(PHOS_PHOS_FN) + " --endpoint " + endpoint() + " --token-file " + token_file +
-                      " deploy slow " + PHOS_PROBE_FN + " -- --sleep-at-start 3000",
+                      " deploy slow " + PHOS_PROBE_FN + " -- --wait-at-start " + go,
                   "/dev/null"};
   options.stdout_file = data_dir() + ".script";
   options.stderr_to_stdout = true;
@@ -476,10 +479,19 @@ TEST_F(DaemonTest, ADeployUnderWaySaysWhatItIsDoing) {
     return seen == "running to its entry point";
   });
   EXPECT_TRUE(stage_seen) << "last stage seen: '" << seen << "'";
+  // phos-fn's line says so too before the function may go on (script writes through, -f).
+  auto shown_so_far = [&] {
+    std::ifstream in(data_dir() + ".script");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  EXPECT_TRUE(WaitUntil([&] {
+    return shown_so_far().find("\r\033[Kdeploying slow: running to its entry point (") != std::string::npos;
+  })) << shown_so_far();
+  std::ofstream(go) << "go\n";
   Result<ExitStatus> ended = deploy->Wait(std::chrono::seconds(120));
+  std::filesystem::remove(go);
   ASSERT_TRUE(ended.ok() && ended->success()) << (ended.ok() ? ended->ToString() : ended.status().ToString());
-  std::ifstream in(data_dir() + ".script");
-  const std::string shown((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string shown = shown_so_far();
   EXPECT_NE(shown.find("\r\033[Kdeploying slow: running to its entry point ("), std::string::npos) << shown;
   EXPECT_NE(shown.find("deployed slow"), std::string::npos) << shown;
   std::remove((data_dir() + ".script").c_str());

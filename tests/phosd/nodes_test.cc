@@ -48,5 +48,17 @@ TEST(HttpPeerTest, AForwardedInvocationCarriesTheTokenTheDeadlineAndTheRequestId
   EXPECT_LE(std::stoll(timeout), 30000);
 }
 
+// A node is named by http://HOST:PORT (the endpoint parser phos-fn and the C API use); a Unix
+// socket, a path or another scheme is refused, and a token is needed.
+TEST(HttpPeerTest, ANodeIsNamedByItsHttpEndpoint) {
+  auto peer = HttpPeer::Make("http://127.0.0.1:7071/", "t", nullptr);
+  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+  EXPECT_EQ((*peer)->Name(), "http://127.0.0.1:7071");
+  for (const char* bad : {"unix:///run/phos/api.sock", "http://127.0.0.1:7071/v1", "https://h:1", "h:1"}) {
+    EXPECT_EQ(HttpPeer::Make(bad, "t", nullptr).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_EQ(HttpPeer::Make("http://127.0.0.1:7071", "", nullptr).status().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace phos::phosd

@@ -12,7 +12,8 @@
 //   "piece-then-crash"  sends the piece "first\n", then aborts
 //   anything else is echoed.
 // Arguments: --exit-at-start (exits 3 before serving, a function that cannot start);
-// --sleep-at-start MS (sleeps MS ms before serving: a deploy that takes a while).
+// --wait-at-start PATH (waits, up to a minute, until PATH exists before serving: a deploy held
+// before its entry point for as long as the test wants).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,8 +30,9 @@
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--exit-at-start") == 0) return 3;
-    if (std::strcmp(argv[i], "--sleep-at-start") == 0 && i + 1 < argc) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(argv[i + 1])));
+    if (std::strcmp(argv[i], "--wait-at-start") == 0 && i + 1 < argc) {
+      struct stat st {};
+      phos::testing::WaitUntil([&] { return stat(argv[i + 1], &st) == 0; });  // the test's hook
     }
   }
   return phos::fn::Serve([](std::string_view request, phos::fn::Pieces& out) -> phos::Result<std::string> {

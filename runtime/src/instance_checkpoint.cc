@@ -168,6 +168,13 @@ Status InstanceManager::Impl::QueueCheckpoint(const std::string& name, uint64_t 
           "instance {} of '{}' holds no GPU state from a snapshot: there is nothing to move", target->id, name));
     }
     if (move.node != nullptr) {
+      if (f.spec.name != f.name) {
+        // The other node knows the function by its name; its snapshots here are the version's.
+        return Status::FailedPrecondition(fmt::format(
+            "'{}' serves version {}, deployed over an earlier one: only a function's first deploy moves between "
+            "nodes",
+            f.name, f.number));
+      }
       if (f.spec.job.checkpoint_every > 0) {
         return Status::FailedPrecondition(fmt::format(
             "'{}' is a job: its driver and kept checkpoints stay on this node; jobs do not move between nodes", name));

@@ -36,13 +36,13 @@ void InstanceManager::Impl::Deploy(const FunctionSpec& spec, std::string sample_
     std::lock_guard lock(mu_);
     if (stopping_) {
       refused = Status::FailedPrecondition("phosd is shutting down");
-    } else if (functions_.count(spec.name) != 0) {
-      refused = Status::AlreadyExists("function '" + spec.name + "' is already registered");
+    } else if (versions_.count(spec.name) != 0) {
+      refused = Status::AlreadyExists("function '" + spec.name + "' is already registered; deploy it as a new version");
     } else if (options_.sandbox != nullptr &&
                !(refused = options_.sandbox->PrepareFunction(spec)).ok()) {  // its cgroup, before any process
       refused = refused.WithContext("register function '" + spec.name + "'");
     } else {
-      std::shared_ptr<Function> f = AddLocked(spec);
+      std::shared_ptr<Function> f = AddFunctionLocked(spec);
       refused = SaveLocked();
       if (refused.ok()) {
         f->deployed_callbacks.push_back(std::move(done));
@@ -91,6 +91,9 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
   std::vector<std::function<void(DeployOutcome)>> callbacks;
   std::vector<Slot> orphans;  // deployed for a function removed meanwhile, or a failed deploy's
   bool deployed = false;
+  std::optional<TakeDown> replaced;  // the version this one replaced (Function::replacing)
+  bool drop_replaced = false;
+  bool forgotten = false;  // a failed deploy someone asked for: its snapshots and cgroup go
   {
     std::lock_guard lock(mu_);
     callbacks.swap(f->deployed_callbacks);
@@ -103,12 +106,14 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
       f->cv.notify_all();  // a job's driver waits for the deploy
       f->start_failures = 0;
       f->next_start = {};
+      if (f->replacing) replaced = SwapInLocked(f, &drop_replaced);
     } else if (outcome.code() == StatusCode::kNotSupported) {
       // Served the way functions without snapshots are: each instance spawned and started.
       f->deploy = DeployState::kNone;
       PHOS_LOG(Warn, "instances", "'{}' is not snapshotted: {}", name, outcome.message());
       outcome = Status::Ok();
       orphans = std::move(slots);
+      if (f->replacing && !f->removed && !stopping_) replaced = SwapInLocked(f, &drop_replaced);
     } else {
       orphans = std::move(slots);
       if (!callbacks.empty() && !f->removed) {
@@ -116,6 +121,7 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
         PHOS_LOG(Warn, "instances", "deploy of '{}' failed; not registered: {}", name, outcome.message());
         if (auto it = functions_.find(name); it != functions_.end() && it->second == f) ForgetLocked(name);
         f->removed = true;
+        forgotten = true;
         f->cv.notify_all();
         SaveLocked().IgnoreError();
       } else {
@@ -132,6 +138,8 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
     supervisor_cv_.notify_all();
   }
   ReleaseSlots(orphans);
+  if (replaced) FinishTakeDown(*replaced, "", drop_replaced);
+  if (forgotten) DropVersionResources(name);
   if (deployed) {
     std::vector<uint64_t> versions;
     {
@@ -143,6 +151,7 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
              options_.cpu_state->name());
   }
   DeployOutcome report = DeployFailed(outcome.WithContext("deploy '" + name + "'"));
+  if (outcome.ok()) report.version = f->number;
   if (deployed) {
     report.warmed_up = warmup.warmed_up;
     report.pre_entry_bytes = warmup.pre_entry_bytes;

@@ -82,17 +82,15 @@ InstanceManager::Impl::~Impl() {
   if (stop_fd_ >= 0) close(stop_fd_);
 }
 
-std::shared_ptr<Function> InstanceManager::Impl::AddLocked(const FunctionSpec& spec) {
-  auto f = std::make_shared<Function>();
-  f->spec = spec;
-  functions_[spec.name] = f;
-  if (options_.sessions != nullptr) options_.sessions->SetFunctionLimits(spec.name, spec.limits);
-  return f;
-}
-
-void InstanceManager::Impl::ForgetLocked(const std::string& name) {
-  functions_.erase(name);
-  if (options_.sessions != nullptr) options_.sessions->SetFunctionLimits(name, {});
+void InstanceManager::Impl::ForgetLocked(const std::string& key) {
+  auto it = functions_.find(key);
+  if (it == functions_.end()) return;
+  if (auto v = versions_.find(it->second->name); v != versions_.end()) {
+    if (v->second.serving == key) versions_.erase(v);
+    else if (v->second.deploying == key) v->second.deploying.clear();
+  }
+  functions_.erase(it);
+  if (options_.sessions != nullptr) options_.sessions->SetFunctionLimits(key, {});
 }
 
 Status InstanceManager::Impl::Open() {
@@ -101,20 +99,39 @@ Status InstanceManager::Impl::Open() {
   std::filesystem::create_directories(logs_dir_, ec);
   if (ec) return Status::IoError("create " + logs_dir_ + ": " + ec.message());
   registry_path_ = options_.data_dir + "/functions.json";
-  PHOS_ASSIGN_OR_RETURN(std::vector<FunctionSpec> specs, LoadFunctionRegistry(registry_path_));
+  PHOS_ASSIGN_OR_RETURN(FunctionRegistry registry, LoadFunctionRegistry(registry_path_));
   stop_fd_ = eventfd(0, EFD_CLOEXEC);
   if (stop_fd_ < 0) return Status::FromErrno(errno, "eventfd");
   std::lock_guard lock(mu_);
-  for (FunctionSpec& spec : specs) {
-    Status valid = Validate(spec);
-    if (valid.ok() && options_.sandbox != nullptr) valid = options_.sandbox->PrepareFunction(spec);
+  for (FunctionVersion& version : registry.serving) {
+    const std::string name = version.spec.name;
+    Status valid = Validate(version.spec);
+    // The serving version under the key of its number: no other key of it is in use yet.
+    const std::string key = VersionKey(name, version.number);
+    FunctionSpec confined = version.spec;
+    confined.name = key;
+    if (valid.ok() && options_.sandbox != nullptr) valid = options_.sandbox->PrepareFunction(confined);
     if (!valid.ok()) {
       // Kept registered (the executable may come back); its instances will fail to start.
       PHOS_LOG(Warn, "instances", "registered function: {}", valid.ToString());
     }
-    std::shared_ptr<Function> f = AddLocked(spec);
+    if (versions_.count(name) != 0) return Status::Corruption(registry_path_ + ": '" + name + "' is listed twice");
+    versions_[name] = VersionTable{.serving = key, .last = version.number, .serial = version.number};
+    std::shared_ptr<Function> f = AddVersionLocked(std::move(version), key);
     // A job's checkpoints, and its instance range claimed before any deploy takes it.
-    if (SnapshotsEnabled() && spec.job.checkpoint_every > 0) LoadJobLocked(*f);
+    if (SnapshotsEnabled() && f->spec.job.checkpoint_every > 0) LoadJobLocked(*f);
+  }
+  for (FunctionVersion& version : registry.kept) {
+    auto v = versions_.find(version.spec.name);
+    if (v == versions_.end()) continue;  // of no function registered: nothing to roll back
+    v->second.last = std::max(v->second.last, version.number);
+    v->second.serial = std::max(v->second.serial, version.number);
+    v->second.kept.push_back(std::move(version));
+  }
+  for (auto& [name, v] : versions_) {
+    std::sort(v.kept.begin(), v.kept.end(), [](const FunctionVersion& a, const FunctionVersion& b) {
+      return a.number < b.number;
+    });
   }
   for (const auto& [name, f] : functions_) {
     // Snapshots and templates do not outlive phosd's processes: deployed again.
@@ -141,12 +158,12 @@ Status InstanceManager::Impl::Register(const FunctionSpec& spec) {
   PHOS_RETURN_IF_ERROR(Validate(spec));
   std::lock_guard lock(mu_);
   if (stopping_) return Status::FailedPrecondition("phosd is shutting down");
-  if (functions_.count(spec.name) != 0) {
+  if (versions_.count(spec.name) != 0) {
     return Status::AlreadyExists("function '" + spec.name + "' is already registered");
   }
   // Its cgroup (with the spec's limits) before any process of it runs.
   if (options_.sandbox != nullptr) PHOS_RETURN_IF_ERROR(options_.sandbox->PrepareFunction(spec));
-  std::shared_ptr<Function> f = AddLocked(spec);
+  std::shared_ptr<Function> f = AddFunctionLocked(spec);
   Status saved = SaveLocked();
   if (!saved.ok()) {
     ForgetLocked(spec.name);
@@ -161,61 +178,86 @@ Status InstanceManager::Impl::Register(const FunctionSpec& spec) {
 }
 
 Status InstanceManager::Impl::Remove(const std::string& name) {
-  std::deque<Invocation> orphans;
-  std::vector<std::function<void(DeployOutcome)>> deploys;
-  std::vector<Slot> free_slots;  // slots with an instance are released when it ends
-  // The node a moved function forwards to goes outside the lock: its end waits for the forwards
-  // under way.
-  std::shared_ptr<PeerNode> moved_to;
+  std::vector<TakeDown> downs;  // its serving version's and a deploying one's
   {
     std::lock_guard lock(mu_);
-    auto it = functions_.find(name);
-    if (it == functions_.end()) return Status::NotFound("function '" + name + "' is not registered");
-    std::shared_ptr<Function> f = it->second;
-    functions_.erase(it);
-    Status saved = SaveLocked();
-    if (!saved.ok()) {
-      functions_[name] = f;
-      return saved.WithContext("remove function '" + name + "'");
-    }
-    f->removed = true;
-    moved_to = std::move(f->moved_to);
-    if (options_.sessions != nullptr) options_.sessions->SetFunctionLimits(name, {});
-    orphans.swap(f->queue);
-    for (auto it = f->slots.begin(); it != f->slots.end();) {
-      if (it->holder == 0) {
-        free_slots.push_back(*it);
-        it = f->slots.erase(it);
-      } else {
-        ++it;
+    auto v = versions_.find(name);
+    if (v == versions_.end()) return Status::NotFound("function '" + name + "' is not registered");
+    const VersionTable table = v->second;
+    std::vector<std::shared_ptr<Function>> gone;
+    for (const std::string& key : {table.serving, table.deploying}) {
+      if (auto it = functions_.find(key); it != functions_.end()) {
+        gone.push_back(it->second);
+        functions_.erase(it);
       }
     }
-    f->cv.notify_all();
-    f->slot_cv.notify_all();
-    deploys.swap(f->deployed_callbacks);
-    PublishDemandLocked();
+    versions_.erase(v);
+    Status saved = SaveLocked();
+    if (!saved.ok()) {
+      versions_[name] = table;
+      for (const auto& f : gone) functions_[f->spec.name] = f;
+      return saved.WithContext("remove function '" + name + "'");
+    }
+    for (const auto& f : gone) downs.push_back(TakeDownLocked(f));
   }
-  for (auto& cb : deploys) cb(DeployFailed(Status::NotFound("function '" + name + "' was removed while it deployed")));
-  for (Invocation& inv : orphans) {
-    inv.done(Outcome(InvokeOutcome::Kind::kUnknownFunction, "function '" + name + "' was removed"));
-  }
-  ReleaseSlots(free_slots);
-  if (SnapshotsEnabled()) options_.sessions->RetainOnly(name, {});
-  // Whatever of it still runs (a template, instances ending) is killed with its cgroup.
-  if (options_.sandbox != nullptr) options_.sandbox->RemoveFunction(name);
+  for (TakeDown& down : downs) FinishTakeDown(down, "function '" + name + "' was removed", /*drop=*/true);
   PHOS_LOG(Info, "instances", "removed '{}'", name);
   return Status::Ok();
+}
+
+TakeDown InstanceManager::Impl::TakeDownLocked(const std::shared_ptr<Function>& f) {
+  TakeDown down{.f = f};
+  f->removed = true;
+  down.moved_to = std::move(f->moved_to);
+  if (options_.sessions != nullptr) options_.sessions->SetFunctionLimits(f->spec.name, {});
+  down.orphans.swap(f->queue);
+  for (auto it = f->slots.begin(); it != f->slots.end();) {
+    if (it->holder == 0) {
+      down.free_slots.push_back(*it);
+      it = f->slots.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  f->cv.notify_all();
+  f->slot_cv.notify_all();
+  down.deploys.swap(f->deployed_callbacks);
+  PublishDemandLocked();
+  return down;
+}
+
+void InstanceManager::Impl::FinishTakeDown(TakeDown& down, const std::string& why, bool drop) {
+  for (auto& cb : down.deploys) cb(DeployFailed(Status::NotFound(why + " while it deployed")));
+  for (Invocation& inv : down.orphans) inv.done(Outcome(InvokeOutcome::Kind::kUnknownFunction, why));
+  ReleaseSlots(down.free_slots);
+  down.moved_to.reset();
+  // Whatever of it still runs (a template, instances ending) is killed with its cgroup.
+  if (drop) DropVersionResources(down.f->spec.name);
+}
+
+void InstanceManager::Impl::DropVersionResources(const std::string& key) {
+  {
+    std::lock_guard lock(mu_);
+    if (functions_.count(key) != 0) return;  // the key serves again (a function removed and deployed anew)
+  }
+  if (SnapshotsEnabled()) options_.sessions->RetainOnly(key, {});
+  if (options_.sandbox != nullptr) options_.sandbox->RemoveFunction(key);
 }
 
 std::vector<FunctionStatus> InstanceManager::Impl::List() const {
   std::lock_guard lock(mu_);
   std::vector<FunctionStatus> out;
-  for (const auto& [name, f] : functions_) {
+  for (const auto& [name, table] : versions_) {
+    const std::shared_ptr<Function>& f = functions_.at(table.serving);
     FunctionStatus s;
     s.spec = f->spec;
+    s.spec.name = name;
+    s.version = f->number;
+    if (!table.deploying.empty()) s.deploying_version = functions_.at(table.deploying)->number;
     s.queued = f->queue.size();
     if (f->moved_to != nullptr) s.moved_to = f->moved_to->Name();
-    s.deploy_stage = f->deploy_stage;
+    // A new version's deploy is the one under way, if any.
+    s.deploy_stage = table.deploying.empty() ? f->deploy_stage : functions_.at(table.deploying)->deploy_stage;
     for (const auto& inst : f->instances) {
       if (inst->retiring) {
         ++s.ending;
@@ -233,19 +275,30 @@ std::vector<FunctionStatus> InstanceManager::Impl::List() const {
 Result<std::vector<std::string>> InstanceManager::Impl::LogFiles(const std::string& name) const {
   {
     std::lock_guard lock(mu_);
-    if (functions_.count(name) == 0) return Status::NotFound("no function '" + name + "'");
+    if (versions_.count(name) == 0) return Status::NotFound("no function '" + name + "'");
   }
-  // <name>-<pid>.log exactly: another function's name may begin with this one's and a dash.
+  // <name>-<pid>.log or <name>@<n>-<pid>.log (its versions') exactly: another function's name may
+  // begin with this one's and a dash.
   std::vector<std::pair<std::filesystem::file_time_type, std::string>> found;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(logs_dir_, ec)) {
     const std::string file = entry.path().filename().string();
-    if (file.size() <= name.size() + 5 || file.compare(0, name.size() + 1, name + "-") != 0 ||
+    if (file.size() <= name.size() + 5 || file.compare(0, name.size(), name) != 0 ||
         file.compare(file.size() - 4, 4, ".log") != 0) {
       continue;
     }
-    const std::string pid = file.substr(name.size() + 1, file.size() - name.size() - 5);
-    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string_view rest = std::string_view(file).substr(name.size(), file.size() - name.size() - 4);
+    if (rest.front() == '@') {  // a version's: @<n>
+      const size_t dash = rest.find('-');
+      if (dash == std::string_view::npos || dash == 1 ||
+          rest.substr(1, dash - 1).find_first_not_of("0123456789") != std::string_view::npos) {
+        continue;
+      }
+      rest.remove_prefix(dash);
+    }
+    if (rest.size() < 2 || rest.front() != '-' || rest.substr(1).find_first_not_of("0123456789") != std::string_view::npos) {
+      continue;
+    }
     std::error_code time_ec;
     found.emplace_back(entry.last_write_time(time_ec), entry.path().string());
   }
@@ -259,7 +312,9 @@ std::optional<FunctionSpec> InstanceManager::Impl::Spec(const std::string& name)
   std::lock_guard lock(mu_);
   auto it = functions_.find(name);
   if (it == functions_.end()) return std::nullopt;
-  return it->second->spec;
+  FunctionSpec spec = it->second->spec;
+  spec.name = it->second->name;
+  return spec;
 }
 
 void InstanceManager::Impl::Invoke(const std::string& name, InvokeCall call, std::function<void(InvokeOutcome)> done) {
@@ -511,6 +566,13 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
     f->next_start = Clock::now() + std::min<std::chrono::milliseconds>(delay, std::chrono::seconds(30));
     ++f->start_failures;
   }
+  // The last instance of a replaced version: nothing of it runs any more. Before this thread is
+  // handed to the supervisor, which joins it holding the lock.
+  if (f->replaced && f->instances.empty()) {
+    lock.unlock();
+    DropVersionResources(f->spec.name);
+    lock.lock();
+  }
   finished_.push_back(inst);
   supervisor_cv_.notify_all();
 }
@@ -748,9 +810,12 @@ bool InstanceManager::Impl::Handle(const InstanceProcess& proc, const std::strin
 }
 
 Status InstanceManager::Impl::SaveLocked() {
-  std::vector<FunctionSpec> specs;
-  for (const auto& [name, f] : functions_) specs.push_back(f->spec);
-  return SaveFunctionRegistry(registry_path_, specs);
+  FunctionRegistry registry;
+  for (const auto& [name, table] : versions_) {
+    registry.serving.push_back(VersionOf(*functions_.at(table.serving)));
+    registry.kept.insert(registry.kept.end(), table.kept.begin(), table.kept.end());
+  }
+  return SaveFunctionRegistry(registry_path_, registry);
 }
 
 InstanceManager::InstanceManager(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -769,46 +834,77 @@ void InstanceManager::Deploy(const FunctionSpec& spec, std::string sample_reques
   impl_->Deploy(spec, std::move(sample_request), sample_timeout, std::move(done));
 }
 Status InstanceManager::Remove(const std::string& name) { return impl_->Remove(name); }
+void InstanceManager::DeployVersion(const FunctionSpec& spec, std::string sample_request,
+                                    std::chrono::milliseconds sample_timeout, std::function<void(DeployOutcome)> done) {
+  impl_->DeployVersion(spec, std::move(sample_request), sample_timeout, std::move(done));
+}
+void InstanceManager::Rollback(const std::string& name, uint64_t version, std::function<void(DeployOutcome)> done) {
+  impl_->Rollback(name, version, std::move(done));
+}
+Result<std::vector<VersionStatus>> InstanceManager::Versions(const std::string& name) const {
+  return impl_->Versions(name);
+}
+Status InstanceManager::DeleteVersion(const std::string& name, uint64_t version) {
+  return impl_->DeleteVersion(name, version);
+}
 std::vector<FunctionStatus> InstanceManager::List() const { return impl_->List(); }
-std::optional<FunctionSpec> InstanceManager::Spec(const std::string& name) const { return impl_->Spec(name); }
+
+// What takes a function's name goes to the version serving it (Impl::Key).
+std::optional<FunctionSpec> InstanceManager::Spec(const std::string& name) const {
+  Result<std::string> key = impl_->Key(name);
+  return key.ok() ? impl_->Spec(*key) : std::nullopt;
+}
 void InstanceManager::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
                              std::function<void(InvokeOutcome)> done) {
-  impl_->Invoke(name, {.request = std::move(request), .timeout = timeout}, std::move(done));
+  Invoke(name, InvokeCall{.request = std::move(request), .timeout = timeout}, std::move(done));
 }
 void InstanceManager::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
                              RestoreMode mode, std::function<void(InvokeOutcome)> done) {
-  impl_->Invoke(name, {.request = std::move(request), .timeout = timeout, .mode = mode}, std::move(done));
+  Invoke(name, InvokeCall{.request = std::move(request), .timeout = timeout, .mode = mode}, std::move(done));
 }
 void InstanceManager::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
                              RestoreMode mode, PieceCallback on_piece, std::function<void(InvokeOutcome)> done) {
-  impl_->Invoke(name, {.request = std::move(request), .timeout = timeout, .mode = mode, .on_piece = std::move(on_piece)},
-                std::move(done));
+  Invoke(name, InvokeCall{.request = std::move(request), .timeout = timeout, .mode = mode, .on_piece = std::move(on_piece)},
+         std::move(done));
 }
 void InstanceManager::Invoke(const std::string& name, InvokeCall call, std::function<void(InvokeOutcome)> done) {
-  impl_->Invoke(name, std::move(call), std::move(done));
+  Result<std::string> key = impl_->Key(name);
+  if (!key.ok()) return done(Outcome(InvokeOutcome::Kind::kUnknownFunction, key.status().message()));
+  impl_->Invoke(*key, std::move(call), std::move(done));
 }
 void InstanceManager::Shutdown() { impl_->Shutdown(); }
 Result<std::vector<InstanceStatus>> InstanceManager::Instances(const std::string& name) const {
-  return impl_->Instances(name);
+  PHOS_ASSIGN_OR_RETURN(std::string key, impl_->Key(name));
+  return impl_->Instances(key);
 }
-Result<JobStatus> InstanceManager::Job(const std::string& name) const { return impl_->Job(name); }
+Result<JobStatus> InstanceManager::Job(const std::string& name) const {
+  PHOS_ASSIGN_OR_RETURN(std::string key, impl_->Key(name));
+  return impl_->Job(key);
+}
 
 void InstanceManager::Checkpoint(const std::string& name, uint64_t instance, CheckpointMode mode,
                                  std::function<void(CheckpointOutcome)> done) {
-  impl_->Checkpoint(name, instance, mode, std::move(done));
+  Result<std::string> key = impl_->Key(name);
+  if (!key.ok()) return done(CheckpointOutcome{.status = key.status()});
+  impl_->Checkpoint(*key, instance, mode, std::move(done));
 }
 void InstanceManager::Migrate(const std::string& name, uint64_t instance, MigrationTarget target,
                               std::function<void(MigrationOutcome)> done) {
-  impl_->Migrate(name, instance, std::move(target), std::move(done));
+  Result<std::string> key = impl_->Key(name);
+  if (!key.ok()) return done(MigrationOutcome{.status = key.status()});
+  impl_->Migrate(*key, instance, std::move(target), std::move(done));
 }
 
+// Every version's logs: the function's name.
 Result<std::vector<std::string>> InstanceManager::LogFiles(const std::string& name) const {
   return impl_->LogFiles(name);
 }
 
 void InstanceManager::AdoptSnapshot(const std::string& name, int va_slot, uint64_t version,
                                     std::function<void(MigrationOutcome)> done) {
-  impl_->AdoptSnapshot(name, va_slot, version, std::move(done));
+  Result<std::string> key = impl_->Key(name);
+  if (!key.ok()) return done(MigrationOutcome{.status = key.status()});
+  impl_->AdoptSnapshot(*key, va_slot, version, std::move(done));
 }
 
 }  // namespace phos::runtime

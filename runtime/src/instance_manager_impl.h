@@ -158,8 +158,28 @@ enum class DeployState {
   kFailed,     // the last deploy failed: retried after a backoff
 };
 
+// A function's versions run as Functions of their own (docs/design.md D18): each deploy of its
+// name gets a key, the name itself for the first and "<name>@<n>" after, under which its
+// instances, snapshots, cgroup and logs live.
+std::string VersionKey(const std::string& name, uint64_t serial);
+// The SHA-256 of the file at `path` (lowercase hex); empty when it cannot be read.
+std::string FileSha256Hex(const std::string& path);
+// Now, in ms of Unix time.
+int64_t UnixMillis();
+
 struct Function {
-  FunctionSpec spec;
+  FunctionSpec spec;  // spec.name is the version's key (VersionKey)
+  std::string name;   // the function's
+  // Which version it is (FunctionVersion): its number, its executable's digest, when it was deployed.
+  uint64_t number = 1;
+  std::string executable_sha256;
+  int64_t deployed_at_ms = 0;
+  // Deploying to replace the version serving its name (DeployVersion, Rollback): it takes the
+  // name once deployed (SwapInLocked).
+  bool replacing = false;
+  // Replaced by another version: it serves no more (removed), and its snapshots and cgroup go
+  // once its last instance has ended (DropVersionResources).
+  bool replaced = false;
   bool removed = false;
   std::deque<Invocation> queue;
   std::condition_variable cv;  // queue non-empty, removed, or stopping
@@ -200,6 +220,25 @@ struct StartReport {
   bool gave_way = false;
 };
 
+// A function's versions (instance_versions.cc), by its name.
+struct VersionTable {
+  std::string serving;    // the key of the Function serving the name
+  std::string deploying;  // the key of one deploying to replace it; empty: none
+  uint64_t last = 1;      // the highest version number given out
+  uint64_t serial = 1;    // the last key's (VersionKey)
+  std::deque<FunctionVersion> kept;  // earlier versions to roll back to, oldest first
+};
+
+// What taking a Function down leaves to do outside the lock (FinishTakeDown).
+struct TakeDown {
+  std::shared_ptr<Function> f;
+  std::deque<Invocation> orphans;
+  std::vector<std::function<void(DeployOutcome)>> deploys;
+  std::vector<Slot> free_slots;  // slots with an instance are released when it ends
+  // The node a moved function forwards to: its end waits for the forwards under way.
+  std::shared_ptr<PeerNode> moved_to;
+};
+
 class InstanceManager::Impl {
  public:
   explicit Impl(InstanceManagerOptions options)
@@ -213,6 +252,16 @@ class InstanceManager::Impl {
   void Deploy(const FunctionSpec& spec, std::string sample_request, std::chrono::milliseconds sample_timeout,
               std::function<void(DeployOutcome)> done);
   Status Remove(const std::string& name);
+  // ---- versions (instance_versions.cc) ----
+  void DeployVersion(FunctionSpec spec, std::string sample_request, std::chrono::milliseconds sample_timeout,
+                     std::function<void(DeployOutcome)> done);
+  void Rollback(const std::string& name, uint64_t version, std::function<void(DeployOutcome)> done);
+  Result<std::vector<VersionStatus>> Versions(const std::string& name) const;
+  Status DeleteVersion(const std::string& name, uint64_t version);
+  // The key of the version serving `name` (name itself when it names no function: the caller's
+  // lookup then says so). NotFound for a version's key ("<name>@<n>"), which names nothing from
+  // outside.
+  Result<std::string> Key(const std::string& name) const;
   std::vector<FunctionStatus> List() const;
   std::optional<FunctionSpec> Spec(const std::string& name) const;
   void Invoke(const std::string& name, InvokeCall call, std::function<void(InvokeOutcome)> done);
@@ -246,11 +295,32 @@ class InstanceManager::Impl {
   // `session`'s, and LD_LIBRARY_PATH with function_library_dir first (then the spec's value, else
   // phosd's own).
   ipc::invoke::EnvList ProcessEnv(const FunctionSpec& spec, ipc::invoke::EnvList session) const;
-  // Adds the function (not persisted); the caller holds mu_.
-  std::shared_ptr<Function> AddLocked(const FunctionSpec& spec);
+  // Adds `version` (its spec's name the function's) as a Function under `key` (not persisted);
+  // the caller holds mu_.
+  std::shared_ptr<Function> AddVersionLocked(FunctionVersion version, const std::string& key);
+  // A new function (not persisted): its first version, serving its name.
+  std::shared_ptr<Function> AddFunctionLocked(const FunctionSpec& spec);
   // Undoes AddLocked for a function whose registration or deploy failed (the registry entry and
-  // its sessions' limits).
-  void ForgetLocked(const std::string& name);
+  // its sessions' limits; a version deploying to replace another is just forgotten).
+  void ForgetLocked(const std::string& key);
+  // Takes `f` out of service: marked removed, its queue, deploy callbacks and free slots taken
+  // (the caller has already erased it from functions_).
+  TakeDown TakeDownLocked(const std::shared_ptr<Function>& f);
+  // The rest, outside the lock: queued invocations and deploys answered with `why`, free ranges
+  // released, and (`drop`) the function's snapshots and cgroup.
+  void FinishTakeDown(TakeDown& down, const std::string& why, bool drop);
+  // A version's snapshots and cgroup, once nothing of it runs: unless its key serves again.
+  void DropVersionResources(const std::string& key);
+  // The deployed `f` (Function::replacing) takes its name: the queued invocations move to it, the
+  // version it replaces is taken down (its instances end once idle) and kept to roll back to.
+  // Returns that one's take-down, to finish outside the lock (and whether its resources go now).
+  TakeDown SwapInLocked(const std::shared_ptr<Function>& f, bool* drop_now);
+  // The record of `f`'s version.
+  static FunctionVersion VersionOf(const Function& f);
+  // Starts deploying `version` (its spec's name the function's) as the replacement of the version
+  // serving its name: DeployVersion's and Rollback's.
+  void DeployReplacement(FunctionVersion version, std::string sample_request, std::chrono::milliseconds sample_timeout,
+                         std::function<void(DeployOutcome)> done);
 
   // ---- supervisor and capacity (instance_capacity.cc) ----
   void Supervise();
@@ -426,7 +496,8 @@ class InstanceManager::Impl {
 
   mutable std::mutex mu_;
   bool stopping_ = false;
-  std::map<std::string, std::shared_ptr<Function>> functions_;
+  std::map<std::string, std::shared_ptr<Function>> functions_;  // by key (VersionKey)
+  std::map<std::string, VersionTable> versions_;                 // by function name
   std::vector<std::shared_ptr<Instance>> live_;      // every thread (instance or deploy) not joined
   std::vector<std::shared_ptr<Instance>> finished_;  // ended, thread to be joined
   uint64_t next_instance_id_ = 0;

@@ -309,10 +309,47 @@ Result<FunctionSpec> ParseFunctionSpecJson(std::string_view json) {
 
 std::string FunctionSpecToJson(const FunctionSpec& spec) { return ToJson(spec).dump(); }
 
-Result<std::vector<FunctionSpec>> LoadFunctionRegistry(const std::string& path) {
+namespace {
+
+// A registry entry: the spec's fields, and its version's.
+nlohmann::json VersionToJson(const FunctionVersion& v) {
+  nlohmann::json j = ToJson(v.spec);
+  j["version"] = v.number;
+  if (!v.executable_sha256.empty()) j["executable_sha256"] = v.executable_sha256;
+  if (v.deployed_at_ms != 0) j["deployed_at_ms"] = v.deployed_at_ms;
+  return j;
+}
+
+Result<FunctionVersion> VersionFromJson(const nlohmann::json& j) {
+  FunctionVersion v;
+  PHOS_ASSIGN_OR_RETURN(v.spec, FromJson(j));
+  if (auto n = j.find("version"); n != j.end()) {
+    if (!n->is_number_unsigned() || n->get<uint64_t>() == 0) {
+      return Status::InvalidArgument("function '" + v.spec.name + "': field 'version' must be a positive integer");
+    }
+    v.number = n->get<uint64_t>();
+  }
+  if (auto h = j.find("executable_sha256"); h != j.end()) {
+    if (!h->is_string() || !IsSha256Hex(h->get<std::string>())) {
+      return Status::InvalidArgument("function '" + v.spec.name + "': field 'executable_sha256' must be a SHA-256");
+    }
+    v.executable_sha256 = h->get<std::string>();
+  }
+  if (auto t = j.find("deployed_at_ms"); t != j.end()) {
+    if (!t->is_number_integer()) {
+      return Status::InvalidArgument("function '" + v.spec.name + "': field 'deployed_at_ms' must be an integer");
+    }
+    v.deployed_at_ms = t->get<int64_t>();
+  }
+  return v;
+}
+
+}  // namespace
+
+Result<FunctionRegistry> LoadFunctionRegistry(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    if (errno == ENOENT) return std::vector<FunctionSpec>{};
+    if (errno == ENOENT) return FunctionRegistry{};
     return Status::FromErrno(errno, "open " + path);
   }
   std::stringstream text;
@@ -320,7 +357,8 @@ Result<std::vector<FunctionSpec>> LoadFunctionRegistry(const std::string& path) 
   if (text.str().size() > kMaxRegistryBytes) return Status::Corruption(path + ": larger than 16 MiB");
   nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("format_version") || !j.contains("functions") ||
-      !j["format_version"].is_number_integer() || !j["functions"].is_array()) {
+      !j["format_version"].is_number_integer() || !j["functions"].is_array() ||
+      (j.contains("versions") && !j["versions"].is_array())) {
     return Status::Corruption(path + ": not a function registry");
   }
   int version = j["format_version"].get<int>();
@@ -328,18 +366,24 @@ Result<std::vector<FunctionSpec>> LoadFunctionRegistry(const std::string& path) 
     return Status::Corruption(path + ": format version " + std::to_string(version) + ", this phosd reads " +
                               std::to_string(kRegistryFormatVersion));
   }
-  std::vector<FunctionSpec> specs;
-  for (const auto& entry : j["functions"]) {
-    Result<FunctionSpec> spec = FromJson(entry);
-    if (!spec.ok()) return spec.status().WithContext(path);
-    specs.push_back(std::move(spec).value());
+  FunctionRegistry registry;
+  for (const auto& [field, into] : {std::pair{"functions", &registry.serving}, std::pair{"versions", &registry.kept}}) {
+    if (!j.contains(field)) continue;
+    for (const auto& entry : j[field]) {
+      Result<FunctionVersion> v = VersionFromJson(entry);
+      if (!v.ok()) return v.status().WithContext(path);
+      into->push_back(std::move(v).value());
+    }
   }
-  return specs;
+  return registry;
 }
 
-Status SaveFunctionRegistry(const std::string& path, const std::vector<FunctionSpec>& specs) {
-  nlohmann::json j = {{"format_version", kRegistryFormatVersion}, {"functions", nlohmann::json::array()}};
-  for (const FunctionSpec& spec : specs) j["functions"].push_back(ToJson(spec));
+Status SaveFunctionRegistry(const std::string& path, const FunctionRegistry& registry) {
+  nlohmann::json j = {{"format_version", kRegistryFormatVersion},
+                      {"functions", nlohmann::json::array()},
+                      {"versions", nlohmann::json::array()}};
+  for (const FunctionVersion& v : registry.serving) j["functions"].push_back(VersionToJson(v));
+  for (const FunctionVersion& v : registry.kept) j["versions"].push_back(VersionToJson(v));
   // 0600: specs hold their functions' environments, secrets included.
   return ReplaceFileDurably(path, j.dump(2) + "\n", 0600);
 }

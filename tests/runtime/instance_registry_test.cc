@@ -23,12 +23,25 @@ class RegistryTest : public ::testing::Test {
   std::string dir_;
 };
 
+// The registry as its serving versions' specs, each version 1.
+Status Save(const std::string& path, const std::vector<FunctionSpec>& specs) {
+  FunctionRegistry registry;
+  for (const FunctionSpec& spec : specs) registry.serving.push_back({.number = 1, .spec = spec});
+  return SaveFunctionRegistry(path, registry);
+}
+Result<std::vector<FunctionSpec>> LoadSpecs(const std::string& path) {
+  PHOS_ASSIGN_OR_RETURN(FunctionRegistry registry, LoadFunctionRegistry(path));
+  std::vector<FunctionSpec> specs;
+  for (const FunctionVersion& v : registry.serving) specs.push_back(v.spec);
+  return specs;
+}
+
 TEST_F(RegistryTest, SaveLoadRoundTrip) {
   FunctionSpec a{"echo", PHOS_PROBE_FN, {"--x", "1"}, {{"K", "v"}}, 2};
   FunctionSpec b{"other.fn-2", "/bin/true", {}, {}, 1};
   std::string path = dir_ + "/functions.json";
-  ASSERT_TRUE(SaveFunctionRegistry(path, {a, b}).ok());
-  auto loaded = LoadFunctionRegistry(path);
+  ASSERT_TRUE(Save(path, {a, b}).ok());
+  auto loaded = LoadSpecs(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   ASSERT_EQ(loaded->size(), 2u);
   EXPECT_EQ((*loaded)[0].name, "echo");
@@ -42,13 +55,13 @@ TEST_F(RegistryTest, GpusRoundTripAndOldFilesWithoutItLoadAsOneGpu) {
   FunctionSpec wide{"wide", "/bin/true", {}, {}, 1};
   wide.gpus = 2;
   std::string path = dir_ + "/functions.json";
-  ASSERT_TRUE(SaveFunctionRegistry(path, {wide}).ok());
-  auto loaded = LoadFunctionRegistry(path);
+  ASSERT_TRUE(Save(path, {wide}).ok());
+  auto loaded = LoadSpecs(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   EXPECT_EQ((*loaded)[0].gpus, 2);
   std::ofstream(dir_ + "/old.json")
       << R"({"format_version": 1, "functions": [{"name": "a", "executable": "/bin/true", "instances": 1}]})";
-  auto old = LoadFunctionRegistry(dir_ + "/old.json");
+  auto old = LoadSpecs(dir_ + "/old.json");
   ASSERT_TRUE(old.ok()) << old.status().ToString();
   EXPECT_EQ((*old)[0].gpus, 1);
 }
@@ -60,8 +73,8 @@ TEST_F(RegistryTest, MaxInstancesRoundTripsAndIsValidated) {
   EXPECT_EQ(MaxInstances(spec), 5);
   EXPECT_TRUE(ValidateFunctionSpec(spec).ok());
   std::string path = dir_ + "/functions.json";
-  ASSERT_TRUE(SaveFunctionRegistry(path, {spec}).ok());
-  auto loaded = LoadFunctionRegistry(path);
+  ASSERT_TRUE(Save(path, {spec}).ok());
+  auto loaded = LoadSpecs(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   EXPECT_EQ((*loaded)[0].max_instances, 5);
   spec.max_instances = 1;  // below the warm count
@@ -83,8 +96,8 @@ TEST_F(RegistryTest, NetworkAndLimitsRoundTripAndAreValidated) {
   EXPECT_EQ(parsed->limits.pids, 64);
   EXPECT_EQ(parsed->limits.cpu_millis, 1500);
   std::string path = dir_ + "/functions.json";
-  ASSERT_TRUE(SaveFunctionRegistry(path, {*parsed}).ok());
-  auto loaded = LoadFunctionRegistry(path);
+  ASSERT_TRUE(Save(path, {*parsed}).ok());
+  auto loaded = LoadSpecs(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   EXPECT_TRUE((*loaded)[0].network);
   EXPECT_EQ((*loaded)[0].limits.memory_mib, 512);
@@ -110,6 +123,41 @@ TEST_F(RegistryTest, NetworkAndLimitsRoundTripAndAreValidated) {
   EXPECT_EQ(ValidateFunctionSpec(spec).code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(RegistryTest, VersionsRoundTripAndOldFilesServeVersionOne) {
+  const std::string digest(64, 'a');
+  FunctionRegistry registry;
+  registry.serving.push_back({.number = 3, .spec = {"echo", "/bin/true", {}, {{"V", "3"}}, 1},
+                              .executable_sha256 = digest, .deployed_at_ms = 1700000000000});
+  registry.kept.push_back({.number = 1, .spec = {"echo", "/bin/true", {}, {{"V", "1"}}, 1}});
+  std::string path = dir_ + "/functions.json";
+  ASSERT_TRUE(SaveFunctionRegistry(path, registry).ok());
+  auto loaded = LoadFunctionRegistry(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_EQ(loaded->serving.size(), 1u);
+  EXPECT_EQ(loaded->serving[0].number, 3u);
+  EXPECT_EQ(loaded->serving[0].executable_sha256, digest);
+  EXPECT_EQ(loaded->serving[0].deployed_at_ms, 1700000000000);
+  ASSERT_EQ(loaded->kept.size(), 1u);
+  EXPECT_EQ(loaded->kept[0].number, 1u);
+  EXPECT_EQ(loaded->kept[0].spec.env, registry.kept[0].spec.env);
+  std::ofstream(dir_ + "/old.json")
+      << R"({"format_version": 1, "functions": [{"name": "a", "executable": "/bin/true"}]})";
+  auto old = LoadFunctionRegistry(dir_ + "/old.json");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  ASSERT_EQ(old->serving.size(), 1u);
+  EXPECT_EQ(old->serving[0].number, 1u);
+  EXPECT_TRUE(old->kept.empty());
+  // A registry edited by hand: a version that is no positive integer, a digest that is none.
+  for (const char* bad : {R"("version": 0)", R"("version": -2)", R"("version": "2")", R"("executable_sha256": "abc")",
+                          R"("deployed_at_ms": "now")"}) {
+    std::ofstream(dir_ + "/bad.json") << R"({"format_version": 1, "functions": [{"name": "a", "executable": "/bin/true", )"
+                                      << bad << "}]}";
+    EXPECT_FALSE(LoadFunctionRegistry(dir_ + "/bad.json").ok()) << bad;
+  }
+  std::ofstream(dir_ + "/bad.json") << R"({"format_version": 1, "functions": [], "versions": {}})";
+  EXPECT_EQ(LoadFunctionRegistry(dir_ + "/bad.json").status().code(), StatusCode::kCorruption);
+}
+
 TEST(RestoreModeTest, NamesRoundTripAndUnknownNamesAreRefused) {
   for (RestoreMode m : {RestoreMode::kAuto, RestoreMode::kColdBoot, RestoreMode::kStopTheWorld, RestoreMode::kEager,
                         RestoreMode::kNoPool,
@@ -124,13 +172,13 @@ TEST(RestoreModeTest, NamesRoundTripAndUnknownNamesAreRefused) {
 }
 
 TEST_F(RegistryTest, MissingFileIsEmptyBrokenOrNewerIsRefused) {
-  auto empty = LoadFunctionRegistry(dir_ + "/absent.json");
+  auto empty = LoadSpecs(dir_ + "/absent.json");
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->empty());
   std::ofstream(dir_ + "/broken.json") << "{not json";
-  EXPECT_EQ(LoadFunctionRegistry(dir_ + "/broken.json").status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(LoadSpecs(dir_ + "/broken.json").status().code(), StatusCode::kCorruption);
   std::ofstream(dir_ + "/newer.json") << R"({"format_version": 9, "functions": []})";
-  auto newer = LoadFunctionRegistry(dir_ + "/newer.json");
+  auto newer = LoadSpecs(dir_ + "/newer.json");
   EXPECT_EQ(newer.status().code(), StatusCode::kCorruption);
   EXPECT_NE(newer.status().message().find("format version 9"), std::string::npos);
 }

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <set>
@@ -302,6 +304,163 @@ TEST_F(InstanceRestoreTest, TheDeploySaysWhatBecameOfItsSample) {
   EXPECT_EQ(hung.sample.code(), StatusCode::kTimeout);
   EXPECT_NE(hung.sample.message().find("did not answer before the deadline"), std::string::npos)
       << hung.sample.message();
+}
+
+// ---- versions (docs/design.md D18) ----
+
+class InstanceVersionsTest : public InstanceRestoreTest {
+ protected:
+  static FunctionSpec Version(const std::string& value, const std::string& executable = PHOS_PROBE_FN) {
+    return FunctionSpec{"probe", executable, {}, {{"V", value}}, 1};
+  }
+  DeployOutcome Await(const std::function<void(std::function<void(DeployOutcome)>)>& start) {
+    std::promise<DeployOutcome> p;
+    start([&p](DeployOutcome o) { p.set_value(std::move(o)); });
+    return p.get_future().get();
+  }
+  DeployOutcome DeployFirst(const FunctionSpec& spec) {
+    return Await([&](auto done) { manager_->Deploy(spec, "", 0ms, std::move(done)); });
+  }
+  DeployOutcome DeployNext(const FunctionSpec& spec) {
+    return Await([&](auto done) { manager_->DeployVersion(spec, "", 0ms, std::move(done)); });
+  }
+  DeployOutcome RollBack(uint64_t version) {
+    return Await([&](auto done) { manager_->Rollback("probe", version, std::move(done)); });
+  }
+  // "number:state" of each version, oldest first.
+  std::vector<std::string> Versions() {
+    auto listed = manager_->Versions("probe");
+    EXPECT_TRUE(listed.ok()) << listed.status().ToString();
+    std::vector<std::string> out;
+    for (const VersionStatus& v : listed.ok() ? *listed : std::vector<VersionStatus>{}) {
+      out.push_back(std::to_string(v.version.number) + ":" + v.state);
+    }
+    return out;
+  }
+  using Strings = std::vector<std::string>;
+};
+
+TEST_F(InstanceVersionsTest, ANewVersionServesOnceDeployedAndRollingBackServesTheEarlierOneAgain) {
+  Open();
+  ASSERT_TRUE(DeployFirst(Version("one")).status.ok());
+  EXPECT_EQ(Invoke("env:V", RestoreMode::kAuto).body, "one");
+  const int ended_before = sessions_.ended();
+  // Version 2 held before its entry point until the test lets it go.
+  const std::string go = options_.data_dir + "/go";
+  FunctionSpec held = Version("x");
+  held.args = {"--wait-at-start", go};
+  std::promise<DeployOutcome> deployed;
+  manager_->DeployVersion(held, "", 0ms, [&deployed](DeployOutcome o) { deployed.set_value(std::move(o)); });
+  EXPECT_EQ(Status().deploying_version, 2u);
+  EXPECT_EQ(Versions(), (Strings{"1:serving", "2:deploying"}));
+  // Refused while another version deploys: one replacement at a time. Version 1 serves meanwhile.
+  DeployOutcome second = DeployNext(Version("two"));
+  EXPECT_EQ(second.status.code(), StatusCode::kFailedPrecondition) << second.status.ToString();
+  EXPECT_EQ(Invoke("env:V", RestoreMode::kAuto).body, "one");
+  std::ofstream(go).put('x');
+  DeployOutcome x = deployed.get_future().get();
+  ASSERT_TRUE(x.status.ok()) << x.status.ToString();
+  EXPECT_EQ(x.version, 2u);
+  EXPECT_EQ(Status().version, 2u);
+  EXPECT_EQ(Status().deploying_version, 0u);
+  EXPECT_EQ(Invoke("env:V", RestoreMode::kAuto).body, "x");
+  EXPECT_EQ(Versions(), (Strings{"1:kept", "2:serving"}));
+  // The replaced version's warm instance ends.
+  EXPECT_TRUE(WaitUntil([&] { return sessions_.ended() > ended_before; }));
+
+  DeployOutcome third = DeployNext(Version("three"));
+  ASSERT_TRUE(third.status.ok()) << third.status.ToString();
+  EXPECT_EQ(third.version, 3u);
+  EXPECT_EQ(Invoke("env:V", RestoreMode::kPhos).body, "three");
+  EXPECT_EQ(Status().spec.name, "probe");
+  EXPECT_EQ(Versions(), (Strings{"1:kept", "2:kept", "3:serving"}));
+
+  DeployOutcome back = RollBack(0);  // the newest older one
+  ASSERT_TRUE(back.status.ok()) << back.status.ToString();
+  EXPECT_EQ(back.version, 2u);
+  EXPECT_EQ(Invoke("env:V", RestoreMode::kAuto).body, "x");
+  EXPECT_EQ(Versions(), (Strings{"1:kept", "2:serving", "3:kept"}));
+  ASSERT_TRUE(RollBack(1).status.ok());
+  EXPECT_EQ(Invoke("env:V", RestoreMode::kPhos).body, "one");
+  EXPECT_EQ(RollBack(1).status.code(), StatusCode::kFailedPrecondition);  // serving already
+  EXPECT_EQ(RollBack(0).status.code(), StatusCode::kFailedPrecondition);  // nothing older kept
+  EXPECT_EQ(RollBack(9).status.code(), StatusCode::kNotFound);
+
+  // A kept version can be deleted, the serving one cannot.
+  EXPECT_EQ(manager_->DeleteVersion("probe", 1).code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(manager_->DeleteVersion("probe", 2).ok());
+  EXPECT_EQ(manager_->DeleteVersion("probe", 2).code(), StatusCode::kNotFound);
+  EXPECT_EQ(Versions(), (Strings{"1:serving", "3:kept"}));
+
+  // A restarted manager serves the same version and keeps the same ones; the next is 4.
+  manager_.reset();
+  Open();
+  EXPECT_EQ(Versions(), (Strings{"1:serving", "3:kept"}));
+  ASSERT_TRUE(WaitUntil([&] { return Status().idle == 1; }));
+  EXPECT_EQ(Invoke("env:V", RestoreMode::kAuto).body, "one");
+  EXPECT_EQ(DeployNext(Version("four")).version, 4u);
+  // Removing the function forgets its versions.
+  ASSERT_TRUE(manager_->Remove("probe").ok());
+  EXPECT_EQ(manager_->Versions("probe").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(InstanceVersionsTest, AVersionThatFailsToDeployLeavesTheServingOneAsItWas) {
+  Open();
+  ASSERT_TRUE(DeployFirst(Version("one")).status.ok());
+  FunctionSpec broken = Version("two");
+  broken.args = {"--exit-at-start"};
+  DeployOutcome failed = DeployNext(broken);
+  EXPECT_FALSE(failed.status.ok());
+  EXPECT_EQ(failed.version, 0u);
+  EXPECT_EQ(Invoke("env:V", RestoreMode::kPhos).body, "one");
+  EXPECT_EQ(Versions(), (Strings{"1:serving"}));
+  EXPECT_EQ(Status().version, 1u);
+  // Versions of what is not registered, or of a job, are refused.
+  FunctionSpec other = Version("x");
+  other.name = "other";
+  EXPECT_EQ(DeployNext(other).status.code(), StatusCode::kNotFound);
+  // A version's key names nothing from outside.
+  std::promise<InvokeOutcome> p;
+  manager_->Invoke("probe@2", "env:V", 0ms, [&p](InvokeOutcome o) { p.set_value(std::move(o)); });
+  EXPECT_EQ(p.get_future().get().kind, Kind::kUnknownFunction);
+  EXPECT_EQ(manager_->Instances("probe@1").status().code(), StatusCode::kNotFound);
+}
+
+// A request the replaced version is serving is answered by it; what comes after goes to the new one.
+TEST_F(InstanceVersionsTest, TheReplacedVersionFinishesWhatItServes) {
+  Open();
+  ASSERT_TRUE(DeployFirst(Version("one")).status.ok());
+  ASSERT_TRUE(WaitUntil([&] { return Status().idle == 1; }));
+  const std::string release = options_.data_dir + "/release";
+  std::promise<InvokeOutcome> held;
+  manager_->Invoke("probe", "pieces:" + release, 0ms, RestoreMode::kWarm,
+                   [&held](InvokeOutcome o) { held.set_value(std::move(o)); });
+  ASSERT_TRUE(WaitUntil([&] { return Status().busy == 1; }));
+  ASSERT_TRUE(DeployNext(Version("two")).status.ok());
+  EXPECT_EQ(Invoke("env:V", RestoreMode::kAuto).body, "two");
+  std::ofstream(release).put('x');
+  InvokeOutcome answered = held.get_future().get();
+  ASSERT_EQ(answered.kind, Kind::kOk) << answered.error.ToString();
+  EXPECT_EQ(answered.body, "first\nsecond\n");
+}
+
+// A rollback runs the program its version ran, or is refused.
+TEST_F(InstanceVersionsTest, ARollbackWhoseExecutableChangedIsRefused) {
+  Open();
+  const std::string copy = options_.data_dir + "/probe-copy";
+  std::filesystem::copy_file(PHOS_PROBE_FN, copy);
+  std::filesystem::permissions(copy, std::filesystem::perms::owner_all);
+  ASSERT_TRUE(DeployFirst(Version("one", copy)).status.ok());
+  ASSERT_TRUE(DeployNext(Version("two")).status.ok());
+  // Rebuilt in place, as a linker does it: a new file renamed over the old (a running program's
+  // file cannot be written).
+  std::filesystem::copy_file(PHOS_PROBE_FN, copy + ".new");
+  std::ofstream(copy + ".new", std::ios::app).put('\0');
+  std::filesystem::rename(copy + ".new", copy);
+  DeployOutcome refused = RollBack(1);
+  EXPECT_EQ(refused.status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status.message().find("SHA-256"), std::string::npos) << refused.status.message();
+  EXPECT_EQ(Invoke("env:V", RestoreMode::kAuto).body, "two");
 }
 
 }  // namespace

@@ -157,6 +157,9 @@ struct InstanceManagerOptions {
   // (an instance's end: process, session, range scrubbed), and phos_speculation_misses_total.
   // Null: a registry of the manager's own. Default: nullptr.
   std::shared_ptr<prometheus::Registry> metrics_registry;
+  // Earlier versions of each function kept to roll back to (their specs and executables' digests,
+  // in functions.json); past it the oldest is forgotten. 0..1000. Default: 10.
+  int kept_versions = 10;
 };
 
 // What a deploy did (InstanceManager::Deploy).
@@ -178,6 +181,8 @@ struct DeployOutcome {
   uint64_t pre_entry_bytes = 0;
   uint64_t warmed_bytes = 0;
   std::chrono::microseconds warmup_time{0};
+  // The version deployed (FunctionVersion::number); 0 when it failed.
+  uint64_t version = 0;
 };
 
 struct InvokeOutcome {
@@ -371,6 +376,15 @@ struct FunctionStatus {
   // "keeping its CPU state", "warming up", "running the sample request", "filling the context
   // pool". Empty when no deploy is under way.
   std::string deploy_stage;
+  // The version serving the function's name, and a newer one deploying to replace it (0: none).
+  uint64_t version = 1;
+  uint64_t deploying_version = 0;
+};
+
+// One version of a function, as InstanceManager::Versions lists it.
+struct VersionStatus {
+  FunctionVersion version;
+  std::string state;  // "serving", "deploying" (to replace the serving one) or "kept"
 };
 
 class InstanceManager {
@@ -397,8 +411,25 @@ class InstanceManager {
   // `done` follows registration at once. Called from a manager thread.
   void Deploy(const FunctionSpec& spec, std::string sample_request, std::chrono::milliseconds sample_timeout,
               std::function<void(DeployOutcome)> done);
-  // Forgets the function, fails its queued invocations (kUnknownFunction) and stops its
-  // instances once their current request is answered. NotFound for an unknown name.
+  // Deploys `spec` as a new version of the function spec.name (docs/design.md D18): deployed as
+  // Deploy does, beside the version serving, which serves meanwhile; once deployed it serves the
+  // name (the queued invocations move to it) and the earlier one is kept to roll back to, its
+  // instances ending once idle. NotFound for a name not registered, FailedPrecondition while
+  // another version of it deploys or for a job; a failed deploy leaves the serving one as it was.
+  void DeployVersion(const FunctionSpec& spec, std::string sample_request, std::chrono::milliseconds sample_timeout,
+                     std::function<void(DeployOutcome)> done);
+  // Serves `name` with kept version `version` (0: the newest kept one older than the serving one)
+  // again: deployed anew from its spec as DeployVersion does, when its executable is still the
+  // program it was (its SHA-256), else FailedPrecondition. NotFound for an unknown function or
+  // version.
+  void Rollback(const std::string& name, uint64_t version, std::function<void(DeployOutcome)> done);
+  // `name`'s versions, oldest first. NotFound for an unknown function.
+  Result<std::vector<VersionStatus>> Versions(const std::string& name) const;
+  // Forgets kept version `version` of `name`. NotFound for an unknown function or version,
+  // FailedPrecondition for the serving or deploying one.
+  Status DeleteVersion(const std::string& name, uint64_t version);
+  // Forgets the function (its kept versions too), fails its queued invocations (kUnknownFunction)
+  // and stops its instances once their current request is answered. NotFound for an unknown name.
   Status Remove(const std::string& name);
   std::vector<FunctionStatus> List() const;
   // The spec of the function `name`, or nothing when there is none.

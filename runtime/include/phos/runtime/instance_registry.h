@@ -116,10 +116,30 @@ Status ValidateFunctionSpec(const FunctionSpec& spec);
 Result<FunctionSpec> ParseFunctionSpecJson(std::string_view json);
 std::string FunctionSpecToJson(const FunctionSpec& spec);
 
-// functions.json: {"format_version": 1, "functions": [spec, ...]}. A missing file is an empty
-// registry; a newer format version or a malformed file is an error naming the path.
-Result<std::vector<FunctionSpec>> LoadFunctionRegistry(const std::string& path);
+// One deploy of a function: each deploy of its name is a version, numbered from 1 (docs/design.md
+// D18). The spec is the one deployed (its name the function's); executable_sha256 the SHA-256 of
+// the executable then (lowercase hex; empty when it could not be read), so that a rollback runs
+// the program it names or is refused; deployed_at_ms when (Unix time, ms).
+struct FunctionVersion {
+  uint64_t number = 1;
+  FunctionSpec spec;
+  std::string executable_sha256;
+  int64_t deployed_at_ms = 0;
+};
+
+// What functions.json holds: the version of each function that serves its name, and the earlier
+// versions kept to roll back to.
+struct FunctionRegistry {
+  std::vector<FunctionVersion> serving;
+  std::vector<FunctionVersion> kept;
+};
+
+// functions.json: {"format_version": 1, "functions": [spec + {"version", "executable_sha256",
+// "deployed_at_ms"}, ...], "versions": [the same, ...]} ("versions": the kept ones; a registry
+// written before versions has none, and each function is its version 1). A missing file is an
+// empty registry; a newer format version or a malformed file is an error naming the path.
+Result<FunctionRegistry> LoadFunctionRegistry(const std::string& path);
 // Written to a temporary file, synced and renamed over `path`: a crash leaves the old or the new.
-Status SaveFunctionRegistry(const std::string& path, const std::vector<FunctionSpec>& specs);
+Status SaveFunctionRegistry(const std::string& path, const FunctionRegistry& registry);
 
 }  // namespace phos::runtime

@@ -1,0 +1,261 @@
+// Versions (docs/design.md D18): each deploy of a function's name is a version, run as a Function
+// of its own under a key of its own. A new version deploys beside the one serving and takes the
+// name once deployed; the one it replaced ends once idle and is kept (its spec and executable's
+// digest) to roll back to, which deploys it anew.
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include "instance_manager_impl.h"
+#include "phos/base/log.h"
+
+namespace phos::runtime {
+
+std::string VersionKey(const std::string& name, uint64_t serial) {
+  return serial <= 1 ? name : name + "@" + std::to_string(serial);
+}
+
+std::string FileSha256Hex(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (ctx == nullptr || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) return "";
+  std::array<char, 1 << 16> buffer;
+  while (in) {
+    in.read(buffer.data(), buffer.size());
+    if (in.gcount() > 0 && EVP_DigestUpdate(ctx.get(), buffer.data(), static_cast<size_t>(in.gcount())) != 1) return "";
+  }
+  if (in.bad()) return "";
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest;
+  unsigned int size = 0;
+  if (EVP_DigestFinal_ex(ctx.get(), digest.data(), &size) != 1) return "";
+  return fmt::format("{:02x}", fmt::join(digest.begin(), digest.begin() + size, ""));
+}
+
+int64_t UnixMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+FunctionVersion InstanceManager::Impl::VersionOf(const Function& f) {
+  FunctionVersion v{.number = f.number, .spec = f.spec, .executable_sha256 = f.executable_sha256,
+                    .deployed_at_ms = f.deployed_at_ms};
+  v.spec.name = f.name;
+  return v;
+}
+
+std::shared_ptr<Function> InstanceManager::Impl::AddVersionLocked(FunctionVersion version, const std::string& key) {
+  auto f = std::make_shared<Function>();
+  f->name = version.spec.name;
+  f->spec = std::move(version.spec);
+  f->spec.name = key;
+  f->number = version.number;
+  f->executable_sha256 = std::move(version.executable_sha256);
+  f->deployed_at_ms = version.deployed_at_ms;
+  functions_[key] = f;
+  if (options_.sessions != nullptr) options_.sessions->SetFunctionLimits(key, f->spec.limits);
+  return f;
+}
+
+std::shared_ptr<Function> InstanceManager::Impl::AddFunctionLocked(const FunctionSpec& spec) {
+  versions_[spec.name] = VersionTable{.serving = spec.name};
+  return AddVersionLocked({.number = 1, .spec = spec, .executable_sha256 = FileSha256Hex(spec.executable),
+                           .deployed_at_ms = UnixMillis()},
+                          spec.name);
+}
+
+Result<std::string> InstanceManager::Impl::Key(const std::string& name) const {
+  if (name.find('@') != std::string::npos) return Status::NotFound("no function '" + name + "'");
+  std::lock_guard lock(mu_);
+  auto v = versions_.find(name);
+  return v != versions_.end() ? v->second.serving : name;
+}
+
+void InstanceManager::Impl::DeployVersion(FunctionSpec spec, std::string sample_request,
+                                          std::chrono::milliseconds sample_timeout,
+                                          std::function<void(DeployOutcome)> done) {
+  if (Status valid = Validate(spec); !valid.ok()) return done(DeployFailed(valid));
+  FunctionVersion version{.number = 0, .spec = std::move(spec)};
+  version.executable_sha256 = FileSha256Hex(version.spec.executable);
+  DeployReplacement(std::move(version), std::move(sample_request), sample_timeout, std::move(done));
+}
+
+void InstanceManager::Impl::Rollback(const std::string& name, uint64_t number,
+                                     std::function<void(DeployOutcome)> done) {
+  std::optional<FunctionVersion> target;
+  uint64_t serving = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto v = versions_.find(name);
+    if (v == versions_.end()) return done(DeployFailed(Status::NotFound("no function '" + name + "'")));
+    serving = functions_.at(v->second.serving)->number;
+    for (const FunctionVersion& kept : v->second.kept) {
+      const bool wanted = number != 0 ? kept.number == number : kept.number < serving;
+      if (wanted && (target == std::nullopt || kept.number > target->number)) target = kept;
+    }
+  }
+  if (number == serving) {
+    return done(DeployFailed(Status::FailedPrecondition(fmt::format("version {} serves '{}' already", number, name))));
+  }
+  if (target == std::nullopt) {
+    return done(DeployFailed(number != 0 ? Status::NotFound(fmt::format("'{}' keeps no version {}", name, number))
+                                         : Status::FailedPrecondition(fmt::format(
+                                               "'{}' keeps no version older than the serving one ({})", name, serving))));
+  }
+  // The program the version ran, or none: a rollback that ran another would not be one.
+  const std::string digest = FileSha256Hex(target->spec.executable);
+  if (!target->executable_sha256.empty() && digest != target->executable_sha256) {
+    return done(DeployFailed(Status::FailedPrecondition(fmt::format(
+        "version {} of '{}' ran {} with SHA-256 {}; that file is {} now: deploy it as a new version instead",
+        target->number, name, target->spec.executable, target->executable_sha256,
+        digest.empty() ? "unreadable" : "another program (" + digest + ")"))));
+  }
+  if (Status valid = Validate(target->spec); !valid.ok()) return done(DeployFailed(valid));
+  PHOS_LOG(Info, "instances", "'{}' rolls back from version {} to version {}", name, serving, target->number);
+  DeployReplacement(std::move(*target), "", std::chrono::milliseconds(0), std::move(done));
+}
+
+void InstanceManager::Impl::DeployReplacement(FunctionVersion version, std::string sample_request,
+                                              std::chrono::milliseconds sample_timeout,
+                                              std::function<void(DeployOutcome)> done) {
+  const std::string name = version.spec.name;
+  Status refused;
+  std::shared_ptr<Function> f;
+  {
+    std::lock_guard lock(mu_);
+    auto v = versions_.find(name);
+    std::shared_ptr<Function> serving = v != versions_.end() ? functions_.at(v->second.serving) : nullptr;
+    if (stopping_) {
+      refused = Status::FailedPrecondition("phosd is shutting down");
+    } else if (serving == nullptr) {
+      refused = Status::NotFound("no function '" + name + "' to deploy a new version of");
+    } else if (!v->second.deploying.empty()) {
+      refused = Status::FailedPrecondition(fmt::format("version {} of '{}' is deploying; wait for it",
+                                                       functions_.at(v->second.deploying)->number, name));
+    } else if (serving->deploy == DeployState::kDeploying) {
+      refused = Status::FailedPrecondition("'" + name + "' is still deploying; wait for it");
+    } else if (serving->spec.job.checkpoint_every > 0 || version.spec.job.checkpoint_every > 0) {
+      refused = Status::FailedPrecondition("'" + name + "' is a job: a job has no versions (remove it and deploy it again)");
+    } else if (serving->moved_to != nullptr) {
+      refused = Status::FailedPrecondition("'" + name + "' moved to " + serving->moved_to->Name() +
+                                           ": deploy its new version there");
+    } else {
+      VersionTable& table = v->second;
+      const std::string key = VersionKey(name, table.serial + 1);
+      FunctionSpec confined = version.spec;
+      confined.name = key;
+      if (options_.sandbox != nullptr && !(refused = options_.sandbox->PrepareFunction(confined)).ok()) {
+        refused = refused.WithContext("deploy a version of '" + name + "'");
+      } else {
+        ++table.serial;
+        if (version.number == 0) version.number = ++table.last;  // a new version; a rollback keeps its number
+        table.deploying = key;
+        f = AddVersionLocked(std::move(version), key);
+        f->replacing = true;
+        f->deployed_at_ms = UnixMillis();
+        f->deployed_callbacks.push_back(std::move(done));
+        if (SnapshotsEnabled()) {
+          StartDeployLocked(f, std::move(sample_request), sample_timeout);
+          PHOS_LOG(Info, "instances", "deploying version {} of '{}' ({})", f->number, name, f->spec.executable);
+          return;
+        }
+      }
+    }
+  }
+  if (!refused.ok()) return done(DeployFailed(refused));
+  // Without snapshots there is nothing to deploy: the new version's instances are spawned.
+  TakeDown replaced;
+  bool drop_now = false;
+  std::vector<std::function<void(DeployOutcome)>> callbacks;
+  DeployOutcome report;
+  {
+    std::lock_guard lock(mu_);
+    callbacks.swap(f->deployed_callbacks);
+    replaced = SwapInLocked(f, &drop_now);
+    report.version = f->number;
+    report.contexts_ready = true;
+    supervisor_cv_.notify_all();
+  }
+  FinishTakeDown(replaced, "", drop_now);
+  for (auto& cb : callbacks) cb(report);
+}
+
+TakeDown InstanceManager::Impl::SwapInLocked(const std::shared_ptr<Function>& f, bool* drop_now) {
+  VersionTable& table = versions_.at(f->name);
+  std::shared_ptr<Function> old = functions_.at(table.serving);
+  functions_.erase(table.serving);
+  f->replacing = false;
+  table.serving = f->spec.name;
+  table.deploying.clear();
+  // What waited for the old version is served by the new, in its order, before what comes next.
+  for (auto it = old->queue.rbegin(); it != old->queue.rend(); ++it) f->queue.push_front(std::move(*it));
+  old->queue.clear();
+  f->cv.notify_all();
+  table.kept.erase(std::remove_if(table.kept.begin(), table.kept.end(),
+                                  [&](const FunctionVersion& k) { return k.number == f->number; }),
+                   table.kept.end());
+  table.kept.push_back(VersionOf(*old));
+  std::sort(table.kept.begin(), table.kept.end(),
+            [](const FunctionVersion& a, const FunctionVersion& b) { return a.number < b.number; });
+  while (table.kept.size() > static_cast<size_t>(std::max(options_.kept_versions, 0))) table.kept.pop_front();
+  old->replaced = true;
+  TakeDown down = TakeDownLocked(old);
+  *drop_now = old->instances.empty();
+  if (Status saved = SaveLocked(); !saved.ok()) {
+    // It serves all the same; a restarted phosd would serve the version the registry last held.
+    PHOS_LOG(Error, "instances", "version {} of '{}' serves but is not recorded: {}", f->number, f->name,
+             saved.message());
+  }
+  PHOS_LOG(Info, "instances", "version {} of '{}' serves; version {} ends once idle", f->number, f->name, old->number);
+  return down;
+}
+
+Result<std::vector<VersionStatus>> InstanceManager::Impl::Versions(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto v = versions_.find(name);
+  if (v == versions_.end()) return Status::NotFound("no function '" + name + "'");
+  std::vector<VersionStatus> out;
+  for (const FunctionVersion& kept : v->second.kept) out.push_back({kept, "kept"});
+  out.push_back({VersionOf(*functions_.at(v->second.serving)), "serving"});
+  if (!v->second.deploying.empty()) out.push_back({VersionOf(*functions_.at(v->second.deploying)), "deploying"});
+  std::stable_sort(out.begin(), out.end(), [](const VersionStatus& a, const VersionStatus& b) {
+    return a.version.number < b.version.number;
+  });
+  return out;
+}
+
+Status InstanceManager::Impl::DeleteVersion(const std::string& name, uint64_t number) {
+  std::lock_guard lock(mu_);
+  auto v = versions_.find(name);
+  if (v == versions_.end()) return Status::NotFound("no function '" + name + "'");
+  VersionTable& table = v->second;
+  for (const std::string& key : {table.serving, table.deploying}) {
+    if (!key.empty() && functions_.at(key)->number == number) {
+      return Status::FailedPrecondition(fmt::format(
+          "version {} of '{}' {}: roll back or deploy another first, or remove the function", number, name,
+          key == table.serving ? "serves it" : "is deploying"));
+    }
+  }
+  auto it = std::find_if(table.kept.begin(), table.kept.end(),
+                         [&](const FunctionVersion& k) { return k.number == number; });
+  if (it == table.kept.end()) return Status::NotFound(fmt::format("'{}' keeps no version {}", name, number));
+  FunctionVersion forgotten = *it;
+  table.kept.erase(it);
+  if (Status saved = SaveLocked(); !saved.ok()) {
+    table.kept.insert(std::upper_bound(table.kept.begin(), table.kept.end(), forgotten,
+                                       [](const FunctionVersion& a, const FunctionVersion& b) {
+                                         return a.number < b.number;
+                                       }),
+                      forgotten);
+    return saved.WithContext(fmt::format("delete version {} of '{}'", number, name));
+  }
+  PHOS_LOG(Info, "instances", "version {} of '{}' deleted", number, name);
+  return Status::Ok();
+}
+
+}  // namespace phos::runtime

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <ctime>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -279,6 +280,10 @@ int main(int argc, char** argv) {
   int gpus = 1;
   std::vector<std::string> extra;
   auto* deploy = app.add_subcommand("deploy", "Register a function and start its warm instances");
+  bool new_version = false;
+  deploy->add_flag("--new-version", new_version,
+                   "Deploy a registered function anew, as its next version: the serving one serves until this one "
+                   "is deployed, and is kept to roll back to");
   deploy->add_option("name", name, "Function name")->required();
   deploy->add_option("executable", executable, "Function executable")->required()->check(CLI::ExistingFile);
   deploy->add_option("--instances", instances, "Warm instances (0: none while no request comes: scale to zero)")
@@ -339,6 +344,8 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   deploy->add_option("--checkpoint-mode", job_mode, "How a job's checkpoints are taken")
       ->check(CLI::IsMember({"stop-the-world", "soft-cow", "soft-recopy"}));
+  std::vector<std::string> env;
+  deploy->add_option("--env", env, "An environment variable of the function's processes, NAME=VALUE (repeatable)");
   deploy->add_option("args", extra, "Arguments for the function (after --)");
 
   std::string data;
@@ -403,6 +410,21 @@ int main(int argc, char** argv) {
   auto* job_status = app.add_subcommand("job", "Where a job stands: its step, its kept checkpoints, its losses' file");
   job_status->add_option("name", name, "Function name")->required();
   job_status->add_flag("--json", json, "Print phosd's JSON");
+
+  uint64_t delete_version = 0;
+  auto* versions = app.add_subcommand("versions", "A function's versions: which one serves, which are kept to roll back to");
+  versions->add_option("name", name, "Function name")->required();
+  versions->add_option("--delete", delete_version, "Forget kept version N")->check(CLI::PositiveNumber);
+  versions->add_flag("--json", json, "Print phosd's JSON");
+
+  uint64_t rollback_to = 0;
+  auto* rollback = app.add_subcommand(
+      "rollback", "Serve an earlier version of a function again (deployed anew from its spec, if its executable is "
+                  "still the program it was)");
+  rollback->add_option("name", name, "Function name")->required();
+  rollback->add_option("--to", rollback_to, "The version (default: the newest one older than the serving one)")
+      ->check(CLI::PositiveNumber);
+  rollback->add_flag("--json", json, "Print phosd's JSON");
 
   auto* rm = app.add_subcommand("rm", "Remove a function");
   rm->add_option("name", name, "Function name")->required();
@@ -469,6 +491,14 @@ int main(int argc, char** argv) {
     nlohmann::json spec = {{"name", name}, {"args", extra}, {"instances", instances}, {"gpus", gpus},
                            {"max_instances", max_instances}};
     if (!warmup.empty()) spec["warmup"] = std::vector<std::string>(static_cast<size_t>(warmup_count), warmup);
+    for (const std::string& variable : env) {
+      const size_t eq = variable.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        std::cerr << "phos-fn: deploy: --env takes NAME=VALUE, not '" << variable << "'\n";
+        return 2;
+      }
+      spec["env"][variable.substr(0, eq)] = variable.substr(eq + 1);
+    }
     if (max_queue > 0) spec["max_queue"] = max_queue;
     if (fn_keep_alive_ms > 0) spec["keep_alive_ms"] = fn_keep_alive_ms;
     if (fn_timeout_ms > 0) spec["timeout_ms"] = fn_timeout_ms;
@@ -496,7 +526,9 @@ int main(int argc, char** argv) {
     }
     if (!invoke_token_sha256.empty()) spec["invoke_token_sha256"] = invoke_token_sha256;
     if (!sample.empty()) spec["sample_request"] = sample;
-    ClientRequest request{.method = "POST", .url = endpoint + "/v1/functions", .body = spec.dump(),
+    ClientRequest request{.method = "POST",
+                          .url = endpoint + "/v1/functions" + (new_version ? "/" + name + "/versions" : ""),
+                          .body = spec.dump(),
                           .headers = {{"Content-Type", "application/json"}}};
     if (sample_timeout_ms > 0) request.headers.emplace_back("X-Phos-Timeout-Ms", std::to_string(sample_timeout_ms));
     phos::fn_cli::DeployProgress deploying(tty, name, [&endpoint, &name]() -> std::string {
@@ -518,8 +550,61 @@ int main(int argc, char** argv) {
     g_progress = nullptr;
     deploying.Stop();
     if (!r) return 1;
-    std::cout << "deployed " << name << " (" << instances << " warm instance" << (instances == 1 ? "" : "s") << ")\n";
+    nlohmann::json answer = nlohmann::json::parse(r->body, nullptr, false);
+    const uint64_t version = answer.is_object() ? answer.value("version", uint64_t{0}) : 0;
+    std::cout << "deployed " << name << " version " << version << " (" << instances << " warm instance"
+              << (instances == 1 ? "" : "s") << ")\n";
     PrintDeployReport(r->body);
+    return 0;
+  }
+  if (*versions) {
+    if (delete_version != 0) {
+      auto r = Call({.method = "DELETE",
+                     .url = endpoint + "/v1/functions/" + name + "/versions/" + std::to_string(delete_version)});
+      if (!r) return 1;
+      if (json) {
+        std::cout << r->body;
+      } else {
+        std::cout << "deleted version " << delete_version << " of " << name << "\n";
+      }
+      return 0;
+    }
+    auto r = Call({.url = endpoint + "/v1/functions/" + name + "/versions"});
+    if (!r) return 1;
+    if (json) {
+      std::cout << r->body;
+      return 0;
+    }
+    nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+    if (j.is_discarded() || !j.contains("versions") || !j["versions"].is_array()) {
+      std::cerr << "phos-fn: unexpected answer: " << r->body << "\n";
+      return 1;
+    }
+    std::printf("%-8s %-10s %-20s %-14s %s\n", "VERSION", "STATE", "DEPLOYED (UTC)", "SHA-256", "EXECUTABLE");
+    for (const auto& v : j["versions"]) {
+      const time_t at = static_cast<time_t>(v.value("deployed_at_ms", int64_t{0}) / 1000);
+      char when[32] = "?";
+      struct tm tm {};
+      if (at > 0 && gmtime_r(&at, &tm) != nullptr) std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+      std::printf("%-8llu %-10s %-20s %-14s %s\n", static_cast<unsigned long long>(v.value("version", uint64_t{0})),
+                  v.value("state", "?").c_str(), when, v.value("executable_sha256", "").substr(0, 12).c_str(),
+                  v.value("executable", "").c_str());
+    }
+    return 0;
+  }
+  if (*rollback) {
+    ClientRequest request{.method = "POST", .url = endpoint + "/v1/functions/" + name + "/rollback",
+                          .headers = {{"Content-Type", "application/json"}}};
+    if (rollback_to != 0) request.body = nlohmann::json{{"version", rollback_to}}.dump();
+    auto r = Call(request);
+    if (!r) return 1;
+    if (json) {
+      std::cout << r->body;
+      return 0;
+    }
+    nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+    std::cout << "rolled " << name << " back: version " << (j.is_object() ? j.value("version", uint64_t{0}) : 0)
+              << " serves\n";
     return 0;
   }
   if (*invoke) {
@@ -546,10 +631,13 @@ int main(int argc, char** argv) {
       std::cerr << "phos-fn: unexpected answer: " << r->body << "\n";
       return 1;
     }
-    std::printf("%-24s %9s %8s %6s %6s %6s  %s\n", "NAME", "INSTANCES", "STARTING", "IDLE", "BUSY", "QUEUED",
-                "EXECUTABLE");
+    std::printf("%-24s %7s %9s %8s %6s %6s %6s  %s\n", "NAME", "VERSION", "INSTANCES", "STARTING", "IDLE", "BUSY",
+                "QUEUED", "EXECUTABLE");
     for (const auto& f : j["functions"]) {
-      std::printf("%-24s %9d %8d %6d %6d %6d  %s\n", f["name"].get<std::string>().c_str(), f["instances"].get<int>(),
+      std::string version = std::to_string(f.value("version", uint64_t{1}));
+      if (f.contains("deploying_version")) version += "+" + std::to_string(f.value("deploying_version", uint64_t{0}));
+      std::printf("%-24s %7s %9d %8d %6d %6d %6d  %s\n", f["name"].get<std::string>().c_str(), version.c_str(),
+                  f["instances"].get<int>(),
                   f["state"]["starting"].get<int>(), f["state"]["idle"].get<int>(), f["state"]["busy"].get<int>(),
                   f["state"]["queued"].get<int>(), f["executable"].get<std::string>().c_str());
     }

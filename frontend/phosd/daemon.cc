@@ -279,6 +279,7 @@ Status Daemon::Parts::StartAll() {
   manager_options.sandbox = sandbox.get();
   manager_options.function_library_dir = o.function_library_dir;
   manager_options.max_log_bytes = o.function_log_mib << 20;
+  manager_options.kept_versions = o.kept_versions;
   manager_options.keep_alive = std::chrono::milliseconds(o.keep_alive_ms);
   manager_options.metrics_registry = metrics;
   manager_options.start_timeout = device_time(std::chrono::milliseconds(o.start_timeout_ms));

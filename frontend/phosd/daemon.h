@@ -34,6 +34,7 @@ struct DaemonOptions {
   long long start_timeout_ms = 60000;
   long long collective_timeout_ms = -1;  // -1: the API server's default
   uint64_t function_log_mib = 64;
+  int kept_versions = 10;
   std::string admin_token_file;
   std::vector<std::string> functions_dirs;  // empty: <data-dir>/functions
   uint64_t max_artifact_mib = 256;

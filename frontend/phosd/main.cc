@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   o.instance_ranges = phos::runtime::ApiServerOptions{}.va_slots;
   o.collective_timeout_ms = phos::runtime::ApiServerOptions{}.collective_timeout.count();
   o.function_log_mib = phos::runtime::InstanceManagerOptions{}.max_log_bytes >> 20;
+  o.kept_versions = phos::runtime::InstanceManagerOptions{}.kept_versions;
   o.max_artifact_mib = phos::phosd::ExecutablesOptions{}.max_artifact_bytes >> 20;
   o.max_body_mib = phos::http::ServerOptions{}.max_body_bytes >> 20;
   o.max_connections = phos::http::ServerOptions{}.max_connections;
@@ -73,6 +74,10 @@ int main(int argc, char** argv) {
                  "HTTP connections open at once; more are answered 503 (at most what the open-file limit "
                  "leaves after a reserve for phosd's own descriptors)")
       ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--kept-versions", o.kept_versions,
+                 "Earlier versions of each function kept to roll back to; past it the oldest is forgotten")
+      ->check(CLI::Range(0, 1000))
       ->capture_default_str();
   app.add_option("--function-log-mib", o.function_log_mib,
                  "Size past which a function's log (logs/<name>-<pid>.log) is cut, its earlier part kept as "

@@ -182,12 +182,36 @@ nlohmann::json DeployAnswer(const std::string& spec_json, const runtime::DeployO
     if (!d.sample.ok()) j["sample"]["error"] = d.sample.message();
   }
   j["contexts_ready"] = d.contexts_ready;
+  j["version"] = d.version;
   if (d.warmed_up) {
     j["warmed_up"] = {{"pre_entry_bytes", d.pre_entry_bytes},
                       {"warmed_bytes", d.warmed_bytes},
                       {"warmup_us", d.warmup_time.count()}};
   }
   return j;
+}
+
+// What a version's state does not allow (another deploying, the one serving): 409, not the 503
+// of a phosd that cannot serve now.
+Response VersionError(const Status& s) {
+  if (s.code() == StatusCode::kFailedPrecondition) return Error(409, s.message(), "conflict");
+  return Error(StatusFor(s), s.message());
+}
+
+// A deploy's failure: a name taken, a spec refused, phosd stopping; for a version (`versioned`), a
+// function unknown or a conflict as VersionError says. Else 502: the deploy that failed (the
+// function's start, its capture), not an instance lost.
+Response DeployError(const Status& s, bool versioned) {
+  switch (s.code()) {
+    case StatusCode::kAlreadyExists: return Error(409, s.message(), "already_exists");
+    case StatusCode::kInvalidArgument: return Error(400, s.message());
+    case StatusCode::kUnavailable: return Error(503, s.message());
+    case StatusCode::kNotFound:
+    case StatusCode::kFailedPrecondition:
+      if (versioned) return VersionError(s);
+      [[fallthrough]];
+    default: return Error(502, s.message(), "deploy_failed");
+  }
 }
 
 nlohmann::json InstancesAnswer(const std::vector<runtime::InstanceStatus>& instances) {
@@ -386,11 +410,13 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
   // body is a function spec (naming an "executable" under a functions directory, or an uploaded
   // "artifact"), plus an optional "sample_request" (a string) to record the order in which the
   // function first touches its buffers; X-Phos-Timeout-Ms is the sample's deadline. The answer
-  // (201) is the spec with "sample": {"ok", "first_touch_learned", "error"} when a sample ran,
-  // "contexts_ready", and with the spec's "warmup" requests "warmed_up": {"pre_entry_bytes",
-  // "warmed_bytes", "warmup_us"} (docs/design.md D10).
-  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/functions", [manager, executables](Request req, Responder out,
-                                                                                            bool) {
+  // (201) is the spec with its "version", "sample": {"ok", "first_touch_learned", "error"} when a
+  // sample ran, "contexts_ready", and with the spec's "warmup" requests "warmed_up":
+  // {"pre_entry_bytes", "warmed_bytes", "warmup_us"} (docs/design.md D10). POST
+  // /v1/functions/{name}/versions takes the same body (its "name", if any, the route's) and deploys
+  // it as a new version of a registered function (D18).
+  auto deploy = [manager, executables](Request req, Responder out, bool) {
+    const std::string versioned(req.Param("name"));  // empty: a new function
     std::chrono::milliseconds sample_timeout;
     if (Response bad; !ParseTimeout(req, &sample_timeout, &bad)) return out.Send(std::move(bad));
     nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
@@ -401,6 +427,13 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
         sample = it->get<std::string>();
         body.erase(it);
       }
+      if (!versioned.empty()) {
+        auto name = body.find("name");
+        if (name != body.end() && *name != versioned) {
+          return out.Send(Error(400, "a new version of '" + versioned + "' keeps its name"));
+        }
+        body["name"] = versioned;
+      }
       if (Response bad; !ResolveArtifact(*executables, &body, &bad)) return out.Send(std::move(bad));
     }
     Result<runtime::FunctionSpec> spec = runtime::ParseFunctionSpecJson(body.is_object() ? body.dump() : req.body);
@@ -409,21 +442,73 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
     Result<std::string> executable = executables->Resolve(spec->executable);
     if (!executable.ok()) return out.Send(Error(400, executable.status().message()));
     spec->executable = *executable;
-    manager->Deploy(*spec, std::move(sample), sample_timeout,
-                    [out, json = runtime::FunctionSpecToJson(*spec)](runtime::DeployOutcome outcome) {
-      const Status& deployed = outcome.status;
-      if (!deployed.ok()) {
-        int status = deployed.code() == StatusCode::kAlreadyExists || deployed.code() == StatusCode::kInvalidArgument
-                         ? StatusFor(deployed)
-                         : 502;
-        // 502 here is the deploy that failed (the function's start, its capture), not an instance lost.
-        return out.Send(Error(status, deployed.message(),
-                              deployed.code() == StatusCode::kAlreadyExists ? "already_exists"
-                              : status == 502                               ? "deploy_failed"
-                                                                            : ""));
-      }
+    auto answer = [out, json = runtime::FunctionSpecToJson(*spec), versioned = !versioned.empty()](
+                      runtime::DeployOutcome outcome) {
+      if (!outcome.status.ok()) return out.Send(DeployError(outcome.status, versioned));
       out.Send(Response::Json(201, DeployAnswer(json, outcome).dump() + "\n"));
+    };
+    if (versioned.empty()) {
+      manager->Deploy(*spec, std::move(sample), sample_timeout, std::move(answer));
+    } else {
+      manager->DeployVersion(*spec, std::move(sample), sample_timeout, std::move(answer));
+    }
+  };
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/functions", deploy));
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/functions/{name}/versions", deploy));
+
+  // A function's versions, oldest first: each one's number, state ("serving", "deploying", "kept"),
+  // when it was deployed, its executable and that file's SHA-256 then, and its spec.
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "GET", "/v1/functions/{name}/versions", [manager](Request req, Responder out,
+                                                                                            bool) {
+    const std::string name(req.Param("name"));
+    Result<std::vector<runtime::VersionStatus>> versions = manager->Versions(name);
+    if (!versions.ok()) return out.Send(Error(StatusFor(versions.status()), versions.status().message()));
+    nlohmann::json list = nlohmann::json::array();
+    for (const runtime::VersionStatus& v : *versions) {
+      list.push_back({{"version", v.version.number},
+                      {"state", v.state},
+                      {"deployed_at_ms", v.version.deployed_at_ms},
+                      {"executable", v.version.spec.executable},
+                      {"executable_sha256", v.version.executable_sha256},
+                      {"spec", nlohmann::json::parse(runtime::FunctionSpecToJson(v.version.spec))}});
+    }
+    out.Send(Response::Json(200, nlohmann::json{{"name", name}, {"versions", list}}.dump() + "\n"));
+  }));
+
+  // Serve a kept version again: the body is empty or {"version": N} (default: the newest one older
+  // than the serving one). Answered as a deploy is, once it serves.
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/functions/{name}/rollback", [manager](Request req, Responder out,
+                                                                                              bool) {
+    uint64_t version = 0;
+    if (!req.body.empty()) {
+      nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
+      if (j.is_discarded() || !j.is_object() || j.size() > 1 || (j.size() == 1 && !j.contains("version")) ||
+          (j.contains("version") && (!j["version"].is_number_unsigned() || j["version"].get<uint64_t>() == 0))) {
+        return out.Send(Error(400, "a rollback's body is empty or {\"version\": N}, N a positive integer"));
+      }
+      if (j.contains("version")) version = j["version"].get<uint64_t>();
+    }
+    const std::string name(req.Param("name"));
+    manager->Rollback(name, version, [out, manager, name](runtime::DeployOutcome outcome) {
+      if (!outcome.status.ok()) return out.Send(DeployError(outcome.status, /*versioned=*/true));
+      std::optional<runtime::FunctionSpec> spec = manager->Spec(name);
+      nlohmann::json spec_json = spec ? nlohmann::json::parse(runtime::FunctionSpecToJson(*spec)) : nlohmann::json{};
+      out.Send(Response::Json(200, DeployAnswer(spec_json.dump(), outcome).dump() + "\n"));
     });
+  }));
+
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "DELETE", "/v1/functions/{name}/versions/{version}",
+                           [manager](Request req, Responder out, bool) {
+    const std::string name(req.Param("name"));
+    std::string_view text = req.Param("version");
+    uint64_t version = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), version);
+    if (ec != std::errc() || end != text.data() + text.size() || version == 0) {
+      return out.Send(Error(400, "a version is a positive integer, not '" + std::string(text) + "'"));
+    }
+    Status deleted = manager->DeleteVersion(name, version);
+    if (!deleted.ok()) return out.Send(VersionError(deleted));
+    out.Send(Response::Json(200, nlohmann::json{{"name", name}, {"deleted_version", version}}.dump() + "\n"));
   }));
 
   // Open, but environment values are shown only to the admin token's bearer (Redact).
@@ -436,6 +521,8 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
                     {"queued", f.queued}};
       if (!f.moved_to.empty() && admin) j["moved_to"] = f.moved_to;
       if (!f.deploy_stage.empty()) j["deploy_stage"] = f.deploy_stage;
+      j["version"] = f.version;
+      if (f.deploying_version != 0) j["deploying_version"] = f.deploying_version;
       list.push_back(std::move(j));
     }
     out.Send(Response::Json(200, nlohmann::json{{"functions", list}}.dump() + "\n"));

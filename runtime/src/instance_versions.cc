@@ -131,7 +131,7 @@ void InstanceManager::Impl::DeployReplacement(FunctionVersion version, std::stri
     auto v = versions_.find(name);
     std::shared_ptr<Function> serving = v != versions_.end() ? functions_.at(v->second.serving) : nullptr;
     if (stopping_) {
-      refused = Status::FailedPrecondition("phosd is shutting down");
+      refused = Status::Unavailable("phosd is shutting down");
     } else if (serving == nullptr) {
       refused = Status::NotFound("no function '" + name + "' to deploy a new version of");
     } else if (!v->second.deploying.empty()) {

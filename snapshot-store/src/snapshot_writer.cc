@@ -21,11 +21,12 @@ Status ValidFunctionName(const std::string& function) {
     return Status::InvalidArgument(fmt::format("function name '{}': must be 1-128 characters", function));
   }
   for (char c : function) {
+    // '@': a function's version ("<name>@<n>", the instance manager's keys).
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-              c == '-';
+              c == '-' || c == '@';
     if (!ok) {
       return Status::InvalidArgument(
-          fmt::format("function name '{}': only letters, digits, '.', '_' and '-' are allowed", function));
+          fmt::format("function name '{}': only letters, digits, '.', '_', '-' and '@' are allowed", function));
     }
   }
   return Status::Ok();

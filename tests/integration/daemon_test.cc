@@ -403,6 +403,46 @@ TEST_F(DaemonTest, PhosFnLogsFollowsWhatAnInstancePrints) {
   ExpectServing();
 }
 
+// Versions through phos-fn: a new version serves once deployed, `versions` lists them, `rollback`
+// serves the earlier one again, a kept one can be deleted; each version's logs are the function's.
+TEST_F(DaemonTest, VersionsRollBack) {
+  ASSERT_EQ(PhosFn({"deploy", "probe", PHOS_PROBE_FN, "--env", "V=one"}).exit_code, 0);
+  EXPECT_EQ(CurlPost("/v1/functions/probe/invoke", "env:V").out, "one");
+  // A taken name is refused (409): a deploy of it again is a new version.
+  EXPECT_EQ(PhosFn({"deploy", "probe", PHOS_PROBE_FN}).exit_code, 1);
+  CommandResult second = PhosFn({"deploy", "--new-version", "probe", PHOS_PROBE_FN, "--env", "V=two"});
+  ASSERT_EQ(second.exit_code, 0) << second.out;
+  EXPECT_NE(second.out.find("deployed probe version 2"), std::string::npos) << second.out;
+  EXPECT_EQ(CurlPost("/v1/functions/probe/invoke", "env:V").out, "two");
+  EXPECT_EQ(CurlPost("/v1/functions/probe/invoke", "say:from-two").out, "said");
+  auto states = [&] {
+    nlohmann::json j = nlohmann::json::parse(PhosFn({"versions", "probe", "--json"}).out, nullptr, false);
+    std::string out;
+    if (!j.is_object() || !j.contains("versions")) return out;
+    for (const auto& v : j["versions"]) out += std::to_string(v.value("version", 0)) + ":" + v.value("state", "") + " ";
+    return out;
+  };
+  EXPECT_EQ(states(), "1:kept 2:serving ");
+  CommandResult table = PhosFn({"versions", "probe"});
+  ASSERT_EQ(table.exit_code, 0) << table.out;
+  EXPECT_NE(table.out.find("serving"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find(PHOS_PROBE_FN), std::string::npos) << table.out;
+
+  CommandResult back = PhosFn({"rollback", "probe"});
+  ASSERT_EQ(back.exit_code, 0) << back.out;
+  EXPECT_NE(back.out.find("version 1 serves"), std::string::npos) << back.out;
+  EXPECT_EQ(CurlPost("/v1/functions/probe/invoke", "env:V").out, "one");
+  EXPECT_EQ(states(), "1:serving 2:kept ");
+  EXPECT_EQ(PhosFn({"rollback", "probe", "--to", "1"}).exit_code, 1);  // it serves already
+  EXPECT_EQ(PhosFn({"versions", "probe", "--delete", "1"}).exit_code, 1);
+  ASSERT_EQ(PhosFn({"versions", "probe", "--delete", "2"}).exit_code, 0);
+  EXPECT_EQ(states(), "1:serving ");
+  // What version 2 printed is still among the function's logs.
+  EXPECT_NE(PhosFn({"logs", "probe"}).out.find("from-two"), std::string::npos);
+  EXPECT_EQ(PhosFn({"versions", "absent"}).exit_code, 1);
+  ExpectServing();
+}
+
 // An instance lost after the first piece: the answer is cut short (no last chunk, the connection
 // closed), and the next request is served by a fresh instance.
 TEST_F(DaemonTest, AnAnswerInPiecesCutShortByACrashIsNotMadeToLookWhole) {

@@ -316,6 +316,30 @@ def walk(args):
         w.call("POST", "/v1/functions/{name}/ranges/{range}/snapshot", 404, {"name": "absent", "range": 0},
                body=b"", content="application/octet-stream")
 
+        # Versions: a second deploy of mlp (other arguments), and back to the first.
+        w.call("POST", "/v1/functions/{name}/versions", 400, {"name": "mlp"}, body=dict(spec, name="other"))
+        w.call("POST", "/v1/functions/{name}/versions", 404, {"name": "absent"}, body=dict(spec, name="absent"))
+        second = dict(spec, args=["--size-mib", "16", "--layers", "2"])
+        deployed = w.call("POST", "/v1/functions/{name}/versions", 201, {"name": "mlp"}, body=second)
+        if not isinstance(deployed, dict) or deployed.get("version") != 2:
+            fail(f"POST /v1/functions/mlp/versions: not version 2: {deployed}")
+        versions = w.call("GET", "/v1/functions/{name}/versions", 200, {"name": "mlp"})
+        states = [(v["version"], v["state"]) for v in (versions or {}).get("versions", [])]
+        if states != [(1, "kept"), (2, "serving")]:
+            fail(f"GET /v1/functions/mlp/versions: {states}")
+        w.call("GET", "/v1/functions/{name}/versions", 404, {"name": "absent"})
+        w.call("POST", "/v1/functions/{name}/rollback", 400, {"name": "mlp"}, body={"version": "one"})
+        w.call("POST", "/v1/functions/{name}/rollback", 404, {"name": "mlp"}, body={"version": 7})
+        back = w.call("POST", "/v1/functions/{name}/rollback", 200, {"name": "mlp"})
+        if not isinstance(back, dict) or back.get("version") != 1 or back.get("args") != spec["args"]:
+            fail(f"POST /v1/functions/mlp/rollback: not version 1: {back}")
+        w.call("POST", "/v1/functions/{name}/rollback", 409, {"name": "mlp"}, body={"version": 1})
+        w.call("POST", "/v1/functions/{name}/invoke", 200, {"name": "mlp"}, body='{"seed": 3}')
+        w.call("DELETE", "/v1/functions/{name}/versions/{version}", 409, {"name": "mlp", "version": 1})
+        w.call("DELETE", "/v1/functions/{name}/versions/{version}", 400, {"name": "mlp", "version": "x"})
+        w.call("DELETE", "/v1/functions/{name}/versions/{version}", 200, {"name": "mlp", "version": 2})
+        w.call("DELETE", "/v1/functions/{name}/versions/{version}", 404, {"name": "mlp", "version": 2})
+
         w.call("POST", "/v1/sessions", 201, body={"gpus": 1})
         w.call("POST", "/v1/sessions", 400, body={"gpus": 99})
 

@@ -12,6 +12,7 @@
 #include "access.h"
 #include "errors.h"
 #include "executables.h"
+#include "events.h"
 #include "logs.h"
 #include "phos/base/log.h"
 #include "phos/base/task_threads.h"
@@ -95,6 +96,8 @@ struct Daemon::Parts {
   std::optional<ctxpool::ContextLease> arena_context;  // the DRAM tier's pinned arena lives in it
   std::unique_ptr<runtime::SnapshotSessions> sessions;
   std::unique_ptr<runtime::CpuStateBackend> cpu_backend;
+  // Before the manager, whose threads publish to it until it is gone.
+  std::unique_ptr<EventStream> events = std::make_unique<EventStream>();
   std::unique_ptr<runtime::InstanceManager> manager;
   std::unique_ptr<TaskThreads> blocking_work;  // the routes' disk work, off the server's loop
   std::unique_ptr<LogFollowers> log_followers;
@@ -280,6 +283,7 @@ Status Daemon::Parts::StartAll() {
   manager_options.function_library_dir = o.function_library_dir;
   manager_options.max_log_bytes = o.function_log_mib << 20;
   manager_options.kept_versions = o.kept_versions;
+  manager_options.on_event = [stream = events.get()](const runtime::InstanceEvent& e) { stream->Publish(e); };
   manager_options.keep_alive = std::chrono::milliseconds(o.keep_alive_ms);
   manager_options.metrics_registry = metrics;
   manager_options.start_timeout = device_time(std::chrono::milliseconds(o.start_timeout_ms));
@@ -293,6 +297,7 @@ Status Daemon::Parts::StartAll() {
                                            .store = store.get(),
                                            .blocking_work = blocking_work.get(),
                                            .log_followers = log_followers.get(),
+                                           .events = events.get(),
                                            .access = &*access,
                                            .executables = executables.get(),
                                            .metrics = metrics}));
@@ -345,6 +350,7 @@ void Daemon::Stop() {
   // Instances first, while HTTP still answers: queued and in-flight invocations get their 503
   // ("phosd is shutting down") instead of a dropped connection. Then stop accepting.
   if (p.manager) p.manager->Shutdown();  // end instances and their GPU sessions
+  p.events->Close();                     // the instances' ends told, the event streams end
   if (p.server) p.server->Stop();
   p.server.reset();
   p.blocking_work.reset();     // after the server, before the manager its imports adopt into

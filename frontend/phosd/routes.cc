@@ -198,14 +198,13 @@ Response VersionError(const Status& s) {
   return Error(StatusFor(s), s.message());
 }
 
-// A deploy's failure: a name taken, a spec refused, phosd stopping; for a version (`versioned`), a
-// function unknown or a conflict as VersionError says. Else 502: the deploy that failed (the
-// function's start, its capture), not an instance lost.
+// A deploy's failure: a name taken, a spec refused; for a version (`versioned`), a function unknown
+// or a conflict as VersionError says. Else 502: the deploy that failed (the function's start, its
+// capture), not an instance lost.
 Response DeployError(const Status& s, bool versioned) {
   switch (s.code()) {
     case StatusCode::kAlreadyExists: return Error(409, s.message(), "already_exists");
     case StatusCode::kInvalidArgument: return Error(400, s.message());
-    case StatusCode::kUnavailable: return Error(503, s.message());
     case StatusCode::kNotFound:
     case StatusCode::kFailedPrecondition:
       if (versioned) return VersionError(s);
@@ -634,6 +633,13 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
 
   // Where a job stands (docs/design.md D10): {"step", "steps", "finished", "checkpoints":
   // [{"version", "step"}], "losses": the path of its losses file}. Admin, as instances are.
+  // What becomes of instances, as it happens: one JSON object per line (EventStream), the first
+  // {"event": "subscribed"}, for as long as the client listens.
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "GET", "/v1/events", [events = options.events](Request, Responder out, bool) {
+    if (events == nullptr) return out.Send(Error(503, "this phosd streams no events"));
+    events->Subscribe(std::move(out));
+  }));
+
   PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "GET", "/v1/functions/{name}/job", [manager](Request req, Responder out, bool) {
     Result<runtime::JobStatus> job = manager->Job(std::string(req.Param("name")));
     if (!job.ok()) return out.Send(Error(StatusFor(job.status()), job.status().message()));

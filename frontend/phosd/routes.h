@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "access.h"
+#include "events.h"
 #include "executables.h"
 #include "logs.h"
 #include "phos/base/task_threads.h"
@@ -30,6 +31,8 @@ struct RouteOptions {
   // Where followed logs stream from (GET /v1/functions/{name}/logs?follow=1; 503 without). Must
   // outlive the server; destroyed before the instance manager. Default: nullptr.
   LogFollowers* log_followers = nullptr;
+  // Where GET /v1/events subscribes (503 without). Must outlive the server. Default: nullptr.
+  EventStream* events = nullptr;
   // Who may call what. Required; must outlive the server.
   const AccessPolicy* access = nullptr;
   // The executables deploys may name, and the artifact store. Required; must outlive the server.

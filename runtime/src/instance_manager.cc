@@ -32,6 +32,22 @@ ipc::invoke::EnvList InstanceManager::Impl::ProcessEnv(const FunctionSpec& spec,
   return session;
 }
 
+const char* InstanceEventName(InstanceEvent::Kind kind) {
+  switch (kind) {
+    case InstanceEvent::Kind::kStarted: return "started";
+    case InstanceEvent::Kind::kRestored: return "restored";
+    case InstanceEvent::Kind::kEvicted: return "evicted";
+    case InstanceEvent::Kind::kEnded: return "ended";
+  }
+  return "unknown";
+}
+
+void InstanceManager::Impl::Emit(InstanceEvent::Kind kind, const Function& f, const Instance& inst) const {
+  if (!options_.on_event) return;
+  options_.on_event(
+      InstanceEvent{.kind = kind, .function = f.name, .version = f.number, .instance = inst.id, .mode = inst.mode});
+}
+
 InvokeOutcome Outcome(InvokeOutcome::Kind kind, std::string message) {
   InvokeOutcome o;
   o.kind = kind;
@@ -566,11 +582,13 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
     f->next_start = Clock::now() + std::min<std::chrono::milliseconds>(delay, std::chrono::seconds(30));
     ++f->start_failures;
   }
-  // The last instance of a replaced version: nothing of it runs any more. Before this thread is
-  // handed to the supervisor, which joins it holding the lock.
-  if (f->replaced && f->instances.empty()) {
+  // Told, and the last instance of a replaced version's resources dropped (nothing of it runs any
+  // more), before this thread is handed to the supervisor, which joins it holding the lock.
+  const bool last_of_replaced = f->replaced && f->instances.empty();
+  if (inst->pid > 0 || last_of_replaced) {
     lock.unlock();
-    DropVersionResources(f->spec.name);
+    if (inst->pid > 0) Emit(InstanceEvent::Kind::kEnded, *f, *inst);
+    if (last_of_replaced) DropVersionResources(f->spec.name);
     lock.lock();
   }
   finished_.push_back(inst);
@@ -610,6 +628,7 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
   const bool takes_ids = ipc::invoke::TakesRequestIds(hello->payload);
   hello->payload = std::string();  // a function's ready payload is not kept for the instance's life
   PHOS_LOG(Info, "instances", "{} ready ({})", who, RestoreModeName(report.mode));
+  Emit(report.restored ? InstanceEvent::Kind::kRestored : InstanceEvent::Kind::kStarted, *f, *inst);
   AnswerMove(*inst, Status::Ok());  // a migrated instance is back
   // Before the caller hears back: whoever waits for a sample request's answer finds its order saved.
   auto after_request = [&] {
@@ -645,6 +664,7 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
     f->slot_cv.notify_all();  // an idle instance may make way for a restore
     PublishDemandLocked();
   }
+  bool evicted = false;
   while (true) {
     Invocation inv;
     std::optional<PendingCheckpoint> checkpoint;
@@ -670,6 +690,7 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
       }
       if (inst->evict) {
         PHOS_LOG(Info, "instances", "{} ends: a restore needs its place", who);
+        evicted = true;
         break;
       }
       // A checkpoint goes before queued requests: it was asked of this instance, at its next idle point.
@@ -691,6 +712,7 @@ bool InstanceManager::Impl::Serve(const std::shared_ptr<Function>& f, const std:
     inst->state = InstanceState::kIdle;
     f->slot_cv.notify_all();
   }
+  if (evicted) Emit(InstanceEvent::Kind::kEvicted, *f, *inst);
   // Orderly end: closing the channel makes the serve loop return 0.
   shutdown(proc.channel_fd, SHUT_RDWR);
   std::string how = EndInstanceProcess(proc.pid, options_.stop_grace);

@@ -358,6 +358,8 @@ class InstanceManager::Impl {
   // ---- one instance's life (instance_manager.cc) ----
   void RunInstance(std::shared_ptr<Function> f, std::shared_ptr<Instance> inst, RestoreMode mode,
                    std::optional<Invocation> first);
+  // Tells options_.on_event what happened to `inst` of `f`; the caller holds no lock.
+  void Emit(InstanceEvent::Kind kind, const Function& f, const Instance& inst) const;
   bool Serve(const std::shared_ptr<Function>& f, const std::shared_ptr<Instance>& inst, const FunctionSpec& spec,
              const InstanceProcess& proc, StartReport report, std::optional<Invocation> first, bool learning);
   // Runs one invocation; `before_answer` runs once the instance answered, before the caller is.

@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -232,6 +233,27 @@ class Walker:
         return value
 
 
+    def stream(self, template, status, lines):
+        """GETs a streamed answer of JSON lines and checks its first `lines` against the schema its
+        200 lists for application/x-ndjson; returns them."""
+        request = urllib.request.Request(self.phosd.endpoint + template)
+        request.add_header("Authorization", "Bearer " + self.phosd.token)
+        self.called.add(("GET", template, True))
+        where = f"GET {template}"
+        with urllib.request.urlopen(request, timeout=60) as r:
+            if r.status != status:
+                fail(f"{where}: expected {status}, got {r.status}")
+            schema = self.document["paths"][template]["get"]["responses"][str(status)]["content"][
+                "application/x-ndjson"]["schema"]
+            got = []
+            for _ in range(lines):
+                value = json.loads(r.readline())
+                for error in validate(self.document, schema, value, "line"):
+                    fail(f"{where}: {error}")
+                got.append(value)
+            return got
+
+
 def walk(args):
     with open(args.openapi, encoding="utf-8") as f:
         document = yaml.safe_load(f)
@@ -271,6 +293,8 @@ def walk(args):
         w.call("POST", "/v1/functions", 409, body=spec)
         w.call("GET", "/v1/functions", 200, auth=None)
         w.call("GET", "/v1/functions", 200)
+        w.call("GET", "/v1/events", 401, auth=None)
+        w.call("GET", "/v1/events", 403, auth="wrong")
 
         w.call("POST", "/v1/functions/{name}/invoke", 200, {"name": "mlp"}, body='{"seed": 3}')
         w.call("POST", "/v1/functions/{name}/invoke", 400, {"name": "mlp"}, body='{"input": [1]}')
@@ -315,6 +339,19 @@ def walk(args):
                body=b"not a manifest", content="application/octet-stream")
         w.call("POST", "/v1/functions/{name}/ranges/{range}/snapshot", 404, {"name": "absent", "range": 0},
                body=b"", content="application/octet-stream")
+
+        # The events of an instance restored for a request: subscribed first, then restored.
+        events = []
+        listener = threading.Thread(target=lambda: events.extend(w.stream("/v1/events", 200, 2)))
+        listener.start()
+        deadline = time.monotonic() + 60
+        while not events and listener.is_alive() and time.monotonic() < deadline:
+            w.call("POST", "/v1/functions/{name}/invoke", 200, {"name": "mlp"}, body='{"seed": 4}',
+                   headers={"X-Phos-Restore-Mode": "phos"})
+        listener.join(60)
+        if [e.get("event") for e in events][:1] != ["subscribed"] or not any(
+                e.get("function") == "mlp" for e in events[1:]):
+            fail(f"GET /v1/events: {events}")
 
         # Versions: a second deploy of mlp (other arguments), and back to the first.
         w.call("POST", "/v1/functions/{name}/versions", 400, {"name": "mlp"}, body=dict(spec, name="other"))

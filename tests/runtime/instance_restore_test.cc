@@ -13,6 +13,8 @@
 #include <set>
 #include <vector>
 
+#include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include "../testing/wait_until.h"
@@ -304,6 +306,44 @@ TEST_F(InstanceRestoreTest, TheDeploySaysWhatBecameOfItsSample) {
   EXPECT_EQ(hung.sample.code(), StatusCode::kTimeout);
   EXPECT_NE(hung.sample.message().find("did not answer before the deadline"), std::string::npos)
       << hung.sample.message();
+}
+
+// Each instance's life as InstanceManagerOptions::on_event tells it: the warm one started from
+// its range's snapshot, evicted for a request's restore, ended; the restored one ended with the
+// function's removal.
+TEST_F(InstanceRestoreTest, InstancesTellWhatBecomesOfThem) {
+  std::mutex mu;
+  std::vector<std::string> events;
+  options_.on_event = [&](const InstanceEvent& e) {
+    std::lock_guard lock(mu);
+    events.push_back(fmt::format("{} {} v{} #{} {}", InstanceEventName(e.kind), e.function, e.version, e.instance,
+                                 RestoreModeName(e.mode)));
+  };
+  auto told = [&] {
+    std::lock_guard lock(mu);
+    return events;
+  };
+  Open();
+  ASSERT_TRUE(Deploy(1, 1).status.ok());
+  ASSERT_TRUE(WaitUntil([&] { return Status().idle == 1; }));
+  std::vector<InstanceStatus> warm = *manager_->Instances("probe");
+  ASSERT_EQ(warm.size(), 1u);
+  const std::string w = "probe v1 #" + std::to_string(warm[0].id);
+  ASSERT_EQ(Invoke("pid", RestoreMode::kPhos).kind, Kind::kOk);
+  std::vector<InstanceStatus> now = *manager_->Instances("probe");
+  ASSERT_FALSE(now.empty());
+  const std::string r = "probe v1 #" + std::to_string(now.back().id);
+  ASSERT_TRUE(WaitUntil([&] { return told().size() == 4; })) << fmt::format("{}", fmt::join(told(), "; "));
+  const std::vector<std::string> all = told();
+  EXPECT_EQ(all[0], "restored " + w + " phos");  // the warm one: restored from its range's snapshot
+  // The request's instance is ready before or after the warm one has ended.
+  const std::vector<std::string> rest(all.begin() + 1, all.end());
+  EXPECT_EQ(rest[0], "evicted " + w + " phos");
+  EXPECT_NE(std::find(rest.begin(), rest.end(), "ended " + w + " phos"), rest.end());
+  EXPECT_NE(std::find(rest.begin(), rest.end(), "restored " + r + " phos"), rest.end());
+  ASSERT_TRUE(manager_->Remove("probe").ok());
+  ASSERT_TRUE(WaitUntil([&] { return told().size() == 5; }));
+  EXPECT_EQ(told()[4], "ended " + r + " phos");
 }
 
 // ---- versions (docs/design.md D18) ----

@@ -26,6 +26,7 @@ size_t Append(char* data, size_t size, size_t count, void* out) {
   curl_easy_getinfo(sink->curl, CURLINFO_RESPONSE_CODE, &status);
   if (sink->request->on_body && status >= 200 && status < 300) {
     sink->request->on_body(std::string_view(data, size * count));
+    if (sink->request->keep_going && !sink->request->keep_going()) return 0;  // ends the transfer
   } else {
     sink->body->append(data, size * count);
   }
@@ -117,11 +118,12 @@ ErrorBody ParseErrorBody(const std::string& body) {
 
 namespace {
 
-// CURLOPT_XFERINFOFUNCTION: the upload's bytes to ClientRequest::on_upload_progress.
-int UploadProgress(void* user, curl_off_t, curl_off_t, curl_off_t total, curl_off_t sent) {
-  const auto& report = *static_cast<const std::function<void(uint64_t, uint64_t)>*>(user);
-  report(static_cast<uint64_t>(sent), static_cast<uint64_t>(total));
-  return 0;
+// CURLOPT_XFERINFOFUNCTION: the upload's bytes to ClientRequest::on_upload_progress; nonzero (the
+// transfer ends) once ClientRequest::keep_going says so.
+int Progress(void* user, curl_off_t, curl_off_t, curl_off_t total, curl_off_t sent) {
+  const auto& request = *static_cast<const ClientRequest*>(user);
+  if (request.on_upload_progress) request.on_upload_progress(static_cast<uint64_t>(sent), static_cast<uint64_t>(total));
+  return request.keep_going && !request.keep_going() ? 1 : 0;
 }
 
 }  // namespace
@@ -156,12 +158,15 @@ Result<ClientResponse> Fetch(const ClientRequest& request) {
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
   }
   if (request.timeout_ms > 0) curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, request.timeout_ms);
-  if (request.on_upload_progress) {
+  if (request.on_upload_progress || request.keep_going) {
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, UploadProgress);
-    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &request.on_upload_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, Progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &request);
   }
   CURLcode rc = curl_easy_perform(c);
+  if (rc == CURLE_ABORTED_BY_CALLBACK || (rc == CURLE_WRITE_ERROR && request.keep_going && !request.keep_going())) {
+    return Status::Unavailable(request.method + " " + request.url + ": stopped by the caller");
+  }
   if (rc != CURLE_OK) {
     return Status::Unavailable(request.method + " " + request.url + ": " + curl_easy_strerror(rc));
   }

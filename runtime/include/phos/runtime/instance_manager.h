@@ -114,6 +114,23 @@ class GpuSessions {
   virtual bool WaitForContexts(std::chrono::milliseconds timeout, const std::function<bool()>& stopping);
 };
 
+// What happened to an instance (InstanceManagerOptions::on_event).
+struct InstanceEvent {
+  enum class Kind {
+    kStarted,   // ready, spawned or forked without GPU state from a snapshot
+    kRestored,  // ready, its GPU state restored from a snapshot
+    kEvicted,   // asked to end, idle, because a restore needed its place
+    kEnded,     // its process is gone (evicted, idle past its keep-alive, failed, removed, stopping)
+  };
+  Kind kind = Kind::kStarted;
+  std::string function;  // the function's name
+  uint64_t version = 1;  // the function's version it is an instance of
+  uint64_t instance = 0;
+  RestoreMode mode = RestoreMode::kWarm;  // how it was brought up
+};
+// "started", "restored", "evicted", "ended".
+const char* InstanceEventName(InstanceEvent::Kind kind);
+
 struct InstanceManagerOptions {
   // Holds functions.json and logs/<name>-<pid>.log. Created if missing. Required.
   std::string data_dir;
@@ -160,6 +177,9 @@ struct InstanceManagerOptions {
   // Earlier versions of each function kept to roll back to (their specs and executables' digests,
   // in functions.json); past it the oldest is forgotten. 0..1000. Default: 10.
   int kept_versions = 10;
+  // Told each InstanceEvent, from the instance's thread, holding no lock of the manager's (it must
+  // not block: a slow consumer queues). Default: none.
+  std::function<void(const InstanceEvent&)> on_event;
 };
 
 // What a deploy did (InstanceManager::Deploy).

@@ -47,6 +47,10 @@ struct ClientRequest {
   // When set, told the request body's bytes sent so far and in all, as the upload goes (several
   // times a second at most, from the calling thread).
   std::function<void(uint64_t sent, uint64_t total)> on_upload_progress;
+  // When set, asked with each piece of the answer and about once a second meanwhile: false ends
+  // the transfer there (Fetch fails, Unavailable, saying it was stopped). For answers that stream
+  // for as long as the client listens.
+  std::function<bool()> keep_going;
 };
 
 // What an error answer of phosd says: {"error": {"code": "...", "message": "..."}}; also the older

@@ -4,7 +4,12 @@
 // (examples/capi/gateway.c) run against it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <mutex>
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <filesystem>
 #include <iterator>
 #include <fstream>
@@ -169,6 +174,58 @@ TEST_F(CapiUnixSocketTest, TheCApiAndPhosFnReachPhosdOverItsUnixSocket) {
   EXPECT_NE(ls.out.find("mlp"), std::string::npos) << ls.out;
   CommandResult bad = ::phos::testing::Run({PHOS_PHOS_FN, "--endpoint", "unix://relative.sock", "ls"});
   EXPECT_EQ(bad.exit_code, 2);
+}
+
+// Events as a watch hands them over: the warm instance that came up, one restored for a request,
+// what ended with the function's removal; none once the watch is stopped.
+struct Told {
+  std::mutex mu;
+  std::vector<std::string> events;  // "restored mlp v1 #3 phos"
+  std::vector<std::string> Copy() {
+    std::lock_guard lock(mu);
+    return events;
+  }
+};
+void Tell(void* user, const phos_event* e) {
+  auto* told = static_cast<Told*>(user);
+  static const char* kNames[] = {"?", "started", "restored", "evicted", "ended"};
+  std::lock_guard lock(told->mu);
+  told->events.push_back(fmt::format("{} {} v{} #{} {}", kNames[e->kind >= 1 && e->kind <= 4 ? e->kind : 0],
+                                     e->function, e->version, e->instance, e->mode));
+}
+
+TEST_F(CapiPhosdTest, AWatchTellsWhatBecomesOfInstances) {
+  Told told;
+  phos_watch* watch = nullptr;
+  ASSERT_EQ(phos_watch_events(client_, Tell, &told, &watch), PHOS_OK) << phos_last_error();
+  ASSERT_EQ(DeployMlp(client_, "mlp", /*upload=*/false), PHOS_OK) << phos_last_error();
+  auto has = [&](const std::string& prefix) {
+    for (const std::string& e : told.Copy()) {
+      if (e.rfind(prefix, 0) == 0) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(WaitUntil([&] { return has("restored mlp v1 "); })) << fmt::format("{}", fmt::join(told.Copy(), "; "));
+  phos_invoke_options restore{};
+  restore.struct_size = sizeof(restore);
+  restore.restore_mode = "phos";
+  phos_invoke_info info{};
+  info.struct_size = sizeof(info);
+  Invoke("mlp", R"({"seed": 1})", &restore, &info);
+  EXPECT_TRUE(WaitUntil([&] { return has("evicted mlp v1 "); })) << fmt::format("{}", fmt::join(told.Copy(), "; "));
+  ASSERT_EQ(phos_remove(client_, "mlp"), PHOS_OK) << phos_last_error();
+  EXPECT_TRUE(WaitUntil([&] {
+    std::vector<std::string> now = told.Copy();
+    return std::count_if(now.begin(), now.end(), [](const std::string& e) { return e.rfind("ended", 0) == 0; }) >= 2;
+  })) << fmt::format("{}", fmt::join(told.Copy(), "; "));
+  EXPECT_EQ(phos_watch_stop(watch), PHOS_OK) << phos_last_error();
+  // Stopped: another deploy's instances are not told.
+  const size_t before = told.Copy().size();
+  ASSERT_EQ(DeployMlp(client_, "again", false), PHOS_OK) << phos_last_error();
+  EXPECT_EQ(told.Copy().size(), before);
+  // A NULL watch stops as nothing; a watch needs a callback.
+  EXPECT_EQ(phos_watch_stop(nullptr), PHOS_OK);
+  EXPECT_EQ(phos_watch_events(client_, nullptr, nullptr, &watch), PHOS_INVALID_ARGUMENT);
 }
 
 TEST_F(CapiPhosdTest, RefusalsComeBackAsTheirStatuses) {
@@ -413,8 +470,14 @@ TEST(CapiEmbeddedTest, TheDaemonRunsInThisProcessBehindTheSameApi) {
   EXPECT_EQ(phos_remove(client, "mlp"), PHOS_OK) << phos_last_error();
   EXPECT_EQ(phos_invoke(client, "mlp", request.data(), request.size(), nullptr, &response, &len, nullptr),
             PHOS_NOT_FOUND);
-  EXPECT_EQ(phos_close(client), PHOS_OK);
+  // A watch of the embedded daemon ends with it: its stop says so.
+  Told told;
+  phos_watch* watch = nullptr;
+  ASSERT_EQ(phos_watch_events(client, Tell, &told, &watch), PHOS_OK) << phos_last_error();
   EXPECT_EQ(phos_runtime_close(runtime), PHOS_OK);
+  EXPECT_EQ(phos_watch_stop(watch), PHOS_UNAVAILABLE);
+  EXPECT_NE(std::string(phos_last_error()).find("phosd ended the stream"), std::string::npos) << phos_last_error();
+  EXPECT_EQ(phos_close(client), PHOS_OK);
   // Closed: nothing answers there any more.
   EXPECT_NE(::phos::testing::Run({"/usr/bin/curl", "-sf", "--max-time", "5", endpoint + "/healthz"}).exit_code, 0);
   std::error_code ec;

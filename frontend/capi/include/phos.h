@@ -187,6 +187,41 @@ PHOS_EXPORT phos_status phos_checkpoint(phos_client* client, const char* name, u
 /* phosd's metrics (GET /metrics): Prometheus text, NUL-terminated. */
 PHOS_EXPORT phos_status phos_stats(phos_client* client, char** text);
 
+/* What became of an instance (phos_watch_events). The values never change; later versions may add
+ * kinds, which a caller ignores. */
+typedef enum phos_event_kind {
+  PHOS_EVENT_STARTED = 1,  /* ready: spawned, or forked without GPU state from a snapshot */
+  PHOS_EVENT_RESTORED = 2, /* ready: its GPU state restored from a snapshot */
+  PHOS_EVENT_EVICTED = 3,  /* asked to end, idle, because a restore needed its place */
+  PHOS_EVENT_ENDED = 4     /* its process is gone */
+} phos_event_kind;
+
+/* One event; its strings live for the callback's call only. */
+typedef struct phos_event {
+  size_t struct_size; /* sizeof(phos_event) of the library that made it: fields past it are absent */
+  phos_event_kind kind;
+  const char* function;
+  uint64_t version; /* the function's version the instance is of */
+  uint64_t instance;
+  const char* mode; /* how it was brought up: a restore mode, or "warm" */
+  int64_t time_ms;  /* when, in Unix time */
+} phos_event;
+
+typedef void (*phos_event_fn)(void* user, const phos_event* event);
+typedef struct phos_watch phos_watch;
+
+/* Calls `on_event` from a thread of the watch's own with each event phosd tells from now on
+ * (GET /v1/events), in order, until phos_watch_stop; returns once phosd has begun telling, so no
+ * later event is missed. `client` must outlive the watch. When phosd stops or goes away the watch
+ * ends by itself: `on_event` is not called again. */
+PHOS_EXPORT phos_status phos_watch_events(phos_client* client, phos_event_fn on_event, void* user,
+                                          phos_watch** out);
+
+/* Ends the watch (within about a second), waits for its thread and frees it; `on_event` is not
+ * called once it returns. PHOS_OK, or why the watch had ended before (PHOS_UNAVAILABLE: phosd
+ * stopped or could not be reached), its message phos_last_error(). Not from `on_event`. */
+PHOS_EXPORT phos_status phos_watch_stop(phos_watch* watch);
+
 /* ---- Embedded mode ---- */
 
 typedef struct phos_runtime phos_runtime;

@@ -24,6 +24,8 @@ packages=(
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang with libFuzzer and the ASan/UBSan runtimes
   wrk  # bench/load.sh: warm invokes under load
   valgrind  # the C API example under --leak-check=full (a long test)
+  libxml2-dev  # objstore/: S3's XML answers (ListObjectsV2, errors)
+  nodejs npm  # s3rver, the S3 server the object store's tests run against (installed below)
 )
 
 missing=()
@@ -57,4 +59,14 @@ if [[ -z $version || $version -lt 13000 || $version -ge 14000 ]]; then
   echo "setup: $header is CUDA version ${version:-unknown}; phos needs CUDA 13 (13000 to 13999)." >&2
   exit 1
 fi
+# s3rver (npm): an S3 server on loopback for the object store's tests (tests/objstore). Not
+# fatal: without it those tests skip, saying why.
+s3rver_dir=${PHOS_NODE_TOOLS:-$HOME/.cache/phos/node}
+if [[ ! -x $s3rver_dir/node_modules/.bin/s3rver ]]; then
+  echo "setup: installing s3rver into $s3rver_dir"
+  mkdir -p "$s3rver_dir"
+  npm install --prefix "$s3rver_dir" --no-audit --no-fund --loglevel=error s3rver@3.7.1 >/dev/null ||
+    echo "setup: s3rver could not be installed; the object store's tests will skip" >&2
+fi
+
 echo "setup: ready (CUDA headers $((version / 1000)).$((version % 1000 / 10)) at $cuda_home)"

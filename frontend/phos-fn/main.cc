@@ -25,6 +25,7 @@
 
 #include <cstdio>
 #include <ctime>
+#include <thread>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -35,6 +36,7 @@
 #include <nlohmann/json.hpp>
 
 #include "deploy_progress.h"
+#include "top.h"
 #include "new_project.h"
 #include "phos/base/layout.h"
 #include "phos/base/version.h"
@@ -276,6 +278,7 @@ int main(int argc, char** argv) {
 
   std::string name;
   std::string executable;
+  bool json = false;  // --json: phosd's answer as JSON, for programs
   int instances = 1;
   int gpus = 1;
   std::vector<std::string> extra;
@@ -345,6 +348,7 @@ int main(int argc, char** argv) {
   deploy->add_option("--checkpoint-mode", job_mode, "How a job's checkpoints are taken")
       ->check(CLI::IsMember({"stop-the-world", "soft-cow", "soft-recopy"}));
   std::vector<std::string> env;
+  deploy->add_flag("--json", json, "Print phosd's JSON answer");
   deploy->add_option("--env", env, "An environment variable of the function's processes, NAME=VALUE (repeatable)");
   deploy->add_option("args", extra, "Arguments for the function (after --)");
 
@@ -360,7 +364,6 @@ int main(int argc, char** argv) {
   bool timings = false;
   invoke->add_flag("--timings", timings, "Print the restore mode and stage timings (ms) to stderr");
 
-  bool json = false;
   auto* ls = app.add_subcommand("ls", "List functions and their instances");
   ls->add_flag("--json", json, "Print phosd's JSON");
 
@@ -380,6 +383,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   checkpoint->add_option("--mode", checkpoint_mode, "How the instance's GPU state is copied while it runs")
       ->check(CLI::IsMember({"stop-the-world", "soft-cow", "soft-recopy"}));
+  checkpoint->add_flag("--json", json, "Print phosd's JSON answer");
 
   int device = -1;
   auto* migrate = app.add_subcommand(
@@ -399,6 +403,7 @@ int main(int argc, char** argv) {
   to_device->excludes(to_node);
   migrate->add_option("--instance", instance, "The instance's id (phos-fn instances); default: an idle one")
       ->check(CLI::PositiveNumber);
+  migrate->add_flag("--json", json, "Print phosd's JSON answer");
 
   bool follow = false;
   uint64_t tail_bytes = 64 * 1024;
@@ -426,8 +431,18 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   rollback->add_flag("--json", json, "Print phosd's JSON");
 
+  bool once = false;
+  long interval_ms = 1000;
+  auto* top = app.add_subcommand(
+      "top", "Each function's instances, and invocations by how their instance came up with their time to the first "
+             "byte, refreshed until interrupted");
+  top->add_flag("--once", once, "Print one frame and exit");
+  top->add_option("--interval-ms", interval_ms, "Time between frames")->check(CLI::Range(100L, 3600000L));
+  top->add_flag("--json", json, "Each frame as one line of JSON");
+
   auto* rm = app.add_subcommand("rm", "Remove a function");
   rm->add_option("name", name, "Function name")->required();
+  rm->add_flag("--json", json, "Print phosd's JSON answer");
 
   auto* run = app.add_subcommand("run", "Run an unmodified CUDA program with its GPU work in phosd");
   run->add_option("--gpus", gpus, "Devices the program uses (more than 1: a device group with NCCL)")
@@ -550,6 +565,10 @@ int main(int argc, char** argv) {
     g_progress = nullptr;
     deploying.Stop();
     if (!r) return 1;
+    if (json) {
+      std::cout << r->body;
+      return 0;
+    }
     nlohmann::json answer = nlohmann::json::parse(r->body, nullptr, false);
     const uint64_t version = answer.is_object() ? answer.value("version", uint64_t{0}) : 0;
     std::cout << "deployed " << name << " version " << version << " (" << instances << " warm instance"
@@ -695,6 +714,10 @@ int main(int argc, char** argv) {
     auto answer = PostToInstance(endpoint, name, instance, "checkpoint", {{"mode", checkpoint_mode}}, "version");
     if (!answer) return 1;
     const nlohmann::json& j = *answer;
+    if (json) {
+      std::cout << j.dump() << "\n";
+      return 0;
+    }
     std::printf("checkpointed instance %llu of %s as snapshot v%llu (%s; the instance stalled %.3f ms)\n",
                 static_cast<unsigned long long>(j["instance"].get<uint64_t>()), name.c_str(),
                 static_cast<unsigned long long>(j["version"].get<uint64_t>()), j.value("mode", "?").c_str(),
@@ -720,6 +743,10 @@ int main(int argc, char** argv) {
     auto answer = PostToInstance(endpoint, name, instance, "migrate", body, "to");
     if (!answer) return 1;
     const nlohmann::json& j = *answer;
+    if (json) {
+      std::cout << j.dump() << "\n";
+      return 0;
+    }
     if (!node.empty()) {
       std::printf("moved instance %llu of %s to %s (instance %llu there, snapshot v%llu; %llu chunks sent, %llu bytes; "
                   "it served nothing for %.3f ms); requests for %s here are forwarded there\n",
@@ -767,10 +794,28 @@ int main(int argc, char** argv) {
     std::printf("losses: %s\n", j.value("losses", "").c_str());
     return 0;
   }
+  if (*top) {
+    const bool tty = isatty(STDOUT_FILENO) == 1;
+    while (true) {
+      auto functions = Call({.url = endpoint + "/v1/functions"});
+      auto metrics = functions ? Call({.url = endpoint + "/metrics"}) : std::nullopt;
+      if (!metrics) return 1;
+      nlohmann::json frame = phos::fn_cli::TopFrame(nlohmann::json::parse(functions->body, nullptr, false),
+                                                    phos::fn_cli::ParseMetricsText(metrics->body));
+      if (json) {
+        std::cout << frame.dump() << std::endl;
+      } else {
+        if (tty && !once) std::cout << "\033[H\033[2J";  // the frame replaces the last one
+        std::cout << phos::fn_cli::RenderTop(frame) << std::flush;
+      }
+      if (once) return 0;
+      std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+    }
+  }
   if (*rm) {
     auto r = Call({.method = "DELETE", .url = endpoint + "/v1/functions/" + name});
     if (!r) return 1;
-    std::cout << "removed " << name << "\n";
+    std::cout << (json ? r->body : "removed " + name + "\n");
     return 0;
   }
   return Run(endpoint, gpus, extra);

@@ -403,6 +403,38 @@ TEST_F(DaemonTest, PhosFnLogsFollowsWhatAnInstancePrints) {
   ExpectServing();
 }
 
+// phos-fn top: the function's instances from phosd's listing, and the invocations by mode with
+// their time to the first byte from its metrics (prometheus-cpp's text, read back by phos-fn).
+TEST_F(DaemonTest, TopShowsInstancesAndInvocationsByMode) {
+  Deploy(1);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Status("/v1/functions/probe/invoke", "x", {"-H", "X-Phos-Restore-Mode: phos"}), "200");
+  }
+  EXPECT_EQ(CurlPost("/v1/functions/probe/invoke", "warm-one").out, "warm-one");
+  CommandResult frame = PhosFn({"top", "--once", "--json"});
+  ASSERT_EQ(frame.exit_code, 0) << frame.out;
+  nlohmann::json j = nlohmann::json::parse(frame.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << frame.out;
+  ASSERT_EQ(j["functions"].size(), 1u) << frame.out;
+  EXPECT_EQ(j["functions"][0].value("name", ""), "probe");
+  EXPECT_EQ(j["functions"][0].value("version", 0), 1);
+  // What the metrics count, by mode: three restores, and at least the warm one.
+  std::map<std::string, nlohmann::json> modes;
+  for (const auto& m : j["modes"]) modes[m.value("mode", "")] = m;
+  ASSERT_EQ(modes.count("phos"), 1u) << frame.out;
+  EXPECT_EQ(modes["phos"].value("invocations", 0), 3) << frame.out;
+  ASSERT_TRUE(modes["phos"].contains("first_byte_ms")) << frame.out;
+  const nlohmann::json& latency = modes["phos"]["first_byte_ms"];
+  EXPECT_GT(latency.value("mean", 0.0), 0.0) << frame.out;
+  EXPECT_LE(latency.value("p50", 0.0), latency.value("p99", 0.0)) << frame.out;
+  EXPECT_GE(modes["warm"].value("invocations", 0), 1) << frame.out;
+  CommandResult table = PhosFn({"top", "--once"});
+  ASSERT_EQ(table.exit_code, 0);
+  EXPECT_NE(table.out.find("FUNCTION"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("probe"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("phos"), std::string::npos) << table.out;
+}
+
 // Versions through phos-fn: a new version serves once deployed, `versions` lists them, `rollback`
 // serves the earlier one again, a kept one can be deleted; each version's logs are the function's.
 TEST_F(DaemonTest, VersionsRollBack) {

@@ -77,6 +77,10 @@ Status SnapshotSessions::SameLayout(const std::string& function, uint64_t a, uin
   PHOS_ASSIGN_OR_RETURN(std::shared_ptr<const store::Manifest> x, Manifest(function, a));
   PHOS_ASSIGN_OR_RETURN(std::shared_ptr<const store::Manifest> y, Manifest(function, b));
   const std::string what = fmt::format("{} v{} and v{}", function, a, b);
+  if (x->device_profile != y->device_profile) {
+    return Status::FailedPrecondition(fmt::format("{} were taken on different kinds of device ({} and {})", what,
+                                                  x->device_profile, y->device_profile));
+  }
   if (x->va_base != y->va_base || x->va_bytes != y->va_bytes || x->gpus != y->gpus) {
     return Status::FailedPrecondition(what + " lie in different instance ranges or device counts");
   }
@@ -184,6 +188,15 @@ Result<std::string> SnapshotSessions::IssueRestoreToken(const RestoreRequest& r)
       r.mode == RestoreMode::kColdBoot || r.mode == RestoreMode::kStopTheWorld || r.mode == RestoreMode::kNoPool;
   if (r.mode != RestoreMode::kColdBoot && r.version != 0) {
     PHOS_ASSIGN_OR_RETURN(plan.manifest, Manifest(r.function, r.version));
+    // Any device of the kind it was taken on (the instance ranges are the daemon's, not a
+    // device's); another kind (memory, compute capability) is refused, naming both.
+    if (!plan.manifest->device_profile.empty() && !options_.device_profile.empty() &&
+        plan.manifest->device_profile != options_.device_profile) {
+      return Status::FailedPrecondition(fmt::format(
+          "{} v{} was taken on a {}; this node's devices are {}: a snapshot restores on devices of the kind it was "
+          "taken on",
+          r.function, r.version, plan.manifest->device_profile, options_.device_profile));
+    }
     store::DramTier* dram = Dram();
     plan.source = dram != nullptr ? static_cast<store::ChunkSource*>(dram) : store_;
     plan.dram = dram;

@@ -254,6 +254,30 @@ TEST_F(MlpTest, AnInstanceMovedToAnotherNodeAnswersEveryRequestSentDuringTheMove
 // A move the other node refuses (its mlp is laid out otherwise: the snapshot's buffers are not its
 // deploy's) leaves the instance serving here, restored from the checkpoint, and nothing kept
 // there; what reaches the import routes otherwise is checked too, each refusal with its status.
+// A node whose devices are of another kind (here an A100's profile, not the CI device) refuses the
+// snapshot, naming both kinds; the instance serves on here.
+TEST_F(MlpTest, AMoveToANodeOfAnotherDeviceKindIsRefusedNamingBoth) {
+  PhosdNode other;
+  std::vector<std::pair<std::string, std::string>> env = phosd_env_;
+  env.emplace_back("PHOS_SIMGPU_PROFILE", "a100-pcie4");
+  ASSERT_NO_FATAL_FAILURE(other.Start(ExtraPhosdArgs(), env));
+  Deploy(1);
+  CommandResult deployed = other.PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--instances", "1", "--", "--size-mib",
+                                         "16", "--layers", "4"});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out << other.Log();
+  ASSERT_TRUE(SettledToOneIdleInstance("mlp"));
+  CommandResult moved =
+      PhosFn({"migrate", "mlp", "--node", other.endpoint(), "--node-token-file", other.token_file()});
+  EXPECT_NE(moved.exit_code, 0) << moved.out;
+  EXPECT_NE(PhosdLog().find("different kinds of device (phos simgpu CI device (a100-pcie4 link) and NVIDIA A100 80GB PCIe)"),
+            std::string::npos)
+      << PhosdLog();
+  HttpResponse here = InvokeMlp(12);
+  ASSERT_EQ(here.status, 200) << here.body << PhosdLog();
+  ExpectMlpMatchesReference(here.body, 12, /*full=*/false);
+  EXPECT_EQ(here.headers.count("x-phos-node"), 0u);
+}
+
 TEST_F(MlpTest, AMoveTheOtherNodeRefusesLeavesTheInstanceServingHere) {
   PhosdNode other;
   ASSERT_NO_FATAL_FAILURE(DeployOnTwoNodes(other, 8));

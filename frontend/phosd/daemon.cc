@@ -28,6 +28,8 @@
 #include "phos/runtime/snapshot_sessions.h"
 #include "phos/runtime/trusted_modules.h"
 #include "phos/store/dram_tier.h"
+#include "phos/objstore/s3.h"
+#include "phos/store/snapshot_uploader.h"
 #include "phos/store/store.h"
 #include "routes.h"
 
@@ -93,6 +95,7 @@ struct Daemon::Parts {
   std::unique_ptr<runtime::ApiServer> api;
   std::unique_ptr<runtime::Sandbox> sandbox;
   std::unique_ptr<store::Store> store;
+  std::unique_ptr<store::SnapshotUploader> uploader;  // the remote tier's, after the store
   std::optional<ctxpool::ContextLease> arena_context;  // the DRAM tier's pinned arena lives in it
   std::unique_ptr<runtime::SnapshotSessions> sessions;
   std::unique_ptr<runtime::CpuStateBackend> cpu_backend;
@@ -242,6 +245,15 @@ Status Daemon::Parts::StartAll() {
   store::StoreOptions store_options;
   store_options.path = o.data_dir + "/store";
   PHOS_RETURN_IF_ERROR(Take(store::Store::Open(store_options), &store, "snapshot store"));
+  if (!o.s3_endpoint.empty()) {
+    if (o.s3_bucket.empty()) return Status::InvalidArgument("--s3-endpoint needs --s3-bucket");
+    PHOS_ASSIGN_OR_RETURN(objstore::Credentials credentials, objstore::FindCredentials(o.s3_credentials_file));
+    objstore::S3Client bucket({.endpoint = o.s3_endpoint, .bucket = o.s3_bucket, .region = o.s3_region,
+                               .credentials = std::move(credentials)});
+    PHOS_RETURN_IF_ERROR(bucket.CreateBucket().WithContext("the remote tier (--s3-endpoint)"));
+    uploader = std::make_unique<store::SnapshotUploader>(store.get(), std::move(bucket));
+    PHOS_LOG(Info, "phosd", "remote tier: bucket {} at {}", o.s3_bucket, o.s3_endpoint);
+  }
   auto make_dram = [this]() -> Result<std::unique_ptr<store::DramTier>> {
     PHOS_ASSIGN_OR_RETURN(ctxpool::ContextLease lease, pools[0]->Lease());
     arena_context.emplace(std::move(lease));
@@ -260,7 +272,8 @@ Status Daemon::Parts::StartAll() {
       runtime::SnapshotSessionsOptions{
           .device_profile = device_name,
           .capture_timeout = device_time(runtime::SnapshotSessionsOptions{}.capture_timeout),
-          .metrics_registry = metrics});
+          .metrics_registry = metrics,
+          .uploader = uploader.get()});
 
   if (o.cpu_state == "criu") {
     std::unique_ptr<runtime::CriuBackend> criu;
@@ -359,6 +372,7 @@ void Daemon::Stop() {
   p.manager.reset();
   p.cpu_backend.reset();  // the parked templates
   p.sessions.reset();
+  p.uploader.reset();  // after the sessions that queue uploads, before the store it reads
   p.arena_context.reset();
   p.store.reset();
   p.sandbox.reset();  // the functions' cgroups

@@ -35,6 +35,11 @@ struct DaemonOptions {
   long long collective_timeout_ms = -1;  // -1: the API server's default
   uint64_t function_log_mib = 64;
   int kept_versions = 10;
+  // The remote snapshot tier (empty endpoint: none).
+  std::string s3_endpoint;
+  std::string s3_bucket;
+  std::string s3_region = "us-east-1";
+  std::string s3_credentials_file;
   std::string admin_token_file;
   std::vector<std::string> functions_dirs;  // empty: <data-dir>/functions
   uint64_t max_artifact_mib = 256;

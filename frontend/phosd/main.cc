@@ -112,6 +112,16 @@ int main(int argc, char** argv) {
                  "store's disk)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--s3-endpoint", o.s3_endpoint,
+                 "The remote snapshot tier: an S3-compatible object store (http://HOST:PORT, path-style); each "
+                 "captured snapshot is uploaded to --s3-bucket in the background; default: none");
+  app.add_option("--s3-bucket", o.s3_bucket, "The remote tier's bucket (made if missing)");
+  app.add_option("--s3-region", o.s3_region, "The remote tier's region, as its signatures name it")
+      ->capture_default_str();
+  app.add_option("--s3-credentials-file", o.s3_credentials_file,
+                 "Credentials for the remote tier when AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set "
+                 "(INI: [default] aws_access_key_id = ..., aws_secret_access_key = ...); default: "
+                 "~/.aws/credentials");
   app.add_option("--instance-ranges", o.instance_ranges,
                  "Instance ranges reserved for snapshots; each deployed function takes max_instances + 1")
       ->check(CLI::PositiveNumber)

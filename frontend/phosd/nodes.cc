@@ -61,16 +61,7 @@ Result<runtime::PeerNode::Received> HttpPeer::SendSnapshotOnce(const std::string
     if (r->status < 200 || r->status >= 300) return AnswerStatus(what + " at " + endpoint_, *r);
     return r;
   };
-  // Every chunk the snapshot references, once.
-  std::vector<store::ChunkRef> refs;
-  std::unordered_set<store::ChunkId, store::ChunkIdHash> seen;
-  auto add = [&](const std::vector<store::ChunkRef>& chunks) {
-    for (const store::ChunkRef& c : chunks) {
-      if (seen.insert(c.id).second) refs.push_back(c);
-    }
-  };
-  for (const store::Buffer& b : manifest.buffers) add(b.chunks);
-  for (const store::Module& m : manifest.modules) add(m.chunks);
+  const std::vector<store::ChunkRef> refs = store::ChunksOf(manifest);
   // Those the other node lacks (it deployed the same function: the weights it holds already).
   std::unordered_set<store::ChunkId, store::ChunkIdHash> missing;
   for (size_t at = 0; at < refs.size(); at += kMaxChunksAskedAtOnce) {

@@ -631,8 +631,6 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
         out, tail);
   }));
 
-  // Where a job stands (docs/design.md D10): {"step", "steps", "finished", "checkpoints":
-  // [{"version", "step"}], "losses": the path of its losses file}. Admin, as instances are.
   // What becomes of instances, as it happens: one JSON object per line (EventStream), the first
   // {"event": "subscribed"}, for as long as the client listens.
   PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "GET", "/v1/events", [events = options.events](Request, Responder out, bool) {
@@ -640,6 +638,8 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
     events->Subscribe(std::move(out));
   }));
 
+  // Where a job stands (docs/design.md D10): {"step", "steps", "finished", "checkpoints":
+  // [{"version", "step"}], "losses": the path of its losses file}. Admin, as instances are.
   PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "GET", "/v1/functions/{name}/job", [manager](Request req, Responder out, bool) {
     Result<runtime::JobStatus> job = manager->Job(std::string(req.Param("name")));
     if (!job.ok()) return out.Send(Error(StatusFor(job.status()), job.status().message()));

@@ -6,6 +6,7 @@
 #include <libxml/tree.h>
 
 #include <cctype>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -17,8 +18,20 @@
 namespace phos::objstore {
 namespace {
 
+struct BodySink {
+  std::string* body;
+  uint64_t most;
+  bool overflowed = false;
+};
+// Past `most` bytes the transfer ends (curl's write error): an answer bigger than anything phos
+// stores is not read into memory.
 size_t Append(char* data, size_t size, size_t count, void* out) {
-  static_cast<std::string*>(out)->append(data, size * count);
+  auto* sink = static_cast<BodySink*>(out);
+  if (sink->body->size() + size * count > sink->most) {
+    sink->overflowed = true;
+    return 0;
+  }
+  sink->body->append(data, size * count);
   return size * count;
 }
 
@@ -48,6 +61,7 @@ std::string ChildText(xmlNode* node, const char* name) {
 using XmlDoc = std::unique_ptr<xmlDoc, decltype(&xmlFreeDoc)>;
 // An answer's XML (no network access, no entities expanded); null when it is not XML.
 XmlDoc ParseXml(const std::string& body) {
+  if (body.size() > static_cast<size_t>(INT32_MAX)) return XmlDoc(nullptr, xmlFreeDoc);
   return XmlDoc(xmlReadMemory(body.data(), static_cast<int>(body.size()), "answer.xml", nullptr,
                               XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING),
                 xmlFreeDoc);
@@ -159,8 +173,9 @@ Result<SignedResponse> SignedFetch(const SignedRequest& request, const Credentia
   curl_easy_setopt(c, CURLOPT_PASSWORD, credentials.secret_access_key.c_str());
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
   if (connect_to != nullptr) curl_easy_setopt(c, CURLOPT_CONNECT_TO, connect_to.get());
+  BodySink sink{&response.body, request.max_body_bytes};
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Append);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &response.body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, HeaderLine);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &response);
   if (request.method == "HEAD") {
@@ -174,6 +189,10 @@ Result<SignedResponse> SignedFetch(const SignedRequest& request, const Credentia
   }
   if (request.timeout_ms > 0) curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, request.timeout_ms);
   const CURLcode rc = curl_easy_perform(c);
+  if (rc == CURLE_WRITE_ERROR && sink.overflowed) {
+    return Status::Corruption(fmt::format("{} {}: the answer is larger than {} bytes", request.method, request.url,
+                                          request.max_body_bytes));
+  }
   if (rc != CURLE_OK) return Status::Unavailable(request.method + " " + request.url + ": " + curl_easy_strerror(rc));
   long status = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
@@ -207,7 +226,8 @@ Result<SignedResponse> S3Client::Send(const std::string& method, const std::stri
                          (key.empty() ? "" : "/" + UriEncode(key, true)) + (query.empty() ? "" : "?" + query),
                   .body = body,
                   .region = options_.region,
-                  .timeout_ms = options_.timeout_ms};
+                  .timeout_ms = options_.timeout_ms,
+                  .max_body_bytes = options_.max_object_bytes};
   if (method == "PUT") r.headers.emplace_back("Content-Type", "application/octet-stream");
   // S3 wants the payload's hash as a header of its own (signed with the rest).
   r.headers.emplace_back("X-Amz-Content-Sha256", PayloadSha256(body));
@@ -262,8 +282,11 @@ Result<std::vector<std::string>> S3Client::List(const std::string& prefix) const
       }
     }
     if (ChildText(root, "IsTruncated") != "true") return keys;
-    token = ChildText(root, "NextContinuationToken");
-    if (token.empty()) return Status::Corruption("list " + prefix + ": truncated, without a continuation token");
+    std::string next = ChildText(root, "NextContinuationToken");
+    if (next.empty() || next == token) {
+      return Status::Corruption("list " + prefix + ": truncated, without a new continuation token");
+    }
+    token = std::move(next);
   }
 }
 

@@ -59,7 +59,7 @@ const char* CheckpointModeName(CheckpointMode mode) {
 
 Result<std::vector<InstanceStatus>> InstanceManager::Impl::Instances(const std::string& name) const {
   std::lock_guard lock(mu_);
-  auto it = functions_.find(name);
+  auto it = functions_.find(ServingKeyLocked(name));
   if (it == functions_.end()) return Status::NotFound("no function '" + name + "'");
   std::vector<InstanceStatus> out;
   const Function& f = *it->second;
@@ -127,7 +127,7 @@ void InstanceManager::Impl::Migrate(const std::string& name, uint64_t instance, 
 Status InstanceManager::Impl::QueueCheckpoint(const std::string& name, uint64_t instance, PendingCheckpoint& job) {
   std::lock_guard lock(mu_);
   if (stopping_) return Status::FailedPrecondition("phosd is shutting down");
-  auto it = functions_.find(name);
+  auto it = functions_.find(ServingKeyLocked(name));
   if (it == functions_.end()) return Status::NotFound("no function '" + name + "'");
   Function& f = *it->second;
   if (f.deploy != DeployState::kDeployed || !SnapshotsEnabled()) {

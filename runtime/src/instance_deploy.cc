@@ -24,6 +24,7 @@ void InstanceManager::Impl::Deploy(const FunctionSpec& spec, std::string sample_
   if (!SnapshotsEnabled()) {
     DeployOutcome registered = DeployFailed(Register(spec));
     registered.contexts_ready = true;
+    if (registered.status.ok()) registered.version = 1;
     done(std::move(registered));
     return;
   }
@@ -79,6 +80,18 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
   // its own range (deploys of the same function share their chunks in the store).
   std::vector<Slot> slots;
   Status outcome;
+  // The executable's digest, taken here, off every lock and the caller's thread: what the version
+  // records, and for a rollback what it must still be.
+  const std::string digest = FileSha256Hex(f->spec.executable);
+  {
+    std::lock_guard lock(mu_);
+    if (!f->expected_sha256.empty()) {
+      FunctionVersion v = VersionOf(*f);
+      v.executable_sha256 = f->expected_sha256;
+      outcome = ExecutableChanged(v, digest);
+    }
+    f->executable_sha256 = digest;
+  }
   DeployOutcome warmup;  // the first range's
   for (int i = 0; i < InstanceRanges(f->spec) && outcome.ok(); ++i) {
     Result<Slot> slot = DeployOnce(f, i == 0 ? &warmup : nullptr);

@@ -271,7 +271,7 @@ void InstanceManager::Impl::RunJob(const std::shared_ptr<Function>& f) {
 
 Result<JobStatus> InstanceManager::Impl::Job(const std::string& name) const {
   std::lock_guard lock(mu_);
-  auto it = functions_.find(name);
+  auto it = functions_.find(ServingKeyLocked(name));
   if (it == functions_.end()) return Status::NotFound("no function '" + name + "'");
   const Function& f = *it->second;
   if (f.spec.job.checkpoint_every <= 0) return Status::FailedPrecondition("'" + name + "' is not a job");

@@ -172,6 +172,8 @@ Status InstanceManager::Impl::Validate(const FunctionSpec& spec) const {
 
 Status InstanceManager::Impl::Register(const FunctionSpec& spec) {
   PHOS_RETURN_IF_ERROR(Validate(spec));
+  // Its version's digest, before the lock; with snapshots its deploy takes it (RunDeploy).
+  const std::string digest = SnapshotsEnabled() ? "" : FileSha256Hex(spec.executable);
   std::lock_guard lock(mu_);
   if (stopping_) return Status::FailedPrecondition("phosd is shutting down");
   if (versions_.count(spec.name) != 0) {
@@ -180,6 +182,7 @@ Status InstanceManager::Impl::Register(const FunctionSpec& spec) {
   // Its cgroup (with the spec's limits) before any process of it runs.
   if (options_.sandbox != nullptr) PHOS_RETURN_IF_ERROR(options_.sandbox->PrepareFunction(spec));
   std::shared_ptr<Function> f = AddFunctionLocked(spec);
+  f->executable_sha256 = digest;
   Status saved = SaveLocked();
   if (!saved.ok()) {
     ForgetLocked(spec.name);
@@ -326,7 +329,7 @@ Result<std::vector<std::string>> InstanceManager::Impl::LogFiles(const std::stri
 
 std::optional<FunctionSpec> InstanceManager::Impl::Spec(const std::string& name) const {
   std::lock_guard lock(mu_);
-  auto it = functions_.find(name);
+  auto it = functions_.find(ServingKeyLocked(name));
   if (it == functions_.end()) return std::nullopt;
   FunctionSpec spec = it->second->spec;
   spec.name = it->second->name;
@@ -355,7 +358,7 @@ void InstanceManager::Impl::Submit(const std::string& name, Invocation inv) {
   {
     std::lock_guard lock(mu_);
     stopping = stopping_;
-    auto it = functions_.find(name);
+    auto it = functions_.find(ServingKeyLocked(name));
     if (inv.deadline == Clock::time_point{}) {
       // The function's own default deadline, else phosd's.
       inv.deadline = inv.arrived + (it != functions_.end() && it->second->spec.timeout_ms > 0
@@ -871,10 +874,10 @@ Status InstanceManager::DeleteVersion(const std::string& name, uint64_t version)
 }
 std::vector<FunctionStatus> InstanceManager::List() const { return impl_->List(); }
 
-// What takes a function's name goes to the version serving it (Impl::Key).
+// What takes a function's name goes to the version serving it (ServingKeyLocked); a version's
+// key names nothing from outside (CheckName).
 std::optional<FunctionSpec> InstanceManager::Spec(const std::string& name) const {
-  Result<std::string> key = impl_->Key(name);
-  return key.ok() ? impl_->Spec(*key) : std::nullopt;
+  return Impl::CheckName(name).ok() ? impl_->Spec(name) : std::nullopt;
 }
 void InstanceManager::Invoke(const std::string& name, std::string request, std::chrono::milliseconds timeout,
                              std::function<void(InvokeOutcome)> done) {
@@ -890,31 +893,30 @@ void InstanceManager::Invoke(const std::string& name, std::string request, std::
          std::move(done));
 }
 void InstanceManager::Invoke(const std::string& name, InvokeCall call, std::function<void(InvokeOutcome)> done) {
-  Result<std::string> key = impl_->Key(name);
-  if (!key.ok()) return done(Outcome(InvokeOutcome::Kind::kUnknownFunction, key.status().message()));
-  impl_->Invoke(*key, std::move(call), std::move(done));
+  if (Status named = Impl::CheckName(name); !named.ok()) {
+    return done(Outcome(InvokeOutcome::Kind::kUnknownFunction, named.message()));
+  }
+  impl_->Invoke(name, std::move(call), std::move(done));
 }
 void InstanceManager::Shutdown() { impl_->Shutdown(); }
 Result<std::vector<InstanceStatus>> InstanceManager::Instances(const std::string& name) const {
-  PHOS_ASSIGN_OR_RETURN(std::string key, impl_->Key(name));
-  return impl_->Instances(key);
+  PHOS_RETURN_IF_ERROR(Impl::CheckName(name));
+  return impl_->Instances(name);
 }
 Result<JobStatus> InstanceManager::Job(const std::string& name) const {
-  PHOS_ASSIGN_OR_RETURN(std::string key, impl_->Key(name));
-  return impl_->Job(key);
+  PHOS_RETURN_IF_ERROR(Impl::CheckName(name));
+  return impl_->Job(name);
 }
 
 void InstanceManager::Checkpoint(const std::string& name, uint64_t instance, CheckpointMode mode,
                                  std::function<void(CheckpointOutcome)> done) {
-  Result<std::string> key = impl_->Key(name);
-  if (!key.ok()) return done(CheckpointOutcome{.status = key.status()});
-  impl_->Checkpoint(*key, instance, mode, std::move(done));
+  if (Status named = Impl::CheckName(name); !named.ok()) return done(CheckpointOutcome{.status = named});
+  impl_->Checkpoint(name, instance, mode, std::move(done));
 }
 void InstanceManager::Migrate(const std::string& name, uint64_t instance, MigrationTarget target,
                               std::function<void(MigrationOutcome)> done) {
-  Result<std::string> key = impl_->Key(name);
-  if (!key.ok()) return done(MigrationOutcome{.status = key.status()});
-  impl_->Migrate(*key, instance, std::move(target), std::move(done));
+  if (Status named = Impl::CheckName(name); !named.ok()) return done(MigrationOutcome{.status = named});
+  impl_->Migrate(name, instance, std::move(target), std::move(done));
 }
 
 // Every version's logs: the function's name.
@@ -924,9 +926,8 @@ Result<std::vector<std::string>> InstanceManager::LogFiles(const std::string& na
 
 void InstanceManager::AdoptSnapshot(const std::string& name, int va_slot, uint64_t version,
                                     std::function<void(MigrationOutcome)> done) {
-  Result<std::string> key = impl_->Key(name);
-  if (!key.ok()) return done(MigrationOutcome{.status = key.status()});
-  impl_->AdoptSnapshot(*key, va_slot, version, std::move(done));
+  if (Status named = Impl::CheckName(name); !named.ok()) return done(MigrationOutcome{.status = named});
+  impl_->AdoptSnapshot(name, va_slot, version, std::move(done));
 }
 
 }  // namespace phos::runtime

@@ -172,8 +172,10 @@ struct Function {
   std::string name;   // the function's
   // Which version it is (FunctionVersion): its number, its executable's digest, when it was deployed.
   uint64_t number = 1;
-  std::string executable_sha256;
+  std::string executable_sha256;  // taken by its deploy (RunDeploy)
   int64_t deployed_at_ms = 0;
+  // A rollback's: the digest its executable must still have (ExecutableChanged); empty: any.
+  std::string expected_sha256;
   // Deploying to replace the version serving its name (DeployVersion, Rollback): it takes the
   // name once deployed (SwapInLocked).
   bool replacing = false;
@@ -258,10 +260,14 @@ class InstanceManager::Impl {
   void Rollback(const std::string& name, uint64_t version, std::function<void(DeployOutcome)> done);
   Result<std::vector<VersionStatus>> Versions(const std::string& name) const;
   Status DeleteVersion(const std::string& name, uint64_t version);
-  // The key of the version serving `name` (name itself when it names no function: the caller's
-  // lookup then says so). NotFound for a version's key ("<name>@<n>"), which names nothing from
-  // outside.
-  Result<std::string> Key(const std::string& name) const;
+  // NotFound for a version's key ("<name>@<n>"): it names nothing from outside.
+  static Status CheckName(const std::string& name);
+  // The key of the version serving `name`; `name` itself when it is no function's name (a
+  // version's key, from inside, or nothing: the caller's lookup says so). The caller holds mu_.
+  const std::string& ServingKeyLocked(const std::string& name) const {
+    auto v = versions_.find(name);
+    return v != versions_.end() ? v->second.serving : name;
+  }
   std::vector<FunctionStatus> List() const;
   std::optional<FunctionSpec> Spec(const std::string& name) const;
   void Invoke(const std::string& name, InvokeCall call, std::function<void(InvokeOutcome)> done);
@@ -317,6 +323,8 @@ class InstanceManager::Impl {
   TakeDown SwapInLocked(const std::shared_ptr<Function>& f, bool* drop_now);
   // The record of `f`'s version.
   static FunctionVersion VersionOf(const Function& f);
+  // FailedPrecondition, saying so, when `digest` is not what `version`'s executable had.
+  static Status ExecutableChanged(const FunctionVersion& version, const std::string& digest);
   // Starts deploying `version` (its spec's name the function's) as the replacement of the version
   // serving its name: DeployVersion's and Rollback's.
   void DeployReplacement(FunctionVersion version, std::string sample_request, std::chrono::milliseconds sample_timeout,

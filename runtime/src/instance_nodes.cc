@@ -91,11 +91,16 @@ void InstanceManager::Impl::AdoptSnapshot(const std::string& name, int va_slot, 
   uint64_t held_version = 0;
   {
     std::lock_guard lock(mu_);
-    auto it = functions_.find(name);
+    auto it = functions_.find(ServingKeyLocked(name));
     if (stopping_) {
       refused = Status::Unavailable("phosd is shutting down");
     } else if (it == functions_.end()) {
       refused = Status::NotFound("no function '" + name + "' on this node");
+    } else if (it->second->spec.name != name) {
+      // The snapshot came under the function's name; this node's ranges hold the version's.
+      refused = Status::FailedPrecondition(fmt::format(
+          "'{}' serves version {} here, deployed over an earlier one: a move takes only a function's first deploy",
+          name, it->second->number));
     } else if (it->second->deploy != DeployState::kDeployed || !SnapshotsEnabled()) {
       refused = Status::FailedPrecondition(
           fmt::format("'{}' is not deployed from a snapshot on this node: it has no instance range to restore in", name));
@@ -129,7 +134,7 @@ void InstanceManager::Impl::AdoptSnapshot(const std::string& name, int va_slot, 
   // instance answers `done` once ready (AnswerMove), with the version: the range keeps it either way.
   auto adopt = [&]() -> Status {
     std::lock_guard lock(mu_);
-    auto it = functions_.find(name);
+    auto it = functions_.find(name);  // the key checked above: the name itself
     if (stopping_ || it == functions_.end() || it->second->removed) {
       return Status::Unavailable("the function was removed or phosd is stopping");
     }

@@ -64,25 +64,20 @@ std::shared_ptr<Function> InstanceManager::Impl::AddVersionLocked(FunctionVersio
 
 std::shared_ptr<Function> InstanceManager::Impl::AddFunctionLocked(const FunctionSpec& spec) {
   versions_[spec.name] = VersionTable{.serving = spec.name};
-  return AddVersionLocked({.number = 1, .spec = spec, .executable_sha256 = FileSha256Hex(spec.executable),
-                           .deployed_at_ms = UnixMillis()},
-                          spec.name);
+  return AddVersionLocked({.number = 1, .spec = spec, .deployed_at_ms = UnixMillis()}, spec.name);
 }
 
-Result<std::string> InstanceManager::Impl::Key(const std::string& name) const {
-  if (name.find('@') != std::string::npos) return Status::NotFound("no function '" + name + "'");
-  std::lock_guard lock(mu_);
-  auto v = versions_.find(name);
-  return v != versions_.end() ? v->second.serving : name;
+Status InstanceManager::Impl::CheckName(const std::string& name) {
+  return name.find('@') == std::string::npos ? Status::Ok() : Status::NotFound("no function '" + name + "'");
 }
 
 void InstanceManager::Impl::DeployVersion(FunctionSpec spec, std::string sample_request,
                                           std::chrono::milliseconds sample_timeout,
                                           std::function<void(DeployOutcome)> done) {
   if (Status valid = Validate(spec); !valid.ok()) return done(DeployFailed(valid));
-  FunctionVersion version{.number = 0, .spec = std::move(spec)};
-  version.executable_sha256 = FileSha256Hex(version.spec.executable);
-  DeployReplacement(std::move(version), std::move(sample_request), sample_timeout, std::move(done));
+  // Its executable's digest is taken by the deploy (RunDeploy), off the caller's thread.
+  DeployReplacement(FunctionVersion{.number = 0, .spec = std::move(spec)}, std::move(sample_request), sample_timeout,
+                    std::move(done));
 }
 
 void InstanceManager::Impl::Rollback(const std::string& name, uint64_t number,
@@ -107,17 +102,24 @@ void InstanceManager::Impl::Rollback(const std::string& name, uint64_t number,
                                          : Status::FailedPrecondition(fmt::format(
                                                "'{}' keeps no version older than the serving one ({})", name, serving))));
   }
-  // The program the version ran, or none: a rollback that ran another would not be one.
-  const std::string digest = FileSha256Hex(target->spec.executable);
-  if (!target->executable_sha256.empty() && digest != target->executable_sha256) {
-    return done(DeployFailed(Status::FailedPrecondition(fmt::format(
-        "version {} of '{}' ran {} with SHA-256 {}; that file is {} now: deploy it as a new version instead",
-        target->number, name, target->spec.executable, target->executable_sha256,
-        digest.empty() ? "unreadable" : "another program (" + digest + ")"))));
-  }
   if (Status valid = Validate(target->spec); !valid.ok()) return done(DeployFailed(valid));
+  // Without snapshots nothing deploys it: its executable is checked here (ExecutableChanged).
+  if (!SnapshotsEnabled()) {
+    if (Status changed = ExecutableChanged(*target, FileSha256Hex(target->spec.executable)); !changed.ok()) {
+      return done(DeployFailed(changed));
+    }
+  }
   PHOS_LOG(Info, "instances", "'{}' rolls back from version {} to version {}", name, serving, target->number);
   DeployReplacement(std::move(*target), "", std::chrono::milliseconds(0), std::move(done));
+}
+
+Status InstanceManager::Impl::ExecutableChanged(const FunctionVersion& version, const std::string& digest) {
+  // The program the version ran, or none: a rollback that ran another would not be one.
+  if (version.executable_sha256.empty() || digest == version.executable_sha256) return Status::Ok();
+  return Status::FailedPrecondition(fmt::format(
+      "version {} of '{}' ran {} with SHA-256 {}; that file is {} now: deploy it as a new version instead",
+      version.number, version.spec.name, version.spec.executable, version.executable_sha256,
+      digest.empty() ? "unreadable" : "another program (" + digest + ")"));
 }
 
 void InstanceManager::Impl::DeployReplacement(FunctionVersion version, std::string sample_request,
@@ -126,6 +128,11 @@ void InstanceManager::Impl::DeployReplacement(FunctionVersion version, std::stri
   const std::string name = version.spec.name;
   Status refused;
   std::shared_ptr<Function> f;
+  // Without snapshots there is nothing to deploy: the new version serves at once (its instances
+  // spawned), swapped in under the same lock that added it.
+  TakeDown replaced;
+  bool drop_now = false;
+  std::vector<std::function<void(DeployOutcome)>> callbacks;
   {
     std::lock_guard lock(mu_);
     auto v = versions_.find(name);
@@ -153,9 +160,12 @@ void InstanceManager::Impl::DeployReplacement(FunctionVersion version, std::stri
         refused = refused.WithContext("deploy a version of '" + name + "'");
       } else {
         ++table.serial;
-        if (version.number == 0) version.number = ++table.last;  // a new version; a rollback keeps its number
+        // A new version; a rollback keeps its number, and its executable must be the one it ran.
+        const bool rollback = version.number != 0;
+        if (!rollback) version.number = ++table.last;
         table.deploying = key;
         f = AddVersionLocked(std::move(version), key);
+        if (rollback) f->expected_sha256 = f->executable_sha256;
         f->replacing = true;
         f->deployed_at_ms = UnixMillis();
         f->deployed_callbacks.push_back(std::move(done));
@@ -164,24 +174,17 @@ void InstanceManager::Impl::DeployReplacement(FunctionVersion version, std::stri
           PHOS_LOG(Info, "instances", "deploying version {} of '{}' ({})", f->number, name, f->spec.executable);
           return;
         }
+        callbacks.swap(f->deployed_callbacks);
+        replaced = SwapInLocked(f, &drop_now);
+        supervisor_cv_.notify_all();
       }
     }
   }
   if (!refused.ok()) return done(DeployFailed(refused));
-  // Without snapshots there is nothing to deploy: the new version's instances are spawned.
-  TakeDown replaced;
-  bool drop_now = false;
-  std::vector<std::function<void(DeployOutcome)>> callbacks;
-  DeployOutcome report;
-  {
-    std::lock_guard lock(mu_);
-    callbacks.swap(f->deployed_callbacks);
-    replaced = SwapInLocked(f, &drop_now);
-    report.version = f->number;
-    report.contexts_ready = true;
-    supervisor_cv_.notify_all();
-  }
   FinishTakeDown(replaced, "", drop_now);
+  DeployOutcome report;
+  report.version = f->number;
+  report.contexts_ready = true;
   for (auto& cb : callbacks) cb(report);
 }
 
@@ -220,9 +223,12 @@ Result<std::vector<VersionStatus>> InstanceManager::Impl::Versions(const std::st
   auto v = versions_.find(name);
   if (v == versions_.end()) return Status::NotFound("no function '" + name + "'");
   std::vector<VersionStatus> out;
-  for (const FunctionVersion& kept : v->second.kept) out.push_back({kept, "kept"});
+  const uint64_t deploying = v->second.deploying.empty() ? 0 : functions_.at(v->second.deploying)->number;
+  for (const FunctionVersion& kept : v->second.kept) {
+    if (kept.number != deploying) out.push_back({kept, "kept"});  // a rollback to it: listed as deploying
+  }
   out.push_back({VersionOf(*functions_.at(v->second.serving)), "serving"});
-  if (!v->second.deploying.empty()) out.push_back({VersionOf(*functions_.at(v->second.deploying)), "deploying"});
+  if (deploying != 0) out.push_back({VersionOf(*functions_.at(v->second.deploying)), "deploying"});
   std::stable_sort(out.begin(), out.end(), [](const VersionStatus& a, const VersionStatus& b) {
     return a.version.number < b.version.number;
   });

@@ -62,6 +62,7 @@ Result<uint64_t> SnapshotSessions::Capture(const std::string& token, const std::
   PHOS_ASSIGN_OR_RETURN(uint64_t version, server_->CaptureSession(token, *store_, function, options_.device_profile,
                                                                   options_.capture_timeout, options));
   if (!carried) CarryOverOrder(function, version);
+  if (options_.uploader != nullptr) options_.uploader->Enqueue(function, version);
   PHOS_ASSIGN_OR_RETURN(std::shared_ptr<const store::Manifest> manifest, Manifest(function, version));
   Pin(*manifest);
   if (metrics_ != nullptr) metrics_->Refresh(*store_, Dram());
@@ -77,7 +78,7 @@ Status SnapshotSessions::SameLayout(const std::string& function, uint64_t a, uin
   PHOS_ASSIGN_OR_RETURN(std::shared_ptr<const store::Manifest> x, Manifest(function, a));
   PHOS_ASSIGN_OR_RETURN(std::shared_ptr<const store::Manifest> y, Manifest(function, b));
   const std::string what = fmt::format("{} v{} and v{}", function, a, b);
-  if (x->device_profile != y->device_profile) {
+  if (!x->device_profile.empty() && !y->device_profile.empty() && x->device_profile != y->device_profile) {
     return Status::FailedPrecondition(fmt::format("{} were taken on different kinds of device ({} and {})", what,
                                                   x->device_profile, y->device_profile));
   }

@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <unordered_set>
 
 #include "proto/manifest.pb.h"
 
@@ -286,6 +287,19 @@ std::string_view AccessClassName(AccessClass access_class) {
       break;
   }
   return "unknown";
+}
+
+std::vector<ChunkRef> ChunksOf(const Manifest& manifest) {
+  std::vector<ChunkRef> refs;
+  std::unordered_set<ChunkId, ChunkIdHash> seen;
+  auto add = [&](const std::vector<ChunkRef>& chunks) {
+    for (const ChunkRef& c : chunks) {
+      if (seen.insert(c.id).second) refs.push_back(c);
+    }
+  };
+  for (const Buffer& b : manifest.buffers) add(b.chunks);
+  for (const Module& m : manifest.modules) add(m.chunks);
+  return refs;
 }
 
 std::string EncodeManifest(const Manifest& manifest) {

@@ -10,8 +10,6 @@ Status RemoteChunks::Put(const ChunkRef& ref, std::string_view bytes) {
   if (bytes.size() != ref.size || ChunkId::Of(bytes.data(), bytes.size()) != ref.id) {
     return Status::InvalidArgument(fmt::format("chunk {}: the bytes to upload are not its content", ref.id.ToHex()));
   }
-  PHOS_ASSIGN_OR_RETURN(bool there, client_.Exists(Key(ref.id)));
-  if (there) return Status::Ok();  // content-addressed: the same name holds the same bytes
   return client_.Put(Key(ref.id), std::string(bytes));
 }
 

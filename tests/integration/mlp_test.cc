@@ -251,9 +251,6 @@ TEST_F(MlpTest, AnInstanceMovedToAnotherNodeAnswersEveryRequestSentDuringTheMove
   EXPECT_NE(PhosFn({"migrate", "mlp", "--node", other.endpoint(), "--node-token-file", other.token_file()}).exit_code, 0);
 }
 
-// A move the other node refuses (its mlp is laid out otherwise: the snapshot's buffers are not its
-// deploy's) leaves the instance serving here, restored from the checkpoint, and nothing kept
-// there; what reaches the import routes otherwise is checked too, each refusal with its status.
 // A node whose devices are of another kind (here an A100's profile, not the CI device) refuses the
 // snapshot, naming both kinds; the instance serves on here.
 TEST_F(MlpTest, AMoveToANodeOfAnotherDeviceKindIsRefusedNamingBoth) {
@@ -278,6 +275,9 @@ TEST_F(MlpTest, AMoveToANodeOfAnotherDeviceKindIsRefusedNamingBoth) {
   EXPECT_EQ(here.headers.count("x-phos-node"), 0u);
 }
 
+// A move the other node refuses (its mlp is laid out otherwise: the snapshot's buffers are not its
+// deploy's) leaves the instance serving here, restored from the checkpoint, and nothing kept
+// there; what reaches the import routes otherwise is checked too, each refusal with its status.
 TEST_F(MlpTest, AMoveTheOtherNodeRefusesLeavesTheInstanceServingHere) {
   PhosdNode other;
   ASSERT_NO_FATAL_FAILURE(DeployOnTwoNodes(other, 8));

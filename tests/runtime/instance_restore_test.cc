@@ -78,6 +78,15 @@ class SnapshotFake : public GpuSessions {
     learned_ = true;
     return true;
   }
+  // The functions (versions' keys) whose every snapshot was dropped.
+  void RetainOnly(const std::string& function, const std::vector<uint64_t>& keep) override {
+    std::lock_guard lock(mu_);
+    if (keep.empty()) dropped_.push_back(function);
+  }
+  std::vector<std::string> dropped() {
+    std::lock_guard lock(mu_);
+    return dropped_;
+  }
   void SetContextDemand(size_t contexts) override {
     std::lock_guard lock(mu_);
     demands_.push_back(contexts);
@@ -148,6 +157,7 @@ class SnapshotFake : public GpuSessions {
   int context_waits_ = 0;
   std::vector<int> restored_slots_;
   std::vector<size_t> demands_;
+  std::vector<std::string> dropped_;
 };
 
 class InstanceRestoreTest : public ::testing::Test {
@@ -312,16 +322,20 @@ TEST_F(InstanceRestoreTest, TheDeploySaysWhatBecameOfItsSample) {
 // its range's snapshot, evicted for a request's restore, ended; the restored one ended with the
 // function's removal.
 TEST_F(InstanceRestoreTest, InstancesTellWhatBecomesOfThem) {
-  std::mutex mu;
-  std::vector<std::string> events;
-  options_.on_event = [&](const InstanceEvent& e) {
-    std::lock_guard lock(mu);
-    events.push_back(fmt::format("{} {} v{} #{} {}", InstanceEventName(e.kind), e.function, e.version, e.instance,
-                                 RestoreModeName(e.mode)));
+  // Shared with the callback, which the manager may call until the fixture destroys it.
+  struct Told {
+    std::mutex mu;
+    std::vector<std::string> events;
   };
-  auto told = [&] {
-    std::lock_guard lock(mu);
-    return events;
+  auto state = std::make_shared<Told>();
+  options_.on_event = [state](const InstanceEvent& e) {
+    std::lock_guard lock(state->mu);
+    state->events.push_back(fmt::format("{} {} v{} #{} {}", InstanceEventName(e.kind), e.function, e.version,
+                                        e.instance, RestoreModeName(e.mode)));
+  };
+  auto told = [state] {
+    std::lock_guard lock(state->mu);
+    return state->events;
   };
   Open();
   ASSERT_TRUE(Deploy(1, 1).status.ok());
@@ -336,10 +350,12 @@ TEST_F(InstanceRestoreTest, InstancesTellWhatBecomesOfThem) {
   ASSERT_TRUE(WaitUntil([&] { return told().size() == 4; })) << fmt::format("{}", fmt::join(told(), "; "));
   const std::vector<std::string> all = told();
   EXPECT_EQ(all[0], "restored " + w + " phos");  // the warm one: restored from its range's snapshot
-  // The request's instance is ready before or after the warm one has ended.
+  // The warm one's eviction and end, and the request's instance, are told from their own threads:
+  // in any order between them, the warm one's evicted before its end.
   const std::vector<std::string> rest(all.begin() + 1, all.end());
-  EXPECT_EQ(rest[0], "evicted " + w + " phos");
-  EXPECT_NE(std::find(rest.begin(), rest.end(), "ended " + w + " phos"), rest.end());
+  auto at = [&](const std::string& e) { return std::find(rest.begin(), rest.end(), e) - rest.begin(); };
+  EXPECT_LT(at("evicted " + w + " phos"), at("ended " + w + " phos")) << fmt::format("{}", fmt::join(all, "; "));
+  EXPECT_LT(at("ended " + w + " phos"), static_cast<long>(rest.size()));
   EXPECT_NE(std::find(rest.begin(), rest.end(), "restored " + r + " phos"), rest.end());
   ASSERT_TRUE(manager_->Remove("probe").ok());
   ASSERT_TRUE(WaitUntil([&] { return told().size() == 5; }));
@@ -384,7 +400,6 @@ TEST_F(InstanceVersionsTest, ANewVersionServesOnceDeployedAndRollingBackServesTh
   Open();
   ASSERT_TRUE(DeployFirst(Version("one")).status.ok());
   EXPECT_EQ(Invoke("env:V", RestoreMode::kAuto).body, "one");
-  const int ended_before = sessions_.ended();
   // Version 2 held before its entry point until the test lets it go.
   const std::string go = options_.data_dir + "/go";
   FunctionSpec held = Version("x");
@@ -405,8 +420,9 @@ TEST_F(InstanceVersionsTest, ANewVersionServesOnceDeployedAndRollingBackServesTh
   EXPECT_EQ(Status().deploying_version, 0u);
   EXPECT_EQ(Invoke("env:V", RestoreMode::kAuto).body, "x");
   EXPECT_EQ(Versions(), (Strings{"1:kept", "2:serving"}));
-  // The replaced version's warm instance ends.
-  EXPECT_TRUE(WaitUntil([&] { return sessions_.ended() > ended_before; }));
+  // The replaced version's warm instance ends, and with its last instance its snapshots go.
+  EXPECT_TRUE(WaitUntil([&] { return sessions_.dropped() == std::vector<std::string>{"probe"}; }))
+      << fmt::format("{}", fmt::join(sessions_.dropped(), ", "));
 
   DeployOutcome third = DeployNext(Version("three"));
   ASSERT_TRUE(third.status.ok()) << third.status.ToString();
@@ -442,6 +458,34 @@ TEST_F(InstanceVersionsTest, ANewVersionServesOnceDeployedAndRollingBackServesTh
   // Removing the function forgets its versions.
   ASSERT_TRUE(manager_->Remove("probe").ok());
   EXPECT_EQ(manager_->Versions("probe").status().code(), StatusCode::kNotFound);
+}
+
+// Past kept_versions the oldest is forgotten; removing a function while a version of it deploys
+// answers that deploy and forgets every version.
+TEST_F(InstanceVersionsTest, KeptVersionsAreBoundedAndRemovalEndsADeployUnderWay) {
+  options_.kept_versions = 1;
+  Open();
+  ASSERT_TRUE(DeployFirst(Version("one")).status.ok());
+  ASSERT_TRUE(DeployNext(Version("two")).status.ok());
+  ASSERT_TRUE(DeployNext(Version("three")).status.ok());
+  EXPECT_EQ(Versions(), (Strings{"2:kept", "3:serving"}));
+  EXPECT_EQ(RollBack(1).status.code(), StatusCode::kNotFound);
+
+  const std::string go = options_.data_dir + "/go";
+  FunctionSpec held = Version("four");
+  held.args = {"--wait-at-start", go};
+  std::promise<DeployOutcome> deployed;
+  manager_->DeployVersion(held, "", 0ms, [&deployed](DeployOutcome o) { deployed.set_value(std::move(o)); });
+  EXPECT_EQ(Versions(), (Strings{"2:kept", "3:serving", "4:deploying"}));
+  ASSERT_TRUE(manager_->Remove("probe").ok());
+  std::ofstream(go).put('x');
+  DeployOutcome outcome = deployed.get_future().get();
+  EXPECT_FALSE(outcome.status.ok());
+  EXPECT_EQ(manager_->Versions("probe").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(manager_->List().empty());
+  // The name is free again: a new function of it starts at version 1.
+  EXPECT_EQ(DeployFirst(Version("again")).version, 1u);
+  EXPECT_EQ(Invoke("env:V", RestoreMode::kAuto).body, "again");
 }
 
 TEST_F(InstanceVersionsTest, AVersionThatFailsToDeployLeavesTheServingOneAsItWas) {

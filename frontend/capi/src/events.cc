@@ -5,6 +5,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +29,22 @@ struct phos_watch {
 namespace phos::capi {
 namespace {
 
+// A line longer than any event: what phosd sends is not events, and is dropped.
+constexpr size_t kMaxLineBytes = 64 * 1024;
+
+// `j`'s field `key` if it has that type, else `otherwise`: a line of the wrong shape is no crash.
+std::string Text(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+template <typename Int>
+Int Number(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return 0;
+  if constexpr (std::is_unsigned_v<Int>) return it->is_number_unsigned() ? it->get<Int>() : 0;
+  return it->get<Int>();
+}
+
 // The event of one line phosd sent; false for a line of another kind (subscribed, or one this
 // version does not know).
 bool ToEvent(const nlohmann::json& j, phos_event* e, std::string* function, std::string* mode) {
@@ -35,21 +52,21 @@ bool ToEvent(const nlohmann::json& j, phos_event* e, std::string* function, std:
                                                                        {"restored", PHOS_EVENT_RESTORED},
                                                                        {"evicted", PHOS_EVENT_EVICTED},
                                                                        {"ended", PHOS_EVENT_ENDED}};
-  if (!j.is_object() || !j.contains("event") || !j["event"].is_string()) return false;
-  const std::string kind = j["event"].get<std::string>();
+  if (!j.is_object()) return false;
+  const std::string kind = Text(j, "event");
   e->kind = phos_event_kind{};
   for (const auto& [name, value] : kKinds) {
     if (kind == name) e->kind = value;
   }
   if (e->kind == phos_event_kind{}) return false;
-  *function = j.value("function", "");
-  *mode = j.value("mode", "");
+  *function = Text(j, "function");
+  *mode = Text(j, "mode");
   e->struct_size = sizeof(phos_event);
   e->function = function->c_str();
   e->mode = mode->c_str();
-  e->version = j.value("version", uint64_t{0});
-  e->instance = j.value("instance", uint64_t{0});
-  e->time_ms = j.value("time_ms", int64_t{0});
+  e->version = Number<uint64_t>(j, "version");
+  e->instance = Number<uint64_t>(j, "instance");
+  e->time_ms = Number<int64_t>(j, "time_ms");
   return true;
 }
 
@@ -59,7 +76,7 @@ void Take(phos_watch* w, std::string_view piece) {
   size_t start = 0;
   for (size_t end; (end = w->pending.find('\n', start)) != std::string::npos; start = end + 1) {
     nlohmann::json j = nlohmann::json::parse(w->pending.substr(start, end - start), nullptr, false);
-    if (j.is_object() && j.value("event", "") == "subscribed") {
+    if (j.is_object() && Text(j, "event") == "subscribed") {
       std::lock_guard lock(w->mu);
       w->subscribed = true;
       w->cv.notify_all();
@@ -70,6 +87,7 @@ void Take(phos_watch* w, std::string_view piece) {
     if (!w->stopping && ToEvent(j, &e, &function, &mode)) w->on_event(w->user, &e);
   }
   w->pending.erase(0, start);
+  if (w->pending.size() > kMaxLineBytes) w->pending.clear();
 }
 
 void Run(phos_watch* w) {

@@ -38,6 +38,8 @@ struct SignedRequest {
   // signature, another address on the wire. Empty: the URL's. For tests that sign for a named host.
   std::string connect_to;
   long timeout_ms = 60000;
+  // The most bytes of an answer read; a longer one fails (Corruption). Default: 256 MiB.
+  uint64_t max_body_bytes = uint64_t{256} << 20;
 };
 
 struct SignedResponse {
@@ -57,6 +59,8 @@ struct S3Options {
   std::string region = "us-east-1";
   Credentials credentials;
   long timeout_ms = 60000;
+  // The largest object (or listing page) read: far above a chunk or a manifest. Default: 256 MiB.
+  uint64_t max_object_bytes = uint64_t{256} << 20;
 };
 
 // What an S3 error answer says: its <Code> and <Message>, or the HTTP status when it has none.

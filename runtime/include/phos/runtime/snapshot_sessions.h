@@ -25,6 +25,7 @@
 #include "phos/runtime/api_server.h"
 #include "phos/runtime/instance_manager.h"
 #include "phos/store/dram_tier.h"
+#include "phos/store/snapshot_uploader.h"
 #include "phos/store/store.h"
 
 namespace phos::runtime {
@@ -37,6 +38,9 @@ struct SnapshotSessionsOptions {
   // Where the store's and DRAM tier's sizes are published as gauges (store_metrics.h), refreshed
   // after each capture and each drop of versions. Default: null, none published.
   std::shared_ptr<prometheus::Registry> metrics_registry;
+  // The remote tier: each captured snapshot is queued for upload there. Must outlive this.
+  // Default: null, none.
+  store::SnapshotUploader* uploader = nullptr;
 };
 
 class StoreMetrics;

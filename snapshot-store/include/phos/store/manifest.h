@@ -188,6 +188,10 @@ inline constexpr size_t kManifestHeaderBytes = 32;
 // chunk size, and small enough that a corrupt length cannot make a load allocate without bound.
 inline constexpr uint64_t kDefaultManifestCap = 64ull << 20;
 
+// Every chunk `manifest` references (its buffers' and modules'), once each, in the order they first
+// appear.
+std::vector<ChunkRef> ChunksOf(const Manifest& manifest);
+
 // The envelope around `manifest`.
 std::string EncodeManifest(const Manifest& manifest);
 // The manifest inside `bytes`, or Corruption / NotSupported saying what is wrong.

@@ -19,8 +19,10 @@ class RemoteChunks : public ChunkSource {
   // The object a chunk is kept in.
   static std::string Key(const ChunkId& id) { return "chunks/" + id.ToHex(); }
 
-  // Uploads chunk `ref` (`bytes`, which must be its content) unless the bucket holds it already.
-  // InvalidArgument when the bytes are not the chunk's.
+  // Whether the bucket holds chunk `id` (its content is checked when it is read).
+  Result<bool> Has(const ChunkId& id) const { return client_.Exists(Key(id)); }
+  // Uploads chunk `ref` (`bytes`, which must be its content). InvalidArgument when the bytes are
+  // not the chunk's.
   Status Put(const ChunkRef& ref, std::string_view bytes);
   // Fetches chunk `ref` into `dst` (ref.size bytes) and checks it against its id; an object that
   // does not match is fetched again once, then Corruption naming the chunk. NotFound when the

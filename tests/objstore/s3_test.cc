@@ -1,86 +1,29 @@
 // The object store's client against s3rver (an S3 server in Node.js, which checks SigV4
 // signatures) on loopback: buckets, objects put, got, listed and deleted, a refused signature.
 // s3rver comes from scripts/setup.sh (npm); without it these tests skip, saying why.
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cstdlib>
-#include <filesystem>
-#include <optional>
 #include <string>
 
 #include <gtest/gtest.h>
 
-#include "../testing/wait_until.h"
-#include "phos/base/subprocess.h"
+#include "../testing/s3rver.h"
 #include "phos/objstore/s3.h"
 #include "phos/store/remote_chunks.h"
 
 namespace phos::objstore {
 namespace {
 
-// s3rver's built-in account.
-const Credentials kS3rver{"S3RVER", "S3RVER", ""};
-
-// $PHOS_S3RVER, else where scripts/setup.sh installs it; empty when neither is there.
-std::string FindS3rver() {
-  for (const char* candidate : {std::getenv("PHOS_S3RVER"), std::getenv("HOME")}) {
-    if (candidate == nullptr) continue;
-    std::string path = candidate;
-    if (candidate != std::getenv("PHOS_S3RVER")) path += "/.cache/phos/node/node_modules/.bin/s3rver";
-    if (access(path.c_str(), X_OK) == 0) return path;
-  }
-  return "";
-}
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const int port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
 class S3Test : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string s3rver = FindS3rver();
-    if (s3rver.empty()) GTEST_SKIP() << "s3rver is not installed (scripts/setup.sh installs it with npm)";
-    char tmpl[] = "/tmp/phos-s3rver-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    const int port = FreePort();
-    SpawnOptions options;
-    options.argv = {s3rver, "-d", dir_, "-a", "127.0.0.1", "-p", std::to_string(port), "--silent"};
-    auto spawned = Subprocess::Spawn(options);
-    ASSERT_TRUE(spawned.ok()) << spawned.status().ToString();
-    server_.emplace(std::move(spawned).value());
-    endpoint_ = "http://127.0.0.1:" + std::to_string(port);
-    S3Client client(Options());
-    // Up once it answers; then a bucket made.
-    ASSERT_TRUE(::phos::testing::WaitUntil(
-        [&] { return client.CreateBucket().code() != StatusCode::kUnavailable; }, std::chrono::seconds(60)))
-        << "s3rver did not come up: " << client.CreateBucket().ToString();
-    Status made = client.CreateBucket();
-    ASSERT_TRUE(made.ok()) << made.ToString();
+    const std::string why = s3rver_.Start("phos");
+    if (why.find("not installed") != std::string::npos) GTEST_SKIP() << why;
+    ASSERT_EQ(why, "");
   }
-  void TearDown() override {
-    if (server_) (void)server_->Stop(std::chrono::seconds(5));
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-  }
-  S3Options Options(Credentials credentials = kS3rver) const {
-    return S3Options{.endpoint = endpoint_, .bucket = "phos", .credentials = std::move(credentials)};
+  objstore::S3Options Options(Credentials credentials = testing::S3rver::Account()) const {
+    return s3rver_.Options("phos", std::move(credentials));
   }
 
-  std::string dir_;
-  std::string endpoint_;
-  std::optional<Subprocess> server_;
+  testing::S3rver s3rver_;
 };
 
 TEST_F(S3Test, ObjectsArePutGotListedAndDeleted) {

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "phos/http/metrics_text.h"
 #include "phos/ipc/control.h"
 #include "phos/store/store.h"
 
@@ -118,64 +119,18 @@ Result<int> FreePort() {
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
-namespace {
-
-// The labels of one exposition line, `{k="v",...}` starting at `pos`; false when malformed.
-bool ParseLabels(std::string_view line, size_t* pos, std::map<std::string, std::string>* out) {
-  ++*pos;  // '{'
-  while (*pos < line.size() && line[*pos] != '}') {
-    size_t eq = line.find('=', *pos);
-    if (eq == std::string_view::npos || eq + 1 >= line.size() || line[eq + 1] != '"') return false;
-    std::string key(line.substr(*pos, eq - *pos));
-    std::string value;
-    size_t i = eq + 2;
-    for (; i < line.size() && line[i] != '"'; ++i) {
-      if (line[i] == '\\' && i + 1 < line.size()) {
-        ++i;
-        value += line[i] == 'n' ? '\n' : line[i];
-      } else {
-        value += line[i];
-      }
-    }
-    if (i >= line.size()) return false;
-    (*out)[key] = std::move(value);
-    *pos = i + 1;
-    if (*pos < line.size() && line[*pos] == ',') ++*pos;
-  }
-  if (*pos >= line.size()) return false;
-  ++*pos;  // '}'
-  return true;
-}
-
-}  // namespace
-
 Result<double> MetricValue(std::string_view metrics_text, std::string_view name,
                            const std::map<std::string, std::string>& labels) {
   double total = 0;
   bool seen = false;
-  size_t start = 0;
-  while (start < metrics_text.size()) {
-    size_t eol = std::min(metrics_text.find('\n', start), metrics_text.size());
-    std::string_view line = metrics_text.substr(start, eol - start);
-    start = eol + 1;
-    if (line.size() <= name.size() || line.substr(0, name.size()) != name) continue;
-    size_t pos = name.size();
-    std::map<std::string, std::string> series;
-    if (line[pos] == '{') {
-      if (!ParseLabels(line, &pos, &series)) continue;
-    } else if (line[pos] != ' ') {
-      continue;  // a longer name that starts with this one (name_sum, name_count)
-    }
-    bool match = std::all_of(labels.begin(), labels.end(), [&](const auto& want) {
-      auto it = series.find(want.first);
-      return it != series.end() && it->second == want.second;
+  for (const http::MetricSample& sample : http::ParseMetricsText(metrics_text)) {
+    if (sample.name != name) continue;
+    const bool match = std::all_of(labels.begin(), labels.end(), [&](const auto& want) {
+      auto it = sample.labels.find(want.first);
+      return it != sample.labels.end() && it->second == want.second;
     });
     if (!match) continue;
-    std::string value(line.substr(pos));
-    char* end = nullptr;
-    double v = std::strtod(value.c_str(), &end);
-    if (end == value.c_str()) continue;
-    total += v;
+    total += sample.value;
     seen = true;
   }
   if (!seen) return Status::NotFound(fmt::format("no series of {} in /metrics", name));

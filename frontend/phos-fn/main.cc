@@ -801,7 +801,7 @@ int main(int argc, char** argv) {
       auto metrics = functions ? Call({.url = endpoint + "/metrics"}) : std::nullopt;
       if (!metrics) return 1;
       nlohmann::json frame = phos::fn_cli::TopFrame(nlohmann::json::parse(functions->body, nullptr, false),
-                                                    phos::fn_cli::ParseMetricsText(metrics->body));
+                                                    phos::http::ParseMetricsText(metrics->body));
       if (json) {
         std::cout << frame.dump() << std::endl;
       } else {

@@ -62,28 +62,26 @@ class SigV4Test : public ::testing::Test {
   std::string authorization_;
 };
 
-// The AWS SigV4 test suite's credentials, time, region and service.
+// The AWS SigV4 test suite's credentials, and its requests: `method` / at its time, region and
+// service.
 const Credentials kSuite{"AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", ""};
+SignedRequest SuiteRequest(const std::string& method) {
+  return SignedRequest{.method = method,
+                       .url = "http://example.amazonaws.com/",
+                       .headers = {{"X-Amz-Date", "20150830T123600Z"}},
+                       .region = "us-east-1",
+                       .service = "service"};
+}
 
 TEST_F(SigV4Test, GetVanilla) {
-  SignedRequest r{.method = "GET",
-                  .url = "http://example.amazonaws.com/",
-                  .headers = {{"X-Amz-Date", "20150830T123600Z"}},
-                  .region = "us-east-1",
-                  .service = "service"};
-  EXPECT_EQ(Received(r, "example.amazonaws.com", kSuite),
+  EXPECT_EQ(Received(SuiteRequest("GET"), "example.amazonaws.com", kSuite),
             "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, "
             "SignedHeaders=host;x-amz-date, "
             "Signature=5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31");
 }
 
 TEST_F(SigV4Test, PostVanilla) {
-  SignedRequest r{.method = "POST",
-                  .url = "http://example.amazonaws.com/",
-                  .headers = {{"X-Amz-Date", "20150830T123600Z"}},
-                  .region = "us-east-1",
-                  .service = "service"};
-  EXPECT_EQ(Received(r, "example.amazonaws.com", kSuite),
+  EXPECT_EQ(Received(SuiteRequest("POST"), "example.amazonaws.com", kSuite),
             "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, "
             "SignedHeaders=host;x-amz-date, "
             "Signature=5da7c1a2acd57cee7505fc6676e4e544621c30862966e37dddb68e92efbe5d6b");
@@ -108,12 +106,8 @@ TEST_F(SigV4Test, S3GetObjectExample) {
 
 // A different secret signs differently: the check above can fail.
 TEST_F(SigV4Test, AnotherSecretIsAnotherSignature) {
-  SignedRequest r{.method = "GET",
-                  .url = "http://example.amazonaws.com/",
-                  .headers = {{"X-Amz-Date", "20150830T123600Z"}},
-                  .region = "us-east-1",
-                  .service = "service"};
-  const std::string signed_other = Received(r, "example.amazonaws.com", Credentials{"AKIDEXAMPLE", "another", ""});
+  const std::string signed_other =
+      Received(SuiteRequest("GET"), "example.amazonaws.com", Credentials{"AKIDEXAMPLE", "another", ""});
   EXPECT_EQ(signed_other.find("5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31"), std::string::npos);
   EXPECT_NE(signed_other.find("Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request"), std::string::npos);
 }

@@ -25,7 +25,6 @@ packages=(
   wrk  # bench/load.sh: warm invokes under load
   valgrind  # the C API example under --leak-check=full (a long test)
   libxml2-dev  # objstore/: S3's XML answers (ListObjectsV2, errors)
-  nodejs npm  # s3rver, the S3 server the object store's tests run against (installed below)
 )
 
 missing=()
@@ -35,11 +34,11 @@ for p in "${packages[@]}"; do
   fi
 done
 
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
-  sudo_cmd=()
-  if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
-  export DEBIAN_FRONTEND=noninteractive
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
@@ -59,14 +58,22 @@ if [[ -z $version || $version -lt 13000 || $version -ge 14000 ]]; then
   echo "setup: $header is CUDA version ${version:-unknown}; phos needs CUDA 13 (13000 to 13999)." >&2
   exit 1
 fi
-# s3rver (npm): an S3 server on loopback for the object store's tests (tests/objstore). Not
-# fatal: without it those tests skip, saying why.
+# s3rver (npm): an S3 server on loopback for the object store's and the remote tier's tests. Not
+# fatal: without it those tests skip, saying why. npm from Debian when the machine has none (a
+# machine whose Node.js comes with its own npm keeps it: Debian's would conflict with it).
 s3rver_dir=${PHOS_NODE_TOOLS:-$HOME/.cache/phos/node}
 if [[ ! -x $s3rver_dir/node_modules/.bin/s3rver ]]; then
+  if ! command -v npm >/dev/null; then
+    echo "setup: installing nodejs npm"
+    { "${sudo_cmd[@]}" apt-get update -qq && "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends nodejs npm; } \
+      >/dev/null || echo "setup: npm could not be installed" >&2
+  fi
   echo "setup: installing s3rver into $s3rver_dir"
   mkdir -p "$s3rver_dir"
-  npm install --prefix "$s3rver_dir" --no-audit --no-fund --loglevel=error s3rver@3.7.1 >/dev/null ||
+  if ! command -v npm >/dev/null ||
+    ! npm install --prefix "$s3rver_dir" --no-audit --no-fund --loglevel=error s3rver@3.7.1 >/dev/null; then
     echo "setup: s3rver could not be installed; the object store's tests will skip" >&2
+  fi
 fi
 
 echo "setup: ready (CUDA headers $((version / 1000)).$((version % 1000 / 10)) at $cuda_home)"

@@ -509,6 +509,13 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
     if (!made.ok() && report.gave_way) {
       PHOS_LOG(Info, "instances", "function '{}': {}", spec.name, made.status().message());
       started = true;  // not a failure: no backoff
+    } else if (!made.ok() && first && WasReplaced(*f)) {
+      // Its version was replaced while it waited for a range: the version serving now takes the
+      // invocation, as it took those queued (SwapInLocked).
+      PHOS_LOG(Info, "instances", "'{}' was replaced; its invocation goes to the version serving now", spec.name);
+      started = true;  // not a failure: no backoff
+      Submit(f->name, std::move(*first));
+      first.reset();
     } else if (!made.ok()) {
       PHOS_LOG(Error, "instances", "function '{}': {}", spec.name, made.status().ToString());
       ended = made.status();

@@ -366,6 +366,11 @@ class InstanceManager::Impl {
   // ---- one instance's life (instance_manager.cc) ----
   void RunInstance(std::shared_ptr<Function> f, std::shared_ptr<Instance> inst, RestoreMode mode,
                    std::optional<Invocation> first);
+  // Whether another version replaced `f` (Function::replaced) while phosd serves on; takes mu_.
+  bool WasReplaced(const Function& f) const {
+    std::lock_guard lock(mu_);
+    return f.replaced && !stopping_;
+  }
   // Tells options_.on_event what happened to `inst` of `f`; the caller holds no lock.
   void Emit(InstanceEvent::Kind kind, const Function& f, const Instance& inst) const;
   bool Serve(const std::shared_ptr<Function>& f, const std::shared_ptr<Instance>& inst, const FunctionSpec& spec,

@@ -528,6 +528,29 @@ TEST_F(InstanceVersionsTest, TheReplacedVersionFinishesWhatItServes) {
   EXPECT_EQ(answered.body, "first\nsecond\n");
 }
 
+// A restore for a request waiting for room in the replaced version (its one instance busy) is not
+// failed by the swap: the new version serves that request.
+TEST_F(InstanceVersionsTest, ARestoreWaitingWhenItsVersionIsReplacedIsServedByTheNewOne) {
+  Open();
+  ASSERT_TRUE(DeployFirst(Version("one")).status.ok());
+  ASSERT_TRUE(WaitUntil([&] { return Status().idle == 1; }));
+  const std::string release = options_.data_dir + "/release";
+  std::promise<InvokeOutcome> held;
+  manager_->Invoke("probe", "pieces:" + release, 0ms, RestoreMode::kWarm,
+                   [&held](InvokeOutcome o) { held.set_value(std::move(o)); });
+  ASSERT_TRUE(WaitUntil([&] { return Status().busy == 1; }));
+  std::promise<InvokeOutcome> waiting;
+  manager_->Invoke("probe", "env:V", 0ms, RestoreMode::kPhos,
+                   [&waiting](InvokeOutcome o) { waiting.set_value(std::move(o)); });
+  ASSERT_TRUE(WaitUntil([&] { return Status().starting == 1; })) << "the restore does not wait for room";
+  ASSERT_TRUE(DeployNext(Version("two")).status.ok());
+  InvokeOutcome served = waiting.get_future().get();
+  ASSERT_EQ(served.kind, Kind::kOk) << served.error.ToString();
+  EXPECT_EQ(served.body, "two");
+  std::ofstream(release).put('x');
+  EXPECT_EQ(held.get_future().get().body, "first\nsecond\n");
+}
+
 // A rollback runs the program its version ran, or is refused.
 TEST_F(InstanceVersionsTest, ARollbackWhoseExecutableChangedIsRefused) {
   Open();

@@ -18,11 +18,12 @@ from .client import Answer, CheckpointMode, Client, RestoreMode
 from .errors import (AlreadyExists, Error, FailedPrecondition, FunctionError, InstanceLost, Internal,
                      InvalidArgument, NotFound, NotSupported, PermissionDenied, Status, Timeout, TooManyRequests,
                      Unauthenticated, Unavailable)
+from .events import Event, Events
 from .runtime import Runtime
 from .stream import Stream
 
 __all__ = [
-    "API_VERSION", "AlreadyExists", "Answer", "CheckpointMode", "Client", "Error", "FailedPrecondition",
+    "API_VERSION", "AlreadyExists", "Answer", "CheckpointMode", "Client", "Error", "Event", "Events", "FailedPrecondition",
     "FunctionError", "InstanceLost", "Internal", "InvalidArgument", "LibraryError", "NotFound", "NotSupported",
     "PermissionDenied", "RestoreMode", "Runtime", "Status", "Stream", "Timeout", "TooManyRequests", "Unauthenticated",
     "Unavailable",

@@ -84,6 +84,23 @@ class RuntimeOptions(ctypes.Structure):
 # int (*phos_chunk_fn)(void* user, const void* data, size_t len)
 ChunkCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
 
+
+class EventStruct(ctypes.Structure):
+    """phos_event"""
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("kind", ctypes.c_int),
+        ("function", ctypes.c_char_p),
+        ("version", ctypes.c_uint64),
+        ("instance", ctypes.c_uint64),
+        ("mode", ctypes.c_char_p),
+        ("time_ms", ctypes.c_int64),
+    ]
+
+
+# void (*phos_event_fn)(void* user, const phos_event* event)
+EventCallback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(EventStruct))
+
 _client_p = ctypes.c_void_p
 _status = ctypes.c_int
 _out_p = ctypes.POINTER(ctypes.c_void_p)  # char** / void**: kept as raw pointers for phos_free
@@ -108,6 +125,8 @@ _PROTOTYPES: dict[str, tuple[object, list[object]]] = {
                                      ctypes.POINTER(InvokeInfo)]),
     "phos_checkpoint": (_status, [_client_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p, _out_p]),
     "phos_stats": (_status, [_client_p, _out_p]),
+    "phos_watch_events": (_status, [_client_p, EventCallback, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
+    "phos_watch_stop": (_status, [ctypes.c_void_p]),
     "phos_runtime_open": (_status, [ctypes.POINTER(RuntimeOptions), ctypes.POINTER(ctypes.c_void_p)]),
     "phos_runtime_connect": (_status, [ctypes.c_void_p, ctypes.POINTER(_client_p)]),
     "phos_runtime_endpoint": (ctypes.c_char_p, [ctypes.c_void_p]),

@@ -12,7 +12,9 @@ from typing import Any, Callable, Iterator, Literal, Sequence
 
 from . import _libphos
 from ._libphos import ChunkCallback, DeployOptions, InvokeInfo, InvokeOptions
-from .errors import Internal, Status, error_for
+from .errors import Internal
+from .errors import check as _check
+from .events import Events
 from .stream import Pieces, Stream
 
 # README, "Restore modes"; libphos refuses another name with InvalidArgument.
@@ -45,12 +47,6 @@ class Answer(bytes):
     def __repr__(self) -> str:
         return (f"Answer({bytes(self)!r}, restore_mode={self.restore_mode!r}, "
                 f"first_byte_us={self.first_byte_us!r})")
-
-
-def _check(status: int) -> None:
-    """Raises the call's Error, with phos_last_error() of this thread, unless `status` is PHOS_OK."""
-    if status != Status.OK:
-        raise error_for(status, _libphos.last_error())
 
 
 def _text(value: str, what: str) -> bytes:
@@ -153,7 +149,7 @@ class Client:
         self._changed = threading.Condition()
         self._calls = 0  # calls under way, streams' worker threads included
         self._closing = False
-        self._streams: set[Pieces] = set()
+        self._streams: set[Pieces | Events] = set()
         self._handle = None  # set by __init__ or _adopt
 
     # ---- lifetime ----
@@ -167,8 +163,8 @@ class Client:
                     self._changed.wait()
                 return
             self._closing = True
-            for pieces in self._streams:
-                pieces.stop()
+            for stream in list(self._streams):  # an Events' stop() leaves the set
+                stream.stop()
             while self._calls:
                 self._changed.wait()
             handle = self._handle
@@ -321,6 +317,19 @@ class Client:
             _check(self._lib.phos_invoke(handle, encoded, body, len(body), ctypes.byref(options),
                                          ctypes.byref(response), ctypes.byref(length), ctypes.byref(info)))
         return Answer(_libphos.take_bytes(response, length.value), *_served(info))
+
+    def events(self) -> Events:
+        """Instance events from now on (phos_watch_events): started, restored, evicted and ended
+        instances of every function, as they happen; see Events. Closing the client stops it."""
+        handle = self._begin()
+        try:
+            events = Events(self._lib, handle, self._end)
+        except BaseException:
+            self._end()
+            raise
+        with self._changed:
+            self._streams.add(events)
+        return events
 
     def invoke_stream(self, name: str, request: bytes | str, *, restore_mode: RestoreMode | None = None,
                       timeout_ms: int = 0) -> Stream:

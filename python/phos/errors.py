@@ -132,3 +132,10 @@ def error_for(status: int, message: str) -> Error:
     if cls is None:
         return Error(message, status)
     return cls(message)
+
+
+def check(status: int) -> None:
+    """Raises the call's Error, with phos_last_error() of this thread, unless `status` is PHOS_OK."""
+    if status != Status.OK:
+        from . import _libphos  # here: the library loads when a call has been made
+        raise error_for(status, _libphos.last_error())

@@ -223,6 +223,23 @@ class MlpTest(MlpTestCase):
         assert answer.first_byte_us is not None
         self.assertGreaterEqual(answer.first_byte_us, 0)
 
+    def test_a_watch_sees_an_instance_restored_for_a_request(self) -> None:
+        with self.client.events() as events:
+            self.client.invoke("mlp", '{"seed": 9}', restore_mode="phos")
+            seen = []
+            while not any(e.kind == "restored" and e.function == "mlp" for e in seen):
+                event = events.get(timeout=60)
+                self.assertIsNotNone(event, f"no restored event for mlp; got {seen}")
+                seen.append(event)
+            restored = next(e for e in seen if e.kind == "restored")
+            self.assertEqual(restored.version, 1)
+            self.assertEqual(restored.mode, "phos")
+            self.assertGreater(restored.instance, 0)
+            self.assertGreater(restored.time_ms, 0)
+        # Stopped by the with block: iterating ends at once, and a second stop does nothing.
+        self.assertEqual(list(events), [])
+        events.stop()
+
     def test_the_functions_refusal_is_a_function_error(self) -> None:
         with self.assertRaises(phos.FunctionError) as refused:
             self.client.invoke("mlp", '{"input": [1, 2, 3]}')

@@ -431,6 +431,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   rollback->add_flag("--json", json, "Print phosd's JSON");
 
+  auto* events = app.add_subcommand(
+      "events", "What becomes of instances (started, restored, evicted, ended), as it happens, until interrupted");
+  events->add_flag("--json", json, "Print phosd's JSON lines");
+
   bool once = false;
   long interval_ms = 1000;
   auto* top = app.add_subcommand(
@@ -793,6 +797,34 @@ int main(int argc, char** argv) {
     }
     std::printf("losses: %s\n", j.value("losses", "").c_str());
     return 0;
+  }
+  if (*events) {
+    // One line per event as phosd sends it (GET /v1/events: JSON lines), each printed as it comes.
+    std::string pending;
+    ClientRequest request{.url = endpoint + "/v1/events"};
+    request.on_body = [&pending, json](std::string_view piece) {
+      pending.append(piece);
+      for (size_t eol; (eol = pending.find('\n')) != std::string::npos; pending.erase(0, eol + 1)) {
+        const std::string line = pending.substr(0, eol);
+        if (json) {
+          std::cout << line << std::endl;
+          continue;
+        }
+        nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
+        if (!e.is_object() || !e.contains("event") || !e["event"].is_string() || e["event"] == "subscribed") continue;
+        try {  // a field of another type: the line is skipped
+          const time_t at = static_cast<time_t>(e.value("time_ms", int64_t{0}) / 1000);
+          char when[16] = "?";
+          struct tm tm {};
+          if (at > 0 && gmtime_r(&at, &tm) != nullptr) std::strftime(when, sizeof(when), "%H:%M:%S", &tm);
+          std::cout << when << " " << e["event"].get<std::string>() << " " << e.value("function", "?") << " v"
+                    << e.value("version", uint64_t{0}) << " instance " << e.value("instance", uint64_t{0}) << " ("
+                    << e.value("mode", "?") << ")" << std::endl;
+        } catch (const nlohmann::json::exception&) {
+        }
+      }
+    };
+    return Call(std::move(request)) ? 0 : 1;
   }
   if (*top) {
     const bool tty = isatty(STDOUT_FILENO) == 1;

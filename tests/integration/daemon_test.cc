@@ -435,6 +435,35 @@ TEST_F(DaemonTest, TopShowsInstancesAndInvocationsByMode) {
   EXPECT_NE(table.out.find("phos"), std::string::npos) << table.out;
 }
 
+// phos-fn events follows what becomes of instances: subscribed first, then, as they happen, the warm
+// instance evicted for a request's restore and the new instance up (started: the probe holds no
+// GPU state, so nothing of it is restored from a snapshot).
+TEST_F(DaemonTest, PhosFnEventsFollowsInstancesAsTheyComeAndGo) {
+  Deploy(1);
+  const std::string out = ::testing::TempDir() + "phos-events-" + std::to_string(getpid());
+  std::filesystem::remove(out);
+  SpawnOptions options;
+  options.argv = PhosFnCommand({"events", "--json"});
+  options.stdout_file = out;
+  Result<Subprocess> follower = Subprocess::Spawn(options);
+  ASSERT_TRUE(follower.ok()) << follower.status().ToString();
+  auto followed = [&] {
+    std::ifstream in(out);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  ASSERT_TRUE(WaitUntil([&] { return followed().find(R"({"event":"subscribed"})") != std::string::npos; }))
+      << followed();
+  EXPECT_EQ(Status("/v1/functions/probe/invoke", "x", {"-H", "X-Phos-Restore-Mode: phos"}), "200");
+  EXPECT_TRUE(WaitUntil([&] {
+    const std::string now = followed();
+    return now.find(R"("event":"evicted","function":"probe")") != std::string::npos &&
+           now.find(R"("event":"started","function":"probe")") != std::string::npos;
+  })) << followed();
+  Result<ExitStatus> stopped = follower->Stop(std::chrono::seconds(10));
+  ASSERT_TRUE(stopped.ok()) << stopped.status().ToString();
+  std::filesystem::remove(out);
+}
+
 // Versions through phos-fn: a new version serves once deployed, `versions` lists them, `rollback`
 // serves the earlier one again, a kept one can be deleted; each version's logs are the function's.
 TEST_F(DaemonTest, VersionsRollBack) {

@@ -1,5 +1,7 @@
 #include "phos/store/snapshot_uploader.h"
 
+#include <unordered_set>
+
 #include "phos/base/log.h"
 #include "phos/store/manifest.h"
 
@@ -87,6 +89,31 @@ Status SnapshotUploader::Upload(const std::string& function, uint64_t version) {
   PHOS_LOG(Info, "store", "{} v{} uploaded to the remote tier: {} chunks sent, {} bytes", function, version, chunks,
            bytes);
   return Status::Ok();
+}
+
+Result<uint64_t> ImportFromBucket(Store& store, const objstore::S3Client& bucket, const std::string& function,
+                                  uint64_t version) {
+  const std::string key = SnapshotUploader::ManifestKey(function, version);
+  PHOS_ASSIGN_OR_RETURN(std::string bytes, bucket.Get(key));
+  Result<Manifest> manifest = DecodeManifest(bytes);
+  if (!manifest.ok()) return manifest.status().WithContext(key + " in the bucket");
+  const std::vector<ChunkRef> refs = ChunksOf(*manifest);
+  std::vector<ChunkId> ids;
+  for (const ChunkRef& ref : refs) ids.push_back(ref.id);
+  PHOS_ASSIGN_OR_RETURN(std::vector<ChunkId> missing_ids, store.MissingChunks(ids));
+  const std::unordered_set<ChunkId, ChunkIdHash> missing(missing_ids.begin(), missing_ids.end());
+  RemoteChunks chunks(bucket);
+  std::string data;
+  for (const ChunkRef& ref : refs) {
+    if (missing.count(ref.id) == 0) continue;
+    data.resize(ref.size);
+    PHOS_RETURN_IF_ERROR(chunks.ReadChunk(ref, data.data()).WithContext(key));
+    PHOS_RETURN_IF_ERROR(store.PutChunk(ref.id, data));
+  }
+  PHOS_ASSIGN_OR_RETURN(uint64_t imported, store.CommitImported(function, std::move(manifest).value()));
+  PHOS_LOG(Info, "store", "{} v{} imported from the remote tier as v{}: {} of {} chunks fetched", function, version,
+           imported, missing.size(), refs.size());
+  return imported;
 }
 
 }  // namespace phos::store

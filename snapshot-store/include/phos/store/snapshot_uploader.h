@@ -60,4 +60,12 @@ class SnapshotUploader {
   std::thread thread_;
 };
 
+// The other way: snapshot `version` of `function` copied from the bucket into `store` (another
+// node's upload): the chunks `store` lacks fetched and checked against their ids (RemoteChunks),
+// then the manifest committed as a version of `function` there (Store::CommitImported): that
+// version. NotFound when the bucket has no such snapshot; Corruption for a manifest that does not
+// decode or a chunk that does not match its id, with nothing committed.
+Result<uint64_t> ImportFromBucket(Store& store, const objstore::S3Client& bucket, const std::string& function,
+                                  uint64_t version);
+
 }  // namespace phos::store

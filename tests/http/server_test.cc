@@ -510,6 +510,31 @@ TEST_F(StreamTest, AStreamLeftUnendedIsCutShort) {
   EXPECT_FALSE(r.ok()) << "an unended stream read as whole: " << r->body;
 }
 
+// A client that asks for a stream and reads nothing: once the answer's unread bytes pass the bound,
+// the server closes the connection and the stream's Responder is Gone, instead of holding all the
+// stream makes. (The socket's buffers take some megabytes first; 256 MiB is far past both.)
+TEST(StreamBoundTest, AClientThatDoesNotReadIsDroppedPastTheBound) {
+  std::promise<Responder> held;
+  Router router;
+  ASSERT_TRUE(router.Add("GET", "/stream", [&held](Request, Responder out) { held.set_value(out); }).ok());
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.max_unsent_bytes = 1 << 20;
+  auto server = Server::Start(options, std::move(router));
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  RawClient c((*server)->port());
+  c.Send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
+  Responder out = held.get_future().get();
+  ASSERT_TRUE(out.Begin(Response::Text(200, "")));
+  const std::string piece(64 << 10, 'x');
+  size_t made = 0;
+  while (!out.Gone() && made < (size_t{256} << 20)) {
+    out.Chunk(piece);
+    made += piece.size();
+  }
+  EXPECT_TRUE(::phos::testing::WaitUntil([&] { return out.Gone(); })) << made << " bytes made, still not dropped";
+}
+
 TEST_F(StreamTest, AbortClosesTheConnectionWithoutTheLastChunk) {
   RawClient c(server_->port());
   c.Send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");

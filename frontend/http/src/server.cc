@@ -155,6 +155,7 @@ class Server::Impl {
     std::unique_ptr<RequestParser> parser;
     int open_handles = 2;
     int writes = 0;  // uv_write calls not yet completed
+    size_t unsent = 0;  // their bytes
     bool closing = false;
     bool reading = false;
     bool read_error = false;   // parsing stopped for good
@@ -528,6 +529,14 @@ class Server::Impl {
           self->Write(conn, Serialize(d.response, close, /*chunked=*/true), false);
           continue;
         case Hub::Done::Kind::kChunk:
+          if (self->options_.max_unsent_bytes != 0 &&
+              conn->unsent + d.response.body.size() > self->options_.max_unsent_bytes) {
+            // A client that does not read what it asked to stream: dropped, its stream Gone.
+            PHOS_LOG_EVERY_SEC(Warn, "http", 1, "connection {}: more than {} bytes of a streamed answer unread; closed",
+                               conn->id, self->options_.max_unsent_bytes);
+            self->Close(conn);
+            continue;
+          }
           self->Write(conn, ChunkOf(d.response.body), false);
           continue;
         case Hub::Done::Kind::kEnd:
@@ -572,12 +581,14 @@ class Server::Impl {
       return;
     }
     ++conn->writes;
+    conn->unsent += op->data.size();
   }
 
   static void OnWritten(uv_write_t* req, int status) {
     std::unique_ptr<WriteOp> op(reinterpret_cast<WriteOp*>(req));
     Connection* conn = op->conn;
     --conn->writes;
+    conn->unsent -= op->data.size();
     if (status < 0 || op->close_after || (conn->server->stopping_ && conn->writes == 0)) conn->server->Close(conn);
   }
 

@@ -137,6 +137,11 @@ struct ServerOptions {
   // Connections open at once; one more is answered 503 (best effort: written once, without
   // waiting for the client to read it) and closed. Default: 1024.
   size_t max_connections = 1024;
+  // Bytes of a streamed answer a connection may hold written but not yet taken by the client
+  // (its socket full); past it the connection is closed and the answer's Responder is Gone(): a
+  // client that stops reading cannot make the server hold without bound what a stream makes for
+  // it. 0: no bound. Default: 16 MiB.
+  size_t max_unsent_bytes = size_t{16} << 20;
   // A connection with no request in progress and no bytes received for this long is closed.
   // Default: 60000 ms.
   uint32_t idle_timeout_ms = 60000;

@@ -33,6 +33,10 @@ void EventStream::Subscribe(http::Responder out) {
 }
 
 void EventStream::Publish(const runtime::InstanceEvent& event) {
+  {
+    std::lock_guard lock(mu_);
+    if (subscribers_.empty()) return;  // every instance start and end comes here: nothing to make
+  }
   const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();

@@ -81,6 +81,18 @@ class DaemonTest : public PhosdTest {
       return sum;
     }
   };
+  // phos-fn `args`, running until stopped, its standard output going to `out` (emptied first).
+  Result<Subprocess> Follow(const std::vector<std::string>& args, const std::string& out) {
+    std::filesystem::remove(out);
+    SpawnOptions options;
+    options.argv = PhosFnCommand(args);
+    options.stdout_file = out;
+    return Subprocess::Spawn(options);
+  }
+  static std::string ReadAll(const std::string& path) {
+    std::ifstream in(path);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
   Exposition Scrape() {
     Exposition e;
     CommandResult r = ::phos::testing::Run({"/usr/bin/curl", "-s", endpoint() + "/metrics"});
@@ -372,16 +384,9 @@ TEST_F(DaemonTest, PhosFnLogsFollowsWhatAnInstancePrints) {
   EXPECT_NE(printed.out.find("first-line\n"), std::string::npos) << printed.out;
 
   const std::string out = ::testing::TempDir() + "phos-logs-" + std::to_string(getpid());
-  std::filesystem::remove(out);
-  SpawnOptions options;
-  options.argv = PhosFnCommand({"logs", "probe", "-f", "--tail", "0"});
-  options.stdout_file = out;
-  Result<Subprocess> follower = Subprocess::Spawn(options);
+  Result<Subprocess> follower = Follow({"logs", "probe", "-f", "--tail", "0"}, out);
   ASSERT_TRUE(follower.ok()) << follower.status().ToString();
-  auto followed = [&] {
-    std::ifstream in(out);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  };
+  auto followed = [&] { return ReadAll(out); };
   // It follows once the headers of the files (none of their bytes: --tail 0) have come.
   ASSERT_TRUE(WaitUntil([&] { return followed().find("==> probe-") != std::string::npos; })) << followed();
   // --tail 0: what was printed before it started is not repeated; what comes next is.
@@ -441,16 +446,9 @@ TEST_F(DaemonTest, TopShowsInstancesAndInvocationsByMode) {
 TEST_F(DaemonTest, PhosFnEventsFollowsInstancesAsTheyComeAndGo) {
   Deploy(1);
   const std::string out = ::testing::TempDir() + "phos-events-" + std::to_string(getpid());
-  std::filesystem::remove(out);
-  SpawnOptions options;
-  options.argv = PhosFnCommand({"events", "--json"});
-  options.stdout_file = out;
-  Result<Subprocess> follower = Subprocess::Spawn(options);
+  Result<Subprocess> follower = Follow({"events", "--json"}, out);
   ASSERT_TRUE(follower.ok()) << follower.status().ToString();
-  auto followed = [&] {
-    std::ifstream in(out);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  };
+  auto followed = [&] { return ReadAll(out); };
   ASSERT_TRUE(WaitUntil([&] { return followed().find(R"({"event":"subscribed"})") != std::string::npos; }))
       << followed();
   EXPECT_EQ(Status("/v1/functions/probe/invoke", "x", {"-H", "X-Phos-Restore-Mode: phos"}), "200");

@@ -393,6 +393,16 @@ class InstanceVersionsTest : public InstanceRestoreTest {
     }
     return out;
   }
+  // Deploys version "one" and holds its instance busy on a request answered once `release`
+  // exists (the answer to `held`).
+  void HoldVersionOneBusy(const std::string& release, std::promise<InvokeOutcome>* held) {
+    Open();
+    ASSERT_TRUE(DeployFirst(Version("one")).status.ok());
+    ASSERT_TRUE(WaitUntil([&] { return Status().idle == 1; }));
+    manager_->Invoke("probe", "pieces:" + release, 0ms, RestoreMode::kWarm,
+                     [held](InvokeOutcome o) { held->set_value(std::move(o)); });
+    ASSERT_TRUE(WaitUntil([&] { return Status().busy == 1; }));
+  }
   using Strings = std::vector<std::string>;
 };
 
@@ -512,14 +522,9 @@ TEST_F(InstanceVersionsTest, AVersionThatFailsToDeployLeavesTheServingOneAsItWas
 
 // A request the replaced version is serving is answered by it; what comes after goes to the new one.
 TEST_F(InstanceVersionsTest, TheReplacedVersionFinishesWhatItServes) {
-  Open();
-  ASSERT_TRUE(DeployFirst(Version("one")).status.ok());
-  ASSERT_TRUE(WaitUntil([&] { return Status().idle == 1; }));
   const std::string release = options_.data_dir + "/release";
   std::promise<InvokeOutcome> held;
-  manager_->Invoke("probe", "pieces:" + release, 0ms, RestoreMode::kWarm,
-                   [&held](InvokeOutcome o) { held.set_value(std::move(o)); });
-  ASSERT_TRUE(WaitUntil([&] { return Status().busy == 1; }));
+  ASSERT_NO_FATAL_FAILURE(HoldVersionOneBusy(release, &held));
   ASSERT_TRUE(DeployNext(Version("two")).status.ok());
   EXPECT_EQ(Invoke("env:V", RestoreMode::kAuto).body, "two");
   std::ofstream(release).put('x');
@@ -531,14 +536,9 @@ TEST_F(InstanceVersionsTest, TheReplacedVersionFinishesWhatItServes) {
 // A restore for a request waiting for room in the replaced version (its one instance busy) is not
 // failed by the swap: the new version serves that request.
 TEST_F(InstanceVersionsTest, ARestoreWaitingWhenItsVersionIsReplacedIsServedByTheNewOne) {
-  Open();
-  ASSERT_TRUE(DeployFirst(Version("one")).status.ok());
-  ASSERT_TRUE(WaitUntil([&] { return Status().idle == 1; }));
   const std::string release = options_.data_dir + "/release";
   std::promise<InvokeOutcome> held;
-  manager_->Invoke("probe", "pieces:" + release, 0ms, RestoreMode::kWarm,
-                   [&held](InvokeOutcome o) { held.set_value(std::move(o)); });
-  ASSERT_TRUE(WaitUntil([&] { return Status().busy == 1; }));
+  ASSERT_NO_FATAL_FAILURE(HoldVersionOneBusy(release, &held));
   std::promise<InvokeOutcome> waiting;
   manager_->Invoke("probe", "env:V", 0ms, RestoreMode::kPhos,
                    [&waiting](InvokeOutcome o) { waiting.set_value(std::move(o)); });

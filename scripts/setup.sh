@@ -25,6 +25,7 @@ packages=(
   wrk  # bench/load.sh: warm invokes under load
   valgrind  # the C API example under --leak-check=full (a long test)
   libxml2-dev  # objstore/: S3's XML answers (ListObjectsV2, errors)
+  etcd-server  # cluster/: the etcd its tests start on loopback (tests/testing/etcd.h)
 )
 
 missing=()

@@ -4,12 +4,14 @@
 #include <grp.h>
 #include <prometheus/registry.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <charconv>
 #include <filesystem>
 #include <optional>
 
 #include "access.h"
+#include "cluster_node.h"
 #include "errors.h"
 #include "executables.h"
 #include "events.h"
@@ -102,6 +104,8 @@ struct Daemon::Parts {
   // Before the manager, whose threads publish to it until it is gone.
   std::unique_ptr<EventStream> events = std::make_unique<EventStream>();
   std::unique_ptr<runtime::InstanceManager> manager;
+  std::unique_ptr<ClusterNode> cluster;  // the manager's deploys announced to it; it adopts into the manager
+  std::optional<objstore::S3Client> bucket;  // the remote tier's
   std::unique_ptr<TaskThreads> blocking_work;  // the routes' disk work, off the server's loop
   std::unique_ptr<LogFollowers> log_followers;
   std::unique_ptr<http::Server> server;
@@ -242,6 +246,23 @@ Status Daemon::Parts::StartAll() {
   }
   // Snapshots: the store, a DRAM tier made when the first snapshot needs it (its pinned arena lives
   // in a context leased for the daemon's lifetime), and where deployed functions' CPU state is kept.
+  // This node's name: in the remote tier's keys, and the cluster's.
+  std::string node_name = o.node_name;
+  if (node_name.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    node_name = host;
+  }
+  if (node_name.empty() || node_name.size() > 64 ||
+      node_name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") !=
+          std::string::npos) {
+    return Status::InvalidArgument("--node-name '" + node_name + "': 1..64 letters, digits, '_', '.' or '-'");
+  }
+  // An empty entry is no endpoint (a printed config writes an unset list as "").
+  std::erase(o.etcd_endpoints, "");
+  if (!o.etcd_endpoints.empty() && o.s3_endpoint.empty()) {
+    return Status::InvalidArgument("--etcd needs --s3-endpoint: the cluster's nodes share snapshots through it");
+  }
   store::StoreOptions store_options;
   store_options.path = o.data_dir + "/store";
   PHOS_RETURN_IF_ERROR(Take(store::Store::Open(store_options), &store, "snapshot store"));
@@ -251,7 +272,8 @@ Status Daemon::Parts::StartAll() {
     objstore::S3Client bucket({.endpoint = o.s3_endpoint, .bucket = o.s3_bucket, .region = o.s3_region,
                                .credentials = std::move(credentials)});
     PHOS_RETURN_IF_ERROR(bucket.CreateBucket().WithContext("the remote tier (--s3-endpoint)"));
-    uploader = std::make_unique<store::SnapshotUploader>(store.get(), std::move(bucket));
+    this->bucket = bucket;
+    uploader = std::make_unique<store::SnapshotUploader>(store.get(), std::move(bucket), node_name);
     PHOS_LOG(Info, "phosd", "remote tier: bucket {} at {}", o.s3_bucket, o.s3_endpoint);
   }
   auto make_dram = [this]() -> Result<std::unique_ptr<store::DramTier>> {
@@ -272,8 +294,7 @@ Status Daemon::Parts::StartAll() {
       runtime::SnapshotSessionsOptions{
           .device_profile = device_name,
           .capture_timeout = device_time(runtime::SnapshotSessionsOptions{}.capture_timeout),
-          .metrics_registry = metrics,
-          .uploader = uploader.get()});
+          .metrics_registry = metrics});
 
   if (o.cpu_state == "criu") {
     std::unique_ptr<runtime::CriuBackend> criu;
@@ -297,10 +318,29 @@ Status Daemon::Parts::StartAll() {
   manager_options.max_log_bytes = o.function_log_mib << 20;
   manager_options.kept_versions = o.kept_versions;
   manager_options.on_event = [stream = events.get()](const runtime::InstanceEvent& e) { stream->Publish(e); };
+  // A deploy's snapshots go to the remote tier; in a cluster, its record to the registry after them.
+  // No deploy runs before the server answers, by when the cluster node is made.
+  manager_options.on_deployed = [this](const runtime::DeployedVersion& deployed) {
+    if (cluster != nullptr) return cluster->Announce(deployed);
+    if (uploader == nullptr) return;
+    for (const runtime::DeployedVersion::Range& range : deployed.ranges) {
+      if (range.snapshot != 0) uploader->Enqueue(range.store_function, range.snapshot);
+    }
+  };
   manager_options.keep_alive = std::chrono::milliseconds(o.keep_alive_ms);
   manager_options.metrics_registry = metrics;
   manager_options.start_timeout = device_time(std::chrono::milliseconds(o.start_timeout_ms));
   PHOS_ASSIGN_OR_RETURN(manager, runtime::InstanceManager::Open(manager_options));
+  if (!o.etcd_endpoints.empty()) {
+    PHOS_RETURN_IF_ERROR(Take(ClusterNode::Connect({.etcd_endpoints = o.etcd_endpoints,
+                                                    .node = node_name,
+                                                    .endpoint = o.advertise,
+                                                    .ttl_seconds = o.node_ttl_s,
+                                                    .device_profile = device_name,
+                                                    .devices = api->device_count()},
+                                                   manager.get(), store.get(), *bucket, uploader.get()),
+                              &cluster, "the cluster (--etcd)"));
+  }
 
   blocking_work = std::make_unique<TaskThreads>(1);
   log_followers = std::make_unique<LogFollowers>();
@@ -313,6 +353,7 @@ Status Daemon::Parts::StartAll() {
                                            .events = events.get(),
                                            .access = &*access,
                                            .executables = executables.get(),
+                                           .cluster = cluster.get(),
                                            .metrics = metrics}));
   http::ServerOptions http_options;
   http_options.listen = o.listen;
@@ -326,6 +367,7 @@ Status Daemon::Parts::StartAll() {
   PHOS_ASSIGN_OR_RETURN(server, http::Server::Start(http_options, std::move(router)));
   const bool v6 = host_port.first.find(':') != std::string::npos;
   endpoint = fmt::format("http://{}{}{}:{}", v6 ? "[" : "", host_port.first, v6 ? "]" : "", server->port());
+  if (cluster != nullptr) PHOS_RETURN_IF_ERROR(cluster->Join(endpoint).WithContext("the cluster (--etcd)"));
   PHOS_LOG(Info, "phosd", "serving {} (data dir {})", endpoint, o.data_dir);
   return Status::Ok();
 }
@@ -363,6 +405,7 @@ void Daemon::Stop() {
   // Instances first, while HTTP still answers: queued and in-flight invocations get their 503
   // ("phosd is shutting down") instead of a dropped connection. Then stop accepting.
   if (p.manager) p.manager->Shutdown();  // end instances and their GPU sessions
+  if (p.cluster) p.cluster->Stop();     // leaves the cluster: the others stop counting on it
   p.events->Close();                     // the instances' ends told, the event streams end
   if (p.server) p.server->Stop();
   p.server.reset();
@@ -370,6 +413,7 @@ void Daemon::Stop() {
   p.log_followers.reset();  // and the followers, which list the manager's log files
   p.executables.reset();  // after the server: uploads already received are still stored whole
   p.manager.reset();
+  p.cluster.reset();  // after the manager, whose deploys' callbacks reach it until then
   p.cpu_backend.reset();  // the parked templates
   p.sessions.reset();
   p.uploader.reset();  // after the sessions that queue uploads, before the store it reads

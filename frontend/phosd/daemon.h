@@ -40,6 +40,12 @@ struct DaemonOptions {
   std::string s3_bucket;
   std::string s3_region = "us-east-1";
   std::string s3_credentials_file;
+  // The cluster (empty etcd endpoints: none): its registry in etcd, this node's name there and the
+  // endpoint the other nodes reach it at (empty: the listener's).
+  std::vector<std::string> etcd_endpoints;
+  std::string node_name;  // empty: the host's name
+  std::string advertise;
+  int64_t node_ttl_s = 10;
   std::string admin_token_file;
   std::vector<std::string> functions_dirs;  // empty: <data-dir>/functions
   uint64_t max_artifact_mib = 256;

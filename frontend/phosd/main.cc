@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--s3-endpoint", o.s3_endpoint,
                  "The remote snapshot tier: an S3-compatible object store (http://HOST:PORT, path-style); each "
-                 "captured snapshot is uploaded to --s3-bucket in the background; default: none");
+                 "deployed snapshot is uploaded to --s3-bucket in the background; default: none");
   app.add_option("--s3-bucket", o.s3_bucket, "The remote tier's bucket (made if missing)");
   app.add_option("--s3-region", o.s3_region, "The remote tier's region, as its signatures name it")
       ->capture_default_str();
@@ -122,6 +122,18 @@ int main(int argc, char** argv) {
                  "Credentials for the remote tier when AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set "
                  "(INI: [default] aws_access_key_id = ..., aws_secret_access_key = ...); default: "
                  "~/.aws/credentials");
+  app.add_option("--etcd", o.etcd_endpoints,
+                 "Join a cluster whose function registry is in etcd (http://HOST:PORT, several for failover; "
+                 "needs --s3-endpoint, the cluster's shared snapshot tier); default: none")
+      ->delimiter(',');
+  app.add_option("--node-name", o.node_name, "This node's name in the cluster; default: the host's name");
+  app.add_option("--advertise", o.advertise,
+                 "Where the cluster's other nodes and its clients reach this node's HTTP API (http://HOST:PORT); "
+                 "default: the listener's address");
+  app.add_option("--node-ttl-s", o.node_ttl_s,
+                 "Seconds a node that stopped answering stays listed in the cluster (its etcd lease)")
+      ->check(CLI::Range(2, 3600))
+      ->capture_default_str();
   app.add_option("--instance-ranges", o.instance_ranges,
                  "Instance ranges reserved for snapshots; each deployed function takes max_instances + 1")
       ->check(CLI::PositiveNumber)

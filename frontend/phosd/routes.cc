@@ -32,6 +32,8 @@ Response Error(int status, const std::string& message, std::string_view code = {
   return ErrorResponse(status, message, code);
 }
 
+int StatusFor(const Status& s);
+
 // Adds a route that first checks what `access` asks of the caller. Every phosd route is added
 // through here, and `access` has no default: a new route states who may call it.
 // `max_body_bytes` as Router::Add takes it: 0 for the server's limit. A route's own limit applies
@@ -43,22 +45,47 @@ Status AddRoute(http::Router* router, const RouteOptions& options, Access access
   if (max_body_bytes != 0 && access == Access::kAdmin) {
     admitted = [policy = options.access](const Request& head) { return policy->IsAdmin(head); };
   }
-  return router->Add(std::move(method), std::move(pattern),
-                     [access, policy = options.access, manager = options.manager,
-                      handler = std::move(handler)](Request req, Responder out) {
-                       std::string invoke_token_sha256;
-                       if (access == Access::kInvoke) {
-                         std::optional<runtime::FunctionSpec> spec =
-                             manager->Spec(std::string(req.Param("name")));
-                         if (spec) invoke_token_sha256 = spec->invoke_token_sha256;
-                       }
-                       if (auto refused = policy->Check(req, access, invoke_token_sha256)) {
-                         return out.Send(std::move(*refused));
-                       }
-                       const bool admin = access == Access::kAdmin || policy->IsAdmin(req);
-                       handler(std::move(req), std::move(out), admin);
-                     },
-                     max_body_bytes, std::move(admitted));
+  auto admit = [access, policy = options.access, manager = options.manager,
+                handler = std::move(handler)](Request req, Responder out) {
+    std::string invoke_token_sha256;
+    if (access == Access::kInvoke) {
+      std::optional<runtime::FunctionSpec> spec = manager->Spec(std::string(req.Param("name")));
+      if (spec) invoke_token_sha256 = spec->invoke_token_sha256;
+    }
+    if (auto refused = policy->Check(req, access, invoke_token_sha256)) return out.Send(std::move(*refused));
+    const bool admin = access == Access::kAdmin || policy->IsAdmin(req);
+    handler(std::move(req), std::move(out), admin);
+  };
+  if (access != Access::kInvoke || options.cluster == nullptr) {
+    return router->Add(std::move(method), std::move(pattern), std::move(admit), max_body_bytes, std::move(admitted));
+  }
+  // In a cluster, a function another node deployed is adopted here when first invoked — once its
+  // record's invoke token admits the caller, so that no caller without it makes a node fetch and
+  // deploy anything. The invocation then goes on as on the node that deployed it.
+  return router->Add(
+      std::move(method), std::move(pattern),
+      [admit, policy = options.access, manager = options.manager, cluster = options.cluster](Request req,
+                                                                                              Responder out) {
+        const std::string name(req.Param("name"));
+        if (manager->Spec(name)) return admit(std::move(req), std::move(out));
+        auto held = std::make_shared<Request>(std::move(req));
+        cluster->FindRecord(name, [=](Result<ClusterRecord> record) {
+          if (!record.ok()) {
+            if (record.status().code() == StatusCode::kNotFound) return admit(std::move(*held), out);
+            return out.Send(Error(StatusFor(record.status()), record.status().message()));
+          }
+          if (auto refused = policy->Check(*held, Access::kInvoke, record->version.spec.invoke_token_sha256)) {
+            return out.Send(std::move(*refused));
+          }
+          cluster->Serve(name, [=](Status served) {
+            if (!served.ok() && served.code() != StatusCode::kNotFound) {
+              return out.Send(Error(StatusFor(served), served.message()));
+            }
+            admit(std::move(*held), out);
+          });
+        });
+      },
+      max_body_bytes, std::move(admitted));
 }
 
 // A spec as GET /v1/functions shows it to a caller without the admin token: environment values
@@ -366,6 +393,7 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
   runtime::InstanceManager* manager = options.manager;
   runtime::GpuSessions* sessions = options.sessions;
   const Executables* executables = options.executables;
+  ClusterNode* cluster = options.cluster;
   auto add = [&](Access access, std::string method, std::string pattern, Handler handler, size_t max_body_bytes = 0) {
     return AddRoute(router, options, access, std::move(method), std::move(pattern), std::move(handler),
                     max_body_bytes);
@@ -414,7 +442,7 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
   // {"pre_entry_bytes", "warmed_bytes", "warmup_us"} (docs/design.md D10). POST
   // /v1/functions/{name}/versions takes the same body (its "name", if any, the route's) and deploys
   // it as a new version of a registered function (D18).
-  auto deploy = [manager, executables](Request req, Responder out, bool) {
+  auto deploy = [manager, executables, cluster](Request req, Responder out, bool) {
     const std::string versioned(req.Param("name"));  // empty: a new function
     std::chrono::milliseconds sample_timeout;
     if (Response bad; !ParseTimeout(req, &sample_timeout, &bad)) return out.Send(std::move(bad));
@@ -446,11 +474,33 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
       if (!outcome.status.ok()) return out.Send(DeployError(outcome.status, versioned));
       out.Send(Response::Json(201, DeployAnswer(json, outcome).dump() + "\n"));
     };
-    if (versioned.empty()) {
-      manager->Deploy(*spec, std::move(sample), sample_timeout, std::move(answer));
-    } else {
-      manager->DeployVersion(*spec, std::move(sample), sample_timeout, std::move(answer));
-    }
+    auto run = [manager, spec = *spec, sample = std::move(sample), sample_timeout, answer = std::move(answer),
+                versioned = !versioned.empty()]() mutable {
+      if (!versioned) return manager->Deploy(spec, std::move(sample), sample_timeout, std::move(answer));
+      manager->DeployVersion(spec, std::move(sample), sample_timeout, std::move(answer));
+    };
+    if (cluster == nullptr || manager->Spec(spec->name)) return run();
+    // A name the cluster knows is one function on every node: a new deploy of it is refused as on
+    // the node that has it, and a new version of it deploys here over the version adopted first.
+    const std::string name = spec->name;
+    auto shared_run = std::make_shared<decltype(run)>(std::move(run));
+    cluster->FindRecord(name, [=, versioned = !versioned.empty()](Result<ClusterRecord> record) {
+      if (!record.ok() && record.status().code() != StatusCode::kNotFound) {
+        return out.Send(Error(StatusFor(record.status()), record.status().message()));
+      }
+      if (!record.ok()) return (*shared_run)();
+      if (!versioned) {
+        return out.Send(DeployError(Status::AlreadyExists(fmt::format(
+                                        "function '{}' is deployed in the cluster (version {}, on node '{}'); deploy "
+                                        "it as a new version",
+                                        name, record->version.number, record->node)),
+                                    false));
+      }
+      cluster->Serve(name, [=](Status served) {
+        if (!served.ok()) return out.Send(DeployError(served, true));
+        (*shared_run)();
+      });
+    });
   };
   PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/functions", deploy));
   PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "POST", "/v1/functions/{name}/versions", deploy));
@@ -527,11 +577,43 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
     out.Send(Response::Json(200, nlohmann::json{{"functions", list}}.dump() + "\n"));
   }));
 
-  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "DELETE", "/v1/functions/{name}", [manager](Request req, Responder out,
-                                                                                       bool) {
-    Status removed = manager->Remove(std::string(req.Param("name")));
-    if (!removed.ok()) return out.Send(Error(StatusFor(removed), removed.message()));
-    out.Send(Response::Json(200, nlohmann::json{{"removed", req.Param("name")}}.dump() + "\n"));
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "DELETE", "/v1/functions/{name}", [manager, cluster,
+                                                                                work = options.blocking_work](
+                                                                                   Request req, Responder out, bool) {
+    const std::string name(req.Param("name"));
+    auto removed_answer = [out, name] {
+      out.Send(Response::Json(200, nlohmann::json{{"removed", name}}.dump() + "\n"));
+    };
+    if (cluster == nullptr || work == nullptr) {
+      Status removed = manager->Remove(name);
+      if (!removed.ok()) return out.Send(Error(StatusFor(removed), removed.message()));
+      return removed_answer();
+    }
+    // In a cluster the record goes too, and with it the function from every node (each watches).
+    work->Post([=] {
+      Status removed = manager->Remove(name);
+      const bool recorded = cluster->Record(name).ok();
+      if (recorded) {
+        if (Status forgot = cluster->Forget(name); !forgot.ok()) {
+          return out.Send(Error(StatusFor(forgot), "removed here; not from the cluster: " + forgot.message()));
+        }
+      }
+      if (!removed.ok() && !(recorded && removed.code() == StatusCode::kNotFound)) {
+        return out.Send(Error(StatusFor(removed), removed.message()));
+      }
+      removed_answer();
+    });
+  }));
+
+  // The cluster's live nodes (docs/design.md D19): each one's name, endpoint, device kind and count.
+  PHOS_RETURN_IF_ERROR(add(Access::kAdmin, "GET", "/v1/cluster/nodes", [cluster, work = options.blocking_work](
+                                                                            Request, Responder out, bool) {
+    if (cluster == nullptr || work == nullptr) return out.Send(Error(503, "this node is not part of a cluster (--etcd)"));
+    work->Post([=] {
+      Result<nlohmann::json> nodes = cluster->Nodes();
+      if (!nodes.ok()) return out.Send(Error(StatusFor(nodes.status()), nodes.status().message()));
+      out.Send(Response::Json(200, nlohmann::json{{"node", cluster->node()}, {"nodes", *nodes}}.dump() + "\n"));
+    });
   }));
 
   PHOS_RETURN_IF_ERROR(

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "access.h"
+#include "cluster_node.h"
 #include "events.h"
 #include "executables.h"
 #include "logs.h"
@@ -37,6 +38,10 @@ struct RouteOptions {
   const AccessPolicy* access = nullptr;
   // The executables deploys may name, and the artifact store. Required; must outlive the server.
   const Executables* executables = nullptr;
+  // The cluster this node is part of: invocations of a function another node deployed adopt it
+  // first, removals and deploys consult its registry, GET /v1/cluster/nodes lists it (503
+  // without). Must outlive the server. Default: nullptr, no cluster.
+  ClusterNode* cluster = nullptr;
   // Served by GET /metrics (where the pools and the instance manager registered theirs) in the
   // Prometheus text format; nullptr answers an empty page. Default: nullptr.
   std::shared_ptr<prometheus::Registry> metrics;

@@ -92,9 +92,23 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
     }
     f->executable_sha256 = digest;
   }
+  // An adoption's snapshots are fetched from the other node's upload while its ranges run to their
+  // entry points here: the two take about as long, and neither needs the other until the capture.
+  std::shared_future<Result<std::vector<uint64_t>>> imports;
+  if (f->adopted != nullptr && outcome.ok()) {
+    imports = std::async(std::launch::async, [f]() -> Result<std::vector<uint64_t>> {
+                Result<std::vector<uint64_t>> got = f->adopted->import(f->spec.name);
+                if (!got.ok()) return got.status().WithContext("fetch its snapshots");
+                if (got->size() != f->adopted->va_slots.size()) {
+                  return Status::Internal(fmt::format("{} snapshots fetched for {} instance ranges", got->size(),
+                                                      f->adopted->va_slots.size()));
+                }
+                return got;
+              }).share();
+  }
   DeployOutcome warmup;  // the first range's
   for (int i = 0; i < InstanceRanges(f->spec) && outcome.ok(); ++i) {
-    Result<Slot> slot = DeployOnce(f, i == 0 ? &warmup : nullptr);
+    Result<Slot> slot = DeployOnce(f, i == 0 ? &warmup : nullptr, i, imports.valid() ? &imports : nullptr);
     if (slot.ok()) {
       slots.push_back(*slot);
     } else {
@@ -163,7 +177,10 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
     PHOS_LOG(Info, "instances", "'{}' deployed ({} instance range(s), {})", name, versions.size(),
              options_.cpu_state->name());
   }
-  DeployOutcome report = DeployFailed(outcome.WithContext("deploy '" + name + "'"));
+  DeployOutcome report = DeployFailed(
+      f->adopted != nullptr
+          ? outcome.WithContext(fmt::format("adopt version {} of '{}' from the cluster", f->number, f->name))
+          : outcome.WithContext("deploy '" + name + "'"));
   if (outcome.ok()) report.version = f->number;
   if (deployed) {
     report.warmed_up = warmup.warmed_up;
@@ -196,6 +213,15 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
   }
   SetDeployStage(*f, "");
   for (auto& cb : callbacks) cb(report);
+  if (deployed && f->announce && options_.on_deployed) {
+    DeployedVersion told;
+    {
+      std::lock_guard lock(mu_);
+      told.version = VersionOf(*f);
+      for (const Slot& slot : f->slots) told.ranges.push_back({slot.va_slot, f->spec.name, slot.version});
+    }
+    options_.on_deployed(told);
+  }
   std::lock_guard lock(mu_);
   finished_.push_back(owner);
   supervisor_cv_.notify_all();
@@ -344,7 +370,8 @@ Result<size_t> InstanceManager::Impl::AcquireSlotLocked(const std::shared_ptr<Fu
   }
 }
 
-Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& f, DeployOutcome* report) {
+Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& f, DeployOutcome* report, int range,
+                                               const std::shared_future<Result<std::vector<uint64_t>>>* imports) {
   const FunctionSpec& spec = f->spec;
   GpuSessions& sessions = *options_.sessions;
   Slot slot;
@@ -360,6 +387,18 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
   }
   if (slot.va_slot < 0 && job_va_slot >= 0) {
     if (Result<int> claimed = sessions.ClaimVaSlotAt(job_va_slot); claimed.ok()) slot.va_slot = *claimed;
+  }
+  // An adoption's range is the one its snapshot's addresses are in, when it is free here.
+  bool adopting = imports != nullptr && range < static_cast<int>(f->adopted->va_slots.size());
+  if (slot.va_slot < 0 && adopting) {
+    const int wanted = f->adopted->va_slots[range];
+    if (Result<int> claimed = sessions.ClaimVaSlotAt(wanted); claimed.ok()) {
+      slot.va_slot = *claimed;
+    } else {
+      PHOS_LOG(Warn, "instances", "'{}': instance range {} is not free here ({}); that range serves its own capture",
+               f->spec.name, wanted, claimed.status().message());
+      adopting = false;
+    }
   }
   if (slot.va_slot < 0) {
     PHOS_ASSIGN_OR_RETURN(slot.va_slot, sessions.ClaimVaSlot());
@@ -416,6 +455,28 @@ Result<Slot> InstanceManager::Impl::DeployOnce(const std::shared_ptr<Function>& 
     return captured.status().WithContext("capture the CPU state");
   }
   slot.cpu = *captured;
+  if (adopting && slot.version != 0) {
+    // Its GPU memory went back above: the fetch may still be under way.
+    // The deploy's bytes, where this run laid its buffers out as the deploy's did (its process's
+    // pointers are their addresses); its own capture is dropped with the deploy's end (RetainOnly).
+    // Warm-up requests change both sides: a range that has them serves what it warms up here.
+    SetDeployStage(*f, "fetching its snapshots");
+    const Result<std::vector<uint64_t>>& fetched = imports->get();
+    if (!fetched.ok()) {
+      ReleaseSlots({slot});
+      return fetched.status();
+    }
+    const uint64_t imported = (*fetched)[range];
+    Status fits = spec.warmup.empty() ? sessions.SameLayout(spec.name, imported, slot.version)
+                                      : Status::FailedPrecondition("it has warm-up requests, run here");
+    if (fits.ok()) {
+      sessions.Stage(spec.name, imported);
+      slot.version = imported;
+    } else {
+      PHOS_LOG(Warn, "instances", "'{}': instance range {} serves its own capture, not the deploy's snapshot: {}",
+               spec.name, slot.va_slot, fits.message());
+    }
+  }
   if (spec.job.checkpoint_every > 0) ResumeJobSlot(*f, &slot);
   if (!spec.warmup.empty()) {
     SetDeployStage(*f, "warming up");

@@ -80,6 +80,7 @@ Status GpuSessions::SameLayout(const std::string&, uint64_t, uint64_t) {
   return Status::NotSupported("these GPU sessions keep no snapshots");
 }
 void GpuSessions::ReleaseVaSlot(int) {}
+void GpuSessions::Stage(const std::string&, uint64_t) {}
 Result<std::string> GpuSessions::IssueRestoreToken(const RestoreRequest&) {
   return Status::NotSupported("these GPU sessions keep no snapshots");
 }
@@ -872,6 +873,9 @@ void InstanceManager::DeployVersion(const FunctionSpec& spec, std::string sample
 }
 void InstanceManager::Rollback(const std::string& name, uint64_t version, std::function<void(DeployOutcome)> done) {
   impl_->Rollback(name, version, std::move(done));
+}
+void InstanceManager::Adopt(AdoptedVersion adopted, std::function<void(DeployOutcome)> done) {
+  impl_->Adopt(std::move(adopted), std::move(done));
 }
 Result<std::vector<VersionStatus>> InstanceManager::Versions(const std::string& name) const {
   return impl_->Versions(name);

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -209,6 +210,12 @@ struct Function {
   bool job_driven = false;           // its driver thread runs
   // Its instance moved to this node (Migrate to a node): every invocation is forwarded there.
   std::shared_ptr<PeerNode> moved_to;
+  // Another node's version this deploy adopts (Adopt); null: a deploy of this node's own.
+  std::shared_ptr<const AdoptedVersion> adopted;
+  // A deploy asked for on this node (Register, Deploy, DeployVersion, Rollback), told to
+  // InstanceManagerOptions::on_deployed once it serves; not a restart's deploy again, nor an
+  // adoption.
+  bool announce = false;
 };
 
 // What the first invocation of a new instance reports about how it was brought up.
@@ -258,6 +265,7 @@ class InstanceManager::Impl {
   void DeployVersion(FunctionSpec spec, std::string sample_request, std::chrono::milliseconds sample_timeout,
                      std::function<void(DeployOutcome)> done);
   void Rollback(const std::string& name, uint64_t version, std::function<void(DeployOutcome)> done);
+  void Adopt(AdoptedVersion adopted, std::function<void(DeployOutcome)> done);
   Result<std::vector<VersionStatus>> Versions(const std::string& name) const;
   Status DeleteVersion(const std::string& name, uint64_t version);
   // NotFound for a version's key ("<name>@<n>"): it names nothing from outside.
@@ -326,9 +334,11 @@ class InstanceManager::Impl {
   // FailedPrecondition, saying so, when `digest` is not what `version`'s executable had.
   static Status ExecutableChanged(const FunctionVersion& version, const std::string& digest);
   // Starts deploying `version` (its spec's name the function's) as the replacement of the version
-  // serving its name: DeployVersion's and Rollback's.
+  // serving its name: DeployVersion's, Rollback's and Adopt's (`adopted`: the other node's
+  // version it deploys; null otherwise).
   void DeployReplacement(FunctionVersion version, std::string sample_request, std::chrono::milliseconds sample_timeout,
-                         std::function<void(DeployOutcome)> done);
+                         std::function<void(DeployOutcome)> done,
+                         std::shared_ptr<const AdoptedVersion> adopted = nullptr);
 
   // ---- supervisor and capacity (instance_capacity.cc) ----
   void Supervise();
@@ -457,7 +467,11 @@ class InstanceManager::Impl {
   // Runs `f` to its entry point in an instance range of its own and captures it there; with
   // warm-up requests, the range's snapshot and template are then those of an instance that served
   // them (WarmUp). `report` (may be null) gets what the warm-up did.
-  Result<Slot> DeployOnce(const std::shared_ptr<Function>& f, DeployOutcome* report);
+  // An adoption's range `range` is the one its snapshot was taken in, and restores from that
+  // snapshot when the capture here lays out the same buffers;
+  // `imports` (null: none) gives this store's versions of them, once fetched.
+  Result<Slot> DeployOnce(const std::shared_ptr<Function>& f, DeployOutcome* report, int range = 0,
+                          const std::shared_future<Result<std::vector<uint64_t>>>* imports = nullptr);
   // Restores an instance in `slot`'s range, runs the spec's warm-up requests on it and checkpoints
   // it there: the slot then restores from that checkpoint (its deploy's template kept parked as
   // Slot::deployed). The instance is ended either way.

@@ -346,6 +346,14 @@ Result<FunctionVersion> VersionFromJson(const nlohmann::json& j) {
 
 }  // namespace
 
+std::string FunctionVersionToJson(const FunctionVersion& version) { return VersionToJson(version).dump(); }
+
+Result<FunctionVersion> ParseFunctionVersionJson(std::string_view json) {
+  nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::InvalidArgument("function version is not valid JSON");
+  return VersionFromJson(j);
+}
+
 Result<FunctionRegistry> LoadFunctionRegistry(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {

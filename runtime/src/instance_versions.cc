@@ -64,7 +64,9 @@ std::shared_ptr<Function> InstanceManager::Impl::AddVersionLocked(FunctionVersio
 
 std::shared_ptr<Function> InstanceManager::Impl::AddFunctionLocked(const FunctionSpec& spec) {
   versions_[spec.name] = VersionTable{.serving = spec.name};
-  return AddVersionLocked({.number = 1, .spec = spec, .deployed_at_ms = UnixMillis()}, spec.name);
+  std::shared_ptr<Function> f = AddVersionLocked({.number = 1, .spec = spec, .deployed_at_ms = UnixMillis()}, spec.name);
+  f->announce = true;
+  return f;
 }
 
 Status InstanceManager::Impl::CheckName(const std::string& name) {
@@ -122,9 +124,69 @@ Status InstanceManager::Impl::ExecutableChanged(const FunctionVersion& version, 
       digest.empty() ? "unreadable" : "another program (" + digest + ")"));
 }
 
+void InstanceManager::Impl::Adopt(AdoptedVersion adopted, std::function<void(DeployOutcome)> done) {
+  const std::string name = adopted.version.spec.name;
+  const uint64_t number = adopted.version.number;
+  if (!SnapshotsEnabled()) {
+    return done(DeployFailed(Status::FailedPrecondition("this node keeps no snapshots: it serves no other node's")));
+  }
+  if (number == 0 || adopted.import == nullptr) {
+    return done(DeployFailed(Status::InvalidArgument("an adopted version needs its number and its snapshots")));
+  }
+  if (Status valid = Validate(adopted.version.spec); !valid.ok()) return done(DeployFailed(valid));
+  if (adopted.version.spec.job.checkpoint_every > 0) {
+    return done(DeployFailed(Status::FailedPrecondition("'" + name + "' is a job: it runs on the node it was deployed on")));
+  }
+  auto shared = std::make_shared<const AdoptedVersion>(std::move(adopted));
+  Status refused;
+  bool replace = false;  // deployed over the version serving, below
+  {
+    std::lock_guard lock(mu_);
+    auto v = versions_.find(name);
+    if (stopping_) {
+      refused = Status::Unavailable("phosd is shutting down");
+    } else if (v != versions_.end() && functions_.at(v->second.serving)->number == number) {
+      // Served already.
+    } else if (v == versions_.end()) {
+      // New here: registered under the version's own number, as Open registers a loaded one.
+      const std::string key = VersionKey(name, number);
+      FunctionSpec confined = shared->version.spec;
+      confined.name = key;
+      if (options_.sandbox == nullptr || (refused = options_.sandbox->PrepareFunction(confined)).ok()) {
+        versions_[name] = VersionTable{.serving = key, .last = number, .serial = number};
+        std::shared_ptr<Function> f = AddVersionLocked(shared->version, key);
+        f->expected_sha256 = f->executable_sha256;
+        f->adopted = shared;
+        refused = SaveLocked();
+        if (refused.ok()) {
+          f->deployed_callbacks.push_back(std::move(done));
+          StartDeployLocked(f, "", std::chrono::milliseconds(0));
+          PHOS_LOG(Info, "instances", "adopting version {} of '{}' from the cluster ({})", number, name,
+                   f->spec.executable);
+          return;
+        }
+        ForgetLocked(key);
+        if (options_.sandbox != nullptr) options_.sandbox->RemoveFunction(key);
+      }
+      refused = refused.WithContext("register function '" + name + "'");
+    } else {
+      replace = true;
+    }
+  }
+  if (!refused.ok()) return done(DeployFailed(refused));
+  if (!replace) {
+    DeployOutcome served;
+    served.version = number;
+    served.contexts_ready = true;
+    return done(std::move(served));
+  }
+  DeployReplacement(shared->version, "", std::chrono::milliseconds(0), std::move(done), shared);
+}
+
 void InstanceManager::Impl::DeployReplacement(FunctionVersion version, std::string sample_request,
                                               std::chrono::milliseconds sample_timeout,
-                                              std::function<void(DeployOutcome)> done) {
+                                              std::function<void(DeployOutcome)> done,
+                                              std::shared_ptr<const AdoptedVersion> adopted) {
   const std::string name = version.spec.name;
   Status refused;
   std::shared_ptr<Function> f;
@@ -160,14 +222,18 @@ void InstanceManager::Impl::DeployReplacement(FunctionVersion version, std::stri
         refused = refused.WithContext("deploy a version of '" + name + "'");
       } else {
         ++table.serial;
-        // A new version; a rollback keeps its number, and its executable must be the one it ran.
-        const bool rollback = version.number != 0;
-        if (!rollback) version.number = ++table.last;
+        // A new version; a rollback keeps its number, as another node's version does its own, and
+        // its executable must be the one it ran.
+        const bool numbered = version.number != 0;
+        if (!numbered) version.number = ++table.last;
+        table.last = std::max(table.last, version.number);
         table.deploying = key;
         f = AddVersionLocked(std::move(version), key);
-        if (rollback) f->expected_sha256 = f->executable_sha256;
+        if (numbered) f->expected_sha256 = f->executable_sha256;
         f->replacing = true;
-        f->deployed_at_ms = UnixMillis();
+        f->adopted = adopted;
+        f->announce = adopted == nullptr;
+        if (adopted == nullptr) f->deployed_at_ms = UnixMillis();
         f->deployed_callbacks.push_back(std::move(done));
         if (SnapshotsEnabled()) {
           StartDeployLocked(f, std::move(sample_request), sample_timeout);

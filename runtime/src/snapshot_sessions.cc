@@ -62,7 +62,6 @@ Result<uint64_t> SnapshotSessions::Capture(const std::string& token, const std::
   PHOS_ASSIGN_OR_RETURN(uint64_t version, server_->CaptureSession(token, *store_, function, options_.device_profile,
                                                                   options_.capture_timeout, options));
   if (!carried) CarryOverOrder(function, version);
-  if (options_.uploader != nullptr) options_.uploader->Enqueue(function, version);
   PHOS_ASSIGN_OR_RETURN(std::shared_ptr<const store::Manifest> manifest, Manifest(function, version));
   Pin(*manifest);
   if (metrics_ != nullptr) metrics_->Refresh(*store_, Dram());
@@ -117,6 +116,11 @@ Result<std::shared_ptr<const store::Manifest>> SnapshotSessions::Manifest(const 
   auto shared = std::make_shared<const store::Manifest>(std::move(m));
   manifests_[key] = shared;
   return shared;
+}
+
+void SnapshotSessions::Stage(const std::string& function, uint64_t version) {
+  Result<std::shared_ptr<const store::Manifest>> manifest = Manifest(function, version);
+  if (manifest.ok()) Pin(**manifest);
 }
 
 void SnapshotSessions::Pin(const store::Manifest& manifest) {

@@ -1,33 +1,45 @@
 #include "phos/store/snapshot_uploader.h"
 
+#include <algorithm>
+#include <chrono>
 #include <unordered_set>
+
+#include <fmt/core.h>
 
 #include "phos/base/log.h"
 #include "phos/store/manifest.h"
+#include "phos/store/reader.h"
 
 namespace phos::store {
 
-SnapshotUploader::SnapshotUploader(Store* store, objstore::S3Client client)
-    : store_(store), client_(client), chunks_(std::move(client)) {
+SnapshotUploader::SnapshotUploader(Store* store, objstore::S3Client client, std::string node)
+    : store_(store), node_(std::move(node)), client_(client), chunks_(std::move(client)) {
   thread_ = std::thread([this] { Run(); });
 }
 
 SnapshotUploader::~SnapshotUploader() {
+  std::deque<Job> dropped;
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
-    queue_.clear();
+    dropped.swap(queue_);
   }
   cv_.notify_all();
   thread_.join();
+  for (Job& job : dropped) {
+    if (job.done) job.done(Status::Unavailable("phosd stopped before the upload"));
+  }
 }
 
-void SnapshotUploader::Enqueue(const std::string& function, uint64_t version) {
+void SnapshotUploader::Enqueue(const std::string& function, uint64_t version, Done done) {
   {
     std::lock_guard lock(mu_);
-    if (stopping_) return;
-    queue_.emplace_back(function, version);
+    if (!stopping_) {
+      queue_.push_back({function, version, std::move(done)});
+      done = nullptr;
+    }
   }
+  if (done) return done(Status::Unavailable("phosd is stopping"));
   cv_.notify_all();
 }
 
@@ -46,27 +58,31 @@ void SnapshotUploader::Run() {
   while (true) {
     cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (stopping_) return;
-    auto [function, version] = queue_.front();
+    Job job = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
     lock.unlock();
-    Status uploaded = Upload(function, version);
+    Status uploaded = Upload(job.function, job.version);
+    if (!uploaded.ok()) {
+      PHOS_LOG(Error, "store", "{} v{} not uploaded to the remote tier: {}", job.function, job.version,
+               uploaded.message());
+    }
+    if (job.done) {
+      job.done(uploaded.ok() ? Result<std::string>(ManifestKey(job.function, node_, job.version))
+                             : Result<std::string>(uploaded));
+    }
     lock.lock();
     busy_ = false;
-    if (uploaded.ok()) {
-      ++stats_.snapshots;
-    } else {
-      ++stats_.failures;
-      PHOS_LOG(Error, "store", "{} v{} not uploaded to the remote tier: {}", function, version, uploaded.message());
-    }
+    ++(uploaded.ok() ? stats_.snapshots : stats_.failures);
     cv_.notify_all();
   }
 }
 
 Status SnapshotUploader::Upload(const std::string& function, uint64_t version) {
-  // Removed meanwhile (a redeploy's older snapshot): nothing to upload.
   Result<Manifest> manifest = store_->LoadManifest(function, version);
-  if (manifest.status().code() == StatusCode::kNotFound) return Status::Ok();
+  if (manifest.status().code() == StatusCode::kNotFound) {
+    return Status::NotFound(fmt::format("{} v{} was deleted before its upload", function, version));
+  }
   PHOS_RETURN_IF_ERROR(manifest.status());
   uint64_t chunks = 0, bytes = 0;
   std::string data;
@@ -80,7 +96,7 @@ Status SnapshotUploader::Upload(const std::string& function, uint64_t version) {
     ++chunks;
     bytes += ref.size;
   }
-  PHOS_RETURN_IF_ERROR(client_.Put(ManifestKey(function, version), EncodeManifest(*manifest)));
+  PHOS_RETURN_IF_ERROR(client_.Put(ManifestKey(function, node_, version), EncodeManifest(*manifest)));
   {
     std::lock_guard lock(mu_);
     stats_.chunks += chunks;
@@ -91,29 +107,75 @@ Status SnapshotUploader::Upload(const std::string& function, uint64_t version) {
   return Status::Ok();
 }
 
-Result<uint64_t> ImportFromBucket(Store& store, const objstore::S3Client& bucket, const std::string& function,
-                                  uint64_t version) {
-  const std::string key = SnapshotUploader::ManifestKey(function, version);
-  PHOS_ASSIGN_OR_RETURN(std::string bytes, bucket.Get(key));
+Result<ImportStats> ImportFromBucket(Store& store, const objstore::S3Client& bucket, const std::string& manifest_key,
+                                     const std::string& function, const ImportOptions& options) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  auto since_start = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  PHOS_ASSIGN_OR_RETURN(std::string bytes, bucket.Get(manifest_key));
   Result<Manifest> manifest = DecodeManifest(bytes);
-  if (!manifest.ok()) return manifest.status().WithContext(key + " in the bucket");
-  const std::vector<ChunkRef> refs = ChunksOf(*manifest);
+  if (!manifest.ok()) return manifest.status().WithContext(manifest_key + " in the bucket");
+  // The chunks in the order a restore wants them: buffers by first touch, then the modules'.
+  std::vector<ChunkRef> refs;
+  {
+    std::unordered_set<ChunkId, ChunkIdHash> seen;
+    auto add = [&](const std::vector<ChunkRef>& chunks) {
+      for (const ChunkRef& ref : chunks) {
+        if (seen.insert(ref.id).second) refs.push_back(ref);
+      }
+    };
+    for (uint32_t i : FirstTouchOrder(*manifest)) add(manifest->buffers[i].chunks);
+    for (const Module& m : manifest->modules) add(m.chunks);
+  }
   std::vector<ChunkId> ids;
   for (const ChunkRef& ref : refs) ids.push_back(ref.id);
   PHOS_ASSIGN_OR_RETURN(std::vector<ChunkId> missing_ids, store.MissingChunks(ids));
   const std::unordered_set<ChunkId, ChunkIdHash> missing(missing_ids.begin(), missing_ids.end());
-  RemoteChunks chunks(bucket);
-  std::string data;
+  std::vector<ChunkRef> wanted;
   for (const ChunkRef& ref : refs) {
-    if (missing.count(ref.id) == 0) continue;
-    data.resize(ref.size);
-    PHOS_RETURN_IF_ERROR(chunks.ReadChunk(ref, data.data()).WithContext(key));
-    PHOS_RETURN_IF_ERROR(store.PutChunk(ref.id, data));
+    if (missing.count(ref.id) != 0) wanted.push_back(ref);
   }
-  PHOS_ASSIGN_OR_RETURN(uint64_t imported, store.CommitImported(function, std::move(manifest).value()));
-  PHOS_LOG(Info, "store", "{} v{} imported from the remote tier as v{}: {} of {} chunks fetched", function, version,
-           imported, missing.size(), refs.size());
-  return imported;
+  ImportStats stats;
+  stats.chunks = refs.size();
+  stats.fetched_chunks = wanted.size();
+  // Workers take the next chunk in order; the first failure stops them all.
+  RemoteChunks chunks(bucket);
+  std::mutex mu;
+  size_t next = 0;
+  Status failed;
+  auto work = [&] {
+    std::string data;
+    while (true) {
+      ChunkRef ref;
+      {
+        std::lock_guard lock(mu);
+        if (!failed.ok() || next == wanted.size()) return;
+        ref = wanted[next++];
+      }
+      data.resize(ref.size);
+      Status got = chunks.ReadChunk(ref, data.data());
+      if (got.ok()) got = store.PutChunk(ref.id, data);
+      std::lock_guard lock(mu);
+      if (!got.ok()) {
+        if (failed.ok()) failed = got.WithContext(manifest_key);
+        return;
+      }
+      stats.fetched_bytes += ref.size;
+      if (stats.first_chunk_seconds == 0) stats.first_chunk_seconds = since_start();
+    }
+  };
+  const size_t threads = std::min<size_t>(std::clamp(options.parallel, 1, 64), wanted.size());
+  std::vector<std::thread> workers;
+  for (size_t i = 1; i < threads; ++i) workers.emplace_back(work);
+  work();
+  for (std::thread& t : workers) t.join();
+  PHOS_RETURN_IF_ERROR(failed);
+  PHOS_ASSIGN_OR_RETURN(stats.version, store.CommitImported(function, std::move(manifest).value()));
+  stats.seconds = since_start();
+  PHOS_LOG(Info, "store", "{} imported from the remote tier as {} v{}: {} of {} chunks fetched ({} bytes) in {:.3f} s",
+           manifest_key, function, stats.version, stats.fetched_chunks, stats.chunks, stats.fetched_bytes,
+           stats.seconds);
+  return stats;
 }
 
 }  // namespace phos::store

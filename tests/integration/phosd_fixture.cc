@@ -192,6 +192,13 @@ PhosdNode::~PhosdNode() {
   if (!log_path_.empty()) std::filesystem::remove(log_path_, ec);
 }
 
+void PhosdNode::Kill() {
+  if (!phosd_) return;
+  Result<ExitStatus> how = phosd_->Stop(kPhosdStopGrace, SIGKILL);
+  EXPECT_TRUE(how.ok()) << how.status().ToString();
+  phosd_.reset();
+}
+
 std::string PhosdNode::Log() const {
   std::ifstream in(log_path_);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

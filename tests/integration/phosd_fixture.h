@@ -76,6 +76,8 @@ class PhosdNode {
   void Start(const std::vector<std::string>& extra_args, const std::vector<std::pair<std::string, std::string>>& env);
   const std::string& endpoint() const { return endpoint_; }
   const std::string& data_dir() const { return data_dir_; }
+  // Kills it (SIGKILL: a node that dies), waiting for it to be gone.
+  void Kill();
   std::string token_file() const { return data_dir_ + "/admin.token"; }
   std::string Log() const;
   // phos-fn --endpoint <its endpoint> --token-file <its admin token> args...

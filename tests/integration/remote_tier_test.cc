@@ -30,7 +30,7 @@ class RemoteTierTest : public PhosdTest {
     PhosdTest::SetUp();
   }
   std::vector<std::string> ExtraPhosdArgs() const override {
-    return {"--s3-endpoint", s3rver_.endpoint(), "--s3-bucket", kBucket};
+    return {"--s3-endpoint", s3rver_.endpoint(), "--s3-bucket", kBucket, "--node-name", "node-a"};
   }
 
   S3rver s3rver_;
@@ -56,7 +56,7 @@ TEST_F(RemoteTierTest, ADeploysSnapshotsAreUploadedChunksBeforeManifests) {
     Result<store::Manifest> manifest = store::DecodeManifest(*bytes);
     ASSERT_TRUE(manifest.ok()) << key << ": " << manifest.status().ToString();
     EXPECT_EQ(manifest->function, "mlp");
-    EXPECT_EQ(key, store::SnapshotUploader::ManifestKey("mlp", manifest->version));
+    EXPECT_EQ(key, store::SnapshotUploader::ManifestKey("mlp", "node-a", manifest->version));
     ASSERT_FALSE(manifest->buffers.empty());
     // Every chunk it names is in the bucket, its bytes the ones its id is the hash of.
     uint64_t bytes_read = 0;

@@ -120,18 +120,30 @@ TEST_F(S3Test, ASnapshotUploadedByOneStoreIsImportedByAnother) {
   store::testing::AddBuffers(**writer, buffers);
   Result<uint64_t> version = a->Commit(std::move(*writer));
   ASSERT_TRUE(version.ok()) << version.status().ToString();
+  std::string key;
   {
-    store::SnapshotUploader uploader(a.get(), S3Client(Options()));
-    uploader.Enqueue("fn", *version);
+    store::SnapshotUploader uploader(a.get(), S3Client(Options()), "node-a");
+    uploader.Enqueue("fn", *version, [&](Result<std::string> uploaded) {
+      ASSERT_TRUE(uploaded.ok()) << uploaded.status().ToString();
+      key = *uploaded;
+    });
+    // A version the store does not hold is said to have failed, to its caller and in the stats.
+    Status missing;
+    uploader.Enqueue("fn", *version + 1, [&](Result<std::string> uploaded) { missing = uploaded.status(); });
     uploader.Drain();
     EXPECT_EQ(uploader.stats().snapshots, 1u);
-    EXPECT_EQ(uploader.stats().failures, 0u);
+    EXPECT_EQ(uploader.stats().failures, 1u);
+    EXPECT_EQ(missing.code(), StatusCode::kNotFound) << missing.ToString();
   }
+  EXPECT_EQ(key, store::SnapshotUploader::ManifestKey("fn", "node-a", *version));
   S3Client bucket(Options());
   std::unique_ptr<store::Store> b = open(dir_b.path());
-  Result<uint64_t> imported = store::ImportFromBucket(*b, bucket, "fn", *version);
+  // Imported under another name, as a node keys the version it adopts.
+  Result<store::ImportStats> imported = store::ImportFromBucket(*b, bucket, key, "fn@2", {.parallel = 3});
   ASSERT_TRUE(imported.ok()) << imported.status().ToString();
-  Result<store::Manifest> there = b->LoadManifest("fn", *imported);
+  EXPECT_EQ(imported->fetched_chunks, imported->chunks);
+  EXPECT_EQ(imported->fetched_bytes, (300u << 10) + (70u << 10));
+  Result<store::Manifest> there = b->LoadManifest("fn@2", imported->version);
   ASSERT_TRUE(there.ok());
   ASSERT_EQ(there->buffers.size(), buffers.size());
   for (size_t i = 0; i < buffers.size(); ++i) {
@@ -139,13 +151,17 @@ TEST_F(S3Test, ASnapshotUploadedByOneStoreIsImportedByAnother) {
     ASSERT_TRUE(b->ReadBuffer(*there, static_cast<int>(i), read.data()).ok());
     EXPECT_EQ(read, buffers[i]) << "buffer " << i;
   }
-  EXPECT_EQ(store::ImportFromBucket(*b, bucket, "fn", 99).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store::ImportFromBucket(*b, bucket, "manifests/fn/node-a-99", "fn").status().code(), StatusCode::kNotFound);
+  // Imported again: nothing fetched, the store holds every chunk.
+  Result<store::ImportStats> again = store::ImportFromBucket(*b, bucket, key, "fn@2");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->fetched_chunks, 0u);
 
   // A chunk object replaced behind phos's back: the import of a store that lacks it fails whole.
   const store::ChunkRef first = there->buffers[0].chunks[0];
   ASSERT_TRUE(bucket.Put(store::RemoteChunks::Key(first.id), std::string(first.size, 'x')).ok());
   std::unique_ptr<store::Store> c = open(dir_c.path());
-  Result<uint64_t> refused = store::ImportFromBucket(*c, bucket, "fn", *version);
+  Result<store::ImportStats> refused = store::ImportFromBucket(*c, bucket, key, "fn");
   EXPECT_EQ(refused.status().code(), StatusCode::kCorruption) << refused.status().ToString();
   Result<std::vector<uint64_t>> versions = c->ListVersions("fn");
   ASSERT_TRUE(versions.ok());

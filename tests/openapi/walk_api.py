@@ -295,6 +295,9 @@ def walk(args):
         w.call("GET", "/v1/functions", 200)
         w.call("GET", "/v1/events", 401, auth=None)
         w.call("GET", "/v1/events", 403, auth="wrong")
+        w.call("GET", "/v1/cluster/nodes", 503)  # a node of no cluster (tests/integration/cluster_test.cc: of one)
+        w.call("GET", "/v1/cluster/nodes", 401, auth=None)
+        w.call("GET", "/v1/cluster/nodes", 403, auth="wrong")
 
         w.call("POST", "/v1/functions/{name}/invoke", 200, {"name": "mlp"}, body='{"seed": 3}')
         w.call("POST", "/v1/functions/{name}/invoke", 400, {"name": "mlp"}, body='{"input": [1]}')

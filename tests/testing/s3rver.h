@@ -2,9 +2,7 @@
 // tests of the object store and the remote snapshot tier. A test without it skips, saying why.
 #pragma once
 
-#include <netinet/in.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -12,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "free_port.h"
 #include "phos/base/subprocess.h"
 #include "phos/objstore/s3.h"
 #include "wait_until.h"
@@ -45,7 +44,7 @@ class S3rver {
     char tmpl[] = "/tmp/phos-s3rver-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) return "mkdtemp failed";
     dir_ = tmpl;
-    const int port = FreePort();
+    const int port = FreeLoopbackPort();
     SpawnOptions options;
     options.argv = {program, "-d", dir_, "-a", "127.0.0.1", "-p", std::to_string(port), "--silent"};
     auto spawned = Subprocess::Spawn(options);
@@ -68,19 +67,6 @@ class S3rver {
   const std::string& endpoint() const { return endpoint_; }
 
  private:
-  // A port free now (the kernel's pick for a socket bound and closed).
-  static int FreePort() {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    close(fd);
-    return ntohs(a.sin_port);
-  }
-
   std::string dir_;
   std::string endpoint_;
   std::optional<Subprocess> process_;

@@ -82,6 +82,9 @@ class GpuSessions {
   // Ok when snapshots `a` and `b` of `function` lay out the same buffers (address, size, device)
   // in the same instance range: the GPU state of one may stand in for the other's.
   virtual Status SameLayout(const std::string& function, uint64_t a, uint64_t b);
+  // Keeps `function`'s snapshot `version`, committed without a capture here (another node's,
+  // imported), where restores read it fastest, as a capture keeps its own.
+  virtual void Stage(const std::string& function, uint64_t version);
   // Captures the GPU session of `token` as a new snapshot of `function`, as `options` says (a
   // deploy's session is parked: the defaults): its version. NotFound when the token has no session
   // (the function made no CUDA call: it has no GPU state).
@@ -130,6 +133,31 @@ struct InstanceEvent {
 };
 // "started", "restored", "evicted", "ended".
 const char* InstanceEventName(InstanceEvent::Kind kind);
+
+// A version a deploy on this node made (InstanceManagerOptions::on_deployed): the version, and the
+// snapshot each of its instance ranges restores from, as the store holds it.
+struct DeployedVersion {
+  FunctionVersion version;  // spec.name the function's
+  struct Range {
+    int va_slot = -1;            // the instance range: its addresses are the snapshot's
+    std::string store_function;  // the snapshot's function in the store (the version's key)
+    uint64_t snapshot = 0;       // and its version there; 0: the function holds no GPU state
+  };
+  std::vector<Range> ranges;
+};
+
+// A version deployed on another node of a cluster, to serve here too (InstanceManager::Adopt,
+// docs/design.md D19).
+struct AdoptedVersion {
+  // As it was deployed there: its number, spec (spec.name the function's), executable digest.
+  FunctionVersion version;
+  // The instance range of each of its snapshots there, in the order of `import`'s answer.
+  std::vector<int> va_slots;
+  // Brings its snapshots into this node's store as versions of `store_function` (the key this
+  // node gives the version): their versions, one per entry of va_slots. Called from the deploy's
+  // thread; its failure fails the adoption.
+  std::function<Result<std::vector<uint64_t>>(const std::string& store_function)> import;
+};
 
 struct InstanceManagerOptions {
   // Holds functions.json and logs/<name>-<pid>.log. Created if missing. Required.
@@ -180,6 +208,11 @@ struct InstanceManagerOptions {
   // Told each InstanceEvent, from the instance's thread, holding no lock of the manager's (it must
   // not block: a slow consumer queues). Default: none.
   std::function<void(const InstanceEvent&)> on_event;
+  // Told each version a deploy on this node made serve (not one adopted from another node, nor a
+  // restart's deploy of what it served before), once its snapshots are final (a sample request's
+  // first-touch order recorded): what the remote tier uploads and the cluster registry publishes.
+  // Called from the deploy's thread, holding no lock of the manager's. Default: none.
+  std::function<void(const DeployedVersion&)> on_deployed;
 };
 
 // What a deploy did (InstanceManager::Deploy).
@@ -443,6 +476,15 @@ class InstanceManager {
   // program it was (its SHA-256), else FailedPrecondition. NotFound for an unknown function or
   // version.
   void Rollback(const std::string& name, uint64_t version, std::function<void(DeployOutcome)> done);
+  // Serves a version deployed on another node (docs/design.md D19) here: registered, or deployed as
+  // DeployVersion deploys over an older version serving, under its own number. Its executable must
+  // be the program it ran there (its SHA-256), else FailedPrecondition. The function is run to
+  // its entry point in each instance range its snapshots were taken in (for the CPU state, which
+  // does not travel), its GPU state captured, and each range then restores from the imported
+  // snapshot when its own capture lays out the same buffers (else from its own, logged): every
+  // node serves the bytes the deploy made. Ok at once, with the version serving, when this node
+  // serves that version or a newer one already; FailedPrecondition while another version deploys.
+  void Adopt(AdoptedVersion adopted, std::function<void(DeployOutcome)> done);
   // `name`'s versions, oldest first. NotFound for an unknown function.
   Result<std::vector<VersionStatus>> Versions(const std::string& name) const;
   // Forgets kept version `version` of `name`. NotFound for an unknown function or version,

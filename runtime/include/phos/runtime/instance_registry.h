@@ -134,6 +134,11 @@ struct FunctionRegistry {
   std::vector<FunctionVersion> kept;
 };
 
+// One version as functions.json holds it: the spec's fields with "version", "executable_sha256"
+// and "deployed_at_ms"; parsed as a registry entry is (InvalidArgument naming the bad field).
+std::string FunctionVersionToJson(const FunctionVersion& version);
+Result<FunctionVersion> ParseFunctionVersionJson(std::string_view json);
+
 // functions.json: {"format_version": 1, "functions": [spec + {"version", "executable_sha256",
 // "deployed_at_ms"}, ...], "versions": [the same, ...]} ("versions": the kept ones; a registry
 // written before versions has none, and each function is its version 1). A missing file is an

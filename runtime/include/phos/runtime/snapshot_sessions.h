@@ -25,7 +25,6 @@
 #include "phos/runtime/api_server.h"
 #include "phos/runtime/instance_manager.h"
 #include "phos/store/dram_tier.h"
-#include "phos/store/snapshot_uploader.h"
 #include "phos/store/store.h"
 
 namespace phos::runtime {
@@ -38,9 +37,6 @@ struct SnapshotSessionsOptions {
   // Where the store's and DRAM tier's sizes are published as gauges (store_metrics.h), refreshed
   // after each capture and each drop of versions. Default: null, none published.
   std::shared_ptr<prometheus::Registry> metrics_registry;
-  // The remote tier: each captured snapshot is queued for upload there. Must outlive this.
-  // Default: null, none.
-  store::SnapshotUploader* uploader = nullptr;
 };
 
 class StoreMetrics;
@@ -75,6 +71,8 @@ class SnapshotSessions final : public GpuSessions {
   Result<int> ClaimVaSlot() override { return server_->ClaimVaSlot(); }
   Result<int> ClaimVaSlotAt(int slot) override { return server_->ClaimVaSlot(slot); }
   Status SameLayout(const std::string& function, uint64_t a, uint64_t b) override;
+  // Pinned in the DRAM tier, as a capture's snapshot is.
+  void Stage(const std::string& function, uint64_t version) override;
   void ReleaseVaSlot(int slot) override { server_->ReleaseVaSlot(slot); }
   Result<uint64_t> Capture(const std::string& token, const std::string& function,
                            const CaptureOptions& options) override;

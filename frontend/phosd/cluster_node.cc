@@ -1,0 +1,341 @@
+#include "cluster_node.h"
+
+#include <fmt/core.h>
+
+#include <chrono>
+
+#include "phos/base/log.h"
+#include "phos/runtime/instance_registry.h"
+
+namespace phos::phosd {
+namespace {
+
+constexpr const char* kFunctions = "/phos/functions/";
+constexpr const char* kNodes = "/phos/nodes/";
+
+int64_t UnixMillisNow() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+std::string ClusterRecordToJson(const ClusterRecord& record) {
+  nlohmann::json ranges = nlohmann::json::array();
+  for (const ClusterRecord::Range& r : record.ranges) ranges.push_back({{"va_slot", r.va_slot}, {"manifest", r.manifest}});
+  return nlohmann::json{{"format_version", 1},
+                        {"version", nlohmann::json::parse(runtime::FunctionVersionToJson(record.version))},
+                        {"node", record.node},
+                        {"ranges", std::move(ranges)}}
+      .dump();
+}
+
+Result<ClusterRecord> ParseClusterRecord(const std::string& json) {
+  nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument("a function's record is not a JSON object");
+  auto field = [&](const char* name) -> const nlohmann::json* {
+    auto it = j.find(name);
+    return it == j.end() ? nullptr : &*it;
+  };
+  const nlohmann::json* format = field("format_version");
+  if (format == nullptr || !format->is_number_unsigned() || format->get<uint64_t>() != 1) {
+    return Status::InvalidArgument("a function's record: 'format_version' must be 1 (written by another phos?)");
+  }
+  ClusterRecord record;
+  const nlohmann::json* version = field("version");
+  if (version == nullptr || !version->is_object()) {
+    return Status::InvalidArgument("a function's record: 'version' must be an object");
+  }
+  PHOS_ASSIGN_OR_RETURN(record.version, runtime::ParseFunctionVersionJson(version->dump()));
+  const std::string& name = record.version.spec.name;
+  // Everything but the executable, which is this node's to check when it adopts the function (it
+  // may be missing here, and is said so then): checked as if it were one that is here.
+  runtime::FunctionSpec checked = record.version.spec;
+  if (checked.executable.empty() || checked.executable[0] != '/') {
+    return Status::InvalidArgument("the record of '" + name + "': its executable must be an absolute path");
+  }
+  checked.executable = "/proc/self/exe";
+  if (Status valid = runtime::ValidateFunctionSpec(checked); !valid.ok()) {
+    return valid.WithContext("the record of '" + name + "'");
+  }
+  const nlohmann::json* node = field("node");
+  if (node == nullptr || !node->is_string()) {
+    return Status::InvalidArgument("the record of '" + name + "': 'node' must be a string");
+  }
+  record.node = node->get<std::string>();
+  const nlohmann::json* ranges = field("ranges");
+  if (ranges == nullptr || !ranges->is_array() ||
+      ranges->size() != static_cast<size_t>(runtime::InstanceRanges(record.version.spec))) {
+    return Status::InvalidArgument(fmt::format("the record of '{}': 'ranges' must list its {} instance ranges", name,
+                                               runtime::InstanceRanges(record.version.spec)));
+  }
+  const std::string prefix = "manifests/";
+  for (const nlohmann::json& r : *ranges) {
+    auto slot = r.is_object() ? r.find("va_slot") : r.end();
+    auto manifest = r.is_object() ? r.find("manifest") : r.end();
+    if (!r.is_object() || slot == r.end() || !slot->is_number_unsigned() || slot->get<uint64_t>() > 65535 ||
+        manifest == r.end() || !manifest->is_string() || manifest->get<std::string>().rfind(prefix, 0) != 0 ||
+        manifest->get<std::string>().size() > 1024) {
+      return Status::InvalidArgument("the record of '" + name +
+                                     "': each range must be {\"va_slot\": N, \"manifest\": \"manifests/...\"}");
+    }
+    record.ranges.push_back({static_cast<int>(slot->get<uint64_t>()), manifest->get<std::string>()});
+  }
+  return record;
+}
+
+ClusterNode::ClusterNode(ClusterOptions options, cluster::Etcd etcd, runtime::InstanceManager* manager,
+                         store::Store* store, objstore::S3Client bucket, store::SnapshotUploader* uploader)
+    : options_(std::move(options)),
+      etcd_(std::move(etcd)),
+      manager_(manager),
+      store_(store),
+      bucket_(std::move(bucket)),
+      uploader_(uploader) {}
+
+Result<std::unique_ptr<ClusterNode>> ClusterNode::Connect(ClusterOptions options, runtime::InstanceManager* manager,
+                                                          store::Store* store, objstore::S3Client bucket,
+                                                          store::SnapshotUploader* uploader) {
+  PHOS_ASSIGN_OR_RETURN(cluster::Etcd etcd, cluster::Etcd::Make({.endpoints = options.etcd_endpoints}));
+  PHOS_RETURN_IF_ERROR(etcd.Ping());
+  return std::unique_ptr<ClusterNode>(
+      new ClusterNode(std::move(options), std::move(etcd), manager, store, std::move(bucket), uploader));
+}
+
+Status ClusterNode::Join(const std::string& endpoint) {
+  if (options_.endpoint.empty()) options_.endpoint = endpoint;
+  PHOS_ASSIGN_OR_RETURN(int64_t lease, etcd_.GrantLease(options_.ttl_seconds));
+  const std::string me = nlohmann::json{{"node", options_.node},
+                                        {"endpoint", options_.endpoint},
+                                        {"device_profile", options_.device_profile},
+                                        {"devices", options_.devices},
+                                        {"started_at_ms", UnixMillisNow()}}
+                             .dump();
+  // Another live node of this name holds its record under its own lease: two would answer for one.
+  Result<bool> claimed = etcd_.PutIf(kNodes + options_.node, me, 0, lease);
+  if (!claimed.ok() || !*claimed) {
+    (void)etcd_.Revoke(lease);
+    if (!claimed.ok()) return claimed.status();
+    return Status::AlreadyExists("a live node of the cluster is named '" + options_.node + "' already (--node-name)");
+  }
+  lease_ = std::make_unique<cluster::LeaseKeeper>(etcd_, lease, options_.ttl_seconds, [name = options_.node] {
+    // Its record is gone: the others see it dead. It serves on; a restart joins again.
+    PHOS_LOG(Error, "cluster", "node '{}' lost its lease: the cluster no longer lists it", name);
+  });
+  watcher_ = std::thread([this] { WatchRegistry(); });
+  PHOS_LOG(Info, "cluster", "node '{}' joined the cluster at {}", options_.node, options_.endpoint);
+  return Status::Ok();
+}
+
+void ClusterNode::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
+  work_.reset();   // what was posted runs: the manager refuses adoptions once it shuts down
+  lease_.reset();  // revoked: the node's record goes now, not at its lease's end
+}
+
+uint64_t ClusterNode::ServingNumber(const std::string& name) const {
+  Result<std::vector<runtime::VersionStatus>> versions = manager_->Versions(name);
+  if (!versions.ok()) return 0;
+  for (const runtime::VersionStatus& v : *versions) {
+    if (v.state == "serving") return v.version.number;
+  }
+  return 0;
+}
+
+void ClusterNode::Announce(const runtime::DeployedVersion& deployed) {
+  struct Upload {
+    std::mutex mu;
+    ClusterRecord record;
+    size_t left = 0;
+    Status failed;
+  };
+  auto upload = std::make_shared<Upload>();
+  upload->record.version = deployed.version;
+  upload->record.node = options_.node;
+  upload->record.ranges.resize(deployed.ranges.size());
+  upload->left = deployed.ranges.size();
+  const std::string name = deployed.version.spec.name;
+  for (size_t i = 0; i < deployed.ranges.size(); ++i) {
+    const runtime::DeployedVersion::Range& range = deployed.ranges[i];
+    upload->record.ranges[i].va_slot = range.va_slot;
+    if (range.snapshot == 0) {
+      // No GPU state: nothing to fetch, and nothing to adopt.
+      std::lock_guard lock(upload->mu);
+      upload->failed = Status::NotSupported("it holds no GPU state");
+      --upload->left;
+      continue;
+    }
+    uploader_->Enqueue(range.store_function, range.snapshot, [etcd = etcd_, upload, i](Result<std::string> key) {
+      bool last = false;
+      {
+        std::lock_guard lock(upload->mu);
+        if (key.ok()) upload->record.ranges[i].manifest = *key;
+        else if (upload->failed.ok()) upload->failed = key.status();
+        last = --upload->left == 0;
+      }
+      if (last) Publish(etcd, upload->record);
+    });
+  }
+  std::lock_guard lock(upload->mu);
+  if (upload->left == 0) {
+    PHOS_LOG(Warn, "cluster", "version {} of '{}' is not published to the cluster: {}", deployed.version.number, name,
+             upload->failed.message());
+  }
+}
+
+void ClusterNode::Publish(const cluster::Etcd& etcd, const ClusterRecord& record) {
+  const std::string& name = record.version.spec.name;
+  for (const ClusterRecord::Range& r : record.ranges) {
+    if (r.manifest.empty()) {
+      PHOS_LOG(Error, "cluster", "version {} of '{}' is not published: a snapshot of it did not reach the bucket",
+               record.version.number, name);
+      return;
+    }
+  }
+  Result<int64_t> put = etcd.Put(FunctionKey(name), ClusterRecordToJson(record));
+  if (!put.ok()) {
+    PHOS_LOG(Error, "cluster", "version {} of '{}' is not published: {}", record.version.number, name,
+             put.status().message());
+    return;
+  }
+  PHOS_LOG(Info, "cluster", "version {} of '{}' published to the cluster", record.version.number, name);
+}
+
+Result<ClusterRecord> ClusterNode::Record(const std::string& name) const {
+  PHOS_ASSIGN_OR_RETURN(std::optional<cluster::KeyValue> kv, etcd_.Get(FunctionKey(name)));
+  if (!kv) return Status::NotFound("no function '" + name + "' in the cluster");
+  Result<ClusterRecord> record = ParseClusterRecord(kv->value);
+  if (!record.ok()) return record.status().WithContext("the cluster's record of '" + name + "'");
+  if (record->version.spec.name != name) {
+    return Status::InvalidArgument("the cluster's record of '" + name + "' names another function");
+  }
+  return record;
+}
+
+void ClusterNode::FindRecord(const std::string& name, std::function<void(Result<ClusterRecord>)> done) {
+  std::lock_guard lock(mu_);
+  if (stopping_) return done(Status::Unavailable("phosd is shutting down"));
+  work_->Post([this, name, done = std::move(done)] { done(Record(name)); });
+}
+
+void ClusterNode::Serve(const std::string& name, std::function<void(Status)> done) {
+  if (manager_->Spec(name)) return done(Status::Ok());
+  std::lock_guard lock(mu_);
+  if (stopping_) return done(Status::Unavailable("phosd is shutting down"));
+  auto& waiting = adopting_[name];
+  waiting.push_back(std::move(done));
+  if (waiting.size() > 1) return;  // the adoption under way answers it
+  work_->Post([this, name] {
+    auto finish = [this, name](Status status) {
+      std::vector<std::function<void(Status)>> waiting;
+      {
+        std::lock_guard lock(mu_);
+        waiting.swap(adopting_[name]);
+        adopting_.erase(name);
+      }
+      for (auto& cb : waiting) cb(status);
+    };
+    Result<ClusterRecord> record = Record(name);
+    if (!record.ok()) return finish(record.status());
+    Adopt(*record, finish);
+  });
+}
+
+void ClusterNode::Adopt(const ClusterRecord& record, std::function<void(Status)> done) {
+  runtime::AdoptedVersion adopted;
+  adopted.version = record.version;
+  std::vector<std::string> manifests;
+  for (const ClusterRecord::Range& r : record.ranges) {
+    adopted.va_slots.push_back(r.va_slot);
+    manifests.push_back(r.manifest);
+  }
+  adopted.import = [this, manifests](const std::string& store_function) -> Result<std::vector<uint64_t>> {
+    std::vector<uint64_t> versions;
+    for (const std::string& key : manifests) {
+      PHOS_ASSIGN_OR_RETURN(store::ImportStats stats, store::ImportFromBucket(*store_, bucket_, key, store_function));
+      versions.push_back(stats.version);
+    }
+    return versions;
+  };
+  PHOS_LOG(Info, "cluster", "adopting version {} of '{}' (deployed on node '{}')", record.version.number,
+           record.version.spec.name, record.node);
+  manager_->Adopt(std::move(adopted), [done = std::move(done)](runtime::DeployOutcome outcome) {
+    done(outcome.status);
+  });
+}
+
+Status ClusterNode::Forget(const std::string& name) { return etcd_.Delete(FunctionKey(name)); }
+
+Result<nlohmann::json> ClusterNode::Nodes() const {
+  PHOS_ASSIGN_OR_RETURN(std::vector<cluster::KeyValue> kvs, etcd_.List(kNodes));
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const cluster::KeyValue& kv : kvs) {
+    nlohmann::json n = nlohmann::json::parse(kv.value, nullptr, /*allow_exceptions=*/false);
+    if (n.is_discarded() || !n.is_object()) continue;  // not a node's record: not listed
+    nlohmann::json shown = nlohmann::json::object();
+    for (const char* field : {"node", "endpoint", "device_profile", "devices", "started_at_ms"}) {
+      if (auto it = n.find(field); it != n.end()) shown[field] = *it;
+    }
+    nodes.push_back(std::move(shown));
+  }
+  return nodes;
+}
+
+void ClusterNode::CatchUp() {
+  Result<std::vector<cluster::KeyValue>> records = etcd_.List(kFunctions);
+  if (!records.ok()) return;  // the watch that follows fails too, and is retried
+  for (const cluster::KeyValue& kv : *records) Follow(kv, false);
+}
+
+void ClusterNode::Follow(const cluster::KeyValue& kv, bool deleted) {
+  const std::string name = kv.key.substr(std::string(kFunctions).size());
+  if (deleted) {
+    // Removed on another node (or here: then it is gone already).
+    work_->Post([this, name] {
+      if (manager_->Spec(name) && manager_->Remove(name).ok()) {
+        PHOS_LOG(Info, "cluster", "'{}' was removed from the cluster: removed here", name);
+      }
+    });
+    return;
+  }
+  Result<ClusterRecord> record = ParseClusterRecord(kv.value);
+  if (!record.ok() || record->version.spec.name != name) {
+    PHOS_LOG(Warn, "cluster", "the cluster's record of '{}' is ignored: {}", name,
+             record.ok() ? "it names another function" : record.status().message());
+    return;
+  }
+  // Only what this node serves follows at once; the rest is adopted when first invoked.
+  const uint64_t serving = ServingNumber(name);
+  if (serving == 0 || serving == record->version.number) return;
+  work_->Post([this, record = *record] {
+    Adopt(record, [name = record.version.spec.name, number = record.version.number](Status adopted) {
+      if (!adopted.ok()) {
+        PHOS_LOG(Error, "cluster", "version {} of '{}' is not served here: {}", number, name, adopted.message());
+      }
+    });
+  });
+}
+
+void ClusterNode::WatchRegistry() {
+  auto stopping = [this] {
+    std::lock_guard lock(mu_);
+    return stopping_;
+  };
+  while (!stopping()) {
+    CatchUp();
+    Status ended = etcd_.Watch(
+        kFunctions, 0, [&](const cluster::KeyValue& kv, bool deleted) { Follow(kv, deleted); },
+        [&] { return !stopping(); });
+    if (stopping()) return;
+    PHOS_LOG(Warn, "cluster", "the watch of the registry ended ({}); watching again", ended.message());
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_; });
+  }
+}
+
+}  // namespace phos::phosd

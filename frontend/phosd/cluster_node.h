@@ -1,0 +1,128 @@
+// This phosd as a node of a cluster (docs/design.md D19): several phosd share one function
+// registry in etcd and one snapshot tier in an S3-compatible bucket.
+//
+// - Liveness: the node's record, /phos/nodes/<node> (its endpoint, device kind and count), lives
+//   under a lease it keeps alive; a node that dies drops out when its lease expires.
+// - Publishing: a version deployed here (InstanceManagerOptions::on_deployed) is uploaded to the
+//   bucket, every range's snapshot, and then — only then, so that a record never names what the
+//   bucket lacks — recorded as /phos/functions/<name>: its number, spec, executable digest and,
+//   per instance range, the range and the manifest's object.
+// - Serving: a function this node does not know but the registry does is adopted when it is first
+//   invoked here (InstanceManager::Adopt, its snapshots imported from the bucket); a new record of
+//   a function it serves is adopted as it is written (a watch); a record deleted removes it.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "phos/base/status.h"
+#include "phos/base/task_threads.h"
+#include "phos/cluster/etcd.h"
+#include "phos/objstore/s3.h"
+#include "phos/runtime/instance_manager.h"
+#include "phos/store/snapshot_uploader.h"
+#include "phos/store/store.h"
+
+namespace phos::phosd {
+
+struct ClusterOptions {
+  std::vector<std::string> etcd_endpoints;  // "http://127.0.0.1:2379"
+  std::string node;      // this node's name: [A-Za-z0-9_.-], 1..64 characters
+  std::string endpoint;  // where the other nodes and clients reach its HTTP API (empty: Join's)
+  int64_t ttl_seconds = 10;  // the node's lease: how long a dead node stays listed
+  std::string device_profile;
+  int devices = 0;
+};
+
+// A function as the registry records it (/phos/functions/<name>).
+struct ClusterRecord {
+  runtime::FunctionVersion version;  // spec.name the function's
+  std::string node;                  // deployed there
+  struct Range {
+    int va_slot = -1;
+    std::string manifest;  // the object of its snapshot's manifest in the bucket
+  };
+  std::vector<Range> ranges;
+};
+std::string ClusterRecordToJson(const ClusterRecord& record);
+// What etcd holds is checked as any outside input: InvalidArgument naming the bad field.
+Result<ClusterRecord> ParseClusterRecord(const std::string& json);
+
+class ClusterNode {
+ public:
+  // Reaches the cluster's etcd (Unavailable when it does not answer). `manager`, `store`, `bucket`
+  // and `uploader` must outlive the node.
+  static Result<std::unique_ptr<ClusterNode>> Connect(ClusterOptions options, runtime::InstanceManager* manager,
+                                                      store::Store* store, objstore::S3Client bucket,
+                                                      store::SnapshotUploader* uploader);
+  // Joins: the node's record under a lease, with `endpoint` (ClusterOptions::endpoint when that is
+  // empty), and the watch of the registry. AlreadyExists when a live node has this node's name.
+  Status Join(const std::string& endpoint);
+  // Leaves: the watch and the adoptions not begun stopped, the lease revoked (the node's record
+  // goes at once). Before the instance manager ends: nothing here calls it afterwards. Idempotent.
+  void Stop();
+  ~ClusterNode() { Stop(); }
+  ClusterNode(const ClusterNode&) = delete;
+  ClusterNode& operator=(const ClusterNode&) = delete;
+
+  // Uploads `deployed`'s snapshots and records it in the registry (in the background).
+  void Announce(const runtime::DeployedVersion& deployed);
+  // Once `name` is served here: Ok at once when it is; else adopted from the registry, `done`
+  // called when that ends (from another thread). NotFound when the registry has no such function.
+  void Serve(const std::string& name, std::function<void(Status)> done);
+  // The registry's record of `name`; NotFound when it has none.
+  Result<ClusterRecord> Record(const std::string& name) const;
+  // The same, `done` called from another thread (Unavailable once the node stops).
+  void FindRecord(const std::string& name, std::function<void(Result<ClusterRecord>)> done);
+  // Deletes `name`'s record: every node removes it.
+  Status Forget(const std::string& name);
+  // The nodes alive, as their records say: [{"node", "endpoint", "device_profile", "devices"}].
+  Result<nlohmann::json> Nodes() const;
+  const std::string& node() const { return options_.node; }
+
+ private:
+  ClusterNode(ClusterOptions options, cluster::Etcd etcd, runtime::InstanceManager* manager, store::Store* store,
+              objstore::S3Client bucket, store::SnapshotUploader* uploader);
+  static std::string FunctionKey(const std::string& name) { return "/phos/functions/" + name; }
+  // Adopts `record` (InstanceManager::Adopt); `done` gets how it went.
+  void Adopt(const ClusterRecord& record, std::function<void(Status)> done);
+  // Records `record` in the registry, once every range's snapshot is in the bucket.
+  static void Publish(const cluster::Etcd& etcd, const ClusterRecord& record);
+  // Adopts the registry's version of each function this node serves another version of: after a
+  // watch (re)starts, what changed while none watched.
+  void CatchUp();
+  void WatchRegistry();
+  // What the registry's change of `kv` means here: a record deleted removes the function, another
+  // version of one this node serves is adopted.
+  void Follow(const cluster::KeyValue& kv, bool deleted);
+  // The version of `name` serving here; 0: none.
+  uint64_t ServingNumber(const std::string& name) const;
+
+  ClusterOptions options_;
+  const cluster::Etcd etcd_;
+  runtime::InstanceManager* const manager_;
+  store::Store* const store_;
+  const objstore::S3Client bucket_;
+  store::SnapshotUploader* const uploader_;
+  std::unique_ptr<cluster::LeaseKeeper> lease_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  // Adoptions under way, by name: whoever else asks waits for the same one.
+  std::map<std::string, std::vector<std::function<void(Status)>>> adopting_;
+  std::unique_ptr<TaskThreads> work_ = std::make_unique<TaskThreads>(2);  // lookups and adoptions
+  std::thread watcher_;
+};
+
+}  // namespace phos::phosd

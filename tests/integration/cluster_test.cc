@@ -1,0 +1,152 @@
+// Three phosd as one cluster on loopback, with an etcd and an s3rver the test starts: a function
+// deployed on node A is served on B and C with A's answer byte for byte, its GPU state fetched
+// from the bucket; killing A leaves B and C serving, A dropping out of the cluster's node list;
+// a removal on one node removes the function from all. Skipped, saying why, without etcd or s3rver.
+#include <signal.h>
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "../testing/etcd.h"
+#include "../testing/s3rver.h"
+#include "mlp_expect.h"
+#include "phos/cluster/etcd.h"
+#include "phos/http/client.h"
+#include "phosd_fixture.h"
+
+namespace phos::testing {
+namespace {
+
+constexpr const char* kBucket = "phos-cluster";
+constexpr const char* kRequest = R"({"seed": 5, "full": true})";
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (std::string why : {etcd_.Start(), s3rver_.Start(kBucket)}) {
+      if (why.find("not installed") != std::string::npos) GTEST_SKIP() << why;
+      ASSERT_EQ(why, "");
+    }
+  }
+
+  // Node `name` of the cluster; its lease lasts 2 s, so that a killed node drops out soon.
+  void StartNode(PhosdNode* node, const std::string& name) {
+    node->Start({"--etcd", etcd_.endpoint(), "--s3-endpoint", s3rver_.endpoint(), "--s3-bucket", kBucket,
+                 "--node-name", name, "--node-ttl-s", "2"},
+                {{"AWS_ACCESS_KEY_ID", "S3RVER"}, {"AWS_SECRET_ACCESS_KEY", "S3RVER"}});
+  }
+
+  static http::ClientResponse Call(const PhosdNode& node, const std::string& method, const std::string& path,
+                                   const std::string& body = "") {
+    std::ifstream token_file(node.token_file());
+    std::string token;
+    std::getline(token_file, token);
+    Result<http::ClientResponse> r = http::Fetch({.method = method,
+                                                  .url = node.endpoint() + path,
+                                                  .body = body,
+                                                  .headers = {{"Authorization", "Bearer " + token}},
+                                                  .timeout_ms = 240000});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : http::ClientResponse{};
+  }
+  static http::ClientResponse Invoke(const PhosdNode& node) {
+    return Call(node, "POST", "/v1/functions/mlp/invoke", kRequest);
+  }
+  // The names of the nodes `node` sees alive.
+  static std::vector<std::string> LiveNodes(const PhosdNode& node) {
+    http::ClientResponse r = Call(node, "GET", "/v1/cluster/nodes");
+    std::vector<std::string> names;
+    nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
+    if (r.status != 200 || !j.is_object() || !j.contains("nodes")) return names;
+    for (const auto& n : j["nodes"]) names.push_back(n.value("node", ""));
+    return names;
+  }
+  // Whether the registry holds a record of `function` (a deploy's, published after its upload).
+  bool Recorded(const std::string& function) {
+    Result<cluster::Etcd> etcd = cluster::Etcd::Make({.endpoints = {etcd_.endpoint()}});
+    if (!etcd.ok()) return false;
+    Result<std::optional<cluster::KeyValue>> kv = etcd->Get("/phos/functions/" + function);
+    return kv.ok() && kv->has_value();
+  }
+
+  EtcdServer etcd_;
+  S3rver s3rver_;
+};
+
+TEST_F(ClusterTest, DeployedOnAServesOnBAndCWithAsBytesAndOutlivesA) {
+  PhosdNode a, b, c;
+  StartNode(&a, "node-a");
+  StartNode(&b, "node-b");
+  StartNode(&c, "node-c");
+  EXPECT_EQ(LiveNodes(b), (std::vector<std::string>{"node-a", "node-b", "node-c"}));
+
+  CommandResult deployed =
+      a.PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--instances", "1", "--", "--size-mib", "16", "--layers", "4"});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out << a.Log();
+  http::ClientResponse on_a = Invoke(a);
+  ASSERT_EQ(on_a.status, 200) << on_a.body;
+  ExpectMlpMatchesReference(on_a.body, 5, /*full=*/true);
+  // Published once its snapshots are in the bucket.
+  ASSERT_TRUE(WaitUntil([&] { return Recorded("mlp"); }, std::chrono::seconds(120))) << a.Log();
+
+  // B has never seen it: adopted on its first invocation, which A's bytes answer.
+  http::ClientResponse on_b = Invoke(b);
+  ASSERT_EQ(on_b.status, 200) << on_b.body << b.Log();
+  EXPECT_EQ(on_b.body, on_a.body);
+  const std::string b_log = b.Log();
+  EXPECT_NE(b_log.find("imported from the remote tier"), std::string::npos) << b_log;
+  EXPECT_EQ(b_log.find("serves its own capture"), std::string::npos) << "B served its own GPU state, not A's:\n"
+                                                                     << b_log;
+  // Its deploy there is A's version.
+  http::ClientResponse listed = Call(b, "GET", "/v1/functions/mlp/versions");
+  EXPECT_NE(listed.body.find("\"version\":1"), std::string::npos) << listed.body;
+
+  // A dies; its lease expires, and B and C serve on — C from the bucket, A being gone.
+  a.Kill();
+  ASSERT_TRUE(WaitUntil([&] { return LiveNodes(b) == std::vector<std::string>{"node-b", "node-c"}; },
+                        std::chrono::seconds(60)));
+  http::ClientResponse on_c = Invoke(c);
+  ASSERT_EQ(on_c.status, 200) << on_c.body << c.Log();
+  EXPECT_EQ(on_c.body, on_a.body);
+  http::ClientResponse again = Invoke(b);
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.body, on_a.body);
+
+  // A new deploy of the name on a node that never served it is refused: the cluster has it.
+  PhosdNode d;
+  StartNode(&d, "node-d");
+  http::ClientResponse twice =
+      Call(d, "POST", "/v1/functions",
+           nlohmann::json{{"name", "mlp"}, {"executable", PHOS_MLP_FUNCTION}, {"args", {"--size-mib", "16"}}}.dump());
+  EXPECT_EQ(twice.status, 409) << twice.body;
+  EXPECT_NE(twice.body.find("deployed in the cluster (version 1, on node 'node-a')"), std::string::npos)
+      << twice.body;
+
+  // Removed on C: gone from the registry and from B, which watches it.
+  http::ClientResponse removed = Call(c, "DELETE", "/v1/functions/mlp");
+  EXPECT_EQ(removed.status, 200) << removed.body;
+  EXPECT_FALSE(Recorded("mlp"));
+  EXPECT_TRUE(WaitUntil([&] { return Call(b, "GET", "/v1/functions/mlp/versions").status == 404; },
+                        std::chrono::seconds(60)))
+      << b.Log();
+  EXPECT_EQ(Invoke(b).status, 404);
+}
+
+// A name is one node's at a time: a second phosd claiming a live node's name does not start.
+TEST_F(ClusterTest, ASecondNodeOfALiveNodesNameIsRefused) {
+  PhosdNode a;
+  StartNode(&a, "twin");
+  CommandResult r = ::phos::testing::Run(
+      {"/bin/sh", "-c",
+       "AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER \"$0\" --gpu sim --listen 127.0.0.1:0 --data-dir "
+       "\"$(mktemp -d)\" --etcd \"$1\" --s3-endpoint \"$2\" --s3-bucket \"$3\" --node-name twin 2>&1",
+       PHOS_PHOSD, etcd_.endpoint(), s3rver_.endpoint(), kBucket});
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("a live node of the cluster is named 'twin' already"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace phos::testing

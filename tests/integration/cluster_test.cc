@@ -1,7 +1,7 @@
 // Three phosd as one cluster on loopback, with an etcd and an s3rver the test starts: a function
 // deployed on node A is served on B and C with A's answer byte for byte, its GPU state fetched
-// from the bucket; killing A leaves B and C serving, A dropping out of the cluster's node list;
-// a removal on one node removes the function from all. Skipped, saying why, without etcd or s3rver.
+// from the bucket; a new version deployed on B is followed by A; killing A leaves B and C serving,
+// A dropping out of the cluster's node list; a removal on one node removes the function from all. Skipped, saying why, without etcd or s3rver.
 #include <signal.h>
 
 #include <string>
@@ -104,16 +104,33 @@ TEST_F(ClusterTest, DeployedOnAServesOnBAndCWithAsBytesAndOutlivesA) {
   http::ClientResponse listed = Call(b, "GET", "/v1/functions/mlp/versions");
   EXPECT_NE(listed.body.find("\"version\":1"), std::string::npos) << listed.body;
 
+  // A new version deployed on B (other weights): A, which serves the function, follows it.
+  http::ClientResponse v2 = Call(b, "POST", "/v1/functions/mlp/versions",
+                                 nlohmann::json{{"executable", PHOS_MLP_FUNCTION},
+                                                {"instances", 1},
+                                                {"args", {"--size-mib", "16", "--layers", "4", "--weight-seed", "7"}}}
+                                     .dump());
+  ASSERT_EQ(v2.status, 201) << v2.body << b.Log();
+  http::ClientResponse v2_on_b = Invoke(b);
+  ASSERT_EQ(v2_on_b.status, 200) << v2_on_b.body;
+  EXPECT_NE(v2_on_b.body, on_a.body) << "version 2 computes with other weights";
+  ASSERT_TRUE(WaitUntil([&] { return Call(a, "GET", "/v1/functions/mlp/versions").body.find(
+                                         "\"state\":\"serving\",\"version\":2") != std::string::npos ||
+                                     Invoke(a).body == v2_on_b.body; },
+                        std::chrono::seconds(120)))
+      << Call(a, "GET", "/v1/functions/mlp/versions").body << a.Log();
+  EXPECT_EQ(Invoke(a).body, v2_on_b.body);
+
   // A dies; its lease expires, and B and C serve on — C from the bucket, A being gone.
   a.Kill();
   ASSERT_TRUE(WaitUntil([&] { return LiveNodes(b) == std::vector<std::string>{"node-b", "node-c"}; },
                         std::chrono::seconds(60)));
   http::ClientResponse on_c = Invoke(c);
   ASSERT_EQ(on_c.status, 200) << on_c.body << c.Log();
-  EXPECT_EQ(on_c.body, on_a.body);
+  EXPECT_EQ(on_c.body, v2_on_b.body);
   http::ClientResponse again = Invoke(b);
   ASSERT_EQ(again.status, 200) << again.body;
-  EXPECT_EQ(again.body, on_a.body);
+  EXPECT_EQ(again.body, v2_on_b.body);
 
   // A new deploy of the name on a node that never served it is refused: the cluster has it.
   PhosdNode d;
@@ -122,7 +139,7 @@ TEST_F(ClusterTest, DeployedOnAServesOnBAndCWithAsBytesAndOutlivesA) {
       Call(d, "POST", "/v1/functions",
            nlohmann::json{{"name", "mlp"}, {"executable", PHOS_MLP_FUNCTION}, {"args", {"--size-mib", "16"}}}.dump());
   EXPECT_EQ(twice.status, 409) << twice.body;
-  EXPECT_NE(twice.body.find("deployed in the cluster (version 1, on node 'node-a')"), std::string::npos)
+  EXPECT_NE(twice.body.find("deployed in the cluster (version 2, on node 'node-b')"), std::string::npos)
       << twice.body;
 
   // Removed on C: gone from the registry and from B, which watches it.

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "phos/base/log.h"
@@ -286,10 +287,17 @@ Result<nlohmann::json> ClusterNode::Nodes() const {
   return nodes;
 }
 
-void ClusterNode::CatchUp() {
+int64_t ClusterNode::CatchUp() {
   Result<std::vector<cluster::KeyValue>> records = etcd_.List(kFunctions);
-  if (!records.ok()) return;  // the watch that follows fails too, and is retried
-  for (const cluster::KeyValue& kv : *records) Follow(kv, false);
+  if (!records.ok()) return 0;  // the watch that follows fails too, and is retried
+  int64_t newest = 0;
+  for (const cluster::KeyValue& kv : *records) {
+    Follow(kv, false);
+    newest = std::max(newest, kv.mod_revision);
+  }
+  // The watch goes on from the newest record listed: what changed meanwhile is seen (a change
+  // seen twice does nothing more: following a record is idempotent).
+  return newest == 0 ? 0 : newest + 1;
 }
 
 void ClusterNode::Follow(const cluster::KeyValue& kv, bool deleted) {
@@ -327,9 +335,9 @@ void ClusterNode::WatchRegistry() {
     return stopping_;
   };
   while (!stopping()) {
-    CatchUp();
+    const int64_t from = CatchUp();
     Status ended = etcd_.Watch(
-        kFunctions, 0, [&](const cluster::KeyValue& kv, bool deleted) { Follow(kv, deleted); },
+        kFunctions, from, [&](const cluster::KeyValue& kv, bool deleted) { Follow(kv, deleted); },
         [&] { return !stopping(); });
     if (stopping()) return;
     PHOS_LOG(Warn, "cluster", "the watch of the registry ended ({}); watching again", ended.message());

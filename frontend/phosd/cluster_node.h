@@ -99,8 +99,8 @@ class ClusterNode {
   // Records `record` in the registry, once every range's snapshot is in the bucket.
   static void Publish(const cluster::Etcd& etcd, const ClusterRecord& record);
   // Adopts the registry's version of each function this node serves another version of: after a
-  // watch (re)starts, what changed while none watched.
-  void CatchUp();
+  // watch (re)starts, what changed while none watched. The revision to watch from.
+  int64_t CatchUp();
   void WatchRegistry();
   // What the registry's change of `kv` means here: a record deleted removes the function, another
   // version of one this node serves is adopted.

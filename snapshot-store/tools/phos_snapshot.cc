@@ -4,10 +4,14 @@
 //   phos-snapshot --store DIR inspect FUNCTION [VERSION]   manifest, sizes, dedup ratio
 //   phos-snapshot --store DIR verify [FUNCTION [VERSION]]  read and check every chunk
 //   phos-snapshot --store DIR gc                           free unreferenced chunks and segments
+//   phos-snapshot bucket-ls --s3-endpoint URL --s3-bucket NAME [PREFIX]
+//                                                          the remote tier's snapshots
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
 #include "phos/base/version.h"
+#include "phos/objstore/s3.h"
+#include "phos/store/manifest.h"
 #include "phos/store/store.h"
 
 namespace {
@@ -107,6 +111,28 @@ int Verify(Store& store, const std::string& function, uint64_t version) {
   return bad == 0 ? 0 : 1;
 }
 
+// Every snapshot uploaded to a bucket (manifests/<function>/<node>-<version>) under
+// "manifests/<prefix>": its object, buffers and bytes, read from the manifest itself.
+int BucketLs(const phos::objstore::S3Options& options, const std::string& prefix) {
+  phos::objstore::S3Client bucket(options);
+  auto keys = bucket.List("manifests/" + prefix);
+  if (!keys.ok()) return Fail(keys.status());
+  int bad = 0;
+  for (const std::string& key : *keys) {
+    auto bytes = bucket.Get(key);
+    auto manifest = bytes.ok() ? phos::store::DecodeManifest(*bytes) : Result<phos::store::Manifest>(bytes.status());
+    if (!manifest.ok()) {
+      fmt::print("{}\tunreadable: {}\n", key, manifest.status().ToString());
+      ++bad;
+      continue;
+    }
+    uint64_t total = 0;
+    for (const auto& b : manifest->buffers) total += b.size;
+    fmt::print("{}\t{} buffers\t{} bytes\t{}\n", key, manifest->buffers.size(), total, manifest->device_profile);
+  }
+  return bad == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,7 +141,7 @@ int main(int argc, char** argv) {
                                                 phos::kVersion, phos::store::kManifestFormatVersion,
                                                 phos::store::kStoreFormatVersion));
   std::string dir;
-  app.add_option("--store", dir, "store directory")->required();
+  app.add_option("--store", dir, "store directory (every subcommand but bucket-ls)");
   app.require_subcommand(1);
   auto* ls = app.add_subcommand("ls", "list functions and their versions");
   auto* inspect = app.add_subcommand("inspect", "print a manifest, its sizes and the store's dedup ratio");
@@ -127,7 +153,24 @@ int main(int argc, char** argv) {
   verify->add_option("function", function, "only this function");
   verify->add_option("version", version, "only this version");
   auto* gc = app.add_subcommand("gc", "free unreferenced chunks and delete dead segment files");
+  auto* bucket_ls = app.add_subcommand(
+      "bucket-ls", "list the snapshots uploaded to a remote tier's bucket (credentials as phosd finds them)");
+  phos::objstore::S3Options s3;
+  std::string credentials_file, prefix;
+  bucket_ls->add_option("--s3-endpoint", s3.endpoint, "http://HOST:PORT")->required();
+  bucket_ls->add_option("--s3-bucket", s3.bucket, "the bucket")->required();
+  bucket_ls->add_option("--s3-region", s3.region, "its region")->capture_default_str();
+  bucket_ls->add_option("--s3-credentials-file", credentials_file, "when not in the environment");
+  bucket_ls->add_option("prefix", prefix, "only functions beginning so");
   CLI11_PARSE(app, argc, argv);
+
+  if (bucket_ls->parsed()) {
+    auto credentials = phos::objstore::FindCredentials(credentials_file);
+    if (!credentials.ok()) return Fail(credentials.status());
+    s3.credentials = *credentials;
+    return BucketLs(s3, prefix);
+  }
+  if (dir.empty()) return Fail(Status::InvalidArgument("--store is required"));
 
   phos::store::StoreOptions options;
   options.path = dir;

@@ -75,6 +75,13 @@ TEST_F(RemoteTierTest, ADeploysSnapshotsAreUploadedChunksBeforeManifests) {
   Result<std::string> first = bucket.Get(manifests[0]);
   ASSERT_TRUE(first.ok());
   EXPECT_EQ(objects->size(), store::ChunksOf(*store::DecodeManifest(*first)).size());
+  // The tool lists them, read from the bucket.
+  CommandResult listed = ::phos::testing::Run({"/bin/sh", "-c",
+                                               "AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER \"$0\" bucket-ls "
+                                               "--s3-endpoint \"$1\" --s3-bucket \"$2\" mlp",
+                                               PHOS_SNAPSHOT_TOOL, s3rver_.endpoint(), kBucket});
+  EXPECT_EQ(listed.exit_code, 0) << listed.out;
+  for (const std::string& key : manifests) EXPECT_NE(listed.out.find(key + "\t"), std::string::npos) << listed.out;
   // The function serves all along.
   ExpectMlpMatchesReference(CurlPost("/v1/functions/mlp/invoke", R"({"seed": 5})").out, 5, /*full=*/false);
 }

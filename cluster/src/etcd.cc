@@ -431,11 +431,14 @@ Result<std::optional<KeyValue>> Etcd::Get(const std::string& key) const {
   return std::optional<KeyValue>(std::move(kv));
 }
 
-Result<std::vector<KeyValue>> Etcd::List(const std::string& prefix) const {
+Result<std::vector<KeyValue>> Etcd::List(const std::string& prefix, int64_t* revision) const {
   json request = json::object();
   request["key"] = Base64(PrefixStart(prefix));
   request["range_end"] = Base64(PrefixEnd(prefix));
   PHOS_ASSIGN_OR_RETURN(Answer answer, Call(options_, "POST", "/v3/kv/range", request));
+  if (revision != nullptr) {
+    PHOS_ASSIGN_OR_RETURN(*revision, HeaderRevision(answer.body, answer.where));
+  }
   std::vector<KeyValue> out;
   auto kvs = answer.body.find("kvs");
   if (kvs == answer.body.end()) return out;

@@ -49,6 +49,10 @@ Result<ClusterRecord> ParseClusterRecord(const std::string& json) {
   }
   PHOS_ASSIGN_OR_RETURN(record.version, runtime::ParseFunctionVersionJson(version->dump()));
   const std::string& name = record.version.spec.name;
+  // A node runs only the program the record names: no digest, no adoption.
+  if (!runtime::IsSha256Hex(record.version.executable_sha256)) {
+    return Status::InvalidArgument("the record of '" + name + "': 'executable_sha256' is required");
+  }
   // Everything but the executable, which is this node's to check when it adopts the function (it
   // may be missing here, and is said so then): checked as if it were one that is here.
   runtime::FunctionSpec checked = record.version.spec;
@@ -86,21 +90,24 @@ Result<ClusterRecord> ParseClusterRecord(const std::string& json) {
 }
 
 ClusterNode::ClusterNode(ClusterOptions options, cluster::Etcd etcd, runtime::InstanceManager* manager,
-                         store::Store* store, objstore::S3Client bucket, store::SnapshotUploader* uploader)
+                         store::Store* store, const Executables* executables, objstore::S3Client bucket,
+                         store::SnapshotUploader* uploader)
     : options_(std::move(options)),
       etcd_(std::move(etcd)),
       manager_(manager),
       store_(store),
+      executables_(executables),
       bucket_(std::move(bucket)),
       uploader_(uploader) {}
 
 Result<std::unique_ptr<ClusterNode>> ClusterNode::Connect(ClusterOptions options, runtime::InstanceManager* manager,
-                                                          store::Store* store, objstore::S3Client bucket,
+                                                          store::Store* store, const Executables* executables,
+                                                          objstore::S3Client bucket,
                                                           store::SnapshotUploader* uploader) {
   PHOS_ASSIGN_OR_RETURN(cluster::Etcd etcd, cluster::Etcd::Make({.endpoints = options.etcd_endpoints}));
   PHOS_RETURN_IF_ERROR(etcd.Ping());
-  return std::unique_ptr<ClusterNode>(
-      new ClusterNode(std::move(options), std::move(etcd), manager, store, std::move(bucket), uploader));
+  return std::unique_ptr<ClusterNode>(new ClusterNode(std::move(options), std::move(etcd), manager, store,
+                                                      executables, std::move(bucket), uploader));
 }
 
 Status ClusterNode::Join(const std::string& endpoint) {
@@ -129,14 +136,29 @@ Status ClusterNode::Join(const std::string& endpoint) {
 }
 
 void ClusterNode::Stop() {
+  lease_.reset();  // revoked: the node's record goes now, not at its lease's end
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
   if (watcher_.joinable()) watcher_.join();
-  work_.reset();   // what was posted runs: the manager refuses adoptions once it shuts down
-  lease_.reset();  // revoked: the node's record goes now, not at its lease's end
+  work_.reset();  // what was posted runs: the manager refuses adoptions once it shuts down
+}
+
+bool ClusterNode::Post(std::function<void()> task) {
+  constexpr int kMostQueued = 256;
+  std::lock_guard lock(mu_);
+  if (stopping_ || queued_ >= kMostQueued) return false;
+  ++queued_;
+  work_->Post([this, task = std::move(task)] {
+    {
+      std::lock_guard lock(mu_);
+      --queued_;
+    }
+    task();
+  });
+  return true;
 }
 
 uint64_t ClusterNode::ServingNumber(const std::string& name) const {
@@ -167,11 +189,10 @@ void ClusterNode::Announce(const runtime::DeployedVersion& deployed) {
     if (range.snapshot == 0) {
       // No GPU state: nothing to fetch, and nothing to adopt.
       std::lock_guard lock(upload->mu);
-      upload->failed = Status::NotSupported("it holds no GPU state");
       --upload->left;
       continue;
     }
-    uploader_->Enqueue(range.store_function, range.snapshot, [etcd = etcd_, upload, i](Result<std::string> key) {
+    uploader_->Enqueue(range.store_function, range.snapshot, [this, upload, i](Result<std::string> key) {
       bool last = false;
       {
         std::lock_guard lock(upload->mu);
@@ -179,32 +200,42 @@ void ClusterNode::Announce(const runtime::DeployedVersion& deployed) {
         else if (upload->failed.ok()) upload->failed = key.status();
         last = --upload->left == 0;
       }
-      if (last) Publish(etcd, upload->record);
+      if (last) Publish(upload->record);
     });
   }
-  std::lock_guard lock(upload->mu);
-  if (upload->left == 0) {
-    PHOS_LOG(Warn, "cluster", "version {} of '{}' is not published to the cluster: {}", deployed.version.number, name,
-             upload->failed.message());
+  if (deployed.ranges.empty() || deployed.ranges[0].snapshot == 0) {
+    PHOS_LOG(Warn, "cluster", "version {} of '{}' is not published to the cluster: it holds no GPU state",
+             deployed.version.number, name);
   }
 }
 
-void ClusterNode::Publish(const cluster::Etcd& etcd, const ClusterRecord& record) {
+void ClusterNode::Publish(const ClusterRecord& record) {
   const std::string& name = record.version.spec.name;
+  const uint64_t number = record.version.number;
+  auto refuse = [&](const std::string& why) {
+    PHOS_LOG(Error, "cluster", "version {} of '{}' is not published: {}", number, name, why);
+  };
   for (const ClusterRecord::Range& r : record.ranges) {
-    if (r.manifest.empty()) {
-      PHOS_LOG(Error, "cluster", "version {} of '{}' is not published: a snapshot of it did not reach the bucket",
-               record.version.number, name);
-      return;
+    if (r.manifest.empty()) return refuse("a snapshot of it did not reach the bucket");
+  }
+  // Removed (or replaced) while it uploaded: a record now would bring back what was taken away.
+  if (ServingNumber(name) != number) return refuse("it no longer serves here");
+  Result<std::optional<cluster::KeyValue>> current = etcd_.Get(FunctionKey(name));
+  if (!current.ok()) return refuse(current.status().message());
+  int64_t expected = 0;
+  if (current->has_value()) {
+    expected = (*current)->mod_revision;
+    Result<ClusterRecord> there = ParseClusterRecord((*current)->value);
+    if (there.ok() && there->node != record.node && there->version.number >= number) {
+      return refuse(fmt::format("the cluster holds version {} of it, deployed on node '{}'", there->version.number,
+                                there->node));
     }
   }
-  Result<int64_t> put = etcd.Put(FunctionKey(name), ClusterRecordToJson(record));
-  if (!put.ok()) {
-    PHOS_LOG(Error, "cluster", "version {} of '{}' is not published: {}", record.version.number, name,
-             put.status().message());
-    return;
-  }
-  PHOS_LOG(Info, "cluster", "version {} of '{}' published to the cluster", record.version.number, name);
+  // Against the record read: a deploy recorded meanwhile elsewhere is not overwritten.
+  Result<bool> put = etcd_.PutIf(FunctionKey(name), ClusterRecordToJson(record), expected);
+  if (!put.ok()) return refuse(put.status().message());
+  if (!*put) return refuse("another node recorded a deploy of it meanwhile");
+  PHOS_LOG(Info, "cluster", "version {} of '{}' published to the cluster", number, name);
 }
 
 Result<ClusterRecord> ClusterNode::Record(const std::string& name) const {
@@ -219,37 +250,49 @@ Result<ClusterRecord> ClusterNode::Record(const std::string& name) const {
 }
 
 void ClusterNode::FindRecord(const std::string& name, std::function<void(Result<ClusterRecord>)> done) {
-  std::lock_guard lock(mu_);
-  if (stopping_) return done(Status::Unavailable("phosd is shutting down"));
-  work_->Post([this, name, done = std::move(done)] { done(Record(name)); });
+  auto shared = std::make_shared<std::function<void(Result<ClusterRecord>)>>(std::move(done));
+  if (!Post([this, name, shared] { (*shared)(Record(name)); })) {
+    (*shared)(Status::Unavailable("the cluster's registry is busy or phosd is stopping; try again"));
+  }
 }
 
 void ClusterNode::Serve(const std::string& name, std::function<void(Status)> done) {
   if (manager_->Spec(name)) return done(Status::Ok());
-  std::lock_guard lock(mu_);
-  if (stopping_) return done(Status::Unavailable("phosd is shutting down"));
-  auto& waiting = adopting_[name];
-  waiting.push_back(std::move(done));
-  if (waiting.size() > 1) return;  // the adoption under way answers it
-  work_->Post([this, name] {
-    auto finish = [this, name](Status status) {
-      std::vector<std::function<void(Status)>> waiting;
-      {
-        std::lock_guard lock(mu_);
-        waiting.swap(adopting_[name]);
-        adopting_.erase(name);
-      }
-      for (auto& cb : waiting) cb(status);
-    };
+  auto finish = [this, name](Status status) {
+    std::vector<std::function<void(Status)>> waiting;
+    {
+      std::lock_guard lock(mu_);
+      waiting.swap(adopting_[name]);
+      adopting_.erase(name);
+    }
+    for (auto& cb : waiting) cb(status);
+  };
+  {
+    std::lock_guard lock(mu_);
+    auto& waiting = adopting_[name];
+    waiting.push_back(std::move(done));
+    if (waiting.size() > 1) return;  // the adoption under way answers it
+  }
+  const bool posted = Post([this, name, finish] {
     Result<ClusterRecord> record = Record(name);
     if (!record.ok()) return finish(record.status());
     Adopt(*record, finish);
   });
+  if (!posted) finish(Status::Unavailable("the cluster's registry is busy or phosd is stopping; try again"));
 }
 
 void ClusterNode::Adopt(const ClusterRecord& record, std::function<void(Status)> done) {
   runtime::AdoptedVersion adopted;
   adopted.version = record.version;
+  // Only what a deploy on this node may run: the record's executable, under this node's functions
+  // directories or among its artifacts, and the program the record's digest names.
+  Result<std::string> executable = executables_->Resolve(record.version.spec.executable);
+  if (!executable.ok()) {
+    return done(executable.status().WithContext(fmt::format("adopt version {} of '{}' deployed on node '{}'",
+                                                            record.version.number, record.version.spec.name,
+                                                            record.node)));
+  }
+  adopted.version.spec.executable = *executable;
   std::vector<std::string> manifests;
   for (const ClusterRecord::Range& r : record.ranges) {
     adopted.va_slots.push_back(r.va_slot);
@@ -287,24 +330,22 @@ Result<nlohmann::json> ClusterNode::Nodes() const {
   return nodes;
 }
 
-int64_t ClusterNode::CatchUp() {
-  Result<std::vector<cluster::KeyValue>> records = etcd_.List(kFunctions);
-  if (!records.ok()) return 0;  // the watch that follows fails too, and is retried
-  int64_t newest = 0;
-  for (const cluster::KeyValue& kv : *records) {
-    Follow(kv, false);
-    newest = std::max(newest, kv.mod_revision);
+std::optional<int64_t> ClusterNode::CatchUp() {
+  int64_t revision = 0;
+  Result<std::vector<cluster::KeyValue>> records = etcd_.List(kFunctions, &revision);
+  if (!records.ok()) {
+    PHOS_LOG(Warn, "cluster", "the registry could not be listed: {}", records.status().message());
+    return std::nullopt;
   }
-  // The watch goes on from the newest record listed: what changed meanwhile is seen (a change
-  // seen twice does nothing more: following a record is idempotent).
-  return newest == 0 ? 0 : newest + 1;
+  for (const cluster::KeyValue& kv : *records) Follow(kv, false);
+  return revision + 1;  // every change after the listing
 }
 
 void ClusterNode::Follow(const cluster::KeyValue& kv, bool deleted) {
   const std::string name = kv.key.substr(std::string(kFunctions).size());
   if (deleted) {
     // Removed on another node (or here: then it is gone already).
-    work_->Post([this, name] {
+    Post([this, name] {
       if (manager_->Spec(name) && manager_->Remove(name).ok()) {
         PHOS_LOG(Info, "cluster", "'{}' was removed from the cluster: removed here", name);
       }
@@ -320,7 +361,7 @@ void ClusterNode::Follow(const cluster::KeyValue& kv, bool deleted) {
   // Only what this node serves follows at once; the rest is adopted when first invoked.
   const uint64_t serving = ServingNumber(name);
   if (serving == 0 || serving == record->version.number) return;
-  work_->Post([this, record = *record] {
+  Post([this, record = *record] {
     Adopt(record, [name = record.version.spec.name, number = record.version.number](Status adopted) {
       if (!adopted.ok()) {
         PHOS_LOG(Error, "cluster", "version {} of '{}' is not served here: {}", number, name, adopted.message());
@@ -335,12 +376,13 @@ void ClusterNode::WatchRegistry() {
     return stopping_;
   };
   while (!stopping()) {
-    const int64_t from = CatchUp();
-    Status ended = etcd_.Watch(
-        kFunctions, from, [&](const cluster::KeyValue& kv, bool deleted) { Follow(kv, deleted); },
-        [&] { return !stopping(); });
-    if (stopping()) return;
-    PHOS_LOG(Warn, "cluster", "the watch of the registry ended ({}); watching again", ended.message());
+    if (std::optional<int64_t> from = CatchUp()) {
+      Status ended = etcd_.Watch(
+          kFunctions, *from, [&](const cluster::KeyValue& kv, bool deleted) { Follow(kv, deleted); },
+          [&] { return !stopping(); });
+      if (stopping()) return;
+      PHOS_LOG(Warn, "cluster", "the watch of the registry ended ({}); watching again", ended.message());
+    }
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_; });
   }

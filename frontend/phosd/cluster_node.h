@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "executables.h"
 #include "phos/base/status.h"
 #include "phos/base/task_threads.h"
 #include "phos/cluster/etcd.h"
@@ -60,16 +61,17 @@ Result<ClusterRecord> ParseClusterRecord(const std::string& json);
 
 class ClusterNode {
  public:
-  // Reaches the cluster's etcd (Unavailable when it does not answer). `manager`, `store`, `bucket`
-  // and `uploader` must outlive the node.
+  // Reaches the cluster's etcd (Unavailable when it does not answer). `manager`, `store`,
+  // `executables` and `uploader` must outlive the node (the uploader's last callbacks reach it).
   static Result<std::unique_ptr<ClusterNode>> Connect(ClusterOptions options, runtime::InstanceManager* manager,
-                                                      store::Store* store, objstore::S3Client bucket,
-                                                      store::SnapshotUploader* uploader);
+                                                      store::Store* store, const Executables* executables,
+                                                      objstore::S3Client bucket, store::SnapshotUploader* uploader);
   // Joins: the node's record under a lease, with `endpoint` (ClusterOptions::endpoint when that is
   // empty), and the watch of the registry. AlreadyExists when a live node has this node's name.
   Status Join(const std::string& endpoint);
-  // Leaves: the watch and the adoptions not begun stopped, the lease revoked (the node's record
-  // goes at once). Before the instance manager ends: nothing here calls it afterwards. Idempotent.
+  // Leaves: the lease revoked (the node's record goes at once: nobody sends it more), the watch and
+  // the lookups not begun stopped. Before the instance manager ends: nothing here calls it
+  // afterwards, but an upload's last callback. Idempotent.
   void Stop();
   ~ClusterNode() { Stop(); }
   ClusterNode(const ClusterNode&) = delete;
@@ -92,15 +94,21 @@ class ClusterNode {
 
  private:
   ClusterNode(ClusterOptions options, cluster::Etcd etcd, runtime::InstanceManager* manager, store::Store* store,
-              objstore::S3Client bucket, store::SnapshotUploader* uploader);
+              const Executables* executables, objstore::S3Client bucket, store::SnapshotUploader* uploader);
+  // Queues `task` on the lookup threads; false (nothing queued) when stopping or when too many wait
+  // already: a caller without a token cannot make a node hold more.
+  bool Post(std::function<void()> task);
   static std::string FunctionKey(const std::string& name) { return "/phos/functions/" + name; }
   // Adopts `record` (InstanceManager::Adopt); `done` gets how it went.
   void Adopt(const ClusterRecord& record, std::function<void(Status)> done);
-  // Records `record` in the registry, once every range's snapshot is in the bucket.
-  static void Publish(const cluster::Etcd& etcd, const ClusterRecord& record);
+  // Records `record` in the registry, once every range's snapshot is in the bucket — unless the
+  // version no longer serves here (removed, or replaced meanwhile), or the registry holds another
+  // node's deploy of the name that is not older (two deploys at once: the first recorded stays).
+  void Publish(const ClusterRecord& record);
   // Adopts the registry's version of each function this node serves another version of: after a
-  // watch (re)starts, what changed while none watched. The revision to watch from.
-  int64_t CatchUp();
+  // watch (re)starts, what changed while none watched. The revision to watch from; nullopt when
+  // the registry could not be listed.
+  std::optional<int64_t> CatchUp();
   void WatchRegistry();
   // What the registry's change of `kv` means here: a record deleted removes the function, another
   // version of one this node serves is adopted.
@@ -112,6 +120,7 @@ class ClusterNode {
   const cluster::Etcd etcd_;
   runtime::InstanceManager* const manager_;
   store::Store* const store_;
+  const Executables* const executables_;
   const objstore::S3Client bucket_;
   store::SnapshotUploader* const uploader_;
   std::unique_ptr<cluster::LeaseKeeper> lease_;
@@ -122,6 +131,7 @@ class ClusterNode {
   // Adoptions under way, by name: whoever else asks waits for the same one.
   std::map<std::string, std::vector<std::function<void(Status)>>> adopting_;
   std::unique_ptr<TaskThreads> work_ = std::make_unique<TaskThreads>(2);  // lookups and adoptions
+  int queued_ = 0;  // tasks posted to work_ and not yet begun (Post)
   std::thread watcher_;
 };
 

@@ -338,7 +338,8 @@ Status Daemon::Parts::StartAll() {
                                                     .ttl_seconds = o.node_ttl_s,
                                                     .device_profile = device_name,
                                                     .devices = api->device_count()},
-                                                   manager.get(), store.get(), *bucket, uploader.get()),
+                                                   manager.get(), store.get(), executables.get(), *bucket,
+                                                   uploader.get()),
                               &cluster, "the cluster (--etcd)"));
   }
 
@@ -404,8 +405,11 @@ void Daemon::Stop() {
   p.stopped = true;
   // Instances first, while HTTP still answers: queued and in-flight invocations get their 503
   // ("phosd is shutting down") instead of a dropped connection. Then stop accepting.
+  if (p.cluster) p.cluster->Stop();     // leaves the cluster first: the others stop sending it requests
   if (p.manager) p.manager->Shutdown();  // end instances and their GPU sessions
-  if (p.cluster) p.cluster->Stop();     // leaves the cluster: the others stop counting on it
+  // No deploy runs now: the uploads under way end (their last callbacks reach the cluster node
+  // and the manager, both still there).
+  p.uploader.reset();
   p.events->Close();                     // the instances' ends told, the event streams end
   if (p.server) p.server->Stop();
   p.server.reset();
@@ -416,7 +420,6 @@ void Daemon::Stop() {
   p.cluster.reset();  // after the manager, whose deploys' callbacks reach it until then
   p.cpu_backend.reset();  // the parked templates
   p.sessions.reset();
-  p.uploader.reset();  // after the sessions that queue uploads, before the store it reads
   p.arena_context.reset();
   p.store.reset();
   p.sandbox.reset();  // the functions' cgroups

@@ -592,13 +592,16 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
     // In a cluster the record goes too, and with it the function from every node (each watches).
     work->Post([=] {
       Status removed = manager->Remove(name);
-      const bool recorded = cluster->Record(name).ok();
-      if (recorded) {
-        if (Status forgot = cluster->Forget(name); !forgot.ok()) {
-          return out.Send(Error(StatusFor(forgot), "removed here; not from the cluster: " + forgot.message()));
-        }
+      // Whether the registry had it decides only between 200 and 404; the delete is sent anyway
+      // (a record this node cannot read, or etcd not answering, is no reason to keep it).
+      Result<ClusterRecord> recorded = cluster->Record(name);
+      if (Status forgot = cluster->Forget(name); !forgot.ok()) {
+        return out.Send(Error(503, (removed.ok() ? "removed here; not from the cluster: " : "not removed from the "
+                                                                                             "cluster: ") +
+                                       forgot.message()));
       }
-      if (!removed.ok() && !(recorded && removed.code() == StatusCode::kNotFound)) {
+      if (!removed.ok() && !(removed.code() == StatusCode::kNotFound &&
+                             recorded.status().code() != StatusCode::kNotFound)) {
         return out.Send(Error(StatusFor(removed), removed.message()));
       }
       removed_answer();

@@ -115,6 +115,10 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
       outcome = slot.status();
     }
   }
+  // A fetch still under way (a range failed before it needed it) ends before the deploy does: what
+  // it commits is then dropped with the rest of a failed deploy's snapshots, and nobody waits for
+  // it under the manager's lock (the supervisor joins this thread there).
+  if (imports.valid()) imports.wait();
   std::vector<std::function<void(DeployOutcome)>> callbacks;
   std::vector<Slot> orphans;  // deployed for a function removed meanwhile, or a failed deploy's
   bool deployed = false;

@@ -115,6 +115,8 @@ Result<ImportStats> ImportFromBucket(Store& store, const objstore::S3Client& buc
   PHOS_ASSIGN_OR_RETURN(std::string bytes, bucket.Get(manifest_key));
   Result<Manifest> manifest = DecodeManifest(bytes);
   if (!manifest.ok()) return manifest.status().WithContext(manifest_key + " in the bucket");
+  // Another node's CPU state is nothing here (its images, its template): this node makes its own.
+  manifest->cpu_state = {};
   // The chunks in the order a restore wants them: buffers by first touch, then the modules'.
   std::vector<ChunkRef> refs;
   {
@@ -128,7 +130,14 @@ Result<ImportStats> ImportFromBucket(Store& store, const objstore::S3Client& buc
     for (const Module& m : manifest->modules) add(m.chunks);
   }
   std::vector<ChunkId> ids;
-  for (const ChunkRef& ref : refs) ids.push_back(ref.id);
+  for (const ChunkRef& ref : refs) {
+    // What no store holds is not fetched (nor is room made for it).
+    if (ref.size == 0 || ref.size > store.options().chunk_bytes) {
+      return Status::Corruption(fmt::format("{} in the bucket names a chunk of {} bytes; chunks here are at most {}",
+                                            manifest_key, ref.size, store.options().chunk_bytes));
+    }
+    ids.push_back(ref.id);
+  }
   PHOS_ASSIGN_OR_RETURN(std::vector<ChunkId> missing_ids, store.MissingChunks(ids));
   const std::unordered_set<ChunkId, ChunkIdHash> missing(missing_ids.begin(), missing_ids.end());
   std::vector<ChunkRef> wanted;

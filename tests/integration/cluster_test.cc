@@ -4,6 +4,8 @@
 // A dropping out of the cluster's node list; a removal on one node removes the function from all. Skipped, saying why, without etcd or s3rver.
 #include <signal.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -150,6 +152,29 @@ TEST_F(ClusterTest, DeployedOnAServesOnBAndCWithAsBytesAndOutlivesA) {
                         std::chrono::seconds(60)))
       << b.Log();
   EXPECT_EQ(Invoke(b).status, 404);
+}
+
+// A record someone wrote into etcd by hand naming a program outside the node's functions
+// directories is not run: the node adopts only what a deploy there could name.
+TEST_F(ClusterTest, ARecordNamingAProgramOutsideTheFunctionsDirectoriesIsNotAdopted) {
+  PhosdNode a;
+  StartNode(&a, "node-a");
+  Result<cluster::Etcd> etcd = cluster::Etcd::Make({.endpoints = {etcd_.endpoint()}});
+  ASSERT_TRUE(etcd.ok());
+  const nlohmann::json record = {
+      {"format_version", 1},
+      {"version",
+       {{"name", "evil"}, {"executable", "/bin/sh"}, {"args", {"-c", "touch /tmp/phos-cluster-evil"}},
+        {"version", 1}, {"executable_sha256", std::string(64, 'a')}}},
+      {"node", "elsewhere"},
+      {"ranges", {{{"va_slot", 0}, {"manifest", "manifests/evil/elsewhere-1"}},
+                  {{"va_slot", 1}, {"manifest", "manifests/evil/elsewhere-2"}}}}};
+  ASSERT_TRUE(etcd->Put("/phos/functions/evil", record.dump()).ok());
+  http::ClientResponse r = Call(a, "POST", "/v1/functions/evil/invoke", "{}");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("executable '/bin/sh'"), std::string::npos) << r.body;
+  EXPECT_FALSE(std::filesystem::exists("/tmp/phos-cluster-evil"));
+  EXPECT_EQ(Call(a, "GET", "/v1/functions/evil/versions").status, 404) << "registered all the same";
 }
 
 // A name is one node's at a time: a second phosd claiming a live node's name does not start.

@@ -59,6 +59,8 @@ TEST(ClusterRecordTest, HostileRecordsAreRefusedNamingWhatIsWrong) {
       {"a bad name", broken([](auto& j) { j["version"]["name"] = "../etc"; }), "name"},
       {"a zero version", broken([](auto& j) { j["version"]["version"] = 0; }), "'version'"},
       {"a bad digest", broken([](auto& j) { j["version"]["executable_sha256"] = "xyz"; }), "executable_sha256"},
+      {"no digest", broken([](auto& j) { j["version"].erase("executable_sha256"); }), "executable_sha256"},
+      {"a relative executable", broken([](auto& j) { j["version"]["executable"] = "bin/sh"; }), "absolute"},
       {"too many instances", broken([](auto& j) { j["version"]["instances"] = 100000; }), "instances"},
       {"no node", broken([](auto& j) { j.erase("node"); }), "'node'"},
       {"ranges not a list", broken([](auto& j) { j["ranges"] = "all"; }), "'ranges'"},

@@ -59,7 +59,9 @@ class Etcd {
   // The key, or nullopt when there is none.
   Result<std::optional<KeyValue>> Get(const std::string& key) const;
   // Every key that begins with `prefix`, sorted by key; an empty prefix lists every key.
-  Result<std::vector<KeyValue>> List(const std::string& prefix) const;
+  // `revision` (may be null) gets the store's revision the listing is of: a watch from the one
+  // after it sees every change since.
+  Result<std::vector<KeyValue>> List(const std::string& prefix, int64_t* revision = nullptr) const;
   // Ok also when there was no such key.
   Status Delete(const std::string& key) const;
   // Compare-and-swap: puts when the key's mod_revision is `expected_mod_revision` (0: when the

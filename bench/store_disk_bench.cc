@@ -26,6 +26,7 @@
 
 #include <fmt/core.h>
 
+#include "incompressible.h"
 #include "phos/store/aligned_buffer.h"
 #include "phos/store/reader.h"
 #include "phos/store/store.h"
@@ -45,17 +46,7 @@ void Check(const phos::Status& s, const char* what) {
   if (!s.ok()) Die(fmt::format("{}: {}", what, s.ToString()));
 }
 
-// Incompressible bytes, fast: xorshift over the offset, so any chunk can be regenerated.
-void Fill(uint64_t seed, uint64_t offset, void* dst, size_t size) {
-  auto* p = static_cast<uint64_t*>(dst);
-  for (size_t i = 0; i < size / 8; ++i) {
-    uint64_t x = seed ^ ((offset / 8 + i) * 0x9e3779b97f4a7c15ull);
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    p[i] = x;
-  }
-}
+constexpr auto Fill = phos::bench::FillIncompressible;
 
 void DropCache(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY);

@@ -202,7 +202,9 @@ void InstanceManager::Impl::RunDeploy(std::shared_ptr<Function> f, std::shared_p
     restores = f->spec.gpus == 1 && !VersionsLocked(*f).empty();
   }
   report.contexts_ready = deployed && !restores;
-  if (restores) {
+  // An adoption is answered at once: an invocation waits for it, and needs one context, not every
+  // one the function's restores may lease (the pool fills on meanwhile, as after any deploy).
+  if (restores && f->adopted == nullptr) {
     SetDeployStage(*f, "filling the context pool");
     // Answered once a cold start of it can find its context ready: the pool makes them from the
     // moment the deploy began (PublishDemandLocked); a creation takes what it takes.

@@ -332,14 +332,7 @@ class ColdStartBench {
 
 Result<Options> ParseOptions(int argc, char** argv) {
   Options o;
-  auto number = [&](int& i, int* out) -> Status {
-    if (i + 1 >= argc) return Status::InvalidArgument(std::string(argv[i]) + " needs a value");
-    PHOS_ASSIGN_OR_RETURN(std::vector<int> v, ParsePositiveList(argv[i], argv[i + 1]));
-    if (v.size() != 1) return Status::InvalidArgument(fmt::format("{} takes one positive integer", argv[i]));
-    *out = v[0];
-    ++i;
-    return Status::Ok();
-  };
+  auto number = [&](int& i, int* out) { return ParsePositiveFlag(argc, argv, &i, out); };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--sizes" && i + 1 < argc) {

@@ -358,6 +358,15 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
 }
 
+Status ParsePositiveFlag(int argc, char** argv, int* i, int* out) {
+  if (*i + 1 >= argc) return Status::InvalidArgument(std::string(argv[*i]) + " needs a value");
+  PHOS_ASSIGN_OR_RETURN(std::vector<int> v, ParsePositiveList(argv[*i], argv[*i + 1]));
+  if (v.size() != 1) return Status::InvalidArgument(fmt::format("{} takes one positive integer", argv[*i]));
+  *out = v[0];
+  ++*i;
+  return Status::Ok();
+}
+
 Result<std::vector<int>> ParsePositiveList(const std::string& flag, const std::string& text) {
   std::vector<int> out;
   for (size_t p = 0; p <= text.size();) {

@@ -136,6 +136,8 @@ double Percentile(std::vector<double> v, double p);
 // "256,1024" -> {256, 1024}: positive integers separated by commas; `flag` names the option in
 // the error.
 Result<std::vector<int>> ParsePositiveList(const std::string& flag, const std::string& text);
+// The one positive integer after argv[*i] (a flag that takes one) into *out, *i moved past it.
+Status ParsePositiveFlag(int argc, char** argv, int* i, int* out);
 
 // The simulated device both the benchmark and the phosd it starts run on: PHOS_SIMGPU_PROFILE
 // (default a100-pcie4) and PHOS_SIMGPU_TIME_SCALE (default 20) set in the environment phosd

@@ -53,14 +53,9 @@ Result<ClusterRecord> ParseClusterRecord(const std::string& json) {
   if (!runtime::IsSha256Hex(record.version.executable_sha256)) {
     return Status::InvalidArgument("the record of '" + name + "': 'executable_sha256' is required");
   }
-  // Everything but the executable, which is this node's to check when it adopts the function (it
-  // may be missing here, and is said so then): checked as if it were one that is here.
-  runtime::FunctionSpec checked = record.version.spec;
-  if (checked.executable.empty() || checked.executable[0] != '/') {
-    return Status::InvalidArgument("the record of '" + name + "': its executable must be an absolute path");
-  }
-  checked.executable = "/proc/self/exe";
-  if (Status valid = runtime::ValidateFunctionSpec(checked); !valid.ok()) {
+  // All but the executable's file, which is this node's to check when it adopts the function (it
+  // may be missing here, and is said so then).
+  if (Status valid = runtime::ValidateFunctionSpecFields(record.version.spec); !valid.ok()) {
     return valid.WithContext("the record of '" + name + "'");
   }
   const nlohmann::json* node = field("node");
@@ -171,41 +166,36 @@ uint64_t ClusterNode::ServingNumber(const std::string& name) const {
 }
 
 void ClusterNode::Announce(const runtime::DeployedVersion& deployed) {
+  if (deployed.ranges.empty() || deployed.ranges[0].snapshot == 0) {
+    // The function made no CUDA call: nothing to fetch, nothing to adopt.
+    PHOS_LOG(Warn, "cluster", "version {} of '{}' is not published to the cluster: it holds no GPU state",
+             deployed.version.number, deployed.version.spec.name);
+    return;
+  }
   struct Upload {
     std::mutex mu;
     ClusterRecord record;
     size_t left = 0;
-    Status failed;
   };
   auto upload = std::make_shared<Upload>();
   upload->record.version = deployed.version;
   upload->record.node = options_.node;
   upload->record.ranges.resize(deployed.ranges.size());
   upload->left = deployed.ranges.size();
-  const std::string name = deployed.version.spec.name;
+  for (size_t i = 0; i < deployed.ranges.size(); ++i) upload->record.ranges[i].va_slot = deployed.ranges[i].va_slot;
   for (size_t i = 0; i < deployed.ranges.size(); ++i) {
-    const runtime::DeployedVersion::Range& range = deployed.ranges[i];
-    upload->record.ranges[i].va_slot = range.va_slot;
-    if (range.snapshot == 0) {
-      // No GPU state: nothing to fetch, and nothing to adopt.
-      std::lock_guard lock(upload->mu);
-      --upload->left;
-      continue;
-    }
-    uploader_->Enqueue(range.store_function, range.snapshot, [this, upload, i](Result<std::string> key) {
-      bool last = false;
-      {
-        std::lock_guard lock(upload->mu);
-        if (key.ok()) upload->record.ranges[i].manifest = *key;
-        else if (upload->failed.ok()) upload->failed = key.status();
-        last = --upload->left == 0;
-      }
-      if (last) Publish(upload->record);
-    });
-  }
-  if (deployed.ranges.empty() || deployed.ranges[0].snapshot == 0) {
-    PHOS_LOG(Warn, "cluster", "version {} of '{}' is not published to the cluster: it holds no GPU state",
-             deployed.version.number, name);
+    // A failed upload leaves its range without a manifest: Publish refuses the record (the
+    // uploader logged why).
+    uploader_->Enqueue(deployed.ranges[i].store_function, deployed.ranges[i].snapshot,
+                       [this, upload, i](Result<std::string> key) {
+                         bool last = false;
+                         {
+                           std::lock_guard lock(upload->mu);
+                           if (key.ok()) upload->record.ranges[i].manifest = *key;
+                           last = --upload->left == 0;
+                         }
+                         if (last) Publish(upload->record);
+                       });
   }
 }
 

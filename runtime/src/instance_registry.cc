@@ -218,16 +218,21 @@ bool IsSha256Hex(std::string_view text) {
 }
 
 Status ValidateFunctionSpec(const FunctionSpec& spec) {
+  PHOS_RETURN_IF_ERROR(ValidateFunctionSpecFields(spec));
+  if (access(spec.executable.c_str(), X_OK) != 0) {
+    return Status::InvalidArgument("function '" + spec.name + "': executable '" + spec.executable +
+                                   "': " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Status ValidateFunctionSpecFields(const FunctionSpec& spec) {
   if (!ValidName(spec.name)) {
     return Status::InvalidArgument("function name '" + spec.name + "': use 1-64 characters of [A-Za-z0-9_.-]");
   }
   if (spec.executable.empty() || spec.executable.front() != '/') {
     return Status::InvalidArgument("function '" + spec.name + "': executable '" + spec.executable +
                                    "' must be an absolute path");
-  }
-  if (access(spec.executable.c_str(), X_OK) != 0) {
-    return Status::InvalidArgument("function '" + spec.name + "': executable '" + spec.executable +
-                                   "': " + std::strerror(errno));
   }
   for (const auto& [k, v] : spec.env) {
     if (k.empty() || k.find('=') != std::string::npos) {

@@ -106,6 +106,9 @@ bool IsSha256Hex(std::string_view text);
 // Checks name, executable (absolute, exists, executable), environment names, instance and GPU
 // counts against phos's limits (not against the node's devices: see InstanceManager::Register).
 Status ValidateFunctionSpec(const FunctionSpec& spec);
+// The same but for the executable's file (its path must still be absolute): a spec that names a
+// file of another node (the cluster's records), checked before this node resolves it.
+Status ValidateFunctionSpecFields(const FunctionSpec& spec);
 
 // The request body of POST /v1/functions: {"name", "executable", "args": [...], "env": {...},
 // "instances", "gpus", "max_instances", "invoke_token_sha256", "network", "limits": {"memory_mib",

@@ -277,7 +277,7 @@ std::string Markdown(const std::vector<SizeResult>& results, const std::vector<T
                      int train_steps, const std::string& command, const PhosSimConfig& config) {
   std::string md = fmt::format(
       "### Checkpoints of a running instance: the stall it sees ({} profile, time scale {:g})\n\n"
-      "`{}` — {}. mlp ({} layers) of each size with one warm instance serving requests back to back while a "
+      "`{}` — {}; host shared-memory huge pages: {}. mlp ({} layers) of each size with one warm instance serving requests back to back while a "
       "checkpoint of it is taken; medians over the repetitions, modelled ms (wall / time scale). *stall*: the time "
       "the instance served nothing for the checkpoint (phosd's `stall_us`); *seen*: the worst first byte of the "
       "requests that overlapped the checkpoint minus the median without one, the stall its callers saw; "
@@ -285,7 +285,7 @@ std::string Markdown(const std::vector<SizeResult>& results, const std::vector<T
       "1 GiB and more.\n\n"
       "| size | mode | stall (ms) | seen (ms) | checkpoint (ms) | requests during | seen / stop-the-world's | target |\n"
       "|---:|---|---:|---:|---:|---:|---:|---|\n",
-      config.profile, config.time_scale, command, NowUtc(), kLayers);
+      config.profile, config.time_scale, command, NowUtc(), HostShmemHugePages(), kLayers);
   for (const SizeResult& r : results) {
     const double stw = r.modes.empty() ? 0 : Median(r.modes[0].seen_ms);
     for (const ModeResult& m : r.modes) {
@@ -409,6 +409,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "checkpoint_bench: %s\n", device.status().message().c_str());
     return 1;
   }
+  WarnIfNoShmemHugePages("checkpoint_bench");
   const int largest = *std::max_element(o.sizes_mib.begin(), o.sizes_mib.end());
   // The instance, its spare range and a capture's pinned host copies, with room to spare; and a
   // second device to move it to.

@@ -634,12 +634,7 @@ int main(int argc, char** argv) {
   }
   const double scale = device->config.time_scale;
   const double h2d = device->profile.h2d_pinned_bps;
-  if (phos::bench::HostShmemHugePages() == "never") {
-    std::fprintf(stderr,
-                 "models_bench: shared-memory huge pages are off on this host; a second instance's fresh mapping of "
-                 "the weights then pays 4 KiB host page faults a GPU does not (as root: echo advise > "
-                 "/sys/kernel/mm/transparent_hugepage/shmem_enabled)\n");
-  }
+  phos::bench::WarnIfNoShmemHugePages("models_bench");
   // Host pages for two instances of the largest model and a spare GiB, or for the largest burst of
   // simultaneous cold starts (the simulator's host work must not stand in for the modelled device:
   // docs/benchmarks.md, issue 18's section). Set after this process's own simgpu is open: the

@@ -61,4 +61,13 @@ std::string HostShmemHugePages() {
   return "unknown";
 }
 
+void WarnIfNoShmemHugePages(const char* program) {
+  if (HostShmemHugePages() != "never") return;
+  std::fprintf(stderr,
+               "%s: shared-memory huge pages are off on this host; simgpu's device memory then pays 4 KiB host page "
+               "faults and page-table updates a GPU does not (as root: echo advise > "
+               "/sys/kernel/mm/transparent_hugepage/shmem_enabled)\n",
+               program);
+}
+
 }  // namespace phos::bench

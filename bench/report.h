@@ -21,5 +21,7 @@ std::string CommandLine(int argc, char** argv);
 // unreadable). simgpu's device memory is shared memory: with "never", a fresh mapping of weights
 // faults in 4 KiB at a time on the host, a cost a GPU does not have.
 std::string HostShmemHugePages();
+// Says on standard error, naming `program`, when HostShmemHugePages() is "never", and how to change it.
+void WarnIfNoShmemHugePages(const char* program);
 
 }  // namespace phos::bench

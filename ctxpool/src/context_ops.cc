@@ -4,6 +4,7 @@
 
 #include "phos/driver/context_scope.h"
 #include "phos/driver/cuda_check.h"
+#include "phos/driver/physical_memory.h"
 #include "phos/base/log.h"
 
 namespace phos::ctxpool::detail {
@@ -87,6 +88,13 @@ Status ScrubPooledContext(driver::DriverTable& driver, const PooledContext& pool
   for (const TenantResources::Mapping& m : tenant.mappings) {
     PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemUnmap(m.base, m.bytes));
     PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemRelease(m.handle));
+  }
+  for (const TenantResources::Unmapped& u : tenant.unmapped) {
+    if (zero) {
+      PHOS_RETURN_IF_ERROR(driver::ZeroAndRelease(driver, u.handle, u.bytes, u.device));
+    } else {
+      PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemRelease(u.handle));
+    }
   }
   for (const TenantResources::AddressRange& r : tenant.address_ranges)
     PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemAddressFree(r.base, r.bytes));

@@ -65,7 +65,7 @@ Result<uint64_t> ApiServer::CaptureSession(const std::string& token, store::Stor
                                            const CaptureOptions& options) {
   return impl_->CaptureSession(token, store, function, device_profile, timeout, options);
 }
-void ApiServer::EndSession(const std::string& token) { impl_->EndSession(token); }
+void ApiServer::EndSession(const std::string& token, RangeRelease how) { impl_->EndSession(token, how); }
 Result<int> ApiServer::ClaimVaSlot(int wanted) { return impl_->ClaimVaSlot(wanted); }
 void ApiServer::SetFunctionQuota(const std::string& function, SessionQuota quota) {
   impl_->SetFunctionQuota(function, quota);

@@ -311,7 +311,7 @@ class ApiServer::Impl {
   // Returns once the token's session is gone, whichever thread ends it (the reaper ends a
   // session whose control socket closed): the caller may hand the session's instance range to
   // the next instance right after.
-  void EndSession(const std::string& token) {
+  void EndSession(const std::string& token, RangeRelease how = RangeRelease::kZeroed) {
     std::unique_ptr<Session> ended;
     TokenInfo info;  // its restore, if never adopted, is released outside the lock too
     {
@@ -332,6 +332,7 @@ class ApiServer::Impl {
       sessions_.erase(it);
       ending_.insert(token);
     }
+    ended->set_range_release(how);
     ended.reset();  // joins the executor and frees the session's GPU state, outside the lock
     info = {};
     {

@@ -353,6 +353,7 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
         capture->copies = copies;
         finish(version);
       };
+      options.session_ends = true;
     }
     Result<uint64_t> version = options_.sessions->Capture(capture->token, capture->f->spec.name, options);
     bool finished = false;

@@ -542,7 +542,7 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
       inst->state = InstanceState::kStarting;
       move = inst->moving;
     }
-    if (options_.sessions != nullptr && !report.token.empty()) options_.sessions->EndSession(report.token);
+    if (options_.sessions != nullptr && !report.token.empty()) options_.sessions->EndMovedSession(report.token);
     move->released = Clock::now();
     report.token.clear();
     // To another node: the instance ends here once it serves there.

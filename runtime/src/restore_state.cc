@@ -6,6 +6,7 @@
 
 #include "phos/base/log.h"
 #include "phos/driver/context_scope.h"
+#include "phos/driver/physical_memory.h"
 #include "phos/runtime/snapshot_restore.h"
 #include "phos/store/dram_tier.h"
 
@@ -442,7 +443,7 @@ Status RestoreState::StartLoaders(Prepared& p) {
         // since its bytes landed, and a write the speculation misses from now on faults here rather
         // than changing what others read.
         const CUresult r =
-            SetDeviceAccess(*driver, sm.address, sm.bytes, sm.device, CU_MEM_ACCESS_FLAGS_PROT_READ);
+            driver::SetDeviceAccess(*driver, sm.address, sm.bytes, sm.device, CU_MEM_ACCESS_FLAGS_PROT_READ);
         if (r != CUDA_SUCCESS) {
           PHOS_LOG(Warn, "restore", "shared allocation at {:#x} not made read-only (CUresult {}): not shared",
                    sm.address, static_cast<int>(r));
@@ -456,7 +457,7 @@ Status RestoreState::StartLoaders(Prepared& p) {
           // the session's copy-on-write then lets through) must not fault.
           state.withdrawn = true;
           const CUresult rw =
-              SetDeviceAccess(*driver, sm.address, sm.bytes, sm.device, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+              driver::SetDeviceAccess(*driver, sm.address, sm.bytes, sm.device, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
           if (rw != CUDA_SUCCESS) {
             PHOS_LOG(Warn, "restore", "allocation at {:#x} not made writable again (CUresult {})", sm.address,
                      static_cast<int>(rw));

@@ -93,6 +93,8 @@ class Session {
   // that fails leaves it to the caller.
   // Stops the executor and releases everything the session holds.
   ~Session();
+  // How the destructor gives back the borrowed instance ranges (RangeRelease); set before it runs.
+  void set_range_release(RangeRelease how) { range_release_ = how; }
 
   // Captures the session into `store` once the ring is drained (on the executor, between calls),
   // within `timeout`: a deploy's, or a checkpoint's as `options` says (soft modes: the executor
@@ -599,7 +601,8 @@ class Session {
   CUresult FreeBuffer(CUdeviceptr base, uint64_t bytes);
   // The session's address space holding `address` (any device), or null.
   InstanceAddressSpace* SpaceOf(uint64_t address) const;
-  // Zeroes and unmaps the borrowed ranges now (their slot goes to the next instance at once).
+  // Frees the borrowed ranges now (their slot goes to the next instance at once): zeroed and
+  // unmapped, or as range_release_ says, unmapped with the memory handed to the pool's scrub.
   void ScrubBorrowedSpaces();
 
   // session_devices.cc: which context a record runs in, and the per-device state behind it.
@@ -682,6 +685,7 @@ class Session {
   // (0: not handed out).
   uint64_t pooled_blas_vid_ = 0;
   std::atomic<bool> stop_{false};
+  RangeRelease range_release_ = RangeRelease::kZeroed;
   // Host functions (host_fn_gates.h): all gates opened before the executor is joined, closed by
   // ReleaseAll.
   const std::shared_ptr<HostFnGates> host_fns_;

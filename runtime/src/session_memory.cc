@@ -200,7 +200,16 @@ void Session::ScrubBorrowedSpaces() {
       buffer_devices_.erase(base);
     }
     driver::ContextScope scope(*driver_, group_ ? group_->context(device) : context_);
-    Status s = space->ZeroAndUnmapAll();
+    // The scrub of the context the memory's device was leased in zeroes it later.
+    ctxpool::TenantResources* behind = nullptr;
+    if (range_release_ == RangeRelease::kUnmappedZeroedBehind) {
+      if (group_) {
+        behind = &group_->tenant(device);
+      } else if (space == space_ && lease_) {
+        behind = &lease_->tenant();
+      }
+    }
+    Status s = behind != nullptr ? space->UnmapAll(&behind->unmapped) : space->ZeroAndUnmapAll();
     if (!s.ok()) PHOS_LOG(Warn, "runtime", "pid {}: instance range of device {} not scrubbed: {}", pid_, device, s.message());
     space.reset();
   };

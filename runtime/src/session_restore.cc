@@ -563,8 +563,8 @@ Result<uint64_t> Session::Capture(store::Store& store, const std::string& functi
         options.committed(*version, copies);
       }
       // Off the instance's time, and after the commit a migration's final stop waits for: lifting
-      // the guards of a large session takes a while (simgpu).
-      UnguardSoftCapture(*driver_, *capture, /*pace=*/true);
+      // the guards of a large session takes a while (simgpu). Paced only for calls still to come.
+      UnguardSoftCapture(*driver_, *capture, /*pace=*/!options.session_ends);
     } else {
       version = stopped;
     }

@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "phos/driver/cuda_check.h"
+#include "phos/driver/physical_memory.h"
 #include "phos/base/log.h"
 
 namespace phos::runtime {
@@ -60,15 +61,6 @@ void GiveBack(std::map<uint64_t, uint64_t>& free, uint64_t at, uint64_t bytes) {
 }
 
 }  // namespace
-
-CUresult SetDeviceAccess(driver::DriverTable& driver, CUdeviceptr address, uint64_t bytes, int device,
-                         CUmemAccess_flags flags) {
-  CUmemAccessDesc access{};
-  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  access.location.id = device;
-  access.flags = flags;
-  return driver.cuMemSetAccess(address, bytes, &access, 1);
-}
 
 CUmemAllocationProp DeviceMemoryProp(int device) {
   CUmemAllocationProp prop{};
@@ -166,7 +158,7 @@ Status InstanceAddressSpace::MapPhysical(CUdeviceptr address, uint64_t bytes, bo
     driver_->cuMemRelease(handle);
     return driver::CuStatus(r, "cuMemMap", text);
   }
-  if (CUresult r = SetDeviceAccess(*driver_, address, bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  if (CUresult r = driver::SetDeviceAccess(*driver_, address, bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
       r != CUDA_SUCCESS) {
     driver_->cuMemUnmap(address, bytes);
     driver_->cuMemRelease(handle);
@@ -189,25 +181,7 @@ bool InstanceAddressSpace::DropShare(Mapping& m) const {
 }
 
 Status InstanceAddressSpace::ZeroAndRelease(CUmemGenericAllocationHandle handle, uint64_t bytes) {
-  const driver::CuErrorText& text = driver_->error_text();
-  // Zeroed through a staging address of its own: the handle is mapped nowhere else of this space.
-  CUdeviceptr staging = 0;
-  CUresult r = driver_->cuMemAddressReserve(&staging, bytes, 0, 0, 0);
-  bool mapped = false;
-  if (r == CUDA_SUCCESS) {
-    r = driver_->cuMemMap(staging, bytes, 0, handle, 0);
-    mapped = r == CUDA_SUCCESS;
-  }
-  if (r == CUDA_SUCCESS) r = SetDeviceAccess(*driver_, staging, bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
-  if (r == CUDA_SUCCESS) r = driver_->cuMemsetD8(staging, 0, bytes);
-  // The memset must be done before the memory goes.
-  if (r == CUDA_SUCCESS) r = driver_->cuCtxSynchronize();
-  if (mapped) driver_->cuMemUnmap(staging, bytes);
-  if (staging != 0) driver_->cuMemAddressFree(staging, bytes);
-  // Released even when it could not be zeroed: kept, it would be lost to the device for good.
-  const CUresult released = driver_->cuMemRelease(handle);
-  if (r != CUDA_SUCCESS) return driver::CuStatus(r, "zero of a shared allocation", text);
-  return driver::CuStatus(released, "cuMemRelease", text);
+  return driver::ZeroAndRelease(*driver_, handle, bytes, device_);
 }
 
 void InstanceAddressSpace::UnmapPhysical(CUdeviceptr address, bool zeroed) {
@@ -245,7 +219,7 @@ Status InstanceAddressSpace::ZeroAndUnmapAll() {
       ++it;
     } else if (DropShare(m)) {
       Status s = driver::CuStatus(
-          SetDeviceAccess(*driver_, it->first, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE),
+          driver::SetDeviceAccess(*driver_, it->first, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE),
           "cuMemSetAccess", text);
       if (first.ok() && !s.ok()) first = s.WithContext(fmt::format("shared mapping {:#x}", it->first));
       ++it;
@@ -267,6 +241,22 @@ Status InstanceAddressSpace::ZeroAndUnmapAll() {
   zeroed = zeroed && synced.ok();
   if (first.ok()) first = synced;
   while (!mappings_.empty()) UnmapPhysical(mappings_.begin()->first, zeroed);
+  live_.clear();
+  return first;
+}
+
+Status InstanceAddressSpace::UnmapAll(std::vector<ctxpool::TenantResources::Unmapped>* to_zero) {
+  const driver::CuErrorText& text = driver_->error_text();
+  // VMM mappings are not stream-ordered: the work that uses them ends first.
+  Status first = driver::CuStatus(driver_->cuCtxSynchronize(), "cuCtxSynchronize", text);
+  for (auto& [address, m] : mappings_) {
+    const bool owned = DropShare(m);
+    Status s = driver::CuStatus(driver_->cuMemUnmap(address, m.bytes), "cuMemUnmap", text);
+    if (first.ok() && !s.ok()) first = s.WithContext(fmt::format("mapping {:#x}", address));
+    if (owned) to_zero->push_back({m.handle, m.bytes, device_});
+    GiveRange(address, m.bytes);
+  }
+  mappings_.clear();
   live_.clear();
   return first;
 }
@@ -362,7 +352,7 @@ Status InstanceAddressSpace::MapSharedAt(CUdeviceptr address, uint64_t bytes,
     GiveRange(address, reserved);
     return fail(driver::CuStatus(r, "cuMemMap", text));
   }
-  if (CUresult r = SetDeviceAccess(*driver_, address, reserved, device_, CU_MEM_ACCESS_FLAGS_PROT_READ);
+  if (CUresult r = driver::SetDeviceAccess(*driver_, address, reserved, device_, CU_MEM_ACCESS_FLAGS_PROT_READ);
       r != CUDA_SUCCESS) {
     driver_->cuMemUnmap(address, reserved);
     GiveRange(address, reserved);
@@ -408,7 +398,7 @@ Status InstanceAddressSpace::MakePrivate(CUdeviceptr address) {
     // Nobody else maps it: it becomes this space's own where it is, no copy needed.
     m.shares = nullptr;
     return driver::CuStatus(
-               SetDeviceAccess(*driver_, address, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE),
+               driver::SetDeviceAccess(*driver_, address, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE),
                "cuMemSetAccess", text)
         .WithContext(fmt::format("instance address space: allocation at {:#x} made writable", address));
   }
@@ -424,7 +414,7 @@ Status InstanceAddressSpace::MakePrivate(CUdeviceptr address) {
     mapped = r == CUDA_SUCCESS;
   }
   if (r == CUDA_SUCCESS)
-    r = SetDeviceAccess(*driver_, staging, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    r = driver::SetDeviceAccess(*driver_, staging, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
   if (r == CUDA_SUCCESS) r = driver_->cuCtxSynchronize();
   if (r == CUDA_SUCCESS) r = driver_->cuMemcpyDtoD(staging, address, m.bytes);
   if (r == CUDA_SUCCESS) r = driver_->cuCtxSynchronize();
@@ -450,7 +440,7 @@ Status InstanceAddressSpace::MakePrivate(CUdeviceptr address) {
     r = driver_->cuMemMap(address, m.bytes, 0, copy, 0);
   }
   if (r == CUDA_SUCCESS)
-    r = SetDeviceAccess(*driver_, address, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    r = driver::SetDeviceAccess(*driver_, address, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
   if (r != CUDA_SUCCESS) {
     // The instance's buffer is unusable now; its calls fail and its end unmaps what is left.
     return driver::CuStatus(r, "remap of a private copy", text)
@@ -524,7 +514,7 @@ AddressSpaceRelease InstanceAddressSpace::Release() {
       // The scrub zeroes what it is handed: only a last reference, made writable; others unmapped now.
       const bool last = DropShare(m);
       const CUresult r =
-          last ? SetDeviceAccess(*driver_, address, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+          last ? driver::SetDeviceAccess(*driver_, address, m.bytes, device_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
                : driver_->cuMemUnmap(address, m.bytes);
       if (r != CUDA_SUCCESS)
         PHOS_LOG(Warn, "runtime", "instance address space: shared mapping {:#x}: CUresult {}", address,

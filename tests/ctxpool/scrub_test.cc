@@ -9,6 +9,7 @@
 
 #include "counting_driver.h"
 #include "phos/ctxpool/context_pool.h"
+#include "phos/driver/physical_memory.h"
 
 namespace phos::ctxpool {
 namespace {
@@ -133,6 +134,57 @@ TEST_F(ScrubStateTest, TenantStreamsEventsHandlesAndModesAreGone) {
   ASSERT_EQ(d.cublasGetMathMode(b->blas_handle(), &mode), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(mode, CUBLAS_DEFAULT_MATH);
   EXPECT_EQ((*pool)->Stats().scrub_failures, 0u);
+}
+
+// Physical memory a tenant's range no longer maps (a migration's source, TenantResources::unmapped):
+// the scrub zeroes it through an address of its own, then releases it.
+TEST_F(ScrubStateTest, PhysicalMemoryHandedOverUnmappedIsZeroedThenReleased) {
+  auto pool = ContextPool::Open({.min_ready = 1, .max_contexts = 1}, driver_);
+  ASSERT_TRUE(pool.ok());
+  driver::DriverTable& d = *driver_;
+  constexpr size_t kBytes = 2u << 20;
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  CUdeviceptr witness = 0;  // a second mapping: it keeps the memory, and shows what the scrub left
+  size_t used_before = 0;
+  auto used = [&] {
+    size_t free = 0, total = 0;
+    EXPECT_EQ(d.cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+    return total - free;
+  };
+  {
+    Result<ContextLease> a = (*pool)->Lease();
+    ASSERT_TRUE(a.ok());
+    Current current(d, *a);
+    used_before = used();
+    CUmemGenericAllocationHandle handle = 0;
+    ASSERT_EQ(d.cuMemCreate(&handle, kBytes, &prop, 0), CUDA_SUCCESS);
+    CUdeviceptr at = 0;
+    for (CUdeviceptr* va : {&at, &witness}) {
+      ASSERT_EQ(d.cuMemAddressReserve(va, kBytes, 0, 0, 0), CUDA_SUCCESS);
+      ASSERT_EQ(d.cuMemMap(*va, kBytes, 0, handle, 0), CUDA_SUCCESS);
+      ASSERT_EQ(driver::SetDeviceAccess(d, *va, kBytes, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), CUDA_SUCCESS);
+    }
+    std::vector<uint32_t> pattern(kBytes / 4, kPattern);
+    ASSERT_EQ(d.cuMemcpyHtoD(at, pattern.data(), kBytes), CUDA_SUCCESS);
+    ASSERT_EQ(d.cuMemUnmap(at, kBytes), CUDA_SUCCESS);
+    ASSERT_EQ(d.cuMemAddressFree(at, kBytes), CUDA_SUCCESS);
+    a->tenant().unmapped.push_back({handle, kBytes, 0});
+  }
+  ASSERT_TRUE((*pool)->WaitIdle(10s));
+  EXPECT_EQ((*pool)->Stats().scrub_failures, 0u);
+  Result<ContextLease> b = (*pool)->Lease();
+  ASSERT_TRUE(b.ok());
+  Current current(d, *b);
+  std::vector<uint8_t> seen(kBytes, 0xff);
+  ASSERT_EQ(d.cuMemcpyDtoH(seen.data(), witness, kBytes), CUDA_SUCCESS);
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 0), static_cast<std::ptrdiff_t>(kBytes));
+  // Released by the scrub: the witness was the last mapping, and the memory goes with it.
+  ASSERT_EQ(d.cuMemUnmap(witness, kBytes), CUDA_SUCCESS);
+  ASSERT_EQ(d.cuMemAddressFree(witness, kBytes), CUDA_SUCCESS);
+  EXPECT_EQ(used(), used_before);
 }
 
 TEST_F(ScrubStateTest, ContextThatFailsItsScrubIsDestroyedNotReused) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "phos/driver/physical_memory.h"
 #include "phos/runtime/va_allocator.h"
 
 namespace phos::runtime {
@@ -64,7 +65,7 @@ class SharedBuffersTest : public ::testing::Test {
     EXPECT_EQ(mapping.address, at);
     EXPECT_EQ(shares_.Acquire(0, kContent, bytes_), 0u) << "still loading: not handed out";
     EXPECT_EQ(table_->cuMemcpyHtoD(at, pattern_.data(), bytes_), CUDA_SUCCESS);
-    EXPECT_EQ(SetDeviceAccess(*table_, at, mapping.bytes, mapping.device, CU_MEM_ACCESS_FLAGS_PROT_READ),
+    EXPECT_EQ(driver::SetDeviceAccess(*table_, at, mapping.bytes, mapping.device, CU_MEM_ACCESS_FLAGS_PROT_READ),
               CUDA_SUCCESS);
     EXPECT_TRUE(shares_.MarkResident(0, kContent, mapping.handle));
     return at;

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "phos/driver/physical_memory.h"
+
 namespace phos::runtime {
 namespace {
 
@@ -272,6 +274,59 @@ TEST_F(VaAllocatorTest, WhatIsFreedOrDestroyedIsZeroedBeforeItGoesBackToTheDrive
   EXPECT_EQ(unzeroed(), before);
   space.reset();  // what is still mapped goes with the space
   EXPECT_EQ(unzeroed(), before);
+}
+
+// A migration's source: the borrowed range is unmapped at once, so that the same addresses can be
+// mapped again (on the target) before the old memory is zeroed; the memory is handed over whole,
+// still holding its bytes, and goes back to the driver zeroed.
+TEST_F(VaAllocatorTest, UnmapAllFreesTheRangeAtOnceAndHandsTheMemoryOverToBeZeroed) {
+  ASSERT_NE(table_->phosSimGetStats, nullptr);
+  auto stats = [&] {
+    PhosSimStats s{};
+    EXPECT_EQ(table_->phosSimGetStats(0, &s), CUDA_SUCCESS);
+    return s;
+  };
+  CUdeviceptr arena = 0;
+  ASSERT_EQ(table_->cuMemAddressReserve(&arena, kGiB, 0, 0, 0), CUDA_SUCCESS);
+  auto space = InstanceAddressSpace::Reserve(table_.get(), {.range_bytes = kGiB, .base = arena, .borrowed = true});
+  ASSERT_TRUE(space.ok()) << space.status().ToString();
+  auto large = (*space)->Allocate(3 * kMiB);
+  auto small = (*space)->Allocate(100);
+  ASSERT_TRUE(large.ok() && small.ok());
+  std::vector<uint8_t> secret(3 * kMiB, 0x5a);
+  ASSERT_EQ(table_->cuMemcpyHtoD(*large, secret.data(), secret.size()), CUDA_SUCCESS);
+  const uint64_t unzeroed = stats().released_unzeroed_bytes;
+
+  std::vector<ctxpool::TenantResources::Unmapped> to_zero;
+  ASSERT_TRUE((*space)->UnmapAll(&to_zero).ok());
+  EXPECT_EQ((*space)->mapping_count(), 0u);
+  EXPECT_EQ((*space)->allocation_count(), 0u);
+  ASSERT_EQ(to_zero.size(), 2u);  // the large allocation's granules and the small one's
+  // The range maps again right away, while the old memory still exists, unzeroed.
+  EXPECT_TRUE((*space)->MapAt(*large, 3 * kMiB).ok());
+  const ctxpool::TenantResources::Unmapped* held = nullptr;
+  for (const auto& u : to_zero) {
+    EXPECT_EQ(u.device, 0);
+    if (u.bytes >= secret.size()) held = &u;
+  }
+  ASSERT_NE(held, nullptr);
+  // A witness mapping of the handed-over memory keeps it alive past its release and shows what the
+  // release left in it.
+  CUdeviceptr witness = 0;
+  ASSERT_EQ(table_->cuMemAddressReserve(&witness, held->bytes, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(table_->cuMemMap(witness, held->bytes, 0, held->handle, 0), CUDA_SUCCESS);
+  ASSERT_EQ(driver::SetDeviceAccess(*table_, witness, held->bytes, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), CUDA_SUCCESS);
+  std::vector<uint8_t> seen(secret.size());
+  ASSERT_EQ(table_->cuMemcpyDtoH(seen.data(), witness, seen.size()), CUDA_SUCCESS);
+  EXPECT_EQ(seen, secret);
+  for (const auto& u : to_zero) EXPECT_TRUE(driver::ZeroAndRelease(*table_, u.handle, u.bytes, u.device).ok());
+  ASSERT_EQ(table_->cuMemcpyDtoH(seen.data(), witness, seen.size()), CUDA_SUCCESS);
+  EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](uint8_t b) { return b == 0; }));
+  EXPECT_EQ(table_->cuMemUnmap(witness, held->bytes), CUDA_SUCCESS);
+  EXPECT_EQ(table_->cuMemAddressFree(witness, held->bytes), CUDA_SUCCESS);
+  EXPECT_EQ(stats().released_unzeroed_bytes, unzeroed);
+  space->reset();
+  EXPECT_EQ(table_->cuMemAddressFree(arena, kGiB), CUDA_SUCCESS);
 }
 
 TEST_F(VaAllocatorTest, ReleaseHandsEveryMappingOver) {

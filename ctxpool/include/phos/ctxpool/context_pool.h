@@ -79,6 +79,15 @@ struct TenantResources {
     CUmemGenericAllocationHandle handle = 0;
   };
   std::vector<Mapping> mappings;
+  // Physical memory of an instance range that was unmapped as its session ended, so that the range
+  // could be mapped again at once (a migration's target restores in it): zeroed through an address
+  // of the scrub's own, then released.
+  struct Unmapped {
+    CUmemGenericAllocationHandle handle = 0;
+    size_t bytes = 0;
+    int device = 0;
+  };
+  std::vector<Unmapped> unmapped;
   struct AddressRange {
     CUdeviceptr base = 0;
     size_t bytes = 0;

@@ -171,6 +171,10 @@ struct CaptureOptions {
   // in the DRAM tier): all a migration's final stop waits for. Not called when the commit fails;
   // a follow-up of the caller's may still fail the capture after it was called.
   std::function<void(uint64_t version, const CaptureStats& copies)> committed;
+  // Soft recopy: the session ends once the snapshot is committed (a migration's instance serves
+  // nothing more): its guards are lifted at once rather than paced between the calls of an
+  // instance that runs on.
+  bool session_ends = false;
   // Filled when the capture ends (soft modes), if not null.
   CaptureStats* stats = nullptr;
 };
@@ -267,6 +271,16 @@ struct ApiServerOptions {
   std::function<std::chrono::steady_clock::time_point()> clock = [] { return std::chrono::steady_clock::now(); };
 };
 
+// How an ending session gives back the instance range it borrowed (a VA slot).
+enum class RangeRelease {
+  // Zeroed, unmapped and released when EndSession returns: the range's next instance, on the same
+  // device, has its memory back.
+  kZeroed,
+  // Unmapped when EndSession returns, the memory zeroed and released behind it by the context
+  // pool's scrub (an instance that moves: its range is restored on another device at once).
+  kUnmappedZeroedBehind,
+};
+
 class ApiServer {
  public:
   // Initialises the driver (cuInit) and starts listening. The server (and any pool it opens) holds
@@ -313,8 +327,9 @@ class ApiServer {
                                   const std::string& device_profile, std::chrono::milliseconds timeout,
                                   const CaptureOptions& options = {});
   // Ends the token's session, if any, releasing its context, memory, streams, events, modules and
-  // handles, and forgets the token. Unknown tokens are ignored.
-  void EndSession(const std::string& token);
+  // handles, and forgets the token. Unknown tokens are ignored. `how`: when the session's
+  // instance range is zeroed (RangeRelease).
+  void EndSession(const std::string& token, RangeRelease how = RangeRelease::kZeroed);
   // The quota of the sessions of `function` (tokens issued for it: IssueToken(gpus, function), or
   // a SessionPlan naming it) opened from now on; an all-zero quota forgets the function's.
   void SetFunctionQuota(const std::string& function, SessionQuota quota);

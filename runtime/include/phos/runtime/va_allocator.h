@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "phos/base/status.h"
+#include "phos/ctxpool/context_pool.h"
 #include "phos/driver/driver_table.h"
 #include "phos/runtime/shared_buffers.h"
 
@@ -75,9 +76,6 @@ struct AddressSpaceRelease {
 
 // Device memory as phos maps it with the VMM calls: pinned, on `device`.
 CUmemAllocationProp DeviceMemoryProp(int device);
-// cuMemSetAccess of [address, + bytes) for `device` with `flags` (CU_MEM_ACCESS_FLAGS_PROT_*).
-CUresult SetDeviceAccess(driver::DriverTable& driver, CUdeviceptr address, uint64_t bytes, int device,
-                         CUmemAccess_flags flags);
 // The driver's granularity for that memory (`flag`: minimum or recommended).
 Result<uint64_t> DeviceMemoryGranularity(driver::DriverTable& driver, int device, CUmemAllocationGranularity_flags flag);
 
@@ -149,6 +147,11 @@ class InstanceAddressSpace {
   // unmaps and releases them: for a borrowed range, which its owner hands to the next instance at
   // once, so the pool's deferred scrub cannot do it. The space stays usable (empty).
   Status ZeroAndUnmapAll();
+  // The same, with the zeroing left to the caller: waits for the context's work, unmaps every
+  // mapping and appends the physical memory this space must end to `to_zero` (zeroed through an
+  // address of its own, then released: ctxpool's TenantResources::unmapped). Shared allocations
+  // other instances still map are only unmapped. The space stays usable (empty).
+  Status UnmapAll(std::vector<ctxpool::TenantResources::Unmapped>* to_zero);
   bool borrowed() const { return borrowed_; }
   CUdeviceptr base() const { return base_; }
   uint64_t range_bytes() const { return range_bytes_; }

@@ -666,8 +666,9 @@ int main(int argc, char** argv) {
     }
     for (const auto& f : j["functions"]) {
       if (f.contains("moved_to") && f["moved_to"].is_string()) {
-        std::printf("%s moved to %s: its requests here are forwarded there\n", f["name"].get<std::string>().c_str(),
-                    f["moved_to"].get<std::string>().c_str());
+        std::printf("%s moved to %s: its requests here are forwarded there (%d unanswered)\n",
+                    f["name"].get<std::string>().c_str(), f["moved_to"].get<std::string>().c_str(),
+                    f.value("forwarding", 0));
       }
     }
     return 0;

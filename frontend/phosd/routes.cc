@@ -568,7 +568,10 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
       if (!admin) Redact(&j);
       j["state"] = {{"starting", f.starting}, {"idle", f.idle}, {"busy", f.busy}, {"ending", f.ending},
                     {"queued", f.queued}};
-      if (!f.moved_to.empty() && admin) j["moved_to"] = f.moved_to;
+      if (!f.moved_to.empty() && admin) {
+        j["moved_to"] = f.moved_to;
+        j["forwarding"] = f.forwarding;
+      }
       if (!f.deploy_stage.empty()) j["deploy_stage"] = f.deploy_stage;
       j["version"] = f.version;
       if (f.deploying_version != 0) j["deploying_version"] = f.deploying_version;

@@ -276,6 +276,7 @@ std::vector<FunctionStatus> InstanceManager::Impl::List() const {
     if (!table.deploying.empty()) s.deploying_version = functions_.at(table.deploying)->number;
     s.queued = f->queue.size();
     if (f->moved_to != nullptr) s.moved_to = f->moved_to->Name();
+    s.forwarding = static_cast<size_t>(std::max(0, f->forwarding->load()));
     // A new version's deploy is the one under way, if any.
     s.deploy_stage = table.deploying.empty() ? f->deploy_stage : functions_.at(table.deploying)->deploy_stage;
     for (const auto& inst : f->instances) {
@@ -356,6 +357,7 @@ void InstanceManager::Impl::Submit(const std::string& name, Invocation inv) {
   bool stopping = false;
   bool overloaded = false;
   std::shared_ptr<PeerNode> moved_to;
+  std::shared_ptr<std::atomic<int>> forwarding;
   {
     std::lock_guard lock(mu_);
     stopping = stopping_;
@@ -367,7 +369,14 @@ void InstanceManager::Impl::Submit(const std::string& name, Invocation inv) {
                                         : options_.invoke_timeout);
     }
     if (!stopping && it != functions_.end() && it->second->moved_to != nullptr) {
-      moved_to = it->second->moved_to;
+      // Forwarded, and bounded as its queue here would be: answers there come back through this node.
+      const Function& f = *it->second;
+      overloaded = f.spec.max_queue > 0 && f.forwarding->load() >= f.spec.max_queue;
+      if (!overloaded) {
+        moved_to = f.moved_to;
+        forwarding = f.forwarding;
+        ++*forwarding;
+      }
     } else if (!stopping && it != functions_.end()) {
       std::shared_ptr<Function> f = it->second;
       bool deployed = f->deploy == DeployState::kDeployed;
@@ -406,7 +415,7 @@ void InstanceManager::Impl::Submit(const std::string& name, Invocation inv) {
                             "function '" + name + "' has as many invocations waiting as its max_queue allows"));
   }
   if (moved_to != nullptr) {
-    Forward(name, moved_to, std::move(inv));
+    Forward(name, moved_to, std::move(forwarding), std::move(inv));
   } else if (stopping) {
     inv.done(Outcome(InvokeOutcome::Kind::kStopping, "phosd is shutting down"));
   } else {

@@ -6,6 +6,7 @@
 // state; channel I/O and callbacks run outside it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -210,6 +211,9 @@ struct Function {
   bool job_driven = false;           // its driver thread runs
   // Its instance moved to this node (Migrate to a node): every invocation is forwarded there.
   std::shared_ptr<PeerNode> moved_to;
+  // Invocations forwarded there and not answered yet: at most spec.max_queue (when set), as if they
+  // waited here. Shared with the answers' callbacks, which may outlive the manager.
+  std::shared_ptr<std::atomic<int>> forwarding = std::make_shared<std::atomic<int>>(0);
   // Another node's version this deploy adopts (Adopt); null: a deploy of this node's own.
   std::shared_ptr<const AdoptedVersion> adopted;
   // A deploy asked for on this node (Register, Deploy, DeployVersion, Rollback), told to
@@ -414,8 +418,10 @@ class InstanceManager::Impl {
   // checkpoint sent there and restored; then the function's invocations forwarded there. False
   // when the send failed (Move::failure says why): the instance is restored here instead.
   bool SendToNode(const std::shared_ptr<Function>& f, Instance& inst, Move& move);
-  // Forwards `inv` to the node `f` moved to.
-  void Forward(const std::string& name, const std::shared_ptr<PeerNode>& node, Invocation inv);
+  // Forwards `inv` to the node `f` moved to; counted in `forwarding` (the caller has added it)
+  // until it is answered.
+  void Forward(const std::string& name, const std::shared_ptr<PeerNode>& node,
+               std::shared_ptr<std::atomic<int>> forwarding, Invocation inv);
   // Queues checkpoint `job` (moved from) for instance `instance` of `name` (0: an idle one, else
   // the oldest); why not when there is no such instance or it cannot be checkpointed (or moved)
   // now, `job` left as it was.

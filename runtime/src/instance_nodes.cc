@@ -42,6 +42,7 @@ bool InstanceManager::Impl::SendToNode(const std::shared_ptr<Function>& f, Insta
     std::lock_guard lock(mu_);
     f->moved_to = move.node;
     queued.swap(f->queue);
+    *f->forwarding += static_cast<int>(queued.size());
     // None may serve on here from its own state (QueueCheckpoint refused the move while another
     // ran; one could have been restored for a request since).
     for (const auto& other : f->instances) {
@@ -57,20 +58,23 @@ bool InstanceManager::Impl::SendToNode(const std::shared_ptr<Function>& f, Insta
            name, move.node->Name(), move.received.instance, move.received.version, move.received.sent_chunks,
            move.received.sent_bytes, queued.size());
   AnswerMove(inst, Status::Ok());
-  for (Invocation& inv : queued) Forward(name, move.node, std::move(inv));
+  for (Invocation& inv : queued) Forward(name, move.node, f->forwarding, std::move(inv));
   return true;
 }
 
-void InstanceManager::Impl::Forward(const std::string& name, const std::shared_ptr<PeerNode>& node, Invocation inv) {
+void InstanceManager::Impl::Forward(const std::string& name, const std::shared_ptr<PeerNode>& node,
+                                    std::shared_ptr<std::atomic<int>> forwarding, Invocation inv) {
   const Clock::duration left = inv.deadline - Clock::now();
   if (left <= Clock::duration::zero()) {
+    --*forwarding;
     inv.done(Outcome(InvokeOutcome::Kind::kTimeout, "the deadline passed while the request was queued"));
     return;
   }
   // At least a millisecond: a deadline closer than that still gets its chance there.
   const auto timeout = std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(left));
   node->Invoke(name, {.request = std::move(inv.request), .timeout = timeout, .request_id = std::move(inv.request_id)},
-               [done = std::move(inv.done), there = node->Name()](InvokeOutcome o) {
+               [done = std::move(inv.done), there = node->Name(), forwarding](InvokeOutcome o) {
+                 --*forwarding;
                  o.node = there;
                  done(std::move(o));
                });

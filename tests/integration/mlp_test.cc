@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <csignal>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -249,6 +250,54 @@ TEST_F(MlpTest, AnInstanceMovedToAnotherNodeAnswersEveryRequestSentDuringTheMove
   EXPECT_NE(PhosFn({"ls", "--json"}).out.find("\"moved_to\":\"" + other.endpoint() + "\""), std::string::npos);
   // Moved once: it does not move again from here.
   EXPECT_NE(PhosFn({"migrate", "mlp", "--node", other.endpoint(), "--node-token-file", other.token_file()}).exit_code, 0);
+}
+
+// Invocations forwarded to the node an instance moved to count against the function's max_queue,
+// as they would waiting here: with that node silent, max_queue of them are held and the next is
+// refused at once (429); once it answers again, those held are answered as the CPU reference says.
+TEST_F(MlpTest, InvocationsForwardedToAMovedInstanceAreBoundedByTheFunctionsMaxQueue) {
+  PhosdNode other;
+  ASSERT_NO_FATAL_FAILURE(other.Start(ExtraPhosdArgs(), phosd_env_));
+  CommandResult deployed = PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--instances", "1", "--max-queue", "2", "--",
+                                   "--size-mib", "16", "--layers", "4"});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out;
+  deployed = other.PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--instances", "1", "--", "--size-mib", "16", "--layers",
+                           "4"});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.out << other.Log();
+  ASSERT_TRUE(SettledToOneIdleInstance("mlp"));
+  CommandResult moved =
+      PhosFn({"migrate", "mlp", "--node", other.endpoint(), "--node-token-file", other.token_file()});
+  ASSERT_EQ(moved.exit_code, 0) << moved.out << PhosdLog() << other.Log();
+
+  auto forwarding = [&] {
+    nlohmann::json j = nlohmann::json::parse(PhosFn({"ls", "--json"}).out, nullptr, false);
+    if (j.is_discarded() || !j.contains("functions")) return -1;
+    for (const auto& f : j["functions"]) {
+      if (f.value("name", "") == "mlp") return f.value("forwarding", -1);
+    }
+    return -1;
+  };
+  EXPECT_EQ(forwarding(), 0);
+  ASSERT_EQ(kill(other.pid(), SIGSTOP), 0);
+  std::vector<HttpResponse> held(2);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 2; ++i) clients.emplace_back([&, i] { held[i] = InvokeMlp(500 + i); });
+  const bool both_held = WaitUntil([&] { return forwarding() == 2; });
+  HttpResponse refused = both_held ? InvokeMlp(600) : HttpResponse{};
+  ASSERT_EQ(kill(other.pid(), SIGCONT), 0);
+  for (auto& t : clients) t.join();
+  ASSERT_TRUE(both_held) << "forwarding: " << forwarding();
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  EXPECT_NE(refused.body.find("max_queue"), std::string::npos) << refused.body;
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE("seed " + std::to_string(500 + i));
+    ASSERT_EQ(held[i].status, 200) << held[i].body;
+    ExpectMlpMatchesReference(held[i].body, 500 + i, /*full=*/false);
+  }
+  EXPECT_TRUE(WaitUntil([&] { return forwarding() == 0; }));
+  HttpResponse after = InvokeMlp(700);
+  ASSERT_EQ(after.status, 200) << after.body;
+  ExpectMlpMatchesReference(after.body, 700, /*full=*/false);
 }
 
 // A node whose devices are of another kind (here an A100's profile, not the CI device) refuses the

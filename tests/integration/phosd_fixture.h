@@ -79,6 +79,8 @@ class PhosdNode {
   // Kills it (SIGKILL: a node that dies), waiting for it to be gone.
   void Kill();
   std::string token_file() const { return data_dir_ + "/admin.token"; }
+  // Its process (to stop and continue it: a node that goes silent).
+  pid_t pid() const { return phosd_->pid(); }
   std::string Log() const;
   // phos-fn --endpoint <its endpoint> --token-file <its admin token> args...
   CommandResult PhosFn(const std::vector<std::string>& args) const;

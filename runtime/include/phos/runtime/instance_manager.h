@@ -429,6 +429,8 @@ struct FunctionStatus {
   // Its instance moved to another node, which serves its invocations now (forwarded there); empty
   // when it runs here.
   std::string moved_to;
+  // Invocations forwarded there and not answered yet (at most spec.max_queue, when set).
+  size_t forwarding = 0;
   // What its deploy under way is doing: "running to its entry point", "capturing its GPU state",
   // "keeping its CPU state", "warming up", "running the sample request", "filling the context
   // pool". Empty when no deploy is under way.

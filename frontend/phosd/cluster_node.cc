@@ -248,6 +248,19 @@ void ClusterNode::FindRecord(const std::string& name, std::function<void(Result<
 
 void ClusterNode::Serve(const std::string& name, std::function<void(Status)> done) {
   if (manager_->Spec(name)) return done(Status::Ok());
+  std::optional<Status> waiting_to_retry;
+  {
+    std::lock_guard lock(mu_);
+    auto failed = failed_.find(name);
+    const auto now = std::chrono::steady_clock::now();
+    if (failed != failed_.end() && now < failed->second.retry_at) {
+      const auto left = std::chrono::duration_cast<std::chrono::seconds>(failed->second.retry_at - now).count() + 1;
+      waiting_to_retry = Status(failed->second.status.code(),
+                                fmt::format("{} (its adoption failed {} time(s) in a row; not tried again for {} s)",
+                                            failed->second.status.message(), failed->second.failures, left));
+    }
+  }
+  if (waiting_to_retry) return done(*waiting_to_retry);
   auto finish = [this, name](Status status) {
     std::vector<std::function<void(Status)>> waiting;
     {
@@ -266,7 +279,10 @@ void ClusterNode::Serve(const std::string& name, std::function<void(Status)> don
   const bool posted = Post([this, name, finish] {
     Result<ClusterRecord> record = Record(name);
     if (!record.ok()) return finish(record.status());
-    Adopt(*record, finish);
+    Adopt(*record, [this, name, number = record->version.number, finish](Status adopted) {
+      NoteAdoption(name, number, adopted);
+      finish(std::move(adopted));
+    });
   });
   if (!posted) finish(Status::Unavailable("the cluster's registry is busy or phosd is stopping; try again"));
 }
@@ -303,6 +319,24 @@ void ClusterNode::Adopt(const ClusterRecord& record, std::function<void(Status)>
   });
 }
 
+void ClusterNode::NoteAdoption(const std::string& name, uint64_t version, const Status& status) {
+  constexpr std::chrono::milliseconds kMostAdoptRetry = std::chrono::minutes(5);
+  std::lock_guard lock(mu_);
+  if (status.ok()) {
+    failed_.erase(name);
+    return;
+  }
+  FailedAdoption& failed = failed_[name];
+  failed.failures = failed.version == version ? failed.failures + 1 : 1;
+  failed.version = version;
+  failed.status = status;
+  const int doublings = std::min(failed.failures - 1, 20);
+  const auto wait = std::min<std::chrono::milliseconds>(options_.adopt_retry * (int64_t{1} << doublings), kMostAdoptRetry);
+  failed.retry_at = std::chrono::steady_clock::now() + wait;
+  PHOS_LOG(Warn, "cluster", "version {} of '{}' could not be adopted ({} time(s) in a row; next try in {} ms): {}",
+           version, name, failed.failures, wait.count(), status.message());
+}
+
 Status ClusterNode::Forget(const std::string& name) { return etcd_.Delete(FunctionKey(name)); }
 
 Result<nlohmann::json> ClusterNode::Nodes() const {
@@ -333,6 +367,11 @@ std::optional<int64_t> ClusterNode::CatchUp() {
 
 void ClusterNode::Follow(const cluster::KeyValue& kv, bool deleted) {
   const std::string name = kv.key.substr(std::string(kFunctions).size());
+  {
+    // Another record of the name (or none): what failed to be adopted is no longer what is asked.
+    std::lock_guard lock(mu_);
+    failed_.erase(name);
+  }
   if (deleted) {
     // Removed on another node (or here: then it is gone already).
     Post([this, name] {

@@ -12,6 +12,7 @@
 //   a function it serves is adopted as it is written (a watch); a record deleted removes it.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -41,6 +42,10 @@ struct ClusterOptions {
   std::string node;      // this node's name: [A-Za-z0-9_.-], 1..64 characters
   std::string endpoint;  // where the other nodes and clients reach its HTTP API (empty: Join's)
   int64_t ttl_seconds = 10;  // the node's lease: how long a dead node stays listed
+  // After an adoption fails, its function's invocations get that failure at once for this long
+  // before the next try, doubled per failure in a row (at most kMostAdoptRetry): a record that
+  // cannot be adopted costs one import and run to the entry point per wait, not per invocation.
+  std::chrono::milliseconds adopt_retry{1000};
   std::string device_profile;
   int devices = 0;
 };
@@ -101,6 +106,8 @@ class ClusterNode {
   static std::string FunctionKey(const std::string& name) { return "/phos/functions/" + name; }
   // Adopts `record` (InstanceManager::Adopt); `done` gets how it went.
   void Adopt(const ClusterRecord& record, std::function<void(Status)> done);
+  // Notes how the adoption of version `version` of `name` went (failed_).
+  void NoteAdoption(const std::string& name, uint64_t version, const Status& status);
   // Records `record` in the registry, once every range's snapshot is in the bucket — unless the
   // version no longer serves here (removed, or replaced meanwhile), or the registry holds another
   // node's deploy of the name that is not older (two deploys at once: the first recorded stays).
@@ -130,6 +137,15 @@ class ClusterNode {
   bool stopping_ = false;
   // Adoptions under way, by name: whoever else asks waits for the same one.
   std::map<std::string, std::vector<std::function<void(Status)>>> adopting_;
+  // The last adoption of a name failed: why, how many times in a row, of which version, and when
+  // the next may be tried (ClusterOptions::adopt_retry). A new record of the name forgets it.
+  struct FailedAdoption {
+    Status status;
+    int failures = 0;
+    uint64_t version = 0;
+    std::chrono::steady_clock::time_point retry_at;
+  };
+  std::map<std::string, FailedAdoption> failed_;
   std::unique_ptr<TaskThreads> work_ = std::make_unique<TaskThreads>(2);  // lookups and adoptions
   int queued_ = 0;  // tasks posted to work_ and not yet begun (Post)
   std::thread watcher_;

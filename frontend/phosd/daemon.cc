@@ -336,6 +336,7 @@ Status Daemon::Parts::StartAll() {
                                                     .node = node_name,
                                                     .endpoint = o.advertise,
                                                     .ttl_seconds = o.node_ttl_s,
+                                                    .adopt_retry = std::chrono::milliseconds(o.adopt_retry_ms),
                                                     .device_profile = device_name,
                                                     .devices = api->device_count()},
                                                    manager.get(), store.get(), executables.get(), *bucket,

@@ -46,6 +46,7 @@ struct DaemonOptions {
   std::string node_name;  // empty: the host's name
   std::string advertise;
   int64_t node_ttl_s = 10;
+  int64_t adopt_retry_ms = 1000;  // the first wait after a failed adoption
   std::string admin_token_file;
   std::vector<std::string> functions_dirs;  // empty: <data-dir>/functions
   uint64_t max_artifact_mib = 256;

@@ -134,6 +134,11 @@ int main(int argc, char** argv) {
                  "Seconds a node that stopped answering stays listed in the cluster (its etcd lease)")
       ->check(CLI::Range(2, 3600))
       ->capture_default_str();
+  app.add_option("--adopt-retry-ms", o.adopt_retry_ms,
+                 "After an adoption of a cluster's function fails, how long its invocations get that failure "
+                 "before the next try (doubled per failure in a row, at most 5 minutes)")
+      ->check(CLI::Range(int64_t{1}, int64_t{3600000}))
+      ->capture_default_str();
   app.add_option("--instance-ranges", o.instance_ranges,
                  "Instance ranges reserved for snapshots; each deployed function takes max_instances + 1")
       ->check(CLI::PositiveNumber)

@@ -35,10 +35,12 @@ class ClusterTest : public ::testing::Test {
   }
 
   // Node `name` of the cluster; its lease lasts 2 s, so that a killed node drops out soon.
-  void StartNode(PhosdNode* node, const std::string& name) {
-    node->Start({"--etcd", etcd_.endpoint(), "--s3-endpoint", s3rver_.endpoint(), "--s3-bucket", kBucket,
-                 "--node-name", name, "--node-ttl-s", "2"},
-                {{"AWS_ACCESS_KEY_ID", "S3RVER"}, {"AWS_SECRET_ACCESS_KEY", "S3RVER"}});
+  void StartNode(PhosdNode* node, const std::string& name, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"--etcd",      etcd_.endpoint(), "--s3-endpoint", s3rver_.endpoint(),
+                                     "--s3-bucket", kBucket,          "--node-name",   name,
+                                     "--node-ttl-s", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    node->Start(args, {{"AWS_ACCESS_KEY_ID", "S3RVER"}, {"AWS_SECRET_ACCESS_KEY", "S3RVER"}});
   }
 
   static http::ClientResponse Call(const PhosdNode& node, const std::string& method, const std::string& path,
@@ -155,10 +157,12 @@ TEST_F(ClusterTest, DeployedOnAServesOnBAndCWithAsBytesAndOutlivesA) {
 }
 
 // A record someone wrote into etcd by hand naming a program outside the node's functions
-// directories is not run: the node adopts only what a deploy there could name.
+// directories is not run: the node adopts only what a deploy there could name. The failed adoption
+// is not tried again for each invocation (--adopt-retry-ms, an hour here), until a new record of
+// the name comes.
 TEST_F(ClusterTest, ARecordNamingAProgramOutsideTheFunctionsDirectoriesIsNotAdopted) {
   PhosdNode a;
-  StartNode(&a, "node-a");
+  StartNode(&a, "node-a", {"--adopt-retry-ms", "3600000"});
   Result<cluster::Etcd> etcd = cluster::Etcd::Make({.endpoints = {etcd_.endpoint()}});
   ASSERT_TRUE(etcd.ok());
   const nlohmann::json record = {
@@ -175,6 +179,24 @@ TEST_F(ClusterTest, ARecordNamingAProgramOutsideTheFunctionsDirectoriesIsNotAdop
   EXPECT_NE(r.body.find("executable '/bin/sh'"), std::string::npos) << r.body;
   EXPECT_FALSE(std::filesystem::exists("/tmp/phos-cluster-evil"));
   EXPECT_EQ(Call(a, "GET", "/v1/functions/evil/versions").status, 404) << "registered all the same";
+
+  http::ClientResponse again = Call(a, "POST", "/v1/functions/evil/invoke", "{}");
+  EXPECT_EQ(again.status, 400) << again.body;
+  EXPECT_NE(again.body.find("executable '/bin/sh'"), std::string::npos) << again.body;
+  EXPECT_NE(again.body.find("failed 1 time(s) in a row; not tried again for"), std::string::npos) << again.body;
+
+  // A new record: tried at once (and refused for the same reason).
+  nlohmann::json next = record;
+  next["version"]["version"] = 2;
+  ASSERT_TRUE(etcd->Put("/phos/functions/evil", next.dump()).ok());
+  http::ClientResponse retried;
+  EXPECT_TRUE(WaitUntil([&] {
+    retried = Call(a, "POST", "/v1/functions/evil/invoke", "{}");
+    return retried.body.find("not tried again") == std::string::npos;
+  })) << retried.body;
+  EXPECT_EQ(retried.status, 400) << retried.body;
+  EXPECT_NE(retried.body.find("executable '/bin/sh'"), std::string::npos) << retried.body;
+  EXPECT_FALSE(std::filesystem::exists("/tmp/phos-cluster-evil"));
 }
 
 // A name is one node's at a time: a second phosd claiming a live node's name does not start.

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 
+#include "phos/base/durable_file.h"
 #include "phos/base/log.h"
 #include "phos/runtime/instance_registry.h"
 
@@ -93,7 +95,20 @@ ClusterNode::ClusterNode(ClusterOptions options, cluster::Etcd etcd, runtime::In
       store_(store),
       executables_(executables),
       bucket_(std::move(bucket)),
-      uploader_(uploader) {}
+      uploader_(uploader) {
+  if (options_.recorded_path.empty()) return;
+  std::ifstream in(options_.recorded_path);
+  if (!in) return;  // none yet
+  // phosd's own file, read as carefully as any: what cannot be read is started afresh.
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains("recorded") && j["recorded"].is_array()) {
+    for (const nlohmann::json& name : j["recorded"]) {
+      if (name.is_string()) recorded_.insert(name.get<std::string>());
+    }
+  } else {
+    PHOS_LOG(Warn, "cluster", "{} is not a list of recorded functions; starting without it", options_.recorded_path);
+  }
+}
 
 Result<std::unique_ptr<ClusterNode>> ClusterNode::Connect(ClusterOptions options, runtime::InstanceManager* manager,
                                                           store::Store* store, const Executables* executables,
@@ -225,6 +240,7 @@ void ClusterNode::Publish(const ClusterRecord& record) {
   Result<bool> put = etcd_.PutIf(FunctionKey(name), ClusterRecordToJson(record), expected);
   if (!put.ok()) return refuse(put.status().message());
   if (!*put) return refuse("another node recorded a deploy of it meanwhile");
+  NoteRecorded(name, true);
   PHOS_LOG(Info, "cluster", "version {} of '{}' published to the cluster", number, name);
 }
 
@@ -319,11 +335,36 @@ void ClusterNode::Adopt(const ClusterRecord& record, std::function<void(Status)>
   });
 }
 
+void ClusterNode::NoteRecorded(const std::string& name, bool recorded) {
+  std::lock_guard lock(mu_);
+  const bool changed = recorded ? recorded_.insert(name).second : recorded_.erase(name) > 0;
+  if (changed) SaveRecordedLocked();
+}
+
+void ClusterNode::SaveRecordedLocked() {
+  if (options_.recorded_path.empty()) return;
+  const std::string text = nlohmann::json{{"recorded", recorded_}}.dump() + "\n";
+  if (Status s = ReplaceFileDurably(options_.recorded_path, text, 0600); !s.ok()) {
+    PHOS_LOG(Warn, "cluster", "the functions the registry records are not kept: {}", s.message());
+  }
+}
+
+void ClusterNode::RemoveHere(const std::string& name, const char* why) {
+  Post([this, name, why] {
+    if (!manager_->Spec(name)) return;
+    PHOS_LOG(Info, "cluster", "'{}' was removed from the cluster {}: removing it here", name, why);
+    if (Status removed = manager_->Remove(name); !removed.ok()) {
+      PHOS_LOG(Warn, "cluster", "'{}' is not removed here: {}", name, removed.message());
+    }
+  });
+}
+
 void ClusterNode::NoteAdoption(const std::string& name, uint64_t version, const Status& status) {
   constexpr std::chrono::milliseconds kMostAdoptRetry = std::chrono::minutes(5);
   std::lock_guard lock(mu_);
   if (status.ok()) {
     failed_.erase(name);
+    if (recorded_.insert(name).second) SaveRecordedLocked();
     return;
   }
   FailedAdoption& failed = failed_[name];
@@ -337,7 +378,10 @@ void ClusterNode::NoteAdoption(const std::string& name, uint64_t version, const 
            version, name, failed.failures, wait.count(), status.message());
 }
 
-Status ClusterNode::Forget(const std::string& name) { return etcd_.Delete(FunctionKey(name)); }
+Status ClusterNode::Forget(const std::string& name) {
+  NoteRecorded(name, false);
+  return etcd_.Delete(FunctionKey(name));
+}
 
 Result<nlohmann::json> ClusterNode::Nodes() const {
   PHOS_ASSIGN_OR_RETURN(std::vector<cluster::KeyValue> kvs, etcd_.List(kNodes));
@@ -355,13 +399,27 @@ Result<nlohmann::json> ClusterNode::Nodes() const {
 }
 
 std::optional<int64_t> ClusterNode::CatchUp() {
+  // Taken before the listing: a name recorded after it (a publish meanwhile) is in the listing.
+  std::set<std::string> was_recorded;
+  {
+    std::lock_guard lock(mu_);
+    was_recorded = recorded_;
+  }
   int64_t revision = 0;
   Result<std::vector<cluster::KeyValue>> records = etcd_.List(kFunctions, &revision);
   if (!records.ok()) {
     PHOS_LOG(Warn, "cluster", "the registry could not be listed: {}", records.status().message());
     return std::nullopt;
   }
-  for (const cluster::KeyValue& kv : *records) Follow(kv, false);
+  for (const cluster::KeyValue& kv : *records) {
+    was_recorded.erase(kv.key.substr(std::string(kFunctions).size()));
+    Follow(kv, false);
+  }
+  // Recorded when last seen, gone from the registry now: deleted while none watched.
+  for (const std::string& name : was_recorded) {
+    NoteRecorded(name, false);
+    RemoveHere(name, "while this node was away");
+  }
   return revision + 1;  // every change after the listing
 }
 
@@ -374,11 +432,8 @@ void ClusterNode::Follow(const cluster::KeyValue& kv, bool deleted) {
   }
   if (deleted) {
     // Removed on another node (or here: then it is gone already).
-    Post([this, name] {
-      if (manager_->Spec(name) && manager_->Remove(name).ok()) {
-        PHOS_LOG(Info, "cluster", "'{}' was removed from the cluster: removed here", name);
-      }
-    });
+    NoteRecorded(name, false);
+    RemoveHere(name, "on another node");
     return;
   }
   Result<ClusterRecord> record = ParseClusterRecord(kv.value);
@@ -389,6 +444,7 @@ void ClusterNode::Follow(const cluster::KeyValue& kv, bool deleted) {
   }
   // Only what this node serves follows at once; the rest is adopted when first invoked.
   const uint64_t serving = ServingNumber(name);
+  if (serving != 0) NoteRecorded(name, true);
   if (serving == 0 || serving == record->version.number) return;
   Post([this, record = *record] {
     Adopt(record, [name = record.version.spec.name, number = record.version.number](Status adopted) {

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +47,10 @@ struct ClusterOptions {
   // before the next try, doubled per failure in a row (at most kMostAdoptRetry): a record that
   // cannot be adopted costs one import and run to the entry point per wait, not per invocation.
   std::chrono::milliseconds adopt_retry{1000};
+  // Where the node keeps the names of the functions it serves that the registry recorded, so that
+  // one deleted from the cluster while the node was away is removed here when it comes back
+  // (<data-dir>/cluster-recorded.json); empty: not kept, such a deletion is not seen.
+  std::string recorded_path;
   std::string device_profile;
   int devices = 0;
 };
@@ -108,6 +113,13 @@ class ClusterNode {
   void Adopt(const ClusterRecord& record, std::function<void(Status)> done);
   // Notes how the adoption of version `version` of `name` went (failed_).
   void NoteAdoption(const std::string& name, uint64_t version, const Status& status);
+  // Notes that the registry records (or no longer records) `name`, which this node serves, and
+  // keeps the set at ClusterOptions::recorded_path.
+  void NoteRecorded(const std::string& name, bool recorded);
+  // Writes recorded_ to ClusterOptions::recorded_path; mu_ held.
+  void SaveRecordedLocked();
+  // Removes `name` here: the cluster deleted it (`why` for the log).
+  void RemoveHere(const std::string& name, const char* why);
   // Records `record` in the registry, once every range's snapshot is in the bucket — unless the
   // version no longer serves here (removed, or replaced meanwhile), or the registry holds another
   // node's deploy of the name that is not older (two deploys at once: the first recorded stays).
@@ -146,6 +158,9 @@ class ClusterNode {
     std::chrono::steady_clock::time_point retry_at;
   };
   std::map<std::string, FailedAdoption> failed_;
+  // The names of the functions served here that the registry recorded, as last seen (and kept at
+  // ClusterOptions::recorded_path): one of them missing from the registry was deleted.
+  std::set<std::string> recorded_;
   std::unique_ptr<TaskThreads> work_ = std::make_unique<TaskThreads>(2);  // lookups and adoptions
   int queued_ = 0;  // tasks posted to work_ and not yet begun (Post)
   std::thread watcher_;

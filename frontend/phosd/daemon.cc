@@ -337,6 +337,7 @@ Status Daemon::Parts::StartAll() {
                                                     .endpoint = o.advertise,
                                                     .ttl_seconds = o.node_ttl_s,
                                                     .adopt_retry = std::chrono::milliseconds(o.adopt_retry_ms),
+                                                    .recorded_path = o.data_dir + "/cluster-recorded.json",
                                                     .device_profile = device_name,
                                                     .devices = api->device_count()},
                                                    manager.get(), store.get(), executables.get(), *bucket,

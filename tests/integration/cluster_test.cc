@@ -35,12 +35,18 @@ class ClusterTest : public ::testing::Test {
   }
 
   // Node `name` of the cluster; its lease lasts 2 s, so that a killed node drops out soon.
-  void StartNode(PhosdNode* node, const std::string& name, std::vector<std::string> extra = {}) {
+  std::vector<std::string> NodeArgs(const std::string& name, const std::vector<std::string>& extra = {}) const {
     std::vector<std::string> args = {"--etcd",      etcd_.endpoint(), "--s3-endpoint", s3rver_.endpoint(),
                                      "--s3-bucket", kBucket,          "--node-name",   name,
                                      "--node-ttl-s", "2"};
     args.insert(args.end(), extra.begin(), extra.end());
-    node->Start(args, {{"AWS_ACCESS_KEY_ID", "S3RVER"}, {"AWS_SECRET_ACCESS_KEY", "S3RVER"}});
+    return args;
+  }
+  static std::vector<std::pair<std::string, std::string>> NodeEnv() {
+    return {{"AWS_ACCESS_KEY_ID", "S3RVER"}, {"AWS_SECRET_ACCESS_KEY", "S3RVER"}};
+  }
+  void StartNode(PhosdNode* node, const std::string& name, const std::vector<std::string>& extra = {}) {
+    node->Start(NodeArgs(name, extra), NodeEnv());
   }
 
   static http::ClientResponse Call(const PhosdNode& node, const std::string& method, const std::string& path,
@@ -197,6 +203,36 @@ TEST_F(ClusterTest, ARecordNamingAProgramOutsideTheFunctionsDirectoriesIsNotAdop
   EXPECT_EQ(retried.status, 400) << retried.body;
   EXPECT_NE(retried.body.find("executable '/bin/sh'"), std::string::npos) << retried.body;
   EXPECT_FALSE(std::filesystem::exists("/tmp/phos-cluster-evil"));
+}
+
+// A function deleted from the cluster while a node that served it was down is removed from that
+// node when it comes back; one the registry still records (deployed there) stays.
+TEST_F(ClusterTest, ADeletionMadeWhileANodeWasDownIsAppliedWhenItComesBack) {
+  PhosdNode a, b;
+  StartNode(&a, "node-a");
+  StartNode(&b, "node-b");
+  for (auto [node, name] : {std::pair<PhosdNode*, const char*>{&a, "mlp"}, {&b, "kept"}}) {
+    CommandResult deployed = node->PhosFn(
+        {"deploy", name, PHOS_MLP_FUNCTION, "--instances", "1", "--", "--size-mib", "16", "--layers", "4"});
+    ASSERT_EQ(deployed.exit_code, 0) << deployed.out << node->Log();
+    ASSERT_TRUE(WaitUntil([&] { return Recorded(name); }, std::chrono::seconds(120))) << node->Log();
+  }
+  http::ClientResponse adopted = Invoke(b);
+  ASSERT_EQ(adopted.status, 200) << adopted.body << b.Log();
+
+  b.Stop();
+  http::ClientResponse removed = Call(a, "DELETE", "/v1/functions/mlp");
+  ASSERT_EQ(removed.status, 200) << removed.body;
+  ASSERT_FALSE(Recorded("mlp"));
+  ASSERT_NO_FATAL_FAILURE(b.Resume(NodeArgs("node-b"), NodeEnv()));
+  EXPECT_TRUE(WaitUntil([&] { return Call(b, "GET", "/v1/functions/mlp/versions").status == 404; },
+                        std::chrono::seconds(60)))
+      << b.Log();
+  EXPECT_EQ(Invoke(b).status, 404);
+  EXPECT_NE(b.Log().find("'mlp' was removed from the cluster while this node was away: removing it here"), std::string::npos) << b.Log();
+  EXPECT_EQ(Call(b, "GET", "/v1/functions/kept/versions").status, 200);
+  EXPECT_TRUE(Recorded("kept"));
+  EXPECT_FALSE(Recorded("mlp")) << "brought back by node-b";
 }
 
 // A name is one node's at a time: a second phosd claiming a live node's name does not start.

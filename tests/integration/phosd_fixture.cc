@@ -178,15 +178,26 @@ void PhosdNode::Start(const std::vector<std::string>& extra_args,
   ASSERT_FALSE(AdminToken(data_dir_).empty()) << "phosd made no " << data_dir_ << "/admin.token";
 }
 
+void PhosdNode::Stop() {
+  if (!phosd_) return;
+  Result<ExitStatus> how = phosd_->Stop(kPhosdStopGrace, SIGTERM);
+  EXPECT_TRUE(how.ok() && how->success()) << "the second phosd did not exit cleanly on SIGTERM: "
+                                          << (how.ok() ? how->ToString() : how.status().ToString());
+  phosd_.reset();
+  std::string report = SanitizerReport(log_path_);
+  EXPECT_TRUE(report.empty()) << "a sanitizer report in " << log_path_ << ":\n" << report;
+}
+
+void PhosdNode::Resume(const std::vector<std::string>& extra_args,
+                       const std::vector<std::pair<std::string, std::string>>& env) {
+  ASSERT_FALSE(phosd_.has_value()) << "Resume after Stop or Kill";
+  Result<Subprocess> phosd = SpawnPhosd(data_dir_, log_path_, extra_args, env, &endpoint_);
+  ASSERT_TRUE(phosd.ok()) << phosd.status().ToString();
+  phosd_.emplace(std::move(phosd).value());
+}
+
 PhosdNode::~PhosdNode() {
-  if (phosd_) {
-    Result<ExitStatus> how = phosd_->Stop(kPhosdStopGrace, SIGTERM);
-    EXPECT_TRUE(how.ok() && how->success()) << "the second phosd did not exit cleanly on SIGTERM: "
-                                            << (how.ok() ? how->ToString() : how.status().ToString());
-    phosd_.reset();
-    std::string report = SanitizerReport(log_path_);
-    EXPECT_TRUE(report.empty()) << "a sanitizer report in " << log_path_ << ":\n" << report;
-  }
+  Stop();
   std::error_code ec;
   if (!data_dir_.empty()) std::filesystem::remove_all(data_dir_, ec);
   if (!log_path_.empty()) std::filesystem::remove(log_path_, ec);

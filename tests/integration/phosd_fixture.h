@@ -78,6 +78,10 @@ class PhosdNode {
   const std::string& data_dir() const { return data_dir_; }
   // Kills it (SIGKILL: a node that dies), waiting for it to be gone.
   void Kill();
+  // Stops it (SIGTERM), expecting a clean exit.
+  void Stop();
+  // Starts it again on its data directory after Stop or Kill (another port: endpoint() changes).
+  void Resume(const std::vector<std::string>& extra_args, const std::vector<std::pair<std::string, std::string>>& env);
   std::string token_file() const { return data_dir_ + "/admin.token"; }
   // Its process (to stop and continue it: a node that goes silent).
   pid_t pid() const { return phosd_->pid(); }

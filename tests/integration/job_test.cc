@@ -222,8 +222,11 @@ TEST_F(JobTest, AJobKilledAtTwentyRandomPointsAnswersEveryStepAsAnUninterruptedR
     }
     return n;
   };
+  // (A ThreadSanitizer build restarts none: nothing to wait for, and no comparison with 0.)
   const size_t expected_resumes = kStableDeviceAddresses ? 4u : 0u;
-  EXPECT_TRUE(WaitUntil([&] { return resumes() >= expected_resumes; })) << resumes() << " resumes";
+  if (kStableDeviceAddresses) {
+    EXPECT_TRUE(WaitUntil([&] { return resumes() >= 4u; })) << resumes() << " resumes";
+  }
   EXPECT_EQ(resumes(), expected_resumes);
   EXPECT_GT(killed_instances, 0);
   // Steps after the checkpoints the kills fell back to ran again.

@@ -171,10 +171,9 @@ constexpr bool kThreadSanitizer = true;
 #else
 constexpr bool kThreadSanitizer = false;
 #endif
-// Under ThreadSanitizer simgpu's device address space is not at a fixed address, so a restarted
-// phosd's instance ranges are not where the checkpoints were taken: a job cannot resume across a
-// phosd restart there, and the test kills only instances.
-constexpr bool kStableDeviceAddresses = !kThreadSanitizer;
+// Under ThreadSanitizer (kStableDeviceAddresses false) a restarted phosd's instance ranges are not
+// where the checkpoints were taken: a job cannot resume across a phosd restart there, and the test
+// kills only instances.
 
 TEST_F(JobTest, AJobKilledAtTwentyRandomPointsAnswersEveryStepAsAnUninterruptedRun) {
   ASSERT_NO_FATAL_FAILURE(DeployJob("uninterrupted"));

@@ -209,6 +209,7 @@ std::string StoredVersions(const std::string& data_dir) {
 // was sent only the chunks it lacked (it deployed mlp too: it holds the weights). This node then
 // runs no instance of mlp and says where it went.
 TEST_F(MlpTest, AnInstanceMovedToAnotherNodeAnswersEveryRequestSentDuringTheMove) {
+  PHOS_SKIP_WITHOUT_STABLE_DEVICE_ADDRESSES();
   PhosdNode other;
   ASSERT_NO_FATAL_FAILURE(DeployOnTwoNodes(other, 16));
   std::atomic<bool> moving{true};
@@ -256,6 +257,7 @@ TEST_F(MlpTest, AnInstanceMovedToAnotherNodeAnswersEveryRequestSentDuringTheMove
 // as they would waiting here: with that node silent, max_queue of them are held and the next is
 // refused at once (429); once it answers again, those held are answered as the CPU reference says.
 TEST_F(MlpTest, InvocationsForwardedToAMovedInstanceAreBoundedByTheFunctionsMaxQueue) {
+  PHOS_SKIP_WITHOUT_STABLE_DEVICE_ADDRESSES();
   PhosdNode other;
   ASSERT_NO_FATAL_FAILURE(other.Start(ExtraPhosdArgs(), phosd_env_));
   CommandResult deployed = PhosFn({"deploy", "mlp", PHOS_MLP_FUNCTION, "--instances", "1", "--max-queue", "2", "--",

@@ -16,6 +16,20 @@
 
 namespace phos::testing {
 
+// Whether simgpu's device memory lies at the same address in every process. Not under
+// ThreadSanitizer, which confines mmap to ranges of its own: two phosd (a move to another node) or
+// one restarted (a job resumed after it) then lay out their instance ranges differently, and a test
+// that needs them alike skips there.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kStableDeviceAddresses = false;
+#else
+inline constexpr bool kStableDeviceAddresses = true;
+#endif
+#define PHOS_SKIP_WITHOUT_STABLE_DEVICE_ADDRESSES()                                                         \
+  if (!::phos::testing::kStableDeviceAddresses)                                                            \
+  GTEST_SKIP() << "a ThreadSanitizer build maps simgpu's device memory at another address in each process, " \
+                  "so two phosd's instance ranges differ"
+
 // How long a phosd asked to stop may take before it is killed (and the test fails).
 inline constexpr std::chrono::milliseconds kPhosdStopGrace{60000};
 

@@ -87,6 +87,7 @@ class ClusterTest : public ::testing::Test {
 };
 
 TEST_F(ClusterTest, DeployedOnAServesOnBAndCWithAsBytesAndOutlivesA) {
+  PHOS_SKIP_WITHOUT_STABLE_DEVICE_ADDRESSES();  // B serves A's bytes only where the ranges lie alike
   PhosdNode a, b, c;
   StartNode(&a, "node-a");
   StartNode(&b, "node-b");

@@ -58,9 +58,26 @@ Result<PooledContext> CreatePooledContext(driver::DriverTable& driver, int devic
   return pooled;
 }
 
+// Physical memory the tenant handed over unmapped (TenantResources::unmapped): zeroed (with `zero`)
+// and released whatever else of the scrub fails, since destroying the context would not release it.
+// Without a usable context it is released unzeroed: it is mapped nowhere, and kept it would be lost.
+Status ReleaseUnmapped(driver::DriverTable& driver, CUcontext context, const TenantResources& tenant, bool zero) {
+  if (tenant.unmapped.empty()) return Status::Ok();
+  driver::ContextScope scope(driver, context);
+  Status first = Status::Ok();
+  for (const TenantResources::Unmapped& u : tenant.unmapped) {
+    Status s = zero && scope.ok() ? driver::ZeroAndRelease(driver, u.handle, u.bytes, u.device)
+                                  : driver::CuStatus(driver.cuMemRelease(u.handle), "cuMemRelease", driver.error_text());
+    if (first.ok() && !s.ok()) first = s;
+  }
+  if (first.ok() && zero && !scope.ok()) first = Status::DeviceError("memory released unzeroed: no usable context");
+  return first;
+}
+
 Status ScrubPooledContext(driver::DriverTable& driver, const PooledContext& pooled,
                           const TenantResources& tenant, bool zero) {
   const driver::CuErrorText& text = driver.error_text();
+  PHOS_RETURN_IF_ERROR(ReleaseUnmapped(driver, pooled.context, tenant, zero));
   driver::ContextScope scope(driver, pooled.context);
   if (!scope.ok()) return Status::DeviceError("cuCtxPushCurrent of the returned context failed");
   // The tenant's queued work finishes first; a sticky error from it (an illegal address) shows
@@ -88,13 +105,6 @@ Status ScrubPooledContext(driver::DriverTable& driver, const PooledContext& pool
   for (const TenantResources::Mapping& m : tenant.mappings) {
     PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemUnmap(m.base, m.bytes));
     PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemRelease(m.handle));
-  }
-  for (const TenantResources::Unmapped& u : tenant.unmapped) {
-    if (zero) {
-      PHOS_RETURN_IF_ERROR(driver::ZeroAndRelease(driver, u.handle, u.bytes, u.device));
-    } else {
-      PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemRelease(u.handle));
-    }
   }
   for (const TenantResources::AddressRange& r : tenant.address_ranges)
     PHOS_CU_RETURN_IF_ERROR(text, driver.cuMemAddressFree(r.base, r.bytes));
@@ -175,7 +185,12 @@ Status ScrubDeviceGroup(driver::DriverTable& driver, const PooledGroup& group,
                         const std::vector<TenantResources>& tenants, bool zero) {
   static const TenantResources kNothing;
   for (ncclComm_t comm : group.comms) {
-    if (comm == nullptr) return Status::FailedPrecondition(fmt::format("device group {}: its communicator was aborted", group.id));
+    if (comm != nullptr) continue;
+    // Destroyed, not scrubbed: what no context's destruction releases goes first.
+    for (size_t d = 0; d < group.contexts.size() && d < tenants.size(); ++d) {
+      ReleaseUnmapped(driver, group.contexts[d].context, tenants[d], zero).IgnoreError();
+    }
+    return Status::FailedPrecondition(fmt::format("device group {}: its communicator was aborted", group.id));
   }
   for (size_t d = 0; d < group.contexts.size(); ++d) {
     const TenantResources& tenant = d < tenants.size() ? tenants[d] : kNothing;

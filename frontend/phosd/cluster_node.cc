@@ -336,14 +336,23 @@ void ClusterNode::Adopt(const ClusterRecord& record, std::function<void(Status)>
 }
 
 void ClusterNode::NoteRecorded(const std::string& name, bool recorded) {
-  std::lock_guard lock(mu_);
-  const bool changed = recorded ? recorded_.insert(name).second : recorded_.erase(name) > 0;
-  if (changed) SaveRecordedLocked();
+  {
+    std::lock_guard lock(mu_);
+    const bool changed = recorded ? recorded_.insert(name).second : recorded_.erase(name) > 0;
+    if (!changed) return;
+  }
+  SaveRecorded();
 }
 
-void ClusterNode::SaveRecordedLocked() {
+void ClusterNode::SaveRecorded() {
   if (options_.recorded_path.empty()) return;
-  const std::string text = nlohmann::json{{"recorded", recorded_}}.dump() + "\n";
+  // One write at a time, each of the set as it is then; the disk is not waited for under mu_.
+  std::lock_guard saving(save_mu_);
+  std::string text;
+  {
+    std::lock_guard lock(mu_);
+    text = nlohmann::json{{"recorded", recorded_}}.dump() + "\n";
+  }
   if (Status s = ReplaceFileDurably(options_.recorded_path, text, 0600); !s.ok()) {
     PHOS_LOG(Warn, "cluster", "the functions the registry records are not kept: {}", s.message());
   }
@@ -361,12 +370,15 @@ void ClusterNode::RemoveHere(const std::string& name, const char* why) {
 
 void ClusterNode::NoteAdoption(const std::string& name, uint64_t version, const Status& status) {
   constexpr std::chrono::milliseconds kMostAdoptRetry = std::chrono::minutes(5);
-  std::lock_guard lock(mu_);
   if (status.ok()) {
-    failed_.erase(name);
-    if (recorded_.insert(name).second) SaveRecordedLocked();
+    {
+      std::lock_guard lock(mu_);
+      failed_.erase(name);
+    }
+    NoteRecorded(name, true);
     return;
   }
+  std::lock_guard lock(mu_);
   FailedAdoption& failed = failed_[name];
   failed.failures = failed.version == version ? failed.failures + 1 : 1;
   failed.version = version;

@@ -116,8 +116,8 @@ class ClusterNode {
   // Notes that the registry records (or no longer records) `name`, which this node serves, and
   // keeps the set at ClusterOptions::recorded_path.
   void NoteRecorded(const std::string& name, bool recorded);
-  // Writes recorded_ to ClusterOptions::recorded_path; mu_ held.
-  void SaveRecordedLocked();
+  // Writes recorded_ to ClusterOptions::recorded_path (takes save_mu_, then mu_ briefly).
+  void SaveRecorded();
   // Removes `name` here: the cluster deleted it (`why` for the log).
   void RemoveHere(const std::string& name, const char* why);
   // Records `record` in the registry, once every range's snapshot is in the bucket — unless the
@@ -161,6 +161,7 @@ class ClusterNode {
   // The names of the functions served here that the registry recorded, as last seen (and kept at
   // ClusterOptions::recorded_path): one of them missing from the registry was deleted.
   std::set<std::string> recorded_;
+  std::mutex save_mu_;  // orders the writes of recorded_
   std::unique_ptr<TaskThreads> work_ = std::make_unique<TaskThreads>(2);  // lookups and adoptions
   int queued_ = 0;  // tasks posted to work_ and not yet begun (Post)
   std::thread watcher_;

@@ -252,9 +252,15 @@ Status InstanceAddressSpace::UnmapAll(std::vector<ctxpool::TenantResources::Unma
   for (auto& [address, m] : mappings_) {
     const bool owned = DropShare(m);
     Status s = driver::CuStatus(driver_->cuMemUnmap(address, m.bytes), "cuMemUnmap", text);
-    if (first.ok() && !s.ok()) first = s.WithContext(fmt::format("mapping {:#x}", address));
+    if (!s.ok()) {
+      // Still mapped here: zeroed in place now, and the range not given back.
+      if (owned) driver_->cuMemsetD8(address, 0, m.bytes);
+      driver_->cuCtxSynchronize();
+      if (first.ok()) first = s.WithContext(fmt::format("mapping {:#x}", address));
+    } else {
+      GiveRange(address, m.bytes);
+    }
     if (owned) to_zero->push_back({m.handle, m.bytes, device_});
-    GiveRange(address, m.bytes);
   }
   mappings_.clear();
   live_.clear();

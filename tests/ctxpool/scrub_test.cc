@@ -187,6 +187,50 @@ TEST_F(ScrubStateTest, PhysicalMemoryHandedOverUnmappedIsZeroedThenReleased) {
   EXPECT_EQ(used(), used_before);
 }
 
+// A scrub that fails (the context is destroyed) still zeroes and releases the memory handed over
+// unmapped: destroying a context releases no physical allocation.
+TEST_F(ScrubStateTest, PhysicalMemoryHandedOverUnmappedIsReleasedWhenTheScrubFails) {
+  auto pool = ContextPool::Open({.min_ready = 1, .max_contexts = 1}, driver_);
+  ASSERT_TRUE(pool.ok());
+  driver::DriverTable& d = *driver_;
+  constexpr size_t kBytes = 2u << 20;
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUdeviceptr witness = 0;
+  size_t used_before = 0;
+  auto used = [&] {
+    size_t free = 0, total = 0;
+    EXPECT_EQ(d.cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+    return total - free;
+  };
+  {
+    Result<ContextLease> a = (*pool)->Lease();
+    ASSERT_TRUE(a.ok());
+    Current current(d, *a);
+    used_before = used();
+    CUmemGenericAllocationHandle handle = 0;
+    ASSERT_EQ(d.cuMemCreate(&handle, kBytes, &prop, 0), CUDA_SUCCESS);
+    ASSERT_EQ(d.cuMemAddressReserve(&witness, kBytes, 0, 0, 0), CUDA_SUCCESS);
+    ASSERT_EQ(d.cuMemMap(witness, kBytes, 0, handle, 0), CUDA_SUCCESS);
+    ASSERT_EQ(driver::SetDeviceAccess(d, witness, kBytes, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), CUDA_SUCCESS);
+    std::vector<uint32_t> pattern(kBytes / 4, kPattern);
+    ASSERT_EQ(d.cuMemcpyHtoD(witness, pattern.data(), kBytes), CUDA_SUCCESS);
+    a->tenant().unmapped.push_back({handle, kBytes, 0});
+    a->tenant().allocations.push_back({0x1000, 4096});  // not this context's: the scrub fails
+  }
+  ASSERT_TRUE((*pool)->WaitUntil([](const PoolStats& s) { return s.ready == 1 && s.scrub_failures == 1; }, 10s));
+  Result<ContextLease> b = (*pool)->Lease();
+  ASSERT_TRUE(b.ok());
+  Current current(d, *b);
+  std::vector<uint8_t> seen(kBytes, 0xff);
+  ASSERT_EQ(d.cuMemcpyDtoH(seen.data(), witness, kBytes), CUDA_SUCCESS);
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 0), static_cast<std::ptrdiff_t>(kBytes));
+  ASSERT_EQ(d.cuMemUnmap(witness, kBytes), CUDA_SUCCESS);
+  ASSERT_EQ(d.cuMemAddressFree(witness, kBytes), CUDA_SUCCESS);
+  EXPECT_EQ(used(), used_before);  // released: the witness was its last mapping
+}
+
 TEST_F(ScrubStateTest, ContextThatFailsItsScrubIsDestroyedNotReused) {
   auto pool = ContextPool::Open({.min_ready = 1, .max_contexts = 1}, driver_);
   ASSERT_TRUE(pool.ok());

@@ -136,99 +136,82 @@ TEST_F(ScrubStateTest, TenantStreamsEventsHandlesAndModesAreGone) {
   EXPECT_EQ((*pool)->Stats().scrub_failures, 0u);
 }
 
-// Physical memory a tenant's range no longer maps (a migration's source, TenantResources::unmapped):
-// the scrub zeroes it through an address of its own, then releases it.
-TEST_F(ScrubStateTest, PhysicalMemoryHandedOverUnmappedIsZeroedThenReleased) {
+// Physical memory a tenant's range no longer maps (a migration's source, TenantResources::unmapped),
+// watched through a second mapping of its own: the witness keeps the memory alive past its release
+// and shows what the scrub left in it.
+class UnmappedMemoryTest : public ScrubTest {
+ protected:
+  static constexpr size_t kBytes = 2u << 20;
+
+  size_t Used() {
+    size_t free = 0, total = 0;
+    EXPECT_EQ(driver_->cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+    return total - free;
+  }
+  // In `lease`'s context: memory holding kPattern, mapped only at witness_, handed to the scrub.
+  void HandOver(ContextLease& lease) {
+    driver::DriverTable& d = *driver_;
+    Current current(d, lease);
+    used_before_ = Used();
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemGenericAllocationHandle handle = 0;
+    ASSERT_EQ(d.cuMemCreate(&handle, kBytes, &prop, 0), CUDA_SUCCESS);
+    ASSERT_EQ(d.cuMemAddressReserve(&witness_, kBytes, 0, 0, 0), CUDA_SUCCESS);
+    ASSERT_EQ(d.cuMemMap(witness_, kBytes, 0, handle, 0), CUDA_SUCCESS);
+    ASSERT_EQ(driver::SetDeviceAccess(d, witness_, kBytes, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), CUDA_SUCCESS);
+    std::vector<uint32_t> pattern(kBytes / 4, kPattern);
+    ASSERT_EQ(d.cuMemcpyHtoD(witness_, pattern.data(), kBytes), CUDA_SUCCESS);
+    lease.tenant().unmapped.push_back({handle, kBytes, 0});
+  }
+  // In `lease`'s context: the memory reads zero, and goes with the witness, its last mapping.
+  void ExpectZeroedAndReleased(ContextLease& lease) {
+    driver::DriverTable& d = *driver_;
+    Current current(d, lease);
+    std::vector<uint8_t> seen(kBytes, 0xff);
+    ASSERT_EQ(d.cuMemcpyDtoH(seen.data(), witness_, kBytes), CUDA_SUCCESS);
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 0), static_cast<std::ptrdiff_t>(kBytes));
+    ASSERT_EQ(d.cuMemUnmap(witness_, kBytes), CUDA_SUCCESS);
+    ASSERT_EQ(d.cuMemAddressFree(witness_, kBytes), CUDA_SUCCESS);
+    EXPECT_EQ(Used(), used_before_);
+  }
+
+  CUdeviceptr witness_ = 0;
+  size_t used_before_ = 0;
+};
+
+// The scrub zeroes it through an address of its own, then releases it.
+TEST_F(UnmappedMemoryTest, IsZeroedThenReleasedByTheScrub) {
   auto pool = ContextPool::Open({.min_ready = 1, .max_contexts = 1}, driver_);
   ASSERT_TRUE(pool.ok());
-  driver::DriverTable& d = *driver_;
-  constexpr size_t kBytes = 2u << 20;
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = 0;
-  CUdeviceptr witness = 0;  // a second mapping: it keeps the memory, and shows what the scrub left
-  size_t used_before = 0;
-  auto used = [&] {
-    size_t free = 0, total = 0;
-    EXPECT_EQ(d.cuMemGetInfo(&free, &total), CUDA_SUCCESS);
-    return total - free;
-  };
   {
     Result<ContextLease> a = (*pool)->Lease();
     ASSERT_TRUE(a.ok());
-    Current current(d, *a);
-    used_before = used();
-    CUmemGenericAllocationHandle handle = 0;
-    ASSERT_EQ(d.cuMemCreate(&handle, kBytes, &prop, 0), CUDA_SUCCESS);
-    CUdeviceptr at = 0;
-    for (CUdeviceptr* va : {&at, &witness}) {
-      ASSERT_EQ(d.cuMemAddressReserve(va, kBytes, 0, 0, 0), CUDA_SUCCESS);
-      ASSERT_EQ(d.cuMemMap(*va, kBytes, 0, handle, 0), CUDA_SUCCESS);
-      ASSERT_EQ(driver::SetDeviceAccess(d, *va, kBytes, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), CUDA_SUCCESS);
-    }
-    std::vector<uint32_t> pattern(kBytes / 4, kPattern);
-    ASSERT_EQ(d.cuMemcpyHtoD(at, pattern.data(), kBytes), CUDA_SUCCESS);
-    ASSERT_EQ(d.cuMemUnmap(at, kBytes), CUDA_SUCCESS);
-    ASSERT_EQ(d.cuMemAddressFree(at, kBytes), CUDA_SUCCESS);
-    a->tenant().unmapped.push_back({handle, kBytes, 0});
+    ASSERT_NO_FATAL_FAILURE(HandOver(*a));
   }
   ASSERT_TRUE((*pool)->WaitIdle(10s));
   EXPECT_EQ((*pool)->Stats().scrub_failures, 0u);
   Result<ContextLease> b = (*pool)->Lease();
   ASSERT_TRUE(b.ok());
-  Current current(d, *b);
-  std::vector<uint8_t> seen(kBytes, 0xff);
-  ASSERT_EQ(d.cuMemcpyDtoH(seen.data(), witness, kBytes), CUDA_SUCCESS);
-  EXPECT_EQ(std::count(seen.begin(), seen.end(), 0), static_cast<std::ptrdiff_t>(kBytes));
-  // Released by the scrub: the witness was the last mapping, and the memory goes with it.
-  ASSERT_EQ(d.cuMemUnmap(witness, kBytes), CUDA_SUCCESS);
-  ASSERT_EQ(d.cuMemAddressFree(witness, kBytes), CUDA_SUCCESS);
-  EXPECT_EQ(used(), used_before);
+  ExpectZeroedAndReleased(*b);
 }
 
-// A scrub that fails (the context is destroyed) still zeroes and releases the memory handed over
-// unmapped: destroying a context releases no physical allocation.
-TEST_F(ScrubStateTest, PhysicalMemoryHandedOverUnmappedIsReleasedWhenTheScrubFails) {
+// A scrub that fails (the context is destroyed) still zeroes and releases it: destroying a context
+// releases no physical allocation.
+TEST_F(UnmappedMemoryTest, IsZeroedAndReleasedWhenTheScrubFails) {
   auto pool = ContextPool::Open({.min_ready = 1, .max_contexts = 1}, driver_);
   ASSERT_TRUE(pool.ok());
-  driver::DriverTable& d = *driver_;
-  constexpr size_t kBytes = 2u << 20;
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  CUdeviceptr witness = 0;
-  size_t used_before = 0;
-  auto used = [&] {
-    size_t free = 0, total = 0;
-    EXPECT_EQ(d.cuMemGetInfo(&free, &total), CUDA_SUCCESS);
-    return total - free;
-  };
   {
     Result<ContextLease> a = (*pool)->Lease();
     ASSERT_TRUE(a.ok());
-    Current current(d, *a);
-    used_before = used();
-    CUmemGenericAllocationHandle handle = 0;
-    ASSERT_EQ(d.cuMemCreate(&handle, kBytes, &prop, 0), CUDA_SUCCESS);
-    ASSERT_EQ(d.cuMemAddressReserve(&witness, kBytes, 0, 0, 0), CUDA_SUCCESS);
-    ASSERT_EQ(d.cuMemMap(witness, kBytes, 0, handle, 0), CUDA_SUCCESS);
-    ASSERT_EQ(driver::SetDeviceAccess(d, witness, kBytes, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), CUDA_SUCCESS);
-    std::vector<uint32_t> pattern(kBytes / 4, kPattern);
-    ASSERT_EQ(d.cuMemcpyHtoD(witness, pattern.data(), kBytes), CUDA_SUCCESS);
-    a->tenant().unmapped.push_back({handle, kBytes, 0});
+    ASSERT_NO_FATAL_FAILURE(HandOver(*a));
     a->tenant().allocations.push_back({0x1000, 4096});  // not this context's: the scrub fails
   }
   ASSERT_TRUE((*pool)->WaitUntil([](const PoolStats& s) { return s.ready == 1 && s.scrub_failures == 1; }, 10s));
   Result<ContextLease> b = (*pool)->Lease();
   ASSERT_TRUE(b.ok());
-  Current current(d, *b);
-  std::vector<uint8_t> seen(kBytes, 0xff);
-  ASSERT_EQ(d.cuMemcpyDtoH(seen.data(), witness, kBytes), CUDA_SUCCESS);
-  EXPECT_EQ(std::count(seen.begin(), seen.end(), 0), static_cast<std::ptrdiff_t>(kBytes));
-  ASSERT_EQ(d.cuMemUnmap(witness, kBytes), CUDA_SUCCESS);
-  ASSERT_EQ(d.cuMemAddressFree(witness, kBytes), CUDA_SUCCESS);
-  EXPECT_EQ(used(), used_before);  // released: the witness was its last mapping
+  ExpectZeroedAndReleased(*b);
 }
 
 TEST_F(ScrubStateTest, ContextThatFailsItsScrubIsDestroyedNotReused) {

@@ -281,15 +281,7 @@ class ColdStartBench {
       return Status::Internal(
           fmt::format("{} answered {} where warm answered {}", label, a.body, expected_body_));
     }
-    constexpr std::string_view kPrefix = "x-phos-stage-", kSuffix = "-us";
-    for (const auto& [header, value] : r.headers) {
-      if (header.size() <= kPrefix.size() + kSuffix.size() || !header.starts_with(kPrefix) ||
-          !header.ends_with(kSuffix)) {
-        continue;
-      }
-      std::string stage = header.substr(kPrefix.size(), header.size() - kPrefix.size() - kSuffix.size());
-      if (std::optional<double> ms = StageMs(r, stage, scale_)) a.cold_start.stage_ms[stage] = *ms;
-    }
+    a.cold_start.stage_ms = AllStagesMs(r, scale_);
     if (!a.cold_start.stage_ms.count("first-byte"))
       return Status::Internal(label + " answer has no first-byte stage");
     return a;

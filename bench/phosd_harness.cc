@@ -104,6 +104,19 @@ std::optional<double> StageMs(const HttpResponse& r, std::string_view stage, dou
   return us / 1e3 / time_scale;
 }
 
+std::map<std::string, double> AllStagesMs(const HttpResponse& r, double time_scale) {
+  constexpr std::string_view kPrefix = "x-phos-stage-", kSuffix = "-us";
+  std::map<std::string, double> stages;
+  for (const auto& [header, value] : r.headers) {
+    if (header.size() <= kPrefix.size() + kSuffix.size() || !header.starts_with(kPrefix) || !header.ends_with(kSuffix)) {
+      continue;
+    }
+    std::string stage = header.substr(kPrefix.size(), header.size() - kPrefix.size() - kSuffix.size());
+    if (std::optional<double> ms = StageMs(r, stage, time_scale)) stages[stage] = *ms;
+  }
+  return stages;
+}
+
 Result<int> FreePort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return Status::FromErrno(errno, "socket");

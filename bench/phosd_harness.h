@@ -50,6 +50,8 @@ Result<HttpResponse> Http(const std::string& url, const std::optional<std::strin
 // X-Phos-Stage-<Stage>-Us header, in modelled milliseconds (wall time / `time_scale`); nullopt
 // when phosd did not send it.
 std::optional<double> StageMs(const HttpResponse& r, std::string_view stage, double time_scale);
+// Every stage the answer's X-Phos-Stage-<Stage>-Us headers name, by stage, as StageMs reads them.
+std::map<std::string, double> AllStagesMs(const HttpResponse& r, double time_scale);
 
 // A loopback port nobody listens on now (the kernel's pick for port 0).
 Result<int> FreePort();

@@ -192,15 +192,7 @@ class ClusterBench {
     c.wall_ms = Seconds(t) * 1e3;
     c.first_byte_ms = StageMs(r, "first-byte", scale_);
     c.served = r.headers["x-phos-restore-mode"];
-    constexpr std::string_view kPrefix = "x-phos-stage-", kSuffix = "-us";
-    for (const auto& [header, value] : r.headers) {
-      if (header.size() <= kPrefix.size() + kSuffix.size() || !header.starts_with(kPrefix) ||
-          !header.ends_with(kSuffix)) {
-        continue;
-      }
-      std::string stage = header.substr(kPrefix.size(), header.size() - kPrefix.size() - kSuffix.size());
-      if (std::optional<double> ms = StageMs(r, stage, scale_)) c.stages[stage] = *ms;
-    }
+    c.stages = AllStagesMs(r, scale_);
     c.shared_bytes = r.headers["x-phos-shared-bytes"];
     return c;
   }

@@ -8,6 +8,7 @@
 // It runs while functions are pending and a moment after; the fork template stops it
 // (__phosQuiesce) before it counts its threads.
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -41,8 +42,13 @@ struct HostFn {
 class HostFunctions {
  public:
   static HostFunctions& Get() {
-    // Never destroyed: a static destructor of the application may still queue a function.
-    static auto* functions = new HostFunctions();
+    // Never destroyed: a static destructor of the application may still queue a function. Its
+    // thread is joined at exit, so that the process does not end with a thread nobody joined.
+    static auto* functions = [] {
+      auto* f = new HostFunctions();
+      std::atexit([] { Get().AtExit(); });
+      return f;
+    }();
     return *functions;
   }
 
@@ -55,6 +61,10 @@ class HostFunctions {
     for (uint32_t slot : slots) FreeLocked(slot);
   }
   size_t Quiesce();
+  // At exit: the thread is joined once it has nothing pending; a thread with functions still
+  // pending (or the one calling exit from a host function) is left to end with the process, as is
+  // any thread a later static destructor starts.
+  void AtExit();
   size_t pending() {
     std::lock_guard lock(mu_);
     return pending_;
@@ -77,6 +87,7 @@ class HostFunctions {
   ipc::Ring* ring_ = nullptr;  // the session's, set when the thread starts
   bool running_ = false;       // the thread has not left its loop
   bool leave_ = false;         // Quiesce: leave once nothing is pending
+  bool exiting_ = false;       // AtExit ran: a thread started from now on is detached
   std::thread thread_;
 };
 
@@ -132,6 +143,7 @@ uint32_t HostFunctions::TakeLocked(const HostFn& fn, ipc::Ring* ring) {
     ring_ = ring;
     running_ = true;
     thread_ = std::thread([this] { Loop(); });
+    if (exiting_) thread_.detach();
   }
   return slot;
 }
@@ -207,6 +219,25 @@ size_t HostFunctions::Quiesce() {
   return 0;
 }
 
+void HostFunctions::AtExit() {
+  std::thread leaving;
+  ipc::Ring* ring = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    exiting_ = true;
+    if (!thread_.joinable()) return;
+    if (pending_ != 0 || thread_.get_id() == std::this_thread::get_id()) {
+      thread_.detach();
+      return;
+    }
+    leave_ = true;
+    leaving = std::move(thread_);
+    ring = ring_;
+  }
+  ring->InterruptHostFnWait(kToFrontend);
+  leaving.join();
+}
+
 }  // namespace
 
 cudaError_t TakeHostFnSlots(const std::vector<cudaHostNodeParams>& fns, std::vector<uint32_t>* slots) {
@@ -228,11 +259,18 @@ CUresult AwaitHostFunctions(uint64_t stream) {
   if (HostFunctions::Get().pending() == 0) return CUDA_SUCCESS;
   // The legacy stream's work also waits for the blocking streams' work, which synchronising the
   // legacy stream alone would not wait for: the device's work is waited for instead.
+  CUresult r;
   if (stream == 0 || stream == reinterpret_cast<uintptr_t>(cudaStreamLegacy)) {
-    return Client::Get().Call(ipc::Op::kDeviceSynchronize, nullptr, 0, nullptr, 0, true);
+    r = Client::Get().Call(ipc::Op::kDeviceSynchronize, nullptr, 0, nullptr, 0, true);
+  } else {
+    ipc::HandleArgs a{stream};
+    r = Client::Get().Call(ipc::Op::kStreamSynchronize, &a, sizeof(a), nullptr, 0, true);
   }
-  ipc::HandleArgs a{stream};
-  return Client::Get().Call(ipc::Op::kStreamSynchronize, &a, sizeof(a), nullptr, 0, true);
+  // The functions the stream waited for posted their slots back to phosd under the functions'
+  // lock, so taking it orders their writes before the copy's reads in this process too (phosd's
+  // reply orders them as well, but across processes, where a race detector cannot see it).
+  HostFunctions::Get().pending();
+  return r;
 }
 
 }  // namespace phos::frontend

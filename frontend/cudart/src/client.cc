@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cudart_internal.h"
 #include "phos/base/log.h"
 #include "phos/ipc/control.h"
 
@@ -102,6 +103,7 @@ CUresult Client::Call(ipc::Op op, const void* args, size_t args_len, const void*
     PHOS_LOG_EVERY_SEC(Error, "frontend", 10, "call failed: {}", s.message());
     return CUDA_ERROR_DEVICE_UNAVAILABLE;
   }
+  OrderAfterHostFunctions();
   const ipc::ReplyHeader& rh = ring_->reply_header();
   if (op == ipc::Op::kSetDevice && rh.result == 0 && args_len == sizeof(ipc::DeviceArgs)) {
     server_device_ = static_cast<const ipc::DeviceArgs*>(args)->device;

@@ -7,6 +7,7 @@
 // thread may hold across a synchronisation that waits for the very stream a function holds up.
 // It runs while functions are pending and a moment after; the fork template stops it
 // (__phosQuiesce) before it counts its threads.
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
@@ -65,6 +66,10 @@ class HostFunctions {
   // pending (or the one calling exit from a host function) is left to end with the process, as is
   // any thread a later static destructor starts.
   void AtExit();
+  void OrderAfterReturned() {
+    if (!launched_.load(std::memory_order_relaxed)) return;
+    std::lock_guard lock(mu_);
+  }
   size_t pending() {
     std::lock_guard lock(mu_);
     return pending_;
@@ -88,6 +93,7 @@ class HostFunctions {
   bool running_ = false;       // the thread has not left its loop
   bool leave_ = false;         // Quiesce: leave once nothing is pending
   bool exiting_ = false;       // AtExit ran: a thread started from now on is detached
+  std::atomic<bool> launched_{false};  // a function was ever given a slot
   std::thread thread_;
 };
 
@@ -137,6 +143,7 @@ uint32_t HostFunctions::TakeLocked(const HostFn& fn, ipc::Ring* ring) {
   in_use_[slot] = true;
   ++pending_;
   leave_ = false;
+  launched_.store(true, std::memory_order_relaxed);
   if (!running_) {
     // A thread that left has nothing more to do than return: joined at once.
     if (thread_.joinable()) thread_.join();
@@ -259,18 +266,15 @@ CUresult AwaitHostFunctions(uint64_t stream) {
   if (HostFunctions::Get().pending() == 0) return CUDA_SUCCESS;
   // The legacy stream's work also waits for the blocking streams' work, which synchronising the
   // legacy stream alone would not wait for: the device's work is waited for instead.
-  CUresult r;
   if (stream == 0 || stream == reinterpret_cast<uintptr_t>(cudaStreamLegacy)) {
-    r = Client::Get().Call(ipc::Op::kDeviceSynchronize, nullptr, 0, nullptr, 0, true);
-  } else {
-    ipc::HandleArgs a{stream};
-    r = Client::Get().Call(ipc::Op::kStreamSynchronize, &a, sizeof(a), nullptr, 0, true);
+    return Client::Get().Call(ipc::Op::kDeviceSynchronize, nullptr, 0, nullptr, 0, true);
   }
-  // The functions the stream waited for posted their slots back to phosd under the functions'
-  // lock, so taking it orders their writes before the copy's reads in this process too (phosd's
-  // reply orders them as well, but across processes, where a race detector cannot see it).
-  HostFunctions::Get().pending();
-  return r;
+  ipc::HandleArgs a{stream};
+  return Client::Get().Call(ipc::Op::kStreamSynchronize, &a, sizeof(a), nullptr, 0, true);
+}
+
+void OrderAfterHostFunctions() {
+  HostFunctions::Get().OrderAfterReturned();
 }
 
 }  // namespace phos::frontend

@@ -99,6 +99,12 @@ size_t QuiesceHostFunctions();
 // pending, waits for the stream, so that the bytes are those its host functions wrote, as CUDA
 // synchronises the stream before a copy from pageable memory (cudart_host_functions.cc).
 CUresult AwaitHostFunctions(uint64_t stream);
+// After phosd answered a call: what host functions that returned before it wrote is ordered before
+// the caller's next reads in this process too. phosd's answer orders them already (a function's
+// return reaches phosd before the stream goes on), but through memory shared with another process,
+// where a race detector cannot follow; this takes the functions' lock, under which each return is
+// posted (cudart_host_functions.cc). Nothing when no host function was ever launched.
+void OrderAfterHostFunctions();
 // A graph launch's host nodes: a slot for each function, in order, or none when fewer are free;
 // slots whose launch record was not sent go back (cudart_host_functions.cc).
 cudaError_t TakeHostFnSlots(const std::vector<cudaHostNodeParams>& fns, std::vector<uint32_t>* slots);

@@ -101,9 +101,20 @@ ClusterNode::ClusterNode(ClusterOptions options, cluster::Etcd etcd, runtime::In
   if (!in) return;  // none yet
   // phosd's own file, read as carefully as any: what cannot be read is started afresh.
   nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_object() && j.contains("recorded") && j["recorded"].is_array()) {
-    for (const nlohmann::json& name : j["recorded"]) {
-      if (name.is_string()) recorded_.insert(name.get<std::string>());
+  const nlohmann::json* recorded = j.is_object() && j.contains("recorded") ? &j["recorded"] : nullptr;
+  if (recorded != nullptr && recorded->is_object()) {
+    for (const auto& [name, deploy] : recorded->items()) {
+      DeployId id;
+      if (deploy.is_object()) {
+        id.number = deploy.value("number", uint64_t{0});
+        id.deployed_at_ms = deploy.value("deployed_at_ms", int64_t{0});
+      }
+      recorded_[name] = id;
+    }
+  } else if (recorded != nullptr && recorded->is_array()) {
+    // Names only (a file of an earlier phosd): whichever deploy serves them.
+    for (const nlohmann::json& name : *recorded) {
+      if (name.is_string()) recorded_[name.get<std::string>()] = DeployId{};
     }
   } else {
     PHOS_LOG(Warn, "cluster", "{} is not a list of recorded functions; starting without it", options_.recorded_path);
@@ -172,12 +183,17 @@ bool ClusterNode::Post(std::function<void()> task) {
 }
 
 uint64_t ClusterNode::ServingNumber(const std::string& name) const {
+  std::optional<DeployId> serving = Serving(name);
+  return serving ? serving->number : 0;
+}
+
+std::optional<ClusterNode::DeployId> ClusterNode::Serving(const std::string& name) const {
   Result<std::vector<runtime::VersionStatus>> versions = manager_->Versions(name);
-  if (!versions.ok()) return 0;
+  if (!versions.ok()) return std::nullopt;
   for (const runtime::VersionStatus& v : *versions) {
-    if (v.state == "serving") return v.version.number;
+    if (v.state == "serving") return DeployId{.number = v.version.number, .deployed_at_ms = v.version.deployed_at_ms};
   }
-  return 0;
+  return std::nullopt;
 }
 
 void ClusterNode::Announce(const runtime::DeployedVersion& deployed) {
@@ -286,17 +302,19 @@ void ClusterNode::Serve(const std::string& name, std::function<void(Status)> don
     }
     for (auto& cb : waiting) cb(status);
   };
+  uint64_t generation = 0;
   {
     std::lock_guard lock(mu_);
     auto& waiting = adopting_[name];
     waiting.push_back(std::move(done));
     if (waiting.size() > 1) return;  // the adoption under way answers it
+    generation = records_seen_[name];
   }
-  const bool posted = Post([this, name, finish] {
+  const bool posted = Post([this, name, generation, finish] {
     Result<ClusterRecord> record = Record(name);
     if (!record.ok()) return finish(record.status());
-    Adopt(*record, [this, name, number = record->version.number, finish](Status adopted) {
-      NoteAdoption(name, number, adopted);
+    Adopt(*record, [this, name, number = record->version.number, generation, finish](Status adopted) {
+      NoteAdoption(name, number, generation, adopted);
       finish(std::move(adopted));
     });
   });
@@ -336,10 +354,19 @@ void ClusterNode::Adopt(const ClusterRecord& record, std::function<void(Status)>
 }
 
 void ClusterNode::NoteRecorded(const std::string& name, bool recorded) {
+  std::optional<DeployId> serving = recorded ? Serving(name) : std::nullopt;
+  if (recorded && !serving) return;  // removed meanwhile: nothing here to remove later
   {
     std::lock_guard lock(mu_);
-    const bool changed = recorded ? recorded_.insert(name).second : recorded_.erase(name) > 0;
-    if (!changed) return;
+    if (serving) {
+      auto [it, added] = recorded_.try_emplace(name, *serving);
+      const bool changed = added || it->second.number != serving->number ||
+                           it->second.deployed_at_ms != serving->deployed_at_ms;
+      it->second = *serving;
+      if (!changed) return;
+    } else if (recorded_.erase(name) == 0) {
+      return;
+    }
   }
   SaveRecorded();
 }
@@ -351,16 +378,28 @@ void ClusterNode::SaveRecorded() {
   std::string text;
   {
     std::lock_guard lock(mu_);
-    text = nlohmann::json{{"recorded", recorded_}}.dump() + "\n";
+    nlohmann::json recorded = nlohmann::json::object();
+    for (const auto& [name, id] : recorded_) {
+      recorded[name] = {{"number", id.number}, {"deployed_at_ms", id.deployed_at_ms}};
+    }
+    text = nlohmann::json{{"recorded", std::move(recorded)}}.dump() + "\n";
   }
   if (Status s = ReplaceFileDurably(options_.recorded_path, text, 0600); !s.ok()) {
     PHOS_LOG(Warn, "cluster", "the functions the registry records are not kept: {}", s.message());
   }
 }
 
-void ClusterNode::RemoveHere(const std::string& name, const char* why) {
-  Post([this, name, why] {
-    if (!manager_->Spec(name)) return;
+void ClusterNode::RemoveHere(const std::string& name, DeployId deleted, const char* why) {
+  Post([this, name, deleted, why] {
+    std::optional<DeployId> serving = Serving(name);
+    if (!serving) return;
+    if (!deleted.Matches(*serving)) {
+      PHOS_LOG(Info, "cluster",
+               "'{}' was removed from the cluster {}, but what serves it here is another deploy (version {}, "
+               "deployed at {} ms): kept",
+               name, why, serving->number, serving->deployed_at_ms);
+      return;
+    }
     PHOS_LOG(Info, "cluster", "'{}' was removed from the cluster {}: removing it here", name, why);
     if (Status removed = manager_->Remove(name); !removed.ok()) {
       PHOS_LOG(Warn, "cluster", "'{}' is not removed here: {}", name, removed.message());
@@ -368,7 +407,8 @@ void ClusterNode::RemoveHere(const std::string& name, const char* why) {
   });
 }
 
-void ClusterNode::NoteAdoption(const std::string& name, uint64_t version, const Status& status) {
+void ClusterNode::NoteAdoption(const std::string& name, uint64_t version, uint64_t generation,
+                               const Status& status) {
   constexpr std::chrono::milliseconds kMostAdoptRetry = std::chrono::minutes(5);
   if (status.ok()) {
     {
@@ -379,6 +419,12 @@ void ClusterNode::NoteAdoption(const std::string& name, uint64_t version, const 
     return;
   }
   std::lock_guard lock(mu_);
+  if (records_seen_[name] != generation) {
+    // The registry showed another record of the name meanwhile: the next invocation tries that.
+    PHOS_LOG(Warn, "cluster", "version {} of '{}' could not be adopted (a newer record is tried next): {}", version,
+             name, status.message());
+    return;
+  }
   FailedAdoption& failed = failed_[name];
   failed.failures = failed.version == version ? failed.failures + 1 : 1;
   failed.version = version;
@@ -412,7 +458,7 @@ Result<nlohmann::json> ClusterNode::Nodes() const {
 
 std::optional<int64_t> ClusterNode::CatchUp() {
   // Taken before the listing: a name recorded after it (a publish meanwhile) is in the listing.
-  std::set<std::string> was_recorded;
+  std::map<std::string, DeployId> was_recorded;
   {
     std::lock_guard lock(mu_);
     was_recorded = recorded_;
@@ -428,9 +474,9 @@ std::optional<int64_t> ClusterNode::CatchUp() {
     Follow(kv, false);
   }
   // Recorded when last seen, gone from the registry now: deleted while none watched.
-  for (const std::string& name : was_recorded) {
+  for (const auto& [name, deploy] : was_recorded) {
     NoteRecorded(name, false);
-    RemoveHere(name, "while this node was away");
+    RemoveHere(name, deploy, "while this node was away");
   }
   return revision + 1;  // every change after the listing
 }
@@ -441,11 +487,18 @@ void ClusterNode::Follow(const cluster::KeyValue& kv, bool deleted) {
     // Another record of the name (or none): what failed to be adopted is no longer what is asked.
     std::lock_guard lock(mu_);
     failed_.erase(name);
+    ++records_seen_[name];
   }
   if (deleted) {
-    // Removed on another node (or here: then it is gone already).
+    // Removed on another node (or here: then it is gone already). The deploy removed is the one
+    // recorded; a name this node never saw recorded is removed whatever serves it.
+    DeployId recorded;
+    {
+      std::lock_guard lock(mu_);
+      if (auto it = recorded_.find(name); it != recorded_.end()) recorded = it->second;
+    }
     NoteRecorded(name, false);
-    RemoveHere(name, "on another node");
+    RemoveHere(name, recorded, "on another node");
     return;
   }
   Result<ClusterRecord> record = ParseClusterRecord(kv.value);
@@ -459,10 +512,12 @@ void ClusterNode::Follow(const cluster::KeyValue& kv, bool deleted) {
   if (serving != 0) NoteRecorded(name, true);
   if (serving == 0 || serving == record->version.number) return;
   Post([this, record = *record] {
-    Adopt(record, [name = record.version.spec.name, number = record.version.number](Status adopted) {
+    Adopt(record, [this, name = record.version.spec.name, number = record.version.number](Status adopted) {
       if (!adopted.ok()) {
         PHOS_LOG(Error, "cluster", "version {} of '{}' is not served here: {}", number, name, adopted.message());
+        return;
       }
+      NoteRecorded(name, true);  // the deploy a deletion of the record removes is now this one
     });
   });
 }

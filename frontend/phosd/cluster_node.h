@@ -20,7 +20,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -111,15 +110,29 @@ class ClusterNode {
   static std::string FunctionKey(const std::string& name) { return "/phos/functions/" + name; }
   // Adopts `record` (InstanceManager::Adopt); `done` gets how it went.
   void Adopt(const ClusterRecord& record, std::function<void(Status)> done);
-  // Notes how the adoption of version `version` of `name` went (failed_).
-  void NoteAdoption(const std::string& name, uint64_t version, const Status& status);
-  // Notes that the registry records (or no longer records) `name`, which this node serves, and
-  // keeps the set at ClusterOptions::recorded_path.
+  // Notes how the adoption of version `version` of `name` went (failed_). `generation`: the
+  // name's records_seen_ when the adoption began; a failure is not held against a newer record.
+  void NoteAdoption(const std::string& name, uint64_t version, uint64_t generation, const Status& status);
+  // Notes that the registry records (or no longer records) `name`, which this node serves (the
+  // deploy serving it now), and keeps the set at ClusterOptions::recorded_path.
   void NoteRecorded(const std::string& name, bool recorded);
   // Writes recorded_ to ClusterOptions::recorded_path (takes save_mu_, then mu_ briefly).
   void SaveRecorded();
-  // Removes `name` here: the cluster deleted it (`why` for the log).
-  void RemoveHere(const std::string& name, const char* why);
+  // A deploy of a function: its number and when it was deployed (a name deployed afresh after a
+  // removal starts at number 1 again, so the number alone does not tell two deploys apart). An
+  // empty one matches every deploy (what an older node's file did not keep).
+  struct DeployId {
+    uint64_t number = 0;
+    int64_t deployed_at_ms = 0;
+    bool Matches(const DeployId& serving) const {
+      return number == 0 || (number == serving.number && deployed_at_ms == serving.deployed_at_ms);
+    }
+  };
+  // The deploy serving `name` here; nullopt: none.
+  std::optional<DeployId> Serving(const std::string& name) const;
+  // Removes `name` here if what serves it is still `deleted`, the deploy the registry recorded
+  // (a name deleted from the cluster and deployed here afresh meanwhile stays); `why` for the log.
+  void RemoveHere(const std::string& name, DeployId deleted, const char* why);
   // Records `record` in the registry, once every range's snapshot is in the bucket — unless the
   // version no longer serves here (removed, or replaced meanwhile), or the registry holds another
   // node's deploy of the name that is not older (two deploys at once: the first recorded stays).
@@ -147,6 +160,9 @@ class ClusterNode {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  // How many records of each name (new or deleted) the registry has shown: an adoption that began
+  // before the latest one does not hold its failure against it.
+  std::map<std::string, uint64_t> records_seen_;
   // Adoptions under way, by name: whoever else asks waits for the same one.
   std::map<std::string, std::vector<std::function<void(Status)>>> adopting_;
   // The last adoption of a name failed: why, how many times in a row, of which version, and when
@@ -158,9 +174,9 @@ class ClusterNode {
     std::chrono::steady_clock::time_point retry_at;
   };
   std::map<std::string, FailedAdoption> failed_;
-  // The names of the functions served here that the registry recorded, as last seen (and kept at
-  // ClusterOptions::recorded_path): one of them missing from the registry was deleted.
-  std::set<std::string> recorded_;
+  // The functions served here that the registry recorded, as last seen, with the deploy that served
+  // each (kept at ClusterOptions::recorded_path): one of them missing from the registry was deleted.
+  std::map<std::string, DeployId> recorded_;
   std::mutex save_mu_;  // orders the writes of recorded_
   std::unique_ptr<TaskThreads> work_ = std::make_unique<TaskThreads>(2);  // lookups and adoptions
   int queued_ = 0;  // tasks posted to work_ and not yet begun (Post)

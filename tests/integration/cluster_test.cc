@@ -62,8 +62,8 @@ class ClusterTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? *r : http::ClientResponse{};
   }
-  static http::ClientResponse Invoke(const PhosdNode& node) {
-    return Call(node, "POST", "/v1/functions/mlp/invoke", kRequest);
+  static http::ClientResponse Invoke(const PhosdNode& node, const std::string& name = "mlp") {
+    return Call(node, "POST", "/v1/functions/" + name + "/invoke", kRequest);
   }
   // The names of the nodes `node` sees alive.
   static std::vector<std::string> LiveNodes(const PhosdNode& node) {
@@ -234,6 +234,60 @@ TEST_F(ClusterTest, ADeletionMadeWhileANodeWasDownIsAppliedWhenItComesBack) {
   EXPECT_EQ(Call(b, "GET", "/v1/functions/kept/versions").status, 200);
   EXPECT_TRUE(Recorded("kept"));
   EXPECT_FALSE(Recorded("mlp")) << "brought back by node-b";
+}
+
+// The deletion removes the deploy the registry recorded, not whatever serves the name when the
+// node comes back: here node-b's kept file names another deploy of mlp than the one it serves (as
+// when the name was deployed on it afresh before it learned of the deletion), and mlp stays. A
+// file of names only (an earlier phosd's) removes whichever deploy serves them.
+TEST_F(ClusterTest, ADeletionMadeWhileANodeWasDownRemovesOnlyTheDeployTheRegistryRecorded) {
+  PhosdNode a, b;
+  StartNode(&a, "node-a");
+  StartNode(&b, "node-b");
+  for (const char* name : {"mlp", "older"}) {
+    CommandResult deployed = a.PhosFn(
+        {"deploy", name, PHOS_MLP_FUNCTION, "--instances", "1", "--", "--size-mib", "16", "--layers", "4"});
+    ASSERT_EQ(deployed.exit_code, 0) << deployed.out << a.Log();
+    ASSERT_TRUE(WaitUntil([&] { return Recorded(name); }, std::chrono::seconds(120))) << a.Log();
+    http::ClientResponse adopted = Invoke(b, name);
+    ASSERT_EQ(adopted.status, 200) << adopted.body << b.Log();
+  }
+  const std::string kept_file = b.data_dir() + "/cluster-recorded.json";
+  ASSERT_TRUE(WaitUntil([&] {
+    std::ifstream in(kept_file);
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    return j.is_object() && j["recorded"].is_object() && j["recorded"].contains("mlp") && j["recorded"].contains("older");
+  })) << b.Log();
+
+  b.Stop();
+  for (const char* name : {"mlp", "older"}) {
+    http::ClientResponse removed = Call(a, "DELETE", std::string("/v1/functions/") + name);
+    ASSERT_EQ(removed.status, 200) << removed.body;
+  }
+  {
+    std::ifstream in(kept_file);
+    nlohmann::json j = nlohmann::json::parse(in);
+    const int64_t at = j["recorded"]["mlp"]["deployed_at_ms"].get<int64_t>();
+    ASSERT_GT(at, 0);
+    j["recorded"]["mlp"]["deployed_at_ms"] = at - 1;  // another deploy of the name
+    std::ofstream(kept_file) << j.dump();
+  }
+  ASSERT_NO_FATAL_FAILURE(b.Resume(NodeArgs("node-b"), NodeEnv()));
+  EXPECT_TRUE(WaitUntil([&] { return Call(b, "GET", "/v1/functions/older/versions").status == 404; },
+                        std::chrono::seconds(60)))
+      << b.Log();
+  EXPECT_TRUE(WaitUntil([&] { return b.Log().find("'mlp' was removed from the cluster while this node was away, but "
+                                                  "what serves it here is another deploy") != std::string::npos; }))
+      << b.Log();
+  EXPECT_EQ(Call(b, "GET", "/v1/functions/mlp/versions").status, 200);
+
+  // An earlier phosd's file, names only: a deletion removes whatever serves the name.
+  b.Stop();
+  std::ofstream(kept_file) << R"({"recorded": ["mlp"]})";
+  ASSERT_NO_FATAL_FAILURE(b.Resume(NodeArgs("node-b"), NodeEnv()));
+  EXPECT_TRUE(WaitUntil([&] { return Call(b, "GET", "/v1/functions/mlp/versions").status == 404; },
+                        std::chrono::seconds(60)))
+      << b.Log();
 }
 
 // A name is one node's at a time: a second phosd claiming a live node's name does not start.

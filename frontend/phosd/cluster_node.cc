@@ -268,6 +268,7 @@ Result<ClusterRecord> ClusterNode::Record(const std::string& name) const {
   if (record->version.spec.name != name) {
     return Status::InvalidArgument("the cluster's record of '" + name + "' names another function");
   }
+  record->revision = kv->mod_revision;
   return record;
 }
 
@@ -302,19 +303,17 @@ void ClusterNode::Serve(const std::string& name, std::function<void(Status)> don
     }
     for (auto& cb : waiting) cb(status);
   };
-  uint64_t generation = 0;
   {
     std::lock_guard lock(mu_);
     auto& waiting = adopting_[name];
     waiting.push_back(std::move(done));
     if (waiting.size() > 1) return;  // the adoption under way answers it
-    generation = records_seen_[name];
   }
-  const bool posted = Post([this, name, generation, finish] {
+  const bool posted = Post([this, name, finish] {
     Result<ClusterRecord> record = Record(name);
     if (!record.ok()) return finish(record.status());
-    Adopt(*record, [this, name, number = record->version.number, generation, finish](Status adopted) {
-      NoteAdoption(name, number, generation, adopted);
+    Adopt(*record, [this, name, number = record->version.number, revision = record->revision, finish](Status adopted) {
+      NoteAdoption(name, number, revision, adopted);
       finish(std::move(adopted));
     });
   });
@@ -407,7 +406,7 @@ void ClusterNode::RemoveHere(const std::string& name, DeployId deleted, const ch
   });
 }
 
-void ClusterNode::NoteAdoption(const std::string& name, uint64_t version, uint64_t generation,
+void ClusterNode::NoteAdoption(const std::string& name, uint64_t version, int64_t revision,
                                const Status& status) {
   constexpr std::chrono::milliseconds kMostAdoptRetry = std::chrono::minutes(5);
   if (status.ok()) {
@@ -419,7 +418,7 @@ void ClusterNode::NoteAdoption(const std::string& name, uint64_t version, uint64
     return;
   }
   std::lock_guard lock(mu_);
-  if (records_seen_[name] != generation) {
+  if (auto newest = newest_revision_.find(name); newest != newest_revision_.end() && newest->second > revision) {
     // The registry showed another record of the name meanwhile: the next invocation tries that.
     PHOS_LOG(Warn, "cluster", "version {} of '{}' could not be adopted (a newer record is tried next): {}", version,
              name, status.message());
@@ -428,6 +427,7 @@ void ClusterNode::NoteAdoption(const std::string& name, uint64_t version, uint64
   FailedAdoption& failed = failed_[name];
   failed.failures = failed.version == version ? failed.failures + 1 : 1;
   failed.version = version;
+  failed.revision = revision;
   failed.status = status;
   const int doublings = std::min(failed.failures - 1, 20);
   const auto wait = std::min<std::chrono::milliseconds>(options_.adopt_retry * (int64_t{1} << doublings), kMostAdoptRetry);
@@ -484,10 +484,14 @@ std::optional<int64_t> ClusterNode::CatchUp() {
 void ClusterNode::Follow(const cluster::KeyValue& kv, bool deleted) {
   const std::string name = kv.key.substr(std::string(kFunctions).size());
   {
-    // Another record of the name (or none): what failed to be adopted is no longer what is asked.
+    // A newer record of the name (or none): what failed to be adopted is no longer what is asked.
+    // The record an adoption read may come by the watch after it: that one changes nothing.
     std::lock_guard lock(mu_);
-    failed_.erase(name);
-    ++records_seen_[name];
+    int64_t& newest = newest_revision_[name];
+    newest = std::max(newest, kv.mod_revision);
+    if (auto failed = failed_.find(name); failed != failed_.end() && failed->second.revision < kv.mod_revision) {
+      failed_.erase(failed);
+    }
   }
   if (deleted) {
     // Removed on another node (or here: then it is gone already). The deploy removed is the one

@@ -63,6 +63,7 @@ struct ClusterRecord {
     std::string manifest;  // the object of its snapshot's manifest in the bucket
   };
   std::vector<Range> ranges;
+  int64_t revision = 0;  // etcd's revision of the record as read (ClusterNode::Record); not in its JSON
 };
 std::string ClusterRecordToJson(const ClusterRecord& record);
 // What etcd holds is checked as any outside input: InvalidArgument naming the bad field.
@@ -110,9 +111,9 @@ class ClusterNode {
   static std::string FunctionKey(const std::string& name) { return "/phos/functions/" + name; }
   // Adopts `record` (InstanceManager::Adopt); `done` gets how it went.
   void Adopt(const ClusterRecord& record, std::function<void(Status)> done);
-  // Notes how the adoption of version `version` of `name` went (failed_). `generation`: the
-  // name's records_seen_ when the adoption began; a failure is not held against a newer record.
-  void NoteAdoption(const std::string& name, uint64_t version, uint64_t generation, const Status& status);
+  // Notes how the adoption of version `version` of `name`, recorded at etcd revision `revision`,
+  // went (failed_); a failure is not held against a newer record the watch showed meanwhile.
+  void NoteAdoption(const std::string& name, uint64_t version, int64_t revision, const Status& status);
   // Notes that the registry records (or no longer records) `name`, which this node serves (the
   // deploy serving it now), and keeps the set at ClusterOptions::recorded_path.
   void NoteRecorded(const std::string& name, bool recorded);
@@ -160,9 +161,9 @@ class ClusterNode {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
-  // How many records of each name (new or deleted) the registry has shown: an adoption that began
-  // before the latest one does not hold its failure against it.
-  std::map<std::string, uint64_t> records_seen_;
+  // The newest revision of each name's record (put or deleted) the watch has shown: an adoption of
+  // an older record does not hold its failure against it.
+  std::map<std::string, int64_t> newest_revision_;
   // Adoptions under way, by name: whoever else asks waits for the same one.
   std::map<std::string, std::vector<std::function<void(Status)>>> adopting_;
   // The last adoption of a name failed: why, how many times in a row, of which version, and when
@@ -171,6 +172,7 @@ class ClusterNode {
     Status status;
     int failures = 0;
     uint64_t version = 0;
+    int64_t revision = 0;  // the record's
     std::chrono::steady_clock::time_point retry_at;
   };
   std::map<std::string, FailedAdoption> failed_;

@@ -2,7 +2,9 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <unordered_set>
 
 #include "phos/base/log.h"
@@ -69,23 +71,31 @@ Result<std::unique_ptr<DramTier>> DramTier::Create(const DramTierOptions& option
     return arena.status().WithContext(
         fmt::format("DRAM tier arena of {} bytes from {}", bytes, allocator->name()));
   }
-  PHOS_LOG(Info, "store", "DRAM tier: {} slots of {} bytes ({} MiB) from {}", slots, options.slot_bytes,
+  PHOS_LOG(Info, "store", "DRAM tier: {} pages of {} bytes ({} MiB) from {}", slots, options.slot_bytes,
            bytes >> 20, allocator->name());
   return std::unique_ptr<DramTier>(new DramTier(std::move(allocator), backing, static_cast<uint8_t*>(*arena),
                                                 options.slot_bytes, static_cast<size_t>(slots)));
 }
 
+namespace {
+// The smallest slot a page is cut into: a host page.
+constexpr uint32_t kSmallestSlot = 4096;
+}  // namespace
+
 DramTier::DramTier(std::unique_ptr<PinnedAllocator> allocator, ChunkSource* backing, uint8_t* arena,
-                   uint32_t slot_bytes, size_t slots)
+                   uint32_t slot_bytes, size_t pages)
     : allocator_(std::move(allocator)),
       backing_(backing),
       arena_(arena),
       slot_bytes_(slot_bytes),
-      slots_(slots) {
-  // Popped from the back: slot 0 is used first.
-  free_.reserve(slots);
-  for (size_t i = slots; i > 0; --i) free_.push_back(static_cast<uint32_t>(i - 1));
-  stats_.capacity_slots = slots;
+      pages_(pages) {
+  while ((slot_bytes_ >> classes_) >= kSmallestSlot) ++classes_;
+  free_.resize(classes_);
+  lru_.resize(classes_);
+  // Popped from the back: page 0 is used first.
+  free_pages_.reserve(pages);
+  for (size_t i = pages; i > 0; --i) free_pages_.push_back(static_cast<uint32_t>(i - 1));
+  stats_.capacity_slots = pages;
 }
 
 DramTier::~DramTier() {
@@ -95,27 +105,117 @@ DramTier::~DramTier() {
   allocator_->Free(arena_, capacity_bytes());
 }
 
-bool DramTier::TakeFreeSlotLocked(uint32_t* slot) {
-  if (!free_.empty()) {
-    *slot = free_.back();
-    free_.pop_back();
-    return true;
+uint32_t DramTier::ClassOf(uint32_t bytes) const {
+  uint32_t k = 0;
+  while (k + 1 < classes_ && ClassBytes(k + 1) >= bytes) ++k;
+  return k;
+}
+
+void DramTier::AssignPageLocked(uint32_t page, uint32_t size_class) {
+  Page& p = pages_[page];
+  p.size_class = static_cast<int>(size_class);
+  const uint32_t count = 1u << size_class;
+  p.slots.resize(count);
+  // Pushed in reverse: the page's first slot is taken first.
+  for (uint32_t i = count; i > 0; --i) {
+    uint32_t index;
+    if (!spare_slots_.empty()) {
+      index = spare_slots_.back();
+      spare_slots_.pop_back();
+    } else {
+      index = static_cast<uint32_t>(slots_.size());
+      slots_.emplace_back();
+    }
+    Slot& s = slots_[index];
+    s = Slot{};
+    s.offset = uint64_t{page} * slot_bytes_ + uint64_t{i - 1} * ClassBytes(size_class);
+    s.page = page;
+    s.size_class = size_class;
+    p.slots[i - 1] = index;
+    free_[size_class].push_back(index);
   }
-  if (lru_.empty()) return false;
-  *slot = lru_.front();
-  lru_.pop_front();
-  Slot& s = slots_[*slot];
+}
+
+void DramTier::EvictLocked(uint32_t slot) {
+  Slot& s = slots_[slot];
+  lru_[s.size_class].erase(s.lru_pos);
+  s.in_lru = false;
   index_.erase(s.id);
-  s = Slot{};
   ++stats_.evictions;
+  FreeSlotLocked(slot);
+}
+
+void DramTier::FreeSlotLocked(uint32_t slot) {
+  Slot& s = slots_[slot];
+  const Slot place = s;
+  s = Slot{};
+  s.offset = place.offset;
+  s.page = place.page;
+  s.size_class = place.size_class;
+  free_[s.size_class].push_back(slot);
+}
+
+bool DramTier::ReclaimPageLocked(uint32_t size_class, uint32_t* page) {
+  // Of each other class, the first page (from the least recently used end) whose slots are all
+  // free or evictable; of those, the one whose chunk has been idle longest.
+  std::optional<uint32_t> best;
+  uint64_t best_since = 0;
+  for (uint32_t k = 0; k < classes_; ++k) {
+    if (k == size_class) continue;
+    for (uint32_t candidate : lru_[k]) {
+      const Page& p = pages_[slots_[candidate].page];
+      const bool all_idle = std::all_of(p.slots.begin(), p.slots.end(), [&](uint32_t i) {
+        return slots_[i].state == SlotState::kFree || slots_[i].in_lru;
+      });
+      if (!all_idle) continue;
+      if (!best || slots_[candidate].idle_since < best_since) {
+        best = slots_[candidate].page;
+        best_since = slots_[candidate].idle_since;
+      }
+      break;
+    }
+  }
+  if (!best) return false;
+  const uint32_t taken = *best;
+  std::vector<uint32_t>& free = free_[pages_[taken].size_class];
+  for (uint32_t i : pages_[taken].slots) {
+    if (slots_[i].in_lru) EvictLocked(i);
+    // Every slot of the page is free now: off its class's free list, its record kept for reuse.
+    free.erase(std::find(free.begin(), free.end(), i));
+    spare_slots_.push_back(i);
+  }
+  pages_[taken] = Page{};
+  *page = taken;
+  return true;
+}
+
+bool DramTier::TakeFreeSlotLocked(uint32_t bytes, uint32_t* slot) {
+  const uint32_t k = ClassOf(bytes);
+  if (free_[k].empty()) {
+    uint32_t page = 0;
+    if (!free_pages_.empty()) {
+      page = free_pages_.back();
+      free_pages_.pop_back();
+      AssignPageLocked(page, k);
+    } else if (!lru_[k].empty()) {
+      EvictLocked(lru_[k].front());
+    } else if (ReclaimPageLocked(k, &page)) {
+      AssignPageLocked(page, k);
+    } else {
+      return false;
+    }
+  }
+  *slot = free_[k].back();
+  free_[k].pop_back();
   return true;
 }
 
 void DramTier::MakeEvictableIfIdleLocked(uint32_t slot) {
   Slot& s = slots_[slot];
   if (s.state != SlotState::kResident || s.leases != 0 || s.pins != 0 || s.in_lru) return;
-  s.lru_pos = lru_.insert(lru_.end(), slot);
+  s.lru_pos = lru_[s.size_class].insert(lru_[s.size_class].end(), slot);
   s.in_lru = true;
+  s.idle_since = ++lru_tick_;
 }
 
 Result<uint32_t> DramTier::Acquire(const ChunkRef& ref, bool* no_slot) {
@@ -136,16 +236,17 @@ Result<uint32_t> DramTier::Acquire(const ChunkRef& ref, bool* no_slot) {
     }
     ++s.leases;
     if (s.in_lru) {
-      lru_.erase(s.lru_pos);
+      lru_[s.size_class].erase(s.lru_pos);
       s.in_lru = false;
     }
     ++stats_.hits;
     return it->second;
   }
   uint32_t slot = 0;
-  if (!TakeFreeSlotLocked(&slot)) {
+  if (!TakeFreeSlotLocked(ref.size, &slot)) {
     *no_slot = true;
-    return Status::OutOfMemory(fmt::format("DRAM tier: all {} slots are pinned or leased", slots_.size()));
+    return Status::OutOfMemory(fmt::format("DRAM tier: no room for {} bytes: the chunks in all {} pages are pinned or leased",
+                                           ref.size, pages_.size()));
   }
   ++stats_.misses;
   Slot& s = slots_[slot];
@@ -165,8 +266,7 @@ Result<uint32_t> DramTier::Acquire(const ChunkRef& ref, bool* no_slot) {
   lock.lock();
   if (!st.ok()) {
     index_.erase(ref.id);
-    s = Slot{};
-    free_.push_back(slot);
+    FreeSlotLocked(slot);
     ++stats_.load_failures;
     loaded_.notify_all();
     return st;
@@ -197,8 +297,8 @@ Status DramTier::ReadChunk(const ChunkRef& ref, void* dst) {
     std::lock_guard lock(mu_);
     ++stats_.bypasses;
   }
-  PHOS_LOG_EVERY_SEC(Warn, "store", 5, "DRAM tier bypassed for chunk {} ({} bytes; {} slots of {} bytes)",
-                     ref.id.ToHex(), ref.size, slots_.size(), slot_bytes_);
+  PHOS_LOG_EVERY_SEC(Warn, "store", 5, "DRAM tier bypassed for chunk {} ({} bytes; {} pages of {} bytes)",
+                     ref.id.ToHex(), ref.size, pages_.size(), slot_bytes_);
   PHOS_RETURN_IF_ERROR(NameChunk(backing_->ReadChunk(ref, dst), ref));
   return Verify(ref, dst);
 }

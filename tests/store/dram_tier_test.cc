@@ -134,6 +134,48 @@ TEST(DramTierTest, PinThatDoesNotFitLeavesNothingPinned) {
   EXPECT_TRUE(tier->IsResident(r[3].id));
 }
 
+// Chunks smaller than a page share one, each in a slot of the smallest power-of-two class that
+// holds it: a tier of two 64 KiB pages pins 32 chunks of 4000 bytes, where one chunk per page
+// would hold 2. A page-sized chunk then finds no room until they are unpinned, and takes back a
+// page of the small class (evicting its chunks); other sizes get pages of their own class.
+TEST(DramTierTest, SmallChunksSharePagesAndAPageGoesBackToAnotherClassWhenIdle) {
+  constexpr uint32_t kPage = 64 << 10;
+  MemoryChunkSource source;
+  std::vector<ChunkRef> small;
+  for (uint32_t i = 0; i < 32; ++i) small.push_back(source.Put(RandomBytes(4000, 100 + i)));
+  const ChunkRef whole = source.Put(RandomBytes(kPage, 200));
+  const ChunkRef middle = source.Put(RandomBytes(20000, 201));  // a 32 KiB slot
+  auto created = DramTier::Create({.capacity_bytes = 2 * kPage, .slot_bytes = kPage}, std::make_unique<MmapAllocator>(),
+                                  &source);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  DramTier& tier = **created;
+  ASSERT_TRUE(tier.Pin("small", small).ok());
+  EXPECT_EQ(tier.Stats().pinned_chunks, 32u);
+  EXPECT_EQ(tier.Stats().pinned_bytes, 32u * 4000);
+  for (uint32_t i = 0; i < 32; ++i) EXPECT_EQ(Read(tier, small[i]), RandomBytes(4000, 100 + i)) << i;
+
+  EXPECT_EQ(Read(tier, whole), RandomBytes(kPage, 200));  // no page is idle: read around the tier
+  EXPECT_EQ(tier.Stats().bypasses, 1u);
+  EXPECT_FALSE(tier.IsResident(whole.id));
+
+  ASSERT_TRUE(tier.Unpin("small").ok());
+  EXPECT_EQ(Read(tier, whole), RandomBytes(kPage, 200));
+  EXPECT_TRUE(tier.IsResident(whole.id));
+  EXPECT_EQ(tier.Stats().evictions, 16u) << "one page of small chunks";
+  int resident_small = 0;
+  for (const ChunkRef& r : small) resident_small += tier.IsResident(r.id) ? 1 : 0;
+  EXPECT_EQ(resident_small, 16);
+
+  EXPECT_EQ(Read(tier, middle), RandomBytes(20000, 201));  // takes back the other small page
+  EXPECT_TRUE(tier.IsResident(middle.id));
+  EXPECT_TRUE(tier.IsResident(whole.id));
+  EXPECT_EQ(tier.Stats().evictions, 32u);
+  EXPECT_EQ(tier.Stats().resident_chunks, 2u);
+  // Bytes read back from any class are the chunk's.
+  EXPECT_EQ(Read(tier, small[0]), RandomBytes(4000, 100));  // a page again for the 4 KiB class
+  EXPECT_EQ(Read(tier, middle), RandomBytes(20000, 201));
+}
+
 TEST(DramTierTest, CorruptBackingChunkFailsNamedAndIsNotCached) {
   // A backing source that does not check: the tier's own verification must catch it.
   MemoryChunkSource source(/*verify=*/false);

@@ -2,10 +2,15 @@
 // a backing ChunkSource (the disk store). Restores read through it; a chunk it holds is copied to
 // the GPU straight from pinned memory.
 //
-// The arena is cut into fixed-size slots (the store's chunk size); an index maps ChunkId -> slot.
-// A slot is free, loading (one thread reads it from the backing source, others wait for it) or
-// resident. A resident slot is held by leases (readers copying from it) and by pins (snapshots
-// kept hot); a slot with neither is evictable, least recently used first.
+// The arena is cut into pages of the store's chunk size, and each page in use into slots of one
+// size class: the page's size halved k times, down to 4 KiB. A chunk takes a slot of the
+// smallest class that holds it, so the tier holds about its capacity in bytes of chunks however
+// small they are (a snapshot's small buffers are chunks of their own size). An index maps
+// ChunkId -> slot. A slot is free, loading (one thread reads it from the backing source, others
+// wait for it) or resident. A resident slot is held by leases (readers copying from it) and by
+// pins (snapshots kept hot); a slot with neither is evictable, least recently used first within
+// its class. A class that needs room takes a free page, else evicts within itself, else takes
+// back a page of another class whose slots are all free or evictable.
 //
 // Thread-safe: one mutex guards the index; chunk bytes are copied outside it, protected by the
 // slot's lease count.
@@ -16,6 +21,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -100,7 +106,7 @@ struct DramTierStats {
   uint64_t evictions = 0;      // resident chunks dropped to make room
   uint64_t bypasses = 0;       // reads served around the tier: chunk larger than a slot, or no slot free
   uint64_t load_failures = 0;  // backing reads that failed or did not verify (nothing cached)
-  uint64_t capacity_slots = 0;
+  uint64_t capacity_slots = 0;  // pages of slot_bytes (each holds one chunk of that size, or more smaller ones)
   uint64_t resident_chunks = 0;
   uint64_t pinned_chunks = 0;  // resident chunks held by at least one Pin
   uint64_t pinned_bytes = 0;   // their sizes: a chunk pinned by several snapshots counts once
@@ -166,13 +172,18 @@ class DramTier final : public ChunkSource {
 
   bool IsResident(const ChunkId& id) const;
   DramTierStats Stats() const;
-  uint64_t capacity_bytes() const { return uint64_t{slot_bytes_} * slots_.size(); }
+  uint64_t capacity_bytes() const { return uint64_t{slot_bytes_} * pages_.size(); }
   uint32_t slot_bytes() const { return slot_bytes_; }
   const char* allocator_name() const { return allocator_->name(); }
 
  private:
   enum class SlotState { kFree, kLoading, kResident };
   struct Slot {
+    // Where it is: fixed from the slot's making until its page goes to another class.
+    uint64_t offset = 0;  // in the arena
+    uint32_t page = 0;
+    uint32_t size_class = 0;
+    // What it holds.
     ChunkId id;
     uint32_t size = 0;
     SlotState state = SlotState::kFree;
@@ -180,17 +191,34 @@ class DramTier final : public ChunkSource {
     uint32_t pins = 0;
     bool in_lru = false;
     std::list<uint32_t>::iterator lru_pos;
+    uint64_t idle_since = 0;  // lru_tick_ when it became evictable: orders the classes' lists
+  };
+  struct Page {
+    int size_class = -1;          // -1: free
+    std::vector<uint32_t> slots;  // its slots, while it has a class
   };
 
   DramTier(std::unique_ptr<PinnedAllocator> allocator, ChunkSource* backing, uint8_t* arena,
-           uint32_t slot_bytes, size_t slots);
-  uint8_t* SlotData(uint32_t slot) const { return arena_ + uint64_t{slot} * slot_bytes_; }
+           uint32_t slot_bytes, size_t pages);
+  uint8_t* SlotData(uint32_t slot) const { return arena_ + slots_[slot].offset; }
+  uint32_t ClassBytes(uint32_t size_class) const { return slot_bytes_ >> size_class; }
+  // The smallest class whose slots hold `bytes` (<= slot_bytes_).
+  uint32_t ClassOf(uint32_t bytes) const;
   // A leased slot holding `ref`, loading it on a miss. `no_slot` is set (and OutOfMemory
   // returned) when no slot can be freed.
   Result<uint32_t> Acquire(const ChunkRef& ref, bool* no_slot);
   void ReleaseLease(uint32_t slot);
-  // With mu_ held: a free slot, evicting the least recently used evictable chunk if need be.
-  bool TakeFreeSlotLocked(uint32_t* slot);
+  // With mu_ held: a free slot of `bytes`' class, by the order the header comment gives.
+  bool TakeFreeSlotLocked(uint32_t bytes, uint32_t* slot);
+  // With mu_ held: `page` (free) cut into slots of `size_class`, all free.
+  void AssignPageLocked(uint32_t page, uint32_t size_class);
+  // With mu_ held: a page of a class other than `size_class` whose slots are all free or
+  // evictable, emptied and free again; false when there is none.
+  bool ReclaimPageLocked(uint32_t size_class, uint32_t* page);
+  // With mu_ held: `slot`'s chunk dropped (it was evictable), the slot free.
+  void EvictLocked(uint32_t slot);
+  // With mu_ held: the slot emptied (its place kept) and put on its class's free list.
+  void FreeSlotLocked(uint32_t slot);
   void MakeEvictableIfIdleLocked(uint32_t slot);
   void DropPinsLocked(const std::vector<uint32_t>& slots);
 
@@ -201,12 +229,18 @@ class DramTier final : public ChunkSource {
   uint8_t* arena_;
   uint32_t slot_bytes_;
 
+  uint32_t classes_ = 1;  // size classes: slot_bytes_ >> k for k < classes_
+
   mutable std::mutex mu_;
   std::condition_variable loaded_;  // a slot left kLoading
-  std::vector<Slot> slots_;
-  std::vector<uint32_t> free_;
+  std::deque<Slot> slots_;          // a deque: a slot's reference stays valid as pages are cut
+  std::vector<uint32_t> spare_slots_;  // records of slots whose page went to another class, to reuse
+  std::vector<Page> pages_;
+  std::vector<uint32_t> free_pages_;                // popped from the back
+  std::vector<std::vector<uint32_t>> free_;          // per class: free slots, popped from the back
   std::unordered_map<ChunkId, uint32_t, ChunkIdHash> index_;
-  std::list<uint32_t> lru_;  // evictable resident slots, least recently used first
+  std::vector<std::list<uint32_t>> lru_;  // per class: evictable resident slots, least recently used first
+  uint64_t lru_tick_ = 0;
   struct PinSet {
     bool complete = false;        // false while Pin is still loading its chunks
     std::vector<uint32_t> slots;  // each slot once

@@ -104,10 +104,15 @@ ClusterNode::ClusterNode(ClusterOptions options, cluster::Etcd etcd, runtime::In
   const nlohmann::json* recorded = j.is_object() && j.contains("recorded") ? &j["recorded"] : nullptr;
   if (recorded != nullptr && recorded->is_object()) {
     for (const auto& [name, deploy] : recorded->items()) {
+      // A deploy that cannot be read matches whatever serves the name, as a name-only entry does.
       DeployId id;
       if (deploy.is_object()) {
-        id.number = deploy.value("number", uint64_t{0});
-        id.deployed_at_ms = deploy.value("deployed_at_ms", int64_t{0});
+        auto number = deploy.find("number");
+        auto at = deploy.find("deployed_at_ms");
+        if (number != deploy.end() && number->is_number_unsigned() && at != deploy.end() && at->is_number_integer()) {
+          id.number = number->get<uint64_t>();
+          id.deployed_at_ms = at->get<int64_t>();
+        }
       }
       recorded_[name] = id;
     }
@@ -187,6 +192,15 @@ uint64_t ClusterNode::ServingNumber(const std::string& name) const {
   return serving ? serving->number : 0;
 }
 
+bool ClusterNode::Holds(const std::string& name, const DeployId& deploy) const {
+  if (deploy.number == 0) return true;
+  Result<std::vector<runtime::VersionStatus>> versions = manager_->Versions(name);
+  if (!versions.ok()) return false;
+  return std::any_of(versions->begin(), versions->end(), [&](const runtime::VersionStatus& v) {
+    return v.version.number == deploy.number && v.version.deployed_at_ms == deploy.deployed_at_ms;
+  });
+}
+
 std::optional<ClusterNode::DeployId> ClusterNode::Serving(const std::string& name) const {
   Result<std::vector<runtime::VersionStatus>> versions = manager_->Versions(name);
   if (!versions.ok()) return std::nullopt;
@@ -239,8 +253,12 @@ void ClusterNode::Publish(const ClusterRecord& record) {
   for (const ClusterRecord::Range& r : record.ranges) {
     if (r.manifest.empty()) return refuse("a snapshot of it did not reach the bucket");
   }
-  // Removed (or replaced) while it uploaded: a record now would bring back what was taken away.
-  if (ServingNumber(name) != number) return refuse("it no longer serves here");
+  // Removed (or replaced, or removed and deployed afresh) while it uploaded: a record now would
+  // bring back what was taken away.
+  const std::optional<DeployId> serving = Serving(name);
+  if (!serving || serving->number != number || serving->deployed_at_ms != record.version.deployed_at_ms) {
+    return refuse("it no longer serves here");
+  }
   Result<std::optional<cluster::KeyValue>> current = etcd_.Get(FunctionKey(name));
   if (!current.ok()) return refuse(current.status().message());
   int64_t expected = 0;
@@ -392,7 +410,7 @@ void ClusterNode::RemoveHere(const std::string& name, DeployId deleted, const ch
   Post([this, name, deleted, why] {
     std::optional<DeployId> serving = Serving(name);
     if (!serving) return;
-    if (!deleted.Matches(*serving)) {
+    if (!Holds(name, deleted)) {
       PHOS_LOG(Info, "cluster",
                "'{}' was removed from the cluster {}, but what serves it here is another deploy (version {}, "
                "deployed at {} ms): kept",
@@ -494,15 +512,17 @@ void ClusterNode::Follow(const cluster::KeyValue& kv, bool deleted) {
     }
   }
   if (deleted) {
-    // Removed on another node (or here: then it is gone already). The deploy removed is the one
-    // recorded; a name this node never saw recorded is removed whatever serves it.
-    DeployId recorded;
+    // Removed on another node (or here: then it is gone already, and no longer recorded). The
+    // deploy removed is the one recorded; a name not recorded here (removed here, perhaps
+    // deployed afresh since) stays.
+    std::optional<DeployId> recorded;
     {
       std::lock_guard lock(mu_);
       if (auto it = recorded_.find(name); it != recorded_.end()) recorded = it->second;
     }
+    if (!recorded) return;
     NoteRecorded(name, false);
-    RemoveHere(name, recorded, "on another node");
+    RemoveHere(name, *recorded, "on another node");
     return;
   }
   Result<ClusterRecord> record = ParseClusterRecord(kv.value);

@@ -121,18 +121,18 @@ class ClusterNode {
   void SaveRecorded();
   // A deploy of a function: its number and when it was deployed (a name deployed afresh after a
   // removal starts at number 1 again, so the number alone does not tell two deploys apart). An
-  // empty one matches every deploy (what an older node's file did not keep).
+  // empty one (number 0) stands for any deploy (what an older node's file did not keep).
   struct DeployId {
     uint64_t number = 0;
     int64_t deployed_at_ms = 0;
-    bool Matches(const DeployId& serving) const {
-      return number == 0 || (number == serving.number && deployed_at_ms == serving.deployed_at_ms);
-    }
   };
   // The deploy serving `name` here; nullopt: none.
   std::optional<DeployId> Serving(const std::string& name) const;
-  // Removes `name` here if what serves it is still `deleted`, the deploy the registry recorded
-  // (a name deleted from the cluster and deployed here afresh meanwhile stays); `why` for the log.
+  // Whether `deploy` is one of `name`'s versions here (serving, deploying or kept): what serves
+  // now is it or came after it (a new version, a rollback), not a deploy of the name afresh.
+  bool Holds(const std::string& name, const DeployId& deploy) const;
+  // Removes `name` here if it still holds `deleted`, the deploy the registry recorded (a name
+  // deleted from the cluster and deployed here afresh meanwhile stays); `why` for the log.
   void RemoveHere(const std::string& name, DeployId deleted, const char* why);
   // Records `record` in the registry, once every range's snapshot is in the bucket — unless the
   // version no longer serves here (removed, or replaced meanwhile), or the registry holds another

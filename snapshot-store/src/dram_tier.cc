@@ -114,6 +114,7 @@ uint32_t DramTier::ClassOf(uint32_t bytes) const {
 void DramTier::AssignPageLocked(uint32_t page, uint32_t size_class) {
   Page& p = pages_[page];
   p.size_class = static_cast<int>(size_class);
+  p.used = 0;
   const uint32_t count = 1u << size_class;
   p.slots.resize(count);
   // Pushed in reverse: the page's first slot is taken first.
@@ -140,6 +141,7 @@ void DramTier::EvictLocked(uint32_t slot) {
   Slot& s = slots_[slot];
   lru_[s.size_class].erase(s.lru_pos);
   s.in_lru = false;
+  --pages_[s.page].evictable;
   index_.erase(s.id);
   ++stats_.evictions;
   FreeSlotLocked(slot);
@@ -153,60 +155,57 @@ void DramTier::FreeSlotLocked(uint32_t slot) {
   s.page = place.page;
   s.size_class = place.size_class;
   free_[s.size_class].push_back(slot);
+  Page& p = pages_[s.page];
+  if (--p.used > 0) return;
+  // The page's last chunk went: the page is free for any class again, its slot records kept.
+  std::erase_if(free_[s.size_class], [&](uint32_t i) { return slots_[i].page == s.page; });
+  spare_slots_.insert(spare_slots_.end(), p.slots.begin(), p.slots.end());
+  free_pages_.push_back(s.page);
+  p = Page{};
 }
 
-bool DramTier::ReclaimPageLocked(uint32_t size_class, uint32_t* page) {
-  // Of each other class, the first page (from the least recently used end) whose slots are all
-  // free or evictable; of those, the one whose chunk has been idle longest.
-  std::optional<uint32_t> best;
-  uint64_t best_since = 0;
+std::optional<std::pair<uint32_t, uint64_t>> DramTier::ReclaimableLocked(uint32_t size_class) const {
+  // Of each other class, the first page (from the least recently used end) whose chunks are all
+  // evictable; of those, the one whose chunk has been idle longest.
+  std::optional<std::pair<uint32_t, uint64_t>> best;
   for (uint32_t k = 0; k < classes_; ++k) {
     if (k == size_class) continue;
     for (uint32_t candidate : lru_[k]) {
-      const Page& p = pages_[slots_[candidate].page];
-      const bool all_idle = std::all_of(p.slots.begin(), p.slots.end(), [&](uint32_t i) {
-        return slots_[i].state == SlotState::kFree || slots_[i].in_lru;
-      });
-      if (!all_idle) continue;
-      if (!best || slots_[candidate].idle_since < best_since) {
-        best = slots_[candidate].page;
-        best_since = slots_[candidate].idle_since;
-      }
+      const Slot& c = slots_[candidate];
+      if (pages_[c.page].used != pages_[c.page].evictable) continue;
+      if (!best || c.idle_since < best->second) best = std::make_pair(c.page, c.idle_since);
       break;
     }
   }
-  if (!best) return false;
-  const uint32_t taken = *best;
-  std::vector<uint32_t>& free = free_[pages_[taken].size_class];
-  for (uint32_t i : pages_[taken].slots) {
-    if (slots_[i].in_lru) EvictLocked(i);
-    // Every slot of the page is free now: off its class's free list, its record kept for reuse.
-    free.erase(std::find(free.begin(), free.end(), i));
-    spare_slots_.push_back(i);
-  }
-  pages_[taken] = Page{};
-  *page = taken;
-  return true;
+  return best;
 }
 
 bool DramTier::TakeFreeSlotLocked(uint32_t bytes, uint32_t* slot) {
   const uint32_t k = ClassOf(bytes);
-  if (free_[k].empty()) {
-    uint32_t page = 0;
+  while (free_[k].empty()) {
     if (!free_pages_.empty()) {
-      page = free_pages_.back();
+      const uint32_t page = free_pages_.back();
       free_pages_.pop_back();
       AssignPageLocked(page, k);
-    } else if (!lru_[k].empty()) {
+      continue;
+    }
+    // The chunk idle longest goes: one of this class, or a whole page of another.
+    std::optional<std::pair<uint32_t, uint64_t>> page = ReclaimableLocked(k);
+    if (!lru_[k].empty() && (!page || slots_[lru_[k].front()].idle_since <= page->second)) {
       EvictLocked(lru_[k].front());
-    } else if (ReclaimPageLocked(k, &page)) {
-      AssignPageLocked(page, k);
+    } else if (page) {
+      // Its last eviction frees the page (FreeSlotLocked).
+      const std::vector<uint32_t> chunks = pages_[page->first].slots;
+      for (uint32_t i : chunks) {
+        if (slots_[i].in_lru) EvictLocked(i);
+      }
     } else {
       return false;
     }
   }
   *slot = free_[k].back();
   free_[k].pop_back();
+  ++pages_[slots_[*slot].page].used;
   return true;
 }
 
@@ -216,9 +215,10 @@ void DramTier::MakeEvictableIfIdleLocked(uint32_t slot) {
   s.lru_pos = lru_[s.size_class].insert(lru_[s.size_class].end(), slot);
   s.in_lru = true;
   s.idle_since = ++lru_tick_;
+  ++pages_[s.page].evictable;
 }
 
-Result<uint32_t> DramTier::Acquire(const ChunkRef& ref, bool* no_slot) {
+Result<uint32_t> DramTier::Acquire(const ChunkRef& ref, bool* no_slot, uint8_t** data_out) {
   *no_slot = false;
   std::unique_lock lock(mu_);
   for (;;) {
@@ -238,8 +238,10 @@ Result<uint32_t> DramTier::Acquire(const ChunkRef& ref, bool* no_slot) {
     if (s.in_lru) {
       lru_[s.size_class].erase(s.lru_pos);
       s.in_lru = false;
+      --pages_[s.page].evictable;
     }
     ++stats_.hits;
+    *data_out = arena_ + s.offset;
     return it->second;
   }
   uint32_t slot = 0;
@@ -255,9 +257,10 @@ Result<uint32_t> DramTier::Acquire(const ChunkRef& ref, bool* no_slot) {
   s.state = SlotState::kLoading;
   s.leases = 1;
   index_[ref.id] = slot;
+  // The slot's place, read under the lock: the deque of slots may grow meanwhile.
+  uint8_t* data = arena_ + s.offset;
   lock.unlock();
 
-  uint8_t* data = SlotData(slot);
   Status st = NameChunk(backing_->ReadChunk(ref, data), ref);
   // The backing source verifies too; checking here keeps a faulty source from poisoning the
   // cache, which every later restore would read unchecked.
@@ -273,6 +276,7 @@ Result<uint32_t> DramTier::Acquire(const ChunkRef& ref, bool* no_slot) {
   }
   s.state = SlotState::kResident;
   loaded_.notify_all();
+  *data_out = data;
   return slot;
 }
 
@@ -285,9 +289,10 @@ void DramTier::ReleaseLease(uint32_t slot) {
 Status DramTier::ReadChunk(const ChunkRef& ref, void* dst) {
   if (ref.size <= slot_bytes_) {
     bool no_slot = false;
-    Result<uint32_t> slot = Acquire(ref, &no_slot);
+    uint8_t* data = nullptr;
+    Result<uint32_t> slot = Acquire(ref, &no_slot, &data);
     if (slot.ok()) {
-      std::memcpy(dst, SlotData(*slot), ref.size);
+      std::memcpy(dst, data, ref.size);
       ReleaseLease(*slot);
       return Status::Ok();
     }
@@ -309,8 +314,9 @@ Result<ChunkLease> DramTier::Lease(const ChunkRef& ref) {
         fmt::format("chunk {}: {} bytes do not fit a {}-byte slot", ref.id.ToHex(), ref.size, slot_bytes_));
   }
   bool no_slot = false;
-  PHOS_ASSIGN_OR_RETURN(uint32_t slot, Acquire(ref, &no_slot));
-  return ChunkLease(this, slot, SlotData(slot), ref.size);
+  uint8_t* data = nullptr;
+  PHOS_ASSIGN_OR_RETURN(uint32_t slot, Acquire(ref, &no_slot, &data));
+  return ChunkLease(this, slot, data, ref.size);
 }
 
 void DramTier::DropPinsLocked(const std::vector<uint32_t>& slots) {

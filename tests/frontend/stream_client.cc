@@ -263,6 +263,19 @@ int Held() {
 }
 
 // The process's threads (/proc/self/task); -1 when it cannot tell.
+// Threads a sanitizer's runtime keeps beside the program's: ThreadSanitizer's background thread.
+#if defined(__SANITIZE_THREAD__)
+constexpr int kSanitizerThreads = 1;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr int kSanitizerThreads = 1;
+#else
+constexpr int kSanitizerThreads = 0;
+#endif
+#else
+constexpr int kSanitizerThreads = 0;
+#endif
+
 int CountThreads() {
   DIR* dir = opendir("/proc/self/task");
   if (dir == nullptr) return -1;
@@ -279,8 +292,11 @@ int Quiesce() {
   OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   EXPECT(__phosQuiesce() == 0);  // no thread yet
   // This one, and a sanitizer's where the build has one: ThreadSanitizer starts its own at the
-  // process's first thread creation, so one thread is made and joined before counting.
+  // process's first thread creation, so one thread is made and joined before counting, and the
+  // count taken once the joined one is gone from /proc/self/task (which may lag the join).
+  const int alone = CountThreads();
   std::thread([] {}).join();
+  EXPECT(testing::WaitUntil([&] { return CountThreads() <= alone + kSanitizerThreads; }));
   const int before = CountThreads();
   Gate gate;
   OK(cudaLaunchHostFunc(s, WaitAtGate, &gate));

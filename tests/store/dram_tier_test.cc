@@ -268,6 +268,52 @@ TEST(DramTierTest, ConcurrentReadersSeeCorrectBytes) {
   EXPECT_GT(st.evictions, 0u);
 }
 
+// Readers of chunks of many sizes share a tier too small for them: pages change class under
+// them while others read, and every read and lease gives the chunk's bytes.
+TEST(DramTierTest, ConcurrentReadersOfEverySizeSeeCorrectBytes) {
+  constexpr uint32_t kPage = 64 << 10;
+  MemoryChunkSource source;
+  std::vector<ChunkRef> refs;
+  std::vector<std::string> bytes;
+  for (uint32_t i = 0; i < 40; ++i) {
+    const uint32_t size = std::max<uint32_t>(1, kPage >> (i % 6)) - (i % 3) * 100;
+    bytes.push_back(RandomBytes(size, 300 + i));
+    refs.push_back(source.Put(bytes.back()));
+  }
+  auto created = DramTier::Create({.capacity_bytes = 4 * kPage, .slot_bytes = kPage}, std::make_unique<MmapAllocator>(),
+                                  &source);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  DramTier& tier = **created;
+  constexpr int kThreads = 4, kReads = 600;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(100 + t);
+      for (int i = 0; i < kReads; ++i) {
+        const size_t k = rng() % refs.size();
+        std::string out(refs[k].size, '\0');
+        if (!tier.ReadChunk(refs[k], out.data()).ok() || out != bytes[k]) ++wrong;
+        if (i % 5 == 0) {
+          Result<ChunkLease> lease = tier.Lease(refs[k]);
+          if (lease.ok() && std::memcmp(lease->data(), bytes[k].data(), refs[k].size) != 0) ++wrong;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  DramTierStats st = tier.Stats();
+  EXPECT_EQ(st.leased_chunks, 0u);
+  EXPECT_GT(st.evictions, 0u);
+  // Every resident chunk is still readable from the tier as itself.
+  for (size_t k = 0; k < refs.size(); ++k) {
+    if (tier.IsResident(refs[k].id)) {
+      EXPECT_EQ(Read(tier, refs[k]), bytes[k]) << k;
+    }
+  }
+}
+
 TEST(DramTierTest, DriverPinnedArenaComesFromSimgpuPinnedMemory) {
   auto table = driver::DriverTable::Open({.gpu = driver::GpuKind::kSim, .require_cublas = false});
   ASSERT_TRUE(table.ok()) << table.status().ToString();

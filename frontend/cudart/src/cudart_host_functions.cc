@@ -142,7 +142,8 @@ uint32_t HostFunctions::TakeLocked(const HostFn& fn, ipc::Ring* ring) {
   slots_[slot] = fn;
   in_use_[slot] = true;
   ++pending_;
-  leave_ = false;
+  // At exit the thread leaves once nothing is pending, whatever is launched meanwhile.
+  if (!exiting_) leave_ = false;
   launched_.store(true, std::memory_order_relaxed);
   if (!running_) {
     // A thread that left has nothing more to do than return: joined at once.

@@ -9,8 +9,9 @@
 // ChunkId -> slot. A slot is free, loading (one thread reads it from the backing source, others
 // wait for it) or resident. A resident slot is held by leases (readers copying from it) and by
 // pins (snapshots kept hot); a slot with neither is evictable, least recently used first within
-// its class. A class that needs room takes a free page, else evicts within itself, else takes
-// back a page of another class whose slots are all free or evictable.
+// its class. A class that needs room takes a free page; else the chunk idle longest goes, of its
+// own class or, with the rest of its page, of another class's page whose chunks are all
+// evictable. A page whose last chunk goes is free for any class again.
 //
 // Thread-safe: one mutex guards the index; chunk bytes are copied outside it, protected by the
 // slot's lease count.
@@ -25,9 +26,11 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "phos/driver/cuda_check.h"
@@ -93,10 +96,10 @@ class DriverPinnedAllocator final : public PinnedAllocator {
 };
 
 struct DramTierOptions {
-  // Arena size; rounded down to whole slots, at least one. Default: 1 GiB.
+  // Arena size; rounded down to whole pages, at least one. Default: 1 GiB.
   uint64_t capacity_bytes = 1ull << 30;
-  // Slot size: the store's chunk size. Larger chunks are read around the tier (counted as
-  // bypasses). Default: 4 MiB.
+  // Page size, the largest slot: the store's chunk size. Larger chunks are read around the tier
+  // (counted as bypasses). Default: 4 MiB.
   uint32_t slot_bytes = 4u << 20;
 };
 
@@ -196,28 +199,30 @@ class DramTier final : public ChunkSource {
   struct Page {
     int size_class = -1;          // -1: free
     std::vector<uint32_t> slots;  // its slots, while it has a class
+    uint32_t used = 0;            // its slots holding a chunk (loading or resident)
+    uint32_t evictable = 0;       // of those, the ones in their class's LRU
   };
 
   DramTier(std::unique_ptr<PinnedAllocator> allocator, ChunkSource* backing, uint8_t* arena,
            uint32_t slot_bytes, size_t pages);
-  uint8_t* SlotData(uint32_t slot) const { return arena_ + slots_[slot].offset; }
   uint32_t ClassBytes(uint32_t size_class) const { return slot_bytes_ >> size_class; }
   // The smallest class whose slots hold `bytes` (<= slot_bytes_).
   uint32_t ClassOf(uint32_t bytes) const;
-  // A leased slot holding `ref`, loading it on a miss. `no_slot` is set (and OutOfMemory
-  // returned) when no slot can be freed.
-  Result<uint32_t> Acquire(const ChunkRef& ref, bool* no_slot);
+  // A leased slot holding `ref`, loading it on a miss; `data` gets its bytes' address. `no_slot`
+  // is set (and OutOfMemory returned) when no slot can be freed.
+  Result<uint32_t> Acquire(const ChunkRef& ref, bool* no_slot, uint8_t** data);
   void ReleaseLease(uint32_t slot);
   // With mu_ held: a free slot of `bytes`' class, by the order the header comment gives.
   bool TakeFreeSlotLocked(uint32_t bytes, uint32_t* slot);
   // With mu_ held: `page` (free) cut into slots of `size_class`, all free.
   void AssignPageLocked(uint32_t page, uint32_t size_class);
-  // With mu_ held: a page of a class other than `size_class` whose slots are all free or
-  // evictable, emptied and free again; false when there is none.
-  bool ReclaimPageLocked(uint32_t size_class, uint32_t* page);
+  // With mu_ held: a page of a class other than `size_class` whose chunks are all evictable, and
+  // how long it has been idle (its least recently used chunk's idle_since); nullopt: none.
+  std::optional<std::pair<uint32_t, uint64_t>> ReclaimableLocked(uint32_t size_class) const;
   // With mu_ held: `slot`'s chunk dropped (it was evictable), the slot free.
   void EvictLocked(uint32_t slot);
-  // With mu_ held: the slot emptied (its place kept) and put on its class's free list.
+  // With mu_ held: the slot emptied (its place kept) and put on its class's free list; the page
+  // free again once its last chunk went.
   void FreeSlotLocked(uint32_t slot);
   void MakeEvictableIfIdleLocked(uint32_t slot);
   void DropPinsLocked(const std::vector<uint32_t>& slots);

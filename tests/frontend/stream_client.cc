@@ -20,6 +20,7 @@
 #include "kernels.cuh"
 #include "phos/frontend/fork_child.h"
 #include "phos/frontend/sim_module.h"
+#include "phos/base/sanitizers.h"
 
 namespace phos::stream_client {
 
@@ -264,17 +265,7 @@ int Held() {
 
 // The process's threads (/proc/self/task); -1 when it cannot tell.
 // Threads a sanitizer's runtime keeps beside the program's: ThreadSanitizer's background thread.
-#if defined(__SANITIZE_THREAD__)
-constexpr int kSanitizerThreads = 1;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr int kSanitizerThreads = 1;
-#else
-constexpr int kSanitizerThreads = 0;
-#endif
-#else
-constexpr int kSanitizerThreads = 0;
-#endif
+constexpr int kSanitizerThreads = kThreadSanitizer ? 1 : 0;
 
 int CountThreads() {
   DIR* dir = opendir("/proc/self/task");

@@ -166,11 +166,6 @@ TEST_F(JobTest, ATrainingJobsLossesFollowTheCpuReference) {
   }
 }
 
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kThreadSanitizer = true;
-#else
-constexpr bool kThreadSanitizer = false;
-#endif
 // Under ThreadSanitizer (kStableDeviceAddresses false) a restarted phosd's instance ranges are not
 // where the checkpoints were taken: a job cannot resume across a phosd restart there, and the test
 // kills only instances.

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "phos/base/sanitizers.h"
 #include "phos/base/subprocess.h"
 
 namespace phos::testing {
@@ -20,11 +21,7 @@ namespace phos::testing {
 // ThreadSanitizer, which confines mmap to ranges of its own: two phosd (a move to another node) or
 // one restarted (a job resumed after it) then lay out their instance ranges differently, and a test
 // that needs them alike skips there.
-#if defined(__SANITIZE_THREAD__)
-inline constexpr bool kStableDeviceAddresses = false;
-#else
-inline constexpr bool kStableDeviceAddresses = true;
-#endif
+inline constexpr bool kStableDeviceAddresses = !kThreadSanitizer;
 #define PHOS_SKIP_WITHOUT_STABLE_DEVICE_ADDRESSES()                                                         \
   if (!::phos::testing::kStableDeviceAddresses)                                                            \
   GTEST_SKIP() << "a ThreadSanitizer build maps simgpu's device memory at another address in each process, " \

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "../integration/phosd_fixture.h"
+#include "phos/base/sanitizers.h"
 
 namespace phos::testing {
 namespace {
@@ -19,14 +20,7 @@ class TransparencyTest : public PhosdTest {};
 // host-function thread) crash inside the sanitizer's runtime (a null read), which does not support
 // an uninstrumented program. Host functions are checked under ThreadSanitizer by FrontendTest's
 // stream_client, which is built with it.
-#if defined(__SANITIZE_THREAD__)
-#define PHOS_TRANSPARENCY_UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define PHOS_TRANSPARENCY_UNDER_TSAN 1
-#endif
-#endif
-#if defined(PHOS_TRANSPARENCY_UNDER_TSAN)
+#if defined(PHOS_THREAD_SANITIZER)
 #define PHOS_SKIP_HOST_FUNCTIONS_IN_A_PLAIN_PROGRAM()                                                    \
   GTEST_SKIP() << "threads started in a program built without ThreadSanitizer crash inside its runtime, " \
                   "which a ThreadSanitizer build's libcudart loads"

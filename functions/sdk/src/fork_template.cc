@@ -13,6 +13,7 @@
 #include <string>
 
 #include "phos/base/log.h"
+#include "phos/base/sanitizers.h"
 #include "phos/base/subprocess.h"
 #include "phos/ipc/instance_channel.h"
 
@@ -28,17 +29,7 @@ constexpr const char* kSnapshotEnv = "PHOS_SNAPSHOT_VERSION";
 
 // Threads of the process that are not the function's: ThreadSanitizer's background thread, in a
 // build with it (started in every process, and again in a fork's child).
-#if defined(__SANITIZE_THREAD__)
-constexpr int kRuntimeThreads = 1;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr int kRuntimeThreads = 1;
-#else
-constexpr int kRuntimeThreads = 0;
-#endif
-#else
-constexpr int kRuntimeThreads = 0;
-#endif
+constexpr int kRuntimeThreads = kThreadSanitizer ? 1 : 0;
 
 // Why this process cannot be forked now, or an empty string. `restored`: the child's session
 // restores the template's GPU state, so its allocations are no reason to refuse.

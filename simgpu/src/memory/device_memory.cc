@@ -103,7 +103,7 @@ DeviceMemory::DeviceMemory(const DeviceMemoryOptions& options, CUdeviceptr base,
       released_unzeroed_(options.device_capacity.size(), 0),
       va_(base, options.va_size),
       file_space_(0, options.va_size) {
-#if defined(PHOS_SIM_TSAN)
+#if defined(PHOS_THREAD_SANITIZER)
   // ThreadSanitizer leaves about 1 TiB for mappings, and the reservation takes half of it.
   PHOS_LOG(Debug, "simgpu", "no second mapping of device physical memory under ThreadSanitizer");
 #else

@@ -35,20 +35,14 @@
 #include <vector>
 
 #include "memory/range_allocator.h"
+#include "phos/base/sanitizers.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define PHOS_SIM_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define PHOS_SIM_TSAN 1
-#endif
-#endif
 
 namespace phos::sim {
 
 // ThreadSanitizer confines mmap to its application ranges, where about 1 TiB is free on x86-64,
 // so TSan builds reserve a smaller device address space by default.
-#if defined(PHOS_SIM_TSAN)
+#if defined(PHOS_THREAD_SANITIZER)
 inline constexpr uint64_t kDefaultDeviceAddressSpace = 512ull << 30;
 #else
 inline constexpr uint64_t kDefaultDeviceAddressSpace = 8ull << 40;
@@ -113,7 +107,7 @@ class DeviceMemory {
   // Whether DeviceMemoryOptions::preferred_base is tried at all. ThreadSanitizer aborts the
   // process on an mmap outside its application ranges (0x200000000000 lies between them on
   // x86-64) rather than failing the call, so under TSan the kernel always chooses.
-#if defined(PHOS_SIM_TSAN)
+#if defined(PHOS_THREAD_SANITIZER)
   static constexpr bool kHonoursPreferredBase = false;
 #else
   static constexpr bool kHonoursPreferredBase = true;

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "phos/base/sanitizers.h"
 #include "phos/base/status.h"
 #include "phos/ipc/ring.h"
 #include "phos/driver/driver_table.h"
@@ -78,21 +79,13 @@ struct SessionPlan {
 // ThreadSanitizer confines mmap to its application ranges, so simgpu built with it reserves 512
 // GiB of device address space rather than 8 TiB (simgpu/src/memory/device_memory.h): the instance
 // ranges shrink to fit it.
-#if defined(__SANITIZE_THREAD__)
-#define PHOS_RUNTIME_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define PHOS_RUNTIME_TSAN 1
-#endif
-#endif
-#if defined(PHOS_RUNTIME_TSAN)
+#if defined(PHOS_THREAD_SANITIZER)
 inline constexpr uint64_t kDefaultInstanceVaBytes = 8ull << 30;
 inline constexpr int kDefaultVaSlots = 16;
 #else
 inline constexpr uint64_t kDefaultInstanceVaBytes = 64ull << 30;
 inline constexpr int kDefaultVaSlots = 32;
 #endif
-#undef PHOS_RUNTIME_TSAN
 
 // What one session may hold, whatever its function process sends (docs/design.md D17); beyond,
 // the call fails as the driver's would (out of memory).

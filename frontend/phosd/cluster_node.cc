@@ -187,11 +187,6 @@ bool ClusterNode::Post(std::function<void()> task) {
   return true;
 }
 
-uint64_t ClusterNode::ServingNumber(const std::string& name) const {
-  std::optional<DeployId> serving = Serving(name);
-  return serving ? serving->number : 0;
-}
-
 bool ClusterNode::Holds(const std::string& name, const DeployId& deploy) const {
   if (deploy.number == 0) return true;
   Result<std::vector<runtime::VersionStatus>> versions = manager_->Versions(name);
@@ -532,9 +527,9 @@ void ClusterNode::Follow(const cluster::KeyValue& kv, bool deleted) {
     return;
   }
   // Only what this node serves follows at once; the rest is adopted when first invoked.
-  const uint64_t serving = ServingNumber(name);
-  if (serving != 0) NoteRecorded(name, true);
-  if (serving == 0 || serving == record->version.number) return;
+  const std::optional<DeployId> serving = Serving(name);
+  if (serving) NoteRecorded(name, true);
+  if (!serving || serving->number == record->version.number) return;
   Post([this, record = *record] {
     Adopt(record, [this, name = record.version.spec.name, number = record.version.number](Status adopted) {
       if (!adopted.ok()) {

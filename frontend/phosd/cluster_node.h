@@ -146,8 +146,6 @@ class ClusterNode {
   // What the registry's change of `kv` means here: a record deleted removes the function, another
   // version of one this node serves is adopted.
   void Follow(const cluster::KeyValue& kv, bool deleted);
-  // The version of `name` serving here; 0: none.
-  uint64_t ServingNumber(const std::string& name) const;
 
   ClusterOptions options_;
   const cluster::Etcd etcd_;

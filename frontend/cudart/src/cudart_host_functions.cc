@@ -228,22 +228,15 @@ size_t HostFunctions::Quiesce() {
 }
 
 void HostFunctions::AtExit() {
-  std::thread leaving;
-  ipc::Ring* ring = nullptr;
   {
     std::lock_guard lock(mu_);
     exiting_ = true;
-    if (!thread_.joinable()) return;
-    if (pending_ != 0 || thread_.get_id() == std::this_thread::get_id()) {
+    if (thread_.joinable() && (pending_ != 0 || thread_.get_id() == std::this_thread::get_id())) {
       thread_.detach();
       return;
     }
-    leave_ = true;
-    leaving = std::move(thread_);
-    ring = ring_;
   }
-  ring->InterruptHostFnWait(kToFrontend);
-  leaving.join();
+  Quiesce();  // nothing pending: the thread leaves and is joined, as before a fork
 }
 
 }  // namespace

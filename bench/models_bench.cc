@@ -325,6 +325,16 @@ class Bench {
               std::chrono::seconds(600), "scaled to zero"));
         }
         PHOS_RETURN_IF_ERROR(d_->WaitPoolReady(n, std::chrono::minutes(30)));
+        // simgpu's engine counts around the burst: how much of it the host, not the model, timed.
+        auto engine_ops = [&]() -> std::optional<std::pair<double, double>> {
+          Result<std::string> text = d_->Metrics();
+          if (!text.ok()) return std::nullopt;
+          Result<double> paced = phos::bench::MetricValue(*text, "phos_simgpu_paced_ops_total", {{"device", "0"}});
+          Result<double> bound = phos::bench::MetricValue(*text, "phos_simgpu_host_bound_ops_total", {{"device", "0"}});
+          if (!paced.ok() || !bound.ok()) return std::nullopt;
+          return std::make_pair(*paced, *bound);
+        };
+        const std::optional<std::pair<double, double>> ops_before = engine_ops();
         std::vector<Result<HttpResponse>> answers(n, Status::Internal("not sent"));
         std::vector<std::thread> threads;
         for (int i = 0; i < n; ++i) {
@@ -334,6 +344,14 @@ class Bench {
           });
         }
         for (std::thread& t : threads) t.join();
+        std::string host_bound;
+        if (const std::optional<std::pair<double, double>> ops_after = engine_ops(); ops_before && ops_after) {
+          const double paced = ops_after->first - ops_before->first;
+          const double share = paced > 0 ? (ops_after->second - ops_before->second) / paced : 0;
+          b.paced_ops.push_back(paced);
+          b.host_bound_share.push_back(share);
+          host_bound = fmt::format(", {:.0f}% of {:.0f} device operations host-bound", 100 * share, paced);
+        }
         double last_resident = 0, first_lease = 1e300, last_lease = 0, last_cpu_resume = 0;
         for (int i = 0; i < n; ++i) {
           if (!answers[i].ok()) return answers[i].status();
@@ -362,9 +380,9 @@ class Bench {
         b.last_cpu_resume_ms.push_back(last_cpu_resume);
         b.last_resident_ms.push_back(last_resident);
         b.link_ms.push_back(link_ms);
-        std::printf("%16s %d/%d: p99 first byte %.1f ms, link %.0f%% (modelled)\n",
+        std::printf("%16s %d/%d: p99 first byte %.1f ms, link %.0f%% (modelled)%s\n",
                     fmt::format("{} at once", n).c_str(), rep + 1, o_.concurrency_reps,
-                    Percentile(b.first_byte_ms, 99), 100 * util);
+                    Percentile(b.first_byte_ms, 99), 100 * util, host_bound.c_str());
         std::fflush(stdout);
       }
       results.push_back(std::move(b));
@@ -375,8 +393,6 @@ class Bench {
   uint64_t burst_snapshot_bytes() const { return burst_snapshot_bytes_; }
 
  private:
-  // A random fp32 checkpoint (the device's bytes are the checkpoint's) with a short context, which
-  // keeps the KV cache small; `extra` adds options (experts).
   // A random fp32 checkpoint (the device's bytes are the checkpoint's) with a short context, which
   // keeps the KV cache small; `extra` adds options (experts; `--adapter-out DIR` with no `dir`
   // writes only an adapter for the shape).

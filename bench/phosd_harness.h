@@ -1,5 +1,5 @@
 // What the end-to-end benchmarks share: a phosd of their own on a temporary data directory, HTTP
-// through curl, /metrics and /v1/functions read back, mlp's answer checked against the CPU
+// through phos-http's client, /metrics and /v1/functions read back, mlp's answer checked against the CPU
 // reference, the snapshot's size read from the store, and the statistics they report.
 #pragma once
 
@@ -42,7 +42,8 @@ struct HttpResponse {
   std::string body;
 };
 
-// One request through curl (-i: the head, then the body). Requests with a body are POSTs.
+// One request, through phos-http's client. Requests with a body are POSTs; `headers` are
+// "Name: value" lines.
 Result<HttpResponse> Http(const std::string& url, const std::optional<std::string>& body,
                           const std::vector<std::string>& headers = {});
 

@@ -34,6 +34,7 @@
 #include "phos/store/snapshot_uploader.h"
 #include "phos/store/store.h"
 #include "routes.h"
+#include "simgpu_metrics.h"
 
 namespace phos::phosd {
 namespace {
@@ -92,6 +93,7 @@ struct Daemon::Parts {
   std::unique_ptr<Executables> executables;
   std::shared_ptr<driver::DriverTable> driver;
   std::shared_ptr<prometheus::Registry> metrics = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<SimgpuMetrics> simgpu_metrics;  // null on a GPU
   std::vector<std::unique_ptr<ctxpool::ContextPool>> pools;
   std::unique_ptr<ctxpool::CommunicatorPool> groups;
   std::unique_ptr<runtime::ApiServer> api;
@@ -183,6 +185,7 @@ Status Daemon::Parts::StartAll() {
                               fmt::format("context pool of device {}", device)));
     pools.push_back(std::move(pool));
   }
+  simgpu_metrics = SimgpuMetrics::Create(driver, device_count, *metrics);
 
   // Device groups for functions of several GPUs: made in the background (a 2-device group is ~36 s
   // on the a100 profile at time scale 10), so /healthz answers at once. Without NCCL there are
@@ -357,7 +360,10 @@ Status Daemon::Parts::StartAll() {
                                            .access = &*access,
                                            .executables = executables.get(),
                                            .cluster = cluster.get(),
-                                           .metrics = metrics}));
+                                           .metrics = metrics,
+                                           .refresh_metrics = [simgpu = simgpu_metrics.get()] {
+                                             if (simgpu != nullptr) simgpu->Refresh();
+                                           }}));
   http::ServerOptions http_options;
   http_options.listen = o.listen;
   http_options.unix_socket = o.listen_unix;

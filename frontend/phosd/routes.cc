@@ -404,7 +404,10 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
   }));
 
   // Open: load balancers and Prometheus scrape it without a token. It names the deployed functions.
-  PHOS_RETURN_IF_ERROR(add(Access::kOpen, "GET", "/metrics", [metrics = options.metrics](Request, Responder out, bool) {
+  PHOS_RETURN_IF_ERROR(add(Access::kOpen, "GET", "/metrics", [metrics = options.metrics,
+                                                            refresh = options.refresh_metrics](Request, Responder out,
+                                                                                               bool) {
+    if (refresh) refresh();
     Response r =
         Response::Text(200, metrics != nullptr ? prometheus::TextSerializer().Serialize(metrics->Collect()) : "");
     r.content_type = "text/plain; version=0.0.4";

@@ -4,6 +4,7 @@
 
 #include <prometheus/registry.h>
 
+#include <functional>
 #include <memory>
 
 #include "access.h"
@@ -45,6 +46,9 @@ struct RouteOptions {
   // Served by GET /metrics (where the pools and the instance manager registered theirs) in the
   // Prometheus text format; nullptr answers an empty page. Default: nullptr.
   std::shared_ptr<prometheus::Registry> metrics;
+  // Called before each GET /metrics is serialized, for the counters read at scrape time (simgpu's).
+  // Default: none.
+  std::function<void()> refresh_metrics;
 };
 
 Status AddRoutes(http::Router* router, RouteOptions options);

@@ -88,20 +88,25 @@ Session::~Session() {
 }
 
 void Session::ReleaseAll() {
-  // A soft capture's copies and streams (the capture itself ended: EndSession waits for it).
-  ReleaseSoftCapture();
+  // A soft capture's copies and streams (the capture itself ended: EndSession waits for it); its
+  // guards in the ranges the scrub unmaps go with them, and it answers faults until then.
+  const std::shared_ptr<SoftCapture> guards_left = ReleaseSoftCapture(/*unmapping=*/true);
   // The loaders first: they wait for their copies and unguard before the memory goes to the scrub.
   loaders_published_.store(false);
   loaders_.clear();
   // Before anything is freed: the gate words go once the gated streams passed them.
   host_fns_->Close();
-  if (context_ == nullptr) return;
+  if (context_ == nullptr) {
+    if (guards_left != nullptr) UnregisterGuardClient(guards_left.get());  // no range was borrowed
+    return;
+  }
   ReleaseGraphs();
   ReleaseBlasScratch();
   ReleaseBlasLt();
   // Peer access the function enabled would outlive it in pooled contexts.
   DisablePeers(-1);
   ScrubBorrowedSpaces();
+  if (guards_left != nullptr) UnregisterGuardClient(guards_left.get());
   ReleaseNccl();
   if (group_) {
     ReleaseToGroup();

@@ -302,6 +302,10 @@ class Session {
     // copied (a write speculation missed marks them too) until the final stop.
     bool recopy = false;
     bool stopped = false;  // a recopy's final stop is taken: writes since do not count
+    // A migration's recopy, committed: the session ends without serving again, and its guards are
+    // left to the unmap of its ranges rather than lifted; a write that faults on one meanwhile
+    // lifts that one.
+    bool lift_on_fault = false;
     mutable std::mutex mu;
     std::vector<SoftCopy> buffers;   // in the capture request's order
     std::vector<Unit> units;          // in address order
@@ -333,7 +337,9 @@ class Session {
   static void MarkDirty(driver::DriverTable& driver, SoftCapture& capture, int index);
   // Lifts the capture's write guards (thread-safe; a recopy's capturing thread does it after the
   // final stop, off the instance's time, `pace`d: a pause between two ranges).
-  static void UnguardSoftCapture(driver::DriverTable& driver, SoftCapture& capture, bool pace);
+  // Units for which `keep` (when set) is true stay guarded.
+  static void UnguardSoftCapture(driver::DriverTable& driver, SoftCapture& capture, bool pace,
+                                 const std::function<bool(const SoftCapture::Unit&)>& keep = nullptr);
   // Enqueues on `stream` the copies of `b`'s pieces from b.enqueued to `until` (a piece count) and
   // records `*done` (made when null) after them (the caller holds the capture's lock).
   static Status EnqueueSoftCopy(driver::DriverTable& driver, SoftCapture& capture, SoftCopy& b, CUstream stream,
@@ -345,9 +351,14 @@ class Session {
   // Before the executor runs `record`: every buffer it may write (or free) copied first, its stream
   // made to wait for those copies.
   CUresult CopyBeforeWrite(const ipc::RecordView& record);
-  // Frees what a finished capture still holds (streams, events, host copies); on the executor, or
-  // at the session's end.
-  void ReleaseSoftCapture();
+  // Frees what a finished capture still holds (streams, events, host copies) and lifts its guards;
+  // on the executor, or at the session's end. `unmapping`: the session ends with its borrowed
+  // ranges unmapped and their memory zeroed behind (RangeRelease::kUnmappedZeroedBehind, a
+  // migration's source), and the guards inside them are left to the unmap, which forgets them
+  // (lifting them first is simgpu's page-table work over every byte of the instance, inside the
+  // move's downtime). The capture is returned then, still a guard client, for the caller to
+  // unregister once the ranges are unmapped; null otherwise.
+  std::shared_ptr<SoftCapture> ReleaseSoftCapture(bool unmapping = false);
   // The index of the buffer of `buffers` (in address order) that starts at `base`, or -1.
   static int FindSoftCopy(const std::vector<SoftCopy>& buffers, uint64_t base);
   // A task the executor runs when its ring is empty (Capture).

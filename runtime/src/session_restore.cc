@@ -563,8 +563,14 @@ Result<uint64_t> Session::Capture(store::Store& store, const std::string& functi
         options.committed(*version, copies);
       }
       // Off the instance's time, and after the commit a migration's final stop waits for: lifting
-      // the guards of a large session takes a while (simgpu). Paced only for calls still to come.
-      UnguardSoftCapture(*driver_, *capture, /*pace=*/!options.session_ends);
+      // the guards of a large session takes a while (simgpu), paced for the calls still to come.
+      // A session that ends leaves them to its end, which unmaps its ranges (ReleaseSoftCapture).
+      if (!options.session_ends) {
+        UnguardSoftCapture(*driver_, *capture, /*pace=*/true);
+      } else {
+        std::lock_guard lock(capture->mu);
+        capture->lift_on_fault = true;
+      }
     } else {
       version = stopped;
     }

@@ -221,6 +221,12 @@ PhosSimGuardDecision Session::SoftCapture::OnFault(CUdeviceptr address, const ch
     if (address >= u.start && address - u.start < u.bytes) unit = &u;
   }
   if (unit == nullptr || !unit->guarded) return PHOS_SIM_GUARD_RETRY;  // unguarded meanwhile
+  if (lift_on_fault) {
+    // Committed, and the session ends: nothing of it is copied any more.
+    UnguardRange(*driver, unit->start, unit->bytes);
+    unit->guarded = false;
+    return PHOS_SIM_GUARD_RETRY;
+  }
   if (recopy) {
     // Copied again at the final stop: nothing to copy now.
     if (!stopped) {
@@ -516,7 +522,8 @@ Result<std::unique_ptr<store::SnapshotWriter>> Session::FinishSoftRecopy(store::
   return written;
 }
 
-void Session::UnguardSoftCapture(driver::DriverTable& driver, SoftCapture& capture, bool pace) {
+void Session::UnguardSoftCapture(driver::DriverTable& driver, SoftCapture& capture, bool pace,
+                                 const std::function<bool(const SoftCapture::Unit&)>& keep) {
   // Marked under the lock, lifted outside it: lifting a large unit takes long (simgpu), and the
   // executor takes the lock before every call. A write faulting on a unit in between retries until
   // its guard is gone.
@@ -524,7 +531,8 @@ void Session::UnguardSoftCapture(driver::DriverTable& driver, SoftCapture& captu
   {
     std::lock_guard lock(capture.mu);
     for (SoftCapture::Unit& u : capture.units) {
-      if (u.guarded) lift.emplace_back(u.start, u.bytes);
+      if (!u.guarded || (keep && keep(u))) continue;
+      lift.emplace_back(u.start, u.bytes);
       u.guarded = false;
     }
   }
@@ -534,16 +542,34 @@ void Session::UnguardSoftCapture(driver::DriverTable& driver, SoftCapture& captu
   for (const auto& [start, bytes] : lift) UnguardRange(driver, start, bytes, pause);
 }
 
-void Session::ReleaseSoftCapture() {
-  if (soft_ == nullptr) return;
+std::shared_ptr<Session::SoftCapture> Session::ReleaseSoftCapture(bool unmapping) {
+  if (soft_ == nullptr) return nullptr;
   std::shared_ptr<SoftCapture> capture = std::move(soft_);
+  std::function<bool(const SoftCapture::Unit&)> left_to_unmap;
+  if (unmapping && range_release_ == RangeRelease::kUnmappedZeroedBehind) {
+    // The ranges ScrubBorrowedSpaces unmaps without writing them (UnmapAll): its own and, in a
+    // device group, every device's.
+    left_to_unmap = [this](const SoftCapture::Unit& u) {
+      InstanceAddressSpace* space = SpaceOf(u.start);
+      return space != nullptr && space->borrowed() && space->Contains(u.start + u.bytes - 1) &&
+             (group_.has_value() || (space == space_.get() && lease_));
+    };
+  }
   {
     std::lock_guard lock(capture->mu);
     capture->finished = true;
+    if (left_to_unmap) capture->lift_on_fault = true;
   }
   // Unguarded before the guard client goes: a write faulting meanwhile still finds it.
-  UnguardSoftCapture(*driver_, *capture, /*pace=*/false);
-  if (capture->registered) UnregisterGuardClient(capture.get());
+  UnguardSoftCapture(*driver_, *capture, /*pace=*/false, left_to_unmap);
+  std::shared_ptr<SoftCapture> unregister_later;
+  if (capture->registered) {
+    if (left_to_unmap) {
+      unregister_later = capture;
+    } else {
+      UnregisterGuardClient(capture.get());
+    }
+  }
   std::lock_guard lock(capture->mu);
   for (size_t d = 0; d < capture->contexts.size(); ++d) {
     driver::ContextScope scope(*driver_, capture->contexts[d]);
@@ -574,6 +600,7 @@ void Session::ReleaseSoftCapture() {
   capture->streams.clear();
   capture->cow_streams.clear();
   capture->background.clear();
+  return unregister_later;
 }
 
 }  // namespace phos::runtime

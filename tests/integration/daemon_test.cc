@@ -162,6 +162,14 @@ TEST_F(DaemonTest, MetricsArePrometheusTextWithHistogramsAndMovingCounters) {
   EXPECT_GT(after.Sum("phos_invocation_stage_seconds_count"),
             before.Sum("phos_invocation_stage_seconds_count"));
   EXPECT_EQ(after.types["phos_speculation_misses_total"], "counter");
+  // On simgpu, its engines' operations, read at each scrape: counts that never go back, of which
+  // the host-bound are a part.
+  for (const char* family : {"phos_simgpu_paced_ops_total", "phos_simgpu_host_bound_ops_total"}) {
+    EXPECT_EQ(after.types[family], "counter") << family;
+    ASSERT_TRUE(after.samples.count(std::string(family) + R"({device="0"})")) << family << "\n" << after.text;
+    EXPECT_GE(after.Sum(family), before.Sum(family)) << family;
+  }
+  EXPECT_LE(after.Sum("phos_simgpu_host_bound_ops_total"), after.Sum("phos_simgpu_paced_ops_total"));
 }
 
 TEST_F(DaemonTest, HttpErrorsAndTheDaemonKeepsServing) {

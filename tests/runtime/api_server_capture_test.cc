@@ -384,5 +384,51 @@ TEST_F(ApiServerCaptureTest, AWriteSpeculationMissedDuringARecopyReachesTheImage
   server_->EndSession(token);
 }
 
+// A migration's recopy (its session ends once the snapshot is committed) leaves its write guards
+// to the session's end, which unmaps the range without lifting them first (simgpu). Device work
+// that writes a guarded buffer meanwhile lifts the guard it faults on; the range's next session
+// gets its addresses unguarded, the unmap having forgotten the rest.
+TEST_F(ApiServerCaptureTest, AMigrationsRecopyLeavesItsGuardsToTheRangesUnmap) {
+  ASSERT_NE(table_->phosSimGetStats, nullptr);  // simgpu
+  const std::string token = DeployToken();
+  ASSERT_NO_FATAL_FAILURE(ConnectPointerTableWriter(token));
+  CaptureOptions options;
+  options.mode = CheckpointMode::kSoftRecopy;
+  options.final_stop = [] { return Status::Ok(); };
+  options.session_ends = true;
+  Result<uint64_t> version = server_->CaptureSession(token, *store_, "fn", "ci", std::chrono::seconds(60), options);
+  ASSERT_TRUE(version.ok()) << version.status().ToString();
+  // Still guarded: a guard over it is refused as overlapping.
+  EXPECT_EQ(table_->phosSimGuardRangeWrites(pointer_table_, 4096), CUDA_ERROR_INVALID_VALUE);
+
+  // A write from outside the session's calls (no call of it releases the capture first) faults
+  // once, and its guard goes.
+  CUcontext writer = nullptr;
+  ASSERT_EQ(table_->cuCtxCreate(&writer, nullptr, 0, 0), CUDA_SUCCESS);
+  PhosSimStats before{}, after{};
+  ASSERT_EQ(table_->phosSimGetStats(0, &before), CUDA_SUCCESS);
+  EXPECT_EQ(table_->cuMemsetD8(target_, 0x5c, 8192), CUDA_SUCCESS);
+  EXPECT_EQ(table_->cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(table_->cuMemsetD8(target_, 0x5d, 8192), CUDA_SUCCESS);  // lifted: no second fault
+  EXPECT_EQ(table_->cuCtxSynchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(table_->phosSimGetStats(0, &after), CUDA_SUCCESS);
+  EXPECT_EQ(after.guard_faults - before.guard_faults, 1u);
+  EXPECT_EQ(client_.Download(target_, 8), std::vector<uint8_t>(8, 0x5d));
+  table_->cuCtxDestroy(writer);
+  server_->EndSession(token, RangeRelease::kUnmappedZeroedBehind);
+
+  // The next session of the range gets the same addresses, zeroed and unguarded.
+  ASSERT_NO_FATAL_FAILURE(Open(DeployToken()));
+  const uint64_t again = Alloc(8192);
+  const uint64_t table = Alloc(4096);
+  EXPECT_EQ(again, target_);
+  EXPECT_EQ(table, pointer_table_);
+  EXPECT_EQ(Read(table, 8), std::vector<uint8_t>(8, 0));
+  ASSERT_EQ(table_->phosSimGuardRangeWrites(table, 4096), CUDA_SUCCESS);  // no guard left to overlap
+  ASSERT_EQ(table_->phosSimUnguardRange(table, 4096), CUDA_SUCCESS);
+  Fill(table, 4096, 0x67);
+  EXPECT_EQ(Read(table, 8), std::vector<uint8_t>(8, 0x67));
+}
+
 }  // namespace
 }  // namespace phos::runtime

@@ -1,0 +1,43 @@
+// What the simulated device's engines did, as counters in the registry phosd serves at GET /metrics,
+// when the driver is simgpu (docs/guide.md, "Metrics"): per device, the operations with a modelled
+// cost and those of them whose real work on the host took longer than the model allowed. A run
+// with many host-bound operations measured the host, not the modelled device (simgpu/README.md).
+// Read from phosSimGetStats at each scrape.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "phos/driver/driver_table.h"
+
+namespace phos::phosd {
+
+class SimgpuMetrics {
+ public:
+  // Null when `driver` is not simgpu's (no phosSimGetStats) or has no device.
+  static std::unique_ptr<SimgpuMetrics> Create(std::shared_ptr<driver::DriverTable> driver, int devices,
+                                               prometheus::Registry& registry);
+
+  // Brings the counters up to what the devices report now. Thread-safe.
+  void Refresh();
+
+ private:
+  struct Device {
+    prometheus::Counter* paced = nullptr;
+    prometheus::Counter* host_bound = nullptr;
+    unsigned long long paced_seen = 0;  // what the counters hold, as the device reported it
+    unsigned long long host_bound_seen = 0;
+  };
+  SimgpuMetrics(std::shared_ptr<driver::DriverTable> driver, std::vector<Device> devices)
+      : driver_(std::move(driver)), devices_(std::move(devices)) {}
+
+  const std::shared_ptr<driver::DriverTable> driver_;
+  std::mutex mu_;
+  std::vector<Device> devices_;  // by ordinal
+};
+
+}  // namespace phos::phosd

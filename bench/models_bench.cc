@@ -21,7 +21,8 @@
 // weights (docs/design.md D14); restores from disk, in a daemon without a DRAM tier.
 //
 //   models_bench [--quick] [--sizes 256,1024,4096] [--experts 8,16] [--moe-mib 1024]
-//                [--concurrency 1,4,16] [--concurrency-mib 128] [--second-mib 1024] [--disk-mib 1024]
+//                [--concurrency 1,4,16] [--concurrency-mib 128] [--concurrency-reps 5] [--second-mib 1024]
+//                [--disk-mib 1024]
 //                [--finetunes 32] [--finetune-base-mib 1024] [--cases llama,moe,bursts,second,finetunes,disk]
 //                [--reps 10] [--fresh-reps 1] [--tokens 4] [--report PATH | --no-report] [--keep-data]
 // --cases: run only these cases (default all); a run of some cases prints its results and leaves
@@ -38,6 +39,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -326,15 +328,22 @@ class Bench {
         }
         PHOS_RETURN_IF_ERROR(d_->WaitPoolReady(n, std::chrono::minutes(30)));
         // simgpu's engine counts around the burst: how much of it the host, not the model, timed.
-        auto engine_ops = [&]() -> std::optional<std::pair<double, double>> {
+        // {h2d paced, h2d host-bound, compute paced, compute host-bound}.
+        auto engine_ops = [&]() -> std::optional<std::array<double, 4>> {
           Result<std::string> text = d_->Metrics();
           if (!text.ok()) return std::nullopt;
-          Result<double> paced = phos::bench::MetricValue(*text, "phos_simgpu_paced_ops_total", {{"device", "0"}});
-          Result<double> bound = phos::bench::MetricValue(*text, "phos_simgpu_host_bound_ops_total", {{"device", "0"}});
-          if (!paced.ok() || !bound.ok()) return std::nullopt;
-          return std::make_pair(*paced, *bound);
+          std::array<double, 4> ops{};
+          int i = 0;
+          for (const char* engine : {"h2d", "compute"}) {
+            for (const char* family : {"phos_simgpu_paced_ops_total", "phos_simgpu_host_bound_ops_total"}) {
+              Result<double> v = phos::bench::MetricValue(*text, family, {{"device", "0"}, {"engine", engine}});
+              if (!v.ok()) return std::nullopt;
+              ops[i++] = *v;
+            }
+          }
+          return ops;
         };
-        const std::optional<std::pair<double, double>> ops_before = engine_ops();
+        const std::optional<std::array<double, 4>> ops_before = engine_ops();
         std::vector<Result<HttpResponse>> answers(n, Status::Internal("not sent"));
         std::vector<std::thread> threads;
         for (int i = 0; i < n; ++i) {
@@ -345,12 +354,16 @@ class Bench {
         }
         for (std::thread& t : threads) t.join();
         std::string host_bound;
-        if (const std::optional<std::pair<double, double>> ops_after = engine_ops(); ops_before && ops_after) {
-          const double paced = ops_after->first - ops_before->first;
-          const double share = paced > 0 ? (ops_after->second - ops_before->second) / paced : 0;
-          b.paced_ops.push_back(paced);
-          b.host_bound_share.push_back(share);
-          host_bound = fmt::format(", {:.0f}% of {:.0f} device operations host-bound", 100 * share, paced);
+        if (const std::optional<std::array<double, 4>> ops_after = engine_ops(); ops_before && ops_after) {
+          auto share = [&](int paced, int bound) {
+            const double n = (*ops_after)[paced] - (*ops_before)[paced];
+            return n > 0 ? ((*ops_after)[bound] - (*ops_before)[bound]) / n : 0.0;
+          };
+          b.h2d_host_bound.push_back(share(0, 1));
+          b.compute_host_bound.push_back(share(2, 3));
+          host_bound = fmt::format("; host-bound: {:.0f}% of {:.0f} copies in, {:.0f}% of {:.0f} compute operations",
+                                   100 * b.h2d_host_bound.back(), (*ops_after)[0] - (*ops_before)[0],
+                                   100 * b.compute_host_bound.back(), (*ops_after)[2] - (*ops_before)[2]);
         }
         double last_resident = 0, first_lease = 1e300, last_lease = 0, last_cpu_resume = 0;
         for (int i = 0; i < n; ++i) {
@@ -602,6 +615,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--concurrency-mib", o.concurrency_mib, "size of each function of the bursts")
       ->check(CLI::PositiveNumber);
+  app.add_option("--concurrency-reps", o.concurrency_reps, "repetitions of each burst")->check(CLI::PositiveNumber);
   app.add_option("--disk-mib", o.disk_mib, "disk-cold case: llama size in MiB (0: none)");
   app.add_option("--second-mib", o.second_mib, "second-instance case: llama size in MiB (0: none)");
   app.add_option("--finetunes", o.finetunes, "LoRA fine-tunes of one base (0: none)");

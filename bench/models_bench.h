@@ -142,10 +142,10 @@ struct BurstResult {
   // Where each repetition's time went (modelled ms from the requests' arrival): the earliest and
   // the last lease of a context, the last CPU resume, the last resident, and the bytes' time at W.
   std::vector<double> first_lease_ms, last_lease_ms, last_cpu_resume_ms, last_resident_ms, link_ms;
-  // Per repetition, device 0's operations with a modelled cost (simgpu) and the share of them whose
-  // host work took longer than modelled (phos_simgpu_*_ops_total over the repetition); empty when
-  // phosd does not export them.
-  std::vector<double> paced_ops, host_bound_share;
+  // Per repetition, the share of device 0's host-to-device copies and of its compute operations
+  // whose work on the host took longer than modelled (simgpu: phos_simgpu_*_ops_total over the
+  // repetition); empty when phosd does not export them.
+  std::vector<double> h2d_host_bound, compute_host_bound;
 };
 
 // Whether a case meets its targets against the bound and eager.

@@ -156,18 +156,22 @@ std::string BurstMarkdown(const std::vector<BurstResult>& bursts, uint64_t snaps
       "resident stage) / W, median over the repetitions; p99 of first byte over every request. Where the "
       "time went (medians over the repetitions, modelled ms from the requests' arrival): the earliest and "
       "the last context lease, the last CPU resume, the last resident stage, and what the bytes take at W "
-      "alone; *host-bound*: the share of the device's operations with a modelled cost (copies, kernels) whose "
-      "work on this host took longer than the model gives them (simgpu's count, `phos_simgpu_host_bound_ops_total`), "
-      "time the host decided rather than the modelled device.\n\n"
+      "alone; *host-bound*: the share of the device's host-to-device copies, and of its compute operations "
+      "(kernels, memsets), whose work on this host took longer than the model gives them (simgpu's count, "
+      "`phos_simgpu_host_bound_ops_total`): time the host decided rather than the modelled device.\n\n"
       "| at once | requests | first byte median (ms) | p99 (ms) | link utilisation | leases (first–last) "
-      "| last cpu-resume | last resident | bytes at W | host-bound |\n|---|---|---|---|---|---|---|---|---|---|\n",
+      "| last cpu-resume | last resident | bytes at W | host-bound copies / compute |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n",
       mib, snapshot_bytes / 1048576.0);
   for (const BurstResult& b : bursts) {
     md += fmt::format("| {} | {} | {:.1f} | {:.1f} | {:.0f}% | {:.2f}–{:.2f} | {:.2f} | {:.2f} | {:.2f} | {} |\n", b.n,
                       b.first_byte_ms.size(), Median(b.first_byte_ms), Percentile(b.first_byte_ms, 99),
                       100 * Median(b.utilisation), Median(b.first_lease_ms), Median(b.last_lease_ms),
                       Median(b.last_cpu_resume_ms), Median(b.last_resident_ms), Median(b.link_ms),
-                      b.host_bound_share.empty() ? "—" : fmt::format("{:.0f}%", 100 * Median(b.host_bound_share)));
+                      b.h2d_host_bound.empty()
+                          ? "—"
+                          : fmt::format("{:.0f}% / {:.0f}%", 100 * Median(b.h2d_host_bound),
+                                        100 * Median(b.compute_host_bound)));
   }
   const BurstResult& most = bursts.back();
   md += fmt::format("\n{} at once: link utilisation **{:.0f}%** (target ≥ {:.0f}%): **{}**\n", most.n,

@@ -72,6 +72,7 @@ Status DriverTable::Resolve(GpuKind kind, const std::string& driver, const std::
   PHOS_RESOLVE_OPTIONAL(phosSimMemcpyHtoDAsyncGuarded)
   PHOS_RESOLVE_OPTIONAL(phosSimGetConfig)
   PHOS_RESOLVE_OPTIONAL(phosSimGetStats)
+  PHOS_RESOLVE_OPTIONAL(phosSimGetEngineStats)
   PHOS_RESOLVE_OPTIONAL(phosSimModuleLoadDataSized)
   PHOS_RESOLVE_OPTIONAL(phosSimGuardRangeWrites)
 #undef PHOS_RESOLVE_OPTIONAL

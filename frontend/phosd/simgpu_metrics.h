@@ -1,13 +1,15 @@
 // What the simulated device's engines did, as counters in the registry phosd serves at GET /metrics,
-// when the driver is simgpu (docs/guide.md, "Metrics"): per device, the operations with a modelled
-// cost and those of them whose real work on the host took longer than the model allowed. A run
-// with many host-bound operations measured the host, not the modelled device (simgpu/README.md).
-// Read from phosSimGetStats at each scrape.
+// when the driver is simgpu (docs/guide.md, "Metrics"): per device and engine (h2d, d2h, compute),
+// the operations with a modelled cost and those of them whose real work on the host took longer
+// than the model allowed. A run with many host-bound operations measured the host, not the
+// modelled device (simgpu/README.md); which engine says which part of it. Read from
+// phosSimGetEngineStats at each scrape.
 #pragma once
 
 #include <prometheus/counter.h>
 #include <prometheus/registry.h>
 
+#include <array>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -18,7 +20,7 @@ namespace phos::phosd {
 
 class SimgpuMetrics {
  public:
-  // Null when `driver` is not simgpu's (no phosSimGetStats) or has no device.
+  // Null when `driver` is not simgpu's (no phosSimGetEngineStats) or has no device.
   static std::unique_ptr<SimgpuMetrics> Create(std::shared_ptr<driver::DriverTable> driver, int devices,
                                                prometheus::Registry& registry);
 
@@ -26,11 +28,15 @@ class SimgpuMetrics {
   void Refresh();
 
  private:
+  // One engine's pair of counters, and the device's counts they stand at.
+  struct Count {
+    prometheus::Counter* counter = nullptr;
+    unsigned long long seen = 0;
+  };
+  static constexpr int kEngines = 3;  // h2d, d2h, compute
   struct Device {
-    prometheus::Counter* paced = nullptr;
-    prometheus::Counter* host_bound = nullptr;
-    unsigned long long paced_seen = 0;  // what the counters hold, as the device reported it
-    unsigned long long host_bound_seen = 0;
+    std::array<Count, kEngines> paced;
+    std::array<Count, kEngines> host_bound;
   };
   SimgpuMetrics(std::shared_ptr<driver::DriverTable> driver, std::vector<Device> devices)
       : driver_(std::move(driver)), devices_(std::move(devices)) {}

@@ -306,7 +306,9 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
   if (mode == CheckpointMode::kStopTheWorld) {
     // The GPU side at the same point: every call the instance sent has run by then
     // (Session::Capture), and the instance serves nothing until the snapshot is committed.
-    FinishCheckpoint(capture, options_.sessions->Capture(report.token, name, {}));
+    CaptureOptions options;
+    options.keep_hot = capture->f->spec.job.checkpoint_every == 0;  // a job's: read only on its resume
+    FinishCheckpoint(capture, options_.sessions->Capture(report.token, name, options));
     return true;
   }
   // Soft modes: the buffers are copied on a thread of the checkpoint's own, and the instance serves
@@ -324,6 +326,7 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
     }
     CaptureOptions options;
     options.mode = mode;
+    options.keep_hot = capture->f->spec.job.checkpoint_every == 0;
     options.stats = &capture->copies;  // written once the capture returns, read after
     options.at_point = [capture] {
       std::lock_guard lock(capture->mu);

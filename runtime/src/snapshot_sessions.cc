@@ -63,7 +63,7 @@ Result<uint64_t> SnapshotSessions::Capture(const std::string& token, const std::
                                                                   options_.capture_timeout, options));
   if (!carried) CarryOverOrder(function, version);
   PHOS_ASSIGN_OR_RETURN(std::shared_ptr<const store::Manifest> manifest, Manifest(function, version));
-  Pin(*manifest);
+  if (capture.keep_hot) Pin(*manifest);
   if (metrics_ != nullptr) metrics_->Refresh(*store_, Dram());
   uint64_t bytes = 0;
   for (const store::Buffer& b : manifest->buffers) bytes += b.size;

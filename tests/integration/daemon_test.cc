@@ -166,7 +166,10 @@ TEST_F(DaemonTest, MetricsArePrometheusTextWithHistogramsAndMovingCounters) {
   // the host-bound are a part.
   for (const char* family : {"phos_simgpu_paced_ops_total", "phos_simgpu_host_bound_ops_total"}) {
     EXPECT_EQ(after.types[family], "counter") << family;
-    ASSERT_TRUE(after.samples.count(std::string(family) + R"({device="0"})")) << family << "\n" << after.text;
+    for (const char* engine : {"h2d", "d2h", "compute"}) {
+      ASSERT_TRUE(after.samples.count(std::string(family) + R"({device="0",engine=")" + engine + R"("})"))
+          << family << " " << engine << "\n" << after.text;
+    }
     EXPECT_GE(after.Sum(family), before.Sum(family)) << family;
   }
   EXPECT_LE(after.Sum("phos_simgpu_host_bound_ops_total"), after.Sum("phos_simgpu_paced_ops_total"));

@@ -107,6 +107,15 @@ class JobTest : public PhosdTest {
     argv.push_back(endpoint() + path);
     return nlohmann::json::parse(::phos::testing::Run(argv).out, nullptr, false);
   }
+  // What the DRAM tier keeps pinned (GET /metrics), or -1 when phosd does not say.
+  double DramPinnedBytes() {
+    std::istringstream lines(::phos::testing::Run({"/usr/bin/curl", "-s", endpoint() + "/metrics"}).out);
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.rfind("phos_dram_tier_pinned_bytes ", 0) == 0) return std::stod(line.substr(line.find(' ') + 1));
+    }
+    return -1;
+  }
   int64_t Step(const std::string& job) {
     nlohmann::json j = Get("/v1/functions/" + job + "/job");
     return j.is_object() ? j.value("step", int64_t{-1}) : -1;
@@ -144,7 +153,12 @@ class JobTest : public PhosdTest {
 
 TEST_F(JobTest, ATrainingJobsLossesFollowTheCpuReference) {
   ASSERT_NO_FATAL_FAILURE(DeployJob("train"));
+  const double pinned_at_deploy = DramPinnedBytes();
   ASSERT_TRUE(Finished("train")) << PhosdLog();
+  // The deploy's snapshot is kept hot in the DRAM tier; the job's checkpoints, read only when it
+  // resumes, are not.
+  EXPECT_GT(pinned_at_deploy, 0);
+  EXPECT_LE(DramPinnedBytes(), pinned_at_deploy);
   std::map<int64_t, std::string> losses = Losses("train");
   ASSERT_EQ(losses.size(), static_cast<size_t>(kSteps));
   const std::vector<float> expected = ReferenceLosses(train::Shape{}, 7, train::Adam{}, kSteps);

@@ -87,6 +87,29 @@ PHOS_SIM_API CUresult phosSimGetStats(CUdevice device, PhosSimStats* out) {
   return CUDA_SUCCESS;
 }
 
+PHOS_SIM_API CUresult phosSimGetEngineStats(CUdevice device, PhosSimEngineStats* out) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Driver* d = nullptr;
+  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
+  Device* dev = d->device(device);
+  if (dev == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  ExecutorStats now, base;
+  {
+    std::lock_guard lock(dev->stats_mu);  // as phosSimGetStats reads them
+    now = dev->executor->stats();
+    base = dev->stats_base;
+  }
+  auto ops = [&](Engine e) { return now.engine(e).ops - base.engine(e).ops; };
+  auto host_bound = [&](Engine e) { return now.engine(e).host_bound_ops - base.engine(e).host_bound_ops; };
+  *out = PhosSimEngineStats{.h2d_ops = ops(Engine::kCopyH2D),
+                            .h2d_host_bound_ops = host_bound(Engine::kCopyH2D),
+                            .d2h_ops = ops(Engine::kCopyD2H),
+                            .d2h_host_bound_ops = host_bound(Engine::kCopyD2H),
+                            .compute_ops = ops(Engine::kCompute),
+                            .compute_host_bound_ops = host_bound(Engine::kCompute)};
+  return CUDA_SUCCESS;
+}
+
 PHOS_SIM_API CUresult phosSimResetStats(CUdevice device) {
   Driver* d = nullptr;
   if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;

@@ -96,6 +96,17 @@ TEST_F(DriverTest, StatsCountBytesAndHostBoundCopies) {
   EXPECT_EQ(stats.d2d_bytes, kBytes);
   EXPECT_EQ(stats.paced_ops, 2u);
   EXPECT_GE(stats.host_bound_ops, 1u);
+  // By engine: one copy in, one on the compute engine (the device-to-device one, host-bound).
+  PhosSimEngineStats engines{};
+  ASSERT_EQ(phosSimGetEngineStats(0, &engines), CUDA_SUCCESS);
+  EXPECT_EQ(engines.h2d_ops, 1u);
+  EXPECT_EQ(engines.d2h_ops, 0u);
+  EXPECT_EQ(engines.compute_ops, 1u);
+  EXPECT_EQ(engines.compute_host_bound_ops, 1u);
+  EXPECT_EQ(engines.h2d_host_bound_ops + engines.d2h_host_bound_ops + engines.compute_host_bound_ops,
+            stats.host_bound_ops);
+  EXPECT_EQ(phosSimGetEngineStats(5, &engines), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(phosSimGetEngineStats(0, nullptr), CUDA_ERROR_INVALID_VALUE);
   PhosSimStats other{};
   ASSERT_EQ(phosSimGetStats(1, &other), CUDA_SUCCESS);
   EXPECT_EQ(other.h2d_bytes, 0u);

@@ -173,6 +173,7 @@ class DriverTable {
   decltype(&::phosSimGetConfig) phosSimGetConfig = nullptr;
   // simgpu's device counters (phos/simgpu/simgpu.h); null on NVIDIA's driver.
   decltype(&::phosSimGetStats) phosSimGetStats = nullptr;
+  decltype(&::phosSimGetEngineStats) phosSimGetEngineStats = nullptr;
 
  private:
   DriverTable() = default;

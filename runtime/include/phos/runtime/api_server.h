@@ -165,9 +165,14 @@ struct CaptureOptions {
   // a follow-up of the caller's may still fail the capture after it was called.
   std::function<void(uint64_t version, const CaptureStats& copies)> committed;
   // Soft recopy: the session ends once the snapshot is committed (a migration's instance serves
-  // nothing more): its guards are lifted at once rather than paced between the calls of an
-  // instance that runs on.
+  // nothing more): its guards are left to the session's end, which unmaps its ranges, rather than
+  // lifted between the calls of an instance that runs on.
   bool session_ends = false;
+  // Whether the snapshot is kept where restores read it fastest (the DRAM tier) once committed,
+  // as a deploy's is (GpuSessions::Capture). A job's checkpoints are read only when it resumes
+  // after a crash: kept cold, they cost the host no read of every byte back and push no function's
+  // snapshot out of the tier.
+  bool keep_hot = true;
   // Filled when the capture ends (soft modes), if not null.
   CaptureStats* stats = nullptr;
 };

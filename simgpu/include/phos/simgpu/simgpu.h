@@ -61,6 +61,19 @@ typedef struct PhosSimStats {
 } PhosSimStats;
 
 CUresult phosSimGetStats(CUdevice device, PhosSimStats* stats);
+
+/* phosSimGetStats's paced and host-bound operations by engine, since the same point: which of the
+ * device's engines the host could not keep at their modelled pace. */
+typedef struct PhosSimEngineStats {
+  unsigned long long h2d_ops;      /* host-to-device copies */
+  unsigned long long h2d_host_bound_ops;
+  unsigned long long d2h_ops;      /* device-to-host copies */
+  unsigned long long d2h_host_bound_ops;
+  unsigned long long compute_ops;  /* kernels, memsets, device-to-device copies */
+  unsigned long long compute_host_bound_ops;
+} PhosSimEngineStats;
+
+CUresult phosSimGetEngineStats(CUdevice device, PhosSimEngineStats* stats);
 CUresult phosSimResetStats(CUdevice device);
 
 /* Guarded ranges: device memory that kernels and copy engines cannot touch, for validating which

@@ -8,6 +8,31 @@
 
 using namespace phos::sim;
 
+namespace {
+
+// A device's counters now and as phosSimResetStats last left them.
+struct StatsSince {
+  ExecutorStats now, base;
+  uint64_t released_unzeroed = 0, released_unzeroed_base = 0;
+};
+
+CUresult ReadStatsSince(CUdevice device, StatsSince* out) {
+  Driver* d = nullptr;
+  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
+  Device* dev = d->device(device);
+  if (dev == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  // Read under the lock phosSimResetStats takes: a reset between reading the counters and their
+  // baselines would make the differences wrap.
+  std::lock_guard lock(dev->stats_mu);
+  out->now = dev->executor->stats();
+  out->released_unzeroed = d->memory().ReleasedUnzeroedBytes(device);
+  out->base = dev->stats_base;
+  out->released_unzeroed_base = dev->released_unzeroed_base;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
 extern "C" {
 
 PHOS_SIM_API CUresult phosSimConfigure(const PhosSimConfig* config) {
@@ -51,21 +76,10 @@ PHOS_SIM_API CUresult phosSimGetProfile(CUdevice device, PhosSimProfileInfo* inf
 
 PHOS_SIM_API CUresult phosSimGetStats(CUdevice device, PhosSimStats* out) {
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Driver* d = nullptr;
-  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
-  Device* dev = d->device(device);
-  if (dev == nullptr) return CUDA_ERROR_INVALID_DEVICE;
-  // Read under the lock phosSimResetStats takes: a reset between reading the counters and their
-  // baselines would make the differences wrap.
-  ExecutorStats now, base;
-  uint64_t released_unzeroed = 0, released_unzeroed_base = 0;
-  {
-    std::lock_guard lock(dev->stats_mu);
-    now = dev->executor->stats();
-    released_unzeroed = d->memory().ReleasedUnzeroedBytes(device);
-    base = dev->stats_base;
-    released_unzeroed_base = dev->released_unzeroed_base;
-  }
+  StatsSince since;
+  if (CUresult r = ReadStatsSince(device, &since); r != CUDA_SUCCESS) return r;
+  const ExecutorStats& now = since.now;
+  const ExecutorStats& base = since.base;
   PhosSimStats s{};
   for (int e = 0; e < kEngineCount; ++e) {
     const EngineStats& n = now.engines[e];
@@ -82,25 +96,19 @@ PHOS_SIM_API CUresult phosSimGetStats(CUdevice device, PhosSimStats* out) {
   s.d2d_bytes = now.engine(Engine::kCompute).bytes - base.engine(Engine::kCompute).bytes;
   s.kernels = now.kernels_run - base.kernels_run;
   s.guard_faults = now.guard_faults - base.guard_faults;
-  s.released_unzeroed_bytes = released_unzeroed - released_unzeroed_base;
+  s.released_unzeroed_bytes = since.released_unzeroed - since.released_unzeroed_base;
   *out = s;
   return CUDA_SUCCESS;
 }
 
 PHOS_SIM_API CUresult phosSimGetEngineStats(CUdevice device, PhosSimEngineStats* out) {
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Driver* d = nullptr;
-  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
-  Device* dev = d->device(device);
-  if (dev == nullptr) return CUDA_ERROR_INVALID_DEVICE;
-  ExecutorStats now, base;
-  {
-    std::lock_guard lock(dev->stats_mu);  // as phosSimGetStats reads them
-    now = dev->executor->stats();
-    base = dev->stats_base;
-  }
-  auto ops = [&](Engine e) { return now.engine(e).ops - base.engine(e).ops; };
-  auto host_bound = [&](Engine e) { return now.engine(e).host_bound_ops - base.engine(e).host_bound_ops; };
+  StatsSince since;
+  if (CUresult r = ReadStatsSince(device, &since); r != CUDA_SUCCESS) return r;
+  auto ops = [&](Engine e) { return since.now.engine(e).ops - since.base.engine(e).ops; };
+  auto host_bound = [&](Engine e) {
+    return since.now.engine(e).host_bound_ops - since.base.engine(e).host_bound_ops;
+  };
   *out = PhosSimEngineStats{.h2d_ops = ops(Engine::kCopyH2D),
                             .h2d_host_bound_ops = host_bound(Engine::kCopyH2D),
                             .d2h_ops = ops(Engine::kCopyD2H),

@@ -1,8 +1,13 @@
 #include "exec/engines.h"
 
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <exception>
 #include <optional>
 
@@ -12,6 +17,19 @@
 
 namespace phos::sim {
 namespace {
+
+// A copy engine is DMA hardware: on a GPU, nothing the host runs takes its time. Its thread here
+// shares the host's cores with the compute workers, the daemon and the function processes, and a
+// copy its memcpy finishes late holds up the modelled link (a host-bound op). So it asks for a
+// higher priority than theirs, which needs CAP_SYS_NICE; without it, it keeps the default.
+constexpr int kCopyEngineNice = -10;
+
+void PreferCopyEngine(Engine kind) {
+  if (kind != Engine::kCopyH2D && kind != Engine::kCopyD2H) return;
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kCopyEngineNice) != 0) {
+    PHOS_LOG(Debug, "simgpu", "{} copy engine keeps its priority: {}", EngineName(kind), std::strerror(errno));
+  }
+}
 
 void NameThread(const std::string& name) {
   // Linux limits thread names to 15 characters.
@@ -143,6 +161,7 @@ void SerialEngine::Join() {
 
 void SerialEngine::Loop() {
   NameThread(thread_name_);
+  PreferCopyEngine(kind_);
   std::optional<AltSignalStack> alt_stack;
   if (guard_faults_) alt_stack.emplace();
   TaskPtr task;

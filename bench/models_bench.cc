@@ -39,7 +39,6 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -328,22 +327,7 @@ class Bench {
         }
         PHOS_RETURN_IF_ERROR(d_->WaitPoolReady(n, std::chrono::minutes(30)));
         // simgpu's engine counts around the burst: how much of it the host, not the model, timed.
-        // {h2d paced, h2d host-bound, compute paced, compute host-bound}.
-        auto engine_ops = [&]() -> std::optional<std::array<double, 4>> {
-          Result<std::string> text = d_->Metrics();
-          if (!text.ok()) return std::nullopt;
-          std::array<double, 4> ops{};
-          int i = 0;
-          for (const char* engine : {"h2d", "compute"}) {
-            for (const char* family : {"phos_simgpu_paced_ops_total", "phos_simgpu_host_bound_ops_total"}) {
-              Result<double> v = phos::bench::MetricValue(*text, family, {{"device", "0"}, {"engine", engine}});
-              if (!v.ok()) return std::nullopt;
-              ops[i++] = *v;
-            }
-          }
-          return ops;
-        };
-        const std::optional<std::array<double, 4>> ops_before = engine_ops();
+        const Result<std::string> metrics_before = d_->Metrics();
         std::vector<Result<HttpResponse>> answers(n, Status::Internal("not sent"));
         std::vector<std::thread> threads;
         for (int i = 0; i < n; ++i) {
@@ -354,16 +338,15 @@ class Bench {
         }
         for (std::thread& t : threads) t.join();
         std::string host_bound;
-        if (const std::optional<std::array<double, 4>> ops_after = engine_ops(); ops_before && ops_after) {
-          auto share = [&](int paced, int bound) {
-            const double n = (*ops_after)[paced] - (*ops_before)[paced];
-            return n > 0 ? ((*ops_after)[bound] - (*ops_before)[bound]) / n : 0.0;
-          };
-          b.h2d_host_bound.push_back(share(0, 1));
-          b.compute_host_bound.push_back(share(2, 3));
-          host_bound = fmt::format("; host-bound: {:.0f}% of {:.0f} copies in, {:.0f}% of {:.0f} compute operations",
-                                   100 * b.h2d_host_bound.back(), (*ops_after)[0] - (*ops_before)[0],
-                                   100 * b.compute_host_bound.back(), (*ops_after)[2] - (*ops_before)[2]);
+        if (const Result<std::string> metrics_after = d_->Metrics(); metrics_before.ok() && metrics_after.ok()) {
+          const std::optional<HostBound> copies = HostBoundBetween(*metrics_before, *metrics_after, "h2d");
+          const std::optional<HostBound> compute = HostBoundBetween(*metrics_before, *metrics_after, "compute");
+          if (copies && compute) {
+            b.h2d_host_bound.push_back(copies->share);
+            b.compute_host_bound.push_back(compute->share);
+            host_bound = fmt::format("; host-bound: {:.0f}% of {:.0f} copies in, {:.0f}% of {:.0f} compute operations",
+                                     100 * copies->share, copies->ops, 100 * compute->share, compute->ops);
+          }
         }
         double last_resident = 0, first_lease = 1e300, last_lease = 0, last_cpu_resume = 0;
         for (int i = 0; i < n; ++i) {
@@ -406,6 +389,27 @@ class Bench {
   uint64_t burst_snapshot_bytes() const { return burst_snapshot_bytes_; }
 
  private:
+  // Device 0's operations of one simgpu engine between two /metrics scrapes: how many had a
+  // modelled cost, and the share of them whose work on the host took longer than modelled.
+  struct HostBound {
+    double ops = 0;
+    double share = 0;
+  };
+  // nullopt when phosd does not export the counts (not on simgpu).
+  static std::optional<HostBound> HostBoundBetween(std::string_view before, std::string_view after,
+                                                   const char* engine) {
+    auto count = [&](std::string_view text, const char* family) {
+      return phos::bench::MetricValue(text, family, {{"device", "0"}, {"engine", engine}});
+    };
+    const Result<double> paced0 = count(before, "phos_simgpu_paced_ops_total");
+    const Result<double> paced1 = count(after, "phos_simgpu_paced_ops_total");
+    const Result<double> bound0 = count(before, "phos_simgpu_host_bound_ops_total");
+    const Result<double> bound1 = count(after, "phos_simgpu_host_bound_ops_total");
+    if (!paced0.ok() || !paced1.ok() || !bound0.ok() || !bound1.ok()) return std::nullopt;
+    const double ops = *paced1 - *paced0;
+    return HostBound{.ops = ops, .share = ops > 0 ? (*bound1 - *bound0) / ops : 0.0};
+  }
+
   // A random fp32 checkpoint (the device's bytes are the checkpoint's) with a short context, which
   // keeps the KV cache small; `extra` adds options (experts; `--adapter-out DIR` with no `dir`
   // writes only an adapter for the shape).

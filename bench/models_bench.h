@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -146,6 +147,10 @@ struct BurstResult {
   // whose work on the host took longer than modelled (simgpu: phos_simgpu_*_ops_total over the
   // repetition); empty when phosd does not export them.
   std::vector<double> h2d_host_bound, compute_host_bound;
+  // The burst run before the repetitions, untimed: each function's first restore at this size,
+  // after its snapshot's host pages sat untouched (what this host makes slow to read again).
+  double untimed_utilisation = 0;
+  std::optional<double> untimed_h2d_host_bound;
 };
 
 // Whether a case meets its targets against the bound and eager.

@@ -158,20 +158,28 @@ std::string BurstMarkdown(const std::vector<BurstResult>& bursts, uint64_t snaps
       "the last context lease, the last CPU resume, the last resident stage, and what the bytes take at W "
       "alone; *host-bound*: the share of the device's host-to-device copies, and of its compute operations "
       "(kernels, memsets), whose work on this host took longer than the model gives them (simgpu's count, "
-      "`phos_simgpu_host_bound_ops_total`): time the host decided rather than the modelled device.\n\n"
+      "`phos_simgpu_host_bound_ops_total`): time the host decided rather than the modelled device. Each size "
+      "first runs one burst untimed, each function's first restore at that size: its snapshot's host pages "
+      "have sat untouched since the deploys or the last size, and this host makes such memory several times "
+      "slower to read (see \"Host memory left idle\" below); its link share and host-bound copies are in the "
+      "last column, apart from the repetitions.\n\n"
       "| at once | requests | first byte median (ms) | p99 (ms) | link utilisation | leases (first–last) "
-      "| last cpu-resume | last resident | bytes at W | host-bound copies / compute |\n"
-      "|---|---|---|---|---|---|---|---|---|---|\n",
+      "| last cpu-resume | last resident | bytes at W | host-bound copies / compute | untimed first burst: link "
+      "(host-bound copies) |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n",
       mib, snapshot_bytes / 1048576.0);
   for (const BurstResult& b : bursts) {
-    md += fmt::format("| {} | {} | {:.1f} | {:.1f} | {:.0f}% | {:.2f}–{:.2f} | {:.2f} | {:.2f} | {:.2f} | {} |\n", b.n,
+    md += fmt::format("| {} | {} | {:.1f} | {:.1f} | {:.0f}% | {:.2f}–{:.2f} | {:.2f} | {:.2f} | {:.2f} | {} | {} |\n", b.n,
                       b.first_byte_ms.size(), Median(b.first_byte_ms), Percentile(b.first_byte_ms, 99),
                       100 * Median(b.utilisation), Median(b.first_lease_ms), Median(b.last_lease_ms),
                       Median(b.last_cpu_resume_ms), Median(b.last_resident_ms), Median(b.link_ms),
                       b.h2d_host_bound.empty()
                           ? "—"
                           : fmt::format("{:.0f}% / {:.0f}%", 100 * Median(b.h2d_host_bound),
-                                        100 * Median(b.compute_host_bound)));
+                                        100 * Median(b.compute_host_bound)),
+                      b.untimed_h2d_host_bound
+                          ? fmt::format("{:.0f}% ({:.0f}%)", 100 * b.untimed_utilisation, 100 * *b.untimed_h2d_host_bound)
+                          : fmt::format("{:.0f}%", 100 * b.untimed_utilisation));
   }
   const BurstResult& most = bursts.back();
   md += fmt::format("\n{} at once: link utilisation **{:.0f}%** (target ≥ {:.0f}%): **{}**\n", most.n,

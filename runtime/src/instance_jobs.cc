@@ -126,7 +126,9 @@ void InstanceManager::Impl::ResumeJobSlot(Function& f, Slot* slot) {
   PHOS_LOG(Info, "jobs", "'{}' resumes after step {} from checkpoint v{}", f.spec.name, f.job_step, slot->version);
 }
 
-void InstanceManager::Impl::KeepJobCheckpoint(const std::shared_ptr<Function>& f, uint64_t version, int64_t step) {
+void InstanceManager::Impl::KeepJobCheckpoint(const std::shared_ptr<Function>& f, const CheckpointOutcome& o,
+                                             int64_t step) {
+  const uint64_t version = o.version;
   nlohmann::json j;
   std::vector<uint64_t> versions;
   {
@@ -148,7 +150,8 @@ void InstanceManager::Impl::KeepJobCheckpoint(const std::shared_ptr<Function>& f
     return;
   }
   options_.sessions->RetainOnly(f->spec.name, versions);
-  PHOS_LOG(Info, "jobs", "'{}': checkpoint v{} after step {} kept", f->spec.name, version, step);
+  PHOS_LOG(Info, "jobs", "'{}': checkpoint v{} after step {} kept (stall {} us, committed after {} us, {} buffers copied before a write)",
+           f->spec.name, version, step, o.stall.count(), o.total.count(), o.copies.copied_before_write);
 }
 
 void InstanceManager::Impl::StartJobLocked(const std::shared_ptr<Function>& f, bool fresh) {
@@ -222,7 +225,7 @@ void InstanceManager::Impl::RunJob(const std::shared_ptr<Function>& f) {
         copying->store(false);
         const int64_t after = answer->ok() ? (*answer)->first : 0;
         if (o.status.ok() && after > 0) {
-          KeepJobCheckpoint(f, o.version, after);
+          KeepJobCheckpoint(f, o, after);
         } else if (!o.status.ok()) {
           PHOS_LOG(Warn, "jobs", "'{}': checkpoint after step {} not taken: {}", f->spec.name, after,
                    o.status.message());

@@ -456,7 +456,7 @@ class InstanceManager::Impl {
   void RunJob(const std::shared_ptr<Function>& f);
   // A checkpoint the job took after `step`: kept, the oldest beyond spec.job.keep dropped (from
   // checkpoints.json, written first, then from the store).
-  void KeepJobCheckpoint(const std::shared_ptr<Function>& f, uint64_t version, int64_t step);
+  void KeepJobCheckpoint(const std::shared_ptr<Function>& f, const CheckpointOutcome& o, int64_t step);
   // After a deploy of a job with kept checkpoints: `slot` restores from the newest one whose
   // layout is the deploy's snapshot's (the state on the device, the deploy's process for the CPU).
   void ResumeJobSlot(Function& f, Slot* slot);

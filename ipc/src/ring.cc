@@ -167,10 +167,7 @@ Status Ring::Write(Op op, uint16_t flags, uint64_t seq, const void* part1, size_
   if (len2 != 0) std::memcpy(data_ + pos + sizeof(rh) + len1, part2, len2);
   header_->submitted_seq.store(seq, std::memory_order_relaxed);
   header_->produced.store(produced + need, std::memory_order_seq_cst);
-  if (header_->server_sleeping.load(std::memory_order_seq_cst) != 0) {
-    header_->server_futex.fetch_add(1, std::memory_order_seq_cst);
-    FutexWakeAll(&header_->server_futex);
-  }
+  if (header_->server_sleeping.load(std::memory_order_seq_cst) != 0) WakeServer();
   return Status::Ok();
 }
 
@@ -288,7 +285,7 @@ void Ring::InterruptHostFnWait(HostFnQueueId queue) {
   FutexWakeAll(&shared.futex);
 }
 
-void Ring::WaitForWork(int timeout_ms) {
+void Ring::WaitForWork(int timeout_ms, const std::function<bool()>& other_work) {
   for (int i = 0; i < kSpinIterations; ++i) {
     if (header_->produced.load(std::memory_order_acquire) != consumed_) return;
     CpuRelax();
@@ -298,7 +295,7 @@ void Ring::WaitForWork(int timeout_ms) {
   // Close() marks the ring closed before it moves the word: a close that came before the word was
   // read is seen here, one after it makes the wait return at once.
   if (header_->produced.load(std::memory_order_seq_cst) == consumed_ &&
-      header_->closed.load(std::memory_order_seq_cst) == 0) {
+      header_->closed.load(std::memory_order_seq_cst) == 0 && !(other_work && other_work())) {
     FutexWait(&header_->server_futex, word, timeout_ms);
   }
   header_->server_sleeping.store(0, std::memory_order_relaxed);
@@ -321,6 +318,10 @@ void Ring::Close() {
   header_->client_futex.fetch_add(1, std::memory_order_seq_cst);
   FutexWakeAll(&header_->client_futex);
   // And the executor, asleep in WaitForWork: a session's end must not wait out its sleep.
+  WakeServer();
+}
+
+void Ring::WakeServer() {
   header_->server_futex.fetch_add(1, std::memory_order_seq_cst);
   FutexWakeAll(&header_->server_futex);
 }

@@ -361,8 +361,9 @@ class Session {
   std::shared_ptr<SoftCapture> ReleaseSoftCapture(bool unmapping = false);
   // The index of the buffer of `buffers` (in address order) that starts at `base`, or -1.
   static int FindSoftCopy(const std::vector<SoftCopy>& buffers, uint64_t base);
-  // A task the executor runs when its ring is empty (Capture).
+  // A task the executor runs when its ring is empty (Capture), and whether one waits.
   void RunPendingTask();
+  bool TaskPending();
   // Has the executor run `task` between two calls, and waits for it: Timeout when it was not taken
   // within `timeout` (`what` says what waited), FailedPrecondition when another task waits.
   Status RunOnExecutor(std::function<void()> task, std::chrono::milliseconds timeout, const char* what);

@@ -487,6 +487,11 @@ SessionTimeline Session::Timeline() const {
   return t;
 }
 
+bool Session::TaskPending() {
+  std::lock_guard lock(task_mu_);
+  return task_ != nullptr;
+}
+
 void Session::RunPendingTask() {
   std::function<void()> task;
   {
@@ -507,6 +512,9 @@ Status Session::RunOnExecutor(std::function<void()> task, std::chrono::milliseco
       ran->set_value();
     };
   }
+  // An idle executor sleeps in WaitForWork until a record comes: the capture's stall must not
+  // last the rest of that sleep.
+  ring_->WakeServer();
   if (done.wait_for(timeout) != std::future_status::ready) {
     std::lock_guard lock(task_mu_);
     if (task_) {

@@ -318,6 +318,35 @@ TEST(RingTest, WaitForWorkOnAClosedRingReturnsAtOnce) {
   EXPECT_NE(ring->header()->closed.load(), 0u);
 }
 
+// What a capture does to an idle session: its task is posted beside the ring, and the executor,
+// asleep for want of records, must take it now rather than at the end of its sleep.
+TEST(RingTest, WakeServerWakesASleepingServer) {
+  auto ring = MustCreate();
+  std::atomic<bool> posted{false};
+  std::atomic<int> wakes{0};
+  std::thread server([&] {
+    while (!posted.load()) {
+      ring->WaitForWork(kForever, [&] { return posted.load(); });
+      ++wakes;
+    }
+  });
+  bool asleep = WaitUntil([&] { return ring->header()->server_sleeping.load() != 0; });
+  posted.store(true);
+  ring->WakeServer();
+  server.join();
+  ASSERT_TRUE(asleep) << "the server never went to sleep";
+  EXPECT_GE(wakes.load(), 1);
+}
+
+// Work posted after the executor's last look and before its sleep: the sleep must not start.
+TEST(RingTest, WaitForWorkWithOtherWorkReturnsAtOnce) {
+  auto ring = MustCreate();
+  int asked = 0;
+  ring->WaitForWork(kForever, [&] { return ++asked > 0; });  // returns: nothing else could wake it
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(ring->header()->server_sleeping.load(), 0u);
+}
+
 TEST(RingTest, PeerCannotResizeTheRing) {
   auto ring = MustCreate();
   // What the function process receives: the same file through another descriptor.

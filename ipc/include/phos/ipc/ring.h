@@ -114,9 +114,13 @@ class Ring {
   Result<bool> Peek(RecordView* view);
   // Releases the record returned by the last Peek (and wakes a producer waiting for space).
   void Release(const RecordView& view);
-  // Sleeps until there may be a record, the ring is closed, or timeout_ms passes. Spins briefly
-  // first.
-  void WaitForWork(int timeout_ms);
+  // Sleeps until there may be a record, the ring is closed, WakeServer is called, `other_work`
+  // (when given) says there is work besides the ring's, or timeout_ms passes. Spins briefly first.
+  // `other_work` is asked after the wake-up word is read, so work posted before a WakeServer is
+  // never slept through.
+  void WaitForWork(int timeout_ms, const std::function<bool()>& other_work = nullptr);
+  // Makes the executor's WaitForWork return: it has work besides the ring's records.
+  void WakeServer();
   // Publishes completion of `seq`; wakes the frontend when it waits.
   void Complete(uint64_t seq);
   // Writes the reply of record `seq` (result plus up to reply_capacity() bytes).

@@ -66,6 +66,8 @@ Result<uint64_t> ApiServer::CaptureSession(const std::string& token, store::Stor
   return impl_->CaptureSession(token, store, function, device_profile, timeout, options);
 }
 void ApiServer::EndSession(const std::string& token, RangeRelease how) { impl_->EndSession(token, how); }
+void ApiServer::MarkMoving(const std::string& token) { impl_->MarkMoving(token); }
+uint64_t ApiServer::ranges_zeroed_behind() const { return impl_->ranges_zeroed_behind(); }
 Result<int> ApiServer::ClaimVaSlot(int wanted) { return impl_->ClaimVaSlot(wanted); }
 void ApiServer::SetFunctionQuota(const std::string& function, SessionQuota quota) {
   impl_->SetFunctionQuota(function, quota);

@@ -325,12 +325,15 @@ class ApiServer::Impl {
       ended_cv_.wait(lock, [&] { return capturing_.count(token) == 0 && opening_.count(token) == 0; });
       auto it = sessions_.find(token);
       if (it == sessions_.end()) {
+        moving_.erase(token);
         ended_cv_.wait(lock, [&] { return ending_.count(token) == 0; });
         return;
       }
       ended = std::move(it->second);
       sessions_.erase(it);
       ending_.insert(token);
+      if (moving_.erase(token) != 0) how = RangeRelease::kUnmappedZeroedBehind;
+      if (how == RangeRelease::kUnmappedZeroedBehind) ++ranges_zeroed_behind_;
     }
     ended->set_range_release(how);
     ended.reset();  // joins the executor and frees the session's GPU state, outside the lock
@@ -342,6 +345,16 @@ class ApiServer::Impl {
     ended_cv_.notify_all();
     uint64_t one = 1;
     [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
+  }
+
+  void MarkMoving(const std::string& token) {
+    std::lock_guard lock(mu_);
+    if (sessions_.count(token) != 0) moving_.insert(token);
+  }
+
+  uint64_t ranges_zeroed_behind() const {
+    std::lock_guard lock(mu_);
+    return ranges_zeroed_behind_;
   }
 
   size_t session_count() const {
@@ -471,6 +484,8 @@ class ApiServer::Impl {
   std::set<std::string> ending_;     // sessions being ended (EndSession waits for them)
   std::set<std::string> capturing_;  // sessions being captured (EndSession waits for them)
   std::set<std::string> closed_;     // control socket closed: the reaper ends them
+  std::set<std::string> moving_;     // their instance moves: ended as kUnmappedZeroedBehind (MarkMoving)
+  uint64_t ranges_zeroed_behind_ = 0;
   std::condition_variable reaper_cv_;
   std::thread reaper_;
   std::condition_variable ended_cv_;

@@ -441,6 +441,9 @@ bool InstanceManager::Impl::RunFinalStop(Instance& inst, const InstanceProcess& 
   if (!move->checkpointed) return true;  // the checkpoint failed, and answered the migration so
   move->stopped = stopped;
   move->committed = Clock::now();
+  // The process's end closes its session's control socket, and the API server may end the session
+  // before this instance's thread does: either way the range must not be zeroed on the move's path.
+  if (options_.sessions != nullptr && !capture.token.empty()) options_.sessions->MarkMoving(capture.token);
   shutdown(proc.channel_fd, SHUT_RDWR);
   std::string how = EndInstanceProcess(proc.pid, std::chrono::milliseconds(0));
   PHOS_LOG(Info, "instances", "{}: moving to {}: the process on device {} ended ({})", capture.who,

@@ -551,7 +551,9 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
       inst->state = InstanceState::kStarting;
       move = inst->moving;
     }
-    if (options_.sessions != nullptr && !report.token.empty()) options_.sessions->EndMovedSession(report.token);
+    // Marked moving before its process ended (RunFinalStop): ended here or by the API server once
+    // the process was gone, its range is unmapped and zeroed behind.
+    if (options_.sessions != nullptr && !report.token.empty()) options_.sessions->EndSession(report.token);
     move->released = Clock::now();
     report.token.clear();
     // To another node: the instance ends here once it serves there.

@@ -11,6 +11,7 @@
 #include <map>
 #include <vector>
 
+#include "../testing/wait_until.h"
 #include "api_server_fixture.h"
 #include "phos/driver/context_scope.h"
 #include "phos/store/store.h"
@@ -428,6 +429,32 @@ TEST_F(ApiServerCaptureTest, AMigrationsRecopyLeavesItsGuardsToTheRangesUnmap) {
   ASSERT_EQ(table_->phosSimUnguardRange(table, 4096), CUDA_SUCCESS);
   Fill(table, 4096, 0x67);
   EXPECT_EQ(Read(table, 8), std::vector<uint8_t>(8, 0x67));
+}
+
+// An instance that moves is marked before its process ends. The process's end closes its control
+// socket, and the server may end the session before the instance's thread does: the range's
+// zeroing is still left behind, off the move's path.
+TEST_F(ApiServerCaptureTest, AMovingSessionEndedByItsClosedSocketLeavesItsZeroingBehind) {
+  const uint64_t before = server_->ranges_zeroed_behind();
+  ASSERT_NO_FATAL_FAILURE(Open(DeployToken()));
+  Fill(Alloc(65536), 65536, 0x33);
+  server_->MarkMoving(token_);
+  close(sock_);  // the process ended
+  sock_ = -1;
+  ASSERT_TRUE(phos::testing::WaitUntil([&] { return server_->session_count() == 0; }));
+  server_->EndSession(token_);  // the instance's thread, after: nothing is left to end
+  EXPECT_EQ(server_->ranges_zeroed_behind(), before + 1);
+}
+
+// The same end without the mark zeroes the range before the session is gone.
+TEST_F(ApiServerCaptureTest, ASessionEndedByItsClosedSocketIsZeroedAtItsEnd) {
+  const uint64_t before = server_->ranges_zeroed_behind();
+  ASSERT_NO_FATAL_FAILURE(Open(DeployToken()));
+  Fill(Alloc(65536), 65536, 0x33);
+  close(sock_);
+  sock_ = -1;
+  ASSERT_TRUE(phos::testing::WaitUntil([&] { return server_->session_count() == 0; }));
+  EXPECT_EQ(server_->ranges_zeroed_behind(), before);
 }
 
 }  // namespace

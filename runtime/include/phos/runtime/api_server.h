@@ -328,6 +328,13 @@ class ApiServer {
   // handles, and forgets the token. Unknown tokens are ignored. `how`: when the session's
   // instance range is zeroed (RangeRelease).
   void EndSession(const std::string& token, RangeRelease how = RangeRelease::kZeroed);
+  // The token's session belongs to an instance about to move to another device or node: however
+  // it ends from now on (EndSession, or the server's own end once the process is gone and its
+  // control socket closed), its range is released as RangeRelease::kUnmappedZeroedBehind. Said
+  // before the process ends, so that the move's restore does not wait for the range's zeroing.
+  void MarkMoving(const std::string& token);
+  // Sessions ended so far whose range was unmapped and left to the pool's scrub to zero.
+  uint64_t ranges_zeroed_behind() const;
   // The quota of the sessions of `function` (tokens issued for it: IssueToken(gpus, function), or
   // a SessionPlan naming it) opened from now on; an all-zero quota forgets the function's.
   void SetFunctionQuota(const std::string& function, SessionQuota quota);

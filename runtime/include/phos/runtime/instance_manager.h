@@ -58,10 +58,10 @@ class GpuSessions {
   // for a while. Default: IssueToken.
   virtual std::string IssueExternalToken(int gpus) { return IssueToken(gpus, ""); }
   virtual void EndSession(const std::string& token) = 0;
-  // The session of an instance that moves to another device or node: its instance range is free
-  // when this returns, its memory zeroed behind (the move restores the range elsewhere at once).
-  // Default: EndSession.
-  virtual void EndMovedSession(const std::string& token) { EndSession(token); }
+  // The session of an instance about to move to another device or node, said before its process
+  // ends: however the session ends from then on, its instance range is free when the end returns,
+  // its memory zeroed behind (the move restores the range elsewhere at once). Default: nothing.
+  virtual void MarkMoving(const std::string& /*token*/) {}
   // What each GPU session of `function` may hold from now on (its spec's session_* limits; all 0
   // when it is removed). Default: nothing (no limits to narrow).
   virtual void SetFunctionLimits(const std::string& /*function*/, const FunctionSpec::Limits& /*limits*/) {}

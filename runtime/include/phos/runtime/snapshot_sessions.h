@@ -57,9 +57,7 @@ class SnapshotSessions final : public GpuSessions {
   // Unused after ten minutes (a program may compute a while before its first CUDA call), forgotten.
   std::string IssueExternalToken(int gpus) override { return server_->IssueToken(gpus, std::chrono::minutes(10)); }
   void EndSession(const std::string& token) override { server_->EndSession(token); }
-  void EndMovedSession(const std::string& token) override {
-    server_->EndSession(token, RangeRelease::kUnmappedZeroedBehind);
-  }
+  void MarkMoving(const std::string& token) override { server_->MarkMoving(token); }
   void SetFunctionLimits(const std::string& function, const FunctionSpec::Limits& limits) override {
     server_->SetFunctionQuota(function, {.device_bytes = static_cast<uint64_t>(limits.session_device_mib) << 20,
                                          .buffers = static_cast<size_t>(limits.session_buffers),

@@ -183,7 +183,8 @@ void ApiServer::Impl::Open(Opening o) {
 }
 
 SessionRules ApiServer::Impl::Rules(const std::string& function) const {
-  SessionRules rules{options_.session_limits, options_.trusted_modules, options_.collective_timeout};
+  SessionRules rules{options_.session_limits, options_.trusted_modules, options_.collective_timeout,
+                     options_.executor_idle_wait};
   std::lock_guard lock(mu_);
   auto it = quotas_.find(function);
   if (function.empty() || it == quotas_.end()) return rules;

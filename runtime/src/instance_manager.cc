@@ -572,8 +572,9 @@ void InstanceManager::Impl::RunInstance(std::shared_ptr<Function> f, std::shared
     DoneRestoringLocked(*inst);
   }
   FailPendingCheckpoints(*inst, Status::Unavailable("the instance ended before it was checkpointed"));
-  // The session's end scrubs the instance's range (zeroed, unmapped) and returns its context: here,
-  // on the instance's own thread, while restores use the other ranges.
+  // The session's end scrubs the instance's range (zeroed, unmapped; unmapped and zeroed behind when
+  // it was marked moving and the move was given up) and returns its context: here, on the
+  // instance's own thread, while restores use the other ranges.
   if (options_.sessions != nullptr && !report.token.empty()) options_.sessions->EndSession(report.token);
   std::vector<Slot> gone;  // the function was removed: its ranges go back once their instances have
   std::unique_lock lock(mu_);

@@ -188,7 +188,7 @@ void Session::Run() {
     }
     if (!*next) {
       RunPendingTask();
-      ring_->WaitForWork(20, [this] { return TaskPending(); });
+      ring_->WaitForWork(static_cast<int>(rules_.idle_wait.count()), [this] { return TaskPending(); });
       continue;
     }
     size_t reply_len = 0;

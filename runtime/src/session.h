@@ -56,6 +56,8 @@ struct SessionRules : SessionLimits {
   std::shared_ptr<const TrustedModules> trusted_modules;
   // ApiServerOptions::collective_timeout.
   std::chrono::milliseconds collective_timeout{0};
+  // ApiServerOptions::executor_idle_wait.
+  std::chrono::milliseconds idle_wait{20};
 };
 
 class Session {

@@ -431,6 +431,25 @@ TEST_F(ApiServerCaptureTest, AMigrationsRecopyLeavesItsGuardsToTheRangesUnmap) {
   EXPECT_EQ(Read(table, 8), std::vector<uint8_t>(8, 0x67));
 }
 
+// A session's executor with nothing in its ring sleeps for as long as the server's idle wait, here
+// ten minutes: a capture posted to it wakes it rather than waiting that out (it would time out).
+class ApiServerIdleCaptureTest : public ApiServerCaptureTest {
+ protected:
+  void Configure(ApiServerOptions& options) override { options.executor_idle_wait = std::chrono::minutes(10); }
+};
+
+TEST_F(ApiServerIdleCaptureTest, ACaptureWakesTheExecutorOfAnIdleSession) {
+  ASSERT_NO_FATAL_FAILURE(Open(DeployToken()));
+  const uint64_t buffer = Alloc(65536);
+  Fill(buffer, 65536, 0x44);
+  ASSERT_TRUE(phos::testing::WaitUntil([&] { return ring_->header()->server_sleeping.load() != 0; }));
+  CaptureOptions options;
+  options.mode = CheckpointMode::kSoftCow;
+  Result<uint64_t> version = server_->CaptureSession(token_, *store_, "fn", "ci", std::chrono::seconds(60), options);
+  ASSERT_TRUE(version.ok()) << version.status().ToString();
+  EXPECT_EQ(Fills(*version)[buffer], 0x44);
+}
+
 // An instance that moves is marked before its process ends. The process's end closes its control
 // socket, and the server may end the session before the instance's thread does: the range's
 // zeroing is still left behind, off the move's path.

@@ -29,10 +29,14 @@ class ApiServerTest : public ::testing::Test {
     path_ = "/tmp/phos-api-server-test-" + std::to_string(getpid()) + ".sock";
     ApiServerOptions options{.socket_path = path_, .ring_bytes = 1u << 20, .reply_bytes = 256u << 10};
     options.clock = [this] { return now_.load(); };
+    Configure(options);
     auto server = ApiServer::Start(options, table_);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
   }
+
+  // A fixture's changes to the server's options, before it starts.
+  virtual void Configure(ApiServerOptions& /*options*/) {}
 
   // Says hello with `token` and `version`; returns the answer's status and the ring fd.
   Status Hello(const std::string& token, uint32_t version, int* sock_out, int* ring_fd) {

@@ -263,6 +263,9 @@ struct ApiServerOptions {
   // and never come by themselves (docs/decisions.md, "A collective timeout in phosd"). 0: none;
   // only the session's end aborts. Default: 120 s.
   std::chrono::milliseconds collective_timeout{120000};
+  // The longest a session's executor sleeps with no record in its ring before it looks again.
+  // Whatever else it has to do (a capture's first step) wakes it sooner.
+  std::chrono::milliseconds executor_idle_wait{20};
   // What time it is for token expiry (IssueToken's `unclaimed_for`): tests pass a clock they move
   // themselves, and then sweep with ExpireUnclaimedTokens instead of waiting for the acceptor.
   // Default: std::chrono::steady_clock::now.
@@ -333,7 +336,8 @@ class ApiServer {
   // control socket closed), its range is released as RangeRelease::kUnmappedZeroedBehind. Said
   // before the process ends, so that the move's restore does not wait for the range's zeroing.
   void MarkMoving(const std::string& token);
-  // Sessions ended so far whose range was unmapped and left to the pool's scrub to zero.
+  // Sessions ended so far as RangeRelease::kUnmappedZeroedBehind (their instance range, where they
+  // borrowed one, unmapped and left to the pool's scrub to zero).
   uint64_t ranges_zeroed_behind() const;
   // The quota of the sessions of `function` (tokens issued for it: IssueToken(gpus, function), or
   // a SessionPlan naming it) opened from now on; an all-zero quota forgets the function's.

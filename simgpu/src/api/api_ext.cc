@@ -10,6 +10,14 @@ using namespace phos::sim;
 
 namespace {
 
+// The driver and its device `device`: CUDA_ERROR_NOT_INITIALIZED before cuInit,
+// CUDA_ERROR_INVALID_DEVICE for no such device.
+CUresult RequireDevice(CUdevice device, Driver** d, Device** dev) {
+  if (CUresult r = RequireDriver(d); r != CUDA_SUCCESS) return r;
+  *dev = (*d)->device(device);
+  return *dev == nullptr ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+}
+
 // A device's counters now and as phosSimResetStats last left them.
 struct StatsSince {
   ExecutorStats now, base;
@@ -18,9 +26,8 @@ struct StatsSince {
 
 CUresult ReadStatsSince(CUdevice device, StatsSince* out) {
   Driver* d = nullptr;
-  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
-  Device* dev = d->device(device);
-  if (dev == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  Device* dev = nullptr;
+  if (CUresult r = RequireDevice(device, &d, &dev); r != CUDA_SUCCESS) return r;
   // Read under the lock phosSimResetStats takes: a reset between reading the counters and their
   // baselines would make the differences wrap.
   std::lock_guard lock(dev->stats_mu);
@@ -64,9 +71,8 @@ PHOS_SIM_API CUresult phosSimGetConfig(PhosSimConfig* config) {
 PHOS_SIM_API CUresult phosSimGetProfile(CUdevice device, PhosSimProfileInfo* info) {
   if (info == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Driver* d = nullptr;
-  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
-  Device* dev = d->device(device);
-  if (dev == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  Device* dev = nullptr;
+  if (CUresult r = RequireDevice(device, &d, &dev); r != CUDA_SUCCESS) return r;
   const DeviceProfile& p = *dev->profile;
   *info = PhosSimProfileInfo{p.h2d_pinned_bps,   p.d2h_pinned_bps,   p.h2d_pageable_bps,
                              p.d2h_pageable_bps, p.d2d_bps,          p.context_create_s,
@@ -120,9 +126,8 @@ PHOS_SIM_API CUresult phosSimGetEngineStats(CUdevice device, PhosSimEngineStats*
 
 PHOS_SIM_API CUresult phosSimResetStats(CUdevice device) {
   Driver* d = nullptr;
-  if (CUresult r = RequireDriver(&d); r != CUDA_SUCCESS) return r;
-  Device* dev = d->device(device);
-  if (dev == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  Device* dev = nullptr;
+  if (CUresult r = RequireDevice(device, &d, &dev); r != CUDA_SUCCESS) return r;
   std::lock_guard lock(dev->stats_mu);
   dev->stats_base = dev->executor->stats();
   dev->released_unzeroed_base = d->memory().ReleasedUnzeroedBytes(device);

@@ -103,6 +103,10 @@ struct SecondInstanceResult {
   std::vector<double> first_ms, second_ms;  // first byte of the first and of the second instance
   std::vector<double> shared_mib;           // X-Phos-Shared-Bytes of the second
   std::vector<double> added_mib;            // snapshot bytes the second copied to the device
+  // First byte of a warm request right after the second answered (either instance serves it): the
+  // function's own compute, below which the second instance cannot go. simgpu runs kernels at the
+  // host CPU's speed over the time scale, so this is the host's figure, not the modelled device's.
+  std::vector<double> warm_ms;
   uint64_t weight_bytes = 0;                // the checkpoint's tensors in fp32
   // Where each instance's time went: the restore's stages and waits (kSecondStages) per
   // repetition, [0] the first instance's, [1] the second's.

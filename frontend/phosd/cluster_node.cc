@@ -187,15 +187,6 @@ bool ClusterNode::Post(std::function<void()> task) {
   return true;
 }
 
-bool ClusterNode::Holds(const std::string& name, const DeployId& deploy) const {
-  if (deploy.number == 0) return true;
-  Result<std::vector<runtime::VersionStatus>> versions = manager_->Versions(name);
-  if (!versions.ok()) return false;
-  return std::any_of(versions->begin(), versions->end(), [&](const runtime::VersionStatus& v) {
-    return v.version.number == deploy.number && v.version.deployed_at_ms == deploy.deployed_at_ms;
-  });
-}
-
 std::optional<ClusterNode::DeployId> ClusterNode::Serving(const std::string& name) const {
   Result<std::vector<runtime::VersionStatus>> versions = manager_->Versions(name);
   if (!versions.ok()) return std::nullopt;
@@ -313,6 +304,7 @@ void ClusterNode::Serve(const std::string& name, std::function<void(Status)> don
       std::lock_guard lock(mu_);
       waiting.swap(adopting_[name]);
       adopting_.erase(name);
+      newest_revision_.erase(name);
     }
     for (auto& cb : waiting) cb(status);
   };
@@ -325,6 +317,7 @@ void ClusterNode::Serve(const std::string& name, std::function<void(Status)> don
   const bool posted = Post([this, name, finish] {
     Result<ClusterRecord> record = Record(name);
     if (!record.ok()) return finish(record.status());
+    if (test_hook_) test_hook_(TestPoint::kAdopting, name);
     Adopt(*record, [this, name, number = record->version.number, revision = record->revision, finish](Status adopted) {
       NoteAdoption(name, number, revision, adopted);
       finish(std::move(adopted));
@@ -366,19 +359,37 @@ void ClusterNode::Adopt(const ClusterRecord& record, std::function<void(Status)>
 }
 
 void ClusterNode::NoteRecorded(const std::string& name, bool recorded) {
-  std::optional<DeployId> serving = recorded ? Serving(name) : std::nullopt;
-  if (recorded && !serving) return;  // removed meanwhile: nothing here to remove later
-  {
-    std::lock_guard lock(mu_);
-    if (serving) {
-      auto [it, added] = recorded_.try_emplace(name, *serving);
-      const bool changed = added || it->second.number != serving->number ||
-                           it->second.deployed_at_ms != serving->deployed_at_ms;
-      it->second = *serving;
-      if (!changed) return;
-    } else if (recorded_.erase(name) == 0) {
-      return;
+  if (!recorded) {
+    {
+      std::lock_guard lock(mu_);
+      ++recorded_notes_;
+      if (recorded_.erase(name) == 0) return;
     }
+    return SaveRecorded();
+  }
+  // What serves is not read under mu_ (the manager writes functions.json under its own lock), so
+  // the deploy may change between the read and the note: one removed, or replaced, is followed by
+  // a note of its own, and a note of what was read before that note would undo it. It is noted only
+  // if no note came meanwhile, else read again: the last note is of what served after every change
+  // another note followed.
+  for (;;) {
+    uint64_t notes = 0;
+    {
+      std::lock_guard lock(mu_);
+      notes = recorded_notes_;
+    }
+    const std::optional<DeployId> serving = Serving(name);
+    if (!serving) return;  // removed meanwhile: nothing here to remove later
+    if (test_hook_) test_hook_(TestPoint::kRecording, name);
+    std::lock_guard lock(mu_);
+    if (recorded_notes_ != notes) continue;
+    ++recorded_notes_;
+    auto [it, added] = recorded_.try_emplace(name, *serving);
+    const bool changed =
+        added || it->second.number != serving->number || it->second.deployed_at_ms != serving->deployed_at_ms;
+    it->second = *serving;
+    if (!changed) return;
+    break;
   }
   SaveRecorded();
 }
@@ -403,17 +414,18 @@ void ClusterNode::SaveRecorded() {
 
 void ClusterNode::RemoveHere(const std::string& name, DeployId deleted, const char* why) {
   Post([this, name, deleted, why] {
-    std::optional<DeployId> serving = Serving(name);
-    if (!serving) return;
-    if (!Holds(name, deleted)) {
+    if (test_hook_) test_hook_(TestPoint::kRemoving, name);
+    // Checked as it is removed: a deploy of the name afresh arriving meanwhile is not taken for it.
+    const Status removed = deleted.number == 0
+                               ? manager_->Remove(name)
+                               : manager_->RemoveIfHeld(name, deleted.number, deleted.deployed_at_ms);
+    if (removed.ok()) {
+      PHOS_LOG(Info, "cluster", "'{}' was removed from the cluster {}: removed here", name, why);
+    } else if (removed.code() == StatusCode::kFailedPrecondition) {
       PHOS_LOG(Info, "cluster",
-               "'{}' was removed from the cluster {}, but what serves it here is another deploy (version {}, "
-               "deployed at {} ms): kept",
-               name, why, serving->number, serving->deployed_at_ms);
-      return;
-    }
-    PHOS_LOG(Info, "cluster", "'{}' was removed from the cluster {}: removing it here", name, why);
-    if (Status removed = manager_->Remove(name); !removed.ok()) {
+               "'{}' was removed from the cluster {}, but what serves it here is another deploy ({}): kept",
+               name, why, removed.message());
+    } else if (removed.code() != StatusCode::kNotFound) {  // NotFound: nothing serves it here
       PHOS_LOG(Warn, "cluster", "'{}' is not removed here: {}", name, removed.message());
     }
   });
@@ -500,8 +512,10 @@ void ClusterNode::Follow(const cluster::KeyValue& kv, bool deleted) {
     // A newer record of the name (or none): what failed to be adopted is no longer what is asked.
     // The record an adoption read may come by the watch after it: that one changes nothing.
     std::lock_guard lock(mu_);
-    int64_t& newest = newest_revision_[name];
-    newest = std::max(newest, kv.mod_revision);
+    if (adopting_.count(name) != 0) {
+      int64_t& newest = newest_revision_[name];
+      newest = std::max(newest, kv.mod_revision);
+    }
     if (auto failed = failed_.find(name); failed != failed_.end() && failed->second.revision < kv.mod_revision) {
       failed_.erase(failed);
     }

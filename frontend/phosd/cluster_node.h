@@ -103,6 +103,14 @@ class ClusterNode {
   const std::string& node() const { return options_.node; }
 
  private:
+  // tests/phosd/cluster_node_test.cc: the node's steps driven one by one, a race's two sides
+  // interleaved at the points below.
+  friend class ClusterNodeTestPeer;
+  enum class TestPoint {
+    kRecording,  // NoteRecorded read what serves the name, and has not yet noted it
+    kRemoving,   // RemoveHere is about to remove the name
+    kAdopting,   // Serve's adoption read the name's record, and has not yet adopted it
+  };
   ClusterNode(ClusterOptions options, cluster::Etcd etcd, runtime::InstanceManager* manager, store::Store* store,
               const Executables* executables, objstore::S3Client bucket, store::SnapshotUploader* uploader);
   // Queues `task` on the lookup threads; false (nothing queued) when stopping or when too many wait
@@ -115,7 +123,8 @@ class ClusterNode {
   // went (failed_); a failure is not held against a newer record the watch showed meanwhile.
   void NoteAdoption(const std::string& name, uint64_t version, int64_t revision, const Status& status);
   // Notes that the registry records (or no longer records) `name`, which this node serves (the
-  // deploy serving it now), and keeps the set at ClusterOptions::recorded_path.
+  // deploy serving it now), and keeps the set at ClusterOptions::recorded_path. The deploy is read
+  // outside mu_, and noted only if no other note came meanwhile (recorded_notes_); else read again.
   void NoteRecorded(const std::string& name, bool recorded);
   // Writes recorded_ to ClusterOptions::recorded_path (takes save_mu_, then mu_ briefly).
   void SaveRecorded();
@@ -128,11 +137,10 @@ class ClusterNode {
   };
   // The deploy serving `name` here; nullopt: none.
   std::optional<DeployId> Serving(const std::string& name) const;
-  // Whether `deploy` is one of `name`'s versions here (serving, deploying or kept): what serves
-  // now is it or came after it (a new version, a rollback), not a deploy of the name afresh.
-  bool Holds(const std::string& name, const DeployId& deploy) const;
-  // Removes `name` here if it still holds `deleted`, the deploy the registry recorded (a name
-  // deleted from the cluster and deployed here afresh meanwhile stays); `why` for the log.
+  // Removes `name` here if it still holds `deleted`, the deploy the registry recorded, among its
+  // versions (serving, deploying or kept: what serves is it, or a new version or rollback of it),
+  // as the removal checks it (InstanceManager::RemoveIfHeld): a name deleted from the cluster and
+  // deployed here afresh, even while this runs, stays. `why` for the log.
   void RemoveHere(const std::string& name, DeployId deleted, const char* why);
   // Records `record` in the registry, once every range's snapshot is in the bucket — unless the
   // version no longer serves here (removed, or replaced meanwhile), or the registry holds another
@@ -159,8 +167,12 @@ class ClusterNode {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
-  // The newest revision of each name's record (put or deleted) the watch has shown: an adoption of
-  // an older record does not hold its failure against it.
+  // The newest revision of each name's record (put or deleted) the watch has shown while an
+  // adoption of the name was under way (adopting_): that adoption, of an older record, does not
+  // hold its failure against it. Only then: an adoption reads its record after it is listed in
+  // adopting_, and etcd's reads are linearizable, so what the watch showed before then is no newer
+  // than what it reads. The entry goes with the adoption: a node that sees many functions made
+  // and deleted keeps none of them here.
   std::map<std::string, int64_t> newest_revision_;
   // Adoptions under way, by name: whoever else asks waits for the same one.
   std::map<std::string, std::vector<std::function<void(Status)>>> adopting_;
@@ -177,10 +189,13 @@ class ClusterNode {
   // The functions served here that the registry recorded, as last seen, with the deploy that served
   // each (kept at ClusterOptions::recorded_path): one of them missing from the registry was deleted.
   std::map<std::string, DeployId> recorded_;
+  uint64_t recorded_notes_ = 0;  // NoteRecorded's updates of recorded_, all names, so far
   std::mutex save_mu_;  // orders the writes of recorded_
   std::unique_ptr<TaskThreads> work_ = std::make_unique<TaskThreads>(2);  // lookups and adoptions
   int queued_ = 0;  // tasks posted to work_ and not yet begun (Post)
   std::thread watcher_;
+  // Called at each TestPoint when set (before any of the node's threads starts); tests only.
+  std::function<void(TestPoint, const std::string& name)> test_hook_;
 };
 
 }  // namespace phos::phosd

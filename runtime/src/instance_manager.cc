@@ -197,13 +197,29 @@ Status InstanceManager::Impl::Register(const FunctionSpec& spec) {
   return Status::Ok();
 }
 
-Status InstanceManager::Impl::Remove(const std::string& name) {
+Status InstanceManager::Impl::Remove(const std::string& name,
+                                     std::optional<std::pair<uint64_t, int64_t>> held) {
   std::vector<TakeDown> downs;  // its serving version's and a deploying one's
   {
     std::lock_guard lock(mu_);
     auto v = versions_.find(name);
     if (v == versions_.end()) return Status::NotFound("function '" + name + "' is not registered");
     const VersionTable table = v->second;
+    if (held) {
+      auto is_held = [&](uint64_t number, int64_t deployed_at_ms) {
+        return number == held->first && deployed_at_ms == held->second;
+      };
+      bool holds = std::any_of(table.kept.begin(), table.kept.end(),
+                               [&](const FunctionVersion& k) { return is_held(k.number, k.deployed_at_ms); });
+      for (const std::string& key : {table.serving, table.deploying}) {
+        auto it = functions_.find(key);
+        holds = holds || (it != functions_.end() && is_held(it->second->number, it->second->deployed_at_ms));
+      }
+      if (!holds) {
+        return Status::FailedPrecondition(
+            fmt::format("'{}' holds no version {} deployed at {} ms", name, held->first, held->second));
+      }
+    }
     std::vector<std::shared_ptr<Function>> gone;
     for (const std::string& key : {table.serving, table.deploying}) {
       if (auto it = functions_.find(key); it != functions_.end()) {
@@ -879,6 +895,9 @@ void InstanceManager::Deploy(const FunctionSpec& spec, std::string sample_reques
   impl_->Deploy(spec, std::move(sample_request), sample_timeout, std::move(done));
 }
 Status InstanceManager::Remove(const std::string& name) { return impl_->Remove(name); }
+Status InstanceManager::RemoveIfHeld(const std::string& name, uint64_t number, int64_t deployed_at_ms) {
+  return impl_->Remove(name, std::make_pair(number, deployed_at_ms));
+}
 void InstanceManager::DeployVersion(const FunctionSpec& spec, std::string sample_request,
                                     std::chrono::milliseconds sample_timeout, std::function<void(DeployOutcome)> done) {
   impl_->DeployVersion(spec, std::move(sample_request), sample_timeout, std::move(done));

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "instance_metrics.h"
@@ -264,7 +265,8 @@ class InstanceManager::Impl {
   Status Validate(const FunctionSpec& spec) const;
   void Deploy(const FunctionSpec& spec, std::string sample_request, std::chrono::milliseconds sample_timeout,
               std::function<void(DeployOutcome)> done);
-  Status Remove(const std::string& name);
+  // With `held` (a version's number and deploy time), only while the name holds that version.
+  Status Remove(const std::string& name, std::optional<std::pair<uint64_t, int64_t>> held = std::nullopt);
   // ---- versions (instance_versions.cc) ----
   void DeployVersion(FunctionSpec spec, std::string sample_request, std::chrono::milliseconds sample_timeout,
                      std::function<void(DeployOutcome)> done);

@@ -230,7 +230,10 @@ TEST_F(ClusterTest, ADeletionMadeWhileANodeWasDownIsAppliedWhenItComesBack) {
                         std::chrono::seconds(60)))
       << b.Log();
   EXPECT_EQ(Invoke(b).status, 404);
-  EXPECT_NE(b.Log().find("'mlp' was removed from the cluster while this node was away: removing it here"), std::string::npos) << b.Log();
+  EXPECT_TRUE(WaitUntil([&] {
+    return b.Log().find("'mlp' was removed from the cluster while this node was away: removed here") !=
+           std::string::npos;
+  })) << b.Log();
   EXPECT_EQ(Call(b, "GET", "/v1/functions/kept/versions").status, 200);
   EXPECT_TRUE(Recorded("kept"));
   EXPECT_FALSE(Recorded("mlp")) << "brought back by node-b";

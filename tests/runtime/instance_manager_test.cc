@@ -214,6 +214,24 @@ TEST_F(InstanceManagerTest, RegistryPersistsAcrossRestartAndRemove) {
   EXPECT_TRUE(manager_->List().empty());
 }
 
+// A removal conditional on the version the caller saw (a cluster's record deleted): refused for a
+// name that holds no such version (removed and registered afresh: deployed at another time).
+TEST_F(InstanceManagerTest, RemoveIfHeldRemovesOnlyWhatHoldsTheVersion) {
+  OpenManager();
+  Register("probe", 0);
+  Result<std::vector<VersionStatus>> versions = manager_->Versions("probe");
+  ASSERT_TRUE(versions.ok() && versions->size() == 1u);
+  const FunctionVersion seen = versions->front().version;
+  EXPECT_EQ(manager_->RemoveIfHeld("probe", seen.number, seen.deployed_at_ms - 1).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(manager_->RemoveIfHeld("probe", seen.number + 1, seen.deployed_at_ms).code(),
+            StatusCode::kFailedPrecondition);
+  ASSERT_EQ(manager_->List().size(), 1u);
+  ASSERT_TRUE(manager_->RemoveIfHeld("probe", seen.number, seen.deployed_at_ms).ok());
+  EXPECT_TRUE(manager_->List().empty());
+  EXPECT_EQ(manager_->RemoveIfHeld("probe", seen.number, seen.deployed_at_ms).code(), StatusCode::kNotFound);
+}
+
 TEST_F(InstanceManagerTest, ShutdownFailsQueuedAndEndsAll) {
   OpenManager();
   Register("probe", 1);

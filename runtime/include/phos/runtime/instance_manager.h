@@ -499,6 +499,11 @@ class InstanceManager {
   // Forgets the function (its kept versions too), fails its queued invocations (kUnknownFunction)
   // and stops its instances once their current request is answered. NotFound for an unknown name.
   Status Remove(const std::string& name);
+  // Remove, only while `name` holds version `number` deployed at `deployed_at_ms` (serving,
+  // deploying or kept: what serves is it or came after it), checked under the lock the removal
+  // takes: a name removed and deployed afresh meanwhile, which numbers its versions from 1 again,
+  // stays. FailedPrecondition when it holds no such version; NotFound for an unknown name.
+  Status RemoveIfHeld(const std::string& name, uint64_t number, int64_t deployed_at_ms);
   std::vector<FunctionStatus> List() const;
   // The spec of the function `name`, or nothing when there is none.
   std::optional<FunctionSpec> Spec(const std::string& name) const;

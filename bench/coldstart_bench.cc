@@ -14,7 +14,8 @@
 //   coldstart_bench [--sizes 256,1024] [--requests 30] [--scenarios a,b,c,d] [--bursts 2,4]
 //                   [--max-instances 4] [--keep-alive-ms 1500] [--report PATH | --no-report]
 // Profile: PHOS_SIMGPU_PROFILE (default a100-pcie4); time scale: PHOS_SIMGPU_TIME_SCALE (default
-// 20, for restore_bench's reason: at scale 10 a 2-core host, not the device, limits the copies).
+// the profile's, 20 for a100-pcie4, for restore_bench's reason: at scale 10 a 2-core host, not the
+// device, limits the copies; phosd_harness.h BenchTimeScale).
 #include <cuda.h>
 #include <fmt/core.h>
 

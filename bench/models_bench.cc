@@ -28,9 +28,10 @@
 // --cases: run only these cases (default all); a run of some cases prints its results and leaves
 // the report alone, whose section holds a whole run.
 // --quick: 256 MiB models, 8 experts, bursts of 1 and 4, 3 repetitions. Profile: PHOS_SIMGPU_PROFILE
-// (default a100-pcie4); time scale: PHOS_SIMGPU_TIME_SCALE (default 20, as the other end-to-end
-// benchmarks). Fresh-context modes (stop-the-world, cold-boot) pay the profile's context creation
-// (62 s of wall each at scale 20), hence their own repetition count (0 skips them).
+// (default a100-pcie4); time scale: PHOS_SIMGPU_TIME_SCALE (default the profile's, as the other
+// end-to-end benchmarks: 20 for a100-pcie4, 44 for h100-pcie5; phosd_harness.h BenchTimeScale).
+// Fresh-context modes (stop-the-world, cold-boot) pay the profile's context creation (62 s of wall
+// each at scale 20), hence their own repetition count (0 skips them).
 #include "models_bench.h"
 
 #include <fcntl.h>
@@ -684,7 +685,6 @@ int main(int argc, char** argv) {
   if (!runs("finetunes")) o.finetunes = 0;
   if (!runs("disk")) o.disk_mib = 0;
 
-  setenv("PHOS_SIMGPU_TIME_SCALE", "20", /*overwrite=*/0);
   int largest = std::max({o.second_mib, o.finetune_base_mib * (o.finetunes > 0), o.disk_mib,
                           o.moe_mib * !o.experts.empty(), o.concurrency_mib * !o.concurrency.empty()});
   for (int size : o.sizes_mib) largest = std::max(largest, size);

@@ -367,6 +367,10 @@ Status ParsePositiveFlag(int argc, char** argv, int* i, int* out) {
   return Status::Ok();
 }
 
+double BenchTimeScale(double h2d_pinned_bps) {
+  return std::max(1.0, std::round(h2d_pinned_bps / kBenchWallLinkBps));
+}
+
 Result<std::vector<int>> ParsePositiveList(const std::string& flag, const std::string& text) {
   std::vector<int> out;
   for (size_t p = 0; p <= text.size();) {
@@ -385,7 +389,14 @@ Result<std::vector<int>> ParsePositiveList(const std::string& flag, const std::s
 
 Result<SimDevice> OpenSimDevice() {
   setenv("PHOS_SIMGPU_PROFILE", "a100-pcie4", /*overwrite=*/0);
-  setenv("PHOS_SIMGPU_TIME_SCALE", "20", /*overwrite=*/0);
+  if (std::getenv("PHOS_SIMGPU_TIME_SCALE") == nullptr) {
+    PhosSimProfileInfo named{};
+    if (phosSimGetNamedProfile(std::getenv("PHOS_SIMGPU_PROFILE"), &named) != CUDA_SUCCESS) {
+      return Status::InvalidArgument(fmt::format("PHOS_SIMGPU_PROFILE='{}' names no simgpu profile",
+                                                 std::getenv("PHOS_SIMGPU_PROFILE")));
+    }
+    setenv("PHOS_SIMGPU_TIME_SCALE", fmt::format("{:g}", BenchTimeScale(named.h2d_pinned_bps)).c_str(), 1);
+  }
   if (cuInit(0) != CUDA_SUCCESS) return Status::DeviceError("simgpu cuInit failed");
   SimDevice d;
   if (phosSimGetConfig(&d.config) != CUDA_SUCCESS || phosSimGetProfile(0, &d.profile) != CUDA_SUCCESS) {

@@ -142,9 +142,19 @@ Result<std::vector<int>> ParsePositiveList(const std::string& flag, const std::s
 // The one positive integer after argv[*i] (a flag that takes one) into *out, *i moved past it.
 Status ParsePositiveFlag(int argc, char** argv, int* i, int* out);
 
+// The benchmarks' time scale, where PHOS_SIMGPU_TIME_SCALE does not set one: the scale at which the
+// profile's pinned host-to-device link moves kBenchWallLinkBps of wall-clock bytes, so that every
+// profile asks the same of this host (a100-pcie4: 20, h100-pcie5: 44). simgpu's copies are host
+// memcpys and its kernels run at CPU speed: at one scale for all, a faster link would leave the
+// host's copies and compute a larger share of each cold start, and the benchmark would measure the
+// host rather than the device (docs/decisions.md, "The benchmarks' time scale follows the link").
+inline constexpr double kBenchWallLinkBps = 1.25e9;
+double BenchTimeScale(double h2d_pinned_bps);
+
 // The simulated device both the benchmark and the phosd it starts run on: PHOS_SIMGPU_PROFILE
-// (default a100-pcie4) and PHOS_SIMGPU_TIME_SCALE (default 20) set in the environment phosd
-// inherits, simgpu initialised, its configuration and device 0's profile read back.
+// (default a100-pcie4) and PHOS_SIMGPU_TIME_SCALE (default BenchTimeScale of the profile's link)
+// set in the environment phosd inherits, simgpu initialised, its configuration and device 0's
+// profile read back.
 struct SimDevice {
   PhosSimConfig config{};
   PhosSimProfileInfo profile{};

@@ -24,7 +24,7 @@
 //                     [--report PATH | --no-report]
 // --keep-logs leaves the two phosd's data directories (and logs) in /tmp.
 // Profile: PHOS_SIMGPU_PROFILE (default a100-pcie4); time scale: PHOS_SIMGPU_TIME_SCALE (default
-// 20), as coldstart_bench. Part 1 never touches the device: its times are wall times.
+// the profile's, 20 for a100-pcie4), as coldstart_bench. Part 1 never touches the device: its times are wall times.
 #include <fcntl.h>
 #include <fmt/core.h>
 #include <sys/statfs.h>

@@ -16,9 +16,10 @@
 //   restore_bench [--sizes 256,2048] [--layers 4] [--warm-reps 5] [--reps 3] [--fresh-reps 1]
 //                 [--keep-alive-ms 1500] [--report PATH | --no-report] [--keep-data]
 // Profile: PHOS_SIMGPU_PROFILE (default a100-pcie4); time scale: PHOS_SIMGPU_TIME_SCALE (default
-// 20 here, not simgpu's 10: a phos restore runs the loader's copies and the function's kernels at
-// once, and on a 2-core host at scale 10 the copy engine then falls below the modelled 25 GB/s —
-// the benchmark would measure this host, not the device; docs/benchmarks.md). Fresh-context modes
+// the profile's, 20 for a100-pcie4 (phosd_harness.h BenchTimeScale), not simgpu's 10: a phos
+// restore runs the loader's copies and the function's kernels at once, and on a 2-core host at
+// scale 10 the copy engine then falls below the modelled 25 GB/s — the benchmark would measure
+// this host, not the device; docs/benchmarks.md). Fresh-context modes
 // (cold-boot, stop-the-world, no-pool) pay the profile's 3.1 s context creation: ~62 s of wall
 // each at scale 20, hence --fresh-reps.
 #include <cuda.h>

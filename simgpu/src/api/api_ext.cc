@@ -38,6 +38,12 @@ CUresult ReadStatsSince(CUdevice device, StatsSince* out) {
   return CUDA_SUCCESS;
 }
 
+PhosSimProfileInfo InfoOf(const DeviceProfile& p) {
+  return PhosSimProfileInfo{p.h2d_pinned_bps,   p.d2h_pinned_bps,   p.h2d_pageable_bps,
+                            p.d2h_pageable_bps, p.d2d_bps,          p.context_create_s,
+                            p.module_load_s,    p.kernel_launch_s};
+}
+
 }  // namespace
 
 extern "C" {
@@ -73,10 +79,15 @@ PHOS_SIM_API CUresult phosSimGetProfile(CUdevice device, PhosSimProfileInfo* inf
   Driver* d = nullptr;
   Device* dev = nullptr;
   if (CUresult r = RequireDevice(device, &d, &dev); r != CUDA_SUCCESS) return r;
-  const DeviceProfile& p = *dev->profile;
-  *info = PhosSimProfileInfo{p.h2d_pinned_bps,   p.d2h_pinned_bps,   p.h2d_pageable_bps,
-                             p.d2h_pageable_bps, p.d2d_bps,          p.context_create_s,
-                             p.module_load_s,    p.kernel_launch_s};
+  *info = InfoOf(*dev->profile);
+  return CUDA_SUCCESS;
+}
+
+PHOS_SIM_API CUresult phosSimGetNamedProfile(const char* name, PhosSimProfileInfo* info) {
+  if (name == nullptr || info == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const DeviceProfile* p = FindProfile(name);
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *info = InfoOf(*p);
   return CUDA_SUCCESS;
 }
 

@@ -70,6 +70,14 @@ TEST_F(DriverTest, ProfileFiguresAreExposed) {
   EXPECT_EQ(phosSimGetProfile(5, &info), CUDA_ERROR_INVALID_DEVICE);
 }
 
+TEST_F(DriverTest, AProfileIsReadByName) {
+  PhosSimProfileInfo info{};
+  ASSERT_EQ(phosSimGetNamedProfile("h100-pcie5", &info), CUDA_SUCCESS);
+  EXPECT_EQ(info.h2d_pinned_bps, 55e9);  // the profile in use here is ci's, at 25 GB/s
+  EXPECT_EQ(phosSimGetNamedProfile("v100", &info), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(phosSimGetNamedProfile(nullptr, &info), CUDA_ERROR_INVALID_VALUE);
+}
+
 TEST_F(DriverTest, DeviceAddressesStartAtTheFixedBase) {
   // Same-address restore (docs/design.md D5) needs device addresses that do not depend on the process.
   CUdeviceptr p = 0;

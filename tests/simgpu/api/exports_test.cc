@@ -82,7 +82,7 @@ TEST(ExportsTest, EverySimgpuExtension) {
   void* lib = dlopen(PHOS_SIMGPU_LIBRARY, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << dlerror();
   // The phosSim* names phos's driver table resolves (phos/simgpu/simgpu.h).
-  for (const char* name : {"phosSimConfigure", "phosSimGetConfig", "phosSimGetProfile", "phosSimGetStats",
+  for (const char* name : {"phosSimConfigure", "phosSimGetConfig", "phosSimGetProfile", "phosSimGetNamedProfile", "phosSimGetStats",
                            "phosSimResetStats", "phosSimGuardRange", "phosSimUnguardRange",
                            "phosSimSetGuardHandler", "phosSimWriteGuarded", "phosSimMemcpyHtoDAsyncGuarded",
                            "phosSimGuardRangeWrites"}) {

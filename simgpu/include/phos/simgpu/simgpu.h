@@ -43,6 +43,11 @@ typedef struct PhosSimProfileInfo {
 
 CUresult phosSimGetProfile(CUdevice device, PhosSimProfileInfo* info);
 
+/* The same figures of the profile named `name` ("a100-pcie4", ...), before cuInit as after: what a
+ * caller needs to choose the time scale it configures. CUDA_ERROR_INVALID_VALUE for an unknown
+ * name. */
+CUresult phosSimGetNamedProfile(const char* name, PhosSimProfileInfo* info);
+
 /* What a device's engines did since the process started or since phosSimResetStats. */
 typedef struct PhosSimStats {
   unsigned long long ops;            /* operations executed (copies, memsets, kernels, host functions,

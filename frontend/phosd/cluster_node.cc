@@ -104,7 +104,8 @@ ClusterNode::ClusterNode(ClusterOptions options, cluster::Etcd etcd, runtime::In
   const nlohmann::json* recorded = j.is_object() && j.contains("recorded") ? &j["recorded"] : nullptr;
   if (recorded != nullptr && recorded->is_object()) {
     for (const auto& [name, deploy] : recorded->items()) {
-      // A deploy that cannot be read matches whatever serves the name, as a name-only entry does.
+      // A deploy that cannot be read matches whatever serves the name, as a name-only entry does;
+      // one without its registration (an older phosd's) is compared as a deploy.
       DeployId id;
       if (deploy.is_object()) {
         auto number = deploy.find("number");
@@ -112,6 +113,10 @@ ClusterNode::ClusterNode(ClusterOptions options, cluster::Etcd etcd, runtime::In
         if (number != deploy.end() && number->is_number_unsigned() && at != deploy.end() && at->is_number_integer()) {
           id.number = number->get<uint64_t>();
           id.deployed_at_ms = at->get<int64_t>();
+          auto registered = deploy.find("registered_at_ms");
+          if (registered != deploy.end() && registered->is_number_integer()) {
+            id.registered_at_ms = registered->get<int64_t>();
+          }
         }
       }
       recorded_[name] = id;
@@ -191,7 +196,11 @@ std::optional<ClusterNode::DeployId> ClusterNode::Serving(const std::string& nam
   Result<std::vector<runtime::VersionStatus>> versions = manager_->Versions(name);
   if (!versions.ok()) return std::nullopt;
   for (const runtime::VersionStatus& v : *versions) {
-    if (v.state == "serving") return DeployId{.number = v.version.number, .deployed_at_ms = v.version.deployed_at_ms};
+    if (v.state == "serving") {
+      return DeployId{.number = v.version.number,
+                      .deployed_at_ms = v.version.deployed_at_ms,
+                      .registered_at_ms = v.registered_at_ms};
+    }
   }
   return std::nullopt;
 }
@@ -260,7 +269,7 @@ void ClusterNode::Publish(const ClusterRecord& record) {
   Result<bool> put = etcd_.PutIf(FunctionKey(name), ClusterRecordToJson(record), expected);
   if (!put.ok()) return refuse(put.status().message());
   if (!*put) return refuse("another node recorded a deploy of it meanwhile");
-  NoteRecorded(name, true);
+  NoteRecorded(name);
   PHOS_LOG(Info, "cluster", "version {} of '{}' published to the cluster", number, name);
 }
 
@@ -358,38 +367,41 @@ void ClusterNode::Adopt(const ClusterRecord& record, std::function<void(Status)>
   });
 }
 
-void ClusterNode::NoteRecorded(const std::string& name, bool recorded) {
-  if (!recorded) {
-    {
-      std::lock_guard lock(mu_);
-      ++recorded_notes_;
-      if (recorded_.erase(name) == 0) return;
-    }
-    return SaveRecorded();
-  }
+void ClusterNode::NoteRecorded(const std::string& name) {
   // What serves is not read under mu_ (the manager writes functions.json under its own lock), so
   // the deploy may change between the read and the note: one removed, or replaced, is followed by
   // a note of its own, and a note of what was read before that note would undo it. It is noted only
-  // if no note came meanwhile, else read again: the last note is of what served after every change
-  // another note followed.
+  // if no note of a name of its slot came meanwhile, else read again: the last note is of what
+  // served after every change another note followed. A removal's note follows the removal
+  // (RemoveHere), so what is read before it is read again.
   for (;;) {
     uint64_t notes = 0;
     {
       std::lock_guard lock(mu_);
-      notes = recorded_notes_;
+      notes = NotesLocked(name);
     }
     const std::optional<DeployId> serving = Serving(name);
     if (!serving) return;  // removed meanwhile: nothing here to remove later
     if (test_hook_) test_hook_(TestPoint::kRecording, name);
     std::lock_guard lock(mu_);
-    if (recorded_notes_ != notes) continue;
-    ++recorded_notes_;
+    if (NotesLocked(name) != notes) continue;
+    ++NotesLocked(name);
     auto [it, added] = recorded_.try_emplace(name, *serving);
-    const bool changed =
-        added || it->second.number != serving->number || it->second.deployed_at_ms != serving->deployed_at_ms;
+    const bool changed = added || it->second != *serving;
     it->second = *serving;
     if (!changed) return;
     break;
+  }
+  SaveRecorded();
+}
+
+void ClusterNode::NoteUnrecorded(const std::string& name, const std::optional<DeployId>& removed) {
+  {
+    std::lock_guard lock(mu_);
+    ++NotesLocked(name);  // a note of what served before this is read again
+    auto it = recorded_.find(name);
+    if (it == recorded_.end() || (removed && !it->second.SameAs(*removed))) return;
+    recorded_.erase(it);
   }
   SaveRecorded();
 }
@@ -404,6 +416,7 @@ void ClusterNode::SaveRecorded() {
     nlohmann::json recorded = nlohmann::json::object();
     for (const auto& [name, id] : recorded_) {
       recorded[name] = {{"number", id.number}, {"deployed_at_ms", id.deployed_at_ms}};
+      if (id.registered_at_ms != 0) recorded[name]["registered_at_ms"] = id.registered_at_ms;
     }
     text = nlohmann::json{{"recorded", std::move(recorded)}}.dump() + "\n";
   }
@@ -413,22 +426,36 @@ void ClusterNode::SaveRecorded() {
 }
 
 void ClusterNode::RemoveHere(const std::string& name, DeployId deleted, const char* why) {
-  Post([this, name, deleted, why] {
+  const bool posted = Post([this, name, deleted, why] {
     if (test_hook_) test_hook_(TestPoint::kRemoving, name);
     // Checked as it is removed: a deploy of the name afresh arriving meanwhile is not taken for it.
-    const Status removed = deleted.number == 0
+    const Status removed = deleted.number == 0 && deleted.registered_at_ms == 0
                                ? manager_->Remove(name)
-                               : manager_->RemoveIfHeld(name, deleted.number, deleted.deployed_at_ms);
+                               : manager_->RemoveIfHeld(name, {.registered_at_ms = deleted.registered_at_ms,
+                                                               .number = deleted.number,
+                                                               .deployed_at_ms = deleted.deployed_at_ms});
     if (removed.ok()) {
       PHOS_LOG(Info, "cluster", "'{}' was removed from the cluster {}: removed here", name, why);
     } else if (removed.code() == StatusCode::kFailedPrecondition) {
+      const std::optional<DeployId> serving = Serving(name);
       PHOS_LOG(Info, "cluster",
-               "'{}' was removed from the cluster {}, but what serves it here is another deploy ({}): kept",
-               name, why, removed.message());
+               "'{}' was removed from the cluster {}, but another deploy of it serves here ({}): {}, kept",
+               name, why, removed.message(),
+               serving ? fmt::format("version {} deployed at {} ms", serving->number, serving->deployed_at_ms)
+                       : std::string("none now"));
     } else if (removed.code() != StatusCode::kNotFound) {  // NotFound: nothing serves it here
+      // Its note stands: the next listing of the registry tries again.
       PHOS_LOG(Warn, "cluster", "'{}' is not removed here: {}", name, removed.message());
+      return;
     }
+    NoteUnrecorded(name, deleted);
   });
+  if (!posted) {
+    PHOS_LOG(Warn, "cluster",
+             "'{}' was removed from the cluster {}, and is not removed here yet: the node is stopping or "
+             "busy (tried again when it next lists the registry)",
+             name, why);
+  }
 }
 
 void ClusterNode::NoteAdoption(const std::string& name, uint64_t version, int64_t revision,
@@ -439,7 +466,7 @@ void ClusterNode::NoteAdoption(const std::string& name, uint64_t version, int64_
       std::lock_guard lock(mu_);
       failed_.erase(name);
     }
-    NoteRecorded(name, true);
+    NoteRecorded(name);
     return;
   }
   std::lock_guard lock(mu_);
@@ -462,7 +489,7 @@ void ClusterNode::NoteAdoption(const std::string& name, uint64_t version, int64_
 }
 
 Status ClusterNode::Forget(const std::string& name) {
-  NoteRecorded(name, false);
+  NoteUnrecorded(name);
   return etcd_.Delete(FunctionKey(name));
 }
 
@@ -499,10 +526,7 @@ std::optional<int64_t> ClusterNode::CatchUp() {
     Follow(kv, false);
   }
   // Recorded when last seen, gone from the registry now: deleted while none watched.
-  for (const auto& [name, deploy] : was_recorded) {
-    NoteRecorded(name, false);
-    RemoveHere(name, deploy, "while this node was away");
-  }
+  for (const auto& [name, deploy] : was_recorded) RemoveHere(name, deploy, "while this node was away");
   return revision + 1;  // every change after the listing
 }
 
@@ -521,17 +545,16 @@ void ClusterNode::Follow(const cluster::KeyValue& kv, bool deleted) {
     }
   }
   if (deleted) {
-    // Removed on another node (or here: then it is gone already, and no longer recorded). The
-    // deploy removed is the one recorded; a name not recorded here (removed here, perhaps
-    // deployed afresh since) stays.
+    // Removed on another node (or here: then it is gone already, and no longer recorded). What is
+    // removed is what was recorded; a name not recorded here (removed here, perhaps deployed afresh
+    // since) stays. Its note goes with the removal (RemoveHere), not before: a note of the
+    // deploy still serving until then would bring it back.
     std::optional<DeployId> recorded;
     {
       std::lock_guard lock(mu_);
       if (auto it = recorded_.find(name); it != recorded_.end()) recorded = it->second;
     }
-    if (!recorded) return;
-    NoteRecorded(name, false);
-    RemoveHere(name, *recorded, "on another node");
+    if (recorded) RemoveHere(name, *recorded, "on another node");
     return;
   }
   Result<ClusterRecord> record = ParseClusterRecord(kv.value);
@@ -542,7 +565,7 @@ void ClusterNode::Follow(const cluster::KeyValue& kv, bool deleted) {
   }
   // Only what this node serves follows at once; the rest is adopted when first invoked.
   const std::optional<DeployId> serving = Serving(name);
-  if (serving) NoteRecorded(name, true);
+  if (serving) NoteRecorded(name);
   if (!serving || serving->number == record->version.number) return;
   Post([this, record = *record] {
     Adopt(record, [this, name = record.version.spec.name, number = record.version.number](Status adopted) {
@@ -550,7 +573,7 @@ void ClusterNode::Follow(const cluster::KeyValue& kv, bool deleted) {
         PHOS_LOG(Error, "cluster", "version {} of '{}' is not served here: {}", number, name, adopted.message());
         return;
       }
-      NoteRecorded(name, true);  // the deploy a deletion of the record removes is now this one
+      NoteRecorded(name);  // the deploy a deletion of the record removes is now this one
     });
   });
 }

@@ -12,6 +12,7 @@
 //   a function it serves is adopted as it is written (a watch); a record deleted removes it.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -108,7 +109,7 @@ class ClusterNode {
   friend class ClusterNodeTestPeer;
   enum class TestPoint {
     kRecording,  // NoteRecorded read what serves the name, and has not yet noted it
-    kRemoving,   // RemoveHere is about to remove the name
+    kRemoving,   // RemoveHere's task is about to remove the name (its note still stands)
     kAdopting,   // Serve's adoption read the name's record, and has not yet adopted it
   };
   ClusterNode(ClusterOptions options, cluster::Etcd etcd, runtime::InstanceManager* manager, store::Store* store,
@@ -122,25 +123,47 @@ class ClusterNode {
   // Notes how the adoption of version `version` of `name`, recorded at etcd revision `revision`,
   // went (failed_); a failure is not held against a newer record the watch showed meanwhile.
   void NoteAdoption(const std::string& name, uint64_t version, int64_t revision, const Status& status);
-  // Notes that the registry records (or no longer records) `name`, which this node serves (the
-  // deploy serving it now), and keeps the set at ClusterOptions::recorded_path. The deploy is read
-  // outside mu_, and noted only if no other note came meanwhile (recorded_notes_); else read again.
-  void NoteRecorded(const std::string& name, bool recorded);
-  // Writes recorded_ to ClusterOptions::recorded_path (takes save_mu_, then mu_ briefly).
-  void SaveRecorded();
-  // A deploy of a function: its number and when it was deployed (a name deployed afresh after a
-  // removal starts at number 1 again, so the number alone does not tell two deploys apart). An
-  // empty one (number 0) stands for any deploy (what an older node's file did not keep).
+  // A deploy of a function here: its number and when it was deployed (a name deployed afresh after
+  // a removal starts at number 1 again, so the number alone does not tell two deploys apart), and
+  // when the name was registered here (runtime::VersionStatus::registered_at_ms: the same for all
+  // its versions until it is removed; 0: not known, what an older node's file did not keep). An
+  // empty one (number 0) stands for any deploy (what a still older file did not keep either).
   struct DeployId {
     uint64_t number = 0;
     int64_t deployed_at_ms = 0;
+    int64_t registered_at_ms = 0;
+    bool operator==(const DeployId&) const = default;
+    // Of one registration when both know it, else the same deploy; an empty one is any.
+    bool SameAs(const DeployId& other) const {
+      if (number == 0 || other.number == 0) return true;
+      if (registered_at_ms != 0 && other.registered_at_ms != 0) {
+        return registered_at_ms == other.registered_at_ms;
+      }
+      return number == other.number && deployed_at_ms == other.deployed_at_ms;
+    }
   };
+  // Notes that the registry records `name`, which this node serves (the deploy serving it now), and
+  // keeps the set at ClusterOptions::recorded_path. What serves is read outside mu_, and noted only
+  // if no other note of a name of its slot came meanwhile (notes_); else read again.
+  void NoteRecorded(const std::string& name);
+  // Notes that the registry no longer records `name`; with `removed`, only a note of what `removed`
+  // names (DeployId::SameAs) is dropped: one of a deploy made afresh since stays.
+  void NoteUnrecorded(const std::string& name, const std::optional<DeployId>& removed = std::nullopt);
+  // The count of notes_ of `name`'s slot; the caller holds mu_.
+  uint64_t& NotesLocked(const std::string& name) {
+    return notes_[std::hash<std::string>{}(name) % notes_.size()];
+  }
+  // Writes recorded_ to ClusterOptions::recorded_path (takes save_mu_, then mu_ briefly).
+  void SaveRecorded();
   // The deploy serving `name` here; nullopt: none.
   std::optional<DeployId> Serving(const std::string& name) const;
-  // Removes `name` here if it still holds `deleted`, the deploy the registry recorded, among its
-  // versions (serving, deploying or kept: what serves is it, or a new version or rollback of it),
-  // as the removal checks it (InstanceManager::RemoveIfHeld): a name deleted from the cluster and
-  // deployed here afresh, even while this runs, stays. `why` for the log.
+  // Removes `name` here if it is still what `deleted`, the note of it the registry's deletion
+  // found, names (InstanceManager::RemoveIfHeld: the same registration, whatever versions or
+  // rollbacks it deployed since; without one, that deploy among its versions), as the removal
+  // checks it: a name deleted from the cluster and deployed here afresh, even while this runs,
+  // stays. The note goes once the manager answered (removed, or nothing of it here); until then it
+  // stands, so that the next listing of the registry (CatchUp) tries again when this could not be
+  // queued or the removal failed. `why` for the log.
   void RemoveHere(const std::string& name, DeployId deleted, const char* why);
   // Records `record` in the registry, once every range's snapshot is in the bucket — unless the
   // version no longer serves here (removed, or replaced meanwhile), or the registry holds another
@@ -189,12 +212,15 @@ class ClusterNode {
   // The functions served here that the registry recorded, as last seen, with the deploy that served
   // each (kept at ClusterOptions::recorded_path): one of them missing from the registry was deleted.
   std::map<std::string, DeployId> recorded_;
-  uint64_t recorded_notes_ = 0;  // NoteRecorded's updates of recorded_, all names, so far
+  // The notes of recorded_ so far (NoteRecorded, NoteUnrecorded), per slot of names (a hash of the
+  // name picks its slot): a note waits for another only when their names share a slot, and the
+  // counts take the same room however many names come and go.
+  std::array<uint64_t, 64> notes_{};
   std::mutex save_mu_;  // orders the writes of recorded_
   std::unique_ptr<TaskThreads> work_ = std::make_unique<TaskThreads>(2);  // lookups and adoptions
   int queued_ = 0;  // tasks posted to work_ and not yet begun (Post)
   std::thread watcher_;
-  // Called at each TestPoint when set (before any of the node's threads starts); tests only.
+  // Called at each TestPoint when set (before anything is posted to work_); tests only.
   std::function<void(TestPoint, const std::string& name)> test_hook_;
 };
 

@@ -120,6 +120,10 @@ Status InstanceManager::Impl::Open() {
   stop_fd_ = eventfd(0, EFD_CLOEXEC);
   if (stop_fd_ < 0) return Status::FromErrno(errno, "eventfd");
   std::lock_guard lock(mu_);
+  for (const auto& [name, at] : registry.registered_at_ms) {
+    last_registered_at_ms_ = std::max(last_registered_at_ms_, at);
+  }
+  bool unregistered = false;  // a name of a registry written before registrations were kept
   for (FunctionVersion& version : registry.serving) {
     const std::string name = version.spec.name;
     Status valid = Validate(version.spec);
@@ -133,7 +137,13 @@ Status InstanceManager::Impl::Open() {
       PHOS_LOG(Warn, "instances", "registered function: {}", valid.ToString());
     }
     if (versions_.count(name) != 0) return Status::Corruption(registry_path_ + ": '" + name + "' is listed twice");
-    versions_[name] = VersionTable{.serving = key, .last = version.number, .serial = version.number};
+    auto registered = registry.registered_at_ms.find(name);
+    const bool known = registered != registry.registered_at_ms.end();
+    unregistered = unregistered || !known;
+    versions_[name] = VersionTable{.serving = key,
+                                   .last = version.number,
+                                   .serial = version.number,
+                                   .registered_at_ms = known ? registered->second : NewRegistrationLocked()};
     std::shared_ptr<Function> f = AddVersionLocked(std::move(version), key);
     // A job's checkpoints, and its instance range claimed before any deploy takes it.
     if (SnapshotsEnabled() && f->spec.job.checkpoint_every > 0) LoadJobLocked(*f);
@@ -149,6 +159,13 @@ Status InstanceManager::Impl::Open() {
     std::sort(v.kept.begin(), v.kept.end(), [](const FunctionVersion& a, const FunctionVersion& b) {
       return a.number < b.number;
     });
+  }
+  if (unregistered) {
+    // Given now to what an older registry lists, and kept at once: the next restart reads the same.
+    if (Status saved = SaveLocked(); !saved.ok()) {
+      PHOS_LOG(Warn, "instances", "the registrations given to {} are not kept: {}", registry_path_,
+               saved.message());
+    }
   }
   for (const auto& [name, f] : functions_) {
     // Snapshots and templates do not outlive phosd's processes: deployed again.
@@ -197,29 +214,14 @@ Status InstanceManager::Impl::Register(const FunctionSpec& spec) {
   return Status::Ok();
 }
 
-Status InstanceManager::Impl::Remove(const std::string& name,
-                                     std::optional<std::pair<uint64_t, int64_t>> held) {
+Status InstanceManager::Impl::Remove(const std::string& name, const HeldFunction* held) {
   std::vector<TakeDown> downs;  // its serving version's and a deploying one's
   {
     std::lock_guard lock(mu_);
     auto v = versions_.find(name);
     if (v == versions_.end()) return Status::NotFound("function '" + name + "' is not registered");
     const VersionTable table = v->second;
-    if (held) {
-      auto is_held = [&](uint64_t number, int64_t deployed_at_ms) {
-        return number == held->first && deployed_at_ms == held->second;
-      };
-      bool holds = std::any_of(table.kept.begin(), table.kept.end(),
-                               [&](const FunctionVersion& k) { return is_held(k.number, k.deployed_at_ms); });
-      for (const std::string& key : {table.serving, table.deploying}) {
-        auto it = functions_.find(key);
-        holds = holds || (it != functions_.end() && is_held(it->second->number, it->second->deployed_at_ms));
-      }
-      if (!holds) {
-        return Status::FailedPrecondition(
-            fmt::format("'{}' holds no version {} deployed at {} ms", name, held->first, held->second));
-      }
-    }
+    if (held != nullptr) PHOS_RETURN_IF_ERROR(HeldLocked(name, table, *held));
     std::vector<std::shared_ptr<Function>> gone;
     for (const std::string& key : {table.serving, table.deploying}) {
       if (auto it = functions_.find(key); it != functions_.end()) {
@@ -874,6 +876,7 @@ Status InstanceManager::Impl::SaveLocked() {
   FunctionRegistry registry;
   for (const auto& [name, table] : versions_) {
     registry.serving.push_back(VersionOf(*functions_.at(table.serving)));
+    registry.registered_at_ms[name] = table.registered_at_ms;
     registry.kept.insert(registry.kept.end(), table.kept.begin(), table.kept.end());
   }
   return SaveFunctionRegistry(registry_path_, registry);
@@ -895,8 +898,8 @@ void InstanceManager::Deploy(const FunctionSpec& spec, std::string sample_reques
   impl_->Deploy(spec, std::move(sample_request), sample_timeout, std::move(done));
 }
 Status InstanceManager::Remove(const std::string& name) { return impl_->Remove(name); }
-Status InstanceManager::RemoveIfHeld(const std::string& name, uint64_t number, int64_t deployed_at_ms) {
-  return impl_->Remove(name, std::make_pair(number, deployed_at_ms));
+Status InstanceManager::RemoveIfHeld(const std::string& name, const HeldFunction& held) {
+  return impl_->Remove(name, &held);
 }
 void InstanceManager::DeployVersion(const FunctionSpec& spec, std::string sample_request,
                                     std::chrono::milliseconds sample_timeout, std::function<void(DeployOutcome)> done) {

@@ -241,6 +241,7 @@ struct VersionTable {
   uint64_t last = 1;      // the highest version number given out
   uint64_t serial = 1;    // the last key's (VersionKey)
   std::deque<FunctionVersion> kept;  // earlier versions to roll back to, oldest first
+  int64_t registered_at_ms = 0;      // VersionStatus::registered_at_ms (NewRegistrationLocked)
 };
 
 // What taking a Function down leaves to do outside the lock (FinishTakeDown).
@@ -265,8 +266,8 @@ class InstanceManager::Impl {
   Status Validate(const FunctionSpec& spec) const;
   void Deploy(const FunctionSpec& spec, std::string sample_request, std::chrono::milliseconds sample_timeout,
               std::function<void(DeployOutcome)> done);
-  // With `held` (a version's number and deploy time), only while the name holds that version.
-  Status Remove(const std::string& name, std::optional<std::pair<uint64_t, int64_t>> held = std::nullopt);
+  // With `held`, only while the name is what it names (HeldLocked).
+  Status Remove(const std::string& name, const HeldFunction* held = nullptr);
   // ---- versions (instance_versions.cc) ----
   void DeployVersion(FunctionSpec spec, std::string sample_request, std::chrono::milliseconds sample_timeout,
                      std::function<void(DeployOutcome)> done);
@@ -320,6 +321,13 @@ class InstanceManager::Impl {
   std::shared_ptr<Function> AddVersionLocked(FunctionVersion version, const std::string& key);
   // A new function (not persisted): its first version, serving its name.
   std::shared_ptr<Function> AddFunctionLocked(const FunctionSpec& spec);
+  // The registration time of a name registered now (VersionStatus::registered_at_ms): now, or one
+  // past the last given out (loaded or made) when the clock has not moved past it, so that a name
+  // removed and registered afresh within a millisecond is told apart. The caller holds mu_.
+  int64_t NewRegistrationLocked();
+  // Ok when the name of `table` is what `held` names (InstanceManager::RemoveIfHeld), else
+  // FailedPrecondition saying what it is. The caller holds mu_.
+  Status HeldLocked(const std::string& name, const VersionTable& table, const HeldFunction& held) const;
   // Undoes AddLocked for a function whose registration or deploy failed (the registry entry and
   // its sessions' limits; a version deploying to replace another is just forgotten).
   void ForgetLocked(const std::string& key);
@@ -535,6 +543,7 @@ class InstanceManager::Impl {
   bool stopping_ = false;
   std::map<std::string, std::shared_ptr<Function>> functions_;  // by key (VersionKey)
   std::map<std::string, VersionTable> versions_;                 // by function name
+  int64_t last_registered_at_ms_ = 0;                            // NewRegistrationLocked
   std::vector<std::shared_ptr<Instance>> live_;      // every thread (instance or deploy) not joined
   std::vector<std::shared_ptr<Instance>> finished_;  // ended, thread to be joined
   uint64_t next_instance_id_ = 0;

@@ -385,7 +385,16 @@ Result<FunctionRegistry> LoadFunctionRegistry(const std::string& path) {
     for (const auto& entry : j[field]) {
       Result<FunctionVersion> v = VersionFromJson(entry);
       if (!v.ok()) return v.status().WithContext(path);
+      const std::string name = v->spec.name;
       into->push_back(std::move(v).value());
+      auto registered = entry.find("registered_at_ms");
+      if (into != &registry.serving || registered == entry.end()) continue;
+      if (!registered->is_number_integer() || registered->get<int64_t>() <= 0) {
+        return Status::InvalidArgument("function '" + name +
+                                       "': field 'registered_at_ms' must be a positive integer")
+            .WithContext(path);
+      }
+      registry.registered_at_ms[name] = registered->get<int64_t>();
     }
   }
   return registry;
@@ -395,7 +404,14 @@ Status SaveFunctionRegistry(const std::string& path, const FunctionRegistry& reg
   nlohmann::json j = {{"format_version", kRegistryFormatVersion},
                       {"functions", nlohmann::json::array()},
                       {"versions", nlohmann::json::array()}};
-  for (const FunctionVersion& v : registry.serving) j["functions"].push_back(VersionToJson(v));
+  for (const FunctionVersion& v : registry.serving) {
+    nlohmann::json entry = VersionToJson(v);
+    if (auto registered = registry.registered_at_ms.find(v.spec.name);
+        registered != registry.registered_at_ms.end()) {
+      entry["registered_at_ms"] = registered->second;
+    }
+    j["functions"].push_back(std::move(entry));
+  }
   for (const FunctionVersion& v : registry.kept) j["versions"].push_back(VersionToJson(v));
   // 0600: specs hold their functions' environments, secrets included.
   return ReplaceFileDurably(path, j.dump(2) + "\n", 0600);

@@ -63,10 +63,39 @@ std::shared_ptr<Function> InstanceManager::Impl::AddVersionLocked(FunctionVersio
 }
 
 std::shared_ptr<Function> InstanceManager::Impl::AddFunctionLocked(const FunctionSpec& spec) {
-  versions_[spec.name] = VersionTable{.serving = spec.name};
+  versions_[spec.name] = VersionTable{.serving = spec.name, .registered_at_ms = NewRegistrationLocked()};
   std::shared_ptr<Function> f = AddVersionLocked({.number = 1, .spec = spec, .deployed_at_ms = UnixMillis()}, spec.name);
   f->announce = true;
   return f;
+}
+
+int64_t InstanceManager::Impl::NewRegistrationLocked() {
+  last_registered_at_ms_ = std::max(UnixMillis(), last_registered_at_ms_ + 1);
+  return last_registered_at_ms_;
+}
+
+Status InstanceManager::Impl::HeldLocked(const std::string& name, const VersionTable& table,
+                                         const HeldFunction& held) const {
+  if (held.registered_at_ms != 0) {
+    if (table.registered_at_ms == held.registered_at_ms) return Status::Ok();
+    return Status::FailedPrecondition(fmt::format("'{}' was registered afresh (at {} ms, not {} ms)", name,
+                                                  table.registered_at_ms, held.registered_at_ms));
+  }
+  auto is_held = [&](uint64_t number, int64_t deployed_at_ms) {
+    return number == held.number && deployed_at_ms == held.deployed_at_ms;
+  };
+  if (std::any_of(table.kept.begin(), table.kept.end(),
+                  [&](const FunctionVersion& k) { return is_held(k.number, k.deployed_at_ms); })) {
+    return Status::Ok();
+  }
+  for (const std::string& key : {table.serving, table.deploying}) {
+    auto it = functions_.find(key);
+    if (it != functions_.end() && is_held(it->second->number, it->second->deployed_at_ms)) {
+      return Status::Ok();
+    }
+  }
+  return Status::FailedPrecondition(
+      fmt::format("'{}' holds no version {} deployed at {} ms", name, held.number, held.deployed_at_ms));
 }
 
 Status InstanceManager::Impl::CheckName(const std::string& name) {
@@ -153,7 +182,8 @@ void InstanceManager::Impl::Adopt(AdoptedVersion adopted, std::function<void(Dep
       FunctionSpec confined = shared->version.spec;
       confined.name = key;
       if (options_.sandbox == nullptr || (refused = options_.sandbox->PrepareFunction(confined)).ok()) {
-        versions_[name] = VersionTable{.serving = key, .last = number, .serial = number};
+        versions_[name] = VersionTable{
+            .serving = key, .last = number, .serial = number, .registered_at_ms = NewRegistrationLocked()};
         std::shared_ptr<Function> f = AddVersionLocked(shared->version, key);
         f->expected_sha256 = f->executable_sha256;
         f->adopted = shared;
@@ -290,11 +320,15 @@ Result<std::vector<VersionStatus>> InstanceManager::Impl::Versions(const std::st
   if (v == versions_.end()) return Status::NotFound("no function '" + name + "'");
   std::vector<VersionStatus> out;
   const uint64_t deploying = v->second.deploying.empty() ? 0 : functions_.at(v->second.deploying)->number;
+  const int64_t registered = v->second.registered_at_ms;
   for (const FunctionVersion& kept : v->second.kept) {
-    if (kept.number != deploying) out.push_back({kept, "kept"});  // a rollback to it: listed as deploying
+    // A rollback to it: listed as deploying.
+    if (kept.number != deploying) out.push_back({kept, "kept", registered});
   }
-  out.push_back({VersionOf(*functions_.at(v->second.serving)), "serving"});
-  if (deploying != 0) out.push_back({VersionOf(*functions_.at(v->second.deploying)), "deploying"});
+  out.push_back({VersionOf(*functions_.at(v->second.serving)), "serving", registered});
+  if (deploying != 0) {
+    out.push_back({VersionOf(*functions_.at(v->second.deploying)), "deploying", registered});
+  }
   std::stable_sort(out.begin(), out.end(), [](const VersionStatus& a, const VersionStatus& b) {
     return a.version.number < b.version.number;
   });

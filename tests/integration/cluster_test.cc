@@ -239,11 +239,11 @@ TEST_F(ClusterTest, ADeletionMadeWhileANodeWasDownIsAppliedWhenItComesBack) {
   EXPECT_FALSE(Recorded("mlp")) << "brought back by node-b";
 }
 
-// The deletion removes the deploy the registry recorded, not whatever serves the name when the
-// node comes back: here node-b's kept file names another deploy of mlp than the one it serves (as
-// when the name was deployed on it afresh before it learned of the deletion), and mlp stays. A
-// file of names only (an earlier phosd's) removes whichever deploy serves them.
-TEST_F(ClusterTest, ADeletionMadeWhileANodeWasDownRemovesOnlyTheDeployTheRegistryRecorded) {
+// The deletion removes the registration of the name node-b noted, not whatever serves the name
+// when the node comes back: here node-b's kept file names another registration of mlp than the
+// one it serves (as when the name was deployed on it afresh before it learned of the deletion),
+// and mlp stays. A file of names only (an earlier phosd's) removes whichever deploy serves them.
+TEST_F(ClusterTest, ADeletionMadeWhileANodeWasDownRemovesOnlyTheRegistrationItNoted) {
   PhosdNode a, b;
   StartNode(&a, "node-a");
   StartNode(&b, "node-b");
@@ -270,9 +270,9 @@ TEST_F(ClusterTest, ADeletionMadeWhileANodeWasDownRemovesOnlyTheDeployTheRegistr
   {
     std::ifstream in(kept_file);
     nlohmann::json j = nlohmann::json::parse(in);
-    const int64_t at = j["recorded"]["mlp"]["deployed_at_ms"].get<int64_t>();
+    const int64_t at = j["recorded"]["mlp"]["registered_at_ms"].get<int64_t>();
     ASSERT_GT(at, 0);
-    j["recorded"]["mlp"]["deployed_at_ms"] = at - 1;  // another deploy of the name
+    j["recorded"]["mlp"]["registered_at_ms"] = at - 1;  // another registration of the name
     std::ofstream(kept_file) << j.dump();
   }
   ASSERT_NO_FATAL_FAILURE(b.Resume(NodeArgs("node-b"), NodeEnv()));
@@ -280,7 +280,7 @@ TEST_F(ClusterTest, ADeletionMadeWhileANodeWasDownRemovesOnlyTheDeployTheRegistr
                         std::chrono::seconds(60)))
       << b.Log();
   EXPECT_TRUE(WaitUntil([&] { return b.Log().find("'mlp' was removed from the cluster while this node was away, but "
-                                                  "what serves it here is another deploy") != std::string::npos; }))
+                                                  "another deploy of it serves here") != std::string::npos; }))
       << b.Log();
   EXPECT_EQ(Call(b, "GET", "/v1/functions/mlp/versions").status, 200);
 

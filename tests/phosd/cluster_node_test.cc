@@ -7,13 +7,16 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <map>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "../testing/etcd.h"
 
@@ -34,11 +37,21 @@ class ClusterNodeTestPeer {
     node.test_hook_ = std::move(hook);
   }
   static void NoteRecorded(ClusterNode& node, const std::string& name, bool recorded) {
-    node.NoteRecorded(name, recorded);
+    if (recorded) {
+      node.NoteRecorded(name);
+    } else {
+      node.NoteUnrecorded(name);
+    }
   }
+  // A removal of what an older node's file noted: a deploy, without its registration.
   static void RemoveHere(ClusterNode& node, const std::string& name, uint64_t number,
                          int64_t deployed_at_ms) {
     node.RemoveHere(name, {.number = number, .deployed_at_ms = deployed_at_ms}, "in the test");
+  }
+  // Whether the notes of `a` and `b` count in one slot (ClusterNode::notes_).
+  static bool ShareASlot(ClusterNode& node, const std::string& a, const std::string& b) {
+    std::lock_guard lock(node.mu_);
+    return &node.NotesLocked(a) == &node.NotesLocked(b);
   }
   static void Follow(ClusterNode& node, const cluster::KeyValue& kv, bool deleted) {
     node.Follow(kv, deleted);
@@ -103,8 +116,16 @@ class ClusterNodeTest : public ::testing::Test {
   void MakeNode(cluster::EtcdOptions etcd = {.endpoints = {"http://127.0.0.1:1"}}) {
     auto client = cluster::Etcd::Make(std::move(etcd));
     ASSERT_TRUE(client.ok()) << client.status().ToString();
-    node_ = ClusterNodeTestPeer::Make({.node = "node-a", .adopt_retry = std::chrono::hours(1)},
-                                      std::move(client).value(), manager_.get(), executables_.get());
+    node_ = ClusterNodeTestPeer::Make(
+        {.node = "node-a", .adopt_retry = std::chrono::hours(1), .recorded_path = RecordedPath()},
+        std::move(client).value(), manager_.get(), executables_.get());
+  }
+  std::string RecordedPath() const { return dir_ + "/cluster-recorded.json"; }
+  // Whether the node's file of what the registry records names `name`.
+  bool InRecordedFile(const std::string& name) const {
+    std::ifstream in(RecordedPath());
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    return j.is_object() && j["recorded"].is_object() && j["recorded"].contains(name);
   }
   // Removes `name` here and registers it afresh (version 1 again, deployed now).
   void RedeployAfresh(const std::string& name) {
@@ -161,33 +182,121 @@ TEST_F(ClusterNodeTest, ANoteOfWhatServesIsNotOverAChangeNotedMeanwhile) {
   EXPECT_EQ(recorded.at("redeployed"), fresh) << "the deploy replaced is recorded, not the one serving";
 }
 
-// A record deleted removes the deploy it recorded here — as the removal checks it: a deploy of the
-// name afresh that arrives after the node decided to remove it, and before it does, stays.
-TEST_F(ClusterNodeTest, ARemovalFromTheClusterSparesADeployMadeAfreshMeanwhile) {
+// A note of a name between a deletion's decision to remove it and the removal (a publish's, an
+// adoption's) reads the deploy still serving, and notes it: the removal's own note, after it, drops
+// that note too; none is left of a deploy the node no longer serves.
+TEST_F(ClusterNodeTest, ANoteMadeWhileARemovalFromTheClusterIsUnderWayGoesWithIt) {
   OpenManager({"fn"});
   MakeNode();
+  ClusterNodeTestPeer::NoteRecorded(*node_, "fn", true);
+  ASSERT_EQ(ClusterNodeTestPeer::Recorded(*node_).count("fn"), 1u);
   ClusterNodeTestPeer::SetHook(*node_, [&](TestPoint point, const std::string& name) {
-    if (point == TestPoint::kRemoving) RedeployAfresh(name);
+    if (point == TestPoint::kRemoving) ClusterNodeTestPeer::NoteRecorded(*node_, name, true);
   });
-  ClusterNodeTestPeer::RemoveHere(*node_, "fn", 1, kFirstDeployAt);
+  ClusterNodeTestPeer::Follow(*node_, {.key = "/phos/functions/fn", .mod_revision = 2}, true);
   node_->Stop();  // the removal, posted to the node's threads, has run
-  const std::pair<uint64_t, int64_t> serving = Serving("fn");
-  EXPECT_EQ(serving.first, 1u) << "the deploy made afresh was removed";
-  EXPECT_NE(serving.second, kFirstDeployAt);
+  EXPECT_EQ(manager_->Versions("fn").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ClusterNodeTestPeer::Recorded(*node_).count("fn"), 0u) << "a removed deploy is recorded";
+  EXPECT_FALSE(InRecordedFile("fn"));
 }
 
-// Without a deploy arriving meanwhile: the deploy recorded is removed, a newer version of it too,
-// and a deploy afresh found there stays.
-TEST_F(ClusterNodeTest, ARemovalFromTheClusterRemovesTheDeployItRecordedOnly) {
-  OpenManager({"recorded", "afresh"});
+// A removal that cannot be queued (the node stopping, or too many waiting) keeps the name's note:
+// the next listing of the registry, here or after a restart, finds it missing and removes it then.
+TEST_F(ClusterNodeTest, ARemovalFromTheClusterThatCannotBeQueuedKeepsItsNote) {
+  OpenManager({"fn"});
+  MakeNode();
+  ClusterNodeTestPeer::NoteRecorded(*node_, "fn", true);
+  node_->Stop();
+  ClusterNodeTestPeer::Follow(*node_, {.key = "/phos/functions/fn", .mod_revision = 2}, true);
+  EXPECT_EQ(Serving("fn").first, 1u);
+  EXPECT_EQ(ClusterNodeTestPeer::Recorded(*node_).count("fn"), 1u) << "the removal is lost for good";
+  EXPECT_TRUE(InRecordedFile("fn"));
+  // Started again, the node reads the note (the name's registration with it) and removes the name
+  // once it finds its record deleted.
+  MakeNode();
+  ASSERT_EQ(ClusterNodeTestPeer::Recorded(*node_).count("fn"), 1u);
+  ClusterNodeTestPeer::Follow(*node_, {.key = "/phos/functions/fn", .mod_revision = 2}, true);
+  node_->Stop();
+  EXPECT_EQ(manager_->Versions("fn").status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(InRecordedFile("fn"));
+}
+
+// A deletion from the cluster removes the registration of the name it noted here, whatever that
+// deployed since: a newer version, a rollback (a deploy of its own, at another time), the noted
+// version deleted. A name removed and registered afresh since stays. No note of any is left.
+TEST_F(ClusterNodeTest, ARemovalFromTheClusterRemovesWhatTheNameDeployedSinceItsNote) {
+  const std::vector<std::string> names = {"newer", "rolled-back", "deleted-version", "afresh"};
+  OpenManager(names);
+  MakeNode();
+  for (const std::string& name : names) ClusterNodeTestPeer::NoteRecorded(*node_, name, true);
+  auto deploy_version = [&](const std::string& name) {
+    std::promise<runtime::DeployOutcome> deployed;  // at once: the manager keeps no snapshots
+    manager_->DeployVersion(Spec(name), "", std::chrono::milliseconds(0),
+                            [&](runtime::DeployOutcome o) { deployed.set_value(std::move(o)); });
+    ASSERT_TRUE(deployed.get_future().get().status.ok());
+  };
+  deploy_version("newer");
+  deploy_version("rolled-back");
+  std::promise<runtime::DeployOutcome> rolled_back;
+  manager_->Rollback("rolled-back", 1,
+                     [&](runtime::DeployOutcome o) { rolled_back.set_value(std::move(o)); });
+  ASSERT_TRUE(rolled_back.get_future().get().status.ok());
+  ASSERT_EQ(Serving("rolled-back").first, 1u);
+  ASSERT_NE(Serving("rolled-back").second, kFirstDeployAt);
+  deploy_version("deleted-version");
+  ASSERT_TRUE(manager_->DeleteVersion("deleted-version", 1).ok());
+  RedeployAfresh("afresh");
+  int64_t revision = 1;
+  for (const std::string& name : names) {
+    ClusterNodeTestPeer::Follow(*node_, {.key = "/phos/functions/" + name, .mod_revision = ++revision}, true);
+  }
+  node_->Stop();
+  for (const char* name : {"newer", "rolled-back", "deleted-version"}) {
+    EXPECT_EQ(manager_->Versions(name).status().code(), StatusCode::kNotFound) << name << " is not removed";
+  }
+  EXPECT_EQ(Serving("afresh").first, 1u);
+  EXPECT_TRUE(ClusterNodeTestPeer::Recorded(*node_).empty());
+}
+
+// What an older node's file noted, a deploy without its registration: the deploy is removed with
+// its name while the name holds it (serving, or kept after a newer version); a deploy afresh found
+// there stays.
+TEST_F(ClusterNodeTest, ARemovalOfANotedDeployRemovesWhatHoldsItOnly) {
+  OpenManager({"recorded", "kept", "afresh"});
+  std::promise<runtime::DeployOutcome> deployed;
+  manager_->DeployVersion(Spec("kept"), "", std::chrono::milliseconds(0),
+                          [&](runtime::DeployOutcome o) { deployed.set_value(std::move(o)); });
+  ASSERT_TRUE(deployed.get_future().get().status.ok());
   RedeployAfresh("afresh");
   MakeNode();
   ClusterNodeTestPeer::RemoveHere(*node_, "recorded", 1, kFirstDeployAt);
+  ClusterNodeTestPeer::RemoveHere(*node_, "kept", 1, kFirstDeployAt);
   ClusterNodeTestPeer::RemoveHere(*node_, "afresh", 1, kFirstDeployAt);
   ClusterNodeTestPeer::RemoveHere(*node_, "never-here", 1, kFirstDeployAt);
   node_->Stop();
   EXPECT_EQ(manager_->Versions("recorded").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(manager_->Versions("kept").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(Serving("afresh").first, 1u);
+}
+
+// A note waits for the notes of names of its own slot only: another name's note meanwhile does not
+// make it read what serves again (each read takes the manager's lock).
+TEST_F(ClusterNodeTest, ANoteOfAnotherNameMeanwhileIsNoReasonToReadAgain) {
+  std::string other = "other";
+  OpenManager({"fn"});
+  MakeNode();
+  for (int i = 0; i < 1000 && ClusterNodeTestPeer::ShareASlot(*node_, "fn", other); ++i) {
+    other = "other-" + std::to_string(i);
+  }
+  ASSERT_FALSE(ClusterNodeTestPeer::ShareASlot(*node_, "fn", other)) << "every name counts in one slot";
+  int reads = 0;
+  ClusterNodeTestPeer::SetHook(*node_, [&](TestPoint point, const std::string& name) {
+    if (point != TestPoint::kRecording || name != "fn" || ++reads > 1) return;
+    ClusterNodeTestPeer::NoteRecorded(*node_, other, false);  // as a removal of `other` here notes
+  });
+  ClusterNodeTestPeer::NoteRecorded(*node_, "fn", true);
+  EXPECT_EQ(reads, 1);
+  EXPECT_EQ(ClusterNodeTestPeer::Recorded(*node_).count("fn"), 1u);
 }
 
 // The registry's events of functions made and deleted, none of them adopted here while they

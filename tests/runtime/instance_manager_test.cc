@@ -9,7 +9,9 @@
 #include <future>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -214,22 +216,110 @@ TEST_F(InstanceManagerTest, RegistryPersistsAcrossRestartAndRemove) {
   EXPECT_TRUE(manager_->List().empty());
 }
 
-// A removal conditional on the version the caller saw (a cluster's record deleted): refused for a
-// name that holds no such version (removed and registered afresh: deployed at another time).
+// A removal conditional on what the caller saw of a function (a cluster's record deleted). By the
+// name's registration: whatever it deployed, rolled back to or deleted since is removed with it,
+// while a name removed and registered afresh is another registration and stays. By a deploy (what
+// a caller's older note holds): the name is removed while it holds that deploy, serving or kept.
 TEST_F(InstanceManagerTest, RemoveIfHeldRemovesOnlyWhatHoldsTheVersion) {
   OpenManager();
+  // The serving version: its deploy, and the name's registration.
+  auto seen = [&](const std::string& name) {
+    Result<std::vector<VersionStatus>> versions = manager_->Versions(name);
+    EXPECT_TRUE(versions.ok()) << versions.status().ToString();
+    for (const VersionStatus& v : versions.ok() ? *versions : std::vector<VersionStatus>{}) {
+      if (v.state == "serving") {
+        return HeldFunction{.registered_at_ms = v.registered_at_ms,
+                            .number = v.version.number,
+                            .deployed_at_ms = v.version.deployed_at_ms};
+      }
+    }
+    return HeldFunction{};
+  };
+  auto deploy_version = [&](const std::string& name) {
+    std::promise<DeployOutcome> deployed;  // swapped in at once: no snapshots to deploy
+    manager_->DeployVersion({name, PHOS_PROBE_FN, {}, {}, 0}, "", 0ms,
+                            [&](DeployOutcome o) { deployed.set_value(std::move(o)); });
+    ASSERT_TRUE(deployed.get_future().get().status.ok());
+  };
+  auto deploy_only = [](HeldFunction held) {
+    held.registered_at_ms = 0;
+    return held;
+  };
+
   Register("probe", 0);
-  Result<std::vector<VersionStatus>> versions = manager_->Versions("probe");
-  ASSERT_TRUE(versions.ok() && versions->size() == 1u);
-  const FunctionVersion seen = versions->front().version;
-  EXPECT_EQ(manager_->RemoveIfHeld("probe", seen.number, seen.deployed_at_ms - 1).code(),
-            StatusCode::kFailedPrecondition);
-  EXPECT_EQ(manager_->RemoveIfHeld("probe", seen.number + 1, seen.deployed_at_ms).code(),
-            StatusCode::kFailedPrecondition);
+  const HeldFunction first = seen("probe");
+  ASSERT_NE(first.registered_at_ms, 0);
+  HeldFunction earlier = deploy_only(first);
+  --earlier.deployed_at_ms;
+  HeldFunction next = deploy_only(first);
+  ++next.number;
+  EXPECT_EQ(manager_->RemoveIfHeld("probe", earlier).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(manager_->RemoveIfHeld("probe", next).code(), StatusCode::kFailedPrecondition);
+  // Version 2 serves; version 1 is kept.
+  deploy_version("probe");
+  HeldFunction other_registration = first;
+  other_registration.registered_at_ms += 1;
+  EXPECT_EQ(manager_->RemoveIfHeld("probe", other_registration).code(), StatusCode::kFailedPrecondition);
   ASSERT_EQ(manager_->List().size(), 1u);
-  ASSERT_TRUE(manager_->RemoveIfHeld("probe", seen.number, seen.deployed_at_ms).ok());
+  ASSERT_TRUE(manager_->RemoveIfHeld("probe", deploy_only(first)).ok());  // kept: held
   EXPECT_TRUE(manager_->List().empty());
-  EXPECT_EQ(manager_->RemoveIfHeld("probe", seen.number, seen.deployed_at_ms).code(), StatusCode::kNotFound);
+  EXPECT_EQ(manager_->RemoveIfHeld("probe", first).code(), StatusCode::kNotFound);
+
+  // A rollback to version 1 deploys it anew, and a deleted version is gone: neither holds the
+  // deploy seen, both hold the registration.
+  Register("rolled-back", 0);
+  const HeldFunction rolled_back = seen("rolled-back");
+  deploy_version("rolled-back");
+  std::this_thread::sleep_for(2ms);  // the rollback's deploy time is not the registration's
+  std::promise<DeployOutcome> back;
+  manager_->Rollback("rolled-back", 1, [&](DeployOutcome o) { back.set_value(std::move(o)); });
+  ASSERT_TRUE(back.get_future().get().status.ok());
+  Register("deleted", 0);
+  const HeldFunction deleted = seen("deleted");
+  deploy_version("deleted");
+  ASSERT_TRUE(manager_->DeleteVersion("deleted", 1).ok());
+  for (const auto& [name, held] : {std::pair{"rolled-back", rolled_back}, std::pair{"deleted", deleted}}) {
+    EXPECT_EQ(manager_->RemoveIfHeld(name, deploy_only(held)).code(), StatusCode::kFailedPrecondition)
+        << name;
+    EXPECT_TRUE(manager_->RemoveIfHeld(name, held).ok()) << name;
+  }
+  EXPECT_TRUE(manager_->List().empty());
+
+  // Removed and registered afresh: another registration, spared.
+  Register("afresh", 0);
+  const HeldFunction before = seen("afresh");
+  ASSERT_TRUE(manager_->Remove("afresh").ok());
+  Register("afresh", 0);
+  EXPECT_NE(seen("afresh").registered_at_ms, before.registered_at_ms);
+  EXPECT_EQ(manager_->RemoveIfHeld("afresh", before).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(manager_->List().size(), 1u);
+}
+
+// A name's registration is what the manager kept: the same after a restart. One listed by a
+// registry written before registrations were kept gets one when loaded, kept at once.
+TEST_F(InstanceManagerTest, ARegistrationOutlivesARestart) {
+  OpenManager();
+  Register("probe", 0);
+  auto registered = [&] {
+    Result<std::vector<VersionStatus>> versions = manager_->Versions("probe");
+    return versions.ok() && !versions->empty() ? versions->front().registered_at_ms : 0;
+  };
+  const int64_t at = registered();
+  ASSERT_NE(at, 0);
+  manager_.reset();
+  OpenManager();
+  EXPECT_EQ(registered(), at);
+  manager_.reset();
+
+  FunctionRegistry older;
+  older.serving.push_back({.number = 1, .spec = {"probe", PHOS_PROBE_FN, {}, {}, 0}, .deployed_at_ms = 1000});
+  ASSERT_TRUE(SaveFunctionRegistry(options_.data_dir + "/functions.json", older).ok());
+  OpenManager();
+  const int64_t given = registered();
+  ASSERT_NE(given, 0);
+  manager_.reset();
+  OpenManager();
+  EXPECT_EQ(registered(), given);
 }
 
 TEST_F(InstanceManagerTest, ShutdownFailsQueuedAndEndsAll) {

@@ -123,12 +123,13 @@ TEST_F(RegistryTest, NetworkAndLimitsRoundTripAndAreValidated) {
   EXPECT_EQ(ValidateFunctionSpec(spec).code(), StatusCode::kInvalidArgument);
 }
 
-TEST_F(RegistryTest, VersionsRoundTripAndOldFilesServeVersionOne) {
+TEST_F(RegistryTest, VersionsAndRegistrationsRoundTripAndOldFilesServeVersionOne) {
   const std::string digest(64, 'a');
   FunctionRegistry registry;
   registry.serving.push_back({.number = 3, .spec = {"echo", "/bin/true", {}, {{"V", "3"}}, 1},
                               .executable_sha256 = digest, .deployed_at_ms = 1700000000000});
   registry.kept.push_back({.number = 1, .spec = {"echo", "/bin/true", {}, {{"V", "1"}}, 1}});
+  registry.registered_at_ms["echo"] = 1690000000000;
   std::string path = dir_ + "/functions.json";
   ASSERT_TRUE(SaveFunctionRegistry(path, registry).ok());
   auto loaded = LoadFunctionRegistry(path);
@@ -140,6 +141,7 @@ TEST_F(RegistryTest, VersionsRoundTripAndOldFilesServeVersionOne) {
   ASSERT_EQ(loaded->kept.size(), 1u);
   EXPECT_EQ(loaded->kept[0].number, 1u);
   EXPECT_EQ(loaded->kept[0].spec.env, registry.kept[0].spec.env);
+  EXPECT_EQ(loaded->registered_at_ms, registry.registered_at_ms);
   std::ofstream(dir_ + "/old.json")
       << R"({"format_version": 1, "functions": [{"name": "a", "executable": "/bin/true"}]})";
   auto old = LoadFunctionRegistry(dir_ + "/old.json");
@@ -147,9 +149,11 @@ TEST_F(RegistryTest, VersionsRoundTripAndOldFilesServeVersionOne) {
   ASSERT_EQ(old->serving.size(), 1u);
   EXPECT_EQ(old->serving[0].number, 1u);
   EXPECT_TRUE(old->kept.empty());
+  EXPECT_TRUE(old->registered_at_ms.empty());
   // A registry edited by hand: a version that is no positive integer, a digest that is none.
-  for (const char* bad : {R"("version": 0)", R"("version": -2)", R"("version": "2")", R"("executable_sha256": "abc")",
-                          R"("deployed_at_ms": "now")"}) {
+  for (const char* bad :
+       {R"("version": 0)", R"("version": -2)", R"("version": "2")", R"("executable_sha256": "abc")",
+        R"("deployed_at_ms": "now")", R"("registered_at_ms": 0)", R"("registered_at_ms": "now")"}) {
     std::ofstream(dir_ + "/bad.json") << R"({"format_version": 1, "functions": [{"name": "a", "executable": "/bin/true", )"
                                       << bad << "}]}";
     EXPECT_FALSE(LoadFunctionRegistry(dir_ + "/bad.json").ok()) << bad;

@@ -498,6 +498,30 @@ TEST_F(InstanceVersionsTest, KeptVersionsAreBoundedAndRemovalEndsADeployUnderWay
   EXPECT_EQ(Invoke("env:V", RestoreMode::kAuto).body, "again");
 }
 
+// A removal conditional on a deploy (InstanceManager::RemoveIfHeld without the name's registration)
+// finds a version still deploying: the name is removed with it, and its deploy answered.
+TEST_F(InstanceVersionsTest, RemoveIfHeldFindsAVersionStillDeploying) {
+  Open();
+  ASSERT_TRUE(DeployFirst(Version("one")).status.ok());
+  const std::string go = options_.data_dir + "/go";
+  FunctionSpec held = Version("two");
+  held.args = {"--wait-at-start", go};
+  std::promise<DeployOutcome> deployed;
+  manager_->DeployVersion(held, "", 0ms, [&deployed](DeployOutcome o) { deployed.set_value(std::move(o)); });
+  auto listed = manager_->Versions("probe");
+  ASSERT_TRUE(listed.ok() && !listed->empty()) << listed.status().ToString();
+  ASSERT_EQ(listed->back().state, "deploying");
+  const HeldFunction deploying{.number = listed->back().version.number,
+                               .deployed_at_ms = listed->back().version.deployed_at_ms};
+  HeldFunction earlier = deploying;
+  --earlier.deployed_at_ms;
+  EXPECT_EQ(manager_->RemoveIfHeld("probe", earlier).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(manager_->RemoveIfHeld("probe", deploying).ok());
+  std::ofstream(go).put('x');
+  EXPECT_FALSE(deployed.get_future().get().status.ok());
+  EXPECT_TRUE(manager_->List().empty());
+}
+
 TEST_F(InstanceVersionsTest, AVersionThatFailsToDeployLeavesTheServingOneAsItWas) {
   Open();
   ASSERT_TRUE(DeployFirst(Version("one")).status.ok());

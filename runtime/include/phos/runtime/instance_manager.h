@@ -444,6 +444,20 @@ struct FunctionStatus {
 struct VersionStatus {
   FunctionVersion version;
   std::string state;  // "serving", "deploying" (to replace the serving one) or "kept"
+  // When the function's name was registered on this node (Register, or Adopt of a name new here;
+  // Unix ms, made one past the last given out when the clock repeats itself): the same for each of
+  // its versions, whatever was deployed, rolled back or deleted since, until the name is removed;
+  // a name registered afresh gets another.
+  int64_t registered_at_ms = 0;
+};
+
+// What a removal conditional on what its caller saw of a function names (InstanceManager::
+// RemoveIfHeld): the registration of its name (VersionStatus::registered_at_ms; 0: not known) and
+// the deploy then serving it (version `number` deployed at `deployed_at_ms`).
+struct HeldFunction {
+  int64_t registered_at_ms = 0;
+  uint64_t number = 0;
+  int64_t deployed_at_ms = 0;
 };
 
 class InstanceManager {
@@ -499,11 +513,14 @@ class InstanceManager {
   // Forgets the function (its kept versions too), fails its queued invocations (kUnknownFunction)
   // and stops its instances once their current request is answered. NotFound for an unknown name.
   Status Remove(const std::string& name);
-  // Remove, only while `name` holds version `number` deployed at `deployed_at_ms` (serving,
-  // deploying or kept: what serves is it or came after it), checked under the lock the removal
-  // takes: a name removed and deployed afresh meanwhile, which numbers its versions from 1 again,
-  // stays. FailedPrecondition when it holds no such version; NotFound for an unknown name.
-  Status RemoveIfHeld(const std::string& name, uint64_t number, int64_t deployed_at_ms);
+  // Remove, only while `name` is the registration `held` names, checked under the lock the
+  // removal takes: whatever versions it deployed, rolled back to or deleted since, while a name
+  // removed and registered afresh meanwhile (which numbers its versions from 1 again) stays.
+  // Without the registration (0: a caller's note from before it was kept), only while the name
+  // holds the deploy `held` names (serving, deploying or kept): gone once it is deleted, pushed
+  // out past kept_versions or rolled back to (a rollback is a deploy of its own). FailedPrecondition
+  // when the name is another registration or holds no such deploy; NotFound for an unknown name.
+  Status RemoveIfHeld(const std::string& name, const HeldFunction& held);
   std::vector<FunctionStatus> List() const;
   // The spec of the function `name`, or nothing when there is none.
   std::optional<FunctionSpec> Spec(const std::string& name) const;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -130,11 +131,13 @@ struct FunctionVersion {
   int64_t deployed_at_ms = 0;
 };
 
-// What functions.json holds: the version of each function that serves its name, and the earlier
-// versions kept to roll back to.
+// What functions.json holds: the version of each function that serves its name, the earlier
+// versions kept to roll back to, and when each name was registered on the node
+// (InstanceManager's VersionStatus::registered_at_ms; absent from a registry written before it).
 struct FunctionRegistry {
   std::vector<FunctionVersion> serving;
   std::vector<FunctionVersion> kept;
+  std::map<std::string, int64_t> registered_at_ms;  // by function name
 };
 
 // One version as functions.json holds it: the spec's fields with "version", "executable_sha256"
@@ -143,9 +146,10 @@ std::string FunctionVersionToJson(const FunctionVersion& version);
 Result<FunctionVersion> ParseFunctionVersionJson(std::string_view json);
 
 // functions.json: {"format_version": 1, "functions": [spec + {"version", "executable_sha256",
-// "deployed_at_ms"}, ...], "versions": [the same, ...]} ("versions": the kept ones; a registry
-// written before versions has none, and each function is its version 1). A missing file is an
-// empty registry; a newer format version or a malformed file is an error naming the path.
+// "deployed_at_ms", "registered_at_ms"}, ...], "versions": [the same but "registered_at_ms", ...]}
+// ("versions": the kept ones; a registry written before versions has none, and each function is
+// its version 1). A missing file is an empty registry; a newer format version or a malformed file
+// is an error naming the path.
 Result<FunctionRegistry> LoadFunctionRegistry(const std::string& path);
 // Written to a temporary file, synced and renamed over `path`: a crash leaves the old or the new.
 Status SaveFunctionRegistry(const std::string& path, const FunctionRegistry& registry);

@@ -197,9 +197,9 @@ std::optional<ClusterNode::DeployId> ClusterNode::Serving(const std::string& nam
   if (!versions.ok()) return std::nullopt;
   for (const runtime::VersionStatus& v : *versions) {
     if (v.state == "serving") {
-      return DeployId{.number = v.version.number,
-                      .deployed_at_ms = v.version.deployed_at_ms,
-                      .registered_at_ms = v.registered_at_ms};
+      return DeployId{.registered_at_ms = v.registered_at_ms,
+                      .number = v.version.number,
+                      .deployed_at_ms = v.version.deployed_at_ms};
     }
   }
   return std::nullopt;
@@ -429,11 +429,7 @@ void ClusterNode::RemoveHere(const std::string& name, DeployId deleted, const ch
   const bool posted = Post([this, name, deleted, why] {
     if (test_hook_) test_hook_(TestPoint::kRemoving, name);
     // Checked as it is removed: a deploy of the name afresh arriving meanwhile is not taken for it.
-    const Status removed = deleted.number == 0 && deleted.registered_at_ms == 0
-                               ? manager_->Remove(name)
-                               : manager_->RemoveIfHeld(name, {.registered_at_ms = deleted.registered_at_ms,
-                                                               .number = deleted.number,
-                                                               .deployed_at_ms = deleted.deployed_at_ms});
+    const Status removed = manager_->RemoveIfHeld(name, deleted);
     if (removed.ok()) {
       PHOS_LOG(Info, "cluster", "'{}' was removed from the cluster {}: removed here", name, why);
     } else if (removed.code() == StatusCode::kFailedPrecondition) {

@@ -128,20 +128,7 @@ class ClusterNode {
   // when the name was registered here (runtime::VersionStatus::registered_at_ms: the same for all
   // its versions until it is removed; 0: not known, what an older node's file did not keep). An
   // empty one (number 0) stands for any deploy (what a still older file did not keep either).
-  struct DeployId {
-    uint64_t number = 0;
-    int64_t deployed_at_ms = 0;
-    int64_t registered_at_ms = 0;
-    bool operator==(const DeployId&) const = default;
-    // Of one registration when both know it, else the same deploy; an empty one is any.
-    bool SameAs(const DeployId& other) const {
-      if (number == 0 || other.number == 0) return true;
-      if (registered_at_ms != 0 && other.registered_at_ms != 0) {
-        return registered_at_ms == other.registered_at_ms;
-      }
-      return number == other.number && deployed_at_ms == other.deployed_at_ms;
-    }
-  };
+  using DeployId = runtime::HeldFunction;
   // Notes that the registry records `name`, which this node serves (the deploy serving it now), and
   // keeps the set at ClusterOptions::recorded_path. What serves is read outside mu_, and noted only
   // if no other note of a name of its slot came meanwhile (notes_); else read again.

@@ -120,8 +120,9 @@ Status InstanceManager::Impl::Open() {
   stop_fd_ = eventfd(0, EFD_CLOEXEC);
   if (stop_fd_ < 0) return Status::FromErrno(errno, "eventfd");
   std::lock_guard lock(mu_);
-  for (const auto& [name, at] : registry.registered_at_ms) {
-    last_registered_at_ms_ = std::max(last_registered_at_ms_, at);
+  for (const auto& [name, at] : registry.registered_at_ms) last_stamp_ms_ = std::max(last_stamp_ms_, at);
+  for (const auto* versions : {&registry.serving, &registry.kept}) {
+    for (const FunctionVersion& v : *versions) last_stamp_ms_ = std::max(last_stamp_ms_, v.deployed_at_ms);
   }
   bool unregistered = false;  // a name of a registry written before registrations were kept
   for (FunctionVersion& version : registry.serving) {
@@ -143,7 +144,7 @@ Status InstanceManager::Impl::Open() {
     versions_[name] = VersionTable{.serving = key,
                                    .last = version.number,
                                    .serial = version.number,
-                                   .registered_at_ms = known ? registered->second : NewRegistrationLocked()};
+                                   .registered_at_ms = known ? registered->second : NewStampLocked()};
     std::shared_ptr<Function> f = AddVersionLocked(std::move(version), key);
     // A job's checkpoints, and its instance range claimed before any deploy takes it.
     if (SnapshotsEnabled() && f->spec.job.checkpoint_every > 0) LoadJobLocked(*f);

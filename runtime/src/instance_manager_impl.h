@@ -176,7 +176,7 @@ struct Function {
   // Which version it is (FunctionVersion): its number, its executable's digest, when it was deployed.
   uint64_t number = 1;
   std::string executable_sha256;  // taken by its deploy (RunDeploy)
-  int64_t deployed_at_ms = 0;
+  int64_t deployed_at_ms = 0;  // NewStampLocked, or the adopted record's
   // A rollback's: the digest its executable must still have (ExecutableChanged); empty: any.
   std::string expected_sha256;
   // Deploying to replace the version serving its name (DeployVersion, Rollback): it takes the
@@ -241,7 +241,7 @@ struct VersionTable {
   uint64_t last = 1;      // the highest version number given out
   uint64_t serial = 1;    // the last key's (VersionKey)
   std::deque<FunctionVersion> kept;  // earlier versions to roll back to, oldest first
-  int64_t registered_at_ms = 0;      // VersionStatus::registered_at_ms (NewRegistrationLocked)
+  int64_t registered_at_ms = 0;      // VersionStatus::registered_at_ms (NewStampLocked)
 };
 
 // What taking a Function down leaves to do outside the lock (FinishTakeDown).
@@ -321,10 +321,12 @@ class InstanceManager::Impl {
   std::shared_ptr<Function> AddVersionLocked(FunctionVersion version, const std::string& key);
   // A new function (not persisted): its first version, serving its name.
   std::shared_ptr<Function> AddFunctionLocked(const FunctionSpec& spec);
-  // The registration time of a name registered now (VersionStatus::registered_at_ms): now, or one
-  // past the last given out (loaded or made) when the clock has not moved past it, so that a name
-  // removed and registered afresh within a millisecond is told apart. The caller holds mu_.
-  int64_t NewRegistrationLocked();
+  // The time of a registration (VersionStatus::registered_at_ms) or of a deploy made here
+  // (FunctionVersion::deployed_at_ms): now, or one past the last given out (loaded or made) when
+  // the clock has not moved past it. Each identifies what it stamps (a removal from the cluster
+  // compares them), so no two are equal: a name removed and registered afresh, or rolled back to a
+  // version, within a millisecond is told apart. The caller holds mu_.
+  int64_t NewStampLocked();
   // Ok when the name of `table` is what `held` names (InstanceManager::RemoveIfHeld), else
   // FailedPrecondition saying what it is. The caller holds mu_.
   Status HeldLocked(const std::string& name, const VersionTable& table, const HeldFunction& held) const;
@@ -543,7 +545,7 @@ class InstanceManager::Impl {
   bool stopping_ = false;
   std::map<std::string, std::shared_ptr<Function>> functions_;  // by key (VersionKey)
   std::map<std::string, VersionTable> versions_;                 // by function name
-  int64_t last_registered_at_ms_ = 0;                            // NewRegistrationLocked
+  int64_t last_stamp_ms_ = 0;                            // NewStampLocked
   std::vector<std::shared_ptr<Instance>> live_;      // every thread (instance or deploy) not joined
   std::vector<std::shared_ptr<Instance>> finished_;  // ended, thread to be joined
   uint64_t next_instance_id_ = 0;

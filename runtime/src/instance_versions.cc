@@ -63,26 +63,24 @@ std::shared_ptr<Function> InstanceManager::Impl::AddVersionLocked(FunctionVersio
 }
 
 std::shared_ptr<Function> InstanceManager::Impl::AddFunctionLocked(const FunctionSpec& spec) {
-  versions_[spec.name] = VersionTable{.serving = spec.name, .registered_at_ms = NewRegistrationLocked()};
-  std::shared_ptr<Function> f = AddVersionLocked({.number = 1, .spec = spec, .deployed_at_ms = UnixMillis()}, spec.name);
+  versions_[spec.name] = VersionTable{.serving = spec.name, .registered_at_ms = NewStampLocked()};
+  std::shared_ptr<Function> f =
+      AddVersionLocked({.number = 1, .spec = spec, .deployed_at_ms = NewStampLocked()}, spec.name);
   f->announce = true;
   return f;
 }
 
-int64_t InstanceManager::Impl::NewRegistrationLocked() {
-  last_registered_at_ms_ = std::max(UnixMillis(), last_registered_at_ms_ + 1);
-  return last_registered_at_ms_;
+int64_t InstanceManager::Impl::NewStampLocked() {
+  last_stamp_ms_ = std::max(UnixMillis(), last_stamp_ms_ + 1);
+  return last_stamp_ms_;
 }
 
 Status InstanceManager::Impl::HeldLocked(const std::string& name, const VersionTable& table,
                                          const HeldFunction& held) const {
-  if (held.registered_at_ms != 0) {
-    if (table.registered_at_ms == held.registered_at_ms) return Status::Ok();
-    return Status::FailedPrecondition(fmt::format("'{}' was registered afresh (at {} ms, not {} ms)", name,
-                                                  table.registered_at_ms, held.registered_at_ms));
-  }
+  // Any version of the name will do: each carries the name's registration.
   auto is_held = [&](uint64_t number, int64_t deployed_at_ms) {
-    return number == held.number && deployed_at_ms == held.deployed_at_ms;
+    return held.SameAs(
+        {.registered_at_ms = table.registered_at_ms, .number = number, .deployed_at_ms = deployed_at_ms});
   };
   if (std::any_of(table.kept.begin(), table.kept.end(),
                   [&](const FunctionVersion& k) { return is_held(k.number, k.deployed_at_ms); })) {
@@ -93,6 +91,10 @@ Status InstanceManager::Impl::HeldLocked(const std::string& name, const VersionT
     if (it != functions_.end() && is_held(it->second->number, it->second->deployed_at_ms)) {
       return Status::Ok();
     }
+  }
+  if (held.registered_at_ms != 0) {
+    return Status::FailedPrecondition(fmt::format("'{}' was registered afresh (at {} ms, not {} ms)", name,
+                                                  table.registered_at_ms, held.registered_at_ms));
   }
   return Status::FailedPrecondition(
       fmt::format("'{}' holds no version {} deployed at {} ms", name, held.number, held.deployed_at_ms));
@@ -183,7 +185,7 @@ void InstanceManager::Impl::Adopt(AdoptedVersion adopted, std::function<void(Dep
       confined.name = key;
       if (options_.sandbox == nullptr || (refused = options_.sandbox->PrepareFunction(confined)).ok()) {
         versions_[name] = VersionTable{
-            .serving = key, .last = number, .serial = number, .registered_at_ms = NewRegistrationLocked()};
+            .serving = key, .last = number, .serial = number, .registered_at_ms = NewStampLocked()};
         std::shared_ptr<Function> f = AddVersionLocked(shared->version, key);
         f->expected_sha256 = f->executable_sha256;
         f->adopted = shared;
@@ -263,7 +265,7 @@ void InstanceManager::Impl::DeployReplacement(FunctionVersion version, std::stri
         f->replacing = true;
         f->adopted = adopted;
         f->announce = adopted == nullptr;
-        if (adopted == nullptr) f->deployed_at_ms = UnixMillis();
+        if (adopted == nullptr) f->deployed_at_ms = NewStampLocked();
         f->deployed_callbacks.push_back(std::move(done));
         if (SnapshotsEnabled()) {
           StartDeployLocked(f, std::move(sample_request), sample_timeout);

@@ -270,7 +270,6 @@ TEST_F(InstanceManagerTest, RemoveIfHeldRemovesOnlyWhatHoldsTheVersion) {
   Register("rolled-back", 0);
   const HeldFunction rolled_back = seen("rolled-back");
   deploy_version("rolled-back");
-  std::this_thread::sleep_for(2ms);  // the rollback's deploy time is not the registration's
   std::promise<DeployOutcome> back;
   manager_->Rollback("rolled-back", 1, [&](DeployOutcome o) { back.set_value(std::move(o)); });
   ASSERT_TRUE(back.get_future().get().status.ok());
@@ -293,6 +292,27 @@ TEST_F(InstanceManagerTest, RemoveIfHeldRemovesOnlyWhatHoldsTheVersion) {
   EXPECT_NE(seen("afresh").registered_at_ms, before.registered_at_ms);
   EXPECT_EQ(manager_->RemoveIfHeld("afresh", before).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(manager_->List().size(), 1u);
+}
+
+// Registrations and deploys made here are stamped apart, however quickly they follow each other:
+// each identifies what it stamps (a rollback within the millisecond of its version's first deploy
+// is another deploy).
+TEST_F(InstanceManagerTest, NoTwoStampsAreEqual) {
+  OpenManager();
+  std::set<int64_t> stamps;
+  size_t given = 0;
+  for (int i = 0; i < 20; ++i) {
+    const std::string name = "fn" + std::to_string(i);
+    Register(name, 0);
+    Result<std::vector<VersionStatus>> versions = manager_->Versions(name);
+    ASSERT_TRUE(versions.ok()) << versions.status().ToString();
+    for (const VersionStatus& v : *versions) {
+      stamps.insert(v.registered_at_ms);
+      stamps.insert(v.version.deployed_at_ms);
+      given += 2;
+    }
+  }
+  EXPECT_EQ(stamps.size(), given);
 }
 
 // A name's registration is what the manager kept: the same after a restart. One listed by a

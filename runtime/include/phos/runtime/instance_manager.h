@@ -458,6 +458,16 @@ struct HeldFunction {
   int64_t registered_at_ms = 0;
   uint64_t number = 0;
   int64_t deployed_at_ms = 0;
+  bool operator==(const HeldFunction&) const = default;
+  // Of one registration when both know theirs, else the same deploy; one naming no deploy
+  // (number 0) is any.
+  bool SameAs(const HeldFunction& other) const {
+    if (number == 0 || other.number == 0) return true;
+    if (registered_at_ms != 0 && other.registered_at_ms != 0) {
+      return registered_at_ms == other.registered_at_ms;
+    }
+    return number == other.number && deployed_at_ms == other.deployed_at_ms;
+  }
 };
 
 class InstanceManager {
@@ -518,8 +528,9 @@ class InstanceManager {
   // removed and registered afresh meanwhile (which numbers its versions from 1 again) stays.
   // Without the registration (0: a caller's note from before it was kept), only while the name
   // holds the deploy `held` names (serving, deploying or kept): gone once it is deleted, pushed
-  // out past kept_versions or rolled back to (a rollback is a deploy of its own). FailedPrecondition
-  // when the name is another registration or holds no such deploy; NotFound for an unknown name.
+  // out past kept_versions or rolled back to (a rollback is a deploy of its own). One naming no
+  // deploy (number 0) is any, as Remove (HeldFunction::SameAs). FailedPrecondition when the name is
+  // another registration or holds no such deploy; NotFound for an unknown name.
   Status RemoveIfHeld(const std::string& name, const HeldFunction& held);
   std::vector<FunctionStatus> List() const;
   // The spec of the function `name`, or nothing when there is none.

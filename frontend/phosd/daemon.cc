@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <charconv>
 #include <filesystem>
 #include <optional>
@@ -110,6 +111,7 @@ struct Daemon::Parts {
   std::optional<objstore::S3Client> bucket;  // the remote tier's
   std::unique_ptr<TaskThreads> blocking_work;  // the routes' disk work, off the server's loop
   std::unique_ptr<LogFollowers> log_followers;
+  std::atomic<bool> ready{false};  // /healthz says ok: everything started, the cluster joined
   std::unique_ptr<http::Server> server;
   bool stopped = false;
 
@@ -363,7 +365,8 @@ Status Daemon::Parts::StartAll() {
                                            .metrics = metrics,
                                            .refresh_metrics = [simgpu = simgpu_metrics.get()] {
                                              if (simgpu != nullptr) simgpu->Refresh();
-                                           }}));
+                                           },
+                                           .ready = &ready}));
   http::ServerOptions http_options;
   http_options.listen = o.listen;
   http_options.unix_socket = o.listen_unix;
@@ -377,6 +380,7 @@ Status Daemon::Parts::StartAll() {
   const bool v6 = host_port.first.find(':') != std::string::npos;
   endpoint = fmt::format("http://{}{}{}:{}", v6 ? "[" : "", host_port.first, v6 ? "]" : "", server->port());
   if (cluster != nullptr) PHOS_RETURN_IF_ERROR(cluster->Join(endpoint).WithContext("the cluster (--etcd)"));
+  ready = true;
   PHOS_LOG(Info, "phosd", "serving {} (data dir {})", endpoint, o.data_dir);
   return Status::Ok();
 }

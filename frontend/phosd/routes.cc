@@ -399,7 +399,8 @@ Status AddRoutes(http::Router* router, RouteOptions options) {
                     max_body_bytes);
   };
 
-  PHOS_RETURN_IF_ERROR(add(Access::kOpen, "GET", "/healthz", [](Request, Responder out, bool) {
+  PHOS_RETURN_IF_ERROR(add(Access::kOpen, "GET", "/healthz", [ready = options.ready](Request, Responder out, bool) {
+    if (ready != nullptr && !ready->load()) return out.Send(Response::Text(503, "starting\n"));
     out.Send(Response::Text(200, "ok\n"));
   }));
 

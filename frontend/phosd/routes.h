@@ -4,6 +4,7 @@
 
 #include <prometheus/registry.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 
@@ -49,6 +50,10 @@ struct RouteOptions {
   // Called before each GET /metrics is serialized, for the counters read at scrape time (simgpu's).
   // Default: none.
   std::function<void()> refresh_metrics;
+  // GET /healthz answers 503 until it holds true: the server listens before the daemon has joined
+  // its cluster (which needs the port), and a node is not ready before the others can see it.
+  // Must outlive the server. Default: nullptr, ready as soon as it listens.
+  const std::atomic<bool>* ready = nullptr;
 };
 
 Status AddRoutes(http::Router* router, RouteOptions options);

@@ -1,11 +1,15 @@
 // Three phosd as one cluster on loopback, with an etcd and an s3rver the test starts: a function
 // deployed on node A is served on B and C with A's answer byte for byte, its GPU state fetched
 // from the bucket; a new version deployed on B is followed by A; killing A leaves B and C serving,
-// A dropping out of the cluster's node list; a removal on one node removes the function from all. Skipped, saying why, without etcd or s3rver.
+// A dropping out of the cluster's node list; a removal on one node removes the function from all; a node
+// answers /healthz ok only once it has joined. Skipped, saying why, without etcd or s3rver.
 #include <signal.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,7 +20,9 @@
 #include "../testing/s3rver.h"
 #include "mlp_expect.h"
 #include "phos/cluster/etcd.h"
+#include "phos/base/subprocess.h"
 #include "phos/http/client.h"
+#include "phos/http/server.h"
 #include "phosd_fixture.h"
 
 namespace phos::testing {
@@ -304,6 +310,61 @@ TEST_F(ClusterTest, ASecondNodeOfALiveNodesNameIsRefused) {
        PHOS_PHOSD, etcd_.endpoint(), s3rver_.endpoint(), kBucket});
   EXPECT_NE(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("a live node of the cluster is named 'twin' already"), std::string::npos) << r.out;
+}
+
+// A node listens before it joins (its record names the port it listens on), and answers /healthz
+// 503 until it has joined: a readiness probe must not route to a node the others cannot see yet.
+// Its etcd here answers its version and holds the lease grant, joining's first call, while the
+// test asks; then refuses it, and the node, not joined, exits.
+TEST_F(ClusterTest, ANodeIsNotHealthyUntilItHasJoined) {
+  std::mutex mu;
+  std::condition_variable granting;
+  std::optional<http::Responder> grant;
+  http::Router router;
+  ASSERT_TRUE(router.Add("GET", "/version", [](http::Request, http::Responder out) {
+    out.Send(http::Response::Json(200, R"({"etcdserver": "3.5.0", "etcdcluster": "3.5.0"})"));
+  }).ok());
+  ASSERT_TRUE(router.Add("POST", "/v3/lease/grant", [&](http::Request, http::Responder out) {
+    std::lock_guard lock(mu);
+    grant = out;
+    granting.notify_all();
+  }).ok());
+  http::ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  Result<std::unique_ptr<http::Server>> held_etcd = http::Server::Start(options, std::move(router));
+  ASSERT_TRUE(held_etcd.ok()) << held_etcd.status().ToString();
+
+  char dir[] = "/tmp/phosd-joining-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string listen = "127.0.0.1:" + std::to_string(FreePort());
+  SpawnOptions spawn;
+  spawn.argv = {PHOS_PHOSD,    "--gpu",       "sim",      "--listen", listen, "--data-dir", dir, "--etcd",
+                "http://127.0.0.1:" + std::to_string((*held_etcd)->port()), "--s3-endpoint", s3rver_.endpoint(),
+                "--s3-bucket", kBucket,       "--node-name", "joining"};
+  spawn.env = NodeEnv();
+  spawn.stdout_file = std::string(dir) + ".log";
+  spawn.stderr_to_stdout = true;
+  Result<Subprocess> phosd = Subprocess::Spawn(spawn);
+  ASSERT_TRUE(phosd.ok()) << phosd.status().ToString();
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(granting.wait_for(lock, std::chrono::seconds(120), [&] { return grant.has_value(); }))
+        << "the node never asked for its lease";
+  }
+  // Joining, so listening: not ready.
+  CommandResult asked = ::phos::testing::Run({"/usr/bin/curl", "-s", "-w", " %{http_code}", "http://" + listen + "/healthz"});
+  EXPECT_EQ(asked.out, "starting\n 503");
+
+  {
+    std::lock_guard lock(mu);
+    grant->Send(http::Response::Json(500, R"({"error": "held by the test", "code": 14})"));
+  }
+  Result<ExitStatus> how = phosd->Wait(std::chrono::seconds(60));
+  ASSERT_TRUE(how.ok()) << how.status().ToString();
+  EXPECT_FALSE(how->success()) << "a node that could not join must not serve";
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  std::filesystem::remove(std::string(dir) + ".log", ec);
 }
 
 }  // namespace

@@ -151,7 +151,8 @@ Status WritePlotData(const std::string& dir, const std::string& profile,
 std::string BurstMarkdown(const std::vector<BurstResult>& bursts, uint64_t snapshot_bytes, int mib) {
   std::string md = fmt::format(
       "\n### Simultaneous cold starts of different functions (one device)\n\n"
-      "N llama functions of {} MiB (snapshot {:.1f} MiB each, own seeds), scaled to zero; N requests sent at "
+      "N llama functions of {} MiB (snapshot {:.1f} MiB each, own seeds) in a phosd of their own, scaled to "
+      "zero; N requests sent at "
       "once, one per function, each restored in phos mode. Link = N x snapshot bytes / (the last request's "
       "resident stage) / W, median over the repetitions; p99 of first byte over every request. Where the "
       "time went (medians over the repetitions, modelled ms from the requests' arrival): the earliest and "

@@ -55,6 +55,10 @@ struct Sample {
   double resident_ms = std::nan("");
   int64_t misses = -1;
   int64_t modules_loaded = -1;  // X-Phos-Modules-Loaded: 0 when the pooled context kept them
+  // Where the bound moves with the host from one restore to the next (the disk-cold case: the disk's
+  // rate), the disk's rate read right before this restore and the bound it gives; else NaN.
+  double disk_bps = std::nan("");
+  double bound_ms = std::nan("");
 };
 
 struct ModeResult {
@@ -87,6 +91,17 @@ struct CaseResult {
       if (m.mode == mode) return &m;
     }
     return nullptr;
+  }
+  // `mode`'s first byte over the bound: the median of each restore's over its own bound where the
+  // samples have one (Sample::bound_ms), else the median first byte over bound_ms.
+  double VsBound(const std::string& mode) const {
+    const ModeResult* m = Find(mode);
+    if (m == nullptr) return std::nan("");
+    std::vector<double> each;
+    for (const Sample& s : m->samples) {
+      if (!std::isnan(s.bound_ms)) each.push_back(s.first_byte_ms / s.bound_ms);
+    }
+    return each.size() == m->samples.size() && !each.empty() ? Median(each) : m->FirstByte() / bound_ms;
   }
   // NaN when either mode was not measured.
   double Ratio(const std::string& mode, const std::string& to) const {

@@ -16,9 +16,10 @@
 // start the previous extra instance has ended and a scrubbed pooled context is ready. The main
 // daemon shares no weights between instances, so each restore pays for its own.
 //
-// Also measured, each in the same run: simultaneous cold starts of different functions (link
-// utilisation, p99); a second instance while the first runs, in a daemon that shares read-only
-// weights (docs/design.md D14); restores from disk, in a daemon without a DRAM tier.
+// Also measured, each in the same run and in a daemon of its own: simultaneous cold starts of
+// different functions (link utilisation, p99); a second instance while the first runs, in a daemon
+// that shares read-only weights (docs/design.md D14); restores from disk, in a daemon without a
+// DRAM tier, the disk's rate read before each.
 //
 //   models_bench [--quick] [--sizes 256,1024,4096] [--experts 8,16] [--moe-mib 1024]
 //                [--concurrency 1,4,16] [--concurrency-mib 128] [--concurrency-reps 5] [--second-mib 1024]

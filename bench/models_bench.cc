@@ -168,19 +168,19 @@ class Bench {
     };
     PHOS_RETURN_IF_ERROR(Measure(name, Request({1, 2, 3, 4}, true), &r, {"warm", "phos", "no-order", "eager"},
                                  /*interleave=*/true, read_disk));
-    const double compute_ms = r.Find("warm")->FirstByte();
+    // The rate min(W, disk) a reading gives, in modelled bytes a second (Measure set E).
+    auto rate_at = [&](double bps) { return std::min(h2d_bps_, bps * scale_); };
     std::vector<double> disk_bps;
     for (ModeResult& m : r.modes) {
       for (Sample& s : m.samples) {
         if (std::isnan(s.disk_bps)) continue;
         disk_bps.push_back(s.disk_bps);
-        const double its_rate = std::min(h2d_bps_, s.disk_bps * scale_);
-        s.bound_ms = phos::bench::BoundMs(static_cast<double>(r.read_bytes) / its_rate * 1e3, compute_ms);
+        s.bound_ms = phos::bench::BoundMs(static_cast<double>(r.read_bytes) / rate_at(s.disk_bps) * 1e3, r.compute_ms);
       }
     }
     if (disk_bps.empty()) return Status::Internal("disk-cold: no disk reading");
     const double disk = Median(disk_bps);
-    const double rate = std::min(h2d_bps_, disk * scale_);
+    const double rate = rate_at(disk);
     r.read_note = fmt::format(
         "disk {:.2f} GB/s measured (median of {} readings, one before each restore: {:.2f}-{:.2f}), {:.1f} GB/s "
         "modelled; rate min(W, disk) = {:.1f} GB/s; the modes take turns, and each restore's / bound is "
@@ -592,14 +592,13 @@ class Bench {
                  const std::vector<std::string>& modes, bool interleave,
                  const std::function<Result<double>(const std::string& mode)>& before_each) {
     expected_.clear();
-    std::vector<ModeResult> results;
-    for (const std::string& mode : modes) {
-      const bool fresh = mode == "stop-the-world" || mode == "cold-boot";
-      if ((fresh ? o_.fresh_reps : o_.reps) > 0) results.push_back(ModeResult{mode, {}});
-    }
     auto reps_of = [&](const ModeResult& m) {
       return m.mode == "stop-the-world" || m.mode == "cold-boot" ? o_.fresh_reps : o_.reps;
     };
+    std::vector<ModeResult> results;
+    for (const std::string& mode : modes) {
+      if (ModeResult m{mode, {}}; reps_of(m) > 0) results.push_back(std::move(m));
+    }
     auto run = [&](ModeResult& m) -> Status {
       PHOS_RETURN_IF_ERROR(d_->WaitSettled(name, std::chrono::seconds(1200)));
       double disk_bps = std::nan("");

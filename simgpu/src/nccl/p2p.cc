@@ -237,7 +237,7 @@ ncclResult_t PostP2p(DeviceAccess& devices, const std::vector<PendingP2p>& ops) 
     // Like a kernel's: the launch overhead is modelled, the data movement runs at CPU speed.
     arrival.cost_seconds = first_op->rank->binding.ctx.profile->kernel_launch_s;
     arrival.bytes = bytes;
-    arrival.work = [batch] {
+    arrival.work = [batch = batch] {
       batch->Arrive();
       return CUDA_SUCCESS;
     };

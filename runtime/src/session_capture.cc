@@ -115,8 +115,10 @@ CUresult Session::StreamCaptureInfo(const ipc::HandleArgs& a, const Call& call) 
     if (sizeof(info) + it->second.depends.size() * sizeof(uint32_t) > ring_->reply_capacity()) {
       return CUDA_ERROR_INVALID_VALUE;  // more dependencies than the reply area holds
     }
-    std::memcpy(call.reply + sizeof(info), it->second.depends.data(),
-                it->second.depends.size() * sizeof(uint32_t));
+    if (!it->second.depends.empty()) {
+      std::memcpy(call.reply + sizeof(info), it->second.depends.data(),
+                  it->second.depends.size() * sizeof(uint32_t));
+    }
   }
   std::memcpy(call.reply, &info, sizeof(info));
   *call.reply_len = sizeof(info) + size_t{info.dependency_count} * sizeof(uint32_t);

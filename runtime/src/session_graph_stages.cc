@@ -180,7 +180,7 @@ CUresult Session::GraphLaunch(const ipc::StreamEventArgs& a, const Call& call) {
   // A tail that is not whole slots names none to hand back.
   if (call.tail.size() % sizeof(uint32_t) != 0) return CUDA_ERROR_INVALID_VALUE;
   std::vector<uint32_t> slots(call.tail.size() / sizeof(uint32_t));
-  std::memcpy(slots.data(), call.tail.data(), slots.size() * sizeof(uint32_t));
+  if (!slots.empty()) std::memcpy(slots.data(), call.tail.data(), slots.size() * sizeof(uint32_t));
   // A launch that is refused, or fails before a slot's function was queued, hands the slot back
   // to the frontend as a refused kLaunchHostFunc would. No legitimate launch carries more slots
   // than a session may have pending.

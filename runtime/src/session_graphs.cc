@@ -114,7 +114,7 @@ CUresult Session::GraphAddNode(const ipc::GraphNodeArgs& a, const Call& call) {
   }
   GraphNodeRecord node{.params = a.params};
   node.depends.resize(a.dependency_count);
-  std::memcpy(node.depends.data(), call.tail.data(), node.depends.size() * sizeof(uint32_t));
+  if (!node.depends.empty()) std::memcpy(node.depends.data(), call.tail.data(), node.depends.size() * sizeof(uint32_t));
   const std::span<const uint8_t> params = KernelParams(call.tail, a.dependency_count);
   node.kernel_params.assign(params.begin(), params.end());
   uint32_t index = 0;
@@ -130,7 +130,7 @@ CUresult Session::GraphAddDependencies(const ipc::GraphEdgesArgs& a, const Call&
     return CUDA_ERROR_INVALID_VALUE;
   }
   std::vector<ipc::GraphEdge> edges(a.count);
-  std::memcpy(edges.data(), call.tail.data(), call.tail.size());
+  if (!edges.empty()) std::memcpy(edges.data(), call.tail.data(), call.tail.size());
   std::vector<GraphNodeRecord>& nodes = it->second.nodes;
   // Every edge is checked before any is added: a refused call changes nothing. A cycle is the
   // driver's to refuse, at instantiation.
@@ -193,7 +193,9 @@ CUresult Session::GraphNodeGetParams(const ipc::GraphNodeRef& a, const Call& cal
   if (CUresult r = ResolveGraphKernels(it->second.nodes); r != CUDA_SUCCESS) return r;
   const GraphNodeRecord& n = it->second.nodes[a.node];
   std::memcpy(call.reply, &n.params, sizeof(n.params));
-  std::memcpy(call.reply + sizeof(n.params), n.kernel_params.data(), n.kernel_params.size());
+  if (!n.kernel_params.empty()) {
+    std::memcpy(call.reply + sizeof(n.params), n.kernel_params.data(), n.kernel_params.size());
+  }
   *call.reply_len = sizeof(n.params) + n.kernel_params.size();
   return CUDA_SUCCESS;
 }

@@ -141,7 +141,7 @@ CUresult Session::FunctionGet(const ipc::FunctionGetArgs& a, const Call& call) {
   const Function& fn = functions_.at(vid);
   ipc::FunctionInfo info{vid, static_cast<uint32_t>(fn.params.size()), fn.param_bytes};
   std::memcpy(call.reply, &info, sizeof(info));
-  std::memcpy(call.reply + sizeof(info), fn.params.data(), fn.params.size() * sizeof(ipc::ParamSlot));
+  if (!fn.params.empty()) std::memcpy(call.reply + sizeof(info), fn.params.data(), fn.params.size() * sizeof(ipc::ParamSlot));
   *call.reply_len = sizeof(info) + fn.params.size() * sizeof(ipc::ParamSlot);
   return CUDA_SUCCESS;
 }

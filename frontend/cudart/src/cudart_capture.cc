@@ -50,7 +50,7 @@ cudaError_t CaptureInfo(cudaStream_t stream, ipc::CaptureInfo* info, std::vector
   if (len != sizeof(*info) + size_t{info->dependency_count} * sizeof(uint32_t))
     return Return(cudaErrorUnknown);
   deps->resize(info->dependency_count);
-  std::memcpy(deps->data(), reply.data() + sizeof(*info), deps->size() * sizeof(uint32_t));
+  if (!deps->empty()) std::memcpy(deps->data(), reply.data() + sizeof(*info), deps->size() * sizeof(uint32_t));
   // A call the capture mode prohibited invalidated the capture here; phosd learns it at its end.
   if (info->status == cudaStreamCaptureStatusActive) {
     std::lock_guard lock(g_mu);

@@ -122,7 +122,7 @@ cudaError_t ListNodes(cudaGraph_t graph, std::vector<ipc::GraphNodeInfo>* out) {
   if (len < 2 * sizeof(uint32_t) + size_t{count} * sizeof(ipc::GraphNodeInfo))
     return Return(cudaErrorUnknown);
   out->resize(count);
-  std::memcpy(out->data(), reply.data() + 2 * sizeof(uint32_t), count * sizeof(ipc::GraphNodeInfo));
+  if (count != 0) std::memcpy(out->data(), reply.data() + 2 * sizeof(uint32_t), count * sizeof(ipc::GraphNodeInfo));
   return cudaSuccess;
 }
 

@@ -130,7 +130,9 @@ CUresult phos::frontend::FetchKernel(uint64_t module_id, const std::string& name
   std::memcpy(&fi, reply.data(), sizeof(fi));
   if (got != sizeof(fi) + fi.param_count * sizeof(ipc::ParamSlot)) return CUDA_ERROR_UNKNOWN;
   *out = KernelRef{fi.function, fi.param_bytes, std::vector<ipc::ParamSlot>(fi.param_count), name};
-  std::memcpy(out->params.data(), reply.data() + sizeof(fi), fi.param_count * sizeof(ipc::ParamSlot));
+  if (fi.param_count != 0) {
+    std::memcpy(out->params.data(), reply.data() + sizeof(fi), fi.param_count * sizeof(ipc::ParamSlot));
+  }
   return CUDA_SUCCESS;
 }
 

@@ -10,11 +10,36 @@
 #include <type_traits>
 
 #include "blas/blas_ops.h"
+#include "blas/half.h"
 #include "blas/operand_ranges.h"
 #include "device/device_access.h"
 #include "phos/base/log.h"
 
 namespace phos::sim::blas {
+
+// Element i of a stored fp32, fp16 or bf16 array, widened to fp32, and back. Through its bytes: a
+// tenant's operand need not be aligned to its element type (UBSan reported a misaligned fp32 load
+// in cublasLtMatmul).
+inline float Widen1(const void* base, int64_t i, uint32_t type) {
+  const char* at = static_cast<const char*>(base) + i * (type == CUDA_R_32F ? 4 : 2);
+  if (type == CUDA_R_32F) {
+    float v;
+    std::memcpy(&v, at, sizeof v);
+    return v;
+  }
+  uint16_t v;
+  std::memcpy(&v, at, sizeof v);
+  return type == CUDA_R_16F ? HalfToFloat(v) : BfloatToFloat(v);
+}
+inline void Narrow1(float v, void* base, int64_t i, uint32_t type) {
+  char* at = static_cast<char*>(base) + i * (type == CUDA_R_32F ? 4 : 2);
+  if (type == CUDA_R_32F) {
+    std::memcpy(at, &v, sizeof v);
+    return;
+  }
+  const uint16_t h = type == CUDA_R_16F ? FloatToHalf(v) : FloatToBfloat(v);
+  std::memcpy(at, &h, sizeof h);
+}
 
 // Read through its bytes: a C caller may pass any integer, and loading a C++ enum object that
 // holds none of the enumeration's values is undefined (UBSan, -fsanitize=enum, reported it for

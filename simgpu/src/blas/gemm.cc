@@ -130,18 +130,6 @@ Shape Stored(cublasOperation_t op, int64_t rows, int64_t cols) {
   return Transposed(op) ? Shape{cols, rows} : Shape{rows, cols};
 }
 
-float Widen1(const void* base, int64_t i, cudaDataType type) {
-  if (type == CUDA_R_32F) return static_cast<const float*>(base)[i];
-  const uint16_t v = static_cast<const uint16_t*>(base)[i];
-  return type == CUDA_R_16F ? HalfToFloat(v) : BfloatToFloat(v);
-}
-void Narrow1(float v, void* base, int64_t i, cudaDataType type) {
-  if (type == CUDA_R_32F) {
-    static_cast<float*>(base)[i] = v;
-    return;
-  }
-  static_cast<uint16_t*>(base)[i] = type == CUDA_R_16F ? FloatToHalf(v) : FloatToBfloat(v);
-}
 // A stored 16-bit matrix (leading dimension ld) to packed fp32 (leading dimension rows), and back.
 void Widen(const void* src, cudaDataType type, Shape s, int64_t ld, std::vector<float>* dst) {
   dst->resize(static_cast<size_t>(s.rows * s.cols));
@@ -157,12 +145,20 @@ void Narrow(const std::vector<float>& src, Shape s, void* dst, cudaDataType type
   }
 }
 
-// C = beta * C on a rows x cols tile at `out`; beta == 0 writes zeros whatever C held (NaN too).
+// C = beta * C on a rows x cols tile of T at `out`; beta == 0 writes zeros whatever C held (NaN
+// too). Through the elements' bytes, as Widen1: C need not be aligned to T.
 template <typename T, typename S>
-void ScaleTile(T* out, int64_t ldc, int rows, int cols, S beta, bool beta_zero) {
+void ScaleTile(char* out, int64_t ldc, int rows, int cols, S beta, bool beta_zero) {
   for (int64_t j = 0; j < cols; ++j) {
-    for (int64_t i = 0; i < rows; ++i)
-      out[j * ldc + i] = beta_zero ? T{} : static_cast<T>(beta * out[j * ldc + i]);
+    for (int64_t i = 0; i < rows; ++i) {
+      char* at = out + (j * ldc + i) * static_cast<int64_t>(sizeof(T));
+      T v{};
+      if (!beta_zero) {
+        std::memcpy(&v, at, sizeof v);
+        v = static_cast<T>(beta * v);
+      }
+      std::memcpy(at, &v, sizeof v);
+    }
   }
 }
 
@@ -185,14 +181,14 @@ void RunTile(const GemmCall& c, const Scalars& s, Arith arith, const Entry& e, i
   if (s.alpha_zero || c.k == 0) {
     switch (arith) {
       case Arith::kDouble:
-        return ScaleTile(reinterpret_cast<double*>(out), c.ldc, rows, cols, s.d_beta, s.beta_zero);
+        return ScaleTile<double>(out, c.ldc, rows, cols, s.d_beta, s.beta_zero);
       case Arith::kComplexFloat:
-        return ScaleTile(reinterpret_cast<ComplexFloat*>(out), c.ldc, rows, cols, s.c_beta, s.beta_zero);
+        return ScaleTile<ComplexFloat>(out, c.ldc, rows, cols, s.c_beta, s.beta_zero);
       case Arith::kComplexDouble:
-        return ScaleTile(reinterpret_cast<ComplexDouble*>(out), c.ldc, rows, cols, s.z_beta, s.beta_zero);
+        return ScaleTile<ComplexDouble>(out, c.ldc, rows, cols, s.z_beta, s.beta_zero);
       case Arith::kFloat:
         if (c.c_type == CUDA_R_32F)
-          return ScaleTile(reinterpret_cast<float*>(out), c.ldc, rows, cols, s.f_beta, s.beta_zero);
+          return ScaleTile<float>(out, c.ldc, rows, cols, s.f_beta, s.beta_zero);
         for (int64_t j = 0; j < cols; ++j) {
           for (int64_t i = 0; i < rows; ++i) {
             const int64_t at = j * c.ldc + i;

@@ -25,21 +25,8 @@ struct Stored {
   int64_t ld;
 
   int64_t Index(int64_t i, int64_t j) const { return row_major ? i * ld + j : j * ld + i; }
-  float At(int64_t i, int64_t j) const {
-    const int64_t at = Index(i, j);
-    if (type == CUDA_R_32F) return reinterpret_cast<const float*>(base)[at];
-    const uint16_t v = reinterpret_cast<const uint16_t*>(base)[at];
-    return type == CUDA_R_16F ? HalfToFloat(v) : BfloatToFloat(v);
-  }
-  void Put(int64_t i, int64_t j, float v) const {
-    const int64_t at = Index(i, j);
-    char* out = const_cast<char*>(base);
-    if (type == CUDA_R_32F) {
-      reinterpret_cast<float*>(out)[at] = v;
-    } else {
-      reinterpret_cast<uint16_t*>(out)[at] = type == CUDA_R_16F ? FloatToHalf(v) : FloatToBfloat(v);
-    }
-  }
+  float At(int64_t i, int64_t j) const { return Widen1(base, Index(i, j), type); }
+  void Put(int64_t i, int64_t j, float v) const { Narrow1(v, const_cast<char*>(base), Index(i, j), type); }
 };
 
 Stored Entry(const void* base, const LtLayout& l, int64_t e) {

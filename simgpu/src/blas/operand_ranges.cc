@@ -7,6 +7,9 @@ namespace phos::sim::blas {
 bool OperandRanges::AddMatrix(const char* what, const void* base, int64_t offset, int64_t rows, int64_t cols,
                               int64_t ld, uint64_t element_size, Access access) {
   if (rows <= 0 || cols <= 0) return true;
+  // A GPU's kernel faults on an element not aligned to its size; the call is refused instead, and
+  // simgpu's routines never load a misaligned element (undefined behaviour in C++).
+  if (reinterpret_cast<uintptr_t>(base) % element_size != 0) return false;
   // Elements spanned: (cols - 1) * ld + rows; then bytes and the start address. Any overflow,
   // or a start below address 0, means the range cannot be device memory.
   int64_t elements = 0;

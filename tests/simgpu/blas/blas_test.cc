@@ -134,6 +134,21 @@ TEST_F(BlasTest, OperandExtentComesFromLeadingDimension) {
   EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
 }
 
+// A GPU's kernel would fault on a float that is not 4-byte aligned: refused, nothing runs.
+TEST_F(BlasTest, MisalignedOperandIsInvalidValue) {
+  float* a = Upload(std::vector<float>(17, 1.0f));
+  float* c = Upload(std::vector<float>(16, 7.0f));
+  const float one = 1.0f, zero = 0.0f;
+  const auto* odd = reinterpret_cast<float*>(reinterpret_cast<char*>(a) + 1);
+  EXPECT_EQ(cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, odd, 4, a, 4, &zero, c, 4),
+            CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_EQ(cublasSaxpy(handle_, 4, &one, odd, 1, c, 1), CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_EQ(Download(c, 16), std::vector<float>(16, 7.0f));
+  EXPECT_EQ(cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a + 1, 4, a, 4, &zero, c, 4),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+}
+
 TEST_F(BlasTest, FreedOperandIsInvalidValue) {
   CUdeviceptr freed = 0;
   ASSERT_EQ(cuMemAlloc(&freed, 1 << 20), CUDA_SUCCESS);

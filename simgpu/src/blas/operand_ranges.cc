@@ -1,5 +1,7 @@
 #include "blas/operand_ranges.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace phos::sim::blas {
@@ -8,8 +10,11 @@ bool OperandRanges::AddMatrix(const char* what, const void* base, int64_t offset
                               int64_t ld, uint64_t element_size, Access access) {
   if (rows <= 0 || cols <= 0) return true;
   // A GPU's kernel faults on an element not aligned to its size; the call is refused instead, and
-  // simgpu's routines never load a misaligned element (undefined behaviour in C++).
-  if (reinterpret_cast<uintptr_t>(base) % element_size != 0) return false;
+  // simgpu's routines never load a misaligned element (undefined behaviour in C++). The alignment
+  // is the element's power of two up to 16: an "element" of a byte count (a workspace) needs 16
+  // at most.
+  const uint64_t align = std::min<uint64_t>(element_size & (~element_size + 1), 16);
+  if (align > 1 && reinterpret_cast<uintptr_t>(base) % align != 0) return false;
   // Elements spanned: (cols - 1) * ld + rows; then bytes and the start address. Any overflow,
   // or a start below address 0, means the range cannot be device memory.
   int64_t elements = 0;

@@ -24,7 +24,7 @@ class OperandRanges {
   // A column-major rows x cols matrix with leading dimension ld (>= rows), starting `offset`
   // elements after `base`. Nothing is added when rows or cols is 0. False when the extent
   // overflows the address space (it cannot be valid memory) or `base` is not aligned to
-  // element_size (a power of two).
+  // element_size's largest power-of-two factor, at most 16.
   bool AddMatrix(const char* what, const void* base, int64_t offset, int64_t rows, int64_t cols, int64_t ld,
                  uint64_t element_size, Access access);
   // A vector of `count` elements spaced |inc| apart (BLAS: for inc < 0 too, base is the lowest

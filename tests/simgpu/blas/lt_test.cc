@@ -269,6 +269,30 @@ TEST_F(LtTest, BetaZeroReadsNoC) {
   EXPECT_EQ(Download(dd, a.size()), a);  // A times the identity
 }
 
+// A workspace is a byte count, not elements: any size at a 16-byte aligned address is taken, and
+// the operands' own alignment is still checked.
+TEST_F(LtTest, AWorkspaceOfAnySizeIsTakenAndMisalignedOperandsAreNot) {
+  const int m = 3, n = 2, k = 2;
+  std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {1, 0, 0, 1};
+  float* dd = Upload(std::vector<float>(m * n, 0));
+  float* workspace = Upload(std::vector<float>(256, 0));
+  Problem p;
+  p.a = {CUDA_R_32F, m, k, m};
+  p.b = {CUDA_R_32F, k, n, k};
+  p.c = p.d = {CUDA_R_32F, m, n, m};
+  p.beta = 0.0f;
+  cublasLtMatmulDesc_t desc = MakeDesc(p, nullptr, 0);
+  float* da = Upload(a);
+  ASSERT_EQ(cublasLtMatmul(lt_, desc, &p.alpha, da, MakeLayout(p.a), Upload(b), MakeLayout(p.b), &p.beta, dd,
+                           MakeLayout(p.c), dd, MakeLayout(p.d), nullptr, workspace + 4, 1000, nullptr),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(Download(dd, a.size()), a);  // A times the identity
+  const auto* odd = reinterpret_cast<const float*>(reinterpret_cast<const char*>(da) + 2);
+  EXPECT_EQ(cublasLtMatmul(lt_, desc, &p.alpha, odd, MakeLayout(p.a), Upload(b), MakeLayout(p.b), &p.beta, dd,
+                           MakeLayout(p.c), dd, MakeLayout(p.d), nullptr, nullptr, 0, nullptr),
+            CUBLAS_STATUS_INVALID_VALUE);
+}
+
 TEST_F(LtTest, DescriptorAttributesAsCublasLtTakesThem) {
   cublasLtMatmulDesc_t desc = nullptr;
   ASSERT_EQ(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);

@@ -62,7 +62,9 @@ CUresult DeviceAttribute(const Device& d, CUdevice_attribute attrib, int* value)
     case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: v = p.async_engine_count; break;
     case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP: v = c.gpu_overlap; break;
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: v = c.concurrent_kernels; break;
-    case CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT: v = c.kernel_exec_timeout; break;
+    case CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT:
+      v = c.kernel_exec_timeout != 0 || d.executor->kernel_timeout_ns() > 0 ? 1 : 0;
+      break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED: v = c.compute_preemption; break;
     case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: v = c.cooperative_launch; break;
     case CU_DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH: v = c.cooperative_multi_device_launch; break;

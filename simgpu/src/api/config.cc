@@ -70,13 +70,23 @@ bool ConfigFromEnvironment(SimConfig* config, std::string* error) {
       return false;
     }
   }
+  if (const char* timeout = std::getenv("PHOS_SIMGPU_KERNEL_TIMEOUT")) {
+    char* end = nullptr;
+    c.kernel_timeout_seconds = std::strtod(timeout, &end);
+    if (end == timeout || *end != '\0' || !(c.kernel_timeout_seconds >= 0) || c.kernel_timeout_seconds > 1e6) {
+      *error = fmt::format("PHOS_SIMGPU_KERNEL_TIMEOUT='{}' is not seconds in [0, 1e6]", timeout);
+      return false;
+    }
+  }
   *config = c;
   return true;
 }
 
 std::string SimConfig::ToString() const {
-  return fmt::format("profile {} x{} ({} MiB each), time scale {}", profile->name, device_count,
-                     device_memory() >> 20, time_scale);
+  std::string text = fmt::format("profile {} x{} ({} MiB each), time scale {}", profile->name, device_count,
+                                 device_memory() >> 20, time_scale);
+  if (kernel_timeout_seconds > 0) text += fmt::format(", kernel watchdog {} s", kernel_timeout_seconds);
+  return text;
 }
 
 }  // namespace phos::sim

@@ -27,6 +27,12 @@ struct SimConfig {
   // is loaded into it; simgpu's is host memory, whose first touch costs the host time the
   // modelled device does not have. Default: 0 (pages allocated on first write).
   uint64_t prefault_bytes = 0;
+  // PHOS_SIMGPU_KERNEL_TIMEOUT: seconds a kernel or library call may run before a watchdog stops
+  // it with CUDA_ERROR_LAUNCH_TIMEOUT, sticky, as on a GPU driving a display (its device attribute
+  // CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT then reads 1). simgpu runs a GPU's arithmetic on the
+  // host's CPU, a thousand times slower: the watchdog bounds what one call can hold the compute
+  // workers for. Default: 0, none, as on a data-center card.
+  double kernel_timeout_seconds = 0;
 
   static constexpr double kDefaultTimeScale = 10.0;
   static constexpr int kMaxDevices = 8;

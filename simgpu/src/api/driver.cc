@@ -105,7 +105,8 @@ CUresult Driver::Start(const SimConfig& config) {
     device->profile = config.profile;
     device->capacity = config.device_memory();
     device->uuid = MakeUuid(config.profile->name, i);
-    device->executor = std::make_unique<Executor>(i, *clock_);
+    device->executor =
+        std::make_unique<Executor>(i, *clock_, ExecutorOptions{.kernel_timeout_seconds = config.kernel_timeout_seconds});
     devices_.push_back(std::move(device));
   }
   blas_handles_ = std::make_unique<blas::HandleRegistry>(*this);

@@ -259,13 +259,13 @@ bool EntryAt(const DeviceAccess& device, const GemmCall& c, bool reads_ab, int64
   }
   out->c = static_cast<char* const*>(c.c)[e];
   OperandRanges ranges;
-  bool ok = ranges.AddMatrix("C", out->c, 0, c.m, c.n, c.ldc, ec, Access::kReadWrite);
+  bool ok = ranges.AddMatrix("C", out->c, c.m, c.n, c.ldc, ec, Access::kReadWrite);
   if (reads_ab) {
     out->a = static_cast<const char* const*>(c.a)[e];
     out->b = static_cast<const char* const*>(c.b)[e];
     const Shape sa = Stored(c.transa, c.m, c.k), sb = Stored(c.transb, c.k, c.n);
-    ok = ok && ranges.AddMatrix("A", out->a, 0, sa.rows, sa.cols, c.lda, ea, Access::kRead) &&
-         ranges.AddMatrix("B", out->b, 0, sb.rows, sb.cols, c.ldb, ea, Access::kRead);
+    ok = ok && ranges.AddMatrix("A", out->a, sa.rows, sa.cols, c.lda, ea, Access::kRead) &&
+         ranges.AddMatrix("B", out->b, sb.rows, sb.cols, c.ldb, ea, Access::kRead);
   }
   if (const OperandRange* bad = ok ? ranges.FirstInvalid(device) : nullptr; bad != nullptr || !ok) {
     PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1, "batched gemm entry {}: {}: illegal address", e,
@@ -314,14 +314,12 @@ cublasStatus_t EnqueueGemm(const BlasTarget& target, const GemmCall& c) {
     }
     if (!ok) return CUBLAS_STATUS_INVALID_VALUE;
   } else {
-    for (int64_t e = 0; e < c.batch; ++e) {
-      bool ok = ranges->AddMatrix("C", c.c, e * c.stride_c, c.m, c.n, c.ldc, ec, Access::kReadWrite);
-      if (reads_ab) {
-        ok = ok && ranges->AddMatrix("A", c.a, e * c.stride_a, sa.rows, sa.cols, c.lda, ea, Access::kRead) &&
-             ranges->AddMatrix("B", c.b, e * c.stride_b, sb.rows, sb.cols, c.ldb, ea, Access::kRead);
-      }
-      if (!ok) return CUBLAS_STATUS_INVALID_VALUE;
+    bool ok = ranges->AddBatch("C", c.c, c.batch, c.stride_c, c.m, c.n, c.ldc, ec, Access::kReadWrite);
+    if (reads_ab) {
+      ok = ok && ranges->AddBatch("A", c.a, c.batch, c.stride_a, sa.rows, sa.cols, c.lda, ea, Access::kRead) &&
+           ranges->AddBatch("B", c.b, c.batch, c.stride_b, sb.rows, sb.cols, c.ldb, ea, Access::kRead);
     }
+    if (!ok) return CUBLAS_STATUS_INVALID_VALUE;
   }
 
   // Blocks are rows of C when it is at least as tall as wide, else columns: each worker then

@@ -34,7 +34,7 @@ cublasStatus_t Gemv(const BlasTarget& target, const Level2Call& c, std::shared_p
   if (alpha_zero && beta.KnownEqual(T{1})) return CUBLAS_STATUS_SUCCESS;
   bool ok = ranges->AddVector("y", c.y, y_count, c.incy, sizeof(T), Access::kReadWrite);
   if (!alpha_zero) {
-    ok = ok && ranges->AddMatrix("A", c.a, 0, c.m, c.n, c.lda, sizeof(T), Access::kRead) &&
+    ok = ok && ranges->AddMatrix("A", c.a, c.m, c.n, c.lda, sizeof(T), Access::kRead) &&
          ranges->AddVector("x", c.x, x_count, c.incx, sizeof(T), Access::kRead);
   }
   if (!ok) return CUBLAS_STATUS_INVALID_VALUE;
@@ -83,16 +83,16 @@ cublasStatus_t Enqueue(const BlasTarget& target, const Level2Call& c) {
       if (alpha.KnownEqual(T{0})) return CUBLAS_STATUS_SUCCESS;
       ok = ranges->AddVector("x", c.x, c.m, c.incx, sizeof(T), Access::kRead) &&
            ranges->AddVector("y", c.y, n, c.incy, sizeof(T), Access::kRead) &&
-           ranges->AddMatrix("A", c.a, 0, c.m, n, c.lda, sizeof(T), Access::kReadWrite);
+           ranges->AddMatrix("A", c.a, c.m, n, c.lda, sizeof(T), Access::kReadWrite);
       break;
     case Level2::kSymv:
       if (alpha.KnownEqual(T{0}) && beta.KnownEqual(T{1})) return CUBLAS_STATUS_SUCCESS;
-      ok = ranges->AddMatrix("A", c.a, 0, n, n, c.lda, sizeof(T), Access::kRead) &&
+      ok = ranges->AddMatrix("A", c.a, n, n, c.lda, sizeof(T), Access::kRead) &&
            ranges->AddVector("x", c.x, n, c.incx, sizeof(T), Access::kRead) &&
            ranges->AddVector("y", c.y, n, c.incy, sizeof(T), Access::kReadWrite);
       break;
     default:  // trsv, trmv
-      ok = ranges->AddMatrix("A", c.a, 0, n, n, c.lda, sizeof(T), Access::kRead) &&
+      ok = ranges->AddMatrix("A", c.a, n, n, c.lda, sizeof(T), Access::kRead) &&
            ranges->AddVector("x", c.x, n, c.incx, sizeof(T), Access::kReadWrite);
       break;
   }

@@ -77,35 +77,35 @@ cublasStatus_t Enqueue(const BlasTarget& target, const Level3Call& c) {
       name = "trsm";
       if (c.m == 0 || c.n == 0) return CUBLAS_STATUS_SUCCESS;
       const int ka = c.side == CUBLAS_SIDE_LEFT ? c.m : c.n;
-      ok = (alpha_zero || ranges->AddMatrix("A", c.a, 0, ka, ka, c.lda, e, Access::kRead)) &&
-           ranges->AddMatrix("B", c.b, 0, c.m, c.n, c.ldb, e, Access::kReadWrite);
+      ok = (alpha_zero || ranges->AddMatrix("A", c.a, ka, ka, c.lda, e, Access::kRead)) &&
+           ranges->AddMatrix("B", c.b, c.m, c.n, c.ldb, e, Access::kReadWrite);
       break;
     }
     case Level3::kSyrk:
       name = "syrk";
       if (c.n == 0 || ((alpha_zero || c.k == 0) && beta.KnownEqual(T{1}))) return CUBLAS_STATUS_SUCCESS;
       ok = (alpha_zero || c.k == 0 ||
-            ranges->AddMatrix("A", c.a, 0, ta ? c.k : c.n, ta ? c.n : c.k, c.lda, e, Access::kRead)) &&
-           ranges->AddMatrix("C", c.c, 0, c.n, c.n, c.ldc, e, Access::kReadWrite);
+            ranges->AddMatrix("A", c.a, ta ? c.k : c.n, ta ? c.n : c.k, c.lda, e, Access::kRead)) &&
+           ranges->AddMatrix("C", c.c, c.n, c.n, c.ldc, e, Access::kReadWrite);
       break;
     case Level3::kGeam: {
       name = "geam";
       if (c.m == 0 || c.n == 0) return CUBLAS_STATUS_SUCCESS;
       const bool tb = Transposed(c.transb);
       ok = (alpha_zero ||
-            ranges->AddMatrix("A", c.a, 0, ta ? c.n : c.m, ta ? c.m : c.n, c.lda, e, Access::kRead)) &&
+            ranges->AddMatrix("A", c.a, ta ? c.n : c.m, ta ? c.m : c.n, c.lda, e, Access::kRead)) &&
            (beta.KnownEqual(T{0}) ||
-            ranges->AddMatrix("B", c.b, 0, tb ? c.n : c.m, tb ? c.m : c.n, c.ldb, e, Access::kRead)) &&
-           ranges->AddMatrix("C", c.c, 0, c.m, c.n, c.ldc, e, Access::kReadWrite);
+            ranges->AddMatrix("B", c.b, tb ? c.n : c.m, tb ? c.m : c.n, c.ldb, e, Access::kRead)) &&
+           ranges->AddMatrix("C", c.c, c.m, c.n, c.ldc, e, Access::kReadWrite);
       blocks = static_cast<uint64_t>(c.n);
       break;
     }
     case Level3::kDgmm:
       name = "dgmm";
       if (c.m == 0 || c.n == 0) return CUBLAS_STATUS_SUCCESS;
-      ok = ranges->AddMatrix("A", c.a, 0, c.m, c.n, c.lda, e, Access::kRead) &&
+      ok = ranges->AddMatrix("A", c.a, c.m, c.n, c.lda, e, Access::kRead) &&
            ranges->AddVector("x", c.b, c.side == CUBLAS_SIDE_LEFT ? c.m : c.n, c.ldb, e, Access::kRead) &&
-           ranges->AddMatrix("C", c.c, 0, c.m, c.n, c.ldc, e, Access::kReadWrite);
+           ranges->AddMatrix("C", c.c, c.m, c.n, c.ldc, e, Access::kReadWrite);
       blocks = static_cast<uint64_t>(c.n);
       break;
   }

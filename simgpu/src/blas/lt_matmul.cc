@@ -126,12 +126,8 @@ cublasStatus_t EnqueueLtMatmul(const BlasTarget& target, const LtMatmulCall& cal
   auto ranges = std::make_shared<OperandRanges>();
   auto add = [&](const char* what, const void* base, const LtLayout& l, Access access) {
     const bool row = l.order == CUBLASLT_ORDER_ROW;
-    bool ok = true;
-    for (int64_t e = 0; e < l.batch_count && ok; ++e) {
-      ok = ranges->AddMatrix(what, base, e * l.batch_stride, static_cast<int64_t>(row ? l.cols : l.rows),
-                             static_cast<int64_t>(row ? l.rows : l.cols), l.ld, ElementBytes(l.type), access);
-    }
-    return ok;
+    return ranges->AddBatch(what, base, l.batch_count, l.batch_stride, static_cast<int64_t>(row ? l.cols : l.rows),
+                            static_cast<int64_t>(row ? l.rows : l.cols), l.ld, ElementBytes(l.type), access);
   };
   bool ok = add("A", call.pa, call.a, Access::kRead) && add("B", call.pb, call.b, Access::kRead) &&
             (!reads_c || add("C", call.pc, call.c, Access::kRead)) && add("D", call.pd, call.d, Access::kReadWrite);

@@ -21,12 +21,21 @@ struct OperandRange {
 
 class OperandRanges {
  public:
-  // A column-major rows x cols matrix with leading dimension ld (>= rows), starting `offset`
-  // elements after `base`. Nothing is added when rows or cols is 0. False when the extent
-  // overflows the address space (it cannot be valid memory) or `base` is not aligned to
-  // element_size's largest power-of-two factor, at most 16.
-  bool AddMatrix(const char* what, const void* base, int64_t offset, int64_t rows, int64_t cols, int64_t ld,
-                 uint64_t element_size, Access access);
+  // A column-major rows x cols matrix with leading dimension ld (>= rows) at `base`. Nothing is
+  // added when rows or cols is 0. False when the extent overflows the address space (it cannot be
+  // valid memory) or `base` is not aligned to element_size's largest power-of-two factor, at most
+  // 16.
+  bool AddMatrix(const char* what, const void* base, int64_t rows, int64_t cols, int64_t ld,
+                 uint64_t element_size, Access access) {
+    return AddBatch(what, base, /*batch=*/1, /*stride=*/0, rows, cols, ld, element_size, access);
+  }
+  // `batch` such matrices, entry e at `base` + e * `stride` elements (a strided batch), as one
+  // range: from the lowest entry's first byte to the highest entry's last. One range whatever the
+  // count, so a tenant's batch of 2^31 entries at stride 0 costs what one matrix does; and the
+  // rule phosd applies to a batch too. Where it differs from a GPU: the gaps between entries must
+  // be device memory as well (a GPU reads only the entries).
+  bool AddBatch(const char* what, const void* base, int64_t batch, int64_t stride, int64_t rows, int64_t cols,
+                int64_t ld, uint64_t element_size, Access access);
   // A vector of `count` elements spaced |inc| apart (BLAS: for inc < 0 too, base is the lowest
   // address).
   bool AddVector(const char* what, const void* base, int64_t count, int64_t inc, uint64_t element_size,

@@ -289,19 +289,51 @@ void ComputePool::RunChunk(const Chunk& chunk) {
 
 CUresult ComputePool::RunGuarded(Task& task, uint64_t first, uint64_t end) {
   const Op& op = task.op();
-  CUresult result = CUDA_SUCCESS;
-  FaultReport fault;
-  const GuardSite site = SiteOf(op, executor_, Engine::kCompute);
   if (task.kernel()) {
     if (first == end) return CUDA_SUCCESS;
-    fault = FaultGuard::Run(
-        [&] { result = Invoke([&] { return op.run_blocks(first, end); }, executor_, Engine::kCompute); },
-        &site);
-  } else if (op.work != nullptr) {
-    fault = FaultGuard::Run([&] { result = Invoke(op.work, executor_, Engine::kCompute); }, &site);
+    return executor_.kernel_timeout_ns() > 0 ? RunWatched(task, first, end) : RunBlocks(task, first, end);
   }
+  if (op.work == nullptr) return CUDA_SUCCESS;
+  CUresult result = CUDA_SUCCESS;
+  const GuardSite site = SiteOf(op, executor_, Engine::kCompute);
+  const FaultReport fault = FaultGuard::Run([&] { result = Invoke(op.work, executor_, Engine::kCompute); }, &site);
   if (fault.faulted) task.faulted.store(true);
   return CheckFault(fault, result, executor_, Engine::kCompute);
+}
+
+CUresult ComputePool::RunBlocks(Task& task, uint64_t first, uint64_t end) {
+  const Op& op = task.op();
+  CUresult result = CUDA_SUCCESS;
+  const GuardSite site = SiteOf(op, executor_, Engine::kCompute);
+  const FaultReport fault = FaultGuard::Run(
+      [&] { result = Invoke([&] { return op.run_blocks(first, end); }, executor_, Engine::kCompute); }, &site);
+  if (fault.faulted) task.faulted.store(true);
+  return CheckFault(fault, result, executor_, Engine::kCompute);
+}
+
+CUresult ComputePool::RunWatched(Task& task, uint64_t first, uint64_t end) {
+  uint64_t slice = 1;
+  for (uint64_t at = first; at < end;) {
+    // Another chunk of the kernel, or other work of the context, failed: the rest is not run.
+    if (task.first_error.load() != CUDA_SUCCESS || task.context().sticky_error() != CUDA_SUCCESS)
+      return CUDA_SUCCESS;
+    const int64_t started = NowNs();
+    if (started - task.started_ns.load() > executor_.kernel_timeout_ns()) {
+      static log::RateLimiter limiter;
+      if (limiter.Admit(std::chrono::seconds(1))) {
+        PHOS_LOG(Warn, "simgpu", "device {}: {} ran past the {:.3f} s watchdog with {} of its blocks left: "
+                 "launch timeout", executor_.ordinal(), SiteOf(task.op(), executor_, Engine::kCompute).what,
+                 static_cast<double>(executor_.kernel_timeout_ns()) / 1e9, end - at);
+      }
+      return CUDA_ERROR_LAUNCH_TIMEOUT;
+    }
+    const uint64_t stop = at + std::min(slice, end - at);
+    if (CUresult r = RunBlocks(task, at, stop); r != CUDA_SUCCESS) return r;
+    at = stop;
+    // Slices double while they are short, so that the watchdog's checks cost next to nothing.
+    if (NowNs() - started < kWatchdogSliceNs) slice *= 2;
+  }
+  return CUDA_SUCCESS;
 }
 
 void ComputePool::Finish(TaskPtr task) {

@@ -171,6 +171,13 @@ class ComputePool {
   void Loop(int index);
   void RunChunk(const Chunk& chunk);
   CUresult RunGuarded(Task& task, uint64_t first, uint64_t end);
+  // Blocks [first, end) of a kernel, in one call of its run_blocks.
+  CUresult RunBlocks(Task& task, uint64_t first, uint64_t end);
+  // With a watchdog (Executor::kernel_timeout_ns): blocks in slices, from one block, doubled while
+  // a slice takes under kWatchdogSliceNs; past the timeout, counted from the kernel's first block,
+  // the rest is not run and the chunk fails with CUDA_ERROR_LAUNCH_TIMEOUT.
+  CUresult RunWatched(Task& task, uint64_t first, uint64_t end);
+  static constexpr int64_t kWatchdogSliceNs = 10'000'000;
   // Called by the worker that finished an op's last chunk.
   void Finish(TaskPtr task);
 

@@ -37,7 +37,10 @@ const char* EngineName(Engine engine) {
 }
 
 Executor::Executor(int ordinal, const ModelClock& clock, ExecutorOptions options)
-    : ordinal_(ordinal), clock_(clock), compute_workers_(ResolveWorkers(options.compute_workers)) {
+    : ordinal_(ordinal),
+      clock_(clock),
+      compute_workers_(ResolveWorkers(options.compute_workers)),
+      kernel_timeout_ns_(static_cast<int64_t>(options.kernel_timeout_seconds * 1e9)) {
   FaultGuard::Install();
   const std::string prefix = "phos" + std::to_string(ordinal) + "-";
   pacer_ = std::make_unique<Pacer>(prefix + "pacer");

@@ -42,6 +42,9 @@ struct ExecutorOptions {
   // Worker threads of the compute engine. 0: std::thread::hardware_concurrency(), at least 2.
   // Default: 0.
   int compute_workers = 0;
+  // Seconds a kernel (an op with blocks) may run, from its first block, before the compute engine
+  // stops it with CUDA_ERROR_LAUNCH_TIMEOUT (SimConfig::kernel_timeout_seconds). 0: no watchdog.
+  double kernel_timeout_seconds = 0;
 };
 
 struct EngineStats {
@@ -98,6 +101,8 @@ class Executor {
   int ordinal() const { return ordinal_; }
   const ModelClock& clock() const { return clock_; }
   int compute_workers() const { return compute_workers_; }
+  // 0 when there is no watchdog.
+  int64_t kernel_timeout_ns() const { return kernel_timeout_ns_; }
   // A snapshot of the counters; callable at any time from any thread.
   ExecutorStats stats() const;
 
@@ -110,6 +115,7 @@ class Executor {
   const int ordinal_;
   const ModelClock& clock_;
   const int compute_workers_;
+  const int64_t kernel_timeout_ns_;
   ExecCounters counters_;
   std::unique_ptr<Pacer> pacer_;
   std::unique_ptr<SerialEngine> h2d_;

@@ -16,7 +16,7 @@ class ConfigTest : public ::testing::Test {
     for (const char* v : kVars) unsetenv(v);
   }
   static constexpr const char* kVars[] = {"PHOS_SIMGPU_PROFILE", "PHOS_SIMGPU_TIME_SCALE", "PHOS_SIMGPU_DEVICES",
-                                          "PHOS_SIMGPU_MEMORY", "PHOS_SIMGPU_PREFAULT"};
+                                          "PHOS_SIMGPU_MEMORY", "PHOS_SIMGPU_PREFAULT", "PHOS_SIMGPU_KERNEL_TIMEOUT"};
 };
 
 TEST_F(ConfigTest, Defaults) {
@@ -27,6 +27,7 @@ TEST_F(ConfigTest, Defaults) {
   EXPECT_EQ(c.time_scale, SimConfig::kDefaultTimeScale);
   EXPECT_EQ(c.device_count, 1);
   EXPECT_EQ(c.device_memory(), 80ull << 30);
+  EXPECT_EQ(c.kernel_timeout_seconds, 0.0);
 }
 
 TEST_F(ConfigTest, ReadsEveryVariable) {
@@ -35,6 +36,7 @@ TEST_F(ConfigTest, ReadsEveryVariable) {
   setenv("PHOS_SIMGPU_DEVICES", "4", 1);
   setenv("PHOS_SIMGPU_MEMORY", "16G", 1);
   setenv("PHOS_SIMGPU_PREFAULT", "6G", 1);
+  setenv("PHOS_SIMGPU_KERNEL_TIMEOUT", "1.5", 1);
   SimConfig c;
   std::string error;
   ASSERT_TRUE(ConfigFromEnvironment(&c, &error)) << error;
@@ -43,6 +45,7 @@ TEST_F(ConfigTest, ReadsEveryVariable) {
   EXPECT_EQ(c.device_count, 4);
   EXPECT_EQ(c.device_memory(), 16ull << 30);
   EXPECT_EQ(c.prefault_bytes, 6ull << 30);
+  EXPECT_EQ(c.kernel_timeout_seconds, 1.5);
 }
 
 TEST_F(ConfigTest, BadValuesAreRefusedWithTheVariableNamed) {
@@ -53,7 +56,8 @@ TEST_F(ConfigTest, BadValuesAreRefusedWithTheVariableNamed) {
   for (Case c : {Case{"PHOS_SIMGPU_PROFILE", "v100"}, Case{"PHOS_SIMGPU_TIME_SCALE", "0"},
                  Case{"PHOS_SIMGPU_TIME_SCALE", "fast"}, Case{"PHOS_SIMGPU_DEVICES", "9"},
                  Case{"PHOS_SIMGPU_DEVICES", "2x"}, Case{"PHOS_SIMGPU_MEMORY", "12Q"},
-                 Case{"PHOS_SIMGPU_PREFAULT", "lots"}}) {
+                 Case{"PHOS_SIMGPU_PREFAULT", "lots"}, Case{"PHOS_SIMGPU_KERNEL_TIMEOUT", "-1"},
+                 Case{"PHOS_SIMGPU_KERNEL_TIMEOUT", "soon"}}) {
     setenv(c.var, c.value, 1);
     SimConfig config;
     std::string error;

@@ -221,6 +221,22 @@ INSTANTIATE_TEST_SUITE_P(Profiles, DeviceAttributesTest, ::testing::Values(kA100
                            return name;
                          });
 
+// With a watchdog (PHOS_SIMGPU_KERNEL_TIMEOUT) the device says so, as a GPU driving a display does.
+TEST(DeviceAttributesWatchdogTest, AWatchdogIsReported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("PHOS_SIMGPU_KERNEL_TIMEOUT", "2", 1);
+        setenv("PHOS_SIMGPU_MEMORY", "1G", 1);
+        int v = 0;
+        const bool reported = cuInit(0) == CUDA_SUCCESS &&
+                              cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT, 0) == CUDA_SUCCESS;
+        std::fprintf(stderr, "attribute %d\n", v);
+        std::exit(reported && v == 1 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "attribute 1");
+}
+
 TEST(DeviceAttributesProfilesTest, EveryProfileOfSimgpuHasItsDocumentedFiguresHere) {
   // A profile added to simgpu without a Card above would go unchecked.
   std::set<std::string> checked;

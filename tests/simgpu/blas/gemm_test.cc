@@ -5,7 +5,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <climits>
 #include <complex>
+#include <cstdint>
 #include <iterator>
 #include <type_traits>
 #include <vector>
@@ -199,6 +201,43 @@ TEST_F(GemmTest, PointerArrayBatchesInEitherPointerMode) {
             CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(Download(dfc, fc.size()),
             Reference(CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, 0.5f, fa, m, fb, k, 0.0f, fc, m));
+}
+
+// A strided batch is checked as one range from its lowest entry to its highest, whatever its count:
+// a batch of 2^31 - 1 entries whose last runs past its buffer is refused at once (simgpu once kept
+// a range per entry: 200 GB for this call), and a negative stride reaches entries below `base`.
+TEST_F(GemmTest, AStridedBatchIsCheckedAsOneRangeWhateverItsCount) {
+  const int m = 2, n = 2, k = 2;
+  const std::vector<float> one_a = Quarters<float>(4, 1), one_b = Quarters<float>(4, 2);
+  float* a = Upload(one_a);
+  float* b = Upload(one_b);
+  float* c = Upload(std::vector<float>(4, 0.0f));
+  const float one = 1.0f, zero = 0.0f;
+  EXPECT_EQ(cublasSgemmStridedBatched(handle_, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, a, m, 1, b, k, 0, &zero,
+                                      c, m, 0, INT32_MAX),
+            CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_EQ(cublasSgemmStridedBatched(handle_, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, a, m, INT64_MAX / 2, b,
+                                      k, 0, &zero, c, m, 0, 3),
+            CUBLAS_STATUS_INVALID_VALUE);  // the extent overflows
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(Download(c, 4), std::vector<float>(4, 0.0f));
+
+  // Entry 0 at the end of three matrices, entry 2 at their start.
+  std::vector<float> as, bs;
+  for (int e = 2; e >= 0; --e) {
+    for (float v : Quarters<float>(4, 10 + e)) as.push_back(v);
+    for (float v : Quarters<float>(4, 20 + e)) bs.push_back(v);
+  }
+  float* cs = Upload(std::vector<float>(12, 0.0f));
+  ASSERT_EQ(cublasSgemmStridedBatched(handle_, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, Upload(as) + 8, m, -4,
+                                      Upload(bs) + 8, k, -4, &zero, cs, m, 4, 3),
+            CUBLAS_STATUS_SUCCESS);
+  const std::vector<float> got = Download(cs, 12);
+  for (int e = 0; e < 3; ++e) {
+    const std::vector<float> want = Reference(CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, 1.0f, Quarters<float>(4, 10 + e),
+                                              m, Quarters<float>(4, 20 + e), k, 0.0f, std::vector<float>(4), m);
+    EXPECT_EQ(std::vector<float>(got.begin() + 4 * e, got.begin() + 4 * e + 4), want) << "entry " << e;
+  }
 }
 
 TEST_F(GemmTest, APointerArrayEntryThatIsNoDeviceMemoryFailsTheWork) {

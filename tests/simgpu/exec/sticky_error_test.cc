@@ -7,6 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 #include "exec_test_util.h"
 
@@ -144,6 +146,63 @@ TEST_F(StickyErrorTest, KernelFaultsManyTimesWithoutCrashing) {
     EXPECT_EQ(ctx->Synchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
   }
   EXPECT_EQ(executor_->stats().kernel_faults, 5u);
+}
+
+// A device with a watchdog (PHOS_SIMGPU_KERNEL_TIMEOUT): a kernel that runs past it stops with
+// CUDA_ERROR_LAUNCH_TIMEOUT, sticky; one within it runs every block once, whatever the slices.
+template <int kTimeoutMs>
+class WatchdogTest : public ExecTest {
+ protected:
+  WatchdogTest() : ExecTest(/*time_scale=*/1.0, /*workers=*/2, kTimeoutMs / 1000.0) {}
+
+  // A kernel of `blocks` blocks that counts, per block, the times it ran, each block taking
+  // `block_time`.
+  static Op CountingKernel(std::vector<std::atomic<int>>* runs, std::chrono::microseconds block_time) {
+    Op op;
+    op.engine = Engine::kCompute;
+    op.blocks = runs->size();
+    op.run_blocks = [runs, block_time](uint64_t first, uint64_t end) {
+      for (uint64_t b = first; b < end; ++b) {
+        if (block_time.count() > 0) std::this_thread::sleep_for(block_time);
+        (*runs)[b].fetch_add(1);
+      }
+      return CUDA_SUCCESS;
+    };
+    return op;
+  }
+};
+
+using ShortWatchdogTest = WatchdogTest<20>;
+using LongWatchdogTest = WatchdogTest<600'000>;
+
+TEST_F(ShortWatchdogTest, AKernelPastTheWatchdogStopsWithALaunchTimeout) {
+  // 100,000 blocks of a millisecond each: 50 s on two workers, against a 20 ms watchdog.
+  std::vector<std::atomic<int>> runs(100'000);
+  null_stream().Enqueue(CountingKernel(&runs, std::chrono::milliseconds(1)));
+  EXPECT_EQ(null_stream().Synchronize(), CUDA_ERROR_LAUNCH_TIMEOUT);
+  EXPECT_EQ(ctx_->sticky_error(), CUDA_ERROR_LAUNCH_TIMEOUT);
+  size_t ran = 0;
+  for (const std::atomic<int>& r : runs) ran += static_cast<size_t>(r.load());
+  EXPECT_GT(ran, 0u);
+  EXPECT_LT(ran, runs.size());
+  std::atomic<bool> later{false};
+  Op after;
+  after.engine = Engine::kCompute;
+  after.work = [&later] {
+    later = true;
+    return CUDA_SUCCESS;
+  };
+  null_stream().Enqueue(std::move(after));
+  EXPECT_EQ(null_stream().Synchronize(), CUDA_ERROR_LAUNCH_TIMEOUT);
+  EXPECT_FALSE(later.load());
+}
+
+TEST_F(LongWatchdogTest, AKernelWithinTheWatchdogRunsEveryBlockOnce) {
+  std::vector<std::atomic<int>> runs(100'003);
+  null_stream().Enqueue(CountingKernel(&runs, std::chrono::microseconds(0)));
+  EXPECT_EQ(null_stream().Synchronize(), CUDA_SUCCESS);
+  for (size_t b = 0; b < runs.size(); ++b) ASSERT_EQ(runs[b].load(), 1) << "block " << b;
+  EXPECT_EQ(executor_->stats().kernels_run, 1u);
 }
 
 using StickyErrorDeathTest = StickyErrorTest;

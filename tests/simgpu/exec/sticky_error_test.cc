@@ -183,7 +183,6 @@ TEST_F(ShortWatchdogTest, AKernelPastTheWatchdogStopsWithALaunchTimeout) {
   EXPECT_EQ(ctx_->sticky_error(), CUDA_ERROR_LAUNCH_TIMEOUT);
   size_t ran = 0;
   for (const std::atomic<int>& r : runs) ran += static_cast<size_t>(r.load());
-  EXPECT_GT(ran, 0u);
   EXPECT_LT(ran, runs.size());
   std::atomic<bool> later{false};
   Op after;

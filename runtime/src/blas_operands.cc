@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+
+#include "phos/base/strided_span.h"
 
 namespace phos::runtime {
 
@@ -137,44 +140,21 @@ bool BlasScalarIsZero(const ipc::BlasScalar& s, int32_t scalar_type) {
 OperandRange MatrixRange(uint64_t ptr, int64_t rows, int64_t cols, int64_t ld, uint64_t elem_bytes,
                          int64_t batch, int64_t stride) {
   if (rows <= 0 || cols <= 0 || batch <= 0 || ld < rows) return {ptr, 0, false};
-  int64_t elems = 0;  // of one matrix: (cols - 1) * ld + rows
-  uint64_t one = 0;
-  if (__builtin_mul_overflow(cols - 1, ld, &elems) || __builtin_add_overflow(elems, rows, &elems) ||
-      __builtin_mul_overflow(static_cast<uint64_t>(elems), elem_bytes, &one)) {
-    return Unbounded(ptr);
-  }
-  uint64_t span = one;
-  if (batch != 1) {
-    int64_t gap = 0;  // elements from the first matrix to the last
-    uint64_t gap_bytes = 0;
-    if (stride < 0 || __builtin_mul_overflow(batch - 1, stride, &gap) ||
-        __builtin_mul_overflow(static_cast<uint64_t>(gap), elem_bytes, &gap_bytes) ||
-        __builtin_add_overflow(one, gap_bytes, &span)) {
-      return Unbounded(ptr);
-    }
-  }
-  if (span != 0 && ptr + span < ptr) return Unbounded(ptr);
+  if (batch == 1) stride = 0;
+  const std::optional<StridedSpan> span = MatrixSpan(ptr, rows, cols, ld, elem_bytes, batch, stride);
+  if (!span) return Unbounded(ptr);
   int64_t matrix = 0;
   const bool dense_one = ld == rows || cols == 1;
   const bool dense =
       dense_one && (batch == 1 || (!__builtin_mul_overflow(rows, cols, &matrix) && stride == matrix));
-  return {ptr, span, dense};
+  return {span->ptr, span->bytes, dense};
 }
 
 OperandRange VectorRange(uint64_t ptr, int64_t n, int64_t inc, uint64_t elem_bytes) {
   if (n <= 0) return {ptr, 0, false};
-  if (inc == 0) return {ptr, elem_bytes, true};
-  int64_t step = 0;
-  int64_t elems = 0;  // 1 + (n - 1) * |inc|
-  uint64_t bytes = 0;
-  if (__builtin_sub_overflow(int64_t{0}, inc, &step) ||
-      __builtin_mul_overflow(n - 1, inc < 0 ? step : inc, &elems) ||
-      __builtin_add_overflow(elems, 1, &elems) ||
-      __builtin_mul_overflow(static_cast<uint64_t>(elems), elem_bytes, &bytes) || ptr + bytes < ptr) {
-    return Unbounded(ptr);
-  }
-  if (inc > 0) step = inc;
-  return {ptr, bytes, step == 1 || n == 1};
+  const std::optional<StridedSpan> span = VectorSpan(ptr, n, inc, elem_bytes);
+  if (!span) return Unbounded(ptr);
+  return {span->ptr, span->bytes, inc == 1 || inc == -1 || inc == 0 || n == 1};
 }
 
 BlasOperands Level1Operands(const ipc::BlasLevel1Args& a) {

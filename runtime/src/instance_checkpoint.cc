@@ -344,8 +344,8 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
         capture->cv.notify_all();
       };
     }
-    auto finish = [this, capture](Result<uint64_t> version) {
-      FinishCheckpoint(capture, std::move(version));
+    auto finish = [this, capture](const Result<uint64_t>& version) {
+      FinishCheckpoint(capture, version);
       std::lock_guard lock(capture->mu);
       capture->finished = true;
       capture->cv.notify_all();
@@ -366,7 +366,7 @@ bool InstanceManager::Impl::RunCheckpoint(const std::shared_ptr<Function>& f, co
       finished = capture->finished;
       capture->cv.notify_all();
     }
-    if (!finished) finish(std::move(version));
+    if (!finished) finish(version);
     std::lock_guard lock(mu_);
     holder->checkpointing = false;
     finished_.push_back(owner);
@@ -487,7 +487,7 @@ void InstanceManager::Impl::AnswerMove(Instance& inst, Status status) {
 }
 
 void InstanceManager::Impl::FinishCheckpoint(const std::shared_ptr<CheckpointCapture>& capture,
-                                             Result<uint64_t> version) {
+                                             const Result<uint64_t>& version) {
   const std::shared_ptr<Function>& f = capture->f;
   const std::string& name = f->spec.name;
   CheckpointOutcome out;

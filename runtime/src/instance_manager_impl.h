@@ -443,7 +443,7 @@ class InstanceManager::Impl {
   Status AwaitFinalStop(const std::shared_ptr<CheckpointCapture>& capture, const std::shared_ptr<Instance>& holder);
   // Switches the checkpoint's instance range to the captured `version` and its template (or
   // releases the template when the capture failed), and answers the checkpoint.
-  void FinishCheckpoint(const std::shared_ptr<CheckpointCapture>& capture, Result<uint64_t> version);
+  void FinishCheckpoint(const std::shared_ptr<CheckpointCapture>& capture, const Result<uint64_t>& version);
   // Answers the checkpoints still asked of an instance that ends.
   void FailPendingCheckpoints(Instance& inst, const Status& why);
   // The checkpoint an invocation asked for right after it (Invocation::then), on the instance that

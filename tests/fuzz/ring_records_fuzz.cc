@@ -61,8 +61,8 @@ Server& TheServer() {
     setenv("PHOS_SIMGPU_PROFILE", "ci", 0);
     setenv("PHOS_SIMGPU_TIME_SCALE", "1", 0);
     setenv("PHOS_SIMGPU_MEMORY", "256M", 0);
-    // simgpu runs a GPU's arithmetic on the CPU: a batched GEMM of 2^28 small entries takes a GPU
-    // milliseconds and simgpu minutes. The watchdog stops such a call as a display GPU's does
+    // simgpu runs a GPU's arithmetic on the CPU: a batched GEMM of 200 million small entries takes
+    // a GPU milliseconds and simgpu minutes. The watchdog stops such a call as a display GPU's does
     // (CUDA_ERROR_LAUNCH_TIMEOUT), so that an input is not a timeout for the work it asked for.
     setenv("PHOS_SIMGPU_KERNEL_TIMEOUT", "2", 0);
     setenv("PHOS_LOG_LEVEL", "error", 0);

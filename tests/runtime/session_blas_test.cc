@@ -187,8 +187,9 @@ TEST_F(SessionBlasTest, EnumerationsAndTypesOutsideWhatIsServedAreRefused) {
   EXPECT_EQ(Send(Op::kBlasLevel3, dgmm), CUDA_SUCCESS);
 }
 
-// The extents come from the peer's numbers: ones that overflow or make no sense (a negative batch
-// stride, an increment whose span wraps) must not shrink the span checked against the buffers.
+// The extents come from the peer's numbers: ones that overflow or make no sense (a batch reaching
+// below its buffer, an increment whose span wraps) must not shrink the span checked against the
+// buffers.
 TEST_F(SessionBlasTest, ExtentsThatOverflowOrMakeNoSenseAreRefused) {
   const uint64_t a = buf_, b = buf_ + 1024, c = buf_ + 2048;
   ipc::GemmArgs gemm = Gemm(16, a, b, c);
@@ -199,7 +200,9 @@ TEST_F(SessionBlasTest, ExtentsThatOverflowOrMakeNoSenseAreRefused) {
   bad = gemm;
   bad.batch_kind = static_cast<int32_t>(ipc::BlasBatch::kStrided);
   bad.batch = 2;
-  bad.stride_c = -256;  // the second C below the first: before the session's buffer
+  bad.stride_c = -256;  // the second C 1 KiB below the first: still in the session's buffer
+  EXPECT_EQ(Send(Op::kBlasGemm, bad), CUDA_SUCCESS);
+  bad.stride_c = -1024;  // 4 KiB below: before the session's buffer
   EXPECT_EQ(Send(Op::kBlasGemm, bad), CUDA_ERROR_INVALID_VALUE);
   bad.stride_c = 0;
   bad.stride_a = INT64_C(1) << 62;  // times 4 bytes wraps to a span that looks small

@@ -487,14 +487,19 @@ TEST_F(SpeculationTest, BatchedGemmAndGemvExtents) {
   SpeculateBlas(table_, Level2Operands(v), &sets_);
   EXPECT_TRUE(ReadWrite(sets_, kC));
   EXPECT_EQ(VectorRange(kB, 4, -3, 4).bytes, 40u);
+  // A negative batch stride: the last matrix is the lowest, 2 KiB below the first.
+  const OperandRange down = MatrixRange(kC + 2048, 16, 16, 16, 4, 2, -512);
+  EXPECT_EQ(down.ptr, kC);
+  EXPECT_EQ(down.bytes, 3072u);
+  EXPECT_FALSE(down.dense);
   // An increment of 0 names one element, read n times.
   EXPECT_EQ(VectorRange(kB, 4, 0, 4).bytes, 4u);
 }
 
 TEST_F(SpeculationTest, ExtentsThatWrapNameEveryBufferFromTheirPointer) {
-  // A batch stride whose product overflows, a negative stride, a vector increment of INT64_MIN:
-  // the span is unbounded (never a wrapped small one) and not dense.
-  for (OperandRange r : {MatrixRange(kA, 16, 16, 16, 4, 3, INT64_MAX), MatrixRange(kA, 16, 16, 16, 4, 2, -256),
+  // A batch stride whose product overflows, a negative stride reaching below address 0, a vector
+  // increment of INT64_MIN: the span is unbounded (never a wrapped small one) and not dense.
+  for (OperandRange r : {MatrixRange(kA, 16, 16, 16, 4, 3, INT64_MAX), MatrixRange(kA, 16, 16, 16, 4, 2, INT64_MIN / 8),
                          MatrixRange(kA, 2, INT64_MAX, INT64_MAX, 4), VectorRange(kA, 3, INT64_MIN, 4),
                          VectorRange(kA, INT64_MAX, 2, 8)}) {
     EXPECT_EQ(r.ptr, kA);

@@ -31,6 +31,19 @@ bool ParseByteSize(std::string_view text, uint64_t* bytes) {
   return true;
 }
 
+namespace {
+
+// A number's text in (0, 1e6], or [0, 1e6] with `zero_allowed`.
+bool ParseAmount(const char* text, bool zero_allowed, double* out) {
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(zero_allowed ? value >= 0 : value > 0) || value > 1e6) return false;
+  *out = value;
+  return true;
+}
+
+}  // namespace
+
 bool ConfigFromEnvironment(SimConfig* config, std::string* error) {
   SimConfig c;
   const char* profile = std::getenv("PHOS_SIMGPU_PROFILE");
@@ -42,9 +55,7 @@ bool ConfigFromEnvironment(SimConfig* config, std::string* error) {
     return false;
   }
   if (const char* scale = std::getenv("PHOS_SIMGPU_TIME_SCALE")) {
-    char* end = nullptr;
-    c.time_scale = std::strtod(scale, &end);
-    if (end == scale || *end != '\0' || !(c.time_scale > 0) || c.time_scale > 1e6) {
+    if (!ParseAmount(scale, /*zero_allowed=*/false, &c.time_scale)) {
       *error = fmt::format("PHOS_SIMGPU_TIME_SCALE='{}' is not a number in (0, 1e6]", scale);
       return false;
     }
@@ -71,9 +82,7 @@ bool ConfigFromEnvironment(SimConfig* config, std::string* error) {
     }
   }
   if (const char* timeout = std::getenv("PHOS_SIMGPU_KERNEL_TIMEOUT")) {
-    char* end = nullptr;
-    c.kernel_timeout_seconds = std::strtod(timeout, &end);
-    if (end == timeout || *end != '\0' || !(c.kernel_timeout_seconds >= 0) || c.kernel_timeout_seconds > 1e6) {
+    if (!ParseAmount(timeout, /*zero_allowed=*/true, &c.kernel_timeout_seconds)) {
       *error = fmt::format("PHOS_SIMGPU_KERNEL_TIMEOUT='{}' is not seconds in [0, 1e6]", timeout);
       return false;
     }

@@ -28,7 +28,7 @@ struct SimConfig {
   // modelled device does not have. Default: 0 (pages allocated on first write).
   uint64_t prefault_bytes = 0;
   // PHOS_SIMGPU_KERNEL_TIMEOUT: seconds a kernel or library call may run before a watchdog stops
-  // it with CUDA_ERROR_LAUNCH_TIMEOUT, sticky, as on a GPU driving a display (its device attribute
+  // it, between two of its block ranges, with CUDA_ERROR_LAUNCH_TIMEOUT, sticky, as on a GPU driving a display (its device attribute
   // CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT then reads 1). simgpu runs a GPU's arithmetic on the
   // host's CPU, a thousand times slower: the watchdog bounds what one call can hold the compute
   // workers for. Default: 0, none, as on a data-center card.

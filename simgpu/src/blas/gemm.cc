@@ -252,9 +252,13 @@ void RunTile(const GemmCall& c, const Scalars& s, Arith arith, const Entry& e, i
 bool EntryAt(const DeviceAccess& device, const GemmCall& c, bool reads_ab, int64_t e, Entry* out) {
   const uint64_t ea = ElementSize(c.a_type), ec = ElementSize(c.c_type);
   if (!c.pointer_arrays) {
-    out->a = static_cast<const char*>(c.a) + e * c.stride_a * static_cast<int64_t>(ea);
-    out->b = static_cast<const char*>(c.b) + e * c.stride_b * static_cast<int64_t>(ea);
+    // The enqueue checked each operand's batch (AddBatch), so e * stride stays within it; A and B
+    // only when the call reads them (otherwise they were not checked and may be anything).
     out->c = static_cast<char*>(c.c) + e * c.stride_c * static_cast<int64_t>(ec);
+    if (reads_ab) {
+      out->a = static_cast<const char*>(c.a) + e * c.stride_a * static_cast<int64_t>(ea);
+      out->b = static_cast<const char*>(c.b) + e * c.stride_b * static_cast<int64_t>(ea);
+    }
     return true;
   }
   out->c = static_cast<char* const*>(c.c)[e];

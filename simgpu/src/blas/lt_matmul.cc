@@ -30,7 +30,9 @@ struct Stored {
 };
 
 Stored Entry(const void* base, const LtLayout& l, int64_t e) {
-  const auto offset = static_cast<int64_t>(ElementBytes(l.type)) * l.batch_stride * e;
+  // e * stride first: the operand's check bounded it for every entry (AddBatch), whatever the
+  // stride of a batch of one.
+  const int64_t offset = e * l.batch_stride * static_cast<int64_t>(ElementBytes(l.type));
   return {static_cast<const char*>(base) + offset, l.type, l.order == CUBLASLT_ORDER_ROW, l.ld};
 }
 

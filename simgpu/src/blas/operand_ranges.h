@@ -30,10 +30,10 @@ class OperandRanges {
     return AddBatch(what, base, /*batch=*/1, /*stride=*/0, rows, cols, ld, element_size, access);
   }
   // `batch` such matrices, entry e at `base` + e * `stride` elements (a strided batch), as one
-  // range: from the lowest entry's first byte to the highest entry's last. One range whatever the
-  // count, so a tenant's batch of 2^31 entries at stride 0 costs what one matrix does; and the
-  // rule phosd applies to a batch too. Where it differs from a GPU: the gaps between entries must
-  // be device memory as well (a GPU reads only the entries).
+  // range: from the lowest entry's first byte to the highest entry's last (phos::MatrixSpan, which
+  // phosd's checks of a record use too). One range whatever the count, so a tenant's batch of
+  // 2^31 entries at stride 0 costs what one matrix does. Where it differs from a GPU: the gaps
+  // between entries must be device memory as well (a GPU reads only the entries).
   bool AddBatch(const char* what, const void* base, int64_t batch, int64_t stride, int64_t rows, int64_t cols,
                 int64_t ld, uint64_t element_size, Access access);
   // A vector of `count` elements spaced |inc| apart (BLAS: for inc < 0 too, base is the lowest

@@ -312,26 +312,30 @@ CUresult ComputePool::RunBlocks(Task& task, uint64_t first, uint64_t end) {
 }
 
 CUresult ComputePool::RunWatched(Task& task, uint64_t first, uint64_t end) {
+  // Timed from this chunk's start: a chunk that waited in the queue behind other work is not
+  // charged for the wait.
+  const int64_t chunk_start = NowNs();
+  const int64_t timeout = executor_.kernel_timeout_ns();
+  // A slice grows while it takes under this, so that the checks cost next to nothing, and one
+  // whose calls carry a fixed cost of their own (an operand's re-check) grows too.
+  const int64_t short_slice = std::max(kWatchdogSliceNs, timeout / 16);
   uint64_t slice = 1;
   for (uint64_t at = first; at < end;) {
     // Another chunk of the kernel, or other work of the context, failed: the rest is not run.
     if (task.first_error.load() != CUDA_SUCCESS || task.context().sticky_error() != CUDA_SUCCESS)
       return CUDA_SUCCESS;
-    const int64_t started = NowNs();
-    if (started - task.started_ns.load() > executor_.kernel_timeout_ns()) {
-      static log::RateLimiter limiter;
-      if (limiter.Admit(std::chrono::seconds(1))) {
-        PHOS_LOG(Warn, "simgpu", "device {}: {} ran past the {:.3f} s watchdog with {} of its blocks left: "
-                 "launch timeout", executor_.ordinal(), SiteOf(task.op(), executor_, Engine::kCompute).what,
-                 static_cast<double>(executor_.kernel_timeout_ns()) / 1e9, end - at);
-      }
+    const int64_t slice_start = NowNs();
+    if (slice_start - chunk_start > timeout) {
+      PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1,
+                         "device {}: {} ran past the {:.3f} s watchdog with {} of its blocks left: launch timeout",
+                         executor_.ordinal(), SiteOf(task.op(), executor_, Engine::kCompute).what,
+                         static_cast<double>(timeout) / 1e9, end - at);
       return CUDA_ERROR_LAUNCH_TIMEOUT;
     }
     const uint64_t stop = at + std::min(slice, end - at);
     if (CUresult r = RunBlocks(task, at, stop); r != CUDA_SUCCESS) return r;
     at = stop;
-    // Slices double while they are short, so that the watchdog's checks cost next to nothing.
-    if (NowNs() - started < kWatchdogSliceNs) slice *= 2;
+    if (NowNs() - slice_start < short_slice) slice = std::min(slice * 2, end - first);
   }
   return CUDA_SUCCESS;
 }

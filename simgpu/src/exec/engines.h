@@ -174,8 +174,9 @@ class ComputePool {
   // Blocks [first, end) of a kernel, in one call of its run_blocks.
   CUresult RunBlocks(Task& task, uint64_t first, uint64_t end);
   // With a watchdog (Executor::kernel_timeout_ns): blocks in slices, from one block, doubled while
-  // a slice takes under kWatchdogSliceNs; past the timeout, counted from the kernel's first block,
-  // the rest is not run and the chunk fails with CUDA_ERROR_LAUNCH_TIMEOUT.
+  // a slice takes under kWatchdogSliceNs or a sixteenth of the timeout; between slices, past the
+  // timeout counted from the chunk's start, the rest is not run and the chunk fails with
+  // CUDA_ERROR_LAUNCH_TIMEOUT. A single block running longer is not interrupted.
   CUresult RunWatched(Task& task, uint64_t first, uint64_t end);
   static constexpr int64_t kWatchdogSliceNs = 10'000'000;
   // Called by the worker that finished an op's last chunk.

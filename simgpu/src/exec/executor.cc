@@ -40,7 +40,9 @@ Executor::Executor(int ordinal, const ModelClock& clock, ExecutorOptions options
     : ordinal_(ordinal),
       clock_(clock),
       compute_workers_(ResolveWorkers(options.compute_workers)),
-      kernel_timeout_ns_(static_cast<int64_t>(options.kernel_timeout_seconds * 1e9)) {
+      kernel_timeout_ns_(options.kernel_timeout_seconds > 0
+                             ? std::max<int64_t>(1, static_cast<int64_t>(options.kernel_timeout_seconds * 1e9))
+                             : 0) {
   FaultGuard::Install();
   const std::string prefix = "phos" + std::to_string(ordinal) + "-";
   pacer_ = std::make_unique<Pacer>(prefix + "pacer");

@@ -42,8 +42,9 @@ struct ExecutorOptions {
   // Worker threads of the compute engine. 0: std::thread::hardware_concurrency(), at least 2.
   // Default: 0.
   int compute_workers = 0;
-  // Seconds a kernel (an op with blocks) may run, from its first block, before the compute engine
-  // stops it with CUDA_ERROR_LAUNCH_TIMEOUT (SimConfig::kernel_timeout_seconds). 0: no watchdog.
+  // Seconds a kernel (an op with blocks) may run before the compute engine stops it between two of
+  // its blocks with CUDA_ERROR_LAUNCH_TIMEOUT (SimConfig::kernel_timeout_seconds; timed per block
+  // range, ComputePool::RunWatched). 0: no watchdog.
   double kernel_timeout_seconds = 0;
 };
 

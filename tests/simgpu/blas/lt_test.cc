@@ -271,6 +271,25 @@ TEST_F(LtTest, BetaZeroReadsNoC) {
 
 // A workspace is a byte count, not elements: any size at a 16-byte aligned address is taken, and
 // the operands' own alignment is still checked.
+// A batched layout is checked as one range, whatever its count: 2^31 - 1 entries of A one element
+// apart run past A's buffer, and the call is refused before anything runs.
+TEST_F(LtTest, AStridedBatchIsCheckedAsOneRange) {
+  const int m = 2, n = 2, k = 2;
+  Problem p;
+  p.a = {CUDA_R_32F, m, k, m, CUBLASLT_ORDER_COL, INT32_MAX, 1};
+  p.b = {CUDA_R_32F, k, n, k, CUBLASLT_ORDER_COL, INT32_MAX, 0};
+  p.c = p.d = {CUDA_R_32F, m, n, m, CUBLASLT_ORDER_COL, INT32_MAX, 0};
+  p.beta = 0.0f;
+  cublasLtMatmulDesc_t desc = MakeDesc(p, nullptr, 0);
+  float* dd = Upload(std::vector<float>(m * n, 0));
+  EXPECT_EQ(cublasLtMatmul(lt_, desc, &p.alpha, Upload(std::vector<float>(m * k, 1)), MakeLayout(p.a),
+                           Upload(std::vector<float>(k * n, 1)), MakeLayout(p.b), &p.beta, dd, MakeLayout(p.c), dd,
+                           MakeLayout(p.d), nullptr, nullptr, 0, nullptr),
+            CUBLAS_STATUS_INVALID_VALUE);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(Download(dd, m * n), std::vector<float>(m * n, 0));
+}
+
 TEST_F(LtTest, AWorkspaceOfAnySizeIsTakenAndMisalignedOperandsAreNot) {
   const int m = 3, n = 2, k = 2;
   std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {1, 0, 0, 1};

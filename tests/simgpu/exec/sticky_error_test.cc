@@ -198,10 +198,20 @@ TEST_F(ShortWatchdogTest, AKernelPastTheWatchdogStopsWithALaunchTimeout) {
 
 TEST_F(LongWatchdogTest, AKernelWithinTheWatchdogRunsEveryBlockOnce) {
   std::vector<std::atomic<int>> runs(100'003);
-  null_stream().Enqueue(CountingKernel(&runs, std::chrono::microseconds(0)));
+  Op op = CountingKernel(&runs, std::chrono::microseconds(0));
+  // The slices: each worker's range starts with one block, then grows.
+  std::atomic<int> calls{0}, single_blocks{0};
+  op.run_blocks = [run = std::move(op.run_blocks), &calls, &single_blocks](uint64_t first, uint64_t end) {
+    calls.fetch_add(1);
+    if (end - first == 1) single_blocks.fetch_add(1);
+    return run(first, end);
+  };
+  null_stream().Enqueue(std::move(op));
   EXPECT_EQ(null_stream().Synchronize(), CUDA_SUCCESS);
   for (size_t b = 0; b < runs.size(); ++b) ASSERT_EQ(runs[b].load(), 1) << "block " << b;
   EXPECT_EQ(executor_->stats().kernels_run, 1u);
+  EXPECT_GE(single_blocks.load(), 2);  // the first slice of each of the two workers' ranges
+  EXPECT_GT(calls.load(), 2 * 2);
 }
 
 using StickyErrorDeathTest = StickyErrorTest;

@@ -38,8 +38,9 @@ struct OperandRange {
 // own.
 OperandRange Unbounded(uint64_t ptr);
 // A column-major rows x cols matrix with leading dimension `ld` (elements), `batch` of them
-// `stride` elements apart (batch 1: stride unused). Empty (bytes 0) when rows or cols is 0 or ld
-// is below rows (a record the checks refuse).
+// `stride` elements apart (batch 1: stride unused; a negative stride puts the last matrix lowest,
+// and the range starts below ptr). Empty (bytes 0) when rows or cols is 0 or ld is below rows (a
+// record the checks refuse). phos::MatrixSpan computes it, as it does for simgpu's cuBLAS.
 OperandRange MatrixRange(uint64_t ptr, int64_t rows, int64_t cols, int64_t ld, uint64_t elem_bytes,
                          int64_t batch = 1, int64_t stride = 0);
 // A vector of n elements `inc` apart (BLAS: the storage starts at ptr whatever inc's sign; an

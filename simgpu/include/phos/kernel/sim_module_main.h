@@ -8,6 +8,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "phos/kernel.h"
@@ -20,7 +21,8 @@ class ModuleTable {
  public:
   ModuleTable() {
     kernels_.reserve(Registration::count());
-    for (const Registration* r = Registration::first(); r != nullptr; r = r->next()) {
+    // The lists run from the last registered back: the table is in registration order.
+    for (const Registration* r = Registration::last(); r != nullptr; r = r->previous()) {
       PhosSimKernelInfo kernel{};
       kernel.name = ExportedName(r->address());
       kernel.entry = r->entry();
@@ -29,8 +31,9 @@ class ModuleTable {
       kernel.param_sizes = r->param_sizes();
       kernels_.push_back(kernel);
     }
+    std::reverse(kernels_.begin(), kernels_.end());
     variables_.reserve(VariableRegistration::count());
-    for (const VariableRegistration* r = VariableRegistration::first(); r != nullptr; r = r->next()) {
+    for (const VariableRegistration* r = VariableRegistration::last(); r != nullptr; r = r->previous()) {
       PhosSimVariableInfo variable{};
       variable.name = ExportedName(r->object());
       variable.size = r->size();
@@ -39,6 +42,7 @@ class ModuleTable {
       variable.address = r->address();
       variables_.push_back(variable);
     }
+    std::reverse(variables_.begin(), variables_.end());
     info_.abi_version = PHOS_SIM_MODULE_ABI_VERSION;
     info_.kernel_count = static_cast<uint32_t>(kernels_.size());
     info_.kernels = kernels_.data();

@@ -108,8 +108,30 @@ void RunBlocks(const PhosSimLaunchGeometry* geometry, void* const* args, uint64_
 template <auto Kernel>
 struct KernelTag {};
 
-// One PHOS_EXPORT_KERNEL. Registrations link themselves into the module's list in the order the
-// module's static initialisation runs them, which within its one source file is source order.
+// The registrations of one kind in a module (kernels, variables), linked by their constructors
+// during static initialisation. Each new one goes at the head and writes only itself and the list,
+// never another registration: one in another source file is a global with a dynamic initialiser,
+// which a constructor must not touch (AddressSanitizer's init-order check reports it). So the list
+// runs from the last registered back to the first; ModuleTable restores registration order, which
+// within one source file is source order.
+template <typename T>
+class RegistrationList {
+ public:
+  constexpr RegistrationList() = default;
+  void Push(T* registration) {
+    registration->previous_ = last_;
+    last_ = registration;
+    ++count_;
+  }
+  const T* last() const { return last_; }
+  uint32_t count() const { return count_; }
+
+ private:
+  T* last_ = nullptr;
+  uint32_t count_ = 0;
+};
+
+// One PHOS_EXPORT_KERNEL.
 class Registration {
  public:
   template <auto Kernel>
@@ -119,7 +141,7 @@ class Registration {
         param_count_(KernelSignature<decltype(Kernel)>::Layout::kCount),
         param_offsets_(KernelSignature<decltype(Kernel)>::Layout::kOffsets.at),
         param_sizes_(KernelSignature<decltype(Kernel)>::Layout::kSizes) {
-    Append(this);
+    list_.Push(this);
   }
   Registration(const Registration&) = delete;
   Registration& operator=(const Registration&) = delete;
@@ -130,51 +152,32 @@ class Registration {
   uint32_t param_count() const { return param_count_; }
   const uint64_t* param_offsets() const { return param_offsets_; }
   const uint64_t* param_sizes() const { return param_sizes_; }
-  const Registration* next() const { return next_; }
+  // The one registered before this, or null.
+  const Registration* previous() const { return previous_; }
 
-  static const Registration* first() { return list_.head; }
-  static uint32_t count() { return list_.count; }
+  static const Registration* last() { return list_.last(); }
+  static uint32_t count() { return list_.count(); }
 
  private:
-  struct List {
-    Registration* head;
-    Registration* tail;
-    uint32_t count;
-  };
-  static void Append(Registration* registration) {
-    if (list_.tail == nullptr) {
-      list_.head = registration;
-    } else {
-      list_.tail->next_ = registration;
-    }
-    list_.tail = registration;
-    ++list_.count;
-  }
-
+  friend class RegistrationList<Registration>;
   // Constant-initialised, so it is ready before any registration's constructor runs.
-  static inline List list_{nullptr, nullptr, 0};
+  static constinit inline RegistrationList<Registration> list_{};
 
   const void* address_;
   PhosSimKernelEntry entry_;
   uint32_t param_count_;
   const uint64_t* param_offsets_;
   const uint64_t* param_sizes_;
-  Registration* next_ = nullptr;
+  Registration* previous_ = nullptr;
 };
 
-// One PHOS_DEVICE_VARIABLE / PHOS_CONSTANT_VARIABLE, listed like the kernels (source order).
+// One PHOS_DEVICE_VARIABLE / PHOS_CONSTANT_VARIABLE, listed like the kernels.
 class VariableRegistration {
  public:
   template <typename T>
   VariableRegistration(ModuleVariable<T>* variable, bool constant)
       : object_(variable), address_(&variable->address_), size_(sizeof(T)), alignment_(alignof(T)), constant_(constant) {
-    if (list_.tail == nullptr) {
-      list_.head = this;
-    } else {
-      list_.tail->next_ = this;
-    }
-    list_.tail = this;
-    ++list_.count;
+    list_.Push(this);
   }
   VariableRegistration(const VariableRegistration&) = delete;
   VariableRegistration& operator=(const VariableRegistration&) = delete;
@@ -185,25 +188,21 @@ class VariableRegistration {
   uint64_t size() const { return size_; }
   uint64_t alignment() const { return alignment_; }
   bool constant() const { return constant_; }
-  const VariableRegistration* next() const { return next_; }
+  const VariableRegistration* previous() const { return previous_; }
 
-  static const VariableRegistration* first() { return list_.head; }
-  static uint32_t count() { return list_.count; }
+  static const VariableRegistration* last() { return list_.last(); }
+  static uint32_t count() { return list_.count(); }
 
  private:
-  struct List {
-    VariableRegistration* head;
-    VariableRegistration* tail;
-    uint32_t count;
-  };
-  static inline List list_{nullptr, nullptr, 0};
+  friend class RegistrationList<VariableRegistration>;
+  static constinit inline RegistrationList<VariableRegistration> list_{};
 
   const void* object_;
   void** address_;
   uint64_t size_;
   uint64_t alignment_;
   bool constant_;
-  VariableRegistration* next_ = nullptr;
+  VariableRegistration* previous_ = nullptr;
 };
 
 }  // namespace sim

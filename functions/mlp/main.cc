@@ -47,7 +47,14 @@ class Mlp {
     // Generate into pinned staging a few columns at a time, so a multi-GiB model never needs its
     // whole size in host memory.
     const size_t cols_per_chunk = std::max<size_t>(1, (16u << 20) / (w * sizeof(float)));
-    float* staging[2] = {nullptr, nullptr};
+    // Freed on every return, an early one included (LeakSanitizer reported a failed Init's).
+    struct Staging {
+      float* buffers[2] = {nullptr, nullptr};
+      ~Staging() {
+        for (float* s : buffers) cudaFreeHost(s);
+      }
+    } pinned;
+    float* (&staging)[2] = pinned.buffers;
     for (auto& s : staging) PHOS_FN_RETURN_IF_CUDA(cudaMallocHost(reinterpret_cast<void**>(&s), cols_per_chunk * w * sizeof(float)));
     int turn = 0;
     for (int l = 0; l < shape_.layers; ++l) {
@@ -66,7 +73,10 @@ class Mlp {
       PHOS_FN_RETURN_IF_CUDA(cudaMemcpyAsync(biases_[l], staging[0], w * sizeof(float), cudaMemcpyHostToDevice, stream_));
     }
     PHOS_FN_RETURN_IF_CUDA(cudaStreamSynchronize(stream_));
-    for (auto& s : staging) PHOS_FN_RETURN_IF_CUDA(cudaFreeHost(s));
+    for (auto& s : staging) {
+      PHOS_FN_RETURN_IF_CUDA(cudaFreeHost(s));
+      s = nullptr;
+    }
     for (auto& a : activations_) {
       PHOS_FN_RETURN_IF_CUDA(cudaMalloc(reinterpret_cast<void**>(&a), shape_.io_elements() * sizeof(float)));
     }

@@ -27,6 +27,7 @@ extern "C" cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* func);
 extern "C" cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args,
                                           size_t shared, cudaStream_t stream);
 extern "C" void** __cudaRegisterFatBinary(void* fatbin);
+extern "C" void __cudaUnregisterFatBinary(void** handle);
 extern "C" char __cudaInitModule(void** handle);
 extern "C" void __cudaRegisterVar(void** handle, char* host_var, char* device_address,
                                   const char* device_name, int ext, size_t size, int constant, int global);
@@ -301,6 +302,7 @@ int Symbols() {
   EXPECT(cudaMallocManaged(&managed, 64) == cudaErrorNotSupported && managed == nullptr);
   EXPECT(cudaGetLastError() == cudaErrorNotSupported);
   EXPECT(__cudaInitModule(no_module) == 0);  // no module to load
+  __cudaUnregisterFatBinary(no_module);        // as nvcc's code does at exit
   OK(cudaStreamDestroy(stream));
   OK(cudaFree(scratch));
   return g_failures;

@@ -371,10 +371,11 @@ TEST_F(ApiServerTest, DevicePropertiesComeInOneRecordAndHostileRecordsAreRefused
   // Devices the session does not have.
   for (int device : {2, -1, INT32_MIN, INT32_MAX}) EXPECT_EQ(properties(device, &q), CUDA_ERROR_INVALID_DEVICE) << device;
   // Records of the wrong size.
-  uint8_t junk[sizeof(ipc::DeviceArgs) + 8] = {};
+  uint8_t junk[64] = {};  // longer than any record below
+  static_assert(sizeof(ipc::DeviceArgs) + 8 <= sizeof(junk) && sizeof(ipc::PeerArgs) + 4 <= sizeof(junk));
   EXPECT_EQ(call(ipc::Op::kDeviceGetProperties, junk, 0), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(call(ipc::Op::kDeviceGetProperties, junk, 4), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(call(ipc::Op::kDeviceGetProperties, junk, sizeof(junk)), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(call(ipc::Op::kDeviceGetProperties, junk, sizeof(ipc::DeviceArgs) + 8), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(call(ipc::Op::kMemGetInfo, junk, 8), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(call(ipc::Op::kDeviceReset, junk, 8), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(call(ipc::Op::kDeviceCanAccessPeer, junk, sizeof(ipc::PeerArgs) - 4), CUDA_ERROR_INVALID_VALUE);

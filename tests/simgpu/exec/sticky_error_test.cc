@@ -214,6 +214,21 @@ TEST_F(LongWatchdogTest, AKernelWithinTheWatchdogRunsEveryBlockOnce) {
   EXPECT_GT(calls.load(), 2 * 2);
 }
 
+TEST_F(LongWatchdogTest, ABlockRangeStopsOnceAnotherOfItsKernelsRangesFailed) {
+  // Two workers, 100,000 blocks of a millisecond: block 0 fails at once, and the other worker's
+  // range (50 s of blocks) stops at its next look between slices.
+  std::vector<std::atomic<int>> runs(100'000);
+  Op op = CountingKernel(&runs, std::chrono::milliseconds(1));
+  op.run_blocks = [run = std::move(op.run_blocks)](uint64_t first, uint64_t end) {
+    return first == 0 ? CUDA_ERROR_LAUNCH_FAILED : run(first, end);
+  };
+  null_stream().Enqueue(std::move(op));
+  EXPECT_EQ(null_stream().Synchronize(), CUDA_ERROR_LAUNCH_FAILED);
+  size_t ran = 0;
+  for (const std::atomic<int>& r : runs) ran += static_cast<size_t>(r.load());
+  EXPECT_LT(ran, runs.size() / 2);
+}
+
 using StickyErrorDeathTest = StickyErrorTest;
 
 // Host functions are application code on the host: a fault there is a real crash.

@@ -3,6 +3,7 @@
 // the session's calls may then name like its buffers (docs/remoting.md, "Kernels").
 #include <cstring>
 
+#include "phos/base/enum_value.h"
 #include "phos/base/log.h"
 #include "session.h"
 
@@ -156,7 +157,8 @@ CUresult Session::LaunchEx(const ipc::LaunchExArgs& a, const Call& call) {
   }
   for (uint32_t i = 0; i < a.attribute_count; ++i) {
     CUlaunchAttribute& attribute = attributes[i];
-    switch (attribute.id) {
+    // The id as the tenant wrote it: any integer, read through its bytes until checked.
+    switch (EnumValue(attribute.id)) {
       case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
       case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT: {
         // The function's virtual event, which must be of the launch's device.
@@ -200,7 +202,7 @@ CUresult Session::LaunchEx(const ipc::LaunchExArgs& a, const Call& call) {
         // stream results in an error") and would carry a device node handle back; an id this build
         // does not know may hold anything, pointers included, that nobody here has checked.
         PHOS_LOG_EVERY_SEC(Warn, "runtime", 1, "pid {}: launch refused: launch attribute {} is not served",
-                           pid_, static_cast<int>(attribute.id));
+                           pid_, EnumValue(attribute.id));
         return CUDA_ERROR_INVALID_VALUE;
     }
   }

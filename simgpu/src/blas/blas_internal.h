@@ -13,6 +13,7 @@
 #include "blas/half.h"
 #include "blas/operand_ranges.h"
 #include "device/device_access.h"
+#include "phos/base/enum_value.h"
 #include "phos/base/log.h"
 
 namespace phos::sim::blas {
@@ -41,16 +42,9 @@ inline void Narrow1(float v, void* base, int64_t i, uint32_t type) {
   std::memcpy(at, &h, sizeof h);
 }
 
-// Read through its bytes: a C caller may pass any integer, and loading a C++ enum object that
-// holds none of the enumeration's values is undefined (UBSan, -fsanitize=enum, reported it for
-// an operation of 7), so nothing reads an enumeration argument as its enum type before its check.
-template <typename Enum>
-int EnumValue(const Enum& e) {
-  int value = 0;
-  static_assert(sizeof value == sizeof e);
-  std::memcpy(&value, &e, sizeof value);
-  return value;
-}
+// Enumeration arguments are read through their bytes until checked (UBSan, -fsanitize=enum,
+// reported an operation of 7 loaded as cublasOperation_t).
+using phos::EnumValue;
 inline bool ValidOperation(const cublasOperation_t& op) {
   const int v = EnumValue(op);
   return v == CUBLAS_OP_N || v == CUBLAS_OP_T || v == CUBLAS_OP_C;

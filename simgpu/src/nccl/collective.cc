@@ -1,3 +1,4 @@
+#include "phos/base/enum_value.h"
 #include "nccl/collective.h"
 
 #include <fmt/format.h>
@@ -265,7 +266,7 @@ ncclResult_t EnqueueCollective(CommRegistry& comms, ncclComm_t comm, const Colle
   const size_t elem = DataTypeSize(args.type);
   if (elem == 0) {
     return Fail(ncclInvalidArgument,
-                fmt::format("{}: datatype {} is not served", call, static_cast<int>(args.type)));
+                fmt::format("{}: datatype {} is not served", call, EnumValue(args.type)));
   }
   UserRedOp scaling;
   if (Reduces(args.kind) && !ValidRedOp(args.op)) {

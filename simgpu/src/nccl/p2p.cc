@@ -1,3 +1,4 @@
+#include "phos/base/enum_value.h"
 #include "nccl/p2p.h"
 
 #include <fmt/format.h>
@@ -145,7 +146,7 @@ ncclResult_t CheckP2p(CommRegistry& comms, ncclComm_t comm, const P2pArgs& args,
   const size_t elem = DataTypeSize(args.type);
   if (elem == 0) {
     return Fail(ncclInvalidArgument,
-                fmt::format("{}: datatype {} is not served", call, static_cast<int>(args.type)));
+                fmt::format("{}: datatype {} is not served", call, EnumValue(args.type)));
   }
   const int nranks = rank->group->nranks;
   if (args.peer < 0 || args.peer >= nranks) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "blas/half.h"
+#include "phos/base/enum_value.h"
 
 namespace phos::sim::nccl {
 namespace {
@@ -105,8 +106,9 @@ void ReduceTyped(ncclRedOp_t op, const void* const* inputs, const void* const* s
 
 }  // namespace
 
-size_t DataTypeSize(ncclDataType_t type) {
-  switch (type) {
+// By reference and through its bytes: `type` may be any integer a caller passed (phos::EnumValue).
+size_t DataTypeSize(const ncclDataType_t& type) {
+  switch (EnumValue(type)) {
     case ncclInt8:
     case ncclUint8:
       return 1;
@@ -126,8 +128,9 @@ size_t DataTypeSize(ncclDataType_t type) {
   }
 }
 
-bool ValidRedOp(ncclRedOp_t op) {
-  return op == ncclSum || op == ncclProd || op == ncclMax || op == ncclMin || op == ncclAvg;
+bool ValidRedOp(const ncclRedOp_t& op) {
+  const int v = EnumValue(op);
+  return v == ncclSum || v == ncclProd || v == ncclMax || v == ncclMin || v == ncclAvg;
 }
 
 namespace {

@@ -9,9 +9,9 @@ namespace phos::sim::nccl {
 
 // Bytes per element of a datatype simgpu serves (every ncclDataType_t except the fp8 types), or
 // 0 for one it does not.
-size_t DataTypeSize(ncclDataType_t type);
+size_t DataTypeSize(const ncclDataType_t& type);
 // ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg (no ncclRedOpCreatePreMulSum ops).
-bool ValidRedOp(ncclRedOp_t op);
+bool ValidRedOp(const ncclRedOp_t& op);
 
 // out[i] = op(inputs[0][i], ..., inputs[n - 1][i]) for i < count, reduced in rank order. out may
 // alias an input. Integers wrap on overflow; ncclAvg divides the sum by n (integers: truncated,

@@ -314,7 +314,7 @@ CUresult ComputePool::RunBlocks(Task& task, uint64_t first, uint64_t end) {
 CUresult ComputePool::RunWatched(Task& task, uint64_t first, uint64_t end) {
   // Timed from this chunk's start: a chunk that waited in the queue behind other work is not
   // charged for the wait.
-  const int64_t chunk_start = NowNs();
+  const int64_t chunk_start = executor_.WatchdogNowNs();
   const int64_t timeout = executor_.kernel_timeout_ns();
   // A slice grows while it takes under this, so that the checks cost next to nothing, and one
   // whose calls carry a fixed cost of their own (an operand's re-check) grows too.
@@ -324,7 +324,7 @@ CUresult ComputePool::RunWatched(Task& task, uint64_t first, uint64_t end) {
     // Another chunk of the kernel, or other work of the context, failed: the rest is not run.
     if (task.first_error.load() != CUDA_SUCCESS || task.context().sticky_error() != CUDA_SUCCESS)
       return CUDA_SUCCESS;
-    const int64_t slice_start = NowNs();
+    const int64_t slice_start = executor_.WatchdogNowNs();
     if (slice_start - chunk_start > timeout) {
       PHOS_LOG_EVERY_SEC(Warn, "simgpu", 1,
                          "device {}: {} ran past the {:.3f} s watchdog with {} of its blocks left: launch timeout",
@@ -335,7 +335,7 @@ CUresult ComputePool::RunWatched(Task& task, uint64_t first, uint64_t end) {
     const uint64_t stop = at + std::min(slice, end - at);
     if (CUresult r = RunBlocks(task, at, stop); r != CUDA_SUCCESS) return r;
     at = stop;
-    if (NowNs() - slice_start < short_slice) slice = std::min(slice * 2, end - first);
+    if (executor_.WatchdogNowNs() - slice_start < short_slice) slice = std::min(slice * 2, end - first);
   }
   return CUDA_SUCCESS;
 }

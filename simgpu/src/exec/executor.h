@@ -21,6 +21,8 @@
 // unguarded: a fault there is a crash of the application's own code.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -46,6 +48,8 @@ struct ExecutorOptions {
   // its blocks with CUDA_ERROR_LAUNCH_TIMEOUT (SimConfig::kernel_timeout_seconds; timed per block
   // range, ComputePool::RunWatched). 0: no watchdog.
   double kernel_timeout_seconds = 0;
+  // The watchdog's clock, nanoseconds: the steady clock when empty; tests give one they advance.
+  std::function<int64_t()> watchdog_clock;
 };
 
 struct EngineStats {
@@ -104,6 +108,7 @@ class Executor {
   int compute_workers() const { return compute_workers_; }
   // 0 when there is no watchdog.
   int64_t kernel_timeout_ns() const { return kernel_timeout_ns_; }
+  int64_t WatchdogNowNs() const;
   // A snapshot of the counters; callable at any time from any thread.
   ExecutorStats stats() const;
 
@@ -117,6 +122,7 @@ class Executor {
   const ModelClock& clock_;
   const int compute_workers_;
   const int64_t kernel_timeout_ns_;
+  const std::function<int64_t()> watchdog_clock_;
   ExecCounters counters_;
   std::unique_ptr<Pacer> pacer_;
   std::unique_ptr<SerialEngine> h2d_;

@@ -54,11 +54,13 @@ inline double MsSince(std::chrono::steady_clock::time_point start) {
 
 class ExecTest : public ::testing::Test {
  protected:
-  explicit ExecTest(double time_scale = 1.0, int workers = 2, double kernel_timeout_seconds = 0)
+  explicit ExecTest(double time_scale = 1.0, int workers = 2, double kernel_timeout_seconds = 0,
+                    std::function<int64_t()> watchdog_clock = {})
       : clock_(time_scale),
-        executor_(std::make_unique<Executor>(
-            0, clock_,
-            ExecutorOptions{.compute_workers = workers, .kernel_timeout_seconds = kernel_timeout_seconds})),
+        executor_(std::make_unique<Executor>(0, clock_,
+                                             ExecutorOptions{.compute_workers = workers,
+                                                             .kernel_timeout_seconds = kernel_timeout_seconds,
+                                                             .watchdog_clock = std::move(watchdog_clock)})),
         ctx_(executor_->CreateContext()) {}
   ~ExecTest() override {
     ctx_.reset();

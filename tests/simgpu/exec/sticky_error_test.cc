@@ -148,28 +148,32 @@ TEST_F(StickyErrorTest, KernelFaultsManyTimesWithoutCrashing) {
   EXPECT_EQ(executor_->stats().kernel_faults, 5u);
 }
 
-// A device with a watchdog (PHOS_SIMGPU_KERNEL_TIMEOUT): a kernel that runs past it stops with
+// A device with a watchdog (PHOS_SIMGPU_KERNEL_TIMEOUT) on a clock the test keeps: each block
+// advances it by its modelled time. A kernel that runs past the timeout stops with
 // CUDA_ERROR_LAUNCH_TIMEOUT, sticky; one within it runs every block once, whatever the slices.
 template <int kTimeoutMs>
 class WatchdogTest : public ExecTest {
  protected:
-  WatchdogTest() : ExecTest(/*time_scale=*/1.0, /*workers=*/2, kTimeoutMs / 1000.0) {}
+  WatchdogTest()
+      : ExecTest(/*time_scale=*/1.0, /*workers=*/2, kTimeoutMs / 1000.0, [this] { return now_ns_.load(); }) {}
 
   // A kernel of `blocks` blocks that counts, per block, the times it ran, each block taking
-  // `block_time`.
-  static Op CountingKernel(std::vector<std::atomic<int>>* runs, std::chrono::microseconds block_time) {
+  // `block_time` of the watchdog's clock.
+  Op CountingKernel(std::vector<std::atomic<int>>* runs, std::chrono::microseconds block_time) {
     Op op;
     op.engine = Engine::kCompute;
     op.blocks = runs->size();
-    op.run_blocks = [runs, block_time](uint64_t first, uint64_t end) {
+    op.run_blocks = [this, runs, block_time](uint64_t first, uint64_t end) {
       for (uint64_t b = first; b < end; ++b) {
-        if (block_time.count() > 0) std::this_thread::sleep_for(block_time);
+        now_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(block_time).count());
         (*runs)[b].fetch_add(1);
       }
       return CUDA_SUCCESS;
     };
     return op;
   }
+
+  std::atomic<int64_t> now_ns_{0};
 };
 
 using ShortWatchdogTest = WatchdogTest<20>;
@@ -215,12 +219,20 @@ TEST_F(LongWatchdogTest, AKernelWithinTheWatchdogRunsEveryBlockOnce) {
 }
 
 TEST_F(LongWatchdogTest, ABlockRangeStopsOnceAnotherOfItsKernelsRangesFailed) {
-  // Two workers, 100,000 blocks of a millisecond: block 0 fails at once, and the other worker's
-  // range (50 s of blocks) stops at its next look between slices.
+  // Two workers, 100,000 blocks of a modelled second: block 0 fails at once, and the other
+  // worker's range, whose blocks start only once block 0 has failed, stops at its next look between
+  // slices; at the latest, the 600 s watchdog stops it 600 blocks in. Either way, deterministically,
+  // far short of its 50,000 blocks, and the kernel's error is the first one.
   std::vector<std::atomic<int>> runs(100'000);
-  Op op = CountingKernel(&runs, std::chrono::milliseconds(1));
-  op.run_blocks = [run = std::move(op.run_blocks)](uint64_t first, uint64_t end) {
-    return first == 0 ? CUDA_ERROR_LAUNCH_FAILED : run(first, end);
+  Op op = CountingKernel(&runs, std::chrono::seconds(1));
+  auto failed = std::make_shared<std::atomic<bool>>(false);
+  op.run_blocks = [run = std::move(op.run_blocks), failed](uint64_t first, uint64_t end) {
+    if (first == 0) {
+      failed->store(true);
+      return CUDA_ERROR_LAUNCH_FAILED;
+    }
+    while (!failed->load()) std::this_thread::yield();
+    return run(first, end);
   };
   null_stream().Enqueue(std::move(op));
   EXPECT_EQ(null_stream().Synchronize(), CUDA_ERROR_LAUNCH_FAILED);

@@ -52,8 +52,6 @@ GemmCall Arrays(GemmCall call, int batch) {
 
 template <typename T>
 constexpr cudaDataType kType = sizeof(T) == sizeof(float) ? CUDA_R_32F : CUDA_R_64F;
-template <typename T>
-constexpr cublasComputeType_t kCompute = sizeof(T) == sizeof(float) ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_64F;
 
 template <typename T>
 cublasStatus_t Trsm(cublasHandle_t h, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans,

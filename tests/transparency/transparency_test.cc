@@ -8,25 +8,11 @@
 #include <string>
 
 #include "../integration/phosd_fixture.h"
-#include "phos/base/sanitizers.h"
 
 namespace phos::testing {
 namespace {
 
 class TransparencyTest : public PhosdTest {};
-
-// The plain programs are built as a user builds one, without a sanitizer, and load phos's
-// libcudart. In a ThreadSanitizer build, the two that start threads (their own, and libcudart's
-// host-function thread) crash inside the sanitizer's runtime (a null read), which does not support
-// an uninstrumented program. Host functions are checked under ThreadSanitizer by FrontendTest's
-// stream_client, which is built with it.
-#if defined(PHOS_THREAD_SANITIZER)
-#define PHOS_SKIP_HOST_FUNCTIONS_IN_A_PLAIN_PROGRAM()                                                    \
-  GTEST_SKIP() << "threads started in a program built without ThreadSanitizer crash inside its runtime, " \
-                  "which a ThreadSanitizer build's libcudart loads"
-#else
-#define PHOS_SKIP_HOST_FUNCTIONS_IN_A_PLAIN_PROGRAM()
-#endif
 
 TEST_F(TransparencyTest, APlainProgramSeesEveryAttributeAndPropertyOfTheDevice) {
   CommandResult r = PhosFn({"run", "--", PHOS_DEVICE_REPORT});
@@ -68,7 +54,6 @@ TEST_F(TransparencyTest, APlainProgramsPitchedCopiesAndStreamOrderedAllocationsM
 // them, holds a stream behind one, asks streams their priority, flags, device and id, and uses the
 // default stream from two threads; every value it checks it computed itself.
 TEST_F(TransparencyTest, APlainProgramsStreamsHostFunctionsAndPerThreadDefaultStreamsWork) {
-  PHOS_SKIP_HOST_FUNCTIONS_IN_A_PLAIN_PROGRAM();
   CommandResult r = PhosFn({"run", "--", PHOS_STREAM_REPORT});
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("stream report: host functions 1, 2, 3 in order, all checks held"), std::string::npos) << r.out;
@@ -190,7 +175,6 @@ TEST_F(TransparencyTest, DriverApiFunctionsFromCudaGetDriverEntryPointShareTheRu
 // graph, and runs host nodes (explicit and captured) once per launch in graph order, each result
 // checked against its own CPU computation; the capture mode's rules hold.
 TEST_F(TransparencyTest, APlainProgramsCapturedAndExplicitGraphsMatchItsCpu) {
-  PHOS_SKIP_HOST_FUNCTIONS_IN_A_PLAIN_PROGRAM();
   const char* gpu = std::getenv("PHOS_TEST_GPU");
   const bool on_gpu = gpu != nullptr && std::string(gpu) == "cuda";
   if (on_gpu && std::string(PHOS_GRAPH_REPORT_GPU).empty()) GTEST_SKIP() << "built without nvcc";

@@ -86,26 +86,31 @@ done
 printf '\n%-16s %8s %14s %8s\n' target seconds executions crashes
 while IFS=$'\t' read -r t s e c _; do printf '%-16s %8s %14s %8s\n' "$t" "$s" "$e" "$c"; done <"$results"
 
-# The table in docs/reliability.md: rows of the targets run now replace their earlier rows.
-python3 - "$results" <<'PY'
-import datetime, os, re, sys
+# The tables in docs/reliability.md, one for the timed runs and one for the long runs (--runs):
+# rows of the targets run now replace their earlier rows; the others stay as they are.
+if ((runs > 0)); then table=fuzz-long-table; else table=fuzz-table; fi
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [[ -n $(git status --porcelain --untracked-files=no 2>/dev/null) ]]; then commit="$commit+changes"; fi
+python3 - "$results" "$table" "$commit" <<'PY'
+import datetime, os, sys
+results, table_name, commit = sys.argv[1:4]
 path = "docs/reliability.md"
-begin, end = "<!-- fuzz-table:begin -->", "<!-- fuzz-table:end -->"
+begin, end = f"<!-- {table_name}:begin -->", f"<!-- {table_name}:end -->"
 text = open(path).read() if os.path.exists(path) else "# Reliability\n"
 if begin not in text:
-    text = text.rstrip("\n") + "\n\n## Fuzzing\n\n" + begin + "\n" + end + "\n"
+    text = text.rstrip("\n") + "\n\n" + begin + "\n" + end + "\n"
 head, rest = text.split(begin, 1)
 table, tail = rest.split(end, 1)
 rows = {}
 for line in table.strip().splitlines()[2:]:
     cells = [c.strip() for c in line.strip().strip("|").split("|")]
-    if len(cells) >= 6:
+    if len(cells) >= 7:
         rows[cells[0].strip("`")] = cells
 today = datetime.date.today().isoformat()
-for line in open(sys.argv[1]):
+for line in open(results):
     t, s, e, c, cmd = line.rstrip("\n").split("\t")
-    rows[t] = [f"`{t}`", s, f"{int(e):,}", c, today, f"`{cmd}`"]
-out = ["| target | seconds | executions | crashes | date | command |", "|---|---:|---:|---:|---|---|"]
+    rows[t] = [f"`{t}`", f"{int(e):,}", c, f"{int(s):,}", today, f"`{commit}`", f"`{cmd}`"]
+out = ["| target | executions | crashes | seconds | date | commit | command |", "|---|---:|---:|---:|---|---|---|"]
 for t in sorted(rows):
     out.append("| " + " | ".join(rows[t]) + " |")
 open(path, "w").write(head + begin + "\n" + "\n".join(out) + "\n" + end + tail)

@@ -7,6 +7,7 @@
 #include "api/blas_calls.h"
 #include "blas/blas_internal.h"
 #include "blas/status_table.h"
+#include "phos/base/enum_value.h"
 #include "phos/base/log.h"
 
 using namespace phos::sim;
@@ -96,7 +97,7 @@ PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasSetPointerMode(cublasHandle_t han
                                                               cublasPointerMode_t mode) {
   std::shared_ptr<BlasHandle> h;
   if (cublasStatus_t s = FindHandle(handle, &h); s != CUBLAS_STATUS_SUCCESS) return s;
-  const int value = EnumValue(mode);
+  const int value = phos::EnumValue(mode);
   if (value != CUBLAS_POINTER_MODE_HOST && value != CUBLAS_POINTER_MODE_DEVICE) return CUBLAS_STATUS_INVALID_VALUE;
   std::lock_guard lock(h->mu);
   h->pointer_mode = mode;

@@ -11,6 +11,7 @@
 #include "blas/blas_internal.h"
 #include "blas/lt.h"
 #include "blas/status_table.h"
+#include "phos/base/enum_value.h"
 
 using namespace phos::sim;
 using namespace phos::sim::blas;
@@ -101,14 +102,14 @@ PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasLtMatmulDescSetAttribute(cublasLt
                                                                         cublasLtMatmulDescAttributes_t attr,
                                                                         const void* buf, size_t bytes) {
   auto d = Find(&LtRegistry::descs, desc);
-  return d == nullptr ? CUBLAS_STATUS_INVALID_VALUE : SetAttribute(*d, EnumValue(attr), buf, bytes);
+  return d == nullptr ? CUBLAS_STATUS_INVALID_VALUE : SetAttribute(*d, phos::EnumValue(attr), buf, bytes);
 }
 
 PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasLtMatmulDescGetAttribute(cublasLtMatmulDesc_t desc,
                                                                         cublasLtMatmulDescAttributes_t attr, void* buf,
                                                                         size_t bytes, size_t* written) {
   auto d = Find(&LtRegistry::descs, desc);
-  return d == nullptr ? CUBLAS_STATUS_INVALID_VALUE : GetAttribute(*d, EnumValue(attr), buf, bytes, written);
+  return d == nullptr ? CUBLAS_STATUS_INVALID_VALUE : GetAttribute(*d, phos::EnumValue(attr), buf, bytes, written);
 }
 
 PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType type,
@@ -129,14 +130,14 @@ PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutSetAttribute(cublas
                                                                           cublasLtMatrixLayoutAttribute_t attr,
                                                                           const void* buf, size_t bytes) {
   auto l = Find(&LtRegistry::layouts, layout);
-  return l == nullptr ? CUBLAS_STATUS_INVALID_VALUE : SetAttribute(*l, EnumValue(attr), buf, bytes);
+  return l == nullptr ? CUBLAS_STATUS_INVALID_VALUE : SetAttribute(*l, phos::EnumValue(attr), buf, bytes);
 }
 
 PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutGetAttribute(cublasLtMatrixLayout_t layout,
                                                                           cublasLtMatrixLayoutAttribute_t attr,
                                                                           void* buf, size_t bytes, size_t* written) {
   auto l = Find(&LtRegistry::layouts, layout);
-  return l == nullptr ? CUBLAS_STATUS_INVALID_VALUE : GetAttribute(*l, EnumValue(attr), buf, bytes, written);
+  return l == nullptr ? CUBLAS_STATUS_INVALID_VALUE : GetAttribute(*l, phos::EnumValue(attr), buf, bytes, written);
 }
 
 PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
@@ -151,7 +152,7 @@ PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceSetAttribute(cu
                                                                               cublasLtMatmulPreferenceAttributes_t attr,
                                                                               const void* buf, size_t bytes) {
   auto p = Find(&LtRegistry::preferences, pref);
-  return p == nullptr ? CUBLAS_STATUS_INVALID_VALUE : SetAttribute(*p, EnumValue(attr), buf, bytes);
+  return p == nullptr ? CUBLAS_STATUS_INVALID_VALUE : SetAttribute(*p, phos::EnumValue(attr), buf, bytes);
 }
 
 PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceGetAttribute(cublasLtMatmulPreference_t pref,
@@ -159,7 +160,7 @@ PHOS_SIM_API cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceGetAttribute(cu
                                                                               void* buf, size_t bytes,
                                                                               size_t* written) {
   auto p = Find(&LtRegistry::preferences, pref);
-  return p == nullptr ? CUBLAS_STATUS_INVALID_VALUE : GetAttribute(*p, EnumValue(attr), buf, bytes, written);
+  return p == nullptr ? CUBLAS_STATUS_INVALID_VALUE : GetAttribute(*p, phos::EnumValue(attr), buf, bytes, written);
 }
 
 // One algorithm, simgpu's only one, needing no workspace, for a problem simgpu computes; none

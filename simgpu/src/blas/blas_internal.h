@@ -42,9 +42,8 @@ inline void Narrow1(float v, void* base, int64_t i, uint32_t type) {
   std::memcpy(at, &h, sizeof h);
 }
 
-// Enumeration arguments are read through their bytes until checked (UBSan, -fsanitize=enum,
-// reported an operation of 7 loaded as cublasOperation_t).
-using phos::EnumValue;
+// Enumeration arguments are read through their bytes until checked (phos::EnumValue; UBSan,
+// -fsanitize=enum, reported an operation of 7 loaded as cublasOperation_t).
 inline bool ValidOperation(const cublasOperation_t& op) {
   const int v = EnumValue(op);
   return v == CUBLAS_OP_N || v == CUBLAS_OP_T || v == CUBLAS_OP_C;

@@ -36,10 +36,6 @@ void NameThread(const std::string& name) {
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
 }
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(WallClock::now().time_since_epoch()).count();
-}
-
 uint64_t Ns(WallClock::duration d) {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
 }
@@ -273,7 +269,7 @@ void ComputePool::Loop(int index) {
 void ComputePool::RunChunk(const Chunk& chunk) {
   Task& task = *chunk.task;
   int64_t not_started = 0;
-  task.started_ns.compare_exchange_strong(not_started, NowNs());
+  task.started_ns.compare_exchange_strong(not_started, WallNowNs());
   CUresult result = CUDA_SUCCESS;
   if (task.context().sticky_error() != CUDA_SUCCESS) {
     task.chunks_skipped.fetch_add(1);

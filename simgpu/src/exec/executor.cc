@@ -43,7 +43,7 @@ Executor::Executor(int ordinal, const ModelClock& clock, ExecutorOptions options
       kernel_timeout_ns_(options.kernel_timeout_seconds > 0
                              ? std::max<int64_t>(1, static_cast<int64_t>(options.kernel_timeout_seconds * 1e9))
                              : 0),
-      watchdog_clock_(std::move(options.watchdog_clock)) {
+      watchdog_clock_(options.watchdog_clock ? std::move(options.watchdog_clock) : WallNowNs) {
   FaultGuard::Install();
   const std::string prefix = "phos" + std::to_string(ordinal) + "-";
   pacer_ = std::make_unique<Pacer>(prefix + "pacer");
@@ -70,12 +70,6 @@ Executor::~Executor() {
   host_->Join();
   memops_->Join();
   pacer_.reset();
-}
-
-int64_t Executor::WatchdogNowNs() const {
-  if (watchdog_clock_) return watchdog_clock_();
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 std::unique_ptr<ExecContext> Executor::CreateContext() {

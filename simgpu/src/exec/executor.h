@@ -21,11 +21,10 @@
 // unguarded: a fault there is a crash of the application's own code.
 #pragma once
 
-#include <chrono>
-#include <functional>
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "exec/model_clock.h"
@@ -108,7 +107,7 @@ class Executor {
   int compute_workers() const { return compute_workers_; }
   // 0 when there is no watchdog.
   int64_t kernel_timeout_ns() const { return kernel_timeout_ns_; }
-  int64_t WatchdogNowNs() const;
+  int64_t WatchdogNowNs() const { return watchdog_clock_(); }
   // A snapshot of the counters; callable at any time from any thread.
   ExecutorStats stats() const;
 

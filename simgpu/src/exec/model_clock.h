@@ -8,10 +8,16 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 
 namespace phos::sim {
 
 using WallClock = std::chrono::steady_clock;
+
+// The wall clock in nanoseconds, as the engines and the watchdog time their work.
+inline int64_t WallNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(WallClock::now().time_since_epoch()).count();
+}
 
 class ModelClock {
  public:

@@ -1,4 +1,3 @@
-#include "phos/base/enum_value.h"
 #include "nccl/collective.h"
 
 #include <fmt/format.h>
@@ -16,6 +15,7 @@
 #include "nccl/errors.h"
 #include "nccl/red_op.h"
 #include "nccl/reduce.h"
+#include "phos/base/enum_value.h"
 #include "phos/base/log.h"
 
 namespace phos::sim::nccl {

@@ -1,4 +1,3 @@
-#include "phos/base/enum_value.h"
 #include "nccl/p2p.h"
 
 #include <fmt/format.h>
@@ -14,6 +13,7 @@
 #include "nccl/comm.h"
 #include "nccl/errors.h"
 #include "nccl/reduce.h"
+#include "phos/base/enum_value.h"
 #include "phos/base/log.h"
 
 namespace phos::sim::nccl {

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <new>
@@ -21,17 +23,34 @@ namespace {
 
 // The header's pages: RingHeader, the host-function queue included, rounded up to a page.
 constexpr size_t kHeaderBytes = (sizeof(RingHeader) + 4095) / 4096 * 4096;
-// Spinning before sleeping: long enough to catch the peer's next call in a tight loop, short
-// enough not to starve it on a two-core machine. What it lasts depends on the CPU's `pause`:
+// Spinning before sleeping, by default: long enough to catch the peer's next call in a tight
+// loop, short enough not to starve it on a two-core machine. What it lasts depends on the CPU's `pause`:
 // 4,000 of them take about 100 µs on the AMD EPYC hosts this was measured on, and about twice
 // that where a `pause` takes some 140 cycles (Intel's since Skylake).
-constexpr int kSpinIterations = 4000;
+// PHOS_RING_SPIN overrides it for a process (RingSpinIterations).
+constexpr int kDefaultSpinIterations = 4000;
+constexpr int kMaxSpinIterations = 1'000'000;
+
+// Read once: every wait of the process spins the same.
+int SpinIterations() {
+  static const int spins = RingSpinIterations(std::getenv("PHOS_RING_SPIN"));
+  return spins;
+}
 
 inline void CpuRelax() { __builtin_ia32_pause(); }
 
 size_t AlignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 }  // namespace
+
+int RingSpinIterations(const char* setting) {
+  if (setting == nullptr) return kDefaultSpinIterations;
+  const char* end = setting + std::strlen(setting);
+  int count = 0;
+  auto [last, ec] = std::from_chars(setting, end, count);
+  if (ec != std::errc() || last != end || count < 0 || count > kMaxSpinIterations) return kDefaultSpinIterations;
+  return count;
+}
 
 void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, int timeout_ms) {
   timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
@@ -138,10 +157,11 @@ Status Ring::Write(Op op, uint16_t flags, uint64_t seq, const void* part1, size_
   size_t pos = produced & (data_bytes_ - 1);
   size_t to_end = data_bytes_ - pos;
   size_t pad = need > to_end ? to_end : 0;
+  const int spin_limit = SpinIterations();
   int spins = 0;
   while (data_bytes_ - (produced - header_->consumed.load(std::memory_order_acquire)) < need + pad) {
     if (header_->closed.load(std::memory_order_acquire) != 0) return Status::Unavailable("the GPU session was closed by phosd");
-    if (++spins < kSpinIterations) {
+    if (++spins < spin_limit) {
       CpuRelax();
       continue;
     }
@@ -174,10 +194,11 @@ Status Ring::Write(Op op, uint16_t flags, uint64_t seq, const void* part1, size_
 }
 
 Status Ring::WaitCompleted(uint64_t seq, const std::function<bool()>& alive) {
+  const int spin_limit = SpinIterations();
   int spins = 0;
   while (header_->completed_seq.load(std::memory_order_acquire) < seq) {
     if (header_->closed.load(std::memory_order_acquire) != 0) return Status::Unavailable("the GPU session was closed by phosd");
-    if (++spins < kSpinIterations) {
+    if (++spins < spin_limit) {
       CpuRelax();
       continue;
     }
@@ -288,7 +309,7 @@ void Ring::InterruptHostFnWait(HostFnQueueId queue) {
 }
 
 void Ring::WaitForWork(int timeout_ms, const std::function<bool()>& other_work) {
-  for (int i = 0; i < kSpinIterations; ++i) {
+  for (int i = 0, spin_limit = SpinIterations(); i < spin_limit; ++i) {
     if (header_->produced.load(std::memory_order_acquire) != consumed_) return;
     CpuRelax();
   }

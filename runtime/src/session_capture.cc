@@ -134,7 +134,8 @@ bool Session::Capture(const OpHandler& handler, const ipc::RecordView& record, c
     return false;
   }
   // Synchronising the device waits for work a capture holds back: refused, as the driver does.
-  if (op == Op::kDeviceSynchronize) {
+  // So is resetting it, which synchronises first and would destroy the capturing streams.
+  if (op == Op::kDeviceSynchronize || op == Op::kDeviceReset) {
     for (auto& [id, capture] : captures_)
       *result = InvalidateCapture(id, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, handler.name);
     return true;

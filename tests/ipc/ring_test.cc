@@ -213,6 +213,17 @@ TEST(RingTest, HostFnTakerBoundsWhatAPeerClaims) {
   EXPECT_EQ(ring->TakeHostFnEvents(kQueue, got.data(), got.size()), 3u);
 }
 
+TEST(RingTest, SpinSettingIsACountOrTheDefault) {
+  EXPECT_EQ(RingSpinIterations(nullptr), 4000);
+  EXPECT_EQ(RingSpinIterations("0"), 0);
+  EXPECT_EQ(RingSpinIterations("250"), 250);
+  EXPECT_EQ(RingSpinIterations("1000000"), 1000000);
+  // Not a count in [0, 1,000,000]: the default, never a wait that spins for minutes.
+  for (const char* bad : {"", "-1", "1000001", "99999999999", "12x", " 7", "0x10", "ten"}) {
+    EXPECT_EQ(RingSpinIterations(bad), 4000) << "'" << bad << "'";
+  }
+}
+
 TEST(RingTest, AttachSeesTheSameRingInAnotherProcess) {
   auto ring = MustCreate();
   pid_t child = fork();

@@ -300,6 +300,28 @@ TEST_F(ApiServerGraphTest, WhatACaptureCannotHoldIsRefusedAndInvalidatesIt) {
             CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
 }
 
+// A fuzzed input's (corpus/ring_records/regression-device-reset-during-a-capture): a reset
+// destroyed the capturing stream under the capture, and the next work on the legacy stream,
+// looking for that stream's flags, ended phosd.
+TEST_F(ApiServerGraphTest, ADeviceResetDuringACaptureIsRefusedAndLeavesTheStreams) {
+  const uint64_t a = client_.Alloc(kBytes);
+  const uint64_t s1 = NewStream(CU_STREAM_DEFAULT);
+  ASSERT_EQ(client_.Call(Op::kStreamBeginCapture, ipc::CaptureArgs{s1, CU_STREAM_CAPTURE_MODE_RELAXED, 0}),
+            CUDA_SUCCESS);
+  EXPECT_EQ(client_.Call(Op::kDeviceReset, nullptr, 0), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  // The capturing stream is still there, blocking, and the capture still holds it.
+  EXPECT_EQ(client_.Call(Op::kMemset, ipc::MemsetArgs{a, 64, 0, 9, 0}), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+  // Nor can the tenant destroy it under the capture.
+  EXPECT_EQ(client_.Call(Op::kStreamDestroy, ipc::HandleArgs{s1}), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ASSERT_EQ(client_.Call(Op::kStreamCaptureInfo, ipc::HandleArgs{s1}), CUDA_SUCCESS);
+  EXPECT_EQ(client_.Reply<ipc::CaptureInfo>().status, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  EXPECT_EQ(client_.Call(Op::kStreamEndCapture, ipc::CaptureArgs{s1, 0, 0}),
+            CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  // With the capture over, the reset runs and the stream is gone.
+  EXPECT_EQ(client_.Call(Op::kDeviceReset, nullptr, 0), CUDA_SUCCESS);
+  EXPECT_EQ(client_.Call(Op::kStreamSynchronize, ipc::HandleArgs{s1}), CUDA_ERROR_INVALID_HANDLE);
+}
+
 TEST_F(ApiServerGraphTest, AnEventRecordedAgainOutsideTheCaptureNoLongerForksIt) {
   const uint64_t s1 = NewStream(CU_STREAM_NON_BLOCKING), s2 = NewStream(CU_STREAM_NON_BLOCKING);
   const uint64_t s3 = NewStream(CU_STREAM_NON_BLOCKING);

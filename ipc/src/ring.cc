@@ -15,8 +15,12 @@
 #include <cstring>
 #include <ctime>
 #include <new>
+#include <optional>
+#include <string_view>
 
 #include <fmt/core.h>
+
+#include "phos/base/log.h"
 
 namespace phos::ipc {
 namespace {
@@ -24,16 +28,25 @@ namespace {
 // The header's pages: RingHeader, the host-function queue included, rounded up to a page.
 constexpr size_t kHeaderBytes = (sizeof(RingHeader) + 4095) / 4096 * 4096;
 // Spinning before sleeping, by default: long enough to catch the peer's next call in a tight
-// loop, short enough not to starve it on a two-core machine. What it lasts depends on the CPU's `pause`:
-// 4,000 of them take about 100 µs on the AMD EPYC hosts this was measured on, and about twice
-// that where a `pause` takes some 140 cycles (Intel's since Skylake).
-// PHOS_RING_SPIN overrides it for a process (RingSpinIterations).
+// loop, short enough not to starve it on a two-core machine. What it lasts depends on the CPU's
+// `pause`: 4,000 of them take about 100 µs on the AMD EPYC hosts this was measured on, and about
+// twice that where a `pause` takes some 140 cycles (Intel's since Skylake). PHOS_RING_SPIN
+// overrides it for a process.
 constexpr int kDefaultSpinIterations = 4000;
 constexpr int kMaxSpinIterations = 1'000'000;
 
 // Read once: every wait of the process spins the same.
 int SpinIterations() {
-  static const int spins = RingSpinIterations(std::getenv("PHOS_RING_SPIN"));
+  static const int spins = [] {
+    const char* setting = std::getenv("PHOS_RING_SPIN");
+    if (setting == nullptr) return kDefaultSpinIterations;
+    std::optional<int> count = ParseRingSpin(setting);
+    if (!count) {
+      PHOS_LOG(Warn, "ipc", "PHOS_RING_SPIN='{}' is not a count in [0, {}]: the rings' waits spin {} times",
+               setting, kMaxSpinIterations, kDefaultSpinIterations);
+    }
+    return count.value_or(kDefaultSpinIterations);
+  }();
   return spins;
 }
 
@@ -43,12 +56,11 @@ size_t AlignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 }  // namespace
 
-int RingSpinIterations(const char* setting) {
-  if (setting == nullptr) return kDefaultSpinIterations;
-  const char* end = setting + std::strlen(setting);
+std::optional<int> ParseRingSpin(std::string_view setting) {
+  const char* end = setting.data() + setting.size();
   int count = 0;
-  auto [last, ec] = std::from_chars(setting, end, count);
-  if (ec != std::errc() || last != end || count < 0 || count > kMaxSpinIterations) return kDefaultSpinIterations;
+  auto [last, ec] = std::from_chars(setting.data(), end, count);
+  if (ec != std::errc() || last != end || count < 0 || count > kMaxSpinIterations) return std::nullopt;
   return count;
 }
 
@@ -161,7 +173,7 @@ Status Ring::Write(Op op, uint16_t flags, uint64_t seq, const void* part1, size_
   int spins = 0;
   while (data_bytes_ - (produced - header_->consumed.load(std::memory_order_acquire)) < need + pad) {
     if (header_->closed.load(std::memory_order_acquire) != 0) return Status::Unavailable("the GPU session was closed by phosd");
-    if (++spins < spin_limit) {
+    if (spins++ < spin_limit) {
       CpuRelax();
       continue;
     }
@@ -198,7 +210,7 @@ Status Ring::WaitCompleted(uint64_t seq, const std::function<bool()>& alive) {
   int spins = 0;
   while (header_->completed_seq.load(std::memory_order_acquire) < seq) {
     if (header_->closed.load(std::memory_order_acquire) != 0) return Status::Unavailable("the GPU session was closed by phosd");
-    if (++spins < spin_limit) {
+    if (spins++ < spin_limit) {
       CpuRelax();
       continue;
     }

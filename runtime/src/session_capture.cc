@@ -197,7 +197,10 @@ bool Session::Capture(const OpHandler& handler, const ipc::RecordView& record, c
     // Work on the legacy stream would wait for the capturing blocking streams' work, which does
     // not run: an implicit dependency the driver refuses.
     for (auto& [vid, s] : capturing_) {
-      if ((streams_.at(vid).flags & CU_STREAM_NON_BLOCKING) == 0) {
+      // Every capturing stream is the session's (what destroys a stream is refused during a
+      // capture); one that is not reads as blocking, refusing the work rather than ending phosd.
+      auto captured = streams_.find(vid);
+      if (captured == streams_.end() || (captured->second.flags & CU_STREAM_NON_BLOCKING) == 0) {
         *result = InvalidateCapture(s.capture, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, handler.name);
         return true;
       }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -213,14 +214,14 @@ TEST(RingTest, HostFnTakerBoundsWhatAPeerClaims) {
   EXPECT_EQ(ring->TakeHostFnEvents(kQueue, got.data(), got.size()), 3u);
 }
 
-TEST(RingTest, SpinSettingIsACountOrTheDefault) {
-  EXPECT_EQ(RingSpinIterations(nullptr), 4000);
-  EXPECT_EQ(RingSpinIterations("0"), 0);
-  EXPECT_EQ(RingSpinIterations("250"), 250);
-  EXPECT_EQ(RingSpinIterations("1000000"), 1000000);
-  // Not a count in [0, 1,000,000]: the default, never a wait that spins for minutes.
+TEST(RingTest, SpinSettingIsADecimalCountUpToAMillion) {
+  EXPECT_EQ(ParseRingSpin("0"), 0);
+  EXPECT_EQ(ParseRingSpin("250"), 250);
+  EXPECT_EQ(ParseRingSpin("1000000"), 1000000);
+  // Anything else names no count (the process keeps the default): never a wait that spins for
+  // minutes, nor a count read from part of the setting.
   for (const char* bad : {"", "-1", "1000001", "99999999999", "12x", " 7", "0x10", "ten"}) {
-    EXPECT_EQ(RingSpinIterations(bad), 4000) << "'" << bad << "'";
+    EXPECT_EQ(ParseRingSpin(bad), std::nullopt) << "'" << bad << "'";
   }
 }
 

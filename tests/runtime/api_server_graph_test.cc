@@ -308,7 +308,7 @@ TEST_F(ApiServerGraphTest, ADeviceResetDuringACaptureIsRefusedAndLeavesTheStream
   const uint64_t s1 = NewStream(CU_STREAM_DEFAULT);
   ASSERT_EQ(client_.Call(Op::kStreamBeginCapture, ipc::CaptureArgs{s1, CU_STREAM_CAPTURE_MODE_RELAXED, 0}),
             CUDA_SUCCESS);
-  EXPECT_EQ(client_.Call(Op::kDeviceReset, nullptr, 0), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ASSERT_EQ(client_.Call(Op::kDeviceReset, nullptr, 0), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   // The capturing stream is still there, blocking, and the capture still holds it.
   EXPECT_EQ(client_.Call(Op::kMemset, ipc::MemsetArgs{a, 64, 0, 9, 0}), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
   // Nor can the tenant destroy it under the capture.
@@ -317,6 +317,9 @@ TEST_F(ApiServerGraphTest, ADeviceResetDuringACaptureIsRefusedAndLeavesTheStream
   EXPECT_EQ(client_.Reply<ipc::CaptureInfo>().status, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
   EXPECT_EQ(client_.Call(Op::kStreamEndCapture, ipc::CaptureArgs{s1, 0, 0}),
             CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  // The refused reset freed nothing: the buffer takes work on the legacy stream.
+  ASSERT_EQ(client_.Call(Op::kMemset, ipc::MemsetArgs{a, 64, 0, 9, 0}), CUDA_SUCCESS);
+  for (uint8_t v : client_.Download(a, 64)) ASSERT_EQ(v, 9);
   // With the capture over, the reset runs and the stream is gone.
   EXPECT_EQ(client_.Call(Op::kDeviceReset, nullptr, 0), CUDA_SUCCESS);
   EXPECT_EQ(client_.Call(Op::kStreamSynchronize, ipc::HandleArgs{s1}), CUDA_ERROR_INVALID_HANDLE);

@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string_view>
 
 #include "phos/base/status.h"
 #include "phos/ipc/wire.h"
@@ -167,13 +169,13 @@ class Ring {
 static_assert(sizeof(NcclInitAllArgs) <= Ring::kMinDataBytes / 4 - sizeof(RecordHeader));
 static_assert(kMaxNcclRanks * sizeof(uint64_t) <= Ring::kMinReplyBytes - sizeof(ReplyHeader));
 
-// How many times a waiting side of a ring spins (a CPU `pause`) before it sleeps on the futex,
-// from the PHOS_RING_SPIN setting: 4,000 (about 100 µs) when `setting` is null or not a count in
-// [0, 1,000,000]; 0 sleeps at once. Spinning catches a peer's quick answer without a system call;
-// on a host whose cores are all busy it holds the core the peer needs, and a lower count serves
-// better. Each process reads its own environment once, so phosd and each function process decide
-// for their own side.
-int RingSpinIterations(const char* setting);
+// PHOS_RING_SPIN: how many times a waiting side of a ring spins (a CPU `pause`) before it sleeps
+// on the futex, 4,000 (about 100 µs) when unset; 0 sleeps at once. Spinning catches a peer's quick
+// answer without a system call; on a host whose cores are all busy it holds the core the peer
+// needs, and a lower count serves better. Each process reads its environment once (a bad value is
+// logged and the default kept). ParseRingSpin gives the count a setting names: a decimal in
+// [0, 1,000,000], nothing else.
+std::optional<int> ParseRingSpin(std::string_view setting);
 
 // futex(2) on a word of shared memory (not FUTEX_PRIVATE: the peer is another process).
 void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, int timeout_ms);
